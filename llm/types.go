@@ -1,0 +1,105 @@
+package llm
+
+import (
+	"time"
+)
+
+// Role is the author of a chat message.
+type Role string
+
+// The roles the bot sends.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Message is one entry of a chat request's messages array.
+type Message struct {
+	Role    Role   `json:"role"`
+	Content string `json:"content"`
+}
+
+// ChatRequest is one chat completion call. Model overrides Config.ChatModel when set
+// (per-channel model overrides).
+type ChatRequest struct {
+	Model    string
+	Messages []Message
+}
+
+// Chunk is one step of a streamed answer. Any field may be empty; a chunk may carry only
+// a finish reason or only usage.
+type Chunk struct {
+	Content      string // answer text delta (delta.content)
+	Reasoning    string // thinking text delta (delta.reasoning_content or delta.reasoning)
+	Refusal      string // refusal text delta (delta.refusal)
+	FinishReason string // "stop", "length", "content_filter", ... on the last choice chunk
+	Usage        *Usage // usage, from the usage chunk when the provider sends one
+}
+
+// Usage is token accounting as reported by the provider.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	TotalTokens      int
+}
+
+// Completion is a whole (non-streamed) answer.
+type Completion struct {
+	Content      string
+	Reasoning    string
+	Refusal      string
+	FinishReason string
+	Usage        *Usage
+}
+
+// ImageRequest is one image generation call. Model overrides Config.ImageModel when set.
+type ImageRequest struct {
+	Model  string
+	Prompt string
+	// User, when set, is sent as a safety identifier (the caller passes a hash, never a raw id).
+	User string
+}
+
+// Image is a generated image, already downloaded and decoded.
+type Image struct {
+	Data          []byte
+	Format        string // "png", "jpeg", "webp" or "gif", detected from the bytes
+	MIMEType      string // "image/png", ...
+	RevisedPrompt string // the provider's rewritten prompt, when it sends one
+}
+
+// Kind classifies a failure so callers can pick what to tell the user.
+type Kind string
+
+// The kinds of Error.
+const (
+	KindRateLimit     Kind = "rate_limit"     // 429 other than quota
+	KindQuota         Kind = "quota"          // insufficient_quota, 402 credits
+	KindAuth          Kind = "auth"           // 401, 403 auth/permission
+	KindBadRequest    Kind = "bad_request"    // other 4xx: invalid request, context length, unknown model (404)
+	KindContentPolicy Kind = "content_policy" // moderation_blocked, content_policy_violation, content_filter
+	KindServer        Kind = "server"         // 5xx, error events inside a stream, errors in 200 bodies
+	KindTimeout       Kind = "timeout"        // connect/header/idle timeout (a stalled stream)
+	KindTruncated     Kind = "truncated"      // the stream ended without [DONE] or a finish reason
+	KindConnection    Kind = "connection"     // could not connect, connection reset
+	KindInvalid       Kind = "invalid"        // a 2xx answer that cannot be used: empty choices, no image, bad image
+	KindCanceled      Kind = "canceled"       // the caller's context was cancelled
+)
+
+// Error is the one error type of this package: every failure of a call is an *Error.
+// It never contains the API key.
+type Error struct {
+	Kind       Kind
+	Status     int    // HTTP status; 0 when no response (connection error, timeout)
+	Type       string // provider error type, e.g. "invalid_request_error"
+	Code       string // provider error code, always as a string ("rate_limit_exceeded", "400")
+	Param      string // provider error param, e.g. "temperature"
+	Message    string // the provider's message, or a short description of what went wrong
+	RequestID  string // x-request-id / X-Generation-Id when present
+	RetryAfter time.Duration
+	Err        error // underlying cause (network error, context error), if any
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
