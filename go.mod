@@ -1,6 +1,6 @@
 module github.com/llmbot/llmbot
 
-go 1.26
+go 1.26.8
 
 require (
 	github.com/containerd/typeurl/v2 v2.3.0 // indirect

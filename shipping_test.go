@@ -1,0 +1,311 @@
+// Package llmbot_test checks what ships beside the code: the Slack app manifest and the Dockerfile.
+// No container engine runs where these tests run, so the Dockerfile is parsed with buildkit's own parser
+// and its build step is run with the local Go toolchain.
+package llmbot_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dlclark/regexp2"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"sigs.k8s.io/yaml"
+)
+
+// manifestSchema is Slack's app manifest JSON Schema, in shared/ beside the checkout (as CI lays it out).
+const manifestSchema = "../shared/schemas/slack-app-manifest.schema.1.0.0.json"
+
+// ecmaRegexp compiles the schema's ECMAScript patterns (they use look-ahead, which Go's regexp lacks).
+type ecmaRegexp struct{ re *regexp2.Regexp }
+
+func (r ecmaRegexp) MatchString(s string) bool {
+	ok, err := r.re.MatchString(s)
+	return err == nil && ok
+}
+
+func (r ecmaRegexp) String() string { return r.re.String() }
+
+func compileECMA(s string) (jsonschema.Regexp, error) {
+	re, err := regexp2.Compile(s, regexp2.ECMAScript)
+	if err != nil {
+		return nil, err
+	}
+	return ecmaRegexp{re}, nil
+}
+
+func loadManifest(t *testing.T) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile("manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatalf("manifest.yaml is not valid YAML: %v", err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		t.Fatalf("manifest.yaml: want a mapping at the top, got %T", doc)
+	}
+	return m
+}
+
+func TestManifestMatchesSlackSchema(t *testing.T) {
+	f, err := os.Open(manifestSchema)
+	if err != nil {
+		t.Fatalf("Slack's manifest schema is expected in shared/ beside the checkout: %v", err)
+	}
+	defer f.Close()
+	schemaDoc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseRegexpEngine(compileECMA)
+	if err := c.AddResource("manifest.schema.json", schemaDoc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("manifest.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(loadManifest(t)); err != nil {
+		t.Errorf("manifest.yaml does not match Slack's manifest schema:\n%v", err)
+	}
+}
+
+// TestManifestScopesAndEvents pins the scopes to exactly what the bot uses, and checks that every subscribed
+// event has the scope Slack requires for it.
+func TestManifestScopesAndEvents(t *testing.T) {
+	m := loadManifest(t)
+	scopes := strings.Fields(jsonPath(t, m, "oauth_config", "scopes", "bot"))
+	events := strings.Fields(jsonPath(t, m, "settings", "event_subscriptions", "bot_events"))
+
+	// Every scope and what needs it; a scope not listed here is one the bot does not use.
+	used := map[string]string{
+		"app_mentions:read": "app_mention event",
+		"channels:history":  "conversations.replies in public channels, message.channels",
+		"groups:history":    "conversations.replies in private channels, message.groups",
+		"im:history":        "conversations.replies/history in DMs, message.im",
+		"mpim:history":      "conversations.replies in group DMs, message.mpim",
+		"chat:write":        "chat.postMessage, chat.update, chat.postEphemeral, chat.*Stream",
+		"files:write":       "files.getUploadURLExternal, files.completeUploadExternal",
+		"commands":          "/imagine",
+		"users:read":        "users.info",
+	}
+	for _, s := range scopes {
+		if _, ok := used[s]; !ok {
+			t.Errorf("manifest asks for scope %q, which the bot does not use", s)
+		}
+	}
+	for s, why := range used {
+		if !slices.Contains(scopes, s) {
+			t.Errorf("manifest lacks scope %q (needed for %s)", s, why)
+		}
+	}
+	needs := map[string]string{
+		"app_mention":      "app_mentions:read",
+		"message.im":       "im:history",
+		"message.channels": "channels:history",
+		"message.groups":   "groups:history",
+		"message.mpim":     "mpim:history",
+	}
+	for _, e := range events {
+		scope, ok := needs[e]
+		if !ok {
+			t.Errorf("manifest subscribes to %q, which the bot does not handle", e)
+			continue
+		}
+		if !slices.Contains(scopes, scope) {
+			t.Errorf("event %q needs scope %q", e, scope)
+		}
+	}
+	if got := jsonPath(t, m, "settings", "socket_mode_enabled"); got != "true" {
+		t.Errorf("socket_mode_enabled = %s, want true", got)
+	}
+	if got := jsonPath(t, m, "features", "slash_commands"); !strings.Contains(got, `"/imagine"`) {
+		t.Errorf("slash_commands = %s, want /imagine", got)
+	}
+	if strings.Contains(jsonPath(t, m, "features", "slash_commands"), `"url"`) {
+		t.Error("slash command has a url: in Socket Mode commands arrive over the WebSocket")
+	}
+}
+
+// jsonPath returns the value at path as JSON; a list of strings comes back space-separated.
+func jsonPath(t *testing.T, v any, path ...string) string {
+	t.Helper()
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("manifest: %s is not a mapping", p)
+		}
+		if v, ok = m[p]; !ok {
+			t.Fatalf("manifest: missing %s", strings.Join(path, "."))
+		}
+	}
+	if list, ok := v.([]any); ok && len(list) > 0 {
+		if _, ok := list[0].(string); ok {
+			var parts []string
+			for _, s := range list {
+				parts = append(parts, s.(string))
+			}
+			return strings.Join(parts, " ")
+		}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+type dockerStage struct {
+	from  string
+	name  string
+	steps []*parser.Node
+}
+
+func parseDockerfile(t *testing.T) []dockerStage {
+	t.Helper()
+	f, err := os.Open("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := parser.Parse(f)
+	if err != nil {
+		t.Fatalf("Dockerfile does not parse: %v", err)
+	}
+	var stages []dockerStage
+	for _, n := range res.AST.Children {
+		if strings.EqualFold(n.Value, "from") {
+			st := dockerStage{from: n.Next.Value}
+			if a := n.Next.Next; a != nil && strings.EqualFold(a.Value, "as") && a.Next != nil {
+				st.name = a.Next.Value
+			}
+			stages = append(stages, st)
+			continue
+		}
+		if len(stages) == 0 {
+			t.Fatalf("Dockerfile line %d: %s before the first FROM", n.StartLine, n.Value)
+		}
+		stages[len(stages)-1].steps = append(stages[len(stages)-1].steps, n)
+	}
+	return stages
+}
+
+func args(n *parser.Node) []string {
+	var out []string
+	for a := n.Next; a != nil; a = a.Next {
+		out = append(out, a.Value)
+	}
+	return out
+}
+
+// TestDockerfile checks the image the way a reviewer would: a build stage and a small final stage, a static
+// CGO_ENABLED=0 build of the real cmd/llmbot package, a non-root USER and no secrets baked in.
+func TestDockerfile(t *testing.T) {
+	stages := parseDockerfile(t)
+	if len(stages) < 2 {
+		t.Fatalf("want a multi-stage Dockerfile, got %d stage(s)", len(stages))
+	}
+	build, final := stages[0], stages[len(stages)-1]
+
+	var buildCmd string
+	for _, n := range build.steps {
+		if strings.EqualFold(n.Value, "run") && strings.Contains(strings.Join(args(n), " "), "go build") {
+			buildCmd = strings.Join(args(n), " ")
+		}
+	}
+	if buildCmd == "" {
+		t.Fatal("build stage has no RUN ... go build")
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "./cmd/llmbot"} {
+		if !strings.Contains(buildCmd, want) {
+			t.Errorf("build step %q lacks %q", buildCmd, want)
+		}
+	}
+
+	if strings.Contains(final.from, "golang") {
+		t.Errorf("final stage is built FROM %s: ship the binary on a small base, not the toolchain", final.from)
+	}
+	var user string
+	copiesBinary := false
+	for _, n := range final.steps {
+		switch strings.ToLower(n.Value) {
+		case "user":
+			user = strings.Join(args(n), "")
+		case "copy":
+			for _, fl := range n.Flags {
+				if fl == "--from="+build.name {
+					copiesBinary = true
+				}
+			}
+		}
+	}
+	if !copiesBinary {
+		t.Errorf("final stage does not COPY --from=%s", build.name)
+	}
+	if uid, _, _ := strings.Cut(user, ":"); user == "" || uid == "root" || uid == "0" {
+		t.Errorf("final stage USER = %q, want a non-root user", user)
+	}
+
+	secret := regexp.MustCompile(`(?i)(token|api_key|apikey|secret|password|xox[bap]-|xapp-|sk-)`)
+	for _, st := range stages {
+		for _, n := range st.steps {
+			switch strings.ToLower(n.Value) {
+			case "env", "arg":
+				if line := strings.Join(args(n), " "); secret.MatchString(line) {
+					t.Errorf("Dockerfile line %d bakes a secret-looking %s into the image: %s", n.StartLine, n.Value, line)
+				}
+			case "copy", "add":
+				if line := strings.Join(args(n), " "); strings.Contains(line, ".env") {
+					t.Errorf("Dockerfile line %d copies an env file into the image", n.StartLine)
+				}
+			}
+		}
+	}
+	ignore, err := os.ReadFile(".dockerignore")
+	if err != nil {
+		t.Fatalf("want a .dockerignore (keeps .git and .env files out of the build context): %v", err)
+	}
+	for _, want := range []string{".git", ".env"} {
+		if !slices.Contains(strings.Fields(string(ignore)), want) {
+			t.Errorf(".dockerignore lacks %q", want)
+		}
+	}
+}
+
+// TestDockerBuildIsStatic runs the Dockerfile's build command with the local toolchain and checks that the
+// result is a static executable (no ELF interpreter), as the distroless final stage needs.
+func TestDockerBuildIsStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	out := filepath.Join(t.TempDir(), "llmbot")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/llmbot")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, msg)
+	}
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatal("binary has an ELF interpreter: it is dynamically linked")
+		}
+	}
+}
