@@ -1,0 +1,204 @@
+// Package pace holds the bot's shared Slack write budget: token buckets (Bucket, Keyed) and the fair
+// edit scheduler (Scheduler) that hands chat.update (or chat.appendStream) slots to the replies in flight.
+//
+// Slack limits chat.update per workspace (about 50 a minute, shared by every reply) and chat.postMessage to
+// about one a second per channel. Going over earns a 429 with Retry-After; a 429 seen by one reply pauses
+// everyone using the same bucket, and the bucket learns from it (see Bucket.Throttled).
+//
+// Nothing here starts a goroutine: waits are timers owned by the waiting caller, and the scheduler's grant
+// logic runs under a mutex, driven by the callers and by one time.AfterFunc timer.
+package pace
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// Learning after a 429 (Bucket.Throttled): the effective rate is multiplied by cutFactor (at most once per
+// pause, so a volley of 429s from requests already in flight counts once), never below minFraction of the
+// configured rate. After recoverDelay without a 429 it climbs back by recoverPerMinute of the configured rate
+// per minute, up to the configured rate. With the defaults one 429 costs 20% of the budget for about three
+// minutes, and a rate configured above Slack's real limit produces one 429 every few minutes, never a storm.
+const (
+	cutFactor        = 0.8
+	minFraction      = 0.25
+	recoverDelay     = time.Minute
+	recoverPerMinute = 0.1
+)
+
+// Bucket is a token bucket: tokens refill at a rate per minute up to a burst; one write takes one token.
+// Pause (or Throttled, for a 429) stops every user of the bucket until a time. Safe for concurrent use.
+type Bucket struct {
+	mu     sync.Mutex
+	base   float64   // configured tokens per second
+	rate   float64   // effective tokens per second (lowered after a 429, restored slowly)
+	burst  float64   // capacity
+	tokens float64   // may go negative: reservations by Wait
+	last   time.Time // last refill
+	paused time.Time // no token is handed out before this
+	cutAt  time.Time // last time rate was lowered
+}
+
+// NewBucket returns a full bucket refilling perMinute tokens a minute, holding at most burst (at least 1).
+func NewBucket(perMinute float64, burst int) *Bucket {
+	if perMinute <= 0 {
+		perMinute = 1
+	}
+	if burst < 1 {
+		burst = 1
+	}
+	return &Bucket{
+		base:   perMinute / 60,
+		rate:   perMinute / 60,
+		burst:  float64(burst),
+		tokens: float64(burst),
+		last:   time.Now(),
+	}
+}
+
+// Rate returns the effective rate in tokens per minute (lower than configured for a while after a 429).
+func (b *Bucket) Rate() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refillLocked(time.Now())
+	return b.rate * 60
+}
+
+// Wait takes one token, waiting for it (and for any pause) unless ctx ends first, in which case the
+// reservation is returned and the cause of ctx is returned. Waiters are served in arrival order.
+func (b *Bucket) Wait(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	b.mu.Lock()
+	now := time.Now()
+	b.refillLocked(now)
+	b.tokens--
+	d := b.delayLocked(now)
+	b.mu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		// The bucket may have been paused while we slept; wait out the pause too (the token stays ours).
+		return b.waitPause(ctx)
+	case <-ctx.Done():
+		b.refund()
+		return context.Cause(ctx)
+	}
+}
+
+// waitPause waits until the bucket is not paused.
+func (b *Bucket) waitPause(ctx context.Context) error {
+	for {
+		b.mu.Lock()
+		d := time.Until(b.paused)
+		b.mu.Unlock()
+		if d <= 0 {
+			return nil
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			b.refund()
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// Pause stops handing out tokens until the given time (a later pause wins, an earlier one is ignored).
+func (b *Bucket) Pause(until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if until.After(b.paused) {
+		b.paused = until
+	}
+}
+
+// Throttled records a 429 with the given Retry-After: everyone waits until it has passed, the bucket starts
+// empty after it, and the effective rate is lowered (once per pause) so the storm is not repeated.
+func (b *Bucket) Throttled(retryAfter time.Duration) {
+	if retryAfter <= 0 {
+		retryAfter = time.Second
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.refillLocked(now)
+	if !now.Before(b.paused) { // a first 429, not one more answer to requests sent before the pause
+		b.rate = math.Max(b.rate*cutFactor, b.base*minFraction)
+		b.cutAt = now
+	}
+	if b.tokens > 0 {
+		b.tokens = 0
+	}
+	if until := now.Add(retryAfter); until.After(b.paused) {
+		b.paused = until
+	}
+}
+
+// take takes one token if one is available now and returns 0; otherwise it takes nothing and returns how
+// long until one will be.
+func (b *Bucket) take(now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refillLocked(now)
+	if b.tokens >= 1 && !now.Before(b.paused) {
+		b.tokens--
+		return 0
+	}
+	b.tokens--
+	d := b.delayLocked(now)
+	b.tokens++
+	if d <= 0 {
+		d = time.Millisecond // rounding: never spin
+	}
+	return d
+}
+
+// refund returns a token that was taken but not used.
+func (b *Bucket) refund() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = math.Min(b.tokens+1, b.burst)
+}
+
+// delayLocked is how long until the token count is non-negative and the bucket is not paused.
+func (b *Bucket) delayLocked(now time.Time) time.Duration {
+	var d time.Duration
+	if b.tokens < 0 {
+		d = time.Duration(math.Ceil(-b.tokens / b.rate * float64(time.Second)))
+	}
+	if p := b.paused.Sub(now); p > d {
+		d = p
+	}
+	return d
+}
+
+// refillLocked adds the tokens earned since the last refill (none while paused) and restores the rate.
+func (b *Bucket) refillLocked(now time.Time) {
+	from := b.last
+	if b.paused.After(from) {
+		from = b.paused // nothing is earned during a pause
+	}
+	if b.rate < b.base && now.Sub(b.cutAt) > recoverDelay {
+		start := b.cutAt.Add(recoverDelay)
+		if b.last.After(start) {
+			start = b.last
+		}
+		b.rate = math.Min(b.base, b.rate+b.base*recoverPerMinute*now.Sub(start).Minutes())
+	}
+	if el := now.Sub(from); el > 0 {
+		b.tokens = math.Min(b.burst, b.tokens+el.Seconds()*b.rate)
+	}
+	if now.After(b.last) {
+		b.last = now
+	}
+}

@@ -1,0 +1,310 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Priority orders the replies waiting for a write slot. Higher goes first.
+type Priority int
+
+// The priorities, lowest first.
+const (
+	// Pending: a streaming reply with text not yet shown; among these, the oldest pending text goes first
+	// (max lag first), which makes the grants a round robin: every reply gets an equal, evenly spaced share.
+	Pending Priority = iota
+	// First: a reply's first visible text (the placeholder is all the user sees so far).
+	First
+	// Final: the last write of a reply part (full text, status note). Final writes go before everything.
+	Final
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Pending:
+		return "pending"
+	case First:
+		return "first"
+	case Final:
+		return "final"
+	}
+	return fmt.Sprintf("Priority(%d)", int(p))
+}
+
+// Scheduler grants write slots from one Bucket to the replies in flight (one Lane each), fairest first:
+// final writes, then first text, then the reply whose pending text has waited longest. Text is coalesced by
+// the callers (a reply writes its latest snapshot when granted), never queued here.
+//
+// The grant logic runs under a mutex, called by Lane.Wait, by cancellations and by one time.AfterFunc
+// timer armed for when the next token is due; the scheduler owns no goroutine and needs no Close.
+type Scheduler struct {
+	b      *Bucket
+	policy Policy
+
+	mu      sync.Mutex
+	waiters []*waiter // unordered; the best is found by a scan (tens to hundreds of entries)
+	seq     uint64
+	lanes   int
+	timer   *time.Timer
+	due     time.Time // when timer fires; zero when not armed
+}
+
+type waiter struct {
+	p       Priority
+	since   time.Time
+	seq     uint64
+	ready   chan struct{} // closed on grant
+	granted bool
+}
+
+// Option configures a Scheduler.
+type Option func(*Scheduler)
+
+// WithPolicy selects the edit policy (default PolicyFair). The baseline policies exist for the load
+// benchmark's comparison only.
+func WithPolicy(p Policy) Option {
+	return func(s *Scheduler) { s.policy = p }
+}
+
+// NewScheduler returns a scheduler over a new Bucket of perMinute writes a minute and the given burst.
+func NewScheduler(perMinute float64, burst int, opts ...Option) *Scheduler {
+	s := &Scheduler{b: NewBucket(perMinute, burst), policy: PolicyFair}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Policy returns the scheduler's edit policy; the reply loop consults it (Policy.Publish).
+func (s *Scheduler) Policy() Policy { return s.policy }
+
+// Bucket returns the scheduler's bucket (for its effective rate).
+func (s *Scheduler) Bucket() *Bucket { return s.b }
+
+// Lane returns a new lane: one per reply (or per streamed message), closed when the reply is done.
+func (s *Scheduler) Lane() *Lane {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lanes++
+	return &Lane{s: s}
+}
+
+// Lanes returns the number of lanes not yet closed (replies in flight).
+func (s *Scheduler) Lanes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lanes
+}
+
+// Throttled records a 429 with its Retry-After: every lane waits until it has passed, and the effective rate
+// is lowered for a while (Bucket.Throttled).
+func (s *Scheduler) Throttled(retryAfter time.Duration) {
+	s.b.Throttled(retryAfter)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dispatchLocked()
+}
+
+// Waiting returns the number of lanes waiting for a grant.
+func (s *Scheduler) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiters)
+}
+
+// wait blocks until w is granted or ctx ends.
+func (s *Scheduler) wait(ctx context.Context, p Priority, since time.Time) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if since.IsZero() {
+		since = time.Now()
+	}
+	s.mu.Lock()
+	s.seq++
+	w := &waiter{p: p, since: since, seq: s.seq, ready: make(chan struct{})}
+	s.waiters = append(s.waiters, w)
+	s.dispatchLocked()
+	s.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if w.granted {
+			s.b.refund() // granted as we gave up: give the slot to someone else
+		} else {
+			s.removeLocked(w)
+		}
+		s.dispatchLocked()
+		return context.Cause(ctx)
+	}
+}
+
+// dispatchLocked grants tokens to the best waiters while tokens are available, then arms the timer for the
+// next token (or stops it when nobody waits).
+func (s *Scheduler) dispatchLocked() {
+	for len(s.waiters) > 0 {
+		now := time.Now()
+		if d := s.b.take(now); d > 0 {
+			s.armLocked(now.Add(d))
+			return
+		}
+		i := s.bestLocked()
+		w := s.waiters[i]
+		s.waiters[i] = s.waiters[len(s.waiters)-1]
+		s.waiters[len(s.waiters)-1] = nil
+		s.waiters = s.waiters[:len(s.waiters)-1]
+		w.granted = true
+		close(w.ready)
+	}
+	if s.timer != nil && !s.due.IsZero() {
+		s.timer.Stop()
+		s.due = time.Time{}
+	}
+}
+
+func (s *Scheduler) armLocked(at time.Time) {
+	if !s.due.IsZero() && !s.due.After(at) {
+		return // already armed early enough; the callback re-arms if needed
+	}
+	s.due = at
+	d := time.Until(at)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, s.fire)
+		return
+	}
+	s.timer.Reset(d)
+}
+
+func (s *Scheduler) fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.due = time.Time{}
+	s.dispatchLocked()
+}
+
+// bestLocked returns the index of the waiter to serve first: highest priority, then oldest pending text,
+// then first come.
+func (s *Scheduler) bestLocked() int {
+	best := 0
+	for i, w := range s.waiters[1:] {
+		if before(w, s.waiters[best]) {
+			best = i + 1
+		}
+	}
+	return best
+}
+
+func before(a, b *waiter) bool {
+	if a.p != b.p {
+		return a.p > b.p
+	}
+	if !a.since.Equal(b.since) {
+		return a.since.Before(b.since)
+	}
+	return a.seq < b.seq
+}
+
+func (s *Scheduler) removeLocked(w *waiter) {
+	for i, x := range s.waiters {
+		if x == w {
+			last := len(s.waiters) - 1
+			s.waiters[i] = s.waiters[last]
+			s.waiters[last] = nil
+			s.waiters = s.waiters[:last]
+			return
+		}
+	}
+}
+
+// Lane is one reply's place in a Scheduler. A lane is used by one goroutine at a time (the reply's writer).
+type Lane struct {
+	s *Scheduler
+
+	mu     sync.Mutex
+	closed bool
+	// Baseline policies only: this reply's own clock.
+	last   time.Time // last grant
+	paused time.Time // this lane's own Retry-After
+}
+
+// ErrLaneClosed is returned by Wait on a closed Lane.
+var ErrLaneClosed = errors.New("pace: lane closed")
+
+// Wait blocks until this reply may make one write, or ctx ends (it then returns context.Cause(ctx)).
+// p is the kind of write; pendingSince is when the oldest text not yet shown arrived (zero: now).
+func (l *Lane) Wait(ctx context.Context, p Priority, pendingSince time.Time) error {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return ErrLaneClosed
+	}
+	switch l.s.policy {
+	case PolicyEvery1s:
+		return l.waitOwn(ctx, time.Second)
+	case PolicyEvery20Chunks:
+		return l.waitOwn(ctx, 0)
+	}
+	return l.s.wait(ctx, p, pendingSince)
+}
+
+// Throttled records a 429 seen by this lane's write. Under PolicyFair it pauses the whole scheduler
+// (Scheduler.Throttled); the baseline policies pause only this lane, as the bots they imitate do.
+func (l *Lane) Throttled(retryAfter time.Duration) {
+	if l.s.policy == PolicyFair {
+		l.s.Throttled(retryAfter)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until := time.Now().Add(retryAfter); until.After(l.paused) {
+		l.paused = until
+	}
+}
+
+// Close ends the lane: it no longer counts as open (Scheduler.Lanes) and a later Wait returns ErrLaneClosed.
+// Calling it more than once is harmless.
+func (l *Lane) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.closed = true
+	l.s.mu.Lock()
+	l.s.lanes--
+	l.s.mu.Unlock()
+}
+
+// waitOwn waits for the lane's own clock: at least every since the last grant, and past its own pause.
+func (l *Lane) waitOwn(ctx context.Context, every time.Duration) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	l.mu.Lock()
+	at := l.paused
+	if next := l.last.Add(every); !l.last.IsZero() && next.After(at) {
+		at = next
+	}
+	l.mu.Unlock()
+	if d := time.Until(at); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	l.mu.Lock()
+	l.last = time.Now()
+	l.mu.Unlock()
+	return nil
+}
