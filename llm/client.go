@@ -1,0 +1,491 @@
+// Package llm is a small client for OpenAI-compatible chat completion and image generation
+// services (OpenAI, Azure, OpenRouter, LiteLLM, vLLM, Ollama, llama.cpp, LM Studio, Groq, ...).
+//
+// It is built on net/http and encoding/json only, and is tolerant by rules rather than by
+// provider switches: see docs/openai-wire.md §4 in the shared reference.
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config configures a Client. Zero durations and sizes take the defaults in the comments.
+type Config struct {
+	BaseURL        string         // ".../v1", with or without trailing slash
+	APIKey         string         // sent as "Authorization: Bearer <key>" when set
+	Headers        http.Header    // extra headers on every request (Azure "api-key")
+	ChatModel      string         // default model for chat requests
+	ImageModel     string         // default model for image requests
+	Temperature    *float64       // nil: the key is absent from requests; 0 is sent as 0
+	ImageOptions   map[string]any // extra image request fields (size, quality, ...) only when set
+	HTTPClient     *http.Client   // nil: built from the timeouts below (tests pass their own)
+	ConnectTimeout time.Duration  // default 10s (dial + TLS)
+	HeaderTimeout  time.Duration  // default 120s, time to response headers for chat
+	IdleTimeout    time.Duration  // default 90s, max silence between stream bytes (comments count as life)
+	ImageTimeout   time.Duration  // default 180s for the whole image call incl. download; never retried after timeout
+	MaxRetries     int            // default 2 (so 3 attempts); negative means no retry
+	MaxRetryWait   time.Duration  // default 2 min: a longer Retry-After is not waited for (error returned)
+	MaxImageBytes  int64          // default 25 MiB, decoded or downloaded
+	Hooks          Hooks          // optional observation callbacks (logging and metrics live in the caller)
+}
+
+// Hooks are optional callbacks that let the caller log and count what the client does on
+// its own. They are called synchronously and must be quick.
+type Hooks struct {
+	// Retry is called before waiting to retry op ("chat" or "image"); attempt counts from 1.
+	Retry func(op string, attempt int, wait time.Duration, err *Error)
+	// TemperatureDropped is called when model rejected the temperature and the request is
+	// sent again without it (and from then on for that model).
+	TemperatureDropped func(model string)
+}
+
+// The defaults of Config.
+const (
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultHeaderTimeout  = 120 * time.Second
+	DefaultIdleTimeout    = 90 * time.Second
+	DefaultImageTimeout   = 180 * time.Second
+	DefaultMaxRetries     = 2
+	DefaultMaxRetryWait   = 2 * time.Minute
+	DefaultMaxImageBytes  = 25 << 20
+)
+
+// maxCompletionBody bounds a non-streamed completion body.
+const maxCompletionBody = 16 << 20
+
+var (
+	errIdle         = errors.New("no data from the model service within the idle timeout")
+	errImageTimeout = errors.New("the image was not ready within the image timeout")
+	errStreamDone   = errors.New("stream closed by the client")
+)
+
+// Client calls one OpenAI-compatible service. It is safe for concurrent use.
+type Client struct {
+	cfg       Config
+	base      string // BaseURL without trailing slash
+	chatHTTP  *http.Client
+	imageHTTP *http.Client // no response-header timeout: images take minutes
+	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
+
+	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter.
+	sleep  func(ctx context.Context, d time.Duration) error
+	now    func() time.Time
+	jitter func() float64 // in [0, 1)
+}
+
+// New checks cfg, applies the defaults and returns a Client. It does no I/O.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(cfg.BaseURL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("llm: base URL must be an http(s) URL such as https://api.openai.com/v1")
+	}
+	if strings.ContainsAny(cfg.APIKey, "\r\n") {
+		return nil, fmt.Errorf("llm: API key contains a line break")
+	}
+	cfg.APIKey = strings.TrimSpace(cfg.APIKey)
+	setDefault(&cfg.ConnectTimeout, DefaultConnectTimeout)
+	setDefault(&cfg.HeaderTimeout, DefaultHeaderTimeout)
+	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
+	setDefault(&cfg.ImageTimeout, DefaultImageTimeout)
+	setDefault(&cfg.MaxRetryWait, DefaultMaxRetryWait)
+	setDefault(&cfg.MaxImageBytes, DefaultMaxImageBytes)
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	c := &Client{
+		cfg:    cfg,
+		base:   strings.TrimRight(u.String(), "/"),
+		sleep:  sleepCtx,
+		now:    time.Now,
+		jitter: rand.Float64,
+	}
+	if cfg.HTTPClient != nil {
+		c.chatHTTP, c.imageHTTP = cfg.HTTPClient, cfg.HTTPClient
+	} else {
+		dialer := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+		chat := &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           dialer.DialContext,
+			TLSHandshakeTimeout:   cfg.ConnectTimeout,
+			ResponseHeaderTimeout: cfg.HeaderTimeout,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          64,
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       90 * time.Second,
+		}
+		image := chat.Clone()
+		image.ResponseHeaderTimeout = 0 // bounded by ImageTimeout for the whole call
+		c.chatHTTP, c.imageHTTP = &http.Client{Transport: chat}, &http.Client{Transport: image}
+	}
+	return c, nil
+}
+
+func setDefault[T time.Duration | int64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// chatBody is the chat/completions request. Temperature is a pointer so that 0 is sent.
+type chatBody struct {
+	Model       string    `json:"model"`
+	Messages    []Message `json:"messages"`
+	Temperature *float64  `json:"temperature,omitempty"`
+	Stream      bool      `json:"stream"`
+}
+
+// Stream calls chat/completions with stream:true. Single use. Yields chunks, then at most
+// one error, last. Breaking out of the loop or cancelling ctx closes the connection.
+//
+// Failures before the first chunk are retried (see Config.MaxRetries); nothing is retried
+// once a chunk was yielded. A stream that ends with neither [DONE] nor a finish reason
+// yields an *Error of KindTruncated after the chunks it delivered; a stream silent for
+// longer than IdleTimeout one of KindTimeout.
+func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, error] {
+	return func(yield func(Chunk, error) bool) {
+		sctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(errStreamDone)
+		resp, err := c.chat(sctx, req, true)
+		if err != nil {
+			yield(Chunk{}, err)
+			return
+		}
+		defer resp.Body.Close()
+		body := c.watch(resp.Body, cancel)
+		defer body.stop()
+
+		br := bufio.NewReaderSize(body, 512)
+		if !isEventStream(resp.Header, br) { // the server ignored stream:true
+			comp, err := c.readCompletion(sctx, resp.Header, br)
+			if err != nil {
+				yield(Chunk{}, err)
+				return
+			}
+			yield(Chunk(comp), nil)
+			return
+		}
+		dec := newStreamDecoder(br, resp.Header)
+		for {
+			chunk, err := dec.next()
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				yield(Chunk{}, c.fail(sctx, err))
+				return
+			}
+			if !yield(chunk, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Complete calls chat/completions with stream:false and returns the whole answer.
+func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(errStreamDone)
+	resp, err := c.chat(cctx, req, false)
+	if err != nil {
+		return Completion{}, err
+	}
+	defer resp.Body.Close()
+	body := c.watch(resp.Body, cancel)
+	defer body.stop()
+
+	br := bufio.NewReaderSize(body, 512)
+	if !isEventStream(resp.Header, br) {
+		return c.readCompletion(cctx, resp.Header, br)
+	}
+	// The server streamed although we did not ask: collect the stream.
+	var comp Completion
+	var content, reasoning, refusal strings.Builder
+	dec := newStreamDecoder(br, resp.Header)
+	for {
+		chunk, err := dec.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Completion{}, c.fail(cctx, err)
+		}
+		content.WriteString(chunk.Content)
+		reasoning.WriteString(chunk.Reasoning)
+		refusal.WriteString(chunk.Refusal)
+		comp.FinishReason = firstNonEmpty(chunk.FinishReason, comp.FinishReason)
+		if chunk.Usage != nil {
+			comp.Usage = chunk.Usage
+		}
+	}
+	comp.Content, comp.Reasoning, comp.Refusal = content.String(), reasoning.String(), refusal.String()
+	return comp, nil
+}
+
+// chat sends a chat request and returns a 2xx response, after retries and, when the model
+// rejects the temperature, once more without it.
+func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.Response, error) {
+	model := firstNonEmpty(req.Model, c.cfg.ChatModel)
+	if model == "" {
+		return nil, &Error{Kind: KindBadRequest, Message: "no chat model configured"}
+	}
+	if len(req.Messages) == 0 {
+		return nil, &Error{Kind: KindBadRequest, Message: "no messages to send"}
+	}
+	temp := c.cfg.Temperature
+	if _, ok := c.noTemp.Load(model); ok {
+		temp = nil
+	}
+	for {
+		body, err := json.Marshal(chatBody{Model: model, Messages: req.Messages, Temperature: temp, Stream: stream})
+		if err != nil {
+			return nil, &Error{Kind: KindBadRequest, Message: "encode request: " + err.Error()}
+		}
+		accept := "application/json"
+		if stream {
+			accept = "text/event-stream"
+		}
+		resp, e := c.send(ctx, c.chatHTTP, "chat", "/chat/completions", accept, body)
+		if e != nil && temp != nil && rejectsTemperature(e) {
+			c.noTemp.Store(model, struct{}{})
+			if f := c.cfg.Hooks.TemperatureDropped; f != nil {
+				f(model)
+			}
+			temp = nil
+			continue
+		}
+		if e != nil {
+			return nil, e
+		}
+		return resp, nil
+	}
+}
+
+// rejectsTemperature reports a 400 that refuses the temperature (reasoning models).
+func rejectsTemperature(e *Error) bool {
+	if e.Status != http.StatusBadRequest || (e.Code != "unsupported_value" && e.Code != "unsupported_parameter") {
+		return false
+	}
+	return e.Param == "temperature" || strings.Contains(strings.ToLower(e.Message), "temperature")
+}
+
+// send POSTs body to path until it gets a 2xx response, a final error, or runs out of
+// attempts. The caller closes the response body.
+func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept string, body []byte) (*http.Response, *Error) {
+	for attempt := 0; ; attempt++ {
+		resp, h, e := c.post(ctx, hc, path, accept, body)
+		if e == nil {
+			return resp, nil
+		}
+		wait, ok := c.retryWait(e, h, attempt)
+		if !ok {
+			return nil, e
+		}
+		if f := c.cfg.Hooks.Retry; f != nil {
+			f(op, attempt+1, wait, e)
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, errorFromTransport(ctx, err).redact(c.cfg.APIKey)
+		}
+	}
+}
+
+// post makes one attempt. A non-2xx answer is read (up to 1 MiB), closed and returned as
+// an *Error with the response headers.
+func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string, body []byte) (*http.Response, http.Header, *Error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, (&Error{Kind: KindBadRequest, Message: "build request: " + err.Error()}).redact(c.cfg.APIKey)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "llmbot")
+	if c.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	for k, vs := range c.cfg.Headers {
+		req.Header[http.CanonicalHeaderKey(k)] = vs
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, nil, errorFromTransport(ctx, err).redact(c.cfg.APIKey)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, resp.Header, nil
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if err != nil && len(data) == 0 {
+		e := errorFromTransport(ctx, err)
+		if e.Kind != KindCanceled {
+			e = &Error{Status: resp.StatusCode, Message: "reading the error body: " + e.Message, Err: err}
+			e.Kind = classify(e.Status, "", "", "")
+			e.RequestID = requestID(resp.Header)
+		}
+		return nil, resp.Header, e.redact(c.cfg.APIKey)
+	}
+	return nil, resp.Header, errorFromResponse(resp.StatusCode, resp.Header, data, c.now()).redact(c.cfg.APIKey)
+}
+
+// retryWait decides whether a failed attempt is retried, and after how long
+// (openai-wire.md §1.4, the official SDK's policy).
+func (c *Client) retryWait(e *Error, h http.Header, attempt int) (time.Duration, bool) {
+	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota {
+		return 0, false
+	}
+	retry := false
+	switch strings.ToLower(h.Get("X-Should-Retry")) {
+	case "true":
+		retry = true
+	case "false":
+		return 0, false
+	default:
+		s := e.Status
+		retry = e.Kind == KindConnection || s == 408 || s == 409 || s == 429 || s >= 500
+	}
+	if !retry {
+		return 0, false
+	}
+	if e.RetryAfter > 0 {
+		if e.RetryAfter > c.cfg.MaxRetryWait {
+			return 0, false
+		}
+		return e.RetryAfter, true
+	}
+	return c.backoff(attempt), true
+}
+
+// backoff is 0.5s·2ⁿ capped at 8s, minus up to 25% jitter.
+func (c *Client) backoff(attempt int) time.Duration {
+	d := min(500*time.Millisecond<<min(attempt, 5), 8*time.Second)
+	return d - time.Duration(float64(d)*0.25*c.jitter())
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// fail turns an error that ended reading a body into a redacted *Error.
+func (c *Client) fail(ctx context.Context, err error) *Error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.redact(c.cfg.APIKey)
+	}
+	return errorFromTransport(ctx, err).redact(c.cfg.APIKey)
+}
+
+// readCompletion parses a whole (non-streamed) completion body.
+func (c *Client) readCompletion(ctx context.Context, h http.Header, r io.Reader) (Completion, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxCompletionBody+1))
+	if err != nil {
+		return Completion{}, c.fail(ctx, err)
+	}
+	if len(data) > maxCompletionBody {
+		return Completion{}, &Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h),
+			Message: "the completion is larger than 16 MiB"}
+	}
+	comp, e := parseCompletion(h, data)
+	if e != nil {
+		return Completion{}, e.redact(c.cfg.APIKey)
+	}
+	return comp, nil
+}
+
+// parseCompletion reads a chat.completion body (any Content-Type).
+func parseCompletion(h http.Header, data []byte) (Completion, *Error) {
+	invalid := func(msg string) *Error {
+		return &Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h), Message: msg}
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || string(data) == "null" { // LiteLLM has answered 200 with a null body
+		return Completion{}, invalid("empty response (body: " + firstNonEmpty(string(data), "empty") + ")")
+	}
+	if e := errorInBody(http.StatusOK, h, data); e != nil {
+		return Completion{}, e
+	}
+	var w wireChunk
+	if err := w.decode(data); err != nil {
+		return Completion{}, invalid("malformed response: " + snippet(data))
+	}
+	if len(w.Choices) == 0 {
+		return Completion{}, invalid("empty response: no choices")
+	}
+	chunk := w.chunk(false)
+	if chunk.FinishReason == "error" {
+		return Completion{}, &Error{Kind: KindServer, Status: http.StatusOK, RequestID: requestID(h),
+			Message: `the server ended the answer with finish_reason "error"`}
+	}
+	return Completion(chunk), nil
+}
+
+// isEventStream tells an SSE body from a JSON one: by Content-Type, and when that says
+// neither, by the first byte (a JSON body starts with '{').
+func isEventStream(h http.Header, br *bufio.Reader) bool {
+	ct := strings.ToLower(h.Get("Content-Type"))
+	switch {
+	case strings.Contains(ct, "event-stream"):
+		return true
+	case strings.Contains(ct, "json"):
+		return false
+	}
+	for {
+		b, err := br.Peek(1)
+		if err != nil {
+			return true // empty body: the decoder reports truncation
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			br.ReadByte()
+		case '{', 'n':
+			return false
+		default:
+			return true
+		}
+	}
+}
+
+// idleReader is a response body watched for silence: every Read arms a timer that cancels
+// the request when it fires, and disarms it when data arrives. No goroutine is involved;
+// the time the caller spends between reads does not count.
+type idleReader struct {
+	r     io.Reader
+	idle  time.Duration
+	timer *time.Timer
+}
+
+func (c *Client) watch(r io.Reader, cancel context.CancelCauseFunc) *idleReader {
+	t := time.AfterFunc(time.Hour, func() { cancel(errIdle) })
+	t.Stop()
+	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t}
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	r.timer.Reset(r.idle)
+	n, err := r.r.Read(p)
+	r.timer.Stop()
+	return n, err
+}
+
+func (r *idleReader) stop() { r.timer.Stop() }

@@ -1,0 +1,470 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Error implements error. It reads like
+//
+//	model service: 429 rate limit: Rate limit reached for gpt-4o (code rate_limit_exceeded, request req_123)
+//
+// and never contains the API key: the client redacts the key from every field it fills in.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("model service: ")
+	if e.Status != 0 {
+		b.WriteString(strconv.Itoa(e.Status))
+		b.WriteByte(' ')
+	}
+	b.WriteString(e.Kind.label())
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	var details []string
+	if e.Code != "" && e.Code != strconv.Itoa(e.Status) {
+		details = append(details, "code "+e.Code)
+	}
+	if e.Param != "" {
+		details = append(details, "param "+e.Param)
+	}
+	if e.RequestID != "" {
+		details = append(details, "request "+e.RequestID)
+	}
+	if e.RetryAfter > 0 {
+		details = append(details, "retry after "+e.RetryAfter.String())
+	}
+	if len(details) > 0 {
+		b.WriteString(" (")
+		b.WriteString(strings.Join(details, ", "))
+		b.WriteByte(')')
+	}
+	return b.String()
+}
+
+// label is the human name of a kind, used by Error.
+func (k Kind) label() string {
+	switch k {
+	case KindRateLimit:
+		return "rate limit"
+	case KindQuota:
+		return "quota exceeded"
+	case KindAuth:
+		return "not authorized"
+	case KindBadRequest:
+		return "bad request"
+	case KindContentPolicy:
+		return "blocked by content policy"
+	case KindServer:
+		return "server error"
+	case KindTimeout:
+		return "timeout"
+	case KindTruncated:
+		return "answer cut off"
+	case KindConnection:
+		return "connection failed"
+	case KindInvalid:
+		return "unusable answer"
+	case KindCanceled:
+		return "canceled"
+	case "":
+		return "error"
+	}
+	return string(k)
+}
+
+// KindOf returns the Kind of err when err is (or wraps) an *Error, and "" otherwise.
+func KindOf(err error) Kind {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Kind
+	}
+	return ""
+}
+
+// maxErrorBody bounds how much of an error body is read (openai-wire.md §4.2).
+const maxErrorBody = 1 << 20
+
+// maxSnippet bounds the text kept from a body that is not a JSON error (HTML pages, plain text).
+const maxSnippet = 200
+
+// errorFields is the union of the error shapes servers send (openai-wire.md §3.3).
+type errorFields struct {
+	Error   json.RawMessage `json:"error"`
+	Object  string          `json:"object"`
+	Message json.RawMessage `json:"message"`
+	Type    json.RawMessage `json:"type"`
+	Code    json.RawMessage `json:"code"`
+	Param   json.RawMessage `json:"param"`
+	Detail  json.RawMessage `json:"detail"`
+}
+
+// errorObject is the inside of {"error": {...}}.
+type errorObject struct {
+	Message    json.RawMessage `json:"message"`
+	Type       json.RawMessage `json:"type"`
+	Code       json.RawMessage `json:"code"`
+	Param      json.RawMessage `json:"param"`
+	InnerError *struct {
+		Code string `json:"code"`
+	} `json:"innererror"`
+	Metadata *struct {
+		ProviderName string          `json:"provider_name"`
+		Raw          json.RawMessage `json:"raw"`
+		FlaggedInput json.RawMessage `json:"flagged_input"`
+		Reasons      json.RawMessage `json:"reasons"`
+	} `json:"metadata"`
+}
+
+// errorFromResponse normalises a failed HTTP answer: status, headers and (up to 1 MiB of) body.
+// It never loses the status. Callers redact the result.
+func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *Error {
+	e := &Error{Status: status, RequestID: requestID(h), RetryAfter: retryAfter(h, now)}
+	if !parseErrorJSON(e, body) {
+		e.Message = snippet(body)
+	}
+	if e.Message == "" {
+		e.Message = strings.ToLower(http.StatusText(status))
+		if e.Message == "" {
+			e.Message = "no error message"
+		}
+	}
+	e.Kind = classify(e.Status, e.Type, e.Code, e.Message)
+	return e
+}
+
+// errorInBody reports the error carried by a 2xx JSON value (a whole body or one stream
+// event), or nil when the value has no truthy "error". Its Kind comes from the error's code
+// when the code is an HTTP status, and is KindServer otherwise.
+func errorInBody(status int, h http.Header, data []byte) *Error {
+	var f errorFields
+	if json.Unmarshal(data, &f) != nil || !truthy(f.Error) {
+		return nil
+	}
+	e := &Error{Status: status, RequestID: requestID(h)}
+	parseErrorJSON(e, data)
+	if e.Message == "" {
+		e.Message = "the server reported an error"
+	}
+	e.Kind = KindServer
+	if n, err := strconv.Atoi(e.Code); err == nil && n >= 400 && n <= 599 {
+		e.Kind = classify(n, e.Type, e.Code, e.Message)
+	} else if k := classify(0, e.Type, e.Code, e.Message); k != KindServer && k != KindBadRequest {
+		e.Kind = k
+	}
+	return e
+}
+
+// parseErrorJSON fills e from a JSON error body, trying in order: an "error" object; an
+// "error" string; a top-level message / object:"error"; "detail" (FastAPI). It reports
+// whether the body was one of these shapes.
+func parseErrorJSON(e *Error, body []byte) bool {
+	var f errorFields
+	if json.Unmarshal(body, &f) != nil {
+		return false
+	}
+	switch {
+	case len(f.Error) > 0 && f.Error[0] == '{':
+		var o errorObject
+		if json.Unmarshal(f.Error, &o) != nil {
+			return false
+		}
+		e.Message = text(o.Message)
+		e.Type = text(o.Type)
+		e.Code = text(o.Code)
+		e.Param = text(o.Param)
+		if o.InnerError != nil && e.Code == "" {
+			e.Code = o.InnerError.Code
+		}
+		if m := o.Metadata; m != nil {
+			if len(m.FlaggedInput) > 0 || len(m.Reasons) > 0 {
+				e.Type = firstNonEmpty(e.Type, "moderation")
+				e.Code = firstNonEmpty(e.Code, "moderation_blocked")
+			}
+			if raw := text(m.Raw); raw != "" && !strings.Contains(e.Message, raw) {
+				e.Message = joinNonEmpty(": ", e.Message, clip(raw, maxSnippet))
+			}
+			if m.ProviderName != "" {
+				e.Message = joinNonEmpty(" ", e.Message, "(provider "+m.ProviderName+")")
+			}
+		}
+		return true
+	case len(f.Error) > 0 && f.Error[0] == '"':
+		e.Message = text(f.Error)
+		return true
+	case f.Object == "error" || (len(f.Message) > 0 && f.Message[0] == '"'):
+		e.Message = text(f.Message)
+		e.Type = text(f.Type)
+		e.Code = text(f.Code)
+		e.Param = text(f.Param)
+		return true
+	case len(f.Detail) > 0 && string(f.Detail) != "null":
+		e.Message = detailText(f.Detail)
+		return true
+	}
+	return false
+}
+
+// detailText renders FastAPI's "detail": a string, or pydantic's list of {loc, msg}.
+func detailText(raw json.RawMessage) string {
+	if raw[0] != '[' {
+		return text(raw)
+	}
+	var items []struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(raw, &items) != nil {
+		return clip(string(raw), maxSnippet)
+	}
+	parts := make([]string, 0, len(items))
+	for _, it := range items {
+		loc := make([]string, len(it.Loc))
+		for i, l := range it.Loc {
+			loc[i] = fmt.Sprint(l)
+		}
+		parts = append(parts, joinNonEmpty(": ", strings.Join(loc, "."), it.Msg))
+	}
+	return clip(strings.Join(parts, "; "), 2*maxSnippet)
+}
+
+// text turns a JSON scalar into text: strings as they are, numbers as written, null,
+// false and LiteLLM's literal "None" as "". Objects and arrays are kept as short JSON.
+func text(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(raw, &s) != nil || s == "None" {
+			return ""
+		}
+		return strings.TrimSpace(s)
+	case 'n', 'f':
+		return ""
+	case '{', '[':
+		return clip(string(raw), maxSnippet)
+	}
+	return string(raw)
+}
+
+// truthy reports whether a JSON value is true in the Python sense (the official SDK raises
+// on a truthy "error"): not absent, null, false, 0, "", {} or [].
+func truthy(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0:
+		return false
+	case raw[0] == '{' || raw[0] == '[':
+		return len(bytes.TrimSpace(raw[1:len(raw)-1])) > 0
+	case raw[0] == '"':
+		return len(raw) > 2
+	}
+	switch string(raw) {
+	case "null", "false", "0", "0.0":
+		return false
+	}
+	return true
+}
+
+// snippet makes a short, single-line text of a non-JSON body: an HTML page's <title> (or its
+// text without tags), or the start of a plain text body.
+func snippet(body []byte) string {
+	s := string(body)
+	if looksHTML(s) {
+		lower := strings.ToLower(s)
+		if i := strings.Index(lower, "<title>"); i >= 0 {
+			if j := strings.Index(lower[i:], "</title>"); j > 0 {
+				if t := collapse(s[i+len("<title>") : i+j]); t != "" {
+					return clip(t, maxSnippet)
+				}
+			}
+		}
+		s = stripTags(s)
+	}
+	return clip(collapse(s), maxSnippet)
+}
+
+func looksHTML(s string) bool {
+	head := strings.ToLower(strings.TrimSpace(s[:min(len(s), 512)]))
+	return strings.HasPrefix(head, "<!doctype html") || strings.HasPrefix(head, "<html") ||
+		strings.Contains(head, "<head") || strings.Contains(head, "<body")
+}
+
+// stripTags drops <...> tags, and the content of <script> and <style> elements.
+func stripTags(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		i := strings.IndexByte(s, '<')
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteByte(' ')
+		s = s[i:]
+		lower := strings.ToLower(s[:min(len(s), 8)])
+		for _, el := range []string{"<script", "<style"} {
+			if strings.HasPrefix(lower, el) {
+				end := "</" + el[1:]
+				if j := strings.Index(strings.ToLower(s), end); j >= 0 {
+					s = s[j+len(end):]
+				} else {
+					s = ""
+				}
+			}
+		}
+		j := strings.IndexByte(s, '>')
+		if j < 0 {
+			break
+		}
+		s = s[j+1:]
+	}
+	return b.String()
+}
+
+// collapse turns runs of white space (newlines included) into single spaces.
+func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func joinNonEmpty(sep string, a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + sep + b
+}
+
+// classify picks the Kind of an HTTP error from its status and the provider's type, code
+// and message. status 0 means "not an HTTP status" (an error inside a 2xx body).
+func classify(status int, typ, code, msg string) Kind {
+	lc := strings.ToLower(code)
+	lt := strings.ToLower(typ)
+	switch {
+	case lc == "insufficient_quota" || lt == "insufficient_quota" || status == 402:
+		return KindQuota
+	case lc == "moderation_blocked" || lc == "content_policy_violation" || lc == "content_filter" ||
+		lc == "responsibleaipolicyviolation" || lt == "moderation" || lt == "image_generation_user_error":
+		return KindContentPolicy
+	case status == 429 || lc == "rate_limit_exceeded" || lt == "rate_limit_exceeded" || lt == "rate_limit_error":
+		return KindRateLimit
+	case status == 401 || status == 403 || lc == "invalid_api_key" || lt == "authentication_error" ||
+		lt == "permission_error":
+		return KindAuth
+	case status == 408:
+		return KindTimeout
+	case status >= 500 || lc == "server_error" || lt == "server_error":
+		return KindServer
+	case status >= 400:
+		return KindBadRequest
+	}
+	if strings.Contains(strings.ToLower(msg), "context length") {
+		return KindBadRequest
+	}
+	return KindServer
+}
+
+// requestID is the provider's id for the request, for support and logs.
+func requestID(h http.Header) string {
+	for _, k := range []string{"X-Request-Id", "X-Generation-Id", "Apim-Request-Id"} {
+		if v := h.Get(k); v != "" {
+			return clip(v, 128)
+		}
+	}
+	return ""
+}
+
+// retryAfter reads retry-after-ms, then Retry-After in seconds or as an HTTP date.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// errorFromTransport classifies a failed round trip or body read. The cause of ctx tells
+// the caller's cancellation from the client's own time limits.
+func errorFromTransport(ctx context.Context, err error) *Error {
+	if ctx.Err() != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errIdle), errors.Is(cause, errImageTimeout):
+			return &Error{Kind: KindTimeout, Message: cause.Error(), Err: cause}
+		case errors.Is(cause, context.DeadlineExceeded):
+			return &Error{Kind: KindTimeout, Message: "the caller's deadline passed", Err: cause}
+		default:
+			return &Error{Kind: KindCanceled, Message: "the request was canceled", Err: cause}
+		}
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return &Error{Kind: KindTimeout, Message: unwrapURL(err).Error(), Err: err}
+	}
+	return &Error{Kind: KindConnection, Message: unwrapURL(err).Error(), Err: err}
+}
+
+// unwrapURL drops *url.Error's `Post "https://…":` prefix, which only repeats the endpoint.
+func unwrapURL(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// redact removes the API key from every text field of e (servers sometimes echo it back).
+func (e *Error) redact(key string) *Error {
+	if key == "" {
+		return e
+	}
+	for _, p := range []*string{&e.Message, &e.Type, &e.Code, &e.Param, &e.RequestID} {
+		*p = strings.ReplaceAll(*p, key, "[redacted]")
+	}
+	if e.Err != nil && strings.Contains(e.Err.Error(), key) {
+		e.Err = errors.New(strings.ReplaceAll(e.Err.Error(), key, "[redacted]"))
+	}
+	return e
+}

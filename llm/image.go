@@ -1,0 +1,194 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// imageBody is the images/generations request: model and prompt, the safety identifier
+// when given, and Config.ImageOptions as they are. Nothing else (no response_format or
+// style unless configured: GPT image models reject them).
+func (c *Client) imageBody(model string, req ImageRequest) ([]byte, error) {
+	fields := make(map[string]any, len(c.cfg.ImageOptions)+3)
+	for k, v := range c.cfg.ImageOptions {
+		fields[k] = v
+	}
+	fields["model"] = model
+	fields["prompt"] = req.Prompt
+	if req.User != "" {
+		fields["user"] = req.User
+	}
+	return json.Marshal(fields)
+}
+
+// wireImages is the part of an ImagesResponse the client reads.
+type wireImages struct {
+	Data []struct {
+		B64JSON       string `json:"b64_json"`
+		URL           string `json:"url"`
+		RevisedPrompt string `json:"revised_prompt"`
+	} `json:"data"`
+}
+
+// Image generates one image and returns its bytes, downloaded (url) or decoded (b64_json).
+// The whole call, including retries and the download, is bounded by Config.ImageTimeout and
+// is not retried after a timeout (generation is billed).
+func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
+	model := firstNonEmpty(req.Model, c.cfg.ImageModel)
+	switch {
+	case model == "":
+		return nil, &Error{Kind: KindBadRequest, Message: "no image model configured"}
+	case strings.TrimSpace(req.Prompt) == "":
+		return nil, &Error{Kind: KindBadRequest, Message: "empty image prompt"}
+	}
+	body, err := c.imageBody(model, req)
+	if err != nil {
+		return nil, &Error{Kind: KindBadRequest, Message: "encode image request: " + err.Error()}
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.ImageTimeout, errImageTimeout)
+	defer cancel()
+
+	resp, e := c.send(ctx, c.imageHTTP, "image", "/images/generations", "application/json", body)
+	if e != nil {
+		return nil, e
+	}
+	defer resp.Body.Close()
+	// base64 is 4/3 of the image; allow for the JSON around it.
+	limit := c.cfg.MaxImageBytes/3*4 + 1<<20
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, c.fail(ctx, err)
+	}
+	invalid := func(format string, args ...any) error {
+		return (&Error{Kind: KindInvalid, Status: resp.StatusCode, RequestID: requestID(resp.Header),
+			Message: fmt.Sprintf(format, args...)}).redact(c.cfg.APIKey)
+	}
+	if int64(len(data)) > limit {
+		return nil, invalid("the image response is larger than %s", size(limit))
+	}
+	if e := errorInBody(resp.StatusCode, resp.Header, data); e != nil {
+		return nil, e.redact(c.cfg.APIKey)
+	}
+	var w wireImages
+	if err := json.Unmarshal(data, &w); err != nil {
+		return nil, invalid("malformed image response: %s", snippet(data))
+	}
+	for _, d := range w.Data {
+		var img []byte
+		switch {
+		case d.B64JSON != "":
+			img, err = c.decodeImage(d.B64JSON)
+		case d.URL != "":
+			img, err = c.download(ctx, d.URL)
+		default:
+			continue
+		}
+		if err != nil {
+			if e, ok := err.(*Error); ok {
+				e.RequestID = firstNonEmpty(e.RequestID, requestID(resp.Header))
+				return nil, e.redact(c.cfg.APIKey)
+			}
+			return nil, invalid("%v", err)
+		}
+		format, mime := detectImage(img)
+		if format == "" {
+			return nil, invalid("the service sent %s that is not a PNG, JPEG, WebP or GIF image", size(int64(len(img))))
+		}
+		return &Image{Data: img, Format: format, MIMEType: mime, RevisedPrompt: d.RevisedPrompt}, nil
+	}
+	return nil, invalid("no image in the response")
+}
+
+// decodeImage decodes standard base64 (padded or not; a data: URL prefix is tolerated),
+// refusing images over MaxImageBytes before decoding them.
+func (c *Client) decodeImage(s string) ([]byte, error) {
+	if strings.HasPrefix(s, "data:") {
+		if i := strings.Index(s, ","); i >= 0 {
+			s = s[i+1:]
+		}
+	}
+	enc := base64.StdEncoding
+	if !strings.HasSuffix(s, "=") && len(strings.TrimSpace(s))%4 != 0 {
+		enc = base64.RawStdEncoding
+	}
+	if int64(enc.DecodedLen(len(s))) > c.cfg.MaxImageBytes+3 {
+		return nil, fmt.Errorf("the image is larger than %s", size(c.cfg.MaxImageBytes))
+	}
+	img, err := enc.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("the image's base64 is corrupt")
+	}
+	if int64(len(img)) > c.cfg.MaxImageBytes {
+		return nil, fmt.Errorf("the image is larger than %s", size(c.cfg.MaxImageBytes))
+	}
+	return img, nil
+}
+
+// download fetches an image URL at once (LocalAI and dall-e answer with URLs that expire),
+// over http(s) only, without the API key, up to MaxImageBytes.
+func (c *Client) download(ctx context.Context, raw string) ([]byte, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("the image URL is not an http(s) URL")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("the image URL is not usable")
+	}
+	req.Header.Set("User-Agent", "llmbot")
+	resp, err := c.imageHTTP.Do(req)
+	if err != nil {
+		e := errorFromTransport(ctx, err)
+		e.Message = "image download: " + e.Message
+		return nil, e
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, &Error{Kind: classify(resp.StatusCode, "", "", ""), Status: resp.StatusCode,
+			Message: fmt.Sprintf("image download: %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))}
+	}
+	img, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxImageBytes+1))
+	if err != nil {
+		e := errorFromTransport(ctx, err)
+		e.Message = "image download: " + e.Message
+		return nil, e
+	}
+	if int64(len(img)) > c.cfg.MaxImageBytes {
+		return nil, fmt.Errorf("the image is larger than %s", size(c.cfg.MaxImageBytes))
+	}
+	return img, nil
+}
+
+// detectImage names the format of img from its first bytes.
+func detectImage(img []byte) (format, mime string) {
+	switch {
+	case bytes.HasPrefix(img, []byte("\x89PNG\r\n\x1a\n")):
+		return "png", "image/png"
+	case bytes.HasPrefix(img, []byte("\xff\xd8\xff")):
+		return "jpeg", "image/jpeg"
+	case len(img) >= 12 && string(img[:4]) == "RIFF" && string(img[8:12]) == "WEBP":
+		return "webp", "image/webp"
+	case bytes.HasPrefix(img, []byte("GIF87a")) || bytes.HasPrefix(img, []byte("GIF89a")):
+		return "gif", "image/gif"
+	}
+	return "", ""
+}
+
+// size formats a byte count for people.
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
