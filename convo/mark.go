@@ -1,0 +1,63 @@
+package convo
+
+import "github.com/slack-go/slack"
+
+// MetadataEventType is the Slack message metadata event_type of everything the bot posts.
+const MetadataEventType = "llmbot_message"
+
+// MarkKind says what a message posted by the bot is.
+type MarkKind string
+
+// The kinds of bot messages. Only answers are replayed to the model.
+const (
+	MarkAnswer      MarkKind = "answer"      // (a part of) an answer
+	MarkPlaceholder MarkKind = "placeholder" // "thinking…" before the first text arrives
+	MarkNotice      MarkKind = "notice"      // busy, /imagine notices, help for an empty mention
+	MarkError       MarkKind = "error"       // a short human reason why there is no answer
+)
+
+// Mark is what the bot attaches to a message it posts (as Slack message metadata) so that
+// Build can tell its answers from its placeholders and notices.
+type Mark struct {
+	Kind MarkKind
+	// Note is a status line appended to an answer's text (e.g. "stopped", "cut off"). Build
+	// strips it from the text before replaying the answer; see NoteSuffix.
+	Note string
+}
+
+// Metadata is the Slack message metadata for m: event_type MetadataEventType and
+// event_payload {"kind": ..., "note": ...} ("note" only when set).
+func (m Mark) Metadata() slack.SlackMetadata {
+	payload := map[string]any{"kind": string(m.Kind)}
+	if m.Note != "" {
+		payload["note"] = m.Note
+	}
+	return slack.SlackMetadata{EventType: MetadataEventType, EventPayload: payload}
+}
+
+// ReadMark reads a Mark back from a message's metadata (conversations.replies returns it
+// with include_all_metadata=true). ok is false when the message carries no mark of ours.
+func ReadMark(msg slack.Message) (Mark, bool) {
+	md := msg.Metadata
+	if md.EventType != MetadataEventType || md.EventPayload == nil {
+		return Mark{}, false
+	}
+	kind, _ := md.EventPayload["kind"].(string)
+	if kind == "" {
+		return Mark{}, false
+	}
+	note, _ := md.EventPayload["note"].(string)
+	return Mark{Kind: MarkKind(kind), Note: note}, true
+}
+
+// NoteSuffix is how an answer's Mark.Note is appended to its text in format f: a blank line
+// and the note in italics. Build recognises and strips it when replaying the answer.
+func NoteSuffix(note string, f Format) string {
+	if note == "" {
+		return ""
+	}
+	if f == FormatMrkdwn {
+		note = escapeMrkdwn(note)
+	}
+	return "\n\n_" + note + "_"
+}

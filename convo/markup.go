@@ -1,0 +1,237 @@
+package convo
+
+import (
+	"strings"
+
+	"github.com/slack-go/slack"
+)
+
+// plain converts a Slack message's text (mrkdwn with <…> tokens and &amp; &lt; &gt;
+// escapes) to plain text for the model. With trigger set, the bot's mention at the start
+// or end of the text is removed (elsewhere it reads "@BotName"); in other messages every
+// mention of the bot reads "@BotName" (or is removed when BotName is unset).
+func (b *builder) plain(m slack.Message, trigger bool) string {
+	text := m.Text
+	if strings.TrimSpace(text) == "" {
+		text = attachmentsText(m.Attachments)
+	}
+	var sb strings.Builder
+	sb.Grow(len(text))
+	removed := false
+	s := text
+	for {
+		i := strings.IndexByte(s, '<')
+		if i < 0 {
+			unescapeTo(&sb, s)
+			break
+		}
+		j := strings.IndexByte(s[i:], '>')
+		if j < 0 {
+			unescapeTo(&sb, s)
+			break
+		}
+		unescapeTo(&sb, s[:i])
+		tok := s[i+1 : i+j]
+		s = s[i+j+1:]
+		if b.isBotMention(tok) {
+			atEdge := strings.TrimSpace(sb.String()) == "" || isEmptyText(s)
+			if (trigger && atEdge) || b.opt.BotName == "" {
+				removed = true
+				continue
+			}
+			sb.WriteString("@" + b.opt.BotName)
+			continue
+		}
+		b.token(&sb, tok)
+	}
+	out := sb.String()
+	if !removed {
+		return strings.TrimSpace(out)
+	}
+	if trigger {
+		out = strings.TrimLeft(out, " \t\n,:;")
+	}
+	return collapseSpaces(out)
+}
+
+func (b *builder) isBotMention(tok string) bool {
+	if b.opt.BotUserID == "" || !strings.HasPrefix(tok, "@") {
+		return false
+	}
+	id, _, _ := strings.Cut(tok[1:], "|")
+	return id == b.opt.BotUserID
+}
+
+// token writes the plain form of one Slack token (the text between < and >).
+func (b *builder) token(sb *strings.Builder, tok string) {
+	body, label, hasLabel := strings.Cut(tok, "|")
+	switch {
+	case strings.HasPrefix(body, "@"): // <@U123> or <@U123|name>
+		id := body[1:]
+		if b.names != nil {
+			if n, ok := b.names.Name(id); ok && n != "" {
+				sb.WriteString("@" + n)
+				return
+			}
+		}
+		if hasLabel && label != "" {
+			sb.WriteString("@")
+			unescapeTo(sb, strings.TrimPrefix(label, "@"))
+			return
+		}
+		sb.WriteString("@" + id)
+	case strings.HasPrefix(body, "#"): // <#C123|general> or <#C123>
+		sb.WriteString("#")
+		if label != "" {
+			unescapeTo(sb, label)
+		} else {
+			sb.WriteString(body[1:])
+		}
+	case strings.HasPrefix(body, "!subteam^"): // <!subteam^S123|@team>
+		if label != "" {
+			sb.WriteString("@")
+			unescapeTo(sb, strings.TrimPrefix(label, "@"))
+		} else {
+			sb.WriteString("@" + strings.TrimPrefix(body, "!subteam^"))
+		}
+	case body == "!here" || body == "!channel" || body == "!everyone":
+		sb.WriteString("@" + body[1:])
+	case strings.HasPrefix(body, "!date^"): // <!date^1392734382^{date_short}|Feb 18, 2014>
+		if label != "" {
+			unescapeTo(sb, label)
+		} else {
+			sb.WriteString("(a date)")
+		}
+	case strings.HasPrefix(body, "!"): // other special commands
+		if label != "" {
+			unescapeTo(sb, label)
+		} else {
+			sb.WriteString(body[1:])
+		}
+	default: // a link
+		url := unescape(body)
+		text := unescape(label)
+		bare := strings.TrimPrefix(url, "mailto:")
+		switch {
+		case !hasLabel || text == "" || text == url || text == bare ||
+			"http://"+text == url || "https://"+text == url:
+			if text != "" && text != url {
+				sb.WriteString(text)
+			} else {
+				sb.WriteString(bare)
+			}
+		default:
+			sb.WriteString(text + " (" + bare + ")")
+		}
+	}
+}
+
+func attachmentsText(as []slack.Attachment) string {
+	var parts []string
+	for _, a := range as {
+		var t string
+		switch {
+		case a.Text != "" || a.Pretext != "" || a.Title != "":
+			t = strings.TrimSpace(strings.Join(nonEmpty(a.Pretext, a.Title, a.Text), "\n"))
+		default:
+			t = a.Fallback
+		}
+		if t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func nonEmpty(ss ...string) []string {
+	out := ss[:0:0]
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// unescapeTo writes s with Slack's three escapes (&amp; &lt; &gt;) undone.
+func unescapeTo(sb *strings.Builder, s string) {
+	for {
+		i := strings.IndexByte(s, '&')
+		if i < 0 {
+			sb.WriteString(s)
+			return
+		}
+		sb.WriteString(s[:i])
+		s = s[i:]
+		switch {
+		case strings.HasPrefix(s, "&amp;"):
+			sb.WriteByte('&')
+			s = s[5:]
+		case strings.HasPrefix(s, "&lt;"):
+			sb.WriteByte('<')
+			s = s[4:]
+		case strings.HasPrefix(s, "&gt;"):
+			sb.WriteByte('>')
+			s = s[4:]
+		default:
+			sb.WriteByte('&')
+			s = s[1:]
+		}
+	}
+}
+
+func unescape(s string) string {
+	if !strings.Contains(s, "&") {
+		return s
+	}
+	var sb strings.Builder
+	unescapeTo(&sb, s)
+	return sb.String()
+}
+
+// collapseSpaces turns runs of spaces left by removed mentions into one space, per line.
+func collapseSpaces(s string) string {
+	if !strings.Contains(s, "  ") {
+		return strings.TrimSpace(s)
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lead := len(l) - len(strings.TrimLeft(l, " "))
+		body := l[lead:]
+		for strings.Contains(body, "  ") {
+			body = strings.ReplaceAll(body, "  ", " ")
+		}
+		lines[i] = l[:lead] + body
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// filesNote notes shared files by name and type: "[shared a file: report.pdf (PDF)]".
+func filesNote(files []slack.File) string {
+	var notes []string
+	for _, f := range files {
+		name := f.Name
+		if name == "" {
+			name = f.Title
+		}
+		kind := f.PrettyType
+		if kind == "" {
+			kind = strings.ToUpper(f.Filetype)
+		}
+		what := "a file"
+		if strings.HasPrefix(f.Mimetype, "image/") {
+			what = "an image"
+		}
+		switch {
+		case f.Mode == "tombstone" || (name == "" && kind == ""):
+			notes = append(notes, "[shared "+what+" that is no longer available]")
+		case kind == "" || strings.EqualFold(kind, name):
+			notes = append(notes, "[shared "+what+": "+name+"]")
+		case name == "":
+			notes = append(notes, "[shared "+what+" ("+kind+")]")
+		default:
+			notes = append(notes, "[shared "+what+": "+name+" ("+kind+")]")
+		}
+	}
+	return strings.Join(notes, "\n")
+}

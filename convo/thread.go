@@ -1,0 +1,440 @@
+package convo
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/llmbot/llmbot/llm"
+	"github.com/slack-go/slack"
+)
+
+// Names resolves a Slack user id to a display name. The caller resolves (users.info) and
+// caches; ok is false when the name is unknown, and Build then falls back to the id.
+type Names interface {
+	Name(userID string) (string, bool)
+}
+
+// Options configure Build.
+type Options struct {
+	BotUserID, BotID string // from auth.test
+	BotName          string
+	// SystemPrompt may contain {bot_name} and {date}; empty: DefaultSystemPrompt.
+	SystemPrompt string
+	Now          time.Time // for {date}; zero: time.Now()
+	// Budget is the maximum estimated tokens for the whole request (see EstimateTokens);
+	// 0: DefaultBudget.
+	Budget int
+	// IncludeOtherBots replays other bots' messages as user messages labelled "[bot] Name: ";
+	// when false they are left out.
+	IncludeOtherBots bool
+}
+
+// Result is what Build produces.
+type Result struct {
+	Messages []llm.Message
+	// Omitted is how many older messages were left out for the budget (a note
+	// "[N earlier messages omitted]" is put in their place).
+	Omitted int
+	// TriggerCut is true when the triggering message alone was over budget and was cut
+	// (its text then says so).
+	TriggerCut bool
+	// EmptyMention is true when the trigger has no text (only whitespace or punctuation)
+	// beyond the bot's mention, and no files.
+	EmptyMention bool
+}
+
+// DefaultBudget is the token budget when Options.Budget is 0.
+const DefaultBudget = 12000
+
+// DefaultSystemPrompt is the system prompt when Options.SystemPrompt is empty.
+const DefaultSystemPrompt = "You are {bot_name}, a helpful assistant in a Slack workspace. Today is {date}.\n" +
+	"You are reading a Slack thread. When several people take part, each of their messages starts " +
+	"with the speaker's name and a colon (\"Alice: ...\"); messages from other bots start with " +
+	"\"[bot] Name: \". Shared files are noted in square brackets. Do not start your answer with a name.\n" +
+	"Write your answer in Markdown. Be concise and helpful."
+
+// Token estimate: about 4 bytes of text per token (a slight overestimate for English, close
+// for code, an underestimate for CJK — the budget keeps a margin), plus a fixed overhead per
+// message for the role and separators of the chat format.
+const (
+	bytesPerToken   = 4
+	messageOverhead = 4
+	// minTriggerBytes is kept of the trigger even when the system prompt alone uses the budget.
+	minTriggerBytes = 400
+)
+
+// EstimateTokens is Build's token estimate for one message with content s: len(s)/4 rounded
+// up, plus 4 for the message's framing.
+func EstimateTokens(s string) int {
+	return (len(s)+bytesPerToken-1)/bytesPerToken + messageOverhead
+}
+
+// keptSubtypes are the message subtypes that carry content; every other subtype (joins,
+// leaves, topic, purpose, channel_*, deleted tombstones, ...) is skipped.
+var keptSubtypes = map[string]bool{
+	"":                            true,
+	slack.MsgSubTypeFileShare:     true,
+	slack.MsgSubTypeThreadBroadcast: true,
+	slack.MsgSubTypeBotMessage:    true,
+	slack.MsgSubTypeMeMessage:     true,
+}
+
+type speaker int
+
+const (
+	speakerPerson speaker = iota
+	speakerBot            // another bot
+	speakerSelf           // our answer
+	speakerSelfFile       // our unmarked file share (/imagine): only a note
+)
+
+// entry is one future llm.Message: one Slack message, or consecutive parts of one answer.
+type entry struct {
+	who  speaker
+	msgs []int // indexes into the thread
+}
+
+// Build maps a thread (conversations.replies messages, oldest first, with metadata) and the
+// triggering message to chat messages: the system prompt, the conversation up to the
+// trigger within the budget, and the trigger last. Messages after the trigger are left out.
+// The trigger may or may not be part of thread. names may be nil.
+func Build(thread []slack.Message, trigger slack.Message, names Names, opt Options) Result {
+	b := builder{names: names, opt: opt}
+	trigger = latest(trigger)
+
+	// Classify (cheap, no text conversion) and count the people taking part.
+	people := map[string]bool{}
+	var entries []entry
+	for i := range thread {
+		m := latest(thread[i])
+		if trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || tsLess(trigger.Timestamp, m.Timestamp)) {
+			continue
+		}
+		if !keptSubtypes[m.SubType] {
+			continue
+		}
+		switch {
+		case b.own(m):
+			mark, ok := ReadMark(m)
+			switch {
+			case ok && mark.Kind == MarkAnswer:
+				if n := len(entries); n > 0 && entries[n-1].who == speakerSelf {
+					entries[n-1].msgs = append(entries[n-1].msgs, i)
+					continue
+				}
+				entries = append(entries, entry{who: speakerSelf, msgs: []int{i}})
+			case !ok && len(m.Files) > 0:
+				entries = append(entries, entry{who: speakerSelfFile, msgs: []int{i}})
+			}
+		case m.BotID != "" || m.SubType == slack.MsgSubTypeBotMessage:
+			if opt.IncludeOtherBots {
+				entries = append(entries, entry{who: speakerBot, msgs: []int{i}})
+			}
+		default:
+			people[m.User] = true
+			entries = append(entries, entry{who: speakerPerson, msgs: []int{i}})
+		}
+	}
+	if trigger.BotID == "" {
+		people[trigger.User] = true
+	}
+	b.multi = len(people) > 1
+
+	var res Result
+	system := b.systemPrompt()
+	budget := opt.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+
+	// The trigger is always kept; it is cut only when it alone does not fit.
+	text := b.plain(trigger, true)
+	res.EmptyMention = len(trigger.Files) == 0 && isEmptyText(text)
+	triggerContent := b.content(speakerOf(trigger), trigger, text)
+	room := budget - EstimateTokens(system)
+	if EstimateTokens(triggerContent) > room {
+		res.TriggerCut = true
+		triggerContent = cutTrigger(triggerContent, room)
+	}
+	room -= EstimateTokens(triggerContent)
+
+	// History, newest first, until the budget is used; the rest is left out with a note.
+	noteReserve := EstimateTokens(omittedNote(len(thread) + 1))
+	var kept []llm.Message
+	for k := len(entries) - 1; k >= 0; k-- {
+		msg, ok := b.entryMessage(thread, entries[k])
+		if !ok {
+			continue
+		}
+		cost := EstimateTokens(msg.Content)
+		if cost > room-noteReserve {
+			for _, e := range entries[:k+1] {
+				if hasContent(thread, e) {
+					res.Omitted++
+				}
+			}
+			break
+		}
+		room -= cost
+		kept = append(kept, msg)
+	}
+
+	msgs := make([]llm.Message, 0, len(kept)+3)
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
+	if res.Omitted > 0 {
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: omittedNote(res.Omitted)})
+	}
+	for k := len(kept) - 1; k >= 0; k-- {
+		msgs = append(msgs, kept[k])
+	}
+	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: triggerContent})
+	res.Messages = msgs
+	return res
+}
+
+// UserIDs lists the user ids whose names Build may need, in order of first appearance:
+// the authors of people's messages and the users mentioned with <@U…>. The caller resolves
+// them before calling Build (users.info, cached).
+func UserIDs(thread []slack.Message) []string {
+	seen := map[string]bool{}
+	var ids []string
+	add := func(id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for i := range thread {
+		m := latest(thread[i])
+		if m.BotID == "" {
+			add(m.User)
+		}
+		s := m.Text
+		for {
+			i := strings.Index(s, "<@")
+			if i < 0 {
+				break
+			}
+			s = s[i+2:]
+			end := strings.IndexAny(s, "|>")
+			if end < 0 {
+				break
+			}
+			add(s[:end])
+			s = s[end:]
+		}
+	}
+	return ids
+}
+
+type builder struct {
+	names Names
+	opt   Options
+	multi bool // more than one person in the thread: label people's messages
+}
+
+func (b *builder) own(m slack.Message) bool {
+	return (b.opt.BotUserID != "" && m.User == b.opt.BotUserID) || (b.opt.BotID != "" && m.BotID == b.opt.BotID)
+}
+
+func speakerOf(m slack.Message) speaker {
+	if m.BotID != "" || m.SubType == slack.MsgSubTypeBotMessage {
+		return speakerBot
+	}
+	return speakerPerson
+}
+
+func (b *builder) systemPrompt() string {
+	p := b.opt.SystemPrompt
+	if p == "" {
+		p = DefaultSystemPrompt
+	}
+	name := b.opt.BotName
+	if name == "" {
+		name = "an assistant"
+	}
+	now := b.opt.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return strings.NewReplacer("{bot_name}", name, "{date}", now.Format("Monday, 2 January 2006")).Replace(p)
+}
+
+// entryMessage converts one entry; ok is false when it has nothing to say.
+func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bool) {
+	switch e.who {
+	case speakerSelf:
+		parts := make([]string, 0, len(e.msgs))
+		for _, i := range e.msgs {
+			m := latest(thread[i])
+			mark, _ := ReadMark(m)
+			t := strings.TrimSpace(b.plain(m, false))
+			t = stripNote(t, mark.Note)
+			if f := filesNote(m.Files); f != "" {
+				t = joinNonEmpty(t, f)
+			}
+			if t != "" {
+				parts = append(parts, t)
+			}
+		}
+		if len(parts) == 0 {
+			return llm.Message{}, false
+		}
+		return llm.Message{Role: llm.RoleAssistant, Content: strings.Join(parts, "\n")}, true
+	case speakerSelfFile:
+		f := filesNote(latest(thread[e.msgs[0]]).Files)
+		return llm.Message{Role: llm.RoleAssistant, Content: f}, f != ""
+	default:
+		m := latest(thread[e.msgs[0]])
+		c := b.content(e.who, m, b.plain(m, false))
+		return llm.Message{Role: llm.RoleUser, Content: c}, c != ""
+	}
+}
+
+// content is a person's or another bot's message as the model sees it: label, text, files.
+func (b *builder) content(who speaker, m slack.Message, text string) string {
+	text = strings.TrimSpace(text)
+	if m.SubType == slack.MsgSubTypeMeMessage && text != "" {
+		text = "/me " + text
+	}
+	text = joinNonEmpty(text, filesNote(m.Files))
+	if text == "" {
+		return ""
+	}
+	switch {
+	case who == speakerBot:
+		return "[bot] " + b.botName(m) + ": " + text
+	case b.multi:
+		return b.userName(m.User) + ": " + text
+	}
+	return text
+}
+
+func (b *builder) userName(id string) string {
+	if b.names != nil {
+		if n, ok := b.names.Name(id); ok && n != "" {
+			return n
+		}
+	}
+	if id == "" {
+		return "someone"
+	}
+	return id
+}
+
+func (b *builder) botName(m slack.Message) string {
+	switch {
+	case m.BotProfile != nil && m.BotProfile.Name != "":
+		return m.BotProfile.Name
+	case m.Username != "":
+		return m.Username
+	case m.User != "":
+		return b.userName(m.User)
+	case m.BotID != "":
+		return m.BotID
+	}
+	return "bot"
+}
+
+// latest is the message's current version: for a message_changed event, the new message.
+// (conversations.replies already returns the latest text of edited messages in Text.)
+func latest(m slack.Message) slack.Message {
+	if m.SubType == slack.MsgSubTypeMessageChanged && m.SubMessage != nil {
+		return slack.Message{Msg: *m.SubMessage}
+	}
+	return m
+}
+
+func hasContent(thread []slack.Message, e entry) bool {
+	for _, i := range e.msgs {
+		m := latest(thread[i])
+		if strings.TrimSpace(m.Text) != "" || len(m.Files) > 0 || len(m.Attachments) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func omittedNote(n int) string {
+	if n == 1 {
+		return "[1 earlier message omitted]"
+	}
+	return "[" + strconv.Itoa(n) + " earlier messages omitted]"
+}
+
+// cutTrigger cuts content to fit room tokens (keeping at least minTriggerBytes) and says so.
+func cutTrigger(content string, room int) string {
+	total := utf8.RuneCountInString(content)
+	note := func(kept int) string {
+		return "\n\n[This message was too long and was cut: only its first " + strconv.Itoa(kept) +
+			" of " + strconv.Itoa(total) + " characters are included.]"
+	}
+	maxBytes := (room-messageOverhead)*bytesPerToken - len(note(total))
+	maxBytes = max(maxBytes, minTriggerBytes)
+	if maxBytes >= len(content) {
+		return content
+	}
+	cut := maxBytes
+	for cut > 0 && !utf8.RuneStart(content[cut]) {
+		cut--
+	}
+	// Prefer to end at a space when one is near.
+	if sp := strings.LastIndexAny(content[:cut], " \n"); sp > cut*9/10 {
+		cut = sp
+	}
+	kept := strings.TrimSpace(content[:cut])
+	return kept + note(utf8.RuneCountInString(kept))
+}
+
+func isEmptyText(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.IsPunct(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func joinNonEmpty(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n" + b
+}
+
+// stripNote removes an answer's note (see NoteSuffix) from the end of its replayed text.
+func stripNote(text, note string) string {
+	if note == "" {
+		return text
+	}
+	t := strings.TrimRight(text, " _*)\n")
+	if !strings.HasSuffix(t, note) {
+		return text
+	}
+	return strings.TrimRight(t[:len(t)-len(note)], " _*(\n")
+}
+
+// tsLess compares Slack timestamps ("1700000000.000100") numerically.
+func tsLess(a, b string) bool {
+	ai, af, _ := strings.Cut(a, ".")
+	bi, bf, _ := strings.Cut(b, ".")
+	if len(ai) != len(bi) {
+		return len(ai) < len(bi)
+	}
+	if ai != bi {
+		return ai < bi
+	}
+	for len(af) < len(bf) {
+		af += "0"
+	}
+	for len(bf) < len(af) {
+		bf += "0"
+	}
+	return af < bf
+}
