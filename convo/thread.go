@@ -75,20 +75,20 @@ func EstimateTokens(s string) int {
 // keptSubtypes are the message subtypes that carry content; every other subtype (joins,
 // leaves, topic, purpose, channel_*, deleted tombstones, ...) is skipped.
 var keptSubtypes = map[string]bool{
-	"":                            true,
-	slack.MsgSubTypeFileShare:     true,
+	"":                              true,
+	slack.MsgSubTypeFileShare:       true,
 	slack.MsgSubTypeThreadBroadcast: true,
-	slack.MsgSubTypeBotMessage:    true,
-	slack.MsgSubTypeMeMessage:     true,
+	slack.MsgSubTypeBotMessage:      true,
+	slack.MsgSubTypeMeMessage:       true,
 }
 
 type speaker int
 
 const (
-	speakerPerson speaker = iota
-	speakerBot            // another bot
-	speakerSelf           // our answer
-	speakerSelfFile       // our unmarked file share (/imagine): only a note
+	speakerPerson   speaker = iota
+	speakerBot              // another bot
+	speakerSelf             // our answer
+	speakerSelfFile         // our unmarked file share (/imagine): only a note
 )
 
 // entry is one future llm.Message: one Slack message, or consecutive parts of one answer.
