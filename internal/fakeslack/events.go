@@ -1,0 +1,261 @@
+package fakeslack
+
+import (
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// PostUserMessage stores a message from user (in the thread threadTS, or top level when
+// "") and delivers the events Slack would for the configured subscriptions: app_mention
+// when the text mentions the bot outside a DM (Slack sends no app_mention in DMs), and a
+// `message` event with channel_type channel/group/im/mpim (message.channels, .groups, .im,
+// .mpim). A channel mention with message.channels subscribed yields both events for one
+// message, as in Slack. It returns the message's ts.
+func (s *Server) PostUserMessage(channelID, user, threadTS, text string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	c := s.channelLocked(channelID)
+	s.userLocked(user)
+	m := s.addMessageLocked(&Message{Channel: c.id, ThreadTS: threadTS, User: user, Text: text}, now)
+	if c.typ != ChannelIM && s.mentionsBot(text) && s.subscribed("app_mention") {
+		s.enqueueEventLocked(s.eventLocked(c, m, "app_mention"), now)
+	}
+	if s.subscribed("message." + subscriptionOf(c.typ)) {
+		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now)
+	}
+	s.notifyLocked()
+	return m.TS
+}
+
+// EventOf builds the inner event Slack would send for a stored message: typ is
+// "app_mention" or "message". It returns nil if the message does not exist. Use it with
+// SendEvent for deliveries PostUserMessage does not make (an app_mention in a DM).
+func (s *Server) EventOf(channelID, ts, typ string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	if c == nil || c.byTS[ts] == nil {
+		return nil
+	}
+	return s.eventLocked(c, c.byTS[ts], typ)
+}
+
+// SendEvent wraps an inner event in an events_api envelope (a new event_id) and queues it.
+// It returns the envelope id.
+func (s *Server) SendEvent(event map[string]any) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.enqueueEventLocked(event, time.Now()).ID
+}
+
+func (s *Server) mentionsBot(text string) bool {
+	return strings.Contains(text, "<@"+s.cfg.BotUserID+">") || strings.Contains(text, "<@"+s.cfg.BotUserID+"|")
+}
+
+func (s *Server) subscribed(event string) bool { return slices.Contains(s.cfg.Subscriptions, event) }
+
+func subscriptionOf(typ string) string {
+	switch typ {
+	case ChannelPrivate:
+		return "groups"
+	case ChannelIM:
+		return "im"
+	case ChannelMPIM:
+		return "mpim"
+	}
+	return "channels"
+}
+
+func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any {
+	ev := map[string]any{
+		"type":     typ,
+		"text":     m.Text,
+		"ts":       m.TS,
+		"channel":  c.id,
+		"event_ts": m.TS,
+		"team":     s.cfg.TeamID,
+	}
+	if m.User != "" {
+		ev["user"] = m.User
+	}
+	if m.BotID != "" {
+		ev["bot_id"] = m.BotID
+		ev["app_id"] = s.cfg.AppID
+		ev["bot_profile"] = map[string]any{"id": m.BotID, "app_id": s.cfg.AppID, "name": s.cfg.BotName, "team_id": s.cfg.TeamID}
+	} else {
+		ev["client_msg_id"] = newEnvelopeID()
+	}
+	if typ == "message" {
+		ev["channel_type"] = c.typ
+	}
+	if m.Subtype != "" {
+		ev["subtype"] = m.Subtype
+	}
+	if m.ThreadTS != "" && m.ThreadTS != m.TS {
+		ev["thread_ts"] = m.ThreadTS
+		if p := c.byTS[m.ThreadTS]; p != nil {
+			ev["parent_user_id"] = p.User
+		}
+	}
+	if len(m.Blocks) > 0 {
+		ev["blocks"] = m.Blocks
+	}
+	if len(m.Files) > 0 {
+		var files []map[string]any
+		for _, id := range m.Files {
+			if f := s.files[id]; f != nil {
+				files = append(files, fileJSON(f))
+			}
+		}
+		ev["files"] = files
+	}
+	return ev
+}
+
+func (s *Server) enqueueEventLocked(event map[string]any, now time.Time) *envelope {
+	s.seq++
+	eventID := "Ev" + itoa36(s.seq) + strings.ToUpper(newEnvelopeID()[:6])
+	payload, _ := json.Marshal(map[string]any{
+		"token":           "verification-token",
+		"team_id":         s.cfg.TeamID,
+		"context_team_id": s.cfg.TeamID,
+		"api_app_id":      s.cfg.AppID,
+		"event":           event,
+		"type":            "event_callback",
+		"event_id":        eventID,
+		"event_time":      now.Unix(),
+		"authorizations": []map[string]any{{
+			"enterprise_id": nil, "team_id": s.cfg.TeamID, "user_id": s.cfg.BotUserID,
+			"is_bot": true, "is_enterprise_install": false,
+		}},
+		"is_ext_shared_channel": false,
+		"event_context":         "4-fake-" + eventID,
+	})
+	typ, _ := event["type"].(string)
+	e := &envelope{
+		Envelope: Envelope{ID: newEnvelopeID(), Type: "events_api", EventID: eventID, EventType: typ},
+		payload:  payload,
+	}
+	s.enqueueLocked(e)
+	return e
+}
+
+// echoLocked delivers the message event Slack sends for the bot's own post (prev nil) or
+// edit (prev = the message before), when Config.EchoBotMessages is set.
+func (s *Server) echoLocked(c *channel, m *Message, prev *Message, now time.Time) {
+	if !s.cfg.EchoBotMessages || !s.subscribed("message."+subscriptionOf(c.typ)) {
+		return
+	}
+	if prev == nil {
+		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now)
+		return
+	}
+	ts := s.newTSLocked(now)
+	s.enqueueEventLocked(map[string]any{
+		"type":             "message",
+		"subtype":          "message_changed",
+		"hidden":           true,
+		"channel":          c.id,
+		"channel_type":     c.typ,
+		"ts":               ts,
+		"event_ts":         ts,
+		"message":          s.messageJSON(c, m, false),
+		"previous_message": s.messageJSON(c, prev, false),
+	}, now)
+}
+
+// SlashCommand delivers a slash_commands envelope (accepts_response_payload true) as if
+// user typed `command text` in channelID, and returns its response_url (on this server).
+func (s *Server) SlashCommand(channelID, user, command, text string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channelLocked(channelID)
+	u := s.userLocked(user)
+	id := s.nextIDLocked("R")
+	respURL := s.http.URL + "/response/" + id
+	s.responses[id] = &responseURL{url: respURL, channel: c.id, user: user, command: command}
+	payload, _ := json.Marshal(map[string]any{
+		"token":                 "verification-token",
+		"team_id":               s.cfg.TeamID,
+		"team_domain":           strings.ReplaceAll(strings.ToLower(s.cfg.TeamName), " ", "-"),
+		"channel_id":            c.id,
+		"channel_name":          c.name,
+		"user_id":               user,
+		"user_name":             u.Name,
+		"command":               command,
+		"text":                  text,
+		"api_app_id":            s.cfg.AppID,
+		"is_enterprise_install": false,
+		"response_url":          respURL,
+		"trigger_id":            "13345224609.738474920.8088930838d88f008e0",
+	})
+	s.enqueueLocked(&envelope{
+		Envelope: Envelope{ID: newEnvelopeID(), Type: "slash_commands"},
+		accepts:  true,
+		payload:  payload,
+	})
+	return respURL
+}
+
+// serveResponseURL takes posts to a slash command's response_url: JSON
+// {text, response_type, replace_original, delete_original, blocks, thread_ts}.
+func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimPrefix(r.URL.Path, "/response/")
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	var msg struct {
+		Text            string `json:"text"`
+		ResponseType    string `json:"response_type"`
+		ReplaceOriginal bool   `json:"replace_original"`
+		DeleteOriginal  bool   `json:"delete_original"`
+		ThreadTS        string `json:"thread_ts"`
+	}
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if r.Method != http.MethodPost || ct != "application/json" || json.Unmarshal(body, &msg) != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "error": "invalid_payload"})
+		return
+	}
+	if msg.ResponseType == "" {
+		msg.ResponseType = "ephemeral"
+	}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ru := s.responses[id]
+	status, errCode := http.StatusOK, ""
+	switch {
+	case ru == nil:
+		status, errCode = http.StatusNotFound, "invalid_url"
+	case ru.uses >= s.cfg.ResponseURLUses:
+		status, errCode = http.StatusNotFound, "used_url"
+	}
+	post := ResponseURLPost{Time: now, URL: s.http.URL + r.URL.Path, ResponseType: msg.ResponseType, Text: msg.Text,
+		ReplaceOriginal: msg.ReplaceOriginal, DeleteOriginal: msg.DeleteOriginal, Body: body, Status: status}
+	if ru != nil {
+		post.Channel, post.User, post.Command = ru.channel, ru.user, ru.command
+	}
+	s.respPosts = append(s.respPosts, post)
+	if errCode != "" {
+		s.notifyLocked()
+		writeJSON(w, status, map[string]any{"ok": false, "error": errCode})
+		return
+	}
+	ru.uses++
+	ts := ""
+	if msg.ResponseType == "in_channel" {
+		m := s.addMessageLocked(&Message{Channel: ru.channel, ThreadTS: msg.ThreadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Text: msg.Text}, now)
+		ts = m.TS
+	}
+	s.recordWriteLocked(Write{Time: now, Kind: WriteResponseURL, Channel: ru.channel, TS: ts, ThreadTS: msg.ThreadTS, User: ru.user, Text: msg.Text})
+	s.notifyLocked()
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+}

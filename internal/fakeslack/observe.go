@@ -1,0 +1,164 @@
+package fakeslack
+
+import (
+	"net/url"
+	"slices"
+)
+
+// Messages returns every message of a channel (top level and replies), oldest first.
+func (s *Server) Messages(channelID string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	if c == nil {
+		return nil
+	}
+	out := make([]Message, 0, len(c.msgs))
+	for _, m := range c.msgs {
+		out = append(out, copyMessage(m))
+	}
+	return out
+}
+
+// Thread returns the parent message ts and its replies, oldest first.
+func (s *Server) Thread(channelID, ts string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	if c == nil {
+		return nil
+	}
+	var out []Message
+	for _, m := range c.msgs {
+		if m.TS == ts || m.ThreadTS == ts {
+			out = append(out, copyMessage(m))
+		}
+	}
+	return out
+}
+
+// Message returns one stored message.
+func (s *Server) Message(channelID, ts string) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	if c == nil || c.byTS[ts] == nil {
+		return Message{}, false
+	}
+	return copyMessage(c.byTS[ts]), true
+}
+
+// BotReplies returns the bot's messages in a thread (after the parent), oldest first.
+func (s *Server) BotReplies(channelID, threadTS string) []Message {
+	var out []Message
+	for _, m := range s.Thread(channelID, threadTS) {
+		if m.BotID != "" && m.TS != threadTS {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Calls returns every Web API call so far, in arrival order of their completion.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.calls)
+	for i := range out {
+		out[i].Params = cloneValues(out[i].Params)
+	}
+	return out
+}
+
+// CallsTo returns the calls of one method.
+func (s *Server) CallsTo(method string) []Call {
+	var out []Call
+	for _, c := range s.Calls() {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = slices.Clone(vs)
+	}
+	return out
+}
+
+// Writes returns every applied message write, in order.
+func (s *Server) Writes() []Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.writes)
+}
+
+// Acks returns every ack frame read, in order.
+func (s *Server) Acks() []Ack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.acks)
+}
+
+// Envelopes returns every envelope queued so far, in order.
+func (s *Server) Envelopes() []Envelope {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Envelope, 0, len(s.envOrder))
+	for _, id := range s.envOrder {
+		out = append(out, s.envelopes[id].Envelope)
+	}
+	return out
+}
+
+// Files returns every file announced with files.getUploadURLExternal, in order.
+func (s *Server) Files() []File {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]File, 0, len(s.fileOrder))
+	for _, id := range s.fileOrder {
+		f := *s.files[id]
+		f.Bytes = slices.Clone(f.Bytes)
+		out = append(out, f)
+	}
+	return out
+}
+
+// Ephemerals returns every chat.postEphemeral message, in order.
+func (s *Server) Ephemerals() []Ephemeral {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ephemeral)
+}
+
+// ResponseURLPosts returns every post to a response_url, in order.
+func (s *Server) ResponseURLPosts() []ResponseURLPost {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.respPosts)
+}
+
+// Count429 returns how many calls of method were answered with HTTP 429.
+func (s *Server) Count429(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count429[method]
+}
+
+// Connections counts Socket Mode connections: open now, and ever opened.
+func (s *Server) Connections() ConnStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ConnStats{Current: len(s.conns), Total: s.connTotal}
+}
+
+// Status returns the assistant thread status set with assistant.threads.setStatus
+// ("" when cleared, or after a reply was posted in the thread).
+func (s *Server) Status(channelID, threadTS string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statuses[channelID+"/"+threadTS]
+}

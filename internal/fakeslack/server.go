@@ -1,0 +1,290 @@
+// Package fakeslack is an in-process fake Slack workspace for tests and benchmarks.
+//
+// It speaks the real protocols on 127.0.0.1: the Web API over HTTP (form-encoded or JSON
+// POSTs, as slack-go sends them) and Socket Mode over a real WebSocket (hello, envelopes,
+// acks, pings, disconnects). It enforces Slack's rate limits with token buckets and answers
+// HTTP 429 with Retry-After beyond them, stores channels and messages, and records every call,
+// every applied message write and every ack so tests and the load benchmark can observe what
+// a user would have seen and when.
+//
+// It imports nothing of this module, so tests of any package may use it.
+package fakeslack
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config sets up a fake workspace. The zero value is usable: every empty field gets the
+// default named in its comment.
+type Config struct {
+	BotToken  string // "xoxb-test"; any other bot token gets invalid_auth
+	AppToken  string // "xapp-test"; required (as Bearer) by apps.connections.open
+	TeamID    string // "T1"
+	TeamName  string // "Test Team"; also the team domain ("test-team")
+	BotUserID string // "UBOT"
+	BotID     string // "BBOT"
+	AppID     string // "A1"
+	BotName   string // "llmbot"
+	// Scopes are returned in the x-oauth-scopes header of auth.test (comma separated).
+	// Nil: the scopes of the project's manifest.
+	Scopes []string
+	// PingInterval is how often the server sends WebSocket pings on each Socket Mode
+	// connection. 0: 2 s, which keeps slack-go's 30 s ping watchdog satisfied.
+	PingInterval time.Duration
+	// Limits are the rate limits enforced by the Web API. Zero value: unlimited.
+	Limits Limits
+	// Subscriptions are the bot events delivered by PostUserMessage. Nil: app_mention,
+	// message.channels, message.groups, message.im and message.mpim.
+	Subscriptions []string
+	// EchoBotMessages makes the bot's own posts and edits produce message events, as
+	// Slack does (a plain message with bot_id for a post, subtype message_changed for an
+	// edit), for loop-prevention tests. Off by default.
+	EchoBotMessages bool
+	// RedeliverAfter, when > 0, re-queues an envelope delivered but not acked within this
+	// time (retry_attempt+1, retry_reason "timeout"), so it reaches the next connection.
+	// Slack does this for unacked events; off by default.
+	RedeliverAfter time.Duration
+	// PageLimit caps the `limit` of conversations.replies/history (Slack: 1000 for
+	// internal apps, 15 for new commercially distributed ones). 0: 1000.
+	PageLimit int
+	// ResponseURLUses is how many posts a response_url accepts (Slack: 5). 0: 5.
+	ResponseURLUses int
+}
+
+// Limits configures the Web API's rate limits.
+type Limits struct {
+	// Methods maps a method name ("chat.update") to its workspace-wide limit.
+	// A method without an entry is unlimited.
+	Methods map[string]Limit
+	// PostMessagePerChannel limits chat.postMessage per channel (Slack: about 1/s with
+	// bursts). Zero: unlimited.
+	PostMessagePerChannel Limit
+}
+
+// Limit is a token bucket: PerMinute tokens are added per minute, up to Burst.
+// The zero Limit is unlimited. Burst 0 with a rate means a burst of 1.
+type Limit struct {
+	PerMinute float64
+	Burst     int
+}
+
+// SlackLimits returns limits shaped like Slack's published tiers for the methods the bot
+// uses: chat.update 50/min, chat.startStream and chat.stopStream 20/min, appendStream,
+// postEphemeral, users.info and files.* 100/min, conversations.* 50/min, and
+// chat.postMessage 1/s per channel. burst is the bucket size for every method.
+func SlackLimits(burst int) Limits {
+	tier := func(perMinute float64) Limit { return Limit{PerMinute: perMinute, Burst: burst} }
+	return Limits{
+		Methods: map[string]Limit{
+			"chat.update":                  tier(50),
+			"chat.startStream":             tier(20),
+			"chat.stopStream":              tier(20),
+			"chat.appendStream":            tier(100),
+			"chat.postEphemeral":           tier(100),
+			"conversations.replies":        tier(50),
+			"conversations.history":        tier(50),
+			"users.info":                   tier(100),
+			"files.getUploadURLExternal":   tier(100),
+			"files.completeUploadExternal": tier(100),
+			"reactions.add":                tier(50),
+			"apps.connections.open":        tier(50),
+			"assistant.threads.setStatus":  tier(600),
+			"chat.postMessage":             tier(600),
+			"chat.delete":                  tier(50),
+			"reactions.remove":             tier(50),
+			"auth.test":                    tier(100),
+			"assistant.threads.setTitle":   tier(100),
+			"conversations.info":           tier(100),
+		},
+		PostMessagePerChannel: Limit{PerMinute: 60, Burst: burst},
+	}
+}
+
+// Server is a running fake Slack workspace. Its methods are safe for concurrent use.
+type Server struct {
+	cfg  Config
+	http *httptest.Server
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every state change (see notifyLocked)
+	closed  bool
+
+	// Web API state.
+	limits       Limits
+	buckets      map[string]*bucket // per method
+	chanBuckets  map[string]*bucket // chat.postMessage per channel
+	faults       map[string][]fault
+	calls        []Call
+	count429     map[string]int
+	streamingErr string
+
+	// Workspace state.
+	channels  map[string]*channel
+	users     map[string]*User
+	lastTS    int64 // last message ts, in microseconds
+	writes    []Write
+	ephemeral []Ephemeral
+	files     map[string]*File
+	fileOrder []string
+	responses map[string]*responseURL
+	respPosts []ResponseURLPost
+	statuses  map[string]string // channel/thread -> assistant status
+	seq       int
+
+	// Socket Mode state.
+	tickets   map[string]bool
+	conns     map[*wsConn]bool
+	connTotal int
+	pending   []*envelope // not yet delivered
+	envelopes map[string]*envelope
+	envOrder  []string
+	acks      []Ack
+	wg        sync.WaitGroup // Socket Mode goroutines
+	stop      chan struct{}  // closed by Close
+}
+
+// New starts a fake workspace on 127.0.0.1. Close it when done.
+func New(cfg Config) *Server {
+	cfg = withDefaults(cfg)
+	s := &Server{
+		cfg:         cfg,
+		changed:     make(chan struct{}),
+		limits:      cfg.Limits,
+		buckets:     map[string]*bucket{},
+		chanBuckets: map[string]*bucket{},
+		faults:      map[string][]fault{},
+		count429:    map[string]int{},
+		channels:    map[string]*channel{},
+		users:       map[string]*User{},
+		files:       map[string]*File{},
+		responses:   map[string]*responseURL{},
+		statuses:    map[string]string{},
+		tickets:     map[string]bool{},
+		conns:       map[*wsConn]bool{},
+		envelopes:   map[string]*envelope{},
+		stop:        make(chan struct{}),
+	}
+	s.users[cfg.BotUserID] = &User{ID: cfg.BotUserID, Name: cfg.BotName, RealName: cfg.BotName, IsBot: true, BotID: cfg.BotID}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/", s.serveAPI)
+	mux.HandleFunc("/socket", s.serveSocket)
+	mux.HandleFunc("/upload/", s.serveUpload)
+	mux.HandleFunc("/response/", s.serveResponseURL)
+	s.http = httptest.NewServer(mux)
+	if cfg.RedeliverAfter > 0 {
+		s.wg.Add(1)
+		go s.redeliverLoop()
+	}
+	return s
+}
+
+func withDefaults(cfg Config) Config {
+	def := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	def(&cfg.BotToken, "xoxb-test")
+	def(&cfg.AppToken, "xapp-test")
+	def(&cfg.TeamID, "T1")
+	def(&cfg.TeamName, "Test Team")
+	def(&cfg.BotUserID, "UBOT")
+	def(&cfg.BotID, "BBOT")
+	def(&cfg.AppID, "A1")
+	def(&cfg.BotName, "llmbot")
+	if cfg.Scopes == nil {
+		cfg.Scopes = []string{"app_mentions:read", "chat:write", "channels:history", "groups:history",
+			"im:history", "mpim:history", "files:write", "commands", "users:read", "reactions:write"}
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 2 * time.Second
+	}
+	if cfg.Subscriptions == nil {
+		cfg.Subscriptions = []string{"app_mention", "message.channels", "message.groups", "message.im", "message.mpim"}
+	}
+	if cfg.PageLimit <= 0 {
+		cfg.PageLimit = 1000
+	}
+	if cfg.ResponseURLUses <= 0 {
+		cfg.ResponseURLUses = 5
+	}
+	return cfg
+}
+
+// URL is the Web API base URL with its trailing slash, for slack.OptionAPIURL and
+// SLACK_API_URL ("http://127.0.0.1:port/api/").
+func (s *Server) URL() string { return s.http.URL + "/api/" }
+
+// Config returns the configuration in effect, defaults applied.
+func (s *Server) Config() Config { return s.cfg }
+
+// Close drops every Socket Mode connection, stops the server's goroutines and the HTTP
+// server. It returns when all of them have ended.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.stop)
+	for c := range s.conns {
+		c.ws.Close()
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.http.Close()
+}
+
+// notifyLocked wakes every waiter (WaitFor, connection writers). Call with s.mu held.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// WaitFor calls cond after every change of the fake's state until it returns true or ctx
+// ends. cond runs without the fake's lock held, so it may call the observation methods.
+func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// writeJSON answers with a JSON body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) nextIDLocked(prefix string) string {
+	s.seq++
+	return prefix + strings.ToUpper(strings.TrimLeft(itoa36(s.seq), "0"))
+}
+
+func itoa36(n int) string {
+	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	b := []byte("000000")
+	for i := len(b) - 1; i >= 0 && n > 0; i-- {
+		b[i] = digits[n%36]
+		n /= 36
+	}
+	return string(b)
+}

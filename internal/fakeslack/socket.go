@@ -1,0 +1,339 @@
+package fakeslack
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// maxRetries is how often Slack retries an unacked event.
+const maxRetries = 3
+
+const writeTimeout = 5 * time.Second
+
+// Envelope is a Socket Mode envelope the fake has queued, sent, and maybe seen acked.
+type Envelope struct {
+	ID          string
+	Type        string // "events_api", "slash_commands", or "" for SendRaw frames without a type
+	EventID     string // events_api only
+	EventType   string // the inner event's type (app_mention, message)
+	Attempt     int    // retry_attempt
+	Queued      time.Time
+	Sent        time.Time // zero until written to a connection
+	Acked       time.Time // zero until the first ack
+	Conn        int       // the connection it was written to (1-based, in connection order)
+	AckPayload  json.RawMessage
+	Redelivered bool // a retry of it has been queued
+}
+
+// Ack is one ack frame read from a Socket Mode connection.
+type Ack struct {
+	EnvelopeID string
+	Type       string // the envelope's type, if the envelope is known
+	Time       time.Time
+	Latency    time.Duration // from the envelope's write to this ack (0 if unknown)
+	Payload    json.RawMessage
+	Conn       int
+	Known      bool // the envelope id was sent by this fake
+	Duplicate  bool // the envelope was already acked
+}
+
+// ConnStats counts Socket Mode connections.
+type ConnStats struct {
+	Current int
+	Total   int
+}
+
+type envelope struct {
+	Envelope
+	accepts  bool
+	reason   string
+	payload  json.RawMessage
+	rawFrame []byte // SendRaw: written as is
+}
+
+func (e *envelope) frame() []byte {
+	if e.rawFrame != nil {
+		return e.rawFrame
+	}
+	f := map[string]any{
+		"envelope_id":              e.ID,
+		"type":                     e.Type,
+		"accepts_response_payload": e.accepts,
+		"payload":                  e.payload,
+	}
+	if e.Type == "events_api" {
+		f["retry_attempt"] = e.Attempt
+		f["retry_reason"] = e.reason
+	}
+	b, _ := json.Marshal(f)
+	return b
+}
+
+type wsConn struct {
+	id       int
+	ws       *websocket.Conn
+	done     chan struct{} // closed when the connection is gone
+	control  [][]byte      // frames written before any envelope (disconnect), guarded by Server.mu
+	draining bool          // a disconnect was queued: no more envelopes
+}
+
+func newEnvelopeID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// enqueueLocked queues e for the next free connection.
+func (s *Server) enqueueLocked(e *envelope) {
+	e.Queued = time.Now()
+	s.envelopes[e.ID] = e
+	s.envOrder = append(s.envOrder, e.ID)
+	s.pending = append(s.pending, e)
+	s.notifyLocked()
+}
+
+func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
+	ticket := r.URL.Query().Get("ticket")
+	s.mu.Lock()
+	ok := s.tickets[ticket] && !s.closed
+	delete(s.tickets, ticket)
+	s.mu.Unlock()
+	if !ok {
+		http.Error(w, "invalid or used ticket", http.StatusUnauthorized)
+		return
+	}
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }} // slack-go sends Origin: https://api.slack.com
+	ws, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	c := &wsConn{ws: ws, done: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ws.Close()
+		return
+	}
+	s.connTotal++
+	c.id = s.connTotal
+	s.conns[c] = true
+	s.wg.Add(2)
+	hello, _ := json.Marshal(map[string]any{
+		"type":            "hello",
+		"num_connections": len(s.conns),
+		"connection_info": map[string]any{"app_id": s.cfg.AppID},
+		"debug_info": map[string]any{
+			"host": "applink-fake-1", "build_number": 1, "approximate_connection_time": 18060,
+			"started": time.Now().UTC().Format("2006-01-02 15:04:05.000"),
+		},
+	})
+	c.control = append(c.control, hello)
+	s.notifyLocked()
+	s.mu.Unlock()
+	go s.writeLoop(c)
+	s.readLoop(c)
+}
+
+// readLoop reads acks until the connection fails, then forgets the connection.
+func (s *Server) readLoop(c *wsConn) {
+	defer s.wg.Done()
+	defer func() {
+		c.ws.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		close(c.done)
+		s.notifyLocked()
+		s.mu.Unlock()
+	}()
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		var a struct {
+			EnvelopeID string          `json:"envelope_id"`
+			Payload    json.RawMessage `json:"payload"`
+		}
+		if json.Unmarshal(data, &a) != nil || a.EnvelopeID == "" {
+			continue
+		}
+		s.mu.Lock()
+		ack := Ack{EnvelopeID: a.EnvelopeID, Time: now, Payload: a.Payload, Conn: c.id}
+		if e := s.envelopes[a.EnvelopeID]; e != nil {
+			ack.Known, ack.Type = true, e.Type
+			if !e.Sent.IsZero() {
+				ack.Latency = now.Sub(e.Sent)
+			}
+			if e.Acked.IsZero() {
+				e.Acked, e.AckPayload = now, a.Payload
+			} else {
+				ack.Duplicate = true
+			}
+		}
+		s.acks = append(s.acks, ack)
+		s.notifyLocked()
+		s.mu.Unlock()
+	}
+}
+
+// writeLoop is the connection's only data writer: hello and control frames, envelopes from
+// the shared queue, and pings.
+func (s *Server) writeLoop(c *wsConn) {
+	defer s.wg.Done()
+	ping := time.NewTicker(s.cfg.PingInterval)
+	defer ping.Stop()
+	var closeAfter <-chan time.Time // after a disconnect frame: close if the client does not
+	for {
+		s.mu.Lock()
+		wake := s.changed
+		var frame []byte
+		var env *envelope
+		switch {
+		case len(c.control) > 0:
+			frame = c.control[0]
+			c.control = c.control[1:]
+		case len(s.pending) > 0 && !c.draining:
+			env = s.pending[0]
+			s.pending = s.pending[1:]
+			env.Sent, env.Conn = time.Now(), c.id
+			frame = env.frame()
+		}
+		draining := c.draining
+		s.mu.Unlock()
+
+		if frame != nil {
+			_ = c.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if err := c.ws.WriteMessage(websocket.TextMessage, frame); err != nil {
+				if env != nil { // not delivered: the next connection gets it
+					s.mu.Lock()
+					env.Sent, env.Conn = time.Time{}, 0
+					s.pending = slices.Insert(s.pending, 0, env)
+					s.notifyLocked()
+					s.mu.Unlock()
+				}
+				c.ws.Close()
+				return
+			}
+			if draining && closeAfter == nil {
+				closeAfter = time.After(2 * time.Second)
+			}
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(writeTimeout)); err != nil {
+				c.ws.Close()
+				return
+			}
+		case <-closeAfter:
+			c.ws.Close()
+			return
+		case <-c.done:
+			return
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// redeliverLoop re-queues envelopes left unacked for cfg.RedeliverAfter.
+func (s *Server) redeliverLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(max(s.cfg.RedeliverAfter/4, 5*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			for _, id := range s.envOrder {
+				e := s.envelopes[id]
+				if e.Sent.IsZero() || !e.Acked.IsZero() || e.Redelivered || e.rawFrame != nil ||
+					e.Type != "events_api" || e.Attempt >= maxRetries || now.Sub(e.Sent) < s.cfg.RedeliverAfter {
+					continue
+				}
+				s.retryLocked(e, "timeout")
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// retryLocked queues a new delivery of e's payload: a new envelope id, the same event,
+// retry_attempt+1.
+func (s *Server) retryLocked(e *envelope, reason string) *envelope {
+	e.Redelivered = true
+	n := &envelope{
+		Envelope: Envelope{ID: newEnvelopeID(), Type: e.Type, EventID: e.EventID, EventType: e.EventType, Attempt: e.Attempt + 1},
+		accepts:  e.accepts, reason: reason, payload: e.payload, rawFrame: e.rawFrame,
+	}
+	s.enqueueLocked(n)
+	return n
+}
+
+// Redeliver sends the envelope again as Slack retries an event: a new envelope id, the same
+// payload and event_id, retry_attempt+1, retry_reason "timeout". It returns the new envelope
+// id, or "" if envelopeID is unknown.
+func (s *Server) Redeliver(envelopeID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.envelopes[envelopeID]
+	if e == nil {
+		return ""
+	}
+	return s.retryLocked(e, "timeout").ID
+}
+
+// SendRaw queues frame to be written as is to one Socket Mode connection (now, or the next
+// one), for malformed or unusual envelopes. If frame has an envelope_id, its ack is
+// matched. It returns that envelope_id (or a generated id to look the frame up by).
+func (s *Server) SendRaw(frame []byte) string {
+	var probe struct {
+		EnvelopeID string `json:"envelope_id"`
+		Type       string `json:"type"`
+	}
+	_ = json.Unmarshal(frame, &probe)
+	id := probe.EnvelopeID
+	if id == "" {
+		id = "raw-" + newEnvelopeID()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.enqueueLocked(&envelope{Envelope: Envelope{ID: id, Type: probe.Type}, rawFrame: slices.Clone(frame)})
+	return id
+}
+
+// Disconnect writes {"type":"disconnect","reason":reason} to every open connection
+// ("warning", "refresh_requested", "link_disabled", "too_many_websockets"), sends them no
+// further envelopes, and closes each one 2 s later if the client has not.
+func (s *Server) Disconnect(reason string) {
+	frame, _ := json.Marshal(map[string]any{
+		"type": "disconnect", "reason": reason,
+		"debug_info": map[string]any{"host": "applink-fake-1"},
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.control = append(c.control, frame)
+		c.draining = true
+	}
+	s.notifyLocked()
+}
+
+// DropConnections closes every Socket Mode connection abruptly (no close frame).
+func (s *Server) DropConnections() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		_ = c.ws.NetConn().Close()
+	}
+}
