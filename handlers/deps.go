@@ -1,0 +1,134 @@
+// Package handlers holds the bot's use cases: Replies answers mentions, DMs and follow-ups by streaming a
+// chat completion into Slack under the shared write budget (package pace); Imagine makes a picture for
+// /imagine and uploads it to the channel.
+//
+// The I/O the handlers need is behind the small interfaces below, implemented by bot.SlackAPI over slack-go
+// and by in-memory fakes in tests. Slack errors cross them as slack-go's own types (*slack.RateLimitedError,
+// slack.SlackErrorResponse, slack.StatusCodeError) wrapped with %w; model errors as *llm.Error.
+//
+// Errors: a handler shows the user-visible side itself (a short, human note in Slack) and returns the error
+// for the caller (bot) to log once. ErrIgnored is not a failure.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"iter"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+)
+
+// Thread reads conversations.
+type Thread interface {
+	// Replies returns every message of a thread (all pages), parent first, with metadata.
+	Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error)
+	// History returns the channel's latest limit messages, oldest first, with metadata.
+	History(ctx context.Context, channel string, limit int) ([]slack.Message, error)
+}
+
+// Messenger posts and edits messages.
+type Messenger interface {
+	// Post posts m in channel, in the thread threadTS ("" = top level), and returns its ts.
+	Post(ctx context.Context, channel, threadTS string, m Msg) (ts string, err error)
+	// Update replaces the text (and metadata) of the message ts.
+	Update(ctx context.Context, channel, ts string, m Msg) error
+	// Ephemeral shows text to user only.
+	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error
+}
+
+// Msg is a message the bot writes: mrkdwn text and the mark stored as its metadata.
+type Msg struct {
+	Text string
+	Mark convo.Mark
+}
+
+// Streamer is Slack's native streaming (chat.startStream / appendStream / stopStream).
+type Streamer interface {
+	// StartStream starts a streamed message and returns its ts.
+	StartStream(ctx context.Context, s StreamStart) (ts string, err error)
+	// AppendStream appends markdown to the streamed message ts.
+	AppendStream(ctx context.Context, channel, ts, markdown string) error
+	// StopStream ends the streamed message, appending markdown ("" = nothing) and storing mark as metadata.
+	StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark) error
+}
+
+// StreamStart is a chat.startStream call.
+type StreamStart struct {
+	Channel  string
+	ThreadTS string // the thread to answer in ("" only for a top-level DM)
+	// RecipientUserID and RecipientTeamID are the person asked and their team (required by Slack in channels).
+	RecipientUserID string
+	RecipientTeamID string
+	// Markdown is the first text (markdown_text); empty: none (the stream starts before the first token,
+	// to show life at once — the adapter omits markdown_text).
+	Markdown string
+}
+
+// Uploader uploads files (files v2 flow).
+type Uploader interface {
+	UploadImage(ctx context.Context, u Upload) error
+}
+
+// Upload is one image shared to a channel.
+type Upload struct {
+	Channel  string
+	ThreadTS string // "" = top level
+	Filename string // e.g. "image.png"
+	Title    string
+	Data     []byte
+	Comment  string // initial_comment (mrkdwn)
+	AltText  string // alt_txt, at most 1000 characters
+}
+
+// Responder answers a slash command privately through its response_url.
+type Responder interface {
+	Respond(ctx context.Context, responseURL, text string) error
+}
+
+// Users resolves user ids to display names (users.info).
+type Users interface {
+	Name(ctx context.Context, userID string) (string, error)
+}
+
+// Chat streams a chat completion (llm.Client).
+type Chat interface {
+	Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error]
+}
+
+// Imager generates images (llm.Client).
+type Imager interface {
+	Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error)
+}
+
+// ReplyRequest is a message to answer.
+type ReplyRequest struct {
+	Channel     string
+	ChannelType string // "channel", "group", "im", "mpim"
+	User, Team  string
+	TS          string // the triggering message
+	// ThreadTS is the thread to answer in: for a top-level mention in a channel, the message's own ts.
+	// "" = a top-level DM: answer in the DM, context = recent history.
+	ThreadTS string
+	Text     string // raw Slack text
+	Files    []slack.File
+	FollowUp bool // no mention: answer only if the thread involves the bot
+}
+
+// ImagineRequest is an /imagine command.
+type ImagineRequest struct {
+	Channel, User, Team, Text, ResponseURL string
+}
+
+// Sentinels. ErrShutdown and ErrStopped are the causes bot passes to a reply's context.CancelCauseFunc;
+// Reply returns them (wrapped) when it ended for that reason.
+var (
+	// ErrIgnored: nothing to answer (not a failure; log at debug).
+	ErrIgnored = errors.New("ignored")
+	// ErrShutdown: the bot is shutting down; the reply is closed with an "interrupted" note.
+	ErrShutdown = errors.New("bot shutting down")
+	// ErrStopped: the user stopped the answer; the reply is closed with "Stopped.".
+	ErrStopped = errors.New("stopped by user")
+)

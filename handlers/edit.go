@@ -1,0 +1,184 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// maxInterimFailures is how many interim writes in a row may fail (other than 429s) before the writer
+// stops trying; the final write still does.
+const maxInterimFailures = 3
+
+// editSink writes an answer by posting and editing messages (chat.postMessage + chat.update, mrkdwn): the
+// placeholder becomes the first part, and each part the Pager seals continues in a new thread message.
+type editSink struct {
+	p     *reply
+	lane  *pace.Lane
+	pager *convo.Pager
+	ts    []string // one message per part; ts[0] is the placeholder
+	shown []string // the text last written to each message ("" for the placeholder)
+
+	fails  int
+	broken bool
+	edits  int
+	posts  int
+}
+
+// next returns the next write the answer needs: an edit of message i, or a post of part i (post true);
+// i < 0 when Slack already shows parts.
+func (e *editSink) next(parts []string) (i int, post bool) {
+	for i := 0; i < len(e.ts) && i < len(parts); i++ {
+		if parts[i] != "" && parts[i] != e.shown[i] {
+			return i, false
+		}
+	}
+	if n := len(e.ts); len(parts) > n && parts[n] != "" {
+		return n, true
+	}
+	return -1, false
+}
+
+// priority of an edit of message i when the answer has n parts: sealed parts are final, the first text
+// replaces the placeholder, the rest is pending text.
+func (e *editSink) priority(i, n int) pace.Priority {
+	switch {
+	case i < n-1:
+		return pace.Final
+	case i == 0 && e.shown[0] == "":
+		return pace.First
+	}
+	return pace.Pending
+}
+
+func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
+	p := e.p
+	for !e.broken {
+		i, post := e.next(e.pager.Update(snap.md, false))
+		if i < 0 {
+			return
+		}
+		var err error
+		if post {
+			if err := p.r.opt.Posts.Wait(wctx, p.req.Channel); err != nil {
+				return
+			}
+			snap = mb.latest(snap)
+			text := e.pager.Update(snap.md, false)[i]
+			var ts string
+			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkAnswer}})
+			if err == nil {
+				e.ts, e.shown = append(e.ts, ts), append(e.shown, text)
+				e.posts++
+			}
+		} else {
+			parts := e.pager.Update(snap.md, false)
+			if err := e.lane.Wait(wctx, e.priority(i, len(parts)), snap.since); err != nil {
+				return
+			}
+			snap = mb.latest(snap) // the freshest text goes out with this slot
+			text := e.pager.Update(snap.md, false)[i]
+			err = p.r.msgs.Update(ctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkAnswer}})
+			if err == nil {
+				if e.shown[0] == "" && i == 0 {
+					p.firstText = time.Since(p.start)
+				}
+				e.shown[i] = text
+				e.edits++
+			}
+		}
+		if err == nil {
+			e.fails = 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if ra, ok := rateLimited(err); ok {
+			if post {
+				p.r.opt.Posts.Throttled(p.req.Channel, ra)
+			} else {
+				e.lane.Throttled(ra)
+			}
+			continue
+		}
+		e.fails++
+		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i), zap.Error(err))
+		if e.fails >= maxInterimFailures {
+			e.broken = true
+		}
+	}
+}
+
+func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
+	p := e.p
+	var parts []string
+	if strings.TrimSpace(md) != "" {
+		parts = e.pager.Update(md, true)
+	}
+	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
+	if len(parts) == 0 {
+		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
+	} else {
+		parts[len(parts)-1] += suffix
+	}
+	if parts[0] == "" { // no answer and no note: never leave an empty message (or the placeholder)
+		parts[0] = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")
+	}
+	var errs []error
+	for i, text := range parts {
+		mark := convo.Mark{Kind: kind}
+		if i == len(parts)-1 {
+			mark.Note = note
+		}
+		if i < len(e.ts) {
+			if text == e.shown[i] && kind == convo.MarkAnswer && mark.Note == "" {
+				continue // already shown, with the same mark
+			}
+			ts := e.ts[i]
+			err := writeRetry(ctx,
+				func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, time.Time{}) },
+				e.lane.Throttled,
+				func(ctx context.Context) error {
+					return p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark})
+				})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+				continue
+			}
+			e.shown[i] = text
+			e.edits++
+			continue
+		}
+		var ts string
+		err := writeRetry(ctx,
+			func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
+			func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+			func(ctx context.Context) (err error) {
+				ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark})
+				return err
+			})
+		if err != nil {
+			// Later parts would come out of order: stop here.
+			errs = append(errs, fmt.Errorf("chat.postMessage part %d: %w", i+1, err))
+			break
+		}
+		e.ts, e.shown = append(e.ts, ts), append(e.shown, text)
+		e.posts++
+	}
+	return errors.Join(errs...)
+}
+
+func (e *editSink) close() { e.lane.Close() }
+
+func (e *editSink) fields() []zap.Field {
+	return []zap.Field{zap.String("mode", string(ModeEdit)), zap.Int("edits", e.edits),
+		zap.Int("posts", e.posts+1), zap.Int("parts", len(e.ts))}
+}

@@ -1,0 +1,230 @@
+package handlers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/llm"
+)
+
+// ImagineOptions configure Imagine. Zero values get the documented defaults.
+type ImagineOptions struct {
+	BotName    string        // for "/invite @<bot name>"
+	Model      string        // image model; "": the client's default
+	MaxPerUser int           // image jobs one person may have running; default 2
+	Timeout    time.Duration // whole job (generation and upload); default 4 min
+}
+
+// Limits of what Imagine writes.
+const (
+	maxAltText     = 1000
+	maxTitle       = 100
+	respondTimeout = 10 * time.Second
+)
+
+// Imagine makes a picture for /imagine and uploads it to the channel.
+type Imagine struct {
+	img  Imager
+	up   Uploader
+	resp Responder
+	log  *zap.Logger
+	opt  ImagineOptions
+
+	mu      sync.Mutex
+	running map[string]int // user -> jobs in Run
+}
+
+// NewImagine returns Imagine over the given image, upload and response_url interfaces.
+func NewImagine(img Imager, up Uploader, r Responder, log *zap.Logger, opt ImagineOptions) *Imagine {
+	if opt.MaxPerUser <= 0 {
+		opt.MaxPerUser = 2
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = 4 * time.Minute
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Imagine{img: img, up: up, resp: r, log: log, opt: opt, running: make(map[string]int)}
+}
+
+// Accept returns the text of the command's ack (shown only to the user) and whether Run should follow.
+// It does no I/O, so the ack goes out at once. An empty prompt gets usage help; a user already at the
+// per-user bound is told to wait.
+func (i *Imagine) Accept(req ImagineRequest) (ackText string, start bool) {
+	prompt := strings.TrimSpace(req.Text)
+	if prompt == "" {
+		return usageText, false
+	}
+	i.mu.Lock()
+	n := i.running[req.User]
+	i.mu.Unlock()
+	if n >= i.opt.MaxPerUser {
+		return i.busyText(), false
+	}
+	return "Generating an image for: " + escape(oneLine(prompt, 300)) + "…", true
+}
+
+const usageText = "Usage: `/imagine <what to draw>` — for example `/imagine a lighthouse at dawn, watercolour`. " +
+	"I'll post the picture in this channel."
+
+func (i *Imagine) busyText() string {
+	return fmt.Sprintf("You already have %d images in progress. Please wait for one to finish, then try again.", i.opt.MaxPerUser)
+}
+
+// Run generates the image and uploads it to the channel, crediting the user. Failures are told to the
+// user privately (response_url) and returned for the caller to log; a job over the per-user bound is
+// refused with a private message and ErrIgnored.
+func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
+	prompt := strings.TrimSpace(req.Text)
+	if prompt == "" {
+		return ErrIgnored
+	}
+	log := i.log.With(zap.String("channel", req.Channel), zap.String("user", req.User))
+	if !i.acquire(req.User) {
+		i.respond(ctx, log, req, i.busyText())
+		return ErrIgnored
+	}
+	defer i.release(req.User)
+
+	start := time.Now()
+	jctx, cancel := context.WithTimeout(ctx, i.opt.Timeout)
+	defer cancel()
+	img, err := i.img.Image(jctx, llm.ImageRequest{Model: i.opt.Model, Prompt: prompt, User: safetyID(req.Team, req.User)})
+	if err != nil {
+		i.respond(ctx, log, req, imageFailure(ctx, err))
+		return fmt.Errorf("image: %w", err)
+	}
+	genTime := time.Since(start)
+	ext := img.Format
+	if ext == "" {
+		ext = "png"
+	}
+	comment := fmt.Sprintf("<@%s> asked for: %s", req.User, escape(prompt))
+	if rp := strings.TrimSpace(img.RevisedPrompt); rp != "" && rp != prompt {
+		comment += "\n_Revised prompt: " + escape(oneLine(rp, 1000)) + "_"
+	}
+	err = i.up.UploadImage(jctx, Upload{
+		Channel:  req.Channel,
+		Filename: "image." + ext,
+		Title:    truncateRunes(oneLine(prompt, maxTitle), maxTitle),
+		Data:     img.Data,
+		Comment:  comment,
+		AltText:  truncateRunes(prompt, maxAltText),
+	})
+	if err != nil {
+		i.respond(ctx, log, req, i.uploadFailure(ctx, err))
+		return fmt.Errorf("upload image: %w", err)
+	}
+	log.Info("image done", zap.Duration("image_time", genTime), zap.Duration("duration", time.Since(start)),
+		zap.Int("bytes", len(img.Data)), zap.String("format", img.Format))
+	log.Debug("image prompt", zap.String("prompt", prompt))
+	return nil
+}
+
+func (i *Imagine) acquire(user string) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.running[user] >= i.opt.MaxPerUser {
+		return false
+	}
+	i.running[user]++
+	return true
+}
+
+func (i *Imagine) release(user string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.running[user]--; i.running[user] <= 0 {
+		delete(i.running, user)
+	}
+}
+
+// respond tells the user privately, on a context that outlives a cancelled job. A failure here is only
+// logged: the job's own error is what Run returns.
+func (i *Imagine) respond(ctx context.Context, log *zap.Logger, req ImagineRequest, text string) {
+	if req.ResponseURL == "" {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), respondTimeout)
+	defer cancel()
+	if err := i.resp.Respond(rctx, req.ResponseURL, text); err != nil {
+		log.Warn("response_url", zap.Error(err))
+	}
+}
+
+// imageFailure is what the user is told when the image call failed.
+func imageFailure(ctx context.Context, err error) string {
+	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), ErrShutdown) {
+			return "Your image was interrupted: the bot is restarting. Please try `/imagine` again in a moment."
+		}
+		return "Your image was cancelled."
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "The image took too long to make. Please try again."
+	}
+	var le *llm.Error
+	if errors.As(err, &le) {
+		switch le.Kind {
+		case llm.KindContentPolicy:
+			if msg := oneLine(le.Message, 300); msg != "" {
+				return "The image service refused this prompt: " + escape(msg)
+			}
+			return "The image service refused this prompt."
+		case llm.KindBadRequest:
+			if msg := oneLine(le.Message, 300); msg != "" {
+				return "The image service refused the request: " + escape(msg)
+			}
+			return "The image service refused the request."
+		case llm.KindTimeout:
+			return "The image took too long to make. Please try again."
+		case llm.KindRateLimit, llm.KindServer, llm.KindConnection:
+			return "The image service is busy right now, please try again in a minute."
+		case llm.KindQuota:
+			return textQuota
+		case llm.KindAuth:
+			return textAuth
+		}
+	}
+	return "Something went wrong while making your image, please try again."
+}
+
+// uploadFailure is what the user is told when the upload failed.
+func (i *Imagine) uploadFailure(ctx context.Context, err error) string {
+	switch slackErr(err) {
+	case "not_in_channel", "channel_not_found":
+		name := i.opt.BotName
+		if name == "" {
+			name = "the bot"
+		} else {
+			name = "@" + name
+		}
+		return fmt.Sprintf("I can't post in this channel because I'm not a member. Invite me with `/invite %s` and try again.", name)
+	}
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		return "Your image was interrupted: the bot is restarting. Please try `/imagine` again in a moment."
+	}
+	return "The image was made but I couldn't post it: " + slackReason(err) + "."
+}
+
+// safetyID is the user identifier sent to the image service: a hash, never the raw Slack id.
+func safetyID(team, user string) string {
+	sum := sha256.Sum256([]byte(team + ":" + user))
+	return hex.EncodeToString(sum[:12])
+}
+
+func truncateRunes(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}

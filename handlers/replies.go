@@ -1,0 +1,223 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/pace"
+)
+
+// ReplyMode is how an answer is written into Slack.
+type ReplyMode string
+
+// The reply modes.
+const (
+	// ModeEdit posts a message and edits it as the answer streams (chat.postMessage + chat.update, mrkdwn).
+	// Works in every workspace and client.
+	ModeEdit ReplyMode = "edit"
+	// ModeStream uses Slack's native streaming (chat.startStream / appendStream / stopStream, Markdown).
+	// When Slack refuses it, the reply falls back to ModeEdit by itself.
+	ModeStream ReplyMode = "stream"
+)
+
+// ReplyOptions configure Replies. Zero values get the documented defaults.
+type ReplyOptions struct {
+	SystemPrompt string // may contain {bot_name} and {date}; "": convo's default
+	// The bot's identity (auth.test): to recognise its own messages and mentions.
+	BotUserID, BotID, BotName, TeamID string
+	Budget                            int       // context budget in estimated tokens; 0: convo.DefaultBudget
+	Mode                              ReplyMode // "": ModeEdit
+	FollowUps                         bool      // answer thread messages without a mention in bot threads
+	OtherBots                         bool      // include other bots' messages in the context
+	Model                             string    // chat model; "": the client's default
+
+	// The Slack write budget, shared by every reply. nil: a private default (fine for one Replies).
+	Edits   *pace.Scheduler // chat.update; default 50/min, burst 5
+	Appends *pace.Scheduler // chat.appendStream (ModeStream); default 100/min, burst 10
+	Posts   *pace.Keyed     // chat.postMessage and chat.startStream per channel; default 60/min, burst 3
+
+	HistoryLimit  int           // messages of context for a top-level DM; default 20
+	StallTimeout  time.Duration // max silence between chunks before giving up; default 2 min
+	FinalTimeout  time.Duration // time box of the last write, which ignores cancellation; default 10 s
+	StreamRefusal time.Duration // how long a refusal of native streaming is remembered; default 10 min
+}
+
+// Bounds of the in-memory caches.
+const (
+	threadCacheSize = 10000
+	threadCacheTTL  = 6 * time.Hour
+	nameCacheSize   = 5000
+	nameCacheTTL    = time.Hour
+	namesTimeout    = 5 * time.Second
+)
+
+var (
+	errStalled   = errors.New("model stream stalled")
+	errWriteDone = errors.New("answer complete") // ends the writer goroutine's waits
+)
+
+// Replies answers mentions, DMs and follow-ups.
+type Replies struct {
+	thread   Thread
+	msgs     Messenger
+	streamer Streamer
+	users    Users
+	chat     Chat
+	log      *zap.Logger
+	opt      ReplyOptions
+
+	botThreads *ttlCache[bool]   // channel/thread_ts -> the bot takes part (positive and negative)
+	names      *ttlCache[string] // user id -> display name
+
+	mu           sync.Mutex
+	streamRefuse time.Time // native streaming refused until then
+}
+
+// NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
+// opt.Mode is ModeEdit.
+func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Logger, opt ReplyOptions) *Replies {
+	if opt.Mode == "" {
+		opt.Mode = ModeEdit
+	}
+	if opt.Edits == nil {
+		opt.Edits = pace.NewScheduler(50, 5)
+	}
+	if opt.Appends == nil {
+		opt.Appends = pace.NewScheduler(100, 10)
+	}
+	if opt.Posts == nil {
+		opt.Posts = pace.NewKeyed(60, 3)
+	}
+	if opt.HistoryLimit <= 0 {
+		opt.HistoryLimit = 20
+	}
+	if opt.StallTimeout <= 0 {
+		opt.StallTimeout = 2 * time.Minute
+	}
+	if opt.FinalTimeout <= 0 {
+		opt.FinalTimeout = 10 * time.Second
+	}
+	if opt.StreamRefusal <= 0 {
+		opt.StreamRefusal = 10 * time.Minute
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Replies{
+		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
+		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
+		names:      newTTLCache[string](nameCacheSize, nameCacheTTL),
+	}
+}
+
+// Reply answers req in its thread (or DM). It returns ErrIgnored when there is nothing to answer (a
+// follow-up in a thread the bot has no part in), nil when the answer landed, and otherwise the error that
+// spoiled it (model, Slack or a cancellation cause such as ErrShutdown) after showing a short reason in
+// Slack: the caller logs it. Reply runs in the caller's goroutine, plus one writer goroutine it starts and
+// waits for.
+func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
+	threadTS := req.ThreadTS
+	if threadTS == "" && req.ChannelType != "im" {
+		threadTS = req.TS // a top-level mention outside a DM is answered in its own thread
+	}
+	log := r.log.With(zap.String("channel", req.Channel), zap.String("thread_ts", threadTS),
+		zap.String("ts", req.TS), zap.String("user", req.User))
+
+	var thread []slack.Message
+	if req.FollowUp {
+		if !r.opt.FollowUps || threadTS == "" || threadTS == req.TS {
+			return ErrIgnored
+		}
+		known, fetched, err := r.botThread(ctx, req.Channel, threadTS)
+		if err != nil {
+			return fmt.Errorf("follow-up check: %w", err)
+		}
+		if !known {
+			return ErrIgnored
+		}
+		thread = fetched
+	}
+	if threadTS != "" {
+		r.botThreads.put(req.Channel+"/"+threadTS, true)
+	}
+	p := &reply{r: r, req: req, threadTS: threadTS, log: log, start: time.Now()}
+	return p.run(ctx, thread)
+}
+
+// botThread reports whether the bot takes part in a thread: its parent mentions the bot or the bot has
+// written in it. A cache miss fetches the thread once; the messages are returned for reuse as context.
+func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool, []slack.Message, error) {
+	key := channel + "/" + threadTS
+	if known, ok := r.botThreads.get(key); ok {
+		return known, nil, nil
+	}
+	thread, err := r.thread.Replies(ctx, channel, threadTS)
+	if err != nil {
+		return false, nil, fmt.Errorf("conversations.replies: %w", err)
+	}
+	known := r.involved(thread)
+	r.botThreads.put(key, known)
+	return known, thread, nil
+}
+
+func (r *Replies) involved(thread []slack.Message) bool {
+	mention := "<@" + r.opt.BotUserID + ">"
+	for i, m := range thread {
+		if i == 0 && r.opt.BotUserID != "" && strings.Contains(m.Text, mention) {
+			return true
+		}
+		if (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve returns the display names of ids, from the cache or users.info (failures are left out: convo
+// then shows the id).
+func (r *Replies) resolve(ctx context.Context, log *zap.Logger, ids []string) nameMap {
+	ctx, cancel := context.WithTimeout(ctx, namesTimeout)
+	defer cancel()
+	names := make(nameMap, len(ids))
+	for _, id := range ids {
+		if n, ok := r.names.get(id); ok {
+			names[id] = n
+			continue
+		}
+		n, err := r.users.Name(ctx, id)
+		if err != nil {
+			log.Debug("users.info", zap.String("user_id", id), zap.Error(err))
+			continue
+		}
+		r.names.put(id, n)
+		names[id] = n
+	}
+	return names
+}
+
+type nameMap map[string]string
+
+func (m nameMap) Name(id string) (string, bool) { n, ok := m[id]; return n, ok }
+
+// streamingAllowed reports whether native streaming is to be tried (not refused recently).
+func (r *Replies) streamingAllowed() bool {
+	if r.opt.Mode != ModeStream || r.streamer == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !time.Now().Before(r.streamRefuse)
+}
+
+func (r *Replies) refuseStreaming() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.streamRefuse = time.Now().Add(r.opt.StreamRefusal)
+}

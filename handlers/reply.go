@@ -1,0 +1,437 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// reply is one answer in progress.
+type reply struct {
+	r        *Replies
+	req      ReplyRequest
+	threadTS string
+	log      *zap.Logger
+	start    time.Time
+	// cancel ends the reply's context with a cause; the writer calls it with ErrStopped when the user
+	// presses stop on a streamed message.
+	cancel context.CancelCauseFunc
+
+	ttft, firstText time.Duration
+	chunks          int
+}
+
+// sink is where an answer is written: post-and-edit (editSink) or Slack's native streaming (streamSink).
+type sink interface {
+	// interim writes progress; called only by the writer goroutine. Slack calls use ctx (the reply's);
+	// waits for a slot use wctx, which ends when the answer is complete.
+	interim(ctx, wctx context.Context, snap snapshot, mb *mailbox)
+	// final writes the whole answer md with a status note and the mark kind, retried within ctx (detached
+	// from cancellation and time-boxed). Called after the writer goroutine has ended.
+	final(ctx context.Context, md, note string, kind convo.MarkKind) error
+	// close releases the sink's lane.
+	close()
+	fields() []zap.Field
+}
+
+// run answers: opens the reply (placeholder or stream), reads the context, streams the model's answer
+// through a writer goroutine, and always ends with the final write.
+func (p *reply) run(parent context.Context, thread []slack.Message) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	p.cancel = cancel
+
+	s, err := p.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	finish := func(md, note string, kind convo.MarkKind) error {
+		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), p.r.opt.FinalTimeout)
+		defer fcancel()
+		return s.final(fctx, md, note, kind)
+	}
+
+	if thread == nil {
+		thread, err = p.readContext(ctx)
+		if err != nil {
+			note := textThreadRead + ": " + slackReason(err) + "."
+			kind := convo.MarkError
+			if n := stopNote(context.Cause(ctx)); n != "" && ctx.Err() != nil {
+				note, kind = n, convo.MarkNotice
+			}
+			return errors.Join(err, finish("", note, kind))
+		}
+	}
+	trigger := p.trigger(thread)
+	names := p.r.resolve(ctx, p.log, convo.UserIDs(thread))
+	res := convo.Build(thread, trigger, names, convo.Options{
+		BotUserID: p.r.opt.BotUserID, BotID: p.r.opt.BotID, BotName: p.r.opt.BotName,
+		SystemPrompt: p.r.opt.SystemPrompt, Now: time.Now(), Budget: p.r.opt.Budget,
+		IncludeOtherBots: p.r.opt.OtherBots,
+	})
+	if res.EmptyMention {
+		return finish(emptyMentionHint(p.r.opt.BotName), "", convo.MarkNotice)
+	}
+
+	md, finishReason, serr := p.stream(ctx, res.Messages, s)
+	note, kind, serr := p.outcome(ctx, md, finishReason, serr)
+	ferr := finish(md, note, kind)
+	p.log.Info("reply done", append([]zap.Field{
+		zap.Duration("duration", time.Since(p.start)),
+		zap.Duration("llm_ttft", p.ttft), zap.Duration("first_text", p.firstText),
+		zap.Int("chunks", p.chunks), zap.Int("chars", len(md)), zap.String("finish_reason", finishReason),
+		zap.Int("messages", len(res.Messages)), zap.Int("omitted", res.Omitted), zap.String("note", note),
+	}, s.fields()...)...)
+	p.log.Debug("reply text", zap.String("text", md))
+	if ferr != nil {
+		ferr = fmt.Errorf("final write: %w", ferr)
+	}
+	return errors.Join(serr, ferr)
+}
+
+// open shows life at once: a native stream when allowed (falling back by itself when Slack refuses it),
+// else a placeholder message.
+func (p *reply) open(ctx context.Context) (sink, error) {
+	if p.threadTS != "" && p.r.streamingAllowed() {
+		s, err := p.openStream(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("chat.startStream: %w", err)
+		}
+		if ra, ok := rateLimited(err); ok {
+			p.r.opt.Posts.Throttled(p.req.Channel, ra)
+			p.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
+		} else {
+			p.r.refuseStreaming()
+			p.log.Warn("native streaming refused; answering by editing", zap.Error(err),
+				zap.Duration("for", p.r.opt.StreamRefusal))
+		}
+	}
+	return p.openEdit(ctx)
+}
+
+func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
+	var ts string
+	err := writeRetry(ctx,
+		func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
+		func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+		func(ctx context.Context) (err error) {
+			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS,
+				Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("post placeholder: %w", err)
+	}
+	return &editSink{
+		p:     p,
+		lane:  p.r.opt.Edits.Lane(),
+		pager: convo.NewPager(convo.FormatMrkdwn, convo.MrkdwnLimit),
+		ts:    []string{ts},
+		shown: []string{""},
+	}, nil
+}
+
+func (p *reply) openStream(ctx context.Context) (*streamSink, error) {
+	if err := p.r.opt.Posts.Wait(ctx, p.req.Channel); err != nil {
+		return nil, err
+	}
+	ts, err := p.r.streamer.StartStream(ctx, p.streamStart(""))
+	if err != nil {
+		return nil, err
+	}
+	return &streamSink{p: p, lane: p.r.opt.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, starts: 1}, nil
+}
+
+func (p *reply) streamStart(md string) StreamStart {
+	team := p.req.Team
+	if team == "" {
+		team = p.r.opt.TeamID
+	}
+	return StreamStart{Channel: p.req.Channel, ThreadTS: p.threadTS, RecipientUserID: p.req.User,
+		RecipientTeamID: team, Markdown: md}
+}
+
+// readContext reads the thread (or, for a top-level DM, the recent history).
+func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
+	if p.threadTS == "" {
+		msgs, err := p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit)
+		if err != nil {
+			return nil, fmt.Errorf("conversations.history: %w", err)
+		}
+		return msgs, nil
+	}
+	msgs, err := p.r.thread.Replies(ctx, p.req.Channel, p.threadTS)
+	if err != nil {
+		return nil, fmt.Errorf("conversations.replies: %w", err)
+	}
+	return msgs, nil
+}
+
+// trigger returns the triggering message from the thread, or builds it from the request when the thread
+// read does not include it yet.
+func (p *reply) trigger(thread []slack.Message) slack.Message {
+	for _, m := range thread {
+		if m.Timestamp == p.req.TS {
+			return m
+		}
+	}
+	var m slack.Message
+	m.User, m.Text, m.Timestamp, m.ThreadTimestamp, m.Files = p.req.User, p.req.Text, p.req.TS, p.req.ThreadTS, p.req.Files
+	return m
+}
+
+// stream pulls the model's answer in this goroutine and hands snapshots to the writer goroutine, which it
+// starts and waits for before returning. It returns the whole answer text, the finish reason and the
+// stream's error.
+func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string, string, error) {
+	sctx, scancel := context.WithCancelCause(ctx)
+	defer scancel(nil)
+	stall := p.r.opt.StallTimeout
+	watchdog := time.AfterFunc(stall, func() { scancel(errStalled) })
+	defer watchdog.Stop()
+
+	// The writer: one goroutine owns the Slack message(s) while the answer streams. It is fed through a
+	// size-1 mailbox holding only the latest snapshot, ends when wctx does, and is waited for below.
+	mb := newMailbox()
+	wctx, wcancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			snap, ok := mb.take(wctx)
+			if !ok {
+				return
+			}
+			s.interim(ctx, wctx, snap, mb)
+		}
+	})
+	defer func() {
+		wcancel(errWriteDone)
+		wg.Wait()
+	}()
+
+	policy := p.policy(s)
+	var b strings.Builder
+	var finishReason string
+	var streamErr error
+	sinceLast := 0
+	begin := time.Now()
+	for c, err := range p.r.chat.Stream(sctx, llm.ChatRequest{Model: p.r.opt.Model, Messages: msgs}) {
+		watchdog.Reset(stall)
+		if err != nil {
+			streamErr = err
+			break
+		}
+		p.chunks++
+		if c.FinishReason != "" {
+			finishReason = c.FinishReason
+		}
+		text := c.Content + c.Refusal
+		if text == "" {
+			continue // reasoning, usage: the placeholder keeps saying "Thinking…"
+		}
+		now := time.Now()
+		if b.Len() == 0 {
+			p.ttft = now.Sub(begin)
+		}
+		b.WriteString(text)
+		sinceLast++
+		if policy.Publish(sinceLast) {
+			mb.put(snapshot{md: b.String(), since: now})
+			sinceLast = 0
+		}
+	}
+	if (streamErr != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
+		streamErr = errStalled // the watchdog ended the stream, whatever error that produced
+	}
+	return b.String(), finishReason, streamErr
+}
+
+func (p *reply) policy(s sink) pace.Policy {
+	if _, ok := s.(*streamSink); ok {
+		return p.r.opt.Appends.Policy()
+	}
+	return p.r.opt.Edits.Policy()
+}
+
+// outcome decides the status note and mark kind of a finished stream, and the error Reply returns.
+func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr error) (string, convo.MarkKind, error) {
+	empty := strings.TrimSpace(md) == ""
+	kind := convo.MarkAnswer
+	var note string
+	var err error
+	switch {
+	case streamErr == nil && (finishReason != "" || ctx.Err() == nil):
+		note = finishNote(finishReason, empty)
+	case ctx.Err() != nil: // shutdown, stop button, or the caller's own cancellation
+		cause := context.Cause(ctx)
+		if note = stopNote(cause); note == "" {
+			note = "Interrupted."
+		}
+		if empty {
+			kind = convo.MarkNotice
+		}
+		return note, kind, fmt.Errorf("answer: %w", cause)
+	case errors.Is(streamErr, errStalled):
+		note, err = textStalled, fmt.Errorf("chat stream: no data for %s: %w", p.r.opt.StallTimeout, streamErr)
+	default:
+		note, err = llmNote(streamErr), fmt.Errorf("chat stream: %w", streamErr)
+	}
+	if empty && note != "" {
+		kind = convo.MarkError
+	}
+	return note, kind, err
+}
+
+// snapshot is the answer so far: the whole text and when its oldest part not yet taken by the writer
+// arrived.
+type snapshot struct {
+	md    string
+	since time.Time
+}
+
+// mailbox hands the latest snapshot from the reader (one goroutine) to the writer (one goroutine):
+// size 1, and put overwrites an untaken snapshot instead of queueing it.
+type mailbox struct{ ch chan snapshot }
+
+func newMailbox() *mailbox { return &mailbox{ch: make(chan snapshot, 1)} }
+
+// put replaces any untaken snapshot with s (keeping the older since). Only one goroutine may put, so
+// the send after the drain never blocks.
+func (m *mailbox) put(s snapshot) {
+	select {
+	case old := <-m.ch:
+		if old.since.Before(s.since) {
+			s.since = old.since
+		}
+	default:
+	}
+	m.ch <- s
+}
+
+// take waits for a snapshot; false when ctx ends first.
+func (m *mailbox) take(ctx context.Context) (snapshot, bool) {
+	select {
+	case s := <-m.ch:
+		return s, true
+	case <-ctx.Done():
+		return snapshot{}, false
+	}
+}
+
+// latest returns a fresher snapshot than s if one is waiting, else s.
+func (m *mailbox) latest(s snapshot) snapshot {
+	select {
+	case n := <-m.ch:
+		if s.since.Before(n.since) {
+			n.since = s.since
+		}
+		return n
+	default:
+		return s
+	}
+}
+
+// Retrying Slack writes.
+const (
+	maxWriteAttempts = 6
+	firstBackoff     = 250 * time.Millisecond
+	defaultRetry     = 5 * time.Second // a 429 without Retry-After
+)
+
+// writeRetry waits for a slot and writes, retrying 429s (after throttled has paused the budget for the
+// Retry-After) and transient failures (with backoff), until it succeeds, ctx ends or the attempts run out.
+func writeRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
+	write func(context.Context) error) error {
+	backoff := firstBackoff
+	for attempt := 1; ; attempt++ {
+		if err := wait(ctx); err != nil {
+			return err
+		}
+		err := write(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt == maxWriteAttempts || ctx.Err() != nil {
+			return err
+		}
+		if ra, ok := rateLimited(err); ok {
+			throttled(ra)
+			continue
+		}
+		if !transient(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff *= 2
+	}
+}
+
+// rateLimited reports whether err is a Slack 429 (or rate-limit error body) and how long to wait.
+func rateLimited(err error) (time.Duration, bool) {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		if rl.RetryAfter <= 0 {
+			return time.Second, true
+		}
+		return rl.RetryAfter, true
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code == 429 {
+		return defaultRetry, true
+	}
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && (se.Err == "ratelimited" || se.Err == "rate_limited") {
+		return defaultRetry, true
+	}
+	return 0, false
+}
+
+// transient reports whether a failed Slack call may succeed if retried: 5xx, Slack's own transient
+// errors, and network failures (anything that is not an API answer or a context error).
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) {
+		return sc.Code >= 500
+	}
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		switch se.Err {
+		case "internal_error", "fatal_error", "service_unavailable", "request_timeout":
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// slackErr returns the error string of a Slack API error answer, or "".
+func slackErr(err error) string {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return ""
+}

@@ -1,0 +1,225 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// streamSink writes an answer with Slack's native streaming: chat.startStream when the reply opens,
+// chat.appendStream with the safe-to-append Markdown (convo.MarkdownStream) paced by the appends
+// scheduler, chat.stopStream with the rest and the mark. A message that would pass convo.MarkdownLimit is
+// stopped and the answer continues in a new streamed message.
+type streamSink struct {
+	p    *reply
+	lane *pace.Lane
+	ms   *convo.MarkdownStream
+	fed  int    // bytes of the answer fed to ms
+	pend string // ms output not yet appended
+	ts   string // the streamed message being written
+	sent int    // characters in it
+
+	fails   int
+	broken  bool // appends failed repeatedly: the final write rescues the answer
+	stopped bool // the user pressed stop
+	starts  int
+	appends int
+	rescued bool
+}
+
+func (s *streamSink) feed(md string) {
+	if len(md) > s.fed {
+		s.pend += s.ms.Feed(md[s.fed:])
+		s.fed = len(md)
+	}
+}
+
+func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
+	p := s.p
+	s.feed(snap.md)
+	for s.pend != "" && !s.broken && !s.stopped {
+		prio := pace.Pending
+		if s.sent == 0 {
+			prio = pace.First
+		}
+		if err := s.lane.Wait(wctx, prio, snap.since); err != nil {
+			return
+		}
+		snap = mb.latest(snap)
+		s.feed(snap.md)
+		err := s.write(ctx, s.pend)
+		if err == nil {
+			if p.firstText == 0 {
+				p.firstText = time.Since(p.start)
+			}
+			s.pend, s.fails = "", 0
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		switch slackErr(err) {
+		case "stopped_by_user":
+			s.stopped = true
+			p.cancel(ErrStopped) // ends the model request; the reply closes with "Stopped."
+			return
+		}
+		if ra, ok := rateLimited(err); ok {
+			s.lane.Throttled(ra)
+			continue
+		}
+		s.fails++
+		p.log.Debug("interim append", zap.Error(err))
+		if s.fails >= maxInterimFailures {
+			s.broken = true
+		}
+	}
+}
+
+// write appends text to the streamed message, continuing in a new one when it would grow too long.
+func (s *streamSink) write(ctx context.Context, text string) error {
+	p := s.p
+	for _, piece := range splitLines(text, convo.MarkdownLimit) {
+		if s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
+			if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}); err != nil {
+				return fmt.Errorf("chat.stopStream: %w", err)
+			}
+			if err := p.r.opt.Posts.Wait(ctx, p.req.Channel); err != nil {
+				return err
+			}
+			ts, err := p.r.streamer.StartStream(ctx, p.streamStart(piece))
+			if err != nil {
+				return fmt.Errorf("chat.startStream: %w", err)
+			}
+			s.ts, s.sent = ts, len(piece)
+			s.starts++
+			continue
+		}
+		if err := p.r.streamer.AppendStream(ctx, p.req.Channel, s.ts, piece); err != nil {
+			return fmt.Errorf("chat.appendStream: %w", err)
+		}
+		s.sent += len(piece)
+		s.appends++
+	}
+	return nil
+}
+
+func (s *streamSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
+	p := s.p
+	s.feed(md)
+	rest := s.pend + s.ms.Flush()
+	s.pend = ""
+	text := rest + convo.NoteSuffix(note, convo.FormatMarkdown)
+	if s.sent == 0 && strings.TrimSpace(rest) == "" {
+		text = strings.TrimPrefix(text, "\n\n")
+		if text == "" {
+			text = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMarkdown), "\n\n")
+		}
+	}
+	if s.stopped {
+		// Slack ended the stream when the user pressed stop; close it if it still takes calls.
+		err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, strings.TrimPrefix(convo.NoteSuffix(note, convo.FormatMarkdown), "\n\n"),
+			convo.Mark{Kind: kind, Note: note})
+		if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
+			return fmt.Errorf("chat.stopStream: %w", err)
+		}
+		return nil
+	}
+	mark := convo.Mark{Kind: kind, Note: note}
+	var err error
+	if !s.broken {
+		err = writeRetry(ctx,
+			func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) },
+			s.lane.Throttled,
+			func(ctx context.Context) error {
+				if s.sent > 0 && s.sent+len(text) > convo.MarkdownLimit {
+					// Continue in a new message; then stop it with nothing more to add.
+					if err := s.write(ctx, text); err != nil {
+						return err
+					}
+					text = ""
+				}
+				if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, mark); err != nil {
+					return fmt.Errorf("chat.stopStream: %w", err)
+				}
+				return nil
+			})
+		if err == nil {
+			return nil
+		}
+		if slackErr(err) == "stopped_by_user" {
+			return nil // pressed stop at the very end: what was streamed stays
+		}
+	}
+	// The streamed message cannot be finished: post the whole answer as ordinary messages so it is not lost.
+	s.rescued = true
+	return errors.Join(err, s.rescue(ctx, md, note, kind))
+}
+
+// rescue posts the whole answer (mrkdwn, split into parts) as new thread messages.
+func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.MarkKind) error {
+	p := s.p
+	var parts []string
+	if strings.TrimSpace(md) != "" {
+		parts = convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
+	}
+	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
+	if len(parts) == 0 {
+		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
+	} else {
+		parts[len(parts)-1] += suffix
+	}
+	for i, text := range parts {
+		mark := convo.Mark{Kind: kind}
+		if i == len(parts)-1 {
+			mark.Note = note
+		}
+		err := writeRetry(ctx,
+			func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
+			func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+			func(ctx context.Context) error {
+				_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark})
+				return err
+			})
+		if err != nil {
+			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+func (s *streamSink) close() { s.lane.Close() }
+
+func (s *streamSink) fields() []zap.Field {
+	return []zap.Field{zap.String("mode", string(ModeStream)), zap.Int("appends", s.appends),
+		zap.Int("streams", s.starts), zap.Bool("rescued", s.rescued), zap.Bool("stopped_by_user", s.stopped)}
+}
+
+// splitLines cuts text into pieces of at most limit bytes, at line ends when it can.
+func splitLines(text string, limit int) []string {
+	var out []string
+	for len(text) > limit {
+		cut := strings.LastIndexByte(text[:limit], '\n') + 1
+		if cut <= 0 {
+			cut = limit
+			for cut > 0 && !utf8RuneStart(text[cut]) {
+				cut--
+			}
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	if text != "" {
+		out = append(out, text)
+	}
+	return out
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
