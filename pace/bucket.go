@@ -170,14 +170,15 @@ func (b *Bucket) refund() {
 	b.tokens = math.Min(b.tokens+1, b.burst)
 }
 
-// delayLocked is how long until the token count is non-negative and the bucket is not paused.
+// delayLocked is how long until the bucket is not paused and the token count is non-negative (tokens are
+// earned only after the pause).
 func (b *Bucket) delayLocked(now time.Time) time.Duration {
 	var d time.Duration
-	if b.tokens < 0 {
-		d = time.Duration(math.Ceil(-b.tokens / b.rate * float64(time.Second)))
-	}
-	if p := b.paused.Sub(now); p > d {
+	if p := b.paused.Sub(now); p > 0 {
 		d = p
+	}
+	if b.tokens < 0 {
+		d += time.Duration(math.Ceil(-b.tokens / b.rate * float64(time.Second)))
 	}
 	return d
 }
