@@ -1,0 +1,256 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// errorFixtures: one per error body of openai-wire.md §3.3 (and the per-server table §3.1),
+// served with its status and headers. Each must come out as the same *Error from Stream and
+// from Complete.
+var errorFixtures = []struct {
+	fixture string
+	status  int
+	header  map[string]string
+	want    Error
+}{
+	{"openai_rate_limit_429.json", 429, map[string]string{"X-Request-Id": "req_123", "Retry-After-Ms": "120"},
+		Error{Kind: KindRateLimit, Status: 429, Type: "requests", Code: "rate_limit_exceeded", RequestID: "req_123", RetryAfter: 120 * time.Millisecond,
+			Message: "Rate limit reached for gpt-4o in organization org-abc on requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms."}},
+	{"openai_insufficient_quota_429.json", 429, nil,
+		Error{Kind: KindQuota, Status: 429, Type: "insufficient_quota", Code: "insufficient_quota",
+			Message: "You exceeded your current quota, please check your plan and billing details."}},
+	{"openai_invalid_api_key_401.json", 401, nil,
+		Error{Kind: KindAuth, Status: 401, Type: "invalid_request_error", Code: "invalid_api_key",
+			Message: "Incorrect API key provided: [redacted]. You can find your API key at https://platform.openai.com/account/api-keys."}},
+	{"openai_model_not_found_404.json", 404, nil,
+		Error{Kind: KindBadRequest, Status: 404, Type: "invalid_request_error", Code: "model_not_found",
+			Message: "The model `gpt-9` does not exist or you do not have access to it."}},
+	{"openai_context_length_400.json", 400, nil,
+		Error{Kind: KindBadRequest, Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Param: "messages",
+			Message: "This model's maximum context length is 128000 tokens. However, your messages resulted in 130012 tokens. Please reduce the length of the messages."}},
+	{"openai_temperature_unsupported_400.json", 400, nil,
+		Error{Kind: KindBadRequest, Status: 400, Type: "invalid_request_error", Code: "unsupported_value", Param: "temperature",
+			Message: "Unsupported value: 'temperature' does not support 0.7 with this model. Only the default (1) value is supported."}},
+	{"openai_server_error_500.json", 500, nil,
+		Error{Kind: KindServer, Status: 500, Type: "server_error",
+			Message: "The server had an error while processing your request. Sorry about that!"}},
+	{"openai_overloaded_503.json", 503, map[string]string{"Retry-After": "7"},
+		Error{Kind: KindServer, Status: 503, Type: "service_unavailable_error", Code: "server_is_overloaded", RetryAfter: 7 * time.Second,
+			Message: "The engine is currently overloaded, please try again later."}},
+	{"openai_moderation_blocked_400.json", 400, nil,
+		Error{Kind: KindContentPolicy, Status: 400, Type: "image_generation_user_error", Code: "moderation_blocked",
+			Message: "Your request was rejected by the safety system. If you believe this is an error, contact us at help.openai.com and include the request ID req_img1."}},
+	{"openai_content_policy_violation_400.json", 400, nil,
+		Error{Kind: KindContentPolicy, Status: 400, Type: "invalid_request_error", Code: "content_policy_violation",
+			Message: "Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system."}},
+	{"openai_region_403.json", 403, nil,
+		Error{Kind: KindAuth, Status: 403, Type: "request_forbidden", Code: "unsupported_country_region_territory",
+			Message: "Country, region, or territory not supported"}},
+	{"azure_content_filter_400.json", 400, map[string]string{"Apim-Request-Id": "6b2c-azure"},
+		Error{Kind: KindContentPolicy, Status: 400, Type: "invalid_request_error", Code: "content_filter", Param: "prompt", RequestID: "6b2c-azure",
+			Message: "The response was filtered due to the prompt triggering Azure OpenAI's content management policy. Please modify your prompt and retry."}},
+	{"vllm_int_code_error.json", 400, nil,
+		Error{Kind: KindBadRequest, Status: 400, Type: "BadRequestError", Code: "400",
+			Message: "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens in the messages."}},
+	{"vllm_old_flat_error.json", 404, nil,
+		Error{Kind: KindBadRequest, Status: 404, Type: "NotFoundError", Code: "404", Message: "The model `llama-9` does not exist."}},
+	{"llamacpp_invalid_key_401.json", 401, nil,
+		Error{Kind: KindAuth, Status: 401, Type: "authentication_error", Code: "401", Message: "Invalid API Key"}},
+	{"llamacpp_not_found_404.json", 404, nil,
+		Error{Kind: KindBadRequest, Status: 404, Type: "not_found_error", Code: "404", Message: "File Not Found"}},
+	{"llamacpp_exceed_context_400.json", 400, nil,
+		Error{Kind: KindBadRequest, Status: 400, Type: "exceed_context_size_error", Code: "400",
+			Message: "the request exceeds the available context size, try increasing it"}},
+	{"llamacpp_malformed_json_500.json", 500, nil,
+		Error{Kind: KindServer, Status: 500, Type: "server_error", Code: "500",
+			Message: "[json.exception.parse_error.101] parse error at line 1, column 1: syntax error while parsing value - invalid literal; last read: 'x'"}},
+	{"litellm_string_code.json", 400, nil,
+		Error{Kind: KindBadRequest, Status: 400, Code: "400",
+			Message: "litellm.BadRequestError: OpenAIException - Invalid value for 'messages': empty array."}},
+	{"litellm_rate_limit_string_code_429.json", 429, nil,
+		Error{Kind: KindRateLimit, Status: 429, Type: "throttling_error", Code: "429",
+			Message: "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached"}},
+	{"litellm_null_200.json", 200, nil,
+		Error{Kind: KindInvalid, Status: 200, Message: "empty response (body: null)"}},
+	{"openrouter_402_credits.json", 402, nil,
+		Error{Kind: KindQuota, Status: 402, Code: "402",
+			Message: "This request requires more credits, or fewer max_tokens. You requested up to 4096 tokens, but can only afford 1000."}},
+	{"openrouter_403_moderation.json", 403, map[string]string{"X-Generation-Id": "gen-123"},
+		Error{Kind: KindContentPolicy, Status: 403, Type: "moderation", Code: "403", RequestID: "gen-123",
+			Message: `openai/gpt-4o requires moderation on OpenAI. Your input was flagged for "harassment". (provider OpenAI)`}},
+	{"openrouter_502_provider.json", 502, map[string]string{"X-Generation-Id": "gen-456"},
+		Error{Kind: KindServer, Status: 502, Code: "502", RequestID: "gen-456",
+			Message: "Provider returned error: upstream connect error or disconnect/reset before headers (provider Together)"}},
+	{"lmstudio_error_string_200.json", 200, nil,
+		Error{Kind: KindServer, Status: 200, Message: "Unexpected endpoint or method. (POST /chat/completions)"}},
+	{"ollama_error_string_404.json", 404, nil,
+		Error{Kind: KindBadRequest, Status: 404, Message: `model "llama9" not found, try pulling it first`}},
+	{"ollama_openai_shape_404.json", 404, nil,
+		Error{Kind: KindBadRequest, Status: 404, Type: "not_found_error", Message: `model "llama9" not found, try pulling it first`}},
+	{"groq_logprobs_400.json", 400, map[string]string{"X-Request-Id": "req_01groq"},
+		Error{Kind: KindBadRequest, Status: 400, Type: "invalid_request_error", Param: "logprobs", RequestID: "req_01groq",
+			Message: "logprobs is not supported with this model"}},
+	{"fastapi_detail.json", 404, nil, Error{Kind: KindBadRequest, Status: 404, Message: "Not Found"}},
+	{"fastapi_detail_pydantic_422.json", 422, nil,
+		Error{Kind: KindBadRequest, Status: 422, Message: "body.messages: Field required; body.model: Input should be a valid string"}},
+	{"proxy_html_502.html", 502, nil, Error{Kind: KindServer, Status: 502, Message: "502 Bad Gateway"}},
+	{"proxy_html_503_no_title.html", 503, map[string]string{"Retry-After": "Sat, 21 Nov 2026 12:00:30 GMT"},
+		Error{Kind: KindServer, Status: 503, RetryAfter: 30 * time.Second,
+			Message: "Service Temporarily Unavailable The server is temporarily unable to service your request due to maintenance downtime or capacity problems. Please try again later. Lorem ipsum dolor sit amet. Lorem ips…"}},
+	{"proxy_empty_504.txt", 504, nil, Error{Kind: KindServer, Status: 504, Message: "gateway timeout"}},
+	{"proxy_plain_text_503.txt", 503, nil,
+		Error{Kind: KindServer, Status: 503, Message: "upstream connect error or disconnect/reset before headers. reset reason: overflow"}},
+}
+
+func TestErrorFixtures(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	for _, tc := range errorFixtures {
+		t.Run(tc.fixture, func(t *testing.T) {
+			body := readFixture(t, tc.fixture)
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range tc.header {
+					w.Header().Set(k, v)
+				}
+				w.Header().Set("Content-Type", contentType(tc.fixture))
+				w.WriteHeader(tc.status)
+				w.Write(body)
+			})
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxRetries = -1 })
+			c.now = func() time.Time { return now }
+
+			got := collect(t, c.Stream(t.Context(), hello))
+			if got.Err == nil || got.Content != "" || got.Finish != "" {
+				t.Fatalf("Stream: got %s, want only an error", show(got))
+			}
+			if *got.Err != tc.want {
+				t.Errorf("Stream error:\ngot  %+v\nwant %+v", *got.Err, tc.want)
+			}
+
+			_, err := c.Complete(t.Context(), hello)
+			e, ok := errors.AsType[*Error](err)
+			if !ok {
+				t.Fatalf("Complete: %T %v is not an *Error", err, err)
+			}
+			checkNoKey(t, e)
+			if cp := *e; cp != tc.want {
+				t.Errorf("Complete error:\ngot  %+v\nwant %+v", cp, tc.want)
+			}
+			if n := len(srv.got()); n != 2 {
+				t.Errorf("%d requests, want 2 (no retries configured)", n)
+			}
+		})
+	}
+}
+
+func TestErrorString(t *testing.T) {
+	for _, tc := range []struct {
+		err  *Error
+		want string
+	}{
+		{&Error{Kind: KindRateLimit, Status: 429, Code: "rate_limit_exceeded", Message: "Rate limit reached for gpt-4o", RequestID: "req_123"},
+			"model service: 429 rate limit: Rate limit reached for gpt-4o (code rate_limit_exceeded, request req_123)"},
+		{&Error{Kind: KindBadRequest, Status: 400, Code: "400", Message: "context too long"},
+			"model service: 400 bad request: context too long"},
+		{&Error{Kind: KindBadRequest, Status: 400, Code: "unsupported_value", Param: "temperature", Message: "Unsupported value"},
+			"model service: 400 bad request: Unsupported value (code unsupported_value, param temperature)"},
+		{&Error{Kind: KindServer, Status: 503, Message: "service unavailable", RetryAfter: 3 * time.Second},
+			"model service: 503 server error: service unavailable (retry after 3s)"},
+		{&Error{Kind: KindTruncated, Status: 200, Message: truncatedMsg},
+			"model service: 200 answer cut off: the stream ended without [DONE] or a finish reason"},
+		{&Error{Kind: KindTimeout, Message: errIdle.Error(), Err: errIdle},
+			"model service: timeout: no data from the model service within the idle timeout"},
+		{&Error{Kind: KindConnection, Message: "dial tcp 127.0.0.1:1: connect: connection refused"},
+			"model service: connection failed: dial tcp 127.0.0.1:1: connect: connection refused"},
+		{&Error{}, "model service: error"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q\nwant      %q", got, tc.want)
+		}
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	e := &Error{Kind: KindQuota}
+	for _, tc := range []struct {
+		err  error
+		want Kind
+	}{
+		{e, KindQuota},
+		{fmt.Errorf("chat: %w", e), KindQuota},
+		{errors.New("plain"), ""},
+		{nil, ""},
+		{context.Canceled, ""},
+	} {
+		if got := KindOf(tc.err); got != tc.want {
+			t.Errorf("KindOf(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestTruthy follows the Python SDK: only a truthy "error" is an error.
+func TestTruthy(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		want bool
+	}{
+		{``, false}, {`null`, false}, {`false`, false}, {`0`, false}, {`""`, false}, {`{}`, false}, {`[ ]`, false},
+		{`{"message":"x"}`, true}, {`"boom"`, true}, {`true`, true}, {`1`, true}, {`["x"]`, true},
+	} {
+		if got := truthy([]byte(tc.raw)); got != tc.want {
+			t.Errorf("truthy(%s) = %v, want %v", tc.raw, got, tc.want)
+		}
+	}
+}
+
+// TestKeyRedaction: a server that echoes the key back (in the body, in headers, in an
+// error event) never gets it into an error string.
+func TestKeyRedaction(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		ctype  string
+		body   string
+	}{
+		{"openai shape", 401, "application/json", `{"error":{"message":"bad key ` + testKey + `","type":"` + testKey + `","param":"` + testKey + `","code":"` + testKey + `"}}`},
+		{"error string", 400, "application/json", `{"error":"Authorization: Bearer ` + testKey + `"}`},
+		{"html", 502, "text/html", `<html><head><title>` + testKey + `</title></head></html>`},
+		{"plain", 500, "text/plain", "key=" + testKey},
+		{"detail", 422, "application/json", `{"detail":[{"loc":["header","` + testKey + `"],"msg":"bad"}]}`},
+		{"in stream", 200, "text/event-stream", "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {\"error\":{\"message\":\"" + testKey + "\"}}\n\n"},
+		{"old llama.cpp line", 200, "text/event-stream", "error: {\"message\":\"" + testKey + "\"}\n\n"},
+		{"200 json", 200, "application/json", `{"error":"` + testKey + `"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				w.Header().Set("X-Request-Id", testKey)
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			})
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxRetries = -1 })
+			var errs []error
+			for _, err := range c.Stream(t.Context(), hello) {
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+			_, err := c.Complete(t.Context(), hello)
+			errs = append(errs, err)
+			for _, err := range errs {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				checkNoKey(t, err)
+				if s := fmt.Sprintf("%v %+v %#v", err, err, err); strings.Contains(s, "SECRET") {
+					t.Errorf("formatted error contains the key: %s", s)
+				}
+			}
+		})
+	}
+}
