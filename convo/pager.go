@@ -1,57 +1,291 @@
 package convo
 
-import "strings"
+import (
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
-// Pager splits a growing answer into message parts of at most limit characters.
+// Pager splits a growing answer into message parts that each fit a Slack message.
+//
+// Parts are cut at a paragraph (block) boundary, else a line, else a sentence, else a word
+// (preferring the best kind of boundary that still fills at least half a part), and only as
+// a last resort at any character (never inside a link, an &amp; escape or an emoji
+// sequence). A cut inside a code block closes the fence and reopens it (with its language in
+// FormatMarkdown) in the next part; a cut inside a quoted or list line repeats the line's
+// prefix. Lengths are counted in UTF-16 code units.
+//
+// While streaming, only text that can no longer change is sealed: every block of the
+// Markdown source except the last one still growing (and the complete lines of a code
+// block, or the finished items of a list). Once returned as a part other than the last,
+// a part never changes. A Pager is not safe for concurrent use.
 type Pager struct {
-	f     Format
-	limit int
-	parts []string
+	f      Format
+	limit  int
+	sealed []string
+	src    int    // offset in the answer where the unsealed source starts (a block's first line)
+	pos    int    // offset in the rendering of answer[src:] where the unsealed text starts
+	carry  string // what the next part starts with (a reopened code fence, a line prefix)
 }
 
-// NewPager returns a Pager for format f and part limit (MrkdwnLimit, MarkdownLimit).
-func NewPager(f Format, limit int) *Pager { return &Pager{f: f, limit: limit} }
+// NewPager returns a Pager for format f and part limit (MrkdwnLimit, MarkdownLimit). A
+// limit below 100 is raised to 100.
+func NewPager(f Format, limit int) *Pager {
+	return &Pager{f: f, limit: max(limit, 100)}
+}
 
-// Update takes the whole answer so far and returns all parts.
+// Update takes the whole answer so far (each call's md extends the previous one) and
+// returns all parts: the sealed ones, which never change, and the rest rendered as the last
+// part. final says md is the whole answer: everything is then cut to fit. While not final,
+// the last part may be a preview that is cut short (ending in "…") when it does not fit yet.
+// An empty answer has no parts.
 func (p *Pager) Update(md string, final bool) []string {
-	out := Render(md, p.f)
-	var parts []string
-	for len(out) > p.limit {
-		cut := strings.LastIndex(out[:p.limit], "\n")
-		if cut <= 0 {
-			cut = p.limit
-		}
-		parts = append(parts, out[:cut])
-		out = strings.TrimLeft(out[cut:], "\n")
+	if p.src > len(md) {
+		p.src = len(md)
 	}
-	return append(parts, out)
+	src, joins := neutralise(md[p.src:])
+	r := render([]byte(src), p.f, final)
+	sort.Slice(r.cuts, func(i, j int) bool { return r.cuts[i].at < r.cuts[j].at })
+	for len16(p.carry)+len16(strings.TrimRight(string(r.out[p.pos:]), " \n")) > p.limit {
+		c, ok := p.choose(r, r.stable)
+		if !ok {
+			break
+		}
+		p.seal(r, c)
+	}
+	tail := ""
+	if rest := strings.TrimRight(string(r.out[p.pos:]), " \n"); strings.TrimSpace(rest) != "" {
+		tail = p.carry + rest
+	}
+	if len16(tail) > p.limit {
+		tail = p.preview(r)
+	}
+	p.advance(r, joins)
+	parts := make([]string, 0, len(p.sealed)+1)
+	parts = append(parts, p.sealed...)
+	if tail != "" {
+		parts = append(parts, tail)
+	}
+	return parts
 }
 
 // Split cuts a whole answer into parts: NewPager(f, limit).Update(md, true).
-func Split(md string, f Format, limit int) []string { return NewPager(f, limit).Update(md, true) }
+func Split(md string, f Format, limit int) []string {
+	return NewPager(f, limit).Update(md, true)
+}
 
-// MarkdownStream turns a streamed Markdown answer into text for chat.appendStream.
-type MarkdownStream struct{ buf strings.Builder }
+type choice struct {
+	at, next int
+	midLine  bool
+}
 
-// NewMarkdownStream returns an empty stream.
-func NewMarkdownStream() *MarkdownStream { return &MarkdownStream{} }
+// choose picks where the next part ends, within out[:stable].
+func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
+	budget := p.limit - len16(p.carry)
+	var best [breakBlock + 1]int // best index per kind (filling at least half a part)
+	var any = -1
+	for k := range best {
+		best[k] = -1
+	}
+	n := 0
+	last := p.pos
+	for i, c := range r.cuts {
+		if c.at <= p.pos || c.next > stable {
+			continue
+		}
+		n += len16(string(r.out[last:c.at]))
+		last = c.at
+		size := n
+		if cr, ok := codeAt(r, c.next); ok {
+			size += 1 + len16(cr.close)
+		}
+		if n > budget {
+			break
+		}
+		if size > budget {
+			continue
+		}
+		any = i
+		if size >= budget/2 {
+			best[c.kind] = i
+		}
+	}
+	for k := breakBlock; k >= breakWord; k-- {
+		if best[k] >= 0 {
+			c := r.cuts[best[k]]
+			return choice{at: c.at, next: c.next, midLine: c.kind <= breakSentence}, true
+		}
+	}
+	if any >= 0 {
+		c := r.cuts[any]
+		return choice{at: c.at, next: c.next, midLine: c.kind <= breakSentence}, true
+	}
+	// No boundary fits: cut the stable text hard, if there is more than a part of it.
+	if len16(string(r.out[p.pos:stable])) <= budget {
+		return choice{}, false
+	}
+	x := hardCut(r, p.pos, stable, budget)
+	return choice{at: x, next: x, midLine: true}, true
+}
 
-// Feed takes the next delta and returns what can be appended now.
-func (s *MarkdownStream) Feed(delta string) string {
-	s.buf.WriteString(delta)
-	t := s.buf.String()
-	i := strings.LastIndexByte(t, '\n')
+// hardCut is the last rune boundary x in out(pos:stable] where out[pos:x] plus a closing
+// fence fits budget, moved back out of links, escapes and emoji sequences when possible.
+func hardCut(r *rendered, pos, stable, budget int) int {
+	out := r.out
+	reserve := 0
+	if cr, ok := codeAt(r, pos); ok {
+		reserve = 1 + len16(cr.close)
+	} else if len(r.codes) > 0 {
+		reserve = 8
+	}
+	x, n := pos, 0
+	for x < stable {
+		ru, size := utf8.DecodeRune(out[x:])
+		w := 1
+		if ru >= 0x10000 {
+			w = 2
+		}
+		if n+w > budget-reserve {
+			break
+		}
+		n += w
+		x += size
+	}
+	if x <= pos {
+		_, size := utf8.DecodeRune(out[pos:])
+		return pos + size
+	}
+	y := x
+	for _, s := range r.atoms {
+		if s.start < y && y < s.end {
+			y = s.start
+		}
+	}
+	if i := strings.LastIndexByte(string(out[max(pos, y-8):y]), '&'); i >= 0 {
+		amp := max(pos, y-8) + i
+		if !strings.Contains(string(out[amp:y]), ";") {
+			y = amp
+		}
+	}
+	for y > pos {
+		ru, _ := utf8.DecodeRune(out[y:])
+		prev, _ := utf8.DecodeLastRune(out[:y])
+		if !joinsPrevious(ru) && prev != '\u200d' {
+			break
+		}
+		_, size := utf8.DecodeLastRune(out[:y])
+		y -= size
+	}
+	if y <= pos {
+		return x
+	}
+	return y
+}
+
+// joinsPrevious reports runes that belong to the character before them.
+func joinsPrevious(r rune) bool {
+	return r == '\u200d' || (r >= 0xFE00 && r <= 0xFE0F) || (r >= 0x1F3FB && r <= 0x1F3FF) ||
+		(r >= 0xE0020 && r <= 0xE007F) || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Me, r)
+}
+
+// codeAt returns the code block whose content contains offset x.
+func codeAt(r *rendered, x int) (codeRange, bool) {
+	i := sort.Search(len(r.codes), func(i int) bool { return r.codes[i].end >= x })
+	if i < len(r.codes) && r.codes[i].start <= x && x <= r.codes[i].end {
+		return r.codes[i], true
+	}
+	return codeRange{}, false
+}
+
+// linePrefix is the continuation prefix of the rendered line containing x.
+func linePrefix(r *rendered, x int) string {
+	i := sort.Search(len(r.lines), func(i int) bool { return r.lines[i].start > x }) - 1
 	if i < 0 {
 		return ""
 	}
-	s.buf.Reset()
-	s.buf.WriteString(t[i+1:])
-	return neutralise(t[:i+1])
+	return r.lines[i].prefix
 }
 
-// Flush returns the rest at the end.
-func (s *MarkdownStream) Flush() string {
-	t := s.buf.String()
-	s.buf.Reset()
-	return neutralise(t)
+// seal ends a part at c.
+func (p *Pager) seal(r *rendered, c choice) {
+	body := string(r.out[p.pos:c.at])
+	carry := ""
+	if cr, ok := codeAt(r, c.next); ok {
+		body = strings.TrimRight(body, "\n") + "\n" + cr.close
+		carry = cr.reopen + "\n"
+	} else {
+		body = strings.TrimRight(body, " \n")
+	}
+	if c.midLine {
+		carry += linePrefix(r, c.at)
+	}
+	if strings.TrimSpace(string(r.out[p.pos:c.at])) != "" {
+		p.sealed = append(p.sealed, p.carry+body)
+		p.carry = carry
+	}
+	p.pos = c.next
+	if c.midLine {
+		// Spaces after a word or sentence break are dropped; the next part starts with text.
+		for p.pos < len(r.out) && r.out[p.pos] == ' ' {
+			p.pos++
+		}
+	}
+}
+
+// preview is the unsealed text cut to the limit, ending in "…" (not sealed: it may change).
+func (p *Pager) preview(r *rendered) string {
+	save := *p
+	p.limit -= 2
+	c, ok := p.choose(r, len(r.out))
+	*p = save
+	if !ok {
+		return ""
+	}
+	body := p.carry + strings.TrimRight(string(r.out[p.pos:c.at]), " \n")
+	if cr, ok := codeAt(r, c.next); ok {
+		return body + "\n" + cr.close + "\n…"
+	}
+	return body + " …"
+}
+
+// advance moves the start of the source to the last top-level block that is fully
+// unsealed-or-later, so the next Update parses only what is left.
+func (p *Pager) advance(r *rendered, joins []int) {
+	for i := len(r.tops) - 1; i > 0; i-- {
+		t := r.tops[i]
+		if t.out > p.pos || !t.srcOK || t.out > r.stable {
+			continue
+		}
+		off := t.src
+		for _, j := range joins {
+			if j < t.src {
+				off -= len(wordJoiner)
+			}
+		}
+		p.src += off
+		p.pos -= t.out
+		return
+	}
+}
+
+// len16 is the length of s in UTF-16 code units.
+func len16(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			n++
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r >= 0x10000 {
+			n += 2
+		} else {
+			n++
+		}
+		i += size
+	}
+	return n
 }

@@ -1,38 +1,820 @@
 package convo
 
-import "strings"
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
+	"github.com/yuin/goldmark/extension"
+	east "github.com/yuin/goldmark/extension/ast"
+	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
+)
 
 // Format is the Slack text dialect an answer is rendered to.
+//
+// Destination choice: post-and-edit replies use `text` in mrkdwn (works in every workspace
+// and client; chat.update takes 4,000 characters, so parts of MrkdwnLimit). Native streaming
+// replies use `markdown_text` (12,000 characters per call, standard Markdown without
+// tables, so parts of MarkdownLimit and tables as aligned code blocks).
 type Format int
 
 const (
-	// FormatMrkdwn is Slack mrkdwn, for the `text` of chat.postMessage / chat.update. It
-	// works in every workspace and client; chat.update accepts 4,000 characters.
+	// FormatMrkdwn is Slack mrkdwn, for the `text` of chat.postMessage / chat.update:
+	// *bold*, _italic_, ~strike~, <url|text>, `code`, ``` blocks, > quotes. Headings become
+	// bold lines, lists use "•"/"◦"/"▪" bullets (numbers kept) indented by 4 spaces per
+	// level, tables become aligned code blocks, images become links, HTML is shown as text.
 	FormatMrkdwn Format = iota
 	// FormatMarkdown is Slack's standard-Markdown dialect, for `markdown_text` (native
-	// streaming) and the `markdown` block; 12,000 characters, no tables.
+	// streaming) and the `markdown` block. The model's Markdown is kept (re-emitted from the
+	// parsed tree, text verbatim) except that tables become aligned code blocks.
 	FormatMarkdown
 )
 
-// Per-message part limits (in UTF-16 code units, see Pager), with margin below Slack's
-// hard limits (chat.update text 4,000; markdown_text 12,000).
+// Per-message part limits, with margin below Slack's hard limits (chat.update text 4,000;
+// markdown_text 12,000). Lengths are counted in UTF-16 code units (an emoji counts 2), which
+// is never less than Slack's character count.
 const (
 	MrkdwnLimit   = 3500
 	MarkdownLimit = 11000
 )
 
-// Render converts the model's Markdown answer to format f, with mention safety and escaping.
+// mdParser is immutable after construction and safe for concurrent use.
+var mdParser = goldmark.New(goldmark.WithExtensions(
+	extension.Strikethrough, extension.Table, extension.Linkify, extension.TaskList,
+)).Parser()
+
+// Render converts the model's Markdown answer to format f.
+//
+// Mention safety: model text can never ping anyone. Before parsing, a word joiner (U+2060,
+// invisible) is put after every "<" that starts "<!" or "<@" and after the "@" of a bare
+// @here, @channel or @everyone, so <!channel>, <!here>, <!everyone>, <!subteam^…> and
+// <@U…> read exactly as written but are no longer Slack tokens, and no bare word can be
+// turned into a mention (even with link_names). In mrkdwn, &, < and > are also escaped as
+// &amp; &lt; &gt; everywhere except inside the <url|text> links Render writes itself (whose
+// URLs must be absolute http(s), mailto or ftp; other link targets are shown as text).
 func Render(md string, f Format) string {
-	if f == FormatMrkdwn {
-		return neutralise(escapeMrkdwn(md))
-	}
-	return neutralise(md)
+	src, _ := neutralise(md)
+	return string(render([]byte(src), f, true).out)
 }
+
+// breakKind orders the places an answer may be cut, best last.
+type breakKind int8
+
+const (
+	breakWord breakKind = iota + 1
+	breakSentence
+	breakLine
+	breakBlock
+)
+
+// cutPoint is a place where a part may end (at) and the next begin (next).
+type cutPoint struct {
+	at, next int
+	kind     breakKind
+}
+
+// codeRange is the content of a code block in the rendered text: a part that ends inside
+// it is closed with close, and the next part starts with reopen.
+type codeRange struct {
+	start, end    int
+	close, reopen string
+}
+
+// lineInfo is where a rendered line starts and the prefix a continuation of it needs
+// (quote markers, list indentation) when a part is cut in its middle.
+type lineInfo struct {
+	start  int
+	prefix string
+}
+
+// span is a range of rendered text that a hard cut must not split (a link).
+type span struct{ start, end int }
+
+// topBlock is a top-level block: where its source line starts and where its rendering starts.
+type topBlock struct {
+	src, out int
+	srcOK    bool
+}
+
+// rendered is the output of one rendering, with what a Pager needs to cut it.
+type rendered struct {
+	out    []byte
+	cuts   []cutPoint
+	codes  []codeRange
+	lines  []lineInfo
+	atoms  []span
+	tops   []topBlock
+	stable int // out[:stable] can no longer change as more source is appended
+}
+
+type level struct {
+	first, cont string // prefix of an item's first line, and of its other lines
+	pending     bool   // the next line is the first
+}
+
+type writer struct {
+	f       Format
+	src     []byte
+	r       rendered
+	levels  []level
+	lineBeg bool // the next write starts a line (and writes the prefix)
+	protect int  // > 0 inside inline spans: no word or sentence cuts
+	bold    int  // mrkdwn: inside bold (headings, **): inner bold markers are dropped
+	italic  int
+	strike  int
+	chain   map[ast.Node]bool // the last child at each depth: the part still growing
+	starts  map[ast.Node]int
+	codeEnd int // end of the complete lines of the last fenced code block in the chain
+	depth   int // block nesting, 0 at the document's children
+}
+
+// render renders src (already neutralised). final says src is the whole answer.
+func render(src []byte, f Format, final bool) *rendered {
+	doc := mdParser.Parse(text.NewReader(src))
+	w := &writer{f: f, src: src, chain: map[ast.Node]bool{}, starts: map[ast.Node]int{}, codeEnd: -1, lineBeg: true}
+	w.r.out = make([]byte, 0, len(src)+len(src)/8)
+	for n := doc.LastChild(); n != nil; n = n.LastChild() {
+		if n.Type() != ast.TypeBlock {
+			break
+		}
+		w.chain[n] = true
+	}
+	w.blocks(doc, true)
+	w.r.stable = len(w.r.out)
+	if !final {
+		w.r.stable = w.stableEnd(doc)
+	}
+	return &w.r
+}
+
+// stableEnd is where the rendering of the still-growing last block begins: everything
+// before it is closed Markdown and renders the same whatever is appended.
+func (w *writer) stableEnd(doc ast.Node) int {
+	stable := len(w.r.out)
+	for n := doc.LastChild(); n != nil; n = n.LastChild() {
+		start, ok := w.starts[n]
+		if !ok {
+			break
+		}
+		stable = start
+		switch n.Kind() {
+		case ast.KindBlockquote, ast.KindList, ast.KindListItem:
+			continue
+		case ast.KindFencedCodeBlock:
+			if w.codeEnd > start {
+				stable = w.codeEnd
+			}
+		}
+		break
+	}
+	return stable
+}
+
+// rendersNothing reports blocks that produce no output.
+func rendersNothing(n ast.Node) bool {
+	return n.Kind() == ast.KindLinkReferenceDefinition
+}
+
+// blocks renders the block children of parent, separated by a blank line (blank) or a
+// line break.
+func (w *writer) blocks(parent ast.Node, blank bool) {
+	first := true
+	var prev ast.Node
+	for c := parent.FirstChild(); c != nil; c = c.NextSibling() {
+		if rendersNothing(c) {
+			continue
+		}
+		if !first {
+			at := len(w.r.out)
+			w.nl()
+			sep := blank || (w.f == FormatMarkdown && isPara(prev) && isPara(c))
+			kind := breakLine
+			if sep {
+				w.emptyLine()
+				kind = breakBlock
+			}
+			w.cut(at, len(w.r.out), kind)
+		}
+		first = false
+		start := len(w.r.out)
+		if w.depth == 0 {
+			pos, ok := firstPos(c, w.src)
+			w.r.tops = append(w.r.tops, topBlock{src: pos, out: start, srcOK: ok})
+		}
+		if w.chain[c] {
+			w.starts[c] = start
+		}
+		w.depth++
+		w.block(c)
+		w.depth--
+		prev = c
+	}
+}
+
+func isPara(n ast.Node) bool {
+	return n != nil && (n.Kind() == ast.KindParagraph || n.Kind() == ast.KindTextBlock)
+}
+
+func (w *writer) block(n ast.Node) {
+	switch n := n.(type) {
+	case *ast.Paragraph, *ast.TextBlock:
+		w.inlines(n)
+	case *ast.Heading:
+		w.protect++
+		if w.f == FormatMrkdwn {
+			w.bold++
+			w.write("*")
+			w.inlines(n)
+			w.write("*")
+			w.bold--
+		} else {
+			w.write(strings.Repeat("#", n.Level) + " ")
+			w.inlines(n)
+		}
+		w.protect--
+	case *ast.ThematicBreak:
+		if w.f == FormatMrkdwn {
+			w.write("──────────")
+		} else {
+			w.write("---")
+		}
+	case *ast.FencedCodeBlock:
+		lang := ""
+		if w.f == FormatMarkdown {
+			lang = string(n.Language(w.src))
+		}
+		w.code(n, n.Lines(), lang, w.chain[n])
+	case *ast.CodeBlock:
+		w.code(n, n.Lines(), "", false)
+	case *ast.Blockquote:
+		w.levels = append(w.levels, level{first: "> ", cont: "> "})
+		w.blocks(n, w.f == FormatMarkdown)
+		w.levels = w.levels[:len(w.levels)-1]
+	case *ast.List:
+		w.list(n)
+	case *ast.HTMLBlock:
+		lines := n.Lines()
+		for i := range lines.Len() {
+			if i > 0 {
+				at := len(w.r.out)
+				w.nl()
+				w.cut(at, len(w.r.out), breakLine)
+			}
+			seg := lines.At(i)
+			w.text(strings.TrimRight(string(seg.Value(w.src)), "\r\n"), false)
+		}
+		if n.HasClosure() {
+			if lines.Len() > 0 {
+				w.nl()
+			}
+			w.text(strings.TrimRight(string(n.ClosureLine.Value(w.src)), "\r\n"), false)
+		}
+	case *east.Table:
+		w.table(n)
+	default:
+		if n.HasChildren() && n.FirstChild().Type() == ast.TypeBlock {
+			w.blocks(n, true)
+		} else {
+			w.inlines(n)
+		}
+	}
+}
+
+func (w *writer) list(n *ast.List) {
+	nested := 0
+	for _, l := range w.levels {
+		if l.cont != "> " {
+			nested++
+		}
+	}
+	i := 0
+	for item := n.FirstChild(); item != nil; item = item.NextSibling() {
+		var marker, cont string
+		switch {
+		case n.IsOrdered() && w.f == FormatMrkdwn:
+			marker = strconv.Itoa(n.Start+i) + ". "
+		case n.IsOrdered():
+			marker = strconv.Itoa(n.Start+i) + string(n.Marker) + " "
+		case w.f == FormatMrkdwn:
+			marker = []string{"• ", "◦ ", "▪ "}[min(nested, 2)]
+		default:
+			marker = string(n.Marker) + " "
+		}
+		if w.f == FormatMrkdwn {
+			cont = "    "
+		} else {
+			cont = strings.Repeat(" ", utf8.RuneCountInString(marker))
+		}
+		if i > 0 {
+			at := len(w.r.out)
+			w.nl()
+			w.cut(at, len(w.r.out), breakLine)
+		}
+		if w.chain[item] {
+			w.starts[item] = len(w.r.out)
+		}
+		w.levels = append(w.levels, level{first: marker, cont: cont, pending: true})
+		if item.HasChildren() {
+			w.blocks(item, false)
+		} else {
+			w.write("")
+		}
+		w.levels = w.levels[:len(w.levels)-1]
+		i++
+	}
+}
+
+// code writes a code block: fence, content lines (cuttable between lines), fence.
+func (w *writer) code(n ast.Node, lines *text.Segments, lang string, inChain bool) {
+	fence := "```"
+	var content []string
+	for i := range lines.Len() {
+		seg := lines.At(i)
+		content = append(content, strings.TrimRight(string(seg.Value(w.src)), "\n"))
+	}
+	if w.f == FormatMarkdown {
+		for _, l := range content {
+			for strings.Contains(strings.TrimSpace(l), fence) {
+				fence += "`"
+			}
+		}
+	}
+	w.write(fence + lang)
+	prefix := w.curPrefix()
+	start := len(w.r.out) + 1
+	for i, l := range content {
+		at := len(w.r.out)
+		w.nl()
+		if i > 0 {
+			w.cut(at, len(w.r.out), breakLine)
+		}
+		w.codeText(strings.TrimRight(l, "\r"))
+		if inChain && i < lines.Len() {
+			seg := lines.At(i)
+			if seg.Stop > 0 && seg.Stop <= len(w.src) && w.src[seg.Stop-1] == '\n' {
+				w.codeEnd = len(w.r.out)
+			}
+		}
+	}
+	end := len(w.r.out)
+	w.nl()
+	w.write(fence)
+	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, close: prefix + fence, reopen: prefix + fence + lang})
+}
+
+// curPrefix is the continuation prefix of the current line.
+func (w *writer) curPrefix() string {
+	var sb strings.Builder
+	for _, l := range w.levels {
+		sb.WriteString(l.cont)
+	}
+	return sb.String()
+}
+
+// write writes s (no newlines), starting a line with its prefix when needed.
+func (w *writer) write(s string) {
+	if w.lineBeg {
+		w.lineBeg = false
+		start := len(w.r.out)
+		for i := range w.levels {
+			l := &w.levels[i]
+			if l.pending {
+				w.r.out = append(w.r.out, l.first...)
+				l.pending = false
+			} else {
+				w.r.out = append(w.r.out, l.cont...)
+			}
+		}
+		w.r.lines = append(w.r.lines, lineInfo{start: start, prefix: w.curPrefix()})
+	}
+	w.r.out = append(w.r.out, s...)
+}
+
+func (w *writer) nl() {
+	if w.lineBeg {
+		w.write("") // an empty line still carries its prefix (e.g. a list marker)
+	}
+	w.r.out = append(w.r.out, '\n')
+	w.lineBeg = true
+}
+
+// emptyLine writes a blank line between blocks ("" or the quote marker alone).
+func (w *writer) emptyLine() {
+	var sb strings.Builder
+	for _, l := range w.levels {
+		sb.WriteString(l.cont)
+	}
+	p := strings.TrimRight(sb.String(), " ")
+	if !strings.Contains(p, ">") {
+		p = ""
+	}
+	w.r.out = append(w.r.out, p...)
+	w.r.out = append(w.r.out, '\n')
+}
+
+func (w *writer) cut(at, next int, kind breakKind) {
+	w.r.cuts = append(w.r.cuts, cutPoint{at: at, next: next, kind: kind})
+}
+
+// inlines renders the inline children of n.
+func (w *writer) inlines(n ast.Node) {
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		w.inline(c)
+	}
+}
+
+func (w *writer) inline(n ast.Node) {
+	switch n := n.(type) {
+	case *ast.Text:
+		v := n.Value(w.src)
+		if n.IsRaw() {
+			w.text(string(v), false)
+		} else {
+			w.text(string(v), true)
+		}
+		if n.HardLineBreak() || n.SoftLineBreak() {
+			at := len(w.r.out)
+			w.nl()
+			if w.protect == 0 {
+				w.cut(at, len(w.r.out), breakLine)
+			}
+		}
+	case *ast.String:
+		w.text(string(n.Value), !n.IsRaw())
+	case *ast.CodeSpan:
+		w.codeSpan(n)
+	case *ast.Emphasis:
+		w.emphasis(n)
+	case *east.Strikethrough:
+		w.protect++
+		if w.f == FormatMarkdown {
+			w.write("~~")
+			w.inlines(n)
+			w.write("~~")
+		} else {
+			w.wrap(&w.strike, "~", n)
+		}
+		w.protect--
+	case *ast.Link:
+		w.link(string(n.Destination), string(n.Title), n, false)
+	case *ast.Image:
+		w.link(string(n.Destination), string(n.Title), n, true)
+	case *ast.AutoLink:
+		w.autoLink(n)
+	case *ast.RawHTML:
+		for i := range n.Segments.Len() {
+			seg := n.Segments.At(i)
+			w.text(string(seg.Value(w.src)), false)
+		}
+	case *east.TaskCheckBox:
+		switch {
+		case w.f == FormatMarkdown && n.IsChecked:
+			w.write("[x] ")
+		case w.f == FormatMarkdown:
+			w.write("[ ] ")
+		case n.IsChecked:
+			w.write("☑ ")
+		default:
+			w.write("☐ ")
+		}
+	default:
+		w.inlines(n)
+	}
+}
+
+func (w *writer) emphasis(n *ast.Emphasis) {
+	w.protect++
+	defer func() { w.protect-- }()
+	if w.f == FormatMarkdown {
+		m := strings.Repeat("*", n.Level)
+		w.write(m)
+		w.inlines(n)
+		w.write(m)
+		return
+	}
+	switch n.Level {
+	case 1:
+		w.wrap(&w.italic, "_", n)
+	default:
+		w.wrap(&w.bold, "*", n)
+	}
+}
+
+// wrap writes n's inlines between mrkdwn markers, unless already inside that style.
+func (w *writer) wrap(depth *int, marker string, n ast.Node) {
+	*depth++
+	if *depth == 1 {
+		w.write(marker)
+	}
+	w.inlines(n)
+	if *depth == 1 {
+		w.write(marker)
+	}
+	*depth--
+}
+
+func (w *writer) codeSpan(n *ast.CodeSpan) {
+	var sb strings.Builder
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		switch c := c.(type) {
+		case *ast.Text:
+			sb.Write(c.Value(w.src))
+		case *ast.String:
+			sb.Write(c.Value)
+		}
+	}
+	s := sb.String()
+	w.protect++
+	defer func() { w.protect-- }()
+	if w.f == FormatMrkdwn {
+		w.write("`")
+		w.codeText(s)
+		w.write("`")
+		return
+	}
+	ticks := "`"
+	for strings.Contains(s, ticks) {
+		ticks += "`"
+	}
+	pad := ""
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		pad = " "
+	}
+	w.write(ticks + pad + s + pad + ticks)
+}
+
+// safeURL reports link targets that may become a Slack link: absolute http(s), mailto, ftp.
+func safeURL(u string) bool {
+	l := strings.ToLower(u)
+	for _, p := range []string{"http://", "https://", "mailto:", "ftp://"} {
+		if strings.HasPrefix(l, p) && len(l) > len(p) {
+			return !strings.ContainsAny(u, " \n")
+		}
+	}
+	return false
+}
+
+// slackURL escapes a URL for the inside of <url|text>.
+func slackURL(u string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C").Replace(u)
+}
+
+func (w *writer) link(dest, title string, n ast.Node, image bool) {
+	start := len(w.r.out)
+	label := plainText(n, w.src)
+	if w.f == FormatMarkdown {
+		w.protect++
+		if image {
+			if label == "" {
+				label = "image"
+			}
+			w.write("[" + label + "](")
+		} else {
+			w.write("[")
+			w.inlines(n)
+			w.write("](")
+		}
+		if strings.ContainsAny(dest, " ()<>") {
+			w.write("<" + dest + ">")
+		} else {
+			w.write(dest)
+		}
+		if title != "" {
+			w.write(` "` + strings.ReplaceAll(title, `"`, `\"`) + `"`)
+		}
+		w.write(")")
+		w.protect--
+		w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
+		return
+	}
+	label = strings.TrimSpace(strings.ReplaceAll(label, "\n", " "))
+	if !safeURL(dest) {
+		// Not a link Slack can open (relative, javascript:, a Slack token): show it as text.
+		if label != "" && !image {
+			w.inlines(n)
+		} else if label != "" {
+			w.text(label, false)
+		}
+		if dest != "" && dest != label {
+			if label != "" {
+				w.write(" ")
+			}
+			w.text("("+dest+")", false)
+		}
+		return
+	}
+	if label == "" || label == dest || "mailto:"+label == dest {
+		w.write("<" + slackURL(dest) + ">")
+	} else {
+		w.write("<" + slackURL(dest) + "|" + strings.ReplaceAll(escapeMrkdwn(label), "|", "│") + ">")
+	}
+	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
+}
+
+func (w *writer) autoLink(n *ast.AutoLink) {
+	url := string(n.URL(w.src))
+	label := string(n.Label(w.src))
+	start := len(w.r.out)
+	if n.AutoLinkType == ast.AutoLinkEmail && !strings.HasPrefix(strings.ToLower(url), "mailto:") {
+		url = "mailto:" + url
+	}
+	if w.f == FormatMarkdown {
+		seg := n.Label(w.src)
+		_ = seg
+		w.write(label)
+	} else if label == url || "mailto:"+label == url {
+		w.write("<" + slackURL(url) + ">")
+	} else {
+		w.write("<" + slackURL(url) + "|" + escapeMrkdwn(label) + ">")
+	}
+	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
+}
+
+// text writes inline text: Markdown escapes and entities resolved (md), escaped for mrkdwn,
+// with word and sentence cut points outside inline spans.
+func (w *writer) text(s string, md bool) {
+	if w.f == FormatMrkdwn {
+		if md {
+			s = unescapeMarkdown(s)
+		}
+		s = escapeMrkdwn(s)
+	}
+	if w.protect > 0 || !strings.ContainsAny(s, " \u3000。！？") {
+		w.writeLines(s)
+		return
+	}
+	for s != "" {
+		i := strings.IndexAny(s, " \u3000。！？\n")
+		if i < 0 {
+			w.write(s)
+			return
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch r {
+		case '\n':
+			w.write(s[:i])
+			w.nl()
+			s = s[i+1:]
+		case ' ', '\u3000':
+			w.write(s[:i])
+			at := len(w.r.out)
+			j := i
+			for j < len(s) {
+				if s[j] == ' ' {
+					j++
+				} else if strings.HasPrefix(s[j:], "\u3000") {
+					j += len("\u3000")
+				} else {
+					break
+				}
+			}
+			w.write(s[i:j])
+			kind := breakWord
+			if i > 0 && strings.IndexByte(".!?:;", s[i-1]) >= 0 {
+				kind = breakSentence
+			}
+			w.cut(at, len(w.r.out), kind)
+			s = s[j:]
+		default: // CJK sentence end: cut after it
+			w.write(s[:i+size])
+			w.cut(len(w.r.out), len(w.r.out), breakSentence)
+			s = s[i+size:]
+		}
+	}
+}
+
+func (w *writer) writeLines(s string) {
+	for {
+		i := strings.IndexByte(s, '\n')
+		if i < 0 {
+			w.write(s)
+			return
+		}
+		w.write(s[:i])
+		w.nl()
+		s = s[i+1:]
+	}
+}
+
+// codeText writes code content (no Markdown processing).
+func (w *writer) codeText(s string) {
+	if w.f == FormatMrkdwn {
+		s = escapeMrkdwn(s)
+	}
+	w.writeLines(s)
+}
+
+func unescapeMarkdown(s string) string {
+	if !strings.ContainsAny(s, "\\&") {
+		return s
+	}
+	b := []byte(s)
+	b = util.ResolveNumericReferences(b)
+	b = util.ResolveEntityNames(b)
+	b = util.UnescapePunctuations(b)
+	return string(b)
+}
+
+var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 func escapeMrkdwn(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	if !strings.ContainsAny(s, "&<>") {
+		return s
+	}
+	return mrkdwnEscaper.Replace(s)
 }
 
-func neutralise(s string) string {
-	return strings.NewReplacer("@here", "@\u2060here", "@channel", "@\u2060channel", "@everyone", "@\u2060everyone").Replace(s)
+// plainText is the text of n's inlines without formatting (for link labels, table cells).
+func plainText(n ast.Node, src []byte) string {
+	var sb strings.Builder
+	var walk func(n ast.Node)
+	walk = func(n ast.Node) {
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			switch c := c.(type) {
+			case *ast.Text:
+				if c.IsRaw() {
+					sb.Write(c.Value(src))
+				} else {
+					sb.WriteString(unescapeMarkdown(string(c.Value(src))))
+				}
+				if c.SoftLineBreak() || c.HardLineBreak() {
+					sb.WriteByte(' ')
+				}
+			case *ast.String:
+				sb.Write(c.Value)
+			case *ast.AutoLink:
+				sb.Write(c.Label(src))
+			case *ast.RawHTML:
+				for i := range c.Segments.Len() {
+					seg := c.Segments.At(i)
+					sb.Write(seg.Value(src))
+				}
+			case *east.TaskCheckBox:
+				if c.IsChecked {
+					sb.WriteString("[x] ")
+				} else {
+					sb.WriteString("[ ] ")
+				}
+			case *ast.Link:
+				walk(c)
+				if d := string(c.Destination); d != "" && d != plainText(c, src) {
+					sb.WriteString(" (" + d + ")")
+				}
+			default:
+				walk(c)
+			}
+		}
+	}
+	walk(n)
+	return sb.String()
+}
+
+// firstPos is the start of the source line where block n begins.
+func firstPos(n ast.Node, src []byte) (int, bool) {
+	pos, ok := -1, false
+	var find func(n ast.Node) bool
+	find = func(n ast.Node) bool {
+		if fc, isFence := n.(*ast.FencedCodeBlock); isFence {
+			if fc.Info != nil {
+				pos = fc.Info.Segment.Start
+				return true
+			}
+			if fc.Lines().Len() > 0 {
+				pos = fc.Lines().At(0).Start
+				// The opening fence is the line before the first content line.
+				ls := lineStart(src, pos)
+				if ls > 0 {
+					pos = lineStart(src, ls-1)
+				}
+				return true
+			}
+			return false
+		}
+		if n.Type() == ast.TypeBlock && n.Lines().Len() > 0 {
+			pos = n.Lines().At(0).Start
+			return true
+		}
+		if t, isText := n.(*ast.Text); isText {
+			pos = t.Segment.Start
+			return true
+		}
+		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+			if find(c) {
+				return true
+			}
+		}
+		return false
+	}
+	if find(n) {
+		pos, ok = lineStart(src, pos), true
+	}
+	return pos, ok
+}
+
+func lineStart(src []byte, pos int) int {
+	return bytes.LastIndexByte(src[:pos], '\n') + 1
 }

@@ -1,0 +1,187 @@
+package convo
+
+import (
+	"strings"
+)
+
+// MarkdownStream turns a streamed Markdown answer into text for chat.appendStream, which
+// appends: nothing sent can be changed later. Feed returns what is safe to append now:
+// complete lines, and the words of a line as it grows when the line cannot start a code
+// fence or a table. Table rows are held back until the table ends and then sent as an
+// aligned code block (markdown_text has no tables). Everything is mention-neutralised as in
+// Render. The output is standard Markdown (FormatMarkdown); the caller keeps each call
+// within markdown_text's 12,000 characters. A MarkdownStream is not safe for concurrent use.
+type MarkdownStream struct {
+	pending string   // text not yet processed (the current, incomplete line)
+	partial bool     // part of the current line was already sent
+	held    []string // a possible table header, or a table's lines, held back
+	table   bool     // held is a table (its delimiter row was seen)
+	fence   string   // the open code fence ("```", "~~~~", ...); "" outside code
+}
+
+// NewMarkdownStream returns an empty stream.
+func NewMarkdownStream() *MarkdownStream { return &MarkdownStream{} }
+
+// Feed takes the next delta of the answer and returns what can be appended now (possibly "").
+func (s *MarkdownStream) Feed(delta string) string {
+	s.pending += delta
+	var out strings.Builder
+	for {
+		i := strings.IndexByte(s.pending, '\n')
+		if i < 0 {
+			break
+		}
+		line := s.pending[:i+1]
+		s.pending = s.pending[i+1:]
+		if s.partial {
+			s.partial = false
+			out.WriteString(safe(line))
+			continue
+		}
+		s.line(&out, line)
+	}
+	// The growing line: send its complete words when it cannot become a fence or a table row.
+	if s.fence == "" && len(s.held) == 0 && !s.partial && mayBeSpecial(s.pending) {
+		return out.String()
+	}
+	if len(s.held) == 0 {
+		if sp := strings.LastIndexByte(s.pending, ' '); sp >= 0 && !strings.Contains(s.pending[:sp], "<") {
+			out.WriteString(safe(s.pending[:sp+1]))
+			s.pending = s.pending[sp+1:]
+			s.partial = true
+		}
+	}
+	return out.String()
+}
+
+// Flush returns the rest at the end of the answer: the last line, held table rows, and a
+// closing fence when the answer stopped inside a code block.
+func (s *MarkdownStream) Flush() string {
+	var out strings.Builder
+	if s.pending != "" {
+		line := s.pending
+		s.pending = ""
+		if s.partial {
+			out.WriteString(safe(line))
+		} else {
+			s.line(&out, line)
+		}
+	}
+	s.partial = false
+	s.flushHeld(&out)
+	if s.fence != "" {
+		if !strings.HasSuffix(out.String(), "\n") {
+			out.WriteString("\n")
+		}
+		out.WriteString(s.fence + "\n")
+		s.fence = ""
+	}
+	return out.String()
+}
+
+// line handles one complete line (with its "\n", except at Flush).
+func (s *MarkdownStream) line(out *strings.Builder, line string) {
+	body := strings.TrimRight(line, "\r\n")
+	if s.fence != "" {
+		out.WriteString(safe(line))
+		if closesFence(body, s.fence) {
+			s.fence = ""
+		}
+		return
+	}
+	switch {
+	case s.table:
+		if isTableRow(body) {
+			s.held = append(s.held, line)
+			return
+		}
+		s.flushHeld(out)
+	case len(s.held) == 1:
+		if isDelimiterRow(body) {
+			s.held = append(s.held, line)
+			s.table = true
+			return
+		}
+		s.flushHeld(out)
+	}
+	if f := opensFence(body); f != "" {
+		s.fence = f
+		out.WriteString(safe(line))
+		return
+	}
+	if isTableRow(body) {
+		s.held = append(s.held, line)
+		return
+	}
+	out.WriteString(safe(line))
+}
+
+func (s *MarkdownStream) flushHeld(out *strings.Builder) {
+	if len(s.held) == 0 {
+		return
+	}
+	text := strings.Join(s.held, "")
+	if s.table {
+		src, _ := neutralise(text)
+		out.WriteString(string(render([]byte(src), FormatMarkdown, true).out) + "\n")
+		if !strings.HasSuffix(text, "\n") {
+			// Flush of a table without a final newline: keep the output ending like the input.
+			str := strings.TrimSuffix(out.String(), "\n")
+			out.Reset()
+			out.WriteString(str)
+		}
+	} else {
+		out.WriteString(safe(text))
+	}
+	s.held, s.table = nil, false
+}
+
+func safe(s string) string {
+	t, _ := neutralise(s)
+	return t
+}
+
+// mayBeSpecial reports an incomplete line that could still become a fence or a table row.
+func mayBeSpecial(l string) bool {
+	t := strings.TrimLeft(l, " >")
+	return strings.Contains(l, "|") || t == "" || strings.HasPrefix(t, "`") || strings.HasPrefix(t, "~")
+}
+
+func isTableRow(l string) bool {
+	return strings.Contains(l, "|") && strings.TrimSpace(l) != ""
+}
+
+// isDelimiterRow reports a GFM table delimiter row: | --- | :---: | ---: |
+func isDelimiterRow(l string) bool {
+	t := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "> "))
+	if !strings.Contains(t, "-") || (!strings.Contains(t, "|") && !strings.HasPrefix(t, ":")) {
+		return strings.Contains(t, "|") && strings.Trim(t, "|:- ") == ""
+	}
+	return strings.Trim(t, "|:- ") == "" && strings.Contains(t, "|")
+}
+
+// opensFence returns the fence a line opens (``` or ~~~, 3+), or "".
+func opensFence(l string) string {
+	t := strings.TrimLeft(l, " ")
+	if len(l)-len(t) > 3 {
+		return ""
+	}
+	for _, c := range []byte{'`', '~'} {
+		n := 0
+		for n < len(t) && t[n] == c {
+			n++
+		}
+		if n >= 3 {
+			if c == '`' && strings.Contains(t[n:], "`") {
+				return ""
+			}
+			return t[:n]
+		}
+	}
+	return ""
+}
+
+func closesFence(l, fence string) bool {
+	t := strings.TrimSpace(l)
+	return len(t) >= len(fence) && strings.Trim(t, fence[:1]) == "" && t[0] == fence[0]
+}

@@ -1,0 +1,127 @@
+package convo
+
+import (
+	"strings"
+	"unicode"
+
+	east "github.com/yuin/goldmark/extension/ast"
+	"golang.org/x/text/width"
+)
+
+// table writes a GFM table as an aligned code block (neither mrkdwn nor Slack's markdown
+// supports tables). Cells are plain text (formatting dropped, links as "text (url)"); columns
+// are padded to the widest cell by display width (see displayWidth), aligned as the table
+// says; the header is underlined with dashes. A part may end between rows.
+func (w *writer) table(t *east.Table) {
+	var rows [][]string
+	for r := t.FirstChild(); r != nil; r = r.NextSibling() {
+		var cells []string
+		for c := r.FirstChild(); c != nil; c = c.NextSibling() {
+			cells = append(cells, strings.TrimSpace(strings.ReplaceAll(plainText(c, w.src), "\n", " ")))
+		}
+		rows = append(rows, cells)
+	}
+	lines := tableLines(rows, t.Alignments)
+	w.codeLines(lines)
+}
+
+// codeLines writes lines as a code block (fence without language) that may be cut between lines.
+func (w *writer) codeLines(lines []string) {
+	fence := "```"
+	w.write(fence)
+	prefix := w.curPrefix()
+	start := len(w.r.out) + 1
+	for i, l := range lines {
+		at := len(w.r.out)
+		w.nl()
+		if i > 0 {
+			w.cut(at, len(w.r.out), breakLine)
+		}
+		w.codeText(l)
+	}
+	end := len(w.r.out)
+	w.nl()
+	w.write(fence)
+	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, close: prefix + fence, reopen: prefix + fence})
+}
+
+// tableLines lays out rows (the first is the header) as aligned text lines.
+func tableLines(rows [][]string, align []east.Alignment) []string {
+	ncol := len(align)
+	for _, r := range rows {
+		ncol = max(ncol, len(r))
+	}
+	widths := make([]int, ncol)
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], displayWidth(c))
+		}
+	}
+	var out []string
+	for ri, r := range rows {
+		var sb strings.Builder
+		for i := range ncol {
+			c := ""
+			if i < len(r) {
+				c = r[i]
+			}
+			a := east.AlignNone
+			if i < len(align) {
+				a = align[i]
+			}
+			if i > 0 {
+				sb.WriteString(" | ")
+			}
+			pad := widths[i] - displayWidth(c)
+			switch a {
+			case east.AlignRight:
+				sb.WriteString(strings.Repeat(" ", pad) + c)
+			case east.AlignCenter:
+				sb.WriteString(strings.Repeat(" ", pad/2) + c + strings.Repeat(" ", pad-pad/2))
+			default:
+				sb.WriteString(c + strings.Repeat(" ", pad))
+			}
+		}
+		out = append(out, strings.TrimRight(sb.String(), " "))
+		if ri == 0 {
+			var sep strings.Builder
+			for i := range ncol {
+				if i > 0 {
+					sep.WriteString("-+-")
+				}
+				sep.WriteString(strings.Repeat("-", max(widths[i], 1)))
+			}
+			out = append(out, sep.String())
+		}
+	}
+	return out
+}
+
+// displayWidth approximates how many monospace columns s takes: East Asian wide and
+// fullwidth characters (CJK, most emoji) count 2, combining marks, zero-width characters and
+// variation selectors 0, everything else 1. Emoji sequences joined with ZWJ and flags may be
+// off by a column or two; Slack's fonts differ anyway.
+func displayWidth(s string) int {
+	n := 0
+	for _, r := range s {
+		n += runeWidth(r)
+	}
+	return n
+}
+
+func runeWidth(r rune) int {
+	switch {
+	case r < 0x20:
+		return 0
+	case r < 0x300:
+		return 1
+	case unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Me, r) || unicode.Is(unicode.Cf, r),
+		r >= 0xFE00 && r <= 0xFE0F, r >= 0x1F3FB && r <= 0x1F3FF:
+		return 0
+	}
+	switch width.LookupRune(r).Kind() {
+	case width.EastAsianWide, width.EastAsianFullwidth:
+		return 2
+	}
+	return 1
+}
