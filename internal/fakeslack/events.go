@@ -227,9 +227,16 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	if msg.ResponseType == "" {
 		msg.ResponseType = "ephemeral"
 	}
+	status, answer := s.respond(id, r.URL.Path, msg.Text, msg.ResponseType, msg.ThreadTS, msg.ReplaceOriginal, msg.DeleteOriginal, body)
+	writeJSON(w, status, answer)
+}
+
+// respond applies one response_url post and returns the HTTP answer.
+func (s *Server) respond(id, path, text, responseType, threadTS string, replace, del bool, body []byte) (int, map[string]any) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.notifyLocked()
 	ru := s.responses[id]
 	status, errCode := http.StatusOK, ""
 	switch {
@@ -238,24 +245,21 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	case ru.uses >= s.cfg.ResponseURLUses:
 		status, errCode = http.StatusNotFound, "used_url"
 	}
-	post := ResponseURLPost{Time: now, URL: s.http.URL + r.URL.Path, ResponseType: msg.ResponseType, Text: msg.Text,
-		ReplaceOriginal: msg.ReplaceOriginal, DeleteOriginal: msg.DeleteOriginal, Body: body, Status: status}
+	post := ResponseURLPost{Time: now, URL: s.http.URL + path, ResponseType: responseType, Text: text,
+		ReplaceOriginal: replace, DeleteOriginal: del, Body: body, Status: status}
 	if ru != nil {
 		post.Channel, post.User, post.Command = ru.channel, ru.user, ru.command
 	}
 	s.respPosts = append(s.respPosts, post)
 	if errCode != "" {
-		s.notifyLocked()
-		writeJSON(w, status, map[string]any{"ok": false, "error": errCode})
-		return
+		return status, map[string]any{"ok": false, "error": errCode}
 	}
 	ru.uses++
 	ts := ""
-	if msg.ResponseType == "in_channel" {
-		m := s.addMessageLocked(&Message{Channel: ru.channel, ThreadTS: msg.ThreadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Text: msg.Text}, now)
+	if responseType == "in_channel" {
+		m := s.addMessageLocked(&Message{Channel: ru.channel, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Text: text}, now)
 		ts = m.TS
 	}
-	s.recordWriteLocked(Write{Time: now, Kind: WriteResponseURL, Channel: ru.channel, TS: ts, ThreadTS: msg.ThreadTS, User: ru.user, Text: msg.Text})
-	s.notifyLocked()
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	s.recordWriteLocked(Write{Time: now, Kind: WriteResponseURL, Channel: ru.channel, TS: ts, ThreadTS: threadTS, User: ru.user, Text: text})
+	return http.StatusOK, map[string]any{"ok": true}
 }

@@ -141,6 +141,7 @@ type Server struct {
 	tickets   map[string]bool
 	conns     map[*wsConn]bool
 	connTotal int
+	pongs     int
 	pending   []*envelope // not yet delivered
 	envelopes map[string]*envelope
 	envOrder  []string

@@ -47,6 +47,7 @@ type Ack struct {
 type ConnStats struct {
 	Current int
 	Total   int
+	Pongs   int // pongs received for the server's pings, on all connections
 }
 
 type envelope struct {
@@ -114,6 +115,13 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &wsConn{ws: ws, done: make(chan struct{})}
+	ws.SetPongHandler(func(string) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.pongs++
+		s.notifyLocked()
+		return nil
+	})
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
