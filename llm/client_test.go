@@ -1,0 +1,573 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// okStream is a short complete OpenAI stream.
+const okStream = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"},\"finish_reason\":null}]}\n\n" +
+	"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+	"data: [DONE]\n\n"
+
+// okCompletion is a complete non-streamed answer.
+const okCompletion = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","refusal":null},"logprobs":null,"finish_reason":"stop"}]}`
+
+func serveOK(w http.ResponseWriter, r *http.Request) {
+	if strings.Contains(string(must(r)), `"stream":true`) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte(okStream))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(okCompletion))
+}
+
+func must(r *http.Request) []byte {
+	b := make([]byte, 0, 512)
+	buf := make([]byte, 512)
+	for {
+		n, err := r.Body.Read(buf)
+		b = append(b, buf[:n]...)
+		if err != nil {
+			return b
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestChatRequestShape(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		base      string // appended to the server URL
+		temp      *float64
+		model     string // ChatRequest.Model
+		wantModel string
+		wantKeys  []string
+		wantTemp  any
+	}{
+		{"no temperature", "/v1", nil, "", "gpt-test", []string{"messages", "model", "stream"}, nil},
+		{"temperature 0 is sent", "/v1/", ptr(0.0), "", "gpt-test", []string{"messages", "model", "stream", "temperature"}, 0.0},
+		{"temperature 0.7", "/v1//", ptr(0.7), "", "gpt-test", []string{"messages", "model", "stream", "temperature"}, 0.7},
+		{"model override", "/v1", nil, "other-model", "other-model", []string{"messages", "model", "stream"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, serveOK)
+			c, err := New(Config{BaseURL: srv.URL + tc.base, APIKey: testKey, ChatModel: "gpt-test", Temperature: tc.temp,
+				Headers: http.Header{"Api-Key": {"azure-key"}, "X-Extra": {"a", "b"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := collect(t, c.Stream(t.Context(), ChatRequest{Model: tc.model, Messages: hello.Messages})); r.Err != nil || r.Content != "Hello" {
+				t.Fatalf("Stream: %s", show(r))
+			}
+			if comp, err := c.Complete(t.Context(), ChatRequest{Model: tc.model, Messages: hello.Messages}); err != nil || comp.Content != "Hello" {
+				t.Fatalf("Complete: %+v, %v", comp, err)
+			}
+			for i, req := range srv.got() {
+				if req.Path != "/v1/chat/completions" {
+					t.Errorf("path %q", req.Path)
+				}
+				keys := slices.Sorted(mapKeys(req.Body))
+				if !slices.Equal(keys, tc.wantKeys) {
+					t.Errorf("request %d keys %v, want %v", i, keys, tc.wantKeys)
+				}
+				if got := req.Body["temperature"]; got != tc.wantTemp {
+					t.Errorf("temperature %v, want %v", got, tc.wantTemp)
+				}
+				if got := req.Body["model"]; got != tc.wantModel {
+					t.Errorf("model %v, want %v", got, tc.wantModel)
+				}
+				if got, want := req.Body["stream"], i == 0; got != want {
+					t.Errorf("request %d stream %v, want %v", i, got, want)
+				}
+				wantMsgs := []any{map[string]any{"role": "system", "content": "Be brief."}, map[string]any{"role": "user", "content": "Say hello"}}
+				if !reflect.DeepEqual(req.Body["messages"], wantMsgs) {
+					t.Errorf("messages %v", req.Body["messages"])
+				}
+				if got := req.Header.Get("Api-Key"); got != "azure-key" {
+					t.Errorf("Api-Key %q", got)
+				}
+				if got := req.Header.Values("X-Extra"); !slices.Equal(got, []string{"a", "b"}) {
+					t.Errorf("X-Extra %q", got)
+				}
+			}
+		})
+	}
+}
+
+func mapKeys(m map[string]any) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{BaseURL: "api.openai.com/v1"},
+		{BaseURL: "ftp://host/v1"},
+		{BaseURL: "https://host/v1", APIKey: "sk-abc\nInjected: 1"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) = nil error", cfg)
+		} else if strings.Contains(err.Error(), "sk-abc") {
+			t.Errorf("error contains the key: %v", err)
+		}
+	}
+	c, err := New(Config{BaseURL: "https://host/v1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{BaseURL: "https://host/v1/", ConnectTimeout: 10 * time.Second, HeaderTimeout: 120 * time.Second,
+		IdleTimeout: 90 * time.Second, ImageTimeout: 180 * time.Second, MaxRetries: 2, MaxRetryWait: 2 * time.Minute,
+		MaxImageBytes: 25 << 20}
+	if !reflect.DeepEqual(c.cfg, want) {
+		t.Errorf("defaults\ngot  %+v\nwant %+v", c.cfg, want)
+	}
+	if c.base != "https://host/v1" {
+		t.Errorf("base %q", c.base)
+	}
+	if c, _ := New(Config{BaseURL: "https://host/v1", MaxRetries: -1}); c.cfg.MaxRetries != 0 {
+		t.Errorf("MaxRetries -1 became %d, want 0", c.cfg.MaxRetries)
+	}
+}
+
+// reply is one scripted answer of the fake server.
+type reply struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+func TestRetries(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	ok := reply{200, nil, okStream}
+	rateLimit := `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`
+	quota := `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
+	for _, tc := range []struct {
+		name     string
+		replies  []reply // the last one repeats
+		requests int
+		waits    []time.Duration
+		kind     Kind // "" = success
+	}{
+		{"429 Retry-After seconds", []reply{{429, map[string]string{"Retry-After": "2"}, rateLimit}, ok}, 2, []time.Duration{2 * time.Second}, ""},
+		{"429 retry-after-ms wins", []reply{{429, map[string]string{"Retry-After": "2", "Retry-After-Ms": "1500"}, rateLimit}, ok}, 2, []time.Duration{1500 * time.Millisecond}, ""},
+		{"503 Retry-After HTTP date", []reply{{503, map[string]string{"Retry-After": "Sat, 21 Nov 2026 12:00:05 GMT"}, ""}, ok}, 2, []time.Duration{5 * time.Second}, ""},
+		{"500 backoff then give up", []reply{{500, nil, "oops"}}, 3, []time.Duration{500 * time.Millisecond, time.Second}, KindServer},
+		{"502 twice then success", []reply{{502, nil, ""}, {502, nil, ""}, ok}, 3, []time.Duration{500 * time.Millisecond, time.Second}, ""},
+		{"408 retried", []reply{{408, nil, ""}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
+		{"409 retried", []reply{{409, nil, ""}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
+		{"insufficient_quota not retried", []reply{{429, map[string]string{"Retry-After": "1"}, quota}, ok}, 1, nil, KindQuota},
+		{"x-should-retry false", []reply{{503, map[string]string{"X-Should-Retry": "false"}, ""}, ok}, 1, nil, KindServer},
+		{"x-should-retry true on a 400", []reply{{400, map[string]string{"X-Should-Retry": "true"}, ""}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
+		{"Retry-After over MaxRetryWait", []reply{{429, map[string]string{"Retry-After": "300"}, rateLimit}, ok}, 1, nil, KindRateLimit},
+		{"400 not retried", []reply{{400, nil, `{"error":"bad"}`}, ok}, 1, nil, KindBadRequest},
+		{"401 not retried", []reply{{401, nil, ""}, ok}, 1, nil, KindAuth},
+		{"error in a 200 stream is not retried", []reply{{200, nil, "data: {\"error\":{\"message\":\"boom\",\"code\":503}}\n\n"}, ok}, 1, nil, KindServer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				rp := tc.replies[min(int(n.Add(1))-1, len(tc.replies)-1)]
+				for k, v := range rp.header {
+					w.Header().Set(k, v)
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.WriteHeader(rp.status)
+				w.Write([]byte(rp.body))
+			})
+			var hooked []time.Duration
+			c, waits := newTestClient(t, srv.URL, func(c *Config) {
+				c.Hooks.Retry = func(op string, attempt int, wait time.Duration, err *Error) {
+					if op != "chat" || attempt != len(hooked)+1 || err == nil {
+						t.Errorf("Retry hook(%q, %d, %v, %v)", op, attempt, wait, err)
+					}
+					hooked = append(hooked, wait)
+				}
+			})
+			c.now = func() time.Time { return now }
+			r := collect(t, c.Stream(t.Context(), hello))
+			var kind Kind
+			if r.Err != nil {
+				kind = r.Err.Kind
+			}
+			if kind != tc.kind {
+				t.Errorf("result %s, want kind %q", show(r), tc.kind)
+			}
+			if got := len(srv.got()); got != tc.requests {
+				t.Errorf("%d requests, want %d", got, tc.requests)
+			}
+			if got := waits.all(); !slices.Equal(got, tc.waits) {
+				t.Errorf("waits %v, want %v", got, tc.waits)
+			}
+			if !slices.Equal(hooked, tc.waits) {
+				t.Errorf("Retry hook saw %v, want %v", hooked, tc.waits)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	c, _ := newTestClient(t, "http://127.0.0.1:1", nil)
+	for _, tc := range []struct {
+		attempt int
+		jitter  float64
+		want    time.Duration
+	}{
+		{0, 0, 500 * time.Millisecond},
+		{1, 0, time.Second},
+		{3, 0, 4 * time.Second},
+		{4, 0, 8 * time.Second},
+		{10, 0, 8 * time.Second},
+		{0, 0.5, 437500 * time.Microsecond},
+		{4, 0.999, 6002 * time.Millisecond},
+	} {
+		c.jitter = func() float64 { return tc.jitter }
+		if got := c.backoff(tc.attempt); got != tc.want {
+			t.Errorf("backoff(%d, jitter %v) = %v, want %v", tc.attempt, tc.jitter, got, tc.want)
+		}
+	}
+}
+
+// TestRetryWaitIsReal: without the test seam the client really waits (briefly) and a
+// cancelled context stops the wait.
+func TestRetryWaitHonoursContext(t *testing.T) {
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "60")
+		w.WriteHeader(503)
+	})
+	c, _ := newTestClient(t, srv.URL, nil)
+	c.sleep = sleepCtx
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r := collect(t, c.Stream(ctx, hello))
+	if r.Err == nil || r.Err.Kind != KindTimeout {
+		t.Errorf("got %s, want a timeout (the caller's deadline)", show(r))
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v: the wait ignored the context", d)
+	}
+}
+
+func TestConnectionErrors(t *testing.T) {
+	t.Run("refused, retried then reported", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		c, waits := newTestClient(t, "http://"+addr, nil)
+		r := collect(t, c.Stream(t.Context(), hello))
+		if r.Err == nil || r.Err.Kind != KindConnection || r.Err.Status != 0 {
+			t.Fatalf("got %s, want a connection error", show(r))
+		}
+		if got, want := waits.all(), []time.Duration{500 * time.Millisecond, time.Second}; !slices.Equal(got, want) {
+			t.Errorf("waits %v, want %v", got, want)
+		}
+	})
+	t.Run("closed before the answer, retried", func(t *testing.T) {
+		var n atomic.Int32
+		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if n.Add(1) == 1 {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.Close()
+				}
+				return
+			}
+			serveOK(w, r)
+		})
+		c, waits := newTestClient(t, srv.URL, nil)
+		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" {
+			t.Fatalf("got %s", show(r))
+		}
+		if got := len(waits.all()); got != 1 {
+			t.Errorf("%d retries, want 1", got)
+		}
+	})
+	t.Run("dropped after the first chunk, not retried", func(t *testing.T) {
+		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"))
+			http.NewResponseController(w).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		})
+		c, waits := newTestClient(t, srv.URL, nil)
+		r := collect(t, c.Stream(t.Context(), hello))
+		if r.Content != "Hel" || r.Err == nil || r.Err.Kind != KindConnection {
+			t.Errorf("got %s, want Hel then a connection error", show(r))
+		}
+		if len(srv.got()) != 1 || len(waits.all()) != 0 {
+			t.Errorf("%d requests, %d waits: want 1 and 0", len(srv.got()), len(waits.all()))
+		}
+	})
+}
+
+func TestTemperatureFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+	}{
+		{"unsupported_value", `{"error":{"message":"Unsupported value: 'temperature' does not support 0.7 with this model. Only the default (1) value is supported.","type":"invalid_request_error","param":"temperature","code":"unsupported_value"}}`},
+		{"unsupported_parameter", `{"error":{"message":"Unsupported parameter: 'temperature' is not supported with this model.","type":"invalid_request_error","param":null,"code":"unsupported_parameter"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				body := string(must(r))
+				if strings.Contains(body, `"temperature"`) && strings.Contains(body, `"reasoner"`) {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(400)
+					w.Write([]byte(tc.body))
+					return
+				}
+				serveOK(w, r)
+			})
+			var mu sync.Mutex
+			var dropped []string
+			c, _ := newTestClient(t, srv.URL, func(c *Config) {
+				c.Temperature = ptr(0.7)
+				c.ChatModel = "reasoner"
+				c.Hooks.TemperatureDropped = func(model string) {
+					mu.Lock()
+					dropped = append(dropped, model)
+					mu.Unlock()
+				}
+			})
+			if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" {
+				t.Fatalf("first stream: %s", show(r))
+			}
+			// Remembered: concurrent calls to the same model send no temperature at all,
+			// and another model still gets it.
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil {
+						t.Errorf("later stream: %s", show(r))
+					}
+				})
+			}
+			wg.Wait()
+			if _, err := c.Complete(t.Context(), ChatRequest{Model: "other", Messages: hello.Messages}); err != nil {
+				t.Fatal(err)
+			}
+			var temps []any
+			for _, r := range srv.got() {
+				temps = append(temps, r.Body["temperature"])
+			}
+			want := []any{0.7, nil, nil, nil, nil, nil, 0.7}
+			if !reflect.DeepEqual(temps, want) {
+				t.Errorf("temperatures sent %v, want %v", temps, want)
+			}
+			if !slices.Equal(dropped, []string{"reasoner"}) {
+				t.Errorf("TemperatureDropped calls %v, want [reasoner]", dropped)
+			}
+		})
+	}
+}
+
+// sseServer writes events with flushes and reports when it sees the client disconnect.
+type sseServer struct {
+	*fakeServer
+	gone chan struct{} // closed when a handler saw r.Context().Done()
+}
+
+func newSSEServer(t *testing.T, script func(w http.ResponseWriter, r *http.Request, send func(string) bool)) *sseServer {
+	s := &sseServer{gone: make(chan struct{})}
+	var once sync.Once
+	s.fakeServer = newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		send := func(ev string) bool {
+			if _, err := w.Write([]byte(ev)); err != nil {
+				return false
+			}
+			return rc.Flush() == nil
+		}
+		script(w, r, send)
+		select {
+		case <-r.Context().Done():
+			once.Do(func() { close(s.gone) })
+		case <-time.After(5 * time.Second):
+		}
+	})
+	return s
+}
+
+// waitGone fails unless the server saw the client go away.
+func (s *sseServer) waitGone(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server never saw the client disconnect")
+	}
+}
+
+const chunkHel = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n"
+const chunkLo = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+
+func TestIdleTimeout(t *testing.T) {
+	t.Run("keep-alive comments longer than the idle timeout", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send(chunkHel)
+			for range 12 { // 12 × 25 ms = 300 ms of comments, twice the idle timeout
+				time.Sleep(25 * time.Millisecond)
+				send(": OPENROUTER PROCESSING\n\n")
+			}
+			send(chunkLo)
+		})
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = 150 * time.Millisecond })
+		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Finish != "stop" {
+			t.Errorf("got %s, want Hello", show(r))
+		}
+	})
+	t.Run("silence", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send(chunkHel) // then nothing until the client leaves
+		})
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+		r := collect(t, c.Stream(t.Context(), hello))
+		if r.Content != "Hel" || r.Err == nil || r.Err.Kind != KindTimeout {
+			t.Errorf("got %s, want Hel then a timeout", show(r))
+		}
+		srv.waitGone(t)
+		if n := len(srv.got()); n != 1 {
+			t.Errorf("%d requests, want 1", n)
+		}
+	})
+	t.Run("a slow consumer is not idleness", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send(chunkHel)
+			time.Sleep(20 * time.Millisecond) // the rest arrives while the caller is busy
+			send(chunkLo)
+		})
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = 50 * time.Millisecond })
+		var got strings.Builder
+		for chunk, err := range c.Stream(t.Context(), hello) {
+			if err != nil {
+				t.Fatalf("after %q: %v", got.String(), err)
+			}
+			got.WriteString(chunk.Content)
+			time.Sleep(150 * time.Millisecond) // the caller is busy (a Slack edit)
+		}
+		if got.String() != "Hello" {
+			t.Errorf("got %q", got.String())
+		}
+	})
+}
+
+func TestHeaderTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select { // no headers until the client gives up
+		case <-r.Context().Done():
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+	})
+	c, waits := newTestClient(t, srv.URL, func(c *Config) { c.HeaderTimeout = 100 * time.Millisecond })
+	r := collect(t, c.Stream(t.Context(), hello))
+	if r.Err == nil || r.Err.Kind != KindTimeout {
+		t.Fatalf("got %s, want a timeout", show(r))
+	}
+	if !strings.Contains(r.Err.Message, "timeout awaiting response headers") {
+		t.Errorf("message %q", r.Err.Message)
+	}
+	if len(waits.all()) != 0 {
+		t.Errorf("a timeout was retried")
+	}
+}
+
+func TestCancelMidStream(t *testing.T) {
+	srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+		send(chunkHel)
+	})
+	c, _ := newTestClient(t, srv.URL, nil)
+	stop := errors.New("stopped by the user")
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	var got []string
+	var last error
+	for chunk, err := range c.Stream(ctx, hello) {
+		if err != nil {
+			last = err
+			break
+		}
+		got = append(got, chunk.Content)
+		cancel(stop)
+	}
+	if !slices.Equal(got, []string{"Hel"}) {
+		t.Errorf("chunks %q", got)
+	}
+	if KindOf(last) != KindCanceled || !errors.Is(last, stop) {
+		t.Errorf("error %v, want canceled with the caller's cause", last)
+	}
+	srv.waitGone(t)
+}
+
+func TestBreakMidStream(t *testing.T) {
+	srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+		send(chunkHel)
+		for range 100 { // would go on for 5 s
+			time.Sleep(50 * time.Millisecond)
+			if !send(": ping\n\n") {
+				return
+			}
+		}
+	})
+	c, _ := newTestClient(t, srv.URL, nil)
+	for chunk, err := range c.Stream(t.Context(), hello) {
+		if err != nil || chunk.Content != "Hel" {
+			t.Fatalf("%+v, %v", chunk, err)
+		}
+		break
+	}
+	srv.waitGone(t)
+}
+
+func TestLongLine(t *testing.T) {
+	big := strings.Repeat("x", 3<<20) // a 3 MiB delta: lines over 1 MiB must pass
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n", big)
+	})
+	c, _ := newTestClient(t, srv.URL, nil)
+	r := collect(t, c.Stream(t.Context(), hello))
+	if r.Err != nil || r.Content != big {
+		t.Errorf("got %d bytes, err %v", len(r.Content), r.Err)
+	}
+}
+
+func TestChatNeedsModelAndMessages(t *testing.T) {
+	c, _ := newTestClient(t, "http://127.0.0.1:1", func(c *Config) { c.ChatModel = "" })
+	if r := collect(t, c.Stream(t.Context(), hello)); r.Err == nil || r.Err.Kind != KindBadRequest {
+		t.Errorf("no model: %s", show(r))
+	}
+	c, _ = newTestClient(t, "http://127.0.0.1:1", nil)
+	if _, err := c.Complete(t.Context(), ChatRequest{}); KindOf(err) != KindBadRequest {
+		t.Errorf("no messages: %v", err)
+	}
+}
