@@ -122,8 +122,9 @@ func (b *Bucket) Pause(until time.Time) {
 	}
 }
 
-// Throttled records a 429 with the given Retry-After: everyone waits until it has passed, the bucket starts
-// empty after it, and the effective rate is lowered (once per pause) so the storm is not repeated.
+// Throttled records a 429 with the given Retry-After: everyone waits until it has passed, then one write may
+// go and the rest follow at the effective rate, which is lowered (once per pause) so the storm is not
+// repeated.
 func (b *Bucket) Throttled(retryAfter time.Duration) {
 	if retryAfter <= 0 {
 		retryAfter = time.Second
@@ -136,8 +137,9 @@ func (b *Bucket) Throttled(retryAfter time.Duration) {
 		b.rate = math.Max(b.rate*cutFactor, b.base*minFraction)
 		b.cutAt = now
 	}
-	if b.tokens > 0 {
-		b.tokens = 0
+	if b.tokens >= 0 {
+		// Retry-After is when the next call may go: one token at the end of the pause, then the rate.
+		b.tokens = 1
 	}
 	if until := now.Add(retryAfter); until.After(b.paused) {
 		b.paused = until

@@ -1,0 +1,409 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+)
+
+// Compile-time checks: the fakes implement the handlers' interfaces.
+var (
+	_ Thread    = (*fakeSlack)(nil)
+	_ Messenger = (*fakeSlack)(nil)
+	_ Streamer  = (*fakeSlack)(nil)
+	_ Users     = (*fakeSlack)(nil)
+	_ Uploader  = (*fakeSlack)(nil)
+	_ Responder = (*fakeSlack)(nil)
+	_ Chat      = (*fakeChat)(nil)
+	_ Imager    = (*fakeImager)(nil)
+)
+
+// call is one recorded Slack call.
+type call struct {
+	method string // "post", "update", "ephemeral", "startStream", "appendStream", "stopStream", "replies", ...
+	at     time.Time
+	ts     string // message ts (the one created, for post/startStream)
+	thread string
+	text   string
+	mark   convo.Mark
+	err    error // what the fake answered
+	start  StreamStart
+	upload Upload
+}
+
+// fakeMsg is a message the fake holds.
+type fakeMsg struct {
+	channel, thread, ts string
+	text                string
+	mark                convo.Mark
+	streaming           bool
+}
+
+// fakeSlack is an in-memory Slack: it records every call, keeps the bot's messages (so a thread read
+// sees them, with their metadata) and answers with injected errors when a hook returns one.
+type fakeSlack struct {
+	mu      sync.Mutex
+	calls   []call
+	threads map[string][]slack.Message // channel/thread_ts -> messages other people wrote
+	history map[string][]slack.Message // channel -> top-level messages
+	msgs    []*fakeMsg
+	names   map[string]string
+	nextTS  int
+
+	// Hooks: n is the 1-based count of calls of that method so far, c the call. A non-nil error is
+	// returned instead of performing the call.
+	postErr    hook
+	updateErr  hook
+	repliesErr hook
+	startErr   hook
+	appendErr  hook
+	stopErr    hook
+	uploadErr  hook
+}
+
+func newFakeSlack() *fakeSlack {
+	return &fakeSlack{threads: map[string][]slack.Message{}, history: map[string][]slack.Message{},
+		names: map[string]string{"U1": "Alice", "U2": "Bob"}, nextTS: 100}
+}
+
+func (f *fakeSlack) count(method string) int {
+	n := 0
+	for _, c := range f.calls {
+		if c.method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// hook decides the answer of the n-th call of a method: nil performs it.
+type hook func(n int, c call) error
+
+func (f *fakeSlack) record(c call, h hook) error {
+	c.at = time.Now()
+	n := f.count(c.method) + 1
+	if h != nil {
+		c.err = h(n, c)
+	}
+	f.calls = append(f.calls, c)
+	return c.err
+}
+
+func (f *fakeSlack) newTS() string {
+	f.nextTS++
+	return fmt.Sprintf("1700000000.%06d", f.nextTS)
+}
+
+func (f *fakeSlack) find(ts string) *fakeMsg {
+	for _, m := range f.msgs {
+		if m.ts == ts {
+			return m
+		}
+	}
+	return nil
+}
+
+func (f *fakeSlack) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(call{method: "replies", thread: threadTS}, f.repliesErr); err != nil {
+		return nil, err
+	}
+	out := append([]slack.Message(nil), f.threads[channel+"/"+threadTS]...)
+	for _, m := range f.msgs {
+		if m.channel == channel && m.thread == threadTS {
+			out = append(out, f.asMessage(m))
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeSlack) History(ctx context.Context, channel string, limit int) ([]slack.Message, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(call{method: "history"}, nil); err != nil {
+		return nil, err
+	}
+	out := append([]slack.Message(nil), f.history[channel]...)
+	for _, m := range f.msgs {
+		if m.channel == channel && m.thread == "" {
+			out = append(out, f.asMessage(m))
+		}
+	}
+	if len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, nil
+}
+
+func (f *fakeSlack) asMessage(m *fakeMsg) slack.Message {
+	var sm slack.Message
+	sm.User, sm.BotID, sm.Text, sm.Timestamp, sm.ThreadTimestamp = "UBOT", "BBOT", m.text, m.ts, m.thread
+	sm.Metadata = m.mark.Metadata()
+	return sm
+}
+
+func (f *fakeSlack) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	c := call{method: "post", thread: threadTS, text: m.Text, mark: m.Mark}
+	if err := f.record(c, f.postErr); err != nil {
+		return "", err
+	}
+	ts := f.newTS()
+	f.calls[len(f.calls)-1].ts = ts
+	f.msgs = append(f.msgs, &fakeMsg{channel: channel, thread: threadTS, ts: ts, text: m.Text, mark: m.Mark})
+	return ts, nil
+}
+
+func (f *fakeSlack) Update(ctx context.Context, channel, ts string, m Msg) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := f.record(call{method: "update", ts: ts, text: m.Text, mark: m.Mark}, f.updateErr); err != nil {
+		return err
+	}
+	msg := f.find(ts)
+	if msg == nil {
+		return slack.SlackErrorResponse{Err: "message_not_found"}
+	}
+	if len(m.Text) > 4000 {
+		return slack.SlackErrorResponse{Err: "msg_too_long"}
+	}
+	msg.text, msg.mark = m.Text, m.Mark
+	return nil
+}
+
+func (f *fakeSlack) Ephemeral(ctx context.Context, channel, user, threadTS, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.record(call{method: "ephemeral", thread: threadTS, text: text}, nil)
+}
+
+func (f *fakeSlack) StartStream(ctx context.Context, s StreamStart) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(call{method: "startStream", thread: s.ThreadTS, text: s.Markdown, start: s}, f.startErr); err != nil {
+		return "", err
+	}
+	ts := f.newTS()
+	f.calls[len(f.calls)-1].ts = ts
+	f.msgs = append(f.msgs, &fakeMsg{channel: s.Channel, thread: s.ThreadTS, ts: ts, text: s.Markdown, streaming: true})
+	return ts, nil
+}
+
+func (f *fakeSlack) AppendStream(ctx context.Context, channel, ts, markdown string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := f.record(call{method: "appendStream", ts: ts, text: markdown}, f.appendErr); err != nil {
+		return err
+	}
+	msg := f.find(ts)
+	if msg == nil || !msg.streaming {
+		return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
+	}
+	msg.text += markdown
+	return nil
+}
+
+func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.record(call{method: "stopStream", ts: ts, text: markdown, mark: mark}, f.stopErr); err != nil {
+		return err
+	}
+	msg := f.find(ts)
+	if msg == nil || !msg.streaming {
+		return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
+	}
+	msg.text += markdown
+	msg.mark = mark
+	msg.streaming = false
+	return nil
+}
+
+func (f *fakeSlack) Name(ctx context.Context, userID string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(call{method: "users.info", text: userID}, nil)
+	if n, ok := f.names[userID]; ok {
+		return n, nil
+	}
+	return "", slack.SlackErrorResponse{Err: "user_not_found"}
+}
+
+func (f *fakeSlack) UploadImage(ctx context.Context, u Upload) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.record(call{method: "upload", upload: u}, f.uploadErr)
+}
+
+func (f *fakeSlack) Respond(ctx context.Context, responseURL, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.record(call{method: "respond", thread: responseURL, text: text}, nil)
+}
+
+// callsOf returns the recorded calls of a method.
+func (f *fakeSlack) callsOf(method string) []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []call
+	for _, c := range f.calls {
+		if c.method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// botMessages returns the bot's messages in a thread, oldest first.
+func (f *fakeSlack) botMessages(thread string) []fakeMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []fakeMsg
+	for _, m := range f.msgs {
+		if m.thread == thread {
+			out = append(out, *m)
+		}
+	}
+	return out
+}
+
+// step is one scripted event of a fake model stream: wait, then yield a chunk or an error.
+type step struct {
+	wait  time.Duration
+	chunk llm.Chunk
+	err   error
+}
+
+// fakeChat streams scripted steps, sleeping (fake time under synctest) between them. A cancelled context
+// ends the stream with an *llm.Error of KindCanceled, as llm.Client does.
+type fakeChat struct {
+	mu       sync.Mutex
+	steps    []step
+	requests []llm.ChatRequest
+	ctxErr   error // context.Cause seen when the stream was cancelled
+}
+
+func (c *fakeChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
+	c.mu.Lock()
+	c.requests = append(c.requests, req)
+	steps := c.steps
+	c.mu.Unlock()
+	return func(yield func(llm.Chunk, error) bool) {
+		for _, s := range steps {
+			if s.wait > 0 {
+				t := time.NewTimer(s.wait)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					c.mu.Lock()
+					c.ctxErr = context.Cause(ctx)
+					c.mu.Unlock()
+					yield(llm.Chunk{}, &llm.Error{Kind: llm.KindCanceled, Message: "request canceled", Err: ctx.Err()})
+					return
+				}
+			}
+			if s.err != nil {
+				yield(llm.Chunk{}, s.err)
+				return
+			}
+			if !yield(s.chunk, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (c *fakeChat) calls() []llm.ChatRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]llm.ChatRequest(nil), c.requests...)
+}
+
+// deltas scripts an answer: each word arrives every interval, then a "stop" finish.
+func deltas(words []string, every time.Duration) []step {
+	var steps []step
+	for _, w := range words {
+		steps = append(steps, step{wait: every, chunk: llm.Chunk{Content: w}})
+	}
+	return append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+}
+
+// words splits s into deltas of about n bytes.
+func words(s string, n int) []string {
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	if s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+func joined(ws []string) string { return strings.Join(ws, "") }
+
+// fakeImager returns a scripted image or error after a wait.
+type fakeImager struct {
+	mu       sync.Mutex
+	wait     time.Duration
+	img      *llm.Image
+	err      error
+	requests []llm.ImageRequest
+}
+
+func (f *fakeImager) Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error) {
+	f.mu.Lock()
+	f.requests = append(f.requests, req)
+	f.mu.Unlock()
+	if f.wait > 0 {
+		t := time.NewTimer(f.wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, &llm.Error{Kind: llm.KindTimeout, Message: "image request timed out", Err: ctx.Err()}
+		}
+	}
+	return f.img, f.err
+}
+
+// helpers shared by the tests
+
+func mention(text string) slack.Message {
+	var m slack.Message
+	m.User, m.Text, m.Timestamp = "U1", text, "1700000000.000001"
+	return m
+}
+
+func testOptions() ReplyOptions {
+	return ReplyOptions{BotUserID: "UBOT", BotID: "BBOT", BotName: "llmbot", TeamID: "T1", FollowUps: true}
+}
+
+func mustNoErr(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}

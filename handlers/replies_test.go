@@ -1,0 +1,420 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
+)
+
+const (
+	testTS = "1700000000.000001"
+	testCh = "C1"
+)
+
+// replyTest is one Replies over the fakes, with the triggering mention already in the thread.
+type replyTest struct {
+	slack *fakeSlack
+	chat  *fakeChat
+	r     *Replies
+	req   ReplyRequest
+}
+
+func newReplyTest(t *testing.T, steps []step, opt ReplyOptions) *replyTest {
+	t.Helper()
+	fs := newFakeSlack()
+	fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+	chat := &fakeChat{steps: steps}
+	r := NewReplies(fs, fs, fs, fs, chat, zaptest.NewLogger(t), opt)
+	req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+		ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+	return &replyTest{slack: fs, chat: chat, r: r, req: req}
+}
+
+// texts returns the bot's messages in the test thread.
+func (rt *replyTest) texts() []string {
+	var out []string
+	for _, m := range rt.slack.botMessages(testTS) {
+		out = append(out, m.text)
+	}
+	return out
+}
+
+func numbered(n int) []string {
+	var ws []string
+	for i := range n {
+		ws = append(ws, fmt.Sprintf("word%d ", i))
+	}
+	return ws
+}
+
+func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := numbered(40)
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(50, 3)
+		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
+		t0 := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+
+		posts := rt.slack.callsOf("post")
+		if len(posts) != 1 {
+			t.Fatalf("posts = %d, want 1 (the placeholder)", len(posts))
+		}
+		if p := posts[0]; p.text != "_Thinking…_" || p.mark.Kind != convo.MarkPlaceholder || p.thread != testTS || !p.at.Equal(t0) {
+			t.Errorf("placeholder = %q %v in %q at +%v, want _Thinking…_ placeholder in the thread at once", p.text, p.mark, p.thread, p.at.Sub(t0))
+		}
+		reqs := rt.chat.calls()
+		if len(reqs) != 1 {
+			t.Fatalf("model calls = %d, want 1", len(reqs))
+		}
+		msgs := reqs[0].Messages
+		if msgs[0].Role != llm.RoleSystem || msgs[len(msgs)-1].Role != llm.RoleUser || !strings.Contains(msgs[len(msgs)-1].Content, "token buckets") {
+			t.Errorf("request messages = %+v, want system first and the question last", msgs)
+		}
+
+		ups := rt.slack.callsOf("update")
+		if first := ups[0].at.Sub(t0); first != 300*time.Millisecond {
+			t.Errorf("first text at +%v, want +300ms (with the first token)", first)
+		}
+		// The budget: at most burst + elapsed*rate edits in any interval.
+		for i := range ups {
+			for j := i + 1; j < len(ups); j++ {
+				allowed := 3 + ups[j].at.Sub(ups[i].at).Seconds()*50/60
+				if float64(j-i+1) > allowed+1e-9 {
+					t.Fatalf("edits %d..%d (%v apart) exceed the budget", i, j, ups[j].at.Sub(ups[i].at))
+				}
+			}
+		}
+		// 12 s of streaming at 50/min: the budget allows about 13 edits; fewer than one per token.
+		if n := len(ups); n < 8 || n > 15 {
+			t.Errorf("edits = %d, want throttled but steady (8..15) for 40 tokens over 12s", n)
+		}
+		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)
+		if got := rt.texts(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("final messages = %q, want %q", got, want)
+		}
+		last := ups[len(ups)-1]
+		if last.mark.Kind != convo.MarkAnswer || last.mark.Note != "" {
+			t.Errorf("final mark = %+v, want a plain answer", last.mark)
+		}
+		if lag := last.at.Sub(t0) - 12*time.Second; lag > 1300*time.Millisecond {
+			t.Errorf("final text %v after the last token, want within one edit slot", lag)
+		}
+	})
+}
+
+func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := numbered(20)
+		full := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)[0]
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(50, 3)
+		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
+		finals := 0
+		rt.slack.updateErr = func(n int, c call) error {
+			if n == 2 { // an interim edit
+				return &slack.RateLimitedError{RetryAfter: 4 * time.Second}
+			}
+			if c.text == full {
+				if finals++; finals <= 2 { // the final edit, twice
+					return &slack.RateLimitedError{RetryAfter: 3 * time.Second}
+				}
+			}
+			return nil
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		ups := rt.slack.callsOf("update")
+		for i, u := range ups {
+			var rl *slack.RateLimitedError
+			if errors.As(u.err, &rl) && i+1 < len(ups) {
+				if gap := ups[i+1].at.Sub(u.at); gap < rl.RetryAfter {
+					t.Errorf("edit %d came %v after a 429 with Retry-After %v", i+1, gap, rl.RetryAfter)
+				}
+			}
+		}
+		if got := rt.texts(); len(got) != 1 || got[0] != full {
+			t.Errorf("final = %q, want %q", got, full)
+		}
+		if got := opt.Edits.Bucket().Rate(); got >= 50 {
+			t.Errorf("edit rate after 429s = %v/min, want lowered", got)
+		}
+	})
+}
+
+func TestReplyLongAnswerContinuesInParts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		for i := 0; b.Len() < 10000; i++ {
+			fmt.Fprintf(&b, "Line %d of a long answer, with *some* words to make it about eighty characters.\n", i)
+			if i%10 == 9 {
+				b.WriteString("\n")
+			}
+		}
+		md := b.String()
+		ws := words(md, 97)
+		rt := newReplyTest(t, deltas(ws, 50*time.Millisecond), testOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		want := convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
+		got := rt.texts()
+		if len(want) < 3 {
+			t.Fatalf("test needs an answer of 3+ parts, got %d", len(want))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("parts = %d %q..., want %d parts equal to convo.Split", len(got), got, len(want))
+		}
+		for i, m := range rt.slack.botMessages(testTS) {
+			if len([]rune(m.text)) > 4000 || m.mark.Kind != convo.MarkAnswer {
+				t.Errorf("part %d: %d chars, mark %v; want <= 4000 and an answer", i, len([]rune(m.text)), m.mark)
+			}
+		}
+	})
+}
+
+func TestReplyEmptyMentionGetsHint(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, nil, testOptions())
+		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT>")}
+		rt.req.Text = "<@UBOT>"
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		if n := len(rt.chat.calls()); n != 0 {
+			t.Errorf("model calls = %d, want 0", n)
+		}
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].text, "Ask me anything") || ms[0].mark.Kind != convo.MarkNotice {
+			t.Errorf("messages = %+v, want the placeholder edited into a hint", ms)
+		}
+	})
+}
+
+func botReply(text string) slack.Message {
+	var m slack.Message
+	m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", text, "1700000000.000002", "1700000000.000000"
+	return m
+}
+
+func TestFollowUp(t *testing.T) {
+	parent := func(text string) slack.Message {
+		var m slack.Message
+		m.User, m.Text, m.Timestamp = "U2", text, "1700000000.000000"
+		return m
+	}
+	tests := []struct {
+		name      string
+		thread    []slack.Message
+		wantErr   error
+		wantMsgs  int
+		wantReads int // over two follow-ups
+	}{
+		// One read decides (and is cached); nothing is written.
+		{"not a bot thread", []slack.Message{parent("lunch anyone?")}, ErrIgnored, 0, 1},
+		// The first read decides and is reused as context; the second reply reads the thread afresh.
+		{"parent mentions the bot", []slack.Message{parent("<@UBOT> what is a token bucket?")}, nil, 1, 2},
+		{"bot answered in it", []slack.Message{parent("lunch?"), botReply("I'm a bot, I don't eat.")}, nil, 1, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newReplyTest(t, deltas([]string{"Sure."}, time.Millisecond), testOptions())
+				follow := mention("and what about bursts?")
+				follow.Timestamp, follow.ThreadTimestamp = "1700000000.000005", "1700000000.000000"
+				rt.slack.threads[testCh+"/1700000000.000000"] = append(tt.thread, follow)
+				req := rt.req
+				req.TS, req.ThreadTS, req.Text, req.FollowUp = follow.Timestamp, "1700000000.000000", follow.Text, true
+				for range 2 {
+					if err := rt.r.Reply(t.Context(), req); !errors.Is(err, tt.wantErr) {
+						t.Fatalf("Reply = %v, want %v", err, tt.wantErr)
+					}
+				}
+				if got := len(rt.slack.callsOf("replies")); got != tt.wantReads {
+					t.Errorf("thread reads = %d, want %d", got, tt.wantReads)
+				}
+				if got := len(rt.slack.callsOf("post")); got != tt.wantMsgs*2 {
+					t.Errorf("posts = %d, want %d", got, tt.wantMsgs*2)
+				}
+			})
+		})
+	}
+}
+
+func TestFollowUpOffOrTopLevelIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := testOptions()
+		opt.FollowUps = false
+		rt := newReplyTest(t, nil, opt)
+		req := rt.req
+		req.FollowUp = true
+		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
+			t.Errorf("follow-ups off: Reply = %v, want ErrIgnored", err)
+		}
+		rt.r.opt.FollowUps = true
+		req.ThreadTS = req.TS // a top-level channel message without a mention
+		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
+			t.Errorf("top-level message: Reply = %v, want ErrIgnored", err)
+		}
+		if n := len(rt.slack.calls); n != 0 {
+			t.Errorf("Slack calls = %d, want none", n)
+		}
+	})
+}
+
+func TestReplyTopLevelDM(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Hello ", "there."}, 100*time.Millisecond), testOptions())
+		dm := mention("hi bot")
+		rt.slack.history["D1"] = []slack.Message{dm}
+		req := ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: dm.Timestamp, Text: dm.Text}
+		mustNoErr(t, rt.r.Reply(t.Context(), req))
+		if n := len(rt.slack.callsOf("history")); n != 1 {
+			t.Errorf("history reads = %d, want 1", n)
+		}
+		ms := rt.slack.botMessages("")
+		if len(ms) != 1 || ms[0].text != "Hello there." {
+			t.Errorf("DM messages = %+v, want one top-level answer", ms)
+		}
+	})
+}
+
+func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
+	partial := step{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Partial answer."}}
+	fail := func(err error) []step { return []step{partial, {wait: 100 * time.Millisecond, err: err}} }
+	finish := func(reason string) []step {
+		return []step{partial, {chunk: llm.Chunk{FinishReason: reason}}}
+	}
+	tests := []struct {
+		name     string
+		steps    []step
+		wantNote string
+		wantErr  bool
+		noText   bool // no partial answer to keep
+	}{
+		{"bad request", fail(&llm.Error{Kind: llm.KindBadRequest, Status: 400, Message: "context too long"}),
+			"The model service refused the request: context too long", true, false},
+		{"rate limited after retries", fail(&llm.Error{Kind: llm.KindRateLimit, Status: 429}), textBusy, true, false},
+		{"server error", fail(&llm.Error{Kind: llm.KindServer, Status: 502}), textBusy, true, false},
+		{"quota", fail(&llm.Error{Kind: llm.KindQuota, Status: 429}), textQuota, true, false},
+		{"auth", fail(&llm.Error{Kind: llm.KindAuth, Status: 401, Message: "bad key sk-123"}), textAuth, true, false},
+		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), textTruncated, true, false},
+		{"timeout", fail(&llm.Error{Kind: llm.KindTimeout}), textTimeout, true, false},
+		{"length", finish("length"), textLength, false, false},
+		{"content filter", finish("content_filter"), textFilter, false, false},
+		{"stall", []step{partial, {wait: 10 * time.Minute, chunk: llm.Chunk{Content: "late"}}}, textStalled, true, false},
+		{"error before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, textBusy, true, true},
+		{"empty answer", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, true},
+		{"reasoning spent the budget", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newReplyTest(t, tt.steps, testOptions())
+				err := rt.r.Reply(t.Context(), rt.req)
+				if (err != nil) != tt.wantErr {
+					t.Errorf("Reply = %v, want error %v", err, tt.wantErr)
+				}
+				ms := rt.slack.botMessages(testTS)
+				if len(ms) != 1 {
+					t.Fatalf("messages = %+v, want 1", ms)
+				}
+				want := "Partial answer." + convo.NoteSuffix(tt.wantNote, convo.FormatMrkdwn)
+				wantKind := convo.MarkAnswer
+				if tt.noText {
+					want, wantKind = strings.TrimPrefix(convo.NoteSuffix(tt.wantNote, convo.FormatMrkdwn), "\n\n"), convo.MarkError
+				}
+				if ms[0].text != want || ms[0].mark.Kind != wantKind || ms[0].mark.Note != tt.wantNote {
+					t.Errorf("message = %q %+v, want %q kind %s note %q", ms[0].text, ms[0].mark, want, wantKind, tt.wantNote)
+				}
+				if strings.Contains(ms[0].text, "sk-123") {
+					t.Error("provider error details leaked into Slack")
+				}
+			})
+		})
+	}
+}
+
+func TestReplyCancelled(t *testing.T) {
+	tests := []struct {
+		name    string
+		cause   error
+		at      time.Duration
+		partial string // the answer so far when cancelled
+		note    string
+	}{
+		{"shutdown mid-answer", ErrShutdown, 1100 * time.Millisecond, "word0 word1 word2 ", textInterrupted},
+		{"stopped mid-answer", ErrStopped, 1100 * time.Millisecond, "word0 word1 word2 ", textStopped},
+		{"shutdown before any text", ErrShutdown, 100 * time.Millisecond, "", textInterrupted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), testOptions())
+				ctx, cancel := context.WithCancelCause(t.Context())
+				time.AfterFunc(tt.at, func() { cancel(tt.cause) })
+				err := rt.r.Reply(ctx, rt.req)
+				if !errors.Is(err, tt.cause) {
+					t.Errorf("Reply = %v, want %v", err, tt.cause)
+				}
+				want := strings.TrimPrefix(convo.NoteSuffix(tt.note, convo.FormatMrkdwn), "\n\n")
+				if tt.partial != "" {
+					want = convo.Split(tt.partial, convo.FormatMrkdwn, convo.MrkdwnLimit)[0] + convo.NoteSuffix(tt.note, convo.FormatMrkdwn)
+				}
+				ms := rt.slack.botMessages(testTS)
+				if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != tt.note {
+					t.Errorf("messages = %+v, want %q", ms, want)
+				}
+			})
+		})
+	}
+}
+
+func TestReplyPlaceholderFailureReturnsError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, nil, testOptions())
+		rt.slack.postErr = func(int, call) error { return slack.SlackErrorResponse{Err: "not_in_channel"} }
+		err := rt.r.Reply(t.Context(), rt.req)
+		var se slack.SlackErrorResponse
+		if !errors.As(err, &se) || se.Err != "not_in_channel" {
+			t.Errorf("Reply = %v, want the not_in_channel error", err)
+		}
+	})
+}
+
+func TestReplyThreadReadFailureShown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, nil, testOptions())
+		rt.slack.repliesErr = func(int, call) error { return slack.SlackErrorResponse{Err: "missing_scope", Needed: "channels:history"} }
+		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
+			t.Error("Reply = nil, want the read error")
+		}
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].text, "channels:history") || ms[0].mark.Kind != convo.MarkError {
+			t.Errorf("messages = %+v, want the placeholder edited into the reason", ms)
+		}
+	})
+}
+
+func TestReplyEvery20ChunksPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := numbered(45)
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(50, 3, pace.WithPolicy(pace.PolicyEvery20Chunks))
+		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		// Edits after chunk 20 and 40, then the final one.
+		if got := len(rt.slack.callsOf("update")); got != 3 {
+			t.Errorf("edits = %d, want 3", got)
+		}
+		if got, want := rt.texts(), convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("final = %q, want %q", got, want)
+		}
+	})
+}
