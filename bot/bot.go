@@ -1,0 +1,606 @@
+// Package bot runs the Socket Mode loop (ack first, dedupe, route, bounded concurrency, one
+// answer at a time per thread, graceful drain) and adapts the Slack Web API to the interfaces of
+// package handlers (SlackAPI).
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/handlers"
+)
+
+// Replier answers a message in a thread or DM (handlers.Replies).
+type Replier interface {
+	Reply(ctx context.Context, req handlers.ReplyRequest) error
+}
+
+// Imaginer runs /imagine (handlers.Imagine). Accept does no I/O: its text is the ack payload.
+type Imaginer interface {
+	Accept(req handlers.ImagineRequest) (ackText string, start bool)
+	Run(ctx context.Context, req handlers.ImagineRequest) error
+}
+
+// Notifier tells one person something privately (the busy notice).
+type Notifier interface {
+	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error
+}
+
+// Identity is who the bot is, from auth.test.
+type Identity struct {
+	UserID string // the bot user, U...
+	BotID  string // the bot, B...
+	TeamID string
+	Name   string // the bot user's name
+}
+
+// BusyText is what a person is told when MaxConcurrent answers are already in progress.
+const BusyText = "I'm answering too many questions right now — try again in a minute."
+
+// Options tune the loop. Zero values get the defaults named in the comments.
+type Options struct {
+	MaxConcurrent int           // answers and /imagine jobs at once; default 50
+	Grace         time.Duration // shutdown: time for work in progress; default 8s
+	FollowUps     bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
+	AnswerBots    bool          // answer other bots' messages (never our own)
+	AckTimeout    time.Duration // most time an ack may wait for the socket's send queue; default 2s
+	DedupeTTL     time.Duration // how long envelope, event and message ids are remembered; default 15m (Slack retries for ~5m)
+	DedupeMax     int           // most ids remembered per kind; default 20000
+	Hooks         Hooks
+}
+
+// Hooks observe the loop (metrics live in the caller). Every field is optional and must not block.
+type Hooks struct {
+	Acked      func(envelopeType string, latency time.Duration) // an envelope was acked, latency since it was read
+	Duplicate  func(kind string)                                // "envelope", "event" or "message" dropped as a repeat
+	Busy       func()                                           // work refused because MaxConcurrent was reached
+	Done       func(kind string, err error, d time.Duration)    // "reply" or "imagine" finished
+	Connection func(connected bool)                             // the Socket Mode connection went up or down
+}
+
+// State is the Socket Mode connection's state, for readiness checks.
+type State struct {
+	Connected  bool
+	Reconnects int       // connections made after the first
+	Since      time.Time // when Connected last changed
+}
+
+const (
+	closeReserve  = 2 * time.Second // of the grace period, kept for writing "interrupted" notes
+	noticeLimit   = 4               // busy notices in flight at once; more are dropped (logged)
+	noticeTimeout = 10 * time.Second
+)
+
+// Bot is the Socket Mode event loop. Create it with New and call Run once.
+type Bot struct {
+	sm      *socketmode.Client
+	id      Identity
+	replies Replier
+	imagine Imaginer
+	notify  Notifier
+	log     *zap.Logger
+	opt     Options
+
+	sem     chan struct{} // answer slots; capacity MaxConcurrent (a counting semaphore)
+	notices chan struct{} // busy-notice slots; capacity noticeLimit
+	turns   *turns
+	wg      sync.WaitGroup // every goroutine started for work
+
+	// Only the event loop goroutine touches these.
+	envelopes, events, messages *seen
+
+	mu    sync.Mutex
+	state State
+}
+
+// New returns a Bot reading sm. imagine may be nil (then /imagine says it is not available).
+func New(sm *socketmode.Client, id Identity, replies Replier, imagine Imaginer, notify Notifier, log *zap.Logger, opt Options) *Bot {
+	if opt.MaxConcurrent <= 0 {
+		opt.MaxConcurrent = 50
+	}
+	if opt.Grace <= 0 {
+		opt.Grace = 8 * time.Second
+	}
+	if opt.AckTimeout <= 0 {
+		opt.AckTimeout = 2 * time.Second
+	}
+	if opt.DedupeTTL <= 0 {
+		opt.DedupeTTL = 15 * time.Minute
+	}
+	if opt.DedupeMax <= 0 {
+		opt.DedupeMax = 20000
+	}
+	return &Bot{
+		sm: sm, id: id, replies: replies, imagine: imagine, notify: notify, log: log, opt: opt,
+		sem:       make(chan struct{}, opt.MaxConcurrent),
+		notices:   make(chan struct{}, noticeLimit),
+		turns:     newTurns(),
+		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
+		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
+		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
+	}
+}
+
+// State returns the connection state. Safe for concurrent use.
+func (b *Bot) State() State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+func (b *Bot) setConnected(up bool) {
+	b.mu.Lock()
+	changed := b.state.Connected != up
+	if changed {
+		b.state.Connected = up
+		b.state.Since = time.Now()
+	}
+	b.mu.Unlock()
+	if changed && b.opt.Hooks.Connection != nil {
+		b.opt.Hooks.Connection(up)
+	}
+}
+
+// Run connects to Slack and handles envelopes until ctx is cancelled or the connection fails for
+// good (bad app token). Then it stops reading (Slack redelivers what was not acked), gives work
+// in progress the grace period, cancels what is left with handlers.ErrShutdown so it can close
+// its messages with a note, and returns once every goroutine has ended: nil after ctx was
+// cancelled, otherwise the connection's error.
+func (b *Bot) Run(ctx context.Context) error {
+	sockCtx, stopSock := context.WithCancel(ctx)
+	defer stopSock()
+	sockErr := make(chan error, 1) // size 1: the socket goroutine never waits for us
+	var sockWG sync.WaitGroup
+	sockWG.Go(func() { sockErr <- b.sm.RunContext(sockCtx) })
+
+	// Work outlives ctx for the grace period; it is cancelled by drain.
+	work, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelWork(nil)
+
+	var runErr error
+	sockDone := false
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-sockErr:
+			sockDone = true
+			if ctx.Err() == nil {
+				runErr = socketError(err)
+				b.log.Error("socket mode stopped", zap.Error(runErr))
+			}
+			break loop
+		case evt := <-b.sm.Events:
+			b.handle(work, evt, time.Now())
+		}
+	}
+	stopSock() // stop reading: envelopes not acked are redelivered by Slack
+	if !sockDone {
+		<-sockErr
+	}
+	sockWG.Wait()
+	b.setConnected(false)
+	b.drain(cancelWork)
+	return runErr
+}
+
+// socketError explains the errors that stop Socket Mode for good.
+func socketError(err error) error {
+	msg := err.Error()
+	switch msg {
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked":
+		return fmt.Errorf("socket mode: Slack rejected SLACK_APP_TOKEN (%s): create an app-level token with connections:write under Basic Information > App-Level Tokens: %w", msg, err)
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code == 404 {
+		return fmt.Errorf("socket mode: apps.connections.open not found (is SLACK_API_URL right?): %w", err)
+	}
+	return fmt.Errorf("socket mode: %w", err)
+}
+
+// drain waits for work in progress: all of the grace period but closeReserve, then it cancels
+// the rest with handlers.ErrShutdown and waits for them to write their notes.
+func (b *Bot) drain(cancelWork context.CancelCauseFunc) {
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }() // ends when the work does; waited for below
+	soft := max(b.opt.Grace-closeReserve, b.opt.Grace/2)
+	start := time.Now()
+	timer := time.NewTimer(soft)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return
+	case <-timer.C:
+	}
+	b.log.Info("shutdown: cancelling work still in progress", zap.Duration("waited", time.Since(start)))
+	cancelWork(handlers.ErrShutdown)
+	<-done // handlers write their final notes on detached, time-boxed contexts
+	b.log.Info("shutdown: all work ended", zap.Duration("took", time.Since(start)))
+}
+
+// handle processes one event from the socket. It never blocks for long: it acks, decides and
+// hands work to a goroutine.
+func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time) {
+	switch evt.Type {
+	case socketmode.EventTypeConnecting:
+		b.setConnected(false)
+		b.log.Debug("socket mode connecting")
+		return
+	case socketmode.EventTypeConnected:
+		n := 0
+		if c, ok := evt.Data.(*socketmode.ConnectedEvent); ok {
+			n = c.ConnectionCount
+		}
+		b.mu.Lock()
+		b.state.Reconnects = n
+		b.mu.Unlock()
+		b.setConnected(true)
+		b.log.Info("socket mode connected", zap.Int("reconnects", n))
+		return
+	case socketmode.EventTypeConnectionError:
+		if c, ok := evt.Data.(*slack.ConnectionErrorEvent); ok {
+			b.log.Warn("socket mode connection failed", zap.Int("attempt", c.Attempt), zap.Duration("backoff", c.Backoff), zap.Error(c.ErrorObj))
+		}
+		return
+	case socketmode.EventTypeInvalidAuth:
+		b.log.Error("socket mode: Slack rejected the app-level token")
+		return
+	case socketmode.EventTypeIncomingError:
+		if e, ok := evt.Data.(*slack.IncomingEventError); ok {
+			b.log.Warn("socket mode read failed", zap.Error(e.ErrorObj))
+		}
+		return
+	case socketmode.EventTypeErrorWriteFailed:
+		if e, ok := evt.Data.(*socketmode.ErrorWriteFailed); ok {
+			id := ""
+			if e.Response != nil {
+				id = e.Response.EnvelopeID
+			}
+			b.log.Warn("socket mode ack not written (Slack will redeliver)", zap.String("envelope_id", id), zap.Error(e.Cause))
+		}
+		return
+	case socketmode.EventTypeHello:
+		b.log.Debug("socket mode hello") // never acked
+		return
+	case socketmode.EventTypeErrorBadMessage:
+		b.ackBadMessage(evt, read)
+		return
+	}
+	if evt.Request == nil || evt.Request.EnvelopeID == "" {
+		b.log.Debug("socket mode event without envelope", zap.String("type", string(evt.Type)))
+		return
+	}
+	req := evt.Request
+	log := b.log.With(zap.String("envelope_id", req.EnvelopeID))
+
+	if evt.Type == socketmode.EventTypeSlashCommand {
+		b.slashCommand(work, evt, read, log) // acks with the command's payload
+		return
+	}
+	b.ack(req, nil, read, log)
+	if b.envelopes.add(req.EnvelopeID, read) {
+		b.duplicate("envelope", log)
+		return
+	}
+	switch evt.Type {
+	case socketmode.EventTypeEventsAPI:
+		e, ok := evt.Data.(slackevents.EventsAPIEvent)
+		if !ok {
+			log.Warn("events_api envelope without an event")
+			return
+		}
+		b.eventsAPI(work, e, req, read, log)
+	case socketmode.EventTypeInteractive:
+		log.Debug("interactive envelope ignored") // buttons: not yet
+	default:
+		log.Debug("envelope ignored", zap.String("type", string(evt.Type)))
+	}
+}
+
+// ack acknowledges an envelope, waiting at most AckTimeout for room in the socket's send queue
+// (socketmode.Client.Ack would wait forever while disconnected).
+func (b *Bot) ack(req *socketmode.Request, payload any, read time.Time, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.opt.AckTimeout)
+	defer cancel()
+	if err := b.sm.AckCtx(ctx, req.EnvelopeID, payload); err != nil {
+		log.Warn("ack failed (Slack will redeliver)", zap.Error(err))
+		return
+	}
+	if b.opt.Hooks.Acked != nil {
+		b.opt.Hooks.Acked(req.Type, time.Since(read))
+	}
+}
+
+// ackBadMessage acks an envelope slack-go could not parse (nothing else would, and Slack would
+// keep redelivering it), reading its envelope_id from the raw JSON.
+func (b *Bot) ackBadMessage(evt socketmode.Event, read time.Time) {
+	bad, ok := evt.Data.(*socketmode.ErrorBadMessage)
+	if !ok {
+		return
+	}
+	var raw struct {
+		Type       string `json:"type"`
+		EnvelopeID string `json:"envelope_id"`
+	}
+	if err := json.Unmarshal(bad.Message, &raw); err != nil || raw.EnvelopeID == "" {
+		b.log.Warn("socket mode: unreadable message without envelope", zap.Error(bad.Cause))
+		return
+	}
+	log := b.log.With(zap.String("envelope_id", raw.EnvelopeID))
+	b.ack(&socketmode.Request{Type: raw.Type, EnvelopeID: raw.EnvelopeID}, nil, read, log)
+	log.Warn("socket mode: envelope could not be parsed; acked and dropped", zap.String("type", raw.Type), zap.Error(bad.Cause))
+}
+
+func (b *Bot) duplicate(kind string, log *zap.Logger) {
+	log.Debug("duplicate dropped", zap.String("kind", kind))
+	if b.opt.Hooks.Duplicate != nil {
+		b.opt.Hooks.Duplicate(kind)
+	}
+}
+
+// eventsAPI routes an Events API event (already acked).
+func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req *socketmode.Request, read time.Time, log *zap.Logger) {
+	eventID := ""
+	if cb, ok := e.Data.(*slackevents.EventsAPICallbackEvent); ok {
+		eventID = cb.EventID
+	}
+	if eventID != "" {
+		log = log.With(zap.String("event_id", eventID))
+		if b.events.add(eventID, read) {
+			b.duplicate("event", log)
+			return
+		}
+	}
+	if req.RetryAttempt > 0 {
+		log.Debug("redelivered event", zap.Int("retry_attempt", req.RetryAttempt), zap.String("retry_reason", req.RetryReason))
+	}
+	var (
+		rr     handlers.ReplyRequest
+		reason string
+	)
+	switch ev := e.InnerEvent.Data.(type) {
+	case *slackevents.AppMentionEvent:
+		rr, reason = b.fromMention(ev, e.TeamID)
+	case *slackevents.MessageEvent:
+		rr, reason = b.fromMessage(ev, e.TeamID)
+	default:
+		reason = "event type " + e.InnerEvent.Type
+	}
+	if reason != "" {
+		log.Debug("event ignored", zap.String("reason", reason))
+		return
+	}
+	b.startReply(work, rr, read, log)
+}
+
+// fromMention turns an app_mention into a request, or says why it is ignored.
+func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (handlers.ReplyRequest, string) {
+	if ev.Edited != nil {
+		return handlers.ReplyRequest{}, "edited message"
+	}
+	if why := b.skipAuthor(ev.User, ev.BotID); why != "" {
+		return handlers.ReplyRequest{}, why
+	}
+	r := handlers.ReplyRequest{
+		Channel:     ev.Channel,
+		ChannelType: channelType(ev.Channel),
+		User:        ev.User,
+		Team:        firstNonEmpty(ev.UserTeam, team),
+		TS:          ev.TimeStamp,
+		ThreadTS:    ev.ThreadTimeStamp,
+		Text:        ev.Text,
+		Files:       ev.Files,
+	}
+	if r.ThreadTS == "" && r.ChannelType != "im" {
+		r.ThreadTS = ev.TimeStamp // a mention in a channel starts a thread under it
+	}
+	return r, ""
+}
+
+// fromMessage turns a message event (message.im, or a thread message without a mention in a
+// channel, group or group DM) into a request, or says why it is ignored.
+func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.ReplyRequest, string) {
+	switch ev.SubType {
+	case "", "file_share", "thread_broadcast":
+	default:
+		return handlers.ReplyRequest{}, "message subtype " + ev.SubType // includes message_changed from our own edits
+	}
+	if why := b.skipAuthor(ev.User, ev.BotID); why != "" {
+		return handlers.ReplyRequest{}, why
+	}
+	r := handlers.ReplyRequest{
+		Channel:     ev.Channel,
+		ChannelType: firstNonEmpty(ev.ChannelType, channelType(ev.Channel)),
+		User:        ev.User,
+		Team:        firstNonEmpty(ev.UserTeam, team),
+		TS:          ev.TimeStamp,
+		ThreadTS:    ev.ThreadTimeStamp,
+		Text:        ev.Text,
+	}
+	if ev.Message != nil {
+		r.Files = ev.Message.Files
+	}
+	if r.ChannelType == "im" {
+		return r, ""
+	}
+	switch {
+	case r.ThreadTS == "" || r.ThreadTS == r.TS:
+		return handlers.ReplyRequest{}, "top-level message without a mention"
+	case b.id.UserID != "" && strings.Contains(r.Text, "<@"+b.id.UserID+">"):
+		return handlers.ReplyRequest{}, "mentions the bot (answered from app_mention)"
+	case !b.opt.FollowUps:
+		return handlers.ReplyRequest{}, "follow-ups are off"
+	}
+	r.FollowUp = true
+	return r, ""
+}
+
+// skipAuthor says why a message by user/botID is not answered, or "".
+func (b *Bot) skipAuthor(user, botID string) string {
+	switch {
+	case user != "" && user == b.id.UserID:
+		return "own message"
+	case botID != "" && botID == b.id.BotID:
+		return "own bot"
+	case botID != "" && !b.opt.AnswerBots:
+		return "another bot"
+	case user == "" && botID == "":
+		return "no author"
+	}
+	return ""
+}
+
+// channelType guesses the channel type from its id, for events that do not carry it.
+func channelType(channel string) string {
+	switch {
+	case strings.HasPrefix(channel, "D"):
+		return "im"
+	case strings.HasPrefix(channel, "G"):
+		return "group"
+	}
+	return "channel"
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// startReply dedupes by message, takes a slot (or says busy) and the thread's turn, and answers
+// in a goroutine.
+func (b *Bot) startReply(work context.Context, rr handlers.ReplyRequest, read time.Time, log *zap.Logger) {
+	log = log.With(zap.String("channel", rr.Channel), zap.String("thread_ts", rr.ThreadTS), zap.String("user", rr.User))
+	if b.messages.add(rr.Channel+"/"+rr.TS, read) {
+		b.duplicate("message", log) // e.g. app_mention and message.im for the same DM
+		return
+	}
+	select {
+	case b.sem <- struct{}{}:
+	default:
+		b.busy(work, rr, log)
+		return
+	}
+	prev, done := b.turns.take(rr.Channel + "/" + rr.ThreadTS)
+	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Int("text_len", len(rr.Text)))
+	b.wg.Go(func() {
+		defer func() { <-b.sem }()
+		defer done()
+		if prev != nil {
+			<-prev // always wait, even when cancelled, so the order of the thread holds
+		}
+		started := time.Now()
+		if err := context.Cause(work); err != nil {
+			log.Info("reply not started: shutting down")
+			return
+		}
+		err := b.replies.Reply(work, rr)
+		b.finished("reply", err, read, started, log)
+	})
+}
+
+// finished logs the end of a piece of work, once.
+func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap.Logger) {
+	fields := []zap.Field{zap.String("kind", kind), zap.Duration("waited", started.Sub(read)), zap.Duration("took", time.Since(started))}
+	switch {
+	case err == nil:
+		log.Info("done", fields...)
+	case errors.Is(err, handlers.ErrIgnored):
+		log.Debug("nothing to answer", append(fields, zap.Error(err))...)
+	case errors.Is(err, handlers.ErrShutdown) || errors.Is(err, handlers.ErrStopped):
+		log.Info("interrupted", append(fields, zap.Error(err))...)
+	default:
+		log.Error("failed", append(fields, zap.Error(err))...)
+	}
+	if b.opt.Hooks.Done != nil {
+		b.opt.Hooks.Done(kind, err, time.Since(started))
+	}
+}
+
+// busy tells the asker privately that the bot is full. Follow-ups (which might not have been
+// answered at all) are dropped silently. Notices are bounded too: beyond noticeLimit in flight
+// they are dropped.
+func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logger) {
+	if b.opt.Hooks.Busy != nil {
+		b.opt.Hooks.Busy()
+	}
+	if rr.FollowUp || b.notify == nil {
+		log.Warn("busy: follow-up dropped", zap.Int("max_concurrent", b.opt.MaxConcurrent))
+		return
+	}
+	select {
+	case b.notices <- struct{}{}:
+	default:
+		log.Warn("busy: notice dropped (too many notices in flight)")
+		return
+	}
+	log.Warn("busy: asker told to retry", zap.Int("max_concurrent", b.opt.MaxConcurrent))
+	b.wg.Go(func() {
+		defer func() { <-b.notices }()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(work), noticeTimeout)
+		defer cancel()
+		if err := b.notify.Ephemeral(ctx, rr.Channel, rr.User, rr.ThreadTS, BusyText); err != nil {
+			log.Warn("busy notice failed", zap.Error(err))
+		}
+	})
+}
+
+// slashCommand acks a slash command with the handler's ephemeral text and starts the job.
+func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time.Time, log *zap.Logger) {
+	cmd, ok := evt.Data.(slack.SlashCommand)
+	if !ok {
+		b.ack(evt.Request, nil, read, log)
+		return
+	}
+	log = log.With(zap.String("command", cmd.Command), zap.String("channel", cmd.ChannelID), zap.String("user", cmd.UserID))
+	if b.envelopes.add(evt.Request.EnvelopeID, read) {
+		b.ack(evt.Request, nil, read, log)
+		b.duplicate("envelope", log)
+		return
+	}
+	if cmd.Command != "/imagine" || b.imagine == nil {
+		b.ack(evt.Request, ephemeral("Sorry, I don't know "+cmd.Command+"."), read, log)
+		return
+	}
+	ir := handlers.ImagineRequest{Channel: cmd.ChannelID, User: cmd.UserID, Team: cmd.TeamID, Text: cmd.Text, ResponseURL: cmd.ResponseURL}
+	select {
+	case b.sem <- struct{}{}:
+	default:
+		if b.opt.Hooks.Busy != nil {
+			b.opt.Hooks.Busy()
+		}
+		b.ack(evt.Request, ephemeral(BusyText), read, log)
+		log.Warn("busy: /imagine refused", zap.Int("max_concurrent", b.opt.MaxConcurrent))
+		return
+	}
+	text, start := b.imagine.Accept(ir)
+	b.ack(evt.Request, ephemeral(text), read, log)
+	if !start {
+		<-b.sem
+		log.Debug("/imagine not started")
+		return
+	}
+	b.wg.Go(func() {
+		defer func() { <-b.sem }()
+		started := time.Now()
+		err := b.imagine.Run(work, ir)
+		b.finished("imagine", err, read, started, log)
+	})
+}
+
+// ephemeral is a slash command ack payload shown only to the person who typed the command.
+func ephemeral(text string) map[string]any {
+	return map[string]any{"response_type": "ephemeral", "text": text}
+}

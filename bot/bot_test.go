@@ -1,0 +1,568 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+// waitTimeout bounds every wait in these tests.
+const waitTimeout = 10 * time.Second
+
+// fakeReplier records the requests it gets and runs fn (nil: return nil at once).
+type fakeReplier struct {
+	fn func(ctx context.Context, req handlers.ReplyRequest) error
+
+	mu    sync.Mutex
+	calls []handlers.ReplyRequest
+}
+
+func (f *fakeReplier) Reply(ctx context.Context, req handlers.ReplyRequest) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, req)
+	f.mu.Unlock()
+	if f.fn == nil {
+		return nil
+	}
+	return f.fn(ctx, req)
+}
+
+func (f *fakeReplier) requests() []handlers.ReplyRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]handlers.ReplyRequest(nil), f.calls...)
+}
+
+// fakeImaginer accepts with text and records runs.
+type fakeImaginer struct {
+	text  string
+	start bool
+	run   func(ctx context.Context, req handlers.ImagineRequest) error
+}
+
+func (f *fakeImaginer) Accept(handlers.ImagineRequest) (string, bool) { return f.text, f.start }
+func (f *fakeImaginer) Run(ctx context.Context, req handlers.ImagineRequest) error {
+	if f.run == nil {
+		return nil
+	}
+	return f.run(ctx, req)
+}
+
+// harness is a Bot running against a fake Slack.
+type harness struct {
+	fs   *fakeslack.Server
+	bot  *Bot
+	api  *SlackAPI
+	stop context.CancelFunc
+	errc chan error
+}
+
+func newFakeSlack(t *testing.T, cfg fakeslack.Config) *fakeslack.Server {
+	t.Helper()
+	fs := fakeslack.New(cfg)
+	t.Cleanup(fs.Close)
+	return fs
+}
+
+func newClient(fs *fakeslack.Server) *slack.Client {
+	return slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-test"))
+}
+
+// startBot runs a Bot until the test ends (or h.shutdown), and waits for it to connect.
+func startBot(t *testing.T, fs *fakeslack.Server, r Replier, im Imaginer, opt Options) *harness {
+	t.Helper()
+	client := newClient(fs)
+	api := NewSlackAPI(client)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	id, err := api.Identify(ctx)
+	if err != nil {
+		t.Fatalf("Identify: %v", err)
+	}
+	sm := socketmode.New(client)
+	b := New(sm, id, r, im, api, zaptest.NewLogger(t), opt)
+	runCtx, stop := context.WithCancel(context.Background())
+	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
+	go func() { h.errc <- b.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-h.errc:
+		case <-time.After(waitTimeout + opt.Grace):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	h.waitFor(t, "connected", func() bool { return b.State().Connected && fs.Connections().Current == 1 })
+	return h
+}
+
+// shutdown cancels Run and returns its result.
+func (h *harness) shutdown(t *testing.T) error {
+	t.Helper()
+	h.stop()
+	select {
+	case err := <-h.errc:
+		h.errc <- err // for the cleanup
+		return err
+	case <-time.After(waitTimeout + h.bot.opt.Grace):
+		t.Fatal("Run did not return after cancel")
+		return nil
+	}
+}
+
+func (h *harness) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, what, cond)
+}
+
+// eventually polls cond until it holds, failing the test after waitTimeout.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitChan waits for a value from c.
+func waitChan[T any](t *testing.T, what string, c <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		var zero T
+		return zero
+	}
+}
+
+// acked reports whether envelope id was acked.
+func acked(fs *fakeslack.Server, id string) bool {
+	for _, a := range fs.Acks() {
+		if a.EnvelopeID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func TestAcksDoNotWaitForWork(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	started := make(chan struct{}, 3) // one per mention below
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+	h := startBot(t, fs, r, nil, Options{})
+	defer close(release)
+
+	for range 3 {
+		fs.PostUserMessage("C1", "U1", "", "<@UBOT> hi")
+	}
+	for range 3 {
+		waitChan(t, "reply started", started)
+	}
+	// Every envelope (app_mention and message.channels for each message) is acked while all
+	// three replies are still blocked.
+	h.waitFor(t, "acks", func() bool {
+		for _, e := range fs.Envelopes() {
+			if e.Acked.IsZero() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, e := range fs.Envelopes() {
+		if lat := e.Acked.Sub(e.Sent); lat > time.Second {
+			t.Errorf("envelope %s acked after %v", e.ID, lat)
+		}
+	}
+	got := r.requests()
+	if len(got) != 3 {
+		t.Fatalf("Reply called %d times, want 3", len(got))
+	}
+	for _, req := range got {
+		if req.FollowUp || req.ThreadTS != req.TS || req.Channel != "C1" || req.User != "U1" {
+			t.Errorf("request %+v: want a mention answered in its own thread", req)
+		}
+	}
+}
+
+func TestBadMessageIsAcked(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r := &fakeReplier{}
+	h := startBot(t, fs, r, nil, Options{})
+
+	// An inner event slack-go cannot parse: it reaches us as ErrorBadMessage, without a Request.
+	id := fs.SendRaw([]byte(`{"envelope_id":"bad-1","type":"events_api","accepts_response_payload":false,` +
+		`"payload":{"type":"event_callback","team_id":"T1","event_id":"EvBad","event":{"type":"no_such_event_type"}}}`))
+	h.waitFor(t, "ack of the bad envelope", func() bool { return acked(fs, id) })
+	if id != "bad-1" {
+		t.Errorf("SendRaw returned %q, want bad-1", id)
+	}
+	if n := len(r.requests()); n != 0 {
+		t.Errorf("Reply called %d times for a bad message", n)
+	}
+}
+
+func TestHelloIsNotAcked(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	h := startBot(t, fs, &fakeReplier{}, nil, Options{})
+	fs.PostUserMessage("D1", "U1", "", "hello")
+	h.waitFor(t, "ack", func() bool { return len(fs.Acks()) == 1 })
+	for _, a := range fs.Acks() {
+		if !a.Known || a.EnvelopeID == "" {
+			t.Errorf("unexpected ack %+v (hello must not be acked)", a)
+		}
+	}
+}
+
+func TestDuplicatesAnsweredOnce(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	done := make(chan string, 10) // more than the replies expected
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		done <- req.TS
+		return nil
+	}}
+	h := startBot(t, fs, r, nil, Options{})
+
+	// 1. The same envelope twice (same envelope_id; sent below).
+	ts1 := fs.PostUserMessage("D1", "U1", "", "first")
+	waitChan(t, "first reply", done)
+	first := fs.Envelopes()[0]
+	frame, err := json.Marshal(map[string]any{
+		"envelope_id": first.ID, "type": "events_api", "accepts_response_payload": false,
+		"payload": map[string]any{"type": "event_callback", "team_id": "T1", "event_id": "EvOther",
+			"event": fs.EventOf("D1", ts1, "message")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2. Slack's retry of an event: a new envelope id, the same event_id.
+	retry := fs.Redeliver(first.ID)
+	fs.SendRaw(frame)
+	// 3. app_mention and message.im for the same DM message.
+	ts2 := fs.PostUserMessage("D1", "U1", "", "<@UBOT> second")
+	mention := fs.SendEvent(fs.EventOf("D1", ts2, "app_mention"))
+	h.waitFor(t, "acks", func() bool { return acked(fs, retry) && acked(fs, mention) && len(fs.Acks()) >= 5 })
+	if retry == "" {
+		t.Fatal("Redeliver did not know the first envelope")
+	}
+	waitChan(t, "second reply", done)
+
+	// A marker message proves the loop has handled everything before it.
+	fs.PostUserMessage("D1", "U1", "", "marker")
+	waitChan(t, "marker reply", done)
+	got := r.requests()
+	if len(got) != 3 {
+		t.Fatalf("Reply called %d times, want 3 (first, second, marker): %+v", len(got), got)
+	}
+	if got[0].TS != ts1 || got[1].TS != ts2 {
+		t.Errorf("replies for %s, %s; want %s, %s", got[0].TS, got[1].TS, ts1, ts2)
+	}
+	if got[1].ChannelType != "im" || got[1].ThreadTS != "" {
+		t.Errorf("DM request %+v: want channel type im, top level", got[1])
+	}
+}
+
+func TestLoopPrevention(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{EchoBotMessages: true})
+	done := make(chan handlers.ReplyRequest, 10) // more than the replies expected
+	var api *SlackAPI
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		// Answer like the real handler: post, then edit (both echo back as events).
+		ts, err := api.Post(ctx, req.Channel, req.ThreadTS, handlers.Msg{Text: "…", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+		if err == nil {
+			err = api.Update(ctx, req.Channel, ts, handlers.Msg{Text: "answer", Mark: convo.Mark{Kind: convo.MarkAnswer}})
+		}
+		done <- req
+		return err
+	}}
+	h := startBot(t, fs, r, nil, Options{FollowUps: true})
+	api = h.api
+
+	fs.PostUserMessage("D1", "U1", "", "hi in a DM")
+	waitChan(t, "DM reply", done)
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> hi in a channel")
+	waitChan(t, "mention reply", done)
+	// Another bot in the thread, and an edited mention.
+	other := fs.EventOf("C1", parent, "message")
+	other["bot_id"], other["user"], other["ts"], other["thread_ts"], other["text"] = "BOTHER", "UOTHER", "1700000000.000001", parent, "beep"
+	fs.SendEvent(other)
+	edited := fs.EventOf("C1", parent, "app_mention")
+	edited["edited"] = map[string]any{"user": "U1", "ts": "1700000000.000002"}
+	fs.SendEvent(edited)
+	h.waitFor(t, "echoes handled", func() bool {
+		for _, e := range fs.Envelopes() {
+			if e.Acked.IsZero() {
+				return false
+			}
+		}
+		return len(fs.Envelopes()) >= 8
+	})
+	fs.PostUserMessage("D1", "U1", "", "marker")
+	waitChan(t, "marker reply", done)
+	if n := len(r.requests()); n != 3 {
+		t.Errorf("Reply called %d times, want 3 (DM, mention, marker): %+v", n, r.requests())
+	}
+}
+
+func TestFollowUps(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		followUps bool
+		want      int // replies: the mention, the follow-up when on, the mention in the thread
+	}{
+		{"on", true, 3},
+		{"off", false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newFakeSlack(t, fakeslack.Config{})
+			done := make(chan handlers.ReplyRequest, 10) // more than the replies expected
+			r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error { done <- req; return nil }}
+			h := startBot(t, fs, r, nil, Options{FollowUps: tc.followUps})
+			parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> question")
+			waitChan(t, "mention reply", done)
+			fs.PostUserMessage("C1", "U2", parent, "and a follow-up")
+			fs.PostUserMessage("C1", "U2", "", "top-level chatter")
+			fs.PostUserMessage("C1", "U2", parent, "<@UBOT> mention in the thread")
+			h.waitFor(t, "acks", func() bool { return len(fs.Acks()) == len(fs.Envelopes()) && len(fs.Envelopes()) == 6 })
+			fs.PostUserMessage("D1", "U1", "", "marker")
+			for range tc.want { // the rest and the marker
+				waitChan(t, "reply", done)
+			}
+			got := r.requests()
+			if len(got) != tc.want+1 {
+				t.Fatalf("Reply called %d times, want %d: %+v", len(got), tc.want+1, got)
+			}
+			if got[0].FollowUp {
+				t.Errorf("mention marked as follow-up")
+			}
+			if tc.followUps {
+				if !got[1].FollowUp || got[1].ThreadTS != parent {
+					t.Errorf("follow-up request %+v: want FollowUp in thread %s", got[1], parent)
+				}
+			}
+			if last := got[len(got)-2]; strings.Contains(last.Text, "<@UBOT>") && last.FollowUp {
+				t.Errorf("a mention in a thread was routed as a follow-up: %+v", last)
+			}
+		})
+	}
+}
+
+func TestBusyReply(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	started := make(chan struct{}, 2) // at most two replies start
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+	var busy atomic.Int32
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, Hooks: Hooks{Busy: func() { busy.Add(1) }}})
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	fs.PostUserMessage("D2", "U2", "", "two")
+	h.waitFor(t, "busy notice", func() bool { return len(fs.Ephemerals()) == 1 })
+	e := fs.Ephemerals()[0]
+	if e.User != "U2" || e.Channel != "D2" || e.Text != BusyText {
+		t.Errorf("busy notice %+v: want %q to U2 in D2", e, BusyText)
+	}
+	close(release)
+	// Capacity is back: the next message is answered.
+	fs.PostUserMessage("D2", "U2", "", "three")
+	waitChan(t, "third reply", started)
+	if n := len(r.requests()); n != 2 {
+		t.Errorf("Reply called %d times, want 2", n)
+	}
+	if n := busy.Load(); n != 1 {
+		t.Errorf("Busy hook called %d times, want 1", n)
+	}
+}
+
+func TestOneAnswerAtATimePerThread(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	type ev struct {
+		ts    string
+		start bool
+	}
+	events := make(chan ev, 10)           // start/end of the replies below
+	release := map[string]chan struct{}{} // by thread
+	var mu sync.Mutex
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		events <- ev{req.TS, true}
+		mu.Lock()
+		c := release[req.ThreadTS]
+		mu.Unlock()
+		<-c
+		events <- ev{req.TS, false}
+		return nil
+	}}
+	startBot(t, fs, r, nil, Options{})
+	p1 := "1700000001.000000"
+	mu.Lock()
+	release[p1] = make(chan struct{})
+	mu.Unlock()
+	// Two mentions in the same thread, one in another thread.
+	fs.SendEvent(map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBOT> a", "ts": p1, "channel": "C1", "event_ts": p1})
+	first := waitChan(t, "first start", events)
+	b := "1700000001.000100"
+	fs.SendEvent(map[string]any{"type": "app_mention", "user": "U2", "text": "<@UBOT> b", "ts": b, "thread_ts": p1, "channel": "C1", "event_ts": b})
+	p2 := "1700000002.000000"
+	mu.Lock()
+	release[p2] = make(chan struct{})
+	mu.Unlock()
+	fs.SendEvent(map[string]any{"type": "app_mention", "user": "U3", "text": "<@UBOT> c", "ts": p2, "channel": "C1", "event_ts": p2})
+	other := waitChan(t, "other thread start", events)
+	if first != (ev{p1, true}) || other != (ev{p2, true}) {
+		t.Fatalf("got %v then %v; want %s and %s started, %s waiting", first, other, p1, p2, b)
+	}
+	close(release[p2])
+	if got := waitChan(t, "other thread end", events); got != (ev{p2, false}) {
+		t.Fatalf("got %v, want the other thread to finish while the second mention waits", got)
+	}
+	close(release[p1])
+	for _, want := range []ev{{p1, false}, {b, true}, {b, false}} {
+		if got := waitChan(t, "thread order", events); got != want {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}
+
+func TestReconnectMidReply(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	done := make(chan error, 3) // one per reply
+	var api *SlackAPI
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		if req.Text == "slow" {
+			<-release
+		}
+		_, err := api.Post(ctx, req.Channel, req.ThreadTS, handlers.Msg{Text: "answer to " + req.Text})
+		done <- err
+		return err
+	}}
+	h := startBot(t, fs, r, nil, Options{})
+	api = h.api
+	fs.PostUserMessage("D1", "U1", "", "slow")
+	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
+
+	fs.Disconnect("refresh_requested")
+	h.waitFor(t, "reconnected", func() bool {
+		return fs.Connections().Total == 2 && fs.Connections().Current == 1 && h.bot.State().Connected
+	})
+	if got := h.bot.State().Reconnects; got != 1 {
+		t.Errorf("Reconnects = %d, want 1", got)
+	}
+	close(release)
+	if err := waitChan(t, "slow reply", done); err != nil {
+		t.Fatalf("reply after reconnect: %v", err)
+	}
+	fs.PostUserMessage("D1", "U1", "", "after")
+	if err := waitChan(t, "reply after reconnect", done); err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range fs.Messages("D1") {
+		if m.BotID != "" {
+			texts = append(texts, m.Text)
+		}
+	}
+	if want := []string{"answer to slow", "answer to after"}; strings.Join(texts, "|") != strings.Join(want, "|") {
+		t.Errorf("bot messages %q, want %q", texts, want)
+	}
+}
+
+func TestShutdownDrainsThenCancels(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	causes := make(chan error, 2) // one per reply
+	started := make(chan struct{}, 2)
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		started <- struct{}{}
+		if req.Text == "quick" {
+			time.Sleep(200 * time.Millisecond) // finishes within the grace period
+			causes <- nil
+			return nil
+		}
+		<-ctx.Done() // never finishes by itself
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	}}
+	h := startBot(t, fs, r, nil, Options{Grace: 2 * time.Second})
+	fs.PostUserMessage("D1", "U1", "", "quick")
+	fs.PostUserMessage("D2", "U2", "", "endless")
+	waitChan(t, "start", started)
+	waitChan(t, "start", started)
+
+	begin := time.Now()
+	if err := h.shutdown(t); err != nil {
+		t.Errorf("Run returned %v, want nil", err)
+	}
+	took := time.Since(begin)
+	var gotShutdown, gotNil int
+	for range 2 {
+		switch err := waitChan(t, "reply end", causes); {
+		case err == nil:
+			gotNil++
+		case errors.Is(err, handlers.ErrShutdown):
+			gotShutdown++
+		default:
+			t.Errorf("cause %v, want nil or ErrShutdown", err)
+		}
+	}
+	if gotNil != 1 || gotShutdown != 1 {
+		t.Errorf("finished %d, cancelled with ErrShutdown %d; want 1 and 1", gotNil, gotShutdown)
+	}
+	if took < time.Second || took > 2*time.Second+time.Second {
+		t.Errorf("shutdown took %v, want about grace/2 .. grace", took)
+	}
+	// The socket is closed: nothing new is taken.
+	h.waitFor(t, "socket closed", func() bool { return fs.Connections().Current == 0 })
+}
+
+func TestSlashCommandAck(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	ran := make(chan handlers.ImagineRequest, 1) // one command
+	im := &fakeImaginer{text: "Generating “a fox”…", start: true, run: func(ctx context.Context, req handlers.ImagineRequest) error {
+		ran <- req
+		return nil
+	}}
+	h := startBot(t, fs, &fakeReplier{}, im, Options{})
+	url := fs.SlashCommand("C1", "U1", "/imagine", "a fox")
+	req := waitChan(t, "imagine run", ran)
+	if req.Text != "a fox" || req.Channel != "C1" || req.User != "U1" || req.ResponseURL != url {
+		t.Errorf("request %+v", req)
+	}
+	h.waitFor(t, "ack", func() bool { return len(fs.Acks()) == 1 })
+	var payload struct{ ResponseType, Text string }
+	ack := fs.Acks()[0]
+	if err := json.Unmarshal(ack.Payload, &payload); err != nil {
+		t.Fatalf("ack payload %s: %v", ack.Payload, err)
+	}
+	if payload.Text != im.text {
+		t.Errorf("ack text %q, want %q", payload.Text, im.text)
+	}
+	if !strings.Contains(string(ack.Payload), `"response_type":"ephemeral"`) {
+		t.Errorf("ack payload %s is not ephemeral", ack.Payload)
+	}
+}

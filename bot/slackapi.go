@@ -1,0 +1,331 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/handlers"
+)
+
+// Compile-time checks: SlackAPI is what the handlers need.
+var (
+	_ handlers.Thread    = (*SlackAPI)(nil)
+	_ handlers.Messenger = (*SlackAPI)(nil)
+	_ handlers.Streamer  = (*SlackAPI)(nil)
+	_ handlers.Uploader  = (*SlackAPI)(nil)
+	_ handlers.Responder = (*SlackAPI)(nil)
+	_ handlers.Users     = (*SlackAPI)(nil)
+	_ Notifier           = (*SlackAPI)(nil)
+)
+
+// SlackAPI adapts the Slack Web API (a *slack.Client) to the handlers' interfaces. Errors are
+// wrapped with the method name and keep slack-go's types reachable with errors.As
+// (*slack.RateLimitedError, slack.SlackErrorResponse, slack.StatusCodeError). Tokens never
+// appear in its errors (slack-go sends them in headers or bodies, not URLs).
+//
+// Retries: reads (conversations.replies/history, users.info) are retried here on 429 after
+// Retry-After, because nobody else paces them. Writes are not retried: the handlers pace them
+// (package pace) and must see each 429 to slow everyone down, so slack.OptionRetry must not be
+// set on the client.
+type SlackAPI struct {
+	c     *slack.Client
+	names nameCache
+
+	// readRetries is how many times a read is retried after a 429; a Retry-After longer than
+	// maxReadWait is not waited for (the error is returned).
+	readRetries int
+	maxReadWait time.Duration
+}
+
+// NewSlackAPI wraps c (built without slack.OptionRetry and without slack.OptionDebug).
+func NewSlackAPI(c *slack.Client) *SlackAPI {
+	return &SlackAPI{
+		c:           c,
+		names:       nameCache{max: 5000, ttl: time.Hour, m: make(map[string]nameEntry)},
+		readRetries: 2,
+		maxReadWait: 30 * time.Second,
+	}
+}
+
+// Identify calls auth.test: who the bot token belongs to.
+func (a *SlackAPI) Identify(ctx context.Context) (Identity, error) {
+	r, err := a.c.AuthTestContext(ctx)
+	if err != nil {
+		return Identity{}, fmt.Errorf("auth.test: %w", err)
+	}
+	return Identity{UserID: r.UserID, BotID: r.BotID, TeamID: r.TeamID, Name: r.User}, nil
+}
+
+// maxThreadPages bounds conversations.replies pagination (200 messages a page).
+const maxThreadPages = 50
+
+// Replies returns every message of a thread, parent first, with metadata.
+func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+	var all []slack.Message
+	cursor := ""
+	for range maxThreadPages {
+		var (
+			msgs    []slack.Message
+			hasMore bool
+			next    string
+		)
+		err := a.read(ctx, func() error {
+			var err error
+			msgs, hasMore, next, err = a.c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: channel, Timestamp: threadTS, Cursor: cursor, Limit: 200, IncludeAllMetadata: true,
+			})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("conversations.replies: %w", err)
+		}
+		all = append(all, msgs...)
+		if !hasMore || next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+	return all, nil // a thread of over 10,000 messages: the oldest part is enough context
+}
+
+// History returns the latest limit messages of a channel, oldest first, with metadata.
+func (a *SlackAPI) History(ctx context.Context, channel string, limit int) ([]slack.Message, error) {
+	var newestFirst []slack.Message
+	cursor := ""
+	for len(newestFirst) < limit {
+		var resp *slack.GetConversationHistoryResponse
+		err := a.read(ctx, func() error {
+			var err error
+			resp, err = a.c.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+				ChannelID: channel, Cursor: cursor, Limit: min(limit-len(newestFirst), 200), IncludeAllMetadata: true,
+			})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("conversations.history: %w", err)
+		}
+		newestFirst = append(newestFirst, resp.Messages...)
+		cursor = resp.ResponseMetaData.NextCursor
+		if !resp.HasMore || cursor == "" || len(resp.Messages) == 0 {
+			break
+		}
+	}
+	if len(newestFirst) > limit {
+		newestFirst = newestFirst[:limit]
+	}
+	slices.Reverse(newestFirst)
+	return newestFirst, nil
+}
+
+// msgOptions are the options every message the bot writes carries: mrkdwn text as is (already
+// escaped by convo), the mark as metadata, and no link previews (answers cite links often).
+func msgOptions(m handlers.Msg) []slack.MsgOption {
+	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false), slack.MsgOptionDisableLinkUnfurl()}
+	if m.Mark.Kind != "" {
+		opts = append(opts, slack.MsgOptionMetadata(m.Mark.Metadata()))
+	}
+	return opts
+}
+
+// Post posts m in channel (in the thread threadTS unless "") and returns its ts.
+func (a *SlackAPI) Post(ctx context.Context, channel, threadTS string, m handlers.Msg) (string, error) {
+	opts := msgOptions(m)
+	if threadTS != "" {
+		opts = append(opts, slack.MsgOptionTS(threadTS))
+	}
+	_, ts, err := a.c.PostMessageContext(ctx, channel, opts...)
+	if err != nil {
+		return "", fmt.Errorf("chat.postMessage: %w", err)
+	}
+	return ts, nil
+}
+
+// Update replaces the text and metadata of message ts.
+func (a *SlackAPI) Update(ctx context.Context, channel, ts string, m handlers.Msg) error {
+	if _, _, _, err := a.c.UpdateMessageContext(ctx, channel, ts, msgOptions(m)...); err != nil {
+		return fmt.Errorf("chat.update: %w", err)
+	}
+	return nil
+}
+
+// Ephemeral shows text to user only, in channel (and thread threadTS unless "").
+func (a *SlackAPI) Ephemeral(ctx context.Context, channel, user, threadTS, text string) error {
+	opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
+	if threadTS != "" {
+		opts = append(opts, slack.MsgOptionTS(threadTS))
+	}
+	if _, err := a.c.PostEphemeralContext(ctx, channel, user, opts...); err != nil {
+		return fmt.Errorf("chat.postEphemeral: %w", err)
+	}
+	return nil
+}
+
+// StartStream calls chat.startStream, always with the recipient user and team (Slack requires
+// them in channels), and returns the message's ts.
+func (a *SlackAPI) StartStream(ctx context.Context, s handlers.StreamStart) (string, error) {
+	opts := []slack.MsgOption{
+		slack.MsgOptionRecipientUserID(s.RecipientUserID),
+		slack.MsgOptionRecipientTeamID(s.RecipientTeamID),
+	}
+	if s.ThreadTS != "" {
+		opts = append(opts, slack.MsgOptionTS(s.ThreadTS))
+	}
+	if s.Markdown != "" {
+		opts = append(opts, slack.MsgOptionMarkdownText(s.Markdown))
+	}
+	_, ts, err := a.c.StartStreamContext(ctx, s.Channel, opts...)
+	if err != nil {
+		return "", fmt.Errorf("chat.startStream: %w", err)
+	}
+	return ts, nil
+}
+
+// AppendStream appends markdown to the streamed message ts.
+func (a *SlackAPI) AppendStream(ctx context.Context, channel, ts, markdown string) error {
+	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, slack.MsgOptionMarkdownText(markdown)); err != nil {
+		return fmt.Errorf("chat.appendStream: %w", err)
+	}
+	return nil
+}
+
+// StopStream ends the streamed message ts, appending markdown (unless "") and storing mark.
+func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark) error {
+	var opts []slack.MsgOption
+	if markdown != "" {
+		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
+	}
+	if mark.Kind != "" {
+		opts = append(opts, slack.MsgOptionMetadata(mark.Metadata()))
+	}
+	if _, _, err := a.c.StopStreamContext(ctx, channel, ts, opts...); err != nil {
+		return fmt.Errorf("chat.stopStream: %w", err)
+	}
+	return nil
+}
+
+// UploadImage shares an image to a channel with the files v2 flow (getUploadURLExternal, the
+// bytes, completeUploadExternal). slack-go never retries the upload itself.
+func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {
+	if len(u.Data) == 0 {
+		return errors.New("files.upload: no image data")
+	}
+	alt := u.AltText
+	if r := []rune(alt); len(r) > 1000 {
+		alt = string(r[:1000])
+	}
+	_, err := a.c.UploadFileContext(ctx, slack.UploadFileParameters{
+		Filename:        u.Filename,
+		FileSize:        len(u.Data),
+		Reader:          bytes.NewReader(u.Data),
+		Title:           u.Title,
+		InitialComment:  u.Comment,
+		AltTxt:          alt,
+		Channel:         u.Channel,
+		ThreadTimestamp: u.ThreadTS,
+	})
+	if err != nil {
+		return fmt.Errorf("files.upload: %w", err) // slack-go prefixes the step that failed
+	}
+	return nil
+}
+
+// Respond posts text privately to the person who ran a slash command, through its response_url
+// (works where the bot is not a member; at most 5 uses in 30 minutes).
+func (a *SlackAPI) Respond(ctx context.Context, responseURL, text string) error {
+	_, _, err := a.c.PostMessageContext(ctx, "",
+		slack.MsgOptionResponseURL(responseURL, slack.ResponseTypeEphemeral),
+		slack.MsgOptionText(text, false))
+	if err != nil {
+		return fmt.Errorf("response_url: %w", err)
+	}
+	return nil
+}
+
+// Name returns a user's display name (users.info), cached for an hour.
+func (a *SlackAPI) Name(ctx context.Context, userID string) (string, error) {
+	if n, ok := a.names.get(userID, time.Now()); ok {
+		return n, nil
+	}
+	var u *slack.User
+	err := a.read(ctx, func() error {
+		var err error
+		u, err = a.c.GetUserInfoContext(ctx, userID)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("users.info: %w", err)
+	}
+	name := firstNonEmpty(u.Profile.DisplayName, firstNonEmpty(u.RealName, u.Name))
+	a.names.put(userID, name, time.Now())
+	return name, nil
+}
+
+// read calls f, retrying after a 429's Retry-After (at least 1s) up to readRetries times when
+// the wait is at most maxReadWait.
+func (a *SlackAPI) read(ctx context.Context, f func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := f()
+		var rl *slack.RateLimitedError
+		if err == nil || !errors.As(err, &rl) || attempt >= a.readRetries || rl.RetryAfter > a.maxReadWait {
+			return err
+		}
+		t := time.NewTimer(max(rl.RetryAfter, time.Second))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// nameCache is a bounded cache of user names: at most max entries, each for ttl; when full,
+// expired entries go first, then an arbitrary one.
+type nameCache struct {
+	mu  sync.Mutex
+	max int
+	ttl time.Duration
+	m   map[string]nameEntry
+}
+
+type nameEntry struct {
+	name string
+	at   time.Time
+}
+
+func (c *nameCache) get(id string, now time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[id]
+	if !ok || now.Sub(e.at) >= c.ttl {
+		return "", false
+	}
+	return e.name, true
+}
+
+func (c *nameCache) put(id, name string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		for k, e := range c.m {
+			if now.Sub(e.at) >= c.ttl {
+				delete(c.m, k)
+			}
+		}
+		for k := range c.m {
+			if len(c.m) < c.max {
+				break
+			}
+			delete(c.m, k)
+		}
+	}
+	c.m[id] = nameEntry{name, now}
+}
