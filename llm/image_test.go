@@ -1,0 +1,252 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Tiny but real-looking image heads: enough for format detection, which reads magic bytes.
+var (
+	pngBytes  = append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), bytes.Repeat([]byte{7}, 64)...)
+	jpegBytes = append([]byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00"), bytes.Repeat([]byte{7}, 64)...)
+	webpBytes = append([]byte("RIFF\x24\x00\x00\x00WEBPVP8 "), bytes.Repeat([]byte{7}, 64)...)
+	gifBytes  = append([]byte("GIF89a\x01\x00\x01\x00"), bytes.Repeat([]byte{7}, 64)...)
+)
+
+// imagesResponse is an ImagesResponse body as GPT image models send it (openai-wire.md §2.3).
+func imagesResponse(t *testing.T, item map[string]any) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"created": 1713833628, "data": []any{item}, "output_format": "png", "size": "1024x1024",
+		"quality": "high", "usage": map[string]any{"total_tokens": 100, "input_tokens": 50, "output_tokens": 50,
+			"input_tokens_details": map[string]any{"text_tokens": 10, "image_tokens": 40}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validateJSON(t, "ImagesResponse", b); err != nil {
+		t.Fatalf("test response is not a valid ImagesResponse: %v", err)
+	}
+	return b
+}
+
+func TestImageFormats(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		img          []byte
+		format, mime string
+	}{
+		{"png", pngBytes, "png", "image/png"},
+		{"jpeg", jpegBytes, "jpeg", "image/jpeg"},
+		{"webp", webpBytes, "webp", "image/webp"},
+		{"gif", gifBytes, "gif", "image/gif"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(tc.img), "revised_prompt": "a calm otter"})
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Write(body)
+			})
+			c, _ := newTestClient(t, srv.URL, nil)
+			img, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &Image{Data: tc.img, Format: tc.format, MIMEType: tc.mime, RevisedPrompt: "a calm otter"}
+			if !reflect.DeepEqual(img, want) {
+				t.Errorf("got %+v\nwant %+v", img, want)
+			}
+		})
+	}
+}
+
+func TestImageRequestShape(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		options map[string]any
+		req     ImageRequest
+		want    map[string]any
+	}{
+		{"minimal", nil, ImageRequest{Prompt: "an otter"},
+			map[string]any{"model": "gpt-image-test", "prompt": "an otter"}},
+		{"options and user", map[string]any{"size": "1024x1024", "quality": "high", "prompt": "ignored", "model": "ignored"},
+			ImageRequest{Model: "gpt-image-2", Prompt: "an otter", User: "5f2b-hash"},
+			map[string]any{"model": "gpt-image-2", "prompt": "an otter", "size": "1024x1024", "quality": "high", "user": "5f2b-hash"}},
+		{"legacy fields only when configured", map[string]any{"response_format": "b64_json", "style": "vivid"}, ImageRequest{Prompt: "x"},
+			map[string]any{"model": "gpt-image-test", "prompt": "x", "response_format": "b64_json", "style": "vivid"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)})
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) { w.Write(body) })
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.ImageOptions = tc.options })
+			if _, err := c.Image(t.Context(), tc.req); err != nil {
+				t.Fatal(err)
+			}
+			got := srv.got()[0]
+			if got.Path != "/v1/images/generations" || !reflect.DeepEqual(got.Body, tc.want) {
+				t.Errorf("%s %v\nwant %v", got.Path, got.Body, tc.want)
+			}
+		})
+	}
+}
+
+func TestImageURL(t *testing.T) {
+	var auth atomic.Value
+	auth.Store("unset")
+	var srv *fakeServer
+	srv = newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/generated-images/b64abc.png": // LocalAI's url answer
+			auth.Store(r.Header.Get("Authorization"))
+			w.Header().Set("Content-Type", "image/png")
+			w.Write(pngBytes)
+		case "/generated-images/missing.png":
+			http.NotFound(w, r)
+		default:
+			var req struct{ Prompt string }
+			json.Unmarshal(must(r), &req)
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(imagesResponse(t, map[string]any{"embedding": nil, "index": 0, "url": srv.URL + "/generated-images/" + req.Prompt}))
+		}
+	})
+	c, _ := newTestClient(t, srv.URL, nil)
+	img, err := c.Image(t.Context(), ImageRequest{Prompt: "b64abc.png"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(img.Data, pngBytes) || img.Format != "png" {
+		t.Errorf("got %+v", img)
+	}
+	if got := auth.Load(); got != "" {
+		t.Errorf("the download sent Authorization %q: the key must not go to image hosts", got)
+	}
+	_, err = c.Image(t.Context(), ImageRequest{Prompt: "missing.png"})
+	if e, ok := err.(*Error); !ok || e.Status != 404 || !strings.Contains(e.Message, "image download: 404") {
+		t.Errorf("missing image: %v", err)
+	}
+}
+
+func TestImageFailures(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString
+	big := append(append([]byte{}, pngBytes...), make([]byte, 4<<10)...)
+	for _, tc := range []struct {
+		name     string
+		status   int
+		body     string
+		kind     Kind
+		message  string
+		requests int
+	}{
+		{"no image", 200, `{"created":1,"data":[]}`, KindInvalid, "no image in the response", 1},
+		{"item without data", 200, `{"created":1,"data":[{"revised_prompt":"x"}]}`, KindInvalid, "no image in the response", 1},
+		{"null body", 200, `null`, KindInvalid, "no image in the response", 1},
+		{"corrupt base64", 200, `{"created":1,"data":[{"b64_json":"iVBORw0KGgo%%%%"}]}`, KindInvalid, "the image's base64 is corrupt", 1},
+		{"not an image", 200, `{"created":1,"data":[{"b64_json":"` + b64([]byte("<svg xmlns='http://www.w3.org/2000/svg'/>")) + `"}]}`,
+			KindInvalid, "the service sent 41 bytes that is not a PNG, JPEG, WebP or GIF image", 1},
+		{"oversize base64", 200, `{"created":1,"data":[{"b64_json":"` + b64(big) + `"}]}`, KindInvalid, "the image is larger than 4.0 KiB", 1},
+		{"oversize body", 200, `{"created":1,"data":[{"b64_json":"` + strings.Repeat("A", 2<<20) + `"}]}`, KindInvalid, "the image response is larger than 1.0 MiB", 1},
+		{"ftp url", 200, `{"created":1,"data":[{"url":"ftp://example.com/x.png"}]}`, KindInvalid, "the image URL is not an http(s) URL", 1},
+		{"moderation_blocked", 400, string(readFixture(t, "openai_moderation_blocked_400.json")), KindContentPolicy,
+			"Your request was rejected by the safety system. If you believe this is an error, contact us at help.openai.com and include the request ID req_img1.", 1},
+		{"retired model", 404, `{"error":{"message":"The model ` + "`dall-e-3`" + ` has been deprecated","type":"invalid_request_error","param":null,"code":"model_not_found"}}`,
+			KindBadRequest, "The model `dall-e-3` has been deprecated", 1},
+		{"error in a 200", 200, `{"error":{"message":"Image generation failed","code":500}}`, KindServer, "Image generation failed", 1},
+		{"500s are retried", 500, `{"error":{"message":"busy","type":"server_error"}}`, KindServer, "busy", 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			})
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxImageBytes = 4 << 10 })
+			img, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+			e, ok := err.(*Error)
+			if img != nil || !ok {
+				t.Fatalf("got %v, %v; want an *Error", img, err)
+			}
+			checkNoKey(t, e)
+			if e.Kind != tc.kind || e.Message != tc.message {
+				t.Errorf("got %q %q, want %q %q", e.Kind, e.Message, tc.kind, tc.message)
+			}
+			if n := len(srv.got()); n != tc.requests {
+				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+func TestImageOversizeDownload(t *testing.T) {
+	var srv *fakeServer
+	srv = newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Write(pngBytes)
+			w.Write(make([]byte, 8<<10))
+			return
+		}
+		w.Write([]byte(`{"created":1,"data":[{"url":"` + srv.URL + `/big.png"}]}`))
+	})
+	c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxImageBytes = 4 << 10 })
+	_, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+	if KindOf(err) != KindInvalid || !strings.Contains(err.Error(), "larger than 4.0 KiB") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestImageTimeout: the whole call is bounded by ImageTimeout and never retried after it.
+func TestImageTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stall string // "generate" or "download"
+	}{
+		{"generation", "generate"},
+		{"download", "download"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *fakeServer
+			srv = newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if (r.Method == http.MethodPost) == (tc.stall == "generate") {
+					select {
+					case <-r.Context().Done():
+					case <-time.After(5 * time.Second):
+					}
+					return
+				}
+				w.Write([]byte(`{"created":1,"data":[{"url":"` + srv.URL + `/slow.png"}]}`))
+			})
+			c, waits := newTestClient(t, srv.URL, func(c *Config) { c.ImageTimeout = 150 * time.Millisecond })
+			start := time.Now()
+			_, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+			if KindOf(err) != KindTimeout {
+				t.Errorf("got %v, want a timeout", err)
+			}
+			if d := time.Since(start); d > 4*time.Second {
+				t.Errorf("took %v", d)
+			}
+			posts := slices.DeleteFunc(srv.got(), func(r recorded) bool { return r.Path != "/v1/images/generations" })
+			if len(posts) != 1 || len(waits.all()) != 0 {
+				t.Errorf("%d generation requests, %d retries: a timed-out image must not be retried", len(posts), len(waits.all()))
+			}
+		})
+	}
+}
+
+func TestDecodeImageVariants(t *testing.T) {
+	c, _ := newTestClient(t, "http://127.0.0.1:1", nil)
+	for _, s := range []string{
+		base64.StdEncoding.EncodeToString(pngBytes),
+		base64.RawStdEncoding.EncodeToString(pngBytes),
+		"data:image/png;base64," + base64.StdEncoding.EncodeToString(pngBytes),
+	} {
+		got, err := c.decodeImage(s)
+		if err != nil || !bytes.Equal(got, pngBytes) {
+			t.Errorf("decodeImage(%.30q…) = %v", s, err)
+		}
+	}
+}
