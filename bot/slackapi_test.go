@@ -1,0 +1,264 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+func newAPI(t *testing.T, cfg fakeslack.Config) (*SlackAPI, *fakeslack.Server, context.Context) {
+	t.Helper()
+	fs := newFakeSlack(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return NewSlackAPI(newClient(fs)), fs, ctx
+}
+
+func TestIdentify(t *testing.T) {
+	api, _, ctx := newAPI(t, fakeslack.Config{})
+	id, err := api.Identify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Identity{UserID: "UBOT", BotID: "BBOT", TeamID: "T1", Name: "llmbot"}); id != want {
+		t.Errorf("Identify = %+v, want %+v", id, want)
+	}
+}
+
+func TestIdentifyBadToken(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	api := NewSlackAPI(slack.New("xoxb-wrong-secret", slack.OptionAPIURL(fs.URL())))
+	_, err := api.Identify(context.Background())
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) || se.Err != "invalid_auth" {
+		t.Fatalf("Identify with a bad token: %v, want invalid_auth as slack.SlackErrorResponse", err)
+	}
+	if bytes.Contains([]byte(err.Error()), []byte("wrong-secret")) {
+		t.Errorf("error %q contains the token", err)
+	}
+}
+
+func TestRepliesPaginatesAndKeepsMetadata(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{PageLimit: 2})
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> question")
+	for i := range 4 {
+		fs.PostUserMessage("C1", "U2", parent, fmt.Sprintf("reply %d", i))
+	}
+	mark := convo.Mark{Kind: convo.MarkAnswer, Note: "cut off"}
+	if _, err := api.Post(ctx, "C1", parent, handlers.Msg{Text: "answer", Mark: mark}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := api.Replies(ctx, "C1", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 6 {
+		t.Fatalf("Replies returned %d messages, want 6", len(msgs))
+	}
+	if msgs[0].Timestamp != parent || msgs[1].Text != "reply 0" || msgs[4].Text != "reply 3" {
+		t.Errorf("messages out of order: %q, %q, %q", msgs[0].Text, msgs[1].Text, msgs[4].Text)
+	}
+	got, ok := convo.ReadMark(msgs[5])
+	if !ok || got != mark {
+		t.Errorf("mark read back = %+v, %v; want %+v", got, ok, mark)
+	}
+	if _, ok := convo.ReadMark(msgs[1]); ok {
+		t.Errorf("a user's message has a mark")
+	}
+	calls := fs.CallsTo("conversations.replies")
+	if len(calls) != 3 {
+		t.Errorf("conversations.replies called %d times, want 3 pages", len(calls))
+	}
+	for _, c := range calls {
+		if c.Params.Get("include_all_metadata") != "1" {
+			t.Errorf("conversations.replies without include_all_metadata: %v", c.Params)
+		}
+	}
+}
+
+func TestHistoryOldestFirst(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{PageLimit: 2})
+	for i := range 5 {
+		fs.PostUserMessage("D1", "U1", "", fmt.Sprintf("m%d", i))
+	}
+	msgs, err := api.History(ctx, "D1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for _, m := range msgs {
+		texts = append(texts, m.Text)
+	}
+	if fmt.Sprint(texts) != "[m2 m3 m4]" {
+		t.Errorf("History = %v, want [m2 m3 m4]", texts)
+	}
+}
+
+func TestPostUpdateEphemeral(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	ts, err := api.Post(ctx, "C1", "", handlers.Msg{Text: "a *b* &amp; c", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Update(ctx, "C1", ts, handlers.Msg{Text: "done", Mark: convo.Mark{Kind: convo.MarkAnswer}}); err != nil {
+		t.Fatal(err)
+	}
+	m, ok := fs.Message("C1", ts)
+	if !ok || m.Text != "done" || !m.Edited {
+		t.Errorf("message after update: %+v", m)
+	}
+	post := fs.CallsTo("chat.postMessage")[0].Params
+	if post.Get("text") != "a *b* &amp; c" || post.Get("unfurl_links") != "false" {
+		t.Errorf("chat.postMessage params %v: want text as given and no link unfurls", post)
+	}
+	if err := api.Ephemeral(ctx, "C1", "U1", ts, "psst"); err != nil {
+		t.Fatal(err)
+	}
+	if e := fs.Ephemerals(); len(e) != 1 || e[0].User != "U1" || e[0].Text != "psst" || e[0].ThreadTS != ts {
+		t.Errorf("ephemerals %+v", e)
+	}
+}
+
+func TestStreamCalls(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> q")
+	ts, err := api.StartStream(ctx, handlers.StreamStart{Channel: "C1", ThreadTS: parent, RecipientUserID: "U1", RecipientTeamID: "T1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.AppendStream(ctx, "C1", ts, "Hello, "); err != nil {
+		t.Fatal(err)
+	}
+	mark := convo.Mark{Kind: convo.MarkAnswer}
+	if err := api.StopStream(ctx, "C1", ts, "world.", mark); err != nil {
+		t.Fatal(err)
+	}
+	start := fs.CallsTo("chat.startStream")[0].Params
+	for k, want := range map[string]string{"recipient_user_id": "U1", "recipient_team_id": "T1", "thread_ts": parent, "channel": "C1"} {
+		if got := start.Get(k); got != want {
+			t.Errorf("chat.startStream %s = %q, want %q", k, got, want)
+		}
+	}
+	if start.Has("markdown_text") {
+		t.Errorf("chat.startStream sent markdown_text %q for an empty start", start.Get("markdown_text"))
+	}
+	m, _ := fs.Message("C1", ts)
+	if m.Text != "Hello, world." || m.Streaming {
+		t.Errorf("streamed message %+v: want text %q, stopped", m, "Hello, world.")
+	}
+	msgs, err := api.Replies(ctx, "C1", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := convo.ReadMark(msgs[len(msgs)-1]); !ok || got != mark {
+		t.Errorf("mark after stopStream = %+v, %v", got, ok)
+	}
+}
+
+func TestUploadImageBytes(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	data := bytes.Repeat([]byte{0x89, 'P', 'N', 'G', 0, 1, 2, 255}, 5000)
+	err := api.UploadImage(ctx, handlers.Upload{
+		Channel: "C1", Filename: "fox.png", Title: "a fox", Data: data,
+		Comment: "<@U1> asked for: a fox", AltText: "a fox",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := fs.Files()
+	if len(files) != 1 {
+		t.Fatalf("%d files, want 1", len(files))
+	}
+	f := files[0]
+	if !bytes.Equal(f.Bytes, data) || !f.Shared || f.Channel != "C1" || f.InitialComment != "<@U1> asked for: a fox" ||
+		f.AltText != "a fox" || f.Title != "a fox" || f.Name != "fox.png" {
+		t.Errorf("file %+v (bytes equal: %v)", f, bytes.Equal(f.Bytes, data))
+	}
+}
+
+func TestUploadNotInChannel(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	fs.SetMember("C9", false)
+	err := api.UploadImage(ctx, handlers.Upload{Channel: "C9", Filename: "x.png", Data: []byte("png")})
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) || se.Err != "not_in_channel" {
+		t.Errorf("upload to a channel without the bot: %v, want not_in_channel", err)
+	}
+}
+
+func TestRespond(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	url := fs.SlashCommand("C1", "U1", "/imagine", "x")
+	if err := api.Respond(ctx, url, "It failed: reason"); err != nil {
+		t.Fatal(err)
+	}
+	p := fs.ResponseURLPosts()
+	if len(p) != 1 || p[0].Text != "It failed: reason" || p[0].ResponseType != "ephemeral" {
+		t.Errorf("response_url posts %+v", p)
+	}
+}
+
+func TestNameCached(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	fs.AddUser(fakeslack.User{ID: "U7", Name: "ann", RealName: "Ann Smith", DisplayName: "Annie"})
+	for range 3 {
+		n, err := api.Name(ctx, "U7")
+		if err != nil || n != "Annie" {
+			t.Fatalf("Name = %q, %v; want Annie", n, err)
+		}
+	}
+	if n := len(fs.CallsTo("users.info")); n != 1 {
+		t.Errorf("users.info called %d times, want 1", n)
+	}
+}
+
+func TestRateLimitedWriteIsTyped(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	ts, err := api.Post(ctx, "C1", "", handlers.Msg{Text: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.RateLimitNext("chat.update", 3*time.Second)
+	err = api.Update(ctx, "C1", ts, handlers.Msg{Text: "y"})
+	var rl *slack.RateLimitedError
+	if !errors.As(err, &rl) || rl.RetryAfter != 3*time.Second {
+		t.Fatalf("Update after a 429: %v, want *slack.RateLimitedError with Retry-After 3s", err)
+	}
+	if n := len(fs.CallsTo("chat.update")); n != 1 {
+		t.Errorf("chat.update called %d times, want 1 (writes are not retried here)", n)
+	}
+}
+
+func TestRateLimitedReadIsRetried(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	fs.AddUser(fakeslack.User{ID: "U7", Name: "ann"})
+	fs.RateLimitNext("users.info", time.Second)
+	start := time.Now()
+	n, err := api.Name(ctx, "U7")
+	if err != nil || n != "ann" {
+		t.Fatalf("Name = %q, %v", n, err)
+	}
+	if calls := len(fs.CallsTo("users.info")); calls != 2 {
+		t.Errorf("users.info called %d times, want 2", calls)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Errorf("retried after %v, before Retry-After", waited)
+	}
+
+	// A Retry-After beyond maxReadWait is not waited for: the typed error comes back.
+	fs.RateLimitNext("conversations.replies", time.Hour)
+	_, err = api.Replies(ctx, "C1", "1.0")
+	var rl *slack.RateLimitedError
+	if !errors.As(err, &rl) {
+		t.Errorf("Replies after a long 429: %v, want *slack.RateLimitedError", err)
+	}
+}
