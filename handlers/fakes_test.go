@@ -226,6 +226,9 @@ func (f *fakeSlack) AppendStream(ctx context.Context, channel, ts, markdown stri
 func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if err := f.record(call{method: "stopStream", ts: ts, text: markdown, mark: mark}, f.stopErr); err != nil {
 		return err
 	}
@@ -258,6 +261,9 @@ func (f *fakeSlack) UploadImage(ctx context.Context, u Upload) error {
 func (f *fakeSlack) Respond(ctx context.Context, responseURL, text string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	return f.record(call{method: "respond", thread: responseURL, text: text}, nil)
 }
 
@@ -407,3 +413,5 @@ func mustNoErr(tb testing.TB, err error) {
 		tb.Fatal(err)
 	}
 }
+
+func errTruncated() error { return &llm.Error{Kind: llm.KindTruncated, Message: "stream ended early"} }

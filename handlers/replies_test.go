@@ -391,7 +391,9 @@ func TestReplyPlaceholderFailureReturnsError(t *testing.T) {
 func TestReplyThreadReadFailureShown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, nil, testOptions())
-		rt.slack.repliesErr = func(int, call) error { return slack.SlackErrorResponse{Err: "missing_scope", Needed: "channels:history"} }
+		rt.slack.repliesErr = func(int, call) error {
+			return slack.SlackErrorResponse{Err: "missing_scope", Needed: "channels:history"}
+		}
 		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
 			t.Error("Reply = nil, want the read error")
 		}

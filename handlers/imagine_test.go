@@ -1,0 +1,173 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/llmbot/llmbot/llm"
+)
+
+var pngBytes = []byte("\x89PNG\r\n\x1a\n fake image bytes")
+
+func newImagineTest(t *testing.T, img *fakeImager) (*Imagine, *fakeSlack) {
+	fs := newFakeSlack()
+	return NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot", Model: "gpt-image-1"}), fs
+}
+
+func imagineReq(text string) ImagineRequest {
+	return ImagineRequest{Channel: "C1", User: "U1", Team: "T1", Text: text, ResponseURL: "https://hooks.slack.test/r/1"}
+}
+
+func TestImagineUploadsToChannel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{wait: 5 * time.Second, img: &llm.Image{Data: pngBytes, Format: "png", MIMEType: "image/png",
+			RevisedPrompt: "A watercolour lighthouse at dawn, soft light"}}
+		im, fs := newImagineTest(t, img)
+		req := imagineReq("  a lighthouse at dawn <b>  ")
+		ack, start := im.Accept(req)
+		if !start || ack != "Generating an image for: a lighthouse at dawn &lt;b&gt;…" {
+			t.Errorf("Accept = %q, %v; want the generating ack and start", ack, start)
+		}
+		mustNoErr(t, im.Run(t.Context(), req))
+		ups := fs.callsOf("upload")
+		if len(ups) != 1 {
+			t.Fatalf("uploads = %d, want 1", len(ups))
+		}
+		u := ups[0].upload
+		if u.Channel != "C1" || u.ThreadTS != "" || u.Filename != "image.png" || !bytes.Equal(u.Data, pngBytes) {
+			t.Errorf("upload = %+v, want the exact bytes as image.png at the channel's top level", u)
+		}
+		for _, want := range []string{"<@U1>", "a lighthouse at dawn &lt;b&gt;", "Revised prompt: A watercolour lighthouse"} {
+			if !strings.Contains(u.Comment, want) {
+				t.Errorf("comment %q lacks %q", u.Comment, want)
+			}
+		}
+		if u.AltText != "a lighthouse at dawn <b>" {
+			t.Errorf("alt text = %q, want the prompt", u.AltText)
+		}
+		if r := img.requests[0]; r.Prompt != "a lighthouse at dawn <b>" || r.Model != "gpt-image-1" || r.User == "" || strings.Contains(r.User, "U1") {
+			t.Errorf("image request = %+v, want the prompt, the model and a hashed user", r)
+		}
+		if n := len(fs.callsOf("respond")); n != 0 {
+			t.Errorf("responses = %d, want none on success", n)
+		}
+	})
+}
+
+func TestImagineEmptyPromptGetsUsage(t *testing.T) {
+	img := &fakeImager{}
+	im, _ := newImagineTest(t, img)
+	ack, start := im.Accept(imagineReq("   "))
+	if start || !strings.Contains(ack, "Usage: `/imagine") {
+		t.Errorf("Accept = %q, %v; want usage help and no start", ack, start)
+	}
+	if err := im.Run(context.Background(), imagineReq("")); !errors.Is(err, ErrIgnored) || len(img.requests) != 0 {
+		t.Errorf("Run on empty prompt = %v with %d image calls, want ErrIgnored and none", err, len(img.requests))
+	}
+}
+
+func TestImagineAltTextBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "jpeg"}}
+		im, fs := newImagineTest(t, img)
+		mustNoErr(t, im.Run(t.Context(), imagineReq(strings.Repeat("é", 1500))))
+		u := fs.callsOf("upload")[0].upload
+		if n := len([]rune(u.AltText)); n != 1000 {
+			t.Errorf("alt text = %d runes, want 1000", n)
+		}
+		if u.Filename != "image.jpeg" {
+			t.Errorf("filename = %q, want image.jpeg", u.Filename)
+		}
+	})
+}
+
+func TestImagineErrorsArePrivate(t *testing.T) {
+	tests := []struct {
+		name      string
+		imgErr    error
+		imgWait   time.Duration
+		uploadErr error
+		want      string
+	}{
+		{"safety rejection", &llm.Error{Kind: llm.KindContentPolicy, Status: 400, Message: "Your request was rejected by the safety system."},
+			0, nil, "The image service refused this prompt: Your request was rejected by the safety system."},
+		{"timeout", nil, time.Hour, nil, "The image took too long to make. Please try again."},
+		{"service busy", &llm.Error{Kind: llm.KindServer, Status: 503}, 0, nil, "The image service is busy right now"},
+		{"bad key", &llm.Error{Kind: llm.KindAuth, Status: 401, Message: "Incorrect API key sk-abc"}, 0, nil, textAuth},
+		{"not in channel", nil, 0, slack.SlackErrorResponse{Err: "not_in_channel"}, "Invite me with `/invite @llmbot`"},
+		{"upload refused", nil, 0, slack.SlackErrorResponse{Err: "file_uploads_disabled"}, "couldn't post it: Slack said file_uploads_disabled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				img := &fakeImager{wait: tt.imgWait, err: tt.imgErr, img: &llm.Image{Data: pngBytes, Format: "png"}}
+				im, fs := newImagineTest(t, img)
+				if tt.uploadErr != nil {
+					fs.uploadErr = func(int, call) error { return tt.uploadErr }
+				}
+				if err := im.Run(t.Context(), imagineReq("a cat")); err == nil {
+					t.Error("Run = nil, want the error")
+				}
+				rs := fs.callsOf("respond")
+				if len(rs) != 1 || !strings.Contains(rs[0].text, tt.want) || rs[0].thread != "https://hooks.slack.test/r/1" {
+					t.Fatalf("responses = %+v, want one via the response_url containing %q", rs, tt.want)
+				}
+				if strings.Contains(rs[0].text, "sk-abc") {
+					t.Error("the API key reached Slack")
+				}
+			})
+		})
+	}
+}
+
+func TestImaginePerUserBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{wait: time.Minute, img: &llm.Image{Data: pngBytes, Format: "png"}}
+		im, fs := newImagineTest(t, img)
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() { mustNoErr(t, im.Run(t.Context(), imagineReq("a cat"))) })
+		}
+		synctest.Wait() // both jobs are running
+		if ack, start := im.Accept(imagineReq("a third cat")); start || !strings.Contains(ack, "already have 2 images") {
+			t.Errorf("Accept over the bound = %q, %v; want a friendly refusal", ack, start)
+		}
+		if _, start := im.Accept(ImagineRequest{User: "U2", Text: "a dog"}); !start {
+			t.Error("another user was refused")
+		}
+		if err := im.Run(t.Context(), imagineReq("a third cat")); !errors.Is(err, ErrIgnored) {
+			t.Errorf("Run over the bound = %v, want ErrIgnored", err)
+		}
+		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "already have 2 images") {
+			t.Errorf("responses = %+v, want one refusal", rs)
+		}
+		wg.Wait()
+		if _, start := im.Accept(imagineReq("a fourth cat")); !start {
+			t.Error("refused after the jobs finished")
+		}
+	})
+}
+
+func TestImagineShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{wait: time.Minute, img: &llm.Image{Data: pngBytes, Format: "png"}}
+		im, fs := newImagineTest(t, img)
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
+		if err := im.Run(ctx, imagineReq("a cat")); err == nil {
+			t.Error("Run = nil, want the error")
+		}
+		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "the bot is restarting") {
+			t.Errorf("responses = %+v, want the restart notice (sent after cancellation)", rs)
+		}
+	})
+}

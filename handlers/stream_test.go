@@ -1,0 +1,192 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/convo"
+)
+
+func streamOptions() ReplyOptions {
+	opt := testOptions()
+	opt.Mode = ModeStream
+	return opt
+}
+
+// streamed is what Slack shows for a whole answer streamed through convo.MarkdownStream.
+func streamed(md string) string {
+	ms := convo.NewMarkdownStream()
+	return ms.Feed(md) + ms.Flush()
+}
+
+func lines(n int) []string {
+	var ws []string
+	for i := range n {
+		ws = append(ws, fmt.Sprintf("Line %d of the answer.\n", i))
+	}
+	return ws
+}
+
+func TestStreamModeAppendsAndStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := lines(30)
+		rt := newReplyTest(t, deltas(ws, 200*time.Millisecond), streamOptions())
+		t0 := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+
+		starts := rt.slack.callsOf("startStream")
+		if len(starts) != 1 {
+			t.Fatalf("startStream calls = %d, want 1", len(starts))
+		}
+		want := StreamStart{Channel: testCh, ThreadTS: testTS, RecipientUserID: "U1", RecipientTeamID: "T1"}
+		if got := starts[0].start; got != want || !starts[0].at.Equal(t0) {
+			t.Errorf("startStream = %+v at +%v, want %+v at once", got, starts[0].at.Sub(t0), want)
+		}
+		if n := len(rt.slack.callsOf("post")); n != 0 {
+			t.Errorf("posts = %d, want none in stream mode", n)
+		}
+		appends := rt.slack.callsOf("appendStream")
+		if len(appends) < 2 {
+			t.Errorf("appends = %d, want the answer appended as it streams", len(appends))
+		}
+		if first := appends[0].at.Sub(t0); first != 200*time.Millisecond {
+			t.Errorf("first append at +%v, want with the first line", first)
+		}
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != 1 || ms[0].text != streamed(joined(ws)) || ms[0].streaming {
+			t.Errorf("streamed message = %+v, want the whole answer, stopped", ms)
+		}
+		stops := rt.slack.callsOf("stopStream")
+		if len(stops) != 1 || stops[0].mark != (convo.Mark{Kind: convo.MarkAnswer}) {
+			t.Errorf("stopStream = %+v, want one with an answer mark", stops)
+		}
+	})
+}
+
+func TestStreamModeLongAnswerContinuesInNewMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ws []string
+		for i := 0; len(joined(ws)) < 2*convo.MarkdownLimit+500; i++ {
+			ws = append(ws, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
+		}
+		rt := newReplyTest(t, deltas(ws, 20*time.Millisecond), streamOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != 3 {
+			t.Fatalf("streamed messages = %d, want 3", len(ms))
+		}
+		var all strings.Builder
+		for i, m := range ms {
+			if len(m.text) > convo.MarkdownLimit || m.streaming {
+				t.Errorf("message %d: %d chars, streaming %v; want <= %d and stopped", i, len(m.text), m.streaming, convo.MarkdownLimit)
+			}
+			all.WriteString(m.text)
+		}
+		if all.String() != streamed(joined(ws)) {
+			t.Error("the streamed messages together differ from the answer")
+		}
+	})
+}
+
+func TestStreamModeFallsBackWhenRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := []string{"Hello ", "from ", "the fallback."}
+		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		rt.slack.startErr = func(int, call) error { return slack.SlackErrorResponse{Err: "channel_type_not_supported"} }
+		for range 2 {
+			mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		}
+		if n := len(rt.slack.callsOf("startStream")); n != 1 {
+			t.Errorf("startStream calls = %d, want 1 (the refusal is remembered)", n)
+		}
+		ms := rt.slack.botMessages(testTS)
+		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)[0]
+		if len(ms) != 2 || ms[0].text != want || ms[1].text != want {
+			t.Errorf("messages = %+v, want two post-and-edit answers %q", ms, want)
+		}
+	})
+}
+
+func TestStreamModeRateLimitedStartFallsBackOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Hi."}, 100*time.Millisecond), streamOptions())
+		rt.slack.startErr = func(n int, _ call) error {
+			if n == 1 {
+				return &slack.RateLimitedError{RetryAfter: time.Second}
+			}
+			return nil
+		}
+		for range 2 {
+			mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		}
+		if n := len(rt.slack.callsOf("startStream")); n != 2 {
+			t.Errorf("startStream calls = %d, want 2 (rate limiting is not a refusal)", n)
+		}
+	})
+}
+
+func TestStreamModeStoppedByUser(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas(lines(50), 200*time.Millisecond), streamOptions())
+		rt.slack.appendErr = func(n int, _ call) error {
+			if n == 3 {
+				return slack.SlackErrorResponse{Err: "stopped_by_user"}
+			}
+			return nil
+		}
+		t0 := time.Now()
+		err := rt.r.Reply(t.Context(), rt.req)
+		if !errors.Is(err, ErrStopped) {
+			t.Errorf("Reply = %v, want ErrStopped", err)
+		}
+		rt.chat.mu.Lock()
+		cause := rt.chat.ctxErr
+		rt.chat.mu.Unlock()
+		if !errors.Is(cause, ErrStopped) {
+			t.Errorf("model request ended with cause %v, want ErrStopped", cause)
+		}
+		if took := time.Since(t0); took > 2*time.Second {
+			t.Errorf("Reply took %v after the stop, want the model request cancelled at once", took)
+		}
+		if n := len(rt.slack.callsOf("appendStream")); n != 3 {
+			t.Errorf("appends = %d, want none after stopped_by_user", n)
+		}
+	})
+}
+
+func TestStreamModeFailureKeepsPartial(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := append(deltas(lines(3), 100*time.Millisecond)[:3], step{wait: 100 * time.Millisecond, err: errTruncated()})
+		rt := newReplyTest(t, steps, streamOptions())
+		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
+			t.Error("Reply = nil, want the stream error")
+		}
+		ms := rt.slack.botMessages(testTS)
+		want := streamed(joined(lines(3))) + convo.NoteSuffix(textTruncated, convo.FormatMarkdown)
+		if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != textTruncated {
+			t.Errorf("message = %+v, want %q", ms, want)
+		}
+	})
+}
+
+func TestStreamModeRescuesAnswerWhenStopFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := lines(3)
+		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
+		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
+			t.Error("Reply = nil, want the stopStream error")
+		}
+		posts := rt.slack.callsOf("post")
+		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)
+		if len(posts) != len(want) || posts[0].text != want[0] {
+			t.Errorf("rescue posts = %+v, want the whole answer %q", posts, want)
+		}
+	})
+}
