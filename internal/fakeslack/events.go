@@ -15,22 +15,113 @@ import (
 // when the text mentions the bot outside a DM (Slack sends no app_mention in DMs), and a
 // `message` event with channel_type channel/group/im/mpim (message.channels, .groups, .im,
 // .mpim). A channel mention with message.channels subscribed yields both events for one
-// message, as in Slack. It returns the message's ts.
+// message, as in Slack. It returns the message's ts. See Post for more kinds of message.
 func (s *Server) PostUserMessage(channelID, user, threadTS, text string) string {
+	return s.Post(UserMessage{Channel: channelID, User: user, ThreadTS: threadTS, Text: text})
+}
+
+// UserMessage is a message typed by a person (or posted by another bot) for Post.
+type UserMessage struct {
+	Channel  string
+	User     string
+	ThreadTS string
+	Text     string
+	BotID    string          // set: a message from another bot (bot_id, no client_msg_id)
+	Subtype  string          // e.g. "thread_broadcast"; "file_share" is set when Files are given
+	Files    []UserFile      // files attached to the message
+	Blocks   json.RawMessage // nil: a rich_text block built from Text (as Slack's clients send)
+}
+
+// UserFile is a file a person attaches to a message. Its bytes are served at the file's
+// url_private (Bearer bot token required, as Slack does).
+type UserFile struct {
+	Name  string
+	Bytes []byte
+}
+
+// Post stores m and delivers its events as PostUserMessage describes. It returns the ts.
+func (s *Server) Post(m UserMessage) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	c := s.channelLocked(channelID)
-	s.userLocked(user)
-	m := s.addMessageLocked(&Message{Channel: c.id, ThreadTS: threadTS, User: user, Text: text}, now)
-	if c.typ != ChannelIM && s.mentionsBot(text) && s.subscribed("app_mention") {
+	c := s.channelLocked(m.Channel)
+	s.userLocked(m.User)
+	msg := &Message{Channel: c.id, ThreadTS: m.ThreadTS, User: m.User, BotID: m.BotID, Text: m.Text,
+		Subtype: m.Subtype, Blocks: m.Blocks}
+	if msg.Blocks == nil && m.Text != "" {
+		msg.Blocks = richText(m.Text, newEnvelopeID()[:5])
+	}
+	for _, uf := range m.Files {
+		f := &File{ID: s.nextIDLocked("F"), Name: uf.Name, Length: len(uf.Bytes), Bytes: uf.Bytes,
+			Uploaded: true, Shared: true, Channel: c.id, ThreadTS: m.ThreadTS, Time: now}
+		s.files[f.ID] = f
+		s.fileOrder = append(s.fileOrder, f.ID)
+		msg.Files = append(msg.Files, f.ID)
+		if msg.Subtype == "" {
+			msg.Subtype = "file_share"
+		}
+	}
+	s.addMessageLocked(msg, now)
+	for _, id := range msg.Files {
+		s.files[id].MessageTS = msg.TS
+	}
+	s.deliverLocked(c, msg, now)
+	s.notifyLocked()
+	return msg.TS
+}
+
+// deliverLocked queues the events Slack sends for a new or edited message.
+func (s *Server) deliverLocked(c *channel, m *Message, now time.Time) {
+	if c.typ != ChannelIM && s.mentionsBot(m.Text) && s.subscribed("app_mention") {
 		s.enqueueEventLocked(s.eventLocked(c, m, "app_mention"), now)
 	}
 	if s.subscribed("message." + subscriptionOf(c.typ)) {
 		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now)
 	}
+}
+
+// EditUserMessage changes the text of a person's message and delivers what Slack sends:
+// a message_changed event (message.* subscriptions) and, if the new text mentions the
+// bot outside a DM, an app_mention again, carrying `edited`. It reports whether the
+// message exists.
+func (s *Server) EditUserMessage(channelID, ts, text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	c := s.channels[channelID]
+	if c == nil || c.byTS[ts] == nil {
+		return false
+	}
+	m := c.byTS[ts]
+	prev := copyMessage(m)
+	m.Text, m.Blocks = text, richText(text, newEnvelopeID()[:5])
+	m.Edited, m.EditedTS = true, s.newTSLocked(now)
+	if c.typ != ChannelIM && s.mentionsBot(text) && s.subscribed("app_mention") {
+		ev := s.eventLocked(c, m, "app_mention")
+		ev["edited"] = map[string]any{"user": m.User, "ts": m.EditedTS}
+		ev["event_ts"] = m.EditedTS
+		s.enqueueEventLocked(ev, now)
+	}
+	if s.subscribed("message." + subscriptionOf(c.typ)) {
+		s.enqueueEventLocked(s.changedEventLocked(c, m, &prev, now), now)
+	}
 	s.notifyLocked()
-	return m.TS
+	return true
+}
+
+func (s *Server) changedEventLocked(c *channel, m, prev *Message, now time.Time) map[string]any {
+	ts := s.newTSLocked(now)
+	return map[string]any{
+		"type":             "message",
+		"subtype":          "message_changed",
+		"hidden":           true,
+		"channel":          c.id,
+		"channel_type":     c.typ,
+		"ts":               ts,
+		"event_ts":         ts,
+		"message":          s.messageJSON(c, m, false),
+		"previous_message": s.messageJSON(c, prev, false),
+	}
 }
 
 // EventOf builds the inner event Slack would send for a stored message: typ is
@@ -86,8 +177,9 @@ func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any 
 	}
 	if m.BotID != "" {
 		ev["bot_id"] = m.BotID
-		ev["app_id"] = s.cfg.AppID
-		ev["bot_profile"] = map[string]any{"id": m.BotID, "app_id": s.cfg.AppID, "name": s.cfg.BotName, "team_id": s.cfg.TeamID}
+		for k, v := range s.botProfile(m.BotID) {
+			ev[k] = v
+		}
 	} else {
 		ev["client_msg_id"] = newEnvelopeID()
 	}
@@ -110,7 +202,7 @@ func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any 
 		var files []map[string]any
 		for _, id := range m.Files {
 			if f := s.files[id]; f != nil {
-				files = append(files, fileJSON(f))
+				files = append(files, s.fileJSON(f))
 			}
 		}
 		ev["files"] = files
@@ -156,18 +248,7 @@ func (s *Server) echoLocked(c *channel, m *Message, prev *Message, now time.Time
 		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now)
 		return
 	}
-	ts := s.newTSLocked(now)
-	s.enqueueEventLocked(map[string]any{
-		"type":             "message",
-		"subtype":          "message_changed",
-		"hidden":           true,
-		"channel":          c.id,
-		"channel_type":     c.typ,
-		"ts":               ts,
-		"event_ts":         ts,
-		"message":          s.messageJSON(c, m, false),
-		"previous_message": s.messageJSON(c, prev, false),
-	}, now)
+	s.enqueueEventLocked(s.changedEventLocked(c, m, prev, now), now)
 }
 
 // SlashCommand delivers a slash_commands envelope (accepts_response_payload true) as if

@@ -162,3 +162,39 @@ func (s *Server) Status(channelID, threadTS string) string {
 	defer s.mu.Unlock()
 	return s.statuses[channelID+"/"+threadTS]
 }
+
+// WritesSince returns the writes after the first n (for incremental polling of long runs).
+func (s *Server) WritesSince(n int) []Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n >= len(s.writes) {
+		return nil
+	}
+	return slices.Clone(s.writes[max(n, 0):])
+}
+
+// AcksSince returns the acks after the first n.
+func (s *Server) AcksSince(n int) []Ack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n >= len(s.acks) {
+		return nil
+	}
+	return slices.Clone(s.acks[max(n, 0):])
+}
+
+// CallCount returns how many calls of method were made ("" counts all methods).
+func (s *Server) CallCount(method string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if method == "" {
+		return len(s.calls)
+	}
+	n := 0
+	for _, c := range s.calls {
+		if c.Method == method {
+			n++
+		}
+	}
+	return n
+}

@@ -177,6 +177,7 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("/socket", s.serveSocket)
 	mux.HandleFunc("/upload/", s.serveUpload)
 	mux.HandleFunc("/response/", s.serveResponseURL)
+	mux.HandleFunc("/files-pri/", s.serveFileDownload)
 	s.http = httptest.NewServer(mux)
 	if cfg.RedeliverAfter > 0 {
 		s.wg.Add(1)

@@ -247,8 +247,9 @@ func (s *Server) messageJSON(c *channel, m *Message, withMetadata bool) map[stri
 	}
 	if m.BotID != "" {
 		out["bot_id"] = m.BotID
-		out["app_id"] = s.cfg.AppID
-		out["bot_profile"] = map[string]any{"id": m.BotID, "app_id": s.cfg.AppID, "name": s.cfg.BotName, "team_id": s.cfg.TeamID}
+		for k, v := range s.botProfile(m.BotID) {
+			out[k] = v
+		}
 	}
 	out["team"] = s.cfg.TeamID
 	if m.Subtype != "" {
@@ -290,7 +291,7 @@ func (s *Server) messageJSON(c *channel, m *Message, withMetadata bool) map[stri
 		files := make([]map[string]any, 0, len(m.Files))
 		for _, id := range m.Files {
 			if f := s.files[id]; f != nil {
-				files = append(files, fileJSON(f))
+				files = append(files, s.fileJSON(f))
 			}
 		}
 		out["files"] = files
@@ -313,15 +314,31 @@ func (m *Message) userOrEmpty() string {
 	return m.User
 }
 
-func fileJSON(f *File) map[string]any {
+// botProfile is the app_id and bot_profile of a bot's message: this app's for its bot,
+// a stand-in app's for other bots.
+func (s *Server) botProfile(botID string) map[string]any {
+	appID, name := "A0OTHER", "otherbot"
+	if botID == s.cfg.BotID {
+		appID, name = s.cfg.AppID, s.cfg.BotName
+	}
 	return map[string]any{
-		"id":       f.ID,
-		"name":     f.Name,
-		"title":    f.Title,
-		"mimetype": mimeType(f.Name),
-		"filetype": strings.TrimPrefix(extension(f.Name), "."),
-		"size":     len(f.Bytes),
-		"alt_txt":  f.AltText,
+		"app_id":      appID,
+		"bot_profile": map[string]any{"id": botID, "app_id": appID, "name": name, "team_id": s.cfg.TeamID, "deleted": false},
+	}
+}
+
+func (s *Server) fileJSON(f *File) map[string]any {
+	u := s.http.URL + "/files-pri/" + f.ID + "/" + url.PathEscape(f.Name)
+	return map[string]any{
+		"url_private":          u,
+		"url_private_download": u + "?download=1",
+		"id":                   f.ID,
+		"name":                 f.Name,
+		"title":                f.Title,
+		"mimetype":             mimeType(f.Name),
+		"filetype":             strings.TrimPrefix(extension(f.Name), "."),
+		"size":                 len(f.Bytes),
+		"alt_txt":              f.AltText,
 	}
 }
 
