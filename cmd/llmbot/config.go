@@ -1,0 +1,308 @@
+package main
+
+import (
+	"encoding"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Config is every setting of the bot, read from the environment. The struct tags are the one
+// source of truth for names, defaults and descriptions: the loader, Validate and --help all read
+// them (the tags are envconfig's, so envconfig.Process reads the same struct the same way; see
+// TestEnvconfigAgrees).
+//
+// An empty value counts as unset (the default applies), unlike envconfig, where an explicitly
+// empty variable is "set": a blank line in an .env file must not silently disable a default.
+type Config struct {
+	SlackBotToken string `envconfig:"SLACK_BOT_TOKEN" secret:"true" desc:"Bot token (xoxb-...): Slack app settings > OAuth & Permissions > Bot User OAuth Token (install the app first)."`
+	SlackAppToken string `envconfig:"SLACK_APP_TOKEN" secret:"true" desc:"App-level token (xapp-...) with connections:write: Slack app settings > Basic Information > App-Level Tokens."`
+	SlackAPIURL   string `envconfig:"SLACK_API_URL" default:"https://slack.com/api/" desc:"Slack Web API base URL (GovSlack: https://slack-gov.com/api/)."`
+
+	OpenAIAPIKey  string   `envconfig:"OPENAI_API_KEY" secret:"true" desc:"API key of the model service (OpenAI: platform.openai.com > API keys). May be empty for local servers (Ollama, vLLM) that need none."`
+	OpenAIBaseURL string   `envconfig:"OPENAI_BASE_URL" default:"https://api.openai.com/v1" desc:"Base URL of the OpenAI-compatible API, ending in /v1 (Ollama: http://localhost:11434/v1)."`
+	LLMHeaders    string   `envconfig:"LLM_HEADERS" secret:"true" desc:"Extra HTTP headers for the model service, comma-separated Name=value (Azure: api-key=...). Never logged."`
+	ChatModel     string   `envconfig:"CHAT_MODEL" default:"gpt-5.4-mini" desc:"Chat model for answers."`
+	ImageModel    string   `envconfig:"IMAGE_MODEL" default:"gpt-image-2" desc:"Image model for /imagine."`
+	Temperature   *float64 `envconfig:"TEMPERATURE" desc:"Sampling temperature, 0 to 2. Unset: not sent (the model's own default; some models accept no other)."`
+	SystemPrompt  string   `envconfig:"SYSTEM_PROMPT" desc:"System prompt; {bot_name} and {date} are filled in. Unset: a built-in prompt."`
+	ImageSize     string   `envconfig:"IMAGE_SIZE" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
+	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
+
+	ReplyMode            string  `envconfig:"REPLY_MODE" default:"edit" desc:"edit: post a reply and edit it as the answer streams (works everywhere). stream: Slack's native streaming (chat.startStream), falling back to edit when Slack refuses it."`
+	EditBudgetPerMinute  float64 `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
+	EditPolicy           string  `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
+	ContextTokens        int     `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model; the oldest messages are left out first."`
+	MaxConcurrentReplies int     `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers in progress at once; beyond it people get a short busy reply (no queue)."`
+	ImaginePerUser       int     `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
+	FollowUps            bool    `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
+	AnswerBots           bool    `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own)."`
+
+	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
+	LLMHeaderTimeout  time.Duration `envconfig:"LLM_HEADER_TIMEOUT" default:"120s" desc:"Time to the first response headers of a chat request."`
+	LLMIdleTimeout    time.Duration `envconfig:"LLM_IDLE_TIMEOUT" default:"90s" desc:"Longest silence inside a streamed answer before it is given up as stalled."`
+	ImageTimeout      time.Duration `envconfig:"IMAGE_TIMEOUT" default:"180s" desc:"Time for one image generation, download included."`
+	LLMMaxRetries     int           `envconfig:"LLM_MAX_RETRIES" default:"2" desc:"Retries of a model request on 429/5xx/connection errors before the first byte (0: none)."`
+	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"8s" desc:"On SIGTERM, time to finish answers in progress; the rest are closed with a note. Keep it under Kubernetes' 30s."`
+
+	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
+	LogFormat string        `envconfig:"LOG_FORMAT" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
+}
+
+// setting is one Config field as described by its tags.
+type setting struct {
+	Name, Default, Desc string
+	Secret              bool
+	index               int
+}
+
+// settings lists the Config fields in declaration order.
+func settings() []setting {
+	t := reflect.TypeFor[Config]()
+	out := make([]setting, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		out = append(out, setting{
+			Name:    f.Tag.Get("envconfig"),
+			Default: f.Tag.Get("default"),
+			Desc:    f.Tag.Get("desc"),
+			Secret:  f.Tag.Get("secret") == "true",
+			index:   i,
+		})
+	}
+	return out
+}
+
+// loadConfig reads every setting through getenv. Values that cannot be parsed are reported
+// together, one line each (the value is shown only for settings that are not secret).
+func loadConfig(getenv func(string) string) (Config, []string) {
+	var cfg Config
+	var problems []string
+	v := reflect.ValueOf(&cfg).Elem()
+	for _, s := range settings() {
+		raw := strings.TrimSpace(getenv(s.Name))
+		if raw == "" {
+			raw = s.Default
+		}
+		if raw == "" {
+			continue
+		}
+		if err := setField(v.Field(s.index), raw); err != nil {
+			shown := ""
+			if !s.Secret {
+				shown = fmt.Sprintf(" %q", raw)
+			}
+			problems = append(problems, fmt.Sprintf("%s:%s is not %s", s.Name, shown, err))
+			if s.Default != "" && raw != s.Default {
+				_ = setField(v.Field(s.index), s.Default) // so Validate does not report it twice
+			}
+		}
+	}
+	return cfg, problems
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// setField parses raw into f. The error reads as the end of "X is not ...".
+func setField(f reflect.Value, raw string) error {
+	if f.Kind() == reflect.Pointer {
+		p := reflect.New(f.Type().Elem())
+		if err := setField(p.Elem(), raw); err != nil {
+			return err
+		}
+		f.Set(p)
+		return nil
+	}
+	if u, ok := f.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		if err := u.UnmarshalText([]byte(raw)); err != nil {
+			return errors.New("a valid value")
+		}
+		return nil
+	}
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return errors.New("a duration (like 8s, 2m)")
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(raw)
+	case f.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return errors.New("true or false")
+		}
+		f.SetBool(b)
+	case f.Kind() == reflect.Int:
+		n, err := strconv.Atoi(raw)
+		if err != nil {
+			return errors.New("a whole number")
+		}
+		f.SetInt(int64(n))
+	case f.Kind() == reflect.Float64:
+		x, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			return errors.New("a number")
+		}
+		f.SetFloat(x)
+	default:
+		panic("config: unsupported field type " + f.Type().String()) // programmer error
+	}
+	return nil
+}
+
+// Validate returns one error listing every problem, each with where to get the right value.
+// Secret values never appear in it.
+func (c Config) Validate() error { return problemsError(c.problems()) }
+
+func (c Config) problems() []string {
+	var p []string
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+
+	checkToken := func(name, value, prefix, where string) {
+		switch {
+		case value == "":
+			add("%s is missing: %s", name, where)
+		case !strings.HasPrefix(value, prefix):
+			add("%s does not start with %q (is it the other token?): %s", name, prefix, where)
+		}
+	}
+	checkToken("SLACK_BOT_TOKEN", c.SlackBotToken, "xoxb-",
+		"the Bot User OAuth Token (xoxb-...) under OAuth & Permissions in your Slack app's settings (https://api.slack.com/apps); install the app to the workspace first")
+	checkToken("SLACK_APP_TOKEN", c.SlackAppToken, "xapp-",
+		"an app-level token (xapp-...) with the connections:write scope under Basic Information > App-Level Tokens in your Slack app's settings (https://api.slack.com/apps)")
+
+	checkURL := func(name, value string) {
+		u, err := url.Parse(value)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("%s: %q is not an http(s) URL", name, value)
+		}
+	}
+	checkURL("SLACK_API_URL", c.SlackAPIURL)
+	checkURL("OPENAI_BASE_URL", c.OpenAIBaseURL)
+	if u, err := url.Parse(c.OpenAIBaseURL); err == nil && u.Hostname() == "api.openai.com" && c.OpenAIAPIKey == "" {
+		add("OPENAI_API_KEY is missing: create one at https://platform.openai.com/api-keys (or set OPENAI_BASE_URL to another OpenAI-compatible service)")
+	}
+	if _, err := parseHeaders(c.LLMHeaders); err != nil {
+		add("LLM_HEADERS: %v", err)
+	}
+	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2) {
+		add("TEMPERATURE: %v is outside 0 to 2 (leave it unset to use the model's default)", *c.Temperature)
+	}
+	if c.ChatModel == "" {
+		add("CHAT_MODEL is missing: the chat model name your service offers (e.g. gpt-5.4-mini)")
+	}
+
+	oneOf := func(name, value string, allowed ...string) {
+		for _, a := range allowed {
+			if value == a {
+				return
+			}
+		}
+		add("%s: %q is not one of %s", name, value, strings.Join(allowed, ", "))
+	}
+	oneOf("REPLY_MODE", c.ReplyMode, "edit", "stream")
+	oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
+	if c.LogFormat != "" {
+		oneOf("LOG_FORMAT", c.LogFormat, "json", "console")
+	}
+
+	atLeast := func(name string, value, min int) {
+		if value < min {
+			add("%s: %d is below %d", name, value, min)
+		}
+	}
+	atLeast("MAX_CONCURRENT_REPLIES", c.MaxConcurrentReplies, 1)
+	atLeast("IMAGINE_PER_USER", c.ImaginePerUser, 1)
+	atLeast("CONTEXT_TOKENS", c.ContextTokens, 500)
+	atLeast("LLM_MAX_RETRIES", c.LLMMaxRetries, 0)
+	if c.EditBudgetPerMinute <= 0 {
+		add("EDIT_BUDGET_PER_MINUTE: %v must be above 0", c.EditBudgetPerMinute)
+	}
+	positive := func(name string, d time.Duration) {
+		if d <= 0 {
+			add("%s: %v must be above 0", name, d)
+		}
+	}
+	positive("LLM_CONNECT_TIMEOUT", c.LLMConnectTimeout)
+	positive("LLM_HEADER_TIMEOUT", c.LLMHeaderTimeout)
+	positive("LLM_IDLE_TIMEOUT", c.LLMIdleTimeout)
+	positive("IMAGE_TIMEOUT", c.ImageTimeout)
+	positive("SHUTDOWN_GRACE", c.ShutdownGrace)
+	return p
+}
+
+// problemsError joins problems into one error, or returns nil when there are none.
+func problemsError(p []string) error {
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("configuration has %d problem(s) (run with --help for every setting):\n  - %s",
+		len(p), strings.Join(p, "\n  - "))
+}
+
+// parseHeaders reads "Name=value,Name2=value2". Errors never quote a value (they may be keys).
+func parseHeaders(s string) (http.Header, error) {
+	h := http.Header{}
+	if strings.TrimSpace(s) == "" {
+		return h, nil
+	}
+	for i, pair := range strings.Split(s, ",") {
+		name, value, ok := strings.Cut(pair, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t:") {
+			return nil, fmt.Errorf("entry %d is not Name=value", i+1)
+		}
+		h.Add(textproto.CanonicalMIMEHeaderKey(name), strings.TrimSpace(value))
+	}
+	return h, nil
+}
+
+// printHelp writes the settings table: name, default, description.
+func printHelp(w io.Writer) error {
+	fmt.Fprintln(w, "llmbot: a Slack bot (Socket Mode) that answers threads and DMs with an OpenAI-compatible model,")
+	fmt.Fprintln(w, "and makes pictures with /imagine. Configured by environment variables:")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDEFAULT\tDESCRIPTION")
+	for _, s := range settings() {
+		def := s.Default
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, def, s.Desc)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Required: SLACK_BOT_TOKEN, SLACK_APP_TOKEN, and OPENAI_API_KEY for api.openai.com.")
+	_, err := fmt.Fprintln(w, "--help-markdown prints the same table in Markdown (for the README).")
+	return err
+}
+
+// printHelpMarkdown writes the settings table as Markdown.
+func printHelpMarkdown(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| Setting | Default | Description |\n|---|---|---|\n")
+	for _, s := range settings() {
+		def := ""
+		if s.Default != "" {
+			def = "`" + s.Default + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, def, strings.ReplaceAll(s.Desc, "|", `\|`))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
