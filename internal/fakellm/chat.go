@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -55,6 +56,7 @@ const (
 // Reply decides one chat completion answer.
 type Reply struct {
 	Tokens          []string      // content deltas, one chunk each
+	HeaderDelay     time.Duration // before the response headers (for header timeouts)
 	FirstTokenDelay time.Duration // before the first content chunk (after the headers)
 	TokenInterval   time.Duration // between content chunks
 	FinishReason    string        // "" means "stop"
@@ -195,6 +197,12 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	decide := s.chat
 	s.mu.Unlock()
 	reply := decide(*req)
+	s.enter()
+	defer s.leave()
+	if !s.wait(r.Context(), w, nil, reply.HeaderDelay, 0) {
+		s.update(func() { rec.ClientGone, rec.End = r.Context().Err() != nil, time.Now() })
+		return
+	}
 
 	if reply.Status != 0 && reply.Status != http.StatusOK {
 		body := reply.Body
@@ -401,4 +409,27 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *Record, req
 // String describes the reply briefly (for test failure messages).
 func (r Reply) String() string {
 	return fmt.Sprintf("Reply{%d tokens, status %d, failure %d after %d}", len(r.Tokens), r.Status, r.Failure, r.After)
+}
+
+// Sequence answers the i-th chat request with replies[i], and later ones with the last
+// reply (for retry tests: a 500, then a good answer).
+func Sequence(replies ...Reply) func(ChatRequest) Reply {
+	var mu sync.Mutex
+	i := 0
+	return func(ChatRequest) Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		r := replies[min(i, len(replies)-1)]
+		i++
+		return r
+	}
+}
+
+// UnsupportedTemperature is OpenAI's answer to a temperature a reasoning model does not
+// support (HTTP 400, param temperature, code unsupported_value).
+func UnsupportedTemperature(value string) Reply {
+	return HTTPError(http.StatusBadRequest, APIError{
+		Message: "Unsupported value: 'temperature' does not support " + value + " with this model. Only the default (1) value is supported.",
+		Type:    "invalid_request_error", Param: "temperature", Code: "unsupported_value",
+	})
 }

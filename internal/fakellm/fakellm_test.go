@@ -381,3 +381,38 @@ func TestImages(t *testing.T) {
 		t.Errorf("image request = %+v", reqs[0].Image)
 	}
 }
+
+func TestSequenceHeaderDelayAndCounts(t *testing.T) {
+	srv := newServer(t)
+	srv.SetChat(fakellm.Sequence(fakellm.UnsupportedTemperature("0.7"), fakellm.Tokens("ok")))
+	resp := post(t, ctxFor(t), srv.URL()+"/chat/completions", fakellm.DefaultAPIKey, streamBody)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), `"param":"temperature"`) {
+		t.Errorf("first answer: %d %s", resp.StatusCode, b)
+	}
+	for range 2 {
+		if resp := post(t, ctxFor(t), srv.URL()+"/chat/completions", fakellm.DefaultAPIKey, streamBody); resp.StatusCode != 200 {
+			t.Errorf("later answer: %d", resp.StatusCode)
+		}
+	}
+
+	srv.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		r := fakellm.Tokens("x")
+		r.HeaderDelay = time.Minute
+		return r
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+"/chat/completions", strings.NewReader(streamBody))
+	req.Header.Set("Authorization", "Bearer "+fakellm.DefaultAPIKey)
+	if _, err := http.DefaultClient.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("header delay: %v, want deadline exceeded", err)
+	}
+	err := srv.WaitFor(ctxFor(t), func() bool { c := srv.Counts(); return c.ClientGone == 1 && c.Active == 0 })
+	if err != nil {
+		t.Fatalf("counts = %+v", srv.Counts())
+	}
+	if c := srv.Counts(); c.Chat != 4 || c.Peak < 1 {
+		t.Errorf("counts = %+v", c)
+	}
+}

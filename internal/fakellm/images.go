@@ -93,7 +93,8 @@ func (s *Server) serveImage(w http.ResponseWriter, r *http.Request) {
 	decide := s.image
 	s.mu.Unlock()
 	reply := decide(req)
-
+	s.enter()
+	defer s.leave()
 	if !s.wait(r.Context(), w, nil, reply.Delay, 0) {
 		s.update(func() { rec.ClientGone, rec.End = r.Context().Err() != nil, time.Now() })
 		return

@@ -39,7 +39,18 @@ type Server struct {
 	records []*Record
 	blobs   map[string][]byte // images served by URL
 	seq     int
+	active  int // chat and image requests being answered
+	peak    int // the most active at once
 }
+
+func (s *Server) enter() {
+	s.update(func() {
+		s.active++
+		s.peak = max(s.peak, s.active)
+	})
+}
+
+func (s *Server) leave() { s.update(func() { s.active-- }) }
 
 // New starts a fake server on 127.0.0.1. Until SetChat/SetImage are called it answers
 // chat with "Hello from the fake LLM." and images with a small PNG. Close it when done.
@@ -154,11 +165,15 @@ func (s *Server) ChatRequests() []ChatRequest {
 // whose client left early, and streams finished.
 type Counts struct {
 	Chat, Image, Unauthorized, ClientGone, Finished int
+	// Active is how many chat/image requests are being answered now; Peak the most at once.
+	Active, Peak int
 }
 
 // Counts returns the counters.
 func (s *Server) Counts() Counts {
-	var c Counts
+	s.mu.Lock()
+	c := Counts{Active: s.active, Peak: s.peak}
+	s.mu.Unlock()
 	for _, r := range s.Requests() {
 		switch {
 		case r.Status == http.StatusUnauthorized:
