@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"go.uber.org/zap/zapcore"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+// envFunc turns a map into a getenv.
+func envFunc(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+// validEnv is a complete, valid environment.
+func validEnv() map[string]string {
+	return map[string]string{
+		"SLACK_BOT_TOKEN": "xoxb-1-secret",
+		"SLACK_APP_TOKEN": "xapp-1-secret",
+		"OPENAI_API_KEY":  "sk-secret",
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, problems := loadConfig(envFunc(validEnv()))
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		SlackBotToken: "xoxb-1-secret", SlackAppToken: "xapp-1-secret", OpenAIAPIKey: "sk-secret",
+		SlackAPIURL: "https://slack.com/api/", OpenAIBaseURL: "https://api.openai.com/v1",
+		ChatModel: "gpt-5.4-mini", ImageModel: "gpt-image-2",
+		ReplyMode: "edit", EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
+		MaxConcurrentReplies: 50, ImaginePerUser: 2, FollowUps: true, AnswerBots: false,
+		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
+		ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, ShutdownGrace: 8 * time.Second,
+		LogLevel: zapcore.InfoLevel,
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestEmptyCountsAsUnset(t *testing.T) {
+	env := validEnv()
+	env["CHAT_MODEL"] = "  "
+	env["SHUTDOWN_GRACE"] = ""
+	env["TEMPERATURE"] = ""
+	cfg, problems := loadConfig(envFunc(env))
+	if len(problems) != 0 || cfg.ChatModel != "gpt-5.4-mini" || cfg.ShutdownGrace != 8*time.Second || cfg.Temperature != nil {
+		t.Errorf("empty values: %+v, %v", cfg, problems)
+	}
+}
+
+func TestTemperatureZeroIsSent(t *testing.T) {
+	env := validEnv()
+	env["TEMPERATURE"] = "0"
+	cfg, _ := loadConfig(envFunc(env))
+	if cfg.Temperature == nil || *cfg.Temperature != 0 {
+		t.Errorf("TEMPERATURE=0 gave %v, want a pointer to 0", cfg.Temperature)
+	}
+}
+
+func TestMissingConfigListsEverything(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"llmbot"}, envFunc(nil), &stdout, &stderr)
+	if err == nil {
+		t.Fatal("run with no configuration returned nil")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"3 problem(s)",
+		"SLACK_BOT_TOKEN is missing", "OAuth & Permissions",
+		"SLACK_APP_TOKEN is missing", "App-Level Tokens", "connections:write",
+		"OPENAI_API_KEY is missing", "platform.openai.com",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if stderr.Len() != 0 || stdout.Len() != 0 {
+		t.Errorf("run wrote output besides its error: %q %q", stdout.String(), stderr.String())
+	}
+}
+
+func TestBadValuesAllReported(t *testing.T) {
+	env := map[string]string{
+		"SLACK_BOT_TOKEN":        "xapp-looks-like-the-app-SECRET",
+		"SLACK_APP_TOKEN":        "xoxb-looks-like-the-bot-SECRET",
+		"OPENAI_BASE_URL":        "localhost:11434",
+		"TEMPERATURE":            "2.5",
+		"REPLY_MODE":             "chunks",
+		"EDIT_POLICY":            "fastest",
+		"MAX_CONCURRENT_REPLIES": "many",
+		"SHUTDOWN_GRACE":         "8",
+		"FOLLOW_UPS":             "maybe",
+		"LOG_FORMAT":             "xml",
+		"LOG_LEVEL":              "loud",
+		"LLM_HEADERS":            "api-key SECRET",
+		"CONTEXT_TOKENS":         "10",
+	}
+	cfg, problems := loadConfig(envFunc(env))
+	err := problemsError(append(problems, cfg.problems()...))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`SLACK_BOT_TOKEN does not start with "xoxb-"`,
+		`SLACK_APP_TOKEN does not start with "xapp-"`,
+		`OPENAI_BASE_URL: "localhost:11434" is not an http(s) URL`,
+		"TEMPERATURE: 2.5 is outside 0 to 2",
+		`REPLY_MODE: "chunks" is not one of edit, stream`,
+		`EDIT_POLICY: "fastest" is not one of fair, every-1s, every-20-chunks`,
+		`MAX_CONCURRENT_REPLIES: "many" is not a whole number`,
+		`SHUTDOWN_GRACE: "8" is not a duration`,
+		`FOLLOW_UPS: "maybe" is not true or false`,
+		`LOG_FORMAT: "xml" is not one of json, console`,
+		`LOG_LEVEL: "loud" is not a valid value`,
+		"LLM_HEADERS: entry 1 is not Name=value",
+		"CONTEXT_TOKENS: 10 is below 500",
+		"13 problem(s)",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "SECRET") {
+		t.Errorf("message shows a secret value:\n%s", msg)
+	}
+}
+
+func TestLocalServerNeedsNoKey(t *testing.T) {
+	env := validEnv()
+	delete(env, "OPENAI_API_KEY")
+	env["OPENAI_BASE_URL"] = "http://localhost:11434/v1"
+	cfg, problems := loadConfig(envFunc(env))
+	if len(problems) != 0 || cfg.Validate() != nil {
+		t.Errorf("a local server without a key: %v %v", problems, cfg.Validate())
+	}
+}
+
+// TestEnvconfigAgrees checks that the struct tags mean the same to envconfig as to loadConfig.
+func TestEnvconfigAgrees(t *testing.T) {
+	env := map[string]string{
+		"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "OPENAI_API_KEY": "sk-1",
+		"TEMPERATURE": "0.7", "MAX_CONCURRENT_REPLIES": "7", "FOLLOW_UPS": "false", "SHUTDOWN_GRACE": "3s",
+		"LOG_LEVEL": "debug", "EDIT_BUDGET_PER_MINUTE": "40.5", "LLM_HEADERS": "api-key=x,X-Org=y",
+	}
+	for _, s := range settings() {
+		t.Setenv(s.Name, env[s.Name])
+		if env[s.Name] == "" {
+			os.Unsetenv(s.Name) // unset, not empty: envconfig treats an empty variable as set
+		}
+	}
+	var viaEnvconfig Config
+	if err := envconfig.Process("", &viaEnvconfig); err != nil {
+		t.Fatal(err)
+	}
+	mine, problems := loadConfig(os.Getenv)
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	if !reflect.DeepEqual(mine, viaEnvconfig) {
+		t.Errorf("loadConfig and envconfig differ:\n mine %+v\n envc %+v", mine, viaEnvconfig)
+	}
+}
+
+func TestParseHeaders(t *testing.T) {
+	h, err := parseHeaders(" api-key = abc , X-Org=o=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Get("Api-Key") != "abc" || h.Get("X-Org") != "o=1" || len(h) != 2 {
+		t.Errorf("headers %v", h)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{"llmbot", arg}, envFunc(nil), &stdout, &stderr); err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		for _, s := range settings() {
+			if !strings.Contains(stdout.String(), s.Name) {
+				t.Errorf("%s output lacks %s", arg, s.Name)
+			}
+		}
+	}
+}
+
+// TestHelpMarkdown keeps testdata/settings.md (the README's settings table) in step with the
+// struct tags; go test ./cmd/llmbot -run HelpMarkdown -update rewrites it.
+func TestHelpMarkdown(t *testing.T) {
+	var stdout bytes.Buffer
+	if err := run(context.Background(), []string{"llmbot", "--help-markdown"}, envFunc(nil), &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "settings.md")
+	if *update {
+		if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stdout.String(); got != string(want) {
+		t.Errorf("--help-markdown differs from %s (run with -update):\n%s", golden, got)
+	}
+	if n := strings.Count(stdout.String(), "\n| `"); n != len(settings()) {
+		t.Errorf("%d rows, want %d", n, len(settings()))
+	}
+}
+
+func TestLoggerFormats(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, zapcore.InfoLevel, "")
+	log.Debug("hidden")
+	log.Info("shown", zapcoreString("channel", "C1"))
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("not JSON when not on a terminal: %q", buf.String())
+	}
+	if line["msg"] != "shown" || line["channel"] != "C1" || line["level"] != "info" {
+		t.Errorf("log line %v", line)
+	}
+	buf.Reset()
+	newLogger(&buf, zapcore.DebugLevel, "console").Debug("plain")
+	if !strings.Contains(buf.String(), "DEBUG\tplain") {
+		t.Errorf("console line %q", buf.String())
+	}
+}
+
+func zapcoreString(k, v string) zapcore.Field { return zapcore.Field{Key: k, Type: zapcore.StringType, String: v} }
