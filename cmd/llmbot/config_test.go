@@ -248,4 +248,6 @@ func TestLoggerFormats(t *testing.T) {
 	}
 }
 
-func zapcoreString(k, v string) zapcore.Field { return zapcore.Field{Key: k, Type: zapcore.StringType, String: v} }
+func zapcoreString(k, v string) zapcore.Field {
+	return zapcore.Field{Key: k, Type: zapcore.StringType, String: v}
+}
