@@ -60,39 +60,38 @@ func (e *editSink) priority(i, n int) pace.Priority {
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	p := e.p
+	parts := e.pager.Update(snap.md, false) // rendering is the writer's main cost: once per new text
 	for !e.broken {
-		i, post := e.next(e.pager.Update(snap.md, false))
+		i, post := e.next(parts)
 		if i < 0 {
 			return
 		}
 		var err error
 		if post {
-			if err := p.r.opt.Posts.Wait(wctx, p.req.Channel); err != nil {
-				return
-			}
-			snap = mb.latest(snap)
-			text := e.pager.Update(snap.md, false)[i]
+			err = p.r.opt.Posts.Wait(wctx, p.req.Channel)
+		} else {
+			err = e.lane.Wait(wctx, e.priority(i, len(parts)), snap.since)
+		}
+		if err != nil {
+			return // the answer is complete (or cancelled): the final write takes over
+		}
+		if n := mb.latest(snap); n.md != snap.md { // the freshest text goes out with this slot
+			snap, parts = n, e.pager.Update(n.md, false)
+		}
+		text := parts[i]
+		mark := convo.Mark{Kind: convo.MarkAnswer}
+		if post {
 			var ts string
-			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkAnswer}})
-			if err == nil {
+			if ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark}); err == nil {
 				e.ts, e.shown = append(e.ts, ts), append(e.shown, text)
 				e.posts++
 			}
-		} else {
-			parts := e.pager.Update(snap.md, false)
-			if err := e.lane.Wait(wctx, e.priority(i, len(parts)), snap.since); err != nil {
-				return
+		} else if err = p.r.msgs.Update(ctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark}); err == nil {
+			if i == 0 && e.shown[0] == "" {
+				p.firstText = time.Since(p.start)
 			}
-			snap = mb.latest(snap) // the freshest text goes out with this slot
-			text := e.pager.Update(snap.md, false)[i]
-			err = p.r.msgs.Update(ctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkAnswer}})
-			if err == nil {
-				if e.shown[0] == "" && i == 0 {
-					p.firstText = time.Since(p.start)
-				}
-				e.shown[i] = text
-				e.edits++
-			}
+			e.shown[i] = text
+			e.edits++
 		}
 		if err == nil {
 			e.fails = 0
@@ -110,7 +109,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			continue
 		}
 		e.fails++
-		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i), zap.Error(err))
+		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
 		if e.fails >= maxInterimFailures {
 			e.broken = true
 		}

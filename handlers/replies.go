@@ -42,6 +42,10 @@ type ReplyOptions struct {
 	Edits   *pace.Scheduler // chat.update; default 50/min, burst 5
 	Appends *pace.Scheduler // chat.appendStream (ModeStream); default 100/min, burst 10
 	Posts   *pace.Keyed     // chat.postMessage and chat.startStream per channel; default 60/min, burst 3
+	// Streams is chat.startStream + chat.stopStream (Tier 2, about 20/min per workspace). A reply starts a
+	// native stream only when a token is available at once, else it answers by editing; stopStream waits.
+	// Default 20/min, burst 3.
+	Streams *pace.Bucket
 
 	HistoryLimit  int           // messages of context for a top-level DM; default 20
 	StallTimeout  time.Duration // max silence between chunks before giving up; default 2 min
@@ -91,6 +95,9 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	if opt.Appends == nil {
 		opt.Appends = pace.NewScheduler(100, 10)
+	}
+	if opt.Streams == nil {
+		opt.Streams = pace.NewBucket(20, 3)
 	}
 	if opt.Posts == nil {
 		opt.Posts = pace.NewKeyed(60, 3)

@@ -104,6 +104,10 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 // else a placeholder message.
 func (p *reply) open(ctx context.Context) (sink, error) {
 	if p.threadTS != "" && p.r.streamingAllowed() {
+		if !p.r.opt.Streams.TryTake() {
+			p.log.Debug("native streaming budget used up; answering by editing")
+			return p.openEdit(ctx)
+		}
 		s, err := p.openStream(ctx)
 		if err == nil {
 			return s, nil
@@ -112,7 +116,7 @@ func (p *reply) open(ctx context.Context) (sink, error) {
 			return nil, fmt.Errorf("chat.startStream: %w", err)
 		}
 		if ra, ok := rateLimited(err); ok {
-			p.r.opt.Posts.Throttled(p.req.Channel, ra)
+			p.r.opt.Streams.Throttled(ra)
 			p.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		} else {
 			p.r.refuseStreaming()

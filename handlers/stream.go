@@ -88,8 +88,14 @@ func (s *streamSink) write(ctx context.Context, text string) error {
 	p := s.p
 	for _, piece := range splitLines(text, convo.MarkdownLimit) {
 		if s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
+			if err := p.r.opt.Streams.Wait(ctx); err != nil {
+				return err
+			}
 			if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}); err != nil {
 				return fmt.Errorf("chat.stopStream: %w", err)
+			}
+			if err := p.r.opt.Streams.Wait(ctx); err != nil {
+				return err
 			}
 			if err := p.r.opt.Posts.Wait(ctx, p.req.Channel); err != nil {
 				return err
@@ -136,8 +142,8 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	var err error
 	if !s.broken {
 		err = writeRetry(ctx,
-			func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) },
-			s.lane.Throttled,
+			func(ctx context.Context) error { return p.r.opt.Streams.Wait(ctx) },
+			p.r.opt.Streams.Throttled,
 			func(ctx context.Context) error {
 				if s.sent > 0 && s.sent+len(text) > convo.MarkdownLimit {
 					// Continue in a new message; then stop it with nothing more to add.

@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/pace"
 )
 
 func streamOptions() ReplyOptions {
@@ -122,11 +123,36 @@ func TestStreamModeRateLimitedStartFallsBackOnce(t *testing.T) {
 			}
 			return nil
 		}
-		for range 2 {
-			mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // 429: this reply edits
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // within the Retry-After: edits without asking
+		if n := len(rt.slack.callsOf("startStream")); n != 1 {
+			t.Errorf("startStream calls during the Retry-After = %d, want 1", n)
 		}
+		time.Sleep(2 * time.Second)
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		if n := len(rt.slack.callsOf("startStream")); n != 2 {
 			t.Errorf("startStream calls = %d, want 2 (rate limiting is not a refusal)", n)
+		}
+		if n := len(rt.slack.callsOf("post")); n != 2 {
+			t.Errorf("placeholders = %d, want 2 (the replies that could not stream)", n)
+		}
+	})
+}
+
+func TestStreamModeBudgetUsedUpFallsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := streamOptions()
+		opt.Streams = pace.NewBucket(20, 1)
+		rt := newReplyTest(t, deltas([]string{"Hi.\n"}, 100*time.Millisecond), opt)
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // streams; its stop waits for the next token
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // no token at once: edits
+		if n, p := len(rt.slack.callsOf("startStream")), len(rt.slack.callsOf("post")); n != 1 || p != 1 {
+			t.Errorf("startStream calls = %d, placeholders = %d; want 1 and 1", n, p)
+		}
+		for i, m := range rt.slack.botMessages(testTS) {
+			if m.streaming || strings.TrimSpace(m.text) != "Hi." {
+				t.Errorf("message %d = %+v, want the answer, finished", i, m)
+			}
 		}
 	})
 }

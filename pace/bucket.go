@@ -113,6 +113,20 @@ func (b *Bucket) waitPause(ctx context.Context) error {
 	}
 }
 
+// TryTake takes one token if one is available now (not paused, a whole token earned) and reports whether
+// it did; it never waits.
+func (b *Bucket) TryTake() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.refillLocked(now)
+	if b.tokens >= 1 && !now.Before(b.paused) {
+		b.tokens--
+		return true
+	}
+	return false
+}
+
 // Pause stops handing out tokens until the given time (a later pause wins, an earlier one is ignored).
 func (b *Bucket) Pause(until time.Time) {
 	b.mu.Lock()

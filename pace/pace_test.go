@@ -93,6 +93,22 @@ func TestBucketThrottledPausesAndLearns(t *testing.T) {
 	})
 }
 
+func TestBucketTryTake(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBucket(60, 2)
+		got := []bool{b.TryTake(), b.TryTake(), b.TryTake()}
+		time.Sleep(time.Second)
+		got = append(got, b.TryTake())
+		b.Throttled(5 * time.Second)
+		got = append(got, b.TryTake())
+		time.Sleep(5 * time.Second)
+		got = append(got, b.TryTake())
+		if want := "[true true false true false true]"; fmt.Sprint(got) != want {
+			t.Errorf("TryTake = %v, want %s", got, want)
+		}
+	})
+}
+
 func TestBucketRateHasAFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBucket(60, 1)
