@@ -321,8 +321,9 @@ func (s *Server) SendRaw(frame []byte) string {
 }
 
 // Disconnect writes {"type":"disconnect","reason":reason} to every open connection
-// ("warning", "refresh_requested", "link_disabled", "too_many_websockets"), sends them no
-// further envelopes, and closes each one 2 s later if the client has not.
+// ("warning", "refresh_requested", "link_disabled", "too_many_websockets"). Except for
+// "warning" (Slack's notice ~10 s ahead, after which the connection still works), the
+// connections get no further envelopes and are closed 2 s later if the client has not.
 func (s *Server) Disconnect(reason string) {
 	frame, _ := json.Marshal(map[string]any{
 		"type": "disconnect", "reason": reason,
@@ -332,7 +333,7 @@ func (s *Server) Disconnect(reason string) {
 	defer s.mu.Unlock()
 	for c := range s.conns {
 		c.control = append(c.control, frame)
-		c.draining = true
+		c.draining = c.draining || reason != "warning"
 	}
 	s.notifyLocked()
 }
