@@ -7,10 +7,9 @@ import (
 )
 
 // plain converts a Slack message's text (mrkdwn with <…> tokens and &amp; &lt; &gt;
-// escapes) to plain text for the model. With trigger set, the bot's mention at the start
-// or end of the text is removed (elsewhere it reads "@BotName"); in other messages every
-// mention of the bot reads "@BotName" (or is removed when BotName is unset).
-func (b *builder) plain(m slack.Message, trigger bool) string {
+// escapes) to plain text for the model. The bot's mention at the start of the text (with
+// a following "," or ":") or at its very end is removed; elsewhere it reads "@BotName".
+func (b *builder) plain(m slack.Message) string {
 	text := m.Text
 	if strings.TrimSpace(text) == "" {
 		text = attachmentsText(m.Attachments)
@@ -34,8 +33,8 @@ func (b *builder) plain(m slack.Message, trigger bool) string {
 		tok := s[i+1 : i+j]
 		s = s[i+j+1:]
 		if b.isBotMention(tok) {
-			atEdge := strings.TrimSpace(sb.String()) == "" || isEmptyText(s)
-			if (trigger && atEdge) || b.opt.BotName == "" {
+			atEdge := strings.TrimSpace(sb.String()) == "" || strings.TrimSpace(s) == ""
+			if atEdge || b.opt.BotName == "" {
 				removed = true
 				continue
 			}
@@ -48,10 +47,7 @@ func (b *builder) plain(m slack.Message, trigger bool) string {
 	if !removed {
 		return strings.TrimSpace(out)
 	}
-	if trigger {
-		out = strings.TrimLeft(out, " \t\n,:;")
-	}
-	return collapseSpaces(out)
+	return collapseSpaces(strings.TrimLeft(out, " \t\n,:;"))
 }
 
 func (b *builder) isBotMention(tok string) bool {

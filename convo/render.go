@@ -559,9 +559,9 @@ func safeURL(u string) bool {
 }
 
 // slackURL escapes a URL for the inside of <url|text>.
-func slackURL(u string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C").Replace(u)
-}
+func slackURL(u string) string { return urlEscaper.Replace(u) }
+
+var urlEscaper = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C")
 
 func (w *writer) link(dest, title string, n ast.Node, image bool) {
 	start := len(w.r.out)

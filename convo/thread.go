@@ -56,6 +56,9 @@ const DefaultSystemPrompt = "You are {bot_name}, a helpful assistant in a Slack 
 	"\"[bot] Name: \". Shared files are noted in square brackets. Do not start your answer with a name.\n" +
 	"Write your answer in Markdown. Be concise and helpful."
 
+// emptyMentionText stands for the trigger's text when it is only the bot's mention.
+const emptyMentionText = "[mentioned you without saying anything else]"
+
 // Token estimate: about 4 bytes of text per token (a slight overestimate for English, close
 // for code, an underestimate for CJK — the budget keeps a margin), plus a fixed overhead per
 // message for the role and separators of the chat format.
@@ -151,18 +154,24 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	}
 
 	// The trigger is always kept; it is cut only when it alone does not fit.
-	text := b.plain(trigger, true)
+	text := b.plain(trigger)
 	res.EmptyMention = len(trigger.Files) == 0 && isEmptyText(text)
+	if res.EmptyMention {
+		text = emptyMentionText
+	}
 	triggerContent := b.content(speakerOf(trigger), trigger, text)
+	noteReserve := 0
+	if len(entries) > 0 {
+		noteReserve = EstimateTokens(omittedNote(len(thread) + 1))
+	}
 	room := budget - EstimateTokens(system)
-	if EstimateTokens(triggerContent) > room {
+	if EstimateTokens(triggerContent) > room-noteReserve {
 		res.TriggerCut = true
-		triggerContent = cutTrigger(triggerContent, room)
+		triggerContent = cutTrigger(triggerContent, room-noteReserve)
 	}
 	room -= EstimateTokens(triggerContent)
 
 	// History, newest first, until the budget is used; the rest is left out with a note.
-	noteReserve := EstimateTokens(omittedNote(len(thread) + 1))
 	var kept []llm.Message
 	for k := len(entries) - 1; k >= 0; k-- {
 		msg, ok := b.entryMessage(thread, entries[k])
@@ -271,7 +280,7 @@ func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bo
 		for _, i := range e.msgs {
 			m := latest(thread[i])
 			mark, _ := ReadMark(m)
-			t := strings.TrimSpace(b.plain(m, false))
+			t := strings.TrimSpace(b.plain(m))
 			t = stripNote(t, mark.Note)
 			if f := filesNote(m.Files); f != "" {
 				t = joinNonEmpty(t, f)
@@ -289,7 +298,7 @@ func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bo
 		return llm.Message{Role: llm.RoleAssistant, Content: f}, f != ""
 	default:
 		m := latest(thread[e.msgs[0]])
-		c := b.content(e.who, m, b.plain(m, false))
+		c := b.content(e.who, m, b.plain(m))
 		return llm.Message{Role: llm.RoleUser, Content: c}, c != ""
 	}
 }

@@ -1,0 +1,173 @@
+package convo
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// genMarkdown builds a random answer from the constructs models write, including emoji,
+// CJK text, long words, links and code blocks, so that cuts fall everywhere.
+func genMarkdown(rng *rand.Rand, blocks int) string {
+	words := []string{"the", "answer", "is", "simple:", "use", "a", "map.", "Then", "check", "again!",
+		"日本語の文章です。", "emoji 👍🏽", "family 👨‍👩‍👧", "flag 🇫🇷", "naïve", "e\u0301", "x<y", "a&b", "@here", "<!channel>",
+		"**bold text**", "*italic*", "~~struck~~", "`code & <b>`", "[a link](https://example.com/a?b=1&c=2)",
+		"https://go.dev/doc", "<@U123ABC>", "Why?", "Really.", "averyveryveryverylongwordwithoutanyspacesatallinsideitxxxxxxxxxxxx"}
+	sentence := func(n int) string {
+		var sb strings.Builder
+		for i := range n {
+			if i > 0 {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(words[rng.IntN(len(words))])
+		}
+		return sb.String()
+	}
+	var sb strings.Builder
+	for b := range blocks {
+		if b > 0 {
+			sb.WriteString("\n\n")
+		}
+		switch rng.IntN(9) {
+		case 0:
+			fmt.Fprintf(&sb, "%s %s", strings.Repeat("#", 1+rng.IntN(3)), sentence(3+rng.IntN(5)))
+		case 1, 2:
+			n := 1 + rng.IntN(3)
+			for l := range n {
+				if l > 0 {
+					sb.WriteByte('\n')
+				}
+				sb.WriteString(sentence(5 + rng.IntN(60)))
+			}
+		case 3:
+			for i := range 2 + rng.IntN(6) {
+				if i > 0 {
+					sb.WriteByte('\n')
+				}
+				if rng.IntN(3) == 0 {
+					fmt.Fprintf(&sb, "   - %s", sentence(2+rng.IntN(10)))
+				} else {
+					fmt.Fprintf(&sb, "%d. %s", i+1, sentence(2+rng.IntN(20)))
+				}
+			}
+		case 4:
+			fmt.Fprintf(&sb, "```%s\n", []string{"", "go", "python"}[rng.IntN(3)])
+			for i := range 1 + rng.IntN(40) {
+				fmt.Fprintf(&sb, "line %d: x := a < b && c > d // %s\n", i, strings.Repeat("é", rng.IntN(20)))
+			}
+			sb.WriteString("```")
+		case 5:
+			sb.WriteString("| Name | Value |\n|---|---:|\n")
+			for i := range 1 + rng.IntN(8) {
+				fmt.Fprintf(&sb, "| %s | %d |\n", sentence(1+rng.IntN(3)), i)
+			}
+		case 6:
+			for i := range 1 + rng.IntN(4) {
+				if i > 0 {
+					sb.WriteByte('\n')
+				}
+				sb.WriteString("> " + sentence(3+rng.IntN(30)))
+			}
+		case 7:
+			sb.WriteString("---")
+		case 8:
+			sb.WriteString(sentence(1 + rng.IntN(200)))
+		}
+	}
+	return sb.String()
+}
+
+var (
+	fenceRE  = regexp.MustCompile("`{3,}[A-Za-z0-9]*")
+	prefixRE = regexp.MustCompile(`(?m)^[ >]*`)
+	spaceRE  = regexp.MustCompile(`\s+`)
+)
+
+// normal drops what a cut may add or remove: whitespace, code fences (closed and reopened
+// at cuts) and line prefixes (repeated after mid-line cuts).
+func normal(s string) string {
+	s = fenceRE.ReplaceAllString(s, "")
+	s = prefixRE.ReplaceAllString(s, "")
+	return spaceRE.ReplaceAllString(s, "")
+}
+
+func checkParts(t *testing.T, parts []string, limit int, what string) {
+	t.Helper()
+	for i, p := range parts {
+		if n := len16(p); n > limit {
+			t.Fatalf("%s: part %d has %d UTF-16 units, over the limit %d:\n%s", what, i, n, limit, p)
+		}
+		if !utf8.ValidString(p) {
+			t.Fatalf("%s: part %d is not valid UTF-8", what, i)
+		}
+		if strings.TrimSpace(p) == "" {
+			t.Fatalf("%s: part %d is empty", what, i)
+		}
+	}
+}
+
+func TestSplitKeepsEverything(t *testing.T) {
+	for seed := range 30 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 1))
+		md := genMarkdown(rng, 1+rng.IntN(30))
+		for _, f := range []Format{FormatMrkdwn, FormatMarkdown} {
+			for _, limit := range []int{100, 237, 1000, MrkdwnLimit} {
+				parts := Split(md, f, limit)
+				what := fmt.Sprintf("seed %d format %d limit %d", seed, f, limit)
+				checkParts(t, parts, limit, what)
+				if got, want := normal(strings.Join(parts, "\n")), normal(Render(md, f)); got != want {
+					t.Fatalf("%s: parts do not read as the whole answer\ngot  %q\nwant %q\nmd:\n%s", what, got, want, md)
+				}
+			}
+		}
+	}
+}
+
+func TestPagerStreamingSealsAndKeepsEverything(t *testing.T) {
+	for seed := range 12 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 2))
+		md := genMarkdown(rng, 1+rng.IntN(30))
+		for _, f := range []Format{FormatMrkdwn, FormatMarkdown} {
+			for _, limit := range []int{120, 600, MrkdwnLimit} {
+				what := fmt.Sprintf("seed %d format %d limit %d", seed, f, limit)
+				p := NewPager(f, limit)
+				var prev []string
+				for n := 0; n < len(md); {
+					n = min(len(md), n+1+rng.IntN(60))
+					for n < len(md) && !utf8.RuneStart(md[n]) {
+						n++
+					}
+					parts := p.Update(md[:n], false)
+					checkParts(t, parts, limit, what)
+					checkSealed(t, prev, parts, what+fmt.Sprintf(" at %d", n))
+					prev = parts
+				}
+				parts := p.Update(md, true)
+				checkParts(t, parts, limit, what)
+				checkSealed(t, prev, parts, what+" final")
+				if got, want := normal(strings.Join(parts, "\n")), normal(Render(md, f)); got != want {
+					t.Fatalf("%s: streamed parts do not read as the whole answer\ngot  %q\nwant %q\nmd:\n%s", what, got, want, md)
+				}
+			}
+		}
+	}
+}
+
+// checkSealed checks that every part but the last of prev is unchanged in cur.
+func checkSealed(t *testing.T, prev, cur []string, what string) {
+	t.Helper()
+	if len(prev) == 0 {
+		return
+	}
+	if len(cur) < len(prev)-1 {
+		t.Fatalf("%s: %d parts after %d", what, len(cur), len(prev))
+	}
+	for i := range len(prev) - 1 {
+		if prev[i] != cur[i] {
+			t.Fatalf("%s: sealed part %d changed\nwas %q\nnow %q", what, i, prev[i], cur[i])
+		}
+	}
+}

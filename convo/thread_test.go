@@ -1,0 +1,279 @@
+package convo
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmbot/llmbot/llm"
+	"github.com/slack-go/slack"
+)
+
+// nameBook is a hand-written Names.
+type nameBook map[string]string
+
+func (n nameBook) Name(id string) (string, bool) {
+	name, ok := n[id]
+	return name, ok
+}
+
+var testNames = nameBook{"U01ALICE": "Alice", "U01BOB": "Bob", "U01CAROL": "Carol", "U0BOT": "Ada"}
+
+var testNow = time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)
+
+func testOptions() Options {
+	return Options{BotUserID: "U0BOT", BotID: "B0BOT", BotName: "Ada", Now: testNow}
+}
+
+// loadReplies decodes a conversations.replies response from testdata.
+func loadReplies(tb testing.TB, name string) []slack.Message {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var resp struct {
+		OK       bool            `json:"ok"`
+		Messages []slack.Message `json:"messages"`
+	}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		tb.Fatalf("decode %s: %v", name, err)
+	}
+	if !resp.OK || len(resp.Messages) == 0 {
+		tb.Fatalf("%s: not a conversations.replies response with messages", name)
+	}
+	return resp.Messages
+}
+
+// dump shows a Result for golden files.
+func dump(r Result) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "omitted=%d trigger_cut=%t empty_mention=%t\n", r.Omitted, r.TriggerCut, r.EmptyMention)
+	for _, m := range r.Messages {
+		fmt.Fprintf(&sb, "\n--- %s\n%s\n", m.Role, m.Content)
+	}
+	return sb.String()
+}
+
+func TestBuildGolden(t *testing.T) {
+	withBots := testOptions()
+	withBots.IncludeOtherBots = true
+	custom := testOptions()
+	custom.SystemPrompt = "You are {bot_name} for Acme. Date: {date}."
+	tests := []struct {
+		golden  string
+		fixture string
+		trigger string // ts of the triggering message in the fixture
+		opt     Options
+	}{
+		{"build_multi_person", "replies_multi_person.json", "1763700500.000800", testOptions()},
+		{"build_multi_person_first", "replies_multi_person.json", "1763700000.000100", testOptions()},
+		{"build_bot_marks", "replies_bot_marks.json", "1763800200.000700", testOptions()},
+		{"build_other_bots_left_out", "replies_other_bots.json", "1763900100.000400", testOptions()},
+		{"build_other_bots_included", "replies_other_bots.json", "1763900100.000400", withBots},
+		{"build_files", "replies_files.json", "1764000100.000500", testOptions()},
+		{"build_markup", "replies_markup.json", "1764100030.000400", custom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			thread := loadReplies(t, tt.fixture)
+			trigger := findTS(t, thread, tt.trigger)
+			golden(t, tt.golden, dump(Build(thread, trigger, testNames, tt.opt)))
+		})
+	}
+}
+
+func findTS(tb testing.TB, thread []slack.Message, ts string) slack.Message {
+	tb.Helper()
+	for _, m := range thread {
+		if m.Timestamp == ts {
+			return m
+		}
+	}
+	tb.Fatalf("no message with ts %s", ts)
+	return slack.Message{}
+}
+
+// hugeThread is a thread of n messages by three people and the bot, with long texts.
+func hugeThread(n int) []slack.Message {
+	thread := make([]slack.Message, 0, n)
+	users := []string{"U01ALICE", "U01BOB", "U01CAROL"}
+	for i := range n {
+		ts := fmt.Sprintf("%d.%06d", 1764200000+i, i)
+		m := slack.Message{Msg: slack.Msg{Type: "message", Timestamp: ts, ThreadTimestamp: "1764200000.000000"}}
+		switch {
+		case i%4 == 3:
+			m.User, m.BotID = "U0BOT", "B0BOT"
+			m.Text = fmt.Sprintf("Answer %d: *yes*, because the numbers in <https://example.com/r/%d|report %d> agree. %s", i, i, i,
+				strings.Repeat("More detail follows here. ", 6))
+			m.Metadata = Mark{Kind: MarkAnswer}.Metadata()
+		default:
+			m.User = users[i%3]
+			m.Text = fmt.Sprintf("Message %d from <@%s>: what about &lt;item %d&gt; and <#C0GENERAL|general>? %s", i, users[(i+1)%3], i,
+				strings.Repeat("Some context. ", i%7))
+		}
+		thread = append(thread, m)
+	}
+	return thread
+}
+
+func TestBuildHugeThreadGolden(t *testing.T) {
+	thread := hugeThread(10000)
+	trigger := thread[len(thread)-2]
+	opt := testOptions()
+	opt.Budget = 1200
+	r := Build(thread, trigger, testNames, opt)
+	if r.Omitted == 0 {
+		t.Fatalf("nothing omitted from a 10,000 message thread with budget %d", opt.Budget)
+	}
+	golden(t, "build_huge_thread", dump(r))
+}
+
+func TestBuildBudget(t *testing.T) {
+	long := strings.Repeat("word ", 20000) // 100,000 bytes, about 25,000 tokens
+	tests := []struct {
+		name        string
+		history     int
+		budget      int
+		trigger     string
+		wantOmitted int
+		wantKept    int // history messages kept
+		wantCut     bool
+	}{
+		{"everything fits", 10, 12000, "question", 0, 10, false},
+		{"default budget when zero", 10, 0, "question", 0, 10, false},
+		// With the system prompt "You are Ada." (7 tokens), history messages of 14 tokens,
+		// the trigger of 6 and 12 kept for the omission note: 100-7-6-12 = 75 = 5*14 + 5.
+		{"oldest dropped first", 10, 100, "question", 5, 5, false},
+		{"only the trigger fits", 10, 25, "question", 10, 0, false},
+		{"trigger alone over budget is cut", 10, 2000, long, 10, 0, true},
+		{"trigger cut keeps some text even when the system prompt uses the budget", 3, 10, long, 3, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			thread := make([]slack.Message, 0, tt.history+1)
+			for i := range tt.history {
+				thread = append(thread, slack.Message{Msg: slack.Msg{
+					User: "U01ALICE", Timestamp: fmt.Sprintf("1764300000.%06d", i),
+					Text: fmt.Sprintf("message number %d with some words in it", i),
+				}})
+			}
+			trigger := slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1764300999.000000", Text: "<@U0BOT> " + tt.trigger}}
+			thread = append(thread, trigger)
+			opt := testOptions()
+			opt.Budget = tt.budget
+			opt.SystemPrompt = "You are {bot_name}."
+			r := Build(thread, trigger, testNames, opt)
+			if r.Omitted != tt.wantOmitted {
+				t.Errorf("Omitted = %d, want %d", r.Omitted, tt.wantOmitted)
+			}
+			if r.TriggerCut != tt.wantCut {
+				t.Errorf("TriggerCut = %t, want %t", r.TriggerCut, tt.wantCut)
+			}
+			kept := len(r.Messages) - 2 // system, trigger
+			if r.Omitted > 0 {
+				kept-- // the note
+				if got, want := r.Messages[1].Content, fmt.Sprintf("[%d earlier messages omitted]", tt.wantOmitted); tt.wantOmitted > 1 && got != want {
+					t.Errorf("note = %q, want %q", got, want)
+				}
+			}
+			if kept != tt.wantKept {
+				t.Errorf("kept %d history messages, want %d", kept, tt.wantKept)
+			}
+			last := r.Messages[len(r.Messages)-1]
+			if last.Role != llm.RoleUser || !strings.HasPrefix(last.Content, strings.TrimSpace(tt.trigger)[:min(20, len(tt.trigger))]) {
+				t.Errorf("last message = %s %.40q, want the trigger", last.Role, last.Content)
+			}
+			if tt.wantCut && !strings.Contains(last.Content, "was too long and was cut") {
+				t.Errorf("cut trigger does not say so: ...%q", last.Content[max(0, len(last.Content)-120):])
+			}
+			budget := tt.budget
+			if budget == 0 {
+				budget = DefaultBudget
+			}
+			total := 0
+			for _, m := range r.Messages {
+				total += EstimateTokens(m.Content)
+			}
+			if total > budget && !(tt.wantCut && tt.budget < 100) {
+				t.Errorf("estimated %d tokens, over the budget %d", total, budget)
+			}
+		})
+	}
+}
+
+func TestBuildEmptyMention(t *testing.T) {
+	tests := []struct {
+		text  string
+		files []slack.File
+		want  bool
+	}{
+		{"<@U0BOT>", nil, true},
+		{"  <@U0BOT>  ", nil, true},
+		{"<@U0BOT> ?", nil, true},
+		{"<@U0BOT>!!! …", nil, true},
+		{"hey <@U0BOT>", nil, false},
+		{"<@U0BOT> hi", nil, false},
+		{"<@U0BOT> :wave:", nil, false},
+		{"<@U0BOT> <@U01BOB>", nil, false},
+		{"<@U0BOT>", []slack.File{{Name: "a.png", Mimetype: "image/png"}}, false},
+		{"<@U0BOT|ada>", nil, true},
+	}
+	for _, tt := range tests {
+		trigger := slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: tt.text, Files: tt.files}}
+		r := Build(nil, trigger, testNames, testOptions())
+		if r.EmptyMention != tt.want {
+			t.Errorf("Build(%q).EmptyMention = %t, want %t", tt.text, r.EmptyMention, tt.want)
+		}
+	}
+}
+
+func TestUserIDs(t *testing.T) {
+	thread := loadReplies(t, "replies_multi_person.json")
+	got := strings.Join(UserIDs(thread), ",")
+	want := "U01ALICE,U0BOT,U01CAROL,U01BOB"
+	if got != want {
+		t.Errorf("UserIDs = %s, want %s", got, want)
+	}
+}
+
+func TestSystemPrompt(t *testing.T) {
+	tests := []struct {
+		prompt, name string
+		want         string
+	}{
+		{"", "Ada", "You are Ada, a helpful assistant in a Slack workspace. Today is Saturday, 21 November 2026."},
+		{"I am {bot_name}; today is {date}; {bot_name} again.", "Ada", "I am Ada; today is Saturday, 21 November 2026; Ada again."},
+		{"", "", "You are an assistant, a helpful"},
+	}
+	for _, tt := range tests {
+		opt := testOptions()
+		opt.SystemPrompt, opt.BotName = tt.prompt, tt.name
+		r := Build(nil, slack.Message{Msg: slack.Msg{User: "U01ALICE", Text: "hi"}}, nil, opt)
+		if got := r.Messages[0]; got.Role != llm.RoleSystem || !strings.HasPrefix(got.Content, tt.want) {
+			t.Errorf("system prompt for %q = %s %q, want prefix %q", tt.prompt, got.Role, got.Content, tt.want)
+		}
+	}
+}
+
+func TestTSLess(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"1763700000.000100", "1763700000.000200", true},
+		{"1763700000.000200", "1763700000.000100", false},
+		{"999999999.000100", "1000000000.000000", true},
+		{"1763700000.1", "1763700000.000200", false},
+		{"1763700000.000100", "1763700000.000100", false},
+	}
+	for _, tt := range tests {
+		if got := tsLess(tt.a, tt.b); got != tt.want {
+			t.Errorf("tsLess(%s, %s) = %t, want %t", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
