@@ -327,17 +327,22 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *Record, req
 
 	id, created := s.newID("chatcmpl"), time.Now().Unix()
 	withUsage := req.IncludeUsage || reply.Usage != nil
+	// Chunks are assembled from a fixed head and tail around the delta: one small
+	// marshal per token keeps the fake cheap next to the bot under load.
+	model, _ := json.Marshal(reply.Model)
+	head := fmt.Sprintf(`data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"system_fingerprint":"fp_fake","choices":[{"index":0,"delta":`, id, created, model)
+	usageNull := ""
+	if withUsage {
+		usageNull = `,"usage":null`
+	}
 	chunk := func(delta map[string]any, finish any) string {
-		c := map[string]any{
-			"id": id, "object": "chat.completion.chunk", "created": created, "model": reply.Model,
-			"system_fingerprint": "fp_fake",
-			"choices":            []map[string]any{{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
-		}
-		if withUsage {
-			c["usage"] = nil
-		}
-		b, _ := json.Marshal(c)
-		return "data: " + string(b) + "\n\n"
+		d, _ := json.Marshal(delta)
+		f, _ := json.Marshal(finish)
+		return head + string(d) + `,"logprobs":null,"finish_reason":` + string(f) + `}]` + usageNull + "}\n\n"
+	}
+	content := func(text string) string {
+		t, _ := json.Marshal(text)
+		return head + `{"content":` + string(t) + `},"logprobs":null,"finish_reason":null}]` + usageNull + "}\n\n"
 	}
 	gone := func() {
 		s.update(func() { rec.ClientGone, rec.End = true, time.Now() })
@@ -362,7 +367,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *Record, req
 		if i == 0 {
 			d = reply.FirstTokenDelay
 		}
-		if !s.wait(r.Context(), w, fl, d, reply.KeepAlive) || !write(chunk(map[string]any{"content": reply.Tokens[i]}, nil)) {
+		if !s.wait(r.Context(), w, fl, d, reply.KeepAlive) || !write(content(reply.Tokens[i])) {
 			gone()
 			return
 		}

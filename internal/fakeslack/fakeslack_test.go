@@ -30,6 +30,11 @@ func newAPI(srv *fakeslack.Server) *slack.Client {
 // runSocketMode runs a real slack-go Socket Mode client against srv until the test ends.
 func runSocketMode(t *testing.T, srv *fakeslack.Server) *socketmode.Client {
 	t.Helper()
+	return startSM(t, srv)
+}
+
+func startSM(t testing.TB, srv *fakeslack.Server) *socketmode.Client {
+	t.Helper()
 	sm := socketmode.New(newAPI(srv))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
