@@ -160,19 +160,20 @@ func (b *Bucket) Throttled(retryAfter time.Duration) {
 	}
 }
 
-// take takes one token if one is available now and returns 0; otherwise it takes nothing and returns how
-// long until one will be.
-func (b *Bucket) take(now time.Time) time.Duration {
+// take takes one token if one is available now with keep more left in the bucket, and returns 0;
+// otherwise it takes nothing and returns how long until that will be.
+func (b *Bucket) take(now time.Time, keep float64) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refillLocked(now)
-	if b.tokens >= 1 && !now.Before(b.paused) {
+	need := 1 + keep
+	if b.tokens >= need && !now.Before(b.paused) {
 		b.tokens--
 		return 0
 	}
-	b.tokens--
+	b.tokens -= need
 	d := b.delayLocked(now)
-	b.tokens++
+	b.tokens += need
 	if d <= 0 {
 		d = time.Millisecond // rounding: never spin
 	}

@@ -223,12 +223,16 @@ func streamLanes(t *testing.T, s *Scheduler, n int, d time.Duration) []int {
 }
 
 func TestSchedulerRoundRobinAcrossLanes(t *testing.T) {
-	for _, n := range []int{2, 5, 50} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
+	tests := []struct{ lanes, burst int }{{2, 1}, {5, 1}, {50, 1}, {5, 5}, {50, 5}}
+	for _, tt := range tests {
+		n := tt.lanes
+		t.Run(fmt.Sprintf("lanes=%d,burst=%d", n, tt.burst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := NewScheduler(50, 1)
+				s := NewScheduler(50, tt.burst)
 				order := streamLanes(t, s, n, 10*time.Minute)
-				if got, want := len(order), 500; got < want-1 || got > want+1 {
+				// 500 at the rate, plus what the burst held beyond the reserve at the start.
+				want := 500 + tt.burst - 1 - int(s.reserve)
+				if got := len(order); got < want-1 || got > want+1 {
 					t.Errorf("%d grants in 10 min at 50/min, want %d", got, want)
 				}
 				// Every window of n consecutive grants serves every lane once: equal, evenly spaced shares.
@@ -251,19 +255,30 @@ func TestSchedulerRoundRobinAcrossLanes(t *testing.T) {
 
 func TestSchedulerBurstThenRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewScheduler(60, 4)
+		s := NewScheduler(60, 5) // reserve 2
 		l := s.Lane()
 		t0 := time.Now()
 		var got []time.Duration
-		for range 6 {
+		for range 5 {
 			if err := l.Wait(t.Context(), Pending, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			got = append(got, since(t0))
 		}
-		want := []time.Duration{0, 0, 0, 0, time.Second, 2 * time.Second}
+		// Pending writes use the burst down to the reserve, then the rate.
+		want := []time.Duration{0, 0, 0, time.Second, 2 * time.Second}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("grant times = %v, want %v", got, want)
+			t.Errorf("pending grant times = %v, want %v", got, want)
+		}
+		// The reserve: a reply's first text and another's final edit go at once.
+		t1 := time.Now()
+		for _, p := range []Priority{First, Final} {
+			if err := s.Lane().Wait(t.Context(), p, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := since(t1); got != 0 {
+			t.Errorf("first and final writes waited %v, want 0 (the reserve)", got)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -38,11 +39,17 @@ func (p Priority) String() string {
 // final writes, then first text, then the reply whose pending text has waited longest. Text is coalesced by
 // the callers (a reply writes its latest snapshot when granted), never queued here.
 //
+// Pending writes leave a reserve of tokens in the bucket (by default (burst-1)/2, e.g. 2 of a burst of 5)
+// for final and first writes: a reply that ends or starts while others stream writes at once instead of
+// waiting for the next token. The reserve costs no throughput (the bucket still refills at the same rate;
+// streaming replies just run with it banked), only that many edits once at start.
+//
 // The grant logic runs under a mutex, called by Lane.Wait, by cancellations and by one time.AfterFunc
 // timer armed for when the next token is due; the scheduler owns no goroutine and needs no Close.
 type Scheduler struct {
-	b      *Bucket
-	policy Policy
+	b       *Bucket
+	policy  Policy
+	reserve float64 // tokens Pending grants leave in the bucket
 
 	mu      sync.Mutex
 	waiters []*waiter // unordered; the best is found by a scan (tens to hundreds of entries)
@@ -69,11 +76,22 @@ func WithPolicy(p Policy) Option {
 	return func(s *Scheduler) { s.policy = p }
 }
 
+// WithReserve sets how many tokens pending writes leave in the bucket for final and first writes
+// (default (burst-1)/2; at most burst-1).
+func WithReserve(n int) Option {
+	return func(s *Scheduler) { s.reserve = float64(n) }
+}
+
 // NewScheduler returns a scheduler over a new Bucket of perMinute writes a minute and the given burst.
 func NewScheduler(perMinute float64, burst int, opts ...Option) *Scheduler {
-	s := &Scheduler{b: NewBucket(perMinute, burst), policy: PolicyFair}
+	s := &Scheduler{b: NewBucket(perMinute, burst), policy: PolicyFair, reserve: -1}
 	for _, o := range opts {
 		o(s)
+	}
+	if max := s.b.burst - 1; s.reserve < 0 {
+		s.reserve = math.Floor(max / 2)
+	} else if s.reserve > max {
+		s.reserve = max
 	}
 	return s
 }
@@ -151,12 +169,16 @@ func (s *Scheduler) wait(ctx context.Context, p Priority, since time.Time) error
 func (s *Scheduler) dispatchLocked() {
 	for len(s.waiters) > 0 {
 		now := time.Now()
-		if d := s.b.take(now); d > 0 {
+		i := s.bestLocked()
+		w := s.waiters[i]
+		var keep float64
+		if w.p == Pending {
+			keep = s.reserve
+		}
+		if d := s.b.take(now, keep); d > 0 {
 			s.armLocked(now.Add(d))
 			return
 		}
-		i := s.bestLocked()
-		w := s.waiters[i]
 		s.waiters[i] = s.waiters[len(s.waiters)-1]
 		s.waiters[len(s.waiters)-1] = nil
 		s.waiters = s.waiters[:len(s.waiters)-1]
