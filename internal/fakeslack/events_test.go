@@ -158,3 +158,26 @@ func TestEachEnvelopeGoesToOneConnection(t *testing.T) {
 		}
 	}
 }
+
+func TestConversationsOpenAndJoin(t *testing.T) {
+	srv := newServer(t, fakeslack.Config{})
+	api := newAPI(srv)
+	ch, _, already, err := api.OpenConversationContext(ctxFor(t), &slack.OpenConversationParameters{Users: []string{"U1"}})
+	if err != nil || ch.ID != "DU1" || !ch.IsIM || already {
+		t.Fatalf("open = %+v, %v, %v", ch, already, err)
+	}
+	if _, _, err := api.PostMessageContext(ctxFor(t), ch.ID, slack.MsgOptionText("hi", false)); err != nil {
+		t.Errorf("post to the opened DM: %v", err)
+	}
+	srv.AddChannel("C5", fakeslack.ChannelPublic, "random")
+	srv.SetMember("C5", false)
+	if _, _, err := api.PostMessageContext(ctxFor(t), "C5", slack.MsgOptionText("hi", false)); err == nil {
+		t.Error("post before joining succeeded")
+	}
+	if _, _, _, err := api.JoinConversationContext(ctxFor(t), "C5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.PostMessageContext(ctxFor(t), "C5", slack.MsgOptionText("hi", false)); err != nil {
+		t.Errorf("post after joining: %v", err)
+	}
+}

@@ -81,24 +81,28 @@ func (p params) bool(key string) bool {
 type handler func(s *Server, p params, now time.Time) (map[string]any, apiError)
 
 var methods = map[string]handler{
-	"auth.test":                    (*Server).authTest,
-	"apps.connections.open":        (*Server).connectionsOpen,
-	"users.info":                   (*Server).usersInfo,
-	"conversations.info":           (*Server).conversationsInfo,
-	"conversations.replies":        (*Server).conversationsReplies,
-	"conversations.history":        (*Server).conversationsHistory,
-	"chat.postMessage":             (*Server).chatPostMessage,
-	"chat.update":                  (*Server).chatUpdate,
-	"chat.postEphemeral":           (*Server).chatPostEphemeral,
-	"chat.delete":                  (*Server).chatDelete,
-	"chat.startStream":             (*Server).chatStartStream,
-	"chat.appendStream":            (*Server).chatAppendStream,
-	"chat.stopStream":              (*Server).chatStopStream,
-	"reactions.add":                (*Server).reactionsAdd,
-	"reactions.remove":             (*Server).reactionsRemove,
-	"assistant.threads.setStatus":  (*Server).setStatus,
-	"files.getUploadURLExternal":   (*Server).getUploadURL,
-	"files.completeUploadExternal": (*Server).completeUpload,
+	"auth.test":                             (*Server).authTest,
+	"apps.connections.open":                 (*Server).connectionsOpen,
+	"users.info":                            (*Server).usersInfo,
+	"conversations.info":                    (*Server).conversationsInfo,
+	"conversations.open":                    (*Server).conversationsOpen,
+	"conversations.join":                    (*Server).conversationsJoin,
+	"assistant.threads.setTitle":            (*Server).assistantNoop,
+	"assistant.threads.setSuggestedPrompts": (*Server).assistantNoop,
+	"conversations.replies":                 (*Server).conversationsReplies,
+	"conversations.history":                 (*Server).conversationsHistory,
+	"chat.postMessage":                      (*Server).chatPostMessage,
+	"chat.update":                           (*Server).chatUpdate,
+	"chat.postEphemeral":                    (*Server).chatPostEphemeral,
+	"chat.delete":                           (*Server).chatDelete,
+	"chat.startStream":                      (*Server).chatStartStream,
+	"chat.appendStream":                     (*Server).chatAppendStream,
+	"chat.stopStream":                       (*Server).chatStopStream,
+	"reactions.add":                         (*Server).reactionsAdd,
+	"reactions.remove":                      (*Server).reactionsRemove,
+	"assistant.threads.setStatus":           (*Server).setStatus,
+	"files.getUploadURLExternal":            (*Server).getUploadURL,
+	"files.completeUploadExternal":          (*Server).completeUpload,
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -264,11 +268,51 @@ func (s *Server) conversationsInfo(p params, now time.Time) (map[string]any, api
 	if !ok {
 		return nil, "channel_not_found"
 	}
-	return map[string]any{"channel": map[string]any{
+	return map[string]any{"channel": channelJSON(c)}, ""
+}
+
+func channelJSON(c *channel) map[string]any {
+	return map[string]any{
 		"id": c.id, "name": c.name, "is_channel": c.typ == ChannelPublic, "is_group": c.typ == ChannelPrivate,
 		"is_im": c.typ == ChannelIM, "is_mpim": c.typ == ChannelMPIM, "is_private": c.typ != ChannelPublic,
 		"is_member": c.member,
-	}}, ""
+	}
+}
+
+// conversationsOpen opens the bot's DM with one user: channel id "D" + the user id.
+func (s *Server) conversationsOpen(p params, now time.Time) (map[string]any, apiError) {
+	users := p.Get("users")
+	if users == "" || strings.Contains(users, ",") {
+		return nil, "invalid_arguments" // one user: a DM; MPIMs are not modelled
+	}
+	s.userLocked(users)
+	id := "D" + users
+	_, existed := s.channels[id]
+	c := s.channelLocked(id)
+	c.typ = ChannelIM
+	out := channelJSON(c)
+	out["user"] = users
+	return map[string]any{"channel": out, "already_open": existed, "no_op": existed}, ""
+}
+
+// conversationsJoin makes the bot a member of a public channel (method_not_supported_for_channel_type otherwise).
+func (s *Server) conversationsJoin(p params, now time.Time) (map[string]any, apiError) {
+	c, ok := s.channels[p.Get("channel")]
+	if !ok {
+		return nil, "channel_not_found"
+	}
+	if c.typ != ChannelPublic {
+		return nil, "method_not_supported_for_channel_type"
+	}
+	c.member = true
+	return map[string]any{"channel": channelJSON(c)}, ""
+}
+
+func (s *Server) assistantNoop(p params, now time.Time) (map[string]any, apiError) {
+	if p.Get("channel_id") == "" || p.Get("thread_ts") == "" {
+		return nil, "invalid_arguments"
+	}
+	return nil, ""
 }
 
 // page cuts list at the cursor (an opaque offset) to at most the requested limit.
@@ -426,8 +470,12 @@ func (s *Server) chatPostMessage(p params, now time.Time) (map[string]any, apiEr
 	if threadTS != "" && c.byTS[threadTS] == nil {
 		return nil, "thread_not_found"
 	}
+	subtype := ""
+	if threadTS != "" && p.bool("reply_broadcast") {
+		subtype = "thread_broadcast"
+	}
 	m := s.addMessageLocked(&Message{
-		Channel: c.id, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID,
+		Channel: c.id, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Subtype: subtype,
 		Text: text, Markdown: md, Blocks: blocks, Metadata: meta,
 	}, now)
 	s.recordWriteLocked(Write{Time: now, Kind: WritePost, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: text})
