@@ -292,7 +292,7 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 	case errors.Is(streamErr, errStalled):
 		note, err = textStalled, fmt.Errorf("chat stream: no data for %s: %w", p.r.opt.StallTimeout, streamErr)
 	default:
-		note, err = llmNote(streamErr), fmt.Errorf("chat stream: %w", streamErr)
+		note, err = llmNote(streamErr, !empty), fmt.Errorf("chat stream: %w", streamErr)
 	}
 	if empty && note != "" {
 		kind = convo.MarkError

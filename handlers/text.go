@@ -54,14 +54,21 @@ func stopNote(cause error) string {
 	return ""
 }
 
-// llmNote is the status line for a failed model call.
-func llmNote(err error) string {
+// llmNote is the status line for a failed model call; partial says whether some answer arrived (a dropped
+// connection or a timeout then cut the answer off rather than preventing it).
+func llmNote(err error, partial bool) string {
 	var le *llm.Error
 	if !errors.As(err, &le) {
 		if errors.Is(err, errStalled) {
 			return textStalled
 		}
 		return textFailed
+	}
+	switch {
+	case partial && (le.Kind == llm.KindConnection || le.Kind == llm.KindTruncated):
+		return textTruncated
+	case partial && le.Kind == llm.KindTimeout:
+		return textStalled
 	}
 	switch le.Kind {
 	case llm.KindBadRequest:
