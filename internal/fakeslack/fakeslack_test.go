@@ -523,3 +523,39 @@ func TestEphemeralStatusReactionsHistory(t *testing.T) {
 		t.Errorf("history = %+v", hist.Messages)
 	}
 }
+
+func TestSlackLimitsTiers(t *testing.T) {
+	srv := newServer(t, fakeslack.Config{Limits: fakeslack.SlackLimits(1)})
+	api := newAPI(srv)
+	ctx := ctxFor(t)
+	parent := srv.PostUserMessage("C1", "U1", "", "hi")
+	_, ts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionTS(parent), slack.MsgOptionText("a", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func() error {
+		_, _, _, err := api.UpdateMessageContext(ctx, "C1", ts, slack.MsgOptionText("b", false))
+		return err
+	}
+	start := func() error {
+		_, _, err := api.StartStreamContext(ctx, "C1", slack.MsgOptionTS(parent), slack.MsgOptionRecipientUserID("U1"), slack.MsgOptionRecipientTeamID("T1"))
+		return err
+	}
+	tests := []struct {
+		name string
+		call func() error
+		want time.Duration // Retry-After of the second call: 60 s / rate, rounded up
+	}{
+		{"chat.update (50/min)", update, 2 * time.Second},
+		{"chat.startStream (20/min)", start, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		if err := tt.call(); err != nil {
+			t.Fatalf("%s: first call: %v", tt.name, err)
+		}
+		var rl *slack.RateLimitedError
+		if err := tt.call(); !errors.As(err, &rl) || rl.RetryAfter != tt.want {
+			t.Errorf("%s: second call: %v, want Retry-After %v", tt.name, err, tt.want)
+		}
+	}
+}

@@ -74,10 +74,13 @@ type Limit struct {
 	Burst     int
 }
 
-// SlackLimits returns limits shaped like Slack's published tiers for the methods the bot
-// uses: chat.update 50/min, chat.startStream and chat.stopStream 20/min, appendStream,
-// postEphemeral, users.info and files.* 100/min, conversations.* 50/min, and
-// chat.postMessage 1/s per channel. burst is the bucket size for every method.
+// SlackLimits returns limits shaped like Slack's published tiers (slack-platform.md §3) for
+// the methods the bot uses: Tier 2 (20/min) chat.startStream and chat.stopStream; Tier 3
+// (50/min) chat.update, chat.delete, conversations.replies/history, reactions.*,
+// apps.connections.open; Tier 4 (100/min) chat.appendStream, chat.postEphemeral,
+// users.info, files.*, auth.test; and chat.postMessage 1/s per channel. Slack's "special"
+// workspace limits of chat.postMessage and assistant.threads.setStatus are not published;
+// they get 600/min here. burst is the bucket size for every method.
 func SlackLimits(burst int) Limits {
 	tier := func(perMinute float64) Limit { return Limit{PerMinute: perMinute, Burst: burst} }
 	return Limits{
