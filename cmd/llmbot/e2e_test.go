@@ -1,0 +1,501 @@
+package main
+
+// End-to-end tests: the same run as main, against the fake Slack (Web API over HTTP, Socket
+// Mode over a real WebSocket) and the fake OpenAI-compatible server (SSE).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/internal/fakellm"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+const (
+	e2eWait  = 15 * time.Second // bound of every wait
+	botToken = "xoxb-e2e-SECRET-bot"
+	appToken = "xapp-e2e-SECRET-app"
+	llmKey   = "sk-e2e-SECRET-key"
+	secret   = "SECRET" // in every credential above; must never reach the logs
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test to use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// e2e is one running bot (run) with its fakes.
+type e2e struct {
+	slack  *fakeslack.Server
+	llm    *fakellm.Server
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+	result error
+	ended  bool
+}
+
+// startE2E runs the bot with env over the defaults until the test ends. Every test also checks
+// at the end that no credential appears in the logs (which are at debug level).
+func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
+	t.Helper()
+	scfg.BotToken, scfg.AppToken = botToken, appToken
+	fs := fakeslack.New(scfg)
+	fl := fakellm.New()
+	fl.SetAPIKey(llmKey)
+	full := map[string]string{
+		"SLACK_BOT_TOKEN": botToken,
+		"SLACK_APP_TOKEN": appToken,
+		"OPENAI_API_KEY":  llmKey,
+		"OPENAI_BASE_URL": fl.URL(),
+		"SLACK_API_URL":   fs.URL(),
+		"LOG_LEVEL":       "debug",
+		"LOG_FORMAT":      "json",
+		"SHUTDOWN_GRACE":  "3s",
+		"LLM_MAX_RETRIES": "0",
+		"LLM_HEADERS":     "X-Extra=" + secret + "-header",
+	}
+	for k, v := range env {
+		full[k] = v
+	}
+	e := &e2e{slack: fs, llm: fl, logs: &syncBuffer{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
+	go func() { e.done <- run(ctx, []string{"llmbot"}, envFunc(full), io.Discard, e.logs) }()
+	t.Cleanup(func() {
+		e.stop(t)
+		fl.Close()
+		fs.Close()
+		if strings.Contains(e.logs.String(), secret) {
+			t.Errorf("a credential appears in the logs:\n%s", e.logs.String())
+		}
+		if t.Failed() {
+			t.Logf("logs:\n%s", e.logs.String())
+		}
+	})
+	e.waitFor(t, "socket mode connection", func() bool { return fs.Connections().Current == 1 })
+	return e
+}
+
+// stop cancels run (as SIGTERM does) and returns its result.
+func (e *e2e) stop(t *testing.T) error {
+	t.Helper()
+	if e.ended {
+		return e.result
+	}
+	e.cancel()
+	select {
+	case e.result = <-e.done:
+	case <-time.After(e2eWait):
+		t.Fatal("run did not return after cancel")
+	}
+	e.ended = true
+	return e.result
+}
+
+func (e *e2e) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(e2eWait)
+	for !cond() {
+		select {
+		case err := <-e.done:
+			e.done <- err
+			t.Fatalf("run returned %v while waiting for %s", err, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// botReplies returns the texts of the bot's messages in a thread.
+func (e *e2e) botReplies(channel, threadTS string) []string {
+	var out []string
+	for _, m := range e.slack.BotReplies(channel, threadTS) {
+		out = append(out, m.Text)
+	}
+	return out
+}
+
+// markOf reads the bot's mark from a stored message's metadata.
+func markOf(t *testing.T, m fakeslack.Message) convo.Mark {
+	t.Helper()
+	var md struct {
+		EventType    string         `json:"event_type"`
+		EventPayload map[string]any `json:"event_payload"`
+	}
+	if len(m.Metadata) == 0 {
+		return convo.Mark{}
+	}
+	if err := json.Unmarshal(m.Metadata, &md); err != nil {
+		t.Fatalf("metadata %s: %v", m.Metadata, err)
+	}
+	kind, _ := md.EventPayload["kind"].(string)
+	note, _ := md.EventPayload["note"].(string)
+	return convo.Mark{Kind: convo.MarkKind(kind), Note: note}
+}
+
+// finished counts the replies the bot has finished (its one log line per reply).
+func (e *e2e) finished(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(e.logs.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		var l struct {
+			Logger, Msg, Kind string
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if l.Logger == "bot" && l.Kind == "reply" {
+			n++
+		}
+	}
+	return n
+}
+
+// final waits until the bot has finished replies answers in all, and returns the bot's
+// messages in the thread, checking there are n of them.
+func (e *e2e) final(t *testing.T, channel, threadTS string, n, replies int) []fakeslack.Message {
+	t.Helper()
+	e.waitFor(t, "the reply to finish", func() bool { return e.finished(t) >= replies })
+	msgs := e.slack.BotReplies(channel, threadTS)
+	if len(msgs) != n {
+		t.Fatalf("%d bot messages in the thread, want %d", len(msgs), n)
+	}
+	for i, m := range msgs {
+		if k := markOf(t, m).Kind; k == "" || k == convo.MarkPlaceholder || m.Streaming {
+			t.Errorf("message %d is not final: mark %q, streaming %v, text %q", i, k, m.Streaming, m.Text)
+		}
+	}
+	return msgs
+}
+
+const answer = "Four. Two plus two is four, and that has been true for a long time in every base above four."
+
+func TestE2EThreadMention(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(answer).Paced(50*time.Millisecond, 30*time.Millisecond)
+	})
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	msgs := e.final(t, "C1", ts, 1, 1)
+	if msgs[0].Text != answer {
+		t.Errorf("final text %q, want the model's answer %q", msgs[0].Text, answer)
+	}
+	if k := markOf(t, msgs[0]); k.Kind != convo.MarkAnswer || k.Note != "" {
+		t.Errorf("mark %+v, want a plain answer", k)
+	}
+	reqs := e.llm.ChatRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d chat requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.Model != "gpt-5.4-mini" || !r.Stream || r.Has("temperature") {
+		t.Errorf("request model %q stream %v temperature sent %v", r.Model, r.Stream, r.Has("temperature"))
+	}
+	if r.Header.Get("X-Extra") != secret+"-header" {
+		t.Errorf("LLM_HEADERS not sent: %v", r.Header)
+	}
+	if len(r.Messages) != 2 || r.Messages[0].Role != "system" || r.Messages[1].Role != "user" ||
+		!strings.Contains(r.Messages[1].Content, "what is 2+2?") || strings.Contains(r.Messages[1].Content, "<@UBOT>") {
+		t.Errorf("messages %+v: want system, then the user's question without the mention", r.Messages)
+	}
+	// The answer was streamed: several visible versions, growing, before the final one.
+	var versions []string
+	for _, w := range e.slack.Writes() {
+		if w.TS == msgs[0].TS && (w.Kind == fakeslack.WritePost || w.Kind == fakeslack.WriteUpdate) {
+			versions = append(versions, w.Text)
+		}
+	}
+	if len(versions) < 3 {
+		t.Errorf("%d writes of the reply (%q), want a placeholder, partial text and the final text", len(versions), versions)
+	}
+	partial := 0
+	for _, v := range versions {
+		if v != "" && v != answer && strings.HasPrefix(answer, v) {
+			partial++
+		}
+	}
+	if partial == 0 {
+		t.Errorf("no partial answer was shown before the final text: %q", versions)
+	}
+}
+
+func TestE2EDirectMessage(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Hi there, how can I help?") })
+	e.slack.PostUserMessage("D1", "U1", "", "hello")
+	var got []string
+	e.waitFor(t, "DM answer", func() bool {
+		got = nil
+		for _, m := range e.slack.Messages("D1") {
+			if m.BotID != "" && markOf(t, m).Kind == convo.MarkAnswer {
+				got = append(got, m.Text)
+			}
+		}
+		return len(got) == 1 && got[0] == "Hi there, how can I help?"
+	})
+	if reqs := e.llm.ChatRequests(); len(reqs) != 1 || !strings.Contains(reqs[0].Messages[len(reqs[0].Messages)-1].Content, "hello") {
+		t.Errorf("chat requests %+v", reqs)
+	}
+}
+
+func TestE2EFollowUpWithoutMention(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	var n int
+	var mu sync.Mutex
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		if n == 1 {
+			return fakellm.Text("Paris.")
+		}
+		return fakellm.Text("About two million people.")
+	})
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> capital of France?")
+	e.final(t, "C1", ts, 1, 1)
+	e.slack.PostUserMessage("C1", "U1", ts, "and how many live there?")
+	msgs := e.final(t, "C1", ts, 2, 2)
+	if msgs[1].Text != "About two million people." {
+		t.Errorf("follow-up answer %q", msgs[1].Text)
+	}
+	reqs := e.llm.ChatRequests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d chat requests, want 2", len(reqs))
+	}
+	var roles []string
+	for _, m := range reqs[1].Messages {
+		roles = append(roles, m.Role)
+	}
+	if strings.Join(roles, ",") != "system,user,assistant,user" || reqs[1].Messages[2].Content != "Paris." {
+		t.Errorf("follow-up request roles %v messages %+v", roles, reqs[1].Messages)
+	}
+}
+
+func TestE2ELongAnswerSplit(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	long := fakellm.Answer(2600, 7)
+	for len(long) < 10000 {
+		long += "\n\n" + fakellm.Answer(200, uint64(len(long)))
+	}
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(long) })
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> tell me everything")
+	want := convo.Split(long, convo.FormatMrkdwn, convo.MrkdwnLimit)
+	if len(want) < 3 {
+		t.Fatalf("the answer (%d chars) splits into %d parts; the test wants at least 3", len(long), len(want))
+	}
+	msgs := e.final(t, "C1", ts, len(want), 1)
+	for i, m := range msgs {
+		if m.Text != want[i] {
+			t.Errorf("part %d:\n got %q\nwant %q", i, m.Text, want[i])
+		}
+		if n := len([]rune(m.Text)); n > 4000 {
+			t.Errorf("part %d is %d characters, over chat.update's 4,000", i, n)
+		}
+	}
+}
+
+func TestE2EImagine(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	img := fakellm.PNG(64, 48)
+	e.llm.SetImage(func(fakellm.ImageRequest) fakellm.ImageReply {
+		return fakellm.ImageReply{Image: img, RevisedPrompt: "a red fox in fresh snow"}
+	})
+	e.slack.SlashCommand("C1", "U1", "/imagine", "a fox in the snow")
+	e.waitFor(t, "shared image", func() bool {
+		f := e.slack.Files()
+		return len(f) == 1 && f[0].Shared
+	})
+	f := e.slack.Files()[0]
+	if !bytes.Equal(f.Bytes, img) {
+		t.Errorf("uploaded %d bytes, want the model's %d bytes exactly", len(f.Bytes), len(img))
+	}
+	if f.Channel != "C1" || !strings.Contains(f.InitialComment, "<@U1>") || !strings.Contains(f.InitialComment, "a fox in the snow") {
+		t.Errorf("file %+v: want it in C1, crediting <@U1> and the prompt", f)
+	}
+	acks := e.slack.Acks()
+	if len(acks) != 1 || !strings.Contains(string(acks[0].Payload), "Generating") || acks[0].Latency > 2*time.Second {
+		t.Errorf("acks %+v: want one ephemeral 'Generating' ack", acks)
+	}
+	if reqs := e.llm.Requests(); len(reqs) != 1 || reqs[0].Image == nil || reqs[0].Image.Model != "gpt-image-2" || reqs[0].Image.Prompt != "a fox in the snow" {
+		t.Errorf("image requests %+v", reqs)
+	}
+}
+
+func TestE2ESameEnvelopeTwice(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(answer).Paced(100*time.Millisecond, 10*time.Millisecond)
+	})
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	var mention string
+	e.waitFor(t, "app_mention envelope", func() bool {
+		for _, env := range e.slack.Envelopes() {
+			if env.EventType == "app_mention" && !env.Acked.IsZero() {
+				mention = env.ID
+				return true
+			}
+		}
+		return false
+	})
+	e.slack.Redeliver(mention) // while the answer is being written
+	e.final(t, "C1", ts, 1, 1)
+	e.slack.Redeliver(mention) // after it
+	e.slack.PostUserMessage("D1", "U1", "", "marker")
+	e.waitFor(t, "marker answer", func() bool { return len(e.llm.ChatRequests()) == 2 })
+	if got := len(e.slack.BotReplies("C1", ts)); got != 1 {
+		t.Errorf("%d bot replies in the thread, want 1", got)
+	}
+	for _, env := range e.slack.Envelopes() {
+		if env.Acked.IsZero() {
+			t.Errorf("envelope %s (%s) not acked", env.ID, env.EventType)
+		}
+	}
+}
+
+func TestE2ERefreshMidAnswer(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(answer).Paced(50*time.Millisecond, 60*time.Millisecond)
+	})
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	e.waitFor(t, "first visible text", func() bool {
+		r := e.botReplies("C1", ts)
+		return len(r) == 1 && strings.HasPrefix(r[0], "Four")
+	})
+	e.slack.Disconnect("refresh_requested")
+	msgs := e.final(t, "C1", ts, 1, 1)
+	if msgs[0].Text != answer {
+		t.Errorf("final text %q, want %q", msgs[0].Text, answer)
+	}
+	e.waitFor(t, "reconnect", func() bool { return e.slack.Connections().Total == 2 && e.slack.Connections().Current == 1 })
+	e.slack.PostUserMessage("D1", "U1", "", "still there?")
+	e.waitFor(t, "answer after the refresh", func() bool { return len(e.llm.ChatRequests()) == 2 })
+}
+
+func TestE2ERateLimitedEdits(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(answer).Paced(20*time.Millisecond, 40*time.Millisecond)
+	})
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	e.waitFor(t, "first visible text", func() bool {
+		r := e.botReplies("C1", ts)
+		return len(r) == 1 && strings.HasPrefix(r[0], "Four")
+	})
+	for range 3 {
+		e.slack.RateLimitNext("chat.update", time.Second)
+	}
+	msgs := e.final(t, "C1", ts, 1, 1)
+	if msgs[0].Text != answer {
+		t.Errorf("final text %q, want %q", msgs[0].Text, answer)
+	}
+	if n := e.slack.Count429("chat.update"); n == 0 {
+		t.Errorf("no 429 was answered; the test did not test anything")
+	}
+}
+
+func TestE2EModelFailuresAreShown(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply fakellm.Reply
+		env   map[string]string
+		note  string // in the final text
+		keep  string // partial answer kept
+	}{
+		{"500", fakellm.HTTPError(http.StatusInternalServerError, fakellm.APIError{Message: "boom", Type: "server_error"}),
+			nil, "busy", ""},
+		{"cut mid-stream", fakellm.Text(answer).CutAfter(4), nil, "cut off", "Four."},
+		{"stall", fakellm.Text(answer).StallAfter(4), map[string]string{"LLM_IDLE_TIMEOUT": "700ms"}, "cut off", "Four."},
+		{"bad request", fakellm.HTTPError(http.StatusBadRequest, fakellm.APIError{Message: "This model's maximum context length is 10 tokens.", Type: "invalid_request_error", Code: "context_length_exceeded"}),
+			nil, "maximum context length", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startE2E(t, fakeslack.Config{}, tc.env)
+			e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return tc.reply })
+			ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+			msgs := e.final(t, "C1", ts, 1, 1)
+			text := msgs[0].Text
+			if !strings.Contains(text, tc.note) || !strings.HasPrefix(text, tc.keep) {
+				t.Errorf("final text %q: want the partial answer %q and a note containing %q", text, tc.keep, tc.note)
+			}
+			if strings.Contains(text, "Thinking") {
+				t.Errorf("placeholder left in %q", text)
+			}
+		})
+	}
+}
+
+func TestE2EShutdownMidAnswer(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"SHUTDOWN_GRACE": "2s"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	e.waitFor(t, "partial answer", func() bool {
+		r := e.botReplies("C1", ts)
+		return len(r) == 1 && strings.HasPrefix(r[0], "Four")
+	})
+	begin := time.Now()
+	if err := e.stop(t); err != nil {
+		t.Errorf("run returned %v after SIGTERM, want nil (exit 0)", err)
+	}
+	if took := time.Since(begin); took > 6*time.Second {
+		t.Errorf("shutdown took %v with a 2s grace period", took)
+	}
+	msgs := e.slack.BotReplies("C1", ts)
+	if len(msgs) != 1 {
+		t.Fatalf("%d bot replies, want 1", len(msgs))
+	}
+	text := msgs[0].Text
+	if !strings.HasPrefix(text, "Four.") || !strings.Contains(text, "Interrupted") || strings.Contains(text, "Thinking") {
+		t.Errorf("final text %q: want the partial answer with an interrupted note", text)
+	}
+	if e.llm.Counts().ClientGone != 1 {
+		t.Errorf("the model request was not cancelled: %+v", e.llm.Counts())
+	}
+}
+
+func TestE2EBadBotToken(t *testing.T) {
+	fs := fakeslack.New(fakeslack.Config{BotToken: botToken, AppToken: appToken})
+	t.Cleanup(fs.Close)
+	logs := &syncBuffer{}
+	env := map[string]string{
+		"SLACK_BOT_TOKEN": "xoxb-wrong-" + secret, "SLACK_APP_TOKEN": appToken, "OPENAI_API_KEY": llmKey,
+		"SLACK_API_URL": fs.URL(), "LOG_FORMAT": "json",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	err := run(ctx, []string{"llmbot"}, envFunc(env), io.Discard, logs)
+	if err == nil || !strings.Contains(err.Error(), "rejected SLACK_BOT_TOKEN (invalid_auth)") {
+		t.Errorf("run with a bad bot token: %v", err)
+	}
+	if err != nil && strings.Contains(err.Error()+logs.String(), secret) {
+		t.Errorf("the token leaked: %v\n%s", err, logs.String())
+	}
+}
