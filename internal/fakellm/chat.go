@@ -44,7 +44,8 @@ const (
 	// FailNone streams every token, a finish chunk, the usage chunk if any, and [DONE].
 	FailNone Failure = iota
 	// FailError writes `data: {"error":{…}}` (Reply.Error) and ends the stream, with
-	// `data: [DONE]` after it when Reply.DoneAfterError is set.
+	// `data: [DONE]` after it when Reply.DoneAfterError is set. Without stream, the
+	// error body is answered with HTTP 200.
 	FailError
 	// FailCut closes the connection: no finish_reason, no [DONE].
 	FailCut
@@ -189,7 +190,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := decodeChat(rec.Body, rec.Header)
 	if err != nil || len(req.Messages) == 0 {
-		s.fail(w, rec, http.StatusBadRequest, nil, errorBody("We could not parse the JSON body of your request.", "invalid_request_error", "", ""))
+		s.respond(w, rec, http.StatusBadRequest, nil, errorBody("We could not parse the JSON body of your request.", "invalid_request_error", "", ""))
 		return
 	}
 	s.update(func() { rec.Chat = req })
@@ -209,7 +210,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		if body == "" && reply.Error != nil {
 			body = reply.Error.JSON()
 		}
-		s.fail(w, rec, reply.Status, reply.Header, body)
+		s.respond(w, rec, reply.Status, reply.Header, body)
 		return
 	}
 	if reply.Model == "" {
@@ -224,7 +225,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 			ct = "text/event-stream"
 		}
 		w.Header().Set("Content-Type", ct)
-		s.fail(w, rec, http.StatusOK, reply.Header, reply.Raw)
+		s.respond(w, rec, http.StatusOK, reply.Header, reply.Raw)
 		return
 	}
 	if req.Stream {
@@ -263,6 +264,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, rec *Record, r
 	case FailStall:
 		s.stall(w, r, rec, nil, reply)
 		return
+	case FailError: // an error body with HTTP 200, as LM Studio and some proxies answer
+		e := APIError{Message: "The server had an error while processing your request.", Type: "server_error"}
+		if reply.Error != nil {
+			e = *reply.Error
+		}
+		s.respond(w, rec, http.StatusOK, reply.Header, e.JSON())
+		return
 	}
 	usage := estimateUsage(req, reply)
 	if reply.Usage != nil {
@@ -285,7 +293,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, rec *Record, r
 	for k, v := range reply.Header {
 		w.Header()[k] = v
 	}
-	s.fail(w, rec, http.StatusOK, http.Header{"Content-Type": {"application/json"}}, string(b))
+	s.respond(w, rec, http.StatusOK, http.Header{"Content-Type": {"application/json"}}, string(b))
 }
 
 // cut closes the connection without a proper end.

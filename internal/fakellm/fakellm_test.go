@@ -416,3 +416,23 @@ func TestSequenceHeaderDelayAndCounts(t *testing.T) {
 		t.Errorf("counts = %+v", c)
 	}
 }
+
+func TestRawBodyAndErrorWith200(t *testing.T) {
+	srv := newServer(t)
+	srv.SetChat(func(req fakellm.ChatRequest) fakellm.Reply {
+		if req.Stream {
+			return fakellm.Reply{Raw: ": OPENROUTER PROCESSING\r\n\r\ndata:{\"choices\":[]}\r\n\r\n"}
+		}
+		return fakellm.Tokens("x").ErrorAfter(0, fakellm.APIError{Message: "Unexpected endpoint or method.", Type: "invalid_request_error"})
+	})
+	resp := post(t, ctxFor(t), srv.URL()+"/chat/completions", fakellm.DefaultAPIKey, streamBody)
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != ": OPENROUTER PROCESSING\r\n\r\ndata:{\"choices\":[]}\r\n\r\n" || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("raw body = %q (%s)", b, resp.Header.Get("Content-Type"))
+	}
+	resp = post(t, ctxFor(t), srv.URL()+"/chat/completions", fakellm.DefaultAPIKey, `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"message":"Unexpected endpoint or method."`) {
+		t.Errorf("non-stream error: %d %s", resp.StatusCode, b)
+	}
+}

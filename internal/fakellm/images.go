@@ -79,11 +79,11 @@ func (s *Server) serveImage(w http.ResponseWriter, r *http.Request) {
 		User           string `json:"user"`
 	}
 	if json.Unmarshal(rec.Body, &fields) != nil || json.Unmarshal(rec.Body, &wire) != nil {
-		s.fail(w, rec, http.StatusBadRequest, nil, errorBody("We could not parse the JSON body of your request.", "invalid_request_error", "", ""))
+		s.respond(w, rec, http.StatusBadRequest, nil, errorBody("We could not parse the JSON body of your request.", "invalid_request_error", "", ""))
 		return
 	}
 	if wire.Prompt == "" {
-		s.fail(w, rec, http.StatusBadRequest, nil, errorBody("Missing required parameter: 'prompt'.", "invalid_request_error", "prompt", "missing_required_parameter"))
+		s.respond(w, rec, http.StatusBadRequest, nil, errorBody("Missing required parameter: 'prompt'.", "invalid_request_error", "prompt", "missing_required_parameter"))
 		return
 	}
 	req := ImageRequest{Model: wire.Model, Prompt: wire.Prompt, N: wire.N, Size: wire.Size, Quality: wire.Quality,
@@ -104,7 +104,7 @@ func (s *Server) serveImage(w http.ResponseWriter, r *http.Request) {
 		if body == "" && reply.Error != nil {
 			body = reply.Error.JSON()
 		}
-		s.fail(w, rec, reply.Status, reply.Header, body)
+		s.respond(w, rec, reply.Status, reply.Header, body)
 		return
 	}
 	data := reply.Image
@@ -133,7 +133,7 @@ func (s *Server) serveImage(w http.ResponseWriter, r *http.Request) {
 		"usage": map[string]any{"total_tokens": 100, "input_tokens": 50, "output_tokens": 50,
 			"input_tokens_details": map[string]any{"text_tokens": 50, "image_tokens": 0}},
 	})
-	s.fail(w, rec, http.StatusOK, reply.Header, string(b))
+	s.respond(w, rec, http.StatusOK, reply.Header, string(b))
 }
 
 // serveFile serves images answered by URL (GET, no auth, like a CDN).

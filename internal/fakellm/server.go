@@ -230,7 +230,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *Record {
 	s.mu.Unlock()
 	s.update(func() { s.records = append(s.records, rec) })
 	if r.Method != http.MethodPost {
-		s.fail(w, rec, http.StatusMethodNotAllowed, nil, errorBody("Method not allowed.", "invalid_request_error", "", ""))
+		s.respond(w, rec, http.StatusMethodNotAllowed, nil, errorBody("Method not allowed.", "invalid_request_error", "", ""))
 		return nil
 	}
 	if got, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); key != "" && got != key {
@@ -238,11 +238,11 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *Record {
 		if got != "" {
 			msg = "Incorrect API key provided: " + mask(got) + ". You can find your API key at https://platform.openai.com/account/api-keys."
 		}
-		s.fail(w, rec, http.StatusUnauthorized, nil, errorBody(msg, "invalid_request_error", "", "invalid_api_key"))
+		s.respond(w, rec, http.StatusUnauthorized, nil, errorBody(msg, "invalid_request_error", "", "invalid_api_key"))
 		return nil
 	}
 	if err != nil {
-		s.fail(w, rec, http.StatusBadRequest, nil, errorBody("Could not read the request body.", "invalid_request_error", "", ""))
+		s.respond(w, rec, http.StatusBadRequest, nil, errorBody("Could not read the request body.", "invalid_request_error", "", ""))
 		return nil
 	}
 	return rec
@@ -256,8 +256,8 @@ func mask(key string) string {
 	return key[:3] + "*****" + key[len(key)-4:]
 }
 
-// fail answers with status, the extra headers, and body.
-func (s *Server) fail(w http.ResponseWriter, rec *Record, status int, header http.Header, body string) {
+// respond answers with status, the extra headers, and body, and records the end.
+func (s *Server) respond(w http.ResponseWriter, rec *Record, status int, header http.Header, body string) {
 	for k, v := range header {
 		w.Header()[k] = v
 	}
