@@ -499,3 +499,97 @@ func TestE2EBadBotToken(t *testing.T) {
 		t.Errorf("the token leaked: %v\n%s", err, logs.String())
 	}
 }
+
+func TestE2ENativeStreaming(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(answer).Paced(20*time.Millisecond, 20*time.Millisecond)
+	})
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	msgs := e.final(t, "C1", ts, 1, 1)
+	if msgs[0].Text != answer || !msgs[0].Markdown {
+		t.Errorf("streamed message %+v: want the answer as Markdown", msgs[0])
+	}
+	starts := e.slack.CallsTo("chat.startStream")
+	if len(starts) != 1 {
+		t.Fatalf("%d chat.startStream calls, want 1", len(starts))
+	}
+	p := starts[0].Params
+	if p.Get("recipient_user_id") != "U1" || p.Get("recipient_team_id") != "T1" || p.Get("thread_ts") != ts {
+		t.Errorf("chat.startStream params %v: want recipient U1/T1 in thread %s", p, ts)
+	}
+	if len(e.slack.CallsTo("chat.stopStream")) != 1 {
+		t.Errorf("the stream was not stopped")
+	}
+}
+
+func TestE2ENativeStreamingRefusedFallsBack(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+	e.slack.SetStreaming("feature_not_enabled")
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	msgs := e.final(t, "C1", ts, 1, 1)
+	if msgs[0].Text != answer || msgs[0].Markdown {
+		t.Errorf("fallback message %+v: want the answer as mrkdwn text", msgs[0])
+	}
+}
+
+func TestE2EStopButton(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(strings.Repeat(answer+" ", 20)).Paced(10*time.Millisecond, 30*time.Millisecond)
+	})
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> talk a lot")
+	var streamTS string
+	e.waitFor(t, "streamed text", func() bool {
+		m := e.slack.BotReplies("C1", ts)
+		if len(m) == 1 && m[0].Streaming && strings.HasPrefix(m[0].Text, "Four") {
+			streamTS = m[0].TS
+			return true
+		}
+		return false
+	})
+	e.slack.PressStop("C1", streamTS)
+	msgs := e.final(t, "C1", ts, 1, 1)
+	if !strings.HasPrefix(msgs[0].Text, "Four") || len(msgs[0].Text) > 20*len(answer) {
+		t.Errorf("text after stop %q: want the part streamed so far", msgs[0].Text)
+	}
+	e.waitFor(t, "model request cancelled", func() bool { return e.llm.Counts().ClientGone == 1 })
+}
+
+func TestE2ENoLoopOnOwnMessages(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{EchoBotMessages: true}, nil)
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(answer).Paced(10*time.Millisecond, 20*time.Millisecond)
+	})
+	e.slack.PostUserMessage("D1", "U1", "", "hello")
+	e.waitFor(t, "first answer", func() bool { return e.finished(t) == 1 })
+	e.slack.PostUserMessage("D1", "U1", "", "marker")
+	e.waitFor(t, "marker answer", func() bool { return e.finished(t) == 2 })
+	if n := len(e.llm.ChatRequests()); n != 2 {
+		t.Errorf("%d chat requests, want 2: the bot answered its own posts or edits", n)
+	}
+	echoes := 0
+	for _, env := range e.slack.Envelopes() {
+		if env.EventType == "message" {
+			echoes++
+		}
+	}
+	if echoes < 4 {
+		t.Errorf("only %d message events; the fake did not echo the bot's writes", echoes)
+	}
+}
+
+func TestE2EImagineRejected(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	e.llm.SetImage(func(fakellm.ImageRequest) fakellm.ImageReply { return fakellm.ModerationBlocked() })
+	e.slack.SlashCommand("C1", "U1", "/imagine", "something forbidden")
+	e.waitFor(t, "private reason", func() bool { return len(e.slack.ResponseURLPosts()) == 1 })
+	p := e.slack.ResponseURLPosts()[0]
+	if p.ResponseType != "ephemeral" || !strings.Contains(p.Text, "safety system") {
+		t.Errorf("response_url post %+v: want the provider's reason, privately", p)
+	}
+	if len(e.slack.Files()) != 0 {
+		t.Errorf("a file was uploaded")
+	}
+}
