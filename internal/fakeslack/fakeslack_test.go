@@ -127,6 +127,9 @@ func TestSocketModeDeliversEventsAndRecordsAcks(t *testing.T) {
 			t.Errorf("envelope %+v not sent or not acked", e)
 		}
 	}
+	if st := srv.Stats(); st.Envelopes != 2 || st.Acks != 2 || st.Pending != 0 || st.Unacked != 0 {
+		t.Errorf("stats = %+v", st)
+	}
 }
 
 func TestDMGivesMessageIMOnly(t *testing.T) {

@@ -198,3 +198,27 @@ func (s *Server) CallCount(method string) int {
 	}
 	return n
 }
+
+// Stats counts what the fake has recorded, without copying anything: for waits in long
+// runs (WaitFor wakes on every change, so its condition should be cheap).
+type Stats struct {
+	Calls     int // Web API calls
+	Writes    int // applied message writes
+	Acks      int // ack frames read
+	Envelopes int // envelopes queued (delivered or not)
+	Pending   int // envelopes not yet written to a connection
+	Unacked   int // envelopes written but not acked
+}
+
+// Stats returns the current counts.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Calls: len(s.calls), Writes: len(s.writes), Acks: len(s.acks), Envelopes: len(s.envOrder), Pending: len(s.pending)}
+	for _, id := range s.envOrder {
+		if e := s.envelopes[id]; !e.Sent.IsZero() && e.Acked.IsZero() {
+			st.Unacked++
+		}
+	}
+	return st
+}
