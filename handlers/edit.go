@@ -26,6 +26,12 @@ type editSink struct {
 	ts    []string // one message per part; ts[0] is the placeholder
 	shown []string // the text last written to each message ("" for the placeholder)
 
+	parts      []string // the last rendering, of renderedMD
+	renderedMD string
+	doneMD     string // Slack shows everything of this answer text
+	postDue    bool   // the next write is a post of a new part
+	sealedDue  bool   // the next write finishes a sealed part
+
 	fails  int
 	broken bool
 	edits  int
@@ -46,13 +52,22 @@ func (e *editSink) next(parts []string) (i int, post bool) {
 	return -1, false
 }
 
-// priority of an edit of message i when the answer has n parts: sealed parts are final, the first text
-// replaces the placeholder, the rest is pending text.
-func (e *editSink) priority(i, n int) pace.Priority {
+// render returns the parts of md, rendering only when md is new: rendering is the writer's main cost, so
+// it happens about once per write (never before waiting for a slot, only after).
+func (e *editSink) render(md string) []string {
+	if e.parts == nil || md != e.renderedMD {
+		e.parts, e.renderedMD = e.pager.Update(md, false), md
+	}
+	return e.parts
+}
+
+// priority of the next edit, known before rendering the latest text: the final version of a sealed part,
+// the first text replacing the placeholder, or pending text.
+func (e *editSink) priority() pace.Priority {
 	switch {
-	case i < n-1:
+	case e.sealedDue:
 		return pace.Final
-	case i == 0 && e.shown[0] == "":
+	case e.shown[0] == "":
 		return pace.First
 	}
 	return pace.Pending
@@ -60,23 +75,27 @@ func (e *editSink) priority(i, n int) pace.Priority {
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	p := e.p
-	parts := e.pager.Update(snap.md, false) // rendering is the writer's main cost: once per new text
-	for !e.broken {
-		i, post := e.next(parts)
-		if i < 0 {
-			return
-		}
+	for !e.broken && snap.md != e.doneMD {
+		post := e.postDue
 		var err error
 		if post {
 			err = p.r.opt.Posts.Wait(wctx, p.req.Channel)
 		} else {
-			err = e.lane.Wait(wctx, e.priority(i, len(parts)), snap.since)
+			err = e.lane.Wait(wctx, e.priority(), snap.since)
 		}
 		if err != nil {
 			return // the answer is complete (or cancelled): the final write takes over
 		}
-		if n := mb.latest(snap); n.md != snap.md { // the freshest text goes out with this slot
-			snap, parts = n, e.pager.Update(n.md, false)
+		snap = mb.latest(snap) // the freshest text goes out with this slot
+		parts := e.render(snap.md)
+		i, needPost := e.next(parts)
+		if i < 0 {
+			e.doneMD = snap.md
+			continue
+		}
+		if needPost != post {
+			e.postDue = needPost // the other kind of slot is needed (once per part at most)
+			continue
 		}
 		text := parts[i]
 		mark := convo.Mark{Kind: convo.MarkAnswer}
@@ -95,6 +114,11 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		}
 		if err == nil {
 			e.fails = 0
+			j, nextPost := e.next(parts)
+			if j < 0 {
+				e.doneMD = snap.md
+			}
+			e.postDue, e.sealedDue = nextPost, j >= 0 && j < len(parts)-1
 			continue
 		}
 		if ctx.Err() != nil {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -214,5 +215,35 @@ func TestStreamModeRescuesAnswerWhenStopFails(t *testing.T) {
 		if len(posts) != len(want) || posts[0].text != want[0] {
 			t.Errorf("rescue posts = %+v, want the whole answer %q", posts, want)
 		}
+	})
+}
+
+func TestStreamModeShutdownAndEmptyMention(t *testing.T) {
+	t.Run("shutdown", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			rt := newReplyTest(t, deltas(lines(20), 300*time.Millisecond), streamOptions())
+			ctx, cancel := context.WithCancelCause(t.Context())
+			time.AfterFunc(1100*time.Millisecond, func() { cancel(ErrShutdown) })
+			if err := rt.r.Reply(ctx, rt.req); !errors.Is(err, ErrShutdown) {
+				t.Errorf("Reply = %v, want ErrShutdown", err)
+			}
+			ms := rt.slack.botMessages(testTS)
+			want := streamed(joined(lines(3))) + convo.NoteSuffix(textInterrupted, convo.FormatMarkdown)
+			if len(ms) != 1 || ms[0].text != want || ms[0].streaming {
+				t.Errorf("message = %+v, want %q, stopped", ms, want)
+			}
+		})
+	})
+	t.Run("empty mention", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			rt := newReplyTest(t, nil, streamOptions())
+			rt.slack.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT>")}
+			rt.req.Text = "<@UBOT>"
+			mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+			ms := rt.slack.botMessages(testTS)
+			if len(ms) != 1 || !strings.Contains(ms[0].text, "Ask me anything") || ms[0].mark.Kind != convo.MarkNotice || ms[0].streaming {
+				t.Errorf("messages = %+v, want the stream closed with the hint", ms)
+			}
+		})
 	})
 }
