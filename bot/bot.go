@@ -44,8 +44,13 @@ type Identity struct {
 	Name   string // the bot user's name
 }
 
-// BusyText is what a person is told when MaxConcurrent answers are already in progress.
-const BusyText = "I'm answering too many questions right now — try again in a minute."
+// What a person is told privately when the bot cannot take their message.
+const (
+	// BusyText: MaxConcurrent answers are already in progress.
+	BusyText = "I'm answering too many questions right now — try again in a minute."
+	// RestartText: the bot shut down while the message waited for an earlier answer in its thread.
+	RestartText = "I'm restarting and couldn't get to your message — please ask again in a minute."
+)
 
 // Options tune the loop. Zero values get the defaults named in the comments.
 type Options struct {
@@ -177,8 +182,7 @@ loop:
 		case err := <-sockErr:
 			sockDone = true
 			if ctx.Err() == nil {
-				runErr = socketError(err)
-				b.log.Error("socket mode stopped", zap.Error(runErr))
+				runErr = socketError(err) // returned, not logged: the caller reports it
 			}
 			break loop
 		case evt := <-b.sm.Events:
@@ -504,6 +508,9 @@ func (b *Bot) startReply(work context.Context, rr handlers.ReplyRequest, read ti
 		started := time.Now()
 		if err := context.Cause(work); err != nil {
 			log.Info("reply not started: shutting down")
+			if !rr.FollowUp {
+				b.tell(work, rr, RestartText, log)
+			}
 			return
 		}
 		err := b.replies.Reply(work, rr)
@@ -549,12 +556,20 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 	log.Warn("busy: asker told to retry", zap.Int("max_concurrent", b.opt.MaxConcurrent))
 	b.wg.Go(func() {
 		defer func() { <-b.notices }()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(work), noticeTimeout)
-		defer cancel()
-		if err := b.notify.Ephemeral(ctx, rr.Channel, rr.User, rr.ThreadTS, BusyText); err != nil {
-			log.Warn("busy notice failed", zap.Error(err))
-		}
+		b.tell(work, rr, BusyText, log)
 	})
+}
+
+// tell shows text privately to the asker, on a context detached from work and time-boxed.
+func (b *Bot) tell(work context.Context, rr handlers.ReplyRequest, text string, log *zap.Logger) {
+	if b.notify == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(work), noticeTimeout)
+	defer cancel()
+	if err := b.notify.Ephemeral(ctx, rr.Channel, rr.User, rr.ThreadTS, text); err != nil {
+		log.Warn("notice failed", zap.Error(err))
+	}
 }
 
 // slashCommand acks a slash command with the handler's ephemeral text and starts the job.

@@ -566,3 +566,42 @@ func TestSlashCommandAck(t *testing.T) {
 		t.Errorf("ack payload %s is not ephemeral", ack.Payload)
 	}
 }
+
+func TestShutdownTellsQueuedAsker(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	started := make(chan string, 2) // at most two replies start
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		started <- req.TS
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}}
+	h := startBot(t, fs, r, nil, Options{Grace: time.Second})
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
+	waitChan(t, "first reply", started)
+	fs.PostUserMessage("C1", "U2", parent, "<@UBOT> second, same thread")
+	h.waitFor(t, "second queued", func() bool { return h.bot.turns.len() == 1 && len(fs.Acks()) == len(fs.Envelopes()) && len(fs.Envelopes()) == 4 })
+	if err := h.shutdown(t); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ts := <-started:
+		t.Errorf("reply %s started during shutdown", ts)
+	default:
+	}
+	e := fs.Ephemerals()
+	if len(e) != 1 || e[0].User != "U2" || e[0].Text != RestartText || e[0].ThreadTS != parent {
+		t.Errorf("ephemerals %+v: want the restart notice to U2 in the thread", e)
+	}
+}
+
+func TestBadAppTokenStopsRun(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	client := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-wrong"))
+	b := New(socketmode.New(client), Identity{UserID: "UBOT"}, &fakeReplier{}, nil, nil, zaptest.NewLogger(t), Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	err := b.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "SLACK_APP_TOKEN") || ctx.Err() != nil {
+		t.Errorf("Run with a bad app token: %v, want an error naming SLACK_APP_TOKEN at once", err)
+	}
+}

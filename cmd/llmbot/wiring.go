@@ -132,9 +132,11 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		zap.String("edit_policy", cfg.EditPolicy),
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
 		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies))
-	err = b.Run(ctx)
-	log.Info("stopped", zap.Error(err))
-	return err
+	if err := b.Run(ctx); err != nil {
+		return err // main prints it
+	}
+	log.Info("stopped")
+	return nil
 }
 
 // slackHTTPClient is the Web API client: bounded calls, no reliance on http.DefaultClient.
