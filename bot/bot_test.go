@@ -579,7 +579,9 @@ func TestShutdownTellsQueuedAsker(t *testing.T) {
 	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
 	waitChan(t, "first reply", started)
 	fs.PostUserMessage("C1", "U2", parent, "<@UBOT> second, same thread")
-	h.waitFor(t, "second queued", func() bool { return h.bot.turns.len() == 1 && len(fs.Acks()) == len(fs.Envelopes()) && len(fs.Envelopes()) == 4 })
+	h.waitFor(t, "second queued", func() bool {
+		return h.bot.turns.len() == 1 && len(fs.Acks()) == len(fs.Envelopes()) && len(fs.Envelopes()) == 4
+	})
 	if err := h.shutdown(t); err != nil {
 		t.Fatal(err)
 	}
