@@ -45,7 +45,13 @@ func (p *Pager) Update(md string, final bool) []string {
 		p.src = len(md)
 	}
 	src, joins := neutralise(md[p.src:])
-	r := render([]byte(src), p.f, final)
+	// Only complete lines are sealed while streaming: a growing last line can look like a
+	// block start ("#", "~~~", "---") that closes the block before it, for now.
+	complete := src
+	if !final {
+		complete = src[:strings.LastIndexByte(src, '\n')+1]
+	}
+	r := render([]byte(complete), p.f, final)
 	sort.Slice(r.cuts, func(i, j int) bool { return r.cuts[i].at < r.cuts[j].at })
 	for len16(p.carry)+len16(strings.TrimRight(string(r.out[p.pos:]), " \n")) > p.limit {
 		c, ok := p.choose(r, r.stable)
@@ -54,12 +60,20 @@ func (p *Pager) Update(md string, final bool) []string {
 		}
 		p.seal(r, c)
 	}
+	view := r
+	if !final {
+		// The preview of the last part shows the growing line too, its open spans closed.
+		if full := closeDangling(src); full != complete {
+			view = render([]byte(full), p.f, false)
+			sort.Slice(view.cuts, func(i, j int) bool { return view.cuts[i].at < view.cuts[j].at })
+		}
+	}
 	tail := ""
-	if rest := strings.TrimRight(string(r.out[p.pos:]), " \n"); strings.TrimSpace(rest) != "" {
+	if rest := strings.TrimRight(string(view.out[p.pos:]), " \n"); strings.TrimSpace(rest) != "" {
 		tail = p.carry + rest
 	}
 	if len16(tail) > p.limit {
-		tail = p.preview(r)
+		tail = p.preview(view)
 	}
 	p.advance(r, joins)
 	parts := make([]string, 0, len(p.sealed)+1)
@@ -288,4 +302,39 @@ func len16(s string) int {
 		i += size
 	}
 	return n
+}
+
+// closeDangling closes, for a preview, the inline spans the growing last line leaves open
+// ("**bold so f" shows as bold, not as literal asterisks): it appends the markers for an odd
+// number of "**", "~~" or "`" on the last line, unless that line is inside a code block.
+// Only the still-growing last block changes, which is never sealed.
+func closeDangling(src string) string {
+	lastLine := src[strings.LastIndexByte(src, '\n')+1:]
+	if !strings.ContainsAny(lastLine, "*~`") || strings.TrimSpace(lastLine) == "" {
+		return src
+	}
+	fences := 0
+	for line := range strings.Lines(src) {
+		if opensFence(strings.TrimLeft(line, " >")) != "" {
+			fences++
+		}
+	}
+	if fences%2 == 1 {
+		return src
+	}
+	suffix := ""
+	if strings.Count(lastLine, "`")%2 == 1 {
+		suffix += "`"
+	} else {
+		if strings.Count(lastLine, "~~")%2 == 1 {
+			suffix += "~~"
+		}
+		if strings.Count(lastLine, "**")%2 == 1 {
+			suffix += "**"
+		}
+	}
+	if suffix == "" || strings.HasSuffix(lastLine, " ") {
+		return src
+	}
+	return src + suffix
 }

@@ -110,7 +110,7 @@ func checkParts(t *testing.T, parts []string, limit int, what string) {
 }
 
 func TestSplitKeepsEverything(t *testing.T) {
-	for seed := range 30 {
+	for seed := range rounds(30) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 1))
 		md := genMarkdown(rng, 1+rng.IntN(30))
 		for _, f := range []Format{FormatMrkdwn, FormatMarkdown} {
@@ -127,16 +127,16 @@ func TestSplitKeepsEverything(t *testing.T) {
 }
 
 func TestPagerStreamingSealsAndKeepsEverything(t *testing.T) {
-	for seed := range 12 {
+	for seed := range rounds(8) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 2))
 		md := genMarkdown(rng, 1+rng.IntN(30))
 		for _, f := range []Format{FormatMrkdwn, FormatMarkdown} {
-			for _, limit := range []int{120, 600, MrkdwnLimit} {
+			for _, limit := range []int{120, 1000} {
 				what := fmt.Sprintf("seed %d format %d limit %d", seed, f, limit)
 				p := NewPager(f, limit)
 				var prev []string
 				for n := 0; n < len(md); {
-					n = min(len(md), n+1+rng.IntN(60))
+					n = min(len(md), n+1+rng.IntN(100))
 					for n < len(md) && !utf8.RuneStart(md[n]) {
 						n++
 					}
@@ -170,4 +170,12 @@ func checkSealed(t *testing.T, prev, cur []string, what string) {
 			t.Fatalf("%s: sealed part %d changed\nwas %q\nnow %q", what, i, prev[i], cur[i])
 		}
 	}
+}
+
+// rounds is how many random inputs a property test tries: fewer with -race or -short.
+func rounds(n int) int {
+	if raceEnabled || testing.Short() {
+		return max(n/4, 2)
+	}
+	return n
 }

@@ -561,12 +561,15 @@ func safeURL(u string) bool {
 // slackURL escapes a URL for the inside of <url|text>.
 func slackURL(u string) string { return urlEscaper.Replace(u) }
 
-var urlEscaper = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C")
+var (
+	urlEscaper   = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C")
+	mdURLEscaper = strings.NewReplacer(" ", "%20", "<", "%3C", ">", "%3E")
+)
 
 func (w *writer) link(dest, title string, n ast.Node, image bool) {
 	start := len(w.r.out)
 	label := plainText(n, w.src)
-	if w.f == FormatMarkdown {
+	if w.f == FormatMarkdown && safeURL(dest) {
 		w.protect++
 		if image {
 			if label == "" {
@@ -578,11 +581,11 @@ func (w *writer) link(dest, title string, n ast.Node, image bool) {
 			w.inlines(n)
 			w.write("](")
 		}
-		if strings.ContainsAny(dest, " ()<>") {
-			w.write("<" + dest + ">")
-		} else {
-			w.write(dest)
+		dest = mdURLEscaper.Replace(dest)
+		if strings.ContainsAny(dest, "()") {
+			dest = "<" + dest + ">"
 		}
+		w.write(dest)
 		if title != "" {
 			w.write(` "` + strings.ReplaceAll(title, `"`, `\"`) + `"`)
 		}

@@ -1,0 +1,68 @@
+package convo
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func readTestdata(tb testing.TB, name string) string {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestRenderGolden(t *testing.T) {
+	for _, name := range []string{"constructs", "tables", "lists", "safety", "partial"} {
+		t.Run(name, func(t *testing.T) {
+			md := readTestdata(t, "render_"+name+".md")
+			got := "=== mrkdwn\n" + Render(md, FormatMrkdwn) + "\n=== markdown\n" + Render(md, FormatMarkdown) + "\n"
+			golden(t, "render_"+name, got)
+		})
+	}
+}
+
+// dumpParts shows parts for golden files.
+func dumpParts(parts []string) string {
+	var sb strings.Builder
+	for i, p := range parts {
+		fmt.Fprintf(&sb, "--- part %d (%d)\n%s\n", i+1, len16(p), p)
+	}
+	return sb.String()
+}
+
+func TestSplitGolden(t *testing.T) {
+	var long strings.Builder
+	long.WriteString("Intro paragraph before the code.\n\n```python\n")
+	for i := range 40 {
+		fmt.Fprintf(&long, "print('line %02d: a < b and c & d')\n", i)
+	}
+	long.WriteString("```\n\nAfter the code. ")
+	long.WriteString(strings.Repeat("Emoji 👩🏽‍💻 and 🇯🇵 flags, 日本語のテキスト、そして文。 ", 12))
+	long.WriteString("\n\n> A quote that goes on and on. " + strings.Repeat("It keeps going with more words. ", 12))
+	long.WriteString("\n\n- item with a [link that must not be cut](https://example.com/a/very/long/path) " +
+		strings.Repeat("and words ", 20))
+	long.WriteString("\n\n" + strings.Repeat("🙂", 300))
+	md := long.String()
+	tests := []struct {
+		name  string
+		f     Format
+		limit int
+	}{
+		{"split_mrkdwn_300", FormatMrkdwn, 300},
+		{"split_markdown_300", FormatMarkdown, 300},
+		{"split_mrkdwn_1000", FormatMrkdwn, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parts := Split(md, tt.f, tt.limit)
+			checkParts(t, parts, tt.limit, tt.name)
+			golden(t, tt.name, dumpParts(parts))
+		})
+	}
+}
