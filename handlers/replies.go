@@ -125,7 +125,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 }
 
 // Reply answers req in its thread (or DM). It returns ErrIgnored when there is nothing to answer (a
-// follow-up in a thread the bot has no part in), nil when the answer landed, and otherwise the error that
+// follow-up in a thread the bot has no part in, or one that mentions other people and not the bot), nil when the answer landed, and otherwise the error that
 // spoiled it (model, Slack or a cancellation cause such as ErrShutdown) after showing a short reason in
 // Slack: the caller logs it. Reply runs in the caller's goroutine, plus one writer goroutine it starts and
 // waits for.
@@ -139,7 +139,7 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 
 	var thread []slack.Message
 	if req.FollowUp {
-		if !r.opt.FollowUps || threadTS == "" || threadTS == req.TS {
+		if !r.opt.FollowUps || threadTS == "" || threadTS == req.TS || r.addressedToOthers(req.Text) {
 			return ErrIgnored
 		}
 		known, fetched, err := r.botThread(ctx, req.Channel, threadTS)
@@ -174,6 +174,11 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	return known, thread, nil
 }
 
+// addressedToOthers reports whether a follow-up mentions people but not the bot: it is meant for them.
+func (r *Replies) addressedToOthers(text string) bool {
+	return strings.Contains(text, "<@") && !strings.Contains(text, "<@"+r.opt.BotUserID+">")
+}
+
 func (r *Replies) involved(thread []slack.Message) bool {
 	mention := "<@" + r.opt.BotUserID + ">"
 	for i, m := range thread {
@@ -194,6 +199,9 @@ func (r *Replies) resolve(ctx context.Context, log *zap.Logger, ids []string) na
 	defer cancel()
 	names := make(nameMap, len(ids))
 	for _, id := range ids {
+		if id == r.opt.BotUserID {
+			continue // convo names the bot itself
+		}
 		if n, ok := r.names.get(id); ok {
 			names[id] = n
 			continue

@@ -247,7 +247,7 @@ func TestFollowUp(t *testing.T) {
 	}
 }
 
-func TestFollowUpOffOrTopLevelIgnored(t *testing.T) {
+func TestFollowUpIgnored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
 		opt.FollowUps = false
@@ -258,6 +258,10 @@ func TestFollowUpOffOrTopLevelIgnored(t *testing.T) {
 			t.Errorf("follow-ups off: Reply = %v, want ErrIgnored", err)
 		}
 		rt.r.opt.FollowUps = true
+		req.ThreadTS, req.Text = "1700000000.000000", "<@U2> what do you think?" // meant for Bob
+		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
+			t.Errorf("follow-up for someone else: Reply = %v, want ErrIgnored", err)
+		}
 		req.ThreadTS = req.TS // a top-level channel message without a mention
 		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
 			t.Errorf("top-level message: Reply = %v, want ErrIgnored", err)
@@ -420,6 +424,36 @@ func TestReplyEvery20ChunksPolicy(t *testing.T) {
 		}
 		if got, want := rt.texts(), convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("final = %q, want %q", got, want)
+		}
+	})
+}
+
+func TestReplyResolvesNamesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Yes."}, time.Millisecond), testOptions())
+		bob := mention("I think buckets refill continuously")
+		bob.User, bob.Timestamp, bob.ThreadTimestamp = "U2", "1700000000.000002", testTS
+		ask := mention("<@UBOT> who is right?")
+		ask.Timestamp, ask.ThreadTimestamp = "1700000000.000003", testTS
+		rt.slack.threads[testCh+"/"+testTS] = append(rt.slack.threads[testCh+"/"+testTS], bob, ask)
+		req := rt.req
+		req.TS, req.Text = ask.Timestamp, ask.Text
+		for range 2 {
+			mustNoErr(t, rt.r.Reply(t.Context(), req))
+		}
+		lookups := map[string]int{}
+		for _, c := range rt.slack.callsOf("users.info") {
+			lookups[c.text]++
+		}
+		if lookups["U1"] != 1 || lookups["U2"] != 1 || lookups["UBOT"] != 0 {
+			t.Errorf("users.info lookups = %v, want U1 and U2 once each (cached), never the bot", lookups)
+		}
+		var all strings.Builder
+		for _, m := range rt.chat.calls()[1].Messages {
+			all.WriteString(m.Content)
+		}
+		if !strings.Contains(all.String(), "Bob") {
+			t.Errorf("request %q does not name Bob", all.String())
 		}
 	})
 }
