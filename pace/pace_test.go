@@ -11,8 +11,13 @@ import (
 	"time"
 )
 
-// elapsedSince returns whole milliseconds since t0 (fake time inside synctest is exact).
+// since returns the time since t0 in whole milliseconds (fake time inside synctest is exact).
 func since(t0 time.Time) time.Duration { return time.Since(t0).Round(time.Millisecond) }
+
+// every is a Scheduler's interval between grants at perMinute, in whole milliseconds.
+func every(perMinute float64) time.Duration {
+	return time.Duration(float64(time.Minute) / (perMinute * RateMargin)).Round(time.Millisecond)
+}
 
 func TestBucketBurstThenRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -230,8 +235,8 @@ func TestSchedulerRoundRobinAcrossLanes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := NewScheduler(50, tt.burst)
 				order := streamLanes(t, s, n, 10*time.Minute)
-				// 500 at the rate, plus what the burst held beyond the reserve at the start.
-				want := 500 + tt.burst - 1 - int(s.reserve)
+				// 10 min at the rate, plus what the burst held beyond the reserve at the start.
+				want := int(500*RateMargin) + tt.burst - 1 - int(s.reserve)
 				if got := len(order); got < want-1 || got > want+1 {
 					t.Errorf("%d grants in 10 min at 50/min, want %d", got, want)
 				}
@@ -266,7 +271,7 @@ func TestSchedulerBurstThenRate(t *testing.T) {
 			got = append(got, since(t0))
 		}
 		// Pending writes use the burst down to the reserve, then the rate.
-		want := []time.Duration{0, 0, 0, time.Second, 2 * time.Second}
+		want := []time.Duration{0, 0, 0, every(60), 2 * every(60)}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("pending grant times = %v, want %v", got, want)
 		}
@@ -349,7 +354,7 @@ func TestSchedulerThrottledPausesEveryone(t *testing.T) {
 		if first < 7*time.Second {
 			t.Errorf("first grant at %v during a 7s Retry-After", first)
 		}
-		if got, want := s.Bucket().Rate(), 480.0; math.Abs(got-want) > 1e-9 {
+		if got, want := s.Bucket().Rate(), 600*RateMargin*0.8; math.Abs(got-want) > 1e-9 {
 			t.Errorf("rate after 429 = %v, want %v", got, want)
 		}
 	})
@@ -378,12 +383,12 @@ func TestSchedulerCancelledWaitLeavesNoWaiter(t *testing.T) {
 		if got := s.Waiting(); got != 0 {
 			t.Errorf("waiting after cancel = %d, want 0", got)
 		}
-		// The token the cancelled waiter would have had is still there for the next one, at 1s.
+		// The token the cancelled waiter would have had is still there for the next one, in one interval.
 		t0 := time.Now()
 		if err := hog.Wait(t.Context(), Pending, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := since(t0), time.Second; got != want {
+		if got, want := since(t0), every(60); got != want {
 			t.Errorf("next grant after %v, want %v", got, want)
 		}
 		// An already-cancelled context returns at once without queueing.
