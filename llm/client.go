@@ -80,6 +80,7 @@ type Client struct {
 	chatHTTP  *http.Client
 	imageHTTP *http.Client // no response-header timeout: images take minutes
 	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
+	secrets   []string     // redacted from every error: the key, secret-looking extra headers
 
 	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter.
 	sleep  func(ctx context.Context, d time.Duration) error
@@ -116,6 +117,7 @@ func New(cfg Config) (*Client, error) {
 		now:    time.Now,
 		jitter: rand.Float64,
 	}
+	c.secrets = secretsOf(cfg)
 	if cfg.HTTPClient != nil {
 		c.chatHTTP, c.imageHTTP = cfg.HTTPClient, cfg.HTTPClient
 	} else {
@@ -135,6 +137,28 @@ func New(cfg Config) (*Client, error) {
 		c.chatHTTP, c.imageHTTP = &http.Client{Transport: chat}, &http.Client{Transport: image}
 	}
 	return c, nil
+}
+
+// secretsOf lists what must never appear in an error: the API key and the values of extra
+// headers that carry credentials (Azure's api-key, x-api-key, tokens).
+func secretsOf(cfg Config) []string {
+	var s []string
+	if cfg.APIKey != "" {
+		s = append(s, cfg.APIKey)
+	}
+	for k, vs := range cfg.Headers {
+		k = strings.ToLower(k)
+		if !strings.Contains(k, "key") && !strings.Contains(k, "auth") && !strings.Contains(k, "token") &&
+			!strings.Contains(k, "secret") {
+			continue
+		}
+		for _, v := range vs {
+			if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); v != "" {
+				s = append(s, v)
+			}
+		}
+	}
+	return s
 }
 
 func setDefault[T time.Duration | int64](v *T, d T) {
@@ -178,7 +202,8 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 				yield(Chunk{}, err)
 				return
 			}
-			yield(Chunk(comp), nil)
+			yield(Chunk{Content: comp.Content, Reasoning: comp.Reasoning, Refusal: comp.Refusal,
+				FinishReason: comp.FinishReason, Usage: comp.Usage}, nil)
 			return
 		}
 		dec := newStreamDecoder(br, resp.Header)
@@ -301,7 +326,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept str
 			f(op, attempt+1, wait, e)
 		}
 		if err := c.sleep(ctx, wait); err != nil {
-			return nil, errorFromTransport(ctx, err).redact(c.cfg.APIKey)
+			return nil, errorFromTransport(ctx, err).redact(c.secrets)
 		}
 	}
 }
@@ -311,7 +336,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept str
 func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string, body []byte) (*http.Response, http.Header, *Error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, nil, (&Error{Kind: KindBadRequest, Message: "build request: " + err.Error()}).redact(c.cfg.APIKey)
+		return nil, nil, (&Error{Kind: KindBadRequest, Message: "build request: " + err.Error()}).redact(c.secrets)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
@@ -324,7 +349,7 @@ func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string,
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, nil, errorFromTransport(ctx, err).redact(c.cfg.APIKey)
+		return nil, nil, errorFromTransport(ctx, err).redact(c.secrets)
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return resp, resp.Header, nil
@@ -338,9 +363,9 @@ func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string,
 			e.Kind = classify(e.Status, "", "", "")
 			e.RequestID = requestID(resp.Header)
 		}
-		return nil, resp.Header, e.redact(c.cfg.APIKey)
+		return nil, resp.Header, e.redact(c.secrets)
 	}
-	return nil, resp.Header, errorFromResponse(resp.StatusCode, resp.Header, data, c.now()).redact(c.cfg.APIKey)
+	return nil, resp.Header, errorFromResponse(resp.StatusCode, resp.Header, data, c.now()).redact(c.secrets)
 }
 
 // retryWait decides whether a failed attempt is retried, and after how long
@@ -391,9 +416,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // fail turns an error that ended reading a body into a redacted *Error.
 func (c *Client) fail(ctx context.Context, err error) *Error {
 	if e, ok := errors.AsType[*Error](err); ok {
-		return e.redact(c.cfg.APIKey)
+		return e.redact(c.secrets)
 	}
-	return errorFromTransport(ctx, err).redact(c.cfg.APIKey)
+	return errorFromTransport(ctx, err).redact(c.secrets)
 }
 
 // readCompletion parses a whole (non-streamed) completion body.
@@ -408,7 +433,7 @@ func (c *Client) readCompletion(ctx context.Context, h http.Header, r io.Reader)
 	}
 	comp, e := parseCompletion(h, data)
 	if e != nil {
-		return Completion{}, e.redact(c.cfg.APIKey)
+		return Completion{}, e.redact(c.secrets)
 	}
 	return comp, nil
 }
@@ -437,28 +462,27 @@ func parseCompletion(h http.Header, data []byte) (Completion, *Error) {
 		return Completion{}, &Error{Kind: KindServer, Status: http.StatusOK, RequestID: requestID(h),
 			Message: `the server ended the answer with finish_reason "error"`}
 	}
-	return Completion(chunk), nil
+	return Completion{Content: chunk.Content, Reasoning: chunk.Reasoning, Refusal: chunk.Refusal,
+		FinishReason: chunk.FinishReason, Usage: chunk.Usage}, nil
 }
 
-// isEventStream tells an SSE body from a JSON one: by Content-Type, and when that says
-// neither, by the first byte (a JSON body starts with '{').
+// isEventStream tells an SSE body from a JSON one. A text/event-stream Content-Type is
+// trusted; otherwise the first byte decides (a JSON body starts with '{' or is null), so a
+// stream mislabelled as JSON and JSON mislabelled as text both work.
 func isEventStream(h http.Header, br *bufio.Reader) bool {
 	ct := strings.ToLower(h.Get("Content-Type"))
-	switch {
-	case strings.Contains(ct, "event-stream"):
+	if strings.Contains(ct, "event-stream") {
 		return true
-	case strings.Contains(ct, "json"):
-		return false
 	}
 	for {
 		b, err := br.Peek(1)
-		if err != nil {
-			return true // empty body: the decoder reports truncation
+		if err != nil { // empty body: "empty response" for JSON, truncation for a stream
+			return !strings.Contains(ct, "json")
 		}
 		switch b[0] {
 		case ' ', '\t', '\r', '\n':
 			br.ReadByte()
-		case '{', 'n':
+		case '{', '[', 'n':
 			return false
 		default:
 			return true

@@ -455,16 +455,16 @@ func unwrapURL(err error) error {
 	return err
 }
 
-// redact removes the API key from every text field of e (servers sometimes echo it back).
-func (e *Error) redact(key string) *Error {
-	if key == "" {
-		return e
-	}
-	for _, p := range []*string{&e.Message, &e.Type, &e.Code, &e.Param, &e.RequestID} {
-		*p = strings.ReplaceAll(*p, key, "[redacted]")
-	}
-	if e.Err != nil && strings.Contains(e.Err.Error(), key) {
-		e.Err = errors.New(strings.ReplaceAll(e.Err.Error(), key, "[redacted]"))
+// redact removes secrets (the API key, secret extra headers) from every text field of e:
+// servers sometimes echo them back.
+func (e *Error) redact(secrets []string) *Error {
+	for _, key := range secrets {
+		for _, p := range []*string{&e.Message, &e.Type, &e.Code, &e.Param, &e.RequestID} {
+			*p = strings.ReplaceAll(*p, key, "[redacted]")
+		}
+		if e.Err != nil && strings.Contains(e.Err.Error(), key) {
+			e.Err = errors.New(strings.ReplaceAll(e.Err.Error(), key, "[redacted]"))
+		}
 	}
 	return e
 }

@@ -254,3 +254,22 @@ func TestKeyRedaction(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderSecretRedaction: credentials passed as extra headers (Azure's api-key) are
+// redacted like the API key.
+func TestHeaderSecretRedaction(t *testing.T) {
+	const azureKey = "azure-SECRET-4f9a8b7c6d5e"
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(401)
+		w.Write([]byte(`{"error":{"code":"401","message":"Access denied due to invalid subscription key ` + r.Header.Get("Api-Key") + `"}}`))
+	})
+	c, _ := newTestClient(t, srv.URL, func(c *Config) {
+		c.Headers = http.Header{"Api-Key": {azureKey}, "X-Trace": {"not-secret-trace"}}
+	})
+	_, err := c.Complete(t.Context(), hello)
+	checkNoKey(t, err)
+	if got, want := err.Error(), "model service: 401 not authorized: Access denied due to invalid subscription key [redacted]"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}

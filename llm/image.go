@@ -68,13 +68,13 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 	}
 	invalid := func(format string, args ...any) error {
 		return (&Error{Kind: KindInvalid, Status: resp.StatusCode, RequestID: requestID(resp.Header),
-			Message: fmt.Sprintf(format, args...)}).redact(c.cfg.APIKey)
+			Message: fmt.Sprintf(format, args...)}).redact(c.secrets)
 	}
 	if int64(len(data)) > limit {
 		return nil, invalid("the image response is larger than %s", size(limit))
 	}
 	if e := errorInBody(resp.StatusCode, resp.Header, data); e != nil {
-		return nil, e.redact(c.cfg.APIKey)
+		return nil, e.redact(c.secrets)
 	}
 	var w wireImages
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -93,7 +93,7 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 		if err != nil {
 			if e, ok := err.(*Error); ok {
 				e.RequestID = firstNonEmpty(e.RequestID, requestID(resp.Header))
-				return nil, e.redact(c.cfg.APIKey)
+				return nil, e.redact(c.secrets)
 			}
 			return nil, invalid("%v", err)
 		}

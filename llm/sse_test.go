@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 const truncatedMsg = "the stream ended without [DONE] or a finish reason"
@@ -155,4 +159,77 @@ func TestFixtureChunksMatchSpec(t *testing.T) {
 			t.Error(err)
 		}
 	})
+}
+
+// TestDecoderReadSizes: every stream fixture decodes the same when the body arrives one byte
+// at a time (line ends, CRLF and lone CR split across reads) as when it arrives whole.
+func TestDecoderReadSizes(t *testing.T) {
+	names, err := filepath.Glob("testdata/*.sse")
+	if err != nil || len(names) == 0 {
+		t.Fatal(names, err)
+	}
+	decodeAll := func(r io.Reader) (chunks []Chunk, last error) {
+		dec := newStreamDecoder(r, nil)
+		for {
+			c, err := dec.next()
+			if err != nil {
+				return chunks, err
+			}
+			chunks = append(chunks, c)
+		}
+	}
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, wholeErr := decodeAll(bytes.NewReader(data))
+		for _, r := range []io.Reader{iotest.OneByteReader(bytes.NewReader(data)), iotest.HalfReader(bytes.NewReader(data))} {
+			got, gotErr := decodeAll(r)
+			if !reflect.DeepEqual(got, whole) || fmt.Sprint(gotErr) != fmt.Sprint(wholeErr) {
+				t.Errorf("%s: small reads give %d chunks, %v; whole body %d chunks, %v", name, len(got), gotErr, len(whole), wholeErr)
+			}
+		}
+	}
+}
+
+func TestLineReader(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+	}{
+		{"a\nb\n", []string{"a", "b"}},
+		{"a\r\nb\r\n\r\n", []string{"a", "b", ""}},
+		{"a\rb\r\rc", []string{"a", "b", "", "c"}},
+		{"a\r\n\rb", []string{"a", "", "b"}},
+		{"a\n\r\n\n", []string{"a", "", ""}},
+		{"no end", []string{"no end"}},
+		{"", nil},
+	} {
+		for _, r := range []io.Reader{strings.NewReader(tc.in), iotest.OneByteReader(strings.NewReader(tc.in))} {
+			l := newLineReader(r)
+			var got []string
+			for {
+				line, err := l.line()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, string(line))
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestLineTooLong(t *testing.T) {
+	r := io.MultiReader(strings.NewReader("data: "), bytes.NewReader(make([]byte, maxLineBuffer+1)))
+	_, err := newStreamDecoder(r, nil).next()
+	if KindOf(err) != KindInvalid {
+		t.Errorf("got %v, want an invalid-answer error", err)
+	}
 }
