@@ -115,13 +115,16 @@ func (p *reply) open(ctx context.Context) (sink, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("chat.startStream: %w", err)
 		}
-		if ra, ok := rateLimited(err); ok {
+		switch ra, limited := rateLimited(err); {
+		case limited:
 			p.r.opt.Streams.Throttled(ra)
 			p.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
-		} else {
+		case refusesStreaming(err):
 			p.r.refuseStreaming()
 			p.log.Warn("native streaming refused; answering by editing", zap.Error(err),
 				zap.Duration("for", p.r.opt.StreamRefusal))
+		default:
+			p.log.Info("native streaming failed; answering by editing", zap.Error(err))
 		}
 	}
 	return p.openEdit(ctx)
@@ -426,6 +429,17 @@ func transient(err error) bool {
 		case "internal_error", "fatal_error", "service_unavailable", "request_timeout":
 			return true
 		}
+		return false
+	}
+	return true
+}
+
+// refusesStreaming reports whether a chat.startStream error means streaming does not work for this app or
+// workspace (remembered for a while), rather than a problem of this channel or a passing failure.
+func refusesStreaming(err error) bool {
+	switch slackErr(err) {
+	case "", "not_in_channel", "channel_not_found", "is_archived", "thread_not_found", "message_not_found",
+		"internal_error", "fatal_error", "service_unavailable", "request_timeout":
 		return false
 	}
 	return true

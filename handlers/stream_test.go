@@ -115,6 +115,24 @@ func TestStreamModeFallsBackWhenRefused(t *testing.T) {
 	})
 }
 
+func TestStreamModeChannelProblemIsNotARefusal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Hi."}, 100*time.Millisecond), streamOptions())
+		rt.slack.startErr = func(n int, _ call) error {
+			if n == 1 {
+				return slack.SlackErrorResponse{Err: "thread_not_found"}
+			}
+			return nil
+		}
+		for range 2 {
+			mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		}
+		if n := len(rt.slack.callsOf("startStream")); n != 2 {
+			t.Errorf("startStream calls = %d, want 2 (one thread's problem is not remembered)", n)
+		}
+	})
+}
+
 func TestStreamModeRateLimitedStartFallsBackOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, deltas([]string{"Hi."}, 100*time.Millisecond), streamOptions())
