@@ -143,16 +143,24 @@ func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
 	return choice{at: x, next: x, midLine: true}, true
 }
 
-// hardCut is the last rune boundary x in out(pos:stable] where out[pos:x] plus a closing
-// fence fits budget, moved back out of links, escapes and emoji sequences when possible.
+// hardCut is the last rune boundary x in out(pos:stable] where out[pos:x] (plus a closing
+// fence) fits budget, moved back out of links, escapes and emoji sequences when possible.
 func hardCut(r *rendered, pos, stable, budget int) int {
-	out := r.out
-	reserve := 0
-	if cr, ok := codeAt(r, pos); ok {
-		reserve = 1 + len16(cr.close)
-	} else if len(r.codes) > 0 {
-		reserve = 8
+	x := fitRunes(r.out, pos, stable, budget)
+	for _, cr := range r.codes {
+		if cr.end < x && x <= cr.fenceEnd {
+			x = cr.end // not inside a closing fence
+		}
 	}
+	if cr, ok := codeAt(r, x); ok {
+		x = fitRunes(r.out, pos, stable, budget-1-len16(cr.close))
+	}
+	return avoidSplits(r, pos, x)
+}
+
+// fitRunes is the last rune boundary x in out[pos:stable] with out[pos:x] at most budget
+// UTF-16 units long.
+func fitRunes(out []byte, pos, stable, budget int) int {
 	x, n := pos, 0
 	for x < stable {
 		ru, size := utf8.DecodeRune(out[x:])
@@ -160,12 +168,19 @@ func hardCut(r *rendered, pos, stable, budget int) int {
 		if ru >= 0x10000 {
 			w = 2
 		}
-		if n+w > budget-reserve {
+		if n+w > budget {
 			break
 		}
 		n += w
 		x += size
 	}
+	return x
+}
+
+// avoidSplits moves a hard cut x back out of a link, an &amp; escape or an emoji sequence,
+// unless that would leave nothing before it.
+func avoidSplits(r *rendered, pos, x int) int {
+	out := r.out
 	if x <= pos {
 		_, size := utf8.DecodeRune(out[pos:])
 		return pos + size

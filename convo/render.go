@@ -81,6 +81,7 @@ type cutPoint struct {
 // it is closed with close, and the next part starts with reopen.
 type codeRange struct {
 	start, end    int
+	fenceEnd      int // end of the closing fence line
 	close, reopen string
 }
 
@@ -363,7 +364,7 @@ func (w *writer) code(n ast.Node, lines *text.Segments, lang string, inChain boo
 	end := len(w.r.out)
 	w.nl()
 	w.write(fence)
-	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, close: prefix + fence, reopen: prefix + fence + lang})
+	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, fenceEnd: len(w.r.out), close: prefix + fence, reopen: prefix + fence + lang})
 }
 
 // curPrefix is the continuation prefix of the current line.

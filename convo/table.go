@@ -42,7 +42,7 @@ func (w *writer) codeLines(lines []string) {
 	end := len(w.r.out)
 	w.nl()
 	w.write(fence)
-	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, close: prefix + fence, reopen: prefix + fence})
+	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, fenceEnd: len(w.r.out), close: prefix + fence, reopen: prefix + fence})
 }
 
 // tableLines lays out rows (the first is the header) as aligned text lines.
