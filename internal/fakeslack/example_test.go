@@ -16,7 +16,8 @@ import (
 // Socket Mode follows apps.connections.open to the fake's WebSocket.
 func Example() {
 	srv := fakeslack.New(fakeslack.Config{
-		Limits: fakeslack.Limits{Methods: map[string]fakeslack.Limit{"chat.update": {PerMinute: 50, Burst: 3}}},
+		Subscriptions: []string{"app_mention"},
+		Limits:        fakeslack.Limits{Methods: map[string]fakeslack.Limit{"chat.update": {PerMinute: 50, Burst: 3}}},
 	})
 	defer srv.Close()
 
@@ -52,9 +53,9 @@ func Example() {
 	}
 
 	// The test observes what users saw, waiting without polling.
-	_ = srv.WaitFor(ctx, func() bool { return len(srv.BotReplies("C1", ts)) == 1 })
+	_ = srv.WaitFor(ctx, func() bool { return len(srv.BotReplies("C1", ts)) == 1 && srv.Stats().Unacked == 0 })
 	fmt.Println(srv.BotReplies("C1", ts)[0].Text)
-	fmt.Println(len(srv.Acks()) >= 1, srv.Writes()[0].Kind)
+	fmt.Println(srv.Stats().Acks >= 1, srv.Writes()[0].Kind)
 	// Output:
 	// 4
 	// true post
