@@ -17,7 +17,7 @@ import (
 
 func TestPingsKeepTheConnection(t *testing.T) {
 	srv := newServer(t, fakeslack.Config{PingInterval: 20 * time.Millisecond})
-	sm := socketmode.New(newAPI(srv), socketmode.OptionPingInterval(200*time.Millisecond))
+	sm := socketmode.New(newAPI(srv), socketmode.OptionPingInterval(400*time.Millisecond))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = sm.RunContext(ctx) }()
@@ -32,7 +32,7 @@ func TestPingsKeepTheConnection(t *testing.T) {
 		}
 	}()
 	// Several watchdog periods pass: without pings slack-go would have reconnected.
-	if err := srv.WaitFor(ctxFor(t), func() bool { return srv.Connections().Pongs >= 30 }); err != nil {
+	if err := srv.WaitFor(ctxFor(t), func() bool { return srv.Connections().Pongs >= 50 }); err != nil {
 		t.Fatalf("pongs: %+v", srv.Connections())
 	}
 	if got := srv.Connections().Total; got != 1 {
