@@ -104,9 +104,19 @@ type Bot struct {
 	// Only the event loop goroutine touches these.
 	envelopes, events, messages *seen
 
-	mu    sync.Mutex
-	state State
+	mu     sync.Mutex
+	state  State
+	active map[string]activeReply // thread key -> the answer being written there
 }
+
+// activeReply is an answer in progress, for StopReply.
+type activeReply struct {
+	user   string
+	cancel context.CancelCauseFunc
+}
+
+// ErrNotAsker is returned by StopReply when someone other than the asker tries to stop an answer.
+var ErrNotAsker = errors.New("only the person who asked can stop this answer")
 
 // New returns a Bot reading sm. imagine may be nil (then /imagine says it is not available).
 func New(sm *socketmode.Client, id Identity, replies Replier, imagine Imaginer, notify Notifier, log *zap.Logger, opt Options) *Bot {
@@ -130,6 +140,7 @@ func New(sm *socketmode.Client, id Identity, replies Replier, imagine Imaginer, 
 		sem:       make(chan struct{}, opt.MaxConcurrent),
 		notices:   make(chan struct{}, noticeLimit),
 		turns:     newTurns(),
+		active:    make(map[string]activeReply),
 		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
@@ -497,25 +508,70 @@ func (b *Bot) startReply(work context.Context, rr handlers.ReplyRequest, read ti
 		b.busy(work, rr, log)
 		return
 	}
-	prev, done := b.turns.take(rr.Channel + "/" + rr.ThreadTS)
+	key := threadKey(rr.Channel, rr.ThreadTS)
+	prev, done := b.turns.take(key)
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Int("text_len", len(rr.Text)))
 	b.wg.Go(func() {
-		defer func() { <-b.sem }()
-		defer done()
-		if prev != nil {
-			<-prev // always wait, even when cancelled, so the order of the thread holds
+		started, ran, err := b.answer(work, rr, key, prev, done, log)
+		if ran {
+			b.finished("reply", err, read, started, log) // after the slot and the thread are free
 		}
-		started := time.Now()
-		if err := context.Cause(work); err != nil {
-			log.Info("reply not started: shutting down")
-			if !rr.FollowUp {
-				b.tell(work, rr, RestartText, log)
-			}
-			return
-		}
-		err := b.replies.Reply(work, rr)
-		b.finished("reply", err, read, started, log)
 	})
+}
+
+// answer waits for the thread's turn and runs the reply; it frees the slot and the thread's
+// turn before returning. started is when its turn came; ran is false when shutdown came first.
+func (b *Bot) answer(work context.Context, rr handlers.ReplyRequest, key string, prev <-chan struct{}, done func(), log *zap.Logger) (started time.Time, ran bool, err error) {
+	defer func() { <-b.sem }()
+	defer done()
+	if prev != nil {
+		<-prev // always wait, even when cancelled, so the order of the thread holds
+	}
+	started = time.Now()
+	if context.Cause(work) != nil {
+		log.Info("reply not started: shutting down")
+		if !rr.FollowUp {
+			b.tell(work, rr, RestartText, log)
+		}
+		return started, false, nil
+	}
+	ctx, cancel := context.WithCancelCause(work)
+	defer cancel(nil)
+	b.setActive(key, activeReply{user: rr.User, cancel: cancel})
+	defer b.setActive(key, activeReply{})
+	return started, true, b.replies.Reply(ctx, rr)
+}
+
+// threadKey names a thread for per-thread ordering and StopReply ("" threadTS: a top-level DM).
+func threadKey(channel, threadTS string) string { return channel + "/" + threadTS }
+
+// setActive records the answer in progress on key (a zero activeReply: none).
+func (b *Bot) setActive(key string, a activeReply) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a.cancel == nil {
+		delete(b.active, key)
+		return
+	}
+	b.active[key] = a
+}
+
+// StopReply cancels the answer being written in a thread with handlers.ErrStopped (the reply
+// keeps its text so far, marked as stopped), if user is the person who asked. It reports whether
+// an answer was stopped; ErrNotAsker when user may not stop it. For a Stop button: one answer
+// runs per thread at a time, so the thread names it. Safe for concurrent use.
+func (b *Bot) StopReply(channel, threadTS, user string) (bool, error) {
+	b.mu.Lock()
+	a, ok := b.active[threadKey(channel, threadTS)]
+	b.mu.Unlock()
+	switch {
+	case !ok:
+		return false, nil
+	case a.user != user:
+		return false, ErrNotAsker
+	}
+	a.cancel(handlers.ErrStopped)
+	return true, nil
 }
 
 // finished logs the end of a piece of work, once.

@@ -378,8 +378,11 @@ func TestBusyReply(t *testing.T) {
 		<-release
 		return nil
 	}}
-	var busy atomic.Int32
-	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, Hooks: Hooks{Busy: func() { busy.Add(1) }}})
+	var busy, finished atomic.Int32
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, Hooks: Hooks{
+		Busy: func() { busy.Add(1) },
+		Done: func(string, error, time.Duration) { finished.Add(1) },
+	}})
 	fs.PostUserMessage("D1", "U1", "", "one")
 	waitChan(t, "first reply", started)
 	fs.PostUserMessage("D2", "U2", "", "two")
@@ -389,6 +392,7 @@ func TestBusyReply(t *testing.T) {
 		t.Errorf("busy notice %+v: want %q to U2 in D2", e, BusyText)
 	}
 	close(release)
+	eventually(t, "first reply done", func() bool { return finished.Load() == 1 })
 	// Capacity is back: the next message is answered.
 	fs.PostUserMessage("D2", "U2", "", "three")
 	waitChan(t, "third reply", started)
@@ -606,4 +610,36 @@ func TestBadAppTokenStopsRun(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "SLACK_APP_TOKEN") || ctx.Err() != nil {
 		t.Errorf("Run with a bad app token: %v, want an error naming SLACK_APP_TOKEN at once", err)
 	}
+}
+
+func TestStopReply(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	started := make(chan handlers.ReplyRequest, 1) // one reply
+	causes := make(chan error, 1)
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		started <- req
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	}}
+	h := startBot(t, fs, r, nil, Options{})
+	fs.PostUserMessage("C1", "U1", "", "<@UBOT> long question")
+	req := waitChan(t, "reply", started)
+
+	if stopped, err := h.bot.StopReply("C1", req.ThreadTS, "U2"); stopped || !errors.Is(err, ErrNotAsker) {
+		t.Errorf("StopReply by someone else = %v, %v; want false, ErrNotAsker", stopped, err)
+	}
+	if stopped, err := h.bot.StopReply("C1", "1.0", "U1"); stopped || err != nil {
+		t.Errorf("StopReply in an idle thread = %v, %v; want false, nil", stopped, err)
+	}
+	if stopped, err := h.bot.StopReply("C1", req.ThreadTS, "U1"); !stopped || err != nil {
+		t.Errorf("StopReply by the asker = %v, %v; want true, nil", stopped, err)
+	}
+	if cause := waitChan(t, "cancel", causes); !errors.Is(cause, handlers.ErrStopped) {
+		t.Errorf("cause %v, want ErrStopped", cause)
+	}
+	eventually(t, "no active reply", func() bool {
+		stopped, err := h.bot.StopReply("C1", req.ThreadTS, "U1")
+		return !stopped && err == nil
+	})
 }
