@@ -121,7 +121,7 @@ func TestEachEnvelopeGoesToOneConnection(t *testing.T) {
 	}
 	// Each connection acks what it reads; together they must see every envelope once.
 	seen := map[string]int{}
-	results := make(chan []string, 2)
+	results := make(chan []string, 2) // one result per reader, never blocking it
 	for _, ws := range conns {
 		go func() {
 			var ids []string

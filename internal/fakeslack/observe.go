@@ -59,7 +59,7 @@ func (s *Server) BotReplies(channelID, threadTS string) []Message {
 	return out
 }
 
-// Calls returns every Web API call so far, in arrival order of their completion.
+// Calls returns every Web API call so far, in the order they were answered.
 func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -21,7 +21,7 @@ const (
 type Message struct {
 	Channel  string
 	TS       string
-	ThreadTS string // "" for a top-level message without replies; the parent's ts for a reply
+	ThreadTS string // the parent's ts for a reply, its own ts for a parent with replies, else ""
 	User     string
 	BotID    string // set on the bot's own messages
 	Subtype  string
