@@ -49,7 +49,7 @@ type ReplyOptions struct {
 
 	HistoryLimit  int           // messages of context for a top-level DM; default 20
 	StallTimeout  time.Duration // max silence between chunks before giving up; default 2 min
-	FinalTimeout  time.Duration // time box of the last write, which ignores cancellation; default 10 s
+	FinalTimeout  time.Duration // how long the last write may still take once the reply is cancelled; default 10 s
 	StreamRefusal time.Duration // how long a refusal of native streaming is remembered; default 10 min
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -454,6 +455,36 @@ func TestReplyResolvesNamesOnce(t *testing.T) {
 		}
 		if !strings.Contains(all.String(), "Bob") {
 			t.Errorf("request %q does not name Bob", all.String())
+		}
+	})
+}
+
+func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := []string{"All ", "good ", "here."}
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(6, 1) // 12 finals need two minutes: far beyond FinalTimeout
+		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
+		const n = 12
+		for i := range n {
+			rt.slack.threads[fmt.Sprint("C", i, "/", testTS)] = rt.slack.threads[testCh+"/"+testTS]
+		}
+		var wg sync.WaitGroup
+		for i := range n {
+			req := rt.req
+			req.Channel = fmt.Sprint("C", i) // separate threads
+			wg.Go(func() { mustNoErr(t, rt.r.Reply(t.Context(), req)) })
+		}
+		wg.Wait()
+		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)[0]
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != n {
+			t.Fatalf("messages = %d, want %d", len(ms), n)
+		}
+		for _, m := range ms {
+			if m.text != want {
+				t.Errorf("%s: final %q, want %q", m.channel, m.text, want)
+			}
 		}
 	})
 }

@@ -57,7 +57,9 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	}
 	defer s.close()
 	finish := func(md, note string, kind convo.MarkKind) error {
-		fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), p.r.opt.FinalTimeout)
+		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
+		// once the reply is cancelled (shutdown, stop) it still gets FinalTimeout.
+		fctx, fcancel := outlive(ctx, p.r.opt.FinalTimeout)
 		defer fcancel()
 		return s.final(fctx, md, note, kind)
 	}
@@ -301,6 +303,27 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 		kind = convo.MarkError
 	}
 	return note, kind, err
+}
+
+// outlive returns a context that is not cancelled with ctx but grace after it (or by the returned cancel).
+func outlive(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, func() { cancel(context.DeadlineExceeded) })
+	})
+	return octx, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
 }
 
 // snapshot is the answer so far: the whole text and when its oldest part not yet taken by the writer
