@@ -145,7 +145,7 @@ func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *E
 
 // errorInBody reports the error carried by a 2xx JSON value (a whole body or one stream
 // event), or nil when the value has no truthy "error". Its Kind comes from the error's code
-// when the code is an HTTP status, and is KindServer otherwise.
+// when that is an HTTP status (OpenRouter, vLLM), and is mostly KindServer otherwise.
 func errorInBody(status int, h http.Header, data []byte) *Error {
 	var f errorFields
 	if json.Unmarshal(data, &f) != nil || !truthy(f.Error) {
@@ -156,12 +156,11 @@ func errorInBody(status int, h http.Header, data []byte) *Error {
 	if e.Message == "" {
 		e.Message = "the server reported an error"
 	}
-	e.Kind = KindServer
+	code := 0 // "not an HTTP status": classify by type, code and message
 	if n, err := strconv.Atoi(e.Code); err == nil && n >= 400 && n <= 599 {
-		e.Kind = classify(n, e.Type, e.Code, e.Message)
-	} else if k := classify(0, e.Type, e.Code, e.Message); k != KindServer && k != KindBadRequest {
-		e.Kind = k
+		code = n
 	}
+	e.Kind = classify(code, e.Type, e.Code, e.Message)
 	return e
 }
 
@@ -389,8 +388,9 @@ func classify(status int, typ, code, msg string) Kind {
 	case status >= 400:
 		return KindBadRequest
 	}
-	if strings.Contains(strings.ToLower(msg), "context length") {
-		return KindBadRequest
+	switch lm := strings.ToLower(msg); {
+	case lc == "context_length_exceeded" || strings.Contains(lm, "context length") || strings.Contains(lm, "context size"):
+		return KindBadRequest // an error inside a 2xx body about the request itself
 	}
 	return KindServer
 }
