@@ -8,6 +8,15 @@
 //
 // Errors: a handler shows the user-visible side itself (a short, human note in Slack) and returns the error
 // for the caller (bot) to log once. ErrIgnored is not a failure.
+//
+// A reply, in the caller's goroutine: check a follow-up (thread cache, one conversations.replies on a miss),
+// show life (a "_Thinking…_" placeholder, or chat.startStream in stream mode), read the context, build the
+// request (convo.Build), then pull the model's stream. One writer goroutine, started and waited for inside
+// Reply, owns the Slack message(s) while the answer streams: it is fed by a size-1 mailbox that keeps only
+// the latest snapshot, waits for its Lane in the shared budget (pace), and writes only what changed. When
+// the stream ends the writer is stopped and joined, and Reply writes the final text (all parts, with a status
+// note when something went wrong) at Final priority, retried on 429 and transient errors, on a context that
+// outlives cancellation by ReplyOptions.FinalTimeout. Handlers start no other goroutine.
 package handlers
 
 import (

@@ -98,6 +98,24 @@ func TestBucketThrottledPausesAndLearns(t *testing.T) {
 	})
 }
 
+func TestBucketPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBucket(60, 5)
+		t0 := time.Now()
+		b.Pause(t0.Add(3 * time.Second))
+		b.Pause(t0.Add(time.Second)) // an earlier pause does not shorten it
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := since(t0), 3*time.Second; got != want {
+			t.Errorf("grant at %v, want after the pause at %v", got, want)
+		}
+		if got := b.Rate(); got != 60 {
+			t.Errorf("rate after a plain pause = %v, want 60 (only Throttled learns)", got)
+		}
+	})
+}
+
 func TestBucketTryTake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBucket(60, 2)

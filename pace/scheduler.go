@@ -23,6 +23,7 @@ const (
 	Final
 )
 
+// String returns "pending", "first" or "final" (for logs).
 func (p Priority) String() string {
 	switch p {
 	case Pending:
