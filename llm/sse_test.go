@@ -56,6 +56,7 @@ var streamFixtures = []struct {
 	{"sse_data_no_space.sse", streamResult{Content: "Hello world", Finish: "stop"}},
 	{"sse_multiline_data.sse", streamResult{Content: "Hello world", Finish: "stop"}},
 	{"sse_final_event_no_blank_line.sse", streamResult{Content: "Hello world", Finish: "stop"}},
+	{"sse_final_event_no_finish.sse", streamResult{Content: "Hello world", Err: &Error{Kind: KindTruncated, Status: 200, Message: truncatedMsg}}},
 	{"sse_final_partial_event.sse", streamResult{Content: "Hello", Err: &Error{Kind: KindTruncated, Status: 200, Message: truncatedMsg}}},
 	{"sse_empty_data_frame.sse", streamResult{Content: "Hello world", Finish: "stop"}},
 	{"sse_event_error.sse", streamResult{Content: "Hello", Err: &Error{Kind: KindServer, Status: 200, Type: "overloaded_error", Message: "Overloaded"}}},
