@@ -17,6 +17,7 @@ type MarkdownStream struct {
 	held    []string // a possible table header, or a table's lines, held back
 	table   bool     // held is a table (its delimiter row was seen)
 	fence   string   // the open code fence ("```", "~~~~", ...); "" outside code
+	midLine bool     // the text sent so far does not end with a newline
 }
 
 // NewMarkdownStream returns an empty stream.
@@ -42,16 +43,18 @@ func (s *MarkdownStream) Feed(delta string) string {
 	}
 	// The growing line: send its complete words when it cannot become a fence or a table row.
 	if s.fence == "" && len(s.held) == 0 && !s.partial && mayBeSpecial(s.pending) {
-		return out.String()
+		return s.emit(out.String())
 	}
 	if len(s.held) == 0 {
-		if sp := strings.LastIndexByte(s.pending, ' '); sp >= 0 && !strings.Contains(s.pending[:sp], "<") {
+		// Cutting at a space keeps every "<!", "<@" and "@here" with what follows it, so
+		// each piece is neutralised exactly as the whole line would be.
+		if sp := strings.LastIndexByte(s.pending, ' '); sp >= 0 {
 			out.WriteString(safe(s.pending[:sp+1]))
 			s.pending = s.pending[sp+1:]
 			s.partial = true
 		}
 	}
-	return out.String()
+	return s.emit(out.String())
 }
 
 // Flush returns the rest at the end of the answer: the last line, held table rows, and a
@@ -70,13 +73,29 @@ func (s *MarkdownStream) Flush() string {
 	s.partial = false
 	s.flushHeld(&out)
 	if s.fence != "" {
-		if !strings.HasSuffix(out.String(), "\n") {
+		if !s.lineStart(out.String()) {
 			out.WriteString("\n")
 		}
 		out.WriteString(s.fence + "\n")
 		s.fence = ""
 	}
-	return out.String()
+	return s.emit(out.String())
+}
+
+// emit records whether the text sent so far ends a line, and returns out.
+func (s *MarkdownStream) emit(out string) string {
+	if out != "" {
+		s.midLine = !strings.HasSuffix(out, "\n")
+	}
+	return out
+}
+
+// lineStart reports whether the text sent so far, followed by out, ends a line.
+func (s *MarkdownStream) lineStart(out string) bool {
+	if out != "" {
+		return strings.HasSuffix(out, "\n")
+	}
+	return !s.midLine
 }
 
 // line handles one complete line (with its "\n", except at Flush).

@@ -97,7 +97,9 @@ const (
 // entry is one future llm.Message: one Slack message, or consecutive parts of one answer.
 type entry struct {
 	who  speaker
-	msgs []int // indexes into the thread
+	// first and last index into the thread; a merged answer spans several own answers
+	// (and whatever was skipped between them).
+	first, last int
 }
 
 // Build maps a thread (conversations.replies messages, oldest first, with metadata) and the
@@ -112,7 +114,11 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	people := map[string]bool{}
 	var entries []entry
 	for i := range thread {
-		m := latest(thread[i])
+		m := &thread[i]
+		if m.SubType == slack.MsgSubTypeMessageChanged && m.SubMessage != nil {
+			l := latest(*m)
+			m = &l
+		}
 		if trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || tsLess(trigger.Timestamp, m.Timestamp)) {
 			continue
 		}
@@ -121,24 +127,24 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 		}
 		switch {
 		case b.own(m):
-			mark, ok := ReadMark(m)
+			mark, ok := ReadMark(*m)
 			switch {
 			case ok && mark.Kind == MarkAnswer:
 				if n := len(entries); n > 0 && entries[n-1].who == speakerSelf {
-					entries[n-1].msgs = append(entries[n-1].msgs, i)
+					entries[n-1].last = i
 					continue
 				}
-				entries = append(entries, entry{who: speakerSelf, msgs: []int{i}})
+				entries = append(entries, entry{who: speakerSelf, first: i, last: i})
 			case !ok && len(m.Files) > 0:
-				entries = append(entries, entry{who: speakerSelfFile, msgs: []int{i}})
+				entries = append(entries, entry{who: speakerSelfFile, first: i, last: i})
 			}
 		case m.BotID != "" || m.SubType == slack.MsgSubTypeBotMessage:
 			if opt.IncludeOtherBots {
-				entries = append(entries, entry{who: speakerBot, msgs: []int{i}})
+				entries = append(entries, entry{who: speakerBot, first: i, last: i})
 			}
 		default:
 			people[m.User] = true
-			entries = append(entries, entry{who: speakerPerson, msgs: []int{i}})
+			entries = append(entries, entry{who: speakerPerson, first: i, last: i})
 		}
 	}
 	if trigger.BotID == "" {
@@ -245,7 +251,7 @@ type builder struct {
 	multi bool // more than one person in the thread: label people's messages
 }
 
-func (b *builder) own(m slack.Message) bool {
+func (b *builder) own(m *slack.Message) bool {
 	return (b.opt.BotUserID != "" && m.User == b.opt.BotUserID) || (b.opt.BotID != "" && m.BotID == b.opt.BotID)
 }
 
@@ -276,10 +282,13 @@ func (b *builder) systemPrompt() string {
 func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bool) {
 	switch e.who {
 	case speakerSelf:
-		parts := make([]string, 0, len(e.msgs))
-		for _, i := range e.msgs {
+		var parts []string
+		for i := e.first; i <= e.last; i++ {
 			m := latest(thread[i])
-			mark, _ := ReadMark(m)
+			mark, ok := ReadMark(m)
+			if !ok || mark.Kind != MarkAnswer || !b.own(&m) {
+				continue
+			}
 			t := strings.TrimSpace(b.plain(m))
 			t = stripNote(t, mark.Note)
 			if f := filesNote(m.Files); f != "" {
@@ -294,10 +303,10 @@ func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bo
 		}
 		return llm.Message{Role: llm.RoleAssistant, Content: strings.Join(parts, "\n")}, true
 	case speakerSelfFile:
-		f := filesNote(latest(thread[e.msgs[0]]).Files)
+		f := filesNote(latest(thread[e.first]).Files)
 		return llm.Message{Role: llm.RoleAssistant, Content: f}, f != ""
 	default:
-		m := latest(thread[e.msgs[0]])
+		m := latest(thread[e.first])
 		c := b.content(e.who, m, b.plain(m))
 		return llm.Message{Role: llm.RoleUser, Content: c}, c != ""
 	}
@@ -358,8 +367,8 @@ func latest(m slack.Message) slack.Message {
 }
 
 func hasContent(thread []slack.Message, e entry) bool {
-	for _, i := range e.msgs {
-		m := latest(thread[i])
+	for i := e.first; i <= e.last; i++ {
+		m := &thread[i]
 		if strings.TrimSpace(m.Text) != "" || len(m.Files) > 0 || len(m.Attachments) > 0 {
 			return true
 		}

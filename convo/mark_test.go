@@ -1,0 +1,94 @@
+package convo
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/slack-go/slack"
+)
+
+func TestMarkRoundTrip(t *testing.T) {
+	tests := []Mark{
+		{Kind: MarkAnswer},
+		{Kind: MarkAnswer, Note: "stopped"},
+		{Kind: MarkPlaceholder},
+		{Kind: MarkNotice},
+		{Kind: MarkError, Note: "model unavailable"},
+	}
+	for _, m := range tests {
+		// Through JSON, as chat.postMessage sends it and conversations.replies returns it.
+		data, err := json.Marshal(slack.Msg{Text: "x", Metadata: m.Metadata()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msg slack.Message
+		if err := json.Unmarshal(data, &msg); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := ReadMark(msg)
+		if !ok || got != m {
+			t.Errorf("ReadMark(Metadata(%+v)) = %+v, %t; JSON %s", m, got, ok, data)
+		}
+	}
+}
+
+func TestMarkMetadataShape(t *testing.T) {
+	data, err := json.Marshal(Mark{Kind: MarkAnswer, Note: "cut off"}.Metadata())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(data), `{"event_type":"llmbot_message","event_payload":{"kind":"answer","note":"cut off"}}`; got != want {
+		t.Errorf("metadata JSON = %s, want %s", got, want)
+	}
+	data, _ = json.Marshal(Mark{Kind: MarkPlaceholder}.Metadata())
+	if got, want := string(data), `{"event_type":"llmbot_message","event_payload":{"kind":"placeholder"}}`; got != want {
+		t.Errorf("metadata JSON = %s, want %s", got, want)
+	}
+}
+
+func TestReadMarkRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		json string
+	}{
+		{"no metadata", `{"type":"message","text":"hi"}`},
+		{"other app's event type", `{"metadata":{"event_type":"task_created","event_payload":{"kind":"answer"}}}`},
+		{"no payload", `{"metadata":{"event_type":"llmbot_message"}}`},
+		{"kind missing", `{"metadata":{"event_type":"llmbot_message","event_payload":{"note":"x"}}}`},
+		{"kind not a string", `{"metadata":{"event_type":"llmbot_message","event_payload":{"kind":3}}}`},
+	}
+	for _, tt := range tests {
+		var msg slack.Message
+		if err := json.Unmarshal([]byte(tt.json), &msg); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if m, ok := ReadMark(msg); ok {
+			t.Errorf("%s: ReadMark = %+v, true; want false", tt.name, m)
+		}
+	}
+}
+
+func TestNoteSuffixIsStrippedFromReplayedAnswers(t *testing.T) {
+	tests := []struct {
+		note string
+		f    Format
+	}{
+		{"stopped", FormatMrkdwn},
+		{"cut off: the answer was too long", FormatMarkdown},
+		{"interrupted <restart> & retry", FormatMrkdwn},
+	}
+	for _, tt := range tests {
+		answer := Render("The answer is **42**.", tt.f) + NoteSuffix(tt.note, tt.f)
+		thread := []slack.Message{
+			{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "<@U0BOT> question"}},
+			{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: "1.000002", Text: answer,
+				Metadata: Mark{Kind: MarkAnswer, Note: tt.note}.Metadata()}},
+			{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "<@U0BOT> why?"}},
+		}
+		r := Build(thread, thread[2], testNames, testOptions())
+		got := r.Messages[2].Content
+		if got != "The answer is *42*." && got != "The answer is **42**." {
+			t.Errorf("note %q (format %d): replayed answer = %q, want the answer without the note", tt.note, tt.f, got)
+		}
+	}
+}

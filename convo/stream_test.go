@@ -1,0 +1,96 @@
+package convo
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// feedAll streams md in the given chunk sizes and returns every non-empty output.
+func feedAll(md string, sizes func() int) []string {
+	s := NewMarkdownStream()
+	var outs []string
+	for len(md) > 0 {
+		n := min(len(md), sizes())
+		if out := s.Feed(md[:n]); out != "" {
+			outs = append(outs, out)
+		}
+		md = md[n:]
+	}
+	if out := s.Flush(); out != "" {
+		outs = append(outs, out)
+	}
+	return outs
+}
+
+func TestMarkdownStreamGolden(t *testing.T) {
+	md := readTestdata(t, "stream_answer.md")
+	// Deltas of 7 bytes, as a model's tokens arrive (cutting words, tokens and table rows).
+	outs := feedAll(md, func() int { return 7 })
+	var sb strings.Builder
+	for i, o := range outs {
+		fmt.Fprintf(&sb, "--- append %d\n%s\n", i+1, o)
+	}
+	golden(t, "stream_answer", sb.String())
+}
+
+func TestMarkdownStreamChunkingDoesNotMatter(t *testing.T) {
+	docs := []string{readTestdata(t, "stream_answer.md")}
+	for seed := range rounds(20) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 3))
+		docs = append(docs, genMarkdown(rng, 1+rng.IntN(20)))
+	}
+	for i, md := range docs {
+		want := strings.Join(feedAll(md, func() int { return len(md) }), "")
+		for seed := range 5 {
+			rng := rand.New(rand.NewPCG(uint64(seed), 4))
+			got := strings.Join(feedAll(md, func() int { return 1 + rng.IntN(12) }), "")
+			if got != want {
+				t.Fatalf("doc %d, chunking seed %d: output depends on how the answer was chunked\ngot  %q\nwant %q", i, seed, got, want)
+			}
+		}
+	}
+}
+
+func TestMarkdownStream(t *testing.T) {
+	tests := []struct {
+		name   string
+		deltas []string
+		want   []string // output of each Feed, then of Flush
+	}{
+		{"complete lines go out at once", []string{"Hello world.\nSecond"},
+			[]string{"Hello world.\n", "Second"}},
+		{"words of a growing line go out", []string{"Hello wor", "ld and more", "\n"},
+			[]string{"Hello ", "world and ", "more\n", ""}},
+		{"a mention split across deltas is neutralised", []string{"ping <!he", "re> and @every", "one now\n"},
+			[]string{"ping ", "", "<\u2060!here> and @\u2060everyone now\n", ""}},
+		{"a table is held until it ends", []string{"| a | b |\n", "|---|---|\n", "| 1 | 2 |\n", "after\n"},
+			[]string{"", "", "", "```\na | b\n--+--\n1 | 2\n```\nafter\n", ""}},
+		{"a table at the end comes out at Flush", []string{"| a | b |\n|---|---|\n| 1 | 2 |"},
+			[]string{"", "```\na | b\n--+--\n1 | 2\n```"}},
+		{"a pipe line without a delimiter row is plain text", []string{"a | b\n", "c\n"},
+			[]string{"", "a | b\nc\n", ""}},
+		{"pipes in code are not tables", []string{"```\n", "| a | b |\n", "|---|---|\n", "```\n"},
+			[]string{"```\n", "| a | b |\n", "|---|---|\n", "```\n", ""}},
+		{"an unclosed fence is closed at Flush", []string{"```go\nfmt.Println(1)"},
+			[]string{"```go\n", "fmt.Println(1)\n```\n"}},
+		{"a growing line that may become a fence waits", []string{"``", "`\n"},
+			[]string{"", "```\n", "```\n"}},
+		{"nothing in, nothing out", []string{""},
+			[]string{"", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewMarkdownStream()
+			var got []string
+			for _, d := range tt.deltas {
+				got = append(got, s.Feed(d))
+			}
+			got = append(got, s.Flush())
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+				t.Errorf("outputs = %q\nwant      %q", got, tt.want)
+			}
+		})
+	}
+}
