@@ -64,7 +64,7 @@ func TestMarkdownStream(t *testing.T) {
 		{"words of a growing line go out", []string{"Hello wor", "ld and more", "\n"},
 			[]string{"Hello ", "world and ", "more\n", ""}},
 		{"a mention split across deltas is neutralised", []string{"ping <!he", "re> and @every", "one now\n"},
-			[]string{"ping ", "", "<\u2060!here> and @\u2060everyone now\n", ""}},
+			[]string{"ping ", "<\u2060!here> and ", "@\u2060everyone now\n", ""}},
 		{"a table is held until it ends", []string{"| a | b |\n", "|---|---|\n", "| 1 | 2 |\n", "after\n"},
 			[]string{"", "", "", "```\na | b\n--+--\n1 | 2\n```\nafter\n", ""}},
 		{"a table at the end comes out at Flush", []string{"| a | b |\n|---|---|\n| 1 | 2 |"},

@@ -96,7 +96,7 @@ const (
 
 // entry is one future llm.Message: one Slack message, or consecutive parts of one answer.
 type entry struct {
-	who  speaker
+	who speaker
 	// first and last index into the thread; a merged answer spans several own answers
 	// (and whatever was skipped between them).
 	first, last int
