@@ -45,35 +45,32 @@ func (p *Pager) Update(md string, final bool) []string {
 		p.src = len(md)
 	}
 	src, joins := neutralise(md[p.src:])
-	// Only complete lines are sealed while streaming: a growing last line can look like a
-	// block start ("#", "~~~", "---") that closes the block before it, for now.
-	complete := src
+	// view is what the parts show; while streaming its growing last line has its open
+	// spans closed (see closeDangling).
+	view := src
 	if !final {
-		complete = src[:strings.LastIndexByte(src, '\n')+1]
+		view = closeDangling(src)
 	}
-	r := render([]byte(complete), p.f, final)
-	sort.Slice(r.cuts, func(i, j int) bool { return r.cuts[i].at < r.cuts[j].at })
-	for len16(p.carry)+len16(strings.TrimRight(string(r.out[p.pos:]), " \n")) > p.limit {
+	v := renderSorted(view, p.f, final)
+	r := v
+	if !p.fits(v) && !final {
+		// Only complete lines are sealed while streaming: a growing last line can look like
+		// a block start ("#", "~~~", "---") that closes the block before it, for now.
+		r = renderSorted(src[:strings.LastIndexByte(src, '\n')+1], p.f, false)
+	}
+	for !p.fits(r) {
 		c, ok := p.choose(r, r.stable)
 		if !ok {
 			break
 		}
 		p.seal(r, c)
 	}
-	view := r
-	if !final {
-		// The preview of the last part shows the growing line too, its open spans closed.
-		if full := closeDangling(src); full != complete {
-			view = render([]byte(full), p.f, false)
-			sort.Slice(view.cuts, func(i, j int) bool { return view.cuts[i].at < view.cuts[j].at })
-		}
-	}
 	tail := ""
-	if rest := strings.TrimRight(string(view.out[p.pos:]), " \n"); strings.TrimSpace(rest) != "" {
+	if rest := strings.TrimRight(string(v.out[p.pos:]), " \n"); strings.TrimSpace(rest) != "" {
 		tail = p.carry + rest
 	}
 	if len16(tail) > p.limit {
-		tail = p.preview(view)
+		tail = p.preview(v)
 	}
 	p.advance(r, joins)
 	parts := make([]string, 0, len(p.sealed)+1)
@@ -82,6 +79,17 @@ func (p *Pager) Update(md string, final bool) []string {
 		parts = append(parts, tail)
 	}
 	return parts
+}
+
+// fits reports whether the unsealed rest of r fits in one part.
+func (p *Pager) fits(r *rendered) bool {
+	return len16(p.carry)+len16(strings.TrimRight(string(r.out[p.pos:]), " \n")) <= p.limit
+}
+
+func renderSorted(src string, f Format, final bool) *rendered {
+	r := render([]byte(src), f, final)
+	sort.Slice(r.cuts, func(i, j int) bool { return r.cuts[i].at < r.cuts[j].at })
+	return r
 }
 
 // Split cuts a whole answer into parts: NewPager(f, limit).Update(md, true).
