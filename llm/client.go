@@ -180,8 +180,8 @@ type chatBody struct {
 //
 // Failures before the first chunk are retried (see Config.MaxRetries); nothing is retried
 // once a chunk was yielded. A stream that ends with neither [DONE] nor a finish reason
-// yields an *Error of KindTruncated after the chunks it delivered; a stream silent for
-// longer than IdleTimeout one of KindTimeout.
+// (including a connection closed mid-stream) yields an *Error of KindTruncated after the
+// chunks it delivered; a stream silent for longer than IdleTimeout one of KindTimeout.
 func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
 		sctx, cancel := context.WithCancelCause(ctx)

@@ -316,8 +316,8 @@ func TestConnectionErrors(t *testing.T) {
 		})
 		c, waits := newTestClient(t, srv.URL, nil)
 		r := collect(t, c.Stream(t.Context(), hello))
-		if r.Content != "Hel" || r.Err == nil || r.Err.Kind != KindConnection {
-			t.Errorf("got %s, want Hel then a connection error", show(r))
+		if r.Content != "Hel" || r.Err == nil || r.Err.Kind != KindTruncated {
+			t.Errorf("got %s, want Hel then truncation", show(r))
 		}
 		if len(srv.got()) != 1 || len(waits.all()) != 0 {
 			t.Errorf("%d requests, %d waits: want 1 and 0", len(srv.got()), len(waits.all()))

@@ -192,7 +192,7 @@ func (s *streamDecoder) next() (Chunk, error) {
 	}
 	for !s.done {
 		line, err := s.lines.line()
-		if err == io.EOF {
+		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) { // a clean end, or the connection dropped
 			return s.atEOF()
 		}
 		if err != nil {
