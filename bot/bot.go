@@ -177,7 +177,18 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer stopSock()
 	sockErr := make(chan error, 1) // size 1: the socket goroutine never waits for us
 	var sockWG sync.WaitGroup
-	sockWG.Go(func() { sockErr <- b.sm.RunContext(sockCtx) })
+	sockWG.Go(func() {
+		for {
+			err := b.sm.RunContext(sockCtx)
+			// RunContext returns only fatal errors or context.Canceled; a Canceled that is not
+			// ours (a race inside slack-go while a connection dies) must not stop the bot.
+			if sockCtx.Err() != nil || !errors.Is(err, context.Canceled) {
+				sockErr <- err
+				return
+			}
+			b.log.Warn("socket mode ended by itself; connecting again")
+		}
+	})
 
 	// Work outlives ctx for the grace period; it is cancelled by drain.
 	work, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))

@@ -643,3 +643,31 @@ func TestStopReply(t *testing.T) {
 		return !stopped && err == nil
 	})
 }
+
+func TestDroppedConnectionMidReply(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	done := make(chan string, 2) // one per reply
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		if req.Text == "slow" {
+			<-release
+		}
+		done <- req.Text
+		return nil
+	}}
+	h := startBot(t, fs, r, nil, Options{})
+	fs.PostUserMessage("D1", "U1", "", "slow")
+	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
+	fs.DropConnections()
+	h.waitFor(t, "reconnected", func() bool {
+		return fs.Connections().Total == 2 && fs.Connections().Current == 1 && h.bot.State().Connected
+	})
+	close(release)
+	if got := waitChan(t, "slow reply", done); got != "slow" {
+		t.Errorf("got %q", got)
+	}
+	fs.PostUserMessage("D1", "U1", "", "after")
+	if got := waitChan(t, "reply after reconnect", done); got != "after" {
+		t.Errorf("got %q", got)
+	}
+}

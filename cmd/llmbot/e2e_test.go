@@ -79,6 +79,9 @@ func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
 	for k, v := range env {
 		full[k] = v
 	}
+	if v, ok := env["SLACK_API_URL"]; ok && v == "" {
+		full["SLACK_API_URL"] = strings.TrimSuffix(fs.URL(), "/") // as a person might write it
+	}
 	e := &e2e{slack: fs, llm: fl, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
@@ -248,7 +251,9 @@ func TestE2EThreadMention(t *testing.T) {
 }
 
 func TestE2EDirectMessage(t *testing.T) {
-	e := startE2E(t, fakeslack.Config{}, nil)
+	e := startE2E(t, fakeslack.Config{}, map[string]string{
+		"TEMPERATURE": "0", "CHAT_MODEL": "local-model", "SLACK_API_URL": "", // set below, without its slash
+	})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Hi there, how can I help?") })
 	e.slack.PostUserMessage("D1", "U1", "", "hello")
 	var got []string
@@ -261,8 +266,12 @@ func TestE2EDirectMessage(t *testing.T) {
 		}
 		return len(got) == 1 && got[0] == "Hi there, how can I help?"
 	})
-	if reqs := e.llm.ChatRequests(); len(reqs) != 1 || !strings.Contains(reqs[0].Messages[len(reqs[0].Messages)-1].Content, "hello") {
-		t.Errorf("chat requests %+v", reqs)
+	reqs := e.llm.ChatRequests()
+	if len(reqs) != 1 || !strings.Contains(reqs[0].Messages[len(reqs[0].Messages)-1].Content, "hello") {
+		t.Fatalf("chat requests %+v", reqs)
+	}
+	if r := reqs[0]; r.Model != "local-model" || r.Temperature == nil || *r.Temperature != 0 {
+		t.Errorf("request model %q temperature %v: want local-model and 0 (TEMPERATURE=0 is sent)", r.Model, r.Temperature)
 	}
 }
 
@@ -323,7 +332,7 @@ func TestE2ELongAnswerSplit(t *testing.T) {
 }
 
 func TestE2EImagine(t *testing.T) {
-	e := startE2E(t, fakeslack.Config{}, nil)
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"IMAGE_SIZE": "1024x1536", "IMAGE_QUALITY": "low"})
 	img := fakellm.PNG(64, 48)
 	e.llm.SetImage(func(fakellm.ImageRequest) fakellm.ImageReply {
 		return fakellm.ImageReply{Image: img, RevisedPrompt: "a red fox in fresh snow"}
@@ -344,7 +353,8 @@ func TestE2EImagine(t *testing.T) {
 	if len(acks) != 1 || !strings.Contains(string(acks[0].Payload), "Generating") || acks[0].Latency > 2*time.Second {
 		t.Errorf("acks %+v: want one ephemeral 'Generating' ack", acks)
 	}
-	if reqs := e.llm.Requests(); len(reqs) != 1 || reqs[0].Image == nil || reqs[0].Image.Model != "gpt-image-2" || reqs[0].Image.Prompt != "a fox in the snow" {
+	if reqs := e.llm.Requests(); len(reqs) != 1 || reqs[0].Image == nil || reqs[0].Image.Model != "gpt-image-2" ||
+		reqs[0].Image.Prompt != "a fox in the snow" || reqs[0].Image.Size != "1024x1536" || reqs[0].Image.Quality != "low" {
 		t.Errorf("image requests %+v", reqs)
 	}
 }

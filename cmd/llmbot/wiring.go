@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -37,7 +38,7 @@ const (
 // start wires the parts together and runs the bot until ctx ends.
 func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	slackClient := slack.New(cfg.SlackBotToken,
-		slack.OptionAPIURL(cfg.SlackAPIURL),
+		slack.OptionAPIURL(strings.TrimRight(cfg.SlackAPIURL, "/")+"/"), // slack-go appends the method name
 		slack.OptionAppLevelToken(cfg.SlackAppToken),
 		slack.OptionHTTPClient(slackHTTPClient()),
 		slack.OptionLog(zap.NewStdLog(log.Named("slack-go"))),

@@ -1,0 +1,180 @@
+// Command llmbot-bench is the load benchmark of issue 5: it builds the real bot (cmd/llmbot), runs
+// it as a separate process against the in-process fake Slack (Slack's rate limits enforced: a
+// token bucket per method per workspace, chat.postMessage per channel, 429 with Retry-After) and
+// fake model (SSE, tokens at a steady rate), asks N questions at once, and reports how fresh the
+// answers were next to the best the edit budget allows, what Slack calls they cost, whether any
+// answer was lost or wrong, and the bot's CPU, memory and goroutines. The same load runs with the
+// bot's pacing (EDIT_POLICY=fair) and the two baselines (every-1s, every-20-chunks).
+//
+//	go run ./cmd/llmbot-bench -n 1,10,50,200
+//
+// Everything listens on 127.0.0.1; every wait is bounded; the bot is killed at the end of each
+// scenario.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "llmbot-bench:", err)
+		os.Exit(1)
+	}
+}
+
+var allPolicies = []string{"fair", "every-1s", "every-20-chunks"}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("llmbot-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	ns := fs.String("n", "1,10,50,200", "numbers of conversations started together, comma-separated")
+	policies := fs.String("policies", strings.Join(allPolicies, ","), "EDIT_POLICY values to compare")
+	scale := fs.Float64("scale", 1, "time scale: multiplies Slack's rates and the model's token rate (ratios kept); reported lags are converted back to Slack time")
+	perChannel := fs.Int("per-channel", 4, "conversations per channel (N=200 -> 50 channels)")
+	tokens := fs.Int("tokens", 400, "tokens per answer (about)")
+	first := fs.Duration("first-token", 600*time.Millisecond, "model: time to the first token")
+	interval := fs.Duration("token-interval", 25*time.Millisecond, "model: time between tokens (25ms = 40 tokens/s)")
+	updates := fs.Float64("updates-per-min", 50, "Slack: chat.update calls per minute per workspace (the bot's EDIT_BUDGET_PER_MINUTE is set to the same)")
+	posts := fs.Float64("posts-per-min", 60, "Slack: chat.postMessage calls per minute per channel")
+	burst := fs.Int("burst", 5, "Slack: burst of every method's token bucket")
+	reads := fs.Bool("read-limits", true, "Slack: enforce the tiers of conversations.replies/history (50/min) and users.info (100/min) too")
+	quiet := fs.Duration("quiet", 10*time.Second, "a scenario ends when no model stream is open and Slack saw no call for this long")
+	timeout := fs.Duration("timeout", 0, "bound of one scenario (0: twice its expected time plus margins)")
+	botPath := fs.String("bot", "", "a prebuilt bot binary (default: go build ./cmd/llmbot)")
+	plot := fs.String("plot", "docs/load-lag.png", "write the lag plot (PNG) here; empty: no plot")
+	verbose := fs.Bool("v", false, "progress and per-method call counts on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	counts, err := parseInts(*ns)
+	if err != nil {
+		return fmt.Errorf("-n: %w", err)
+	}
+	pols := strings.Split(*policies, ",")
+	for _, p := range pols {
+		if !contains(allPolicies, p) {
+			return fmt.Errorf("-policies: %q is not one of %s", p, strings.Join(allPolicies, ", "))
+		}
+	}
+	if *scale <= 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 {
+		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1")
+	}
+
+	logf := func(format string, a ...any) {
+		if *verbose {
+			fmt.Fprintf(stderr, format+"\n", a...)
+		}
+	}
+	work, err := os.MkdirTemp("", "llmbot-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	path := *botPath
+	if path == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return err
+		}
+		logf("building ./cmd/llmbot")
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		path, err = buildBot(bctx, root, work)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	set := settings{
+		scale: *scale, perChannel: *perChannel, tokens: *tokens, firstToken: *first, tokenInterval: *interval,
+		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, readLimits: *reads, quiet: *quiet,
+		timeout: *timeout, botPath: path, workDir: work, verbose: logf,
+	}
+	sc := &scripts{tokens: *tokens, m: map[int]*script{}}
+
+	idle, err := idleGoroutines(ctx, set)
+	if err != nil {
+		return fmt.Errorf("idle goroutines: %w", err)
+	}
+	began := time.Now()
+	var results []*result
+	for _, n := range counts {
+		for _, p := range pols {
+			logf("scenario N=%d policy=%s", n, p)
+			r, err := runScenario(ctx, set, sc, n, p)
+			if err != nil {
+				return fmt.Errorf("N=%d %s: %w", n, p, err)
+			}
+			logf("  done in %v: %s", r.wall.Round(time.Millisecond), r.summary())
+			results = append(results, r)
+		}
+	}
+	fmt.Fprintf(stdout, "llmbot-bench %s\n", strings.Join(args, " "))
+	fmt.Fprintf(stdout, "machine: %s; %d CPUs; %s; run took %v\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), time.Since(began).Round(time.Second))
+	writeTable(stdout, results, set, idle)
+	if *plot != "" {
+		if err := writePlot(*plot, results, set); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		fmt.Fprintf(stdout, "\nplot: %s\n", *plot)
+	}
+	return nil
+}
+
+// idleGoroutines starts the bot once with no load and counts its goroutines: the reference for
+// the count after each run (idle HTTP connections add two goroutines each).
+func idleGoroutines(ctx context.Context, set settings) (int, error) {
+	r, err := runScenario(ctx, set, &scripts{tokens: set.tokens, m: map[int]*script{}}, 0, "fair")
+	if err != nil {
+		return 0, err
+	}
+	return r.goroutines, r.goroutineErr
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive whole number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if name, val, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+			return strings.TrimSpace(val)
+		}
+	}
+	return "unknown CPU"
+}

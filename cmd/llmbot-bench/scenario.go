@@ -1,0 +1,381 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmbot/llmbot/internal/fakellm"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+var errTooLong = errors.New("the answer does not fit one Slack message: lower -tokens")
+
+// settings are the load and the budget, as given on the command line (times in real Slack time:
+// the time scale divides them).
+type settings struct {
+	scale         float64       // multiplies Slack's rates and the model's token rate
+	perChannel    int           // conversations per channel
+	tokens        int           // answer length, about
+	firstToken    time.Duration // model: request -> first token
+	tokenInterval time.Duration // model: between tokens
+	updatesPerMin float64       // chat.update per workspace
+	postsPerMin   float64       // chat.postMessage per channel
+	burst         int           // every bucket's burst
+	readLimits    bool          // enforce Slack's tiers on reads (conversations.*, users.info) too
+	quiet         time.Duration // a run without news for this long (and no stream open) is over
+	timeout       time.Duration // bound of one scenario; 0: from the expected duration
+	botPath       string
+	workDir       string
+	verbose       func(format string, args ...any)
+}
+
+// limits are the fake's rate limits: Slack's published tiers, chat.update and chat.postMessage
+// per channel as set, every rate multiplied by the time scale.
+func (s settings) limits() fakeslack.Limits {
+	l := fakeslack.SlackLimits(s.burst)
+	l.Methods["chat.update"] = fakeslack.Limit{PerMinute: s.updatesPerMin, Burst: s.burst}
+	l.PostMessagePerChannel = fakeslack.Limit{PerMinute: s.postsPerMin, Burst: s.burst}
+	if !s.readLimits {
+		for _, m := range []string{"conversations.replies", "conversations.history", "users.info"} {
+			delete(l.Methods, m)
+		}
+	}
+	for m, lim := range l.Methods {
+		lim.PerMinute *= s.scale
+		l.Methods[m] = lim
+	}
+	l.PostMessagePerChannel.PerMinute *= s.scale
+	return l
+}
+
+// result is one scenario's measurements. Durations measured under a time scale are multiplied
+// back by it (Slack time), except the ack latencies and CPU, which do not scale.
+type result struct {
+	n      int
+	policy string
+
+	acks         []time.Duration
+	firstText    []time.Duration
+	lags         []time.Duration
+	finalLags    []time.Duration
+	best         time.Duration
+	hidden       int // tokens never shown
+	tokens       int // tokens the model streamed
+	calls        int // Slack Web API calls
+	callsBy      map[string]int
+	throttled    int // 429s answered
+	throttledBy  map[string]int
+	complete     int
+	wrong, lost  int
+	duplicates   int // extra bot messages in threads and extra model requests
+	unmatched    int
+	peakStreams  int // most model streams open at once
+	cpu          time.Duration
+	idleRSS      int64 // kB
+	peakRSS      int64 // kB
+	goroutines   int
+	goroutineErr error
+	logs         map[string]int
+	wall         time.Duration // load start -> end of the run
+}
+
+// scripts caches the conversations' answers across scenarios (the same seeds every time).
+type scripts struct {
+	tokens int
+	m      map[int]*script
+}
+
+func (sc *scripts) get(i int) (*script, error) {
+	if s, ok := sc.m[i]; ok {
+		return s, nil
+	}
+	s, err := newScript(fakellm.Split(fakellm.Answer(sc.tokens, uint64(i)+1)))
+	if err != nil {
+		return nil, err
+	}
+	sc.m[i] = s
+	return s, nil
+}
+
+var questionTag = regexp.MustCompile(`\[q(\d+)\]`)
+
+// question is conversation i's mention; the tag lets the fake model and the analysis find it.
+func question(botUserID string, i int) string {
+	return fmt.Sprintf("<@%s> [q%d] How do we share Slack's edit budget between answers?", botUserID, i)
+}
+
+// conversationOf finds the conversation a chat request is for: the tag in its last user message.
+func conversationOf(msgs []fakellm.Message) (int, bool) {
+	for j := len(msgs) - 1; j >= 0; j-- {
+		if msgs[j].Role != "user" {
+			continue
+		}
+		m := questionTag.FindStringSubmatch(msgs[j].Content)
+		if m == nil {
+			return 0, false
+		}
+		i, err := strconv.Atoi(m[1])
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// runScenario starts the fakes and the bot with policy, asks n questions at once, waits until
+// every answer is final (or nothing moves any more), and measures.
+func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy string) (*result, error) {
+	logf := set.verbose
+	convs := make([]*script, n)
+	for i := range n {
+		s, err := sc.get(i)
+		if err != nil {
+			return nil, err
+		}
+		convs[i] = s
+	}
+	first := scaleDown(set.firstToken, set.scale)
+	interval := scaleDown(set.tokenInterval, set.scale)
+
+	slack := fakeslack.New(fakeslack.Config{Limits: set.limits()})
+	defer slack.Close()
+	model := fakellm.New()
+	defer model.Close()
+	model.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
+		i, ok := conversationOf(r.Messages)
+		if !ok || i >= n {
+			return fakellm.Text("I cannot tell which question this is.")
+		}
+		return fakellm.Tokens(convs[i].tokens...).Paced(first, interval)
+	})
+
+	env := []string{
+		"SLACK_BOT_TOKEN=xoxb-test",
+		"SLACK_APP_TOKEN=xapp-test",
+		"SLACK_API_URL=" + slack.URL(),
+		"OPENAI_API_KEY=" + fakellm.DefaultAPIKey,
+		"OPENAI_BASE_URL=" + model.URL(),
+		"EDIT_POLICY=" + policy,
+		"EDIT_BUDGET_PER_MINUTE=" + strconv.FormatFloat(set.updatesPerMin*set.scale, 'f', -1, 64),
+		"MAX_CONCURRENT_REPLIES=" + strconv.Itoa(n+10),
+		"LOG_LEVEL=warn",
+		"LOG_FORMAT=json",
+		"GOTRACEBACK=all",
+		"HOME=" + set.workDir,
+	}
+	logPath := filepath.Join(set.workDir, fmt.Sprintf("bot-%s-%d.log", policy, n))
+	bot, err := startBot(set.botPath, env, logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer bot.stop(10 * time.Second)
+
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err = slack.WaitFor(cctx, func() bool { return slack.Connections().Current > 0 || !bot.running() })
+	cancel()
+	if err != nil || !bot.running() {
+		return nil, fmt.Errorf("bot did not connect to the fake Slack (log: %s): %v", logPath, err)
+	}
+	if err := sleep(ctx, time.Second); err != nil { // settle: idle RSS is measured after start-up
+		return nil, err
+	}
+	res := &result{n: n, policy: policy, best: bestMeanLag(n, set.updatesPerMin)}
+	if res.idleRSS, err = memKB(bot.pid(), "VmRSS"); err != nil {
+		return nil, err
+	}
+	cpu0, err := cpuTime(bot.pid())
+	if err != nil {
+		return nil, err
+	}
+
+	// The load: n mentions at once, each the start of its own thread.
+	start := time.Now()
+	threads := make([]string, n)
+	chans := make([]string, n)
+	botUser := slack.Config().BotUserID
+	for i := range n {
+		chans[i] = fmt.Sprintf("C%04d", i/set.perChannel)
+		threads[i] = slack.PostUserMessage(chans[i], fmt.Sprintf("U%04d", i), "", question(botUser, i))
+	}
+	logf("  %s N=%d: %d questions asked in %d channels", policy, n, n, (n+set.perChannel-1)/set.perChannel)
+
+	if err := waitDone(ctx, set, slack, model, bot, convs, chans, threads, start); err != nil {
+		return nil, err
+	}
+	res.wall = time.Since(start)
+	cpu1, err := cpuTime(bot.pid())
+	if err != nil {
+		return nil, err
+	}
+	res.cpu = cpu1 - cpu0
+	if res.peakRSS, err = memKB(bot.pid(), "VmHWM"); err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, time.Second); err != nil { // let finished replies' goroutines end
+		return nil, err
+	}
+	res.goroutines, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
+	res.logs = logLines(logPath)
+
+	measure(res, set.scale, slack, model, convs, chans, threads)
+	return res, nil
+}
+
+// waitDone waits until every reply shows its final text, or until no model stream is open and
+// nothing has happened in Slack for set.quiet, or the scenario's time bound.
+func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model *fakellm.Server,
+	bot *botProcess, convs []*script, chans, threads []string, start time.Time) error {
+	n := len(convs)
+	limit := set.timeout
+	if limit <= 0 {
+		// Twice the expected time: answers stream, then every reply gets two writes from the budget.
+		stream := set.firstToken + time.Duration(set.tokens)*set.tokenInterval
+		writes := time.Duration(float64(2*n) / set.updatesPerMin * float64(time.Minute))
+		limit = scaleDown(2*(stream+writes), set.scale) + 30*time.Second + set.quiet
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+
+	index := make(map[string]int, n) // channel/thread -> conversation
+	for i := range n {
+		index[chans[i]+"/"+threads[i]] = i
+	}
+	reply := make([]string, n) // the first bot message per thread
+	done := make([]bool, n)
+	remaining := n
+	seen, calls := 0, 0
+	lastNews := time.Now()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for remaining > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d replies not final after %v: %w", remaining, n, time.Since(start).Round(time.Second), ctx.Err())
+		case <-tick.C:
+		}
+		if !bot.running() {
+			return fmt.Errorf("bot exited during the run: %v", bot.err)
+		}
+		ws := slack.WritesSince(seen)
+		seen += len(ws)
+		if c := slack.CallCount(""); len(ws) > 0 || c != calls {
+			calls, lastNews = c, time.Now()
+		}
+		for _, w := range ws {
+			i, ok := index[w.Channel+"/"+w.ThreadTS]
+			if !ok {
+				continue
+			}
+			if reply[i] == "" && w.Kind == fakeslack.WritePost {
+				reply[i] = w.TS
+			}
+			if w.TS == reply[i] && !done[i] && w.Text == convs[i].final {
+				done[i] = true
+				remaining--
+			}
+		}
+		if model.Counts().Active == 0 && time.Since(lastNews) >= set.quiet {
+			set.verbose("  nothing moved for %v: %d replies not final", set.quiet, remaining)
+			return nil
+		}
+	}
+	return nil
+}
+
+// measure fills res from the fakes' records.
+func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm.Server,
+	convs []*script, chans, threads []string) {
+	up := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
+	for _, a := range slack.Acks() {
+		if a.Known {
+			res.acks = append(res.acks, a.Latency)
+		}
+	}
+	res.callsBy, res.throttledBy = map[string]int{}, map[string]int{}
+	for _, c := range slack.Calls() {
+		res.calls++
+		res.callsBy[c.Method]++
+		if c.Status == 429 {
+			res.throttled++
+			res.throttledBy[c.Method]++
+		}
+	}
+	n := len(convs)
+	tokenTimes := make([][]time.Time, n)
+	for _, r := range model.Requests() {
+		if r.Chat == nil {
+			continue
+		}
+		i, ok := conversationOf(r.Chat.Messages)
+		if !ok || i >= n {
+			continue
+		}
+		res.tokens += len(r.Tokens)
+		if tokenTimes[i] != nil {
+			res.duplicates++ // a second model request for one question
+			continue
+		}
+		for _, t := range r.Tokens {
+			tokenTimes[i] = append(tokenTimes[i], t.Time)
+		}
+	}
+	res.peakStreams = model.Counts().Peak
+	index := make(map[string]int, n)
+	for i := range n {
+		index[chans[i]+"/"+threads[i]] = i
+	}
+	writes := make([][]botWrite, n)
+	for _, w := range slack.Writes() {
+		i, ok := index[w.Channel+"/"+w.ThreadTS]
+		if !ok || (w.Kind != fakeslack.WritePost && w.Kind != fakeslack.WriteUpdate) {
+			continue
+		}
+		writes[i] = append(writes[i], botWrite{at: w.Time, ts: w.TS, post: w.Kind == fakeslack.WritePost, text: w.Text})
+	}
+	for i := range n {
+		o := analyse(convs[i], tokenTimes[i], writes[i])
+		switch o.status {
+		case complete:
+			res.complete++
+		case wrong:
+			res.wrong++
+		case lost:
+			res.lost++
+		}
+		res.duplicates += max(o.messages-1, 0)
+		res.unmatched += o.unmatched
+		res.hidden += o.hidden
+		for _, l := range o.lags {
+			res.lags = append(res.lags, up(l))
+		}
+		if o.hasFirst {
+			res.firstText = append(res.firstText, up(o.firstText))
+		}
+		if o.hasFinal {
+			res.finalLags = append(res.finalLags, up(o.finalLag))
+		}
+	}
+}
+
+func scaleDown(d time.Duration, scale float64) time.Duration {
+	return time.Duration(float64(d) / scale)
+}
+
+// sleep waits d unless ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// policyName shortens a policy for narrow tables.
+func policyName(p string) string { return strings.TrimSpace(p) }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// secs formats d in seconds with two decimals.
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
+
+// millis formats d in milliseconds with two decimals.
+func millis(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+// ratio is the mean lag over the best possible.
+func (r *result) ratio() float64 {
+	if r.best <= 0 || len(r.lags) == 0 {
+		return 0
+	}
+	return float64(mean(r.lags)) / float64(r.best)
+}
+
+// cpuPer1k is the bot's CPU time per 1,000 tokens streamed.
+func (r *result) cpuPer1k() time.Duration {
+	if r.tokens == 0 {
+		return 0
+	}
+	return time.Duration(float64(r.cpu) * 1000 / float64(r.tokens))
+}
+
+func (r *result) summary() string {
+	return fmt.Sprintf("lag mean %ss (best %ss, x%.2f), complete %d wrong %d lost %d dup %d, 429s %d, calls %d",
+		secs(mean(r.lags)), secs(r.best), r.ratio(), r.complete, r.wrong, r.lost, r.duplicates, r.throttled, r.calls)
+}
+
+func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
+	fmt.Fprintf(w, "Budget: chat.update %.0f/min per workspace, chat.postMessage %.0f/min per channel, burst %d; "+
+		"answers of %d tokens, first token after %v, then one every %v; %d conversations per channel; time scale %g "+
+		"(lags in Slack time); idle bot: %d goroutines.\n\n",
+		set.updatesPerMin, set.postsPerMin, set.burst, set.tokens, set.firstToken, set.tokenInterval,
+		set.perChannel, set.scale, idleGoroutines)
+	fmt.Fprintln(w, "| N | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | RSS idle / peak MB | goroutines after |")
+	fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---|---:|")
+	for _, r := range results {
+		g := fmt.Sprint(r.goroutines)
+		if r.goroutineErr != nil {
+			g = "not measured"
+		}
+		fmt.Fprintf(w, "| %d | %s | %s / %s | %s / %s | %s / %s | %s | %.2f | %s / %s / %s | %.1f | %d | %d / %d / %d / %d | %d | %s | %.1f / %.1f | %s |\n",
+			r.n, r.policy,
+			millis(percentile(r.acks, 50)), millis(percentile(r.acks, 99)),
+			secs(percentile(r.firstText, 50)), secs(percentile(r.firstText, 95)),
+			secs(mean(r.lags)), secs(percentile(r.lags, 95)), secs(r.best), r.ratio(),
+			secs(percentile(r.finalLags, 50)), secs(percentile(r.finalLags, 95)), secs(maxOf(r.finalLags)),
+			float64(r.calls)/float64(r.n), r.throttled,
+			r.complete, r.wrong, r.lost, r.duplicates, r.hidden,
+			millis(r.cpuPer1k()), float64(r.idleRSS)/1024, float64(r.peakRSS)/1024, g)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Slack calls and 429s by method, peak model streams open at once, bot log lines by level:")
+	fmt.Fprintln(w)
+	for _, r := range results {
+		var calls []string
+		for _, m := range slices.Sorted(maps.Keys(r.callsBy)) {
+			s := fmt.Sprintf("%s %d", m, r.callsBy[m])
+			if t := r.throttledBy[m]; t > 0 {
+				s += fmt.Sprintf(" (%d x 429)", t)
+			}
+			calls = append(calls, s)
+		}
+		var logs []string
+		for _, l := range slices.Sorted(maps.Keys(r.logs)) {
+			logs = append(logs, fmt.Sprintf("%s %d", l, r.logs[l]))
+		}
+		fmt.Fprintf(w, "- N=%d %s: %s; peak streams %d; unmatched edits %d; logs: %s; wall %v\n",
+			r.n, r.policy, strings.Join(calls, ", "), r.peakStreams, r.unmatched, strings.Join(logs, ", "),
+			r.wall.Round(100*time.Millisecond))
+	}
+}
