@@ -76,7 +76,7 @@ var (
 // Client calls one OpenAI-compatible service. It is safe for concurrent use.
 type Client struct {
 	cfg       Config
-	base      string // BaseURL without trailing slash
+	base      url.URL // BaseURL; endpoint paths are appended to its path, its query is kept
 	chatHTTP  *http.Client
 	imageHTTP *http.Client // no response-header timeout: images take minutes
 	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
@@ -112,7 +112,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg:    cfg,
-		base:   strings.TrimRight(u.String(), "/"),
+		base:   *u,
 		sleep:  sleepCtx,
 		now:    time.Now,
 		jitter: rand.Float64,
@@ -196,7 +196,11 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 		defer body.stop()
 
 		br := bufio.NewReaderSize(body, 512)
-		if !isEventStream(resp.Header, br) { // the server ignored stream:true
+		switch sniff(resp.Header, br) {
+		case bodyHTML:
+			yield(Chunk{}, c.htmlError(resp.Header, br))
+			return
+		case bodyJSON: // the server ignored stream:true
 			comp, err := c.readCompletion(sctx, resp.Header, br)
 			if err != nil {
 				yield(Chunk{}, err)
@@ -236,7 +240,10 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 	defer body.stop()
 
 	br := bufio.NewReaderSize(body, 512)
-	if !isEventStream(resp.Header, br) {
+	switch sniff(resp.Header, br) {
+	case bodyHTML:
+		return Completion{}, c.htmlError(resp.Header, br)
+	case bodyJSON:
 		return c.readCompletion(cctx, resp.Header, br)
 	}
 	// The server streamed although we did not ask: collect the stream.
@@ -318,7 +325,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept str
 		if e == nil {
 			return resp, nil
 		}
-		wait, ok := c.retryWait(e, h, attempt)
+		wait, ok := c.retryWait(op, e, h, attempt)
 		if !ok {
 			return nil, e
 		}
@@ -334,7 +341,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept str
 // post makes one attempt. A non-2xx answer is read (up to 1 MiB), closed and returned as
 // an *Error with the response headers.
 func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string, body []byte) (*http.Response, http.Header, *Error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint(path), bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, (&Error{Kind: KindBadRequest, Message: "build request: " + err.Error()}).redact(c.secrets)
 	}
@@ -355,7 +362,9 @@ func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string,
 		return resp, resp.Header, nil
 	}
 	defer resp.Body.Close()
+	stall := time.AfterFunc(c.cfg.IdleTimeout, func() { resp.Body.Close() }) // a stalled error body
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	stall.Stop()
 	if err != nil && len(data) == 0 {
 		e := errorFromTransport(ctx, err)
 		if e.Kind != KindCanceled {
@@ -368,11 +377,22 @@ func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string,
 	return nil, resp.Header, errorFromResponse(resp.StatusCode, resp.Header, data, c.now()).redact(c.secrets)
 }
 
-// retryWait decides whether a failed attempt is retried, and after how long
+// endpoint is the URL of path under the base URL (Azure's classic ?api-version= query is kept).
+func (c *Client) endpoint(path string) string {
+	u := c.base
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawPath = ""
+	return u.String()
+}
+
+// retryWait decides whether a failed attempt of op is retried, and after how long
 // (openai-wire.md §1.4, the official SDK's policy).
-func (c *Client) retryWait(e *Error, h http.Header, attempt int) (time.Duration, bool) {
+func (c *Client) retryWait(op string, e *Error, h http.Header, attempt int) (time.Duration, bool) {
 	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota {
 		return 0, false
+	}
+	if op == "image" && (e.Status == http.StatusGatewayTimeout || e.Status == 524) {
+		return 0, false // a gateway gave up waiting: the image may still be generated and billed
 	}
 	retry := false
 	switch strings.ToLower(h.Get("X-Should-Retry")) {
@@ -466,28 +486,49 @@ func parseCompletion(h http.Header, data []byte) (Completion, *Error) {
 		FinishReason: chunk.FinishReason, Usage: chunk.Usage}, nil
 }
 
-// isEventStream tells an SSE body from a JSON one. A text/event-stream Content-Type is
-// trusted; otherwise the first byte decides (a JSON body starts with '{' or is null), so a
-// stream mislabelled as JSON and JSON mislabelled as text both work.
-func isEventStream(h http.Header, br *bufio.Reader) bool {
+// bodyKind is how a 2xx chat body is encoded.
+type bodyKind int
+
+const (
+	bodySSE  bodyKind = iota
+	bodyJSON          // the server ignored stream:true, or answered stream:false
+	bodyHTML          // a proxy's or captive portal's page, not the model service
+)
+
+// sniff tells the kind of a 2xx body. A text/event-stream Content-Type is trusted;
+// otherwise the first byte decides, so a stream mislabelled as JSON and JSON mislabelled
+// as text both work.
+func sniff(h http.Header, br *bufio.Reader) bodyKind {
 	ct := strings.ToLower(h.Get("Content-Type"))
 	if strings.Contains(ct, "event-stream") {
-		return true
+		return bodySSE
 	}
 	for {
 		b, err := br.Peek(1)
-		if err != nil { // empty body: "empty response" for JSON, truncation for a stream
-			return !strings.Contains(ct, "json")
+		switch {
+		case err != nil && strings.Contains(ct, "json"):
+			return bodyJSON // empty: "empty response"
+		case err != nil:
+			return bodySSE // empty: truncated
 		}
 		switch b[0] {
 		case ' ', '\t', '\r', '\n':
 			br.ReadByte()
 		case '{', '[', 'n':
-			return false
+			return bodyJSON
+		case '<':
+			return bodyHTML
 		default:
-			return true
+			return bodySSE
 		}
 	}
+}
+
+// htmlError reports an HTML page received instead of an answer.
+func (c *Client) htmlError(h http.Header, r io.Reader) *Error {
+	data, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+	return (&Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h),
+		Message: "the service answered with a web page, not the API (check the base URL): " + snippet(data)}).redact(c.secrets)
 }
 
 // idleReader is a response body watched for silence: every Read arms a timer that cancels

@@ -140,8 +140,8 @@ func TestNewChecksConfig(t *testing.T) {
 	if !reflect.DeepEqual(c.cfg, want) {
 		t.Errorf("defaults\ngot  %+v\nwant %+v", c.cfg, want)
 	}
-	if c.base != "https://host/v1" {
-		t.Errorf("base %q", c.base)
+	if got := c.endpoint("/chat/completions"); got != "https://host/v1/chat/completions" {
+		t.Errorf("endpoint %q", got)
 	}
 	if c, _ := New(Config{BaseURL: "https://host/v1", MaxRetries: -1}); c.cfg.MaxRetries != 0 {
 		t.Errorf("MaxRetries -1 became %d, want 0", c.cfg.MaxRetries)
@@ -569,5 +569,49 @@ func TestChatNeedsModelAndMessages(t *testing.T) {
 	c, _ = newTestClient(t, "http://127.0.0.1:1", nil)
 	if _, err := c.Complete(t.Context(), ChatRequest{}); KindOf(err) != KindBadRequest {
 		t.Errorf("no messages: %v", err)
+	}
+}
+
+// TestAzureClassicBaseURL: a base URL with a query (Azure's deployments path with
+// api-version) keeps the query, and the endpoint path goes before it.
+func TestAzureClassicBaseURL(t *testing.T) {
+	var got string
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		got = r.URL.RequestURI()
+		serveOK(w, r)
+	})
+	c, err := New(Config{BaseURL: srv.URL + "/openai/deployments/gpt4o/?api-version=2024-10-21", APIKey: testKey, ChatModel: "gpt4o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Complete(t.Context(), hello); err != nil {
+		t.Fatal(err)
+	}
+	if want := "/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21"; got != want {
+		t.Errorf("request URI %q, want %q", got, want)
+	}
+}
+
+// TestStalledErrorBody: headers of an error arrive, then the body never ends: the idle
+// timeout bounds the wait and the status is kept.
+func TestStalledErrorBody(t *testing.T) {
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(502)
+		w.Write([]byte("upstream"))
+		http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	})
+	c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond; c.MaxRetries = -1 })
+	start := time.Now()
+	_, err := c.Complete(t.Context(), hello)
+	e, ok := errors.AsType[*Error](err)
+	if !ok || e.Status != 502 || e.Kind != KindServer {
+		t.Errorf("got %v, want a 502 server error", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("took %v", d)
 	}
 }

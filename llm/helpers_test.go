@@ -171,10 +171,13 @@ func newFakeServer(t *testing.T, h http.HandlerFunc) *fakeServer {
 			if err := json.Unmarshal(raw, &rec.Body); err != nil {
 				t.Errorf("%s: request body is not JSON: %v", r.URL.Path, err)
 			}
-			schema := map[string]string{
-				"/v1/chat/completions":   "CreateChatCompletionRequest",
-				"/v1/images/generations": "CreateImageRequest",
-			}[r.URL.Path]
+			schema := ""
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/chat/completions"):
+				schema = "CreateChatCompletionRequest"
+			case strings.HasSuffix(r.URL.Path, "/images/generations"):
+				schema = "CreateImageRequest"
+			}
 			if schema == "" {
 				t.Errorf("unexpected path %s", r.URL.Path)
 			} else if err := validateJSON(t, schema, raw); err != nil {

@@ -157,6 +157,7 @@ func TestImageFailures(t *testing.T) {
 		{"retired model", 404, `{"error":{"message":"The model ` + "`dall-e-3`" + ` has been deprecated","type":"invalid_request_error","param":null,"code":"model_not_found"}}`,
 			KindBadRequest, "The model `dall-e-3` has been deprecated", 1},
 		{"error in a 200", 200, `{"error":{"message":"Image generation failed","code":500}}`, KindServer, "Image generation failed", 1},
+		{"gateway timeout not retried (the image may be billed)", 504, "", KindServer, "gateway timeout", 1},
 		{"500s are retried", 500, `{"error":{"message":"busy","type":"server_error"}}`, KindServer, "busy", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -65,6 +65,8 @@ var streamFixtures = []struct {
 	{"proxy_raw_json_error.sse", streamResult{Content: "Hello", Err: &Error{Kind: KindServer, Status: 200,
 		Type: "proxy_error", Code: "504", Message: "upstream timed out"}}},
 	{"proxy_empty_200.sse", streamResult{Err: &Error{Kind: KindTruncated, Status: 200, Message: truncatedMsg}}},
+	{"proxy_captive_portal_200.html", streamResult{Err: &Error{Kind: KindInvalid, Status: 200,
+		Message: "the service answered with a web page, not the API (check the base URL): Sign in to Wi-Fi"}}},
 	{"proxy_ignores_stream.json", streamResult{Content: "Hello world", Finish: "stop", Usage: &Usage{1117, 46, 1163}}},
 	{"proxy_json_as_text_plain.txt", streamResult{Content: "Hello world", Finish: "stop", Usage: &Usage{1117, 46, 1163}}},
 }
