@@ -81,8 +81,9 @@ type State struct {
 }
 
 const (
-	closeReserve  = 2 * time.Second // of the grace period, kept for writing "interrupted" notes
-	noticeLimit   = 4               // busy notices in flight at once; more are dropped (logged)
+	closeReserve  = 2 * time.Second        // of the grace period, kept for writing "interrupted" notes
+	ackFlush      = 200 * time.Millisecond // after the last ack, before the socket is closed on shutdown
+	noticeLimit   = 4                      // busy notices in flight at once; more are dropped (logged)
 	noticeTimeout = 10 * time.Second
 )
 
@@ -104,9 +105,10 @@ type Bot struct {
 	// Only the event loop goroutine touches these.
 	envelopes, events, messages *seen
 
-	mu     sync.Mutex
-	state  State
-	active map[string]activeReply // thread key -> the answer being written there
+	mu      sync.Mutex
+	state   State
+	lastAck time.Time
+	active  map[string]activeReply // thread key -> the answer being written there
 }
 
 // activeReply is an answer in progress, for StopReply.
@@ -211,6 +213,9 @@ loop:
 			b.handle(work, evt, time.Now())
 		}
 	}
+	if !sockDone {
+		b.flushAcks()
+	}
 	stopSock() // stop reading: envelopes not acked are redelivered by Slack
 	if !sockDone {
 		<-sockErr
@@ -219,6 +224,18 @@ loop:
 	b.setConnected(false)
 	b.drain(cancelWork)
 	return runErr
+}
+
+// flushAcks gives acks queued just before shutdown a moment to reach the socket: slack-go
+// writes them from its own goroutine, and closing the socket under them would make Slack
+// redeliver envelopes that were already handled (and answered, by a process that is gone).
+func (b *Bot) flushAcks() {
+	b.mu.Lock()
+	last := b.lastAck
+	b.mu.Unlock()
+	if wait := ackFlush - time.Since(last); wait > 0 {
+		time.Sleep(wait)
+	}
 }
 
 // socketError explains the errors that stop Socket Mode for good.
@@ -280,7 +297,7 @@ func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time)
 		}
 		return
 	case socketmode.EventTypeInvalidAuth:
-		b.log.Error("socket mode: Slack rejected the app-level token")
+		b.log.Debug("socket mode: apps.connections.open not found") // Run returns the error
 		return
 	case socketmode.EventTypeIncomingError:
 		if e, ok := evt.Data.(*slack.IncomingEventError); ok {
@@ -343,6 +360,9 @@ func (b *Bot) ack(req *socketmode.Request, payload any, read time.Time, log *zap
 		log.Warn("ack failed (Slack will redeliver)", zap.Error(err))
 		return
 	}
+	b.mu.Lock()
+	b.lastAck = time.Now()
+	b.mu.Unlock()
 	if b.opt.Hooks.Acked != nil {
 		b.opt.Hooks.Acked(req.Type, time.Since(read))
 	}

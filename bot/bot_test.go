@@ -540,8 +540,13 @@ func TestShutdownDrainsThenCancels(t *testing.T) {
 	if took < time.Second || took > 2*time.Second+time.Second {
 		t.Errorf("shutdown took %v, want about grace/2 .. grace", took)
 	}
-	// The socket is closed: nothing new is taken.
+	// The socket is closed: nothing new is taken. Every envelope handled was acked first.
 	h.waitFor(t, "socket closed", func() bool { return fs.Connections().Current == 0 })
+	for _, e := range fs.Envelopes() {
+		if !e.Sent.IsZero() && e.Acked.IsZero() {
+			t.Errorf("envelope %s (%s) handled but not acked before the socket closed", e.ID, e.EventType)
+		}
+	}
 }
 
 func TestSlashCommandAck(t *testing.T) {
