@@ -2,7 +2,11 @@
 // services (OpenAI, Azure, OpenRouter, LiteLLM, vLLM, Ollama, llama.cpp, LM Studio, Groq, ...).
 //
 // It is built on net/http and encoding/json only, and is tolerant by rules rather than by
-// provider switches: see docs/openai-wire.md §4 in the shared reference.
+// provider switches (the shared reference openai-wire.md, §4): comments, "event:" names and
+// unknown fields are ignored; an "error" in any JSON is an error; a stream without [DONE]
+// or a finish reason is truncated; a JSON answer to a streamed request is read whole.
+//
+// Every error the Client returns is an *Error; its Kind tells callers what to tell users.
 package llm
 
 import (
@@ -23,7 +27,8 @@ import (
 	"time"
 )
 
-// Config configures a Client. Zero durations and sizes take the defaults in the comments.
+// Config configures a Client. Zero (or negative) durations and sizes take the defaults in
+// the comments.
 type Config struct {
 	BaseURL        string         // ".../v1", with or without trailing slash
 	APIKey         string         // sent as "Authorization: Bearer <key>" when set
@@ -32,7 +37,7 @@ type Config struct {
 	ImageModel     string         // default model for image requests
 	Temperature    *float64       // nil: the key is absent from requests; 0 is sent as 0
 	ImageOptions   map[string]any // extra image request fields (size, quality, ...) only when set
-	HTTPClient     *http.Client   // nil: built from the timeouts below (tests pass their own)
+	HTTPClient     *http.Client   // nil: built from the timeouts below; when set, Connect/HeaderTimeout are its own business
 	ConnectTimeout time.Duration  // default 10s (dial + TLS)
 	HeaderTimeout  time.Duration  // default 120s, time to response headers for chat
 	IdleTimeout    time.Duration  // default 90s, max silence between stream bytes (comments count as life)

@@ -23,7 +23,7 @@ import (
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("model service: ")
-	if e.Status != 0 {
+	if e.Status != 0 && (e.Status < 200 || e.Status > 299) { // "200" would only confuse
 		b.WriteString(strconv.Itoa(e.Status))
 		b.WriteByte(' ')
 	}

@@ -236,3 +236,28 @@ func TestLineTooLong(t *testing.T) {
 		t.Errorf("got %v, want an invalid-answer error", err)
 	}
 }
+
+// TestCompleteStreamFailures: Complete reports the errors of a stream it did not ask for.
+func TestCompleteStreamFailures(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		kind    Kind
+	}{
+		{"lmstudio_context_overflow.sse", KindTruncated},
+		{"openai_midstream_error.sse", KindServer},
+		{"llamacpp_old_error_line.sse", KindServer},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			body := readFixture(t, tc.fixture)
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write(body)
+			})
+			c, _ := newTestClient(t, srv.URL, nil)
+			comp, err := c.Complete(t.Context(), hello)
+			if KindOf(err) != tc.kind || comp != (Completion{}) {
+				t.Errorf("got %+v, %v; want kind %q", comp, err, tc.kind)
+			}
+		})
+	}
+}
