@@ -438,6 +438,9 @@ func (w *writer) inline(n ast.Node) {
 			w.text(string(v), true)
 		}
 		if n.HardLineBreak() || n.SoftLineBreak() {
+			if n.HardLineBreak() && w.f == FormatMarkdown {
+				w.write("  ") // stays a hard break in Markdown
+			}
 			at := len(w.r.out)
 			w.nl()
 			if w.protect == 0 {
@@ -528,7 +531,7 @@ func (w *writer) codeSpan(n *ast.CodeSpan) {
 			sb.Write(c.Value)
 		}
 	}
-	s := sb.String()
+	s := strings.ReplaceAll(sb.String(), "\n", " ") // code spans never span lines
 	w.protect++
 	defer func() { w.protect-- }()
 	if w.f == FormatMrkdwn {
@@ -626,13 +629,12 @@ func (w *writer) autoLink(n *ast.AutoLink) {
 	if n.AutoLinkType == ast.AutoLinkEmail && !strings.HasPrefix(strings.ToLower(url), "mailto:") {
 		url = "mailto:" + url
 	}
-	if w.f == FormatMarkdown {
-		seg := n.Label(w.src)
-		_ = seg
-		w.write(label)
-	} else if label == url || "mailto:"+label == url {
+	switch {
+	case w.f == FormatMarkdown || !safeURL(url):
+		w.text(label, false) // bare: Slack links URLs by itself
+	case label == url || "mailto:"+label == url:
 		w.write("<" + slackURL(url) + ">")
-	} else {
+	default:
 		w.write("<" + slackURL(url) + "|" + escapeMrkdwn(label) + ">")
 	}
 	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
