@@ -463,14 +463,14 @@ func TestIdleTimeout(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // the rest arrives while the caller is busy
 			send(chunkLo)
 		})
-		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = 50 * time.Millisecond })
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
 		var got strings.Builder
 		for chunk, err := range c.Stream(t.Context(), hello) {
 			if err != nil {
 				t.Fatalf("after %q: %v", got.String(), err)
 			}
 			got.WriteString(chunk.Content)
-			time.Sleep(150 * time.Millisecond) // the caller is busy (a Slack edit)
+			time.Sleep(300 * time.Millisecond) // the caller is busy (a Slack edit)
 		}
 		if got.String() != "Hello" {
 			t.Errorf("got %q", got.String())

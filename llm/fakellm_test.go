@@ -20,7 +20,7 @@ func TestAgainstFakeLLM(t *testing.T) {
 		kind    Kind
 	}{
 		{"text", fakellm.Text("Hello, world!"), "Hello, world!", ""},
-		{"paced with keep-alives", keepAlive(fakellm.Text("Hello").Paced(120*time.Millisecond, 10*time.Millisecond)), "Hello", ""},
+		{"paced with keep-alives", keepAlive(fakellm.Text("Hello").Paced(300*time.Millisecond, 10*time.Millisecond)), "Hello", ""},
 		{"error event", fakellm.Tokens("Hel", "lo").ErrorAfter(1, boom), "Hel", KindServer},
 		{"cut", fakellm.Tokens("Hel", "lo").CutAfter(1), "Hel", KindTruncated},
 		{"stall", fakellm.Tokens("Hel", "lo").StallAfter(1), "Hel", KindTimeout},
@@ -30,7 +30,7 @@ func TestAgainstFakeLLM(t *testing.T) {
 			defer srv.Close()
 			srv.SetAPIKey(testKey)
 			srv.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return tc.reply })
-			c, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m", IdleTimeout: 80 * time.Millisecond, MaxRetries: -1})
+			c, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m", IdleTimeout: 150 * time.Millisecond, MaxRetries: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestAgainstFakeLLM(t *testing.T) {
 }
 
 // keepAlive makes r send keep-alive comments every 20 ms while it waits (its first token
-// comes after longer than the idle timeout of the test).
+// comes after twice the idle timeout of the test).
 func keepAlive(r fakellm.Reply) fakellm.Reply {
 	r.KeepAlive = 20 * time.Millisecond
 	return r
