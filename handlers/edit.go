@@ -84,6 +84,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			err = e.lane.Wait(wctx, e.priority(), snap.since)
 		}
 		if err != nil {
+			p.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
 		}
 		snap = mb.latest(snap) // the freshest text goes out with this slot
@@ -167,7 +168,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			}
 			ts := e.ts[i]
 			err := writeRetry(ctx,
-				func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, time.Time{}) },
+				func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) },
 				e.lane.Throttled,
 				func(ctx context.Context) error {
 					return p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,34 @@ type fakeSlack struct {
 	appendErr  hook
 	stopErr    hook
 	uploadErr  hook
+
+	// limit, when set, is a workspace token bucket for chat.update: calls beyond it get a 429 with
+	// Retry-After, as Slack does.
+	limit *limiter
+}
+
+// limiter is the fake's own token bucket (independent of package pace).
+type limiter struct {
+	perSec, burst, tokens float64
+	last                  time.Time
+	throttled             int
+}
+
+func newLimiter(perMinute, burst float64) *limiter {
+	return &limiter{perSec: perMinute / 60, burst: burst, tokens: burst, last: time.Now()}
+}
+
+// allow takes a token, or returns how long until one is there.
+func (l *limiter) allow() (bool, time.Duration) {
+	now := time.Now()
+	l.tokens = min(l.burst, l.tokens+now.Sub(l.last).Seconds()*l.perSec)
+	l.last = now
+	if l.tokens >= 1 {
+		l.tokens--
+		return true, 0
+	}
+	l.throttled++
+	return false, time.Duration((1 - l.tokens) / l.perSec * float64(time.Second))
 }
 
 func newFakeSlack() *fakeSlack {
@@ -173,6 +202,14 @@ func (f *fakeSlack) Update(ctx context.Context, channel, ts string, m Msg) error
 	defer f.mu.Unlock()
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if f.limit != nil {
+		if ok, wait := f.limit.allow(); !ok {
+			secs := time.Duration(math.Ceil(wait.Seconds())) * time.Second // Slack sends whole seconds
+			err := &slack.RateLimitedError{RetryAfter: secs}
+			f.record(call{method: "update", ts: ts, text: m.Text, mark: m.Mark}, func(int, call) error { return err })
+			return err
+		}
 	}
 	if err := f.record(call{method: "update", ts: ts, text: m.Text, mark: m.Mark}, f.updateErr); err != nil {
 		return err

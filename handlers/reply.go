@@ -29,6 +29,15 @@ type reply struct {
 
 	ttft, firstText time.Duration
 	chunks          int
+	// unshown is when the oldest answer text Slack does not show yet arrived (zero: none known), set when
+	// the writer stops; the final write waits its turn by it (max lag first, like every write).
+	unshown time.Time
+}
+
+func (p *reply) noteUnshown(since time.Time) {
+	if p.unshown.IsZero() || since.Before(p.unshown) {
+		p.unshown = since
+	}
 }
 
 // sink is where an answer is written: post-and-edit (editSink) or Slack's native streaming (streamSink).
@@ -230,6 +239,9 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	defer func() {
 		wcancel(errWriteDone)
 		wg.Wait()
+		if n, ok := mb.poll(); ok { // text the writer never took
+			p.noteUnshown(n.since)
+		}
 	}()
 
 	policy := p.policy(s)
@@ -362,6 +374,16 @@ func (m *mailbox) take(ctx context.Context) (snapshot, bool) {
 	}
 }
 
+// poll returns the waiting snapshot, if any.
+func (m *mailbox) poll() (snapshot, bool) {
+	select {
+	case s := <-m.ch:
+		return s, true
+	default:
+		return snapshot{}, false
+	}
+}
+
 // latest returns a fresher snapshot than s if one is waiting, else s.
 func (m *mailbox) latest(s snapshot) snapshot {
 	select {
@@ -377,7 +399,8 @@ func (m *mailbox) latest(s snapshot) snapshot {
 
 // Retrying Slack writes.
 const (
-	maxWriteAttempts = 6
+	maxWriteAttempts = 6  // transient failures
+	maxRateLimited   = 30 // 429s: Slack says when to come back, so they are waited out far longer
 	firstBackoff     = 250 * time.Millisecond
 	defaultRetry     = 5 * time.Second // a 429 without Retry-After
 )
@@ -387,7 +410,7 @@ const (
 func writeRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
 	write func(context.Context) error) error {
 	backoff := firstBackoff
-	for attempt := 1; ; attempt++ {
+	for attempt, limited := 1, 0; ; {
 		if err := wait(ctx); err != nil {
 			return err
 		}
@@ -395,14 +418,17 @@ func writeRetry(ctx context.Context, wait func(context.Context) error, throttled
 		if err == nil {
 			return nil
 		}
-		if attempt == maxWriteAttempts || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return err
 		}
 		if ra, ok := rateLimited(err); ok {
+			if limited++; limited == maxRateLimited {
+				return err
+			}
 			throttled(ra)
 			continue
 		}
-		if !transient(err) {
+		if attempt++; attempt > maxWriteAttempts || !transient(err) {
 			return err
 		}
 		t := time.NewTimer(backoff)

@@ -1,0 +1,130 @@
+package handlers
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// lagResult is what one simulated load run measured, in fake time.
+type lagResult struct {
+	meanLag, bestLag time.Duration
+	finalDelayMax    time.Duration
+	throttled        int
+	wrong            int
+}
+
+// simulate runs n replies that start together, each streaming tokens words (first after a second, then
+// one every 50 ms), against a fake Slack that enforces 50 chat.update a minute (burst 5) with 429s. Visible
+// lag: for each token, the time from the model sending it to the first applied edit showing it (a token
+// never shown counts until the end of the run).
+func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
+	const perMinute, burst = 50.0, 5
+	var res lagResult
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFakeSlack()
+		fs.limit = newLimiter(perMinute, burst)
+		var ws []string
+		for i := range tokens {
+			ws = append(ws, fmt.Sprintf("w%d ", i))
+		}
+		steps := []step{{wait: time.Second, chunk: llm.Chunk{Content: ws[0]}}}
+		for _, w := range ws[1:] {
+			steps = append(steps, step{wait: 50 * time.Millisecond, chunk: llm.Chunk{Content: w}})
+		}
+		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(perMinute, burst, pace.WithPolicy(policy))
+		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
+		for i := range n {
+			fs.threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
+		}
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := range n {
+			ch := fmt.Sprint("C", i)
+			req := ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
+			wg.Go(func() {
+				if err := r.Reply(t.Context(), req); err != nil && policy == pace.PolicyFair {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		end := time.Now()
+
+		sent := func(k int) time.Time { return t0.Add(time.Second + time.Duration(k)*50*time.Millisecond) }
+		last := sent(tokens - 1)
+		var total time.Duration
+		for _, m := range fs.botMessages(testTS) {
+			if m.text != strings.TrimSpace(strings.Join(ws, "")) {
+				res.wrong++
+			}
+		}
+		// Each reply's successful edits, in order: how many words each showed.
+		shown := map[string][]call{}
+		for _, c := range fs.callsOf("update") {
+			if c.err == nil {
+				shown[c.ts] = append(shown[c.ts], c)
+			}
+		}
+		for _, ups := range shown {
+			k := 0
+			for _, u := range ups {
+				for w := len(strings.Fields(u.text)); k < w && k < tokens; k++ {
+					total += u.at.Sub(sent(k))
+				}
+			}
+			for ; k < tokens; k++ { // never shown (the final edit was lost): counted until the run ended
+				total += end.Sub(sent(k))
+			}
+			if d := ups[len(ups)-1].at.Sub(last); d > res.finalDelayMax {
+				res.finalDelayMax = d
+			}
+		}
+		res.meanLag = total / time.Duration(n*tokens)
+		// Best possible: every reply gets an equal share, evenly spaced: a token waits half an interval.
+		res.bestLag = time.Duration(float64(n) / (perMinute / 60) / 2 * float64(time.Second))
+		res.throttled = fs.limit.throttled
+	})
+	return res
+}
+
+// TestVisibleLagUnderLoad simulates the issue-5 load in fake time (deterministic: no machine speed is
+// measured) and checks the fair policy against the best possible lag and the baselines.
+func TestVisibleLagUnderLoad(t *testing.T) {
+	for _, n := range []int{1, 10, 50} {
+		fair := simulate(t, n, 400, pace.PolicyFair)
+		every1s := simulate(t, n, 400, pace.PolicyEvery1s)
+		every20 := simulate(t, n, 400, pace.PolicyEvery20Chunks)
+		t.Logf("N=%d best %v | fair %v (%.2fx, final+%v, 429s %d, wrong %d) | every-1s %v (final+%v, 429s %d, wrong %d) | every-20-chunks %v (final+%v, 429s %d, wrong %d)",
+			n, fair.bestLag, fair.meanLag, float64(fair.meanLag)/float64(fair.bestLag), fair.finalDelayMax, fair.throttled, fair.wrong,
+			every1s.meanLag, every1s.finalDelayMax, every1s.throttled, every1s.wrong,
+			every20.meanLag, every20.finalDelayMax, every20.throttled, every20.wrong)
+		if fair.wrong != 0 {
+			t.Errorf("N=%d: %d wrong final texts", n, fair.wrong)
+		}
+		if fair.throttled != 0 {
+			t.Errorf("N=%d: fair policy got %d 429s", n, fair.throttled)
+		}
+		if fair.meanLag > fair.bestLag*5/4 {
+			t.Errorf("N=%d: fair mean lag %v is over 1.25x the best possible %v", n, fair.meanLag, fair.bestLag)
+		}
+		// A baseline is beaten when it shows text later on average, or loses answers (its lag then covers
+		// only what it managed to show before giving up).
+		for name, b := range map[string]lagResult{"every-1s": every1s, "every-20-chunks": every20} {
+			if n > 1 && b.wrong == 0 && fair.meanLag >= b.meanLag {
+				t.Errorf("N=%d: fair mean lag %v not below %s (%v)", n, fair.meanLag, name, b.meanLag)
+			}
+		}
+	}
+}
