@@ -31,7 +31,9 @@ func genMarkdown(rng *rand.Rand, blocks int) string {
 		if b > 0 {
 			sb.WriteString("\n\n")
 		}
-		switch rng.IntN(9) {
+		switch rng.IntN(10) {
+		case 9: // list items whose text starts on the next line, and a nested quote
+			fmt.Fprintf(&sb, "-\n  %s\n-\n  %s\n\n> > %s", sentence(3), sentence(2+rng.IntN(30)), sentence(5))
 		case 0:
 			fmt.Fprintf(&sb, "%s %s", strings.Repeat("#", 1+rng.IntN(3)), sentence(3+rng.IntN(5)))
 		case 1, 2:

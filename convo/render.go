@@ -781,7 +781,7 @@ func plainText(n ast.Node, src []byte) string {
 
 // firstPos is the start of the source line where block n begins.
 func firstPos(n ast.Node, src []byte) (int, bool) {
-	pos, ok := -1, false
+	pos := -1
 	var find func(n ast.Node) bool
 	find = func(n ast.Node) bool {
 		if fc, isFence := n.(*ast.FencedCodeBlock); isFence {
@@ -815,8 +815,21 @@ func firstPos(n ast.Node, src []byte) (int, bool) {
 		}
 		return false
 	}
-	if find(n) {
-		pos, ok = lineStart(src, pos), true
+	if !find(n) {
+		return 0, false
+	}
+	pos = lineStart(src, pos)
+	// The found text must be on the block's first line: a list or quote starts with its
+	// marker there (an item whose text starts on a later line does not qualify).
+	line := bytes.TrimLeft(src[pos:], " ")
+	var ok bool
+	switch n.Kind() {
+	case ast.KindList:
+		ok = len(line) > 0 && bytes.IndexByte([]byte("-+*0123456789"), line[0]) >= 0
+	case ast.KindBlockquote:
+		ok = len(line) > 0 && line[0] == '>'
+	default:
+		ok = true
 	}
 	return pos, ok
 }
