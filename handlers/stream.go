@@ -145,8 +145,9 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 			func(ctx context.Context) error { return p.r.opt.Streams.Wait(ctx) },
 			p.r.opt.Streams.Throttled,
 			func(ctx context.Context) error {
-				if s.sent > 0 && s.sent+len(text) > convo.MarkdownLimit {
-					// Continue in a new message; then stop it with nothing more to add.
+				if s.sent+len(text) > convo.MarkdownLimit {
+					// Too long for this message (or one call): append it in pieces, continuing in new messages
+					// as needed, then stop the last with nothing more to add.
 					if err := s.write(ctx, text); err != nil {
 						return err
 					}

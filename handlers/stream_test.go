@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -92,6 +93,31 @@ func TestStreamModeLongAnswerContinuesInNewMessage(t *testing.T) {
 		}
 		if all.String() != streamed(joined(ws)) {
 			t.Error("the streamed messages together differ from the answer")
+		}
+	})
+}
+
+func TestStreamModeWholeLongAnswerAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		for i := 0; b.Len() < 25000; i++ {
+			fmt.Fprintf(&b, "Line %d: %s\n", i, strings.Repeat("xyz ", 15))
+		}
+		md := b.String()
+		rt := newReplyTest(t, []step{{wait: time.Second, chunk: llm.Chunk{Content: md, FinishReason: "stop"}}}, streamOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		var all strings.Builder
+		for i, m := range rt.slack.botMessages(testTS) {
+			if len(m.text) > convo.MarkdownLimit || m.streaming {
+				t.Errorf("message %d: %d chars, streaming %v", i, len(m.text), m.streaming)
+			}
+			all.WriteString(m.text)
+		}
+		if all.String() != streamed(md) {
+			t.Error("the streamed messages together differ from the answer")
+		}
+		if n := len(rt.slack.callsOf("post")); n != 0 {
+			t.Errorf("posts = %d, want no rescue", n)
 		}
 	})
 }
