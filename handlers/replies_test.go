@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
@@ -484,6 +486,36 @@ func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 		for _, m := range ms {
 			if m.text != want {
 				t.Errorf("%s: final %q, want %q", m.channel, m.text, want)
+			}
+		}
+	})
+}
+
+func TestReplyLogsNoErrorsAndNoTextAtInfo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.DebugLevel)
+		fs := newFakeSlack()
+		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> secret question")}
+		chat := &fakeChat{steps: []step{
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "secret answer"}},
+			{wait: 100 * time.Millisecond, err: &llm.Error{Kind: llm.KindServer, Status: 500}},
+		}}
+		r := NewReplies(fs, fs, fs, fs, chat, zap.New(core), testOptions())
+		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+			ThreadTS: testTS, Text: "<@UBOT> secret question"}
+		if err := r.Reply(t.Context(), req); err == nil {
+			t.Fatal("Reply = nil, want the model error (returned for the caller to log once)")
+		}
+		for _, e := range logs.All() {
+			if e.Level >= zap.WarnLevel {
+				t.Errorf("logged %s %q: handlers return errors, the caller logs them", e.Level, e.Message)
+			}
+			if e.Level >= zap.InfoLevel {
+				for k, v := range e.ContextMap() {
+					if s := fmt.Sprint(v); strings.Contains(s, "secret") {
+						t.Errorf("info entry %q field %s carries message text: %q", e.Message, k, s)
+					}
+				}
 			}
 		}
 	})
