@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // decoded is what the client takes from one event, for comparing the two decoders.
@@ -141,5 +143,37 @@ func FuzzFastDecode(f *testing.F) {
 	f.Add([]byte(`{"choices":[{"delta":{"content":"\ud83e\udda6 \u00e9"}}],"usage":{"total_tokens":3}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		agree(t, data)
+	})
+}
+
+// FuzzStreamDecoder: any body ends in io.EOF or an error, never a panic or a loop, and
+// reading it in small pieces changes nothing. Run with: go test -fuzz FuzzStreamDecoder ./llm
+func FuzzStreamDecoder(f *testing.F) {
+	names, _ := filepath.Glob("testdata/*.sse")
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		decodeAll := func(r io.Reader) (n int, last string) {
+			dec := newStreamDecoder(r, nil)
+			for i := 0; ; i++ {
+				if i > len(body)+2 {
+					t.Fatalf("more chunks than bytes: %q", body)
+				}
+				_, err := dec.next()
+				if err != nil {
+					return i, err.Error()
+				}
+			}
+		}
+		n1, e1 := decodeAll(bytes.NewReader(body))
+		n2, e2 := decodeAll(iotest.OneByteReader(bytes.NewReader(body)))
+		if n1 != n2 || e1 != e2 {
+			t.Fatalf("whole: %d chunks, %s; one byte at a time: %d, %s\n%q", n1, e1, n2, e2, body)
+		}
 	})
 }
