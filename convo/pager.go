@@ -58,7 +58,7 @@ func (p *Pager) Update(md string, final bool) []string {
 		// a block start ("#", "~~~", "---") that closes the block before it, for now.
 		r = renderSorted(src[:strings.LastIndexByte(src, '\n')+1], p.f, false)
 	}
-	for !p.fits(r) {
+	for !p.fits(v) {
 		c, ok := p.choose(r, r.stable)
 		if !ok {
 			break
@@ -66,7 +66,10 @@ func (p *Pager) Update(md string, final bool) []string {
 		p.seal(r, c)
 	}
 	tail := ""
-	if rest := strings.TrimRight(string(v.out[p.pos:]), " \n"); strings.TrimSpace(rest) != "" {
+	if rest := rest(v, p.pos, len(v.out)); strings.TrimSpace(rest) != "" {
+		if p.carry != "" {
+			rest = strings.TrimRight(string(v.out[p.pos:]), " \n")
+		}
 		tail = p.carry + rest
 	}
 	if len16(tail) > p.limit {
@@ -83,7 +86,12 @@ func (p *Pager) Update(md string, final bool) []string {
 
 // fits reports whether the unsealed rest of r fits in one part.
 func (p *Pager) fits(r *rendered) bool {
-	return len16(p.carry)+len16(strings.TrimRight(string(r.out[p.pos:]), " \n")) <= p.limit
+	return len16(p.carry)+len16(rest(r, p.pos, len(r.out))) <= p.limit
+}
+
+// rest is out[from:to] without the line breaks a part neither starts nor ends with.
+func rest(r *rendered, from, to int) string {
+	return strings.TrimRight(strings.TrimLeft(string(r.out[from:to]), "\n"), " \n")
 }
 
 func renderSorted(src string, f Format, final bool) *rendered {
@@ -247,6 +255,9 @@ func linePrefix(r *rendered, x int) string {
 // seal ends a part at c.
 func (p *Pager) seal(r *rendered, c choice) {
 	body := string(r.out[p.pos:c.at])
+	if p.carry == "" {
+		body = strings.TrimLeft(body, "\n")
+	}
 	carry := ""
 	if cr, ok := codeAt(r, c.next); ok {
 		body = strings.TrimRight(body, "\n") + "\n" + cr.close
@@ -279,7 +290,11 @@ func (p *Pager) preview(r *rendered) string {
 	if !ok {
 		return ""
 	}
-	body := p.carry + strings.TrimRight(string(r.out[p.pos:c.at]), " \n")
+	body := string(r.out[p.pos:c.at])
+	if p.carry == "" {
+		body = strings.TrimLeft(body, "\n")
+	}
+	body = p.carry + strings.TrimRight(body, " \n")
 	if cr, ok := codeAt(r, c.next); ok {
 		return body + "\n" + cr.close + "\n…"
 	}

@@ -181,3 +181,72 @@ func rounds(n int) int {
 	}
 	return n
 }
+
+func TestPagerUpdate(t *testing.T) {
+	tests := []struct {
+		name  string
+		md    string
+		final bool
+		limit int
+		want  []string
+	}{
+		{"empty answer has no parts", "", true, 100, []string{}},
+		{"blank answer has no parts", "  \n\n ", false, 100, []string{}},
+		{"short answer is one part", "Hello **world**", true, 100, []string{"Hello *world*"}},
+		{"unclosed bold while streaming reads as bold", "Some **bold te", false, 100, []string{"Some *bold te*"}},
+		{"unclosed code span while streaming", "Run `go te", false, 100, []string{"Run `go te`"}},
+		{"unclosed bold in the final text stays literal", "Some **bold te", true, 100, []string{"Some **bold te"}},
+		{"unclosed fence while streaming shows as code", "```go\nfmt.Println(", false, 100, []string{"```\nfmt.Println(\n```"}},
+		{"growing last line that looks like a heading is not sealed",
+			strings.Repeat("word ", 30) + "\n#", false, 100,
+			[]string{strings.TrimSpace(strings.Repeat("word ", 19)) + " …"}},
+		{"paragraphs split at the blank line",
+			strings.Repeat("a", 60) + "\n\n" + strings.Repeat("b", 60), true, 100,
+			[]string{strings.Repeat("a", 60), strings.Repeat("b", 60)}},
+		{"code split reopens the fence with its language (markdown)",
+			"```go\n" + strings.Repeat("x := 1\n", 20) + "```", true, 100, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := FormatMrkdwn
+			if strings.Contains(tt.name, "(markdown)") {
+				f = FormatMarkdown
+			}
+			got := NewPager(f, tt.limit).Update(tt.md, tt.final)
+			if tt.want == nil {
+				checkParts(t, got, tt.limit, tt.name)
+				for i, p := range got {
+					if !strings.HasPrefix(p, "```go\n") || !strings.HasSuffix(p, "\n```") {
+						t.Errorf("part %d is not a complete go code block:\n%s", i, p)
+					}
+				}
+				if len(got) < 2 {
+					t.Errorf("got %d parts, want several", len(got))
+				}
+				return
+			}
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+				t.Errorf("parts = %q\nwant    %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPagerSealsAtStableBoundaries(t *testing.T) {
+	p := NewPager(FormatMrkdwn, 100)
+	first := strings.Repeat("a", 80)
+	// The first paragraph is complete once the second one starts: it is sealed.
+	parts := p.Update(first+"\n\nsecond paragraph that is long", false)
+	if len(parts) != 2 || parts[0] != first || parts[1] != "second paragraph that is long" {
+		t.Fatalf("parts = %q", parts)
+	}
+	// More text never changes the sealed part.
+	parts = p.Update(first+"\n\nsecond paragraph that is long, longer now", false)
+	if len(parts) != 2 || parts[0] != first {
+		t.Fatalf("parts = %q", parts)
+	}
+	parts = p.Update(first+"\n\nsecond paragraph that is long, longer now.", true)
+	if got, want := fmt.Sprintf("%q", parts), fmt.Sprintf("%q", []string{first, "second paragraph that is long, longer now."}); got != want {
+		t.Errorf("final parts = %s, want %s", got, want)
+	}
+}

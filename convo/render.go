@@ -129,6 +129,7 @@ type writer struct {
 	strike  int
 	chain   map[ast.Node]bool // the last child at each depth: the part still growing
 	starts  map[ast.Node]int
+	ends    map[ast.Node]int
 	codeEnd int // end of the complete lines of the last fenced code block in the chain
 	depth   int // block nesting, 0 at the document's children
 }
@@ -136,7 +137,7 @@ type writer struct {
 // render renders src (already neutralised). final says src is the whole answer.
 func render(src []byte, f Format, final bool) *rendered {
 	doc := mdParser.Parse(text.NewReader(src))
-	w := &writer{f: f, src: src, chain: map[ast.Node]bool{}, starts: map[ast.Node]int{}, codeEnd: -1, lineBeg: true}
+	w := &writer{f: f, src: src, chain: map[ast.Node]bool{}, starts: map[ast.Node]int{}, ends: map[ast.Node]int{}, codeEnd: -1, lineBeg: true}
 	w.r.out = make([]byte, 0, len(src)+len(src)/8)
 	for n := doc.LastChild(); n != nil; n = n.LastChild() {
 		if n.Type() != ast.TypeBlock {
@@ -147,14 +148,28 @@ func render(src []byte, f Format, final bool) *rendered {
 	w.blocks(doc, true)
 	w.r.stable = len(w.r.out)
 	if !final {
-		w.r.stable = w.stableEnd(doc)
+		w.r.stable = w.stableEnd(doc, endsWithBlankLine(src))
 	}
 	return &w.r
 }
 
+// endsWithBlankLine reports whether the last complete line of src is blank.
+func endsWithBlankLine(src []byte) bool {
+	t := bytes.TrimRight(src, " \t")
+	if !bytes.HasSuffix(t, []byte("\n")) {
+		return false
+	}
+	t = bytes.TrimRight(t[:len(t)-1], " \t")
+	return len(t) == 0 || t[len(t)-1] == '\n'
+}
+
 // stableEnd is where the rendering of the still-growing last block begins: everything
 // before it is closed Markdown and renders the same whatever is appended.
-func (w *writer) stableEnd(doc ast.Node) int {
+//
+// src holds complete lines only. The last block is closed, and stable to its end, when it
+// is a heading or a thematic break (one line), or a paragraph or table followed by a blank
+// line; the end of a closed last block is then also a place to cut.
+func (w *writer) stableEnd(doc ast.Node, blankEnd bool) int {
 	stable := len(w.r.out)
 	for n := doc.LastChild(); n != nil; n = n.LastChild() {
 		start, ok := w.starts[n]
@@ -162,6 +177,7 @@ func (w *writer) stableEnd(doc ast.Node) int {
 			break
 		}
 		stable = start
+		closed := false
 		switch n.Kind() {
 		case ast.KindBlockquote, ast.KindList, ast.KindListItem:
 			continue
@@ -169,6 +185,14 @@ func (w *writer) stableEnd(doc ast.Node) int {
 			if w.codeEnd > start {
 				stable = w.codeEnd
 			}
+		case ast.KindHeading, ast.KindThematicBreak:
+			closed = true
+		case ast.KindParagraph, ast.KindTextBlock, east.KindTable:
+			closed = blankEnd
+		}
+		if end, ok := w.ends[n]; closed && ok {
+			stable = end
+			w.cut(end, end, breakBlock)
 		}
 		break
 	}
@@ -212,6 +236,9 @@ func (w *writer) blocks(parent ast.Node, blank bool) {
 		w.depth++
 		w.block(c)
 		w.depth--
+		if w.chain[c] {
+			w.ends[c] = len(w.r.out)
+		}
 		prev = c
 	}
 }
