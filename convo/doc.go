@@ -1,13 +1,47 @@
 // Package convo turns a Slack thread into the messages of a chat request, and a model's
-// Markdown answer into Slack messages that read well.
+// Markdown answer into Slack messages that read well. Everything here is a pure function of
+// its arguments: no I/O, no logging (the one clock read is Options.Now falling back to
+// time.Now when unset).
 //
-// Everything here is a pure function of its arguments: no I/O, no logging, no clock
-// (except Options.Now falling back to time.Now when unset).
+// # Thread -> messages
 //
-// Thread -> messages: Build maps conversations.replies messages to llm.Message values (roles,
-// speaker labels, Slack markup to plain text, the bot's own placeholders and notices left
-// out, a token budget). Answer -> Slack: Render converts Markdown to Slack mrkdwn or to
-// Slack's markdown_text dialect, Pager and Split cut it into parts that fit a message, and
-// MarkdownStream produces append-only text for chat.appendStream. Model text can never ping
-// anyone: see Render.
+// Build maps conversations.replies messages (with include_all_metadata) to llm.Message
+// values: the system prompt first, then the thread up to the triggering message, then the
+// trigger.
+//
+//   - Roles: the bot's own messages marked as answers (see Mark) become assistant messages
+//     (consecutive parts of one split answer merge into one, without the answer's note);
+//     everything else the bot posted — placeholders, notices, errors, unmarked messages — is
+//     left out, except a note for files it shared ("[shared an image: cat.png (PNG)]").
+//     People become user messages, prefixed "Name: " when more than one person takes part.
+//     Other bots become user messages prefixed "[bot] Name: ", or are left out.
+//   - Text: Slack markup becomes plain text (the bot's mention at the start or end removed,
+//     <@U…> -> @name, <#C…|name> -> #name, <url|label> -> label (url), <!here> -> @here,
+//     <!subteam^…|@team> -> @team, <!date^…|fallback> -> fallback), then &amp; &lt; &gt;
+//     are unescaped. Joins, leaves, topic changes and other non-content subtypes are
+//     skipped; file_share, thread_broadcast, bot_message and me_message are kept. Files are
+//     noted by name and type: "[shared a file: report.pdf (PDF)]".
+//   - Budget: tokens are estimated (EstimateTokens: bytes/4 plus 4 per message). The system
+//     prompt and the trigger are always kept (the trigger is cut, saying so, only when it
+//     alone does not fit); older messages are dropped first and replaced by one note
+//     "[N earlier messages omitted]". Only the messages that fit are converted, so a
+//     10,000-message thread takes about a millisecond.
+//   - Result.EmptyMention reports a trigger with nothing beyond the mention, so the caller
+//     can answer with help instead of sending an empty prompt.
+//
+// # Answer -> Slack
+//
+// Render parses the Markdown with goldmark (GFM tables, strikethrough, autolinks, task
+// lists) and writes either Slack mrkdwn (FormatMrkdwn, for chat.postMessage / chat.update
+// text) or Slack's standard-Markdown dialect (FormatMarkdown, for markdown_text and
+// chat.*Stream). Tables become aligned code blocks in both. Model text can never ping
+// anyone (see Render).
+//
+// Pager cuts an answer into parts that fit a message, while it streams: parts other than
+// the last are sealed and never change. Split does the same for a whole answer.
+// MarkdownStream feeds chat.appendStream, which only appends: it returns complete,
+// mention-safe text and holds table rows back until the table can be written as a block.
+//
+// What the bot posts is marked with Slack message metadata (Mark.Metadata, ReadMark) so the
+// next Build can tell its answers from its placeholders and notices.
 package convo

@@ -137,6 +137,7 @@ func TestPagerStreamingSealsAndKeepsEverything(t *testing.T) {
 				what := fmt.Sprintf("seed %d format %d limit %d", seed, f, limit)
 				p := NewPager(f, limit)
 				var prev []string
+				sealedEarly := false
 				for n := 0; n < len(md); {
 					n = min(len(md), n+1+rng.IntN(100))
 					for n < len(md) && !utf8.RuneStart(md[n]) {
@@ -146,6 +147,10 @@ func TestPagerStreamingSealsAndKeepsEverything(t *testing.T) {
 					checkParts(t, parts, limit, what)
 					checkSealed(t, prev, parts, what+fmt.Sprintf(" at %d", n))
 					prev = parts
+					sealedEarly = sealedEarly || len(parts) > 1
+				}
+				if len(md) > 20*limit && !sealedEarly {
+					t.Errorf("%s: a %d byte answer sealed no part while streaming", what, len(md))
 				}
 				parts := p.Update(md, true)
 				checkParts(t, parts, limit, what)
