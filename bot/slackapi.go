@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -39,9 +40,7 @@ type SlackAPI struct {
 	c     *slack.Client
 	names nameCache
 
-	// readRetries is how many times a read is retried after a 429; a Retry-After longer than
-	// maxReadWait is not waited for (the error is returned).
-	readRetries int
+	// maxReadWait bounds the total time a read spends waiting out 429s.
 	maxReadWait time.Duration
 }
 
@@ -50,7 +49,6 @@ func NewSlackAPI(c *slack.Client) *SlackAPI {
 	return &SlackAPI{
 		c:           c,
 		names:       nameCache{max: 5000, ttl: time.Hour, m: make(map[string]nameEntry)},
-		readRetries: 2,
 		maxReadWait: 30 * time.Second,
 	}
 }
@@ -268,16 +266,23 @@ func (a *SlackAPI) Name(ctx context.Context, userID string) (string, error) {
 	return name, nil
 }
 
-// read calls f, retrying after a 429's Retry-After (at least 1s) up to readRetries times when
-// the wait is at most maxReadWait.
+// read calls f, retrying after each 429 for as long as the waits add up to at most
+// maxReadWait. Each wait is the Retry-After (at least 1s) plus up to a second of jitter, so
+// readers throttled together do not come back together.
 func (a *SlackAPI) read(ctx context.Context, f func() error) error {
-	for attempt := 0; ; attempt++ {
+	var waited time.Duration
+	for {
 		err := f()
 		var rl *slack.RateLimitedError
-		if err == nil || !errors.As(err, &rl) || attempt >= a.readRetries || rl.RetryAfter > a.maxReadWait {
+		if err == nil || !errors.As(err, &rl) {
 			return err
 		}
-		t := time.NewTimer(max(rl.RetryAfter, time.Second))
+		wait := max(rl.RetryAfter, time.Second) + time.Duration(rand.Int64N(int64(time.Second)))
+		if waited+wait > a.maxReadWait {
+			return err
+		}
+		waited += wait
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

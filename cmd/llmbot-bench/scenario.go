@@ -29,16 +29,24 @@ type settings struct {
 	burst         int           // every bucket's burst
 	readLimits    bool          // enforce Slack's tiers on reads (conversations.*, users.info) too
 	quiet         time.Duration // a run without news for this long (and no stream open) is over
+	settle        time.Duration // idle time after start-up (before idle RSS) and after the run (before goroutines)
 	timeout       time.Duration // bound of one scenario; 0: from the expected duration
 	botPath       string
 	workDir       string
 	verbose       func(format string, args ...any)
 }
 
-// limits are the fake's rate limits: Slack's published tiers, chat.update and chat.postMessage
-// per channel as set, every rate multiplied by the time scale.
+// limits are the fake's rate limits: Slack's published tiers (fakeslack.SlackLimits), with
+// chat.update per workspace and chat.postMessage per channel as set and the given burst; every
+// other method gets a burst of max(burst, 6 s of its rate) (Slack publishes no burst sizes; a
+// burst of 5 on chat.postMessage's workspace-wide 600/min would refuse 50 placeholders posted in
+// 50 channels at once, which Slack does not). Every rate is multiplied by the time scale.
 func (s settings) limits() fakeslack.Limits {
 	l := fakeslack.SlackLimits(s.burst)
+	for m, lim := range l.Methods {
+		lim.Burst = max(s.burst, int(lim.PerMinute/10))
+		l.Methods[m] = lim
+	}
 	l.Methods["chat.update"] = fakeslack.Limit{PerMinute: s.updatesPerMin, Burst: s.burst}
 	l.PostMessagePerChannel = fakeslack.Limit{PerMinute: s.postsPerMin, Burst: s.burst}
 	if !s.readLimits {
@@ -180,7 +188,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if err != nil || !bot.running() {
 		return nil, fmt.Errorf("bot did not connect to the fake Slack (log: %s): %v", logPath, err)
 	}
-	if err := sleep(ctx, time.Second); err != nil { // settle: idle RSS is measured after start-up
+	if err := sleep(ctx, set.settle); err != nil { // idle RSS is measured after start-up
 		return nil, err
 	}
 	res := &result{n: n, policy: policy, best: bestMeanLag(n, set.updatesPerMin)}
@@ -215,7 +223,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if res.peakRSS, err = memKB(bot.pid(), "VmHWM"); err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, time.Second); err != nil { // let finished replies' goroutines end
+	if err := sleep(ctx, set.settle); err != nil { // let finished replies' goroutines end
 		return nil, err
 	}
 	res.goroutines, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)

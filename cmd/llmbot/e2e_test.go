@@ -603,3 +603,34 @@ func TestE2EImagineRejected(t *testing.T) {
 		t.Errorf("a file was uploaded")
 	}
 }
+
+func TestE2EConcurrentRepliesUnderSlackLimits(t *testing.T) {
+	limits := fakeslack.SlackLimits(5)
+	limits.Methods["chat.update"] = fakeslack.Limit{PerMinute: 150, Burst: 5} // Slack's shape, faster
+	e := startE2E(t, fakeslack.Config{Limits: limits}, map[string]string{"EDIT_BUDGET_PER_MINUTE": "150"})
+	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
+		q := r.Messages[len(r.Messages)-1].Content
+		return fakellm.Text("Answer to " + q + ": " + answer).Paced(50*time.Millisecond, 25*time.Millisecond)
+	})
+	const n = 8
+	threads := make([]string, n)
+	for i := range n {
+		threads[i] = e.slack.PostUserMessage("C"+string(rune('A'+i)), "U1", "", "<@UBOT> q"+string(rune('a'+i)))
+	}
+	e.waitFor(t, "all replies", func() bool { return e.finished(t) == n })
+	for i, ts := range threads {
+		msgs := e.slack.BotReplies("C"+string(rune('A'+i)), ts)
+		want := "Answer to q" + string(rune('a'+i)) + ": " + answer
+		if len(msgs) != 1 || msgs[0].Text != want {
+			t.Errorf("thread %d: messages %+v; want one with %q", i, msgs, want)
+		}
+	}
+	// The bot cannot know Slack's workspace-wide burst for chat.postMessage or
+	// conversations.replies (it honours their 429s); chat.update it paces itself.
+	t.Logf("chat.update calls %d; 429s: chat.update %d, chat.postMessage %d, conversations.replies %d",
+		len(e.slack.CallsTo("chat.update")), e.slack.Count429("chat.update"),
+		e.slack.Count429("chat.postMessage"), e.slack.Count429("conversations.replies"))
+	if n := e.slack.Count429("chat.update"); n != 0 {
+		t.Errorf("%d chat.update 429s from a fresh start with EDIT_BUDGET_PER_MINUTE at Slack's limit", n)
+	}
+}

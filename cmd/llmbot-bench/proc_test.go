@@ -1,0 +1,70 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	tests := []struct {
+		name string
+		stat string
+		want time.Duration
+	}{
+		{"plain", "4242 (llmbot) S 1 4242 4242 0 -1 4194560 1234 0 0 0 150 50 0 0 20 0 9 0 1000 1 2 3",
+			2 * time.Second},
+		{"name with spaces and parentheses", "7 (llm (bot) x) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 9 1 2 3",
+			70 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStatCPU(tt.stat)
+			if err != nil || got != tt.want {
+				t.Errorf("parseStatCPU = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := parseStatCPU("4242 (llmbot) S 1 2"); err == nil {
+		t.Error("a short stat line was accepted")
+	}
+}
+
+func TestParseStatusKB(t *testing.T) {
+	status := "Name:\tllmbot\nVmPeak:\t 1000 kB\nVmHWM:\t   23456 kB\nVmRSS:\t   12345 kB\n"
+	tests := []struct {
+		key  string
+		want int64
+	}{
+		{"VmHWM", 23456},
+		{"VmRSS", 12345},
+	}
+	for _, tt := range tests {
+		got, err := parseStatusKB(strings.NewReader(status), tt.key)
+		if err != nil || got != tt.want {
+			t.Errorf("parseStatusKB(%s) = %d, %v; want %d", tt.key, got, err, tt.want)
+		}
+	}
+	if _, err := parseStatusKB(strings.NewReader(status), "VmSwap"); err == nil {
+		t.Error("a missing key was found")
+	}
+}
+
+func TestCountGoroutines(t *testing.T) {
+	dump := `SIGQUIT: quit
+PC=0x48e761 m=0 sigcode=0
+
+goroutine 0 gp=0xc68360 m=0 mp=0xc68f60 [idle]:
+runtime.futex(...)
+
+goroutine 1 gp=0xc000002380 m=nil [select, 2 minutes]:
+main.run(...)
+
+goroutine 7 [chan receive]:
+net/http.(*persistConn).readLoop(...)
+	created by net/http.(*Transport).dialConn in goroutine 6
+`
+	if got := countGoroutines([]byte(dump)); got != 3 {
+		t.Errorf("countGoroutines = %d, want 3", got)
+	}
+}

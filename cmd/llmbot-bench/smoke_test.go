@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs the whole tool for N=2 at a high time scale: it builds the bot, runs it as a
+// process against the fakes with each policy, and prints the table and the plot.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bot binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	plot := filepath.Join(t.TempDir(), "lag.png")
+	var out, errs bytes.Buffer
+	err := run(ctx, []string{"-n", "2", "-scale", "20", "-tokens", "120", "-settle", "200ms", "-quiet", "3s", "-plot", plot}, &out, &errs)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
+	}
+	table := out.String()
+	for _, row := range []string{"| 2 | fair |", "| 2 | every-1s |", "| 2 | every-20-chunks |"} {
+		if !strings.Contains(table, row) {
+			t.Errorf("no row %q in:\n%s", row, table)
+		}
+	}
+	// Two conversations, each complete, none wrong, lost or duplicated, with the bot's pacing.
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, "| 2 | fair |") && !strings.Contains(line, "| 2 / 0 / 0 / 0 |") {
+			t.Errorf("fair: not 2 complete answers: %s", line)
+		}
+	}
+	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
+		t.Errorf("no plot: %v", err)
+	}
+}
