@@ -610,7 +610,7 @@ func TestE2EConcurrentRepliesUnderSlackLimits(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{Limits: limits}, map[string]string{"EDIT_BUDGET_PER_MINUTE": "150"})
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
 		q := r.Messages[len(r.Messages)-1].Content
-		return fakellm.Text("Answer to " + q + ": " + answer).Paced(50*time.Millisecond, 25*time.Millisecond)
+		return fakellm.Text("Answer to "+q+": "+answer).Paced(50*time.Millisecond, 25*time.Millisecond)
 	})
 	const n = 8
 	threads := make([]string, n)
