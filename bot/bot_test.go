@@ -12,6 +12,7 @@ import (
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
@@ -70,7 +71,7 @@ type harness struct {
 	errc chan error
 }
 
-func newFakeSlack(t *testing.T, cfg fakeslack.Config) *fakeslack.Server {
+func newFakeSlack(t testing.TB, cfg fakeslack.Config) *fakeslack.Server {
 	t.Helper()
 	fs := fakeslack.New(cfg)
 	t.Cleanup(fs.Close)
@@ -82,7 +83,7 @@ func newClient(fs *fakeslack.Server) *slack.Client {
 }
 
 // startBot runs a Bot until the test ends (or h.shutdown), and waits for it to connect.
-func startBot(t *testing.T, fs *fakeslack.Server, r Replier, im Imaginer, opt Options) *harness {
+func startBot(t testing.TB, fs *fakeslack.Server, r Replier, im Imaginer, opt Options) *harness {
 	t.Helper()
 	client := newClient(fs)
 	api := NewSlackAPI(client)
@@ -93,7 +94,11 @@ func startBot(t *testing.T, fs *fakeslack.Server, r Replier, im Imaginer, opt Op
 		t.Fatalf("Identify: %v", err)
 	}
 	sm := socketmode.New(client)
-	b := New(sm, id, r, im, api, zaptest.NewLogger(t), opt)
+	log := zap.NewNop() // benchmarks: no logging cost
+	if _, ok := t.(*testing.T); ok {
+		log = zaptest.NewLogger(t)
+	}
+	b := New(sm, id, r, im, api, log, opt)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()
@@ -123,13 +128,13 @@ func (h *harness) shutdown(t *testing.T) error {
 	}
 }
 
-func (h *harness) waitFor(t *testing.T, what string, cond func() bool) {
+func (h *harness) waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	eventually(t, what, cond)
 }
 
 // eventually polls cond until it holds, failing the test after waitTimeout.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
