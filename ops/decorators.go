@@ -1,0 +1,203 @@
+package ops
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/llm"
+)
+
+// ChatStreamer streams chat answers (handlers.Chat; *llm.Client implements it).
+type ChatStreamer interface {
+	Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error]
+}
+
+// MeteredChat is a ChatStreamer that measures time to first token, token usage and the
+// outcome of every request. Create it with Metrics.Chat.
+type MeteredChat struct {
+	next  ChatStreamer
+	model string
+	m     *Metrics
+}
+
+// Chat returns next measured. defaultModel labels the tokens of requests that name no model
+// (the client's CHAT_MODEL).
+func (m *Metrics) Chat(next ChatStreamer, defaultModel string) *MeteredChat {
+	return &MeteredChat{next: next, model: defaultModel, m: m}
+}
+
+// Stream passes next's stream through unchanged, in the caller's goroutine. Time to first token
+// is the time to the first chunk with answer, reasoning or refusal text. Usage is counted once,
+// at the end, from the last usage the provider sent. A stream the caller stops reading early
+// counts as "abandoned".
+func (c *MeteredChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		model := req.Model
+		if model == "" {
+			model = c.model
+		}
+		start := time.Now()
+		seen := false
+		outcome := "abandoned"
+		var usage *llm.Usage
+		defer func() {
+			if usage != nil {
+				c.m.Usage(model, *usage)
+			}
+			c.m.modelRequests.WithLabelValues("chat", outcome).Inc()
+		}()
+		for chunk, err := range c.next.Stream(ctx, req) {
+			if err != nil {
+				outcome = kindLabel(llm.KindOf(err))
+			} else {
+				if !seen && (chunk.Content != "" || chunk.Reasoning != "" || chunk.Refusal != "") {
+					seen = true
+					c.m.firstToken.Observe(time.Since(start).Seconds())
+				}
+				if chunk.Usage != nil {
+					u := *chunk.Usage
+					usage = &u
+				}
+			}
+			if !yield(chunk, err) {
+				return
+			}
+		}
+		if outcome == "abandoned" {
+			outcome = "ok"
+		}
+	}
+}
+
+// ImageMaker generates images (handlers.Imager; *llm.Client implements it).
+type ImageMaker interface {
+	Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error)
+}
+
+// MeteredImager is an ImageMaker that counts generations by outcome and their latency. Create
+// it with Metrics.Imager.
+type MeteredImager struct {
+	next ImageMaker
+	m    *Metrics
+}
+
+// Imager returns next measured.
+func (m *Metrics) Imager(next ImageMaker) *MeteredImager { return &MeteredImager{next: next, m: m} }
+
+// Image calls next and records its outcome ("ok" or the llm error kind) and time.
+func (i *MeteredImager) Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error) {
+	start := time.Now()
+	img, err := i.next.Image(ctx, req)
+	i.m.imageSeconds.Observe(time.Since(start).Seconds())
+	outcome := "ok"
+	if err != nil {
+		outcome = kindLabel(llm.KindOf(err))
+	}
+	i.m.images.WithLabelValues(outcome).Inc()
+	return img, err
+}
+
+// Replier answers messages (bot.Replier; *handlers.Replies implements it).
+type Replier interface {
+	Reply(ctx context.Context, req handlers.ReplyRequest) error
+}
+
+// MeteredReplier is a Replier that keeps llmbot_in_flight{kind="reply"}. Create it with
+// Metrics.Replier.
+type MeteredReplier struct {
+	next  Replier
+	gauge prometheus.Gauge
+}
+
+// Replier returns next with its replies in progress counted.
+func (m *Metrics) Replier(next Replier) *MeteredReplier {
+	return &MeteredReplier{next: next, gauge: m.inFlight.WithLabelValues("reply")}
+}
+
+// Reply calls next, counted as in flight while it runs.
+func (r *MeteredReplier) Reply(ctx context.Context, req handlers.ReplyRequest) error {
+	r.gauge.Inc()
+	defer r.gauge.Dec()
+	return r.next.Reply(ctx, req)
+}
+
+// Imaginer runs /imagine (bot.Imaginer; *handlers.Imagine implements it).
+type Imaginer interface {
+	Accept(req handlers.ImagineRequest) (ackText string, start bool)
+	Run(ctx context.Context, req handlers.ImagineRequest) error
+}
+
+// MeteredImaginer is an Imaginer that keeps llmbot_in_flight{kind="imagine"}. Create it with
+// Metrics.Imaginer.
+type MeteredImaginer struct {
+	next  Imaginer
+	gauge prometheus.Gauge
+}
+
+// Imaginer returns next with its jobs in progress counted.
+func (m *Metrics) Imaginer(next Imaginer) *MeteredImaginer {
+	return &MeteredImaginer{next: next, gauge: m.inFlight.WithLabelValues("imagine")}
+}
+
+// Accept is next's Accept.
+func (i *MeteredImaginer) Accept(req handlers.ImagineRequest) (string, bool) {
+	return i.next.Accept(req)
+}
+
+// Run calls next, counted as in flight while it runs.
+func (i *MeteredImaginer) Run(ctx context.Context, req handlers.ImagineRequest) error {
+	i.gauge.Inc()
+	defer i.gauge.Dec()
+	return i.next.Run(ctx, req)
+}
+
+// SlackTransport is an http.RoundTripper for the Slack Web API client that reports every call to
+// Metrics.SlackCall. Create it with Metrics.SlackTransport.
+type SlackTransport struct {
+	next http.RoundTripper
+	m    *Metrics
+}
+
+// SlackTransport returns next (nil: http.DefaultTransport) reporting each call. Put it in the
+// *http.Client given to slack.New (slack.OptionHTTPClient): every Web API call, Socket Mode's
+// apps.connections.open included, is then counted by method and status, 429s separately. The
+// method is the last element of a ".../api/<method>" URL; other URLs (file upload URLs,
+// response_url, which holds a secret) count as method "other".
+func (m *Metrics) SlackTransport(next http.RoundTripper) *SlackTransport {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return &SlackTransport{next: next, m: m}
+}
+
+// RoundTrip sends r with the wrapped transport and records the call.
+func (t *SlackTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	t.m.SlackCall(SlackMethod(r.URL), status, err, time.Since(start))
+	return resp, err
+}
+
+// SlackMethod returns the Web API method a request URL calls ("chat.update" for
+// https://slack.com/api/chat.update), or "other".
+func SlackMethod(u *url.URL) string {
+	if u == nil {
+		return other
+	}
+	_, method, ok := strings.Cut(u.Path, "/api/")
+	if !ok || strings.Contains(method, "/") {
+		return other
+	}
+	return slackMethodLabel(method)
+}
