@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"bytes"
 	"sort"
 	"strings"
 	"unicode"
@@ -86,12 +87,16 @@ func (p *Pager) Update(md string, final bool) []string {
 
 // fits reports whether the unsealed rest of r fits in one part.
 func (p *Pager) fits(r *rendered) bool {
-	return len16(p.carry)+len16(rest(r, p.pos, len(r.out))) <= p.limit
+	return len16(p.carry)+len16(restBytes(r, p.pos, len(r.out))) <= p.limit
 }
 
 // rest is out[from:to] without the line breaks a part neither starts nor ends with.
 func rest(r *rendered, from, to int) string {
-	return strings.TrimRight(strings.TrimLeft(string(r.out[from:to]), "\n"), " \n")
+	return string(restBytes(r, from, to))
+}
+
+func restBytes(r *rendered, from, to int) []byte {
+	return bytes.TrimRight(bytes.TrimLeft(r.out[from:to], "\n"), " \n")
 }
 
 func renderSorted(src string, f Format, final bool) *rendered {
@@ -124,7 +129,7 @@ func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
 		if c.at <= p.pos || c.next > stable {
 			continue
 		}
-		n += len16(string(r.out[last:c.at]))
+		n += len16(r.out[last:c.at])
 		last = c.at
 		size := n
 		if cr, ok := codeAt(r, c.next); ok {
@@ -152,7 +157,7 @@ func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
 		return choice{at: c.at, next: c.next, midLine: c.kind <= breakSentence}, true
 	}
 	// No boundary fits: cut the stable text hard, if there is more than a part of it.
-	if len16(string(r.out[p.pos:stable])) <= budget {
+	if len16(r.out[p.pos:stable]) <= budget {
 		return choice{}, false
 	}
 	x := hardCut(r, p.pos, stable, budget)
@@ -321,27 +326,21 @@ func (p *Pager) advance(r *rendered, joins []int) {
 	}
 }
 
-// len16 is the length of s in UTF-16 code units.
-func len16(s string) int {
+// len16 is the length of s in UTF-16 code units, counted from UTF-8 lead bytes: runes
+// outside the Basic Multilingual Plane (4-byte sequences, most emoji) count 2. (Stray
+// continuation bytes of invalid UTF-8 count 0; the limits leave a margin.)
+func len16[T string | []byte](s T) int {
 	n := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x80, c >= 0xC0 && c < 0xF0:
 			n++
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r >= 0x10000 {
+		case c >= 0xF0:
 			n += 2
-		} else {
-			n++
 		}
-		i += size
 	}
 	return n
 }
-
 // closeDangling closes, for a preview, the inline spans the growing last line leaves open
 // ("**bold so f" shows as bold, not as literal asterisks): it appends the markers for an odd
 // number of "**", "~~" or "`" on the last line, unless that line is inside a code block.

@@ -122,6 +122,7 @@ type writer struct {
 	src     []byte
 	r       rendered
 	levels  []level
+	prefix  string // the continuation prefixes of levels, joined
 	lineBeg bool // the next write starts a line (and writes the prefix)
 	protect int  // > 0 inside inline spans: no word or sentence cuts
 	bold    int  // mrkdwn: inside bold (headings, **): inner bold markers are dropped
@@ -139,6 +140,8 @@ func render(src []byte, f Format, final bool) *rendered {
 	doc := mdParser.Parse(text.NewReader(src))
 	w := &writer{f: f, src: src, chain: map[ast.Node]bool{}, starts: map[ast.Node]int{}, ends: map[ast.Node]int{}, codeEnd: -1, lineBeg: true}
 	w.r.out = make([]byte, 0, len(src)+len(src)/8)
+	w.r.cuts = make([]cutPoint, 0, len(src)/5)
+	w.r.lines = make([]lineInfo, 0, len(src)/40)
 	for n := doc.LastChild(); n != nil; n = n.LastChild() {
 		if n.Type() != ast.TypeBlock {
 			break
@@ -279,9 +282,9 @@ func (w *writer) block(n ast.Node) {
 	case *ast.CodeBlock:
 		w.code(n, n.Lines(), "", false)
 	case *ast.Blockquote:
-		w.levels = append(w.levels, level{first: "> ", cont: "> "})
+		w.push(level{first: "> ", cont: "> "})
 		w.blocks(n, w.f == FormatMarkdown)
-		w.levels = w.levels[:len(w.levels)-1]
+		w.pop()
 	case *ast.List:
 		w.list(n)
 	case *ast.HTMLBlock:
@@ -345,13 +348,13 @@ func (w *writer) list(n *ast.List) {
 		if w.chain[item] {
 			w.starts[item] = len(w.r.out)
 		}
-		w.levels = append(w.levels, level{first: marker, cont: cont, pending: true})
+		w.push(level{first: marker, cont: cont, pending: true})
 		if item.HasChildren() {
 			w.blocks(item, false)
 		} else {
 			w.write("")
 		}
-		w.levels = w.levels[:len(w.levels)-1]
+		w.pop()
 		i++
 	}
 }
@@ -395,12 +398,18 @@ func (w *writer) code(n ast.Node, lines *text.Segments, lang string, inChain boo
 }
 
 // curPrefix is the continuation prefix of the current line.
-func (w *writer) curPrefix() string {
-	var sb strings.Builder
-	for _, l := range w.levels {
-		sb.WriteString(l.cont)
-	}
-	return sb.String()
+func (w *writer) curPrefix() string { return w.prefix }
+
+// push enters a container (quote, list item) whose lines carry a prefix.
+func (w *writer) push(l level) {
+	w.levels = append(w.levels, l)
+	w.prefix += l.cont
+}
+
+func (w *writer) pop() {
+	l := w.levels[len(w.levels)-1]
+	w.levels = w.levels[:len(w.levels)-1]
+	w.prefix = w.prefix[:len(w.prefix)-len(l.cont)]
 }
 
 // write writes s (no newlines), starting a line with its prefix when needed.
