@@ -341,6 +341,7 @@ func len16[T string | []byte](s T) int {
 	}
 	return n
 }
+
 // closeDangling closes, for a preview, the inline spans the growing last line leaves open
 // ("**bold so f" shows as bold, not as literal asterisks): it appends the markers for an odd
 // number of "**", "~~" or "`" on the last line, unless that line is inside a code block.

@@ -123,9 +123,9 @@ type writer struct {
 	r       rendered
 	levels  []level
 	prefix  string // the continuation prefixes of levels, joined
-	lineBeg bool // the next write starts a line (and writes the prefix)
-	protect int  // > 0 inside inline spans: no word or sentence cuts
-	bold    int  // mrkdwn: inside bold (headings, **): inner bold markers are dropped
+	lineBeg bool   // the next write starts a line (and writes the prefix)
+	protect int    // > 0 inside inline spans: no word or sentence cuts
+	bold    int    // mrkdwn: inside bold (headings, **): inner bold markers are dropped
 	italic  int
 	strike  int
 	chain   map[ast.Node]bool // the last child at each depth: the part still growing
