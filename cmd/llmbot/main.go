@@ -16,6 +16,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop) // the first signal starts a graceful stop; a second one ends the process
 	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
