@@ -1,0 +1,156 @@
+package access
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	yaml "go.yaml.in/yaml/v2"
+)
+
+// Override is what one channel changes: its system prompt, its chat model, or both. Empty
+// fields keep the bot's settings (SYSTEM_PROMPT, CHAT_MODEL).
+type Override struct {
+	SystemPrompt string `yaml:"system_prompt"` // may contain {bot_name} and {date}, as SYSTEM_PROMPT
+	Model        string `yaml:"model"`
+}
+
+// overridesFile is the shape of the YAML file:
+//
+//	channels:
+//	  C0123ABCD:
+//	    system_prompt: "You answer questions about our API."
+//	    model: gpt-5.4
+type overridesFile struct {
+	Channels map[string]*Override `yaml:"channels"`
+}
+
+// Limits of an override file.
+const (
+	maxOverrideFile   = 1 << 20 // bytes
+	maxSystemPrompt   = 20000   // characters
+	maxModelName      = 200
+	maxOverrideErrors = 20
+)
+
+// Overrides are per-channel system prompt and model overrides. The zero value and nil have
+// none. Immutable once loaded and safe for concurrent use.
+type Overrides struct {
+	channels map[string]Override
+}
+
+// LoadOverrides reads the override file at path (CHANNEL_CONFIG). An empty path means no
+// overrides (nil, nil).
+func LoadOverrides(path string) (*Overrides, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("CHANNEL_CONFIG: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxOverrideFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %w", path, err)
+	}
+	if len(data) > maxOverrideFile {
+		return nil, fmt.Errorf("CHANNEL_CONFIG %s: larger than %d bytes", path, maxOverrideFile)
+	}
+	return ParseOverrides(data, path)
+}
+
+// ParseOverrides decodes an override file strictly: unknown keys, duplicate channels and
+// values of the wrong type are errors that name the line; channel IDs, prompts and model
+// names are checked. name is the file's name, for the errors.
+func ParseOverrides(data []byte, name string) (*Overrides, error) {
+	var file overridesFile
+	if err := yaml.UnmarshalStrict(data, &file); err != nil {
+		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %s", name, yamlProblem(err))
+	}
+	if len(file.Channels) == 0 {
+		return nil, fmt.Errorf("CHANNEL_CONFIG %s: no channels (expected a top-level \"channels:\" map of channel IDs)", name)
+	}
+	var problems []string
+	out := make(map[string]Override, len(file.Channels))
+	for _, id := range slices.Sorted(maps.Keys(file.Channels)) {
+		o := file.Channels[id]
+		if p := checkOverride(id, o); p != "" {
+			problems = append(problems, p)
+			continue
+		}
+		out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model)}
+	}
+	if len(problems) > maxOverrideErrors {
+		problems = append(problems[:maxOverrideErrors], fmt.Sprintf("and %d more", len(problems)-maxOverrideErrors))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %s", name, strings.Join(problems, "; "))
+	}
+	return &Overrides{channels: out}, nil
+}
+
+// checkOverride returns what is wrong with one channel's entry, or "".
+func checkOverride(id string, o *Override) string {
+	switch {
+	case !ValidChannelID(id) || IsDM(id):
+		return fmt.Sprintf("channels: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", id)
+	case o == nil || strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "":
+		return fmt.Sprintf("channels.%s: sets neither system_prompt nor model", id)
+	case utf8.RuneCountInString(o.SystemPrompt) > maxSystemPrompt:
+		return fmt.Sprintf("channels.%s.system_prompt: longer than %d characters", id, maxSystemPrompt)
+	case len(o.Model) > maxModelName || strings.ContainsFunc(strings.TrimSpace(o.Model), unicode.IsSpace):
+		return fmt.Sprintf("channels.%s.model: %q is not a model name", id, o.Model)
+	}
+	return ""
+}
+
+// unknownField matches yaml.v2's unknown-key error: line, key, Go type.
+var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type (\S+)$`)
+
+// allowedKeys are the keys each Go type of the file accepts, for error messages.
+var allowedKeys = map[string]string{
+	"access.overridesFile": "channels",
+	"access.Override":      "system_prompt, model",
+}
+
+// yamlProblem shortens yaml.v2's errors ("yaml: unmarshal errors:\n  line 3: field modle not
+// found in type access.Override") to one line that names the line and what to fix.
+func yamlProblem(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, 0, len(te.Errors))
+		for _, e := range te.Errors {
+			if m := unknownField.FindStringSubmatch(e); m != nil {
+				e = fmt.Sprintf("line %s: unknown key %q (allowed: %s)", m[1], m[2], allowedKeys[m[3]])
+			}
+			msgs = append(msgs, e)
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// Lookup returns the override of channel, if it has one.
+func (o *Overrides) Lookup(channel string) (Override, bool) {
+	if o == nil {
+		return Override{}, false
+	}
+	v, ok := o.channels[channel]
+	return v, ok
+}
+
+// Len returns the number of channels with an override.
+func (o *Overrides) Len() int {
+	if o == nil {
+		return 0
+	}
+	return len(o.channels)
+}

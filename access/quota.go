@@ -1,0 +1,126 @@
+package access
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultQuotaUsers is how many people a Quota tracks per day when NewQuota is given 0.
+const DefaultQuotaUsers = 50000
+
+// Quota is a per-user daily /imagine quota. Days are UTC calendar days: every count starts
+// again at 00:00 UTC. Counts live in memory, per process: with several replicas each keeps its
+// own, so a person may get up to limit × replicas pictures a day, and a restart forgets them.
+//
+// Memory is bounded: at most maxUsers people are tracked per day (about 100 bytes each). Beyond
+// that, new people are let through uncounted rather than refused, so the bound can never
+// lock anyone out; it takes that many distinct /imagine users in one day to reach it.
+//
+// Safe for concurrent use. Time is read with time.Now (fake in testing/synctest bubbles).
+type Quota struct {
+	limit    int
+	maxUsers int
+
+	mu   sync.Mutex
+	day  time.Time      // the UTC day the counts are for (midnight)
+	used map[string]int // user -> pictures taken today
+}
+
+// NewQuota returns a quota of limit pictures per person per day; limit <= 0 is unlimited.
+// maxUsers bounds the people tracked per day; 0: DefaultQuotaUsers.
+func NewQuota(limit, maxUsers int) *Quota {
+	if maxUsers <= 0 {
+		maxUsers = DefaultQuotaUsers
+	}
+	return &Quota{limit: limit, maxUsers: maxUsers}
+}
+
+// Limit returns the pictures allowed per person per day (0: unlimited).
+func (q *Quota) Limit() int { return max(q.limit, 0) }
+
+// Take uses one of user's pictures for today, if any is left. When none is, the Decision says so
+// and when the quota starts again.
+func (q *Quota) Take(user string) Decision {
+	if q.limit <= 0 {
+		return allow
+	}
+	now := time.Now().UTC()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.rollLocked(now)
+	n, tracked := q.used[user]
+	switch {
+	case n >= q.limit:
+		return Decision{Reason: ReasonQuota, Message: q.message(now)}
+	case !tracked && len(q.used) >= q.maxUsers:
+		return allow // see the type's comment: bounded memory never refuses
+	}
+	q.used[user] = n + 1
+	return allow
+}
+
+// Refund gives back a picture taken today (the job failed or never ran). A refund after the day
+// changed does nothing: the new day starts from zero anyway.
+func (q *Quota) Refund(user string) {
+	if q.limit <= 0 {
+		return
+	}
+	now := time.Now().UTC()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.rollLocked(now)
+	switch n := q.used[user]; {
+	case n > 1:
+		q.used[user] = n - 1
+	case n == 1:
+		delete(q.used, user)
+	}
+}
+
+// Remaining returns how many pictures user may still make today (-1: unlimited).
+func (q *Quota) Remaining(user string) int {
+	if q.limit <= 0 {
+		return -1
+	}
+	now := time.Now().UTC()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.rollLocked(now)
+	return max(q.limit-q.used[user], 0)
+}
+
+// rollLocked starts a new day's counts when the UTC day changed. The old map is dropped, not
+// cleared, so a busy day's memory is given back.
+func (q *Quota) rollLocked(now time.Time) {
+	day := now.Truncate(24 * time.Hour) // UTC midnight: Unix time has no leap seconds
+	if q.used == nil || !day.Equal(q.day) {
+		q.day = day
+		q.used = make(map[string]int)
+	}
+}
+
+func (q *Quota) message(now time.Time) string {
+	left := q.day.Add(24 * time.Hour).Sub(now)
+	pictures := "pictures"
+	if q.limit == 1 {
+		pictures = "picture"
+	}
+	return fmt.Sprintf("You've made your %d /imagine %s for today. You can make more in %s (at 00:00 UTC).",
+		q.limit, pictures, roughly(left))
+}
+
+// roughly formats d for people: "3h 20m", "45m", "less than a minute".
+func roughly(d time.Duration) string {
+	d = d.Truncate(time.Minute)
+	h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+	switch {
+	case h > 0 && m > 0:
+		return fmt.Sprintf("%dh %dm", h, m)
+	case h > 0:
+		return fmt.Sprintf("%dh", h)
+	case m > 0:
+		return fmt.Sprintf("%dm", m)
+	}
+	return "less than a minute"
+}

@@ -1,0 +1,161 @@
+package access_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmbot/llmbot/access"
+)
+
+// sleepUntil advances the bubble's fake clock to t (UTC).
+func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+func TestQuotaDailyLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// synctest's clock starts at 2000-01-01 00:00 UTC; start the day at 14:20.
+		day := time.Now().UTC().Truncate(24 * time.Hour)
+		sleepUntil(day.Add(14*time.Hour + 20*time.Minute))
+
+		q := access.NewQuota(3, 0)
+		for i := range 3 {
+			if d := q.Take("U0ALICE"); !d.Allowed {
+				t.Fatalf("picture %d refused: %+v", i+1, d)
+			}
+		}
+		if got := q.Remaining("U0ALICE"); got != 0 {
+			t.Errorf("Remaining after 3 of 3 = %d, want 0", got)
+		}
+		d := q.Take("U0ALICE")
+		want := "You've made your 3 /imagine pictures for today. You can make more in 9h 40m (at 00:00 UTC)."
+		if d.Allowed || d.Reason != access.ReasonQuota || d.Message != want {
+			t.Errorf("4th picture = %+v, want refused with %q", d, want)
+		}
+		if d := q.Take("U0BOB"); !d.Allowed {
+			t.Errorf("another person refused: %+v", d)
+		}
+
+		// One second before midnight UTC: still refused; at midnight: a new day.
+		sleepUntil(day.Add(24*time.Hour - time.Second))
+		if d := q.Take("U0ALICE"); d.Allowed || d.Message != "You've made your 3 /imagine pictures for today. You can make more in less than a minute (at 00:00 UTC)." {
+			t.Errorf("at 23:59:59 = %+v, want refused", d)
+		}
+		sleepUntil(day.Add(24 * time.Hour))
+		if got := q.Remaining("U0ALICE"); got != 3 {
+			t.Errorf("Remaining on the next day = %d, want 3", got)
+		}
+		if d := q.Take("U0ALICE"); !d.Allowed {
+			t.Errorf("first picture of the next day refused: %+v", d)
+		}
+	})
+}
+
+func TestQuotaOnePictureWording(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sleepUntil(time.Now().UTC().Truncate(24 * time.Hour).Add(22 * time.Hour))
+		q := access.NewQuota(1, 0)
+		q.Take("U1")
+		if got, want := q.Take("U1").Message, "You've made your 1 /imagine picture for today. You can make more in 2h (at 00:00 UTC)."; got != want {
+			t.Errorf("Message = %q, want %q", got, want)
+		}
+	})
+}
+
+func TestQuotaRefund(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := access.NewQuota(2, 0)
+		q.Take("U1")
+		q.Take("U1")
+		q.Refund("U1") // the job failed
+		if got := q.Remaining("U1"); got != 1 {
+			t.Errorf("Remaining after a refund = %d, want 1", got)
+		}
+		q.Refund("U1")
+		q.Refund("U1") // more refunds than pictures never give extra
+		if got := q.Remaining("U1"); got != 2 {
+			t.Errorf("Remaining after extra refunds = %d, want 2", got)
+		}
+		q.Take("U1")
+		time.Sleep(24 * time.Hour) // a refund after the day changed does nothing
+		q.Refund("U1")
+		if got := q.Remaining("U1"); got != 2 {
+			t.Errorf("Remaining after a refund across midnight = %d, want 2", got)
+		}
+	})
+}
+
+func TestQuotaUnlimited(t *testing.T) {
+	for _, limit := range []int{0, -1} {
+		q := access.NewQuota(limit, 1)
+		for range 1000 {
+			if d := q.Take("U1"); !d.Allowed {
+				t.Fatalf("quota %d refused: %+v", limit, d)
+			}
+		}
+		if q.Remaining("U1") != -1 || q.Limit() != 0 {
+			t.Errorf("quota %d: Remaining = %d, Limit = %d; want -1, 0", limit, q.Remaining("U1"), q.Limit())
+		}
+	}
+}
+
+// Beyond maxUsers people a day, newcomers are let through uncounted; people already counted
+// keep their counts.
+func TestQuotaBoundedUsers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := access.NewQuota(1, 3)
+		for i := range 3 {
+			q.Take(fmt.Sprintf("U%d", i))
+		}
+		for range 5 {
+			if d := q.Take("U99"); !d.Allowed {
+				t.Fatalf("untracked newcomer refused: %+v", d)
+			}
+		}
+		if d := q.Take("U0"); d.Allowed {
+			t.Error("a counted person got past the quota once the table was full")
+		}
+		time.Sleep(24 * time.Hour) // a new day empties the table
+		q.Take("U99")
+		if d := q.Take("U99"); d.Allowed {
+			t.Error("the next day, the newcomer is counted again")
+		}
+	})
+}
+
+// Many goroutines taking at once get exactly the limit (run with -race).
+func TestQuotaConcurrent(t *testing.T) {
+	q := access.NewQuota(10, 0)
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if q.Take("U1").Allowed {
+					granted.Add(1)
+				}
+				q.Remaining("U1")
+			}
+		})
+	}
+	wg.Wait()
+	if got := granted.Load(); got != 10 {
+		t.Errorf("granted %d pictures concurrently, want 10", got)
+	}
+}
+
+func BenchmarkQuotaTake(b *testing.B) {
+	q := access.NewQuota(1<<30, 0)
+	users := make([]string, 1000)
+	for i := range users {
+		users[i] = fmt.Sprintf("U%08d", i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		q.Take(users[i%len(users)])
+		i++
+	}
+}
