@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -570,7 +571,20 @@ func (b *Bot) answer(work context.Context, rr handlers.ReplyRequest, key string,
 	defer cancel(nil)
 	b.setActive(key, activeReply{user: rr.User, cancel: cancel})
 	defer b.setActive(key, activeReply{})
-	return started, true, b.replies.Reply(ctx, rr)
+	defer recoverAs(&err)
+	ran = true
+	err = b.replies.Reply(ctx, rr)
+	return started, ran, err
+}
+
+// errPanic reports a handler that panicked: one bad message must not take the bot down.
+var errPanic = errors.New("handler panicked")
+
+// recoverAs turns a panic of the calling function into *err (with the stack, for the log).
+func recoverAs(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %v\n%s", errPanic, r, debug.Stack())
+	}
 }
 
 // threadKey names a thread for per-thread ordering and StopReply ("" threadTS: a top-level DM).
@@ -697,7 +711,10 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 	b.wg.Go(func() {
 		defer func() { <-b.sem }()
 		started := time.Now()
-		err := b.imagine.Run(work, ir)
+		err := func() (err error) {
+			defer recoverAs(&err)
+			return b.imagine.Run(work, ir)
+		}()
 		b.finished("imagine", err, read, started, log)
 	})
 }

@@ -681,3 +681,27 @@ func TestDroppedConnectionMidReply(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestPanickingHandlerDoesNotStopTheBot(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	done := make(chan string, 1) // the reply after the panic
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		if req.Text == "boom" {
+			panic("bad input")
+		}
+		done <- req.Text
+		return nil
+	}}
+	var failed atomic.Int32
+	startBot(t, fs, r, nil, Options{Hooks: Hooks{Done: func(_ string, err error, _ time.Duration) {
+		if errors.Is(err, errPanic) {
+			failed.Add(1)
+		}
+	}}})
+	fs.PostUserMessage("D1", "U1", "", "boom")
+	eventually(t, "panic reported", func() bool { return failed.Load() == 1 })
+	fs.PostUserMessage("D1", "U1", "", "still alive?")
+	if got := waitChan(t, "next reply", done); got != "still alive?" {
+		t.Errorf("got %q", got)
+	}
+}
