@@ -75,8 +75,8 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 	if err := yaml.UnmarshalStrict(data, &file); err != nil {
 		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %s", name, yamlProblem(err))
 	}
-	if len(file.Channels) == 0 {
-		return nil, fmt.Errorf("CHANNEL_CONFIG %s: no channels (expected a top-level \"channels:\" map of channel IDs)", name)
+	if file.Channels == nil { // "channels: {}" is fine: a file kept for later, with no overrides yet
+		return nil, fmt.Errorf("CHANNEL_CONFIG %s: no channels key (expected a top-level \"channels:\" map of channel IDs)", name)
 	}
 	var problems []string
 	out := make(map[string]Override, len(file.Channels))

@@ -49,7 +49,7 @@ func TestLoadOverridesErrors(t *testing.T) {
 		{"bad_ids.yaml", []string{`"general" is not a channel ID like C0123ABCD`, `"c0123abcd" is not a channel ID`, `"D0123ABCD" is not a channel ID`}},
 		{"empty_override.yaml", []string{"channels.C0123ABCD: sets neither system_prompt nor model", "channels.C0456EFGH: sets neither"}},
 		{"bad_model.yaml", []string{`channels.C0123ABCD.model: "gpt 5.4 please" is not a model name`}},
-		{"empty.yaml", []string{"no channels"}},
+		{"empty.yaml", []string{"no channels key"}},
 		{"not_yaml.yaml", []string{"not_yaml.yaml", "line"}},
 		{"missing.yaml", []string{"CHANNEL_CONFIG", "no such file"}},
 	}
@@ -75,6 +75,13 @@ func TestBadIDsListedTogetherValidOnesNotBlamed(t *testing.T) {
 	_, err := access.LoadOverrides(filepath.Join("testdata", "bad_ids.yaml"))
 	if err == nil || strings.Contains(err.Error(), "C0456EFGH") {
 		t.Errorf("error = %v; want the three bad IDs and not the good one", err)
+	}
+}
+
+func TestEmptyChannelsIsValid(t *testing.T) {
+	o, err := access.LoadOverrides(filepath.Join("testdata", "empty_channels.yaml"))
+	if err != nil || o.Len() != 0 {
+		t.Errorf("LoadOverrides(channels: {}) = %d overrides, %v; want none and no error", o.Len(), err)
 	}
 }
 
