@@ -63,6 +63,10 @@ type Options struct {
 	DedupeTTL     time.Duration // how long envelope, event and message ids are remembered; default 15m (Slack retries for ~5m)
 	DedupeMax     int           // most ids remembered per kind; default 20000
 	Hooks         Hooks
+	// Interactive, when set, handles interactive envelopes (button clicks such as Stop or
+	// Regenerate) after they are acked, in a goroutine the bot owns and waits for; ctx ends
+	// at shutdown. It may call StopReply.
+	Interactive func(ctx context.Context, cb slack.InteractionCallback)
 }
 
 // Hooks observe the loop (metrics live in the caller). Every field is optional and must not block.
@@ -82,10 +86,11 @@ type State struct {
 }
 
 const (
-	closeReserve  = 2 * time.Second        // of the grace period, kept for writing "interrupted" notes
-	ackFlush      = 200 * time.Millisecond // after the last ack, before the socket is closed on shutdown
-	noticeLimit   = 4                      // busy notices in flight at once; more are dropped (logged)
-	noticeTimeout = 10 * time.Second
+	closeReserve     = 2 * time.Second        // of the grace period, kept for writing "interrupted" notes
+	ackFlush         = 200 * time.Millisecond // after the last ack, before the socket is closed on shutdown
+	noticeLimit      = 4                      // busy notices in flight at once; more are dropped (logged)
+	interactiveLimit = 16                     // button clicks handled at once; more are dropped (logged)
+	noticeTimeout    = 10 * time.Second
 )
 
 // Bot is the Socket Mode event loop. Create it with New and call Run once.
@@ -100,6 +105,7 @@ type Bot struct {
 
 	sem     chan struct{} // answer slots; capacity MaxConcurrent (a counting semaphore)
 	notices chan struct{} // busy-notice slots; capacity noticeLimit
+	clicks  chan struct{} // Interactive slots; capacity interactiveLimit
 	turns   *turns
 	wg      sync.WaitGroup // every goroutine started for work
 
@@ -142,6 +148,7 @@ func New(sm *socketmode.Client, id Identity, replies Replier, imagine Imaginer, 
 		sm: sm, id: id, replies: replies, imagine: imagine, notify: notify, log: log, opt: opt,
 		sem:       make(chan struct{}, opt.MaxConcurrent),
 		notices:   make(chan struct{}, noticeLimit),
+		clicks:    make(chan struct{}, interactiveLimit),
 		turns:     newTurns(),
 		active:    make(map[string]activeReply),
 		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
@@ -346,7 +353,7 @@ func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time)
 		}
 		b.eventsAPI(work, e, req, read, log)
 	case socketmode.EventTypeInteractive:
-		log.Debug("interactive envelope ignored") // buttons: not yet
+		b.interactive(work, evt, log)
 	default:
 		log.Debug("envelope ignored", zap.String("type", string(evt.Type)))
 	}
@@ -686,8 +693,12 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 		b.duplicate("envelope", log)
 		return
 	}
-	if cmd.Command != "/imagine" || b.imagine == nil {
+	switch {
+	case cmd.Command != "/imagine":
 		b.ack(evt.Request, ephemeral("Sorry, I don't know "+cmd.Command+"."), read, log)
+		return
+	case b.imagine == nil:
+		b.ack(evt.Request, ephemeral("/imagine is not set up on this bot."), read, log)
 		return
 	}
 	ir := handlers.ImagineRequest{Channel: cmd.ChannelID, User: cmd.UserID, Team: cmd.TeamID, Text: cmd.Text, ResponseURL: cmd.ResponseURL}
@@ -716,6 +727,34 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 			return b.imagine.Run(work, ir)
 		}()
 		b.finished("imagine", err, read, started, log)
+	})
+}
+
+// interactive hands a button click (already acked) to Options.Interactive, in a goroutine of
+// the bot's, at most interactiveLimit at once (more are dropped, logged).
+func (b *Bot) interactive(work context.Context, evt socketmode.Event, log *zap.Logger) {
+	cb, ok := evt.Data.(slack.InteractionCallback)
+	if !ok || b.opt.Interactive == nil {
+		log.Debug("interactive envelope ignored")
+		return
+	}
+	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", cb.Channel.ID), zap.String("user", cb.User.ID))
+	select {
+	case b.clicks <- struct{}{}:
+	default:
+		log.Warn("interaction dropped: too many in flight")
+		return
+	}
+	b.wg.Go(func() {
+		defer func() { <-b.clicks }()
+		var err error
+		func() {
+			defer recoverAs(&err)
+			b.opt.Interactive(work, cb)
+		}()
+		if err != nil {
+			log.Error("interaction failed", zap.Error(err))
+		}
 	})
 }
 

@@ -705,3 +705,19 @@ func TestPanickingHandlerDoesNotStopTheBot(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+func TestInteractiveEnvelope(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	clicks := make(chan slack.InteractionCallback, 1) // one click
+	h := startBot(t, fs, &fakeReplier{}, nil, Options{Interactive: func(ctx context.Context, cb slack.InteractionCallback) {
+		clicks <- cb
+	}})
+	id := fs.SendRaw([]byte(`{"envelope_id":"click-1","type":"interactive","accepts_response_payload":false,"payload":` +
+		`{"type":"block_actions","user":{"id":"U1"},"channel":{"id":"C1"},"container":{"type":"message","message_ts":"1.2","thread_ts":"1.0"},` +
+		`"actions":[{"action_id":"stop","block_id":"b","type":"button","value":"1.0"}]}}`))
+	cb := waitChan(t, "click", clicks)
+	if cb.User.ID != "U1" || cb.Channel.ID != "C1" || len(cb.ActionCallback.BlockActions) != 1 || cb.ActionCallback.BlockActions[0].ActionID != "stop" {
+		t.Errorf("callback %+v", cb)
+	}
+	h.waitFor(t, "ack", func() bool { return acked(fs, id) })
+}
