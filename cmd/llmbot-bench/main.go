@@ -142,7 +142,7 @@ func idleGoroutines(ctx context.Context, set settings) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return r.goroutines, r.goroutineErr
+	return r.goroutines - r.httpConns, r.goroutineErr
 }
 
 func parseInts(s string) ([]int, error) {

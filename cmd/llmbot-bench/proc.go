@@ -63,27 +63,28 @@ func (b *botProcess) running() bool {
 }
 
 // dumpGoroutines sends SIGQUIT (the Go runtime prints every goroutine's stack to stderr and
-// exits; the bot runs with GOTRACEBACK=all) and returns how many goroutines the dump lists. The
-// process is killed if it has not exited within timeout.
-func (b *botProcess) dumpGoroutines(timeout time.Duration) (int, error) {
+// exits; the bot runs with GOTRACEBACK=all) and returns how many goroutines the dump lists, and
+// how many of them are idle HTTP connections' read and write loops (kept by the HTTP clients'
+// pools, not leaked). The process is killed if it has not exited within timeout.
+func (b *botProcess) dumpGoroutines(timeout time.Duration) (total, httpConns int, err error) {
 	if !b.running() {
-		return 0, fmt.Errorf("bot exited early: %v", b.err)
+		return 0, 0, fmt.Errorf("bot exited early: %v", b.err)
 	}
 	if err := b.cmd.Process.Signal(syscall.SIGQUIT); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := b.wait(timeout); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	data, err := os.ReadFile(b.logs)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n := countGoroutines(data)
-	if n == 0 {
-		return 0, fmt.Errorf("no goroutine dump in the bot's output (%v): %s", b.err, tail(data, 400))
+	total, httpConns = countGoroutines(data)
+	if total == 0 {
+		return 0, 0, fmt.Errorf("no goroutine dump in the bot's output (%v): %s", b.err, tail(data, 400))
 	}
-	return n, nil
+	return total, httpConns, nil
 }
 
 // stop kills the process (if it still runs) and waits for it, at most timeout.
@@ -114,7 +115,22 @@ var goroutineHeader = regexp.MustCompile(`(?m)^goroutine \d+( gp=\S+( m=\S+( mp=
 
 // countGoroutines counts the goroutine headers in a Go stack dump ("goroutine 12 [select]:", or with
 // " gp=0x… m=… mp=0x…" before the status at GOTRACEBACK levels that print them).
-func countGoroutines(dump []byte) int { return len(goroutineHeader.FindAll(dump, -1)) }
+// It also counts those running an HTTP connection's read or write loop.
+func countGoroutines(dump []byte) (total, httpConns int) {
+	starts := goroutineHeader.FindAllIndex(dump, -1)
+	for i, s := range starts {
+		end := len(dump)
+		if i+1 < len(starts) {
+			end = starts[i+1][0]
+		}
+		stack := dump[s[0]:end]
+		if bytes.Contains(stack, []byte("net/http.(*persistConn).readLoop")) ||
+			bytes.Contains(stack, []byte("net/http.(*persistConn).writeLoop")) {
+			httpConns++
+		}
+	}
+	return len(starts), httpConns
+}
 
 // logLines counts the bot's log lines (JSON lines before the dump) by level.
 func logLines(path string) map[string]int {

@@ -64,7 +64,8 @@ goroutine 7 [chan receive]:
 net/http.(*persistConn).readLoop(...)
 	created by net/http.(*Transport).dialConn in goroutine 6
 `
-	if got := countGoroutines([]byte(dump)); got != 3 {
-		t.Errorf("countGoroutines = %d, want 3", got)
+	total, conns := countGoroutines([]byte(dump))
+	if total != 3 || conns != 1 {
+		t.Errorf("countGoroutines = %d, %d; want 3 goroutines, 1 of an HTTP connection", total, conns)
 	}
 }

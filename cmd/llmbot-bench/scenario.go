@@ -83,7 +83,10 @@ type result struct {
 	wrong, lost  int
 	duplicates   int // extra bot messages in threads and extra model requests
 	unmatched    int
-	peakStreams  int // most model streams open at once
+	peakStreams  int             // most model streams open at once
+	toModel      []time.Duration // question posted -> the model request for it (not scaled)
+	httpConns    int             // of the goroutines after: idle HTTP connections' read/write loops
+	streamTime   []time.Duration // model: first token -> last token, per answer (not scaled)
 	cpu          time.Duration
 	idleRSS      int64 // kB
 	peakRSS      int64 // kB
@@ -103,7 +106,9 @@ func (sc *scripts) get(i int) (*script, error) {
 	if s, ok := sc.m[i]; ok {
 		return s, nil
 	}
-	s, err := newScript(fakellm.Split(fakellm.Answer(sc.tokens, uint64(i)+1)))
+	// Answer(n) makes about 1.4n pieces as Split cuts them: cut to exactly sc.tokens.
+	tokens := fakellm.Split(fakellm.Answer(sc.tokens, uint64(i)+1))
+	s, err := newScript(tokens[:min(sc.tokens, len(tokens))])
 	if err != nil {
 		return nil, err
 	}
@@ -204,9 +209,11 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	start := time.Now()
 	threads := make([]string, n)
 	chans := make([]string, n)
+	asked := make([]time.Time, n)
 	botUser := slack.Config().BotUserID
 	for i := range n {
 		chans[i] = fmt.Sprintf("C%04d", i/set.perChannel)
+		asked[i] = time.Now()
 		threads[i] = slack.PostUserMessage(chans[i], fmt.Sprintf("U%04d", i), "", question(botUser, i))
 	}
 	logf("  %s N=%d: %d questions asked in %d channels", policy, n, n, (n+set.perChannel-1)/set.perChannel)
@@ -226,10 +233,10 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if err := sleep(ctx, set.settle); err != nil { // let finished replies' goroutines end
 		return nil, err
 	}
-	res.goroutines, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
+	res.goroutines, res.httpConns, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
 	res.logs = logLines(logPath)
 
-	measure(res, set.scale, slack, model, convs, chans, threads)
+	measure(res, set.scale, slack, model, convs, chans, threads, asked)
 	return res, nil
 }
 
@@ -296,7 +303,7 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 
 // measure fills res from the fakes' records.
 func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm.Server,
-	convs []*script, chans, threads []string) {
+	convs []*script, chans, threads []string, asked []time.Time) {
 	up := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	for _, a := range slack.Acks() {
 		if a.Known {
@@ -326,6 +333,10 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		if tokenTimes[i] != nil {
 			res.duplicates++ // a second model request for one question
 			continue
+		}
+		res.toModel = append(res.toModel, r.Time.Sub(asked[i]))
+		if len(r.Tokens) > 1 {
+			res.streamTime = append(res.streamTime, r.Tokens[len(r.Tokens)-1].Time.Sub(r.Tokens[0].Time))
 		}
 		for _, t := range r.Tokens {
 			tokenTimes[i] = append(tokenTimes[i], t.Time)

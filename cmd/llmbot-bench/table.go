@@ -39,13 +39,13 @@ func (r *result) summary() string {
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
 	fmt.Fprintf(w, "Budget: chat.update %.0f/min per workspace, chat.postMessage %.0f/min per channel, burst %d; "+
 		"answers of %d tokens, first token after %v, then one every %v; %d conversations per channel; time scale %g "+
-		"(lags in Slack time); idle bot: %d goroutines.\n\n",
+		"(lags in Slack time); idle bot: %d goroutines besides idle HTTP connections.\n\n",
 		set.updatesPerMin, set.postsPerMin, set.burst, set.tokens, set.firstToken, set.tokenInterval,
 		set.perChannel, set.scale, idleGoroutines)
-	fmt.Fprintln(w, "| N | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | RSS idle / peak MB | goroutines after |")
+	fmt.Fprintln(w, "| N | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | RSS idle / peak MB | goroutines after (HTTP conns) |")
 	fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---|---:|")
 	for _, r := range results {
-		g := fmt.Sprint(r.goroutines)
+		g := fmt.Sprintf("%d (%d)", r.goroutines, r.httpConns)
 		if r.goroutineErr != nil {
 			g = "not measured"
 		}
@@ -60,7 +60,7 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 			millis(r.cpuPer1k()), float64(r.idleRSS)/1024, float64(r.peakRSS)/1024, g)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Slack calls and 429s by method, peak model streams open at once, bot log lines by level:")
+	fmt.Fprintln(w, "Slack calls and 429s by method, time from a question to its model request, peak model streams open at once, bot log lines by level:")
 	fmt.Fprintln(w)
 	for _, r := range results {
 		var calls []string
@@ -75,8 +75,8 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		for _, l := range slices.Sorted(maps.Keys(r.logs)) {
 			logs = append(logs, fmt.Sprintf("%s %d", l, r.logs[l]))
 		}
-		fmt.Fprintf(w, "- N=%d %s: %s; peak streams %d; unmatched edits %d; logs: %s; wall %v\n",
-			r.n, r.policy, strings.Join(calls, ", "), r.peakStreams, r.unmatched, strings.Join(logs, ", "),
-			r.wall.Round(100*time.Millisecond))
+		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak streams %d; unmatched edits %d; logs: %s; wall %v\n",
+			r.n, r.policy, strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
+			r.peakStreams, r.unmatched, strings.Join(logs, ", "), r.wall.Round(100*time.Millisecond))
 	}
 }
