@@ -238,7 +238,7 @@ func TestLoggerFormats(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 		t.Fatalf("not JSON when not on a terminal: %q", buf.String())
 	}
-	if line["msg"] != "shown" || line["channel"] != "C1" || line["level"] != "info" {
+	if line["msg"] != "shown" || line["channel"] != "C1" || line["level"] != "info" || line["time"] == nil {
 		t.Errorf("log line %v", line)
 	}
 	buf.Reset()

@@ -93,7 +93,7 @@ func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
 		if strings.Contains(e.logs.String(), secret) {
 			t.Errorf("a credential appears in the logs:\n%s", e.logs.String())
 		}
-		if t.Failed() {
+		if t.Failed() || testing.Verbose() {
 			t.Logf("logs:\n%s", e.logs.String())
 		}
 	})

@@ -24,6 +24,7 @@ func newLogger(w io.Writer, level zapcore.Level, format string) *zap.Logger {
 		enc = zapcore.NewConsoleEncoder(ec)
 	} else {
 		ec := zap.NewProductionEncoderConfig()
+		ec.TimeKey = "time" // not "ts": that is a Slack message's timestamp in our fields
 		ec.EncodeTime = zapcore.RFC3339NanoTimeEncoder
 		ec.EncodeDuration = zapcore.MillisDurationEncoder
 		enc = zapcore.NewJSONEncoder(ec)
