@@ -1,0 +1,148 @@
+package access_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakellm"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/llm"
+)
+
+const wiredWait = 15 * time.Second // bound of every wait below
+
+// The real bot with a Guard, against the fake Slack and model service: a denied user in a
+// channel and in a DM is told privately and gets no answer, an allowed one is answered, and
+// /imagine stops at the daily quota.
+func TestWiredGuard(t *testing.T) {
+	fs := fakeslack.New(fakeslack.Config{})
+	defer fs.Close()
+	fl := fakellm.New()
+	defer fl.Close()
+	fl.SetAPIKey("sk-wired-test")
+	fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Sure thing.") })
+	log := zaptest.NewLogger(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*wiredWait)
+	defer cancel()
+
+	sc := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-test"),
+		slack.OptionHTTPClient(&http.Client{Timeout: wiredWait}))
+	api := bot.NewSlackAPI(sc)
+	id, err := api.Identify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := llm.New(llm.Config{BaseURL: fl.URL(), APIKey: "sk-wired-test", ChatModel: "gpt-test", ImageModel: "image-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := access.NewPolicy(access.Rules{DenyUsers: access.ParseIDs("U0MALLORY")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard := access.NewGuard(access.GuardOptions{Policy: policy, Quota: access.NewQuota(1, 0), Notify: api})
+	replies := handlers.NewReplies(api, api, api, api, model, log, handlers.ReplyOptions{
+		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
+	})
+	imagine := handlers.NewImagine(model, api, api, log, handlers.ImagineOptions{BotName: id.Name})
+	b := bot.New(socketmode.New(sc), id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{})
+	runDone := make(chan error, 1)
+	go func() { runDone <- b.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-runDone:
+		case <-time.After(wiredWait):
+			t.Error("the bot did not stop")
+		}
+	}()
+
+	// Denied in a channel: one private notice in the thread, no answer.
+	denied := fs.PostUserMessage("C1", "U0MALLORY", "", "<@UBOT> hello?")
+	waitFor(t, fs, "the notice in the channel", func() bool { return len(ephemeralsTo(fs, "U0MALLORY", "C1")) == 1 })
+	if e := ephemeralsTo(fs, "U0MALLORY", "C1")[0]; e.Text != access.DefaultRefusal || e.ThreadTS != denied {
+		t.Errorf("notice = %q in thread %q, want the refusal in thread %q", e.Text, e.ThreadTS, denied)
+	}
+	// Denied in a DM: the same, in the DM.
+	fs.PostUserMessage("D1", "U0MALLORY", "", "hello?")
+	waitFor(t, fs, "the notice in the DM", func() bool { return len(ephemeralsTo(fs, "U0MALLORY", "D1")) == 1 })
+
+	// Allowed: answered. Then nothing more reached the denied user.
+	allowed := fs.PostUserMessage("C1", "U0ALICE", "", "<@UBOT> hello?")
+	waitFor(t, fs, "the allowed answer", func() bool {
+		r := fs.BotReplies("C1", allowed)
+		return len(r) == 1 && r[0].Text == "Sure thing."
+	})
+	if r := fs.BotReplies("C1", denied); len(r) != 0 {
+		t.Errorf("the denied mention got public replies: %+v", r)
+	}
+	if msgs := fs.Messages("D1"); len(msgs) != 1 {
+		t.Errorf("the DM has %d messages, want only the person's (no answer)", len(msgs))
+	}
+	if n := fl.Counts().Chat; n != 1 {
+		t.Errorf("%d chat requests, want 1 (the allowed one)", n)
+	}
+
+	// /imagine: the first picture is made, the second is refused by the quota in the ack.
+	fs.SlashCommand("C1", "U0ALICE", "/imagine", "a lighthouse")
+	waitFor(t, fs, "the picture", func() bool { return len(fs.Files()) == 1 })
+	fs.SlashCommand("C1", "U0ALICE", "/imagine", "another lighthouse")
+	waitFor(t, fs, "both acks", func() bool { return len(ackTexts(t, fs)) == 2 })
+	texts := ackTexts(t, fs)
+	if !strings.HasPrefix(texts[0], "Generating") {
+		t.Errorf("first /imagine ack = %q, want Generating…", texts[0])
+	}
+	if !strings.Contains(texts[1], "You've made your 1 /imagine picture for today") {
+		t.Errorf("second /imagine ack = %q, want the quota message", texts[1])
+	}
+	if got := fl.Counts().Image; got != 1 {
+		t.Errorf("%d image requests, want 1", got)
+	}
+}
+
+func waitFor(tb testing.TB, fs *fakeslack.Server, what string, cond func() bool) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wiredWait)
+	defer cancel()
+	if err := fs.WaitFor(ctx, cond); err != nil {
+		tb.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func ephemeralsTo(fs *fakeslack.Server, user, channel string) []fakeslack.Ephemeral {
+	var out []fakeslack.Ephemeral
+	for _, e := range fs.Ephemerals() {
+		if e.User == user && e.Channel == channel {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ackTexts returns the text of every slash command ack payload, in order.
+func ackTexts(tb testing.TB, fs *fakeslack.Server) []string {
+	tb.Helper()
+	var out []string
+	for _, a := range fs.Acks() {
+		if a.Type != "slash_commands" || len(a.Payload) == 0 {
+			continue
+		}
+		var p struct{ Text string }
+		if err := json.Unmarshal(a.Payload, &p); err != nil {
+			tb.Fatalf("ack payload %s: %v", a.Payload, err)
+		}
+		out = append(out, p.Text)
+	}
+	return out
+}
