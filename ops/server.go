@@ -75,11 +75,15 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Run listens on the server's address and serves until ctx ends, then shuts down gracefully:
 // it stops accepting connections and gives requests in progress ShutdownTimeout. It returns nil
-// after a clean shutdown and an error when it cannot listen or serving fails.
+// after a clean shutdown and an error when it cannot listen or serving fails. An empty address
+// is an error: the listener is off when HEALTH_ADDR is unset, so the caller does not run it.
 //
 // The caller decides when probes stop being answered: to keep /healthz answering while the bot
 // drains on SIGTERM, pass a context that ends after the bot has stopped.
 func (s *Server) Run(ctx context.Context) error {
+	if s.addr == "" {
+		return errors.New("health listener: no address (HEALTH_ADDR is empty: do not start the listener)")
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", s.addr)
 	if err != nil {

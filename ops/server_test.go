@@ -218,6 +218,13 @@ func TestRunCannotListen(t *testing.T) {
 	}
 }
 
+func TestRunWithoutAddress(t *testing.T) {
+	err := ops.NewServer("", func() (bool, string) { return true, "" }, nil, nil).Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "HEALTH_ADDR") {
+		t.Errorf("Run with no address = %v, want an error naming HEALTH_ADDR", err)
+	}
+}
+
 func TestNoMetricsWithoutGatherer(t *testing.T) {
 	hs := httptest.NewServer(ops.NewServer("", func() (bool, string) { return true, "" }, nil, nil).Handler())
 	defer hs.Close()
