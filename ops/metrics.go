@@ -31,7 +31,7 @@ var (
 // by decorators (Chat, Imager, Replier, Imaginer, SlackTransport) or by the handlers. Every
 // method is safe for concurrent use and never blocks. Label values come from small fixed sets;
 // free-form inputs (model names, Slack method names) are checked and replaced by "other" when
-// they do not look like one, so no token, user id or text can become a label.
+// they do not look like one, so neither a token nor free text can become a label.
 type Metrics struct {
 	reg *prometheus.Registry
 
