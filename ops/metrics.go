@@ -204,6 +204,16 @@ func (m *Metrics) FirstText(d time.Duration) { m.firstText.Observe(d.Seconds()) 
 // ReplyEdits records how many chat.update (or chat.appendStream) calls one reply made.
 func (m *Metrics) ReplyEdits(n int) { m.edits.Observe(float64(n)) }
 
+// ReplyWritten records one finished reply's Slack side: the time to its first visible answer
+// text (0: none was shown, e.g. the model failed first; not recorded) and its edit count. It is
+// FirstText and ReplyEdits in one call, for a single handlers hook.
+func (m *Metrics) ReplyWritten(firstText time.Duration, edits int) {
+	if firstText > 0 {
+		m.FirstText(firstText)
+	}
+	m.ReplyEdits(edits)
+}
+
 // Usage adds the tokens a model service reported for one request. Chat calls it for streamed
 // answers; call it for other requests (Complete) yourself.
 func (m *Metrics) Usage(model string, u llm.Usage) {

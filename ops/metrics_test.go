@@ -265,6 +265,18 @@ func TestOutcome(t *testing.T) {
 	}
 }
 
+func TestReplyWritten(t *testing.T) {
+	m := ops.NewMetrics()
+	m.ReplyWritten(900*time.Millisecond, 6)
+	m.ReplyWritten(0, 1) // the model failed before any text
+	if got := metricValue(t, m.Registry(), "llmbot_time_to_first_text_seconds", nil); got != 1 {
+		t.Errorf("first-text observations = %v, want 1 (a reply without text has none)", got)
+	}
+	if got := metricValue(t, m.Registry(), "llmbot_edits_per_reply", nil); got != 2 {
+		t.Errorf("edits-per-reply observations = %v, want 2", got)
+	}
+}
+
 func TestReconnectsCountConnectionsAfterTheFirst(t *testing.T) {
 	m := ops.NewMetrics()
 	m.Connection(false) // connecting
