@@ -28,7 +28,7 @@ var seriesColors = map[string]color.RGBA{
 }
 
 // lagSeries turns the results into one series per policy (mean visible lag, in seconds, against
-// N) and the best possible mean lag.
+// N, never-shown tokens counted until the end of the run) and the best possible mean lag.
 func lagSeries(results []*result) []series {
 	var order []string
 	points := map[string][][2]float64{}
@@ -37,13 +37,14 @@ func lagSeries(results []*result) []series {
 		if !slices.ContainsFunc(best.points, func(p [2]float64) bool { return p[0] == float64(r.n) }) {
 			best.points = append(best.points, [2]float64{float64(r.n), r.best.Seconds()})
 		}
-		if len(r.lags) == 0 {
+		lags := r.allLags()
+		if len(lags) == 0 {
 			continue
 		}
 		if _, ok := points[r.policy]; !ok {
 			order = append(order, r.policy)
 		}
-		points[r.policy] = append(points[r.policy], [2]float64{float64(r.n), mean(r.lags).Seconds()})
+		points[r.policy] = append(points[r.policy], [2]float64{float64(r.n), mean(lags).Seconds()})
 	}
 	var out []series
 	for _, p := range order {
