@@ -202,6 +202,8 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 
 func (e *editSink) close() { e.lane.Close() }
 
+func (e *editSink) writes() int { return e.edits }
+
 func (e *editSink) fields() []zap.Field {
 	return []zap.Field{zap.String("mode", string(ModeEdit)), zap.Int("edits", e.edits),
 		zap.Int("posts", e.posts+1), zap.Int("parts", len(e.ts))}

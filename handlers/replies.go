@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,12 @@ type ReplyOptions struct {
 	FollowUps                         bool      // answer thread messages without a mention in bot threads
 	OtherBots                         bool      // include other bots' messages in the context
 	Model                             string    // chat model; "": the client's default
+	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
+	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
+	ChannelSettings func(channel string) (systemPrompt, model string)
+	// Written, when set, is called once per finished reply with the time to its first visible
+	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
+	Written func(firstText time.Duration, edits int)
 
 	// The Slack write budget, shared by every reply. nil: a private default (fine for one Replies).
 	Edits   *pace.Scheduler // chat.update; default 50/min, burst 5
@@ -154,7 +161,12 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 	if threadTS != "" {
 		r.botThreads.put(req.Channel+"/"+threadTS, true)
 	}
-	p := &reply{r: r, req: req, threadTS: threadTS, log: log, start: time.Now()}
+	p := &reply{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
+		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model}
+	if f := r.opt.ChannelSettings; f != nil {
+		sp, m := f(req.Channel)
+		p.systemPrompt, p.model = cmp.Or(sp, p.systemPrompt), cmp.Or(m, p.model)
+	}
 	return p.run(ctx, thread)
 }
 

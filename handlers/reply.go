@@ -27,6 +27,9 @@ type reply struct {
 	// presses stop on a streamed message.
 	cancel context.CancelCauseFunc
 
+	// systemPrompt and model are the channel's (ReplyOptions.ChannelSettings) or the defaults.
+	systemPrompt, model string
+
 	ttft, firstText time.Duration
 	chunks          int
 	// unshown is when the oldest answer text Slack does not show yet arrived (zero: none known), set when
@@ -51,6 +54,8 @@ type sink interface {
 	// close releases the sink's lane.
 	close()
 	fields() []zap.Field
+	// writes is the number of interim and final Slack writes made (chat.update / chat.appendStream).
+	writes() int
 }
 
 // run answers: opens the reply (placeholder or stream), reads the context, streams the model's answer
@@ -88,7 +93,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	names := p.r.resolve(ctx, p.log, convo.UserIDs(thread))
 	res := convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: p.r.opt.BotUserID, BotID: p.r.opt.BotID, BotName: p.r.opt.BotName,
-		SystemPrompt: p.r.opt.SystemPrompt, Now: time.Now(), Budget: p.r.opt.Budget,
+		SystemPrompt: p.systemPrompt, Now: time.Now(), Budget: p.r.opt.Budget,
 		IncludeOtherBots: p.r.opt.OtherBots,
 	})
 	if res.EmptyMention {
@@ -105,6 +110,13 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		zap.Int("messages", len(res.Messages)), zap.Int("omitted", res.Omitted), zap.String("note", note),
 	}, s.fields()...)...)
 	p.log.Debug("reply text", zap.String("text", md))
+	if f := p.r.opt.Written; f != nil {
+		first := p.firstText
+		if first == 0 && md != "" && ferr == nil {
+			first = time.Since(p.start) // the answer's first text came with the final write
+		}
+		f(first, s.writes())
+	}
 	if ferr != nil {
 		ferr = fmt.Errorf("final write: %w", ferr)
 	}
@@ -250,7 +262,7 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	var streamErr error
 	sinceLast := 0
 	begin := time.Now()
-	for c, err := range p.r.chat.Stream(sctx, llm.ChatRequest{Model: p.r.opt.Model, Messages: msgs}) {
+	for c, err := range p.r.chat.Stream(sctx, llm.ChatRequest{Model: p.model, Messages: msgs}) {
 		watchdog.Reset(stall)
 		if err != nil {
 			streamErr = err

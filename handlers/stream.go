@@ -204,6 +204,8 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 
 func (s *streamSink) close() { s.lane.Close() }
 
+func (s *streamSink) writes() int { return s.appends }
+
 func (s *streamSink) fields() []zap.Field {
 	return []zap.Field{zap.String("mode", string(ModeStream)), zap.Int("appends", s.appends),
 		zap.Int("streams", s.starts), zap.Bool("rescued", s.rescued), zap.Bool("stopped_by_user", s.stopped)}
