@@ -76,7 +76,7 @@ type result struct {
 	best         time.Duration
 	hidden       int // tokens never shown
 	tokens       int // tokens the model streamed
-	calls        int // Slack Web API calls
+	calls        int // Slack Web API calls after the first question
 	callsBy      map[string]int
 	throttled    int // 429s answered
 	throttledBy  map[string]int
@@ -237,7 +237,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	res.goroutines, res.httpConns, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
 	res.logs = logLines(logPath)
 
-	measure(res, set.scale, slack, model, convs, chans, threads, asked, start.Add(res.wall))
+	measure(res, set.scale, slack, model, convs, chans, threads, asked, start, start.Add(res.wall))
 	return res, nil
 }
 
@@ -302,9 +302,9 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 	return nil
 }
 
-// measure fills res from the fakes' records.
+// measure fills res from the fakes' records of the run from start (the first question) to end.
 func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm.Server,
-	convs []*script, chans, threads []string, asked []time.Time, end time.Time) {
+	convs []*script, chans, threads []string, asked []time.Time, start, end time.Time) {
 	up := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	for _, a := range slack.Acks() {
 		if a.Known {
@@ -313,6 +313,9 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 	}
 	res.callsBy, res.throttledBy = map[string]int{}, map[string]int{}
 	for _, c := range slack.Calls() {
+		if c.Time.Before(start) {
+			continue // the bot's start-up (auth.test, apps.connections.open)
+		}
 		res.calls++
 		res.callsBy[c.Method]++
 		if c.Status == 429 {
