@@ -116,8 +116,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, p := range pols {
 			logf("scenario N=%d policy=%s", n, p)
 			r, err := runScenario(ctx, set, sc, n, p)
-			if err != nil {
-				return fmt.Errorf("N=%d %s: %w", n, p, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil { // reported in the table; the other scenarios still run
+				fmt.Fprintf(stderr, "N=%d %s: %v\n", n, p, err)
+				r = &result{n: n, policy: p, best: bestMeanLag(n, set.updatesPerMin), note: "failed: " + err.Error()}
 			}
 			logf("  done in %v: %s", r.wall.Round(time.Millisecond), r.summary())
 			results = append(results, r)

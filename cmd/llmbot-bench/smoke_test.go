@@ -36,6 +36,9 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("fair: not 2 complete answers: %s", line)
 		}
 	}
+	if strings.Contains(table, "failed:") || strings.Contains(table, "not final after") {
+		t.Errorf("a scenario failed or timed out:\n%s\nstderr:\n%s", table, errs.String())
+	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
 		t.Errorf("no plot: %v", err)
 	}

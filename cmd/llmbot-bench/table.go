@@ -87,6 +87,9 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		for _, l := range slices.Sorted(maps.Keys(r.logs)) {
 			logs = append(logs, fmt.Sprintf("%s %d", l, r.logs[l]))
 		}
+		if r.note != "" {
+			fmt.Fprintf(w, "- N=%d %s: %s\n", r.n, r.policy, r.note)
+		}
 		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak streams %d; unmatched edits %d; logs: %s; wall %v\n",
 			r.n, r.policy, strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
 			r.peakStreams, r.unmatched, strings.Join(logs, ", "), r.wall.Round(100*time.Millisecond))
