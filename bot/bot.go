@@ -183,7 +183,8 @@ func (b *Bot) setConnected(up bool) {
 // its messages with a note, and returns once every goroutine has ended: nil after ctx was
 // cancelled, otherwise the connection's error.
 func (b *Bot) Run(ctx context.Context) error {
-	sockCtx, stopSock := context.WithCancel(ctx)
+	// The socket outlives ctx by a moment (see flushAcks): it is stopped explicitly below.
+	sockCtx, stopSock := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSock()
 	sockErr := make(chan error, 1) // size 1: the socket goroutine never waits for us
 	var sockWG sync.WaitGroup

@@ -547,11 +547,9 @@ func TestShutdownDrainsThenCancels(t *testing.T) {
 	}
 	// The socket is closed: nothing new is taken. Every envelope handled was acked first.
 	h.waitFor(t, "socket closed", func() bool { return fs.Connections().Current == 0 })
-	for _, e := range fs.Envelopes() {
-		if !e.Sent.IsZero() && e.Acked.IsZero() {
-			t.Errorf("envelope %s (%s) handled but not acked before the socket closed", e.ID, e.EventType)
-		}
-	}
+	eventually(t, "every envelope handled acked before the socket closed", func() bool {
+		return fs.Stats().Unacked == 0 // the fake records acks from its own reader goroutine
+	})
 }
 
 func TestSlashCommandAck(t *testing.T) {
