@@ -87,7 +87,8 @@ func (p *Pager) Update(md string, final bool) []string {
 
 // fits reports whether the unsealed rest of r fits in one part.
 func (p *Pager) fits(r *rendered) bool {
-	return len16(p.carry)+len16(restBytes(r, p.pos, len(r.out))) <= p.limit
+	rest := restBytes(r, p.pos, len(r.out))
+	return len(rest) == 0 || len16(p.carry)+len16(rest) <= p.limit
 }
 
 // rest is out[from:to] without the line breaks a part neither starts nor ends with.
@@ -161,6 +162,9 @@ func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
 		return choice{}, false
 	}
 	x := hardCut(r, p.pos, stable, budget)
+	if x <= p.pos {
+		return choice{}, false
+	}
 	return choice{at: x, next: x, midLine: true}, true
 }
 
@@ -270,8 +274,8 @@ func (p *Pager) seal(r *rendered, c choice) {
 	} else {
 		body = strings.TrimRight(body, " \n")
 	}
-	if c.midLine {
-		carry += linePrefix(r, c.at)
+	if prefix := linePrefix(r, c.at); c.midLine && len16(prefix) <= p.limit/4 {
+		carry += prefix // (absurdly deep nesting loses its prefix rather than the text)
 	}
 	if strings.TrimSpace(string(r.out[p.pos:c.at])) != "" {
 		p.sealed = append(p.sealed, p.carry+body)
