@@ -34,11 +34,12 @@ func (b *builder) plain(m slack.Message) string {
 		s = s[i+j+1:]
 		if b.isBotMention(tok) {
 			atEdge := strings.TrimSpace(sb.String()) == "" || strings.TrimSpace(s) == ""
-			if atEdge || b.opt.BotName == "" {
+			name := b.botSelfName()
+			if atEdge || name == "" {
 				removed = true
 				continue
 			}
-			sb.WriteString("@" + b.opt.BotName)
+			sb.WriteString("@" + name)
 			continue
 		}
 		b.token(&sb, tok)
@@ -48,6 +49,15 @@ func (b *builder) plain(m slack.Message) string {
 		return strings.TrimSpace(out)
 	}
 	return collapseSpaces(strings.TrimLeft(out, " \t\n,:;"))
+}
+
+// botSelfName is the bot's name: Options.BotName, else what names says for its user id.
+func (b *builder) botSelfName() string {
+	if b.opt.BotName != "" || b.names == nil {
+		return b.opt.BotName
+	}
+	n, _ := b.names.Name(b.opt.BotUserID)
+	return n
 }
 
 func (b *builder) isBotMention(tok string) bool {

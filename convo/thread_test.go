@@ -277,3 +277,31 @@ func TestTSLess(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildUsesLatestVersionOfChangedMessages(t *testing.T) {
+	// A message_changed event (as the Events API delivers edits) carries the new message.
+	changed := slack.Message{
+		Msg:             slack.Msg{SubType: slack.MsgSubTypeMessageChanged, Hidden: true, Timestamp: "1.000009"},
+		SubMessage:      &slack.Msg{User: "U01BOB", Timestamp: "1.000002", Text: "the new text", Edited: &slack.Edited{User: "U01BOB", Timestamp: "1.000009"}},
+		PreviousMessage: &slack.Msg{User: "U01BOB", Timestamp: "1.000002", Text: "the old text"},
+	}
+	thread := []slack.Message{
+		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "question"}},
+		changed,
+		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "<@U0BOT> well?"}},
+	}
+	r := Build(thread, thread[2], testNames, testOptions())
+	if got, want := r.Messages[2].Content, "Bob: the new text"; got != want {
+		t.Errorf("changed message = %q, want %q", got, want)
+	}
+}
+
+func TestBuildMentionOfTheBotMidText(t *testing.T) {
+	opt := testOptions()
+	opt.BotName = "" // falls back to the name Names gives the bot's user id
+	trigger := slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "<@U0BOT>: ask <@U0BOT> nicely <@U0BOT>"}}
+	r := Build(nil, trigger, testNames, opt)
+	if got, want := r.Messages[1].Content, "ask @Ada nicely"; got != want {
+		t.Errorf("trigger = %q, want %q", got, want)
+	}
+}
