@@ -54,8 +54,13 @@ type ReplyOptions struct {
 	// Default 20/min, burst 3.
 	Streams *pace.Bucket
 
-	HistoryLimit  int           // messages of context for a top-level DM; default 20
-	StallTimeout  time.Duration // max silence between chunks before giving up; default 2 min
+	HistoryLimit int // messages of context for a top-level DM; default 20
+	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
+	// before the reply gives up. Keep-alive comments reset the model client's own idle timeout but not
+	// this one, so it must exceed the client's header and idle timeouts together (a reasoning model may
+	// think for minutes behind keep-alives); the client's limits are the ones that normally fire.
+	// Default 5 min.
+	StallTimeout  time.Duration
 	FinalTimeout  time.Duration // how long the last write may still take once the reply is cancelled; default 10 s
 	StreamRefusal time.Duration // how long a refusal of native streaming is remembered; default 10 min
 }
@@ -113,7 +118,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		opt.HistoryLimit = 20
 	}
 	if opt.StallTimeout <= 0 {
-		opt.StallTimeout = 2 * time.Minute
+		opt.StallTimeout = 5 * time.Minute
 	}
 	if opt.FinalTimeout <= 0 {
 		opt.FinalTimeout = 10 * time.Second

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+
+	"github.com/llmbot/llmbot/access"
 )
 
 // Config is every setting of the bot, read from the environment. The struct tags are the one
@@ -54,6 +56,16 @@ type Config struct {
 	ImageTimeout      time.Duration `envconfig:"IMAGE_TIMEOUT" default:"180s" desc:"Time for one image generation, download included."`
 	LLMMaxRetries     int           `envconfig:"LLM_MAX_RETRIES" default:"2" desc:"Retries of a model request on 429/5xx/connection errors before the first byte (0: none)."`
 	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"8s" desc:"On SIGTERM, time to finish answers in progress; the rest are closed with a note. Keep it under Kubernetes' 30s."`
+
+	HealthAddr string `envconfig:"HEALTH_ADDR" desc:"Address of the health and metrics listener (/healthz, /readyz, /metrics), e.g. :8080. Unset: off."`
+
+	AllowChannels     string `envconfig:"ALLOW_CHANNELS" desc:"Channel IDs (C..., G...) where the bot works, comma-separated; add dm for direct messages. Unset: everywhere."`
+	DenyChannels      string `envconfig:"DENY_CHANNELS" desc:"Channel IDs where the bot never works, comma-separated; dm turns direct messages off. Wins over ALLOW_CHANNELS."`
+	AllowUsers        string `envconfig:"ALLOW_USERS" desc:"User IDs (U..., W...) who may use the bot, comma-separated. Unset: everyone."`
+	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
+	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
+	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted in memory per replica. 0: unlimited."`
+	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt and model overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
 
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
 	LogFormat string        `envconfig:"LOG_FORMAT" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
@@ -240,7 +252,25 @@ func (c Config) problems() []string {
 	positive("LLM_IDLE_TIMEOUT", c.LLMIdleTimeout)
 	positive("IMAGE_TIMEOUT", c.ImageTimeout)
 	positive("SHUTDOWN_GRACE", c.ShutdownGrace)
+	atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
+	if _, err := c.accessRules(); err != nil {
+		add("%v", err)
+	}
+	if _, err := access.LoadOverrides(c.ChannelConfig); err != nil {
+		add("%v", err)
+	}
 	return p
+}
+
+// accessRules returns the access policy of the settings.
+func (c Config) accessRules() (*access.Policy, error) {
+	return access.NewPolicy(access.Rules{
+		AllowChannels: access.ParseIDs(c.AllowChannels),
+		DenyChannels:  access.ParseIDs(c.DenyChannels),
+		AllowUsers:    access.ParseIDs(c.AllowUsers),
+		DenyUsers:     access.ParseIDs(c.DenyUsers),
+		Refusal:       c.AccessDeniedText,
+	})
 }
 
 // problemsError joins problems into one error, or returns nil when there are none.

@@ -14,9 +14,11 @@ import (
 	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -37,10 +39,26 @@ const (
 
 // start wires the parts together and runs the bot until ctx ends.
 func start(ctx context.Context, cfg Config, log *zap.Logger) error {
+	metrics, ready := ops.NewMetrics(), ops.NewReadiness()
+	if cfg.HealthAddr != "" {
+		// Probes answer from the start (auth.test, connecting) until the bot has drained.
+		hctx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
+		health := ops.NewServer(cfg.HealthAddr, ready.Ready, metrics.Registry(), log.Named("health"))
+		healthDone := make(chan struct{})
+		go func() {
+			defer close(healthDone)
+			if err := health.Run(hctx); err != nil {
+				log.Error("health listener failed", zap.Error(err)) // probes will fail and say so
+			}
+		}()
+		defer func() { stopHealth(); <-healthDone }()
+	}
+	httpClient := slackHTTPClient()
+	httpClient.Transport = metrics.SlackTransport(httpClient.Transport)
 	slackClient := slack.New(cfg.SlackBotToken,
 		slack.OptionAPIURL(strings.TrimRight(cfg.SlackAPIURL, "/")+"/"), // slack-go appends the method name
 		slack.OptionAppLevelToken(cfg.SlackAppToken),
-		slack.OptionHTTPClient(slackHTTPClient()),
+		slack.OptionHTTPClient(httpClient),
 		slack.OptionLog(zap.NewStdLog(log.Named("slack-go"))),
 		// No OptionRetry: writes are paced by package pace, which must see every 429;
 		// bot.SlackAPI retries reads itself. No OptionDebug: it shortens Socket Mode connections.
@@ -50,6 +68,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	idCtx, cancel := context.WithTimeout(ctx, identifyTimeout)
 	id, err := api.Identify(idCtx)
 	cancel()
+	ready.Auth(err)
 	if err != nil {
 		return explainAuth(err)
 	}
@@ -83,10 +102,12 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		MaxRetries:     retries,
 		Hooks: llm.Hooks{
 			Retry: func(op string, attempt int, wait time.Duration, e *llm.Error) {
+				metrics.Retry(op, attempt, wait, e)
 				llmLog.Warn("model request retried", zap.String("op", op), zap.Int("attempt", attempt),
 					zap.Duration("wait", wait), zap.String("kind", string(e.Kind)), zap.Int("status", e.Status))
 			},
 			TemperatureDropped: func(model string) {
+				metrics.TemperatureDropped(model)
 				llmLog.Warn("model rejected TEMPERATURE; sending requests without it", zap.String("model", model))
 			},
 		},
@@ -95,8 +116,16 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("model client: %w", err)
 	}
 
-	policy, _ := pace.ParsePolicy(cfg.EditPolicy) // validated
-	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), handlers.ReplyOptions{
+	policy, _ := pace.ParsePolicy(cfg.EditPolicy)           // validated
+	accessPolicy, _ := cfg.accessRules()                    // validated
+	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
+	guard := access.NewGuard(access.GuardOptions{
+		Policy: accessPolicy,
+		Quota:  access.NewQuota(cfg.ImagineDailyQuota, 0),
+		Notify: api,
+		Denied: metrics.AccessDenied,
+	})
+	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
 		SystemPrompt: cfg.SystemPrompt,
 		BotUserID:    id.UserID,
 		BotID:        id.BotID,
@@ -109,16 +138,27 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Edits:        pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
 		Appends:      pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
 		Posts:        pace.NewKeyed(postsPerMinute, postBurst),
-		StallTimeout: cfg.LLMIdleTimeout,
+		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
+		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
+		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
+		ChannelSettings: func(channel string) (string, string) {
+			o, _ := overrides.Lookup(channel)
+			return o.SystemPrompt, o.Model
+		},
+		Written: metrics.ReplyWritten,
 	})
-	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{
+	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
 		BotName:    id.Name,
 		MaxPerUser: cfg.ImaginePerUser,
 		Timeout:    cfg.ImageTimeout + imageUploadTime,
 	})
 
 	sm := socketmode.New(slackClient, socketmode.OptionLog(zap.NewStdLog(log.Named("socketmode"))))
-	b := bot.New(sm, id, replies, imagine, api, log.Named("bot"), bot.Options{
+	b := bot.New(sm, id, guard.Replier(metrics.Replier(replies)), guard.Imaginer(metrics.Imaginer(imagine)), api, log.Named("bot"), bot.Options{
+		Hooks: bot.Hooks{
+			Acked: metrics.Acked, Duplicate: metrics.Duplicate, Busy: metrics.Busy, Done: metrics.Done,
+			Connection: func(up bool) { metrics.Connection(up); ready.Connection(up) },
+		},
 		MaxConcurrent: cfg.MaxConcurrentReplies,
 		Grace:         cfg.ShutdownGrace,
 		FollowUps:     cfg.FollowUps,
