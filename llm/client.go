@@ -36,6 +36,7 @@ type Config struct {
 	ChatModel      string         // default model for chat requests
 	ImageModel     string         // default model for image requests
 	Temperature    *float64       // nil: the key is absent from requests; 0 is sent as 0
+	NoStreamUsage  bool           // do not ask for usage in streams, for servers that reject stream_options
 	ImageOptions   map[string]any // extra image request fields (size, quality, ...) only when set
 	HTTPClient     *http.Client   // nil: built from the timeouts below; when set, Connect/HeaderTimeout are its own business
 	ConnectTimeout time.Duration  // default 10s (dial + TLS)
@@ -56,6 +57,10 @@ type Hooks struct {
 	// TemperatureDropped is called when model rejected the temperature and the request is
 	// sent again without it (and from then on for that model).
 	TemperatureDropped func(model string)
+	// StreamUsageDropped is called once per model when it rejected stream_options (the
+	// request for a usage chunk): the stream is asked again without it, and from then on
+	// for that model, so its streams carry no usage unless the server sends it anyway.
+	StreamUsageDropped func(model string)
 }
 
 // The defaults of Config.
@@ -85,6 +90,7 @@ type Client struct {
 	chatHTTP  *http.Client
 	imageHTTP *http.Client // no response-header timeout: images take minutes
 	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
+	noUsage   sync.Map     // model name -> struct{}: models that rejected stream_options
 	secrets   []string     // redacted from every error: the key, secret-looking extra headers
 
 	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter.
@@ -174,10 +180,17 @@ func setDefault[T time.Duration | int64](v *T, d T) {
 
 // chatBody is the chat/completions request. Temperature is a pointer so that 0 is sent.
 type chatBody struct {
-	Model       string    `json:"model"`
-	Messages    []Message `json:"messages"`
-	Temperature *float64  `json:"temperature,omitempty"`
-	Stream      bool      `json:"stream"`
+	Model         string         `json:"model"`
+	Messages      []Message      `json:"messages"`
+	Temperature   *float64       `json:"temperature,omitempty"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"` // only with stream:true
+}
+
+// streamOptions asks for a last chunk with usage (choices: []) before [DONE]; OpenAI
+// sends no usage in a stream without it.
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 // Stream calls chat/completions with stream:true. Single use. Yields chunks, then at most
@@ -276,7 +289,8 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 }
 
 // chat sends a chat request and returns a 2xx response, after retries and, when the model
-// rejects the temperature, once more without it.
+// rejects the temperature or stream_options, once more without the rejected key (each
+// at most once, so at most two extra requests).
 func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.Response, error) {
 	model := firstNonEmpty(req.Model, c.cfg.ChatModel)
 	if model == "" {
@@ -289,8 +303,16 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 	if _, ok := c.noTemp.Load(model); ok {
 		temp = nil
 	}
+	usage := stream && !c.cfg.NoStreamUsage
+	if _, ok := c.noUsage.Load(model); ok {
+		usage = false
+	}
 	for {
-		body, err := json.Marshal(chatBody{Model: model, Messages: req.Messages, Temperature: temp, Stream: stream})
+		cb := chatBody{Model: model, Messages: req.Messages, Temperature: temp, Stream: stream}
+		if usage {
+			cb.StreamOptions = &streamOptions{IncludeUsage: true}
+		}
+		body, err := json.Marshal(cb)
 		if err != nil {
 			return nil, &Error{Kind: KindBadRequest, Message: "encode request: " + err.Error()}
 		}
@@ -299,19 +321,42 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 			accept = "text/event-stream"
 		}
 		resp, e := c.send(ctx, c.chatHTTP, "chat", "/chat/completions", accept, body)
-		if e != nil && temp != nil && rejectsTemperature(e) {
+		switch {
+		case e == nil:
+			return resp, nil
+		case usage && rejectsStreamOptions(e): // first: its messages name the key exactly
+			if _, known := c.noUsage.LoadOrStore(model, struct{}{}); !known {
+				if f := c.cfg.Hooks.StreamUsageDropped; f != nil {
+					f(model)
+				}
+			}
+			usage = false
+		case temp != nil && rejectsTemperature(e):
 			c.noTemp.Store(model, struct{}{})
 			if f := c.cfg.Hooks.TemperatureDropped; f != nil {
 				f(model)
 			}
 			temp = nil
-			continue
-		}
-		if e != nil {
+		default:
 			return nil, e
 		}
-		return resp, nil
 	}
+}
+
+// rejectsStreamOptions reports an answer refusing the stream_options key: OpenAI-shaped
+// param "stream_options" (code unknown_parameter or unsupported_parameter), Azure's older
+// api-versions ("Unrecognized request argument supplied: stream_options", no param or
+// code), vLLM-style int codes, and FastAPI shims that forbid extra fields (422, whose
+// detail names body.stream_options).
+func rejectsStreamOptions(e *Error) bool {
+	if e.Status != http.StatusBadRequest && e.Status != http.StatusUnprocessableEntity {
+		return false
+	}
+	if p := strings.ToLower(e.Param); p == "stream_options" || strings.HasPrefix(p, "stream_options.") {
+		return true
+	}
+	m := strings.ToLower(e.Message)
+	return strings.Contains(m, "stream_options") || strings.Contains(m, "include_usage")
 }
 
 // rejectsTemperature reports a 400 that refuses the temperature (reasoning models).

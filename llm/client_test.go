@@ -48,24 +48,35 @@ func must(r *http.Request) []byte {
 func ptr[T any](v T) *T { return &v }
 
 func TestChatRequestShape(t *testing.T) {
+	usage := map[string]any{"include_usage": true}
 	for _, tc := range []struct {
-		name      string
-		base      string // appended to the server URL
-		temp      *float64
-		model     string // ChatRequest.Model
-		wantModel string
-		wantKeys  []string
-		wantTemp  any
+		name        string
+		base        string // appended to the server URL
+		temp        *float64
+		model       string // ChatRequest.Model
+		noUsage     bool   // Config.NoStreamUsage
+		wantModel   string
+		wantKeys    [2][]string // of the streamed request, then of the non-streamed one
+		wantTemp    any
+		wantOptions any // stream_options of the streamed request (never in the other)
 	}{
-		{"no temperature", "/v1", nil, "", "gpt-test", []string{"messages", "model", "stream"}, nil},
-		{"temperature 0 is sent", "/v1/", ptr(0.0), "", "gpt-test", []string{"messages", "model", "stream", "temperature"}, 0.0},
-		{"temperature 0.7", "/v1//", ptr(0.7), "", "gpt-test", []string{"messages", "model", "stream", "temperature"}, 0.7},
-		{"model override", "/v1", nil, "other-model", "other-model", []string{"messages", "model", "stream"}, nil},
+		{"no temperature", "/v1", nil, "", false, "gpt-test",
+			[2][]string{{"messages", "model", "stream", "stream_options"}, {"messages", "model", "stream"}}, nil, usage},
+		{"temperature 0 is sent", "/v1/", ptr(0.0), "", false, "gpt-test",
+			[2][]string{{"messages", "model", "stream", "stream_options", "temperature"}, {"messages", "model", "stream", "temperature"}}, 0.0, usage},
+		{"temperature 0.7", "/v1//", ptr(0.7), "", false, "gpt-test",
+			[2][]string{{"messages", "model", "stream", "stream_options", "temperature"}, {"messages", "model", "stream", "temperature"}}, 0.7, usage},
+		{"model override", "/v1", nil, "other-model", false, "other-model",
+			[2][]string{{"messages", "model", "stream", "stream_options"}, {"messages", "model", "stream"}}, nil, usage},
+		{"NoStreamUsage", "/v1", nil, "", true, "gpt-test",
+			[2][]string{{"messages", "model", "stream"}, {"messages", "model", "stream"}}, nil, nil},
+		{"NoStreamUsage with temperature", "/v1", ptr(0.2), "", true, "gpt-test",
+			[2][]string{{"messages", "model", "stream", "temperature"}, {"messages", "model", "stream", "temperature"}}, 0.2, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newFakeServer(t, serveOK)
+			srv := newFakeServer(t, serveOK) // checks every request against the OpenAPI schema
 			c, err := New(Config{BaseURL: srv.URL + tc.base, APIKey: testKey, ChatModel: "gpt-test", Temperature: tc.temp,
-				Headers: http.Header{"Api-Key": {"azure-key"}, "X-Extra": {"a", "b"}}})
+				NoStreamUsage: tc.noUsage, Headers: http.Header{"Api-Key": {"azure-key"}, "X-Extra": {"a", "b"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,13 +86,20 @@ func TestChatRequestShape(t *testing.T) {
 			if comp, err := c.Complete(t.Context(), ChatRequest{Model: tc.model, Messages: hello.Messages}); err != nil || comp.Content != "Hello" {
 				t.Fatalf("Complete: %+v, %v", comp, err)
 			}
-			for i, req := range srv.got() {
+			reqs := srv.got()
+			if len(reqs) != 2 {
+				t.Fatalf("%d requests, want 2", len(reqs))
+			}
+			if got := reqs[0].Body["stream_options"]; !reflect.DeepEqual(got, tc.wantOptions) {
+				t.Errorf("stream_options %v, want %v", got, tc.wantOptions)
+			}
+			for i, req := range reqs {
 				if req.Path != "/v1/chat/completions" {
 					t.Errorf("path %q", req.Path)
 				}
 				keys := slices.Sorted(mapKeys(req.Body))
-				if !slices.Equal(keys, tc.wantKeys) {
-					t.Errorf("request %d keys %v, want %v", i, keys, tc.wantKeys)
+				if !slices.Equal(keys, tc.wantKeys[i]) {
+					t.Errorf("request %d keys %v, want %v", i, keys, tc.wantKeys[i])
 				}
 				if got := req.Body["temperature"]; got != tc.wantTemp {
 					t.Errorf("temperature %v, want %v", got, tc.wantTemp)

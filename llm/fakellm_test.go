@@ -61,6 +61,33 @@ func TestAgainstFakeLLM(t *testing.T) {
 		}
 	})
 
+	t.Run("usage", func(t *testing.T) { // fakellm, like OpenAI, sends usage only when asked
+		for _, noUsage := range []bool{false, true} {
+			srv := fakellm.New()
+			defer srv.Close()
+			srv.SetAPIKey(testKey)
+			asked := make(chan bool, 1) // one request
+			srv.SetChat(func(req fakellm.ChatRequest) fakellm.Reply {
+				asked <- req.IncludeUsage
+				return fakellm.Text("Hello, world!")
+			})
+			c, _ := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m", NoStreamUsage: noUsage})
+			r := collect(t, c.Stream(t.Context(), hello))
+			if r.Err != nil || r.Content != "Hello, world!" {
+				t.Fatalf("NoStreamUsage %v: %s", noUsage, show(r))
+			}
+			if got := <-asked; got == noUsage {
+				t.Errorf("NoStreamUsage %v: include_usage %v", noUsage, got)
+			}
+			switch u := r.Usage; {
+			case noUsage && u != nil:
+				t.Errorf("usage %+v without asking", *u)
+			case !noUsage && (u == nil || u.PromptTokens <= 0 || u.CompletionTokens <= 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens):
+				t.Errorf("usage %+v, want counts from the usage chunk", u)
+			}
+		}
+	})
+
 	t.Run("image", func(t *testing.T) {
 		for _, asURL := range []bool{false, true} {
 			srv := fakellm.New()
