@@ -132,14 +132,16 @@ func countGoroutines(dump []byte) (total, httpConns int) {
 	return len(starts), httpConns
 }
 
-// logLines counts the bot's log lines (JSON lines before the dump) by level.
-func logLines(path string) map[string]int {
+// logLines counts the bot's log lines (JSON lines before the dump) by level, and returns the
+// first warning or error line (cut to 300 bytes) to show what went wrong.
+func logLines(path string) (map[string]int, string) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	defer f.Close()
 	out := map[string]int{}
+	first := ""
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -149,10 +151,14 @@ func logLines(path string) map[string]int {
 		}
 		rest := line[len(`{"level":"`):]
 		if i := bytes.IndexByte(rest, '"'); i > 0 {
-			out[string(rest[:i])]++
+			level := string(rest[:i])
+			out[level]++
+			if first == "" && (level == "warn" || level == "error") {
+				first = tail(line, 300) // the end holds the error
+			}
 		}
 	}
-	return out
+	return out, first
 }
 
 // cpuTime reads the process's user+system CPU time from /proc/<pid>/stat.

@@ -94,6 +94,7 @@ type result struct {
 	goroutines   int
 	goroutineErr error
 	logs         map[string]int
+	firstLog     string        // the bot's first warning or error line
 	wall         time.Duration // load start -> end of the run
 	note         string        // why the run ended before every reply was final, if it did
 }
@@ -240,7 +241,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 		return nil, err
 	}
 	res.goroutines, res.httpConns, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
-	res.logs = logLines(logPath)
+	res.logs, res.firstLog = logLines(logPath)
 
 	measure(res, set.scale, slack, model, convs, chans, threads, asked, start, start.Add(res.wall))
 	return res, nil

@@ -87,6 +87,9 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		for _, l := range slices.Sorted(maps.Keys(r.logs)) {
 			logs = append(logs, fmt.Sprintf("%s %d", l, r.logs[l]))
 		}
+		if r.firstLog != "" {
+			fmt.Fprintf(w, "- N=%d %s: first bot warning/error: `%s`\n", r.n, r.policy, r.firstLog)
+		}
 		if r.note != "" {
 			fmt.Fprintf(w, "- N=%d %s: %s\n", r.n, r.policy, r.note)
 		}
