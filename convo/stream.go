@@ -41,8 +41,9 @@ func (s *MarkdownStream) Feed(delta string) string {
 		}
 		s.line(&out, line)
 	}
-	// The growing line: send its complete words when it cannot become a fence or a table row.
-	if s.fence == "" && len(s.held) == 0 && !s.partial && mayBeSpecial(s.pending) {
+	// The growing line: send its complete words when it cannot become a fence (opening or
+	// closing) or a table row.
+	if len(s.held) == 0 && !s.partial && mayBeSpecial(s.pending) {
 		return s.emit(out.String())
 	}
 	if len(s.held) == 0 {

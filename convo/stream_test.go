@@ -77,6 +77,8 @@ func TestMarkdownStream(t *testing.T) {
 			[]string{"```go\n", "fmt.Println(1)\n```\n"}},
 		{"a growing line that may become a fence waits", []string{"``", "`\n"},
 			[]string{"", "```\n", "```\n"}},
+		{"an indented closing fence growing word by word still closes", []string{"```\ncode\n", "   ", "```\n", "| a | b |\n|---|---|\n| 1 | 2 |\n\n"},
+			[]string{"```\ncode\n", "", "   ```\n", "```\na | b\n--+--\n1 | 2\n```\n\n", ""}},
 		{"nothing in, nothing out", []string{""},
 			[]string{"", ""}},
 	}
