@@ -104,7 +104,7 @@ func (s *MarkdownStream) line(out *strings.Builder, line string) {
 	body := strings.TrimRight(line, "\r\n")
 	if s.fence != "" {
 		out.WriteString(safe(line))
-		if closesFence(body, s.fence) {
+		if closesFence(strings.TrimLeft(body, " >"), s.fence) {
 			s.fence = ""
 		}
 		return
@@ -124,7 +124,7 @@ func (s *MarkdownStream) line(out *strings.Builder, line string) {
 		}
 		s.flushHeld(out)
 	}
-	if f := opensFence(body); f != "" {
+	if f := opensFence(strings.TrimLeft(body, " >")); f != "" { // also in quotes and list items
 		s.fence = f
 		out.WriteString(safe(line))
 		return
@@ -180,12 +180,10 @@ func isDelimiterRow(l string) bool {
 	return strings.Trim(t, "|:- ") == "" && strings.Contains(t, "|")
 }
 
-// opensFence returns the fence a line opens (``` or ~~~, 3+), or "".
+// opensFence returns the fence a line (without its container prefix) opens: ``` or ~~~,
+// 3 or more; or "".
 func opensFence(l string) string {
-	t := strings.TrimLeft(l, " ")
-	if len(l)-len(t) > 3 {
-		return ""
-	}
+	t := l
 	for _, c := range []byte{'`', '~'} {
 		n := 0
 		for n < len(t) && t[n] == c {
