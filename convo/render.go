@@ -35,8 +35,9 @@ const (
 )
 
 // Per-message part limits, with margin below Slack's hard limits (chat.update text 4,000;
-// markdown_text 12,000). Lengths are counted in UTF-16 code units (an emoji counts 2), which
-// is never less than Slack's character count.
+// markdown_text 12,000) that leaves room for a NoteSuffix on the last part. Lengths are
+// counted in UTF-16 code units (an emoji counts 2), which is never less than Slack's
+// character count.
 const (
 	MrkdwnLimit   = 3500
 	MarkdownLimit = 11000
@@ -56,6 +57,8 @@ var mdParser = goldmark.New(goldmark.WithExtensions(
 // turned into a mention (even with link_names). In mrkdwn, &, < and > are also escaped as
 // &amp; &lt; &gt; everywhere except inside the <url|text> links Render writes itself (whose
 // URLs must be absolute http(s), mailto or ftp; other link targets are shown as text).
+// FormatMarkdown keeps & < > as the model wrote them (Slack's Markdown takes them
+// literally) and drops links to such other targets to text too.
 func Render(md string, f Format) string {
 	src, _ := neutralise(md)
 	return string(render([]byte(src), f, true).out)
@@ -441,11 +444,7 @@ func (w *writer) nl() {
 
 // emptyLine writes a blank line between blocks ("" or the quote marker alone).
 func (w *writer) emptyLine() {
-	var sb strings.Builder
-	for _, l := range w.levels {
-		sb.WriteString(l.cont)
-	}
-	p := strings.TrimRight(sb.String(), " ")
+	p := strings.TrimRight(w.prefix, " ")
 	if !strings.Contains(p, ">") {
 		p = ""
 	}
