@@ -57,8 +57,8 @@ var mdParser = goldmark.New(goldmark.WithExtensions(
 // turned into a mention (even with link_names). In mrkdwn, &, < and > are also escaped as
 // &amp; &lt; &gt; everywhere except inside the <url|text> links Render writes itself (whose
 // URLs must be absolute http(s), mailto or ftp; other link targets are shown as text).
-// FormatMarkdown keeps & < > as the model wrote them (Slack's Markdown takes them
-// literally) and drops links to such other targets to text too.
+// FormatMarkdown keeps & < > as the model wrote them (standard Markdown; not verified
+// against every Slack client) and turns links to other targets into text too.
 func Render(md string, f Format) string {
 	src, _ := neutralise(md)
 	return string(render([]byte(src), f, true).out)
