@@ -138,7 +138,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			case !ok && len(m.Files) > 0:
 				entries = append(entries, entry{who: speakerSelfFile, first: i, last: i})
 			}
-		case m.BotID != "" || m.SubType == slack.MsgSubTypeBotMessage:
+		case isBot(m):
 			if opt.IncludeOtherBots {
 				entries = append(entries, entry{who: speakerBot, first: i, last: i})
 			}
@@ -147,7 +147,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			entries = append(entries, entry{who: speakerPerson, first: i, last: i})
 		}
 	}
-	if trigger.BotID == "" {
+	if !isBot(&trigger) {
 		people[trigger.User] = true
 	}
 	b.multi = len(people) > 1
@@ -224,7 +224,7 @@ func UserIDs(thread []slack.Message) []string {
 	}
 	for i := range thread {
 		m := latest(thread[i])
-		if m.BotID == "" {
+		if !isBot(&m) {
 			add(m.User)
 		}
 		s := m.Text
@@ -256,10 +256,18 @@ func (b *builder) own(m *slack.Message) bool {
 }
 
 func speakerOf(m slack.Message) speaker {
-	if m.BotID != "" || m.SubType == slack.MsgSubTypeBotMessage {
+	if isBot(&m) {
 		return speakerBot
 	}
 	return speakerPerson
+}
+
+// slackbot is the user id of Slackbot (reminders, auto-responses), a bot without a bot id.
+const slackbot = "USLACKBOT"
+
+// isBot reports messages by bots other than a person: integrations, apps, Slackbot.
+func isBot(m *slack.Message) bool {
+	return m.BotID != "" || m.SubType == slack.MsgSubTypeBotMessage || m.User == slackbot
 }
 
 func (b *builder) systemPrompt() string {
@@ -349,6 +357,8 @@ func (b *builder) botName(m slack.Message) string {
 		return m.BotProfile.Name
 	case m.Username != "":
 		return m.Username
+	case m.User == slackbot:
+		return "Slackbot"
 	case m.User != "":
 		return b.userName(m.User)
 	case m.BotID != "":

@@ -305,3 +305,20 @@ func TestBuildMentionOfTheBotMidText(t *testing.T) {
 		t.Errorf("trigger = %q, want %q", got, want)
 	}
 }
+
+func TestBuildSlackbotIsABot(t *testing.T) {
+	opt := testOptions()
+	opt.IncludeOtherBots = true
+	thread := []slack.Message{
+		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "standup?"}},
+		{Msg: slack.Msg{User: "USLACKBOT", Timestamp: "1.000002", Text: "Reminder: standup at 10."}},
+		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "<@U0BOT> when is standup?"}},
+	}
+	r := Build(thread, thread[2], testNames, opt)
+	if got, want := r.Messages[2].Content, "[bot] Slackbot: Reminder: standup at 10."; got != want {
+		t.Errorf("Slackbot message = %q, want %q", got, want)
+	}
+	if got, want := r.Messages[3].Content, "when is standup?"; got != want {
+		t.Errorf("trigger = %q, want %q (one person: no label)", got, want)
+	}
+}
