@@ -59,12 +59,14 @@ func (p *Pager) Update(md string, final bool) []string {
 		// a block start ("#", "~~~", "---") that closes the block before it, for now.
 		r = renderSorted(src[:strings.LastIndexByte(src, '\n')+1], p.f, false)
 	}
+	sealed := false
 	for !p.fits(v) {
 		c, ok := p.choose(r, r.stable)
 		if !ok {
 			break
 		}
 		p.seal(r, c)
+		sealed = true
 	}
 	tail := ""
 	if rest := rest(v, p.pos, len(v.out)); strings.TrimSpace(rest) != "" {
@@ -76,7 +78,9 @@ func (p *Pager) Update(md string, final bool) []string {
 	if len16(tail) > p.limit {
 		tail = p.preview(v)
 	}
-	p.advance(r, joins)
+	if sealed {
+		p.advance(r, joins) // r: complete lines, or the final text
+	}
 	parts := make([]string, 0, len(p.sealed)+1)
 	parts = append(parts, p.sealed...)
 	if tail != "" {
