@@ -48,10 +48,14 @@ type Messenger interface {
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error
 }
 
-// Msg is a message the bot writes: mrkdwn text and the mark stored as its metadata.
+// Msg is a message the bot writes: mrkdwn text, the mark stored as its metadata, and buttons.
 type Msg struct {
 	Text string
 	Mark convo.Mark
+	// Buttons under the text. nil: a plain text message (blocks untouched). Non-nil: the text is
+	// shown in section blocks (Text stays the notification fallback) followed by the buttons; an
+	// empty slice shows the plain text again, taking earlier buttons off the message.
+	Buttons []Button
 }
 
 // Streamer is Slack's native streaming (chat.startStream / appendStream / stopStream).
@@ -90,6 +94,9 @@ type Upload struct {
 	Data     []byte
 	Comment  string // initial_comment (mrkdwn)
 	AltText  string // alt_txt, at most 1000 characters
+	// Buttons under the comment (the file is then shared with blocks: Slack ignores blocks when
+	// an initial_comment is given, so the comment becomes their first section).
+	Buttons []Button
 }
 
 // Responder answers a slash command privately through its response_url.
@@ -124,6 +131,10 @@ type ReplyRequest struct {
 	Text     string // raw Slack text
 	Files    []slack.File
 	FollowUp bool // no mention: answer only if the thread involves the bot
+	// Regenerate: answer the message TS again (a Regenerate button). User is the person who
+	// pressed it; the question is read from the thread (Text and Files are not used) and the
+	// context is the thread up to it, so earlier answers to it are not replayed.
+	Regenerate bool
 }
 
 // ImagineRequest is an /imagine command.
@@ -138,6 +149,6 @@ var (
 	ErrIgnored = errors.New("ignored")
 	// ErrShutdown: the bot is shutting down; the reply is closed with an "interrupted" note.
 	ErrShutdown = errors.New("bot shutting down")
-	// ErrStopped: the user stopped the answer; the reply is closed with "Stopped.".
+	// ErrStopped: the user stopped the answer; the reply is closed with "Stopped by <name>.".
 	ErrStopped = errors.New("stopped by user")
 )

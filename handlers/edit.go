@@ -25,6 +25,7 @@ type editSink struct {
 	pager *convo.Pager
 	ts    []string // one message per part; ts[0] is the placeholder
 	shown []string // the text last written to each message ("" for the placeholder)
+	btn   []string // the buttons each message shows (buttonKey)
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -39,10 +40,11 @@ type editSink struct {
 }
 
 // next returns the next write the answer needs: an edit of message i, or a post of part i (post true);
-// i < 0 when Slack already shows parts.
+// i < 0 when Slack already shows parts. A message also needs an edit when its buttons change: only
+// the last part carries Stop, so a sealed part loses it.
 func (e *editSink) next(parts []string) (i int, post bool) {
 	for i := 0; i < len(e.ts) && i < len(parts); i++ {
-		if parts[i] != "" && parts[i] != e.shown[i] {
+		if parts[i] != "" && (parts[i] != e.shown[i] || e.btn[i] != buttonKey(e.buttons(i, len(parts), false))) {
 			return i, false
 		}
 	}
@@ -50,6 +52,16 @@ func (e *editSink) next(parts []string) (i int, post bool) {
 		return n, true
 	}
 	return -1, false
+}
+
+// buttons of the message of part i of n: the last part's (Stop while streaming, Regenerate once
+// final), none on earlier parts.
+func (e *editSink) buttons(i, n int, final bool) []Button {
+	bs := e.p.buttons(final)
+	if i < n-1 && bs != nil {
+		return []Button{}
+	}
+	return bs
 }
 
 // render returns the parts of md, rendering only when md is new: rendering is the writer's main cost, so
@@ -100,17 +112,18 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		}
 		text := parts[i]
 		mark := convo.Mark{Kind: convo.MarkAnswer}
+		bs := e.buttons(i, len(parts), false)
 		if post {
 			var ts string
-			if ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark}); err == nil {
-				e.ts, e.shown = append(e.ts, ts), append(e.shown, text)
+			if ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
+				e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
 				e.posts++
 			}
-		} else if err = p.r.msgs.Update(ctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark}); err == nil {
+		} else if err = p.r.msgs.Update(ctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
 			if i == 0 && e.shown[0] == "" {
 				p.firstText = time.Since(p.start)
 			}
-			e.shown[i] = text
+			e.shown[i], e.btn[i] = text, buttonKey(bs)
 			e.edits++
 		}
 		if err == nil {
@@ -162,22 +175,23 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		if i == len(parts)-1 {
 			mark.Note = note
 		}
+		bs := e.buttons(i, len(parts), true)
 		if i < len(e.ts) {
-			if text == e.shown[i] && kind == convo.MarkAnswer && mark.Note == "" {
-				continue // already shown, with the same mark
+			if text == e.shown[i] && e.btn[i] == buttonKey(bs) && kind == convo.MarkAnswer && mark.Note == "" {
+				continue // already shown, with the same mark and buttons
 			}
 			ts := e.ts[i]
 			err := writeRetry(ctx,
 				func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) },
 				e.lane.Throttled,
 				func(ctx context.Context) error {
-					return p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark})
+					return p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark, Buttons: bs})
 				})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
 				continue
 			}
-			e.shown[i] = text
+			e.shown[i], e.btn[i] = text, buttonKey(bs)
 			e.edits++
 			continue
 		}
@@ -186,7 +200,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
 			func(ctx context.Context) (err error) {
-				ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark})
+				ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs})
 				return err
 			})
 		if err != nil {
@@ -194,7 +208,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			errs = append(errs, fmt.Errorf("chat.postMessage part %d: %w", i+1, err))
 			break
 		}
-		e.ts, e.shown = append(e.ts, ts), append(e.shown, text)
+		e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
 		e.posts++
 	}
 	return errors.Join(errs...)

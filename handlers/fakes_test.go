@@ -35,8 +35,9 @@ type call struct {
 	ts     string // message ts (the one created, for post/startStream)
 	thread string
 	text   string
-	mark   convo.Mark
-	err    error // what the fake answered
+	mark    convo.Mark
+	buttons []Button // nil: none sent (blocks untouched)
+	err     error    // what the fake answered
 	start  StreamStart
 	upload Upload
 }
@@ -47,6 +48,7 @@ type fakeMsg struct {
 	text                string
 	mark                convo.Mark
 	streaming           bool
+	buttons             []Button // shown under the text
 }
 
 // fakeSlack is an in-memory Slack: it records every call, keeps the bot's messages (so a thread read
@@ -187,13 +189,13 @@ func (f *fakeSlack) Post(ctx context.Context, channel, threadTS string, m Msg) (
 	if ctx.Err() != nil {
 		return "", ctx.Err()
 	}
-	c := call{method: "post", thread: threadTS, text: m.Text, mark: m.Mark}
+	c := call{method: "post", thread: threadTS, text: m.Text, mark: m.Mark, buttons: m.Buttons}
 	if err := f.record(c, f.postErr); err != nil {
 		return "", err
 	}
 	ts := f.newTS()
 	f.calls[len(f.calls)-1].ts = ts
-	f.msgs = append(f.msgs, &fakeMsg{channel: channel, thread: threadTS, ts: ts, text: m.Text, mark: m.Mark})
+	f.msgs = append(f.msgs, &fakeMsg{channel: channel, thread: threadTS, ts: ts, text: m.Text, mark: m.Mark, buttons: m.Buttons})
 	return ts, nil
 }
 
@@ -207,11 +209,11 @@ func (f *fakeSlack) Update(ctx context.Context, channel, ts string, m Msg) error
 		if ok, wait := f.limit.allow(); !ok {
 			secs := time.Duration(math.Ceil(wait.Seconds())) * time.Second // Slack sends whole seconds
 			err := &slack.RateLimitedError{RetryAfter: secs}
-			f.record(call{method: "update", ts: ts, text: m.Text, mark: m.Mark}, func(int, call) error { return err })
+			f.record(call{method: "update", ts: ts, text: m.Text, mark: m.Mark, buttons: m.Buttons}, func(int, call) error { return err })
 			return err
 		}
 	}
-	if err := f.record(call{method: "update", ts: ts, text: m.Text, mark: m.Mark}, f.updateErr); err != nil {
+	if err := f.record(call{method: "update", ts: ts, text: m.Text, mark: m.Mark, buttons: m.Buttons}, f.updateErr); err != nil {
 		return err
 	}
 	msg := f.find(ts)
@@ -222,6 +224,9 @@ func (f *fakeSlack) Update(ctx context.Context, channel, ts string, m Msg) error
 		return slack.SlackErrorResponse{Err: "msg_too_long"}
 	}
 	msg.text, msg.mark = m.Text, m.Mark
+	if m.Buttons != nil {
+		msg.buttons = m.Buttons
+	}
 	return nil
 }
 

@@ -21,6 +21,9 @@ type ImagineOptions struct {
 	Model      string        // image model; "": the client's default
 	MaxPerUser int           // image jobs one person may have running; default 2
 	Timeout    time.Duration // whole job (generation and upload); default 4 min
+	// Buttons puts an "Another one" button on each picture (same prompt, a new picture; see
+	// buttons.go). Prompts longer than a button value (2,000 characters) get none.
+	Buttons bool
 }
 
 // Limits of what Imagine writes.
@@ -112,6 +115,10 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	if rp := strings.TrimSpace(img.RevisedPrompt); rp != "" && rp != prompt {
 		comment += "\n_Revised prompt: " + escape(oneLine(rp, 1000)) + "_"
 	}
+	var buttons []Button
+	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {
+		buttons = []Button{{ActionID: ActionImagineAgain, Text: labelAnother, Value: prompt}}
+	}
 	err = i.up.UploadImage(jctx, Upload{
 		Channel:  req.Channel,
 		Filename: "image." + ext,
@@ -119,6 +126,7 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 		Data:     img.Data,
 		Comment:  comment,
 		AltText:  truncateRunes(prompt, maxAltText),
+		Buttons:  buttons,
 	})
 	if err != nil {
 		i.respond(ctx, log, req, i.uploadFailure(ctx, err))

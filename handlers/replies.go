@@ -38,6 +38,10 @@ type ReplyOptions struct {
 	FollowUps                         bool      // answer thread messages without a mention in bot threads
 	OtherBots                         bool      // include other bots' messages in the context
 	Model                             string    // chat model; "": the client's default
+	// Buttons puts Stop (while writing) and Regenerate (when done) buttons on answers written by
+	// editing (see the rules in buttons.go). Parts are then at most 2,600 bytes (a section block
+	// holds 3,000 characters).
+	Buttons bool
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
 	ChannelSettings func(channel string) (systemPrompt, model string)

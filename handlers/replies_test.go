@@ -360,7 +360,7 @@ func TestReplyCancelled(t *testing.T) {
 		note    string
 	}{
 		{"shutdown mid-answer", ErrShutdown, 1100 * time.Millisecond, "word0 word1 word2 ", textInterrupted},
-		{"stopped mid-answer", ErrStopped, 1100 * time.Millisecond, "word0 word1 word2 ", textStopped},
+		{"stopped mid-answer", ErrStopped, 1100 * time.Millisecond, "word0 word1 word2 ", "Stopped by Alice."}, // the asker's name
 		{"shutdown before any text", ErrShutdown, 100 * time.Millisecond, "", textInterrupted},
 	}
 	for _, tt := range tests {

@@ -29,6 +29,8 @@ type reply struct {
 
 	// systemPrompt and model are the channel's (ReplyOptions.ChannelSettings) or the defaults.
 	systemPrompt, model string
+	// noRegen: the final message gets no Regenerate button (nothing was asked).
+	noRegen bool
 
 	ttft, firstText time.Duration
 	chunks          int
@@ -89,7 +91,11 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 			return errors.Join(err, finish("", note, kind))
 		}
 	}
-	trigger := p.trigger(thread)
+	trigger, found := p.trigger(thread)
+	if p.req.Regenerate && !found {
+		p.noRegen = true
+		return finish("", textNoQuestion, convo.MarkNotice)
+	}
 	names := p.r.resolve(ctx, p.log, convo.UserIDs(thread))
 	res := convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: p.r.opt.BotUserID, BotID: p.r.opt.BotID, BotName: p.r.opt.BotName,
@@ -97,6 +103,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		IncludeOtherBots: p.r.opt.OtherBots,
 	})
 	if res.EmptyMention {
+		p.noRegen = true // nothing was asked: nothing to answer again
 		return finish(emptyMentionHint(p.r.opt.BotName), "", convo.MarkNotice)
 	}
 
@@ -160,18 +167,23 @@ func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
 		func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
 		func(ctx context.Context) (err error) {
 			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS,
-				Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+				Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)})
 			return err
 		})
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
+	limit := convo.MrkdwnLimit
+	if p.r.opt.Buttons {
+		limit = buttonPartLimit
+	}
 	return &editSink{
 		p:     p,
 		lane:  p.r.opt.Edits.Lane(),
-		pager: convo.NewPager(convo.FormatMrkdwn, convo.MrkdwnLimit),
+		pager: convo.NewPager(convo.FormatMrkdwn, limit),
 		ts:    []string{ts},
 		shown: []string{""},
+		btn:   []string{buttonKey(p.buttons(false))},
 	}, nil
 }
 
@@ -195,6 +207,23 @@ func (p *reply) streamStart(md string) StreamStart {
 		RecipientTeamID: team, Markdown: md}
 }
 
+// buttons are what the answer's last message carries: Stop while it is written, Regenerate once
+// it is final (unless noRegen). nil when buttons are off; an empty slice when there are none.
+func (p *reply) buttons(final bool) []Button {
+	switch {
+	case !p.r.opt.Buttons:
+		return nil
+	case !final:
+		return []Button{stopButton(p.ref())}
+	case p.noRegen:
+		return []Button{}
+	}
+	return []Button{regenerateButton(p.ref())}
+}
+
+// ref names this answer for its buttons.
+func (p *reply) ref() ReplyRef { return ReplyRef{ThreadTS: p.req.ThreadTS, TS: p.req.TS} }
+
 // readContext reads the thread (or, for a top-level DM, the recent history).
 func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 	if p.threadTS == "" {
@@ -211,17 +240,16 @@ func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 	return msgs, nil
 }
 
-// trigger returns the triggering message from the thread, or builds it from the request when the thread
-// read does not include it yet.
-func (p *reply) trigger(thread []slack.Message) slack.Message {
+// trigger returns the triggering message from the thread (found), or builds it from the request when
+// the thread read does not include it yet.
+func (p *reply) trigger(thread []slack.Message) (m slack.Message, found bool) {
 	for _, m := range thread {
 		if m.Timestamp == p.req.TS {
-			return m
+			return m, true
 		}
 	}
-	var m slack.Message
 	m.User, m.Text, m.Timestamp, m.ThreadTimestamp, m.Files = p.req.User, p.req.Text, p.req.TS, p.req.ThreadTS, p.req.Files
-	return m
+	return m, false
 }
 
 // stream pulls the model's answer in this goroutine and hands snapshots to the writer goroutine, which it
@@ -313,6 +341,9 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 		cause := context.Cause(ctx)
 		if note = stopNote(cause); note == "" {
 			note = "Interrupted."
+		}
+		if n, ok := p.r.names.get(p.req.User); ok && errors.Is(cause, ErrStopped) {
+			note = "Stopped by " + n + "." // only the asker may stop an answer
 		}
 		if empty {
 			kind = convo.MarkNotice

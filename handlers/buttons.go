@@ -1,0 +1,104 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Buttons (Block Kit, ReplyOptions.Buttons and ImagineOptions.Buttons). The handlers put them on
+// the messages they write; bot routes the clicks (block_actions over Socket Mode) by action id.
+//
+// The rules:
+//   - Stop is on an answer's last message while it is being written (post-and-edit mode; native
+//     streaming has Slack's own stop). Only the person who asked may stop it: anyone else gets a
+//     short private explanation. Stopping cancels the model request and keeps the text so far,
+//     with the note "Stopped by <name>.".
+//   - Regenerate is on a finished answer's last message (also after an error, a stop or a
+//     restart). Anyone the access policy allows in the channel may press it: it counts as that
+//     person asking again, through the same access check, concurrency bound and one-answer-at-a-
+//     time-per-thread order as a mention. The new answer is a new message at the end of the
+//     thread, built from the thread up to the question (so the old answer stays where it is and
+//     is never replayed to the model); the person who pressed Regenerate may stop it.
+//   - "Another" (ActionImagineAgain) is on an /imagine picture: the same prompt, a new picture
+//     uploaded to the channel, for and counted against the person who pressed it (per-user bound
+//     and daily quota).
+//
+// A button's value carries everything its click needs (no state is kept, so Regenerate works after
+// a restart and on any replica; Stop only reaches the replica writing the answer). Values hold
+// message timestamps or the prompt, never secrets, and stay within Slack's 2,000 characters.
+const (
+	ActionStop         = "llmbot_stop"
+	ActionRegenerate   = "llmbot_regenerate"
+	ActionImagineAgain = "llmbot_imagine_again"
+)
+
+// MaxButtonValue is Slack's limit on a button's value, in characters.
+const MaxButtonValue = 2000
+
+// buttonPartLimit is the Pager limit of an answer's messages when they carry buttons: Slack shows
+// a message's blocks instead of its text, and a section block holds at most 3,000 characters, so
+// each part (bytes, at least as many as characters) plus a status note must fit in one section.
+const buttonPartLimit = 2600
+
+// Button is a Block Kit button under a message's text.
+type Button struct {
+	ActionID string
+	Text     string // the label
+	Value    string // what the click carries back (at most MaxButtonValue characters)
+	Style    string // "", "primary" or "danger"
+}
+
+// ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
+// value; the channel comes with the click.
+type ReplyRef struct {
+	ThreadTS string `json:"thread_ts,omitempty"` // as in ReplyRequest.ThreadTS ("" = a top-level DM)
+	TS       string `json:"ts"`                  // the message that was answered
+}
+
+// Value is r as a button value.
+func (r ReplyRef) Value() string {
+	b, _ := json.Marshal(r) // two strings: cannot fail
+	return string(b)
+}
+
+var errBadValue = errors.New("not a button value of this bot")
+
+// ParseReplyRef reads a Stop or Regenerate button's value.
+func ParseReplyRef(value string) (ReplyRef, error) {
+	var r ReplyRef
+	if err := json.Unmarshal([]byte(value), &r); err != nil || r.TS == "" {
+		return ReplyRef{}, fmt.Errorf("button value: %w", errBadValue)
+	}
+	return r, nil
+}
+
+// Labels and what a person is told about buttons.
+const (
+	labelStop       = "Stop"
+	labelRegenerate = "Regenerate"
+	labelAnother    = "Another one"
+	// TextNotAsker is told privately to someone who presses Stop on another person's answer.
+	TextNotAsker = "Only the person who asked can stop this answer."
+	// TextNotRunning is told privately when Stop is pressed on an answer that has already ended.
+	TextNotRunning = "That answer has already finished."
+	textNoQuestion = "I can't find the question any more (was it deleted?), so I can't answer it again."
+)
+
+func stopButton(ref ReplyRef) Button {
+	return Button{ActionID: ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
+}
+
+func regenerateButton(ref ReplyRef) Button {
+	return Button{ActionID: ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
+}
+
+// buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.
+func buttonKey(bs []Button) string {
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		ids[i] = b.ActionID
+	}
+	return strings.Join(ids, ",")
+}

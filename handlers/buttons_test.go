@@ -1,0 +1,223 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+)
+
+func buttonOptions() ReplyOptions {
+	opt := testOptions()
+	opt.Buttons = true
+	return opt
+}
+
+// wantRef is the value of the test reply's buttons.
+var wantRef = ReplyRef{ThreadTS: testTS, TS: testTS}.Value()
+
+func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Long enough for two parts at the button part limit.
+		ws := words(strings.Repeat("Token buckets refill at a steady rate.\n\n", 110), 40)
+		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), buttonOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+
+		posts := rt.slack.callsOf("post")
+		if len(posts) != 2 {
+			t.Fatalf("posts = %d, want 2 (placeholder and second part)", len(posts))
+		}
+		if b := posts[0].buttons; buttonKey(b) != ActionStop || b[0].Value != wantRef || b[0].Text != "Stop" {
+			t.Errorf("placeholder buttons = %+v, want Stop with %s", b, wantRef)
+		}
+		first, second := posts[0].ts, posts[1].ts
+		if buttonKey(posts[1].buttons) != ActionStop {
+			t.Errorf("second part posted with %+v, want Stop", posts[1].buttons)
+		}
+		secondPosted := posts[1].at
+		for _, u := range rt.slack.callsOf("update") {
+			last := u.ts == second || u.at.Before(secondPosted)
+			final := u.mark.Kind == convo.MarkAnswer && u.at.Equal(rt.slack.callsOf("update")[len(rt.slack.callsOf("update"))-1].at)
+			switch {
+			case u.buttons == nil:
+				t.Errorf("update of %s without buttons (blocks untouched)", u.ts)
+			case u.ts == first && !u.at.Before(secondPosted) && len(u.buttons) != 0:
+				t.Errorf("sealed first part updated with %+v, want no buttons", u.buttons)
+			case last && !final && buttonKey(u.buttons) != ActionStop:
+				t.Errorf("interim update of the last part with %+v, want Stop", u.buttons)
+			}
+			if len(u.buttons) > 0 && utf8.RuneCountInString(u.text) > 3000 {
+				t.Errorf("a message with buttons has %d characters, over a section block's 3,000", utf8.RuneCountInString(u.text))
+			}
+		}
+
+		ms := rt.slack.botMessages(testTS)
+		want := convo.Split(joined(ws), convo.FormatMrkdwn, buttonPartLimit)
+		if len(ms) != 2 || len(want) != 2 || ms[0].text != want[0] || ms[1].text != want[1] {
+			t.Fatalf("final messages = %d, want the answer in 2 parts of at most %d bytes", len(ms), buttonPartLimit)
+		}
+		if len(ms[0].buttons) != 0 {
+			t.Errorf("first part shows %+v, want no buttons", ms[0].buttons)
+		}
+		if b := ms[1].buttons; buttonKey(b) != ActionRegenerate || b[0].Value != wantRef {
+			t.Errorf("last part shows %+v, want Regenerate with %s", b, wantRef)
+		}
+		if ms[1].mark.Kind != convo.MarkAnswer || ms[0].mark.Kind != convo.MarkAnswer {
+			t.Errorf("marks = %v %v, want answers", ms[0].mark, ms[1].mark)
+		}
+	})
+}
+
+func TestButtonsOffSendsNone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas(numbered(10), 100*time.Millisecond), testOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		for _, c := range append(rt.slack.callsOf("post"), rt.slack.callsOf("update")...) {
+			if c.buttons != nil {
+				t.Errorf("%s with buttons %+v, want none when off", c.method, c.buttons)
+			}
+		}
+	})
+}
+
+func TestButtonsStopKeepsTextAndOffersRegenerate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), buttonOptions())
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(1100*time.Millisecond, func() { cancel(ErrStopped) }) // as bot.StopReply does
+		err := rt.r.Reply(ctx, rt.req)
+		if !errors.Is(err, ErrStopped) {
+			t.Errorf("Reply = %v, want ErrStopped", err)
+		}
+		rt.chat.mu.Lock()
+		cause := rt.chat.ctxErr
+		rt.chat.mu.Unlock()
+		if !errors.Is(cause, ErrStopped) {
+			t.Errorf("model request ended with %v, want cancelled with ErrStopped", cause)
+		}
+		ms := rt.slack.botMessages(testTS)
+		want := "word0 word1 word2" + convo.NoteSuffix("Stopped by Alice.", convo.FormatMrkdwn)
+		if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != "Stopped by Alice." {
+			t.Fatalf("messages = %+v, want %q", ms, want)
+		}
+		if buttonKey(ms[0].buttons) != ActionRegenerate {
+			t.Errorf("stopped answer shows %+v, want Regenerate", ms[0].buttons)
+		}
+	})
+}
+
+func TestButtonsRegenerateAnswersAgainFromTheThread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"First ", "answer."}, 100*time.Millisecond), buttonOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		// Someone else (allowed by the access policy, checked by the caller) presses Regenerate.
+		rt.chat.mu.Lock()
+		rt.chat.steps = deltas([]string{"Second ", "answer."}, 100*time.Millisecond)
+		rt.chat.mu.Unlock()
+		regen := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
+			ThreadTS: testTS, Regenerate: true}
+		mustNoErr(t, rt.r.Reply(t.Context(), regen))
+
+		if got := rt.texts(); fmt.Sprint(got) != fmt.Sprint([]string{"First answer.", "Second answer."}) {
+			t.Errorf("thread = %q, want the first answer kept and a second one after it", got)
+		}
+		reqs := rt.chat.calls()
+		if len(reqs) != 2 {
+			t.Fatalf("model calls = %d, want 2", len(reqs))
+		}
+		if fmt.Sprint(reqs[1].Messages) != fmt.Sprint(reqs[0].Messages) {
+			t.Errorf("regenerate request = %+v\nwant the same as the first (old answer not replayed) %+v", reqs[1].Messages, reqs[0].Messages)
+		}
+		for _, m := range reqs[1].Messages {
+			if m.Role == llm.RoleAssistant {
+				t.Errorf("regenerate request replays an answer: %+v", m)
+			}
+		}
+		ms := rt.slack.botMessages(testTS)
+		if buttonKey(ms[0].buttons) != ActionRegenerate || buttonKey(ms[1].buttons) != ActionRegenerate {
+			t.Errorf("buttons = %+v / %+v, want Regenerate on both answers", ms[0].buttons, ms[1].buttons)
+		}
+	})
+}
+
+func TestButtonsRegenerateDeletedQuestion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"never"}, time.Millisecond), buttonOptions())
+		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> an older question")}
+		rt.slack.threads[testCh+"/"+testTS][0].Timestamp = "1699999999.000001"
+		regen := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", TS: testTS, ThreadTS: testTS, Regenerate: true}
+		mustNoErr(t, rt.r.Reply(t.Context(), regen))
+		if n := len(rt.chat.calls()); n != 0 {
+			t.Errorf("model calls = %d, want none", n)
+		}
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].text, "can't find the question") || ms[0].mark.Kind != convo.MarkNotice || len(ms[0].buttons) != 0 {
+			t.Errorf("messages = %+v, want a notice that the question is gone, without buttons", ms)
+		}
+	})
+}
+
+func TestButtonsImagineAnotherOne(t *testing.T) {
+	tests := []struct {
+		name    string
+		prompt  string
+		buttons bool
+		want    string // buttonKey of the upload
+	}{
+		{"button with the prompt", "a fox in the snow", true, ActionImagineAgain},
+		{"prompt too long for a button value", strings.Repeat("fox ", 501), true, ""},
+		{"buttons off", "a fox in the snow", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := newFakeSlack()
+			img := &fakeImager{img: &llm.Image{Data: []byte("png"), Format: "png"}}
+			im := NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{Buttons: tt.buttons})
+			mustNoErr(t, im.Run(t.Context(), ImagineRequest{Channel: testCh, User: "U2", Team: "T1", Text: tt.prompt}))
+			ups := fs.callsOf("upload")
+			if len(ups) != 1 {
+				t.Fatalf("uploads = %d, want 1", len(ups))
+			}
+			b := ups[0].upload.Buttons
+			if buttonKey(b) != tt.want {
+				t.Fatalf("buttons = %+v, want %q", b, tt.want)
+			}
+			if tt.want != "" && (b[0].Value != tt.prompt || utf8.RuneCountInString(b[0].Value) > MaxButtonValue) {
+				t.Errorf("button value = %q, want the prompt", b[0].Value)
+			}
+		})
+	}
+}
+
+func TestReplyRefValue(t *testing.T) {
+	tests := []struct {
+		name string
+		ref  ReplyRef
+	}{
+		{"thread", ReplyRef{ThreadTS: "1.000001", TS: "1.000002"}},
+		{"top-level DM", ReplyRef{TS: "1.000002"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseReplyRef(tt.ref.Value())
+			if err != nil || got != tt.ref {
+				t.Errorf("ParseReplyRef(%s) = %+v, %v, want %+v", tt.ref.Value(), got, err, tt.ref)
+			}
+		})
+	}
+	for _, bad := range []string{"", "1.0", `{"thread_ts":"1.0"}`, "{"} {
+		if _, err := ParseReplyRef(bad); !errors.Is(err, errBadValue) {
+			t.Errorf("ParseReplyRef(%q) = %v, want errBadValue", bad, err)
+		}
+	}
+}
