@@ -30,16 +30,16 @@ var (
 
 // call is one recorded Slack call.
 type call struct {
-	method string // "post", "update", "ephemeral", "startStream", "appendStream", "stopStream", "replies", ...
-	at     time.Time
-	ts     string // message ts (the one created, for post/startStream)
-	thread string
-	text   string
+	method  string // "post", "update", "ephemeral", "startStream", "appendStream", "stopStream", "replies", ...
+	at      time.Time
+	ts      string // message ts (the one created, for post/startStream)
+	thread  string
+	text    string
 	mark    convo.Mark
 	buttons []Button // nil: none sent (blocks untouched)
 	err     error    // what the fake answered
-	start  StreamStart
-	upload Upload
+	start   StreamStart
+	upload  Upload
 }
 
 // fakeMsg is a message the fake holds.
