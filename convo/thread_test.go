@@ -322,3 +322,37 @@ func TestBuildSlackbotIsABot(t *testing.T) {
 		t.Errorf("trigger = %q, want %q (one person: no label)", got, want)
 	}
 }
+
+func TestBuildTriggerPlacement(t *testing.T) {
+	history := []slack.Message{
+		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "first"}},
+		{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: "1.000002", Text: "an answer", Metadata: Mark{Kind: MarkAnswer}.Metadata()}},
+		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "the question"}},
+		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000004", Text: "written after the question"}},
+	}
+	tests := []struct {
+		name    string
+		thread  []slack.Message
+		trigger slack.Message
+		want    string // contents after the system prompt, joined with " | "
+	}{
+		{"trigger in the thread: later messages are left out", history, history[2],
+			"first | an answer | the question"},
+		{"trigger not in the thread (a DM's recent history): appended last", history[:2],
+			slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "the question"}},
+			"first | an answer | the question"},
+		{"no thread", nil, history[0], "first"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Build(tt.thread, tt.trigger, testNames, testOptions())
+			var got []string
+			for _, m := range r.Messages[1:] {
+				got = append(got, m.Content)
+			}
+			if strings.Join(got, " | ") != tt.want {
+				t.Errorf("messages = %q, want %q", strings.Join(got, " | "), tt.want)
+			}
+		})
+	}
+}
