@@ -20,7 +20,9 @@ func main() {
 	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "llmbot:", err)
+		if !errors.Is(err, errReported) { // doctor's checklist already said it
+			fmt.Fprintln(os.Stderr, "llmbot:", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -31,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fs := flag.NewFlagSet("llmbot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	markdown := fs.Bool("help-markdown", false, "print the settings table in Markdown and exit")
-	fs.Usage = func() { _ = printHelp(stdout) }
+	fs.Usage = func() { _ = printHelp(stdout); printCommands(stdout) }
 	if len(args) > 0 {
 		args = args[1:]
 	}
@@ -43,6 +45,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if *markdown {
 		return printHelpMarkdown(stdout)
+	}
+	if fs.Arg(0) == "doctor" {
+		return doctor(ctx, fs.Args()[1:], getenv, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown argument %q (run with --help)", fs.Arg(0))

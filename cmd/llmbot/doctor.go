@@ -1,0 +1,718 @@
+package main
+
+// llmbot doctor: the configuration checked end to end, as a checklist with a fix for each failure.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/llm"
+)
+
+// Time bounds of the checks. The Slack checks and the model checks run side by side, so the
+// whole run takes at most about max(authTest+socket, chat+models), ~25 s.
+const (
+	doctorAuthTimeout   = 8 * time.Second  // auth.test
+	doctorSocketTimeout = 10 * time.Second // apps.connections.open + WebSocket dial + hello
+	doctorCloseWait     = time.Second      // Slack's answer to our close frame
+	doctorChatTimeout   = 15 * time.Second // one short completion, connection included
+	doctorModelsTimeout = 5 * time.Second  // GET {base}/models
+	doctorMaxModelsBody = 8 << 20          // a long model list (OpenRouter's is several MB with descriptions)
+	doctorPrompt        = "Reply with the single word: ok"
+)
+
+// errReported is wrapped by errors whose message was already shown to the person (the
+// doctor's checklist): main exits non-zero without printing them again.
+var errReported = errors.New("already reported")
+
+// status is the outcome of one check.
+type status int
+
+const (
+	statusOK   status = iota
+	statusWarn        // works, or may work; worth a look
+	statusFail        // will not work until fixed
+	statusSkip        // not run: an earlier problem makes it meaningless
+)
+
+func (s status) symbol() string {
+	switch s {
+	case statusOK:
+		return "✓"
+	case statusWarn:
+		return "!"
+	case statusFail:
+		return "✗"
+	}
+	return "-"
+}
+
+// result is one line of the checklist, with indented notes and what to do.
+type result struct {
+	name   string
+	status status
+	detail string
+	notes  []string
+	fix    string
+}
+
+func ok(name, format string, args ...any) result {
+	return result{name: name, status: statusOK, detail: fmt.Sprintf(format, args...)}
+}
+
+func fail(name, detail, fix string, notes ...string) result {
+	return result{name: name, status: statusFail, detail: detail, fix: fix, notes: notes}
+}
+
+func skip(name, why string) result {
+	return result{name: name, status: statusSkip, detail: "skipped (" + why + ")"}
+}
+
+// printDoctorUsage is `llmbot doctor --help`.
+func printDoctorUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: llmbot doctor
+
+Checks the configuration end to end, with the same environment as the bot, and prints a
+checklist with the fix for each failure. It exits non-zero when a check fails.
+
+  1. Settings: the same validation as a normal start.
+  2. Slack bot token: auth.test.
+  3. Slack scopes: those granted to the bot token against those the enabled features need.
+  4. Socket Mode: apps.connections.open with the app token, then the WebSocket until Slack's hello.
+     It is safe while the bot runs: the connection is closed right after hello (an event Slack
+     happens to send to it in that moment is not acknowledged, so Slack sends it again).
+  5. Chat model: a one-word request to CHAT_MODEL (a few tokens).
+  6. Image model: IMAGE_MODEL is set, and listed by the service if it lists models (no image is
+     generated: that costs money).
+
+Every network step has a time limit; the whole run takes under 30 seconds. Tokens and keys are
+never printed.
+`)
+}
+
+// printCommands is the subcommand part of `llmbot --help`.
+func printCommands(w io.Writer) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	fmt.Fprintln(w, "  llmbot doctor   check the settings, both Slack tokens, the granted scopes, Socket Mode and the")
+	fmt.Fprintln(w, "                  models end to end; prints a checklist with the fix for each failure")
+	fmt.Fprintln(w, "                  (docker run --env-file .env IMAGE doctor)")
+}
+
+// doctor runs every check and prints the checklist on stdout. It returns an error wrapping
+// errReported when a check failed.
+func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("llmbot doctor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printDoctorUsage(stdout) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("doctor: unknown argument %q (run llmbot doctor --help)", fs.Arg(0))
+	}
+
+	cfg, problems := loadConfig(getenv)
+	problems = append(problems, cfg.problems()...)
+	out := &checklist{w: stdout, secrets: secretsOfConfig(cfg)}
+	out.header(cfg)
+	out.print(checkSettings(cfg, problems))
+
+	// The model checks do not depend on Slack: they run meanwhile and are printed after.
+	modelResults := make(chan []result, 1) // size 1: the goroutine never waits for the printer
+	go func() { modelResults <- modelChecks(ctx, cfg) }()
+	for _, r := range slackChecks(ctx, cfg) {
+		out.print(r)
+	}
+	for _, r := range <-modelResults {
+		out.print(r)
+	}
+	return out.summary()
+}
+
+// checklist prints results, with every secret of the configuration blanked out of them
+// (checks never put one in; this is the net under that rule).
+type checklist struct {
+	w       io.Writer
+	secrets []string
+	failed  int
+	warned  int
+	skipped int
+}
+
+func (c *checklist) line(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	for _, secret := range c.secrets {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	fmt.Fprintln(c.w, s)
+}
+
+func (c *checklist) header(cfg Config) {
+	c.line("llmbot doctor: Slack at %s, model service at %s", hostOf(cfg.SlackAPIURL), hostOf(cfg.OpenAIBaseURL))
+	c.line("")
+}
+
+func (c *checklist) print(r result) {
+	switch r.status {
+	case statusFail:
+		c.failed++
+	case statusWarn:
+		c.warned++
+	case statusSkip:
+		c.skipped++
+	}
+	c.line("%s %s: %s", r.status.symbol(), r.name, r.detail)
+	for _, n := range r.notes {
+		c.line("    %s", n)
+	}
+	if r.fix != "" {
+		c.line("    fix: %s", r.fix)
+	}
+}
+
+func (c *checklist) summary() error {
+	c.line("")
+	var extra []string
+	if c.warned > 0 {
+		extra = append(extra, plural(c.warned, "warning", "warnings"))
+	}
+	if c.skipped > 0 {
+		extra = append(extra, plural(c.skipped, "check", "checks")+" skipped")
+	}
+	tail := ""
+	if len(extra) > 0 {
+		tail = " (" + strings.Join(extra, ", ") + ")"
+	}
+	if c.failed == 0 {
+		c.line("All checks passed%s.", tail)
+		return nil
+	}
+	c.line("%s failed%s.", plural(c.failed, "check", "checks"), tail)
+	return fmt.Errorf("doctor: %s failed: %w", plural(c.failed, "check", "checks"), errReported)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// secretsOfConfig lists the values that must never be printed.
+func secretsOfConfig(cfg Config) []string {
+	var s []string
+	for _, v := range []string{cfg.SlackBotToken, cfg.SlackAppToken, cfg.OpenAIAPIKey} {
+		if len(v) >= 4 {
+			s = append(s, v)
+		}
+	}
+	if h, err := parseHeaders(cfg.LLMHeaders); err == nil {
+		for _, vs := range h {
+			for _, v := range vs {
+				if len(v) >= 4 {
+					s = append(s, v)
+				}
+			}
+		}
+	}
+	return s
+}
+
+// checkSettings is the validation of a normal start.
+func checkSettings(cfg Config, problems []string) result {
+	if len(problems) > 0 {
+		return fail("Settings", plural(len(problems), "problem", "problems"),
+			"set the variables named above (llmbot --help lists every setting with its default)",
+			bulleted(problems)...)
+	}
+	follow := "off"
+	if cfg.FollowUps {
+		follow = "on"
+	}
+	return ok("Settings", "valid (REPLY_MODE %s, FOLLOW_UPS %s, CHAT_MODEL %s, IMAGE_MODEL %s)",
+		cfg.ReplyMode, follow, cfg.ChatModel, cfg.ImageModel)
+}
+
+func bulleted(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = "- " + l
+	}
+	return out
+}
+
+func validHTTPURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// slackChecks are checks 2 to 4: bot token, scopes, Socket Mode.
+func slackChecks(ctx context.Context, cfg Config) []result {
+	const (
+		tokenCheck  = "Slack bot token"
+		scopesCheck = "Slack scopes"
+		socketCheck = "Socket Mode"
+	)
+	if !validHTTPURL(cfg.SlackAPIURL) {
+		why := "SLACK_API_URL is not a URL"
+		return []result{skip(tokenCheck, why), skip(scopesCheck, why), skip(socketCheck, why)}
+	}
+	api := slack.New(cfg.SlackBotToken,
+		slack.OptionAPIURL(strings.TrimRight(cfg.SlackAPIURL, "/")+"/"),
+		slack.OptionAppLevelToken(cfg.SlackAppToken),
+		slack.OptionHTTPClient(slackHTTPClient()),
+	)
+	var out []result
+	if cfg.SlackBotToken == "" {
+		out = append(out, skip(tokenCheck, "SLACK_BOT_TOKEN is not set"), skip(scopesCheck, "no bot token"))
+	} else {
+		actx, cancel := context.WithTimeout(ctx, doctorAuthTimeout)
+		auth, err := api.AuthTestContext(actx)
+		cancel()
+		if err != nil {
+			out = append(out, explainBotToken(err, cfg), skip(scopesCheck, "the bot token did not work"))
+		} else if auth.BotID == "" {
+			out = append(out, fail(tokenCheck,
+				fmt.Sprintf("valid, but it is a user's token (@%s in %s, %s), not the bot's", auth.User, auth.Team, auth.TeamID),
+				"set SLACK_BOT_TOKEN to the Bot User OAuth Token (xoxb-...) under OAuth & Permissions in your app's settings (https://api.slack.com/apps)"),
+				skip(scopesCheck, "not a bot token"))
+		} else {
+			out = append(out, ok(tokenCheck, "valid (bot @%s in %s, %s)", auth.User, auth.Team, auth.TeamID),
+				checkScopes(cfg, auth.Header))
+		}
+	}
+	if cfg.SlackAppToken == "" {
+		out = append(out, skip(socketCheck, "SLACK_APP_TOKEN is not set"))
+	} else {
+		out = append(out, checkSocketMode(ctx, api))
+	}
+	return out
+}
+
+// slackFixToken is what to do about a bad bot token.
+const slackFixToken = "copy the Bot User OAuth Token (xoxb-...) again from OAuth & Permissions in your app's settings (https://api.slack.com/apps) into SLACK_BOT_TOKEN; if the app was uninstalled, install it again first"
+
+// explainBotToken turns an auth.test failure into a checklist line.
+func explainBotToken(err error, cfg Config) result {
+	const name = "Slack bot token"
+	var se slack.SlackErrorResponse
+	var rl *slack.RateLimitedError
+	switch {
+	case errors.As(err, &se):
+		switch se.Err {
+		case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired":
+			return fail(name, "Slack rejected SLACK_BOT_TOKEN ("+se.Err+")", slackFixToken)
+		case "not_allowed_token_type":
+			return fail(name, "SLACK_BOT_TOKEN is not a bot token (not_allowed_token_type)", slackFixToken)
+		}
+		return fail(name, "auth.test failed: "+se.Err, slackFixToken)
+	case errors.As(err, &rl):
+		return fail(name, fmt.Sprintf("Slack is rate limiting auth.test (retry after %s)", rl.RetryAfter),
+			"run llmbot doctor again in a minute")
+	}
+	return fail(name, "cannot reach Slack at "+hostOf(cfg.SlackAPIURL)+": "+errText(err),
+		"check SLACK_API_URL (https://slack.com/api/ unless you are on GovSlack) and that this machine can reach it over HTTPS (proxy: HTTPS_PROXY)")
+}
+
+// scopeNeed is one bot scope and what needs it.
+type scopeNeed struct {
+	scope string
+	why   string
+}
+
+// neededScopes lists the bot scopes the enabled features need, in the order of manifest.yaml.
+func neededScopes(cfg Config) []scopeNeed {
+	followUps := func(s string) string {
+		if cfg.FollowUps {
+			return s + "; follow-ups without a mention (FOLLOW_UPS)"
+		}
+		return s
+	}
+	write := "posting and editing answers"
+	if cfg.ReplyMode == "stream" {
+		write += ", native streaming (REPLY_MODE stream)"
+	}
+	return []scopeNeed{
+		{"app_mentions:read", "app_mention events: someone @mentions the bot"},
+		{"channels:history", followUps("reading threads in public channels")},
+		{"groups:history", followUps("reading threads in private channels")},
+		{"im:history", "direct messages (message.im) and their history"},
+		{"mpim:history", followUps("group DMs the bot is added to")},
+		{"chat:write", write},
+		{"files:write", "/imagine: uploading the picture"},
+		{"users:read", "people's names, so the model knows who said what"},
+	}
+}
+
+// checkScopes compares the x-oauth-scopes header of auth.test with what the features need.
+func checkScopes(cfg Config, h http.Header) result {
+	const name = "Slack scopes"
+	raw := h.Get("X-OAuth-Scopes")
+	if strings.TrimSpace(raw) == "" {
+		return result{name: name, status: statusWarn,
+			detail: "Slack did not say which scopes the bot token has (no x-oauth-scopes header), so they were not checked",
+			notes:  []string{"a proxy between here and Slack may drop the header"},
+			fix:    "compare OAuth & Permissions > Bot Token Scopes in your app's settings with manifest.yaml"}
+	}
+	granted := map[string]bool{}
+	for _, s := range strings.Split(raw, ",") {
+		granted[strings.TrimSpace(s)] = true
+	}
+	need := neededScopes(cfg)
+	var missing, notes []string
+	for _, n := range need {
+		if !granted[n.scope] {
+			missing = append(missing, n.scope)
+			notes = append(notes, n.scope+": "+n.why)
+		}
+	}
+	eventsNote := "event subscriptions cannot be read with a token: if mentions or DMs get no answer, compare Event Subscriptions in your app's settings with manifest.yaml"
+	if len(missing) > 0 {
+		return fail(name, "missing "+strings.Join(missing, ", "),
+			"add them under OAuth & Permissions > Bot Token Scopes in your app's settings (or re-create the app from manifest.yaml), then reinstall the app (Install App > Reinstall to Workspace)",
+			notes...)
+	}
+	// Slack adds the commands scope with the app's first slash command and lists it among the
+	// bot token's scopes; were a workspace not to list it, /imagine may still work, so this is
+	// a warning, not a failure.
+	if !granted["commands"] {
+		return result{name: name, status: statusWarn,
+			detail: fmt.Sprintf("the %d scopes answers need are granted; commands is not", len(need)),
+			notes:  []string{"commands: the /imagine slash command (Slack adds it with the app's first slash command)", "note: " + eventsNote},
+			fix:    "if /imagine does nothing, add it under Slash Commands in your app's settings (or re-create the app from manifest.yaml), then reinstall the app"}
+	}
+	return result{name: name, status: statusOK,
+		detail: fmt.Sprintf("all %d scopes the enabled features need are granted", len(need)+1),
+		notes:  []string{"note: " + eventsNote}}
+}
+
+// appTokenFix is what to do about a bad app-level token.
+const appTokenFix = "generate an app-level token with the connections:write scope under Basic Information > App-Level Tokens in your app's settings (https://api.slack.com/apps) and set SLACK_APP_TOKEN to it (xapp-...)"
+
+// socketModeFix is what to do when Slack will not open a Socket Mode connection.
+const socketModeFix = "turn on Socket Mode under Settings > Socket Mode in your app's settings (https://api.slack.com/apps); the app-level token needs the connections:write scope"
+
+// checkSocketMode opens a Socket Mode connection as the bot does, waits for Slack's hello and
+// closes it.
+func checkSocketMode(ctx context.Context, api *slack.Client) result {
+	const name = "Socket Mode"
+	ctx, cancel := context.WithTimeout(ctx, doctorSocketTimeout)
+	defer cancel()
+	_, wsURL, err := api.StartSocketModeContext(ctx)
+	if err != nil {
+		var se slack.SlackErrorResponse
+		if errors.As(err, &se) {
+			switch se.Err {
+			case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired":
+				return fail(name, "Slack rejected SLACK_APP_TOKEN ("+se.Err+")", appTokenFix)
+			case "not_allowed_token_type":
+				return fail(name, "SLACK_APP_TOKEN is not an app-level token (not_allowed_token_type)", appTokenFix)
+			case "missing_scope":
+				return fail(name, "the app-level token lacks the connections:write scope (missing_scope)", appTokenFix)
+			}
+			return fail(name, "apps.connections.open failed: "+se.Err, socketModeFix)
+		}
+		return fail(name, "apps.connections.open failed: "+errText(err),
+			"check SLACK_API_URL and that this machine can reach Slack over HTTPS (proxy: HTTPS_PROXY)")
+	}
+	host := hostOf(wsURL) // never the whole URL: its ticket opens a connection
+	dialer := websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: doctorSocketTimeout}
+	conn, resp, err := dialer.DialContext(ctx, wsURL, http.Header{"Origin": {"https://api.slack.com"}})
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil {
+		detail := "cannot open the WebSocket to " + host + ": " + scrub(errText(err), wsURL)
+		if resp != nil {
+			detail += " (HTTP " + resp.Status + ")"
+		}
+		return fail(name, detail,
+			"allow outbound WebSocket connections (wss://, port 443) to "+host+" through firewalls and proxies (HTTPS_PROXY)")
+	}
+	defer conn.Close()
+	hello, err := awaitHello(ctx, conn)
+	closeSocket(conn)
+	if err != nil {
+		var d disconnectError
+		if errors.As(err, &d) && d.reason == "link_disabled" {
+			return fail(name, "Slack closed the connection: Socket Mode is turned off for this app (link_disabled)", socketModeFix)
+		}
+		return fail(name, "no hello from Slack on "+host+": "+scrub(errText(err), wsURL),
+			"check that Socket Mode is on (Settings > Socket Mode) and that WebSocket traffic to "+host+" is not cut by a proxy")
+	}
+	return ok(name, "connected, Slack said hello (it counts %s for this app, this one included; at most 10)",
+		plural(hello.NumConnections, "connection", "connections"))
+}
+
+// helloFrame is the part of Slack's first Socket Mode frame the doctor reads.
+type helloFrame struct {
+	Type           string `json:"type"`
+	Reason         string `json:"reason"`
+	NumConnections int    `json:"num_connections"`
+}
+
+// disconnectError is a disconnect frame received instead of hello.
+type disconnectError struct{ reason string }
+
+func (d disconnectError) Error() string { return "Slack sent disconnect (" + d.reason + ")" }
+
+// awaitHello reads frames until hello, a disconnect, an error or ctx's deadline.
+func awaitHello(ctx context.Context, conn *websocket.Conn) (helloFrame, error) {
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetReadDeadline(deadline)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) }) // cancellation ends the read
+	defer stop()
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			return helloFrame{}, err
+		}
+		var f helloFrame
+		if json.Unmarshal(data, &f) != nil {
+			continue
+		}
+		switch f.Type {
+		case "hello":
+			return f, nil
+		case "disconnect":
+			return helloFrame{}, disconnectError{reason: f.Reason}
+		}
+		// Anything else before hello (Slack sends hello first) is left unacknowledged: Slack retries it.
+	}
+}
+
+// closeSocket sends a normal close frame and waits briefly for Slack's, so the connection ends
+// cleanly rather than being cut.
+func closeSocket(conn *websocket.Conn) {
+	deadline := time.Now().Add(doctorCloseWait)
+	if conn.WriteControl(websocket.CloseMessage,
+		websocket.FormatCloseMessage(websocket.CloseNormalClosure, "llmbot doctor done"), deadline) != nil {
+		return
+	}
+	_ = conn.SetReadDeadline(deadline)
+	for {
+		if _, _, err := conn.ReadMessage(); err != nil {
+			return // the close frame in answer (or the deadline)
+		}
+	}
+}
+
+// scrub removes s (a URL with a ticket) from an error text.
+func scrub(text, s string) string {
+	if s == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, s, "[socket url]")
+}
+
+// errText is an error's text on one line.
+func errText(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// modelChecks are checks 5 and 6: the chat model answers, the image model is configured.
+func modelChecks(ctx context.Context, cfg Config) []result {
+	const (
+		chatCheck  = "Chat model"
+		imageCheck = "Image model"
+	)
+	headers, err := parseHeaders(cfg.LLMHeaders)
+	if err != nil || !validHTTPURL(cfg.OpenAIBaseURL) {
+		why := "OPENAI_BASE_URL or LLM_HEADERS is not valid"
+		return []result{skip(chatCheck, why), skip(imageCheck, why)}
+	}
+	c := modelCheck{cfg: cfg, headers: headers}
+	return []result{c.chat(ctx), c.image(ctx)}
+}
+
+// modelCheck holds what the model checks share.
+type modelCheck struct {
+	cfg     Config
+	headers http.Header
+}
+
+// chat sends the one-word request. No retries: the point is to see the first answer.
+func (m modelCheck) chat(ctx context.Context) result {
+	const name = "Chat model"
+	if m.cfg.ChatModel == "" {
+		return fail(name, "CHAT_MODEL is empty", "set CHAT_MODEL to a chat model your service offers")
+	}
+	client, err := llm.New(llm.Config{
+		BaseURL:        m.cfg.OpenAIBaseURL,
+		APIKey:         m.cfg.OpenAIAPIKey,
+		Headers:        m.headers,
+		ChatModel:      m.cfg.ChatModel,
+		Temperature:    m.cfg.Temperature,
+		ConnectTimeout: min(m.cfg.LLMConnectTimeout, doctorChatTimeout),
+		HeaderTimeout:  doctorChatTimeout,
+		IdleTimeout:    doctorChatTimeout,
+		MaxRetries:     -1,
+	})
+	if err != nil {
+		return fail(name, "cannot build the model client: "+errText(err), "fix OPENAI_BASE_URL and OPENAI_API_KEY")
+	}
+	ctx, cancel := context.WithTimeout(ctx, doctorChatTimeout)
+	defer cancel()
+	start := time.Now()
+	comp, err := client.Complete(ctx, llm.ChatRequest{Messages: []llm.Message{{Role: llm.RoleUser, Content: doctorPrompt}}})
+	took := time.Since(start)
+	if err != nil {
+		return m.explainChat(err)
+	}
+	answer := strings.Join(strings.Fields(comp.Content), " ")
+	switch {
+	case answer == "" && comp.Refusal != "":
+		answer = "a refusal"
+	case answer == "":
+		answer = "an empty answer (finish reason " + cmp.Or(comp.FinishReason, "none") + ")"
+	default:
+		answer = fmt.Sprintf("%q", clipRunes(answer, 40))
+	}
+	return ok(name, "%s answered %s in %s", m.cfg.ChatModel, answer, roundLatency(took))
+}
+
+// explainChat turns a failed completion into a line with what to fix.
+func (m modelCheck) explainChat(err error) result {
+	const name = "Chat model"
+	host := hostOf(m.cfg.OpenAIBaseURL)
+	var e *llm.Error
+	if !errors.As(err, &e) {
+		return fail(name, errText(err), "check OPENAI_BASE_URL, OPENAI_API_KEY and CHAT_MODEL")
+	}
+	said := "the service said: " + errText(e)
+	switch {
+	case e.Kind == llm.KindAuth && e.Status == http.StatusForbidden:
+		return fail(name, host+" refused the request (403)",
+			"the key works but may not use "+m.cfg.ChatModel+": check the key's project and model permissions, or pick another CHAT_MODEL", said)
+	case e.Kind == llm.KindAuth:
+		fix := "set OPENAI_API_KEY to a valid key for " + host
+		if host == "api.openai.com" {
+			fix += " (create one at https://platform.openai.com/api-keys)"
+		}
+		fix += "; services that take the key in another header (Azure: api-key) use LLM_HEADERS"
+		detail := host + " rejected OPENAI_API_KEY (401)"
+		if m.cfg.OpenAIAPIKey == "" {
+			detail = host + " wants an API key and OPENAI_API_KEY is not set (401)"
+		}
+		return fail(name, detail, fix, said)
+	case e.Status == http.StatusNotFound || e.Code == "model_not_found":
+		return fail(name, "model "+m.cfg.ChatModel+" not found at "+host+" (404)",
+			"set CHAT_MODEL to a model this service offers, and check OPENAI_BASE_URL (it ends in /v1, e.g. https://api.openai.com/v1 or http://localhost:11434/v1)", said)
+	case e.Kind == llm.KindQuota:
+		return fail(name, host+" says the account is out of quota or credits",
+			"add credits or raise the spending limit in the service's billing settings", said)
+	case e.Kind == llm.KindRateLimit:
+		return result{name: name, status: statusWarn,
+			detail: host + " is rate limiting (429): the key and model were accepted, but answers will wait or fail at this rate",
+			notes:  []string{said},
+			fix:    "check the rate limits of your plan, or lower MAX_CONCURRENT_REPLIES"}
+	case e.Kind == llm.KindConnection:
+		return fail(name, "cannot connect to "+host,
+			"check OPENAI_BASE_URL, that the model server is running and reachable from here (firewall, proxy: HTTPS_PROXY; in Docker, localhost is the container itself)", said)
+	case e.Kind == llm.KindTimeout:
+		return fail(name, fmt.Sprintf("no answer from %s within %s", host, doctorChatTimeout),
+			"check OPENAI_BASE_URL and that the server is reachable and not overloaded (a local model may still be loading: try again)", said)
+	case e.Kind == llm.KindServer:
+		return fail(name, host+" failed to answer (server error)",
+			"try again later; if it lasts, check the service's status page or the server's logs", said)
+	case e.Kind == llm.KindInvalid:
+		return fail(name, host+" answered, but not with a chat completion",
+			"check that OPENAI_BASE_URL points to an OpenAI-compatible API (ending in /v1)", said)
+	case e.Kind == llm.KindBadRequest && e.Param == "temperature":
+		return fail(name, "the model refused TEMPERATURE",
+			"leave TEMPERATURE unset (the model's default)", said)
+	}
+	return fail(name, host+" refused the request",
+		"check CHAT_MODEL and the settings the service names below", said)
+}
+
+// image checks IMAGE_MODEL without generating a picture (that costs money): it is set, and
+// listed by GET {base}/models when the service lists models.
+func (m modelCheck) image(ctx context.Context) result {
+	const name = "Image model"
+	if strings.TrimSpace(m.cfg.ImageModel) == "" {
+		return fail(name, "IMAGE_MODEL is empty", "set IMAGE_MODEL to an image model your service offers (e.g. gpt-image-2)")
+	}
+	ids, err := m.listModels(ctx)
+	switch {
+	case err != nil:
+		return ok(name, "%s set (no image generated: it costs money; the service's model list: %s)", m.cfg.ImageModel, err)
+	case slices.Contains(ids, m.cfg.ImageModel):
+		return ok(name, "%s set and listed by the service (no image generated: it costs money)", m.cfg.ImageModel)
+	}
+	return result{name: name, status: statusWarn,
+		detail: m.cfg.ImageModel + " is not listed by the service (the server may not list image models)",
+		fix:    "if /imagine fails with an unknown model, set IMAGE_MODEL to an image model your service offers"}
+}
+
+// listModels returns the model ids of GET {base}/models. Its errors never quote the body.
+func (m modelCheck) listModels(ctx context.Context) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, doctorModelsTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(m.cfg.OpenAIBaseURL, "/")+"/models", nil)
+	if err != nil {
+		return nil, errors.New("bad URL")
+	}
+	for k, vs := range m.headers {
+		req.Header[k] = vs
+	}
+	if m.cfg.OpenAIAPIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+m.cfg.OpenAIAPIKey)
+	}
+	resp, err := (&http.Client{Timeout: doctorModelsTimeout}).Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, errors.New("no answer in " + doctorModelsTimeout.String())
+		}
+		return nil, errors.New("connection failed")
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /models answered %d", resp.StatusCode)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, doctorMaxModelsBody)).Decode(&list); err != nil {
+		return nil, errors.New("GET /models answered something other than a model list")
+	}
+	ids := make([]string, len(list.Data))
+	for i, d := range list.Data {
+		ids[i] = d.ID
+	}
+	return ids, nil
+}
+
+// roundLatency shows a latency with a precision a person reads (12ms, 1.4s).
+func roundLatency(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
+func clipRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}

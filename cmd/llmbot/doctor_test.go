@@ -1,0 +1,350 @@
+package main
+
+// Tests of `llmbot doctor`: run as main calls it, against the fake Slack (Web API over HTTP,
+// Socket Mode over a real WebSocket) and the fake OpenAI-compatible server. The checklist is
+// compared with testdata/doctor_*.golden (go test ./cmd/llmbot -run Doctor -update rewrites them).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/llmbot/llmbot/internal/fakellm"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+const doctorWait = 40 * time.Second // bound of one doctor run in tests (its own bounds are shorter)
+
+// doctorFakes are the services one doctor run checks.
+type doctorFakes struct {
+	slack *fakeslack.Server
+	llm   *fakellm.Server
+	env   map[string]string
+}
+
+// newDoctorFakes starts both fakes with the test's credentials; env is a complete, valid
+// environment pointing at them.
+func newDoctorFakes(t *testing.T, scfg fakeslack.Config) *doctorFakes {
+	t.Helper()
+	scfg.BotToken, scfg.AppToken = botToken, appToken
+	scfg.TeamID, scfg.TeamName = "T123", "Acme"
+	f := &doctorFakes{slack: fakeslack.New(scfg), llm: fakellm.New()}
+	t.Cleanup(f.slack.Close)
+	t.Cleanup(f.llm.Close)
+	f.llm.SetAPIKey(llmKey)
+	f.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("ok") })
+	f.env = map[string]string{
+		"SLACK_BOT_TOKEN": botToken,
+		"SLACK_APP_TOKEN": appToken,
+		"OPENAI_API_KEY":  llmKey,
+		"OPENAI_BASE_URL": f.llm.URL(),
+		"SLACK_API_URL":   f.slack.URL(),
+		"LLM_HEADERS":     "X-Extra=" + secret + "-header",
+	}
+	return f
+}
+
+// runDoctor runs `llmbot doctor` and returns its normalised stdout and its error. Every run
+// checks that no credential reaches the output and that failures are not printed twice.
+func runDoctor(t *testing.T, env map[string]string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), doctorWait)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"llmbot", "doctor"}, envFunc(env), &stdout, &stderr)
+	all := stdout.String() + stderr.String()
+	if err != nil {
+		all += err.Error()
+	}
+	for _, s := range []string{secret, botToken, appToken, llmKey} {
+		if strings.Contains(all, s) {
+			t.Errorf("a credential (%q) appears in the output:\n%s", s, all)
+		}
+	}
+	if err != nil && !errors.Is(err, errReported) {
+		t.Errorf("error %v does not wrap errReported: main would print it after the checklist", err)
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+	return normalise(stdout.String()), err
+}
+
+var (
+	latencyRE = regexp.MustCompile(`in [0-9.]+(ns|µs|ms|s)\b`)
+	portRE    = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+)
+
+// normalise replaces what changes between runs: latencies and the fakes' ports.
+func normalise(s string) string {
+	s = latencyRE.ReplaceAllString(s, "in <latency>")
+	return portRE.ReplaceAllString(s, "127.0.0.1:<port>")
+}
+
+// checkGolden compares got with testdata/doctor_<name>.golden.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "doctor_"+name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("checklist differs from %s (run with -update):\n--- got\n%s--- want\n%s", path, got, want)
+	}
+}
+
+func TestDoctorAllGood(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	out, err := runDoctor(t, f.env)
+	if err != nil {
+		t.Errorf("doctor failed: %v", err)
+	}
+	checkGolden(t, "ok", out)
+
+	// The one-word request reached the model, and the Socket Mode connection was closed.
+	reqs := f.llm.ChatRequests()
+	if len(reqs) != 1 || reqs[0].Stream || !strings.Contains(reqs[0].Messages[0].Content, "single word") {
+		t.Errorf("chat requests: %+v", reqs)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.slack.WaitFor(ctx, func() bool { return f.slack.Connections().Current == 0 }); err != nil {
+		t.Errorf("the Socket Mode connection stayed open: %+v", f.slack.Connections())
+	}
+	if n := f.slack.Connections().Total; n != 1 {
+		t.Errorf("%d Socket Mode connections, want 1", n)
+	}
+}
+
+func TestDoctorMissingScopes(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
+		"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history", "mpim:history", "commands",
+	}})
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed without users:read and files:write")
+	}
+	checkGolden(t, "missing_scopes", out)
+}
+
+func TestDoctorCommandsScopeNotListed(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
+		"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history", "mpim:history",
+		"files:write", "users:read",
+	}})
+	out, err := runDoctor(t, f.env)
+	if err != nil {
+		t.Errorf("a missing commands scope is a warning, not a failure: %v", err)
+	}
+	checkGolden(t, "no_commands_scope", out)
+}
+
+func TestDoctorLLMKeyRejected(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.llm.SetAPIKey("sk-another-key-entirely")
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed with a rejected API key")
+	}
+	checkGolden(t, "llm_401", out)
+}
+
+func TestDoctorModelNotFound(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.HTTPError(http.StatusNotFound, fakellm.APIError{
+			Message: "The model `" + r.Model + "` does not exist or you do not have access to it.",
+			Type:    "invalid_request_error", Code: "model_not_found",
+		})
+	})
+	f.env["CHAT_MODEL"] = "gpt-nonexistent"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed with an unknown model")
+	}
+	checkGolden(t, "model_not_found", out)
+}
+
+func TestDoctorModelServiceUnreachable(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.env["OPENAI_BASE_URL"] = "http://" + closedAddr(t) + "/v1"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed with no model service")
+	}
+	checkGolden(t, "llm_unreachable", out)
+}
+
+func TestDoctorBadBotToken(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.env["SLACK_BOT_TOKEN"] = "xoxb-e2e-SECRET-revoked"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed with a bad bot token")
+	}
+	checkGolden(t, "bad_bot_token", out)
+}
+
+func TestDoctorBadAppToken(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.env["SLACK_APP_TOKEN"] = "xapp-e2e-SECRET-wrong"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed with a bad app token")
+	}
+	checkGolden(t, "bad_app_token", out)
+}
+
+func TestDoctorSocketModeRefused(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.slack.FailNext("apps.connections.open", "forbidden_team")
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed while apps.connections.open failed")
+	}
+	checkGolden(t, "socket_refused", out)
+}
+
+// TestDoctorSocketModeDisabled: Slack opens the WebSocket but, Socket Mode being off in the
+// app's settings, sends disconnect link_disabled instead of hello.
+func TestDoctorSocketModeDisabled(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }} // the bot sends Slack's Origin
+	link := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		_ = ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"disconnect","reason":"link_disabled","debug_info":{"host":"applink-1"}}`))
+		_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}))
+	defer link.Close()
+	// Slack's Web API is the fake's, but apps.connections.open points at the link above.
+	target, _ := url.Parse(f.slack.URL())
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/apps.connections.open" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok":true,"url":"ws` + strings.TrimPrefix(link.URL, "http") + `/link/?ticket=t-SECRET"}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer api.Close()
+	f.env["SLACK_API_URL"] = api.URL + "/api/"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed with Socket Mode off")
+	}
+	checkGolden(t, "socket_disabled", out)
+}
+
+// TestDoctorImageModelListed: a service that lists its models (GET /v1/models) is asked
+// whether IMAGE_MODEL is among them; not listed is a warning, not a failure.
+func TestDoctorImageModelListed(t *testing.T) {
+	for _, tc := range []struct{ name, imageModel string }{
+		{"image_listed", "gpt-image-2"},
+		{"image_not_listed", "dall-e-9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newDoctorFakes(t, fakeslack.Config{})
+			target, _ := url.Parse(f.llm.URL())
+			proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+			svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/models" {
+					if r.Header.Get("Authorization") != "Bearer "+llmKey {
+						http.Error(w, `{"error":{"message":"no key"}}`, http.StatusUnauthorized)
+						return
+					}
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"gpt-5.4-mini","object":"model"},{"id":"gpt-image-2","object":"model"}]}`))
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer svc.Close()
+			f.env["OPENAI_BASE_URL"] = svc.URL + "/v1"
+			f.env["IMAGE_MODEL"] = tc.imageModel
+			out, err := runDoctor(t, f.env)
+			if err != nil {
+				t.Errorf("doctor failed: %v", err)
+			}
+			checkGolden(t, tc.name, out)
+		})
+	}
+}
+
+// TestDoctorSettingsProblems: the settings are checked as at a normal start; Slack checks
+// without their token are skipped rather than sent to Slack.
+func TestDoctorSettingsProblems(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	delete(f.env, "SLACK_BOT_TOKEN")
+	delete(f.env, "SLACK_APP_TOKEN")
+	f.env["TEMPERATURE"] = "7"
+	f.env["REPLY_MODE"] = "fast"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed without tokens")
+	}
+	checkGolden(t, "settings", out)
+	if n := len(f.slack.Calls()); n != 0 {
+		t.Errorf("%d calls to Slack without tokens", n)
+	}
+}
+
+func TestDoctorHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"llmbot", "doctor", "--help"}, envFunc(nil), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "Usage: llmbot doctor") {
+		t.Errorf("doctor --help:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	if err := run(context.Background(), []string{"llmbot", "--help"}, envFunc(nil), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "llmbot doctor") {
+		t.Errorf("--help does not mention the doctor:\n%s", stdout.String())
+	}
+	if err := run(context.Background(), []string{"llmbot", "doctor", "extra"}, envFunc(nil), &stdout, &stderr); err == nil {
+		t.Error("doctor accepted an unknown argument")
+	}
+}
+
+// closedAddr returns a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
