@@ -19,7 +19,7 @@ const writeTimeout = 5 * time.Second
 // Envelope is a Socket Mode envelope the fake has queued, sent, and maybe seen acked.
 type Envelope struct {
 	ID          string
-	Type        string // "events_api", "slash_commands", or "" for SendRaw frames without a type
+	Type        string // "events_api", "slash_commands", "interactive" (Click), or "" for SendRaw frames without a type
 	EventID     string // events_api only
 	EventType   string // the inner event's type (app_mention, message)
 	Attempt     int    // retry_attempt

@@ -420,6 +420,9 @@ func bodyOf(p params) (text string, markdown bool, blocks json.RawMessage, err a
 		if !json.Valid([]byte(b)) {
 			return "", false, nil, "invalid_blocks"
 		}
+		if e := checkBlocks(json.RawMessage(b)); e != "" {
+			return "", false, nil, e
+		}
 		blocks = json.RawMessage(b)
 	}
 	return p.Get("text"), false, blocks, ""

@@ -1,0 +1,196 @@
+package fakeslack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Block Kit limits the fake enforces on chat.postMessage and chat.update (Slack answers
+// invalid_blocks).
+const (
+	MaxBlocks         = 50
+	SectionTextLimit  = 3000 // characters of a section block's text
+	ButtonValueLimit  = 2000 // characters of a button's value
+	ButtonTextLimit   = 75   // characters of a button's label
+	ActionIDLimit     = 255
+	maxActionElements = 25
+)
+
+// Button is a button element of a stored message's blocks.
+type Button struct {
+	BlockID  string
+	ActionID string
+	Text     string // the label
+	Value    string
+	Style    string
+}
+
+// block is the part of a Block Kit block the fake reads.
+type block struct {
+	Type    string `json:"type"`
+	BlockID string `json:"block_id"`
+	Text    *struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"text"`
+	Elements []struct {
+		Type     string `json:"type"`
+		ActionID string `json:"action_id"`
+		Value    string `json:"value"`
+		Style    string `json:"style"`
+		Text     *struct {
+			Text string `json:"text"`
+		} `json:"text"`
+	} `json:"elements"`
+}
+
+func parseBlocks(raw json.RawMessage) ([]block, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var bs []block
+	if err := json.Unmarshal(raw, &bs); err != nil {
+		return nil, err
+	}
+	return bs, nil
+}
+
+// checkBlocks applies the Block Kit limits the fake knows (see the constants above).
+func checkBlocks(raw json.RawMessage) apiError {
+	bs, err := parseBlocks(raw)
+	if err != nil || len(bs) > MaxBlocks {
+		return "invalid_blocks"
+	}
+	for _, b := range bs {
+		switch b.Type {
+		case "section":
+			if b.Text == nil || b.Text.Text == "" || utf8.RuneCountInString(b.Text.Text) > SectionTextLimit {
+				return "invalid_blocks"
+			}
+		case "actions":
+			if len(b.Elements) == 0 || len(b.Elements) > maxActionElements {
+				return "invalid_blocks"
+			}
+			for _, e := range b.Elements {
+				if e.Type != "button" {
+					continue
+				}
+				if e.Text == nil || e.Text.Text == "" || utf8.RuneCountInString(e.Text.Text) > ButtonTextLimit ||
+					utf8.RuneCountInString(e.Value) > ButtonValueLimit || len(e.ActionID) > ActionIDLimit {
+					return "invalid_blocks"
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// Buttons returns the buttons of the message's blocks, in order.
+func (m Message) Buttons() []Button {
+	bs, _ := parseBlocks(m.Blocks)
+	var out []Button
+	for _, b := range bs {
+		if b.Type != "actions" {
+			continue
+		}
+		for _, e := range b.Elements {
+			if e.Type != "button" {
+				continue
+			}
+			btn := Button{BlockID: b.BlockID, ActionID: e.ActionID, Value: e.Value, Style: e.Style}
+			if e.Text != nil {
+				btn.Text = e.Text.Text
+			}
+			out = append(out, btn)
+		}
+	}
+	return out
+}
+
+// SectionText returns the text of the message's section blocks, joined: what Slack shows
+// instead of Text when the message has blocks.
+func (m Message) SectionText() string {
+	bs, _ := parseBlocks(m.Blocks)
+	var out string
+	for _, b := range bs {
+		if b.Type == "section" && b.Text != nil {
+			out += b.Text.Text
+		}
+	}
+	return out
+}
+
+// ErrNoButton is returned by Click when the message does not show the button.
+var ErrNoButton = errors.New("fakeslack: no such button on the message")
+
+// Click delivers the interactive envelope (type "interactive", a block_actions payload) Slack
+// sends when user presses the button with actionID on the message ts in channelID, as Slack
+// would: only a button the message shows now can be pressed (else ErrNoButton). The payload
+// carries the user, team, channel, container, the message, a response_url on this server
+// (ephemeral answers, like a slash command's) and the action with the button's value. It
+// returns the envelope id.
+func (s *Server) Click(channelID, ts, user, actionID string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	if c == nil || c.byTS[ts] == nil {
+		return "", fmt.Errorf("fakeslack: click on %s/%s: %w", channelID, ts, ErrNoButton)
+	}
+	m := c.byTS[ts]
+	var btn *Button
+	for _, b := range m.Buttons() {
+		if b.ActionID == actionID {
+			btn = &b
+			break
+		}
+	}
+	if btn == nil {
+		return "", fmt.Errorf("fakeslack: click %s on %s/%s: %w", actionID, channelID, ts, ErrNoButton)
+	}
+	u := s.userLocked(user)
+	now := time.Now()
+	actionTS := fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000)
+	id := s.nextIDLocked("R")
+	respURL := s.http.URL + "/response/" + id
+	s.responses[id] = &responseURL{url: respURL, channel: c.id, user: user}
+	container := map[string]any{"type": "message", "message_ts": m.TS, "channel_id": c.id, "is_ephemeral": false}
+	if m.ThreadTS != "" {
+		container["thread_ts"] = m.ThreadTS
+	}
+	action := map[string]any{
+		"action_id": btn.ActionID,
+		"block_id":  btn.BlockID,
+		"text":      map[string]any{"type": "plain_text", "text": btn.Text, "emoji": true},
+		"value":     btn.Value,
+		"type":      "button",
+		"action_ts": actionTS,
+	}
+	if btn.Style != "" {
+		action["style"] = btn.Style
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"type":                  "block_actions",
+		"user":                  map[string]any{"id": user, "username": u.Name, "name": u.Name, "team_id": s.cfg.TeamID},
+		"api_app_id":            s.cfg.AppID,
+		"token":                 "verification-token",
+		"container":             container,
+		"trigger_id":            "13345224609.738474920.8088930838d88f008e0",
+		"team":                  map[string]any{"id": s.cfg.TeamID, "domain": "fake"},
+		"enterprise":            nil,
+		"is_enterprise_install": false,
+		"channel":               map[string]any{"id": c.id, "name": c.name},
+		"message":               s.messageJSON(c, m, false),
+		"state":                 map[string]any{"values": map[string]any{}},
+		"response_url":          respURL,
+		"actions":               []any{action},
+	})
+	e := &envelope{
+		Envelope: Envelope{ID: newEnvelopeID(), Type: "interactive"},
+		payload:  payload,
+	}
+	s.enqueueLocked(e)
+	return e.ID, nil
+}
