@@ -19,6 +19,8 @@ type series struct {
 	color  color.RGBA
 	dashed bool
 	points [][2]float64
+	// lower marks points that are lower bounds (some tokens were never shown); drawn hollow.
+	lower map[float64]bool
 }
 
 var seriesColors = map[string]color.RGBA{
@@ -32,6 +34,7 @@ var seriesColors = map[string]color.RGBA{
 func lagSeries(results []*result) []series {
 	var order []string
 	points := map[string][][2]float64{}
+	lower := map[string]map[float64]bool{}
 	best := series{name: "best possible", color: color.RGBA{90, 90, 90, 255}, dashed: true}
 	for _, r := range results {
 		if !slices.ContainsFunc(best.points, func(p [2]float64) bool { return p[0] == float64(r.n) }) {
@@ -43,12 +46,16 @@ func lagSeries(results []*result) []series {
 		}
 		if _, ok := points[r.policy]; !ok {
 			order = append(order, r.policy)
+			lower[r.policy] = map[float64]bool{}
+		}
+		if len(r.censored) > 0 {
+			lower[r.policy][float64(r.n)] = true
 		}
 		points[r.policy] = append(points[r.policy], [2]float64{float64(r.n), mean(lags).Seconds()})
 	}
 	var out []series
 	for _, p := range order {
-		out = append(out, series{name: p, color: seriesColors[p], points: points[p]})
+		out = append(out, series{name: p, color: seriesColors[p], points: points[p], lower: lower[p]})
 	}
 	out = append(out, best)
 	for i := range out {
@@ -147,7 +154,10 @@ func drawPlot(ss []series, subtitle string) *image.RGBA {
 			if i > 0 {
 				drawLine(img, prev, pt, s.color, s.dashed)
 			}
-			fillRect(img, pt.X-3, pt.Y-3, 7, 7, s.color)
+			fillRect(img, pt.X-4, pt.Y-4, 9, 9, s.color)
+			if s.lower[p[0]] {
+				fillRect(img, pt.X-2, pt.Y-2, 5, 5, white)
+			}
 			prev = pt
 		}
 	}
@@ -163,6 +173,16 @@ func drawPlot(ss []series, subtitle string) *image.RGBA {
 		fillRect(img, right+37, ly+4, 7, 7, s.color)
 		drawText(img, right+70, ly, s.name, px, ink)
 		ly += 30
+	}
+	for _, s := range ss {
+		if len(s.lower) > 0 {
+			ly += 10
+			fillRect(img, right+36, ly+3, 9, 9, ink)
+			fillRect(img, right+38, ly+5, 5, 5, white)
+			drawText(img, right+56, ly, "LOWER BOUND:", px, ink)
+			drawText(img, right+56, ly+20, "TEXT NEVER SHOWN", px, ink)
+			break
+		}
 	}
 	return img
 }
