@@ -63,9 +63,10 @@ type Options struct {
 	DedupeTTL     time.Duration // how long envelope, event and message ids are remembered; default 15m (Slack retries for ~5m)
 	DedupeMax     int           // most ids remembered per kind; default 20000
 	Hooks         Hooks
-	// Interactive, when set, handles interactive envelopes (button clicks such as Stop or
-	// Regenerate) after they are acked, in a goroutine the bot owns and waits for; ctx ends
-	// at shutdown. It may call StopReply.
+	// Interactive, when set, handles interactive envelopes other than the bot's own buttons
+	// (handlers.ActionStop, ActionRegenerate and ActionImagineAgain, which the bot routes
+	// itself) after they are acked, in a goroutine the bot owns and waits for; ctx ends at
+	// shutdown. It may call StopReply.
 	Interactive func(ctx context.Context, cb slack.InteractionCallback)
 }
 
@@ -120,7 +121,8 @@ type Bot struct {
 
 // activeReply is an answer in progress, for StopReply.
 type activeReply struct {
-	user   string
+	user   string // the asker: the only person who may stop it
+	ts     string // the message answered
 	cancel context.CancelCauseFunc
 }
 
@@ -354,7 +356,7 @@ func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time)
 		}
 		b.eventsAPI(work, e, req, read, log)
 	case socketmode.EventTypeInteractive:
-		b.interactive(work, evt, log)
+		b.interactive(work, evt, read, log)
 	default:
 		log.Debug("envelope ignored", zap.String("type", string(evt.Type)))
 	}
@@ -434,6 +436,10 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	}
 	if reason != "" {
 		log.Debug("event ignored", zap.String("reason", reason))
+		return
+	}
+	if b.messages.add(rr.Channel+"/"+rr.TS, read) {
+		b.duplicate("message", log.With(zap.String("channel", rr.Channel), zap.String("ts", rr.TS))) // e.g. app_mention and message.im for the same DM
 		return
 	}
 	b.startReply(work, rr, read, log)
@@ -534,14 +540,9 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// startReply dedupes by message, takes a slot (or says busy) and the thread's turn, and answers
-// in a goroutine.
+// startReply takes a slot (or says busy) and the thread's turn, and answers in a goroutine.
 func (b *Bot) startReply(work context.Context, rr handlers.ReplyRequest, read time.Time, log *zap.Logger) {
 	log = log.With(zap.String("channel", rr.Channel), zap.String("thread_ts", rr.ThreadTS), zap.String("user", rr.User))
-	if b.messages.add(rr.Channel+"/"+rr.TS, read) {
-		b.duplicate("message", log) // e.g. app_mention and message.im for the same DM
-		return
-	}
 	select {
 	case b.sem <- struct{}{}:
 	default:
@@ -550,7 +551,7 @@ func (b *Bot) startReply(work context.Context, rr handlers.ReplyRequest, read ti
 	}
 	key := threadKey(rr.Channel, rr.ThreadTS)
 	prev, done := b.turns.take(key)
-	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Int("text_len", len(rr.Text)))
+	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
 	b.wg.Go(func() {
 		started, ran, err := b.answer(work, rr, key, prev, done, log)
 		if ran {
@@ -577,7 +578,7 @@ func (b *Bot) answer(work context.Context, rr handlers.ReplyRequest, key string,
 	}
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
-	b.setActive(key, activeReply{user: rr.User, cancel: cancel})
+	b.setActive(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
 	defer b.setActive(key, activeReply{})
 	defer recoverAs(&err)
 	ran = true
@@ -614,11 +615,17 @@ func (b *Bot) setActive(key string, a activeReply) {
 // an answer was stopped; ErrNotAsker when user may not stop it. For a Stop button: one answer
 // runs per thread at a time, so the thread names it. Safe for concurrent use.
 func (b *Bot) StopReply(channel, threadTS, user string) (bool, error) {
+	return b.stop(channel, threadTS, "", user)
+}
+
+// stop is StopReply for the answer to the message ts ("": whichever runs in the thread), so a
+// stale Stop button never stops a later answer in the same thread.
+func (b *Bot) stop(channel, threadTS, ts, user string) (bool, error) {
 	b.mu.Lock()
 	a, ok := b.active[threadKey(channel, threadTS)]
 	b.mu.Unlock()
 	switch {
-	case !ok:
+	case !ok || (ts != "" && a.ts != ts):
 		return false, nil
 	case a.user != user:
 		return false, ErrNotAsker
@@ -703,18 +710,24 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 		return
 	}
 	ir := handlers.ImagineRequest{Channel: cmd.ChannelID, User: cmd.UserID, Team: cmd.TeamID, Text: cmd.Text, ResponseURL: cmd.ResponseURL}
+	b.startImagine(work, ir, read, log, func(text string) { b.ack(evt.Request, ephemeral(text), read, log) })
+}
+
+// startImagine takes a slot (or says busy), asks the Imaginer whether to start, tells the person
+// its answer with say, and runs the job in a goroutine.
+func (b *Bot) startImagine(work context.Context, ir handlers.ImagineRequest, read time.Time, log *zap.Logger, say func(text string)) {
 	select {
 	case b.sem <- struct{}{}:
 	default:
 		if b.opt.Hooks.Busy != nil {
 			b.opt.Hooks.Busy()
 		}
-		b.ack(evt.Request, ephemeral(BusyText), read, log)
+		say(BusyText)
 		log.Warn("busy: /imagine refused", zap.Int("max_concurrent", b.opt.MaxConcurrent))
 		return
 	}
 	text, start := b.imagine.Accept(ir)
-	b.ack(evt.Request, ephemeral(text), read, log)
+	say(text)
 	if !start {
 		<-b.sem
 		log.Debug("/imagine not started")
@@ -731,15 +744,27 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 	})
 }
 
-// interactive hands a button click (already acked) to Options.Interactive, in a goroutine of
-// the bot's, at most interactiveLimit at once (more are dropped, logged).
-func (b *Bot) interactive(work context.Context, evt socketmode.Event, log *zap.Logger) {
+// interactive routes a button click (already acked): the bot's own buttons here, others to
+// Options.Interactive, in a goroutine of the bot's, at most interactiveLimit at once (more are
+// dropped, logged).
+func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.Time, log *zap.Logger) {
 	cb, ok := evt.Data.(slack.InteractionCallback)
-	if !ok || b.opt.Interactive == nil {
+	if !ok {
 		log.Debug("interactive envelope ignored")
 		return
 	}
 	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", cb.Channel.ID), zap.String("user", cb.User.ID))
+	if cb.Type == slack.InteractionTypeBlockActions {
+		for _, a := range cb.ActionCallback.BlockActions {
+			if b.button(work, cb, a, read, log.With(zap.String("action_id", a.ActionID))) {
+				return
+			}
+		}
+	}
+	if b.opt.Interactive == nil {
+		log.Debug("interactive envelope ignored")
+		return
+	}
 	select {
 	case b.clicks <- struct{}{}:
 	default:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,13 +125,64 @@ func (a *SlackAPI) History(ctx context.Context, channel string, limit int) ([]sl
 }
 
 // msgOptions are the options every message the bot writes carries: mrkdwn text as is (already
-// escaped by convo), the mark as metadata, and no link previews (answers cite links often).
+// escaped by convo), the mark as metadata, and no link previews (answers cite links often). With
+// buttons, Slack shows the blocks (the text in sections, then the buttons) and text is the
+// notification fallback; an empty, non-nil Buttons sends "blocks=[]" to take earlier buttons off.
 func msgOptions(m handlers.Msg) []slack.MsgOption {
 	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false), slack.MsgOptionDisableLinkUnfurl()}
 	if m.Mark.Kind != "" {
 		opts = append(opts, slack.MsgOptionMetadata(m.Mark.Metadata()))
 	}
+	if m.Buttons != nil {
+		opts = append(opts, slack.MsgOptionBlocks(buttonBlocks(m.Text, m.Buttons)...))
+	}
 	return opts
+}
+
+// sectionLimit is the most characters a section block's text may have.
+const sectionLimit = 3000
+
+// buttonBlocks shows text (mrkdwn) in section blocks, cut at line ends to fit sectionLimit (the
+// handlers keep a part with buttons within one), followed by an actions block with the buttons.
+// No buttons: no blocks at all.
+func buttonBlocks(text string, buttons []handlers.Button) []slack.Block {
+	if len(buttons) == 0 {
+		return nil
+	}
+	var blocks []slack.Block
+	for _, t := range cutRunes(text, sectionLimit) {
+		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, t, false, false), nil, nil))
+	}
+	elems := make([]slack.BlockElement, 0, len(buttons))
+	for _, b := range buttons {
+		btn := slack.NewButtonBlockElement(b.ActionID, b.Value, slack.NewTextBlockObject(slack.PlainTextType, b.Text, false, false))
+		btn.Style = slack.Style(b.Style)
+		elems = append(elems, btn)
+	}
+	return append(blocks, slack.NewActionBlock("llmbot_buttons", elems...))
+}
+
+// cutRunes cuts s into pieces of at most limit characters, at line ends when it can; none for "".
+func cutRunes(s string, limit int) []string {
+	var out []string
+	for s != "" {
+		end, n := len(s), 0
+		for i := range s { // i: the byte offset of each character
+			if n == limit {
+				end = i
+				break
+			}
+			n++
+		}
+		if end < len(s) {
+			if nl := strings.LastIndexByte(s[:end], '\n'); nl > 0 {
+				end = nl + 1
+			}
+		}
+		out = append(out, s[:end])
+		s = s[end:]
+	}
+	return out
 }
 
 // Post posts m in channel (in the thread threadTS unless "") and returns its ts.
@@ -219,7 +271,7 @@ func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {
 	if r := []rune(alt); len(r) > 1000 {
 		alt = string(r[:1000])
 	}
-	_, err := a.c.UploadFileContext(ctx, slack.UploadFileParameters{
+	p := slack.UploadFileParameters{
 		Filename:        u.Filename,
 		FileSize:        len(u.Data),
 		Reader:          bytes.NewReader(u.Data),
@@ -228,7 +280,13 @@ func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {
 		AltTxt:          alt,
 		Channel:         u.Channel,
 		ThreadTimestamp: u.ThreadTS,
-	})
+	}
+	if len(u.Buttons) > 0 {
+		// Slack ignores blocks when there is an initial_comment: the comment becomes a section.
+		p.Blocks = slack.Blocks{BlockSet: buttonBlocks(u.Comment, u.Buttons)}
+		p.InitialComment = ""
+	}
+	_, err := a.c.UploadFileContext(ctx, p)
 	if err != nil {
 		return fmt.Errorf("files.upload: %w", err) // slack-go prefixes the step that failed
 	}
