@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -279,7 +280,10 @@ func slackChecks(ctx context.Context, cfg Config) []result {
 		slack.OptionAppLevelToken(cfg.SlackAppToken),
 		slack.OptionHTTPClient(slackHTTPClient()),
 	)
-	var out []result
+	var (
+		out    []result
+		botApp string // the app of the bot token, when Slack says
+	)
 	if cfg.SlackBotToken == "" {
 		out = append(out, skip(tokenCheck, "SLACK_BOT_TOKEN is not set"), skip(scopesCheck, "no bot token"))
 	} else {
@@ -296,14 +300,27 @@ func slackChecks(ctx context.Context, cfg Config) []result {
 		} else {
 			out = append(out, ok(tokenCheck, "valid (bot @%s in %s, %s)", auth.User, auth.Team, auth.TeamID),
 				checkScopes(cfg, auth.Header))
+			botApp = botAppID(ctx, api, auth.BotID)
 		}
 	}
 	if cfg.SlackAppToken == "" {
 		out = append(out, skip(socketCheck, "SLACK_APP_TOKEN is not set"))
 	} else {
-		out = append(out, checkSocketMode(ctx, api))
+		out = append(out, checkSocketMode(ctx, api, botApp))
 	}
 	return out
+}
+
+// botAppID returns the app the bot belongs to (bots.info, which needs users:read), or "" when
+// Slack does not say.
+func botAppID(ctx context.Context, api *slack.Client, botID string) string {
+	ctx, cancel := context.WithTimeout(ctx, doctorAuthTimeout)
+	defer cancel()
+	bot, err := api.GetBotInfoContext(ctx, slack.GetBotInfoParameters{Bot: botID})
+	if err != nil {
+		return ""
+	}
+	return bot.AppID
 }
 
 // slackFixToken is what to do about a bad bot token.
@@ -411,7 +428,10 @@ const socketModeFix = "turn on Socket Mode under Settings > Socket Mode in your 
 
 // checkSocketMode opens a Socket Mode connection as the bot does, waits for Slack's hello and
 // closes it.
-func checkSocketMode(ctx context.Context, api *slack.Client) result {
+//
+// botApp, when known, is the app of the bot token: the app-level token must be the same app's,
+// or Slack sends this bot's events to a connection of another app.
+func checkSocketMode(ctx context.Context, api *slack.Client, botApp string) result {
 	const name = "Socket Mode"
 	ctx, cancel := context.WithTimeout(ctx, doctorSocketTimeout)
 	defer cancel()
@@ -457,8 +477,13 @@ func checkSocketMode(ctx context.Context, api *slack.Client) result {
 		return fail(name, "no hello from Slack on "+host+": "+scrub(errText(err), wsURL),
 			"check that Socket Mode is on (Settings > Socket Mode) and that WebSocket traffic to "+host+" is not cut by a proxy")
 	}
-	return ok(name, "connected, Slack said hello (it counts %s for this app, this one included; at most 10)",
-		plural(hello.NumConnections, "connection", "connections"))
+	app := hello.ConnectionInfo.AppID
+	if botApp != "" && app != "" && app != botApp {
+		return fail(name, fmt.Sprintf("connected, but SLACK_APP_TOKEN belongs to app %s and SLACK_BOT_TOKEN to app %s: the bot's events would never reach it", app, botApp),
+			"take both tokens from the same app at https://api.slack.com/apps: the bot token under OAuth & Permissions, the app-level token under Basic Information > App-Level Tokens")
+	}
+	return ok(name, "connected to app %s, Slack said hello (it counts %s for this app, this one included; at most 10)",
+		cmp.Or(app, "?"), plural(hello.NumConnections, "connection", "connections"))
 }
 
 // helloFrame is the part of Slack's first Socket Mode frame the doctor reads.
@@ -466,6 +491,9 @@ type helloFrame struct {
 	Type           string `json:"type"`
 	Reason         string `json:"reason"`
 	NumConnections int    `json:"num_connections"`
+	ConnectionInfo struct {
+		AppID string `json:"app_id"`
+	} `json:"connection_info"`
 }
 
 // disconnectError is a disconnect frame received instead of hello.
@@ -553,16 +581,22 @@ func (m modelCheck) chat(ctx context.Context) result {
 	if m.cfg.ChatModel == "" {
 		return fail(name, "CHAT_MODEL is empty", "set CHAT_MODEL to a chat model your service offers")
 	}
+	connect := m.cfg.LLMConnectTimeout
+	if connect <= 0 || connect > doctorChatTimeout {
+		connect = doctorChatTimeout
+	}
+	var tempDropped atomic.Bool
 	client, err := llm.New(llm.Config{
 		BaseURL:        m.cfg.OpenAIBaseURL,
 		APIKey:         m.cfg.OpenAIAPIKey,
 		Headers:        m.headers,
 		ChatModel:      m.cfg.ChatModel,
 		Temperature:    m.cfg.Temperature,
-		ConnectTimeout: min(m.cfg.LLMConnectTimeout, doctorChatTimeout),
+		ConnectTimeout: connect,
 		HeaderTimeout:  doctorChatTimeout,
 		IdleTimeout:    doctorChatTimeout,
 		MaxRetries:     -1,
+		Hooks:          llm.Hooks{TemperatureDropped: func(string) { tempDropped.Store(true) }},
 	})
 	if err != nil {
 		return fail(name, "cannot build the model client: "+errText(err), "fix OPENAI_BASE_URL and OPENAI_API_KEY")
@@ -584,7 +618,13 @@ func (m modelCheck) chat(ctx context.Context) result {
 	default:
 		answer = fmt.Sprintf("%q", clipRunes(answer, 40))
 	}
-	return ok(name, "%s answered %s in %s", m.cfg.ChatModel, answer, roundLatency(took))
+	r := ok(name, "%s answered %s in %s", m.cfg.ChatModel, answer, roundLatency(took))
+	if tempDropped.Load() {
+		r.status = statusWarn
+		r.notes = []string{"the model refused TEMPERATURE; the bot then sends its requests without it"}
+		r.fix = "leave TEMPERATURE unset for this model (its own default applies)"
+	}
+	return r
 }
 
 // explainChat turns a failed completion into a line with what to fix.

@@ -245,23 +245,61 @@ func TestDoctorSocketModeDisabled(t *testing.T) {
 	}))
 	defer link.Close()
 	// Slack's Web API is the fake's, but apps.connections.open points at the link above.
-	target, _ := url.Parse(f.slack.URL())
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/apps.connections.open" {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"ok":true,"url":"ws` + strings.TrimPrefix(link.URL, "http") + `/link/?ticket=t-SECRET"}`))
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer api.Close()
-	f.env["SLACK_API_URL"] = api.URL + "/api/"
+	api := slackInFront(t, f.slack, map[string]string{
+		"/api/apps.connections.open": `{"ok":true,"url":"ws` + strings.TrimPrefix(link.URL, "http") + `/link/?ticket=t-SECRET"}`,
+	})
+	f.env["SLACK_API_URL"] = api + "/api/"
 	out, err := runDoctor(t, f.env)
 	if err == nil {
 		t.Error("doctor passed with Socket Mode off")
 	}
 	checkGolden(t, "socket_disabled", out)
+}
+
+// TestDoctorTokensOfTwoApps: bots.info says the bot token's app is A2 while the app-level
+// token's Socket Mode connection is app A1 (the fake's): events would go elsewhere.
+func TestDoctorTokensOfTwoApps(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{AppID: "A1"})
+	api := slackInFront(t, f.slack, map[string]string{
+		"/api/bots.info": `{"ok":true,"bot":{"id":"BBOT","app_id":"A2","user_id":"UBOT","name":"llmbot"}}`,
+	})
+	f.env["SLACK_API_URL"] = api + "/api/"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Error("doctor passed with tokens of two apps")
+	}
+	checkGolden(t, "two_apps", out)
+}
+
+// TestDoctorTemperatureRefused: the model refuses TEMPERATURE; the client drops it and the
+// answer comes, so it is a warning.
+func TestDoctorTemperatureRefused(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.llm.SetChat(fakellm.Sequence(fakellm.UnsupportedTemperature("0.2"), fakellm.Text("ok")))
+	f.env["TEMPERATURE"] = "0.2"
+	out, err := runDoctor(t, f.env)
+	if err != nil {
+		t.Errorf("doctor failed: %v", err)
+	}
+	checkGolden(t, "temperature", out)
+}
+
+// slackInFront serves the given Web API answers (path -> JSON body) and passes every other
+// request to the fake Slack. It returns its base URL.
+func slackInFront(t *testing.T, fs *fakeslack.Server, answers map[string]string) string {
+	t.Helper()
+	target, _ := url.Parse(fs.URL())
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if body, ok := answers[r.URL.Path]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(body))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // TestDoctorImageModelListed: a service that lists its models (GET /v1/models) is asked
