@@ -356,7 +356,9 @@ func TestE2EImagine(t *testing.T) {
 	if !bytes.Equal(f.Bytes, img) {
 		t.Errorf("uploaded %d bytes, want the model's %d bytes exactly", len(f.Bytes), len(img))
 	}
-	if f.Channel != "C1" || !strings.Contains(f.InitialComment, "<@U1>") || !strings.Contains(f.InitialComment, "a fox in the snow") {
+	shown, _ := e.slack.Message(f.Channel, f.MessageTS) // with BUTTONS, the comment is a section above the button
+	comment := f.InitialComment + shown.SectionText()
+	if f.Channel != "C1" || !strings.Contains(comment, "<@U1>") || !strings.Contains(comment, "a fox in the snow") {
 		t.Errorf("file %+v: want it in C1, crediting <@U1> and the prompt", f)
 	}
 	acks := e.slack.Acks()

@@ -135,6 +135,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Mode:         handlers.ReplyMode(cfg.ReplyMode),
 		FollowUps:    cfg.FollowUps,
 		OtherBots:    cfg.AnswerBots,
+		Buttons:      cfg.Buttons,
 		Edits:        pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
 		Appends:      pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
 		Posts:        pace.NewKeyed(postsPerMinute, postBurst),
@@ -151,6 +152,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		BotName:    id.Name,
 		MaxPerUser: cfg.ImaginePerUser,
 		Timeout:    cfg.ImageTimeout + imageUploadTime,
+		Buttons:    cfg.Buttons,
 	})
 
 	sm := socketmode.New(slackClient, socketmode.OptionLog(zap.NewStdLog(log.Named("socketmode"))))
@@ -170,6 +172,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		zap.String("image_model", cfg.ImageModel),
 		zap.String("model_host", hostOf(cfg.OpenAIBaseURL)),
 		zap.String("reply_mode", cfg.ReplyMode),
+		zap.Bool("buttons", cfg.Buttons),
 		zap.String("edit_policy", cfg.EditPolicy),
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
 		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies))
