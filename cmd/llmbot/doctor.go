@@ -635,7 +635,10 @@ func (m modelCheck) explainChat(err error) result {
 	if !errors.As(err, &e) {
 		return fail(name, errText(err), "check OPENAI_BASE_URL, OPENAI_API_KEY and CHAT_MODEL")
 	}
-	said := "the service said: " + errText(e)
+	said := "error: " + errText(e)
+	if e.Status != 0 {
+		said = "the service said: " + errText(e)
+	}
 	switch {
 	case e.Kind == llm.KindAuth && e.Status == http.StatusForbidden:
 		return fail(name, host+" refused the request (403)",
