@@ -74,6 +74,9 @@ func runDoctor(t *testing.T, env map[string]string) (string, error) {
 			t.Errorf("a credential (%q) appears in the output:\n%s", s, all)
 		}
 	}
+	if strings.Contains(all, "[redacted]") {
+		t.Errorf("a check put a secret in its text (the checklist blanked it out):\n%s", all)
+	}
 	if err != nil && !errors.Is(err, errReported) {
 		t.Errorf("error %v does not wrap errReported: main would print it after the checklist", err)
 	}
@@ -372,6 +375,17 @@ func TestDoctorHelp(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"llmbot", "doctor", "extra"}, envFunc(nil), &stdout, &stderr); err == nil {
 		t.Error("doctor accepted an unknown argument")
+	}
+}
+
+// TestChecklistRedacts: the checklist's own net blanks out every credential, header values included.
+func TestChecklistRedacts(t *testing.T) {
+	cfg := Config{SlackBotToken: botToken, SlackAppToken: appToken, OpenAIAPIKey: llmKey, LLMHeaders: "Api-Key=azure-" + secret}
+	var b bytes.Buffer
+	c := &checklist{w: &b, secrets: secretsOfConfig(cfg)}
+	c.print(fail("Leak", "bot "+botToken+" app "+appToken, "key "+llmKey, "header azure-"+secret))
+	if strings.Contains(b.String(), secret) || strings.Count(b.String(), "[redacted]") != 4 {
+		t.Errorf("checklist output:\n%s", b.String())
 	}
 }
 
