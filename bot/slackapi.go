@@ -153,13 +153,18 @@ func buttonBlocks(text string, buttons []handlers.Button) []slack.Block {
 	for _, t := range cutRunes(text, sectionLimit) {
 		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, t, false, false), nil, nil))
 	}
+	return append(blocks, actionsBlock(buttons))
+}
+
+// actionsBlock is an actions block with the buttons.
+func actionsBlock(buttons []handlers.Button) *slack.ActionBlock {
 	elems := make([]slack.BlockElement, 0, len(buttons))
 	for _, b := range buttons {
 		btn := slack.NewButtonBlockElement(b.ActionID, b.Value, slack.NewTextBlockObject(slack.PlainTextType, b.Text, false, false))
 		btn.Style = slack.Style(b.Style)
 		elems = append(elems, btn)
 	}
-	return append(blocks, slack.NewActionBlock("llmbot_buttons", elems...))
+	return slack.NewActionBlock("llmbot_buttons", elems...)
 }
 
 // cutRunes cuts s into pieces of at most limit characters, at line ends when it can; none for "".
@@ -246,14 +251,18 @@ func (a *SlackAPI) AppendStream(ctx context.Context, channel, ts, markdown strin
 	return nil
 }
 
-// StopStream ends the streamed message ts, appending markdown (unless "") and storing mark.
-func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark) error {
+// StopStream ends the streamed message ts, appending markdown (unless "") and storing mark;
+// buttons are an actions block at the bottom of the finished message.
+func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []handlers.Button) error {
 	var opts []slack.MsgOption
 	if markdown != "" {
 		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
 	}
 	if mark.Kind != "" {
 		opts = append(opts, slack.MsgOptionMetadata(mark.Metadata()))
+	}
+	if len(buttons) > 0 {
+		opts = append(opts, slack.MsgOptionBlocks(actionsBlock(buttons)))
 	}
 	if _, _, err := a.c.StopStreamContext(ctx, channel, ts, opts...); err != nil {
 		return fmt.Errorf("chat.stopStream: %w", err)

@@ -139,7 +139,7 @@ func TestStreamCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	mark := convo.Mark{Kind: convo.MarkAnswer}
-	if err := api.StopStream(ctx, "C1", ts, "world.", mark); err != nil {
+	if err := api.StopStream(ctx, "C1", ts, "world.", mark, nil); err != nil {
 		t.Fatal(err)
 	}
 	start := fs.CallsTo("chat.startStream")[0].Params

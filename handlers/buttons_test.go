@@ -221,3 +221,30 @@ func TestReplyRefValue(t *testing.T) {
 		}
 	}
 }
+
+func TestButtonsStreamModeRegenerateWhenDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := streamOptions()
+		opt.Buttons = true
+		// Over one streamed message: the first is stopped without buttons, the last gets Regenerate.
+		ws := words(strings.Repeat("A line of a long streamed answer.\n", 400), 200)
+		rt := newReplyTest(t, deltas(ws, 50*time.Millisecond), opt)
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		stops := rt.slack.callsOf("stopStream")
+		if len(stops) < 2 {
+			t.Fatalf("stopStream calls = %d, want the answer over at least 2 streamed messages", len(stops))
+		}
+		for i, c := range stops {
+			want := ""
+			if i == len(stops)-1 {
+				want = ActionRegenerate
+			}
+			if got := buttonKey(c.buttons); got != want || (want != "" && c.buttons[0].Value != wantRef) {
+				t.Errorf("stopStream %d with buttons %+v, want %q", i+1, c.buttons, want)
+			}
+		}
+		if n := len(rt.slack.callsOf("post")) + len(rt.slack.callsOf("update")); n != 0 {
+			t.Errorf("%d posts/updates, want none (Slack's own stop serves while streaming)", n)
+		}
+	})
+}

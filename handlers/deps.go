@@ -64,8 +64,9 @@ type Streamer interface {
 	StartStream(ctx context.Context, s StreamStart) (ts string, err error)
 	// AppendStream appends markdown to the streamed message ts.
 	AppendStream(ctx context.Context, channel, ts, markdown string) error
-	// StopStream ends the streamed message, appending markdown ("" = nothing) and storing mark as metadata.
-	StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark) error
+	// StopStream ends the streamed message, appending markdown ("" = nothing), storing mark as metadata
+	// and showing buttons (nil: none) at the bottom of the message.
+	StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error
 }
 
 // StreamStart is a chat.startStream call.

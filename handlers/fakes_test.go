@@ -265,13 +265,13 @@ func (f *fakeSlack) AppendStream(ctx context.Context, channel, ts, markdown stri
 	return nil
 }
 
-func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark) error {
+func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err := f.record(call{method: "stopStream", ts: ts, text: markdown, mark: mark}, f.stopErr); err != nil {
+	if err := f.record(call{method: "stopStream", ts: ts, text: markdown, mark: mark, buttons: buttons}, f.stopErr); err != nil {
 		return err
 	}
 	msg := f.find(ts)
@@ -281,6 +281,7 @@ func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string
 	msg.text += markdown
 	msg.mark = mark
 	msg.streaming = false
+	msg.buttons = buttons
 	return nil
 }
 

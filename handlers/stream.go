@@ -91,7 +91,7 @@ func (s *streamSink) write(ctx context.Context, text string) error {
 			if err := p.r.opt.Streams.Wait(ctx); err != nil {
 				return err
 			}
-			if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}); err != nil {
+			if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}, nil); err != nil {
 				return fmt.Errorf("chat.stopStream: %w", err)
 			}
 			if err := p.r.opt.Streams.Wait(ctx); err != nil {
@@ -132,7 +132,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	if s.stopped {
 		// Slack ended the stream when the user pressed stop; close it if it still takes calls.
 		err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, strings.TrimPrefix(convo.NoteSuffix(note, convo.FormatMarkdown), "\n\n"),
-			convo.Mark{Kind: kind, Note: note})
+			convo.Mark{Kind: kind, Note: note}, s.buttons())
 		if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
 			return fmt.Errorf("chat.stopStream: %w", err)
 		}
@@ -153,7 +153,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 					}
 					text = ""
 				}
-				if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, mark); err != nil {
+				if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, mark, s.buttons()); err != nil {
 					return fmt.Errorf("chat.stopStream: %w", err)
 				}
 				return nil
@@ -185,19 +185,29 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	}
 	for i, text := range parts {
 		mark := convo.Mark{Kind: kind}
+		var buttons []Button
 		if i == len(parts)-1 {
 			mark.Note = note
+			buttons = s.buttons()
 		}
 		err := writeRetry(ctx,
 			func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
 			func(ctx context.Context) error {
-				_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark})
+				_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
 				return err
 			})
 		if err != nil {
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
+	}
+	return nil
+}
+
+// buttons of the finished answer's last message: Regenerate (Slack's own stop serves while it streams).
+func (s *streamSink) buttons() []Button {
+	if bs := s.p.buttons(true); len(bs) > 0 {
+		return bs
 	}
 	return nil
 }

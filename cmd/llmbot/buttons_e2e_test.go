@@ -182,3 +182,21 @@ func TestE2EButtonsOff(t *testing.T) {
 		t.Errorf("answer %q with blocks %s, want plain text", m.Text, m.Blocks)
 	}
 }
+
+func TestE2ERegenerateNativeStreaming(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+	var calls atomic.Int32
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(fmt.Sprintf("Answer number %d.", calls.Add(1)))
+	})
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is the capital of France?")
+	first := e.final(t, "C1", q, 1, 1)[0]
+	if !first.Markdown || buttonsOf(first) != handlers.ActionRegenerate {
+		t.Fatalf("streamed answer %+v shows %q, want Regenerate at its bottom", first, buttonsOf(first))
+	}
+	e.click(t, "C1", first.TS, "U1", handlers.ActionRegenerate)
+	msgs := e.final(t, "C1", q, 2, 2)
+	if msgs[0].Text != "Answer number 1." || msgs[1].Text != "Answer number 2." || !msgs[1].Markdown {
+		t.Errorf("thread = %q, %q: want a second streamed answer after the first", msgs[0].Text, msgs[1].Text)
+	}
+}
