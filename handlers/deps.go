@@ -17,6 +17,10 @@
 // the stream ends the writer is stopped and joined, and Reply writes the final text (all parts, with a status
 // note when something went wrong) at Final priority, retried on 429 and transient errors, on a context that
 // outlives cancellation by ReplyOptions.FinalTimeout. Handlers start no other goroutine.
+//
+// Buttons (ReplyOptions.Buttons, ImagineOptions.Buttons): Stop while an edited answer is written,
+// Regenerate on a finished answer, "Another one" on an /imagine picture. Who may press them and
+// what they do is in buttons.go; bot routes the clicks.
 package handlers
 
 import (
