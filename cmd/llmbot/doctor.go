@@ -607,7 +607,7 @@ func (m modelCheck) chat(ctx context.Context) result {
 	comp, err := client.Complete(ctx, llm.ChatRequest{Messages: []llm.Message{{Role: llm.RoleUser, Content: doctorPrompt}}})
 	took := time.Since(start)
 	if err != nil {
-		return m.explainChat(err)
+		return m.explainChat(err, took)
 	}
 	answer := strings.Join(strings.Fields(comp.Content), " ")
 	switch {
@@ -628,7 +628,7 @@ func (m modelCheck) chat(ctx context.Context) result {
 }
 
 // explainChat turns a failed completion into a line with what to fix.
-func (m modelCheck) explainChat(err error) result {
+func (m modelCheck) explainChat(err error, took time.Duration) result {
 	const name = "Chat model"
 	host := hostOf(m.cfg.OpenAIBaseURL)
 	var e *llm.Error
@@ -669,7 +669,7 @@ func (m modelCheck) explainChat(err error) result {
 		return fail(name, "cannot connect to "+host,
 			"check OPENAI_BASE_URL, that the model server is running and reachable from here (firewall, proxy: HTTPS_PROXY; in Docker, localhost is the container itself)", said)
 	case e.Kind == llm.KindTimeout:
-		return fail(name, fmt.Sprintf("no answer from %s within %s", host, doctorChatTimeout),
+		return fail(name, fmt.Sprintf("no answer from %s in %s", host, roundLatency(took)),
 			"check OPENAI_BASE_URL and that the server is reachable and not overloaded (a local model may still be loading: try again)", said)
 	case e.Kind == llm.KindServer:
 		return fail(name, host+" failed to answer (server error)",

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
@@ -399,4 +400,58 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// TestDoctorSocketNoHello: a WebSocket that never says hello ends at the check's deadline
+// (a short one here, through ctx) with what to look at.
+func TestDoctorSocketNoHello(t *testing.T) {
+	fs := fakeslack.New(fakeslack.Config{BotToken: botToken, AppToken: appToken})
+	defer fs.Close()
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}))
+	defer silent.Close()
+	api := slackInFront(t, fs, map[string]string{
+		"/api/apps.connections.open": `{"ok":true,"url":"ws` + strings.TrimPrefix(silent.URL, "http") + `/link/?ticket=t1"}`,
+	})
+	client := slack.New(botToken, slack.OptionAPIURL(api+"/api/"), slack.OptionAppLevelToken(appToken))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r := checkSocketMode(ctx, client, "")
+	if r.status != statusFail || !strings.Contains(r.detail, "no hello from Slack") || !strings.Contains(r.fix, "Socket Mode is on") {
+		t.Errorf("result %+v", r)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the check took %s, past its deadline", took)
+	}
+}
+
+// TestDoctorChatTimeout: a model that sends no headers within the check's deadline is a
+// failure that names the host.
+func TestDoctorChatTimeout(t *testing.T) {
+	fl := fakellm.New()
+	defer fl.Close()
+	fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Reply{HeaderDelay: 10 * time.Second} })
+	cfg, problems := loadConfig(envFunc(map[string]string{"OPENAI_BASE_URL": fl.URL(), "OPENAI_API_KEY": fakellm.DefaultAPIKey}))
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r := modelCheck{cfg: cfg, headers: http.Header{}}.chat(ctx)
+	if r.status != statusFail || !strings.Contains(r.detail, "no answer from 127.0.0.1") {
+		t.Errorf("result %+v", r)
+	}
 }
