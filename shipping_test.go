@@ -136,6 +136,10 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	if got := jsonPath(t, m, "settings", "socket_mode_enabled"); got != "true" {
 		t.Errorf("socket_mode_enabled = %s, want true", got)
 	}
+	// Stop/Regenerate buttons are on by default (BUTTONS): their clicks arrive only with interactivity on.
+	if got := jsonPath(t, m, "settings", "interactivity", "is_enabled"); got != "true" {
+		t.Errorf("interactivity.is_enabled = %s, want true (the reply buttons need it)", got)
+	}
 	if got := jsonPath(t, m, "features", "slash_commands"); !strings.Contains(got, `"/imagine"`) {
 		t.Errorf("slash_commands = %s, want /imagine", got)
 	}
