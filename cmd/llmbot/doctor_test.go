@@ -14,6 +14,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -453,5 +454,46 @@ func TestDoctorChatTimeout(t *testing.T) {
 	r := modelCheck{cfg: cfg, headers: http.Header{}}.chat(ctx)
 	if r.status != statusFail || !strings.Contains(r.detail, "no answer from 127.0.0.1") {
 		t.Errorf("result %+v", r)
+	}
+}
+
+// TestDoctorProcess builds the binary: `llmbot doctor` exits 0 when every check passes, and 1
+// with only the checklist (nothing on stderr) when one fails.
+func TestDoctorProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "llmbot")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f := newDoctorFakes(t, fakeslack.Config{})
+	// The child process reaches the fake with no synchronisation inside this process, and
+	// fakeslack.New sets its URL field unlocked after starting the server: taking the fake's lock
+	// once orders that set-up before its handlers (which take the lock) for the race detector.
+	_ = f.slack.Calls()
+	doctor := func() (stdout, stderr string, code int) {
+		cmd := exec.CommandContext(ctx, bin, "doctor")
+		cmd.Env = []string{"HOME=" + t.TempDir()}
+		for k, v := range f.env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errOut, code := doctor(); code != 0 || errOut != "" || !strings.Contains(out, "All checks passed.") {
+		t.Errorf("all good: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+	f.llm.SetAPIKey("sk-another-key-entirely")
+	if out, errOut, code := doctor(); code != 1 || errOut != "" || !strings.Contains(out, "1 check failed.") {
+		t.Errorf("401: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 }
