@@ -24,15 +24,16 @@ import (
 )
 
 // Time bounds of the checks. The Slack checks and the model checks run side by side, so the
-// whole run takes at most about max(authTest+socket, chat+models), ~25 s.
+// whole run takes at most about max(auth.test+bots.info+socket+close, chat+models), 23 s.
 const (
-	doctorAuthTimeout   = 8 * time.Second  // auth.test
-	doctorSocketTimeout = 10 * time.Second // apps.connections.open + WebSocket dial + hello
-	doctorCloseWait     = time.Second      // Slack's answer to our close frame
-	doctorChatTimeout   = 15 * time.Second // one short completion, connection included
-	doctorModelsTimeout = 5 * time.Second  // GET {base}/models
-	doctorMaxModelsBody = 8 << 20          // a long model list (OpenRouter's is several MB with descriptions)
-	doctorPrompt        = "Reply with the single word: ok"
+	doctorAuthTimeout    = 8 * time.Second  // auth.test
+	doctorBotInfoTimeout = 4 * time.Second  // bots.info (optional: the app of the bot token)
+	doctorSocketTimeout  = 10 * time.Second // apps.connections.open + WebSocket dial + hello
+	doctorCloseWait      = time.Second      // Slack's answer to our close frame
+	doctorChatTimeout    = 15 * time.Second // one short completion, connection included
+	doctorModelsTimeout  = 5 * time.Second  // GET {base}/models
+	doctorMaxModelsBody  = 8 << 20          // a long model list (OpenRouter's is several MB with descriptions)
+	doctorPrompt         = "Reply with the single word: ok"
 )
 
 // errReported is wrapped by errors whose message was already shown to the person (the
@@ -314,7 +315,7 @@ func slackChecks(ctx context.Context, cfg Config) []result {
 // botAppID returns the app the bot belongs to (bots.info, which needs users:read), or "" when
 // Slack does not say.
 func botAppID(ctx context.Context, api *slack.Client, botID string) string {
-	ctx, cancel := context.WithTimeout(ctx, doctorAuthTimeout)
+	ctx, cancel := context.WithTimeout(ctx, doctorBotInfoTimeout)
 	defer cancel()
 	bot, err := api.GetBotInfoContext(ctx, slack.GetBotInfoParameters{Bot: botID})
 	if err != nil {
