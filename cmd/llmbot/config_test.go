@@ -47,7 +47,7 @@ func TestDefaults(t *testing.T) {
 		ReplyMode: "edit", EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
 		MaxConcurrentReplies: 50, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
-		ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, ShutdownGrace: 8 * time.Second,
+		ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
 		LogLevel: zapcore.InfoLevel,
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -587,18 +587,10 @@ func (m modelCheck) chat(ctx context.Context) result {
 		connect = doctorChatTimeout
 	}
 	var tempDropped atomic.Bool
-	client, err := llm.New(llm.Config{
-		BaseURL:        m.cfg.OpenAIBaseURL,
-		APIKey:         m.cfg.OpenAIAPIKey,
-		Headers:        m.headers,
-		ChatModel:      m.cfg.ChatModel,
-		Temperature:    m.cfg.Temperature,
-		ConnectTimeout: connect,
-		HeaderTimeout:  doctorChatTimeout,
-		IdleTimeout:    doctorChatTimeout,
-		MaxRetries:     -1,
-		Hooks:          llm.Hooks{TemperatureDropped: func(string) { tempDropped.Store(true) }},
-	})
+	lc := m.cfg.llmConfig() // what the bot runs, with doctor's short limits and no retries
+	lc.ConnectTimeout, lc.HeaderTimeout, lc.IdleTimeout, lc.MaxRetries = connect, doctorChatTimeout, doctorChatTimeout, -1
+	lc.Hooks = llm.Hooks{TemperatureDropped: func(string) { tempDropped.Store(true) }}
+	client, err := llm.New(lc)
 	if err != nil {
 		return fail(name, "cannot build the model client: "+errText(err), "fix OPENAI_BASE_URL and OPENAI_API_KEY")
 	}

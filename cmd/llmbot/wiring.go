@@ -74,44 +74,24 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	log = log.With(zap.String("bot_user", id.UserID), zap.String("team", id.TeamID))
 
-	headers, _ := parseHeaders(cfg.LLMHeaders) // validated
-	imageOptions := map[string]any{}
-	if cfg.ImageSize != "" {
-		imageOptions["size"] = cfg.ImageSize
-	}
-	if cfg.ImageQuality != "" {
-		imageOptions["quality"] = cfg.ImageQuality
-	}
-	retries := cfg.LLMMaxRetries
-	if retries == 0 {
-		retries = -1 // llm: 0 means its default, negative means none
-	}
 	llmLog := log.Named("llm")
-	model, err := llm.New(llm.Config{
-		BaseURL:        cfg.OpenAIBaseURL,
-		APIKey:         cfg.OpenAIAPIKey,
-		Headers:        headers,
-		ChatModel:      cfg.ChatModel,
-		ImageModel:     cfg.ImageModel,
-		Temperature:    cfg.Temperature,
-		ImageOptions:   imageOptions,
-		ConnectTimeout: cfg.LLMConnectTimeout,
-		HeaderTimeout:  cfg.LLMHeaderTimeout,
-		IdleTimeout:    cfg.LLMIdleTimeout,
-		ImageTimeout:   cfg.ImageTimeout,
-		MaxRetries:     retries,
-		Hooks: llm.Hooks{
-			Retry: func(op string, attempt int, wait time.Duration, e *llm.Error) {
-				metrics.Retry(op, attempt, wait, e)
-				llmLog.Warn("model request retried", zap.String("op", op), zap.Int("attempt", attempt),
-					zap.Duration("wait", wait), zap.String("kind", string(e.Kind)), zap.Int("status", e.Status))
-			},
-			TemperatureDropped: func(model string) {
-				metrics.TemperatureDropped(model)
-				llmLog.Warn("model rejected TEMPERATURE; sending requests without it", zap.String("model", model))
-			},
+	llmCfg := cfg.llmConfig()
+	llmCfg.Hooks = llm.Hooks{
+		Retry: func(op string, attempt int, wait time.Duration, e *llm.Error) {
+			metrics.Retry(op, attempt, wait, e)
+			llmLog.Warn("model request retried", zap.String("op", op), zap.Int("attempt", attempt),
+				zap.Duration("wait", wait), zap.String("kind", string(e.Kind)), zap.Int("status", e.Status))
 		},
-	})
+		TemperatureDropped: func(model string) {
+			metrics.TemperatureDropped(model)
+			llmLog.Warn("model rejected TEMPERATURE; sending requests without it", zap.String("model", model))
+		},
+		StreamUsageDropped: func(model string) {
+			llmLog.Warn("model rejected stream_options; streaming without token usage (set LLM_STREAM_USAGE=false to stop asking)",
+				zap.String("model", model))
+		},
+	}
+	model, err := llm.New(llmCfg)
 	if err != nil {
 		return fmt.Errorf("model client: %w", err)
 	}
@@ -181,6 +161,38 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// llmConfig is the model client's configuration from the settings, without hooks. The bot and doctor
+// both build their client from it, so doctor checks what the bot runs.
+func (cfg Config) llmConfig() llm.Config {
+	headers, _ := parseHeaders(cfg.LLMHeaders) // validated
+	imageOptions := map[string]any{}
+	if cfg.ImageSize != "" {
+		imageOptions["size"] = cfg.ImageSize
+	}
+	if cfg.ImageQuality != "" {
+		imageOptions["quality"] = cfg.ImageQuality
+	}
+	retries := cfg.LLMMaxRetries
+	if retries == 0 {
+		retries = -1 // llm: 0 means its default, negative means none
+	}
+	return llm.Config{
+		BaseURL:        cfg.OpenAIBaseURL,
+		APIKey:         cfg.OpenAIAPIKey,
+		Headers:        headers,
+		ChatModel:      cfg.ChatModel,
+		ImageModel:     cfg.ImageModel,
+		Temperature:    cfg.Temperature,
+		ImageOptions:   imageOptions,
+		ConnectTimeout: cfg.LLMConnectTimeout,
+		HeaderTimeout:  cfg.LLMHeaderTimeout,
+		IdleTimeout:    cfg.LLMIdleTimeout,
+		ImageTimeout:   cfg.ImageTimeout,
+		MaxRetries:     retries,
+		NoStreamUsage:  !cfg.LLMStreamUsage,
+	}
 }
 
 // slackHTTPClient is the Web API client: bounded calls, no reliance on http.DefaultClient.

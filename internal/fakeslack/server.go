@@ -181,7 +181,10 @@ func New(cfg Config) *Server {
 	mux.HandleFunc("/upload/", s.serveUpload)
 	mux.HandleFunc("/response/", s.serveResponseURL)
 	mux.HandleFunc("/files-pri/", s.serveFileDownload)
-	s.http = httptest.NewServer(mux)
+	// Set s.http before the server accepts anything: handlers read s.http.URL, and a client in another
+	// process gives the race detector no happens-before edge from this assignment.
+	s.http = httptest.NewUnstartedServer(mux)
+	s.http.Start()
 	if cfg.RedeliverAfter > 0 {
 		s.wg.Add(1)
 		go s.redeliverLoop()
