@@ -313,3 +313,41 @@ func TestDockerBuildIsStatic(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeSettingsTable keeps the README's settings table equal to what `llmbot --help-markdown` prints
+// (cmd/llmbot keeps that output in testdata/settings.md with a golden test).
+func TestReadmeSettingsTable(t *testing.T) {
+	table, err := os.ReadFile("cmd/llmbot/testdata/settings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, bytes.TrimSpace(table)) {
+		t.Error("README.md's settings table differs from `go run ./cmd/llmbot --help-markdown`: paste its output into the Settings section")
+	}
+}
+
+// TestReadmeCommands checks that the README gives the two commands: one that runs the bot and one that
+// runs the tests, the same test command CI runs.
+func TestReadmeCommands(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const testCmd = "go test -race ./..."
+	for _, want := range []string{"go run ./cmd/llmbot", testCmd} {
+		if !bytes.Contains(readme, []byte(want)) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+	if !bytes.Contains(ci, []byte("\n"+testCmd+"\n")) {
+		t.Errorf(".ci/run does not run the README's test command %q", testCmd)
+	}
+}
