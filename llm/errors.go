@@ -101,7 +101,7 @@ const maxSnippet = 200
 // errorFields is the union of the error shapes servers send (openai-wire.md §3.3).
 type errorFields struct {
 	Error   json.RawMessage `json:"error"`
-	Object  string          `json:"object"`
+	Object  json.RawMessage `json:"object"`
 	Message json.RawMessage `json:"message"`
 	Type    json.RawMessage `json:"type"`
 	Code    json.RawMessage `json:"code"`
@@ -148,7 +148,7 @@ func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *E
 // when that is an HTTP status (OpenRouter, vLLM), and is mostly KindServer otherwise.
 func errorInBody(status int, h http.Header, data []byte) *Error {
 	var f errorFields
-	if json.Unmarshal(data, &f) != nil || !truthy(f.Error) {
+	if unmarshalLoose(data, &f) != nil || !truthy(f.Error) {
 		return nil
 	}
 	e := &Error{Status: status, RequestID: requestID(h)}
@@ -169,13 +169,13 @@ func errorInBody(status int, h http.Header, data []byte) *Error {
 // whether the body was one of these shapes.
 func parseErrorJSON(e *Error, body []byte) bool {
 	var f errorFields
-	if json.Unmarshal(body, &f) != nil {
+	if unmarshalLoose(body, &f) != nil {
 		return false
 	}
 	switch {
 	case len(f.Error) > 0 && f.Error[0] == '{':
 		var o errorObject
-		if json.Unmarshal(f.Error, &o) != nil {
+		if unmarshalLoose(f.Error, &o) != nil {
 			return false
 		}
 		e.Message = text(o.Message)
@@ -201,7 +201,7 @@ func parseErrorJSON(e *Error, body []byte) bool {
 	case len(f.Error) > 0 && f.Error[0] == '"':
 		e.Message = text(f.Error)
 		return true
-	case f.Object == "error" || (len(f.Message) > 0 && f.Message[0] == '"'):
+	case text(f.Object) == "error" || (len(f.Message) > 0 && f.Message[0] == '"'):
 		e.Message = text(f.Message)
 		e.Type = text(f.Type)
 		e.Code = text(f.Code)
@@ -212,6 +212,17 @@ func parseErrorJSON(e *Error, body []byte) bool {
 		return true
 	}
 	return false
+}
+
+// unmarshalLoose is json.Unmarshal that tolerates fields of an unexpected type (an "object"
+// that is a number, an int innererror.code): they stay empty and the rest is still read, so
+// a server's odd error never loses its message.
+func unmarshalLoose(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		return nil
+	}
+	return err
 }
 
 // detailText renders FastAPI's "detail": a string, or pydantic's list of {loc, msg}.

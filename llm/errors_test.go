@@ -275,3 +275,43 @@ func TestHeaderSecretRedaction(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }
+
+// TestOddErrorShapes: fields of an unexpected type (a numeric "object", an int innererror
+// code, a non-string provider name) neither lose the message nor crash the client.
+func TestOddErrorShapes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		ctype  string
+		body   string
+		want   Error
+	}{
+		{"error event with a numeric object", 200, "text/event-stream",
+			"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"object\":1,\"error\":\"boom\"}\n\n",
+			Error{Kind: KindServer, Status: 200, Message: "boom"}},
+		{"error event with an object-valued object", 200, "text/event-stream",
+			"data: {\"object\":{\"x\":1},\"error\":{\"message\":\"boom\",\"code\":503}}\n\n",
+			Error{Kind: KindServer, Status: 200, Code: "503", Message: "boom"}},
+		{"int innererror code", 400, "application/json",
+			`{"error":{"message":"The response was filtered","type":null,"code":"content_filter","innererror":{"code":1}}}`,
+			Error{Kind: KindContentPolicy, Status: 400, Code: "content_filter", Message: "The response was filtered"}},
+		{"numeric provider name", 502, "application/json",
+			`{"error":{"code":502,"message":"Provider returned error","metadata":{"provider_name":7}}}`,
+			Error{Kind: KindServer, Status: 502, Code: "502", Message: "Provider returned error"}},
+		{"flat error with a numeric object", 500, "application/json", `{"object":1,"message":"flat"}`,
+			Error{Kind: KindServer, Status: 500, Message: "flat"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			})
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxRetries = -1 })
+			got := collect(t, c.Stream(t.Context(), hello))
+			if got.Err == nil || *got.Err != tc.want {
+				t.Errorf("got  %s\nwant %+v", show(got), tc.want)
+			}
+		})
+	}
+}

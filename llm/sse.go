@@ -268,7 +268,12 @@ func (s *streamDecoder) dispatch() (c Chunk, ok bool, err error) {
 			Message: "malformed stream event: " + clip(collapse(string(data)), maxSnippet)}
 	}
 	if truthy(s.w.Error) {
-		return Chunk{}, false, errorInBody(http.StatusOK, s.header, data)
+		if e := errorInBody(http.StatusOK, s.header, data); e != nil {
+			return Chunk{}, false, e
+		}
+		// Not reached while errorInBody reads what decode reads; never return a nil *Error.
+		return Chunk{}, false, &Error{Kind: KindServer, Status: http.StatusOK, RequestID: requestID(s.header),
+			Message: "the server reported an error"}
 	}
 	c = s.w.chunk(true)
 	if c.FinishReason != "" {
