@@ -496,6 +496,45 @@ func TestIdleTimeout(t *testing.T) {
 	})
 }
 
+// TestNoTotalTimeout: a stream that keeps flowing is never cut, however long it lasts
+// compared with the header and idle timeouts.
+func TestNoTotalTimeout(t *testing.T) {
+	srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+		for i := range 10 { // 10 × 60 ms: three times the header and the idle timeout
+			send(fmt.Sprintf("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%d\"}}]}\n\n", i))
+			time.Sleep(60 * time.Millisecond)
+		}
+		send("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})
+	openAPISchema(t, "CreateChatCompletionRequest") // compiled before the clock matters
+	c, _ := newTestClient(t, srv.URL, func(c *Config) {
+		c.HeaderTimeout = 200 * time.Millisecond
+		c.IdleTimeout = 200 * time.Millisecond
+	})
+	if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "0123456789" || r.Finish != "stop" {
+		t.Errorf("got %s, want the whole answer", show(r))
+	}
+}
+
+// TestConnectTimeout: a server that accepts the connection but never completes the TLS
+// handshake is given up on after ConnectTimeout.
+func TestConnectTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // never accepts: the kernel completes TCP, nobody speaks TLS
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, _ := newTestClient(t, "https://"+ln.Addr().String(), func(c *Config) { c.ConnectTimeout = 100 * time.Millisecond })
+	start := time.Now()
+	r := collect(t, c.Stream(t.Context(), hello))
+	if r.Err == nil || r.Err.Kind != KindTimeout || !strings.Contains(r.Err.Message, "TLS handshake timeout") {
+		t.Errorf("got %s, want a TLS handshake timeout", show(r))
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("took %v", d)
+	}
+}
+
 func TestHeaderTimeout(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
