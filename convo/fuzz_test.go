@@ -14,6 +14,7 @@ func FuzzSplit(f *testing.F) {
 	}
 	f.Add("```\n"+strings.Repeat("x", 500)+"\n```", 100)
 	f.Add("- a\n  - b\n    > c **d** [e](https://f)\n", 100)
+	f.Add("see [a link longer than a part](https://example.com/"+strings.Repeat("x", 300)+") 🇯🇵🇯🇵 end", 100)
 	f.Fuzz(func(t *testing.T, md string, limit int) {
 		if !utf8.ValidString(md) || len(md) > 20_000 {
 			t.Skip()

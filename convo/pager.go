@@ -206,8 +206,9 @@ func fitRunes(out []byte, pos, stable, budget int) int {
 	return x
 }
 
-// avoidSplits moves a hard cut x back out of a link, an &amp; escape or an emoji sequence,
-// unless that would leave nothing before it.
+// avoidSplits moves a hard cut x back out of a link, an &amp; escape or an emoji sequence
+// (ZWJ sequences, skin tones, flags), unless that would leave nothing before it. A link that
+// starts at pos is longer than a whole part: it is cut where it must be.
 func avoidSplits(r *rendered, pos, x int) int {
 	out := r.out
 	if x <= pos {
@@ -216,7 +217,7 @@ func avoidSplits(r *rendered, pos, x int) int {
 	}
 	y := x
 	for _, s := range r.atoms {
-		if s.start < y && y < s.end {
+		if pos < s.start && s.start < y && y < s.end {
 			y = s.start
 		}
 	}
@@ -235,11 +236,28 @@ func avoidSplits(r *rendered, pos, x int) int {
 		_, size := utf8.DecodeLastRune(out[:y])
 		y -= size
 	}
+	if ru, _ := utf8.DecodeRune(out[y:]); isRegionalIndicator(ru) {
+		// A flag is a pair of regional indicators: count the run before y from its start.
+		n := 0
+		for i := y; i > 0; n++ {
+			prev, size := utf8.DecodeLastRune(out[:i])
+			if !isRegionalIndicator(prev) {
+				break
+			}
+			i -= size
+		}
+		if n%2 == 1 {
+			_, size := utf8.DecodeLastRune(out[:y])
+			y -= size
+		}
+	}
 	if y <= pos {
 		return x
 	}
 	return y
 }
+
+func isRegionalIndicator(r rune) bool { return r >= 0x1F1E6 && r <= 0x1F1FF }
 
 // joinsPrevious reports runes that belong to the character before them.
 func joinsPrevious(r rune) bool {

@@ -255,3 +255,39 @@ func TestPagerSealsAtStableBoundaries(t *testing.T) {
 		t.Errorf("final parts = %s, want %s", got, want)
 	}
 }
+
+// TestSplitHardCuts: text without any boundary is cut hard, but never inside a flag (a pair
+// of regional indicators), an emoji ZWJ sequence or a link that fits in a part; a link longer
+// than a whole part is cut where it must be (nothing lost, no panic).
+func TestSplitHardCuts(t *testing.T) {
+	const flag, coder = "🇯🇵", "👩🏽\u200d💻" // 4 and 7 UTF-16 units
+	longURL := "https://example.com/" + strings.Repeat("x", 150)
+	tests := []struct {
+		name  string
+		md    string
+		f     Format
+		limit int
+		want  []string
+	}{
+		{"flags stay whole (mrkdwn)", "a" + strings.Repeat(flag, 60), FormatMrkdwn, 100,
+			[]string{"a" + strings.Repeat(flag, 24), strings.Repeat(flag, 25), strings.Repeat(flag, 11)}},
+		{"flags stay whole (markdown)", "a" + strings.Repeat(flag, 60), FormatMarkdown, 100,
+			[]string{"a" + strings.Repeat(flag, 24), strings.Repeat(flag, 25), strings.Repeat(flag, 11)}},
+		{"ZWJ sequences stay whole", "a" + strings.Repeat(coder, 30), FormatMrkdwn, 100,
+			[]string{"a" + strings.Repeat(coder, 14), strings.Repeat(coder, 14), strings.Repeat(coder, 2)}},
+		{"a link that fits moves to the next part (mrkdwn)", strings.Repeat("x", 80) + "[label](https://example.com/abc)", FormatMrkdwn, 100,
+			[]string{strings.Repeat("x", 80), "<https://example.com/abc|label>"}},
+		{"a link that fits moves to the next part (markdown)", strings.Repeat("x", 80) + "[label](https://example.com/abc)", FormatMarkdown, 100,
+			[]string{strings.Repeat("x", 80), "[label](https://example.com/abc)"}},
+		{"a link longer than a part is cut inside", "see [label](" + longURL + ") end", FormatMrkdwn, 100,
+			[]string{"see", "<" + longURL[:99], longURL[99:] + "|label> end"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Split(tt.md, tt.f, tt.limit)
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+				t.Errorf("parts = %q\nwant    %q", got, tt.want)
+			}
+		})
+	}
+}
