@@ -87,7 +87,7 @@ type State struct {
 }
 
 const (
-	closeReserve     = 2 * time.Second        // of the grace period, kept for writing "interrupted" notes
+	closeReserve     = 2 * time.Second        // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
 	ackFlush         = 200 * time.Millisecond // after the last ack, before the socket is closed on shutdown
 	noticeLimit      = 4                      // busy notices in flight at once; more are dropped (logged)
 	interactiveLimit = 16                     // button clicks handled at once; more are dropped (logged)
@@ -109,6 +109,9 @@ type Bot struct {
 	clicks  chan struct{} // Interactive slots; capacity interactiveLimit
 	turns   *turns
 	wg      sync.WaitGroup // every goroutine started for work
+	// closing ends when the grace period does (set by Run before any work starts): private notices
+	// are bounded by it, so shutdown ends in time even when Slack is slow.
+	closing context.Context
 
 	// Only the event loop goroutine touches these.
 	envelopes, events, messages *seen
@@ -206,6 +209,9 @@ func (b *Bot) Run(ctx context.Context) error {
 	// Work outlives ctx for the grace period; it is cancelled by drain.
 	work, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWork(nil)
+	closing, endClosing := context.WithCancel(context.WithoutCancel(ctx))
+	defer endClosing()
+	b.closing = closing
 
 	var runErr error
 	sockDone := false
@@ -233,7 +239,7 @@ loop:
 	}
 	sockWG.Wait()
 	b.setConnected(false)
-	b.drain(cancelWork)
+	b.drain(cancelWork, endClosing)
 	return runErr
 }
 
@@ -263,13 +269,23 @@ func socketError(err error) error {
 	return fmt.Errorf("socket mode: %w", err)
 }
 
-// drain waits for work in progress: all of the grace period but closeReserve, then it cancels
-// the rest with handlers.ErrShutdown and waits for them to write their notes.
-func (b *Bot) drain(cancelWork context.CancelCauseFunc) {
+// CloseReserve is the part of the grace period kept for closing answers once the work left is
+// cancelled with handlers.ErrShutdown: the handlers' final writes and notes must fit in it
+// (handlers.ReplyOptions.ShutdownTimeout, ImagineOptions.ShutdownTimeout).
+func CloseReserve(grace time.Duration) time.Duration {
+	return grace - max(grace-closeReserve, grace/2)
+}
+
+// drain waits for work in progress: all of the grace period but CloseReserve, then it cancels
+// the rest with handlers.ErrShutdown and waits for them to write their notes (the handlers
+// bound those by their ShutdownTimeout; the bot's own notices end with the grace period).
+func (b *Bot) drain(cancelWork context.CancelCauseFunc, endClosing context.CancelFunc) {
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }() // ends when the work does; waited for below
-	soft := max(b.opt.Grace-closeReserve, b.opt.Grace/2)
+	soft := b.opt.Grace - CloseReserve(b.opt.Grace)
 	start := time.Now()
+	stopClosing := time.AfterFunc(b.opt.Grace, endClosing)
+	defer stopClosing.Stop()
 	timer := time.NewTimer(soft)
 	defer timer.Stop()
 	select {
@@ -676,12 +692,13 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 	})
 }
 
-// tell shows text privately to the asker, on a context detached from work and time-boxed.
+// tell shows text privately to the asker, on a context detached from work and time-boxed (and
+// ended with the grace period at shutdown).
 func (b *Bot) tell(work context.Context, rr handlers.ReplyRequest, text string, log *zap.Logger) {
 	if b.notify == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(work), noticeTimeout)
+	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
 	defer cancel()
 	if err := b.notify.Ephemeral(ctx, rr.Channel, rr.User, rr.ThreadTS, text); err != nil {
 		log.Warn("notice failed", zap.Error(err))

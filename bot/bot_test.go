@@ -719,3 +719,64 @@ func TestInteractiveEnvelope(t *testing.T) {
 	}
 	h.waitFor(t, "ack", func() bool { return acked(fs, id) })
 }
+
+// hangingNotifier never answers: a Slack that does not respond to chat.postEphemeral.
+type hangingNotifier struct{ calls atomic.Int32 }
+
+func (n *hangingNotifier) Ephemeral(ctx context.Context, _, _, _, _ string) error {
+	n.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestShutdownNoticesEndWithTheGracePeriod: the restart notices of messages queued behind an
+// answer in the same thread are bounded by the grace period, not by their own 10 s timeout each.
+func TestShutdownNoticesEndWithTheGracePeriod(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	client := newClient(fs)
+	api := NewSlackAPI(client)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	id, err := api.Identify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 1)
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}}
+	notify := &hangingNotifier{}
+	const grace = 2 * time.Second
+	b := New(socketmode.New(client), id, r, nil, notify, zaptest.NewLogger(t), Options{Grace: grace})
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run(runCtx) }()
+	eventually(t, "connected", func() bool { return b.State().Connected })
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
+	waitChan(t, "first reply", started)
+	for i := range 3 {
+		fs.PostUserMessage("C1", "U2", parent, "<@UBOT> queued "+string(rune('a'+i)))
+	}
+	eventually(t, "three queued", func() bool {
+		return len(r.requests()) == 1 && len(fs.Acks()) == len(fs.Envelopes()) && len(fs.Envelopes()) == 8
+	})
+	begin := time.Now()
+	stop()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return")
+	}
+	if took := time.Since(begin); took > grace+time.Second {
+		t.Errorf("shutdown took %v with a %v grace period", took, grace)
+	}
+	if n := notify.calls.Load(); n == 0 {
+		t.Error("no restart notice was tried")
+	}
+}

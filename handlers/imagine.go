@@ -24,6 +24,9 @@ type ImagineOptions struct {
 	// Buttons puts an "Another one" button on each picture (same prompt, a new picture; see
 	// buttons.go). Prompts longer than a button value (2,000 characters) get none.
 	Buttons bool
+	// ShutdownTimeout bounds the private note of a job interrupted by ErrShutdown, so it fits the
+	// bot's grace period (bot.CloseReserve). Default 2 s.
+	ShutdownTimeout time.Duration
 }
 
 // Limits of what Imagine writes.
@@ -52,6 +55,9 @@ func NewImagine(img Imager, up Uploader, r Responder, log *zap.Logger, opt Imagi
 	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = 4 * time.Minute
+	}
+	if opt.ShutdownTimeout <= 0 {
+		opt.ShutdownTimeout = 2 * time.Second
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -162,7 +168,11 @@ func (i *Imagine) respond(ctx context.Context, log *zap.Logger, req ImagineReque
 	if req.ResponseURL == "" {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), respondTimeout)
+	timeout := respondTimeout
+	if errors.Is(context.Cause(ctx), ErrShutdown) {
+		timeout = min(timeout, i.opt.ShutdownTimeout)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if err := i.resp.Respond(rctx, req.ResponseURL, text); err != nil {
 		log.Warn("response_url", zap.Error(err))

@@ -64,9 +64,12 @@ type ReplyOptions struct {
 	// this one, so it must exceed the client's header and idle timeouts together (a reasoning model may
 	// think for minutes behind keep-alives); the client's limits are the ones that normally fire.
 	// Default 5 min.
-	StallTimeout  time.Duration
-	FinalTimeout  time.Duration // how long the last write may still take once the reply is cancelled; default 10 s
-	StreamRefusal time.Duration // how long a refusal of native streaming is remembered; default 10 min
+	StallTimeout time.Duration
+	FinalTimeout time.Duration // how long the last write may still take once the reply is cancelled; default 10 s
+	// ShutdownTimeout replaces FinalTimeout when the reply is cancelled with ErrShutdown: the
+	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
+	ShutdownTimeout time.Duration
+	StreamRefusal   time.Duration // how long a refusal of native streaming is remembered; default 10 min
 }
 
 // Bounds of the in-memory caches.
@@ -126,6 +129,9 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	if opt.FinalTimeout <= 0 {
 		opt.FinalTimeout = 10 * time.Second
+	}
+	if opt.ShutdownTimeout <= 0 {
+		opt.ShutdownTimeout = 2 * time.Second
 	}
 	if opt.StreamRefusal <= 0 {
 		opt.StreamRefusal = 10 * time.Minute

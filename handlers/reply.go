@@ -74,8 +74,8 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	defer s.close()
 	finish := func(md, note string, kind convo.MarkKind) error {
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
-		// once the reply is cancelled (shutdown, stop) it still gets FinalTimeout.
-		fctx, fcancel := outlive(ctx, p.r.opt.FinalTimeout)
+		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown).
+		fctx, fcancel := outlive(ctx, p.r.closeTimeout)
 		defer fcancel()
 		return s.final(fctx, md, note, kind)
 	}
@@ -360,15 +360,24 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 	return note, kind, err
 }
 
-// outlive returns a context that is not cancelled with ctx but grace after it (or by the returned cancel).
-func outlive(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+// closeTimeout is how long the last write may take once a reply was cancelled with cause.
+func (r *Replies) closeTimeout(cause error) time.Duration {
+	if errors.Is(cause, ErrShutdown) {
+		return min(r.opt.ShutdownTimeout, r.opt.FinalTimeout)
+	}
+	return r.opt.FinalTimeout
+}
+
+// outlive returns a context that is not cancelled with ctx but grace(cause of ctx) after it (or by the
+// returned cancel).
+func outlive(ctx context.Context, grace func(cause error) time.Duration) (context.Context, context.CancelFunc) {
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex
 	var timer *time.Timer
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		timer = time.AfterFunc(grace, func() { cancel(context.DeadlineExceeded) })
+		timer = time.AfterFunc(grace(context.Cause(ctx)), func() { cancel(context.DeadlineExceeded) })
 	})
 	return octx, func() {
 		stop()

@@ -646,3 +646,28 @@ func TestE2EConcurrentRepliesUnderSlackLimits(t *testing.T) {
 		t.Errorf("%d chat.update 429s from a fresh start with EDIT_BUDGET_PER_MINUTE at Slack's limit", n)
 	}
 }
+
+// TestE2EShutdownBoundedBySlowSlack: when Slack makes the final write wait (a 429 with a long
+// Retry-After), shutdown still ends within the grace period (Kubernetes kills the pod soon after).
+func TestE2EShutdownBoundedBySlowSlack(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"SHUTDOWN_GRACE": "2s"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
+	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	e.waitFor(t, "partial answer", func() bool {
+		r := e.botReplies("C1", ts)
+		return len(r) == 1 && strings.HasPrefix(r[0], "Four")
+	})
+	for range 3 {
+		e.slack.RateLimitNext("chat.update", 5*time.Second)
+	}
+	begin := time.Now()
+	if err := e.stop(t); err != nil {
+		t.Errorf("run returned %v after SIGTERM, want nil (exit 0)", err)
+	}
+	if took := time.Since(begin); took > 3500*time.Millisecond {
+		t.Errorf("shutdown took %v with a 2s grace period", took)
+	}
+	if r := e.botReplies("C1", ts); len(r) != 1 || !strings.HasPrefix(r[0], "Four") {
+		t.Errorf("replies %q: want the partial answer kept", r)
+	}
+}

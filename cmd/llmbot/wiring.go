@@ -122,6 +122,8 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
+		// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
+		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 		ChannelSettings: func(channel string) (string, string) {
 			o, _ := overrides.Lookup(channel)
 			return o.SystemPrompt, o.Model
@@ -133,6 +135,8 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		MaxPerUser: cfg.ImaginePerUser,
 		Timeout:    cfg.ImageTimeout + imageUploadTime,
 		Buttons:    cfg.Buttons,
+		// At shutdown the private "interrupted" note must be sent within SHUTDOWN_GRACE.
+		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 	})
 
 	sm := socketmode.New(slackClient, socketmode.OptionLog(zap.NewStdLog(log.Named("socketmode"))))
