@@ -23,7 +23,7 @@ type streamSink struct {
 	ms   *convo.MarkdownStream
 	fed  int    // bytes of the answer fed to ms
 	pend string // ms output not yet appended
-	ts   string // the streamed message being written
+	ts   string // the streamed message being written ("" after it was stopped to continue in a new one)
 	sent int    // characters in it
 
 	fails   int
@@ -54,7 +54,8 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		}
 		snap = mb.latest(snap)
 		s.feed(snap.md)
-		err := s.write(ctx, s.pend)
+		n, err := s.write(ctx, s.pend)
+		s.pend = s.pend[n:] // a retry goes on from what Slack did not take
 		if err == nil {
 			if p.firstText == 0 {
 				p.firstText = time.Since(p.start)
@@ -83,38 +84,46 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 	}
 }
 
-// write appends text to the streamed message, continuing in a new one when it would grow too long.
-func (s *streamSink) write(ctx context.Context, text string) error {
+// write appends text to the streamed message, continuing in a new one when it would grow too long. It
+// returns how many bytes of text Slack took, so that a retry (after a 429) goes on from there instead of
+// repeating them; the sink's state always matches what Slack shows.
+func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 	p := s.p
+	done := 0
 	for _, piece := range splitLines(text, convo.MarkdownLimit) {
-		if s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
+		if s.ts != "" && s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
 			if err := p.r.opt.Streams.Wait(ctx); err != nil {
-				return err
+				return done, err
 			}
 			if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}, nil); err != nil {
-				return fmt.Errorf("chat.stopStream: %w", err)
+				return done, fmt.Errorf("chat.stopStream: %w", err)
 			}
+			s.ts, s.sent = "", 0 // full: the next piece starts a new message
+		}
+		if s.ts == "" {
 			if err := p.r.opt.Streams.Wait(ctx); err != nil {
-				return err
+				return done, err
 			}
 			if err := p.r.opt.Posts.Wait(ctx, p.req.Channel); err != nil {
-				return err
+				return done, err
 			}
 			ts, err := p.r.streamer.StartStream(ctx, p.streamStart(piece))
 			if err != nil {
-				return fmt.Errorf("chat.startStream: %w", err)
+				return done, fmt.Errorf("chat.startStream: %w", err)
 			}
 			s.ts, s.sent = ts, len(piece)
 			s.starts++
+			done += len(piece)
 			continue
 		}
 		if err := p.r.streamer.AppendStream(ctx, p.req.Channel, s.ts, piece); err != nil {
-			return fmt.Errorf("chat.appendStream: %w", err)
+			return done, fmt.Errorf("chat.appendStream: %w", err)
 		}
 		s.sent += len(piece)
 		s.appends++
+		done += len(piece)
 	}
-	return nil
+	return done, nil
 }
 
 func (s *streamSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
@@ -145,13 +154,18 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 			func(ctx context.Context) error { return p.r.opt.Streams.Wait(ctx) },
 			p.r.opt.Streams.Throttled,
 			func(ctx context.Context) error {
-				if s.sent+len(text) > convo.MarkdownLimit {
-					// Too long for this message (or one call): append it in pieces, continuing in new messages
-					// as needed, then stop the last with nothing more to add.
-					if err := s.write(ctx, text); err != nil {
+				if s.ts == "" || s.sent+len(text) > convo.MarkdownLimit {
+					// Too long for this message (or one call), or the next message is not started yet: append
+					// it in pieces, continuing in new messages as needed, then stop the last with nothing more
+					// to add. A retry goes on from what Slack did not take.
+					n, err := s.write(ctx, text)
+					text = text[n:]
+					if err != nil {
 						return err
 					}
-					text = ""
+				}
+				if s.ts == "" {
+					return nil // nothing was left to write: the last message was stopped full
 				}
 				if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, mark, s.buttons()); err != nil {
 					return fmt.Errorf("chat.stopStream: %w", err)

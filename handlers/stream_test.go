@@ -291,3 +291,30 @@ func TestStreamModeShutdownAndEmptyMention(t *testing.T) {
 		})
 	})
 }
+
+// TestStreamModeRateLimitedPieceIsNotSentTwice: a write longer than one message goes out in
+// pieces; a 429 on a later piece retries from that piece, never repeating what Slack took.
+func TestStreamModeRateLimitedPieceIsNotSentTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		for i := 0; b.Len() < 25000; i++ {
+			fmt.Fprintf(&b, "Line %d: %s\n", i, strings.Repeat("xyz ", 15))
+		}
+		md := b.String()
+		rt := newReplyTest(t, []step{{wait: time.Second, chunk: llm.Chunk{Content: md, FinishReason: "stop"}}}, streamOptions())
+		rt.slack.startErr = func(n int, _ call) error {
+			if n == 2 { // the continuation in a second message
+				return &slack.RateLimitedError{RetryAfter: time.Second}
+			}
+			return nil
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		var all strings.Builder
+		for _, m := range rt.slack.botMessages(testTS) {
+			all.WriteString(m.text)
+		}
+		if all.String() != streamed(md) {
+			t.Errorf("the streamed messages together (%d bytes) differ from the answer (%d bytes)", all.Len(), len(streamed(md)))
+		}
+	})
+}
