@@ -51,10 +51,11 @@ var mdParser = goldmark.New(goldmark.WithExtensions(
 // Render converts the model's Markdown answer to format f.
 //
 // Mention safety: model text can never ping anyone. Before parsing, a word joiner (U+2060,
-// invisible) is put after every "<" that starts "<!" or "<@" and after the "@" of a bare
-// @here, @channel or @everyone, so <!channel>, <!here>, <!everyone>, <!subteam^…> and
-// <@U…> read exactly as written but are no longer Slack tokens, and no bare word can be
-// turned into a mention (even with link_names). In mrkdwn, &, < and > are also escaped as
+// invisible) is put after every "<" that starts "<!" or "<@" (also a "<" written as &lt;
+// or &#60;, which Markdown resolves) and after the "@" of a bare @here, @channel or
+// @everyone, so <!channel>, <!here>, <!everyone>, <!subteam^…> and <@U…> read exactly as
+// written but are no longer Slack tokens, and no bare word can be turned into a mention
+// (even with link_names). In mrkdwn, &, < and > are also escaped as
 // &amp; &lt; &gt; everywhere except inside the <url|text> links Render writes itself (whose
 // URLs must be absolute http(s), mailto or ftp; other link targets are shown as text).
 // FormatMarkdown keeps & < > as the model wrote them (standard Markdown; not verified

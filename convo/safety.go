@@ -10,11 +10,16 @@ const wordJoiner = "\u2060"
 
 var broadcastWords = []string{"here", "channel", "everyone"}
 
-// neutralise puts a word joiner after each "<" that starts "<!" or "<@" and after the "@"
-// of a bare @here, @channel or @everyone (any case). It returns the new text and the
-// offsets (in the new text) of the inserted joiners.
+// ltEntities are the HTML character references of "<" (lower case), which Markdown
+// resolves: "&lt;!here>" reads as "<!here>".
+var ltEntities = []string{"&lt;", "&#60;", "&#060;", "&#x3c;"}
+
+// neutralise puts a word joiner after each "<" that starts "<!" or "<@" (also when the "<"
+// is written as a character reference such as &lt;) and after the "@" of a bare @here,
+// @channel or @everyone (any case). It returns the new text and the offsets (in the new
+// text) of the inserted joiners.
 func neutralise(s string) (string, []int) {
-	if !strings.ContainsAny(s, "<@") {
+	if !strings.ContainsAny(s, "<@&") {
 		return s, nil
 	}
 	var sb strings.Builder
@@ -22,6 +27,18 @@ func neutralise(s string) (string, []int) {
 	last := 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
+		case '&':
+			for _, ent := range ltEntities {
+				end := i + len(ent)
+				if end < len(s) && (s[end] == '!' || s[end] == '@') && strings.EqualFold(s[i:end], ent) {
+					sb.WriteString(s[last:end])
+					at = append(at, sb.Len())
+					sb.WriteString(wordJoiner)
+					last = end
+					i = end - 1
+					break
+				}
+			}
 		case '<':
 			if i+1 < len(s) && (s[i+1] == '!' || s[i+1] == '@') {
 				sb.WriteString(s[last : i+1])
