@@ -780,3 +780,56 @@ func TestShutdownNoticesEndWithTheGracePeriod(t *testing.T) {
 		t.Error("no restart notice was tried")
 	}
 }
+
+// TestPingTimeoutMidReply: when Slack's pings stop, slack-go's watchdog drops the connection and
+// dials again; the answer in progress completes and later messages are answered, each once.
+func TestPingTimeoutMidReply(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{PingInterval: time.Hour}) // Slack goes quiet
+	client := newClient(fs)
+	api := NewSlackAPI(client)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	id, err := api.Identify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	done := make(chan string, 2) // one per reply
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		if req.Text == "slow" {
+			<-release
+		}
+		done <- req.Text
+		return nil
+	}}
+	sm := socketmode.New(client, socketmode.OptionPingInterval(500*time.Millisecond))
+	b := New(sm, id, r, nil, api, zaptest.NewLogger(t), Options{Grace: time.Second})
+	runCtx, stop := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run(runCtx) }()
+	defer func() {
+		stop()
+		select {
+		case <-errc:
+		case <-time.After(waitTimeout):
+			t.Error("Run did not return")
+		}
+	}()
+	eventually(t, "connected", func() bool { return b.State().Connected })
+	fs.PostUserMessage("D1", "U1", "", "slow")
+	eventually(t, "reply started", func() bool { return len(r.requests()) == 1 })
+	eventually(t, "a connection dropped for missing pings and dialled again", func() bool {
+		return fs.Connections().Total >= 2
+	})
+	close(release)
+	if got := waitChan(t, "slow reply", done); got != "slow" {
+		t.Errorf("got %q", got)
+	}
+	fs.PostUserMessage("D1", "U1", "", "after")
+	if got := waitChan(t, "reply after the ping timeout", done); got != "after" {
+		t.Errorf("got %q", got)
+	}
+	if n := len(r.requests()); n != 2 {
+		t.Errorf("Reply called %d times, want 2 (no repeats)", n)
+	}
+}
