@@ -16,10 +16,18 @@ import (
 
 // Format is the Slack text dialect an answer is rendered to.
 //
-// Destination choice: post-and-edit replies use `text` in mrkdwn (works in every workspace
-// and client; chat.update takes 4,000 characters, so parts of MrkdwnLimit). Native streaming
-// replies use `markdown_text` (12,000 characters per call, standard Markdown without
-// tables, so parts of MarkdownLimit and tables as aligned code blocks).
+// Destination choice, and why:
+//   - Post-and-edit replies (chat.postMessage, then chat.update) use `text` in mrkdwn
+//     (FormatMrkdwn): `text` is mrkdwn by default and works in every workspace, without
+//     the AI-app setting native streaming needs; chat.update takes 4,000 characters, so
+//     parts of MrkdwnLimit.
+//   - Native streaming replies (chat.startStream/appendStream/stopStream) take
+//     `markdown_text`, standard Markdown (FormatMarkdown, via MarkdownStream): 12,000
+//     characters per call, so parts of MarkdownLimit; it has no tables, so tables become
+//     aligned code blocks.
+//   - Fallback: when Slack refuses or fails native streaming, the reply falls back to
+//     post-and-edit, and an answer whose stream cannot be finished is re-posted whole in
+//     mrkdwn (Split). That is why both formats exist.
 type Format int
 
 const (
