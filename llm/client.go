@@ -196,8 +196,9 @@ type streamOptions struct {
 // Stream calls chat/completions with stream:true. Single use. Yields chunks, then at most
 // one error, last. Breaking out of the loop or cancelling ctx closes the connection.
 //
-// Failures before the first chunk are retried (see Config.MaxRetries); nothing is retried
-// once a chunk was yielded. A stream that ends with neither [DONE] nor a finish reason
+// Failures before the server answers 2xx (connection errors, 408, 409, 429 other than
+// insufficient_quota, 5xx) are retried (see Config.MaxRetries); nothing is retried once
+// the server answered 2xx, so no text is ever delivered twice. A stream that ends with neither [DONE] nor a finish reason
 // (including a connection closed mid-stream) yields an *Error of KindTruncated after the
 // chunks it delivered; a stream silent for longer than IdleTimeout one of KindTimeout.
 func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, error] {
