@@ -664,7 +664,7 @@ func TestE2EShutdownBoundedBySlowSlack(t *testing.T) {
 	if err := e.stop(t); err != nil {
 		t.Errorf("run returned %v after SIGTERM, want nil (exit 0)", err)
 	}
-	if took := time.Since(begin); took > 3500*time.Millisecond {
+	if took := time.Since(begin); took > 4500*time.Millisecond { // 2s and scheduling noise; it took 11s before
 		t.Errorf("shutdown took %v with a 2s grace period", took)
 	}
 	if r := e.botReplies("C1", ts); len(r) != 1 || !strings.HasPrefix(r[0], "Four") {
