@@ -54,8 +54,8 @@ type Config struct {
 type Hooks struct {
 	// Retry is called before waiting to retry op ("chat" or "image"); attempt counts from 1.
 	Retry func(op string, attempt int, wait time.Duration, err *Error)
-	// TemperatureDropped is called when model rejected the temperature and the request is
-	// sent again without it (and from then on for that model).
+	// TemperatureDropped is called once per model when it rejected the temperature: the
+	// request is sent again without it, and from then on for that model.
 	TemperatureDropped func(model string)
 	// StreamUsageDropped is called once per model when it rejected stream_options (the
 	// request for a usage chunk): the stream is asked again without it, and from then on
@@ -333,9 +333,10 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 			}
 			usage = false
 		case temp != nil && rejectsTemperature(e):
-			c.noTemp.Store(model, struct{}{})
-			if f := c.cfg.Hooks.TemperatureDropped; f != nil {
-				f(model)
+			if _, known := c.noTemp.LoadOrStore(model, struct{}{}); !known { // concurrent first calls: once
+				if f := c.cfg.Hooks.TemperatureDropped; f != nil {
+					f(model)
+				}
 			}
 			temp = nil
 		default:

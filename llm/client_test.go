@@ -405,6 +405,52 @@ func TestTemperatureFallback(t *testing.T) {
 	}
 }
 
+// TestTemperatureDroppedOncePerModel: concurrent first calls that all get the rejection
+// retry without the temperature, and the hook hears about the model once.
+func TestTemperatureDroppedOncePerModel(t *testing.T) {
+	const callers = 4
+	var rejected atomic.Int32
+	allRejected := make(chan struct{})
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(string(must(r)), `"temperature"`) {
+			serveOK(w, r)
+			return
+		}
+		if rejected.Add(1) == callers {
+			close(allRejected)
+		}
+		select { // answer once every caller has sent its first request
+		case <-allRejected:
+		case <-time.After(5 * time.Second):
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		w.Write(readFixture(t, "openai_temperature_unsupported_400.json"))
+	})
+	var mu sync.Mutex
+	var dropped []string
+	c, _ := newTestClient(t, srv.URL, func(c *Config) {
+		c.Temperature = ptr(0.7)
+		c.Hooks.TemperatureDropped = func(model string) {
+			mu.Lock()
+			dropped = append(dropped, model)
+			mu.Unlock()
+		}
+	})
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" {
+				t.Errorf("stream: %s", show(r))
+			}
+		})
+	}
+	wg.Wait()
+	if !slices.Equal(dropped, []string{"gpt-test"}) {
+		t.Errorf("TemperatureDropped calls %v, want [gpt-test]", dropped)
+	}
+}
+
 // sseServer writes events with flushes and reports when it sees the client disconnect.
 type sseServer struct {
 	*fakeServer
