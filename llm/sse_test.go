@@ -17,7 +17,13 @@ import (
 const truncatedMsg = "the stream ended without [DONE] or a finish reason"
 
 // streamFixtures: one per stream variant of openai-wire.md §3.1/§3.2, each served by a fake
-// server with its Content-Type (by extension) to Client.Stream.
+// server with its Content-Type (by extension) to Client.Stream. A fixture is named after the
+// server the reference attributes the variant to (openai_, azure_, ollama_, vllm_, llamacpp_
+// old and new, litellm_, openrouter_, lmstudio_, groq_, deepseek_); sse_ fixtures are wire
+// variants the reference attributes to no particular server (WHATWG framing edge cases, an
+// error string, "error": null), and proxy_ fixtures are what gateways and proxies in front of
+// any server send. An .sse fixture starts with a comment saying what it imitates and where
+// that is from (proxy_empty_200.sse is an empty body).
 var streamFixtures = []struct {
 	fixture string
 	want    streamResult
