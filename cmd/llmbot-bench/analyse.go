@@ -78,7 +78,6 @@ type outcome struct {
 	status    status
 	lags      []time.Duration // per token shown: from the model sending it to the first write showing it
 	hidden    int             // tokens the model sent that no write ever showed
-	censored  []time.Duration // per token never shown: from the model sending it to the end of the run
 	firstText time.Duration   // model's first token -> first write showing text
 	hasFirst  bool
 	finalLag  time.Duration // model's last token -> the final text shown
@@ -88,14 +87,10 @@ type outcome struct {
 }
 
 // analyse measures one conversation from the model's token send times and the writes in its
-// thread, in the order applied, until end (when the run stopped watching). The reply is the first
-// message the bot posted in the thread; its first post is the placeholder.
-func analyse(s *script, tokenTimes []time.Time, writes []botWrite, end time.Time) outcome {
-	o := follow(s, tokenTimes, writes)
-	for _, t := range tokenTimes[len(tokenTimes)-o.hidden:] { // waited at least until the end
-		o.censored = append(o.censored, nonNegative(end.Sub(t)))
-	}
-	return o
+// thread, in the order applied. The reply is the first message the bot posted in the thread; its
+// first post is the placeholder.
+func analyse(s *script, tokenTimes []time.Time, writes []botWrite) outcome {
+	return follow(s, tokenTimes, writes)
 }
 
 // follow replays the writes: which token each shows first, and how the reply ends.

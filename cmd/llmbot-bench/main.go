@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 0, "bound of one scenario (0: twice its expected time plus margins)")
 	botPath := fs.String("bot", "", "a prebuilt bot binary (default: go build ./cmd/llmbot)")
 	plot := fs.String("plot", "docs/load-lag.png", "write the lag plot (PNG) here; empty: no plot")
+	keep := fs.Bool("keep", false, "keep the work directory (the bot's logs and goroutine dumps) and print its path")
 	verbose := fs.Bool("v", false, "progress and per-method call counts on stderr")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,7 +85,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	if *keep {
+		fmt.Fprintln(stderr, "work directory:", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	path := *botPath
 	if path == "" {
 		root, err := moduleRoot()

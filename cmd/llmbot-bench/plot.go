@@ -19,8 +19,9 @@ type series struct {
 	color  color.RGBA
 	dashed bool
 	points [][2]float64
-	// lower marks points that are lower bounds (some tokens were never shown); drawn hollow.
-	lower map[float64]bool
+	// lost marks points whose mean lag is infinite (some tokens were never shown): drawn hollow
+	// in the band above the plot area.
+	lost map[float64]bool
 }
 
 var seriesColors = map[string]color.RGBA{
@@ -34,28 +35,29 @@ var seriesColors = map[string]color.RGBA{
 func lagSeries(results []*result) []series {
 	var order []string
 	points := map[string][][2]float64{}
-	lower := map[string]map[float64]bool{}
+	lost := map[string]map[float64]bool{}
 	best := series{name: "best possible", color: color.RGBA{90, 90, 90, 255}, dashed: true}
 	for _, r := range results {
 		if !slices.ContainsFunc(best.points, func(p [2]float64) bool { return p[0] == float64(r.n) }) {
 			best.points = append(best.points, [2]float64{float64(r.n), r.best.Seconds()})
 		}
-		lags := r.allLags()
-		if len(lags) == 0 {
-			continue
+		m, finite := r.lagMean()
+		if len(r.lags) == 0 && r.hidden == 0 {
+			continue // nothing streamed
 		}
 		if _, ok := points[r.policy]; !ok {
 			order = append(order, r.policy)
-			lower[r.policy] = map[float64]bool{}
+			lost[r.policy] = map[float64]bool{}
 		}
-		if len(r.censored) > 0 {
-			lower[r.policy][float64(r.n)] = true
+		if !finite {
+			lost[r.policy][float64(r.n)] = true
+			m = 0
 		}
-		points[r.policy] = append(points[r.policy], [2]float64{float64(r.n), mean(lags).Seconds()})
+		points[r.policy] = append(points[r.policy], [2]float64{float64(r.n), m.Seconds()})
 	}
 	var out []series
 	for _, p := range order {
-		out = append(out, series{name: p, color: seriesColors[p], points: points[p], lower: lower[p]})
+		out = append(out, series{name: p, color: seriesColors[p], points: points[p], lost: lost[p]})
 	}
 	out = append(out, best)
 	for i := range out {
@@ -95,25 +97,31 @@ func drawPlot(ss []series, subtitle string) *image.RGBA {
 	fillRect(img, 0, 0, plotW, plotH, white)
 
 	xs, ys := []float64{}, []float64{}
+	anyLost := false
 	for _, s := range ss {
 		for _, p := range s.points {
-			if p[0] > 0 && p[1] > 0 {
+			switch {
+			case s.lost[p[0]]:
+				xs, anyLost = append(xs, p[0]), true
+			case p[0] > 0 && p[1] > 0:
 				xs, ys = append(xs, p[0]), append(ys, p[1])
 			}
 		}
 	}
-	if len(xs) == 0 {
+	if len(ys) == 0 {
 		drawText(img, marginL, plotH/2, "NO DATA", px, ink)
 		return img
 	}
 	x0, x1 := logBounds(slices.Min(xs), slices.Max(xs))
 	y0, y1 := logBounds(slices.Min(ys), slices.Max(ys))
 	left, right, top, bottom := marginL, plotW-marginR, marginT, plotH-marginB
+	lostY := top + 8 // the band of infinite means (text lost), above the finite values
+	finiteTop := top + 36
 	mapX := func(v float64) int {
 		return left + int(math.Round((math.Log10(v)-x0)/(x1-x0)*float64(right-left)))
 	}
 	mapY := func(v float64) int {
-		return bottom - int(math.Round((math.Log10(v)-y0)/(y1-y0)*float64(bottom-top)))
+		return bottom - int(math.Round((math.Log10(v)-y0)/(y1-y0)*float64(bottom-finiteTop)))
 	}
 
 	// Grid and ticks: x at every N measured, y at 1-2-5 steps.
@@ -141,24 +149,34 @@ func drawPlot(ss []series, subtitle string) *image.RGBA {
 			drawText(img, left-10-textWidth(label, px), y-glyphH*px/2, label, px, ink)
 		}
 	}
+	if anyLost {
+		fillRect(img, left, lostY, right-left, 1, grid)
+		drawText(img, left-10-textWidth("LOST", px), lostY-glyphH*px/2, "LOST", px, ink)
+	}
 	fillRect(img, left, top, 2, bottom-top+1, ink)
 	fillRect(img, left, bottom, right-left, 2, ink)
 
 	for _, s := range ss {
 		var prev image.Point
-		for i, p := range s.points {
-			if p[0] <= 0 || p[1] <= 0 {
+		drawn := false
+		for _, p := range s.points {
+			var pt image.Point
+			switch {
+			case s.lost[p[0]]:
+				pt = image.Point{mapX(p[0]), lostY}
+			case p[0] > 0 && p[1] > 0:
+				pt = image.Point{mapX(p[0]), mapY(p[1])}
+			default:
 				continue
 			}
-			pt := image.Point{mapX(p[0]), mapY(p[1])}
-			if i > 0 {
+			if drawn {
 				drawLine(img, prev, pt, s.color, s.dashed)
 			}
 			fillRect(img, pt.X-4, pt.Y-4, 9, 9, s.color)
-			if s.lower[p[0]] {
+			if s.lost[p[0]] {
 				fillRect(img, pt.X-2, pt.Y-2, 5, 5, white)
 			}
-			prev = pt
+			prev, drawn = pt, true
 		}
 	}
 
@@ -174,15 +192,13 @@ func drawPlot(ss []series, subtitle string) *image.RGBA {
 		drawText(img, right+70, ly, s.name, px, ink)
 		ly += 30
 	}
-	for _, s := range ss {
-		if len(s.lower) > 0 {
-			ly += 10
-			fillRect(img, right+36, ly+3, 9, 9, ink)
-			fillRect(img, right+38, ly+5, 5, 5, white)
-			drawText(img, right+56, ly, "LOWER BOUND:", px, ink)
-			drawText(img, right+56, ly+20, "TEXT NEVER SHOWN", px, ink)
-			break
-		}
+	if anyLost {
+		ly += 10
+		fillRect(img, right+36, ly+3, 9, 9, ink)
+		fillRect(img, right+38, ly+5, 5, 5, white)
+		drawText(img, right+56, ly, "LOST: TEXT NEVER", px, ink)
+		drawText(img, right+56, ly+20, "SHOWN, MEAN LAG", px, ink)
+		drawText(img, right+56, ly+40, "INFINITE", px, ink)
 	}
 	return img
 }

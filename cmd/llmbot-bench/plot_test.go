@@ -15,12 +15,12 @@ func TestLagSeries(t *testing.T) {
 		{n: 10, policy: "every-1s", lags: ms(20000), best: 6 * time.Second},
 		{n: 1, policy: "fair", lags: ms(500, 700), best: 600 * time.Millisecond},
 		{n: 1, policy: "every-1s", best: 600 * time.Millisecond}, // nothing sent: no point
-		{n: 20, policy: "every-1s", censored: ms(30000), best: 12 * time.Second},
+		{n: 20, policy: "every-1s", lags: ms(30000), hidden: 1, best: 12 * time.Second},
 	}
 	got := lagSeries(results)
 	want := []series{
 		{name: "fair", points: [][2]float64{{1, 0.6}, {10, 6}}},
-		{name: "every-1s", points: [][2]float64{{10, 20}, {20, 30}}, lower: map[float64]bool{20: true}},
+		{name: "every-1s", points: [][2]float64{{10, 20}, {20, 0}}, lost: map[float64]bool{20: true}},
 		{name: "best possible", dashed: true, points: [][2]float64{{1, 0.6}, {10, 6}, {20, 12}}},
 	}
 	if len(got) != len(want) {
@@ -28,15 +28,15 @@ func TestLagSeries(t *testing.T) {
 	}
 	for i := range want {
 		if got[i].name != want[i].name || got[i].dashed != want[i].dashed || len(got[i].points) != len(want[i].points) ||
-			len(got[i].lower) != len(want[i].lower) {
+			len(got[i].lost) != len(want[i].lost) {
 			t.Fatalf("series %d = %+v, want %+v", i, got[i], want[i])
 		}
 		for j, p := range want[i].points {
 			if d := got[i].points[j][1] - p[1]; got[i].points[j][0] != p[0] || d > 1e-9 || d < -1e-9 {
 				t.Errorf("series %s point %d = %v, want %v", want[i].name, j, got[i].points[j], p)
 			}
-			if got[i].lower[p[0]] != want[i].lower[p[0]] {
-				t.Errorf("series %s point %d: lower bound %v, want %v", want[i].name, j, got[i].lower[p[0]], want[i].lower[p[0]])
+			if got[i].lost[p[0]] != want[i].lost[p[0]] {
+				t.Errorf("series %s point %d: lost %v, want %v", want[i].name, j, got[i].lost[p[0]], want[i].lost[p[0]])
 			}
 		}
 	}
@@ -48,7 +48,7 @@ func TestWritePlot(t *testing.T) {
 		{n: 1, policy: "fair", lags: ms(600), best: 600 * time.Millisecond},
 		{n: 200, policy: "fair", lags: ms(120000), best: 2 * time.Minute},
 		{n: 1, policy: "every-20-chunks", lags: ms(3000), best: 600 * time.Millisecond},
-		{n: 200, policy: "every-20-chunks", lags: ms(300000), censored: ms(400000), best: 2 * time.Minute},
+		{n: 200, policy: "every-20-chunks", lags: ms(300000), hidden: 3, best: 2 * time.Minute},
 	}
 	path := filepath.Join(t.TempDir(), "lag.png")
 	if err := writePlot(path, results, settings{updatesPerMin: 50, burst: 5, tokens: 400, tokenInterval: 25 * time.Millisecond, scale: 1}); err != nil {

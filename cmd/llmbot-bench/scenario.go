@@ -71,7 +71,6 @@ type result struct {
 	acks         []time.Duration
 	firstText    []time.Duration
 	lags         []time.Duration // per token shown
-	censored     []time.Duration // per token never shown, until the end of the run: a lower bound
 	finalLags    []time.Duration
 	best         time.Duration
 	hidden       int // tokens never shown
@@ -243,7 +242,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	res.goroutines, res.httpConns, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
 	res.logs, res.firstLog = logLines(logPath)
 
-	measure(res, set.scale, slack, model, convs, chans, threads, asked, start, start.Add(res.wall))
+	measure(res, set.scale, slack, model, convs, chans, threads, asked, start)
 	return res, nil
 }
 
@@ -308,9 +307,9 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 	return nil
 }
 
-// measure fills res from the fakes' records of the run from start (the first question) to end.
+// measure fills res from the fakes' records of the run from start (the first question).
 func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm.Server,
-	convs []*script, chans, threads []string, asked []time.Time, start, end time.Time) {
+	convs []*script, chans, threads []string, asked []time.Time, start time.Time) {
 	up := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	for _, a := range slack.Acks() {
 		if a.Known {
@@ -366,7 +365,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		writes[i] = append(writes[i], botWrite{at: w.Time, ts: w.TS, post: w.Kind == fakeslack.WritePost, text: w.Text})
 	}
 	for i := range n {
-		o := analyse(convs[i], tokenTimes[i], writes[i], end)
+		o := analyse(convs[i], tokenTimes[i], writes[i])
 		switch o.status {
 		case complete:
 			res.complete++
@@ -380,9 +379,6 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		res.hidden += o.hidden
 		for _, l := range o.lags {
 			res.lags = append(res.lags, up(l))
-		}
-		for _, l := range o.censored {
-			res.censored = append(res.censored, up(l))
 		}
 		if o.hasFirst {
 			res.firstText = append(res.firstText, up(o.firstText))

@@ -15,24 +15,31 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
 // millis formats d in milliseconds with two decimals.
 func millis(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
-// allLags are the lags of every token the model sent: shown ones, and never-shown ones counted
-// until the end of the run (so a policy that loses text does not look fresher for it).
-func (r *result) allLags() []time.Duration { return append(slices.Clone(r.lags), r.censored...) }
-
-// atLeast is "≥ " when some tokens were never shown (their lags are lower bounds).
-func (r *result) atLeast() string {
-	if len(r.censored) > 0 {
-		return "≥ "
-	}
-	return ""
+// lagMean is the mean visible lag, and false when some tokens were never shown: their lag, and
+// so the mean, is infinite (a policy that loses text never looks fresher for it).
+func (r *result) lagMean() (time.Duration, bool) {
+	return mean(r.lags), r.hidden == 0 && len(r.lags) > 0
 }
 
-// ratio is the mean lag over the best possible.
-func (r *result) ratio() float64 {
-	if r.best <= 0 || len(r.lags)+len(r.censored) == 0 {
-		return 0
+// lagCell is the table's "lag mean / p95": "∞" when text was lost, with the shown tokens' figures.
+func (r *result) lagCell() string {
+	m, ok := r.lagMean()
+	if !ok {
+		return fmt.Sprintf("∞ (shown: %s / %s)", secs(m), secs(percentile(r.lags, 95)))
 	}
-	return float64(mean(r.allLags())) / float64(r.best)
+	return secs(m) + " / " + secs(percentile(r.lags, 95))
+}
+
+// ratio is the mean lag over the best possible ("∞" when text was lost).
+func (r *result) ratio() string {
+	m, ok := r.lagMean()
+	switch {
+	case !ok:
+		return "∞"
+	case r.best <= 0:
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(m)/float64(r.best))
 }
 
 // cpuPer1k is the bot's CPU time per 1,000 tokens streamed.
@@ -44,8 +51,8 @@ func (r *result) cpuPer1k() time.Duration {
 }
 
 func (r *result) summary() string {
-	return fmt.Sprintf("lag mean %s%ss (best %ss, x%.2f), complete %d wrong %d lost %d dup %d, 429s %d, calls %d",
-		r.atLeast(), secs(mean(r.allLags())), secs(r.best), r.ratio(), r.complete, r.wrong, r.lost, r.duplicates, r.throttled, r.calls)
+	return fmt.Sprintf("lag mean / p95 %s s (best %ss, ratio %s), complete %d wrong %d lost %d dup %d, 429s %d, calls %d",
+		r.lagCell(), secs(r.best), r.ratio(), r.complete, r.wrong, r.lost, r.duplicates, r.throttled, r.calls)
 }
 
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
@@ -61,11 +68,11 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		if r.goroutineErr != nil {
 			g = "not measured"
 		}
-		fmt.Fprintf(w, "| %d | %s | %s / %s | %s / %s | %s%s / %s%s | %s | %s%.2f | %s / %s / %s | %.1f | %d | %d / %d / %d / %d | %d | %s | %.1f / %.1f | %s |\n",
+		fmt.Fprintf(w, "| %d | %s | %s / %s | %s / %s | %s | %s | %s | %s / %s / %s | %.1f | %d | %d / %d / %d / %d | %d | %s | %.1f / %.1f | %s |\n",
 			r.n, r.policy,
 			millis(percentile(r.acks, 50)), millis(percentile(r.acks, 99)),
 			secs(percentile(r.firstText, 50)), secs(percentile(r.firstText, 95)),
-			r.atLeast(), secs(mean(r.allLags())), r.atLeast(), secs(percentile(r.allLags(), 95)), secs(r.best), r.atLeast(), r.ratio(),
+			r.lagCell(), secs(r.best), r.ratio(),
 			secs(percentile(r.finalLags, 50)), secs(percentile(r.finalLags, 95)), secs(maxOf(r.finalLags)),
 			float64(r.calls)/float64(r.n), r.throttled,
 			r.complete, r.wrong, r.lost, r.duplicates, r.hidden,
