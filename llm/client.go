@@ -538,6 +538,9 @@ func parseCompletion(h http.Header, data []byte) (Completion, *Error) {
 		FinishReason: chunk.FinishReason, Usage: chunk.Usage}, nil
 }
 
+// utf8BOM is the UTF-8 byte order mark.
+const utf8BOM = "\xef\xbb\xbf"
+
 // bodyKind is how a 2xx chat body is encoded.
 type bodyKind int
 
@@ -547,10 +550,14 @@ const (
 	bodyHTML          // a proxy's or captive portal's page, not the model service
 )
 
-// sniff tells the kind of a 2xx body. A text/event-stream Content-Type is trusted;
-// otherwise the first byte decides, so a stream mislabelled as JSON and JSON mislabelled
-// as text both work.
+// sniff tells the kind of a 2xx body, after dropping a leading byte order mark (which the
+// WHATWG event stream rules ignore, and encoding/json rejects). A text/event-stream
+// Content-Type is trusted; otherwise the first byte decides, so a stream mislabelled as
+// JSON and JSON mislabelled as text both work.
 func sniff(h http.Header, br *bufio.Reader) bodyKind {
+	if b, _ := br.Peek(len(utf8BOM)); string(b) == utf8BOM {
+		br.Discard(len(utf8BOM))
+	}
 	ct := strings.ToLower(h.Get("Content-Type"))
 	if strings.Contains(ct, "event-stream") {
 		return bodySSE

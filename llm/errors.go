@@ -130,6 +130,7 @@ type errorObject struct {
 // It never loses the status. Callers redact the result.
 func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *Error {
 	e := &Error{Status: status, RequestID: requestID(h), RetryAfter: retryAfter(h, now)}
+	body = bytes.TrimPrefix(body, []byte(utf8BOM))
 	if !parseErrorJSON(e, body) {
 		e.Message = snippet(body)
 	}

@@ -277,7 +277,8 @@ func TestHeaderSecretRedaction(t *testing.T) {
 }
 
 // TestOddErrorShapes: fields of an unexpected type (a numeric "object", an int innererror
-// code, a non-string provider name) neither lose the message nor crash the client.
+// code, a non-string provider name) and a leading byte order mark neither lose the message
+// nor crash the client.
 func TestOddErrorShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -300,6 +301,11 @@ func TestOddErrorShapes(t *testing.T) {
 			Error{Kind: KindServer, Status: 502, Code: "502", Message: "Provider returned error"}},
 		{"flat error with a numeric object", 500, "application/json", `{"object":1,"message":"flat"}`,
 			Error{Kind: KindServer, Status: 500, Message: "flat"}},
+		{"byte order mark before an error body", 401, "application/json",
+			"\ufeff" + `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+			Error{Kind: KindAuth, Status: 401, Type: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided."}},
+		{"byte order mark before a 200 error body", 200, "application/json", "\ufeff" + `{"error":"Unexpected endpoint or method. (POST /chat/completions)"}`,
+			Error{Kind: KindServer, Status: 200, Message: "Unexpected endpoint or method. (POST /chat/completions)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {

@@ -23,7 +23,7 @@ const truncatedMsg = "the stream ended without [DONE] or a finish reason"
 // variants the reference attributes to no particular server (WHATWG framing edge cases, an
 // error string, "error": null), and proxy_ fixtures are what gateways and proxies in front of
 // any server send. An .sse fixture starts with a comment saying what it imitates and where
-// that is from (proxy_empty_200.sse is an empty body).
+// that is from (proxy_empty_200.sse is an empty body; sse_bom.sse starts with its BOM).
 var streamFixtures = []struct {
 	fixture string
 	want    streamResult
@@ -68,6 +68,7 @@ var streamFixtures = []struct {
 	{"sse_event_error.sse", streamResult{Content: "Hello", Err: &Error{Kind: KindServer, Status: 200, Type: "overloaded_error", Message: "Overloaded"}}},
 	{"sse_error_string.sse", streamResult{Content: "Hello", Err: &Error{Kind: KindServer, Status: 200, Message: "STREAM_EXPLODED"}}},
 	{"sse_error_null.sse", streamResult{Content: "Hello world", Finish: "stop"}},
+	{"sse_bom.sse", streamResult{Content: "Hello world", Finish: "stop", Usage: &Usage{9, 2, 11}}},
 	{"proxy_raw_json_error.sse", streamResult{Content: "Hello", Err: &Error{Kind: KindServer, Status: 200,
 		Type: "proxy_error", Code: "504", Message: "upstream timed out"}}},
 	{"proxy_empty_200.sse", streamResult{Err: &Error{Kind: KindTruncated, Status: 200, Message: truncatedMsg}}},
