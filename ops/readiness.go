@@ -1,13 +1,18 @@
 package ops
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/slack-go/slack"
 )
 
 // Readiness is the state behind /readyz: ready when Slack accepted the bot token (auth.test)
 // and the Socket Mode connection is up. It flips back to not ready while the connection is down
-// (a refresh, a dropped socket) and ready again once it is back. Safe for concurrent use.
+// (a refresh, a dropped socket) and ready again once it is back, and, with RecheckAuth, when
+// Slack stops accepting the bot token. Safe for concurrent use.
 type Readiness struct {
 	mu        sync.Mutex
 	authKnown bool
@@ -56,4 +61,41 @@ func (r *Readiness) Ready() (bool, string) {
 		return false, "Socket Mode disconnected for " + time.Since(r.since).Round(time.Second).String()
 	}
 	return true, ""
+}
+
+// authCheckTimeout bounds one RecheckAuth call.
+const authCheckTimeout = 20 * time.Second
+
+// rejectedToken are Slack's answers to auth.test that mean the bot token no longer works.
+var rejectedToken = map[string]bool{
+	"invalid_auth": true, "not_authed": true, "account_inactive": true, "token_revoked": true, "token_expired": true,
+}
+
+// RecheckAuth calls check (auth.test) every interval until ctx ends, so that /readyz also tells
+// when the bot token stops working while the bot runs: when the app is uninstalled, Slack
+// revokes the bot token, but Socket Mode (the app-level token) may go on connecting. Only
+// Slack's own verdict counts: success marks auth good, an error wrapping a
+// slack.SlackErrorResponse that rejects the token (invalid_auth, token_revoked, ...) marks it
+// failed, and any other error (network, rate limit, timeout, Slack's internal errors) leaves it
+// as it was. Each call is bounded by 20s or interval, whichever is shorter.
+func (r *Readiness) RecheckAuth(ctx context.Context, interval time.Duration, check func(context.Context) error) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, min(interval, authCheckTimeout))
+		err := check(cctx)
+		cancel()
+		var se slack.SlackErrorResponse
+		switch {
+		case err == nil:
+			r.Auth(nil)
+		case errors.As(err, &se) && rejectedToken[se.Err]:
+			r.Auth(err)
+		}
+	}
 }
