@@ -31,6 +31,7 @@ const (
 	postBurst         = 3
 	slackCallTimeout  = 60 * time.Second // one Web API call, file upload included
 	identifyTimeout   = 20 * time.Second
+	authRecheckEvery  = time.Minute // auth.test for /readyz while running (HEALTH_ADDR only)
 	slackDialTimeout  = 10 * time.Second
 	slackHeaderWait   = 30 * time.Second
 	slackIdleConnsMax = 20
@@ -73,6 +74,19 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return explainAuth(err)
 	}
 	log = log.With(zap.String("bot_user", id.UserID), zap.String("team", id.TeamID))
+	if cfg.HealthAddr != "" {
+		// /readyz turns red if Slack revokes the bot token while the bot runs (app uninstalled).
+		actx, stopRecheck := context.WithCancel(ctx)
+		recheckDone := make(chan struct{})
+		go func() {
+			defer close(recheckDone)
+			ready.RecheckAuth(actx, authRecheckEvery, func(ctx context.Context) error {
+				_, err := api.Identify(ctx)
+				return err
+			})
+		}()
+		defer func() { stopRecheck(); <-recheckDone }()
+	}
 
 	llmLog := log.Named("llm")
 	llmCfg := cfg.llmConfig()
