@@ -199,7 +199,7 @@ type streamOptions struct {
 // Failures before the server answers 2xx (connection errors, 408, 409, 429 other than
 // insufficient_quota, 5xx) are retried (see Config.MaxRetries); nothing is retried once
 // the server answered 2xx, so no text is ever delivered twice. A stream that ends with neither [DONE] nor a finish reason
-// (including a connection closed mid-stream) yields an *Error of KindTruncated after the
+// (including a connection that closes or breaks mid-stream) yields an *Error of KindTruncated after the
 // chunks it delivered; a stream silent for longer than IdleTimeout one of KindTimeout.
 func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
@@ -236,7 +236,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 				return
 			}
 			if err != nil {
-				yield(Chunk{}, c.fail(sctx, err))
+				yield(Chunk{}, c.failStream(sctx, resp.Header, err))
 				return
 			}
 			if !yield(chunk, nil) {
@@ -275,7 +275,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 			break
 		}
 		if err != nil {
-			return Completion{}, c.fail(cctx, err)
+			return Completion{}, c.failStream(cctx, resp.Header, err)
 		}
 		content.WriteString(chunk.Content)
 		reasoning.WriteString(chunk.Reasoning)
@@ -491,6 +491,19 @@ func (c *Client) fail(ctx context.Context, err error) *Error {
 		return e.redact(c.secrets)
 	}
 	return errorFromTransport(ctx, err).redact(c.secrets)
+}
+
+// failStream turns an error that ended reading a 2xx event stream into a redacted *Error.
+// A connection that broke (reset by the peer, say) ended the stream without [DONE] or a
+// finish reason: the answer is truncated. The client's time limits and the caller's
+// cancellation keep their kinds.
+func (c *Client) failStream(ctx context.Context, h http.Header, err error) *Error {
+	e := c.fail(ctx, err)
+	if e.Kind == KindConnection {
+		e.Kind, e.Status, e.RequestID = KindTruncated, http.StatusOK, requestID(h)
+		e.Message = "the stream broke off before [DONE] or a finish reason: " + e.Message
+	}
+	return e
 }
 
 // readCompletion parses a whole (non-streamed) completion body.

@@ -341,6 +341,28 @@ func TestConnectionErrors(t *testing.T) {
 			t.Errorf("%d requests, %d waits: want 1 and 0", len(srv.got()), len(waits.all()))
 		}
 	})
+	t.Run("reset after the first chunk, not retried", func(t *testing.T) {
+		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"))
+			http.NewResponseController(w).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					tc.SetLinger(0) // close with a reset (RST), not an orderly end (FIN)
+				}
+				conn.Close()
+			}
+		})
+		c, waits := newTestClient(t, srv.URL, nil)
+		r := collect(t, c.Stream(t.Context(), hello))
+		if r.Content != "Hel" || r.Err == nil || r.Err.Kind != KindTruncated || r.Err.Status != 200 {
+			t.Errorf("got %s, want Hel then truncation", show(r))
+		}
+		if len(srv.got()) != 1 || len(waits.all()) != 0 {
+			t.Errorf("%d requests, %d waits: want 1 and 0", len(srv.got()), len(waits.all()))
+		}
+	})
 }
 
 func TestTemperatureFallback(t *testing.T) {
