@@ -198,9 +198,10 @@ type streamOptions struct {
 //
 // Failures before the server answers 2xx (connection errors, 408, 409, 429 other than
 // insufficient_quota, 5xx) are retried (see Config.MaxRetries); nothing is retried once
-// the server answered 2xx, so no text is ever delivered twice. A stream that ends with neither [DONE] nor a finish reason
-// (including a connection that closes or breaks mid-stream) yields an *Error of KindTruncated after the
-// chunks it delivered; a stream silent for longer than IdleTimeout one of KindTimeout.
+// the server answered 2xx, so no text is ever delivered twice. A stream that ends with
+// neither [DONE] nor a finish reason (including a connection that closes or breaks
+// mid-stream) yields an *Error of KindTruncated after the chunks it delivered; a stream
+// silent for longer than IdleTimeout one of KindTimeout.
 func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
 		sctx, cancel := context.WithCancelCause(ctx)
