@@ -20,7 +20,8 @@
 //     <!subteam^…|@team> -> @team, <!date^…|fallback> -> fallback), then &amp; &lt; &gt;
 //     are unescaped. Joins, leaves, topic changes and other non-content subtypes are
 //     skipped; file_share, thread_broadcast, bot_message and me_message are kept. Files are
-//     noted by name and type: "[shared a file: report.pdf (PDF)]".
+//     noted by name and type: "[shared a file: report.pdf (PDF)]"; forwarded messages by
+//     author and text: "[shared a message from Bob: deploy failed]".
 //   - Budget: tokens are estimated (EstimateTokens: bytes/4 plus 4 per message). The system
 //     prompt and the trigger are always kept (the trigger is cut, saying so, only when it
 //     alone does not fit); older messages are dropped first and replaced by one note

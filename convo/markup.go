@@ -132,9 +132,14 @@ func (b *builder) token(sb *strings.Builder, tok string) {
 	}
 }
 
+// attachmentsText is the text of a message's attachments (bots often post only those),
+// without forwarded messages, which sharedNote notes.
 func attachmentsText(as []slack.Attachment) string {
 	var parts []string
 	for _, a := range as {
+		if isShared(a) {
+			continue
+		}
 		var t string
 		switch {
 		case a.Text != "" || a.Pretext != "" || a.Title != "":
@@ -210,6 +215,34 @@ func collapseSpaces(s string) string {
 		lines[i] = l[:lead] + body
 	}
 	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+// isShared reports the attachment Slack adds for a message forwarded (shared) into another.
+func isShared(a slack.Attachment) bool { return a.IsShare || a.IsMsgUnfurl }
+
+// sharedNote notes the messages forwarded into m, with their author, text and files:
+// "[shared a message from Bob: deploy failed]".
+func (b *builder) sharedNote(m slack.Message) string {
+	var notes []string
+	for _, a := range m.Attachments {
+		if !isShared(a) {
+			continue
+		}
+		head := "[shared a message"
+		if a.AuthorName != "" {
+			head += " from " + a.AuthorName
+		}
+		note := head + "]"
+		text := a.Text
+		if strings.TrimSpace(text) == "" {
+			text = a.Fallback
+		}
+		if t := strings.TrimSpace(b.plain(slack.Message{Msg: slack.Msg{Text: text}})); t != "" {
+			note = head + ": " + t + "]"
+		}
+		notes = append(notes, joinNonEmpty(note, filesNote(a.Files)))
+	}
+	return strings.Join(notes, "\n")
 }
 
 // filesNote notes shared files by name and type: "[shared a file: report.pdf (PDF)]".

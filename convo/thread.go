@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ type Result struct {
 	// (its text then says so).
 	TriggerCut bool
 	// EmptyMention is true when the trigger has no text (only whitespace or punctuation)
-	// beyond the bot's mention, and no files.
+	// beyond the bot's mention, no files and no forwarded message.
 	EmptyMention bool
 }
 
@@ -161,7 +162,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 
 	// The trigger is always kept; it is cut only when it alone does not fit.
 	text := b.plain(trigger)
-	res.EmptyMention = len(trigger.Files) == 0 && isEmptyText(text)
+	res.EmptyMention = len(trigger.Files) == 0 && isEmptyText(text) && !slices.ContainsFunc(trigger.Attachments, isShared)
 	if res.EmptyMention {
 		text = emptyMentionText
 	}
@@ -211,8 +212,8 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 }
 
 // UserIDs lists the user ids whose names Build may need, in order of first appearance:
-// the authors of people's messages and the users mentioned with <@U…>. The caller resolves
-// them before calling Build (users.info, cached).
+// the authors of people's messages and the users mentioned with <@U…> (also in forwarded
+// messages). The caller resolves them before calling Build (users.info, cached).
 func UserIDs(thread []slack.Message) []string {
 	seen := map[string]bool{}
 	var ids []string
@@ -222,24 +223,31 @@ func UserIDs(thread []slack.Message) []string {
 			ids = append(ids, id)
 		}
 	}
+	mentions := func(s string) {
+		for {
+			i := strings.Index(s, "<@")
+			if i < 0 {
+				return
+			}
+			s = s[i+2:]
+			end := strings.IndexAny(s, "|>")
+			if end < 0 {
+				return
+			}
+			add(s[:end])
+			s = s[end:]
+		}
+	}
 	for i := range thread {
 		m := latest(thread[i])
 		if !isBot(&m) {
 			add(m.User)
 		}
-		s := m.Text
-		for {
-			i := strings.Index(s, "<@")
-			if i < 0 {
-				break
+		mentions(m.Text)
+		for _, a := range m.Attachments {
+			if isShared(a) {
+				mentions(a.Text)
 			}
-			s = s[i+2:]
-			end := strings.IndexAny(s, "|>")
-			if end < 0 {
-				break
-			}
-			add(s[:end])
-			s = s[end:]
 		}
 	}
 	return ids
@@ -326,6 +334,7 @@ func (b *builder) content(who speaker, m slack.Message, text string) string {
 	if m.SubType == slack.MsgSubTypeMeMessage && text != "" {
 		text = "/me " + text
 	}
+	text = joinNonEmpty(text, b.sharedNote(m))
 	text = joinNonEmpty(text, filesNote(m.Files))
 	if text == "" {
 		return ""

@@ -208,26 +208,29 @@ func TestBuildBudget(t *testing.T) {
 
 func TestBuildEmptyMention(t *testing.T) {
 	tests := []struct {
-		text  string
-		files []slack.File
-		want  bool
+		text        string
+		files       []slack.File
+		attachments []slack.Attachment
+		want        bool
 	}{
-		{"<@U0BOT>", nil, true},
-		{"  <@U0BOT>  ", nil, true},
-		{"<@U0BOT> ?", nil, true},
-		{"<@U0BOT>!!! …", nil, true},
-		{"hey <@U0BOT>", nil, false},
-		{"<@U0BOT> hi", nil, false},
-		{"<@U0BOT> :wave:", nil, false},
-		{"<@U0BOT> <@U01BOB>", nil, false},
-		{"<@U0BOT>", []slack.File{{Name: "a.png", Mimetype: "image/png"}}, false},
-		{"<@U0BOT|ada>", nil, true},
+		{"<@U0BOT>", nil, nil, true},
+		{"  <@U0BOT>  ", nil, nil, true},
+		{"<@U0BOT> ?", nil, nil, true},
+		{"<@U0BOT>!!! …", nil, nil, true},
+		{"hey <@U0BOT>", nil, nil, false},
+		{"<@U0BOT> hi", nil, nil, false},
+		{"<@U0BOT> :wave:", nil, nil, false},
+		{"<@U0BOT> <@U01BOB>", nil, nil, false},
+		{"<@U0BOT>", []slack.File{{Name: "a.png", Mimetype: "image/png"}}, nil, false},
+		{"<@U0BOT>", nil, []slack.Attachment{{IsShare: true, AuthorName: "Bob", Text: "deploy failed"}}, false},
+		{"<@U0BOT>", nil, []slack.Attachment{{Title: "an unfurled link", Text: "a page"}}, true},
+		{"<@U0BOT|ada>", nil, nil, true},
 	}
 	for _, tt := range tests {
-		trigger := slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: tt.text, Files: tt.files}}
+		trigger := slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: tt.text, Files: tt.files, Attachments: tt.attachments}}
 		r := Build(nil, trigger, testNames, testOptions())
 		if r.EmptyMention != tt.want {
-			t.Errorf("Build(%q).EmptyMention = %t, want %t", tt.text, r.EmptyMention, tt.want)
+			t.Errorf("Build(%q, %d files, %d attachments).EmptyMention = %t, want %t", tt.text, len(tt.files), len(tt.attachments), r.EmptyMention, tt.want)
 		}
 	}
 }
@@ -238,6 +241,10 @@ func TestUserIDs(t *testing.T) {
 	want := "U01ALICE,U0BOT,U01CAROL,U01BOB"
 	if got != want {
 		t.Errorf("UserIDs = %s, want %s", got, want)
+	}
+	// Mentions inside a forwarded message count too.
+	if got, want := strings.Join(UserIDs(loadReplies(t, "replies_files.json")), ","), "U01ALICE,U0BOT,U01CAROL"; got != want {
+		t.Errorf("UserIDs with a forwarded message = %s, want %s", got, want)
 	}
 }
 
