@@ -157,6 +157,7 @@ func FuzzStreamDecoder(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	f.Add([]byte("data: {\"object\":1,\"error\":\"boom\"}\n\n")) // once a nil *Error (a panic)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		decodeAll := func(r io.Reader) (n int, last string) {
 			dec := newStreamDecoder(r, nil)
