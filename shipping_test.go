@@ -7,9 +7,14 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"go/ast"
+	goparser "go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,6 +23,7 @@ import (
 	"github.com/dlclark/regexp2"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/slack-go/slack"
 	"sigs.k8s.io/yaml"
 )
 
@@ -87,33 +93,104 @@ func TestManifestMatchesSlackSchema(t *testing.T) {
 	}
 }
 
-// TestManifestScopesAndEvents pins the scopes to exactly what the bot uses, and checks that every subscribed
-// event has the scope Slack requires for it.
+// scopesOfMethod is the bot scope each slack-go Web API method the bot calls needs ("" = none). A method the
+// code calls that is missing here fails TestManifestScopesAndEvents: add it with its scope.
+var scopesOfMethod = map[string][]string{
+	"AuthTestContext":               nil,
+	"StartSocketModeContext":        nil, // apps.connections.open: the app-level token's connections:write
+	"GetConversationRepliesContext": {"channels:history", "groups:history", "im:history", "mpim:history"},
+	"GetConversationHistoryContext": {"channels:history", "groups:history", "im:history", "mpim:history"},
+	"PostMessageContext":            {"chat:write"},
+	"UpdateMessageContext":          {"chat:write"},
+	"DeleteMessageContext":          {"chat:write"},
+	"PostEphemeralContext":          {"chat:write"},
+	"StartStreamContext":            {"chat:write"},
+	"AppendStreamContext":           {"chat:write"},
+	"StopStreamContext":             {"chat:write"},
+	"UploadFileContext":             {"files:write"},
+	"GetUserInfoContext":            {"users:read"},
+	"GetBotInfoContext":             {"users:read"},
+}
+
+// slackMethodsCalled returns the *slack.Client methods called in the module's non-test code (the fakes and
+// the benchmark excluded), found by parsing the source.
+func slackMethodsCalled(t *testing.T) map[string]string {
+	t.Helper()
+	methods := map[string]bool{}
+	ct := reflect.TypeOf(&slack.Client{})
+	for i := range ct.NumMethod() {
+		methods[ct.Method(i).Name] = true
+	}
+	called := map[string]string{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (path == "internal" || path == "cmd/llmbot-bench" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := goparser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && methods[sel.Sel.Name] && strings.HasSuffix(sel.Sel.Name, "Context") {
+					called[sel.Sel.Name] = fset.Position(call.Pos()).String()
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return called
+}
+
+// TestManifestScopesAndEvents pins the scopes to exactly what the bot uses: the scopes of the Slack methods
+// the code calls, of the events it subscribes to, and `commands` for /imagine. Each scope carries a comment
+// saying what needs it, and every subscribed event has the scope Slack requires for it.
 func TestManifestScopesAndEvents(t *testing.T) {
 	m := loadManifest(t)
 	scopes := strings.Fields(jsonPath(t, m, "oauth_config", "scopes", "bot"))
 	events := strings.Fields(jsonPath(t, m, "settings", "event_subscriptions", "bot_events"))
 
-	// Every scope and what needs it; a scope not listed here is one the bot does not use.
-	used := map[string]string{
-		"app_mentions:read": "app_mention event",
-		"channels:history":  "conversations.replies in public channels, message.channels",
-		"groups:history":    "conversations.replies in private channels, message.groups",
-		"im:history":        "conversations.replies/history in DMs, message.im",
-		"mpim:history":      "conversations.replies in group DMs, message.mpim",
-		"chat:write":        "chat.postMessage, chat.update, chat.postEphemeral, chat.*Stream",
-		"files:write":       "files.getUploadURLExternal, files.completeUploadExternal",
-		"commands":          "/imagine",
-		"users:read":        "users.info",
+	want := map[string]string{"commands": "the /imagine slash command"}
+	for name, where := range slackMethodsCalled(t) {
+		need, ok := scopesOfMethod[name]
+		if !ok {
+			t.Errorf("%s calls slack-go's %s: add it with its scope to scopesOfMethod (and the scope to manifest.yaml)", where, name)
+		}
+		for _, s := range need {
+			want[s] = name + " (" + where + ")"
+		}
 	}
 	for _, s := range scopes {
-		if _, ok := used[s]; !ok {
+		if _, ok := want[s]; !ok && !slices.Contains([]string{"app_mentions:read"}, s) {
 			t.Errorf("manifest asks for scope %q, which the bot does not use", s)
 		}
 	}
-	for s, why := range used {
+	for s, why := range want {
 		if !slices.Contains(scopes, s) {
 			t.Errorf("manifest lacks scope %q (needed for %s)", s, why)
+		}
+	}
+	raw, err := os.ReadFile("manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		item := strings.TrimSpace(line)
+		for _, s := range append(slices.Clone(scopes), events...) {
+			if strings.HasPrefix(item, "- "+s) && !strings.Contains(item, " # ") {
+				t.Errorf("manifest.yaml: %q has no comment saying what needs it", item)
+			}
 		}
 	}
 	needs := map[string]string{
