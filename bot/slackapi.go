@@ -211,6 +211,14 @@ func (a *SlackAPI) Update(ctx context.Context, channel, ts string, m handlers.Ms
 	return nil
 }
 
+// Delete deletes the bot's message ts (chat.delete).
+func (a *SlackAPI) Delete(ctx context.Context, channel, ts string) error {
+	if _, _, err := a.c.DeleteMessageContext(ctx, channel, ts); err != nil {
+		return fmt.Errorf("chat.delete: %w", err)
+	}
+	return nil
+}
+
 // Ephemeral shows text to user only, in channel (and thread threadTS unless "").
 func (a *SlackAPI) Ephemeral(ctx context.Context, channel, user, threadTS, text string) error {
 	opts := []slack.MsgOption{slack.MsgOptionText(text, false)}

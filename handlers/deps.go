@@ -50,6 +50,8 @@ type Messenger interface {
 	Update(ctx context.Context, channel, ts string, m Msg) error
 	// Ephemeral shows text to user only.
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error
+	// Delete deletes the bot's message ts (at shutdown, a placeholder no answer text reached).
+	Delete(ctx context.Context, channel, ts string) error
 }
 
 // Msg is a message the bot writes: mrkdwn text, the mark stored as its metadata, and buttons.

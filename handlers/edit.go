@@ -37,6 +37,11 @@ type editSink struct {
 	broken bool
 	edits  int
 	posts  int
+
+	// editBy, when set, bounds each wait of the final write for a chat.update slot (at shutdown).
+	editBy time.Time
+	// closed: the final write's last part (the one with the note) landed.
+	closed bool
 }
 
 // next returns the next write the answer needs: an edit of message i, or a post of part i (post true);
@@ -182,7 +187,9 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			}
 			ts := e.ts[i]
 			err := writeRetry(ctx,
-				func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) },
+				func(ctx context.Context) error {
+					return waitBy(ctx, e.editBy, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) })
+				},
 				e.lane.Throttled,
 				func(ctx context.Context) error {
 					return p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark, Buttons: bs})
@@ -193,6 +200,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			}
 			e.shown[i], e.btn[i] = text, buttonKey(bs)
 			e.edits++
+			e.closed = i == len(parts)-1
 			continue
 		}
 		var ts string
@@ -210,8 +218,94 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		}
 		e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
 		e.posts++
+		e.closed = i == len(parts)-1
 	}
 	return errors.Join(errs...)
+}
+
+// shutdown is final for a reply cancelled with ErrShutdown, which must be closed by closeBy (the end of
+// the bot's grace period). Every reply in flight needs its closing write then, and chat.update (about
+// 50 a minute for the whole workspace) serves only a few of them in the seconds left, so the rule is:
+//
+//   - A reply whose message is still a bare placeholder (no answer text shown) does not compete for
+//     chat.update: the asker is told privately (chat.postEphemeral, "please ask again") and the
+//     placeholder is deleted (chat.delete); both have budgets of their own. Only when that fails in
+//     the first half of the time left is the placeholder edited into the interrupted note instead.
+//   - A reply showing part of its answer gets its final edit (text and interrupted note) when a
+//     chat.update slot comes within the first half of the time left; otherwise (or when the edit
+//     fails) the note is posted as a new message in its thread (chat.postMessage, a per-channel
+//     budget), marked as a notice so it is never replayed to the model.
+//
+// ctx ends at closeBy.
+func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error {
+	p := e.p
+	half := time.Now().Add(time.Until(closeBy) / 2)
+	if len(e.ts) == 1 && e.shown[0] == "" {
+		err := p.withdraw(ctx, half, e.ts[0])
+		if err == nil {
+			p.log.Info("shutdown: placeholder deleted, asker told privately")
+			return nil
+		}
+		p.log.Info("shutdown: could not delete the placeholder; editing it", zap.Error(err))
+		return e.final(ctx, md, note, kind)
+	}
+	e.editBy = half
+	ferr := e.final(ctx, md, note, kind)
+	e.editBy = time.Time{}
+	if e.closed {
+		return ferr
+	}
+	p.log.Info("shutdown: no edit in time; posting the interrupted note in the thread", zap.Error(ferr))
+	text := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
+	err := writeRetry(ctx,
+		func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
+		func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+		func(ctx context.Context) error {
+			_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS,
+				Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
+			return err
+		})
+	if err != nil {
+		return errors.Join(ferr, fmt.Errorf("chat.postMessage interrupted note: %w", err))
+	}
+	e.posts++
+	return nil
+}
+
+// withdraw takes back a bare placeholder at shutdown: it tells the asker privately that the question
+// was not answered, then deletes the placeholder. Waits for either budget end at by; the writes
+// themselves may use all of ctx. When the private word cannot be sent the placeholder is kept (the
+// caller edits it), so the asker is never left with nothing.
+func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
+	o := p.r.opt
+	err := writeRetry(ctx,
+		func(ctx context.Context) error { return waitBy(ctx, by, o.Ephemerals.Wait) },
+		o.Ephemerals.Throttled,
+		func(ctx context.Context) error {
+			return p.r.msgs.Ephemeral(ctx, p.req.Channel, p.req.User, p.threadTS, textNotAnswered)
+		})
+	if err != nil {
+		return fmt.Errorf("chat.postEphemeral: %w", err)
+	}
+	err = writeRetry(ctx,
+		func(ctx context.Context) error { return waitBy(ctx, by, o.Deletes.Wait) },
+		o.Deletes.Throttled,
+		func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
+	if err != nil {
+		return fmt.Errorf("chat.delete: %w", err)
+	}
+	return nil
+}
+
+// waitBy runs wait on ctx, ended at by unless by is zero: a wait for a slot bounded more tightly than
+// the write that follows it.
+func waitBy(ctx context.Context, by time.Time, wait func(context.Context) error) error {
+	if by.IsZero() {
+		return wait(ctx)
+	}
+	ctx, cancel := context.WithDeadline(ctx, by)
+	defer cancel()
+	return wait(ctx)
 }
 
 func (e *editSink) close() { e.lane.Close() }

@@ -37,6 +37,7 @@ type call struct {
 	text    string
 	mark    convo.Mark
 	buttons []Button // nil: none sent (blocks untouched)
+	user    string   // the recipient of an ephemeral
 	err     error    // what the fake answered
 	start   StreamStart
 	upload  Upload
@@ -71,6 +72,8 @@ type fakeSlack struct {
 	appendErr  hook
 	stopErr    hook
 	uploadErr  hook
+	deleteErr  hook
+	ephErr     hook
 
 	// limit, when set, is a workspace token bucket for chat.update: calls beyond it get a 429 with
 	// Retry-After, as Slack does.
@@ -233,7 +236,28 @@ func (f *fakeSlack) Update(ctx context.Context, channel, ts string, m Msg) error
 func (f *fakeSlack) Ephemeral(ctx context.Context, channel, user, threadTS, text string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.record(call{method: "ephemeral", thread: threadTS, text: text}, nil)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return f.record(call{method: "ephemeral", thread: threadTS, text: text, user: user}, f.ephErr)
+}
+
+func (f *fakeSlack) Delete(ctx context.Context, channel, ts string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := f.record(call{method: "delete", ts: ts}, f.deleteErr); err != nil {
+		return err
+	}
+	for i, m := range f.msgs {
+		if m.channel == channel && m.ts == ts {
+			f.msgs = append(f.msgs[:i], f.msgs[i+1:]...)
+			return nil
+		}
+	}
+	return slack.SlackErrorResponse{Err: "message_not_found"}
 }
 
 func (f *fakeSlack) StartStream(ctx context.Context, s StreamStart) (string, error) {

@@ -57,6 +57,11 @@ type ReplyOptions struct {
 	// native stream only when a token is available at once, else it answers by editing; stopStream waits.
 	// Default 20/min, burst 3.
 	Streams *pace.Bucket
+	// Deletes (chat.delete, Tier 3) and Ephemerals (chat.postEphemeral, Tier 4) are budgets of their
+	// own, used at shutdown to close replies the chat.update budget cannot serve in time (see
+	// editSink.shutdown). Defaults 50/min and 100/min, burst 20 each: they are used only then, full,
+	// and Slack allows short bursts over a tier's rate; a 429 just sends that reply to the edit.
+	Deletes, Ephemerals *pace.Bucket
 
 	HistoryLimit int // messages of context for a top-level DM; default 20
 	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
@@ -117,6 +122,12 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	if opt.Streams == nil {
 		opt.Streams = pace.NewBucket(20, 3)
+	}
+	if opt.Deletes == nil {
+		opt.Deletes = pace.NewBucket(50, 20)
+	}
+	if opt.Ephemerals == nil {
+		opt.Ephemerals = pace.NewBucket(100, 20)
 	}
 	if opt.Posts == nil {
 		opt.Posts = pace.NewKeyed(60, 3)

@@ -361,7 +361,7 @@ func TestReplyCancelled(t *testing.T) {
 	}{
 		{"shutdown mid-answer", ErrShutdown, 1100 * time.Millisecond, "word0 word1 word2 ", textInterrupted},
 		{"stopped mid-answer", ErrStopped, 1100 * time.Millisecond, "word0 word1 word2 ", "Stopped by Alice."}, // the asker's name
-		{"shutdown before any text", ErrShutdown, 100 * time.Millisecond, "", textInterrupted},
+		{"stopped before any text", ErrStopped, 100 * time.Millisecond, "", "Stopped by Alice."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -380,6 +380,70 @@ func TestReplyCancelled(t *testing.T) {
 				ms := rt.slack.botMessages(testTS)
 				if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != tt.note {
 					t.Errorf("messages = %+v, want %q", ms, want)
+				}
+			})
+		})
+	}
+}
+
+// TestReplyShutdownBeforeAnyText: at shutdown a bare placeholder is taken back (the asker is told
+// privately and it is deleted) rather than edited; when either call fails, it is edited into the
+// interrupted note instead, so the asker always sees a reason.
+func TestReplyShutdownBeforeAnyText(t *testing.T) {
+	fail := func(int, call) error { return slack.SlackErrorResponse{Err: "internal_error"} }
+	tests := []struct {
+		name               string
+		ephErr, deleteErr  hook
+		wantMsgs, wantEphs int
+		wantDeletes        int
+	}{
+		{"withdrawn", nil, nil, 0, 1, 1},
+		{"ephemeral fails: edited", fail, nil, 1, 0, 0},
+		{"delete fails: edited", nil, fail, 1, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), testOptions())
+				rt.slack.ephErr, rt.slack.deleteErr = tt.ephErr, tt.deleteErr
+				ctx, cancel := context.WithCancelCause(t.Context())
+				time.AfterFunc(100*time.Millisecond, func() { cancel(ErrShutdown) })
+				if err := rt.r.Reply(ctx, rt.req); !errors.Is(err, ErrShutdown) {
+					t.Errorf("Reply = %v, want ErrShutdown", err)
+				}
+				ms := rt.slack.botMessages(testTS)
+				if len(ms) != tt.wantMsgs {
+					t.Fatalf("messages = %+v, want %d", ms, tt.wantMsgs)
+				}
+				if len(ms) == 1 {
+					want := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, convo.FormatMrkdwn), "\n\n")
+					if ms[0].text != want || ms[0].mark.Kind != convo.MarkNotice {
+						t.Errorf("message = %q %+v, want %q, a notice", ms[0].text, ms[0].mark, want)
+					}
+				}
+				var ephs []call
+				for _, c := range rt.slack.callsOf("ephemeral") {
+					if c.err == nil {
+						ephs = append(ephs, c)
+					}
+				}
+				if len(ephs) != tt.wantEphs {
+					t.Fatalf("ephemerals = %+v, want %d", ephs, tt.wantEphs)
+				}
+				if len(ephs) == 1 && (ephs[0].user != "U1" || ephs[0].thread != testTS || ephs[0].text != textNotAnswered) {
+					t.Errorf("ephemeral = %+v, want %q to U1 in the thread", ephs[0], textNotAnswered)
+				}
+				deletes := 0
+				for _, c := range rt.slack.callsOf("delete") {
+					if c.err == nil {
+						deletes++
+					}
+				}
+				if deletes != tt.wantDeletes {
+					t.Errorf("%d deletes, want %d", deletes, tt.wantDeletes)
+				}
+				if n := len(rt.slack.callsOf("update")); n != tt.wantMsgs {
+					t.Errorf("%d chat.update calls, want %d (only the fallback edits)", n, tt.wantMsgs)
 				}
 			})
 		})

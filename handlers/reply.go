@@ -77,6 +77,10 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown).
 		fctx, fcancel := outlive(ctx, p.r.closeTimeout)
 		defer fcancel()
+		if es, ok := s.(*editSink); ok && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+			// Every reply closes at once: edits are scarce, so the shutdown rule decides (editSink.shutdown).
+			return es.shutdown(fctx, time.Now().Add(p.r.closeTimeout(ErrShutdown)), md, note, kind)
+		}
 		return s.final(fctx, md, note, kind)
 	}
 

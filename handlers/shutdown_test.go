@@ -1,0 +1,112 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// TestShutdownClosesEveryReplyBeyondTheEditBudget: 20 replies in flight are cancelled with
+// ErrShutdown at once; chat.update (50 a minute, burst 5, already spent on first texts) cannot
+// serve them in the 2 s closing window. Every reply still ends closed: its note edited in, or
+// its bare placeholder deleted and the asker told privately, or its partial text followed by a
+// note in the thread. None is left as a bare placeholder or as partial text without a note.
+func TestShutdownClosesEveryReplyBeyondTheEditBudget(t *testing.T) {
+	const n, talking = 20, 8 // talking replies stream text at once; the others still think
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFakeSlack()
+		fs.limit = newLimiter(50, 5) // Slack's chat.update limit, enforced with 429s
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(50, 5)
+		opt.Posts = pace.NewKeyed(60, 3)
+		opt.ShutdownTimeout = 2 * time.Second
+		talk := &fakeChat{steps: deltas(numbered(200), 100*time.Millisecond)}
+		think := &fakeChat{steps: append([]step{{wait: time.Minute, chunk: llm.Chunk{Reasoning: "hmm"}}},
+			deltas(numbered(10), 100*time.Millisecond)...)}
+		replies := []*Replies{
+			NewReplies(fs, fs, fs, fs, talk, zap.NewNop(), opt),
+			NewReplies(fs, fs, fs, fs, think, zap.NewNop(), opt),
+		}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		threads := make([]string, n)
+		reqs := make([]ReplyRequest, n)
+		for i := range n {
+			ch, ts := fmt.Sprintf("C%02d", i), fmt.Sprintf("1690000000.%06d", i)
+			threads[i] = ts
+			m := mention("<@UBOT> go")
+			m.User, m.Timestamp = fmt.Sprintf("U%02d", i), ts
+			fs.threads[ch+"/"+ts] = []slack.Message{m}
+			reqs[i] = ReplyRequest{Channel: ch, ChannelType: "channel", User: m.User, Team: "T1", TS: ts, ThreadTS: ts, Text: m.Text}
+		}
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			r := replies[1]
+			if i < talking {
+				r = replies[0]
+			}
+			wg.Go(func() {
+				if err := r.Reply(ctx, req); !errors.Is(err, ErrShutdown) {
+					t.Errorf("reply %d: Reply = %v, want ErrShutdown", i, err)
+				}
+			})
+		}
+		time.Sleep(3 * time.Second)
+		cancelled := time.Now()
+		cancel(ErrShutdown)
+		wg.Wait()
+		if took := time.Since(cancelled); took > opt.ShutdownTimeout {
+			t.Errorf("closing took %v, want at most %v", took, opt.ShutdownTimeout)
+		}
+
+		edited := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, convo.FormatMrkdwn), "\n\n")
+		above := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
+		ephemerals := map[string]int{} // thread -> private notes to its asker
+		for _, c := range fs.callsOf("ephemeral") {
+			if c.err == nil && c.text == textNotAnswered {
+				ephemerals[c.thread]++
+			}
+		}
+		var byNote, withdrawn, noteBelow int
+		for i, ts := range threads {
+			ms := fs.botMessages(ts)
+			switch {
+			case len(ms) == 0:
+				if ephemerals[ts] != 1 {
+					t.Errorf("reply %d: placeholder deleted, but %d private notes to the asker", i, ephemerals[ts])
+				}
+				withdrawn++
+			case strings.Contains(ms[0].text, "Thinking"):
+				t.Errorf("reply %d: left as a bare placeholder: %+v", i, ms)
+			case ms[len(ms)-1].text == above && ms[len(ms)-1].mark.Kind == convo.MarkNotice && len(ms) >= 2:
+				if !strings.HasPrefix(ms[0].text, "word0") {
+					t.Errorf("reply %d: partial text %q", i, ms[0].text)
+				}
+				noteBelow++
+			case strings.HasSuffix(ms[len(ms)-1].text, edited) && ms[len(ms)-1].mark.Note == textInterrupted:
+				byNote++
+			default:
+				t.Errorf("reply %d: not closed with a note: %+v", i, ms)
+			}
+		}
+		t.Logf("closed by edit %d, withdrawn %d, note in thread %d; chat.update 429s %d",
+			byNote, withdrawn, noteBelow, fs.limit.throttled)
+		if withdrawn == 0 || noteBelow == 0 {
+			t.Errorf("want both fallbacks used (withdrawn %d, note in thread %d): the edit budget cannot serve %d replies", withdrawn, noteBelow, n)
+		}
+		if got := withdrawn + byNote + noteBelow; got != n {
+			t.Errorf("%d replies closed, want %d", got, n)
+		}
+	})
+}
