@@ -648,7 +648,8 @@ func TestE2EConcurrentRepliesUnderSlackLimits(t *testing.T) {
 }
 
 // TestE2EShutdownBoundedBySlowSlack: when Slack makes the final write wait (a 429 with a long
-// Retry-After), shutdown still ends within the grace period (Kubernetes kills the pod soon after).
+// Retry-After), shutdown still ends within the grace period (Kubernetes kills the pod soon after),
+// and the interrupted note is posted in the thread instead.
 func TestE2EShutdownBoundedBySlowSlack(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"SHUTDOWN_GRACE": "2s"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
@@ -667,7 +668,8 @@ func TestE2EShutdownBoundedBySlowSlack(t *testing.T) {
 	if took := time.Since(begin); took > 4500*time.Millisecond { // 2s and scheduling noise; it took 11s before
 		t.Errorf("shutdown took %v with a 2s grace period", took)
 	}
-	if r := e.botReplies("C1", ts); len(r) != 1 || !strings.HasPrefix(r[0], "Four") {
-		t.Errorf("replies %q: want the partial answer kept", r)
+	// The edit cannot land in time: the partial answer stays and the note follows it in the thread.
+	if r := e.botReplies("C1", ts); len(r) != 2 || !strings.HasPrefix(r[0], "Four") || !strings.Contains(r[1], "The answer above was interrupted") {
+		t.Errorf("replies %q: want the partial answer kept, then the interrupted note", r)
 	}
 }
