@@ -44,9 +44,33 @@ type Imagine struct {
 	log  *zap.Logger
 	opt  ImagineOptions
 
-	mu      sync.Mutex
-	running map[string]int // user -> jobs in Run
+	mu   sync.Mutex
+	jobs map[string]*userJobs // user -> jobs accepted or running
 }
+
+// userJobs are one person's image jobs: running (in Run) and accepted (Accept said "Generating…",
+// Run has not begun yet). Both count against MaxPerUser, so rapid repeated commands cannot all be
+// accepted before the first job starts.
+type userJobs struct {
+	running  int
+	accepted []time.Time // when each was accepted, oldest first
+}
+
+// acceptTTL is how long an accepted job holds its place without Run beginning. The bot runs an
+// accepted job at once; this only frees the place when a caller accepted and then did not run it
+// (e.g. a decorator refusing after Accept).
+const acceptTTL = 30 * time.Second
+
+// prune drops accepted places older than acceptTTL.
+func (u *userJobs) prune(now time.Time) {
+	i := 0
+	for i < len(u.accepted) && now.Sub(u.accepted[i]) > acceptTTL {
+		i++
+	}
+	u.accepted = u.accepted[i:]
+}
+
+func (u *userJobs) count() int { return u.running + len(u.accepted) }
 
 // NewImagine returns Imagine over the given image, upload and response_url interfaces.
 func NewImagine(img Imager, up Uploader, r Responder, log *zap.Logger, opt ImagineOptions) *Imagine {
@@ -62,24 +86,37 @@ func NewImagine(img Imager, up Uploader, r Responder, log *zap.Logger, opt Imagi
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Imagine{img: img, up: up, resp: r, log: log, opt: opt, running: make(map[string]int)}
+	return &Imagine{img: img, up: up, resp: r, log: log, opt: opt, jobs: make(map[string]*userJobs)}
 }
 
 // Accept returns the text of the command's ack (shown only to the user) and whether Run should follow.
 // It does no I/O, so the ack goes out at once. An empty prompt gets usage help; a user already at the
-// per-user bound is told to wait.
+// per-user bound is told to wait. When it says start, the job holds its place in the per-user bound
+// from now on: Run takes the place over (a place Run does not take within 30 s is freed).
 func (i *Imagine) Accept(req ImagineRequest) (ackText string, start bool) {
 	prompt := strings.TrimSpace(req.Text)
 	if prompt == "" {
 		return usageText, false
 	}
 	i.mu.Lock()
-	n := i.running[req.User]
-	i.mu.Unlock()
-	if n >= i.opt.MaxPerUser {
+	defer i.mu.Unlock()
+	u := i.userLocked(req.User)
+	if u.count() >= i.opt.MaxPerUser {
 		return i.busyText(), false
 	}
+	u.accepted = append(u.accepted, time.Now())
 	return "Generating an image for: " + escape(oneLine(prompt, 300)) + "…", true
+}
+
+// userLocked returns user's jobs (made on first use), with stale accepted places dropped.
+func (i *Imagine) userLocked(user string) *userJobs {
+	u := i.jobs[user]
+	if u == nil {
+		u = &userJobs{}
+		i.jobs[user] = u
+	}
+	u.prune(time.Now())
+	return u
 }
 
 const usageText = "Usage: `/imagine <what to draw>` — for example `/imagine a lighthouse at dawn, watercolour`. " +
@@ -144,21 +181,35 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	return nil
 }
 
+// acquire starts a job of user's: it takes over the oldest place Accept holds, or else takes a new
+// one within the bound (a Run without Accept). false: the user is at the bound.
 func (i *Imagine) acquire(user string) bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.running[user] >= i.opt.MaxPerUser {
+	u := i.userLocked(user)
+	switch {
+	case len(u.accepted) > 0:
+		u.accepted = u.accepted[1:]
+	case u.count() >= i.opt.MaxPerUser:
+		i.forgetLocked(user, u)
 		return false
 	}
-	i.running[user]++
+	u.running++
 	return true
 }
 
 func (i *Imagine) release(user string) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	if i.running[user]--; i.running[user] <= 0 {
-		delete(i.running, user)
+	u := i.jobs[user]
+	u.running--
+	i.forgetLocked(user, u)
+}
+
+// forgetLocked drops a user with no jobs, so the map holds only people with jobs.
+func (i *Imagine) forgetLocked(user string, u *userJobs) {
+	if u.count() == 0 {
+		delete(i.jobs, user)
 	}
 }
 

@@ -157,6 +157,51 @@ func TestImaginePerUserBound(t *testing.T) {
 	})
 }
 
+// TestImagineAcceptHoldsThePlace: rapid repeated /imagine commands are bounded by Accept itself
+// (before any job has begun), Run takes over the place Accept holds, and a place no Run takes is
+// freed after a while.
+func TestImagineAcceptHoldsThePlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{wait: time.Minute, img: &llm.Image{Data: pngBytes, Format: "png"}}
+		im, _ := newImagineTest(t, img)
+		var starts int
+		for range 3 { // three commands before any job begins
+			if _, start := im.Accept(imagineReq("a cat")); start {
+				starts++
+			}
+		}
+		if starts != 2 {
+			t.Fatalf("%d of 3 rapid commands accepted, want 2 (MaxPerUser)", starts)
+		}
+		var wg sync.WaitGroup
+		for range starts {
+			wg.Go(func() { mustNoErr(t, im.Run(t.Context(), imagineReq("a cat"))) })
+		}
+		synctest.Wait() // both jobs run, on the places Accept took
+		if _, start := im.Accept(imagineReq("a cat")); start {
+			t.Error("accepted a third job while two run")
+		}
+		wg.Wait()
+		if n := len(img.requests); n != 2 {
+			t.Errorf("%d image requests, want 2", n)
+		}
+
+		// Accepted, never run: the places are freed after acceptTTL.
+		for range 2 {
+			if _, start := im.Accept(imagineReq("a dog")); !start {
+				t.Fatal("refused after the jobs finished")
+			}
+		}
+		if _, start := im.Accept(imagineReq("a dog")); start {
+			t.Error("accepted over the bound")
+		}
+		time.Sleep(acceptTTL + time.Second)
+		if _, start := im.Accept(imagineReq("a dog")); !start {
+			t.Error("places accepted but never run were not freed")
+		}
+	})
+}
+
 func TestImagineShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		img := &fakeImager{wait: time.Minute, img: &llm.Image{Data: pngBytes, Format: "png"}}
