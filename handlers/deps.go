@@ -16,7 +16,10 @@
 // the latest snapshot, waits for its Lane in the shared budget (pace), and writes only what changed. When
 // the stream ends the writer is stopped and joined, and Reply writes the final text (all parts, with a status
 // note when something went wrong) at Final priority, retried on 429 and transient errors, on a context that
-// outlives cancellation by ReplyOptions.FinalTimeout (ShutdownTimeout at shutdown). Handlers start no other goroutine.
+// outlives cancellation by ReplyOptions.FinalTimeout (ShutdownTimeout at shutdown). At shutdown every
+// reply closes at once and the edit budget serves only a few: a reply showing no text yet is deleted
+// and its asker told privately, and one whose final edit gets no slot in time is followed by a note
+// in its thread (editSink.shutdown). Handlers start no other goroutine.
 //
 // Buttons (ReplyOptions.Buttons, ImagineOptions.Buttons): Stop while an edited answer is written,
 // Regenerate on a finished answer, "Another one" on an /imagine picture. Who may press them and

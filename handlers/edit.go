@@ -256,6 +256,13 @@ func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note str
 		return ferr
 	}
 	p.log.Info("shutdown: no edit in time; posting the interrupted note in the thread", zap.Error(ferr))
+	return p.postInterrupted(ctx, ferr)
+}
+
+// postInterrupted posts the note that the answer above was interrupted as a new message in the
+// reply's thread, marked as a notice (never replayed to the model). ferr is why the answer's own
+// message could not carry the note: returned only if the note cannot be posted either.
+func (p *reply) postInterrupted(ctx context.Context, ferr error) error {
 	text := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
 	err := writeRetry(ctx,
 		func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
@@ -268,7 +275,6 @@ func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note str
 	if err != nil {
 		return errors.Join(ferr, fmt.Errorf("chat.postMessage interrupted note: %w", err))
 	}
-	e.posts++
 	return nil
 }
 

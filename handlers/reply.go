@@ -53,6 +53,9 @@ type sink interface {
 	// final writes the whole answer md with a status note and the mark kind, retried within ctx (detached
 	// from cancellation and time-boxed). Called after the writer goroutine has ended.
 	final(ctx context.Context, md, note string, kind convo.MarkKind) error
+	// shutdown is final for a reply cancelled with ErrShutdown; ctx ends at closeBy. It closes the
+	// reply by other means when the write budget cannot serve it in time (see editSink.shutdown).
+	shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error
 	// close releases the sink's lane.
 	close()
 	fields() []zap.Field
@@ -77,9 +80,10 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown).
 		fctx, fcancel := outlive(ctx, p.r.closeTimeout)
 		defer fcancel()
-		if es, ok := s.(*editSink); ok && ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
-			// Every reply closes at once: edits are scarce, so the shutdown rule decides (editSink.shutdown).
-			return es.shutdown(fctx, time.Now().Add(p.r.closeTimeout(ErrShutdown)), md, note, kind)
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+			// Every reply closes at once and Slack's budgets serve only a few: the shutdown rule
+			// decides how each is closed (editSink.shutdown).
+			return s.shutdown(fctx, time.Now().Add(p.r.closeTimeout(ErrShutdown)), md, note, kind)
 		}
 		return s.final(fctx, md, note, kind)
 	}

@@ -23,7 +23,16 @@ import (
 // serve them in the 2 s closing window. Every reply still ends closed: its note edited in, or
 // its bare placeholder deleted and the asker told privately, or its partial text followed by a
 // note in the thread. None is left as a bare placeholder or as partial text without a note.
+//
+// In stream mode the first replies get native streams (chat.startStream and chat.stopStream share
+// a budget of 20 a minute, burst 3) and the rest fall back to editing; the rule is the same.
 func TestShutdownClosesEveryReplyBeyondTheEditBudget(t *testing.T) {
+	for _, mode := range []ReplyMode{ModeEdit, ModeStream} {
+		t.Run(string(mode), func(t *testing.T) { testShutdownClosesEveryReply(t, mode) })
+	}
+}
+
+func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 	const n, talking = 20, 8 // talking replies stream text at once; the others still think
 	synctest.Test(t, func(t *testing.T) {
 		fs := newFakeSlack()
@@ -31,7 +40,10 @@ func TestShutdownClosesEveryReplyBeyondTheEditBudget(t *testing.T) {
 		opt := testOptions()
 		opt.Edits = pace.NewScheduler(50, 5)
 		opt.Posts = pace.NewKeyed(60, 3)
+		// The defaults, shared by the two Replies below as the bot shares them.
+		opt.Streams, opt.Deletes, opt.Ephemerals = pace.NewBucket(20, 3), pace.NewBucket(50, 20), pace.NewBucket(100, 20)
 		opt.ShutdownTimeout = 2 * time.Second
+		opt.Mode = mode
 		talk := &fakeChat{steps: deltas(numbered(200), 100*time.Millisecond)}
 		think := &fakeChat{steps: append([]step{{wait: time.Minute, chunk: llm.Chunk{Reasoning: "hmm"}}},
 			deltas(numbered(10), 100*time.Millisecond)...)}
@@ -87,7 +99,7 @@ func TestShutdownClosesEveryReplyBeyondTheEditBudget(t *testing.T) {
 					t.Errorf("reply %d: placeholder deleted, but %d private notes to the asker", i, ephemerals[ts])
 				}
 				withdrawn++
-			case strings.Contains(ms[0].text, "Thinking"):
+			case strings.Contains(ms[0].text, "Thinking") || ms[0].text == "":
 				t.Errorf("reply %d: left as a bare placeholder: %+v", i, ms)
 			case ms[len(ms)-1].text == above && ms[len(ms)-1].mark.Kind == convo.MarkNotice && len(ms) >= 2:
 				if !strings.HasPrefix(ms[0].text, "word0") {
@@ -100,8 +112,11 @@ func TestShutdownClosesEveryReplyBeyondTheEditBudget(t *testing.T) {
 				t.Errorf("reply %d: not closed with a note: %+v", i, ms)
 			}
 		}
-		t.Logf("closed by edit %d, withdrawn %d, note in thread %d; chat.update 429s %d",
-			byNote, withdrawn, noteBelow, fs.limit.throttled)
+		t.Logf("closed by its own message %d, withdrawn %d, note in thread %d; native streams %d; chat.update 429s %d",
+			byNote, withdrawn, noteBelow, len(fs.callsOf("startStream")), fs.limit.throttled)
+		if mode == ModeStream && len(fs.callsOf("startStream")) == 0 {
+			t.Error("no native stream was started")
+		}
 		if withdrawn == 0 || noteBelow == 0 {
 			t.Errorf("want both fallbacks used (withdrawn %d, note in thread %d): the edit budget cannot serve %d replies", withdrawn, noteBelow, n)
 		}

@@ -32,6 +32,10 @@ type streamSink struct {
 	starts  int
 	appends int
 	rescued bool
+
+	// stopBy, when set (at shutdown), bounds the final write's wait for a chat.stopStream slot, and a
+	// final write that fails is not rescued (the caller posts a note instead).
+	stopBy time.Time
 }
 
 func (s *streamSink) feed(md string) {
@@ -151,7 +155,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	var err error
 	if !s.broken {
 		err = writeRetry(ctx,
-			func(ctx context.Context) error { return p.r.opt.Streams.Wait(ctx) },
+			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
 			p.r.opt.Streams.Throttled,
 			func(ctx context.Context) error {
 				if s.ts == "" || s.sent+len(text) > convo.MarkdownLimit {
@@ -179,9 +183,40 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 			return nil // pressed stop at the very end: what was streamed stays
 		}
 	}
+	if !s.stopBy.IsZero() {
+		return errors.Join(errStreamBroken, err) // at shutdown: the caller posts a note instead
+	}
 	// The streamed message cannot be finished: post the whole answer as ordinary messages so it is not lost.
 	s.rescued = true
 	return errors.Join(err, s.rescue(ctx, md, note, kind))
+}
+
+var errStreamBroken = errors.New("streamed message not finished")
+
+// shutdown is final for a reply cancelled with ErrShutdown, closed by closeBy, by the rule of
+// editSink.shutdown with chat.stopStream (Tier 2, about 20 a minute) in place of chat.update: a
+// stream that shows nothing yet is deleted and the asker told privately; one showing text is stopped
+// with the interrupted note when a slot comes within the first half of the time left, and otherwise
+// gets the note as a new message in its thread.
+func (s *streamSink) shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error {
+	p := s.p
+	half := time.Now().Add(time.Until(closeBy) / 2)
+	if s.starts == 1 && s.sent == 0 && s.ts != "" && !s.stopped {
+		err := p.withdraw(ctx, half, s.ts)
+		if err == nil {
+			p.log.Info("shutdown: empty stream deleted, asker told privately")
+			return nil
+		}
+		p.log.Info("shutdown: could not delete the empty stream; stopping it", zap.Error(err))
+		return s.final(ctx, md, note, kind)
+	}
+	s.stopBy = half
+	ferr := s.final(ctx, md, note, kind)
+	if ferr == nil {
+		return nil
+	}
+	p.log.Info("shutdown: stream not stopped in time; posting the interrupted note in the thread", zap.Error(ferr))
+	return p.postInterrupted(ctx, ferr)
 }
 
 // rescue posts the whole answer (mrkdwn, split into parts) as new thread messages.
