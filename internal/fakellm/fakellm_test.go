@@ -274,10 +274,22 @@ func TestStallEndsWhenClientLeaves(t *testing.T) {
 		r.KeepAlive = 10 * time.Millisecond
 		return r
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	// Read into the stall (5 keep-alives, 50 ms and more), then leave. A fixed 150 ms deadline for the
+	// whole exchange saw fewer events when the machine was busy.
+	ctx, cancel := context.WithCancel(ctxFor(t))
 	defer cancel()
 	resp := post(t, ctx, srv.URL()+"/chat/completions", fakellm.DefaultAPIKey, streamBody)
-	data, comments, _ := sse(resp.Body)
+	var data []string
+	comments := 0
+	for sc := bufio.NewScanner(resp.Body); comments < 5 && sc.Scan(); {
+		switch line := sc.Text(); {
+		case strings.HasPrefix(line, ":"):
+			comments++
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, strings.TrimPrefix(line, "data: "))
+		}
+	}
+	cancel()
 	if len(data) != 2 || comments == 0 {
 		t.Errorf("stalled stream: %d events, %d comments; want 2 events and keep-alives", len(data), comments)
 	}
