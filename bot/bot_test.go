@@ -196,9 +196,11 @@ func TestAcksDoNotWaitForWork(t *testing.T) {
 		}
 		return true
 	})
+	// The replies are still blocked, so no ack waited for them; Slack's own bound is 3 s (it then
+	// redelivers). A tighter bound here would time the machine, not the bot.
 	for _, e := range fs.Envelopes() {
-		if lat := e.Acked.Sub(e.Sent); lat > time.Second {
-			t.Errorf("envelope %s acked after %v", e.ID, lat)
+		if lat := e.Acked.Sub(e.Sent); lat > 3*time.Second {
+			t.Errorf("envelope %s acked after %v, past Slack's 3 s", e.ID, lat)
 		}
 	}
 	got := r.requests()
