@@ -96,7 +96,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		post := e.postDue
 		var err error
 		if post {
-			err = p.r.opt.Posts.Wait(wctx, p.req.Channel)
+			err = p.r.postWait(wctx, p.req.Channel)
 		} else {
 			err = e.lane.Wait(wctx, e.priority(), snap.since)
 		}
@@ -145,7 +145,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		}
 		if ra, ok := rateLimited(err); ok {
 			if post {
-				p.r.opt.Posts.Throttled(p.req.Channel, ra)
+				p.r.postThrottled(p.req.Channel, ra)
 			} else {
 				e.lane.Throttled(ra)
 			}
@@ -205,8 +205,8 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		}
 		var ts string
 		err := writeRetry(ctx,
-			func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
-			func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
+			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) (err error) {
 				ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs})
 				return err
@@ -265,8 +265,8 @@ func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note str
 func (p *reply) postInterrupted(ctx context.Context, ferr error) error {
 	text := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
 	err := writeRetry(ctx,
-		func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
-		func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
+		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 		func(ctx context.Context) error {
 			_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS,
 				Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})

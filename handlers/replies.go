@@ -53,6 +53,15 @@ type ReplyOptions struct {
 	Edits   *pace.Scheduler // chat.update; default 50/min, burst 5
 	Appends *pace.Scheduler // chat.appendStream (ModeStream); default 100/min, burst 10
 	Posts   *pace.Keyed     // chat.postMessage and chat.startStream per channel; default 60/min, burst 3
+	// PostsWorkspace is chat.postMessage and chat.startStream across every channel, waited on after
+	// Posts. Slack publishes no figure beyond "several hundred per minute" per workspace; the default,
+	// 300/min with a burst of 20, stays at the low end of that so a burst of new questions in many
+	// channels gets its placeholders paced instead of 429s.
+	PostsWorkspace *pace.Bucket
+	// Reads is conversations.replies + conversations.history (Tier 3, about 50/min per workspace), shared
+	// by every reply: each read waits for a token and a 429 pauses every reader for its Retry-After.
+	// Default 50/min (times pace.RateMargin), burst 5.
+	Reads *pace.Bucket
 	// Streams is chat.startStream + chat.stopStream (Tier 2, about 20/min per workspace). A reply starts a
 	// native stream only when a token is available at once, else it answers by editing; stopStream waits.
 	// Default 20/min, burst 3.
@@ -132,6 +141,12 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	if opt.Posts == nil {
 		opt.Posts = pace.NewKeyed(60, 3)
 	}
+	if opt.PostsWorkspace == nil {
+		opt.PostsWorkspace = pace.NewBucket(300, 20)
+	}
+	if opt.Reads == nil {
+		opt.Reads = pace.NewBucket(50*pace.RateMargin, 5)
+	}
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = 20
 	}
@@ -203,7 +218,11 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	if known, ok := r.botThreads.get(key); ok {
 		return known, nil, nil
 	}
-	thread, err := r.thread.Replies(ctx, channel, threadTS)
+	var thread []slack.Message
+	err := r.read(ctx, func(ctx context.Context) (err error) {
+		thread, err = r.thread.Replies(ctx, channel, threadTS)
+		return err
+	})
 	if err != nil {
 		return false, nil, fmt.Errorf("conversations.replies: %w", err)
 	}

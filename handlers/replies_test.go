@@ -465,6 +465,7 @@ func TestReplyPlaceholderFailureReturnsError(t *testing.T) {
 func TestReplyThreadReadFailureShown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, nil, testOptions())
+		rt.req.TS = "1700000000.000050" // a mention inside the thread: the thread is read
 		rt.slack.repliesErr = func(int, call) error {
 			return slack.SlackErrorResponse{Err: "missing_scope", Needed: "channels:history"}
 		}

@@ -88,6 +88,12 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		return s.final(fctx, md, note, kind)
 	}
 
+	if thread == nil && p.startsThread() {
+		// Nothing has been said in the thread yet: the question alone is the context, and the
+		// conversations.replies call (Tier 3, the scarcest budget) is saved.
+		m, _ := p.trigger(nil)
+		thread = []slack.Message{m}
+	}
 	if thread == nil {
 		thread, err = p.readContext(ctx)
 		if err != nil {
@@ -171,8 +177,8 @@ func (p *reply) open(ctx context.Context) (sink, error) {
 func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
 	var ts string
 	err := writeRetry(ctx,
-		func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
-		func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
+		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 		func(ctx context.Context) (err error) {
 			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS,
 				Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)})
@@ -196,7 +202,7 @@ func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
 }
 
 func (p *reply) openStream(ctx context.Context) (*streamSink, error) {
-	if err := p.r.opt.Posts.Wait(ctx, p.req.Channel); err != nil {
+	if err := p.r.postWait(ctx, p.req.Channel); err != nil {
 		return nil, err
 	}
 	ts, err := p.r.streamer.StartStream(ctx, p.streamStart(""))
@@ -232,20 +238,70 @@ func (p *reply) buttons(final bool) []Button {
 // ref names this answer for its buttons.
 func (p *reply) ref() ReplyRef { return ReplyRef{ThreadTS: p.req.ThreadTS, TS: p.req.TS} }
 
+// startsThread reports whether the mention starts a new thread (a top-level channel message answered
+// in its own thread), so nothing but the mention itself can be read there. A Regenerate reads the
+// thread all the same: the question is taken from Slack, not from the request.
+func (p *reply) startsThread() bool {
+	return p.threadTS != "" && p.threadTS == p.req.TS && !p.req.Regenerate
+}
+
 // readContext reads the thread (or, for a top-level DM, the recent history).
 func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 	if p.threadTS == "" {
-		msgs, err := p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit)
+		var msgs []slack.Message
+		err := p.r.read(ctx, func(ctx context.Context) (err error) {
+			msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("conversations.history: %w", err)
 		}
 		return msgs, nil
 	}
-	msgs, err := p.r.thread.Replies(ctx, p.req.Channel, p.threadTS)
+	var msgs []slack.Message
+	err := p.r.read(ctx, func(ctx context.Context) (err error) {
+		msgs, err = p.r.thread.Replies(ctx, p.req.Channel, p.threadTS)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("conversations.replies: %w", err)
 	}
 	return msgs, nil
+}
+
+// read makes a thread or history read within the shared read budget (ReplyOptions.Reads): it waits
+// for a token, and a 429 pauses every reader for its Retry-After (and lowers the rate) before this
+// one tries again, so concurrent replies queue for reads instead of retrying into a storm. Only 429s
+// are retried (at most maxRateLimited), until ctx ends.
+func (r *Replies) read(ctx context.Context, f func(context.Context) error) error {
+	for limited := 0; ; {
+		if err := r.opt.Reads.Wait(ctx); err != nil {
+			return err
+		}
+		err := f(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		ra, ok := rateLimited(err)
+		if limited++; !ok || limited == maxRateLimited {
+			return err
+		}
+		r.opt.Reads.Throttled(ra)
+	}
+}
+
+// postWait waits for a chat.postMessage (or chat.startStream) slot: the channel's and the workspace's.
+func (r *Replies) postWait(ctx context.Context, channel string) error {
+	if err := r.opt.Posts.Wait(ctx, channel); err != nil {
+		return err
+	}
+	return r.opt.PostsWorkspace.Wait(ctx)
+}
+
+// postThrottled records a post's 429 in both budgets: Slack does not say which limit was hit.
+func (r *Replies) postThrottled(channel string, retryAfter time.Duration) {
+	r.opt.Posts.Throttled(channel, retryAfter)
+	r.opt.PostsWorkspace.Throttled(retryAfter)
 }
 
 // trigger returns the triggering message from the thread (found), or builds it from the request when

@@ -108,7 +108,7 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 			if err := p.r.opt.Streams.Wait(ctx); err != nil {
 				return done, err
 			}
-			if err := p.r.opt.Posts.Wait(ctx, p.req.Channel); err != nil {
+			if err := p.r.postWait(ctx, p.req.Channel); err != nil {
 				return done, err
 			}
 			ts, err := p.r.streamer.StartStream(ctx, p.streamStart(piece))
@@ -240,8 +240,8 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			buttons = s.buttons()
 		}
 		err := writeRetry(ctx,
-			func(ctx context.Context) error { return p.r.opt.Posts.Wait(ctx, p.req.Channel) },
-			func(d time.Duration) { p.r.opt.Posts.Throttled(p.req.Channel, d) },
+			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
+			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) error {
 				_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
 				return err

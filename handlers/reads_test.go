@@ -1,0 +1,188 @@
+package handlers
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// shortAnswer is a model answer of one word.
+var shortAnswer = []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "ok"}},
+	{chunk: llm.Chunk{FinishReason: "stop"}}}
+
+func TestNewThreadMentionReadsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, shortAnswer, testOptions()) // a top-level mention in a channel
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		if n := len(rt.slack.callsOf("replies")) + len(rt.slack.callsOf("history")); n != 0 {
+			t.Errorf("%d reads, want none: nothing was said in a new thread", n)
+		}
+		reqs := rt.chat.calls()
+		if len(reqs) != 1 || !strings.Contains(fmt.Sprint(reqs[0].Messages), "explain token buckets") {
+			t.Errorf("model requests = %+v, want one with the question", reqs)
+		}
+		if got := rt.texts(); len(got) != 1 || got[0] != "ok" {
+			t.Errorf("answer = %q, want [ok]", got)
+		}
+	})
+}
+
+func TestMentionInExistingThreadReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, shortAnswer, testOptions())
+		var q slack.Message
+		q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U2", "<@UBOT> and leaky buckets?", "1700000000.000050", testTS
+		key := testCh + "/" + testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], q)
+		rt.req.User, rt.req.TS, rt.req.Text = q.User, q.Timestamp, q.Text
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		if n := len(rt.slack.callsOf("replies")); n != 1 {
+			t.Errorf("conversations.replies called %d times, want 1", n)
+		}
+		reqs := rt.chat.calls()
+		if len(reqs) != 1 || !strings.Contains(fmt.Sprint(reqs[0].Messages), "explain token buckets") {
+			t.Errorf("model requests = %+v, want one with the thread's first message as context", reqs)
+		}
+	})
+}
+
+// readLimited makes the fake's conversations.replies answer 429 with Retry-After (whole seconds, as
+// Slack sends) beyond Slack's Tier 3 limit: 50 a minute, burst 5.
+func readLimited(fs *fakeSlack, lim *limiter) {
+	fs.repliesErr = func(int, call) error {
+		if ok, wait := lim.allow(); !ok {
+			return &slack.RateLimitedError{RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
+		}
+		return nil
+	}
+}
+
+// TestConcurrentReadsShareTheReadBudget: replies in existing threads that all start together queue for
+// conversations.replies on the shared budget instead of retrying into a 429 storm, and all succeed.
+// "drained" starts with Slack's budget used up elsewhere: the first read's 429 pauses every reader
+// for its Retry-After and no further 429 follows.
+func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
+	const n = 40
+	for _, drained := range []bool{false, true} {
+		t.Run(fmt.Sprint("drained=", drained), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newFakeSlack()
+				lim := newLimiter(50, 5)
+				if drained {
+					lim.tokens = 0
+				}
+				readLimited(fs, lim)
+				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+				for i := range n {
+					fs.threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
+				}
+				var wg sync.WaitGroup
+				for i := range n {
+					ch := fmt.Sprint("C", i)
+					req := ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1",
+						TS: "1700000000.000050", ThreadTS: testTS, Text: "<@UBOT> and then?"}
+					wg.Go(func() {
+						if err := r.Reply(t.Context(), req); err != nil {
+							t.Errorf("%s: %v", ch, err)
+						}
+					})
+				}
+				wg.Wait()
+				var ok, limited int
+				for _, c := range fs.callsOf("replies") {
+					if c.err == nil {
+						ok++
+					} else {
+						limited++
+					}
+				}
+				if ok != n {
+					t.Errorf("%d successful reads, want %d", ok, n)
+				}
+				want := 0
+				if drained {
+					want = 1
+				}
+				if limited != want {
+					t.Errorf("%d reads got a 429, want %d", limited, want)
+				}
+				if m := len(fs.botMessages(testTS)); m != n {
+					t.Errorf("%d answers, want %d", m, n)
+				}
+			})
+		})
+	}
+}
+
+// TestPlaceholdersRespectWorkspacePostBudget: placeholders for replies in many channels are paced by
+// the workspace chat.postMessage budget (default 300/min, burst 20), not only per channel.
+func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, burst, perSec = 60, 20, 5
+		fs := newFakeSlack()
+		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := range n {
+			req := ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: "U1", Team: "T1",
+				TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
+			wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
+		}
+		wg.Wait()
+		var at []time.Time
+		for _, c := range fs.callsOf("post") {
+			at = append(at, c.at)
+		}
+		slices.SortFunc(at, time.Time.Compare)
+		if len(at) != n {
+			t.Fatalf("%d posts, want %d placeholders", len(at), n)
+		}
+		// The k-th post (from 0) may go once the burst is spent and k-burst+1 more tokens are earned.
+		for k, a := range at {
+			earliest := t0.Add(time.Duration(k-burst+1) * time.Second / perSec)
+			if a.Before(earliest) {
+				t.Errorf("placeholder %d posted at +%v, before +%v: over the workspace budget", k, a.Sub(t0), earliest.Sub(t0))
+			}
+		}
+		if last, want := at[n-1].Sub(t0), time.Duration(n-burst+1)*time.Second/perSec; last > want+time.Second {
+			t.Errorf("last placeholder at +%v: slower than the workspace budget", last)
+		}
+	})
+}
+
+// The bucket the test above relies on is the default; an explicit one is used as given.
+func TestPostsWorkspaceOptionUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := testOptions()
+		opt.PostsWorkspace = pace.NewBucket(60, 1)
+		fs := newFakeSlack()
+		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for i := range 3 {
+			req := ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: "U1", Team: "T1",
+				TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
+			wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
+		}
+		wg.Wait()
+		var at []time.Time
+		for _, c := range fs.callsOf("post") {
+			at = append(at, c.at)
+		}
+		slices.SortFunc(at, time.Time.Compare)
+		if len(at) != 3 || at[2].Sub(t0) < 2*time.Second {
+			t.Errorf("posts at %v from start, want 3 a second apart", at)
+		}
+	})
+}
