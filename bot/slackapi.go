@@ -33,10 +33,10 @@ var (
 // (*slack.RateLimitedError, slack.SlackErrorResponse, slack.StatusCodeError). Tokens never
 // appear in its errors (slack-go sends them in headers or bodies, not URLs).
 //
-// Retries: reads (conversations.replies/history, users.info) are retried here on 429 after
-// Retry-After, because nobody else paces them. Writes are not retried: the handlers pace them
-// (package pace) and must see each 429 to slow everyone down, so slack.OptionRetry must not be
-// set on the client.
+// Retries: users.info is retried here on 429 after Retry-After, because nobody else paces it.
+// Thread and history reads (conversations.replies/history) and writes are not retried: the
+// handlers pace them (package pace, handlers.ReplyOptions.Reads) and must see each 429 to slow
+// everyone down, so slack.OptionRetry must not be set on the client.
 type SlackAPI struct {
 	c     *slack.Client
 	names nameCache
@@ -71,17 +71,8 @@ func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]sla
 	var all []slack.Message
 	cursor := ""
 	for range maxThreadPages {
-		var (
-			msgs    []slack.Message
-			hasMore bool
-			next    string
-		)
-		err := a.read(ctx, func() error {
-			var err error
-			msgs, hasMore, next, err = a.c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
-				ChannelID: channel, Timestamp: threadTS, Cursor: cursor, Limit: 200, IncludeAllMetadata: true,
-			})
-			return err
+		msgs, hasMore, next, err := a.c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+			ChannelID: channel, Timestamp: threadTS, Cursor: cursor, Limit: 200, IncludeAllMetadata: true,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("conversations.replies: %w", err)
@@ -100,13 +91,8 @@ func (a *SlackAPI) History(ctx context.Context, channel string, limit int) ([]sl
 	var newestFirst []slack.Message
 	cursor := ""
 	for len(newestFirst) < limit {
-		var resp *slack.GetConversationHistoryResponse
-		err := a.read(ctx, func() error {
-			var err error
-			resp, err = a.c.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
-				ChannelID: channel, Cursor: cursor, Limit: min(limit-len(newestFirst), 200), IncludeAllMetadata: true,
-			})
-			return err
+		resp, err := a.c.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+			ChannelID: channel, Cursor: cursor, Limit: min(limit-len(newestFirst), 200), IncludeAllMetadata: true,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("conversations.history: %w", err)

@@ -255,10 +255,31 @@ func TestRateLimitedReadIsRetried(t *testing.T) {
 	}
 
 	// A Retry-After beyond maxReadWait is not waited for: the typed error comes back.
-	fs.RateLimitNext("conversations.replies", time.Hour)
-	_, err = api.Replies(ctx, "C1", "1.0")
+	fs.AddUser(fakeslack.User{ID: "U8", Name: "bo"}) // not cached yet
+	fs.RateLimitNext("users.info", time.Hour)
+	_, err = api.Name(ctx, "U8")
 	var rl *slack.RateLimitedError
 	if !errors.As(err, &rl) {
-		t.Errorf("Replies after a long 429: %v, want *slack.RateLimitedError", err)
+		t.Errorf("Name after a long 429: %v, want *slack.RateLimitedError", err)
+	}
+}
+
+// Thread and history reads are paced and retried by the handlers' shared read budget, so a 429 comes
+// back at once, typed, after one call.
+func TestRateLimitedThreadReadIsNotRetried(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	for _, method := range []string{"conversations.replies", "conversations.history"} {
+		fs.RateLimitNext(method, time.Second)
+	}
+	_, rerr := api.Replies(ctx, "C1", "1.0")
+	_, herr := api.History(ctx, "C1", 20)
+	for method, err := range map[string]error{"conversations.replies": rerr, "conversations.history": herr} {
+		var rl *slack.RateLimitedError
+		if !errors.As(err, &rl) || rl.RetryAfter != time.Second {
+			t.Errorf("%s after a 429: %v, want *slack.RateLimitedError with Retry-After 1s", method, err)
+		}
+		if calls := len(fs.CallsTo(method)); calls != 1 {
+			t.Errorf("%s called %d times, want 1", method, calls)
+		}
 	}
 }
