@@ -38,6 +38,16 @@ const (
 	imageUploadTime   = time.Minute // added to IMAGE_TIMEOUT for the whole /imagine job
 )
 
+// Slack budgets shared across the workspace.
+const (
+	// chat.postMessage across channels: Slack says only "several hundred per minute"; 300 stays at the
+	// low end so placeholders for a burst of questions in many channels are paced, not 429ed.
+	postsWorkspacePerMinute = 300
+	postsWorkspaceBurst     = 20
+	readsPerMinute          = 50 // conversations.replies + conversations.history: Tier 3
+	readBurst               = 5
+)
+
 // start wires the parts together and runs the bot until ctx ends.
 func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	metrics, ready := ops.NewMetrics(), ops.NewReadiness()
@@ -120,19 +130,21 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Denied: metrics.AccessDenied,
 	})
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
-		SystemPrompt: cfg.SystemPrompt,
-		BotUserID:    id.UserID,
-		BotID:        id.BotID,
-		BotName:      id.Name,
-		TeamID:       id.TeamID,
-		Budget:       cfg.ContextTokens,
-		Mode:         handlers.ReplyMode(cfg.ReplyMode),
-		FollowUps:    cfg.FollowUps,
-		OtherBots:    cfg.AnswerBots,
-		Buttons:      cfg.Buttons,
-		Edits:        pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
-		Appends:      pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
-		Posts:        pace.NewKeyed(postsPerMinute, postBurst),
+		SystemPrompt:   cfg.SystemPrompt,
+		BotUserID:      id.UserID,
+		BotID:          id.BotID,
+		BotName:        id.Name,
+		TeamID:         id.TeamID,
+		Budget:         cfg.ContextTokens,
+		Mode:           handlers.ReplyMode(cfg.ReplyMode),
+		FollowUps:      cfg.FollowUps,
+		OtherBots:      cfg.AnswerBots,
+		Buttons:        cfg.Buttons,
+		Edits:          pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
+		Appends:        pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
+		Posts:          pace.NewKeyed(postsPerMinute, postBurst),
+		PostsWorkspace: pace.NewBucket(postsWorkspacePerMinute, postsWorkspaceBurst),
+		Reads:          pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
