@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -33,24 +32,20 @@ var (
 // (*slack.RateLimitedError, slack.SlackErrorResponse, slack.StatusCodeError). Tokens never
 // appear in its errors (slack-go sends them in headers or bodies, not URLs).
 //
-// Retries: users.info is retried here on 429 after Retry-After, because nobody else paces it.
-// Thread and history reads (conversations.replies/history) and writes are not retried: the
-// handlers pace them (package pace, handlers.ReplyOptions.Reads) and must see each 429 to slow
-// everyone down, so slack.OptionRetry must not be set on the client.
+// Retries: none here. Reads (conversations.replies/history, users.info) and writes are paced by
+// the handlers (package pace; handlers.ReplyOptions.Reads, Lookups, Edits, Posts), which must see
+// each 429 to slow everyone down, so a 429 comes back at once, typed, and slack.OptionRetry must not
+// be set on the client.
 type SlackAPI struct {
 	c     *slack.Client
 	names nameCache
-
-	// maxReadWait bounds the total time a read spends waiting out 429s.
-	maxReadWait time.Duration
 }
 
 // NewSlackAPI wraps c (built without slack.OptionRetry and without slack.OptionDebug).
 func NewSlackAPI(c *slack.Client) *SlackAPI {
 	return &SlackAPI{
-		c:           c,
-		names:       nameCache{max: 5000, ttl: time.Hour, m: make(map[string]nameEntry)},
-		maxReadWait: 30 * time.Second,
+		c:     c,
+		names: nameCache{max: 5000, ttl: time.Hour, m: make(map[string]nameEntry)},
 	}
 }
 
@@ -313,44 +308,14 @@ func (a *SlackAPI) Name(ctx context.Context, userID string) (string, error) {
 	if n, ok := a.names.get(userID, time.Now()); ok {
 		return n, nil
 	}
-	var u *slack.User
-	err := a.read(ctx, func() error {
-		var err error
-		u, err = a.c.GetUserInfoContext(ctx, userID)
-		return err
-	})
+	// A 429 comes back at once, typed: the handlers' look-up budget paces users.info and owns its 429s.
+	u, err := a.c.GetUserInfoContext(ctx, userID)
 	if err != nil {
 		return "", fmt.Errorf("users.info: %w", err)
 	}
 	name := firstNonEmpty(u.Profile.DisplayName, firstNonEmpty(u.RealName, u.Name))
 	a.names.put(userID, name, time.Now())
 	return name, nil
-}
-
-// read calls f, retrying after each 429 for as long as the waits add up to at most
-// maxReadWait. Each wait is the Retry-After (at least 1s) plus up to a second of jitter, so
-// readers throttled together do not come back together.
-func (a *SlackAPI) read(ctx context.Context, f func() error) error {
-	var waited time.Duration
-	for {
-		err := f()
-		var rl *slack.RateLimitedError
-		if err == nil || !errors.As(err, &rl) {
-			return err
-		}
-		wait := max(rl.RetryAfter, time.Second) + time.Duration(rand.Int64N(int64(time.Second)))
-		if waited+wait > a.maxReadWait {
-			return err
-		}
-		waited += wait
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
 }
 
 // nameCache is a bounded cache of user names: at most max entries, each for ttl; when full,

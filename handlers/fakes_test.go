@@ -68,6 +68,7 @@ type fakeSlack struct {
 	postErr    hook
 	updateErr  hook
 	repliesErr hook
+	namesErr   hook // users.info
 	startErr   hook
 	appendErr  hook
 	stopErr    hook
@@ -312,7 +313,9 @@ func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string
 func (f *fakeSlack) Name(ctx context.Context, userID string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.record(call{method: "users.info", text: userID}, nil)
+	if err := f.record(call{method: "users.info", text: userID}, f.namesErr); err != nil {
+		return "", err
+	}
 	if n, ok := f.names[userID]; ok {
 		return n, nil
 	}

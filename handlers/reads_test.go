@@ -186,3 +186,56 @@ func TestPostsWorkspaceOptionUsed(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentLookupsShareTheLookupBudget: replies from many people starting together look their
+// names up on the shared users.info budget (Tier 4: 100/min, burst 10) instead of each retrying into
+// a 429 storm. Every reply is answered; a name that cannot be looked up within the names time limit
+// keeps its user id. "drained" starts with Slack's budget used up elsewhere: the first 429 pauses
+// every look-up and no further 429 follows.
+func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
+	const n = 40
+	for _, drained := range []bool{false, true} {
+		t.Run(fmt.Sprint("drained=", drained), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newFakeSlack()
+				lim := newLimiter(100, 10)
+				if drained {
+					lim.tokens = 0
+				}
+				fs.namesErr = func(int, call) error {
+					if ok, wait := lim.allow(); !ok {
+						return &slack.RateLimitedError{RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
+					}
+					return nil
+				}
+				for i := range n {
+					fs.names[fmt.Sprint("U", i)] = fmt.Sprint("person", i)
+				}
+				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+				var wg sync.WaitGroup
+				for i := range n {
+					req := ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: fmt.Sprint("U", i),
+						Team: "T1", TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
+					wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
+				}
+				wg.Wait()
+				var limited int
+				for _, c := range fs.callsOf("users.info") {
+					if c.err != nil {
+						limited++
+					}
+				}
+				want := 0
+				if drained {
+					want = 1
+				}
+				if limited != want {
+					t.Errorf("%d look-ups got a 429, want %d", limited, want)
+				}
+				if m := len(fs.botMessages(testTS)); m != n {
+					t.Errorf("%d answers, want %d", m, n)
+				}
+			})
+		})
+	}
+}

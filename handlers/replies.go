@@ -62,6 +62,11 @@ type ReplyOptions struct {
 	// by every reply: each read waits for a token and a 429 pauses every reader for its Retry-After.
 	// Default 50/min (times pace.RateMargin), burst 5.
 	Reads *pace.Bucket
+	// Lookups is users.info (Tier 4, about 100/min per workspace), shared by every reply: each name
+	// look-up waits for a token and a 429 pauses every look-up for its Retry-After. Names are a nicety
+	// (speaker labels, @mentions): a look-up that cannot be made within the names time limit leaves
+	// the user id in place. Default 100/min (times pace.RateMargin), burst 10.
+	Lookups *pace.Bucket
 	// Streams is chat.startStream + chat.stopStream (Tier 2, about 20/min per workspace). A reply starts a
 	// native stream only when a token is available at once, else it answers by editing; stopStream waits.
 	// Default 20/min, burst 3.
@@ -143,6 +148,9 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	if opt.PostsWorkspace == nil {
 		opt.PostsWorkspace = pace.NewBucket(300, 20)
+	}
+	if opt.Lookups == nil {
+		opt.Lookups = pace.NewBucket(100*pace.RateMargin, 10)
 	}
 	if opt.Reads == nil {
 		opt.Reads = pace.NewBucket(50*pace.RateMargin, 5)
@@ -263,8 +271,14 @@ func (r *Replies) resolve(ctx context.Context, log *zap.Logger, ids []string) na
 			names[id] = n
 			continue
 		}
+		if err := r.opt.Lookups.Wait(ctx); err != nil {
+			break // the names time limit: the rest keep their ids
+		}
 		n, err := r.users.Name(ctx, id)
 		if err != nil {
+			if ra, ok := rateLimited(err); ok {
+				r.opt.Lookups.Throttled(ra) // every reply's look-ups wait it out, none retries into a storm
+			}
 			log.Debug("users.info", zap.String("user_id", id), zap.Error(err))
 			continue
 		}

@@ -46,6 +46,8 @@ const (
 	postsWorkspaceBurst     = 20
 	readsPerMinute          = 50 // conversations.replies + conversations.history: Tier 3
 	readBurst               = 5
+	lookupsPerMinute        = 100 // users.info: Tier 4
+	lookupBurst             = 10
 )
 
 // start wires the parts together and runs the bot until ctx ends.
@@ -145,6 +147,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Posts:          pace.NewKeyed(postsPerMinute, postBurst),
 		PostsWorkspace: pace.NewBucket(postsWorkspacePerMinute, postsWorkspaceBurst),
 		Reads:          pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
+		Lookups:        pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
