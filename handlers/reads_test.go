@@ -57,10 +57,10 @@ func TestMentionInExistingThreadReads(t *testing.T) {
 	})
 }
 
-// readLimited makes the fake's conversations.replies answer 429 with Retry-After (whole seconds, as
-// Slack sends) beyond Slack's Tier 3 limit: 50 a minute, burst 5.
-func readLimited(fs *fakeSlack, lim *limiter) {
-	fs.repliesErr = func(int, call) error {
+// limitedBy is a fake Slack method's hook that answers 429 with Retry-After (whole seconds, as Slack
+// sends) beyond lim.
+func limitedBy(lim *limiter) hook {
+	return func(int, call) error {
 		if ok, wait := lim.allow(); !ok {
 			return &slack.RateLimitedError{RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
 		}
@@ -82,7 +82,7 @@ func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
 				if drained {
 					lim.tokens = 0
 				}
-				readLimited(fs, lim)
+				fs.repliesErr = limitedBy(lim) // Tier 3: 50 a minute, burst 5
 				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
 				for i := range n {
 					fs.threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
@@ -202,12 +202,7 @@ func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
 				if drained {
 					lim.tokens = 0
 				}
-				fs.namesErr = func(int, call) error {
-					if ok, wait := lim.allow(); !ok {
-						return &slack.RateLimitedError{RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
-					}
-					return nil
-				}
+				fs.namesErr = limitedBy(lim) // Tier 4: 100 a minute, burst 10
 				for i := range n {
 					fs.names[fmt.Sprint("U", i)] = fmt.Sprint("person", i)
 				}
