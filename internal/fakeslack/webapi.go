@@ -487,16 +487,9 @@ func (s *Server) chatPostMessage(p params, now time.Time) (map[string]any, apiEr
 }
 
 func (s *Server) chatUpdate(p params, now time.Time) (map[string]any, apiError) {
-	c, ok := s.channels[p.Get("channel")]
-	if !ok {
-		return nil, "channel_not_found"
-	}
-	m := c.byTS[p.Get("ts")]
-	if m == nil {
-		return nil, "message_not_found"
-	}
-	if m.BotID != s.cfg.BotID {
-		return nil, "cant_update_message"
+	c, m, e := s.ownMessageLocked(p, "cant_update_message")
+	if e != "" {
+		return nil, e
 	}
 	if m.Streaming {
 		return nil, "streaming_state_conflict"
@@ -566,16 +559,9 @@ func (s *Server) chatPostEphemeral(p params, now time.Time) (map[string]any, api
 }
 
 func (s *Server) chatDelete(p params, now time.Time) (map[string]any, apiError) {
-	c, ok := s.channels[p.Get("channel")]
-	if !ok {
-		return nil, "channel_not_found"
-	}
-	m := c.byTS[p.Get("ts")]
-	if m == nil {
-		return nil, "message_not_found"
-	}
-	if m.BotID != s.cfg.BotID {
-		return nil, "cant_delete_message"
+	c, m, e := s.ownMessageLocked(p, "cant_delete_message")
+	if e != "" {
+		return nil, e
 	}
 	s.removeMessageLocked(c, m.TS)
 	s.recordWriteLocked(Write{Time: now, Kind: WriteDelete, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m)})
@@ -615,7 +601,9 @@ func (s *Server) chatStartStream(p params, now time.Time) (map[string]any, apiEr
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
 }
 
-func (s *Server) streamingMessageLocked(p params) (*channel, *Message, apiError) {
+// ownMessageLocked finds the message named by the channel and ts params and checks that the bot
+// posted it; notOwn is the method's own error for someone else's message.
+func (s *Server) ownMessageLocked(p params, notOwn apiError) (*channel, *Message, apiError) {
 	c, ok := s.channels[p.Get("channel")]
 	if !ok {
 		return nil, nil, "channel_not_found"
@@ -625,7 +613,15 @@ func (s *Server) streamingMessageLocked(p params) (*channel, *Message, apiError)
 		return nil, nil, "message_not_found"
 	}
 	if m.BotID != s.cfg.BotID {
-		return nil, nil, "message_not_owned_by_app"
+		return nil, nil, notOwn
+	}
+	return c, m, ""
+}
+
+func (s *Server) streamingMessageLocked(p params) (*channel, *Message, apiError) {
+	c, m, e := s.ownMessageLocked(p, "message_not_owned_by_app")
+	if e != "" {
+		return nil, nil, e
 	}
 	if !m.Streaming {
 		return nil, nil, "message_not_in_streaming_state"
