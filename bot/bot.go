@@ -92,6 +92,11 @@ const (
 	noticeLimit      = 4                      // busy notices in flight at once; more are dropped (logged)
 	interactiveLimit = 16                     // button clicks handled at once; more are dropped (logged)
 	noticeTimeout    = 10 * time.Second
+
+	// Work is started once the envelopes arriving with it are acked: held until no envelope came
+	// for burstGap, never longer than burstHold (see Bot.later).
+	burstGap  = 2 * time.Millisecond
+	burstHold = 50 * time.Millisecond
 )
 
 // Bot is the Socket Mode event loop. Create it with New and call Run once.
@@ -115,6 +120,7 @@ type Bot struct {
 
 	// Only the event loop goroutine touches these.
 	envelopes, events, messages *seen
+	held                        []func() // work handled but not started yet (see later)
 
 	mu      sync.Mutex
 	state   State
@@ -188,6 +194,7 @@ func (b *Bot) setConnected(up bool) {
 // its messages with a note, and returns once every goroutine has ended: nil after ctx was
 // cancelled, otherwise the connection's error.
 func (b *Bot) Run(ctx context.Context) error {
+	b.log.Debug("event decoders warmed", zap.Duration("took", warmDecoders()))
 	// The socket outlives ctx by a moment (see flushAcks): it is stopped explicitly below.
 	sockCtx, stopSock := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSock()
@@ -215,6 +222,9 @@ func (b *Bot) Run(ctx context.Context) error {
 
 	var runErr error
 	sockDone := false
+	burst := time.NewTimer(burstGap) // fires when a burst of envelopes is over: its held work starts
+	burst.Stop()
+	var heldSince time.Time
 loop:
 	for {
 		select {
@@ -227,9 +237,31 @@ loop:
 			}
 			break loop
 		case evt := <-b.sm.Events:
-			b.handle(work, evt, time.Now())
+			read := time.Now()
+			b.handle(work, evt, read)
+			switch {
+			case len(b.held) == 0:
+			case heldSince.IsZero():
+				heldSince = read
+				fallthrough
+			case read.Sub(heldSince) < burstHold:
+				burst.Reset(burstGap)
+			default: // a burst longer than burstHold: start what waited so far
+				burst.Stop()
+				b.release()
+				heldSince = time.Time{}
+			}
+		case <-burst.C:
+			if len(b.sm.Events) > 0 && time.Since(heldSince) < burstHold {
+				burst.Reset(burstGap) // the burst goes on (its envelopes were slow to handle): ack them first
+				continue
+			}
+			b.release()
+			heldSince = time.Time{}
 		}
 	}
+	burst.Stop()
+	b.release() // acked: answered, or told about the restart (see answer)
 	if !sockDone {
 		b.flushAcks()
 	}
@@ -241,6 +273,24 @@ loop:
 	b.setConnected(false)
 	b.drain(cancelWork, endClosing)
 	return runErr
+}
+
+// later starts f in a goroutine of the bot's once the envelopes arriving with this one are acked:
+// Slack may deliver many envelopes at once (N people asking together), and each answer started
+// at once would compete for the CPU with the acks of the envelopes behind it (parsing, opening
+// HTTP connections, the first Slack and model calls). The loop holds started work until no
+// envelope has come for burstGap (2 ms) and none is waiting, at most burstHold (50 ms), so a
+// burst is acked first.
+// Only the loop goroutine calls it.
+func (b *Bot) later(f func()) { b.held = append(b.held, f) }
+
+// release starts the held work.
+func (b *Bot) release() {
+	for i, f := range b.held {
+		b.wg.Go(f)
+		b.held[i] = nil
+	}
+	b.held = b.held[:0]
 }
 
 // flushAcks gives acks queued just before shutdown a moment to reach the socket: slack-go
@@ -568,7 +618,7 @@ func (b *Bot) startReply(work context.Context, rr handlers.ReplyRequest, read ti
 	key := threadKey(rr.Channel, rr.ThreadTS)
 	prev, done := b.turns.take(key)
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
-	b.wg.Go(func() {
+	b.later(func() {
 		started, ran, err := b.answer(work, rr, key, prev, done, log)
 		if ran {
 			b.finished("reply", err, read, started, log) // after the slot and the thread are free
@@ -686,7 +736,7 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 		return
 	}
 	log.Warn("busy: asker told to retry", zap.Int("max_concurrent", b.opt.MaxConcurrent))
-	b.wg.Go(func() {
+	b.later(func() {
 		defer func() { <-b.notices }()
 		b.tell(work, rr, BusyText, log)
 	})
@@ -750,7 +800,7 @@ func (b *Bot) startImagine(work context.Context, ir handlers.ImagineRequest, rea
 		log.Debug("/imagine not started")
 		return
 	}
-	b.wg.Go(func() {
+	b.later(func() {
 		defer func() { <-b.sem }()
 		started := time.Now()
 		err := func() (err error) {
@@ -788,7 +838,7 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 		log.Warn("interaction dropped: too many in flight")
 		return
 	}
-	b.wg.Go(func() {
+	b.later(func() {
 		defer func() { <-b.clicks }()
 		var err error
 		func() {

@@ -80,7 +80,7 @@ func (b *Bot) tellClicker(work context.Context, channel, user, threadTS, text st
 		log.Warn("notice dropped: too many clicks in flight")
 		return
 	}
-	b.wg.Go(func() {
+	b.later(func() {
 		defer func() { <-b.clicks }()
 		b.tell(work, handlers.ReplyRequest{Channel: channel, User: user, ThreadTS: threadTS}, text, log)
 	})

@@ -1,0 +1,119 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+// mentionEvent is the event slack-go's Socket Mode client emits for an app_mention envelope of
+// message ts in channel C1 (decoded from the JSON, as slack-go does).
+func mentionEvent(t *testing.T, envelopeID, ts string) socketmode.Event {
+	t.Helper()
+	env := fmt.Sprintf(`{"envelope_id":%q,"type":"events_api","payload":{"team_id":"T1","type":"event_callback","event_id":"Ev%s","event_time":1,`+
+		`"event":{"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":%q,"channel":"C1","event_ts":%q}}}`, envelopeID, envelopeID, ts, ts)
+	data, err := decodeSample(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return socketmode.Event{Type: socketmode.EventTypeEventsAPI, Data: data,
+		Request: &socketmode.Request{Type: "events_api", EnvelopeID: envelopeID}}
+}
+
+// orderLog records acks and reply starts in the order they happen.
+type orderLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *orderLog) add(s string) {
+	o.mu.Lock()
+	o.events = append(o.events, s)
+	o.mu.Unlock()
+}
+
+func (o *orderLog) get() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.events...)
+}
+
+// A burst of envelopes is acked before any of its answers starts: the answers' work (HTTP
+// connections, Slack and model calls) would otherwise compete with the acks still to come.
+func TestBurstAckedBeforeItsWorkStarts(t *testing.T) {
+	const n = 30 // within the Events channel's buffer (50), so the whole burst waits there at once
+	fs := newFakeSlack(t, fakeslack.Config{})
+	var log orderLog
+	pushed := make(chan struct{})
+	var once sync.Once
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		log.add("reply " + req.TS)
+		return nil
+	}}
+	h := startBot(t, fs, r, nil, Options{Hooks: Hooks{Acked: func(string, time.Duration) {
+		log.add("ack")
+		once.Do(func() { <-pushed }) // the loop waits in the first ack until the burst is queued
+	}}})
+
+	for i := range n {
+		h.bot.sm.Events <- mentionEvent(t, fmt.Sprintf("burst%d", i), fmt.Sprintf("100.%06d", i))
+	}
+	close(pushed)
+	h.waitFor(t, "every answer started", func() bool { return len(r.requests()) == n })
+
+	got := log.get()
+	acks := 0
+	for i, e := range got {
+		if e != "ack" {
+			if acks != n {
+				t.Fatalf("answer started after %d of %d acks (event %d of %v)", acks, n, i, got)
+			}
+			continue
+		}
+		acks++
+	}
+	if acks != n {
+		t.Fatalf("%d acks, want %d", acks, n)
+	}
+}
+
+// Envelopes that keep coming hold nothing back for long: work waits at most burstHold, not
+// until the stream of envelopes pauses.
+func TestLongBurstStartsWorkWithinTheHold(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	started := make(chan string, 1)
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		select {
+		case started <- req.TS:
+		default:
+		}
+		return nil
+	}}
+	h := startBot(t, fs, r, nil, Options{})
+
+	// One envelope a millisecond (under burstGap apart) for up to waitTimeout: the first answer
+	// must start while they still come.
+	deadline := time.Now().Add(waitTimeout)
+	for i := 0; ; i++ {
+		select {
+		case ts := <-started:
+			if i < 2 {
+				t.Logf("first answer (%s) started after %d envelopes", ts, i)
+			}
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer started during %d envelopes sent 1 ms apart for %v", i, waitTimeout)
+		}
+		h.bot.sm.Events <- mentionEvent(t, fmt.Sprintf("long%d", i), fmt.Sprintf("200.%06d", i))
+		time.Sleep(time.Millisecond)
+	}
+}
