@@ -42,6 +42,11 @@ type Config struct {
 	ConnectTimeout time.Duration  // default 10s (dial + TLS)
 	HeaderTimeout  time.Duration  // default 120s, time to response headers for chat
 	IdleTimeout    time.Duration  // default 90s, max silence between stream bytes (comments count as life)
+	// StreamCoalesce, when above 0, is the least time between two reads of a streamed answer:
+	// the events that arrive in between wait in the socket and are read together, one wake-up
+	// and one system call for several tokens instead of one each (a model sends 20-100 a
+	// second). A token reaches the caller up to this much later. 0: read bytes as they arrive.
+	StreamCoalesce time.Duration
 	ImageTimeout   time.Duration  // default 180s for the whole image call incl. download; never retried after timeout
 	MaxRetries     int            // default 2 (so 3 attempts); negative means no retry
 	MaxRetryWait   time.Duration  // default 2 min: a longer Retry-After is not waited for (error returned)
@@ -212,7 +217,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 			return
 		}
 		defer resp.Body.Close()
-		body := c.watch(resp.Body, cancel)
+		body := c.watch(sctx, resp.Body, cancel, c.cfg.StreamCoalesce)
 		defer body.stop()
 
 		br := bufio.NewReaderSize(body, 512)
@@ -256,7 +261,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 		return Completion{}, err
 	}
 	defer resp.Body.Close()
-	body := c.watch(resp.Body, cancel)
+	body := c.watch(cctx, resp.Body, cancel, 0)
 	defer body.stop()
 
 	br := bufio.NewReaderSize(body, 512)
@@ -607,23 +612,68 @@ func (c *Client) htmlError(h http.Header, r io.Reader) *Error {
 // idleReader is a response body watched for silence: every Read arms a timer that cancels
 // the request when it fires, and disarms it when data arrives. No goroutine is involved;
 // the time the caller spends between reads does not count.
+//
+// With coalesce above 0 it also spaces the reads that must wait for the network: after a Read
+// that took everything buffered, the next one first waits until coalesce has passed since it,
+// so what arrives meanwhile is read at once. The wait ends early when ctx does; it is not
+// silence (the idle timer runs only while a Read waits for data).
 type idleReader struct {
 	r     io.Reader
 	idle  time.Duration
 	timer *time.Timer
+
+	ctx      context.Context
+	coalesce time.Duration
+	pause    *time.Timer // nil until the first wait
+	last     time.Time   // when the last Read that returned data returned
+	drained  bool        // that Read did not fill its buffer: the next one waits for the network
 }
 
-func (c *Client) watch(r io.Reader, cancel context.CancelCauseFunc) *idleReader {
+// watch wraps a response body of a request made with ctx; cancel cancels ctx. coalesce is
+// Config.StreamCoalesce for streams, 0 otherwise.
+func (c *Client) watch(ctx context.Context, r io.Reader, cancel context.CancelCauseFunc, coalesce time.Duration) *idleReader {
 	t := time.AfterFunc(time.Hour, func() { cancel(errIdle) })
 	t.Stop()
-	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t}
+	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, coalesce: coalesce}
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {
+	if r.drained && r.coalesce > 0 {
+		if err := r.wait(r.coalesce - time.Since(r.last)); err != nil {
+			return 0, err
+		}
+	}
 	r.timer.Reset(r.idle)
 	n, err := r.r.Read(p)
 	r.timer.Stop()
+	if n > 0 {
+		r.last, r.drained = time.Now(), n < len(p)
+	}
 	return n, err
 }
 
-func (r *idleReader) stop() { r.timer.Stop() }
+// wait sleeps d (nothing when d <= 0) unless ctx ends first.
+func (r *idleReader) wait(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if r.pause == nil {
+		r.pause = time.NewTimer(d)
+	} else {
+		r.pause.Reset(d)
+	}
+	select {
+	case <-r.pause.C:
+		return nil
+	case <-r.ctx.Done():
+		r.pause.Stop()
+		return r.ctx.Err()
+	}
+}
+
+func (r *idleReader) stop() {
+	r.timer.Stop()
+	if r.pause != nil {
+		r.pause.Stop()
+	}
+}

@@ -47,7 +47,7 @@ func TestDefaults(t *testing.T) {
 		ReplyMode: "edit", EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
 		MaxConcurrentReplies: 50, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
-		ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
+		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
 		LogLevel: zapcore.InfoLevel,
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -112,6 +112,7 @@ func TestBadValuesAllReported(t *testing.T) {
 		"LOG_LEVEL":              "loud",
 		"LLM_HEADERS":            "api-key SECRET",
 		"CONTEXT_TOKENS":         "10",
+		"LLM_STREAM_COALESCE":    "5s",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -133,7 +134,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		`LOG_LEVEL: "loud" is not a valid value`,
 		"LLM_HEADERS: entry 1 is not Name=value",
 		"CONTEXT_TOKENS: 10 is below 500",
-		"13 problem(s)",
+		"LLM_STREAM_COALESCE: 5s must be between 0 and 1s",
+		"14 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

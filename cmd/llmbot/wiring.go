@@ -222,6 +222,7 @@ func (cfg Config) llmConfig() llm.Config {
 		ConnectTimeout: cfg.LLMConnectTimeout,
 		HeaderTimeout:  cfg.LLMHeaderTimeout,
 		IdleTimeout:    cfg.LLMIdleTimeout,
+		StreamCoalesce: cfg.LLMStreamCoalesce,
 		ImageTimeout:   cfg.ImageTimeout,
 		MaxRetries:     retries,
 		NoStreamUsage:  !cfg.LLMStreamUsage,

@@ -1,0 +1,196 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmbot/llmbot/internal/fakellm"
+)
+
+// socket is a connection's receive buffer: writes accumulate, and a Read returns everything
+// buffered (waiting while nothing is), as a TCP socket does. It counts the Reads.
+type socket struct {
+	mu     sync.Mutex
+	buf    []byte
+	closed bool
+	ready  chan struct{} // size 1: data or EOF may be there
+	reads  int
+}
+
+func newSocket() *socket { return &socket{ready: make(chan struct{}, 1)} }
+
+func (s *socket) write(b string) {
+	s.mu.Lock()
+	s.buf = append(s.buf, b...)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *socket) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *socket) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (s *socket) Read(p []byte) (int, error) {
+	for {
+		s.mu.Lock()
+		if len(s.buf) > 0 {
+			n := copy(p, s.buf)
+			s.buf = s.buf[n:]
+			s.reads++
+			s.mu.Unlock()
+			return n, nil
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return 0, io.EOF
+		}
+		s.mu.Unlock()
+		<-s.ready
+	}
+}
+
+// coalescedRead streams tokens (one every `every`) through an idleReader with coalesce until EOF, in 64-byte reads, and returns
+// what it read and how many Reads reached the socket.
+func coalescedRead(t *testing.T, coalesce time.Duration, tokens int, every time.Duration) (string, int) {
+	t.Helper()
+	sock := newSocket()
+	go func() { // the model: one token every `every`
+		for range tokens {
+			time.Sleep(every)
+			sock.write("tok ")
+		}
+		sock.close()
+	}()
+	c := &Client{cfg: Config{IdleTimeout: time.Hour}}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	r := c.watch(ctx, sock, cancel, coalesce)
+	defer r.stop()
+	var got []byte
+	p := make([]byte, 64)
+	for {
+		n, err := r.Read(p)
+		got = append(got, p[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return string(got), sock.reads
+}
+
+// With StreamCoalesce the events that arrive within the interval are read together: 100 tokens
+// 10 ms apart take about 1 s / 100 ms reads instead of 100, and every byte still arrives.
+func TestStreamCoalesceReadsLessOften(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		text, plain := coalescedRead(t, 0, 100, 10*time.Millisecond)
+		ctext, coalesced := coalescedRead(t, 100*time.Millisecond, 100, 10*time.Millisecond)
+		if text != ctext || len(text) != 400 {
+			t.Fatalf("read %d bytes plain and %d coalesced, want the same 400", len(text), len(ctext))
+		}
+		if plain != 100 {
+			t.Errorf("plain: %d socket reads, want one per token (100)", plain)
+		}
+		if coalesced > 12 { // 1 s of tokens / 100 ms, the first read and the last
+			t.Errorf("coalesced: %d socket reads, want about 11", coalesced)
+		}
+		t.Logf("socket reads: %d plain, %d coalesced (100 ms)", plain, coalesced)
+	})
+}
+
+// A read that filled its buffer leaves more waiting: the next one does not pause.
+func TestStreamCoalesceDoesNotPauseWhileDataIsBuffered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sock := newSocket()
+		sock.write(string(make([]byte, 200)))
+		c := &Client{cfg: Config{IdleTimeout: time.Hour}}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		r := c.watch(ctx, sock, cancel, time.Second)
+		defer r.stop()
+		start := time.Now()
+		p := make([]byte, 64)
+		for read := 0; read < 200; {
+			n, err := r.Read(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read += n
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("reading 200 buffered bytes in 64-byte reads took %v, want no pause", d)
+		}
+	})
+}
+
+// Cancelling the stream ends a pause at once.
+func TestStreamCoalescePauseEndsWithTheContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sock := newSocket()
+		sock.write("tok ")
+		c := &Client{cfg: Config{IdleTimeout: time.Hour}}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		r := c.watch(ctx, sock, cancel, time.Minute)
+		defer r.stop()
+		if _, err := r.Read(make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		time.AfterFunc(time.Second, func() { cancel(errStreamDone) })
+		_, err := r.Read(make([]byte, 64))
+		if !errors.Is(err, context.Canceled) || time.Since(start) != time.Second {
+			t.Errorf("Read in a pause cancelled after 1s: %v after %v", err, time.Since(start))
+		}
+	})
+}
+
+// A coalesced stream from a real (loopback) server yields the same answer, and a stall is still
+// found by the idle timeout, which does not count the pauses.
+func TestStreamCoalesceAgainstFakeLLM(t *testing.T) {
+	srv := fakellm.New()
+	defer srv.Close()
+	srv.SetAPIKey(testKey)
+	tokens := fakellm.Split(fakellm.Answer(120, 7))
+	srv.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
+		if r.Messages[len(r.Messages)-1].Content == "stall" {
+			return fakellm.Tokens("Hel", "lo").StallAfter(1)
+		}
+		return fakellm.Tokens(tokens...).Paced(0, 2*time.Millisecond)
+	})
+	var want string
+	for _, tok := range tokens {
+		want += tok
+	}
+	for _, coalesce := range []time.Duration{0, 50 * time.Millisecond} {
+		c, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m", MaxRetries: -1,
+			IdleTimeout: 300 * time.Millisecond, StreamCoalesce: coalesce})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := collect(t, c.Stream(t.Context(), hello))
+		if r.Err != nil || r.Content != want || r.Finish != "stop" {
+			t.Errorf("coalesce %v: %s, want the whole answer", coalesce, show(r))
+		}
+		stalled := collect(t, c.Stream(t.Context(), ChatRequest{Messages: []Message{{Role: RoleUser, Content: "stall"}}}))
+		if stalled.Err == nil || stalled.Err.Kind != KindTimeout || stalled.Content != "Hel" {
+			t.Errorf("coalesce %v, stall: %s, want a timeout after Hel", coalesce, show(stalled))
+		}
+	}
+}
