@@ -1,10 +1,41 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
+
+func TestParseSchedstat(t *testing.T) {
+	if got, err := parseSchedstat("1107766458 619725671 957\n"); err != nil || got != 1107766458*time.Nanosecond {
+		t.Errorf("parseSchedstat = %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "x 1 2"} {
+		if _, err := parseSchedstat(bad); err == nil {
+			t.Errorf("parseSchedstat(%q) accepted", bad)
+		}
+	}
+}
+
+// cpuTime of this process grows with work it does, in steps finer than /proc/<pid>/stat's 10 ms.
+func TestCPUTimeOfThisProcess(t *testing.T) {
+	before, err := cpuTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for i := range 3_000_000 { // a few ms of CPU
+		x += i % 7
+	}
+	after, err := cpuTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Errorf("cpuTime did not grow (%v -> %v) over a busy loop (%d)", before, after, x)
+	}
+}
 
 func TestParseStatCPU(t *testing.T) {
 	tests := []struct {

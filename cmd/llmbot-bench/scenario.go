@@ -87,7 +87,9 @@ type result struct {
 	toModel      []time.Duration // question posted -> the model request for it (not scaled)
 	httpConns    int             // of the goroutines after: idle HTTP connections' read/write loops
 	streamTime   []time.Duration // model: first token -> last token, per answer (not scaled)
-	cpu          time.Duration
+	cpu          time.Duration // from the first question to the end of the run
+	idleCPU      time.Duration // during the settle time before the load
+	idleFor      time.Duration // how long that was
 	idleRSS      int64 // kB
 	peakRSS      int64 // kB
 	goroutines   int
@@ -195,10 +197,18 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if err != nil || !bot.running() {
 		return nil, fmt.Errorf("bot did not connect to the fake Slack (log: %s): %v", logPath, err)
 	}
+	idle0, err := cpuTime(bot.pid())
+	if err != nil {
+		return nil, err
+	}
+	settled := time.Now()
 	if err := sleep(ctx, set.settle); err != nil { // idle RSS is measured after start-up
 		return nil, err
 	}
 	res := &result{n: n, policy: policy, best: bestMeanLag(n, set.updatesPerMin)}
+	if idle1, err := cpuTime(bot.pid()); err == nil {
+		res.idleCPU, res.idleFor = idle1-idle0, time.Since(settled)
+	}
 	if res.idleRSS, err = memKB(bot.pid(), "VmRSS"); err != nil {
 		return nil, err
 	}

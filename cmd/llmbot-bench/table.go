@@ -50,6 +50,14 @@ func (r *result) cpuPer1k() time.Duration {
 	return time.Duration(float64(r.cpu) * 1000 / float64(r.tokens))
 }
 
+// idleCPUPerSec is the bot's CPU while idle (connected, before the load), in ms per second.
+func (r *result) idleCPUPerSec() float64 {
+	if r.idleFor <= 0 {
+		return 0
+	}
+	return float64(r.idleCPU) / float64(time.Millisecond) / r.idleFor.Seconds()
+}
+
 func (r *result) summary() string {
 	return fmt.Sprintf("lag mean / p95 %s s (best %ss, ratio %s), complete %d wrong %d lost %d dup %d, 429s %d, calls %d",
 		r.lagCell(), secs(r.best), r.ratio(), r.complete, r.wrong, r.lost, r.duplicates, r.throttled, r.calls)
@@ -100,8 +108,8 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		if r.note != "" {
 			fmt.Fprintf(w, "- N=%d %s: %s\n", r.n, r.policy, r.note)
 		}
-		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak streams %d; unmatched edits %d; logs: %s; wall %v\n",
+		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak streams %d; unmatched edits %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
 			r.n, r.policy, strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
-			r.peakStreams, r.unmatched, strings.Join(logs, ", "), r.wall.Round(100*time.Millisecond))
+			r.peakStreams, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
 	}
 }
