@@ -39,6 +39,11 @@ type Bucket struct {
 	last   time.Time // last refill
 	paused time.Time // no token is handed out before this
 	cutAt  time.Time // last time rate was lowered
+	// earned counts every token earned since the start; a waiter's place in line is the count at
+	// which its token is earned, so it can find its time again after a pause or a rate change,
+	// which epoch counts.
+	earned float64
+	epoch  uint64
 }
 
 // NewBucket returns a full bucket refilling perMinute tokens a minute, holding at most burst (at least 1).
@@ -68,6 +73,11 @@ func (b *Bucket) Rate() float64 {
 
 // Wait takes one token, waiting for it (and for any pause) unless ctx ends first, in which case the
 // reservation is returned and the cause of ctx is returned. Waiters are served in arrival order.
+//
+// A waiter keeps its place in line (the count of earned tokens at which its token is due), not its
+// time: when a 429 pauses the bucket or lowers its rate while it waits, it works out its time again
+// from its place, so the waiters queued before a pause resume one at a time at the rate after it,
+// instead of all at once when it ends (which would draw the 429s again).
 func (b *Bucket) Wait(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
@@ -77,40 +87,46 @@ func (b *Bucket) Wait(ctx context.Context) error {
 	b.refillLocked(now)
 	b.tokens--
 	d := b.delayLocked(now)
+	place := b.earned - math.Min(b.tokens, 0) // this token is ours once this many have been earned
+	epoch := b.epoch
 	b.mu.Unlock()
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		// The bucket may have been paused while we slept; wait out the pause too (the token stays ours).
-		return b.waitPause(ctx)
-	case <-ctx.Done():
-		b.refund()
-		return context.Cause(ctx)
-	}
-}
-
-// waitPause waits until the bucket is not paused.
-func (b *Bucket) waitPause(ctx context.Context) error {
-	for {
-		b.mu.Lock()
-		d := time.Until(b.paused)
-		b.mu.Unlock()
-		if d <= 0 {
-			return nil
+	var t *time.Timer
+	for d > 0 {
+		if t == nil {
+			t = time.NewTimer(d)
+			defer t.Stop()
+		} else {
+			t.Reset(d)
 		}
-		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			t.Stop()
 			b.refund()
 			return context.Cause(ctx)
 		}
+		b.mu.Lock()
+		if b.epoch == epoch {
+			b.mu.Unlock()
+			return nil
+		}
+		now = time.Now()
+		b.refillLocked(now)
+		d, epoch = b.untilLocked(now, place), b.epoch
+		b.mu.Unlock()
 	}
+	return nil
+}
+
+// untilLocked is how long until the bucket is not paused and place tokens have been earned.
+func (b *Bucket) untilLocked(now time.Time, place float64) time.Duration {
+	var d time.Duration
+	if p := b.paused.Sub(now); p > 0 {
+		d = p
+	}
+	if short := place - b.earned; short > 0 {
+		d += time.Duration(math.Ceil(short / b.rate * float64(time.Second)))
+	}
+	return d
 }
 
 // TryTake takes one token if one is available now (not paused, a whole token earned) and reports whether
@@ -132,7 +148,9 @@ func (b *Bucket) Pause(until time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if until.After(b.paused) {
+		b.refillLocked(time.Now())
 		b.paused = until
+		b.epoch++
 	}
 }
 
@@ -158,6 +176,7 @@ func (b *Bucket) Throttled(retryAfter time.Duration) {
 	if until := now.Add(retryAfter); until.After(b.paused) {
 		b.paused = until
 	}
+	b.epoch++ // waiters work out their times again (the pause, the rate)
 }
 
 // take takes one token if one is available now with keep more left in the bucket, and returns 0;
@@ -214,6 +233,7 @@ func (b *Bucket) refillLocked(now time.Time) {
 		b.rate = math.Min(b.base, b.rate+b.base*recoverPerMinute*now.Sub(start).Minutes())
 	}
 	if el := now.Sub(from); el > 0 {
+		b.earned += el.Seconds() * b.rate
 		b.tokens = math.Min(b.burst, b.tokens+el.Seconds()*b.rate)
 	}
 	if now.After(b.last) {
