@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	updates := fs.Float64("updates-per-min", 50, "Slack: chat.update calls per minute per workspace (the bot's EDIT_BUDGET_PER_MINUTE is set to the same)")
 	posts := fs.Float64("posts-per-min", 60, "Slack: chat.postMessage calls per minute per channel")
 	burst := fs.Int("burst", 5, "Slack: burst of every method's token bucket")
-	reads := fs.Bool("read-limits", false, "Slack: enforce the tiers of conversations.replies/history (50/min) and users.info (100/min) too; off, reads are unlimited so the N answers really stream together and only the write budget is measured")
+	reads := fs.Bool("read-limits", true, "Slack: enforce the tiers of conversations.replies/history (50/min) and users.info (100/min) too, as Slack does; false: reads are unlimited (only the write budget is measured)")
 	quiet := fs.Duration("quiet", 10*time.Second, "a scenario ends when no model stream is open and Slack saw no call for this long")
 	settle := fs.Duration("settle", time.Second, "idle time after the bot starts (then idle RSS is read) and after the run (then goroutines are counted)")
 	timeout := fs.Duration("timeout", 0, "bound of one scenario (0: twice its expected time plus margins)")
