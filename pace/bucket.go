@@ -101,7 +101,7 @@ func (b *Bucket) Wait(ctx context.Context) error {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			b.refund()
+			b.giveUp(place)
 			return context.Cause(ctx)
 		}
 		b.mu.Lock()
@@ -115,6 +115,19 @@ func (b *Bucket) Wait(ctx context.Context) error {
 		b.mu.Unlock()
 	}
 	return nil
+}
+
+// giveUp returns the token of a waiter at place that stopped waiting, when nobody queued behind it.
+// Otherwise its slot passes unused: the waiters behind it keep their places, and a newcomer queues
+// after the last of them, so no two waiters ever share a slot (giving the token back would put the
+// newcomer on the last waiter's place, and both would go at once).
+func (b *Bucket) giveUp(place float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refillLocked(time.Now())
+	if last := b.earned - b.tokens; last <= place+1e-9 {
+		b.tokens = math.Min(b.tokens+1, b.burst)
+	}
 }
 
 // untilLocked is how long until the bucket is not paused and place tokens have been earned.

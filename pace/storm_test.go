@@ -1,6 +1,7 @@
 package pace
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"testing"
@@ -47,5 +48,73 @@ func TestWaitersAfterAPauseResumeAtTheRate(t *testing.T) {
 			}
 		}
 		t.Logf("waiters went at %v", done)
+	})
+}
+
+// A waiter that gives up does not hand its place to a newcomer while others wait behind it: the
+// newcomer would share the last waiter's slot, and both would go at once (with the look-ups' 5 s
+// bound, many waiters give up at N=200, and each such pair drew a 429 from Slack).
+func TestGivingUpNeverPutsTwoWaitersOnOneSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBucket(60, 1) // one a second, burst 1
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var mu sync.Mutex
+		var done []time.Duration
+		var wg sync.WaitGroup
+		wait := func(ctx context.Context) {
+			if err := b.Wait(ctx); err != nil {
+				return
+			}
+			mu.Lock()
+			done = append(done, time.Since(start))
+			mu.Unlock()
+		}
+		short, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		wg.Go(func() { wait(short) }) // due at 1 s, gives up at 0.5 s
+		synctest.Wait()
+		for range 2 { // due at 2 and 3 s
+			wg.Go(func() { wait(t.Context()) })
+			synctest.Wait()
+		}
+		time.Sleep(600 * time.Millisecond)
+		wg.Go(func() { wait(t.Context()) }) // a newcomer after the first gave up
+		wg.Wait()
+
+		sort.Slice(done, func(i, j int) bool { return done[i] < done[j] })
+		if len(done) != 3 {
+			t.Fatalf("%d waits ended with a token, want 3", len(done))
+		}
+		for i := 1; i < len(done); i++ {
+			if d := done[i] - done[i-1]; d < time.Second-time.Millisecond {
+				t.Errorf("two waiters went %v apart (%v), want at least 1s (the rate)", d, done)
+			}
+		}
+		t.Logf("waiters went at %v", done)
+	})
+}
+
+// A waiter that gives up with nobody behind it returns its token: the next one need not wait for it.
+func TestGivingUpLastReturnsTheToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBucket(60, 1)
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		if err := b.Wait(short); err == nil {
+			t.Fatal("the short wait got a token")
+		}
+		start := time.Now()
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 700*time.Millisecond {
+			t.Errorf("the next waiter waited %v, want 700ms (the token due at 1s)", d)
+		}
 	})
 }
