@@ -11,6 +11,7 @@ package pace
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -74,6 +75,9 @@ func (b *Bucket) Rate() float64 {
 // Wait takes one token, waiting for it (and for any pause) unless ctx ends first, in which case the
 // reservation is returned and the cause of ctx is returned. Waiters are served in arrival order.
 //
+// A wait whose token would come after ctx's deadline returns an error wrapping
+// context.DeadlineExceeded at once, without queueing.
+//
 // A waiter keeps its place in line (the count of earned tokens at which its token is due), not its
 // time: when a 429 pauses the bucket or lowers its rate while it waits, it works out its time again
 // from its place, so the waiters queued before a pause resume one at a time at the rate after it,
@@ -87,6 +91,14 @@ func (b *Bucket) Wait(ctx context.Context) error {
 	b.refillLocked(now)
 	b.tokens--
 	d := b.delayLocked(now)
+	if deadline, ok := ctx.Deadline(); ok && d > 0 && now.Add(d).After(deadline) {
+		// The token would come too late: do not queue for it (this waiter is the last in line, so
+		// giving it back moves nobody's place). Waiting in line only to give up would cost the
+		// waiters behind a slot each, and under steady overload every newcomer would.
+		b.tokens++
+		b.mu.Unlock()
+		return errTooLate
+	}
 	place := b.earned - math.Min(b.tokens, 0) // this token is ours once this many have been earned
 	epoch := b.epoch
 	b.mu.Unlock()
@@ -129,6 +141,9 @@ func (b *Bucket) giveUp(place float64) {
 		b.tokens = math.Min(b.tokens+1, b.burst)
 	}
 }
+
+// errTooLate is returned by Wait when the token would come after the context's deadline.
+var errTooLate = fmt.Errorf("pace: the next slot comes after the deadline: %w", context.DeadlineExceeded)
 
 // untilLocked is how long until the bucket is not paused and place tokens have been earned.
 func (b *Bucket) untilLocked(now time.Time, place float64) time.Duration {

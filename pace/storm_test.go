@@ -2,6 +2,7 @@ package pace
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"testing"
@@ -72,8 +73,9 @@ func TestGivingUpNeverPutsTwoWaitersOnOneSlot(t *testing.T) {
 			done = append(done, time.Since(start))
 			mu.Unlock()
 		}
-		short, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		short, cancel := context.WithCancel(t.Context())
 		defer cancel()
+		time.AfterFunc(500*time.Millisecond, cancel)
 		wg.Go(func() { wait(short) }) // due at 1 s, gives up at 0.5 s
 		synctest.Wait()
 		for range 2 { // due at 2 and 3 s
@@ -104,8 +106,9 @@ func TestGivingUpLastReturnsTheToken(t *testing.T) {
 		if err := b.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		short, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		short, cancel := context.WithCancel(t.Context())
 		defer cancel()
+		time.AfterFunc(300*time.Millisecond, cancel)
 		if err := b.Wait(short); err == nil {
 			t.Fatal("the short wait got a token")
 		}
@@ -116,5 +119,64 @@ func TestGivingUpLastReturnsTheToken(t *testing.T) {
 		if d := time.Since(start); d != 700*time.Millisecond {
 			t.Errorf("the next waiter waited %v, want 700ms (the token due at 1s)", d)
 		}
+	})
+}
+
+// A wait whose token would come after the deadline is refused at once and takes no place: the
+// next waiter is not pushed back by it.
+func TestWaitPastTheDeadlineIsRefusedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBucket(60, 1)
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if err := b.Wait(short); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 0 {
+			t.Fatalf("a wait for a token due after its deadline: %v after %v, want DeadlineExceeded at once", err, time.Since(start))
+		}
+		if err := b.Wait(t.Context()); err != nil || time.Since(start) != time.Second {
+			t.Errorf("the next waiter: %v after %v, want its token at 1s", err, time.Since(start))
+		}
+	})
+}
+
+// Under steady overload (five waiters a second, each waiting at most 5 s, for one token a second)
+// the bucket keeps serving at its rate: the waiters that cannot be served in time are refused, and
+// none of those served goes in the same instant as another.
+func TestSteadyOverloadKeepsServingAtTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBucket(60, 5)
+		start := time.Now()
+		var mu sync.Mutex
+		var served []time.Duration
+		var wg sync.WaitGroup
+		for i := range 300 { // 60 s of arrivals, 5 a second
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				defer cancel()
+				if b.Wait(ctx) == nil {
+					mu.Lock()
+					served = append(served, time.Since(start))
+					mu.Unlock()
+				}
+			})
+			if i%5 == 4 {
+				time.Sleep(time.Second)
+			}
+		}
+		wg.Wait()
+		sort.Slice(served, func(i, j int) bool { return served[i] < served[j] })
+		// 5 at once (the burst), then one a second for 60 s (+ the 5 s the last arrivals may wait).
+		if len(served) < 60 {
+			t.Errorf("%d of 300 waiters served in 65 s, want at least 60 (the rate)", len(served))
+		}
+		for i := 5; i < len(served); i++ {
+			if d := served[i] - served[i-1]; d < time.Second-time.Millisecond {
+				t.Fatalf("waiters %d and %d went %v apart, want at least 1s", i-1, i, d)
+			}
+		}
+		t.Logf("%d of 300 served, the last at %v", len(served), served[len(served)-1])
 	})
 }
