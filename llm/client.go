@@ -47,11 +47,11 @@ type Config struct {
 	// and one system call for several tokens instead of one each (a model sends 20-100 a
 	// second). A token reaches the caller up to this much later. 0: read bytes as they arrive.
 	StreamCoalesce time.Duration
-	ImageTimeout   time.Duration  // default 180s for the whole image call incl. download; never retried after timeout
-	MaxRetries     int            // default 2 (so 3 attempts); negative means no retry
-	MaxRetryWait   time.Duration  // default 2 min: a longer Retry-After is not waited for (error returned)
-	MaxImageBytes  int64          // default 25 MiB, decoded or downloaded
-	Hooks          Hooks          // optional observation callbacks (logging and metrics live in the caller)
+	ImageTimeout   time.Duration // default 180s for the whole image call incl. download; never retried after timeout
+	MaxRetries     int           // default 2 (so 3 attempts); negative means no retry
+	MaxRetryWait   time.Duration // default 2 min: a longer Retry-After is not waited for (error returned)
+	MaxImageBytes  int64         // default 25 MiB, decoded or downloaded
+	Hooks          Hooks         // optional observation callbacks (logging and metrics live in the caller)
 }
 
 // Hooks are optional callbacks that let the caller log and count what the client does on

@@ -87,11 +87,11 @@ type result struct {
 	toModel      []time.Duration // question posted -> the model request for it (not scaled)
 	httpConns    int             // of the goroutines after: idle HTTP connections' read/write loops
 	streamTime   []time.Duration // model: first token -> last token, per answer (not scaled)
-	cpu          time.Duration // from the first question to the end of the run
-	idleCPU      time.Duration // during the settle time before the load
-	idleFor      time.Duration // how long that was
-	idleRSS      int64 // kB
-	peakRSS      int64 // kB
+	cpu          time.Duration   // from the first question to the end of the run
+	idleCPU      time.Duration   // during the settle time before the load
+	idleFor      time.Duration   // how long that was
+	idleRSS      int64           // kB
+	peakRSS      int64           // kB
 	goroutines   int
 	goroutineErr error
 	logs         map[string]int
