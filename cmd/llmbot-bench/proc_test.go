@@ -19,21 +19,27 @@ func TestParseSchedstat(t *testing.T) {
 }
 
 // cpuTime of this process grows with work it does, in steps finer than /proc/<pid>/stat's 10 ms.
+// A thread's schedstat is brought up to date at a scheduler tick or when the thread stops running,
+// not while it runs: the loop spins for longer than a tick (4 ms at HZ=250) and the goroutine then
+// sleeps, so the thread that spun is descheduled before the second reading.
 func TestCPUTimeOfThisProcess(t *testing.T) {
 	before, err := cpuTime(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	x := 0
-	for i := range 3_000_000 { // a few ms of CPU
-		x += i % 7
+	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
+		for i := range 10_000 {
+			x += i % 7
+		}
 	}
+	time.Sleep(10 * time.Millisecond)
 	after, err := cpuTime(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after <= before {
-		t.Errorf("cpuTime did not grow (%v -> %v) over a busy loop (%d)", before, after, x)
+		t.Errorf("cpuTime did not grow (%v -> %v) over 30 ms of a busy loop (%d)", before, after, x)
 	}
 }
 
