@@ -212,9 +212,18 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 }
 
 // UserIDs lists the user ids whose names Build may need, in order of first appearance:
-// the authors of people's messages and the users mentioned with <@U…> (also in forwarded
-// messages). The caller resolves them before calling Build (users.info, cached).
+// the users mentioned with <@U…> (also in forwarded messages) and, when more than one person
+// wrote in the thread (Build then labels their messages), the authors. A thread one person
+// started needs no look-up of its author. The caller resolves them before calling Build
+// (users.info, cached).
 func UserIDs(thread []slack.Message) []string {
+	authors := map[string]bool{}
+	for i := range thread {
+		if m := latest(thread[i]); !isBot(&m) && m.User != "" {
+			authors[m.User] = true
+		}
+	}
+	labelled := len(authors) > 1
 	seen := map[string]bool{}
 	var ids []string
 	add := func(id string) {
@@ -240,7 +249,7 @@ func UserIDs(thread []slack.Message) []string {
 	}
 	for i := range thread {
 		m := latest(thread[i])
-		if !isBot(&m) {
+		if labelled && !isBot(&m) {
 			add(m.User)
 		}
 		mentions(m.Text)

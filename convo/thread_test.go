@@ -242,9 +242,21 @@ func TestUserIDs(t *testing.T) {
 	if got != want {
 		t.Errorf("UserIDs = %s, want %s", got, want)
 	}
-	// Mentions inside a forwarded message count too.
-	if got, want := strings.Join(UserIDs(loadReplies(t, "replies_files.json")), ","), "U01ALICE,U0BOT,U01CAROL"; got != want {
+	// One person's thread: her own name is never shown (no labels), only the people mentioned are
+	// needed, here in the bot's answer and inside a forwarded message.
+	if got, want := strings.Join(UserIDs(loadReplies(t, "replies_files.json")), ","), "U0BOT,U01ALICE,U01CAROL"; got != want {
 		t.Errorf("UserIDs with a forwarded message = %s, want %s", got, want)
+	}
+	// A mention that starts its thread needs no look-up at all (the bot names itself).
+	alone := []slack.Message{{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "<@U0BOT> hi"}}}
+	if got := UserIDs(alone); len(got) != 1 || got[0] != "U0BOT" {
+		t.Errorf("UserIDs of a new mention = %v, want [U0BOT]", got)
+	}
+	// An edited message counts under its author; the second person makes labels (and names) needed.
+	two := append(alone, slack.Message{Msg: slack.Msg{SubType: slack.MsgSubTypeMessageChanged, Timestamp: "1.000002"},
+		SubMessage: &slack.Msg{User: "U01BOB", Timestamp: "1.000002", Text: "me too"}})
+	if got, want := strings.Join(UserIDs(two), ","), "U01ALICE,U0BOT,U01BOB"; got != want {
+		t.Errorf("UserIDs of a two-person thread = %s, want %s", got, want)
 	}
 }
 

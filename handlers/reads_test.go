@@ -204,14 +204,14 @@ func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
 				}
 				fs.namesErr = limitedBy(lim) // Tier 4: 100 a minute, burst 10
 				for i := range n {
-					fs.names[fmt.Sprint("U", i)] = fmt.Sprint("person", i)
+					fs.names[fmt.Sprint("V", i)] = fmt.Sprint("person", i)
 				}
 				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
 				var wg sync.WaitGroup
 				for i := range n {
 					req := ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: fmt.Sprint("U", i),
-						Team: "T1", TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
-					wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
+						Team: "T1", TS: testTS, ThreadTS: testTS, Text: fmt.Sprintf("<@UBOT> what does <@V%d> think?", i)}
+					wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) }) // one look-up each: the person mentioned
 				}
 				wg.Wait()
 				var limited int

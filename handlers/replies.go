@@ -98,6 +98,7 @@ const (
 	nameCacheSize   = 5000
 	nameCacheTTL    = time.Hour
 	namesTimeout    = 5 * time.Second
+	stopNameTimeout = time.Second // the asker's name for "Stopped by <name>.", looked up after the stop
 )
 
 var (

@@ -526,6 +526,42 @@ func TestReplyResolvesNamesOnce(t *testing.T) {
 	})
 }
 
+// One person's question shows no names to the model (no speaker labels), so it costs no users.info
+// call: under load the look-up budget (100/min) would otherwise hold back the start of every answer.
+func TestReplyToOnePersonLooksUpNoName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), testOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		if calls := rt.slack.callsOf("users.info"); len(calls) != 0 {
+			t.Errorf("users.info calls = %v, want none", calls)
+		}
+		if got := rt.texts(); len(got) != 1 || got[0] != "Hi." {
+			t.Errorf("reply = %q, want [Hi.]", got)
+		}
+	})
+}
+
+// A question the thread read does not show yet (Slack's replies lag a moment behind its events) still
+// counts as a second person: both are labelled with their names.
+func TestReplyNamesTheAskerMissingFromTheRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Yes."}, time.Millisecond), testOptions())
+		bob := mention("I think buckets refill continuously")
+		bob.User, bob.ThreadTimestamp = "U2", testTS
+		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{bob}
+		req := rt.req
+		req.TS, req.Text = "1700000000.000003", "<@UBOT> is Bob right?"
+		mustNoErr(t, rt.r.Reply(t.Context(), req))
+		var all strings.Builder
+		for _, m := range rt.chat.calls()[0].Messages {
+			all.WriteString(m.Content + "\n")
+		}
+		if !strings.Contains(all.String(), "Alice: ") || !strings.Contains(all.String(), "Bob: ") {
+			t.Errorf("request %q does not label Alice and Bob", all.String())
+		}
+	})
+}
+
 func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := []string{"All ", "good ", "here."}

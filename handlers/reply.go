@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -110,7 +111,11 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		p.noRegen = true
 		return finish("", textNoQuestion, convo.MarkNotice)
 	}
-	names := p.r.resolve(ctx, p.log, convo.UserIDs(thread))
+	named := thread
+	if !found { // the trigger's author and mentions count too
+		named = append(slices.Clip(thread), trigger)
+	}
+	names := p.r.resolve(ctx, p.log, convo.UserIDs(named))
 	res := convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: p.r.opt.BotUserID, BotID: p.r.opt.BotID, BotName: p.r.opt.BotName,
 		SystemPrompt: p.systemPrompt, Now: time.Now(), Budget: p.r.opt.Budget,
@@ -392,6 +397,18 @@ func (p *reply) policy(s sink) pace.Policy {
 	return p.r.opt.Edits.Policy()
 }
 
+// askerName is the asker's display name for a stop note: from the cache, else one look-up of at
+// most stopNameTimeout (a thread one person started needs no names, so the asker may not be cached).
+// ctx is the reply's own, already cancelled by the stop.
+func (p *reply) askerName(ctx context.Context) (string, bool) {
+	if n, ok := p.r.names.get(p.req.User); ok {
+		return n, true
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopNameTimeout)
+	defer cancel()
+	return p.r.resolve(lctx, p.log, []string{p.req.User}).Name(p.req.User)
+}
+
 // outcome decides the status note and mark kind of a finished stream, and the error Reply returns.
 func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr error) (string, convo.MarkKind, error) {
 	empty := strings.TrimSpace(md) == ""
@@ -406,8 +423,10 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 		if note = stopNote(cause); note == "" {
 			note = "Interrupted."
 		}
-		if n, ok := p.r.names.get(p.req.User); ok && errors.Is(cause, ErrStopped) {
-			note = "Stopped by " + n + "." // only the asker may stop an answer
+		if errors.Is(cause, ErrStopped) {
+			if n, ok := p.askerName(ctx); ok {
+				note = "Stopped by " + n + "." // only the asker may stop an answer
+			}
 		}
 		if empty {
 			kind = convo.MarkNotice
