@@ -10,6 +10,45 @@ import (
 	"time"
 )
 
+// served records when waits on a bucket got their token, counted from start.
+type served struct {
+	start time.Time
+	mu    sync.Mutex
+	at    []time.Duration
+}
+
+func newServed() *served { return &served{start: time.Now()} }
+
+// wait waits on b and records the time if it got a token.
+func (s *served) wait(ctx context.Context, b *Bucket) error {
+	err := b.Wait(ctx)
+	if err == nil {
+		s.mu.Lock()
+		s.at = append(s.at, time.Since(s.start))
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// sorted returns the recorded times in order; call it once every wait has ended.
+func (s *served) sorted() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sort.Slice(s.at, func(i, j int) bool { return s.at[i] < s.at[j] })
+	return s.at
+}
+
+// checkSpaced reports any two of at[from:] that are less than gap apart.
+func checkSpaced(t *testing.T, at []time.Duration, from int, gap time.Duration) {
+	t.Helper()
+	for i := max(from, 1); i < len(at); i++ {
+		if d := at[i] - at[i-1]; d < gap-time.Millisecond {
+			t.Errorf("waits %d and %d got their tokens %v apart (%v), want at least %v", i-1, i, d, at, gap)
+			return
+		}
+	}
+}
+
 // Waiters already queued when a 429 pauses the bucket resume one at a time at the (lowered) rate
 // after the pause, not all at once when it ends: at once they would draw the 429s again (Slack
 // has earned one token in the pause, not one per waiter).
@@ -19,18 +58,13 @@ func TestWaitersAfterAPauseResumeAtTheRate(t *testing.T) {
 		if err := b.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		var mu sync.Mutex
-		var done []time.Duration
+		s := newServed()
 		var wg sync.WaitGroup
 		for range 3 {
 			wg.Go(func() {
-				if err := b.Wait(t.Context()); err != nil {
+				if err := s.wait(t.Context(), b); err != nil {
 					t.Error(err)
 				}
-				mu.Lock()
-				done = append(done, time.Since(start))
-				mu.Unlock()
 			})
 		}
 		synctest.Wait() // all three queued, due at 1, 2 and 3 s
@@ -38,16 +72,11 @@ func TestWaitersAfterAPauseResumeAtTheRate(t *testing.T) {
 		b.Throttled(3 * time.Second) // a 429 at 0.5 s: paused until 3.5 s, rate cut to 0.8/s
 		wg.Wait()
 
-		sort.Slice(done, func(i, j int) bool { return done[i] < done[j] })
+		done := s.sorted()
 		if done[0] < 3500*time.Millisecond {
 			t.Errorf("a waiter went at %v, inside the pause (until 3.5s)", done[0])
 		}
-		gap := time.Duration(float64(time.Second) / (cutFactor)) // the lowered rate
-		for i := 1; i < len(done); i++ {
-			if d := done[i] - done[i-1]; d < gap-time.Millisecond {
-				t.Errorf("waiters went %v apart after the pause (%v), want at least %v (the lowered rate)", d, done, gap)
-			}
-		}
+		checkSpaced(t, done, 1, time.Duration(float64(time.Second)/cutFactor)) // the lowered rate
 		t.Logf("waiters went at %v", done)
 	})
 }
@@ -61,18 +90,9 @@ func TestGivingUpNeverPutsTwoWaitersOnOneSlot(t *testing.T) {
 		if err := b.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		var mu sync.Mutex
-		var done []time.Duration
+		s := newServed()
 		var wg sync.WaitGroup
-		wait := func(ctx context.Context) {
-			if err := b.Wait(ctx); err != nil {
-				return
-			}
-			mu.Lock()
-			done = append(done, time.Since(start))
-			mu.Unlock()
-		}
+		wait := func(ctx context.Context) { _ = s.wait(ctx, b) }
 		short, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		time.AfterFunc(500*time.Millisecond, cancel)
@@ -86,15 +106,11 @@ func TestGivingUpNeverPutsTwoWaitersOnOneSlot(t *testing.T) {
 		wg.Go(func() { wait(t.Context()) }) // a newcomer after the first gave up
 		wg.Wait()
 
-		sort.Slice(done, func(i, j int) bool { return done[i] < done[j] })
+		done := s.sorted()
 		if len(done) != 3 {
 			t.Fatalf("%d waits ended with a token, want 3", len(done))
 		}
-		for i := 1; i < len(done); i++ {
-			if d := done[i] - done[i-1]; d < time.Second-time.Millisecond {
-				t.Errorf("two waiters went %v apart (%v), want at least 1s (the rate)", d, done)
-			}
-		}
+		checkSpaced(t, done, 1, time.Second) // the rate
 		t.Logf("waiters went at %v", done)
 	})
 }
@@ -148,35 +164,25 @@ func TestWaitPastTheDeadlineIsRefusedAtOnce(t *testing.T) {
 func TestSteadyOverloadKeepsServingAtTheRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBucket(60, 5)
-		start := time.Now()
-		var mu sync.Mutex
-		var served []time.Duration
+		s := newServed()
 		var wg sync.WaitGroup
 		for i := range 300 { // 60 s of arrivals, 5 a second
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 				defer cancel()
-				if b.Wait(ctx) == nil {
-					mu.Lock()
-					served = append(served, time.Since(start))
-					mu.Unlock()
-				}
+				_ = s.wait(ctx, b)
 			})
 			if i%5 == 4 {
 				time.Sleep(time.Second)
 			}
 		}
 		wg.Wait()
-		sort.Slice(served, func(i, j int) bool { return served[i] < served[j] })
+		served := s.sorted()
 		// 5 at once (the burst), then one a second for 60 s (+ the 5 s the last arrivals may wait).
 		if len(served) < 60 {
 			t.Errorf("%d of 300 waiters served in 65 s, want at least 60 (the rate)", len(served))
 		}
-		for i := 5; i < len(served); i++ {
-			if d := served[i] - served[i-1]; d < time.Second-time.Millisecond {
-				t.Fatalf("waiters %d and %d went %v apart, want at least 1s", i-1, i, d)
-			}
-		}
+		checkSpaced(t, served, 5, time.Second)
 		t.Logf("%d of 300 served, the last at %v", len(served), served[len(served)-1])
 	})
 }
