@@ -38,6 +38,17 @@ func (s *served) sorted() []time.Duration {
 	return s.at
 }
 
+// spentBucket is a bucket of one token a second, burst 1, whose token was just taken: the next is
+// due in 1 s.
+func spentBucket(t *testing.T) *Bucket {
+	t.Helper()
+	b := NewBucket(60, 1)
+	if err := b.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // checkSpaced reports any two of at[from:] that are less than gap apart.
 func checkSpaced(t *testing.T, at []time.Duration, from int, gap time.Duration) {
 	t.Helper()
@@ -54,10 +65,7 @@ func checkSpaced(t *testing.T, at []time.Duration, from int, gap time.Duration) 
 // has earned one token in the pause, not one per waiter).
 func TestWaitersAfterAPauseResumeAtTheRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBucket(60, 1) // one a second, burst 1
-		if err := b.Wait(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		b := spentBucket(t)
 		s := newServed()
 		var wg sync.WaitGroup
 		for range 3 {
@@ -86,10 +94,7 @@ func TestWaitersAfterAPauseResumeAtTheRate(t *testing.T) {
 // bound, many waiters give up at N=200, and each such pair drew a 429 from Slack).
 func TestGivingUpNeverPutsTwoWaitersOnOneSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBucket(60, 1) // one a second, burst 1
-		if err := b.Wait(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		b := spentBucket(t)
 		s := newServed()
 		var wg sync.WaitGroup
 		wait := func(ctx context.Context) { _ = s.wait(ctx, b) }
@@ -118,10 +123,7 @@ func TestGivingUpNeverPutsTwoWaitersOnOneSlot(t *testing.T) {
 // A waiter that gives up with nobody behind it returns its token: the next one need not wait for it.
 func TestGivingUpLastReturnsTheToken(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBucket(60, 1)
-		if err := b.Wait(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		b := spentBucket(t)
 		short, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		time.AfterFunc(300*time.Millisecond, cancel)
@@ -142,10 +144,7 @@ func TestGivingUpLastReturnsTheToken(t *testing.T) {
 // next waiter is not pushed back by it.
 func TestWaitPastTheDeadlineIsRefusedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBucket(60, 1)
-		if err := b.Wait(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		b := spentBucket(t)
 		short, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
