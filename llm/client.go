@@ -245,6 +245,9 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 				yield(Chunk{}, c.failStream(sctx, resp.Header, err))
 				return
 			}
+			if chunk.FinishReason != "" {
+				body.endCoalescing() // what follows (usage, [DONE], the end) is read at once
+			}
 			if !yield(chunk, nil) {
 				return
 			}
@@ -614,9 +617,13 @@ func (c *Client) htmlError(h http.Header, r io.Reader) *Error {
 // the time the caller spends between reads does not count.
 //
 // With coalesce above 0 it also spaces the reads that must wait for the network: after a Read
-// that took everything buffered, the next one first waits until coalesce has passed since it,
-// so what arrives meanwhile is read at once. The wait ends early when ctx does; it is not
-// silence (the idle timer runs only while a Read waits for data).
+// that had to wait for data (the reader has caught up with the sender), the next one first
+// waits until coalesce has passed since it, so what arrives meanwhile is read at once. Reads
+// that find data waiting go on without a pause: a short Read alone does not mean nothing is
+// left (over TLS each Read returns one record, however many have arrived). The wait ends early
+// when ctx does; it is not silence (the idle timer runs only while a Read waits for data).
+// endCoalescing turns the pauses off for the rest of the body (after the finish reason, so the
+// end of the stream is not held back).
 type idleReader struct {
 	r     io.Reader
 	idle  time.Duration
@@ -626,8 +633,12 @@ type idleReader struct {
 	coalesce time.Duration
 	pause    *time.Timer // nil until the first wait
 	last     time.Time   // when the last Read that returned data returned
-	drained  bool        // that Read did not fill its buffer: the next one waits for the network
+	drained  bool        // that Read had to wait for data: the next one pauses first
 }
+
+// caughtUp is how long a Read must have waited for data to count as having caught up with the
+// sender (a Read that finds data waiting returns in microseconds).
+const caughtUp = time.Millisecond
 
 // watch wraps a response body of a request made with ctx; cancel cancels ctx. coalesce is
 // Config.StreamCoalesce for streams, 0 otherwise.
@@ -643,14 +654,21 @@ func (r *idleReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	var start time.Time
+	if r.coalesce > 0 {
+		start = time.Now()
+	}
 	r.timer.Reset(r.idle)
 	n, err := r.r.Read(p)
 	r.timer.Stop()
-	if n > 0 {
-		r.last, r.drained = time.Now(), n < len(p)
+	if n > 0 && r.coalesce > 0 {
+		r.last = time.Now()
+		r.drained = r.last.Sub(start) >= caughtUp
 	}
 	return n, err
 }
+
+func (r *idleReader) endCoalescing() { r.coalesce = 0 }
 
 // wait sleeps d (nothing when d <= 0) unless ctx ends first.
 func (r *idleReader) wait(d time.Duration) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -20,6 +21,10 @@ type socket struct {
 	closed bool
 	ready  chan struct{} // size 1: data or EOF may be there
 	reads  int
+	// records: a Read returns at most one write, however many are buffered, as a TLS
+	// connection returns one record per Read (and a server flushes one record per event).
+	records bool
+	sizes   []int // with records: the sizes of the writes not yet read
 }
 
 func newSocket() *socket { return &socket{ready: make(chan struct{}, 1)} }
@@ -27,6 +32,7 @@ func newSocket() *socket { return &socket{ready: make(chan struct{}, 1)} }
 func (s *socket) write(b string) {
 	s.mu.Lock()
 	s.buf = append(s.buf, b...)
+	s.sizes = append(s.sizes, len(b))
 	s.mu.Unlock()
 	s.signal()
 }
@@ -49,8 +55,19 @@ func (s *socket) Read(p []byte) (int, error) {
 	for {
 		s.mu.Lock()
 		if len(s.buf) > 0 {
-			n := copy(p, s.buf)
+			q := p
+			if s.records && len(q) > s.sizes[0] {
+				q = q[:s.sizes[0]]
+			}
+			n := copy(q, s.buf)
 			s.buf = s.buf[n:]
+			for left := n; left > 0; {
+				k := min(left, s.sizes[0])
+				if s.sizes[0] -= k; s.sizes[0] == 0 {
+					s.sizes = s.sizes[1:]
+				}
+				left -= k
+			}
 			s.reads++
 			s.mu.Unlock()
 			return n, nil
@@ -68,7 +85,11 @@ func (s *socket) Read(p []byte) (int, error) {
 // what it read and how many Reads reached the socket.
 func coalescedRead(t *testing.T, coalesce time.Duration, tokens int, every time.Duration) (string, int) {
 	t.Helper()
-	sock := newSocket()
+	return coalescedReadFrom(t, newSocket(), coalesce, tokens, every)
+}
+
+func coalescedReadFrom(t *testing.T, sock *socket, coalesce time.Duration, tokens int, every time.Duration) (string, int) {
+	t.Helper()
 	go func() { // the model: one token every `every`
 		for range tokens {
 			time.Sleep(every)
@@ -97,7 +118,7 @@ func coalescedRead(t *testing.T, coalesce time.Duration, tokens int, every time.
 }
 
 // With StreamCoalesce the events that arrive within the interval are read together: 100 tokens
-// 10 ms apart take about 1 s / 100 ms reads instead of 100, and every byte still arrives.
+// 10 ms apart take a few Reads per 100 ms instead of 100, and every byte still arrives.
 func TestStreamCoalesceReadsLessOften(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		text, plain := coalescedRead(t, 0, 100, 10*time.Millisecond)
@@ -108,10 +129,29 @@ func TestStreamCoalesceReadsLessOften(t *testing.T) {
 		if plain != 100 {
 			t.Errorf("plain: %d socket reads, want one per token (100)", plain)
 		}
-		if coalesced > 12 { // 1 s of tokens / 100 ms, the first read and the last
-			t.Errorf("coalesced: %d socket reads, want about 11", coalesced)
+		// Per 100 ms: the Read that takes what came during the pause and the one that waits for
+		// the next token (a third when a token comes the instant the pause ends).
+		if coalesced > 30 {
+			t.Errorf("coalesced: %d socket reads, want at most 3 per 100 ms", coalesced)
 		}
 		t.Logf("socket reads: %d plain, %d coalesced (100 ms)", plain, coalesced)
+	})
+}
+
+// Over TLS a Read returns one record (one event) even when many have arrived: the reads that find
+// data waiting go on without a pause, so the stream is not held to one event per interval (which
+// would have taken 100 x 100 ms = 10 s here instead of about 1 s).
+func TestStreamCoalesceReadsEveryRecordWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		text, reads := coalescedReadFrom(t, &socket{ready: make(chan struct{}, 1), records: true}, 100*time.Millisecond, 100, 10*time.Millisecond)
+		if len(text) != 400 {
+			t.Fatalf("read %d bytes, want 400", len(text))
+		}
+		if d := time.Since(start); d > 1200*time.Millisecond {
+			t.Errorf("100 tokens over 1 s, one record each, took %v to read, want at most 1.2 s", d)
+		}
+		t.Logf("%d socket reads in %v", reads, time.Since(start))
 	})
 }
 
@@ -144,7 +184,7 @@ func TestStreamCoalesceDoesNotPauseWhileDataIsBuffered(t *testing.T) {
 func TestStreamCoalescePauseEndsWithTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sock := newSocket()
-		sock.write("tok ")
+		time.AfterFunc(10*time.Millisecond, func() { sock.write("tok ") }) // the Read waits for it: caught up
 		c := &Client{cfg: Config{IdleTimeout: time.Hour}}
 		ctx, cancel := context.WithCancelCause(t.Context())
 		r := c.watch(ctx, sock, cancel, time.Minute)
@@ -193,4 +233,44 @@ func TestStreamCoalesceAgainstFakeLLM(t *testing.T) {
 			t.Errorf("coalesce %v, stall: %s, want a timeout after Hel", coalesce, show(stalled))
 		}
 	}
+}
+
+// bodyTransport answers every request with 200, an event stream, and sock as the body.
+type bodyTransport struct{ sock *socket }
+
+func (b bodyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(b.sock), Request: req}, nil
+}
+
+// Once the finish reason is read, the rest of the stream (the usage chunk, [DONE], the end) is
+// read as it comes: the end of the answer, and with it the reply's final edit, is not held back
+// by a pause.
+func TestStreamCoalesceEndsWithTheFinishReason(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sock := newSocket()
+		c, err := New(Config{BaseURL: "http://model.test/v1", APIKey: testKey, ChatModel: "m", MaxRetries: -1,
+			StreamCoalesce: time.Minute, HTTPClient: &http.Client{Transport: bodyTransport{sock}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(10 * time.Millisecond) // the Read waits for it: caught up, so the next one would pause
+			sock.write(`data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}` + "\n\n" +
+				`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n")
+			time.Sleep(10 * time.Millisecond)
+			sock.write(`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}` + "\n\n")
+			time.Sleep(10 * time.Millisecond)
+			sock.write("data: [DONE]\n\n")
+			sock.close()
+		}()
+		start := time.Now()
+		r := collect(t, c.Stream(t.Context(), hello))
+		if r.Err != nil || r.Content != "Hi" || r.Finish != "stop" {
+			t.Fatalf("stream: %s, want Hi, stop", show(r))
+		}
+		if d := time.Since(start); d != 30*time.Millisecond {
+			t.Errorf("the stream ended after %v, want 30ms (when [DONE] came), not a pause of a minute later", d)
+		}
+	})
 }
