@@ -45,6 +45,9 @@ type Bucket struct {
 	// which epoch counts.
 	earned float64
 	epoch  uint64
+	// issued numbers the waits that queued; the last one queued holds the latest number, and
+	// only it may give its token back when it stops waiting (see giveUp).
+	issued uint64
 }
 
 // NewBucket returns a full bucket refilling perMinute tokens a minute, holding at most burst (at least 1).
@@ -101,6 +104,11 @@ func (b *Bucket) Wait(ctx context.Context) error {
 	}
 	place := b.earned - math.Min(b.tokens, 0) // this token is ours once this many have been earned
 	epoch := b.epoch
+	var ticket uint64
+	if d > 0 {
+		b.issued++
+		ticket = b.issued
+	}
 	b.mu.Unlock()
 	var t *time.Timer
 	for d > 0 {
@@ -113,7 +121,7 @@ func (b *Bucket) Wait(ctx context.Context) error {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			b.giveUp(place)
+			b.giveUp(ticket)
 			return context.Cause(ctx)
 		}
 		b.mu.Lock()
@@ -129,15 +137,17 @@ func (b *Bucket) Wait(ctx context.Context) error {
 	return nil
 }
 
-// giveUp returns the token of a waiter at place that stopped waiting, when nobody queued behind it.
-// Otherwise its slot passes unused: the waiters behind it keep their places, and a newcomer queues
-// after the last of them, so no two waiters ever share a slot (giving the token back would put the
-// newcomer on the last waiter's place, and both would go at once).
-func (b *Bucket) giveUp(place float64) {
+// giveUp returns the token of a waiter that stopped waiting, when nobody queued after it (its
+// ticket is the last issued). Otherwise its slot passes unused: the waiters behind it keep their
+// places, and a newcomer queues after the last of them, so no two waiters ever share a slot
+// (giving the token back would put the newcomer on the last waiter's place, and both would go at
+// once). Tickets are counted, not compared as places, so float rounding never decides.
+func (b *Bucket) giveUp(ticket uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refillLocked(time.Now())
-	if last := b.earned - b.tokens; last <= place+1e-9 {
+	if ticket == b.issued {
+		b.issued-- // the one queued before it is the last now
 		b.tokens = math.Min(b.tokens+1, b.burst)
 	}
 }
@@ -196,10 +206,13 @@ func (b *Bucket) Throttled(retryAfter time.Duration) {
 	if !now.Before(b.paused) { // a first 429, not one more answer to requests sent before the pause
 		b.rate = math.Max(b.rate*cutFactor, b.base*minFraction)
 		b.cutAt = now
-	}
-	if b.tokens >= 0 {
-		// Retry-After is when the next call may go: one token at the end of the pause, then the rate.
-		b.tokens = 1
+		if b.tokens >= 0 {
+			// Retry-After is when the next call may go: one token at the end of the pause, then the
+			// rate. Only on the first 429: nobody is queued then (tokens >= 0 and no pause), while
+			// during a pause a waiter may hold the token already, and giving it again would send two
+			// calls at once when the pause ends.
+			b.tokens = 1
+		}
 	}
 	if until := now.Add(retryAfter); until.After(b.paused) {
 		b.paused = until

@@ -185,3 +185,53 @@ func TestSteadyOverloadKeepsServingAtTheRate(t *testing.T) {
 		t.Logf("%d of 300 served, the last at %v", len(served), served[len(served)-1])
 	})
 }
+
+// A volley of 429s (answers to calls already in flight) gives the token at the end of the pause
+// once: a waiter that queued between two of them keeps it, and the next one comes at the rate.
+func TestVolleyOf429sGivesOneTokenAfterThePause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBucket(60, 1)
+		s := newServed()
+		var wg sync.WaitGroup
+		b.Throttled(3 * time.Second)
+		wg.Go(func() { _ = s.wait(t.Context(), b) })
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		b.Throttled(3 * time.Second) // one more 429 from a call sent before the first
+		wg.Go(func() { _ = s.wait(t.Context(), b) })
+		wg.Wait()
+		done := s.sorted()
+		if len(done) != 2 || done[0] < 3100*time.Millisecond {
+			t.Fatalf("waits got their tokens at %v, want two, none inside the pause (until 3.1s)", done)
+		}
+		checkSpaced(t, done, 1, time.Duration(float64(time.Second)/cutFactor)) // the lowered rate
+	})
+}
+
+// Waiters that give up from the last one back each return their token: the line shrinks from
+// its end, and the next newcomer is due when the first of them would have been.
+func TestGivingUpFromTheEndReturnsEveryToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := spentBucket(t)
+		var wg sync.WaitGroup
+		for _, after := range []time.Duration{300 * time.Millisecond, 200 * time.Millisecond} { // due at 1 s and 2 s
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			time.AfterFunc(after, cancel)
+			wg.Go(func() {
+				if err := b.Wait(ctx); err == nil {
+					t.Error("a wait that gave up got a token")
+				}
+			})
+			synctest.Wait()
+		}
+		wg.Wait() // the second gave up at 0.2 s, then the first at 0.3 s
+		start := time.Now()
+		if err := b.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < 700*time.Millisecond || d > 701*time.Millisecond { // ns of float rounding
+			t.Errorf("the next waiter waited %v, want 700ms (the token due at 1s)", d)
+		}
+	})
+}
