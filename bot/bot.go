@@ -68,6 +68,8 @@ type Options struct {
 	// itself) after they are acked, in a goroutine the bot owns and waits for; ctx ends at
 	// shutdown. It may call StopReply.
 	Interactive func(ctx context.Context, cb slack.InteractionCallback)
+
+	burstHold time.Duration // the most work is held while its burst is acked; default burstHold (tests set it)
 }
 
 // Hooks observe the loop (metrics live in the caller). Every field is optional and must not block.
@@ -154,6 +156,9 @@ func New(sm *socketmode.Client, id Identity, replies Replier, imagine Imaginer, 
 	}
 	if opt.DedupeMax <= 0 {
 		opt.DedupeMax = 20000
+	}
+	if opt.burstHold <= 0 {
+		opt.burstHold = burstHold
 	}
 	return &Bot{
 		sm: sm, id: id, replies: replies, imagine: imagine, notify: notify, log: log, opt: opt,
@@ -244,7 +249,7 @@ loop:
 			case heldSince.IsZero():
 				heldSince = read
 				fallthrough
-			case read.Sub(heldSince) < burstHold:
+			case read.Sub(heldSince) < b.opt.burstHold:
 				burst.Reset(burstGap)
 			default: // a burst longer than burstHold: start what waited so far
 				burst.Stop()
@@ -252,7 +257,7 @@ loop:
 				heldSince = time.Time{}
 			}
 		case <-burst.C:
-			if len(b.sm.Events) > 0 && time.Since(heldSince) < burstHold {
+			if len(b.sm.Events) > 0 && time.Since(heldSince) < b.opt.burstHold {
 				burst.Reset(burstGap) // the burst goes on (its envelopes were slow to handle): ack them first
 				continue
 			}

@@ -361,16 +361,24 @@ func TestFollowUps(t *testing.T) {
 			if len(got) != tc.want+1 {
 				t.Fatalf("Reply called %d times, want %d: %+v", len(got), tc.want+1, got)
 			}
-			if got[0].FollowUp {
-				t.Errorf("mention marked as follow-up")
+			// Replies in different threads start in no set order (a burst's work is started
+			// together once it is acked): find each request by its text.
+			byText := map[string]handlers.ReplyRequest{}
+			for _, req := range got {
+				byText[req.Text] = req
 			}
-			if tc.followUps {
-				if !got[1].FollowUp || got[1].ThreadTS != parent {
-					t.Errorf("follow-up request %+v: want FollowUp in thread %s", got[1], parent)
-				}
+			if req := byText["<@UBOT> question"]; req.FollowUp {
+				t.Errorf("mention marked as follow-up: %+v", req)
 			}
-			if last := got[len(got)-2]; strings.Contains(last.Text, "<@UBOT>") && last.FollowUp {
-				t.Errorf("a mention in a thread was routed as a follow-up: %+v", last)
+			follow, ok := byText["and a follow-up"]
+			if tc.followUps && (!ok || !follow.FollowUp || follow.ThreadTS != parent) {
+				t.Errorf("follow-up request %+v (found %t): want FollowUp in thread %s", follow, ok, parent)
+			}
+			if !tc.followUps && ok {
+				t.Errorf("follow-up answered with follow-ups off: %+v", follow)
+			}
+			if req, ok := byText["<@UBOT> mention in the thread"]; !ok || req.FollowUp || req.ThreadTS != parent {
+				t.Errorf("mention in the thread: %+v (found %t), want a mention (not a follow-up) in thread %s", req, ok, parent)
 			}
 		})
 	}
