@@ -42,10 +42,12 @@ type Config struct {
 	ConnectTimeout time.Duration  // default 10s (dial + TLS)
 	HeaderTimeout  time.Duration  // default 120s, time to response headers for chat
 	IdleTimeout    time.Duration  // default 90s, max silence between stream bytes (comments count as life)
-	// StreamCoalesce, when above 0, is the least time between two reads of a streamed answer:
-	// the events that arrive in between wait in the socket and are read together, one wake-up
-	// and one system call for several tokens instead of one each (a model sends 20-100 a
-	// second). A token reaches the caller up to this much later. 0: read bytes as they arrive.
+	// StreamCoalesce, when above 0, spaces the reads of a streamed answer that wait for the
+	// network: after a read that had to wait for data, the next comes this much later, and the
+	// events that arrived in between are read together, one wake-up for several tokens instead
+	// of one each (a model sends 20-100 a second). Reads that find data waiting go on at once,
+	// and there is no pause after the finish reason. A token reaches the caller up to this much
+	// later. 0: read bytes as they arrive.
 	StreamCoalesce time.Duration
 	ImageTimeout   time.Duration // default 180s for the whole image call incl. download; never retried after timeout
 	MaxRetries     int           // default 2 (so 3 attempts); negative means no retry
