@@ -618,14 +618,20 @@ func (c *Client) htmlError(h http.Header, r io.Reader) *Error {
 // the request when it fires, and disarms it when data arrives. No goroutine is involved;
 // the time the caller spends between reads does not count.
 //
-// With coalesce above 0 it also spaces the reads that must wait for the network: after a Read
-// that had to wait for data (the reader has caught up with the sender), the next one first
-// waits until coalesce has passed since it, so what arrives meanwhile is read at once. Reads
-// that find data waiting go on without a pause: a short Read alone does not mean nothing is
-// left (over TLS each Read returns one record, however many have arrived). The wait ends early
-// when ctx does; it is not silence (the idle timer runs only while a Read waits for data).
-// endCoalescing turns the pauses off for the rest of the body (after the finish reason, so the
-// end of the stream is not held back).
+// With coalesce above 0 it also spaces the reads that must wait for the network: once it has
+// read all that had arrived, the next Read first waits until coalesce has passed since the last
+// data, so what arrives meanwhile is read at once. The wait ends early when ctx does; it is not
+// silence (the idle timer runs only while a Read waits for data). endCoalescing turns the pauses
+// off for the rest of the body (after the finish reason, so the end of the stream is not held
+// back).
+//
+// When has it read all that had arrived? After a Read that had to wait for data, surely. After a
+// short Read that did not wait, it depends on the body: a plain socket (and HTTP/2's buffer)
+// hands out all it holds, but over TLS with HTTP/1.1 each Read returns one record (one event),
+// however many are waiting. The reader finds out by probing: now and then, after such a Read it
+// reads on without a pause; if the next probeReads Reads all find data at once, the body hands
+// out part of what it holds, and until the next probe the reader pauses only after a Read that
+// waited. Otherwise (the usual case) it pauses after every short Read: one wake-up per interval.
 type idleReader struct {
 	r     io.Reader
 	idle  time.Duration
@@ -635,19 +641,32 @@ type idleReader struct {
 	coalesce time.Duration
 	pause    *time.Timer // nil until the first wait
 	last     time.Time   // when the last Read that returned data returned
-	drained  bool        // that Read had to wait for data: the next one pauses first
+	drained  bool        // all that had arrived has been read: the next Read pauses first
+	partial  bool        // a short Read may leave data waiting (as the last probe found)
+	probe    int         // > 0: Reads left in a probe, each to find data at once
+	pauses   int         // since the last probe
 }
 
-// caughtUp is how long a Read must have waited for data to count as having caught up with the
-// sender (a Read that finds data waiting returns in microseconds).
-const caughtUp = time.Millisecond
+const (
+	// caughtUp is how long a Read must have waited for data to count as having caught up with
+	// the sender (a Read that finds data waiting returns in microseconds).
+	caughtUp = time.Millisecond
+	// A probe is probeReads Reads that must all find data at once. Two, so that a token that
+	// happens to arrive just as a socket is read again is not taken for a waiting record.
+	probeReads = 2
+	// Every probeEvery pauses the body is probed again (each probe decides anew): over TLS a
+	// stream may start slowly (one record per pause: nothing more found) and speed up, and on a
+	// socket a token may happen to come just as it is read again. A probe costs a Read that
+	// waits (an extra wake-up) on a socket: rarely, so they cost little.
+	probeEvery = 32
+)
 
 // watch wraps a response body of a request made with ctx; cancel cancels ctx. coalesce is
 // Config.StreamCoalesce for streams, 0 otherwise.
 func (c *Client) watch(ctx context.Context, r io.Reader, cancel context.CancelCauseFunc, coalesce time.Duration) *idleReader {
 	t := time.AfterFunc(time.Hour, func() { cancel(errIdle) })
 	t.Stop()
-	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, coalesce: coalesce}
+	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, coalesce: coalesce, pauses: probeEvery}
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {
@@ -655,6 +674,7 @@ func (r *idleReader) Read(p []byte) (int, error) {
 		if err := r.wait(r.coalesce - time.Since(r.last)); err != nil {
 			return 0, err
 		}
+		r.pauses++
 	}
 	var start time.Time
 	if r.coalesce > 0 {
@@ -665,9 +685,31 @@ func (r *idleReader) Read(p []byte) (int, error) {
 	r.timer.Stop()
 	if n > 0 && r.coalesce > 0 {
 		r.last = time.Now()
-		r.drained = r.last.Sub(start) >= caughtUp
+		r.drained = r.caughtUp(r.last.Sub(start) >= caughtUp, n == len(p))
 	}
 	return n, err
+}
+
+// caughtUp reports whether a Read that returned data has read all that had arrived, given
+// whether it waited for data and whether it filled its buffer; it runs the probes.
+func (r *idleReader) caughtUp(waited, full bool) bool {
+	if r.probe > 0 {
+		if waited {
+			r.probe, r.partial = 0, false // the Read before took all there was
+		} else if r.probe--; r.probe == 0 {
+			r.partial = true
+		}
+	}
+	switch {
+	case waited:
+		return true
+	case full, r.probe > 0:
+		return false
+	case r.pauses >= probeEvery: // a short Read that did not wait: did it take all? read on to see
+		r.pauses, r.probe = 0, probeReads
+		return false
+	}
+	return !r.partial
 }
 
 func (r *idleReader) endCoalescing() { r.coalesce = 0 }
