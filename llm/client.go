@@ -43,11 +43,10 @@ type Config struct {
 	HeaderTimeout  time.Duration  // default 120s, time to response headers for chat
 	IdleTimeout    time.Duration  // default 90s, max silence between stream bytes (comments count as life)
 	// StreamCoalesce, when above 0, spaces the reads of a streamed answer that wait for the
-	// network: after a read that had to wait for data, the next comes this much later, and the
-	// events that arrived in between are read together, one wake-up for several tokens instead
-	// of one each (a model sends 20-100 a second). Reads that find data waiting go on at once,
-	// and there is no pause after the finish reason. A token reaches the caller up to this much
-	// later. 0: read bytes as they arrive.
+	// network: once the body has been read up to what had arrived, the next read comes this much
+	// later, and the events that arrived in between are read together, one wake-up for several
+	// tokens instead of one each (a model sends 20-100 a second). There is no pause after the
+	// finish reason. A token reaches the caller up to this much later. 0: read bytes as they arrive.
 	StreamCoalesce time.Duration
 	ImageTimeout   time.Duration // default 180s for the whole image call incl. download; never retried after timeout
 	MaxRetries     int           // default 2 (so 3 attempts); negative means no retry
@@ -220,6 +219,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 		}
 		defer resp.Body.Close()
 		body := c.watch(sctx, resp.Body, cancel, c.cfg.StreamCoalesce)
+		body.partial = resp.TLS != nil && resp.ProtoMajor == 1 // one TLS record per Read
 		defer body.stop()
 
 		br := bufio.NewReaderSize(body, 512)
@@ -628,10 +628,9 @@ func (c *Client) htmlError(h http.Header, r io.Reader) *Error {
 // When has it read all that had arrived? After a Read that had to wait for data, surely. After a
 // short Read that did not wait, it depends on the body: a plain socket (and HTTP/2's buffer)
 // hands out all it holds, but over TLS with HTTP/1.1 each Read returns one record (one event),
-// however many are waiting. The reader finds out by probing: now and then, after such a Read it
-// reads on without a pause; if the next probeReads Reads all find data at once, the body hands
-// out part of what it holds, and until the next probe the reader pauses only after a Read that
-// waited. Otherwise (the usual case) it pauses after every short Read: one wake-up per interval.
+// however many are waiting. The response says which it is (Stream sets partial for TLS with
+// HTTP/1.x): a partial body pauses only after a Read that waited (one wake-up more per interval),
+// any other after every short Read (one wake-up per interval).
 type idleReader struct {
 	r     io.Reader
 	idle  time.Duration
@@ -642,31 +641,19 @@ type idleReader struct {
 	pause    *time.Timer // nil until the first wait
 	last     time.Time   // when the last Read that returned data returned
 	drained  bool        // all that had arrived has been read: the next Read pauses first
-	partial  bool        // a short Read may leave data waiting (as the last probe found)
-	probe    int         // > 0: Reads left in a probe, each to find data at once
-	pauses   int         // since the last probe
+	partial  bool        // a short Read may leave data waiting (TLS with HTTP/1.x: one record per Read)
 }
 
-const (
-	// caughtUp is how long a Read must have waited for data to count as having caught up with
-	// the sender (a Read that finds data waiting returns in microseconds).
-	caughtUp = time.Millisecond
-	// A probe is probeReads Reads that must all find data at once. Two, so that a token that
-	// happens to arrive just as a socket is read again is not taken for a waiting record.
-	probeReads = 2
-	// Every probeEvery pauses the body is probed again (each probe decides anew): over TLS a
-	// stream may start slowly (one record per pause: nothing more found) and speed up, and on a
-	// socket a token may happen to come just as it is read again. A probe costs a Read that
-	// waits (an extra wake-up) on a socket: rarely, so they cost little.
-	probeEvery = 32
-)
+// caughtUp is how long a Read must have waited for data to count as having caught up with the
+// sender (a Read that finds data waiting returns in microseconds).
+const caughtUp = time.Millisecond
 
 // watch wraps a response body of a request made with ctx; cancel cancels ctx. coalesce is
 // Config.StreamCoalesce for streams, 0 otherwise.
 func (c *Client) watch(ctx context.Context, r io.Reader, cancel context.CancelCauseFunc, coalesce time.Duration) *idleReader {
 	t := time.AfterFunc(time.Hour, func() { cancel(errIdle) })
 	t.Stop()
-	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, coalesce: coalesce, pauses: probeEvery}
+	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, coalesce: coalesce}
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {
@@ -674,7 +661,6 @@ func (r *idleReader) Read(p []byte) (int, error) {
 		if err := r.wait(r.coalesce - time.Since(r.last)); err != nil {
 			return 0, err
 		}
-		r.pauses++
 	}
 	var start time.Time
 	if r.coalesce > 0 {
@@ -685,31 +671,10 @@ func (r *idleReader) Read(p []byte) (int, error) {
 	r.timer.Stop()
 	if n > 0 && r.coalesce > 0 {
 		r.last = time.Now()
-		r.drained = r.caughtUp(r.last.Sub(start) >= caughtUp, n == len(p))
+		waited := r.last.Sub(start) >= caughtUp
+		r.drained = waited || (n < len(p) && !r.partial)
 	}
 	return n, err
-}
-
-// caughtUp reports whether a Read that returned data has read all that had arrived, given
-// whether it waited for data and whether it filled its buffer; it runs the probes.
-func (r *idleReader) caughtUp(waited, full bool) bool {
-	if r.probe > 0 {
-		if waited {
-			r.probe, r.partial = 0, false // the Read before took all there was
-		} else if r.probe--; r.probe == 0 {
-			r.partial = true
-		}
-	}
-	switch {
-	case waited:
-		return true
-	case full, r.probe > 0:
-		return false
-	case r.pauses >= probeEvery: // a short Read that did not wait: did it take all? read on to see
-		r.pauses, r.probe = 0, probeReads
-		return false
-	}
-	return !r.partial
 }
 
 func (r *idleReader) endCoalescing() { r.coalesce = 0 }
