@@ -397,13 +397,10 @@ func (p *reply) policy(s sink) pace.Policy {
 	return p.r.opt.Edits.Policy()
 }
 
-// askerName is the asker's display name for a stop note: from the cache, else one look-up of at
+// askerName is the asker's display name for a stop note: resolve's cache, else one look-up of at
 // most stopNameTimeout (a thread one person started needs no names, so the asker may not be cached).
 // ctx is the reply's own, already cancelled by the stop.
 func (p *reply) askerName(ctx context.Context) (string, bool) {
-	if n, ok := p.r.names.get(p.req.User); ok {
-		return n, true
-	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopNameTimeout)
 	defer cancel()
 	return p.r.resolve(lctx, p.log, []string{p.req.User}).Name(p.req.User)
