@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/access"
@@ -56,7 +55,7 @@ func TestWiredGuard(t *testing.T) {
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
 	})
 	imagine := handlers.NewImagine(model, api, api, log, handlers.ImagineOptions{BotName: id.Name})
-	b := bot.New(socketmode.New(sc), id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{})
+	b := bot.New(sc, id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{})
 	runDone := make(chan error, 1)
 	go func() { runDone <- b.Run(ctx) }()
 	defer func() {

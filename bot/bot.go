@@ -5,7 +5,6 @@ package bot
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -59,7 +58,8 @@ type Options struct {
 	Grace         time.Duration // shutdown: time for work in progress; default 8s
 	FollowUps     bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
 	AnswerBots    bool          // answer other bots' messages (never our own)
-	AckTimeout    time.Duration // most time an ack may wait for the socket's send queue; default 2s
+	AckTimeout    time.Duration // most time the loop's ack (of a slash command) may take to write; default 2s
+	PingTimeout   time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
 	DedupeTTL     time.Duration // how long envelope, event and message ids are remembered; default 15m (Slack retries for ~5m)
 	DedupeMax     int           // most ids remembered per kind; default 20000
 	Hooks         Hooks
@@ -74,7 +74,7 @@ type Options struct {
 
 // Hooks observe the loop (metrics live in the caller). Every field is optional and must not block.
 type Hooks struct {
-	Acked      func(envelopeType string, latency time.Duration) // an envelope was acked, latency since it was read
+	Acked      func(envelopeType string, latency time.Duration) // an envelope was acked, latency since it was read (called from the socket's reader too)
 	Duplicate  func(kind string)                                // "envelope", "event" or "message" dropped as a repeat
 	Busy       func()                                           // work refused because MaxConcurrent was reached
 	Done       func(kind string, err error, d time.Duration)    // "reply" or "imagine" finished
@@ -89,10 +89,9 @@ type State struct {
 }
 
 const (
-	closeReserve     = 2 * time.Second        // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
-	ackFlush         = 200 * time.Millisecond // after the last ack, before the socket is closed on shutdown
-	noticeLimit      = 4                      // busy notices in flight at once; more are dropped (logged)
-	interactiveLimit = 16                     // button clicks handled at once; more are dropped (logged)
+	closeReserve     = 2 * time.Second // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
+	noticeLimit      = 4               // busy notices in flight at once; more are dropped (logged)
+	interactiveLimit = 16              // button clicks handled at once; more are dropped (logged)
 	noticeTimeout    = 10 * time.Second
 
 	// Work is started once the envelopes arriving with it are acked: held until no envelope came
@@ -103,7 +102,7 @@ const (
 
 // Bot is the Socket Mode event loop. Create it with New and call Run once.
 type Bot struct {
-	sm      *socketmode.Client
+	sock    *socket
 	id      Identity
 	replies Replier
 	imagine Imaginer
@@ -124,10 +123,9 @@ type Bot struct {
 	envelopes, events, messages *seen
 	held                        []func() // work handled but not started yet (see later)
 
-	mu      sync.Mutex
-	state   State
-	lastAck time.Time
-	active  map[string]activeReply // thread key -> the answer being written there
+	mu     sync.Mutex
+	state  State
+	active map[string]activeReply // thread key -> the answer being written there
 }
 
 // activeReply is an answer in progress, for StopReply.
@@ -140,8 +138,9 @@ type activeReply struct {
 // ErrNotAsker is returned by StopReply when someone other than the asker tries to stop an answer.
 var ErrNotAsker = errors.New("only the person who asked can stop this answer")
 
-// New returns a Bot reading sm. imagine may be nil (then /imagine says it is not available).
-func New(sm *socketmode.Client, id Identity, replies Replier, imagine Imaginer, notify Notifier, log *zap.Logger, opt Options) *Bot {
+// New returns a Bot that connects to Slack over Socket Mode with open (a *slack.Client made with
+// the app-level token). imagine may be nil (then /imagine says it is not available).
+func New(open SocketOpener, id Identity, replies Replier, imagine Imaginer, notify Notifier, log *zap.Logger, opt Options) *Bot {
 	if opt.MaxConcurrent <= 0 {
 		opt.MaxConcurrent = 50
 	}
@@ -161,7 +160,8 @@ func New(sm *socketmode.Client, id Identity, replies Replier, imagine Imaginer, 
 		opt.burstHold = burstHold
 	}
 	return &Bot{
-		sm: sm, id: id, replies: replies, imagine: imagine, notify: notify, log: log, opt: opt,
+		sock: newSocket(open, log, opt.PingTimeout, opt.Hooks.Acked),
+		id:   id, replies: replies, imagine: imagine, notify: notify, log: log, opt: opt,
 		sem:       make(chan struct{}, opt.MaxConcurrent),
 		notices:   make(chan struct{}, noticeLimit),
 		clicks:    make(chan struct{}, interactiveLimit),
@@ -200,23 +200,12 @@ func (b *Bot) setConnected(up bool) {
 // cancelled, otherwise the connection's error.
 func (b *Bot) Run(ctx context.Context) error {
 	b.log.Debug("event decoders warmed", zap.Duration("took", warmDecoders()))
-	// The socket outlives ctx by a moment (see flushAcks): it is stopped explicitly below.
-	sockCtx, stopSock := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSock()
+	// The socket stops reading when ctx ends; its last connection stays open for the acks the
+	// loop still writes (slash commands read before), and is closed once they are written.
 	sockErr := make(chan error, 1) // size 1: the socket goroutine never waits for us
 	var sockWG sync.WaitGroup
-	sockWG.Go(func() {
-		for {
-			err := b.sm.RunContext(sockCtx)
-			// RunContext returns only fatal errors or context.Canceled; a Canceled that is not
-			// ours (a race inside slack-go while a connection dies) must not stop the bot.
-			if sockCtx.Err() != nil || !errors.Is(err, context.Canceled) {
-				sockErr <- err
-				return
-			}
-			b.log.Warn("socket mode ended by itself; connecting again")
-		}
-	})
+	sockWG.Go(func() { sockErr <- b.sock.Run(ctx) })
+	defer b.sock.close()
 
 	// Work outlives ctx for the grace period; it is cancelled by drain.
 	work, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -226,7 +215,6 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.closing = closing
 
 	var runErr error
-	sockDone := false
 	burst := time.NewTimer(burstGap) // fires when a burst of envelopes is over: its held work starts
 	burst.Stop()
 	var heldSince time.Time
@@ -236,14 +224,14 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case err := <-sockErr:
-			sockDone = true
+			sockErr <- err // for the wait below
 			if ctx.Err() == nil {
-				runErr = socketError(err) // returned, not logged: the caller reports it
+				runErr = err // returned, not logged: the caller reports it
 			}
 			break loop
-		case evt := <-b.sm.Events:
-			read := time.Now()
-			b.handle(work, evt, read)
+		case in := <-b.sock.in:
+			read := in.read
+			b.handle(work, in)
 			switch {
 			case len(b.held) == 0:
 			case heldSince.IsZero():
@@ -257,7 +245,7 @@ loop:
 				heldSince = time.Time{}
 			}
 		case <-burst.C:
-			if len(b.sm.Events) > 0 && time.Since(heldSince) < b.opt.burstHold {
+			if len(b.sock.in) > 0 && time.Since(heldSince) < b.opt.burstHold {
 				burst.Reset(burstGap) // the burst goes on (its envelopes were slow to handle): ack them first
 				continue
 			}
@@ -266,15 +254,16 @@ loop:
 		}
 	}
 	burst.Stop()
-	b.release() // acked: answered, or told about the restart (see answer)
-	if !sockDone {
-		b.flushAcks()
-	}
-	stopSock() // stop reading: envelopes not acked are redelivered by Slack
-	if !sockDone {
-		<-sockErr
-	}
+	<-sockErr // the socket has stopped reading (ctx ended) or failed for good
 	sockWG.Wait()
+	// What the socket read before it stopped was acked (or is a slash command, acked now on the
+	// connection still open): it is handled, not lost.
+	for len(b.sock.in) > 0 {
+		in := <-b.sock.in
+		b.handle(work, in)
+	}
+	b.sock.close()
+	b.release() // acked: answered, or told about the restart (see answer)
 	b.setConnected(false)
 	b.drain(cancelWork, endClosing)
 	return runErr
@@ -296,32 +285,6 @@ func (b *Bot) release() {
 		b.held[i] = nil
 	}
 	b.held = b.held[:0]
-}
-
-// flushAcks gives acks queued just before shutdown a moment to reach the socket: slack-go
-// writes them from its own goroutine, and closing the socket under them would make Slack
-// redeliver envelopes that were already handled (and answered, by a process that is gone).
-func (b *Bot) flushAcks() {
-	b.mu.Lock()
-	last := b.lastAck
-	b.mu.Unlock()
-	if wait := ackFlush - time.Since(last); wait > 0 {
-		time.Sleep(wait)
-	}
-}
-
-// socketError explains the errors that stop Socket Mode for good.
-func socketError(err error) error {
-	msg := err.Error()
-	switch msg {
-	case "invalid_auth", "not_authed", "account_inactive", "token_revoked":
-		return fmt.Errorf("socket mode: Slack rejected SLACK_APP_TOKEN (%s): create an app-level token with connections:write under Basic Information > App-Level Tokens: %w", msg, err)
-	}
-	var sc slack.StatusCodeError
-	if errors.As(err, &sc) && sc.Code == 404 {
-		return fmt.Errorf("socket mode: apps.connections.open not found (is SLACK_API_URL right?): %w", err)
-	}
-	return fmt.Errorf("socket mode: %w", err)
 }
 
 // CloseReserve is the part of the grace period kept for closing answers once the work left is
@@ -354,9 +317,18 @@ func (b *Bot) drain(cancelWork context.CancelCauseFunc, endClosing context.Cance
 	b.log.Info("shutdown: all work ended", zap.Duration("took", time.Since(start)))
 }
 
-// handle processes one event from the socket. It never blocks for long: it acks, decides and
-// hands work to a goroutine.
-func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time) {
+// handle processes one frame or state change from the socket. It never blocks for long: it
+// decodes, decides and hands work to a goroutine (the socket has acked every envelope but a
+// slash command already).
+func (b *Bot) handle(work context.Context, in inbound) {
+	evt, read := in.evt, in.read
+	if in.frame != nil {
+		var err error
+		if evt, err = parseEnvelope(in.frame); err != nil {
+			b.badEnvelope(in, err)
+			return
+		}
+	}
 	switch evt.Type {
 	case socketmode.EventTypeConnecting:
 		b.setConnected(false)
@@ -378,29 +350,6 @@ func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time)
 			b.log.Warn("socket mode connection failed", zap.Int("attempt", c.Attempt), zap.Duration("backoff", c.Backoff), zap.Error(c.ErrorObj))
 		}
 		return
-	case socketmode.EventTypeInvalidAuth:
-		b.log.Debug("socket mode: apps.connections.open not found") // Run returns the error
-		return
-	case socketmode.EventTypeIncomingError:
-		if e, ok := evt.Data.(*slack.IncomingEventError); ok {
-			b.log.Warn("socket mode read failed", zap.Error(e.ErrorObj))
-		}
-		return
-	case socketmode.EventTypeErrorWriteFailed:
-		if e, ok := evt.Data.(*socketmode.ErrorWriteFailed); ok {
-			id := ""
-			if e.Response != nil {
-				id = e.Response.EnvelopeID
-			}
-			b.log.Warn("socket mode ack not written (Slack will redeliver)", zap.String("envelope_id", id), zap.Error(e.Cause))
-		}
-		return
-	case socketmode.EventTypeHello:
-		b.log.Debug("socket mode hello") // never acked
-		return
-	case socketmode.EventTypeErrorBadMessage:
-		b.ackBadMessage(evt, read)
-		return
 	}
 	if evt.Request == nil || evt.Request.EnvelopeID == "" {
 		b.log.Debug("socket mode event without envelope", zap.String("type", string(evt.Type)))
@@ -413,7 +362,9 @@ func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time)
 		b.slashCommand(work, evt, read, log) // acks with the command's payload
 		return
 	}
-	b.ack(req, nil, read, log)
+	if !in.acked {
+		b.ack(req, nil, read, log)
+	}
 	if b.envelopes.add(req.EnvelopeID, read) {
 		b.duplicate("envelope", log)
 		return
@@ -433,41 +384,32 @@ func (b *Bot) handle(work context.Context, evt socketmode.Event, read time.Time)
 	}
 }
 
-// ack acknowledges an envelope, waiting at most AckTimeout for room in the socket's send queue
-// (socketmode.Client.Ack would wait forever while disconnected).
+// ack acknowledges an envelope the socket left to the loop, waiting at most AckTimeout.
 func (b *Bot) ack(req *socketmode.Request, payload any, read time.Time, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.opt.AckTimeout)
 	defer cancel()
-	if err := b.sm.AckCtx(ctx, req.EnvelopeID, payload); err != nil {
+	if err := b.sock.Ack(ctx, req.EnvelopeID, payload); err != nil {
 		log.Warn("ack failed (Slack will redeliver)", zap.Error(err))
 		return
 	}
-	b.mu.Lock()
-	b.lastAck = time.Now()
-	b.mu.Unlock()
 	if b.opt.Hooks.Acked != nil {
 		b.opt.Hooks.Acked(req.Type, time.Since(read))
 	}
 }
 
-// ackBadMessage acks an envelope slack-go could not parse (nothing else would, and Slack would
-// keep redelivering it), reading its envelope_id from the raw JSON.
-func (b *Bot) ackBadMessage(evt socketmode.Event, read time.Time) {
-	bad, ok := evt.Data.(*socketmode.ErrorBadMessage)
-	if !ok {
+// badEnvelope drops a frame that could not be decoded (slack-go's types are strict: a new field
+// shape can fail a whole event), acking it first if the socket left that to the loop: Slack
+// would otherwise keep sending it.
+func (b *Bot) badEnvelope(in inbound, err error) {
+	log := b.log.With(zap.String("envelope_id", in.head.id), zap.String("type", in.head.typ))
+	if in.head.id == "" {
+		log.Debug("socket mode: frame ignored", zap.Error(err))
 		return
 	}
-	var raw struct {
-		Type       string `json:"type"`
-		EnvelopeID string `json:"envelope_id"`
+	if !in.acked {
+		b.ack(&socketmode.Request{Type: in.head.typ, EnvelopeID: in.head.id}, nil, in.read, log)
 	}
-	if err := json.Unmarshal(bad.Message, &raw); err != nil || raw.EnvelopeID == "" {
-		b.log.Warn("socket mode: unreadable message without envelope", zap.Error(bad.Cause))
-		return
-	}
-	log := b.log.With(zap.String("envelope_id", raw.EnvelopeID))
-	b.ack(&socketmode.Request{Type: raw.Type, EnvelopeID: raw.EnvelopeID}, nil, read, log)
-	log.Warn("socket mode: envelope could not be parsed; acked and dropped", zap.String("type", raw.Type), zap.Error(bad.Cause))
+	log.Warn("socket mode: envelope could not be decoded; acked and dropped", zap.Error(err))
 }
 
 func (b *Bot) duplicate(kind string, log *zap.Logger) {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -93,12 +92,11 @@ func startBot(t testing.TB, fs *fakeslack.Server, r Replier, im Imaginer, opt Op
 	if err != nil {
 		t.Fatalf("Identify: %v", err)
 	}
-	sm := socketmode.New(client)
 	log := zap.NewNop() // benchmarks: no logging cost
 	if _, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(t)
 	}
-	b := New(sm, id, r, im, api, log, opt)
+	b := New(client, id, r, im, api, log, opt)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()
@@ -621,7 +619,7 @@ func TestShutdownTellsQueuedAsker(t *testing.T) {
 func TestBadAppTokenStopsRun(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	client := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-wrong"))
-	b := New(socketmode.New(client), Identity{UserID: "UBOT"}, &fakeReplier{}, nil, nil, zaptest.NewLogger(t), Options{})
+	b := New(client, Identity{UserID: "UBOT"}, &fakeReplier{}, nil, nil, zaptest.NewLogger(t), Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	err := b.Run(ctx)
@@ -759,7 +757,7 @@ func TestShutdownNoticesEndWithTheGracePeriod(t *testing.T) {
 	}}
 	notify := &hangingNotifier{}
 	const grace = 2 * time.Second
-	b := New(socketmode.New(client), id, r, nil, notify, zaptest.NewLogger(t), Options{Grace: grace})
+	b := New(client, id, r, nil, notify, zaptest.NewLogger(t), Options{Grace: grace})
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	errc := make(chan error, 1)
@@ -812,8 +810,7 @@ func TestPingTimeoutMidReply(t *testing.T) {
 		done <- req.Text
 		return nil
 	}}
-	sm := socketmode.New(client, socketmode.OptionPingInterval(500*time.Millisecond))
-	b := New(sm, id, r, nil, api, zaptest.NewLogger(t), Options{Grace: time.Second})
+	b := New(client, id, r, nil, api, zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
 	runCtx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- b.Run(runCtx) }()

@@ -50,7 +50,7 @@ func (o *orderLog) get() []string {
 // hold's upper bound is raised to a minute here, so that a slow machine (30 acks under -race
 // with other tests running) cannot reach it: the order is what is tested, not the bound.
 func TestBurstAckedBeforeItsWorkStarts(t *testing.T) {
-	const n = 30 // within the Events channel's buffer (50), so the whole burst waits there at once
+	const n = 30 // within the socket's queue (inboundQueue), so the whole burst waits there at once
 	fs := newFakeSlack(t, fakeslack.Config{})
 	var log orderLog
 	pushed := make(chan struct{})
@@ -69,7 +69,7 @@ func TestBurstAckedBeforeItsWorkStarts(t *testing.T) {
 		events[i] = mentionEvent(t, fmt.Sprintf("burst%d", i), fmt.Sprintf("100.%06d", i))
 	}
 	for _, e := range events {
-		h.bot.sm.Events <- e
+		h.bot.sock.in <- inbound{evt: e, read: time.Now()}
 	}
 	close(pushed)
 	h.waitFor(t, "every answer started", func() bool { return len(r.requests()) == n })
@@ -119,7 +119,7 @@ func TestLongBurstStartsWorkWithinTheHold(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no answer started during %d envelopes sent 1 ms apart for %v", i, waitTimeout)
 		}
-		h.bot.sm.Events <- mentionEvent(t, fmt.Sprintf("long%d", i), fmt.Sprintf("200.%06d", i))
+		h.bot.sock.in <- inbound{evt: mentionEvent(t, fmt.Sprintf("long%d", i), fmt.Sprintf("200.%06d", i)), read: time.Now()}
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -2,11 +2,9 @@ package bot
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
 )
 
@@ -22,8 +20,7 @@ const (
 	sampleUser  = `{"id":"U1","team_id":"T0","name":"a","real_name":"A","profile":{"display_name":"A","real_name":"A","image_48":"x"}}`
 )
 
-// warmDecoders decodes one sample envelope of every kind through the same functions slack-go's
-// Socket Mode client uses (and the Web API types the first replies decode), and returns how long
+// warmDecoders decodes one sample envelope of every kind as the loop does (and the Web API types the first replies decode), and returns how long
 // that took. encoding/json builds a type's decoder by reflection the first time it meets the
 // type, which for slack-go's large message and event types takes milliseconds (2.9 ms for the
 // first app_mention, 35 µs for the next); done here, before the socket connects, that cost is not
@@ -41,27 +38,18 @@ func warmDecoders() time.Duration {
 	return time.Since(start)
 }
 
-// decodeSample decodes an envelope as slack-go's Socket Mode client does (socketmode.Request,
-// then the payload by type), encodes an ack with a payload, and returns the decoded payload.
+// decodeSample decodes an envelope as the loop does and encodes an ack with a payload, as the
+// loop does for a slash command; it returns the decoded payload.
 func decodeSample(env string) (any, error) {
-	var req socketmode.Request
-	if err := json.Unmarshal([]byte(env), &req); err != nil {
+	evt, err := parseEnvelope([]byte(env))
+	if err != nil {
 		return nil, err
 	}
-	if _, err := json.Marshal(socketmode.Response{EnvelopeID: req.EnvelopeID, Payload: map[string]any{"text": "x"}}); err != nil {
+	if _, err := json.Marshal(socketmode.Response{EnvelopeID: evt.Request.EnvelopeID, Payload: map[string]any{"text": "x"}}); err != nil {
 		return nil, err
 	}
-	switch req.Type {
-	case socketmode.RequestTypeEventsAPI:
-		return slackevents.ParseEvent(req.Payload, slackevents.OptionNoVerifyToken())
-	case socketmode.RequestTypeSlashCommands:
-		var cmd slack.SlashCommand
-		err := json.Unmarshal(req.Payload, &cmd)
-		return cmd, err
-	case socketmode.RequestTypeInteractive:
-		var cb slack.InteractionCallback
-		err := json.Unmarshal(req.Payload, &cb)
-		return cb, err
+	if _, err := readHead([]byte(env)); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("envelope type %q", req.Type)
+	return evt.Data, nil
 }

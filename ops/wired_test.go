@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/bot"
@@ -88,7 +87,7 @@ func TestWiredBot(t *testing.T) {
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
 	})
 	imagine := handlers.NewImagine(m.Imager(model), api, api, log, handlers.ImagineOptions{BotName: id.Name})
-	b := bot.New(socketmode.New(sc), id, m.Replier(replies), m.Imaginer(imagine), api, log, bot.Options{Hooks: hooks})
+	b := bot.New(sc, id, m.Replier(replies), m.Imaginer(imagine), api, log, bot.Options{Hooks: hooks})
 
 	if got := readyz(); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before connecting = %d, want 503", got)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
@@ -168,8 +167,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 	})
 
-	sm := socketmode.New(slackClient, socketmode.OptionLog(zap.NewStdLog(log.Named("socketmode"))))
-	b := bot.New(sm, id, guard.Replier(metrics.Replier(replies)), guard.Imaginer(metrics.Imaginer(imagine)), api, log.Named("bot"), bot.Options{
+	b := bot.New(slackClient, id, guard.Replier(metrics.Replier(replies)), guard.Imaginer(metrics.Imaginer(imagine)), api, log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
 			Acked: metrics.Acked, Duplicate: metrics.Duplicate, Busy: metrics.Busy, Done: metrics.Done,
 			Connection: func(up bool) { metrics.Connection(up); ready.Connection(up) },

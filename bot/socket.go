@@ -1,0 +1,386 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+	"go.uber.org/zap"
+)
+
+// SocketOpener opens Socket Mode connections (apps.connections.open with the app-level token).
+// *slack.Client is one.
+type SocketOpener interface {
+	StartSocketModeContext(ctx context.Context) (*slack.SocketModeConnection, string, error)
+}
+
+const (
+	defaultPingTimeout = 30 * time.Second // as slack-go and Slack's node SDK: Slack pings more often
+	handshakeTimeout   = 30 * time.Second
+	maxAckSize         = 20 * 1024        // Slack silently drops larger Socket Mode responses
+	readLimit          = 16 << 20         // a frame larger than this ends the connection (Slack's are KBs)
+	writeBufferSize    = 32 * 1024        // above maxAckSize: an ack is written as one frame
+	firstBackoff       = time.Second      // after a failed connection attempt, doubled up to maxBackoff
+	maxBackoff         = 2 * time.Minute  // Slack's apps.connections.open is Tier 3 (~50 a minute)
+	stableConnection   = time.Minute      // a connection that lasted this long is replaced at once when it ends
+	closeTimeout       = time.Second      // to write the close frame at shutdown
+	inboundQueue       = 1024             // see socket.in
+	ackWriteTimeout    = 10 * time.Second // the reader's acks; a socket that takes longer is dead
+)
+
+// inbound is what the socket hands the loop: a frame, or a change of the connection's state.
+type inbound struct {
+	frame []byte           // a data frame as read ("" for state changes)
+	head  head             // what the reader read of it
+	acked bool             // the reader acks it: every envelope but a slash command (its ack carries the answer)
+	read  time.Time        // when it was read (or sent, for a state change)
+	evt   socketmode.Event // a state change (Connecting, Connected, ConnectionError), or a decoded event (tests)
+}
+
+// socket is the bot's Socket Mode client. One goroutine (Run's) dials, reads every frame and
+// acks an envelope from its raw bytes right after reading it, before anything is decoded: the
+// ack of the last envelope of a burst waits only for the reads and writes of those before it,
+// not for decoding, routing or the goroutine hand-offs of slack-go's four-goroutine pipeline
+// (round 3 of docs/benchmarks.md: ack p99 34 ms at N = 200 with slack-go's client). Slash
+// commands are acked by the loop, with the command's answer as payload (Ack).
+//
+// It reconnects on its own: when Slack asks (a disconnect frame other than "warning"), when a
+// read or an ack fails, and when nothing (not even a ping) came for the ping timeout. It stops
+// for good on a rejected app token or a 404 from apps.connections.open.
+type socket struct {
+	open        SocketOpener
+	dialer      *websocket.Dialer
+	log         *zap.Logger
+	pingTimeout time.Duration
+	acked       func(envelopeType string, latency time.Duration) // Hooks.Acked; may be nil
+
+	// in carries frames to the loop, buffered so the reader goes on acking a burst of envelopes
+	// while the loop decodes and routes the first ones (Slack sends N mentions' envelopes at
+	// once); full, it holds the reader back (and with it the acks: Slack redelivers).
+	// At ~2-5 KB a frame the buffer holds at most a few MB.
+	in chan inbound
+
+	wmu  sync.Mutex      // serialises writes (gorilla allows one writer) and guards conn
+	conn *websocket.Conn // the connection acks go to; nil before the first one
+
+	dmu      sync.Mutex // orders read-deadline changes against shutdown (see extend)
+	stopping bool
+}
+
+func newSocket(open SocketOpener, log *zap.Logger, pingTimeout time.Duration, acked func(string, time.Duration)) *socket {
+	if pingTimeout <= 0 {
+		pingTimeout = defaultPingTimeout
+	}
+	return &socket{
+		open: open, log: log, pingTimeout: pingTimeout, acked: acked,
+		dialer: &websocket.Dialer{
+			Proxy:            http.ProxyFromEnvironment,
+			HandshakeTimeout: handshakeTimeout,
+			WriteBufferSize:  writeBufferSize,
+		},
+		in: make(chan inbound, inboundQueue),
+	}
+}
+
+// errDisconnect is Slack asking for a new connection (a disconnect frame).
+type errDisconnect struct{ reason string }
+
+func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.reason + ")" }
+
+// Run connects and reads until ctx ends (it then returns ctx's error, leaving the last
+// connection open for the loop's last acks: see close) or the app token is rejected.
+//
+// A connection that ends is replaced at once when Slack asked for it (refresh_requested) or
+// when it had lasted a minute; one that ends younger (Socket Mode turned off, too many
+// connections, a proxy that cuts them, a network blip) after a wait that grows while that
+// goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
+func (s *socket) Run(ctx context.Context) error {
+	var wait time.Duration
+	for count := 0; ; count++ {
+		if wait > 0 {
+			s.log.Info("socket mode: waiting before connecting again", zap.Duration("wait", wait))
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+		}
+		conn, err := s.connect(ctx, count)
+		if err != nil {
+			return err
+		}
+		began := time.Now()
+		err = s.read(ctx, conn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.drop(conn)
+		var d errDisconnect
+		switch {
+		case errors.As(err, &d) && d.reason == "refresh_requested", time.Since(began) >= stableConnection:
+			wait = 0
+		default:
+			wait = min(max(2*wait, firstBackoff), maxBackoff)
+		}
+		if errors.As(err, &d) {
+			s.log.Info("socket mode: reconnecting", zap.String("reason", d.reason))
+		} else {
+			s.log.Warn("socket mode connection lost; reconnecting", zap.Error(err))
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// connect opens a connection, retrying with a growing backoff until it works, ctx ends or the
+// error is fatal.
+func (s *socket) connect(ctx context.Context, count int) (*websocket.Conn, error) {
+	backoff := firstBackoff
+	for attempt := 1; ; attempt++ {
+		if err := s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
+			Data: &slack.ConnectingEvent{Attempt: attempt, ConnectionCount: count}}}); err != nil {
+			return nil, err
+		}
+		conn, err := s.dial(ctx)
+		if err == nil {
+			s.wmu.Lock()
+			s.conn = conn
+			s.wmu.Unlock()
+			return conn, s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
+				Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err := fatal(err); err != nil {
+			return nil, err
+		}
+		wait := backoff/2 + rand.N(backoff/2+1) // jitter: many bots restarting together spread out
+		var rl *slack.RateLimitedError
+		if errors.As(err, &rl) {
+			wait = max(wait, rl.RetryAfter)
+		}
+		backoff = min(2*backoff, maxBackoff)
+		if err := s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnectionError,
+			Data: &slack.ConnectionErrorEvent{Attempt: attempt, Backoff: wait, ErrorObj: err}}}); err != nil {
+			return nil, err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fatal explains the errors no retry can fix (the app token is wrong, or the API URL is), and
+// returns nil for the others.
+func fatal(err error) error {
+	switch msg := err.Error(); msg {
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked":
+		return fmt.Errorf("socket mode: Slack rejected SLACK_APP_TOKEN (%s): create an app-level token with connections:write under Basic Information > App-Level Tokens: %w", msg, err)
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code == http.StatusNotFound {
+		return fmt.Errorf("socket mode: apps.connections.open not found (is SLACK_API_URL right?): %w", err)
+	}
+	return nil
+}
+
+// dial calls apps.connections.open and dials the URL it returns (a new one every time).
+func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
+	_, url, err := s.open.StartSocketModeContext(ctx)
+	if err != nil {
+		return nil, err // apps.connections.open's error names it; it carries no token
+	}
+	hdr := http.Header{"Origin": {"https://api.slack.com"}}
+	conn, resp, err := s.dialer.DialContext(ctx, url, hdr)
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close()
+	}
+	if err != nil {
+		status := ""
+		if resp != nil {
+			status = " (" + resp.Status + ")"
+		}
+		// The URL holds a ticket: it is never logged.
+		return nil, fmt.Errorf("socket mode dial%s: %w", status, err)
+	}
+	conn.SetReadLimit(readLimit)
+	return conn, nil
+}
+
+// read reads frames until the connection fails, Slack asks for a new one, or ctx ends.
+func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
+	s.dmu.Lock()
+	s.stopping = false
+	s.dmu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		s.dmu.Lock()
+		defer s.dmu.Unlock()
+		s.stopping = true
+		_ = conn.SetReadDeadline(time.Now()) // unblocks the read below
+	})
+	defer stop()
+	conn.SetPingHandler(func(data string) error {
+		s.extend(conn)
+		err := conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(ackWriteTimeout))
+		if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+			return err // net.Error: the read fails with it, and the connection is dialled again
+		}
+		return nil
+	})
+	for {
+		s.extend(conn)
+		typ, frame, err := conn.ReadMessage()
+		if err != nil {
+			return err
+		}
+		read := time.Now()
+		if typ != websocket.TextMessage {
+			continue
+		}
+		h, err := readHead(frame)
+		if err != nil {
+			s.log.Warn("socket mode: frame is not a JSON object; ignored", zap.Error(err), zap.Int("bytes", len(frame)))
+			continue
+		}
+		switch h.typ {
+		case "hello":
+			s.log.Debug("socket mode hello")
+			continue
+		case "disconnect":
+			if h.reason == "warning" { // the refresh follows in ~10 s; the connection still works
+				s.log.Debug("socket mode: disconnect warning")
+				continue
+			}
+			return errDisconnect{h.reason}
+		}
+		in := inbound{frame: frame, head: h, read: read, acked: h.id != "" && h.typ != socketmode.RequestTypeSlashCommands}
+		if err := s.send(ctx, in); err != nil {
+			return err // shutting down: not acked, so Slack sends it again
+		}
+		if !in.acked {
+			continue
+		}
+		if err := s.write(conn, ackFrame(h.id), time.Now().Add(ackWriteTimeout)); err != nil {
+			// The loop handles it anyway; Slack redelivers it on the next connection and the
+			// loop drops that as a duplicate.
+			return fmt.Errorf("ack: %w", err)
+		}
+		if s.acked != nil {
+			s.acked(h.typ, time.Since(read))
+		}
+	}
+}
+
+// extend moves the read deadline a ping timeout ahead (any frame or ping is life), unless
+// the socket is stopping.
+func (s *socket) extend(conn *websocket.Conn) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	if !s.stopping {
+		_ = conn.SetReadDeadline(time.Now().Add(s.pingTimeout))
+	}
+}
+
+// send hands the loop a frame or a state change.
+func (s *socket) send(ctx context.Context, in inbound) error {
+	if in.read.IsZero() {
+		in.read = time.Now()
+	}
+	select {
+	case s.in <- in:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ackFrame is {"envelope_id":id}, built by hand for Slack's ids (UUIDs), by encoding/json for
+// any other.
+func ackFrame(id string) []byte {
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {
+			b, _ := json.Marshal(socketmode.Response{EnvelopeID: id})
+			return b
+		}
+	}
+	b := make([]byte, 0, len(id)+18)
+	b = append(b, `{"envelope_id":"`...)
+	b = append(b, id...)
+	return append(b, `"}`...)
+}
+
+// write writes one text frame to conn, the socket's only data writer at a time.
+func (s *socket) write(conn *websocket.Conn, frame []byte, deadline time.Time) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = conn.SetWriteDeadline(deadline)
+	return conn.WriteMessage(websocket.TextMessage, frame)
+}
+
+// Ack acknowledges an envelope the reader leaves to the loop (a slash command), with payload as
+// the answer (nil: none), on the current connection.
+func (s *socket) Ack(ctx context.Context, envelopeID string, payload any) error {
+	frame, err := json.Marshal(socketmode.Response{EnvelopeID: envelopeID, Payload: payload})
+	if err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	if len(frame) >= maxAckSize {
+		return fmt.Errorf("ack of %d bytes: Slack drops acks of %d bytes or more", len(frame), maxAckSize)
+	}
+	s.wmu.Lock()
+	conn := s.conn
+	s.wmu.Unlock()
+	if conn == nil {
+		return errors.New("ack: not connected")
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(ackWriteTimeout)
+	}
+	if err := s.write(conn, frame, deadline); err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	return nil
+}
+
+// drop closes a connection that failed or that Slack asked to replace.
+func (s *socket) drop(conn *websocket.Conn) {
+	s.wmu.Lock()
+	if s.conn == conn {
+		s.conn = nil
+	}
+	s.wmu.Unlock()
+	_ = conn.Close()
+}
+
+// close ends the last connection with a close frame, once Run has returned and the loop has
+// written its last acks.
+func (s *socket) close() {
+	s.wmu.Lock()
+	conn := s.conn
+	s.conn = nil
+	s.wmu.Unlock()
+	if conn == nil {
+		return
+	}
+	msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+	_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeTimeout))
+	_ = conn.Close()
+}

@@ -1,0 +1,259 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+func TestReadHead(t *testing.T) {
+	for _, tc := range []struct {
+		name, frame string
+		want        head
+	}{
+		{"slack order", `{"envelope_id":"1d2c-4e","payload":{"type":"event_callback","event":{"type":"app_mention"}},"type":"events_api","accepts_response_payload":false,"retry_attempt":0,"retry_reason":""}`,
+			head{id: "1d2c-4e", typ: "events_api"}},
+		{"type after a payload full of traps", `{"payload":{"text":"\"envelope_id\":\"no\" } ] {","type":"x","a":[1,{"type":"y"}],"n":-1.5e3,"t":true,"z":null},"envelope_id":"e1","type":"interactive"}`,
+			head{id: "e1", typ: "interactive"}},
+		{"spaces", " \n{ \"type\" : \"slash_commands\" , \"envelope_id\" : \"s1\" } ", head{id: "s1", typ: "slash_commands"}},
+		{"hello", `{"type":"hello","num_connections":1,"debug_info":{"host":"applink-1"},"connection_info":{"app_id":"A1"}}`, head{typ: "hello"}},
+		{"disconnect", `{"type":"disconnect","reason":"refresh_requested","debug_info":{"host":"applink-1"}}`, head{typ: "disconnect", reason: "refresh_requested"}},
+		{"escaped id", `{"envelope_id":"a\"b\u00e9","type":"events_api"}`, head{id: "a\"bé", typ: "events_api"}},
+		{"null id", `{"envelope_id":null,"type":"events_api"}`, head{typ: "events_api"}},
+		{"last of a repeated key", `{"type":"a","type":"b"}`, head{typ: "b"}},
+		{"empty object", `{}`, head{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readHead([]byte(tc.frame))
+			if err != nil || got != tc.want {
+				t.Errorf("readHead = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{``, `[]`, `"x"`, `{"type":1}`, `{"type":"x"`, `{"type" "x"}`, `{"payload":{"a":"b}`, `{"type":"x",}`, `{type:"x"}`, `{"a":}`} {
+		if h, err := readHead([]byte(bad)); err == nil {
+			t.Errorf("readHead(%q) = %+v, want an error", bad, h)
+		}
+	}
+}
+
+// headByJSON reads the same fields as readHead with encoding/json (exact key match, the last
+// of repeated keys, null as "").
+func headByJSON(frame []byte) (head, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(frame, &m) != nil {
+		return head{}, false
+	}
+	var h head
+	for key, dst := range map[string]*string{"envelope_id": &h.id, "type": &h.typ, "reason": &h.reason} {
+		if v, ok := m[key]; ok && string(v) != "null" {
+			if json.Unmarshal(v, dst) != nil {
+				return head{}, false
+			}
+		}
+	}
+	return h, true
+}
+
+// readHead agrees with encoding/json on every input encoding/json accepts. (It may accept some
+// invalid JSON, which the loop's decoding then rejects.)
+func FuzzReadHead(f *testing.F) {
+	for _, s := range []string{sampleMention, sampleMessage, sampleCommand, sampleClick,
+		`{"type":"disconnect","reason":"warning"}`, `{"envelope_id":"a\\u0022b","payload":[{"x":"}"}],"type":"t"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		want, ok := headByJSON(frame)
+		if !ok {
+			return
+		}
+		got, err := readHead(frame)
+		if err != nil || got != want {
+			t.Fatalf("readHead(%q) = %+v, %v; encoding/json reads %+v", frame, got, err, want)
+		}
+	})
+}
+
+func TestAckFrame(t *testing.T) {
+	for _, id := range []string{"1d2c8d5e-4e2b-4f1a-9a77-6b1c0e3d2f10", `odd "id" \ é`, ""} {
+		var got struct {
+			EnvelopeID *string `json:"envelope_id"`
+		}
+		frame := ackFrame(id)
+		if err := json.Unmarshal(frame, &got); err != nil || got.EnvelopeID == nil || *got.EnvelopeID != id {
+			t.Errorf("ackFrame(%q) = %s (%v)", id, frame, err)
+		}
+	}
+}
+
+// blockingImaginer holds the loop in Accept (which the loop calls itself) until release.
+type blockingImaginer struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingImaginer) Accept(handlers.ImagineRequest) (string, bool) {
+	b.entered <- struct{}{}
+	<-b.release
+	return "ok", false
+}
+
+func (b *blockingImaginer) Run(context.Context, handlers.ImagineRequest) error { return nil }
+
+// The socket acks every envelope as it reads it, before the loop decodes it: while the loop is
+// held up, envelopes behind it are acked all the same, and handled once it goes on.
+func TestEnvelopesAckedWhileTheLoopIsBusy(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r := &fakeReplier{}
+	im := &blockingImaginer{entered: make(chan struct{}), release: make(chan struct{})}
+	h := startBot(t, fs, r, im, Options{})
+
+	cmd := fs.SlashCommand("C1", "U1", "/imagine", "a fox")
+	waitChan(t, "the loop in Accept", im.entered)
+	for range 5 {
+		fs.PostUserMessage("D1", "U1", "", "hello")
+	}
+	h.waitFor(t, "the five messages acked", func() bool { return len(fs.Acks()) == 5 })
+	if n := len(r.requests()); n != 0 {
+		t.Fatalf("%d replies started while the loop was held", n)
+	}
+	for _, a := range fs.Acks() {
+		if a.Type != "events_api" || a.Payload != nil {
+			t.Errorf("ack %+v: want the events_api envelopes, without payload", a)
+		}
+	}
+	close(im.release)
+	h.waitFor(t, "the five messages answered", func() bool { return len(r.requests()) == 5 })
+	h.waitFor(t, "the command acked by the loop", func() bool { return len(fs.Acks()) == 6 })
+	if a := fs.Acks()[5]; !strings.Contains(string(a.Payload), `"text":"ok"`) {
+		t.Errorf("command ack %+v, want the Accept text as payload (response_url %s)", a, cmd)
+	}
+}
+
+// At shutdown nothing the socket acked is lost: envelopes read before ctx ended are handled
+// (here: still queued behind a busy loop when Run is cancelled).
+func TestShutdownHandlesWhatWasAcked(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r := &fakeReplier{}
+	im := &blockingImaginer{entered: make(chan struct{}), release: make(chan struct{})}
+	h := startBot(t, fs, r, im, Options{Grace: 5 * time.Second})
+
+	fs.SlashCommand("C1", "U1", "/imagine", "a fox")
+	waitChan(t, "the loop in Accept", im.entered)
+	for range 3 {
+		fs.PostUserMessage("D1", "U1", "", "hello")
+	}
+	h.waitFor(t, "the three messages acked", func() bool { return len(fs.Acks()) == 3 })
+	errc := make(chan error, 1)
+	go func() { errc <- h.shutdown(t) }()
+	time.Sleep(50 * time.Millisecond) // let the cancel reach the socket while the loop is held
+	close(im.release)
+	if err := waitChan(t, "Run to return", errc); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := len(r.requests()); n != 3 {
+		t.Errorf("%d of the 3 acked messages answered", n)
+	}
+	// The fake reads on its own goroutine: what the bot wrote before Run returned arrives soon after.
+	h.waitFor(t, "the command's ack too, on the connection kept open for it", func() bool { return len(fs.Acks()) == 4 })
+	h.waitFor(t, "the connection closed", func() bool { return fs.Connections().Current == 0 })
+}
+
+// A disconnect "warning" announces a refresh (~10 s later); the connection still works and is
+// kept until Slack asks for the refresh.
+func TestDisconnectWarningKeepsTheConnection(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r := &fakeReplier{}
+	h := startBot(t, fs, r, nil, Options{})
+	fs.Disconnect("warning")
+	fs.PostUserMessage("D1", "U1", "", "hello")
+	h.waitFor(t, "the message answered", func() bool { return len(r.requests()) == 1 })
+	if c := fs.Connections(); c.Total != 1 || c.Current != 1 {
+		t.Errorf("connections %+v after a warning: want the first one kept", c)
+	}
+	fs.Disconnect("refresh_requested")
+	h.waitFor(t, "a new connection", func() bool {
+		c := fs.Connections()
+		return c.Total == 2 && c.Current == 1 && h.bot.State().Connected
+	})
+}
+
+// A failed apps.connections.open is retried after a backoff; the bot says it is not connected
+// meanwhile.
+func TestConnectRetriesAfterAnError(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	fs.FailNext("apps.connections.open", "internal_error")
+	start := time.Now()
+	r := &fakeReplier{}
+	h := startBot(t, fs, r, nil, Options{})
+	if d := time.Since(start); d < firstBackoff/2 {
+		t.Errorf("connected %v after a failure, want a backoff of at least %v", d, firstBackoff/2)
+	}
+	if n := fs.CallCount("apps.connections.open"); n != 2 {
+		t.Errorf("apps.connections.open called %d times, want 2", n)
+	}
+	fs.PostUserMessage("D1", "U1", "", "hello")
+	h.waitFor(t, "the message answered", func() bool { return len(r.requests()) == 1 })
+}
+
+// Frames the loop cannot use are dropped without losing the connection: text that is not JSON
+// (ignored), an envelope of an unknown type (acked by the socket), a slash command whose
+// payload does not decode (acked by the loop, without payload).
+func TestUnusableFramesKeepTheConnection(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r := &fakeReplier{}
+	h := startBot(t, fs, r, &fakeImaginer{text: "x"}, Options{})
+	fs.SendRaw([]byte(`not json`))
+	unknown := fs.SendRaw([]byte(`{"envelope_id":"odd-1","type":"something_new","payload":{}}`))
+	badCmd := fs.SendRaw([]byte(`{"envelope_id":"cmd-1","type":"slash_commands","accepts_response_payload":true,"payload":{"command":["not","a","string"]}}`))
+	fs.PostUserMessage("D1", "U1", "", "hello")
+	h.waitFor(t, "the message answered", func() bool { return len(r.requests()) == 1 })
+	h.waitFor(t, "the odd envelopes acked", func() bool { return acked(fs, unknown) && acked(fs, badCmd) })
+	for _, a := range fs.Acks() {
+		if a.EnvelopeID == badCmd && a.Payload != nil {
+			t.Errorf("bad command acked with payload %s", a.Payload)
+		}
+	}
+	if c := fs.Connections(); c.Total != 1 {
+		t.Errorf("%d connections: an unusable frame cost the connection", c.Total)
+	}
+}
+
+// Ack refuses what Slack would drop silently, and says so when there is no connection.
+func TestAckErrors(t *testing.T) {
+	s := newSocket(nil, nil, 0, nil)
+	if err := s.Ack(context.Background(), "e1", nil); err == nil || !strings.Contains(err.Error(), "not connected") {
+		t.Errorf("Ack without a connection: %v", err)
+	}
+	big := map[string]string{"text": strings.Repeat("x", maxAckSize)}
+	if err := s.Ack(context.Background(), "e1", big); err == nil || !strings.Contains(err.Error(), "Slack drops") {
+		t.Errorf("Ack of %d bytes: %v", maxAckSize, err)
+	}
+	if fatal(errors.New("invalid_auth")) == nil || fatal(errors.New("internal_error")) != nil {
+		t.Error("fatal: invalid_auth must stop, internal_error retry")
+	}
+}
+
+// A connection that ends young is replaced after a wait (Slack could be refusing them, and
+// apps.connections.open is limited); one Slack asks to refresh, at once.
+func TestYoungConnectionsReconnectAfterAWait(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	h := startBot(t, fs, &fakeReplier{}, nil, Options{})
+	fs.DropConnections()
+	dropped := time.Now()
+	h.waitFor(t, "a new connection", func() bool { return fs.Connections().Total == 2 && h.bot.State().Connected })
+	if d := time.Since(dropped); d < firstBackoff {
+		t.Errorf("a connection that lasted under a minute was replaced after %v, want at least %v", d, firstBackoff)
+	}
+	fs.Disconnect("refresh_requested")
+	h.waitFor(t, "a refreshed connection", func() bool { return fs.Connections().Total == 3 && h.bot.State().Connected })
+	if n := fs.CallCount("apps.connections.open"); n != 3 {
+		t.Errorf("apps.connections.open called %d times, want 3", n)
+	}
+}
