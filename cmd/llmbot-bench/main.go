@@ -59,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	plot := fs.String("plot", "docs/load-lag.png", "write the lag plot (PNG) here; empty: no plot")
 	keep := fs.Bool("keep", false, "keep the work directory (the bot's logs and goroutine dumps) and print its path")
 	verbose := fs.Bool("v", false, "progress and per-method call counts on stderr")
+	var botEnv envList
+	fs.Var(&botEnv, "bot-env", "KEY=VALUE added to the bot's environment (repeatable), e.g. GOMAXPROCS=1 to measure a runtime setting")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -107,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	set := settings{
 		scale: *scale, perChannel: *perChannel, tokens: *tokens, firstToken: *first, tokenInterval: *interval,
 		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, readLimits: *reads, quiet: *quiet, settle: *settle,
-		timeout: *timeout, botPath: path, workDir: work, verbose: logf,
+		timeout: *timeout, botPath: path, botEnv: botEnv, workDir: work, verbose: logf,
 	}
 	sc := &scripts{tokens: *tokens, m: map[int]*script{}}
 
@@ -187,4 +189,17 @@ func cpuModel() string {
 		}
 	}
 	return "unknown CPU"
+}
+
+// envList collects -bot-env flags.
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, " ") }
+
+func (e *envList) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	*e = append(*e, v)
+	return nil
 }

@@ -32,6 +32,7 @@ type settings struct {
 	settle        time.Duration // idle time after start-up (before idle RSS) and after the run (before goroutines)
 	timeout       time.Duration // bound of one scenario; 0: from the expected duration
 	botPath       string
+	botEnv        []string // KEY=VALUE added to the bot's environment (-bot-env)
 	workDir       string
 	verbose       func(format string, args ...any)
 }
@@ -184,6 +185,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 		"GOTRACEBACK=all",
 		"HOME=" + set.workDir,
 	}
+	env = append(env, set.botEnv...) // later entries win (os/exec keeps the last of a key)
 	logPath := filepath.Join(set.workDir, fmt.Sprintf("bot-%s-%d.log", policy, n))
 	bot, err := startBot(set.botPath, env, logPath)
 	if err != nil {

@@ -20,7 +20,7 @@ func TestSmoke(t *testing.T) {
 	defer cancel()
 	plot := filepath.Join(t.TempDir(), "lag.png")
 	var out, errs bytes.Buffer
-	err := run(ctx, []string{"-n", "2", "-scale", "20", "-tokens", "120", "-settle", "200ms", "-quiet", "3s", "-plot", plot}, &out, &errs)
+	err := run(ctx, []string{"-n", "2", "-scale", "20", "-tokens", "120", "-settle", "200ms", "-quiet", "3s", "-plot", plot, "-bot-env", "GOGC=100"}, &out, &errs)
 	if err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
 	}
@@ -41,5 +41,22 @@ func TestSmoke(t *testing.T) {
 	}
 	if fi, err := os.Stat(plot); err != nil || fi.Size() == 0 {
 		t.Errorf("no plot: %v", err)
+	}
+}
+
+func TestBotEnvFlag(t *testing.T) {
+	var e envList
+	for _, ok := range []string{"GOMAXPROCS=1", "LLM_STREAM_COALESCE="} {
+		if err := e.Set(ok); err != nil {
+			t.Errorf("Set(%q): %v", ok, err)
+		}
+	}
+	if got := e.String(); got != "GOMAXPROCS=1 LLM_STREAM_COALESCE=" {
+		t.Errorf("collected %q", got)
+	}
+	for _, bad := range []string{"GOMAXPROCS", "=1", ""} {
+		if err := e.Set(bad); err == nil {
+			t.Errorf("Set(%q) accepted", bad)
+		}
 	}
 }
