@@ -148,10 +148,24 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	s.readLoop(c)
 }
 
-// readLoop reads acks until the connection fails, then forgets the connection.
+// rawAck is a frame read from a connection and when it was read.
+type rawAck struct {
+	data []byte
+	read time.Time
+}
+
+// readLoop reads acks until the connection fails, then forgets the connection. It only reads
+// and timestamps them: recordAcks matches them under the server's lock, so an ack's time is
+// when it arrived, not when the lock was free (a test posting many messages at once holds the
+// lock for each, and acks read meanwhile would otherwise look late by the whole burst).
 func (s *Server) readLoop(c *wsConn) {
 	defer s.wg.Done()
+	acks := make(chan rawAck, 4096) // the burst of acks a test can cause; full, reading waits
+	recorded := make(chan struct{})
+	go func() { defer close(recorded); s.recordAcks(c, acks) }() // waited for below
 	defer func() {
+		close(acks)
+		<-recorded
 		c.ws.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -164,7 +178,14 @@ func (s *Server) readLoop(c *wsConn) {
 		if err != nil {
 			return
 		}
-		now := time.Now()
+		acks <- rawAck{data: data, read: time.Now()}
+	}
+}
+
+// recordAcks matches the acks read on c with their envelopes.
+func (s *Server) recordAcks(c *wsConn, acks <-chan rawAck) {
+	for r := range acks {
+		data, now := r.data, r.read
 		var a struct {
 			EnvelopeID string          `json:"envelope_id"`
 			Payload    json.RawMessage `json:"payload"`
