@@ -161,53 +161,76 @@ func logLines(path string) (map[string]int, string) {
 	return out, first
 }
 
-// cpuTime reads the process's CPU time: the sum over its threads of the time each ran
-// (/proc/<pid>/task/<tid>/schedstat, in nanoseconds). A Go process keeps its threads, so none
-// of its time leaves with an exited thread. Where schedstat is missing it falls back to
-// utime+stime of /proc/<pid>/stat, counted in 10 ms ticks: too coarse for short runs (a 400-token
-// answer costs a few of them).
-func cpuTime(pid int) (time.Duration, error) {
+// usage is what the kernel's scheduler counted for a process's threads.
+type usage struct {
+	cpu    time.Duration // time running
+	wakeup int64         // times a thread was put on a CPU (-1: unknown): each is a wake-up or a preemption
+}
+
+// cpuUsage reads the process's CPU time and scheduling count: the sums over its threads of
+// /proc/<pid>/task/<tid>/schedstat (nanoseconds running, and the number of times the thread was
+// scheduled in). A Go process keeps its threads, so none of its time leaves with an exited
+// thread. Where schedstat is missing it falls back to utime+stime of /proc/<pid>/stat, counted in
+// 10 ms ticks: too coarse for short runs (a 400-token answer costs a few of them), and without
+// the count.
+//
+// The count is the steadier figure on a shared VM: CPU time per wake-up varies with what else
+// runs on the host, the number of wake-ups with what the bot does.
+func cpuUsage(pid int) (usage, error) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err == nil {
-		var sum time.Duration
+		var sum usage
+		ok := true
 		for _, t := range tasks {
 			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // the thread exited since the listing
+			}
+			var u usage
+			if err == nil {
+				u, err = parseSchedstat(string(data))
+			}
 			if err != nil {
-				if errors.Is(err, os.ErrNotExist) {
-					continue // the thread exited since the listing
-				}
-				sum = -1
+				ok = false
 				break
 			}
-			d, err := parseSchedstat(string(data))
-			if err != nil {
-				sum = -1
-				break
-			}
-			sum += d
+			sum.cpu += u.cpu
+			sum.wakeup += u.wakeup
 		}
-		if sum >= 0 {
+		if ok {
 			return sum, nil
 		}
 	}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return usage{}, err
 	}
-	return parseStatCPU(string(data))
+	cpu, err := parseStatCPU(string(data))
+	return usage{cpu: cpu, wakeup: -1}, err
 }
 
-// parseSchedstat reads the first field of a schedstat line: nanoseconds spent running.
-func parseSchedstat(line string) (time.Duration, error) {
+// cpuTime is cpuUsage's CPU time.
+func cpuTime(pid int) (time.Duration, error) {
+	u, err := cpuUsage(pid)
+	return u.cpu, err
+}
+
+// parseSchedstat reads a schedstat line: nanoseconds spent running, nanoseconds spent waiting to
+// run, times scheduled in.
+func parseSchedstat(line string) (usage, error) {
 	f := strings.Fields(line)
-	if len(f) < 1 {
-		return 0, errors.New("schedstat: empty")
+	if len(f) < 3 {
+		return usage{}, errors.New("schedstat: too few fields")
 	}
 	ns, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("schedstat: %w", err)
+		return usage{}, fmt.Errorf("schedstat: %w", err)
 	}
-	return time.Duration(ns), nil
+	n, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return usage{}, fmt.Errorf("schedstat: %w", err)
+	}
+	return usage{cpu: time.Duration(ns), wakeup: n}, nil
 }
 
 // parseStatCPU reads utime and stime (fields 14 and 15) from a /proc/<pid>/stat line. The command

@@ -8,10 +8,10 @@ import (
 )
 
 func TestParseSchedstat(t *testing.T) {
-	if got, err := parseSchedstat("1107766458 619725671 957\n"); err != nil || got != 1107766458*time.Nanosecond {
-		t.Errorf("parseSchedstat = %v, %v", got, err)
+	if got, err := parseSchedstat("1107766458 619725671 957\n"); err != nil || got != (usage{cpu: 1107766458 * time.Nanosecond, wakeup: 957}) {
+		t.Errorf("parseSchedstat = %+v, %v", got, err)
 	}
-	for _, bad := range []string{"", "x 1 2"} {
+	for _, bad := range []string{"", "x 1 2", "1 2", "1 2 x"} {
 		if _, err := parseSchedstat(bad); err == nil {
 			t.Errorf("parseSchedstat(%q) accepted", bad)
 		}
@@ -40,6 +40,9 @@ func TestCPUTimeOfThisProcess(t *testing.T) {
 	}
 	if after <= before {
 		t.Errorf("cpuTime did not grow (%v -> %v) over 30 ms of a busy loop (%d)", before, after, x)
+	}
+	if u, err := cpuUsage(os.Getpid()); err != nil || u.wakeup <= 0 {
+		t.Errorf("cpuUsage = %+v, %v: want threads scheduled in at least once", u, err)
 	}
 }
 

@@ -89,6 +89,7 @@ type result struct {
 	httpConns    int             // of the goroutines after: idle HTTP connections' read/write loops
 	streamTime   []time.Duration // model: first token -> last token, per answer (not scaled)
 	cpu          time.Duration   // from the first question to the end of the run
+	wakeups      int64           // times the bot's threads were scheduled in, same span (-1: unknown)
 	idleCPU      time.Duration   // during the settle time before the load
 	idleFor      time.Duration   // how long that was
 	idleRSS      int64           // kB
@@ -214,7 +215,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if res.idleRSS, err = memKB(bot.pid(), "VmRSS"); err != nil {
 		return nil, err
 	}
-	cpu0, err := cpuTime(bot.pid())
+	use0, err := cpuUsage(bot.pid())
 	if err != nil {
 		return nil, err
 	}
@@ -240,11 +241,14 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 		logf("  %v", err)
 	}
 	res.wall = time.Since(start)
-	cpu1, err := cpuTime(bot.pid())
+	use1, err := cpuUsage(bot.pid())
 	if err != nil {
 		return nil, err
 	}
-	res.cpu = cpu1 - cpu0
+	res.cpu, res.wakeups = use1.cpu-use0.cpu, -1
+	if use0.wakeup >= 0 && use1.wakeup >= 0 {
+		res.wakeups = use1.wakeup - use0.wakeup
+	}
 	if res.peakRSS, err = memKB(bot.pid(), "VmHWM"); err != nil {
 		return nil, err
 	}

@@ -50,6 +50,14 @@ func (r *result) cpuPer1k() time.Duration {
 	return time.Duration(float64(r.cpu) * 1000 / float64(r.tokens))
 }
 
+// wakeupsPer1k is how often the bot's threads were scheduled in per 1,000 tokens streamed ("-": unknown).
+func (r *result) wakeupsPer1k() string {
+	if r.tokens == 0 || r.wakeups < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(r.wakeups)*1000/float64(r.tokens))
+}
+
 // idleCPUPerSec is the bot's CPU while idle (connected, before the load), in ms per second.
 func (r *result) idleCPUPerSec() float64 {
 	if r.idleFor <= 0 {
@@ -69,14 +77,14 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		"(lags in Slack time); idle bot: %d goroutines besides idle HTTP connections.\n\n",
 		set.updatesPerMin, set.postsPerMin, set.burst, set.tokens, set.firstToken, set.tokenInterval,
 		set.perChannel, set.scale, idleGoroutines)
-	fmt.Fprintln(w, "| N | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | RSS idle / peak MB | goroutines after (HTTP conns) |")
-	fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---|---:|")
+	fmt.Fprintln(w, "| N | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | wake-ups / 1k tokens | RSS idle / peak MB | goroutines after (HTTP conns) |")
+	fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|---:|")
 	for _, r := range results {
 		g := fmt.Sprintf("%d (%d)", r.goroutines, r.httpConns)
 		if r.goroutineErr != nil {
 			g = "not measured"
 		}
-		fmt.Fprintf(w, "| %d | %s | %s / %s | %s / %s | %s | %s | %s | %s / %s / %s | %.1f | %d | %d / %d / %d / %d | %d | %s | %.1f / %.1f | %s |\n",
+		fmt.Fprintf(w, "| %d | %s | %s / %s | %s / %s | %s | %s | %s | %s / %s / %s | %.1f | %d | %d / %d / %d / %d | %d | %s | %s | %.1f / %.1f | %s |\n",
 			r.n, r.policy,
 			millis(percentile(r.acks, 50)), millis(percentile(r.acks, 99)),
 			secs(percentile(r.firstText, 50)), secs(percentile(r.firstText, 95)),
@@ -84,7 +92,7 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 			secs(percentile(r.finalLags, 50)), secs(percentile(r.finalLags, 95)), secs(maxOf(r.finalLags)),
 			float64(r.calls)/float64(r.n), r.throttled,
 			r.complete, r.wrong, r.lost, r.duplicates, r.hidden,
-			millis(r.cpuPer1k()), float64(r.idleRSS)/1024, float64(r.peakRSS)/1024, g)
+			millis(r.cpuPer1k()), r.wakeupsPer1k(), float64(r.idleRSS)/1024, float64(r.peakRSS)/1024, g)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Slack calls and 429s by method, time from a question to its model request, peak model streams open at once, bot log lines by level:")
