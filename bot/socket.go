@@ -28,6 +28,7 @@ const (
 	maxAckSize         = 20 * 1024        // Slack silently drops larger Socket Mode responses
 	readLimit          = 16 << 20         // a frame larger than this ends the connection (Slack's are KBs)
 	writeBufferSize    = 32 * 1024        // above maxAckSize: an ack is written as one frame
+	readBufferSize     = 64 * 1024        // a read takes in many envelopes of a burst (a few KB each)
 	firstBackoff       = time.Second      // after a failed connection attempt, doubled up to maxBackoff
 	maxBackoff         = 2 * time.Minute  // Slack's apps.connections.open is Tier 3 (~50 a minute)
 	stableConnection   = time.Minute      // a connection that lasted this long is replaced at once when it ends
@@ -49,8 +50,9 @@ type inbound struct {
 // acks an envelope from its raw bytes right after reading it, before anything is decoded: the
 // ack of the last envelope of a burst waits only for the reads and writes of those before it,
 // not for decoding, routing or the goroutine hand-offs of slack-go's four-goroutine pipeline
-// (round 3 of docs/benchmarks.md: ack p99 34 ms at N = 200 with slack-go's client). Slash
-// commands are acked by the loop, with the command's answer as payload (Ack).
+// (round 3 of docs/benchmarks.md: ack p99 34 ms at N = 200 with slack-go's client). The acks of
+// envelopes read together from one read of the network go out together, in one write
+// (heldConn). Slash commands are acked by the loop, with the command's answer as payload (Ack).
 //
 // It reconnects on its own: when Slack asks (a disconnect frame other than "warning"), when a
 // read or an ack fails, and when nothing (not even a ping) came for the ping timeout. It stops
@@ -82,8 +84,10 @@ func newSocket(open SocketOpener, log *zap.Logger, pingTimeout time.Duration, ac
 	return &socket{
 		open: open, log: log, pingTimeout: pingTimeout, acked: acked,
 		dialer: &websocket.Dialer{
+			NetDialContext:   dialHeld,
 			Proxy:            http.ProxyFromEnvironment,
 			HandshakeTimeout: handshakeTimeout,
+			ReadBufferSize:   readBufferSize,
 			WriteBufferSize:  writeBufferSize,
 		},
 		in: make(chan inbound, inboundQueue),
@@ -244,6 +248,12 @@ func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
 		}
 		return nil
 	})
+	held := heldOf(conn)
+	defer func() {
+		if err := held.flush(); err != nil {
+			s.log.Debug("socket mode: last acks not written (Slack will redeliver)", zap.Error(err))
+		}
+	}()
 	for {
 		s.extend(conn)
 		typ, frame, err := conn.ReadMessage()
@@ -271,13 +281,23 @@ func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
 			return errDisconnect{h.reason}
 		}
 		in := inbound{frame: frame, head: h, read: read, acked: h.id != "" && h.typ != socketmode.RequestTypeSlashCommands}
-		if err := s.send(ctx, in); err != nil {
-			return err // shutting down: not acked, so Slack sends it again
+		select {
+		case s.in <- in:
+		default: // the loop is behind: the acks held go out before the reader waits for it
+			if err := held.flush(); err != nil {
+				return fmt.Errorf("ack: %w", err)
+			}
+			if err := s.send(ctx, in); err != nil {
+				return err // shutting down: not acked, so Slack sends it again
+			}
 		}
 		if !in.acked {
 			continue
 		}
-		if err := s.write(conn, ackFrame(h.id), time.Now().Add(ackWriteTimeout)); err != nil {
+		held.hold() // sent with the next read from the network (see heldConn)
+		err = s.write(conn, ackFrame(h.id), time.Now().Add(ackWriteTimeout))
+		held.release()
+		if err != nil {
 			// The loop handles it anyway; Slack redelivers it on the next connection and the
 			// loop drops that as a duplicate.
 			return fmt.Errorf("ack: %w", err)
