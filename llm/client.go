@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -43,10 +44,12 @@ type Config struct {
 	HeaderTimeout  time.Duration  // default 120s, time to response headers for chat
 	IdleTimeout    time.Duration  // default 90s, max silence between stream bytes (comments count as life)
 	// StreamCoalesce, when above 0, spaces the reads of a streamed answer that wait for the
-	// network: once the body has been read up to what had arrived, the next read comes this much
-	// later, and the events that arrived in between are read together, one wake-up for several
-	// tokens instead of one each (a model sends 20-100 a second). There is no pause after the
-	// finish reason. A token reaches the caller up to this much later. 0: read bytes as they arrive.
+	// network: once the body has been read up to what had arrived, the next read comes about
+	// this much later (half to one and a half times it, at instants shared by every stream of the
+	// process: see alignedPause), and the events that arrived in between are read together, one
+	// wake-up for several tokens instead of one each (a model sends 20-100 a second). There is no
+	// pause after the finish reason. A token reaches the caller up to 1.5 times this much later.
+	// 0: read bytes as they arrive.
 	StreamCoalesce time.Duration
 	ImageTimeout   time.Duration // default 180s for the whole image call incl. download; never retried after timeout
 	MaxRetries     int           // default 2 (so 3 attempts); negative means no retry
@@ -212,7 +215,8 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 	return func(yield func(Chunk, error) bool) {
 		sctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(errStreamDone)
-		resp, err := c.chat(sctx, req, true)
+		var conn connOf
+		resp, err := c.chat(conn.trace(sctx), req, true)
 		if err != nil {
 			yield(Chunk{}, err)
 			return
@@ -220,7 +224,10 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 		defer resp.Body.Close()
 		body := c.watch(sctx, resp.Body, cancel, c.cfg.StreamCoalesce)
 		body.partial = resp.TLS != nil && resp.ProtoMajor == 1 // one TLS record per Read
-		defer body.stop()
+		if c.cfg.StreamCoalesce > 0 && resp.ProtoMajor == 1 {  // HTTP/2 shares the connection with other requests
+			body.conn = conn.get()
+		}
+		defer body.stop() // before Close: the connection goes back to the pool as it came
 
 		br := bufio.NewReaderSize(body, 512)
 		switch sniff(resp.Header, br) {
@@ -619,8 +626,8 @@ func (c *Client) htmlError(h http.Header, r io.Reader) *Error {
 // the time the caller spends between reads does not count.
 //
 // With coalesce above 0 it also spaces the reads that must wait for the network: once it has
-// read all that had arrived, the next Read first waits until coalesce has passed since the last
-// data, so what arrives meanwhile is read at once. The wait ends early when ctx does; it is not
+// read all that had arrived, the next Read first waits for the next shared instant (see
+// alignedPause), so what arrives meanwhile is read at once. The wait ends early when ctx does; it is not
 // silence (the idle timer runs only while a Read waits for data). endCoalescing turns the pauses
 // off for the rest of the body (after the finish reason, so the end of the stream is not held
 // back).
@@ -638,6 +645,7 @@ type idleReader struct {
 
 	ctx      context.Context
 	coalesce time.Duration
+	conn     net.Conn    // the body's own connection (HTTP/1.x), to hold back wake-ups during pauses; nil: none
 	pause    *time.Timer // nil until the first wait
 	last     time.Time   // when the last Read that returned data returned
 	drained  bool        // all that had arrived has been read: the next Read pauses first
@@ -658,7 +666,10 @@ func (c *Client) watch(ctx context.Context, r io.Reader, cancel context.CancelCa
 
 func (r *idleReader) Read(p []byte) (int, error) {
 	if r.drained && r.coalesce > 0 {
-		if err := r.wait(r.coalesce - time.Since(r.last)); err != nil {
+		r.quiet(true)
+		err := r.wait(alignedPause(r.last, r.coalesce))
+		r.quiet(false)
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -678,6 +689,48 @@ func (r *idleReader) Read(p []byte) (int, error) {
 }
 
 func (r *idleReader) endCoalescing() { r.coalesce = 0 }
+
+// quietBytes is SO_RCVLOWAT during a pause: far more than a pause gathers (a few KB), so the
+// kernel wakes nobody for the tokens that arrive meanwhile.
+const quietBytes = 16 << 10
+
+// quiet holds back (on) or restores (off) the network poller's wake-ups for the body's
+// connection: during a pause nobody reads it, yet every packet that arrives (one per token)
+// would wake the process for nothing. Only on Linux; on the first failure it stops trying.
+func (r *idleReader) quiet(on bool) {
+	if r.conn == nil {
+		return
+	}
+	n := 1
+	if on {
+		n = quietBytes
+	}
+	if err := setRcvLowat(r.conn, n); err != nil {
+		if !on {
+			r.conn = nil
+			return
+		}
+		_ = setRcvLowat(r.conn, 1) // as it was, whatever failed
+		r.conn = nil
+	}
+}
+
+// alignedPause is how long to wait after data read at last before reading again: until the
+// first multiple of every (counted from the zero time, so the same instants for every stream of
+// the process) at least every/2 after last, so every/2 to 3/2 every after it (every on average,
+// as a pause of every from the last data would be). A bot reading 50 streams at once then wakes
+// up 1/every times a second for all of them together instead of 50/every times, and each
+// wake-up of a Go process (timer, scheduler, futex, epoll: a few syscalls, each dear in a VM)
+// costs more than reading a few events. The wall clock only aligns the instants; the wait is
+// bounded by 3/2 every whatever it does.
+func alignedPause(last time.Time, every time.Duration) time.Duration {
+	earliest := last.Add(every / 2)
+	next := earliest.Truncate(every) // Truncate drops the monotonic reading: wall-clock instants
+	if next.Before(earliest) {
+		next = next.Add(every)
+	}
+	return min(time.Until(next), every*3/2)
+}
 
 // wait sleeps d (nothing when d <= 0) unless ctx ends first.
 func (r *idleReader) wait(d time.Duration) error {
@@ -703,4 +756,24 @@ func (r *idleReader) stop() {
 	if r.pause != nil {
 		r.pause.Stop()
 	}
+}
+
+// connOf records the connection a request was sent on (the last attempt's).
+type connOf struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (c *connOf) trace(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+		c.mu.Lock()
+		c.conn = i.Conn
+		c.mu.Unlock()
+	}})
+}
+
+func (c *connOf) get() net.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn
 }

@@ -25,7 +25,8 @@ type socket struct {
 	// records: a Read returns at most one write, however many are buffered, as a TLS
 	// connection returns one record per Read (and a server flushes one record per event).
 	records bool
-	sizes   []int // with records: the sizes of the writes not yet read
+	sizes   []int       // with records: the sizes of the writes not yet read
+	times   []time.Time // when each Read returned data
 }
 
 func newSocket() *socket { return &socket{ready: make(chan struct{}, 1)} }
@@ -70,6 +71,7 @@ func (s *socket) Read(p []byte) (int, error) {
 				left -= k
 			}
 			s.reads++
+			s.times = append(s.times, time.Now())
 			s.mu.Unlock()
 			return n, nil
 		}
@@ -309,6 +311,39 @@ func TestStreamCoalesceEndsWithTheFinishReason(t *testing.T) {
 		}
 		if d := time.Since(start); d != 30*time.Millisecond {
 			t.Errorf("the stream ended after %v, want 30ms (when [DONE] came), not a pause of a minute later", d)
+		}
+	})
+}
+
+// Streams read at the same instants (multiples of StreamCoalesce), whenever they started, so a
+// bot reading many wakes up once per interval for all of them; the pause after data stays
+// between half and one and a half intervals.
+func TestStreamCoalesceAlignsStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const coalesce = 100 * time.Millisecond
+		socks := []*socket{newSocket(), newSocket()}
+		var wg sync.WaitGroup
+		for i, sock := range socks {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 37 * time.Millisecond) // the second starts later
+				if text, _ := coalescedReadFrom(t, sock, coalesce, 50, 10*time.Millisecond); len(text) != 200 {
+					t.Errorf("stream %d: read %d bytes, want 200", i, len(text))
+				}
+			})
+		}
+		wg.Wait()
+		for i, sock := range socks {
+			if len(sock.times) < 4 || len(sock.times) > 8 {
+				t.Errorf("stream %d: %d reads of 50 tokens over 500 ms, want about one per 100 ms", i, len(sock.times))
+			}
+			for k, at := range sock.times[1:] { // the first read waits for the first token
+				if at.Sub(at.Truncate(coalesce)) != 0 {
+					t.Errorf("stream %d: read %d at %v, not on a multiple of %v", i, k+1, at.Format("15:04:05.000"), coalesce)
+				}
+				if gap := at.Sub(sock.times[k]); gap < coalesce/2 || gap > coalesce*3/2 {
+					t.Errorf("stream %d: read %d came %v after the one before, want %v to %v", i, k+1, gap, coalesce/2, coalesce*3/2)
+				}
+			}
 		}
 	})
 }
