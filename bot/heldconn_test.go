@@ -1,13 +1,22 @@
 package bot
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
 )
 
 // countingConn counts the writes that reach the network.
@@ -107,5 +116,60 @@ func TestHeldConnFlushErrorFailsTheRead(t *testing.T) {
 	nilConn.release()
 	if err := nilConn.flush(); err != nil {
 		t.Error(err)
+	}
+}
+
+// Over TLS (wss://, as Slack is) the held writes are found under the TLS connection and the acks
+// arrive, then a clean close.
+func TestHeldAcksOverTLS(t *testing.T) {
+	got := make(chan string, 10) // the acks and the close, at most 4
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for i := range 3 {
+			_ = c.WriteMessage(websocket.TextMessage, fmt.Appendf(nil, `{"envelope_id":"e%d","type":"events_api","payload":{}}`, i))
+		}
+		for {
+			_, m, err := c.ReadMessage()
+			if err != nil {
+				var ce *websocket.CloseError
+				if errors.As(err, &ce) {
+					got <- fmt.Sprintf("close %d", ce.Code)
+				}
+				return
+			}
+			got <- string(m)
+		}
+	}))
+	defer srv.Close()
+	s := newSocket(nil, zap.NewNop(), time.Minute, nil)
+	s.dialer.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // httptest's certificate
+	conn, _, err := s.dialer.DialContext(t.Context(), "wss"+strings.TrimPrefix(srv.URL, "https"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if heldOf(conn) == nil {
+		t.Fatal("no heldConn under the TLS connection")
+	}
+	s.conn = conn
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.read(ctx, conn) }()
+	for i := range 3 {
+		if a := waitChan(t, "ack", got); a != fmt.Sprintf(`{"envelope_id":"e%d"}`, i) {
+			t.Errorf("ack %d = %s", i, a)
+		}
+		if in := waitChan(t, "frame for the loop", (<-chan inbound)(s.in)); in.head.id != fmt.Sprintf("e%d", i) || !in.acked {
+			t.Errorf("frame %d handed over as %+v", i, in.head)
+		}
+	}
+	cancel()
+	waitChan(t, "the reader to stop", done)
+	s.close()
+	if c := waitChan(t, "close frame", got); c != "close 1000" {
+		t.Errorf("got %q, want a normal close", c)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -70,8 +71,10 @@ type socket struct {
 	// At ~2-5 KB a frame the buffer holds at most a few MB.
 	in chan inbound
 
-	wmu  sync.Mutex      // serialises writes (gorilla allows one writer) and guards conn
-	conn *websocket.Conn // the connection acks go to; nil before the first one
+	wmu    sync.Mutex      // serialises writes (gorilla allows one writer) and guards conn, up and closed
+	conn   *websocket.Conn // the connection acks go to; nil between connections
+	up     chan struct{}   // closed when conn is set (Ack waits on it while reconnecting)
+	closed bool            // close was called: no more acks
 
 	dmu      sync.Mutex // orders read-deadline changes against shutdown (see extend)
 	stopping bool
@@ -91,6 +94,7 @@ func newSocket(open SocketOpener, log *zap.Logger, pingTimeout time.Duration, ac
 			WriteBufferSize:  writeBufferSize,
 		},
 		in: make(chan inbound, inboundQueue),
+		up: make(chan struct{}),
 	}
 }
 
@@ -102,8 +106,8 @@ func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.
 // Run connects and reads until ctx ends (it then returns ctx's error, leaving the last
 // connection open for the loop's last acks: see close) or the app token is rejected.
 //
-// A connection that ends is replaced at once when Slack asked for it (refresh_requested) or
-// when it had lasted a minute; one that ends younger (Socket Mode turned off, too many
+// A connection that ends is replaced at once when Slack asked for it (refresh_requested, after
+// at least a second) or when it had lasted a minute; one that ends younger (Socket Mode turned off, too many
 // connections, a proxy that cuts them, a network blip) after a wait that grows while that
 // goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
 func (s *socket) Run(ctx context.Context) error {
@@ -125,9 +129,15 @@ func (s *socket) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		s.drop(conn)
+		// Down now, not after the wait: readiness and metrics must not say connected meanwhile.
+		if err := s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
+			Data: &slack.ConnectingEvent{ConnectionCount: count + 1}}}); err != nil {
+			return err
+		}
+		lived := time.Since(began)
 		var d errDisconnect
 		switch {
-		case errors.As(err, &d) && d.reason == "refresh_requested", time.Since(began) >= stableConnection:
+		case errors.As(err, &d) && d.reason == "refresh_requested" && lived >= time.Second, lived >= stableConnection:
 			wait = 0
 		default:
 			wait = min(max(2*wait, firstBackoff), maxBackoff)
@@ -165,6 +175,7 @@ func (s *socket) connect(ctx context.Context, count int) (*websocket.Conn, error
 		if err == nil {
 			s.wmu.Lock()
 			s.conn = conn
+			close(s.up)
 			s.wmu.Unlock()
 			return conn, s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
 				Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
@@ -195,7 +206,7 @@ func (s *socket) connect(ctx context.Context, count int) (*websocket.Conn, error
 // returns nil for the others.
 func fatal(err error) error {
 	switch msg := err.Error(); msg {
-	case "invalid_auth", "not_authed", "account_inactive", "token_revoked":
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type", "missing_scope":
 		return fmt.Errorf("socket mode: Slack rejected SLACK_APP_TOKEN (%s): create an app-level token with connections:write under Basic Information > App-Level Tokens: %w", msg, err)
 	}
 	var sc slack.StatusCodeError
@@ -207,12 +218,12 @@ func fatal(err error) error {
 
 // dial calls apps.connections.open and dials the URL it returns (a new one every time).
 func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
-	_, url, err := s.open.StartSocketModeContext(ctx)
+	_, wsURL, err := s.open.StartSocketModeContext(ctx)
 	if err != nil {
 		return nil, err // apps.connections.open's error names it; it carries no token
 	}
 	hdr := http.Header{"Origin": {"https://api.slack.com"}}
-	conn, resp, err := s.dialer.DialContext(ctx, url, hdr)
+	conn, resp, err := s.dialer.DialContext(ctx, wsURL, hdr)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
@@ -221,7 +232,12 @@ func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
 		if resp != nil {
 			status = " (" + resp.Status + ")"
 		}
-		// The URL holds a ticket: it is never logged.
+		// The URL holds a ticket: it is never logged (a *url.Error would print it, and a proxy's
+		// URL may hold credentials).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("socket mode dial%s: %w", status, err)
 	}
 	conn.SetReadLimit(readLimit)
@@ -303,7 +319,7 @@ func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
 			return fmt.Errorf("ack: %w", err)
 		}
 		if s.acked != nil {
-			s.acked(h.typ, time.Since(read))
+			s.acked(h.typ, time.Since(read)) // written, or held for the next read's write (heldConn)
 		}
 	}
 }
@@ -355,7 +371,8 @@ func (s *socket) write(conn *websocket.Conn, frame []byte, deadline time.Time) e
 }
 
 // Ack acknowledges an envelope the reader leaves to the loop (a slash command), with payload as
-// the answer (nil: none), on the current connection.
+// the answer (nil: none), on the current connection; while the socket is reconnecting it waits
+// for the next one until ctx ends (Slack does not resend a slash command).
 func (s *socket) Ack(ctx context.Context, envelopeID string, payload any) error {
 	frame, err := json.Marshal(socketmode.Response{EnvelopeID: envelopeID, Payload: payload})
 	if err != nil {
@@ -364,11 +381,9 @@ func (s *socket) Ack(ctx context.Context, envelopeID string, payload any) error 
 	if len(frame) >= maxAckSize {
 		return fmt.Errorf("ack of %d bytes: Slack drops acks of %d bytes or more", len(frame), maxAckSize)
 	}
-	s.wmu.Lock()
-	conn := s.conn
-	s.wmu.Unlock()
-	if conn == nil {
-		return errors.New("ack: not connected")
+	conn, err := s.current(ctx)
+	if err != nil {
+		return err
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -380,11 +395,31 @@ func (s *socket) Ack(ctx context.Context, envelopeID string, payload any) error 
 	return nil
 }
 
+// current returns the connection, waiting for one while the socket reconnects.
+func (s *socket) current(ctx context.Context) (*websocket.Conn, error) {
+	for {
+		s.wmu.Lock()
+		conn, up, closed := s.conn, s.up, s.closed
+		s.wmu.Unlock()
+		switch {
+		case conn != nil:
+			return conn, nil
+		case closed:
+			return nil, errors.New("ack: not connected (shutting down)")
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("ack: not connected: %w", context.Cause(ctx))
+		}
+	}
+}
+
 // drop closes a connection that failed or that Slack asked to replace.
 func (s *socket) drop(conn *websocket.Conn) {
 	s.wmu.Lock()
 	if s.conn == conn {
-		s.conn = nil
+		s.conn, s.up = nil, make(chan struct{})
 	}
 	s.wmu.Unlock()
 	_ = conn.Close()
@@ -395,7 +430,7 @@ func (s *socket) drop(conn *websocket.Conn) {
 func (s *socket) close() {
 	s.wmu.Lock()
 	conn := s.conn
-	s.conn = nil
+	s.conn, s.closed = nil, true
 	s.wmu.Unlock()
 	if conn == nil {
 		return

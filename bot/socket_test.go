@@ -44,7 +44,9 @@ func TestReadHead(t *testing.T) {
 }
 
 // headByJSON reads the same fields as readHead with encoding/json (exact key match, the last
-// of repeated keys, null as "").
+// of repeated keys, null as ""). Frames that spell one of the keys with escapes ("envelope\u005fid")
+// are not compared: readHead matches keys as written (Slack writes them plainly); such a frame is
+// acked by the loop instead, after decoding.
 func headByJSON(frame []byte) (head, bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(frame, &m) != nil {
@@ -52,6 +54,9 @@ func headByJSON(frame []byte) (head, bool) {
 	}
 	var h head
 	for key, dst := range map[string]*string{"envelope_id": &h.id, "type": &h.typ, "reason": &h.reason} {
+		if _, ok := m[key]; ok && !strings.Contains(string(frame), `"`+key+`"`) {
+			return head{}, false // spelt with escapes
+		}
 		if v, ok := m[key]; ok && string(v) != "null" {
 			if json.Unmarshal(v, dst) != nil {
 				return head{}, false
@@ -61,8 +66,8 @@ func headByJSON(frame []byte) (head, bool) {
 	return h, true
 }
 
-// readHead agrees with encoding/json on every input encoding/json accepts. (It may accept some
-// invalid JSON, which the loop's decoding then rejects.)
+// readHead agrees with encoding/json on every input encoding/json accepts whose keys are written
+// without escapes. (It may accept some invalid JSON, which the loop's decoding then rejects.)
 func FuzzReadHead(f *testing.F) {
 	for _, s := range []string{sampleMention, sampleMessage, sampleCommand, sampleClick,
 		`{"type":"disconnect","reason":"warning"}`, `{"envelope_id":"a\\u0022b","payload":[{"x":"}"}],"type":"t"}`} {
@@ -225,11 +230,18 @@ func TestUnusableFramesKeepTheConnection(t *testing.T) {
 	}
 }
 
-// Ack refuses what Slack would drop silently, and says so when there is no connection.
+// Ack refuses what Slack would drop silently, and says so when no connection came before its
+// context ended, or the socket is closed.
 func TestAckErrors(t *testing.T) {
 	s := newSocket(nil, nil, 0, nil)
-	if err := s.Ack(context.Background(), "e1", nil); err == nil || !strings.Contains(err.Error(), "not connected") {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Ack(ctx, "e1", nil); err == nil || !strings.Contains(err.Error(), "not connected") {
 		t.Errorf("Ack without a connection: %v", err)
+	}
+	s.close()
+	if err := s.Ack(context.Background(), "e1", nil); err == nil || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("Ack after close: %v", err)
 	}
 	big := map[string]string{"text": strings.Repeat("x", maxAckSize)}
 	if err := s.Ack(context.Background(), "e1", big); err == nil || !strings.Contains(err.Error(), "Slack drops") {
@@ -256,4 +268,38 @@ func TestYoungConnectionsReconnectAfterAWait(t *testing.T) {
 	if n := fs.CallCount("apps.connections.open"); n != 3 {
 		t.Errorf("apps.connections.open called %d times, want 3", n)
 	}
+}
+
+// The connection's state goes down as soon as it drops, not after the wait before the next one
+// (readiness and metrics follow it).
+func TestStateDownDuringTheWait(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	h := startBot(t, fs, &fakeReplier{}, nil, Options{})
+	fs.DropConnections()
+	dropped := time.Now()
+	h.waitFor(t, "state down", func() bool { return !h.bot.State().Connected })
+	if d := time.Since(dropped); d >= firstBackoff/2 {
+		t.Errorf("state went down %v after the drop, want before the wait of at least %v ends", d, firstBackoff/2)
+	}
+	if c := fs.Connections(); c.Total != 1 {
+		t.Errorf("connections %+v: the wait should still be running", c)
+	}
+	h.waitFor(t, "up again", func() bool { return h.bot.State().Connected && fs.Connections().Current == 1 })
+}
+
+// A slash command's ack that the loop writes while the socket reconnects waits for the new
+// connection (Slack does not resend slash commands).
+func TestSlashAckWaitsForTheNextConnection(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	im := &blockingImaginer{entered: make(chan struct{}), release: make(chan struct{})}
+	h := startBot(t, fs, &fakeReplier{}, im, Options{AckTimeout: waitTimeout})
+	fs.SlashCommand("C1", "U1", "/imagine", "a fox")
+	waitChan(t, "the loop in Accept", im.entered)
+	fs.DropConnections()
+	h.waitFor(t, "the connection gone", func() bool { return fs.Connections().Current == 0 })
+	close(im.release) // the loop acks now, most likely between connections (the next one comes after a wait of 0.5-1 s)
+	h.waitFor(t, "the command acked on the next connection", func() bool {
+		a := fs.Acks()
+		return len(a) == 1 && a[0].Conn == 2 && strings.Contains(string(a[0].Payload), `"text":"ok"`)
+	})
 }
