@@ -55,9 +55,11 @@ func TestE2EStopButtonEditMode(t *testing.T) {
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
 	var msg fakeslack.Message
+	// "Four." (not just "Four"): the stream's first read may hold only the first token, and the
+	// rest of the four comes with the next read, one coalescing pause later.
 	e.waitFor(t, "partial answer with a Stop button", func() bool {
 		ms := e.slack.BotReplies("C1", q)
-		if len(ms) != 1 || !strings.HasPrefix(ms[0].Text, "Four") || buttonsOf(ms[0]) != handlers.ActionStop {
+		if len(ms) != 1 || !strings.HasPrefix(ms[0].Text, "Four.") || buttonsOf(ms[0]) != handlers.ActionStop {
 			return false
 		}
 		msg = ms[0]
