@@ -74,7 +74,7 @@ type Options struct {
 
 // Hooks observe the loop (metrics live in the caller). Every field is optional and must not block.
 type Hooks struct {
-	Acked      func(envelopeType string, latency time.Duration) // an envelope was acked, latency since it was read (called from the socket's reader too)
+	Acked      func(envelopeType string, latency time.Duration) // an envelope was acked, latency since it was read (called from the socket's reader too, once the ack is written or, in a burst, queued for the burst's one write)
 	Duplicate  func(kind string)                                // "envelope", "event" or "message" dropped as a repeat
 	Busy       func()                                           // work refused because MaxConcurrent was reached
 	Done       func(kind string, err error, d time.Duration)    // "reply" or "imagine" finished
