@@ -205,7 +205,6 @@ func (b *Bot) Run(ctx context.Context) error {
 	sockErr := make(chan error, 1) // size 1: the socket goroutine never waits for us
 	var sockWG sync.WaitGroup
 	sockWG.Go(func() { sockErr <- b.sock.Run(ctx) })
-	defer b.sock.close()
 
 	// Work outlives ctx for the grace period; it is cancelled by drain.
 	work, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))

@@ -40,7 +40,7 @@ const (
 
 // inbound is what the socket hands the loop: a frame, or a change of the connection's state.
 type inbound struct {
-	frame []byte           // a data frame as read ("" for state changes)
+	frame []byte           // a data frame as read (nil for state changes)
 	head  head             // what the reader read of it
 	acked bool             // the reader acks it: every envelope but a slash command (its ack carries the answer)
 	read  time.Time        // when it was read (or sent, for a state change)
@@ -107,9 +107,9 @@ func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.
 // connection open for the loop's last acks: see close) or the app token is rejected.
 //
 // A connection that ends is replaced at once when Slack asked for it (refresh_requested, after
-// at least a second) or when it had lasted a minute; one that ends younger (Socket Mode turned off, too many
-// connections, a proxy that cuts them, a network blip) after a wait that grows while that
-// goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
+// at least a second) or when it had lasted a minute; one that ends younger (Socket Mode turned
+// off, too many connections, a proxy that cuts them, a network blip) after a wait that grows
+// while that goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
 func (s *socket) Run(ctx context.Context) error {
 	var wait time.Duration
 	for count := 0; ; count++ {
@@ -136,13 +136,14 @@ func (s *socket) Run(ctx context.Context) error {
 		}
 		lived := time.Since(began)
 		var d errDisconnect
+		asked := errors.As(err, &d)
 		switch {
-		case errors.As(err, &d) && d.reason == "refresh_requested" && lived >= time.Second, lived >= stableConnection:
+		case asked && d.reason == "refresh_requested" && lived >= time.Second, lived >= stableConnection:
 			wait = 0
 		default:
 			wait = min(max(2*wait, firstBackoff), maxBackoff)
 		}
-		if errors.As(err, &d) {
+		if asked {
 			s.log.Info("socket mode: reconnecting", zap.String("reason", d.reason))
 		} else {
 			s.log.Warn("socket mode connection lost; reconnecting", zap.Error(err))

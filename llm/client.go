@@ -215,8 +215,12 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 	return func(yield func(Chunk, error) bool) {
 		sctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(errStreamDone)
-		var conn connOf
-		resp, err := c.chat(conn.trace(sctx), req, true)
+		var conn connOf // the stream's connection, for quiet pauses (only asked for when coalescing)
+		rctx := sctx
+		if c.cfg.StreamCoalesce > 0 {
+			rctx = conn.trace(sctx)
+		}
+		resp, err := c.chat(rctx, req, true)
 		if err != nil {
 			yield(Chunk{}, err)
 			return
@@ -227,7 +231,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 		if c.cfg.StreamCoalesce > 0 && resp.ProtoMajor == 1 {  // HTTP/2 shares the connection with other requests
 			body.conn = conn.get()
 		}
-		defer body.stop() // before Close: the connection goes back to the pool as it came
+		defer body.stop()
 
 		br := bufio.NewReaderSize(body, 512)
 		switch sniff(resp.Header, br) {
@@ -706,11 +710,9 @@ func (r *idleReader) quiet(on bool) {
 		n = quietBytes
 	}
 	if err := setRcvLowat(r.conn, n); err != nil {
-		if !on {
-			r.conn = nil
-			return
+		if on {
+			_ = setRcvLowat(r.conn, 1) // as it was, whatever failed
 		}
-		_ = setRcvLowat(r.conn, 1) // as it was, whatever failed
 		r.conn = nil
 	}
 }
