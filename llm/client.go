@@ -252,6 +252,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 		for {
 			chunk, err := dec.next()
 			if err == io.EOF {
+				body.finish(br)
 				return
 			}
 			if err != nil {
@@ -294,6 +295,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 	for {
 		chunk, err := dec.next()
 		if err == io.EOF {
+			body.finish(br)
 			break
 		}
 		if err != nil {
@@ -648,6 +650,7 @@ type idleReader struct {
 	timer *time.Timer
 
 	ctx      context.Context
+	cancel   context.CancelCauseFunc // cancels ctx (the request)
 	coalesce time.Duration
 	conn     net.Conn    // the body's own connection (HTTP/1.x), to hold back wake-ups during pauses; nil: none
 	pause    *time.Timer // nil until the first wait
@@ -665,7 +668,7 @@ const caughtUp = time.Millisecond
 func (c *Client) watch(ctx context.Context, r io.Reader, cancel context.CancelCauseFunc, coalesce time.Duration) *idleReader {
 	t := time.AfterFunc(time.Hour, func() { cancel(errIdle) })
 	t.Stop()
-	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, coalesce: coalesce}
+	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, cancel: cancel, coalesce: coalesce}
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {
@@ -693,6 +696,21 @@ func (r *idleReader) Read(p []byte) (int, error) {
 }
 
 func (r *idleReader) endCoalescing() { r.coalesce = 0 }
+
+// endGrace bounds the wait for the end of a body after [DONE]: servers end the response right
+// after it, but the end (HTTP/1.1's last chunk) may come in a packet of its own.
+const endGrace = 250 * time.Millisecond
+
+// finish reads what is left of the body after the stream's end (br wraps r), so that the
+// connection goes back to the pool: net/http closes a connection whose body is closed before
+// its end was read. A server that does not end the body within endGrace, or sends more than
+// 64 KB after [DONE], loses its connection instead (the request is cancelled).
+func (r *idleReader) finish(br io.Reader) {
+	r.coalesce = 0
+	deadline := time.AfterFunc(endGrace, func() { r.cancel(errStreamDone) })
+	defer deadline.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
+}
 
 // quietBytes is SO_RCVLOWAT during a pause: far more than a pause gathers (a few KB), so the
 // kernel wakes nobody for the tokens that arrive meanwhile.

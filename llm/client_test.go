@@ -673,6 +673,72 @@ func TestBreakMidStream(t *testing.T) {
 	srv.waitGone(t)
 }
 
+// A body whose end (HTTP/1.1's last chunk) comes a moment after [DONE] is read to its end, so the
+// connection serves the next request; a body that does not end soon after [DONE] costs its
+// connection, not the caller's time.
+func TestStreamEndKeepsTheConnection(t *testing.T) {
+	const done = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // from [DONE] to the body's end
+		ping  time.Duration // meanwhile, a ": ping" comment this often (0: none)
+		dials int           // for two streams
+	}{
+		{"end in a packet of its own", 30 * time.Millisecond, 0, 1},
+		{"no end after [DONE]", 2 * time.Second, 0, 2},
+		{"pings after [DONE]", 2 * time.Second, 50 * time.Millisecond, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				rc := http.NewResponseController(w)
+				for _, ev := range []string{chunkHel, done} {
+					w.Write([]byte(ev))
+					rc.Flush()
+				}
+				end := time.After(tc.after)
+				var ping <-chan time.Time
+				if tc.ping > 0 {
+					tk := time.NewTicker(tc.ping)
+					defer tk.Stop()
+					ping = tk.C
+				}
+				for {
+					select {
+					case <-ping:
+						w.Write([]byte(": ping\n\n"))
+						rc.Flush()
+					case <-end:
+						return
+					case <-r.Context().Done():
+						return
+					}
+				}
+			})
+			var dials atomic.Int32
+			tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}}
+			defer tr.CloseIdleConnections()
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.HTTPClient = &http.Client{Transport: tr} })
+			for range 2 {
+				start := time.Now()
+				r := collect(t, c.Stream(t.Context(), hello))
+				if r.Err != nil || r.Content != "Hel" || r.Finish != "stop" {
+					t.Fatalf("got %+v", r)
+				}
+				if d := time.Since(start); d > time.Second {
+					t.Errorf("the stream took %v after [DONE]", d)
+				}
+			}
+			if n := dials.Load(); int(n) != tc.dials {
+				t.Errorf("%d connections dialled for two streams, want %d", n, tc.dials)
+			}
+		})
+	}
+}
+
 func TestLongLine(t *testing.T) {
 	big := strings.Repeat("x", 3<<20) // a 3 MiB delta: lines over 1 MiB must pass
 	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
