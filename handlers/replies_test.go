@@ -117,6 +117,32 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 	})
 }
 
+// The model client may gather a reply's text for a twentieth of how far apart the reply's writes come
+// (the shared budget over the replies in flight), so it reads the stream less often when Slack shows the
+// reply less often.
+func TestReplyStreamPatienceFollowsTheBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(50, 3)
+		other := opt.Edits.Lane() // a second reply in flight: each gets half the budget
+		defer other.Close()
+		rt := newReplyTest(t, deltas(numbered(3), 100*time.Millisecond), opt)
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		perMinute := 50 * pace.RateMargin                                // 48.5
+		want := time.Duration(2 / perMinute * float64(time.Minute) / 20) // 2 lanes
+		rt.chat.mu.Lock()
+		defer rt.chat.mu.Unlock()
+		if len(rt.chat.patience) == 0 {
+			t.Fatal("the request carried no Patience")
+		}
+		for _, got := range rt.chat.patience {
+			if got.Round(time.Millisecond) != want.Round(time.Millisecond) {
+				t.Errorf("patience %v, want %v (a twentieth of 2 replies' spacing at 48.5 a minute)", got, want)
+			}
+		}
+	})
+}
+
 func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := numbered(20)

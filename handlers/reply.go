@@ -359,7 +359,8 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	var streamErr error
 	sinceLast := 0
 	begin := time.Now()
-	for c, err := range p.r.chat.Stream(sctx, llm.ChatRequest{Model: p.model, Messages: msgs}) {
+	req := llm.ChatRequest{Model: p.model, Messages: msgs, Patience: p.patience(s)}
+	for c, err := range p.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
 		if err != nil {
 			streamErr = err
@@ -390,11 +391,28 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	return b.String(), finishReason, streamErr
 }
 
-func (p *reply) policy(s sink) pace.Policy {
+// scheduler is the budget s writes from.
+func (p *reply) scheduler(s sink) *pace.Scheduler {
 	if _, ok := s.(*streamSink); ok {
-		return p.r.opt.Appends.Policy()
+		return p.r.opt.Appends
 	}
-	return p.r.opt.Edits.Policy()
+	return p.r.opt.Edits
+}
+
+func (p *reply) policy(s sink) pace.Policy { return p.scheduler(s).Policy() }
+
+// patienceShare is the share of a reply's write spacing its stream may gather text for between reads.
+// A write shows the text read before it, so reads every C apart make a token wait C/2 longer on average
+// than reads as it arrives, while the best possible mean wait for the budget is half the spacing: 1/20
+// costs at most 5% of it, and saves most of the reads (each one wakes the bot) once Slack shows a reply
+// every few seconds or less often.
+const patienceShare = 20
+
+// patience tells the model client how long s can do without new text (llm.ChatRequest.Patience): a
+// share of how far apart its writes come while the budget is shared by the replies in flight.
+func (p *reply) patience(s sink) func() time.Duration {
+	sched := p.scheduler(s)
+	return func() time.Duration { return sched.Spacing() / patienceShare }
 }
 
 // askerName is the asker's display name for a stop note: resolve's cache, else one look-up of at

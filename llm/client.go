@@ -48,8 +48,8 @@ type Config struct {
 	// this much later (half to one and a half times it, at instants shared by every stream of the
 	// process: see alignedPause), and the events that arrived in between are read together, one
 	// wake-up for several tokens instead of one each (a model sends 20-100 a second). There is no
-	// pause after the finish reason. A token reaches the caller up to 1.5 times this much later.
-	// 0: read bytes as they arrive.
+	// pause after the finish reason. A token reaches the caller up to 1.5 times this much later
+	// (longer pauses only with ChatRequest.Patience). 0: read bytes as they arrive.
 	StreamCoalesce time.Duration
 	ImageTimeout   time.Duration // default 180s for the whole image call incl. download; never retried after timeout
 	MaxRetries     int           // default 2 (so 3 attempts); negative means no retry
@@ -151,6 +151,9 @@ func New(cfg Config) (*Client, error) {
 			MaxIdleConns:          64,
 			MaxIdleConnsPerHost:   16,
 			IdleConnTimeout:       90 * time.Second,
+			// A paused stream's read takes in all that arrived meanwhile (net/http reads 4 KB by
+			// default: a larger backlog would come in 4 KB per pause).
+			ReadBufferSize: 64 << 10,
 		}
 		image := chat.Clone()
 		image.ResponseHeaderTimeout = 0 // bounded by ImageTimeout for the whole call
@@ -227,6 +230,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 		}
 		defer resp.Body.Close()
 		body := c.watch(sctx, resp.Body, cancel, c.cfg.StreamCoalesce)
+		body.patience = req.Patience
 		body.partial = resp.TLS != nil && resp.ProtoMajor == 1 // one TLS record per Read
 		if c.cfg.StreamCoalesce > 0 && resp.ProtoMajor == 1 {  // HTTP/2 shares the connection with other requests
 			body.conn = conn.get()
@@ -652,11 +656,12 @@ type idleReader struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc // cancels ctx (the request)
 	coalesce time.Duration
-	conn     net.Conn    // the body's own connection (HTTP/1.x), to hold back wake-ups during pauses; nil: none
-	pause    *time.Timer // nil until the first wait
-	last     time.Time   // when the last Read that returned data returned
-	drained  bool        // all that had arrived has been read: the next Read pauses first
-	partial  bool        // a short Read may leave data waiting (TLS with HTTP/1.x: one record per Read)
+	patience func() time.Duration // ChatRequest.Patience; nil: pauses of coalesce
+	conn     net.Conn             // the body's own connection (HTTP/1.x), to hold back wake-ups during pauses; nil: none
+	pause    *time.Timer          // nil until the first wait
+	last     time.Time            // when the last Read that returned data returned
+	drained  bool                 // all that had arrived has been read: the next Read pauses first
+	partial  bool                 // a short Read may leave data waiting (TLS with HTTP/1.x: one record per Read)
 }
 
 // caughtUp is how long a Read must have waited for data to count as having caught up with the
@@ -674,7 +679,7 @@ func (c *Client) watch(ctx context.Context, r io.Reader, cancel context.CancelCa
 func (r *idleReader) Read(p []byte) (int, error) {
 	if r.drained && r.coalesce > 0 {
 		r.quiet(true)
-		err := r.wait(alignedPause(r.last, r.coalesce))
+		err := r.wait(alignedPause(r.last, r.every()))
 		r.quiet(false)
 		if err != nil {
 			return 0, err
@@ -697,6 +702,25 @@ func (r *idleReader) Read(p []byte) (int, error) {
 
 func (r *idleReader) endCoalescing() { r.coalesce = 0 }
 
+// MaxCoalesce bounds the pauses ChatRequest.Patience lengthens: the end of an answer is seen at most
+// 1.5 times this much after it came.
+const MaxCoalesce = 4 * time.Second
+
+// every is the pause to use now: coalesce, doubled while the caller's patience allows, at most
+// MaxCoalesce. Every length is a multiple of coalesce, so the pauses of all streams still end at shared
+// instants (alignedPause), whatever each one's length.
+func (r *idleReader) every() time.Duration {
+	e := r.coalesce
+	if r.patience == nil {
+		return e
+	}
+	limit := min(r.patience(), MaxCoalesce)
+	for e*2 <= limit {
+		e *= 2
+	}
+	return e
+}
+
 // endGrace bounds the wait for the end of a body after [DONE]: servers end the response right
 // after it, but the end (HTTP/1.1's last chunk) may come in a packet of its own.
 const endGrace = 250 * time.Millisecond
@@ -712,9 +736,10 @@ func (r *idleReader) finish(br io.Reader) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
 }
 
-// quietBytes is SO_RCVLOWAT during a pause: far more than a pause gathers (a few KB), so the
-// kernel wakes nobody for the tokens that arrive meanwhile.
-const quietBytes = 16 << 10
+// quietBytes is SO_RCVLOWAT during a pause: far more than a pause gathers (a few KB a second),
+// so the kernel wakes nobody for the tokens that arrive meanwhile (Linux caps it at half the
+// largest receive buffer, tcp_rmem's third field: 3 MB by default).
+const quietBytes = 1 << 20
 
 // quiet holds back (on) or restores (off) the network poller's wake-ups for the body's
 // connection: during a pause nobody reads it, yet every packet that arrives (one per token)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -93,6 +95,11 @@ func coalescedRead(t *testing.T, coalesce time.Duration, tokens int, every time.
 
 func coalescedReadFrom(t *testing.T, sock *socket, coalesce time.Duration, tokens int, every time.Duration) (string, int) {
 	t.Helper()
+	return coalescedReadWith(t, sock, coalesce, nil, tokens, every)
+}
+
+func coalescedReadWith(t *testing.T, sock *socket, coalesce time.Duration, patience func() time.Duration, tokens int, every time.Duration) (string, int) {
+	t.Helper()
 	go func() { // the model: one token every `every`
 		for range tokens {
 			time.Sleep(every)
@@ -105,6 +112,7 @@ func coalescedReadFrom(t *testing.T, sock *socket, coalesce time.Duration, token
 	defer cancel(nil)
 	r := c.watch(ctx, sock, cancel, coalesce)
 	r.partial = sock.records // as Stream marks a TLS HTTP/1.x body
+	r.patience = patience
 	defer r.stop()
 	var got []byte
 	p := make([]byte, 64)
@@ -139,6 +147,96 @@ func TestStreamCoalesceReadsLessOften(t *testing.T) {
 		}
 		t.Logf("socket reads: %d plain, %d coalesced (100 ms)", plain, coalesced)
 	})
+}
+
+// A caller that can wait longer (ChatRequest.Patience) gets longer pauses, in doublings of
+// StreamCoalesce: 100 tokens over 1 s with a patience of 450 ms are read in pauses of 400 ms.
+func TestStreamCoalesceFollowsPatience(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		patience := func() time.Duration { calls++; return 450 * time.Millisecond }
+		sock := newSocket()
+		text, _ := coalescedReadWith(t, sock, 100*time.Millisecond, patience, 100, 10*time.Millisecond)
+		if len(text) != 400 {
+			t.Fatalf("read %d bytes, want 400", len(text))
+		}
+		// Reads at distinct instants (a pause's backlog takes several 64-byte reads at one instant):
+		// the first, one per 400 ms over 1 s, the end.
+		var instants []time.Time
+		for _, at := range sock.times {
+			if len(instants) == 0 || !at.Equal(instants[len(instants)-1]) {
+				instants = append(instants, at)
+			}
+		}
+		if len(instants) > 5 {
+			t.Errorf("reads at %d instants, want about one per 400 ms (at most 5)", len(instants))
+		}
+		if calls == 0 || calls > len(instants) {
+			t.Errorf("patience asked %d times for reads at %d instants, want once per pause", calls, len(instants))
+		}
+	})
+}
+
+// A backlog larger than net/http's default 4 KB read buffer (a fast model, a long pause) is read in
+// large reads after a pause: about 250 KB sent at once arrives in a few batches after the first
+// token's. With 4 KB reads, a chunk header split across two reads ended a read short and the rest
+// waited for the next pause.
+func TestStreamCoalesceReadsABacklogAtOnce(t *testing.T) {
+	tokens := make([]string, 1000)
+	for i := range tokens {
+		tokens[i] = fmt.Sprintf("%03d%s ", i, strings.Repeat("x", 200))
+	}
+	srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+		for i, tok := range tokens {
+			if i == 1 {
+				time.Sleep(10 * time.Millisecond) // the client catches up and pauses; the rest arrives meanwhile
+			}
+			send(fmt.Sprintf("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", tok))
+		}
+		send("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})
+	c, _ := newTestClient(t, srv.URL, func(c *Config) { c.StreamCoalesce = 40 * time.Millisecond })
+	var got strings.Builder
+	batches, last := 0, time.Time{}
+	for chunk, err := range c.Stream(t.Context(), hello) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		if now.Sub(last) > 15*time.Millisecond { // pauses are at least 20 ms
+			batches++
+		}
+		last = now
+		got.WriteString(chunk.Content)
+	}
+	if got.String() != strings.Join(tokens, "") {
+		t.Fatalf("read %d bytes, want %d", got.Len(), len(strings.Join(tokens, "")))
+	}
+	if batches > 6 { // the first token, then 64 KB or more per pause; net/http's 4 KB reads gave 9 here (about 26 KB per pause)
+		t.Errorf("%d batches for about 250 KB, want a few", batches)
+	}
+	t.Logf("%d batches", batches)
+}
+
+func TestCoalescePause(t *testing.T) {
+	for _, tc := range []struct {
+		coalesce, patience, want time.Duration
+	}{
+		{200 * time.Millisecond, 0, 200 * time.Millisecond},
+		{200 * time.Millisecond, 399 * time.Millisecond, 200 * time.Millisecond},
+		{200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond},
+		{200 * time.Millisecond, 3 * time.Second, 1600 * time.Millisecond},
+		{200 * time.Millisecond, time.Hour, 3200 * time.Millisecond}, // MaxCoalesce (4 s)
+		{5 * time.Second, time.Hour, 5 * time.Second},                // never below StreamCoalesce
+	} {
+		r := &idleReader{coalesce: tc.coalesce, patience: func() time.Duration { return tc.patience }}
+		if got := r.every(); got != tc.want {
+			t.Errorf("coalesce %v, patience %v: pause %v, want %v", tc.coalesce, tc.patience, got, tc.want)
+		}
+	}
+	if got := (&idleReader{coalesce: time.Second}).every(); got != time.Second {
+		t.Errorf("no patience: pause %v, want StreamCoalesce", got)
+	}
 }
 
 // Over TLS a Read returns one record (one event) even when many have arrived: the reads that find

@@ -82,7 +82,7 @@ func TestStreamCoalesceQuietsTheSocketDuringPauses(t *testing.T) {
 			timers.Add(1)
 			time.AfterFunc(10*time.Millisecond, func() {
 				defer timers.Done()
-				if rcvLowat(conn()) == quietBytes {
+				if rcvLowat(conn()) >= 64<<10 { // quietBytes, or the kernel's cap (half of tcp_rmem's largest buffer)
 					mu.Lock()
 					quiet = true
 					mu.Unlock()

@@ -434,6 +434,29 @@ func TestLaneClose(t *testing.T) {
 	})
 }
 
+func TestSpacing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewScheduler(60/RateMargin, 5) // 60 a minute once the margin is taken
+		if got := s.Spacing(); got != 0 {
+			t.Errorf("spacing with no lane = %v, want 0", got)
+		}
+		lanes := []*Lane{s.Lane(), s.Lane(), s.Lane()}
+		if got, want := s.Spacing(), 3*time.Second; got.Round(time.Millisecond) != want {
+			t.Errorf("spacing of 3 lanes at 60/min = %v, want %v", got, want)
+		}
+		s.Throttled(time.Second) // a 429 lowers the rate: replies wait longer
+		if got := s.Spacing(); got <= 3*time.Second {
+			t.Errorf("spacing after a 429 = %v, want above 3s", got)
+		}
+		for _, l := range lanes {
+			l.Close()
+		}
+		if got := NewScheduler(60, 5, WithPolicy(PolicyEvery1s)); got.Lane() != nil && got.Spacing() != 0 {
+			t.Errorf("spacing under a baseline = %v, want 0 (own clocks)", got.Spacing())
+		}
+	})
+}
+
 func TestPolicyEvery1sUsesOwnClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewScheduler(1, 1, WithPolicy(PolicyEvery1s)) // the shared budget is ignored

@@ -125,6 +125,21 @@ func (s *Scheduler) Lanes() int {
 	return s.lanes
 }
 
+// Spacing is how far apart one reply's writes come when the replies in flight share the budget equally
+// (lanes / effective rate), under PolicyFair; 0 under the baselines, which write on their own clocks. A
+// reply's stream need not be read much more often than this (see llm.ChatRequest.Patience).
+func (s *Scheduler) Spacing() time.Duration {
+	if s.policy != PolicyFair {
+		return 0
+	}
+	lanes := s.Lanes()
+	rate := s.b.Rate() // per minute
+	if lanes == 0 || rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(lanes) / rate * float64(time.Minute))
+}
+
 // Throttled records a 429 with its Retry-After: every lane waits until it has passed, and the effective rate
 // is lowered for a while (Bucket.Throttled).
 func (s *Scheduler) Throttled(retryAfter time.Duration) {
