@@ -119,7 +119,7 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 
 // The model client may gather a reply's text for a twentieth of how far apart the reply's writes come
 // (the shared budget over the replies in flight), so it reads the stream less often when Slack shows the
-// reply less often.
+// reply less often; not before the answer has text (the first text jumps the queue).
 func TestReplyStreamPatienceFollowsTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
@@ -132,12 +132,16 @@ func TestReplyStreamPatienceFollowsTheBudget(t *testing.T) {
 		want := time.Duration(2 / perMinute * float64(time.Minute) / 20) // 2 lanes
 		rt.chat.mu.Lock()
 		defer rt.chat.mu.Unlock()
-		if len(rt.chat.patience) == 0 {
-			t.Fatal("the request carried no Patience")
+		got := rt.chat.patience // asked before each of the 3 words and the finish
+		if len(got) < 2 {
+			t.Fatalf("patience asked %d times (%v), want before every step", len(got), got)
 		}
-		for _, got := range rt.chat.patience {
-			if got.Round(time.Millisecond) != want.Round(time.Millisecond) {
-				t.Errorf("patience %v, want %v (a twentieth of 2 replies' spacing at 48.5 a minute)", got, want)
+		if got[0] != 0 {
+			t.Errorf("patience %v before any text, want 0 (the first text is not held back)", got[0])
+		}
+		for _, d := range got[1:] {
+			if d.Round(time.Millisecond) != want.Round(time.Millisecond) {
+				t.Errorf("patience %v once the answer has text, want %v (a twentieth of 2 replies' spacing at 48.5 a minute)", d, want)
 			}
 		}
 	})

@@ -359,7 +359,7 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	var streamErr error
 	sinceLast := 0
 	begin := time.Now()
-	req := llm.ChatRequest{Model: p.model, Messages: msgs, Patience: p.patience(s)}
+	req := llm.ChatRequest{Model: p.model, Messages: msgs, Patience: p.patience(s, &b)}
 	for c, err := range p.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
 		if err != nil {
@@ -409,10 +409,17 @@ func (p *reply) policy(s sink) pace.Policy { return p.scheduler(s).Policy() }
 const patienceShare = 20
 
 // patience tells the model client how long s can do without new text (llm.ChatRequest.Patience): a
-// share of how far apart its writes come while the budget is shared by the replies in flight.
-func (p *reply) patience(s sink) func() time.Duration {
+// share of how far apart its writes come while the budget is shared by the replies in flight. Until the
+// answer has visible text (b, the answer so far) it is 0: the first text jumps the queue (pace.First),
+// so it must not wait for a long pause (a stream's first event often carries only the role).
+func (p *reply) patience(s sink, b *strings.Builder) func() time.Duration {
 	sched := p.scheduler(s)
-	return func() time.Duration { return sched.Spacing() / patienceShare }
+	return func() time.Duration {
+		if b.Len() == 0 {
+			return 0
+		}
+		return sched.Spacing() / patienceShare
+	}
 }
 
 // askerName is the asker's display name for a stop note: resolve's cache, else one look-up of at

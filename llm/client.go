@@ -702,8 +702,9 @@ func (r *idleReader) Read(p []byte) (int, error) {
 
 func (r *idleReader) endCoalescing() { r.coalesce = 0 }
 
-// MaxCoalesce bounds the pauses ChatRequest.Patience lengthens: the end of an answer is seen at most
-// 1.5 times this much after it came.
+// MaxCoalesce bounds the pauses ChatRequest.Patience lengthens: the end of an answer (and any text)
+// is read at most 1.5 times the pause after it came, so a caller asks for patience only while it
+// would not show the text sooner anyway.
 const MaxCoalesce = 4 * time.Second
 
 // every is the pause to use now: coalesce, doubled while the caller's patience allows, at most
@@ -736,10 +737,12 @@ func (r *idleReader) finish(br io.Reader) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
 }
 
-// quietBytes is SO_RCVLOWAT during a pause: far more than a pause gathers (a few KB a second),
-// so the kernel wakes nobody for the tokens that arrive meanwhile (Linux caps it at half the
-// largest receive buffer, tcp_rmem's third field: 3 MB by default).
-const quietBytes = 1 << 20
+// quietBytes is SO_RCVLOWAT during a pause: far more than a pause gathers (a few KB a second of
+// tokens; the longest pause, 1.5 MaxCoalesce, about 150 KB at 100 tokens a second), so the kernel
+// wakes nobody for the tokens that arrive meanwhile. Linux also raises the socket's receive
+// buffer to about twice this and its window clamp to it, for the connection's life (memory is
+// used only by data waiting), hence no more than this.
+const quietBytes = 256 << 10
 
 // quiet holds back (on) or restores (off) the network poller's wake-ups for the body's
 // connection: during a pause nobody reads it, yet every packet that arrives (one per token)

@@ -67,7 +67,7 @@ func TestStreamCoalesceQuietsTheSocketDuringPauses(t *testing.T) {
 
 	quiet := false
 	var timers sync.WaitGroup
-	for range 2 { // the second stream reuses the connection: it must not wait for 16 KB
+	for range 2 { // the second stream reuses the connection: it must not wait for quietBytes
 		var got string
 		start := time.Now()
 		for chunk, err := range c.Stream(t.Context(), hello) {
