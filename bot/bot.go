@@ -74,11 +74,13 @@ type Options struct {
 
 // Hooks observe the loop (metrics live in the caller). Every field is optional and must not block.
 type Hooks struct {
-	Acked      func(envelopeType string, latency time.Duration) // an envelope was acked, latency since it was read (called from the socket's reader too, once the ack is written or, in a burst, queued for the burst's one write)
-	Duplicate  func(kind string)                                // "envelope", "event" or "message" dropped as a repeat
-	Busy       func()                                           // work refused because MaxConcurrent was reached
-	Done       func(kind string, err error, d time.Duration)    // "reply" or "imagine" finished
-	Connection func(connected bool)                             // the Socket Mode connection went up or down
+	// Acked: an envelope was acked, latency since it was read. Called from the socket's reader too,
+	// once the ack is written or, in a burst, queued for the burst's one write.
+	Acked      func(envelopeType string, latency time.Duration)
+	Duplicate  func(kind string)                             // "envelope", "event" or "message" dropped as a repeat
+	Busy       func()                                        // work refused because MaxConcurrent was reached
+	Done       func(kind string, err error, d time.Duration) // "reply" or "imagine" finished
+	Connection func(connected bool)                          // the Socket Mode connection went up or down
 }
 
 // State is the Socket Mode connection's state, for readiness checks.

@@ -20,12 +20,13 @@ const (
 	sampleUser  = `{"id":"U1","team_id":"T0","name":"a","real_name":"A","profile":{"display_name":"A","real_name":"A","image_48":"x"}}`
 )
 
-// warmDecoders decodes one sample envelope of every kind as the loop does (and the Web API types the first replies decode), and returns how long
-// that took. encoding/json builds a type's decoder by reflection the first time it meets the
-// type, which for slack-go's large message and event types takes milliseconds (2.9 ms for the
-// first app_mention, 35 µs for the next); done here, before the socket connects, that cost is not
-// paid by the first envelope after a start or deploy, whose ack would otherwise wait for it while
-// a burst of envelopes queues behind it.
+// warmDecoders decodes one sample envelope of every kind as the loop does (and the Web API types
+// the first replies decode), and returns how long that took. encoding/json builds a type's decoder
+// by reflection the first time it meets the type, which for slack-go's large message and event
+// types takes milliseconds (2.9 ms for the first app_mention, 35 µs for the next); done here,
+// before the socket connects, that cost is not paid by the first envelopes after a start or
+// deploy: the socket acks them before decoding, but the loop decodes them (and acks a slash
+// command only then) one after the other, so a burst would queue behind it.
 func warmDecoders() time.Duration {
 	start := time.Now()
 	for _, env := range []string{sampleMention, sampleMessage, sampleCommand, sampleClick} {
