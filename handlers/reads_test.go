@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -123,6 +124,90 @@ func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPostBudgetsAfterA429: Slack's post budget is spent when the replies start (as after a restart
+// mid-load), and a post 429 does not say which limit it hit.
+//   - "busy channel": four replies in one channel take its three slots of burst and queue for the
+//     workspace's. Slack's channel budget has room for one post: the second draws a 429. The posts that
+//     took their channel slot before it queue for the channel again, behind its pause and lowered rate,
+//     instead of going as the pause ends into the same spent budget: one 429 in all. The channel was
+//     busy (a post went a moment before), so the workspace's budget waits out the Retry-After but keeps
+//     its rate.
+//   - "spent channel": the same, but Slack's channel budget is spent and its answers take 50 ms, so the
+//     first post's 429 comes while three others hold their channel slots: still one 429.
+//   - "quiet channels": one reply in each of three channels, Slack's workspace-wide budget spent. The
+//     posts in flight together draw one volley of 429s; the workspace's rate is lowered once.
+func TestPostBudgetsAfterA429(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		channels  []string
+		slack     float64       // Slack's post budget a minute (a burst of 6 s of it)
+		left      float64       // of which this is left when the replies start
+		workspace float64       // the bot's workspace post budget a minute
+		burst     int           // and its burst
+		latency   time.Duration // of Slack's answers to posts
+		volley    bool          // 429s: any number, all at once (else exactly one)
+		rate      float64       // the workspace budget's rate after the run
+	}{
+		{"busy channel", []string{"C1", "C1", "C1", "C1"}, 60, 1, 240, 1, 0, false, 240},
+		{"spent channel", []string{"C1", "C1", "C1", "C1"}, 60, 0, 240, 1, 50 * time.Millisecond, false, 240},
+		{"quiet channels", []string{"C1", "C2", "C3"}, 600, 0, 300, 20, 0, true, 240},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newFakeSlack()
+				spent := newLimiter(tc.slack, tc.slack/10)
+				spent.tokens = tc.left
+				fs.postErr = limitedBy(spent)
+				opt := testOptions()
+				opt.PostsWorkspace = pace.NewBucket(tc.workspace, tc.burst)
+				r := NewReplies(fs, slowPosts{fs, tc.latency}, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				for i, ch := range tc.channels {
+					ts := fmt.Sprintf("1700000000.%06d", i)
+					req := ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1",
+						TS: ts, ThreadTS: ts, Text: "<@UBOT> go"}
+					wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
+				}
+				wg.Wait()
+				var posted int
+				var limited []time.Duration
+				for _, c := range fs.callsOf("post") {
+					if c.err != nil {
+						limited = append(limited, c.at.Sub(t0))
+					} else {
+						posted++
+					}
+				}
+				if posted != len(tc.channels) {
+					t.Errorf("%d placeholders posted, want %d", posted, len(tc.channels))
+				}
+				if len(limited) == 0 || limited[len(limited)-1] != limited[0] {
+					t.Errorf("429s at %v from the start, want one volley at once", limited)
+				}
+				if !tc.volley && len(limited) != 1 {
+					t.Errorf("%d 429s, want 1", len(limited))
+				}
+				if got := opt.PostsWorkspace.Rate(); math.Abs(got-tc.rate) > 1e-9 {
+					t.Errorf("workspace post rate %.1f/min after the run, want %.1f", got, tc.rate)
+				}
+			})
+		})
+	}
+}
+
+// slowPosts answers posts after a latency, as Slack does (outside the fake's lock, so that other calls go
+// on meanwhile).
+type slowPosts struct {
+	*fakeSlack
+	latency time.Duration
+}
+
+func (s slowPosts) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
+	time.Sleep(s.latency)
+	return s.fakeSlack.Post(ctx, channel, threadTS, m)
 }
 
 // TestPlaceholdersRespectWorkspacePostBudget: placeholders for replies in many channels are paced by

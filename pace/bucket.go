@@ -42,7 +42,7 @@ type Bucket struct {
 	cutAt  time.Time // last time rate was lowered
 	// earned counts every token earned since the start; a waiter's place in line is the count at
 	// which its token is earned, so it can find its time again after a pause or a rate change,
-	// which epoch counts.
+	// which epoch counts (pauses, see Pauses).
 	earned float64
 	epoch  uint64
 	// issued numbers the waits that queued; the last one queued holds the latest number, and
@@ -165,6 +165,24 @@ func (b *Bucket) untilLocked(now time.Time, place float64) time.Duration {
 		d += time.Duration(math.Ceil(short / b.rate * float64(time.Second)))
 	}
 	return d
+}
+
+// Pauses returns how many times the bucket has been paused (Pause, Throttled). A caller holding a token
+// can compare it with the count when it took the token: if it changed, the token was handed out before the
+// pause, and using it now may draw the 429 the pause is there to avoid.
+func (b *Bucket) Pauses() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.epoch
+}
+
+// InUse returns how many tokens are out: taken, or promised to waiters, and not yet earned back. A bucket
+// nobody used for as long as it takes to refill has 0.
+func (b *Bucket) InUse() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refillLocked(time.Now())
+	return b.burst - b.tokens
 }
 
 // TryTake takes one token if one is available now (not paused, a whole token earned) and reports whether

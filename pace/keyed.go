@@ -35,6 +35,16 @@ func (k *Keyed) Throttled(key string, retryAfter time.Duration) {
 	k.bucket(key).Throttled(retryAfter)
 }
 
+// Pauses returns how many times key's bucket has been paused (see Bucket.Pauses).
+func (k *Keyed) Pauses(key string) uint64 {
+	return k.bucket(key).Pauses()
+}
+
+// InUse returns how many of key's tokens are out (see Bucket.InUse).
+func (k *Keyed) InUse(key string) float64 {
+	return k.bucket(key).InUse()
+}
+
 // Len returns the number of keys currently remembered.
 func (k *Keyed) Len() int {
 	k.mu.Lock()

@@ -104,6 +104,9 @@ func TestBucketPause(t *testing.T) {
 		t0 := time.Now()
 		b.Pause(t0.Add(3 * time.Second))
 		b.Pause(t0.Add(time.Second)) // an earlier pause does not shorten it
+		if got := b.Pauses(); got != 1 {
+			t.Errorf("Pauses() = %d after one pause and an ignored earlier one, want 1", got)
+		}
 		if err := b.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -184,6 +187,9 @@ func TestKeyedBucketsAreIndependent(t *testing.T) {
 			t.Errorf("first post in three channels took %v, want 0", got)
 		}
 		k.Throttled("C1", 5*time.Second)
+		if c1, c2 := k.Pauses("C1"), k.Pauses("C2"); c1 != 1 || c2 != 0 {
+			t.Errorf("pauses C1 %d, C2 %d, want 1 and 0", c1, c2)
+		}
 		if err := k.Wait(t.Context(), "C2"); err != nil {
 			t.Fatal(err)
 		}
