@@ -51,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	updates := fs.Float64("updates-per-min", 50, "Slack: chat.update calls per minute per workspace (the bot's EDIT_BUDGET_PER_MINUTE is set to the same)")
 	posts := fs.Float64("posts-per-min", 60, "Slack: chat.postMessage calls per minute per channel")
 	burst := fs.Int("burst", 5, "Slack: burst of every method's token bucket")
+	spent := fs.Bool("spent", false, "Slack: every budget is used up when the questions come (as when the bot restarts mid-load and its previous instance spent them), so the bot's first calls get 429s: measures that a 429 from a fresh start is honoured and not repeated")
 	reads := fs.Bool("read-limits", true, "Slack: enforce the tiers of conversations.replies/history (50/min) and users.info (100/min) too, as Slack does; false: reads are unlimited (only the write budget is measured)")
 	quiet := fs.Duration("quiet", 10*time.Second, "a scenario ends when no model stream is open and Slack saw no call for this long")
 	settle := fs.Duration("settle", time.Second, "idle time after the bot starts (then idle RSS is read) and after the run (then goroutines are counted)")
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	set := settings{
 		scale: *scale, perChannel: *perChannel, tokens: *tokens, firstToken: *first, tokenInterval: *interval,
-		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, readLimits: *reads, quiet: *quiet, settle: *settle,
+		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
 		timeout: *timeout, botPath: path, botEnv: botEnv, workDir: work, verbose: logf,
 	}
 	sc := &scripts{tokens: *tokens, m: map[int]*script{}}

@@ -28,6 +28,7 @@ type settings struct {
 	postsPerMin   float64       // chat.postMessage per channel
 	burst         int           // every bucket's burst
 	readLimits    bool          // enforce Slack's tiers on reads (conversations.*, users.info) too
+	spent         bool          // Slack's budgets are used up when the load starts (fakeslack.SpendBudgets)
 	quiet         time.Duration // a run without news for this long (and no stream open) is over
 	settle        time.Duration // idle time after start-up (before idle RSS) and after the run (before goroutines)
 	timeout       time.Duration // bound of one scenario; 0: from the expected duration
@@ -80,6 +81,7 @@ type result struct {
 	callsBy      map[string]int
 	throttled    int // 429s answered
 	throttledBy  map[string]int
+	last429      map[string]time.Duration // per method: its last 429, from the load's start (Slack time)
 	complete     int
 	wrong, lost  int
 	duplicates   int // extra bot messages in threads and extra model requests
@@ -221,6 +223,9 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	}
 
 	// The load: n mentions at once, each the start of its own thread.
+	if set.spent {
+		slack.SpendBudgets()
+	}
 	start := time.Now()
 	threads := make([]string, n)
 	chans := make([]string, n)
@@ -332,7 +337,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 			res.acks = append(res.acks, a.Latency)
 		}
 	}
-	res.callsBy, res.throttledBy = map[string]int{}, map[string]int{}
+	res.callsBy, res.throttledBy, res.last429 = map[string]int{}, map[string]int{}, map[string]time.Duration{}
 	for _, c := range slack.Calls() {
 		if c.Time.Before(start) {
 			continue // the bot's start-up (auth.test, apps.connections.open)
@@ -342,6 +347,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		if c.Status == 429 {
 			res.throttled++
 			res.throttledBy[c.Method]++
+			res.last429[c.Method] = max(res.last429[c.Method], up(c.Time.Sub(start)))
 		}
 	}
 	n := len(convs)

@@ -44,6 +44,27 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestSmokeSpent: with every Slack budget used up when the questions come, the bot's first calls get
+// 429s, which it waits out: both answers complete, and the details name the 429s.
+func TestSmokeSpent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bot binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errs bytes.Buffer
+	err := run(ctx, []string{"-n", "2", "-policies", "fair", "-spent", "-scale", "20", "-tokens", "120", "-settle", "200ms", "-quiet", "3s", "-plot", ""}, &out, &errs)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
+	}
+	table := out.String()
+	for _, want := range []string{"Every Slack budget was used up", "| 2 / 0 / 0 / 0 |", "x 429, the last"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("no %q in:\n%s\nstderr:\n%s", want, table, errs.String())
+		}
+	}
+}
+
 func TestBotEnvFlag(t *testing.T) {
 	var e envList
 	for _, ok := range []string{"GOMAXPROCS=1", "LLM_STREAM_COALESCE="} {

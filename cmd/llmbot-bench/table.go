@@ -74,9 +74,13 @@ func (r *result) summary() string {
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
 	fmt.Fprintf(w, "Budget: chat.update %.0f/min per workspace, chat.postMessage %.0f/min per channel, burst %d; "+
 		"answers of %d tokens, first token after %v, then one every %v; %d conversations per channel; time scale %g "+
-		"(lags in Slack time); idle bot: %d goroutines besides idle HTTP connections.\n\n",
+		"(lags in Slack time); idle bot: %d goroutines besides idle HTTP connections.",
 		set.updatesPerMin, set.postsPerMin, set.burst, set.tokens, set.firstToken, set.tokenInterval,
 		set.perChannel, set.scale, idleGoroutines)
+	if set.spent {
+		fmt.Fprint(w, " Every Slack budget was used up when the questions came (-spent).")
+	}
+	fmt.Fprint(w, "\n\n")
 	fmt.Fprintln(w, "| N | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | wake-ups / 1k tokens | RSS idle / peak MB | goroutines after (HTTP conns) |")
 	fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|---:|")
 	for _, r := range results {
@@ -102,7 +106,7 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		for _, m := range slices.Sorted(maps.Keys(r.callsBy)) {
 			s := fmt.Sprintf("%s %d", m, r.callsBy[m])
 			if t := r.throttledBy[m]; t > 0 {
-				s += fmt.Sprintf(" (%d x 429)", t)
+				s += fmt.Sprintf(" (%d x 429, the last %ss after the questions)", t, secs(r.last429[m]))
 			}
 			calls = append(calls, s)
 		}

@@ -372,6 +372,43 @@ func TestRateLimits(t *testing.T) {
 	}
 }
 
+// TestSpendBudgets: after SpendBudgets the first call of a limited method, workspace-wide or in
+// a channel, gets a 429 whose Retry-After is the refill time; SetLimits fills them again.
+func TestSpendBudgets(t *testing.T) {
+	limits := fakeslack.Limits{
+		Methods:               map[string]fakeslack.Limit{"chat.update": {PerMinute: 30, Burst: 5}},
+		PostMessagePerChannel: fakeslack.Limit{PerMinute: 60, Burst: 5},
+	}
+	srv := newServer(t, fakeslack.Config{Limits: limits})
+	api := newAPI(srv)
+	ctx := ctxFor(t)
+	_, ts, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("p", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv.SpendBudgets()
+	var rl *slack.RateLimitedError
+	if _, _, _, err := api.UpdateMessageContext(ctx, "C1", ts, slack.MsgOptionText("a", false)); !errors.As(err, &rl) || rl.RetryAfter != 2*time.Second {
+		t.Errorf("update after SpendBudgets: %v, want a RateLimitedError of 2s", err)
+	}
+	// C2's bucket did not exist yet: it starts as empty as C1's.
+	if _, _, err := api.PostMessageContext(ctx, "C2", slack.MsgOptionText("p", false)); !errors.As(err, &rl) || rl.RetryAfter != time.Second {
+		t.Errorf("post in a new channel after SpendBudgets: %v, want a RateLimitedError of 1s", err)
+	}
+	if _, err := api.GetUserInfoContext(ctx, "U1"); err != nil { // not limited: not spent either
+		t.Errorf("users.info: %v", err)
+	}
+
+	srv.SetLimits(limits)
+	if _, _, _, err := api.UpdateMessageContext(ctx, "C1", ts, slack.MsgOptionText("b", false)); err != nil {
+		t.Errorf("update after SetLimits: %v", err)
+	}
+	if got := srv.Count429("chat.update") + srv.Count429("chat.postMessage"); got != 2 {
+		t.Errorf("429s = %d, want 2", got)
+	}
+}
+
 func TestAuth(t *testing.T) {
 	srv := newServer(t, fakeslack.Config{Scopes: []string{"chat:write", "commands"}})
 	ctx := ctxFor(t)

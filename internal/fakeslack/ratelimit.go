@@ -13,10 +13,15 @@ type bucket struct {
 	last   time.Time
 }
 
-func newBucket(l Limit, now time.Time) *bucket {
+// newBucket returns a full bucket, or, when the budgets were spent (spent is not zero), the
+// bucket as it would be had it been emptied then: refilling since.
+func newBucket(l Limit, now, spent time.Time) *bucket {
 	burst := float64(l.Burst)
 	if burst < 1 {
 		burst = 1
+	}
+	if !spent.IsZero() {
+		return &bucket{rate: l.PerMinute / 60, burst: burst, tokens: 0, last: spent}
 	}
 	return &bucket{rate: l.PerMinute / 60, burst: burst, tokens: burst, last: now}
 }
@@ -53,7 +58,7 @@ func (s *Server) limitLocked(method, channel string, now time.Time) time.Duratio
 	if l, ok := s.limits.Methods[method]; ok && !l.unlimited() {
 		b := s.buckets[method]
 		if b == nil {
-			b = newBucket(l, now)
+			b = newBucket(l, now, s.spent)
 			s.buckets[method] = b
 		}
 		if ok, wait := b.take(now); !ok {
@@ -64,7 +69,7 @@ func (s *Server) limitLocked(method, channel string, now time.Time) time.Duratio
 	if method == "chat.postMessage" && channel != "" && !s.limits.PostMessagePerChannel.unlimited() {
 		b := s.chanBuckets[channel]
 		if b == nil {
-			b = newBucket(s.limits.PostMessagePerChannel, now)
+			b = newBucket(s.limits.PostMessagePerChannel, now, s.spent)
 			s.chanBuckets[channel] = b
 		}
 		if ok, wait := b.take(now); !ok {
@@ -82,6 +87,19 @@ func (s *Server) SetLimits(l Limits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.limits = l
+	s.spent = time.Time{}
+	s.buckets = map[string]*bucket{}
+	s.chanBuckets = map[string]*bucket{}
+}
+
+// SpendBudgets empties every rate-limit bucket now, each method's and each channel's, as if
+// another client of the same app (the bot's previous instance, say) had just used up the
+// workspace's budget: from now on they refill at their rates, and a call beyond them gets its
+// 429. Buckets first used later are as empty as they would be.
+func (s *Server) SpendBudgets() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spent = time.Now()
 	s.buckets = map[string]*bucket{}
 	s.chanBuckets = map[string]*bucket{}
 }

@@ -122,6 +122,7 @@ type Server struct {
 	limits       Limits
 	buckets      map[string]*bucket // per method
 	chanBuckets  map[string]*bucket // chat.postMessage per channel
+	spent        time.Time          // when SpendBudgets emptied them (zero: buckets start full)
 	faults       map[string][]fault
 	calls        []Call
 	count429     map[string]int
