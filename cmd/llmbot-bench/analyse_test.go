@@ -141,3 +141,39 @@ func TestAnalyse(t *testing.T) {
 		})
 	}
 }
+
+// TestScriptLengths: without a spread every answer has -tokens tokens; with one, the lengths differ,
+// stay within tokens·(1 ± spread), and average about tokens over any first N conversations.
+func TestScriptLengths(t *testing.T) {
+	same := &scripts{tokens: 400}
+	for i := range 10 {
+		if got := same.length(i); got != 400 {
+			t.Errorf("no spread: length(%d) = %d, want 400", i, got)
+		}
+	}
+	spread := &scripts{tokens: 400, spread: 0.5, m: map[int]*script{}}
+	for _, n := range []int{10, 50, 200} {
+		sum, seen := 0, map[int]bool{}
+		for i := range n {
+			l := spread.length(i)
+			if l < 200 || l > 600 {
+				t.Errorf("spread 0.5: length(%d) = %d, want 200 to 600", i, l)
+			}
+			sum += l
+			seen[l] = true
+		}
+		if mean := float64(sum) / float64(n); mean < 380 || mean > 420 {
+			t.Errorf("N=%d: mean length %.1f, want about 400", n, mean)
+		}
+		if len(seen) < n*9/10 {
+			t.Errorf("N=%d: only %d different lengths", n, len(seen))
+		}
+	}
+	s, err := spread.get(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(s.tokens), spread.length(1); got != want {
+		t.Errorf("conversation 1's answer has %d tokens, want %d", got, want)
+	}
+}

@@ -46,6 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scale := fs.Float64("scale", 1, "time scale: multiplies Slack's rates and the model's token rate (ratios kept); reported lags are converted back to Slack time")
 	perChannel := fs.Int("per-channel", 4, "conversations per channel (N=200 -> 50 channels)")
 	tokens := fs.Int("tokens", 400, "tokens per answer (about)")
+	spread := fs.Float64("spread", 0, "answers' lengths differ by up to this fraction of -tokens either way, spread evenly over the conversations (0.5: 200 to 600 tokens); 0: every answer has the same length, so answers started together end together (the worst case for the final edits)")
 	first := fs.Duration("first-token", 600*time.Millisecond, "model: time to the first token")
 	interval := fs.Duration("token-interval", 25*time.Millisecond, "model: time between tokens (25ms = 40 tokens/s)")
 	updates := fs.Float64("updates-per-min", 50, "Slack: chat.update calls per minute per workspace (the bot's EDIT_BUDGET_PER_MINUTE is set to the same)")
@@ -75,8 +76,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-policies: %q is not one of %s", p, strings.Join(allPolicies, ", "))
 		}
 	}
-	if *scale <= 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 {
-		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1")
+	if *scale <= 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 || *spread < 0 || *spread >= 1 {
+		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1; -spread from 0 to below 1")
 	}
 
 	logf := func(format string, a ...any) {
@@ -108,11 +109,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	set := settings{
-		scale: *scale, perChannel: *perChannel, tokens: *tokens, firstToken: *first, tokenInterval: *interval,
+		scale: *scale, perChannel: *perChannel, tokens: *tokens, spread: *spread, firstToken: *first, tokenInterval: *interval,
 		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
 		timeout: *timeout, botPath: path, botEnv: botEnv, workDir: work, verbose: logf,
 	}
-	sc := &scripts{tokens: *tokens, m: map[int]*script{}}
+	sc := &scripts{tokens: *tokens, spread: *spread, m: map[int]*script{}}
 
 	idle, err := idleGoroutines(ctx, set)
 	if err != nil {
@@ -150,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // idleGoroutines starts the bot once with no load and counts its goroutines: the reference for
 // the count after each run (idle HTTP connections add two goroutines each).
 func idleGoroutines(ctx context.Context, set settings) (int, error) {
-	r, err := runScenario(ctx, set, &scripts{tokens: set.tokens, m: map[int]*script{}}, 0, "fair")
+	r, err := runScenario(ctx, set, &scripts{tokens: set.tokens, spread: set.spread, m: map[int]*script{}}, 0, "fair")
 	if err != nil {
 		return 0, err
 	}

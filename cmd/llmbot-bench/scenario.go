@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -22,6 +23,7 @@ type settings struct {
 	scale         float64       // multiplies Slack's rates and the model's token rate
 	perChannel    int           // conversations per channel
 	tokens        int           // answer length, about
+	spread        float64       // answers' lengths differ by up to this fraction of tokens either way
 	firstToken    time.Duration // model: request -> first token
 	tokenInterval time.Duration // model: between tokens
 	updatesPerMin float64       // chat.update per workspace
@@ -107,16 +109,29 @@ type result struct {
 // scripts caches the conversations' answers across scenarios (the same seeds every time).
 type scripts struct {
 	tokens int
+	spread float64 // lengths differ by up to this fraction of tokens either way
 	m      map[int]*script
+}
+
+// length is conversation i's answer length: tokens, or with a spread, tokens·(1 ± spread) spread
+// evenly over the conversations (the golden ratio's multiples modulo 1 cover [0, 1) evenly for any
+// number of them), so the mean stays about tokens at any N.
+func (sc *scripts) length(i int) int {
+	if sc.spread == 0 {
+		return sc.tokens
+	}
+	u := math.Mod(float64(i)*0.6180339887498949, 1)
+	return max(1, int(math.Round(float64(sc.tokens)*(1-sc.spread+2*sc.spread*u))))
 }
 
 func (sc *scripts) get(i int) (*script, error) {
 	if s, ok := sc.m[i]; ok {
 		return s, nil
 	}
-	// Answer(n) makes about 1.4n pieces as Split cuts them: cut to exactly sc.tokens.
-	tokens := fakellm.Split(fakellm.Answer(sc.tokens, uint64(i)+1))
-	s, err := newScript(tokens[:min(sc.tokens, len(tokens))])
+	// Answer(n) makes about 1.4n pieces as Split cuts them: cut to exactly the length.
+	n := sc.length(i)
+	tokens := fakellm.Split(fakellm.Answer(n, uint64(i)+1))
+	s, err := newScript(tokens[:min(n, len(tokens))])
 	if err != nil {
 		return nil, err
 	}

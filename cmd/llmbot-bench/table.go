@@ -72,10 +72,14 @@ func (r *result) summary() string {
 }
 
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
+	length := fmt.Sprint(set.tokens)
+	if set.spread > 0 {
+		length += fmt.Sprintf(" ± %.0f%% (spread evenly)", set.spread*100)
+	}
 	fmt.Fprintf(w, "Budget: chat.update %.0f/min per workspace, chat.postMessage %.0f/min per channel, burst %d; "+
-		"answers of %d tokens, first token after %v, then one every %v; %d conversations per channel; time scale %g "+
+		"answers of %s tokens, first token after %v, then one every %v; %d conversations per channel; time scale %g "+
 		"(lags in Slack time); idle bot: %d goroutines besides idle HTTP connections.",
-		set.updatesPerMin, set.postsPerMin, set.burst, set.tokens, set.firstToken, set.tokenInterval,
+		set.updatesPerMin, set.postsPerMin, set.burst, length, set.firstToken, set.tokenInterval,
 		set.perChannel, set.scale, idleGoroutines)
 	if set.spent {
 		fmt.Fprint(w, " Every Slack budget was used up when the questions came (-spent).")
