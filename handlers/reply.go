@@ -300,34 +300,28 @@ func (r *Replies) read(ctx context.Context, f func(context.Context) error) error
 // handed out before that 429 said the channel's budget is spent: it queues for the channel again. (Else
 // every post holding a slot would go as the pause ends, and draw another 429: seen in the load benchmark
 // when Slack's budgets were spent at start-up.)
+//
+// The workspace's slot taken in a round that goes back to the channel's line is not given back (a token
+// returned to a bucket with waiters could put two calls on one slot); a round costs one only after a
+// 429 in the channel.
 func (r *Replies) postWait(ctx context.Context, channel string) error {
 	for {
-		if err := r.opt.Posts.Wait(ctx, channel); err != nil {
+		slot, err := r.opt.Posts.WaitSlot(ctx, channel)
+		if err != nil {
 			return err
 		}
-		pauses := r.opt.Posts.Pauses(channel)
 		if err := r.opt.PostsWorkspace.Wait(ctx); err != nil {
 			return err
 		}
-		if r.opt.Posts.Pauses(channel) == pauses {
+		if !slot.Stale() {
 			return nil
 		}
 	}
 }
 
-// postThrottled records a post's 429. Slack does not say which limit was hit, so both budgets wait out
-// its Retry-After, but the workspace's learns from it (lowers its rate) only when the channel's is not
-// the likelier cause: when no other post went to the channel within the time its budget takes to
-// refill (about a second a post). Otherwise a 429 in each of several busy channels, as when Slack's
-// budgets were spent before a restart, would lower every channel's share of the workspace's budget
-// again and again.
+// postThrottled records a post's 429 in both budgets: Slack does not say which limit was hit.
 func (r *Replies) postThrottled(channel string, retryAfter time.Duration) {
-	busy := r.opt.Posts.InUse(channel) > 1 // more than this post's own slot
 	r.opt.Posts.Throttled(channel, retryAfter)
-	if busy {
-		r.opt.PostsWorkspace.Pause(time.Now().Add(retryAfter))
-		return
-	}
 	r.opt.PostsWorkspace.Throttled(retryAfter)
 }
 

@@ -42,7 +42,7 @@ type Bucket struct {
 	cutAt  time.Time // last time rate was lowered
 	// earned counts every token earned since the start; a waiter's place in line is the count at
 	// which its token is earned, so it can find its time again after a pause or a rate change,
-	// which epoch counts (pauses, see Pauses).
+	// which epoch counts (pauses, see Slot).
 	earned float64
 	epoch  uint64
 	// issued numbers the waits that queued; the last one queued holds the latest number, and
@@ -86,8 +86,29 @@ func (b *Bucket) Rate() float64 {
 // from its place, so the waiters queued before a pause resume one at a time at the rate after it,
 // instead of all at once when it ends (which would draw the 429s again).
 func (b *Bucket) Wait(ctx context.Context) error {
+	_, err := b.WaitSlot(ctx)
+	return err
+}
+
+// Slot is a token handed out by WaitSlot.
+type Slot struct {
+	b     *Bucket
+	epoch uint64 // the bucket's pause count when the token was handed out
+}
+
+// Stale reports whether the bucket has been paused (Pause, or a 429 through Throttled) since the slot was
+// handed out. A caller that waited for something else after taking it should then wait for the bucket
+// again: the slot came from before the pause, and using it now may draw the 429 the pause is there to avoid.
+func (s Slot) Stale() bool {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	return s.b.epoch != s.epoch
+}
+
+// WaitSlot is Wait, and returns the slot it took (see Slot.Stale).
+func (b *Bucket) WaitSlot(ctx context.Context) (Slot, error) {
 	if ctx.Err() != nil {
-		return context.Cause(ctx)
+		return Slot{}, context.Cause(ctx)
 	}
 	b.mu.Lock()
 	now := time.Now()
@@ -100,7 +121,7 @@ func (b *Bucket) Wait(ctx context.Context) error {
 		// waiters behind a slot each, and under steady overload every newcomer would.
 		b.tokens++
 		b.mu.Unlock()
-		return errTooLate
+		return Slot{}, errTooLate
 	}
 	place := b.earned - math.Min(b.tokens, 0) // this token is ours once this many have been earned
 	epoch := b.epoch
@@ -122,19 +143,19 @@ func (b *Bucket) Wait(ctx context.Context) error {
 		case <-t.C:
 		case <-ctx.Done():
 			b.giveUp(ticket)
-			return context.Cause(ctx)
+			return Slot{}, context.Cause(ctx)
 		}
 		b.mu.Lock()
 		if b.epoch == epoch {
 			b.mu.Unlock()
-			return nil
+			return Slot{b, epoch}, nil
 		}
 		now = time.Now()
 		b.refillLocked(now)
 		d, epoch = b.untilLocked(now, place), b.epoch
 		b.mu.Unlock()
 	}
-	return nil
+	return Slot{b, epoch}, nil
 }
 
 // giveUp returns the token of a waiter that stopped waiting, when nobody queued after it (its
@@ -165,24 +186,6 @@ func (b *Bucket) untilLocked(now time.Time, place float64) time.Duration {
 		d += time.Duration(math.Ceil(short / b.rate * float64(time.Second)))
 	}
 	return d
-}
-
-// Pauses returns how many times the bucket has been paused (Pause, Throttled). A caller holding a token
-// can compare it with the count when it took the token: if it changed, the token was handed out before the
-// pause, and using it now may draw the 429 the pause is there to avoid.
-func (b *Bucket) Pauses() uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.epoch
-}
-
-// InUse returns how many tokens are out: taken, or promised to waiters, and not yet earned back. A bucket
-// nobody used for as long as it takes to refill has 0.
-func (b *Bucket) InUse() float64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked(time.Now())
-	return b.burst - b.tokens
 }
 
 // TryTake takes one token if one is available now (not paused, a whole token earned) and reports whether

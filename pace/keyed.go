@@ -30,19 +30,14 @@ func (k *Keyed) Wait(ctx context.Context, key string) error {
 	return k.bucket(key).Wait(ctx)
 }
 
+// WaitSlot takes one token from key's bucket and returns its slot, as Bucket.WaitSlot does.
+func (k *Keyed) WaitSlot(ctx context.Context, key string) (Slot, error) {
+	return k.bucket(key).WaitSlot(ctx)
+}
+
 // Throttled records a 429 for key's bucket (see Bucket.Throttled).
 func (k *Keyed) Throttled(key string, retryAfter time.Duration) {
 	k.bucket(key).Throttled(retryAfter)
-}
-
-// Pauses returns how many times key's bucket has been paused (see Bucket.Pauses).
-func (k *Keyed) Pauses(key string) uint64 {
-	return k.bucket(key).Pauses()
-}
-
-// InUse returns how many of key's tokens are out (see Bucket.InUse).
-func (k *Keyed) InUse(key string) float64 {
-	return k.bucket(key).InUse()
 }
 
 // Len returns the number of keys currently remembered.

@@ -102,13 +102,21 @@ func TestBucketPause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBucket(60, 5)
 		t0 := time.Now()
+		before, err := b.WaitSlot(t.Context())
+		if err != nil || before.Stale() {
+			t.Fatalf("slot before the pause: stale %v, %v", before.Stale(), err)
+		}
 		b.Pause(t0.Add(3 * time.Second))
 		b.Pause(t0.Add(time.Second)) // an earlier pause does not shorten it
-		if got := b.Pauses(); got != 1 {
-			t.Errorf("Pauses() = %d after one pause and an ignored earlier one, want 1", got)
+		if !before.Stale() {
+			t.Errorf("a slot taken before a pause is not stale")
 		}
-		if err := b.Wait(t.Context()); err != nil {
+		after, err := b.WaitSlot(t.Context())
+		if err != nil {
 			t.Fatal(err)
+		}
+		if after.Stale() {
+			t.Errorf("the slot after the pause is stale")
 		}
 		if got, want := since(t0), 3*time.Second; got != want {
 			t.Errorf("grant at %v, want after the pause at %v", got, want)
@@ -186,15 +194,23 @@ func TestKeyedBucketsAreIndependent(t *testing.T) {
 		if got := since(t0); got != 0 {
 			t.Errorf("first post in three channels took %v, want 0", got)
 		}
-		k.Throttled("C1", 5*time.Second)
-		if c1, c2 := k.Pauses("C1"), k.Pauses("C2"); c1 != 1 || c2 != 0 {
-			t.Errorf("pauses C1 %d, C2 %d, want 1 and 0", c1, c2)
+		c1, err := k.WaitSlot(t.Context(), "C1") // waits a second: C1's burst of 1 went above
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := k.Wait(t.Context(), "C2"); err != nil {
+		k.Throttled("C1", 5*time.Second)
+		if !c1.Stale() {
+			t.Errorf("C1's slot from before its 429 is not stale")
+		}
+		c2, err := k.WaitSlot(t.Context(), "C2")
+		if err != nil {
 			t.Fatal(err)
 		}
 		if got, want := since(t0), time.Second; got != want {
 			t.Errorf("C2 second post at %v, want %v (C1's 429 must not pause C2)", got, want)
+		}
+		if c2.Stale() {
+			t.Errorf("C2's slot is stale after C1's 429")
 		}
 		if err := k.Wait(t.Context(), "C1"); err != nil {
 			t.Fatal(err)
