@@ -99,7 +99,11 @@ type Slot struct {
 // Stale reports whether the bucket has been paused (Pause, or a 429 through Throttled) since the slot was
 // handed out. A caller that waited for something else after taking it should then wait for the bucket
 // again: the slot came from before the pause, and using it now may draw the 429 the pause is there to avoid.
+// The zero Slot (returned with an error) is never stale.
 func (s Slot) Stale() bool {
+	if s.b == nil {
+		return false
+	}
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	return s.b.epoch != s.epoch
