@@ -66,7 +66,8 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		defer func() { stopHealth(); <-healthDone }()
 	}
 	httpClient := slackHTTPClient()
-	httpClient.Transport = metrics.SlackTransport(httpClient.Transport)
+	// Metrics count what reaches Slack; FirstCalls answers some calls without sending them.
+	httpClient.Transport = bot.NewFirstCalls(metrics.SlackTransport(httpClient.Transport))
 	slackClient := slack.New(cfg.SlackBotToken,
 		slack.OptionAPIURL(strings.TrimRight(cfg.SlackAPIURL, "/")+"/"), // slack-go appends the method name
 		slack.OptionAppLevelToken(cfg.SlackAppToken),
