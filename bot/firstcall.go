@@ -15,10 +15,17 @@ import (
 // alone. Slack's budgets may be used up when the bot starts (by its previous instance, just before a
 // restart). The calls of a method made while its first call is out wait for that call's answer; when
 // Slack answers it with a 429, they get the same 429 (with what is left of its Retry-After) without
-// being sent, so Slack sees one 429 instead of one per call in flight, and the bot's budgets, which
-// learn from every 429, pause as they would have. Every later call goes straight through.
+// being sent, so Slack sees one 429 instead of one per call in flight, and the bot's budgets learn from
+// each 429 as from a volley (they pause, and lower their rate once). Every later call goes straight
+// through, whatever the first one's answer; a method's first call is tried once per process.
 //
-// Only Web API calls (a URL path /api/<method>) are held: uploads and response_url posts are not.
+// chat.postMessage is also limited per channel, and Slack does not say which limit a 429 hit: posts
+// waiting in other channels get the first post's 429 too, as if the workspace's budget were spent. At
+// worst they wait out its Retry-After and their channels' budgets slow down for a while; the bot's
+// post budgets treat every post 429 as both limits' anyway.
+//
+// Only Web API calls (a URL path /api/<method>, files.getUploadURLExternal among them) are held; the
+// upload to the URL it returns and response_url posts are not.
 type FirstCalls struct {
 	next http.RoundTripper
 
@@ -26,10 +33,12 @@ type FirstCalls struct {
 	methods map[string]*firstCall // Slack's methods: a few dozen at most
 }
 
-// firstCall is the first call of one method.
+// firstCall is the first call of one method. Its fields are set before done is closed.
 type firstCall struct {
-	done  chan struct{} // closed once it is answered (or failed)
-	until time.Time     // set before done is closed: when its 429's Retry-After ends; zero if no 429
+	done    chan struct{} // closed once it is answered (or failed)
+	limited bool          // Slack answered it with a 429
+	retry   string        // that 429's Retry-After header ("" when it had none)
+	until   time.Time     // when that Retry-After ends (zero: none, or not a number)
 }
 
 // NewFirstCalls wraps next (http.DefaultTransport when nil).
@@ -56,7 +65,10 @@ func (t *FirstCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 	if !seen {
 		resp, err := t.next.RoundTrip(r)
 		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-			first.until = time.Now().Add(retryAfter(resp.Header))
+			first.limited, first.retry = true, resp.Header.Get("Retry-After")
+			if s, err := strconv.Atoi(first.retry); err == nil && s > 0 {
+				first.until = time.Now().Add(time.Duration(s) * time.Second)
+			}
 		}
 		close(first.done)
 		return resp, err
@@ -72,27 +84,29 @@ func (t *FirstCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 		closeBody(r)
 		return nil, context.Cause(r.Context())
 	}
-	if left := time.Until(first.until); left > 0 {
-		closeBody(r)
-		return rateLimitedResponse(r, left), nil
+	if !first.limited {
+		return t.next.RoundTrip(r)
 	}
-	return t.next.RoundTrip(r)
+	retry := first.retry // no number: the same header, for slack-go to read as Slack's
+	if !first.until.IsZero() {
+		left := time.Until(first.until)
+		if left <= 0 {
+			return t.next.RoundTrip(r) // the pause is over
+		}
+		retry = strconv.Itoa(int(math.Ceil(left.Seconds())))
+	}
+	closeBody(r)
+	return rateLimitedResponse(r, retry), nil
 }
 
-// retryAfter reads a 429's Retry-After (whole seconds); 1 s when it is missing or not a number.
-func retryAfter(h http.Header) time.Duration {
-	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return time.Second
-}
-
-// rateLimitedResponse is the 429 Slack would give r: Retry-After in whole seconds, rounded up.
-func rateLimitedResponse(r *http.Request, left time.Duration) *http.Response {
+// rateLimitedResponse is a 429 for r, with the given Retry-After header ("" for none).
+func rateLimitedResponse(r *http.Request, retryAfter string) *http.Response {
 	body := `{"ok":false,"error":"ratelimited"}`
 	h := http.Header{}
 	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Retry-After", strconv.Itoa(int(math.Ceil(left.Seconds()))))
+	if retryAfter != "" {
+		h.Set("Retry-After", retryAfter)
+	}
 	return &http.Response{
 		Status:        "429 Too Many Requests",
 		StatusCode:    http.StatusTooManyRequests,

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/slack-go/slack"
 )
@@ -60,26 +60,45 @@ func answer(r *http.Request, status int, body, retryAfter string) *http.Response
 	return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), Request: r}
 }
 
+// outcome describes a slack-go call's error as these tests compare it.
+func outcome(err error) string {
+	var rl *slack.RateLimitedError
+	var sc slack.StatusCodeError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &rl):
+		return "rate limited " + rl.RetryAfter.String()
+	case errors.As(err, &sc):
+		return "status " + strconv.Itoa(sc.Code)
+	}
+	return err.Error()
+}
+
 // TestFirstCallsSendTheFirstCallAlone: while the first chat.postMessage is out, five more wait. When
-// Slack answers the first with a 429, the five get the same 429 (slack-go reads it as a
-// RateLimitedError) and Slack sees one call; when it answers 200 or the call fails, the five are
-// sent after it.
+// Slack answers the first with a 429, the five get the same 429 and Slack sees one call; when it
+// answers 200 or the call fails, the five are sent after it. A call made after the first was answered
+// goes straight through, whatever the answer.
 func TestFirstCallsSendTheFirstCallAlone(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		first func(*http.Request) (*http.Response, error)
-		sent  int           // calls that reached Slack
-		err   time.Duration // the Retry-After the five get (0: they succeed)
+		name   string
+		first  func(*http.Request) (*http.Response, error)
+		got    string // what the first call gets
+		others string // what the five get
+		sent   int    // calls that reached Slack
 	}{
 		{"429", func(r *http.Request) (*http.Response, error) {
 			return answer(r, http.StatusTooManyRequests, `{"ok":false,"error":"ratelimited"}`, "2"), nil
-		}, 1, 2 * time.Second},
+		}, "rate limited 2s", "rate limited 2s", 1},
+		{"429 without Retry-After", func(r *http.Request) (*http.Response, error) {
+			return answer(r, http.StatusTooManyRequests, `{"ok":false,"error":"ratelimited"}`, ""), nil
+		}, "status 429", "status 429", 1},
 		{"ok", func(r *http.Request) (*http.Response, error) {
 			return answer(r, http.StatusOK, `{"ok":true,"channel":"C1","ts":"1.000001"}`, ""), nil
-		}, 6, 0},
+		}, "ok", "ok", 6},
 		{"network error", func(*http.Request) (*http.Response, error) {
 			return nil, errors.New("connection reset")
-		}, 6, 0},
+		}, `Post "http://slack.test/api/chat.postMessage": connection reset`, "ok", 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -90,12 +109,13 @@ func TestFirstCallsSendTheFirstCallAlone(t *testing.T) {
 					_, _, err := api.PostMessageContext(t.Context(), "C1", slack.MsgOptionText("hi", false))
 					return err
 				}
-				go func() { _ = post() }() // the first
+				first := make(chan error, 1)
+				go func() { first <- post() }()
 				synctest.Wait()
-				errs := make([]error, 5)
+				others := make([]error, 5)
 				var wg sync.WaitGroup
-				for i := range errs {
-					wg.Go(func() { errs[i] = post() })
+				for i := range others {
+					wg.Go(func() { others[i] = post() })
 				}
 				synctest.Wait()
 				if got := net.count(); got != 1 {
@@ -103,21 +123,22 @@ func TestFirstCallsSendTheFirstCallAlone(t *testing.T) {
 				}
 				close(net.release)
 				wg.Wait()
-				for i, err := range errs {
-					var rl *slack.RateLimitedError
-					switch {
-					case tc.err == 0 && err != nil:
-						t.Errorf("call %d: %v", i, err)
-					case tc.err != 0 && (!errors.As(err, &rl) || rl.RetryAfter != tc.err):
-						t.Errorf("call %d: %v, want a RateLimitedError of %v", i, err, tc.err)
+				if got := outcome(<-first); got != tc.got {
+					t.Errorf("first call: %s, want %s", got, tc.got)
+				}
+				for i, err := range others {
+					if got := outcome(err); got != tc.others {
+						t.Errorf("call %d: %s, want %s", i, got, tc.others)
 					}
 				}
 				if got := net.count(); got != tc.sent {
 					t.Errorf("%d calls reached Slack, want %d", got, tc.sent)
 				}
-				time.Sleep(2 * time.Second)
-				if err := post(); err != nil { // later calls go straight through
-					t.Errorf("a call after the first: %v", err)
+				if err := post(); err != nil {
+					t.Errorf("a call after the first was answered: %v", err)
+				}
+				if got := net.count(); got != tc.sent+1 {
+					t.Errorf("the call after the first was not sent")
 				}
 			})
 		})
@@ -166,5 +187,64 @@ func TestFirstCallsHoldOnlyTheSameMethod(t *testing.T) {
 			t.Errorf("%d calls sent, want 3: the cancelled one was held, then dropped", got)
 		}
 		close(net.release)
+	})
+}
+
+// recordedBody is a request body that records whether it was closed.
+type recordedBody struct {
+	io.Reader
+	closed bool
+}
+
+func (b *recordedBody) Close() error {
+	b.closed = true
+	return nil
+}
+
+// TestFirstCallsCloseTheBodiesTheyDoNotSend: a held call answered with the first call's 429, and one
+// whose context ends while it waits, both close their request bodies (a RoundTripper must).
+func TestFirstCallsCloseTheBodiesTheyDoNotSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := newSlowFirst(func(r *http.Request) (*http.Response, error) {
+			return answer(r, http.StatusTooManyRequests, `{"ok":false,"error":"ratelimited"}`, "2"), nil
+		})
+		calls := NewFirstCalls(net)
+		request := func(ctx context.Context, b *recordedBody) *http.Request {
+			r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://slack.test/api/chat.update", b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		go func() {
+			if resp, err := calls.RoundTrip(request(t.Context(), &recordedBody{Reader: strings.NewReader("n=1")})); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		synctest.Wait()
+		held, dropped := &recordedBody{Reader: strings.NewReader("n=2")}, &recordedBody{Reader: strings.NewReader("n=3")}
+		ctx, cancel := context.WithCancel(t.Context())
+		type result struct {
+			resp *http.Response
+			err  error
+		}
+		heldDone, droppedDone := make(chan result, 1), make(chan result, 1)
+		go func() { resp, err := calls.RoundTrip(request(t.Context(), held)); heldDone <- result{resp, err} }()
+		go func() { resp, err := calls.RoundTrip(request(ctx, dropped)); droppedDone <- result{resp, err} }()
+		synctest.Wait()
+		cancel()
+		if r := <-droppedDone; !errors.Is(r.err, context.Canceled) || !dropped.closed {
+			t.Errorf("call whose context ended: %v, body closed %v; want context.Canceled and closed", r.err, dropped.closed)
+		}
+		close(net.release)
+		r := <-heldDone
+		if r.err != nil || r.resp.StatusCode != http.StatusTooManyRequests || r.resp.Header.Get("Retry-After") != "2" || !held.closed {
+			t.Errorf("held call: %v, %v, body closed %v; want the 429 with Retry-After 2 and the body closed", r.resp, r.err, held.closed)
+		} else {
+			r.resp.Body.Close()
+		}
+		if got := net.count(); got != 1 {
+			t.Errorf("%d calls reached Slack, want 1", got)
+		}
 	})
 }
