@@ -25,13 +25,18 @@ import (
 // post budgets treat every post 429 as both limits' anyway.
 //
 // Only Web API calls (a URL path /api/<method>, files.getUploadURLExternal among them) are held; the
-// upload to the URL it returns and response_url posts are not.
+// upload to the URL it returns and response_url posts are not. A call is held at most firstCallHold: a
+// first call that hangs does not hold the others up.
 type FirstCalls struct {
 	next http.RoundTripper
 
 	mu      sync.Mutex
 	methods map[string]*firstCall // Slack's methods: a few dozen at most
 }
+
+// firstCallHold bounds how long a call waits for its method's first call (Slack answers in well under
+// a second).
+const firstCallHold = 2 * time.Second
 
 // firstCall is the first call of one method. Its fields are set before done is closed.
 type firstCall struct {
@@ -78,8 +83,12 @@ func (t *FirstCalls) RoundTrip(r *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(r) // answered before this call came: nothing to wait for
 	default:
 	}
+	hold := time.NewTimer(firstCallHold)
+	defer hold.Stop()
 	select {
 	case <-first.done:
+	case <-hold.C:
+		return t.next.RoundTrip(r) // the first call is slow: send this one anyway
 	case <-r.Context().Done():
 		closeBody(r)
 		return nil, context.Cause(r.Context())

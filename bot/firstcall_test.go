@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/slack-go/slack"
 )
@@ -185,6 +186,41 @@ func TestFirstCallsHoldOnlyTheSameMethod(t *testing.T) {
 		}
 		if got := net.count(); got != 3 {
 			t.Errorf("%d calls sent, want 3: the cancelled one was held, then dropped", got)
+		}
+		close(net.release)
+	})
+}
+
+// TestFirstCallsHoldAtMostTwoSeconds: a first call that hangs holds the others up for firstCallHold,
+// then they are sent.
+func TestFirstCallsHoldAtMostTwoSeconds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := newSlowFirst(func(r *http.Request) (*http.Response, error) {
+			return answer(r, http.StatusOK, `{"ok":true,"channel":"C1","ts":"1.000001"}`, ""), nil
+		})
+		api := slack.New("xoxb-test", slack.OptionAPIURL("http://slack.test/api/"),
+			slack.OptionHTTPClient(&http.Client{Transport: NewFirstCalls(net)}))
+		post := func() error {
+			_, _, err := api.PostMessageContext(t.Context(), "C1", slack.MsgOptionText("hi", false))
+			return err
+		}
+		go func() { _ = post() }() // hangs until release
+		synctest.Wait()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				if err := post(); err != nil {
+					t.Errorf("held call: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		if waited := time.Since(start); waited != firstCallHold {
+			t.Errorf("held calls were sent after %v, want %v", waited, firstCallHold)
+		}
+		if got := net.count(); got != 4 {
+			t.Errorf("%d calls reached Slack, want 4", got)
 		}
 		close(net.release)
 	})
