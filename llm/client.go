@@ -731,7 +731,7 @@ const endGrace = 250 * time.Millisecond
 // its end was read. A server that does not end the body within endGrace, or sends more than
 // 64 KB after [DONE], loses its connection instead (the request is cancelled).
 func (r *idleReader) finish(br io.Reader) {
-	r.coalesce = 0
+	r.endCoalescing()
 	deadline := time.AfterFunc(endGrace, func() { r.cancel(errStreamDone) })
 	defer deadline.Stop()
 	_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))

@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
 		timeout: *timeout, botPath: path, botEnv: botEnv, workDir: work, verbose: logf,
 	}
-	sc := &scripts{tokens: *tokens, spread: *spread, m: map[int]*script{}}
+	sc := newScripts(set)
 
 	idle, err := idleGoroutines(ctx, set)
 	if err != nil {
@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // idleGoroutines starts the bot once with no load and counts its goroutines: the reference for
 // the count after each run (idle HTTP connections add two goroutines each).
 func idleGoroutines(ctx context.Context, set settings) (int, error) {
-	r, err := runScenario(ctx, set, &scripts{tokens: set.tokens, spread: set.spread, m: map[int]*script{}}, 0, "fair")
+	r, err := runScenario(ctx, set, newScripts(set), 0, "fair")
 	if err != nil {
 		return 0, err
 	}

@@ -113,6 +113,11 @@ type scripts struct {
 	m      map[int]*script
 }
 
+// newScripts returns an empty cache for the answers set describes.
+func newScripts(set settings) *scripts {
+	return &scripts{tokens: set.tokens, spread: set.spread, m: map[int]*script{}}
+}
+
 // length is conversation i's answer length: tokens, or with a spread, tokens·(1 ± spread) spread
 // evenly over the conversations (the golden ratio's multiples modulo 1 cover [0, 1) evenly for any
 // number of them), so the mean stays about tokens at any N.
