@@ -77,7 +77,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 			return
 		}
 		if ra, ok := rateLimited(err); ok {
-			s.lane.Throttled(ra)
+			s.throttled(err, ra)
 			continue
 		}
 		s.fails++
@@ -100,7 +100,7 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 				return done, err
 			}
 			if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}, nil); err != nil {
-				return done, fmt.Errorf("chat.stopStream: %w", err)
+				return done, startStopError{fmt.Errorf("chat.stopStream: %w", err)}
 			}
 			s.ts, s.sent = "", 0 // full: the next piece starts a new message
 		}
@@ -113,7 +113,7 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 			}
 			ts, err := p.r.streamer.StartStream(ctx, p.streamStart(piece))
 			if err != nil {
-				return done, fmt.Errorf("chat.startStream: %w", err)
+				return done, startStopError{fmt.Errorf("chat.startStream: %w", err)}
 			}
 			s.ts, s.sent = ts, len(piece)
 			s.starts++
@@ -128,6 +128,24 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 		done += len(piece)
 	}
 	return done, nil
+}
+
+// startStopError is an error of chat.startStream or chat.stopStream in write, whose 429 is charged to
+// their budget (ReplyOptions.Streams), not to the appends'.
+type startStopError struct{ err error }
+
+func (e startStopError) Error() string { return e.err.Error() }
+func (e startStopError) Unwrap() error { return e.err }
+
+// throttled records the 429 of a call made by write in that call's budget: the reply's lane of the
+// appends scheduler for chat.appendStream, Streams for chat.startStream and chat.stopStream (a long
+// answer continues in a new message), so that the budget that was spent is the one that pauses.
+func (s *streamSink) throttled(err error, retryAfter time.Duration) {
+	if errors.As(err, new(startStopError)) {
+		s.p.r.opt.Streams.Throttled(retryAfter)
+		return
+	}
+	s.lane.Throttled(retryAfter)
 }
 
 func (s *streamSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
@@ -154,27 +172,13 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	mark := convo.Mark{Kind: kind, Note: note}
 	var err error
 	if !s.broken {
+		var last error // the attempt's error, whose 429 throttled charges
 		err = writeRetry(ctx,
 			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
-			p.r.opt.Streams.Throttled,
+			func(d time.Duration) { s.throttled(last, d) },
 			func(ctx context.Context) error {
-				if s.ts == "" || s.sent+len(text) > convo.MarkdownLimit {
-					// Too long for this message (or one call), or the next message is not started yet: append
-					// it in pieces, continuing in new messages as needed, then stop the last with nothing more
-					// to add. A retry goes on from what Slack did not take.
-					n, err := s.write(ctx, text)
-					text = text[n:]
-					if err != nil {
-						return err
-					}
-				}
-				if s.ts == "" {
-					return nil // nothing was left to write: the last message was stopped full
-				}
-				if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, mark, s.buttons()); err != nil {
-					return fmt.Errorf("chat.stopStream: %w", err)
-				}
-				return nil
+				last = s.finalAttempt(ctx, &text, mark)
+				return last
 			})
 		if err == nil {
 			return nil
@@ -189,6 +193,29 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	// The streamed message cannot be finished: post the whole answer as ordinary messages so it is not lost.
 	s.rescued = true
 	return errors.Join(err, s.rescue(ctx, md, note, kind))
+}
+
+// finalAttempt writes what is left of the answer (*text, shortened by what Slack took) and stops the
+// streamed message with mark.
+func (s *streamSink) finalAttempt(ctx context.Context, text *string, mark convo.Mark) error {
+	p := s.p
+	if s.ts == "" || s.sent+len(*text) > convo.MarkdownLimit {
+		// Too long for this message (or one call), or the next message is not started yet: append it in
+		// pieces, continuing in new messages as needed, then stop the last with nothing more to add. A
+		// retry goes on from what Slack did not take.
+		n, err := s.write(ctx, *text)
+		*text = (*text)[n:]
+		if err != nil {
+			return err
+		}
+	}
+	if s.ts == "" {
+		return nil // nothing was left to write: the last message was stopped full
+	}
+	if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, *text, mark, s.buttons()); err != nil {
+		return startStopError{fmt.Errorf("chat.stopStream: %w", err)}
+	}
+	return nil
 }
 
 var errStreamBroken = errors.New("streamed message not finished")

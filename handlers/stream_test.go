@@ -318,3 +318,65 @@ func TestStreamModeRateLimitedPieceIsNotSentTwice(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamModeRateLimitCharged: a 429 lowers the rate of the budget of the call that got it, and
+// only that one: chat.startStream (a long answer continuing in a new message) and chat.stopStream
+// are paced by Streams, chat.appendStream by the appends scheduler. The answer is whole either way.
+func TestStreamModeRateLimitCharged(t *testing.T) {
+	var long []string
+	for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
+		long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
+	}
+	whole := func(ws []string) []step {
+		return []step{{wait: time.Second, chunk: llm.Chunk{Content: joined(ws), FinishReason: "stop"}}}
+	}
+	start := func(f *fakeSlack) *hook { return &f.startErr }
+	tests := []struct {
+		name               string
+		words              []string
+		steps              []step
+		hook               func(*fakeSlack) *hook
+		nth                int // the call of the hook's method that gets the 429
+		streamsCut, appCut bool
+	}{
+		{"continuation start while streaming", long, deltas(long, 20*time.Millisecond), start, 2, true, false},
+		{"continuation start in the final write", long, whole(long), start, 2, true, false},
+		{"append while streaming", lines(40), deltas(lines(40), 100*time.Millisecond),
+			func(f *fakeSlack) *hook { return &f.appendErr }, 2, false, true},
+		{"append in the final write", long, whole(long),
+			func(f *fakeSlack) *hook { return &f.appendErr }, 1, false, true},
+		{"stop", long, deltas(long, 20*time.Millisecond),
+			func(f *fakeSlack) *hook { return &f.stopErr }, 1, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opt := streamOptions()
+				opt.Streams = pace.NewBucket(20, 5)
+				opt.Appends = pace.NewScheduler(50, 5)
+				streams, appends := opt.Streams.Rate(), opt.Appends.Bucket().Rate()
+				rt := newReplyTest(t, tt.steps, opt)
+				*tt.hook(rt.slack) = func(n int, _ call) error {
+					if n == tt.nth {
+						return &slack.RateLimitedError{RetryAfter: time.Second}
+					}
+					return nil
+				}
+				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+				if got := opt.Streams.Rate() < streams; got != tt.streamsCut {
+					t.Errorf("Streams' rate lowered = %v, want %v", got, tt.streamsCut)
+				}
+				if got := opt.Appends.Bucket().Rate() < appends; got != tt.appCut {
+					t.Errorf("appends' rate lowered = %v (%v), want %v", got, opt.Appends.Bucket().Rate(), tt.appCut)
+				}
+				var all strings.Builder
+				for _, m := range rt.slack.botMessages(testTS) {
+					all.WriteString(m.text)
+				}
+				if all.String() != streamed(joined(tt.words)) {
+					t.Errorf("the streamed messages together (%d bytes) differ from the answer (%d bytes)", all.Len(), len(streamed(joined(tt.words))))
+				}
+			})
+		})
+	}
+}
