@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"go/ast"
 	goparser "go/parser"
 	"go/token"
@@ -29,6 +30,11 @@ import (
 
 // manifestSchema is Slack's app manifest JSON Schema, in shared/ beside the checkout (as CI lays it out).
 const manifestSchema = "../shared/schemas/slack-app-manifest.schema.1.0.0.json"
+
+// requireSchemas, set by CI (.ci/run), makes a missing schema a failure; elsewhere (a clone without
+// shared/ beside it) the schema check is skipped with a note saying where to get the file, so the
+// README's test command passes on a fresh machine.
+const requireSchemas = "LLMBOT_REQUIRE_SCHEMAS"
 
 // ecmaRegexp compiles the schema's ECMAScript patterns (they use look-ahead, which Go's regexp lacks).
 type ecmaRegexp struct{ re *regexp2.Regexp }
@@ -71,6 +77,11 @@ func loadManifest(t *testing.T) map[string]any {
 
 func TestManifestMatchesSlackSchema(t *testing.T) {
 	f, err := os.Open(manifestSchema)
+	if errors.Is(err, fs.ErrNotExist) && os.Getenv(requireSchemas) == "" {
+		t.Skipf("Slack's manifest schema is not at %s (CI has it there, and %s=1 makes this a failure): "+
+			"put schemas/manifest.schema.1.0.0.json from https://github.com/slackapi/manifest-schema there to run this check",
+			manifestSchema, requireSchemas)
+	}
 	if err != nil {
 		t.Fatalf("Slack's manifest schema is expected in shared/ beside the checkout: %v", err)
 	}
