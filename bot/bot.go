@@ -68,6 +68,11 @@ type Options struct {
 	// itself) after they are acked, in a goroutine the bot owns and waits for; ctx ends at
 	// shutdown. It may call StopReply.
 	Interactive func(ctx context.Context, cb slack.InteractionCallback)
+	// KnownFollowUp, when set, reports without I/O whether a follow-up (a thread message without
+	// a mention) is known to be for the bot (handlers.Replies.KnownFollowUp): when the bot is busy,
+	// or shuts down before the follow-up's turn, such a follow-up gets the private note a mention
+	// gets; any other follow-up is dropped silently, as it may not be for the bot at all.
+	KnownFollowUp func(handlers.ReplyRequest) bool
 
 	burstHold time.Duration // the most work is held while its burst is acked; default burstHold (tests set it)
 }
@@ -585,7 +590,7 @@ func (b *Bot) answer(work context.Context, rr handlers.ReplyRequest, key string,
 	started = time.Now()
 	if context.Cause(work) != nil {
 		log.Info("reply not started: shutting down")
-		if !rr.FollowUp {
+		if b.forBot(rr) {
 			b.tell(work, rr, RestartText, log)
 		}
 		return started, false, nil
@@ -666,14 +671,14 @@ func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap
 	}
 }
 
-// busy tells the asker privately that the bot is full. Follow-ups (which might not have been
-// answered at all) are dropped silently. Notices are bounded too: beyond noticeLimit in flight
-// they are dropped.
+// busy tells the asker privately that the bot is full. Follow-ups not known to be for the bot
+// (which might not have been answered at all) are dropped silently. Notices are bounded too:
+// beyond noticeLimit in flight they are dropped.
 func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logger) {
 	if b.opt.Hooks.Busy != nil {
 		b.opt.Hooks.Busy()
 	}
-	if rr.FollowUp || b.notify == nil {
+	if !b.forBot(rr) || b.notify == nil {
 		log.Warn("busy: follow-up dropped", zap.Int("max_concurrent", b.opt.MaxConcurrent))
 		return
 	}
@@ -688,6 +693,12 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 		defer func() { <-b.notices }()
 		b.tell(work, rr, BusyText, log)
 	})
+}
+
+// forBot reports whether rr is known to be for the bot: a mention or DM, or a follow-up in a
+// thread the bot is known to take part in (Options.KnownFollowUp).
+func (b *Bot) forBot(rr handlers.ReplyRequest) bool {
+	return !rr.FollowUp || (b.opt.KnownFollowUp != nil && b.opt.KnownFollowUp(rr))
 }
 
 // tell shows text privately to the asker, on a context detached from work and time-boxed (and

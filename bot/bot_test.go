@@ -417,6 +417,39 @@ func TestBusyReply(t *testing.T) {
 	}
 }
 
+// TestBusyFollowUp: when the bot is full, a follow-up in a thread it is known to take part in gets
+// the busy note, as a mention does; one in any other thread (perhaps not for the bot at all) is
+// dropped silently.
+func TestBusyFollowUp(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1) // one reply starts
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+	const known, other = "1700000001.000000", "1700000002.000000"
+	var busy atomic.Int32
+	startBot(t, fs, r, nil, Options{MaxConcurrent: 1, FollowUps: true,
+		Hooks:         Hooks{Busy: func() { busy.Add(1) }},
+		KnownFollowUp: func(req handlers.ReplyRequest) bool { return req.ThreadTS == known },
+	})
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	fs.PostUserMessage("C1", "U2", other, "chatting in another thread")
+	fs.PostUserMessage("C1", "U3", known, "and a follow-up to the bot")
+	eventually(t, "busy note", func() bool { return len(fs.Ephemerals()) >= 1 })
+	es := fs.Ephemerals()
+	if len(es) != 1 || es[0].User != "U3" || es[0].ThreadTS != known || es[0].Text != BusyText {
+		t.Errorf("busy notes %+v: want one, %q to U3 in thread %s", es, BusyText, known)
+	}
+	if n := busy.Load(); n != 2 {
+		t.Errorf("Busy hook called %d times, want 2", n)
+	}
+}
+
 func TestOneAnswerAtATimePerThread(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	type ev struct {

@@ -196,7 +196,7 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 
 	var thread []slack.Message
 	if req.FollowUp {
-		if !r.opt.FollowUps || threadTS == "" || threadTS == req.TS || r.addressedToOthers(req.Text) {
+		if !r.mayFollowUp(req, threadTS) {
 			return ErrIgnored
 		}
 		known, fetched, err := r.botThread(ctx, req.Channel, threadTS)
@@ -218,6 +218,28 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 		p.systemPrompt, p.model = cmp.Or(sp, p.systemPrompt), cmp.Or(m, p.model)
 	}
 	return p.run(ctx, thread)
+}
+
+// KnownFollowUp reports, without I/O, whether Reply would answer the follow-up req as far as is
+// known now: follow-ups are on, it is a reply in a thread, it is not addressed to someone else, and
+// the thread is remembered as one the bot takes part in. The bot uses it to tell the asker when it
+// cannot answer (busy, shutting down) instead of dropping a follow-up silently.
+func (r *Replies) KnownFollowUp(req ReplyRequest) bool {
+	if !req.FollowUp {
+		return true
+	}
+	if !r.mayFollowUp(req, req.ThreadTS) {
+		return false
+	}
+	known, ok := r.botThreads.get(req.Channel + "/" + req.ThreadTS)
+	return ok && known
+}
+
+// mayFollowUp reports whether the follow-up req, in thread threadTS, may be for the bot, before
+// the thread is looked at: follow-ups are on, it replies in a thread, and it does not address
+// someone else.
+func (r *Replies) mayFollowUp(req ReplyRequest, threadTS string) bool {
+	return r.opt.FollowUps && threadTS != "" && threadTS != req.TS && !r.addressedToOthers(req.Text)
 }
 
 // botThread reports whether the bot takes part in a thread: its parent mentions the bot or the bot has

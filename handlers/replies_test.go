@@ -264,10 +264,16 @@ func TestFollowUp(t *testing.T) {
 				rt.slack.threads[testCh+"/1700000000.000000"] = append(tt.thread, follow)
 				req := rt.req
 				req.TS, req.ThreadTS, req.Text, req.FollowUp = follow.Timestamp, "1700000000.000000", follow.Text, true
+				if rt.r.KnownFollowUp(req) {
+					t.Error("KnownFollowUp before the thread was read = true, want false (unknown)")
+				}
 				for range 2 {
 					if err := rt.r.Reply(t.Context(), req); !errors.Is(err, tt.wantErr) {
 						t.Fatalf("Reply = %v, want %v", err, tt.wantErr)
 					}
+				}
+				if got, want := rt.r.KnownFollowUp(req), tt.wantErr == nil; got != want {
+					t.Errorf("KnownFollowUp after the thread was read = %v, want %v", got, want)
 				}
 				if got := len(rt.slack.callsOf("replies")); got != tt.wantReads {
 					t.Errorf("thread reads = %d, want %d", got, tt.wantReads)
@@ -301,6 +307,16 @@ func TestFollowUpIgnored(t *testing.T) {
 		}
 		if n := len(rt.slack.calls); n != 0 {
 			t.Errorf("Slack calls = %d, want none", n)
+		}
+		// In a thread the bot takes part in, a follow-up for someone else is still not the bot's.
+		rt.r.botThreads.put(testCh+"/1700000000.000000", true)
+		req.ThreadTS = "1700000000.000000"
+		if rt.r.KnownFollowUp(req) {
+			t.Error("KnownFollowUp of a follow-up for someone else = true, want false")
+		}
+		req.Text = "and for me?"
+		if !rt.r.KnownFollowUp(req) {
+			t.Error("KnownFollowUp in a known bot thread = false, want true")
 		}
 	})
 }

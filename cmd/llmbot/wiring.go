@@ -177,6 +177,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Grace:         cfg.ShutdownGrace,
 		FollowUps:     cfg.FollowUps,
 		AnswerBots:    cfg.AnswerBots,
+		KnownFollowUp: replies.KnownFollowUp,
 	})
 	log.Info("starting",
 		zap.String("bot_name", id.Name),
