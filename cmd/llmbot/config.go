@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -126,7 +127,10 @@ func loadConfig(getenv func(string) string) (Config, []string) {
 	return cfg, problems
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	levelType    = reflect.TypeFor[zapcore.Level]()
+)
 
 // setField parses raw into f. The error reads as the end of "X is not ...".
 func setField(f reflect.Value, raw string) error {
@@ -140,6 +144,9 @@ func setField(f reflect.Value, raw string) error {
 	}
 	if u, ok := f.Addr().Interface().(encoding.TextUnmarshaler); ok {
 		if err := u.UnmarshalText([]byte(raw)); err != nil {
+			if f.Type() == levelType {
+				return errors.New("one of debug, info, warn, error")
+			}
 			return errors.New("a valid value")
 		}
 		return nil
@@ -258,6 +265,11 @@ func (c Config) problems() []string {
 		add("LLM_STREAM_COALESCE: %v must be between 0 and 1s (Slack shows an answer's text about once a second at best)", c.LLMStreamCoalesce)
 	}
 	positive("SHUTDOWN_GRACE", c.ShutdownGrace)
+	if c.HealthAddr != "" {
+		if _, port, err := net.SplitHostPort(c.HealthAddr); err != nil || port == "" {
+			add("HEALTH_ADDR: %q is not host:port (like :8080, or 127.0.0.1:8080)", c.HealthAddr)
+		}
+	}
 	atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
 	if _, err := c.accessRules(); err != nil {
 		add("%v", err)

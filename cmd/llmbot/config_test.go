@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -113,6 +115,7 @@ func TestBadValuesAllReported(t *testing.T) {
 		"LLM_HEADERS":            "api-key SECRET",
 		"CONTEXT_TOKENS":         "10",
 		"LLM_STREAM_COALESCE":    "5s",
+		"HEALTH_ADDR":            "8080",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -131,11 +134,12 @@ func TestBadValuesAllReported(t *testing.T) {
 		`SHUTDOWN_GRACE: "8" is not a duration`,
 		`FOLLOW_UPS: "maybe" is not true or false`,
 		`LOG_FORMAT: "xml" is not one of json, console`,
-		`LOG_LEVEL: "loud" is not a valid value`,
+		`LOG_LEVEL: "loud" is not one of debug, info, warn, error`,
 		"LLM_HEADERS: entry 1 is not Name=value",
 		"CONTEXT_TOKENS: 10 is below 500",
 		"LLM_STREAM_COALESCE: 5s must be between 0 and 1s",
-		"14 problem(s)",
+		`HEALTH_ADDR: "8080" is not host:port (like :8080, or 127.0.0.1:8080)`,
+		"15 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
@@ -202,6 +206,68 @@ func TestHelp(t *testing.T) {
 			if !strings.Contains(stdout.String(), s.Name) {
 				t.Errorf("%s output lacks %s", arg, s.Name)
 			}
+		}
+	}
+}
+
+// TestVersionAndUnknownFlags: --version prints one line; a wrong flag is one error naming it and
+// --help, with nothing printed besides (main prints the error once).
+func TestVersionAndUnknownFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"llmbot", "--version"}, envFunc(nil), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "llmbot ") || strings.Count(out, "\n") != 1 || len(out) < len("llmbot x\n") {
+		t.Errorf("--version printed %q, want one line \"llmbot <version>\"", out)
+	}
+	stdout.Reset()
+	err := run(context.Background(), []string{"llmbot", "--verbose"}, envFunc(nil), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "-verbose") || !strings.Contains(err.Error(), "run with --help") {
+		t.Errorf("unknown flag: error %v, want it named with a pointer to --help", err)
+	}
+	if stdout.Len()+stderr.Len() != 0 {
+		t.Errorf("unknown flag printed %q and %q, want nothing (the error says it)", stdout.String(), stderr.String())
+	}
+}
+
+// TestHealthAddrInUse: a health port that cannot be had stops the bot with a message naming
+// HEALTH_ADDR, before it connects anywhere.
+func TestHealthAddrInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	env := validEnv()
+	env["HEALTH_ADDR"] = ln.Addr().String()
+	env["SLACK_API_URL"] = "http://127.0.0.1:1/api/" // never reached
+	err = run(t.Context(), []string{"llmbot"}, envFunc(env), io.Discard, io.Discard)
+	if err == nil || !strings.HasPrefix(err.Error(), "HEALTH_ADDR: ") || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("run = %v, want a HEALTH_ADDR error saying the address is in use", err)
+	}
+}
+
+// TestBaseURLWithoutPathWarns: a base URL without /v1 (the commonest set-up mistake) is accepted,
+// as some services need another path, but the log says at once what answers would then get.
+func TestBaseURLWithoutPathWarns(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		warn bool
+	}{
+		{"http://127.0.0.1:1", true},
+		{"http://127.0.0.1:1/", true},
+		{"http://127.0.0.1:1/v1", false},
+		{"http://127.0.0.1:1/v1beta/openai/", false},
+	} {
+		env := validEnv()
+		env["OPENAI_BASE_URL"] = tc.url
+		env["SLACK_API_URL"] = "http://127.0.0.1:1/api/" // refused: run stops at auth.test
+		var stderr bytes.Buffer
+		if err := run(t.Context(), []string{"llmbot"}, envFunc(env), io.Discard, &stderr); err == nil {
+			t.Fatalf("%s: run = nil, want the auth.test error", tc.url)
+		}
+		if got := strings.Contains(stderr.String(), "OPENAI_BASE_URL has no path"); got != tc.warn {
+			t.Errorf("%s: warned %v, want %v; log:\n%s", tc.url, got, tc.warn, stderr.String())
 		}
 	}
 }

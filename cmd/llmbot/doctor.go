@@ -112,6 +112,8 @@ func printCommands(w io.Writer) {
 	fmt.Fprintln(w, "  llmbot doctor   check the settings, both Slack tokens, the granted scopes, Socket Mode and the")
 	fmt.Fprintln(w, "                  models end to end; prints a checklist with the fix for each failure")
 	fmt.Fprintln(w, "                  (docker run --rm --env-file .env IMAGE doctor; kubectl exec deploy/llmbot -- llmbot doctor)")
+	fmt.Fprintln(w, "  llmbot --version")
+	fmt.Fprintln(w, "                  print the version (also in the \"starting\" log line)")
 }
 
 // doctor runs every check and prints the checklist on stdout. It returns an error wrapping

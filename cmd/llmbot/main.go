@@ -11,8 +11,39 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
+
+// version is set at build time (the Dockerfile: -ldflags "-X main.version=$VERSION"); when it is
+// not, versionString says what the binary's build information knows.
+var version string
+
+// versionString is the version of this binary: the one set at build time, else the module's
+// version and, for a build from a git checkout, its commit ("(devel) 1a2b3c4d5e6f-dirty").
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value[:min(12, len(s.Value))]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	return v
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -31,20 +62,31 @@ func main() {
 // It returns nil after a clean shutdown. Tests call it as main does, with their own environment.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("llmbot", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // a wrong flag is said once, by the error returned below
 	markdown := fs.Bool("help-markdown", false, "print the settings table in Markdown and exit")
-	fs.Usage = func() { _ = printHelp(stdout); printCommands(stdout) }
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	help := fs.Bool("help", false, "print the settings and commands and exit")
+	fs.BoolVar(help, "h", false, "the same as --help")
+	fs.Usage = func() {} // the help is printed on --help only; a wrong flag gets the error alone
 	if len(args) > 0 {
 		args = args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+		return fmt.Errorf("%w (run with --help)", err)
+	}
+	if *help {
+		if err := printHelp(stdout); err != nil {
+			return err
 		}
-		return err
+		printCommands(stdout)
+		return nil
 	}
 	if *markdown {
 		return printHelpMarkdown(stdout)
+	}
+	if *showVersion {
+		_, err := fmt.Fprintln(stdout, "llmbot", versionString())
+		return err
 	}
 	if fs.Arg(0) == "doctor" {
 		return doctor(ctx, fs.Args()[1:], getenv, stdout, stderr)

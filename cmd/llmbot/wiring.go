@@ -51,15 +51,27 @@ const (
 
 // start wires the parts together and runs the bot until ctx ends.
 func start(ctx context.Context, cfg Config, log *zap.Logger) error {
+	if u, err := url.Parse(cfg.OpenAIBaseURL); err == nil && strings.Trim(u.Path, "/") == "" {
+		// The commonest set-up mistake (http://localhost:11434): every answer would fail with a 404.
+		log.Warn("OPENAI_BASE_URL has no path: OpenAI-compatible services serve their API under one, usually /v1 " +
+			"(http://localhost:11434/v1 for Ollama); without it every request gets 404")
+	}
 	metrics, ready := ops.NewMetrics(), ops.NewReadiness()
 	if cfg.HealthAddr != "" {
+		// Listening first: a port that cannot be had stops the bot with a clear message, instead of
+		// a bot whose probes fail for no reason it says.
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", cfg.HealthAddr)
+		if err != nil {
+			return fmt.Errorf("HEALTH_ADDR: %w", err)
+		}
 		// Probes answer from the start (auth.test, connecting) until the bot has drained.
 		hctx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
 		health := ops.NewServer(cfg.HealthAddr, ready.Ready, metrics.Registry(), log.Named("health"))
 		healthDone := make(chan struct{})
 		go func() {
 			defer close(healthDone)
-			if err := health.Run(hctx); err != nil {
+			if err := health.Serve(hctx, ln); err != nil {
 				log.Error("health listener failed", zap.Error(err)) // probes will fail and say so
 			}
 		}()
@@ -180,6 +192,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		KnownFollowUp: replies.KnownFollowUp,
 	})
 	log.Info("starting",
+		zap.String("version", versionString()),
 		zap.String("bot_name", id.Name),
 		zap.String("chat_model", cfg.ChatModel),
 		zap.String("image_model", cfg.ImageModel),
