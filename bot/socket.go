@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -111,6 +112,16 @@ func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.
 // off, too many connections, a proxy that cuts them, a network blip) after a wait that grows
 // while that goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
 func (s *socket) Run(ctx context.Context) error {
+	defer func() {
+		// Between connections when Run ends: no connection will come, so the loop's last
+		// acks must not wait for one.
+		s.wmu.Lock()
+		if s.conn == nil && !s.closed {
+			s.closed = true
+			close(s.up)
+		}
+		s.wmu.Unlock()
+	}()
 	var wait time.Duration
 	for count := 0; ; count++ {
 		if wait > 0 {
@@ -224,7 +235,35 @@ func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
 		return nil, err // apps.connections.open's error names it; it carries no token
 	}
 	hdr := http.Header{"Origin": {"https://api.slack.com"}}
-	conn, resp, err := s.dialer.DialContext(ctx, wsURL, hdr)
+	// gorilla reads the upgrade response with only HandshakeTimeout as a bound: ctx's end
+	// must unblock it too (shutdown during a hung handshake).
+	var mu sync.Mutex
+	var nc net.Conn
+	d := *s.dialer
+	d.NetDialContext = func(dctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := s.dialer.NetDialContext(dctx, network, addr)
+		mu.Lock()
+		nc = c
+		mu.Unlock()
+		return c, err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if nc != nil {
+			_ = nc.SetDeadline(time.Now())
+		}
+	})
+	conn, resp, err := d.DialContext(ctx, wsURL, hdr)
+	if !stop() {
+		if conn != nil {
+			conn.Close()
+		}
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		return nil, ctx.Err()
+	}
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
