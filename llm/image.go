@@ -152,8 +152,7 @@ func (c *Client) download(ctx context.Context, raw string) ([]byte, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil, &Error{Kind: classify(resp.StatusCode, "", "", ""), Status: resp.StatusCode,
-			Message: fmt.Sprintf("image download: %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))}
+		return nil, downloadError(resp.StatusCode)
 	}
 	img, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxImageBytes+1))
 	if err != nil {
@@ -165,6 +164,22 @@ func (c *Client) download(ctx context.Context, raw string) ([]byte, error) {
 		return nil, fmt.Errorf("the image is larger than %s", size(c.cfg.MaxImageBytes))
 	}
 	return img, nil
+}
+
+// downloadError reports an image URL that answered status. The image host is not the model
+// service and gets no API key, so its 401 or 403 never means the key was rejected: like 404 and
+// 410, it mostly means a signed URL expired, and the image is lost (KindInvalid). 408, 429 and
+// 5xx are the host being busy (KindServer). The download is not retried, whatever the status.
+func downloadError(status int) *Error {
+	e := &Error{Kind: KindInvalid, Status: status,
+		Message: fmt.Sprintf("image download: %d %s", status, http.StatusText(status))}
+	switch {
+	case status == 401 || status == 403 || status == 404 || status == 410:
+		e.Message += " (the image URL may have expired)"
+	case status == 408 || status == 429 || status >= 500:
+		e.Kind = KindServer
+	}
+	return e
 }
 
 // detectImage names the format of img from its first bytes.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,6 +179,58 @@ func TestImageFailures(t *testing.T) {
 			}
 			if n := len(srv.got()); n != tc.requests {
 				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+// TestImageDownloadFailures: an images response's url points at a blob store that gets no API
+// key (dall-e's Azure blob SAS URLs, S3 presigned URLs, LocalAI's own files), so its 401 and 403
+// are not about the key: Azure answers an expired SAS URL with 403 AuthenticationFailed "Signed
+// expiry time …", S3 one with 403 AccessDenied "Request has expired", and a cleaned-up file is 404
+// or 410. The user must not be told the bot's API key was rejected. 429 and 5xx are the host being
+// busy. The download is made once whatever the answer.
+func TestImageDownloadFailures(t *testing.T) {
+	const sasExpired = `<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code>` +
+		`<Message>Server failed to authenticate the request. Signed expiry time [Mon, 01 Jan 2024 00:00:00 GMT] must be after signed start time</Message></Error>`
+	for _, tc := range []struct {
+		status  int
+		body    string
+		kind    Kind
+		message string
+	}{
+		{401, "", KindInvalid, "image download: 401 Unauthorized (the image URL may have expired)"},
+		{403, sasExpired, KindInvalid, "image download: 403 Forbidden (the image URL may have expired)"},
+		{404, "", KindInvalid, "image download: 404 Not Found (the image URL may have expired)"},
+		{410, "", KindInvalid, "image download: 410 Gone (the image URL may have expired)"},
+		{400, "", KindInvalid, "image download: 400 Bad Request"},
+		{408, "", KindServer, "image download: 408 Request Timeout"},
+		{429, "", KindServer, "image download: 429 Too Many Requests"},
+		{503, "", KindServer, "image download: 503 Service Unavailable"},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			var srv *fakeServer
+			srv = newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet { // the image host
+					w.Header().Set("Content-Type", "application/xml")
+					w.WriteHeader(tc.status)
+					w.Write([]byte(tc.body))
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(`{"created":1,"data":[{"url":"` + srv.URL + `/private/img.png?se=2024-01-01&sig=abc"}]}`))
+			})
+			c, waits := newTestClient(t, srv.URL, nil)
+			_, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("got %v, want an *Error", err)
+			}
+			if e.Kind != tc.kind || e.Status != tc.status || e.Message != tc.message {
+				t.Errorf("got %q %d %q\nwant %q %d %q", e.Kind, e.Status, e.Message, tc.kind, tc.status, tc.message)
+			}
+			if n := len(srv.got()); n != 2 || len(waits.all()) != 0 {
+				t.Errorf("%d requests, %d retries; want the generation and one download", n, len(waits.all()))
 			}
 		})
 	}
