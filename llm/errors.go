@@ -118,6 +118,10 @@ type errorObject struct {
 	InnerError *struct {
 		Code string `json:"code"`
 	} `json:"innererror"`
+	Status  json.RawMessage `json:"status"` // Google: "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", ...
+	Details []struct {
+		Reason string `json:"reason"` // Google's ErrorInfo: "API_KEY_INVALID", ...
+	} `json:"details"`
 	Metadata *struct {
 		ProviderName string          `json:"provider_name"`
 		Raw          json.RawMessage `json:"raw"`
@@ -166,9 +170,11 @@ func errorInBody(status int, h http.Header, data []byte) *Error {
 }
 
 // parseErrorJSON fills e from a JSON error body, trying in order: an "error" object; an
-// "error" string; a top-level message / object:"error"; "detail" (FastAPI). It reports
-// whether the body was one of these shapes.
+// "error" string; a top-level message / object:"error"; "detail" (FastAPI). A body that is an
+// array is read as its first element (Gemini). It reports whether the body was one of these
+// shapes.
 func parseErrorJSON(e *Error, body []byte) bool {
+	body = firstElement(body)
 	var f errorFields
 	if unmarshalLoose(body, &f) != nil {
 		return false
@@ -185,6 +191,14 @@ func parseErrorJSON(e *Error, body []byte) bool {
 		e.Param = text(o.Param)
 		if o.InnerError != nil && e.Code == "" {
 			e.Code = o.InnerError.Code
+		}
+		if st := text(o.Status); e.Type == "" && isConstName(st) { // Google's status is its error type
+			e.Type = st
+		}
+		for _, d := range o.Details {
+			if d.Reason == "API_KEY_INVALID" { // Google answers a bad key with 400 INVALID_ARGUMENT
+				e.Code = d.Reason
+			}
 		}
 		if m := o.Metadata; m != nil {
 			if len(m.FlaggedInput) > 0 || len(m.Reasons) > 0 {
@@ -213,6 +227,30 @@ func parseErrorJSON(e *Error, body []byte) bool {
 		return true
 	}
 	return false
+}
+
+// firstElement returns the first element of a JSON array, and any other body as it is:
+// Gemini's OpenAI-compatible endpoint sends its errors as [{"error": {...}}].
+func firstElement(body []byte) []byte {
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '[' {
+		return body
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(body, &items) != nil || len(items) == 0 {
+		return body
+	}
+	return items[0]
+}
+
+// isConstName reports whether s looks like an enum constant such as INVALID_ARGUMENT (and not
+// a phrase such as "Too Many Requests").
+func isConstName(s string) bool {
+	for i := range len(s) {
+		if (s[i] < 'A' || s[i] > 'Z') && s[i] != '_' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // unmarshalLoose is json.Unmarshal that tolerates fields of an unexpected type (an "object"
@@ -390,8 +428,8 @@ func classify(status int, typ, code, msg string) Kind {
 		return KindContentPolicy
 	case status == 429 || lc == "rate_limit_exceeded" || lt == "rate_limit_exceeded" || lt == "rate_limit_error":
 		return KindRateLimit
-	case status == 401 || status == 403 || lc == "invalid_api_key" || lt == "authentication_error" ||
-		lt == "permission_error":
+	case status == 401 || status == 403 || lc == "invalid_api_key" || lc == "api_key_invalid" ||
+		lt == "authentication_error" || lt == "permission_error":
 		return KindAuth
 	case status == 408:
 		return KindTimeout

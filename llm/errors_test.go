@@ -96,6 +96,17 @@ var errorFixtures = []struct {
 	{"groq_logprobs_400.json", 400, map[string]string{"X-Request-Id": "req_01groq"},
 		Error{Kind: KindBadRequest, Status: 400, Type: "invalid_request_error", Param: "logprobs", RequestID: "req_01groq",
 			Message: "logprobs is not supported with this model"}},
+	// Gemini's OpenAI-compatible endpoint wraps Google's error object in an array; its status
+	// is the type, and a bad key is a 400 whose ErrorInfo reason says API_KEY_INVALID.
+	{"gemini_model_not_found_404.json", 404, nil,
+		Error{Kind: KindBadRequest, Status: 404, Type: "NOT_FOUND", Code: "404",
+			Message: "models/gemini-9 is not found for API version v1main, or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods."}},
+	{"gemini_api_key_invalid_400.json", 400, nil,
+		Error{Kind: KindAuth, Status: 400, Type: "INVALID_ARGUMENT", Code: "API_KEY_INVALID",
+			Message: "API key not valid. Please pass a valid API key."}},
+	{"gemini_resource_exhausted_429.json", 429, nil,
+		Error{Kind: KindRateLimit, Status: 429, Type: "RESOURCE_EXHAUSTED", Code: "429",
+			Message: "Resource has been exhausted (e.g. check quota)."}},
 	{"fastapi_detail.json", 404, nil, Error{Kind: KindBadRequest, Status: 404, Message: "Not Found"}},
 	{"fastapi_detail_pydantic_422.json", 422, nil,
 		Error{Kind: KindBadRequest, Status: 422, Message: "body.messages: Field required; body.model: Input should be a valid string"}},

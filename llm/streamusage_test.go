@@ -136,6 +136,15 @@ var streamOptionsRejections = []struct {
 		`{"object":"error","message":"include_usage is not supported","type":"BadRequestError","param":null,"code":400}`},
 	{"LiteLLM string code", 400,
 		`{"error":{"message":"litellm.BadRequestError: Unrecognized request argument supplied: STREAM_OPTIONS","type":null,"param":"None","code":"400"}}`},
+	{"Gemini, an array of Google errors", 400, `[{
+  "error": {
+    "code": 400,
+    "message": "Invalid JSON payload received. Unknown name \"stream_options\": Cannot find field.",
+    "status": "INVALID_ARGUMENT",
+    "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest",
+      "fieldViolations": [{"description": "Invalid JSON payload received. Unknown name \"stream_options\": Cannot find field."}]}]
+  }
+}]`},
 	{"FastAPI shim forbidding extra fields", 422,
 		`{"detail":[{"type":"extra_forbidden","loc":["body","stream_options"],"msg":"Extra inputs are not permitted","input":{"include_usage":true}}]}`},
 }
