@@ -45,7 +45,7 @@ func BenchmarkStreamDecode(b *testing.B) {
 			var chunks int
 			decodeAll := func() {
 				r.Reset(data)
-				dec := newStreamDecoder(r, nil)
+				dec := newStreamDecoder(r, nil, nil)
 				dec.w.slow = bc.slow
 				chunks = 0
 				for {
@@ -81,7 +81,7 @@ func TestStreamDecodeAllocations(t *testing.T) {
 	r := bytes.NewReader(data)
 	allocs := testing.AllocsPerRun(3, func() {
 		r.Reset(data)
-		dec := newStreamDecoder(r, nil)
+		dec := newStreamDecoder(r, nil, nil)
 		for {
 			if _, err := dec.next(); err != nil {
 				break

@@ -252,7 +252,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 				FinishReason: comp.FinishReason, Usage: comp.Usage}, nil)
 			return
 		}
-		dec := newStreamDecoder(br, resp.Header)
+		dec := newStreamDecoder(br, resp.Header, c.secrets)
 		for {
 			chunk, err := dec.next()
 			if err == io.EOF {
@@ -295,7 +295,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 	// The server streamed although we did not ask: collect the stream.
 	var comp Completion
 	var content, reasoning, refusal strings.Builder
-	dec := newStreamDecoder(br, resp.Header)
+	dec := newStreamDecoder(br, resp.Header, c.secrets)
 	for {
 		chunk, err := dec.next()
 		if err == io.EOF {
@@ -454,7 +454,7 @@ func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string,
 		}
 		return nil, resp.Header, e.redact(c.secrets)
 	}
-	return nil, resp.Header, errorFromResponse(resp.StatusCode, resp.Header, data, c.now()).redact(c.secrets)
+	return nil, resp.Header, errorFromResponse(resp.StatusCode, resp.Header, redactBytes(data, c.secrets), c.now()).redact(c.secrets)
 }
 
 // endpoint is the URL of path under the base URL (Azure's classic ?api-version= query is kept).
@@ -544,15 +544,16 @@ func (c *Client) readCompletion(ctx context.Context, h http.Header, r io.Reader)
 		return Completion{}, &Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h),
 			Message: "the completion is larger than 16 MiB"}
 	}
-	comp, e := parseCompletion(h, data)
+	comp, e := parseCompletion(h, data, c.secrets)
 	if e != nil {
 		return Completion{}, e.redact(c.secrets)
 	}
 	return comp, nil
 }
 
-// parseCompletion reads a chat.completion body (any Content-Type).
-func parseCompletion(h http.Header, data []byte) (Completion, *Error) {
+// parseCompletion reads a chat.completion body (any Content-Type). The secrets are redacted
+// from the body before any of it goes into an error.
+func parseCompletion(h http.Header, data []byte, secrets []string) (Completion, *Error) {
 	invalid := func(msg string) *Error {
 		return &Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h), Message: msg}
 	}
@@ -560,12 +561,12 @@ func parseCompletion(h http.Header, data []byte) (Completion, *Error) {
 	if len(data) == 0 || string(data) == "null" { // LiteLLM has answered 200 with a null body
 		return Completion{}, invalid("empty response (body: " + firstNonEmpty(string(data), "empty") + ")")
 	}
-	if e := errorInBody(http.StatusOK, h, data); e != nil {
+	if e := errorInBody(http.StatusOK, h, data, secrets); e != nil {
 		return Completion{}, e
 	}
 	var w wireChunk
 	if err := w.decode(data); err != nil {
-		return Completion{}, invalid("malformed response: " + snippet(data))
+		return Completion{}, invalid("malformed response: " + snippet(redactBytes(data, secrets)))
 	}
 	if len(w.Choices) == 0 {
 		return Completion{}, invalid("empty response: no choices")
@@ -628,7 +629,7 @@ func sniff(h http.Header, br *bufio.Reader) bodyKind {
 func (c *Client) htmlError(h http.Header, r io.Reader) *Error {
 	data, _ := io.ReadAll(io.LimitReader(r, 64<<10))
 	return (&Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h),
-		Message: "the service answered with a web page, not the API (check the base URL): " + snippet(data)}).redact(c.secrets)
+		Message: "the service answered with a web page, not the API (check the base URL): " + snippet(redactBytes(data, c.secrets))}).redact(c.secrets)
 }
 
 // idleReader is a response body watched for silence: every Read arms a timer that cancels

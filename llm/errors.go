@@ -131,7 +131,8 @@ type errorObject struct {
 }
 
 // errorFromResponse normalises a failed HTTP answer: status, headers and (up to 1 MiB of) body.
-// It never loses the status. Callers redact the result.
+// It never loses the status. Callers redact body first (redactBytes: a clip could cut a secret
+// in two), and the result.
 func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *Error {
 	e := &Error{Status: status, RequestID: requestID(h), RetryAfter: retryAfter(h, now)}
 	body = bytes.TrimPrefix(body, []byte(utf8BOM))
@@ -150,14 +151,15 @@ func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *E
 
 // errorInBody reports the error carried by a 2xx JSON value (a whole body or one stream
 // event), or nil when the value has no truthy "error". Its Kind comes from the error's code
-// when that is an HTTP status (OpenRouter, vLLM), and is mostly KindServer otherwise.
-func errorInBody(status int, h http.Header, data []byte) *Error {
+// when that is an HTTP status (OpenRouter, vLLM), and is mostly KindServer otherwise. The
+// secrets are redacted from data before any of it is clipped; callers redact the result too.
+func errorInBody(status int, h http.Header, data []byte, secrets []string) *Error {
 	var f errorFields
 	if unmarshalLoose(data, &f) != nil || !truthy(f.Error) {
 		return nil
 	}
 	e := &Error{Status: status, RequestID: requestID(h)}
-	parseErrorJSON(e, data)
+	parseErrorJSON(e, redactBytes(data, secrets))
 	if e.Message == "" {
 		e.Message = "the server reported an error"
 	}
@@ -503,6 +505,18 @@ func unwrapURL(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// redactBytes replaces the secrets in a raw body, before any of it is clipped into a message: a
+// clip that cut a secret in two would leave its first bytes where Error.redact no longer finds
+// it. b is returned as it is when it holds no secret.
+func redactBytes(b []byte, secrets []string) []byte {
+	for _, s := range secrets {
+		if bytes.Contains(b, []byte(s)) {
+			b = bytes.ReplaceAll(b, []byte(s), []byte("[redacted]"))
+		}
+	}
+	return b
 }
 
 // redact removes secrets (the API key, secret extra headers) from every text field of e:

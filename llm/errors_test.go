@@ -268,6 +268,65 @@ func TestKeyRedaction(t *testing.T) {
 	}
 }
 
+// keyAtClip is prefix, padding, the API key and more text, with the key at byte 172: clipping
+// the text to maxSnippet (200) bytes cuts the key after "SECRET".
+func keyAtClip(prefix string) string {
+	return prefix + strings.Repeat(".", 172-len(prefix)) + testKey + " (rejected)"
+}
+
+// TestKeyRedactionBeforeClip: gateways and proxies echo the bearer token into error pages and
+// messages ("Received: Bearer sk-…"), and the client keeps only the first maxSnippet bytes of
+// such text. A key that straddles that cut must not leak its first bytes: it is redacted in the
+// raw body, before any clip, on every path that clips a body.
+func TestKeyRedactionBeforeClip(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		ctype  string
+		body   string
+	}{
+		{"401 plain text from a gateway", 401, "text/plain",
+			keyAtClip("Unauthorized: the token in the Authorization header is not valid for this route (gateway policy llm-prod). Received: Bearer ")},
+		{"403 web page", 403, "text/html", "<html><body><p>" + keyAtClip("Access denied by policy llm-prod for Bearer ") + "</p></body></html>"},
+		{"OpenRouter metadata.raw", 401, "application/json",
+			`{"error":{"code":401,"message":"Provider returned error","metadata":{"raw":"` + keyAtClip("upstream: invalid x-api-key ") + `","provider_name":"Anthropic"}}}`},
+		{"web page instead of an answer", 200, "text/html", "<html><body><p>" + keyAtClip("Sign in to the proxy. Your token ") + "</p></body></html>"},
+		{"malformed completion", 200, "application/json", keyAtClip(`{"choices":[{"message":{"content":"echo: Bearer `)},
+		{"malformed stream event", 200, "text/event-stream", "data: " + keyAtClip(`{"choices":[{"delta":{"content":"echo: Bearer `) + "\n\n"},
+		{"error event in plain text", 200, "text/event-stream", "event: error\ndata: " + keyAtClip("upstream rejected Bearer ") + "\n\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ctype)
+				w.WriteHeader(tc.status)
+				w.Write([]byte(tc.body))
+			})
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxRetries = -1 })
+			r := collect(t, c.Stream(t.Context(), hello))
+			_, err := c.Complete(t.Context(), hello)
+			if r.Err == nil || err == nil {
+				t.Fatalf("Stream: %s; Complete: %v; want errors", show(r), err)
+			}
+			for _, msg := range []string{r.Err.Error(), err.Error()} {
+				if strings.Contains(msg, testKey[:8]) || !strings.Contains(msg, "[redacted]") {
+					t.Errorf("got %q, want the key [redacted] and none of it left", msg)
+				}
+			}
+		})
+	}
+	t.Run("malformed image response", func(t *testing.T) {
+		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(keyAtClip(`{"created":1,"data":[{"revised_prompt":"echo: Bearer `)))
+		})
+		c, _ := newTestClient(t, srv.URL, nil)
+		_, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+		if err == nil || strings.Contains(err.Error(), testKey[:8]) || !strings.Contains(err.Error(), "[redacted]") {
+			t.Errorf("got %v, want the key [redacted] and none of it left", err)
+		}
+	})
+}
+
 // TestHeaderSecretRedaction: credentials passed as extra headers (Azure's api-key) are
 // redacted like the API key.
 func TestHeaderSecretRedaction(t *testing.T) {

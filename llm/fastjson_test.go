@@ -160,7 +160,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	f.Add([]byte("data: {\"object\":1,\"error\":\"boom\"}\n\n")) // once a nil *Error (a panic)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		decodeAll := func(r io.Reader) (n int, last string) {
-			dec := newStreamDecoder(r, nil)
+			dec := newStreamDecoder(r, nil, nil)
 			for i := 0; ; i++ {
 				if i > len(body)+2 {
 					t.Fatalf("more chunks than bytes: %q", body)

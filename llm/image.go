@@ -73,12 +73,12 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 	if int64(len(data)) > limit {
 		return nil, invalid("the image response is larger than %s", size(limit))
 	}
-	if e := errorInBody(resp.StatusCode, resp.Header, data); e != nil {
+	if e := errorInBody(resp.StatusCode, resp.Header, data, c.secrets); e != nil {
 		return nil, e.redact(c.secrets)
 	}
 	var w wireImages
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, invalid("malformed image response: %s", snippet(data))
+		return nil, invalid("malformed image response: %s", snippet(redactBytes(data, c.secrets)))
 	}
 	for _, d := range w.Data {
 		var img []byte

@@ -177,11 +177,12 @@ type streamDecoder struct {
 	done     bool        // [DONE] seen
 	finished bool        // a finish_reason seen
 	pending  error       // an error to return after the chunk that came with it
+	secrets  []string    // redacted from an event before any of it goes into an error
 	w        wireChunk
 }
 
-func newStreamDecoder(r io.Reader, h http.Header) *streamDecoder {
-	return &streamDecoder{lines: newLineReader(r), header: h}
+func newStreamDecoder(r io.Reader, h http.Header, secrets []string) *streamDecoder {
+	return &streamDecoder{lines: newLineReader(r), header: h, secrets: secrets}
 }
 
 func (s *streamDecoder) next() (Chunk, error) {
@@ -265,10 +266,10 @@ func (s *streamDecoder) dispatch() (c Chunk, ok bool, err error) {
 	}
 	if err := s.w.decode(data); err != nil {
 		return Chunk{}, false, &Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(s.header),
-			Message: "malformed stream event: " + clip(collapse(string(data)), maxSnippet)}
+			Message: "malformed stream event: " + clip(collapse(string(redactBytes(data, s.secrets))), maxSnippet)}
 	}
 	if truthy(s.w.Error) {
-		if e := errorInBody(http.StatusOK, s.header, data); e != nil {
+		if e := errorInBody(http.StatusOK, s.header, data, s.secrets); e != nil {
 			return Chunk{}, false, e
 		}
 		// Not reached while errorInBody reads what decode reads; never return a nil *Error.
@@ -316,12 +317,13 @@ func (w *wireChunk) chunk(delta bool) Chunk {
 // errorFrom builds the error of an "event: error" event or an old llama.cpp "error:" line.
 // Its data may be a full error body, a bare error object (bare) or plain text.
 func (s *streamDecoder) errorFrom(data []byte, bare bool) error {
-	if e := errorInBody(http.StatusOK, s.header, data); e != nil {
+	data = redactBytes(data, s.secrets)
+	if e := errorInBody(http.StatusOK, s.header, data, s.secrets); e != nil {
 		return e
 	}
 	if bare && len(data) > 0 && data[0] == '{' {
 		wrapped := append(append([]byte(`{"error":`), data...), '}')
-		if e := errorInBody(http.StatusOK, s.header, wrapped); e != nil {
+		if e := errorInBody(http.StatusOK, s.header, wrapped, s.secrets); e != nil {
 			return e
 		}
 	}

@@ -180,7 +180,7 @@ func TestDecoderReadSizes(t *testing.T) {
 		t.Fatal(names, err)
 	}
 	decodeAll := func(r io.Reader) (chunks []Chunk, last error) {
-		dec := newStreamDecoder(r, nil)
+		dec := newStreamDecoder(r, nil, nil)
 		for {
 			c, err := dec.next()
 			if err != nil {
@@ -239,7 +239,7 @@ func TestLineReader(t *testing.T) {
 
 func TestLineTooLong(t *testing.T) {
 	r := io.MultiReader(strings.NewReader("data: "), bytes.NewReader(make([]byte, maxLineBuffer+1)))
-	_, err := newStreamDecoder(r, nil).next()
+	_, err := newStreamDecoder(r, nil, nil).next()
 	if KindOf(err) != KindInvalid {
 		t.Errorf("got %v, want an invalid-answer error", err)
 	}
