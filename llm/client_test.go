@@ -193,6 +193,10 @@ func TestRetries(t *testing.T) {
 		{"408 retried", []reply{{408, nil, ""}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
 		{"409 retried", []reply{{409, nil, ""}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
 		{"insufficient_quota not retried", []reply{{429, map[string]string{"Retry-After": "1"}, quota}, ok}, 1, nil, KindQuota},
+		// LiteLLM relays OpenAI's insufficient_quota as code "429" with the upstream text only in the message.
+		{"insufficient_quota relayed by LiteLLM not retried", []reply{{429, nil, string(readFixture(t, "litellm_insufficient_quota_429.json"))}, ok}, 1, nil, KindQuota},
+		// Gemini says "You exceeded your current quota" of its per-minute limits too (RESOURCE_EXHAUSTED).
+		{"Gemini per-minute limit retried", []reply{{429, nil, string(readFixture(t, "gemini_quota_per_minute_429.json"))}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
 		{"x-should-retry false", []reply{{503, map[string]string{"X-Should-Retry": "false"}, ""}, ok}, 1, nil, KindServer},
 		{"x-should-retry true on a 400", []reply{{400, map[string]string{"X-Should-Retry": "true"}, ""}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
 		{"Retry-After over MaxRetryWait", []reply{{429, map[string]string{"Retry-After": "300"}, rateLimit}, ok}, 1, nil, KindRateLimit},

@@ -422,12 +422,17 @@ func joinNonEmpty(sep string, a, b string) string {
 func classify(status int, typ, code, msg string) Kind {
 	lc := strings.ToLower(code)
 	lt := strings.ToLower(typ)
+	lm := strings.ToLower(msg)
 	switch {
 	case lc == "insufficient_quota" || lt == "insufficient_quota" || status == 402:
 		return KindQuota
 	case lc == "moderation_blocked" || lc == "content_policy_violation" || lc == "content_filter" ||
 		lc == "responsibleaipolicyviolation" || lt == "moderation" || lt == "image_generation_user_error":
 		return KindContentPolicy
+	case lt == "resource_exhausted": // Google says "You exceeded your current quota" of per-minute limits too
+		return KindRateLimit
+	case strings.Contains(lm, "insufficient_quota") || strings.Contains(lm, "exceeded your current quota"):
+		return KindQuota // LiteLLM relays OpenAI's insufficient_quota as code "429", the upstream text only in the message
 	case status == 429 || lc == "rate_limit_exceeded" || lt == "rate_limit_exceeded" || lt == "rate_limit_error":
 		return KindRateLimit
 	case status == 401 || status == 403 || lc == "invalid_api_key" || lc == "api_key_invalid" ||
@@ -440,7 +445,7 @@ func classify(status int, typ, code, msg string) Kind {
 	case status >= 400:
 		return KindBadRequest
 	}
-	switch lm := strings.ToLower(msg); {
+	switch {
 	case lc == "context_length_exceeded" || strings.Contains(lm, "context length") || strings.Contains(lm, "context size"):
 		return KindBadRequest // an error inside a 2xx body about the request itself
 	}

@@ -76,6 +76,10 @@ var errorFixtures = []struct {
 	{"litellm_rate_limit_string_code_429.json", 429, nil,
 		Error{Kind: KindRateLimit, Status: 429, Type: "throttling_error", Code: "429",
 			Message: "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached"}},
+	// LiteLLM relays OpenAI's insufficient_quota with its own type and code: only the text says quota.
+	{"litellm_insufficient_quota_429.json", 429, nil,
+		Error{Kind: KindQuota, Status: 429, Code: "429",
+			Message: "litellm.RateLimitError: RateLimitError: OpenAIException - You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."}},
 	{"litellm_null_200.json", 200, nil,
 		Error{Kind: KindInvalid, Status: 200, Message: "empty response (body: null)"}},
 	{"openrouter_402_credits.json", 402, nil,
@@ -107,6 +111,10 @@ var errorFixtures = []struct {
 	{"gemini_resource_exhausted_429.json", 429, nil,
 		Error{Kind: KindRateLimit, Status: 429, Type: "RESOURCE_EXHAUSTED", Code: "429",
 			Message: "Resource has been exhausted (e.g. check quota)."}},
+	// Gemini words its per-minute limits like OpenAI's billing quota: RESOURCE_EXHAUSTED decides.
+	{"gemini_quota_per_minute_429.json", 429, nil,
+		Error{Kind: KindRateLimit, Status: 429, Type: "RESOURCE_EXHAUSTED", Code: "429",
+			Message: "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."}},
 	{"fastapi_detail.json", 404, nil, Error{Kind: KindBadRequest, Status: 404, Message: "Not Found"}},
 	{"fastapi_detail_pydantic_422.json", 422, nil,
 		Error{Kind: KindBadRequest, Status: 422, Message: "body.messages: Field required; body.model: Input should be a valid string"}},
