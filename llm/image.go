@@ -106,16 +106,17 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 	return nil, invalid("no image in the response")
 }
 
-// decodeImage decodes standard base64 (padded or not; a data: URL prefix is tolerated),
-// refusing images over MaxImageBytes before decoding them.
+// decodeImage decodes standard base64 (padded or not, wrapped in lines or not; a data: URL
+// prefix is tolerated), refusing images over MaxImageBytes before decoding them.
 func (c *Client) decodeImage(s string) ([]byte, error) {
 	if strings.HasPrefix(s, "data:") {
 		if i := strings.Index(s, ","); i >= 0 {
 			s = s[i+1:]
 		}
 	}
+	s = strings.Map(dropASCIISpace, s) // MIME and Python's base64.encodebytes wrap lines at 76
 	enc := base64.StdEncoding
-	if !strings.HasSuffix(s, "=") && len(strings.TrimSpace(s))%4 != 0 {
+	if !strings.HasSuffix(s, "=") && len(s)%4 != 0 {
 		enc = base64.RawStdEncoding
 	}
 	if int64(enc.DecodedLen(len(s))) > c.cfg.MaxImageBytes+3 {
@@ -129,6 +130,15 @@ func (c *Client) decodeImage(s string) ([]byte, error) {
 		return nil, fmt.Errorf("the image is larger than %s", size(c.cfg.MaxImageBytes))
 	}
 	return img, nil
+}
+
+// dropASCIISpace is a strings.Map function that drops ASCII white space.
+func dropASCIISpace(r rune) rune {
+	switch r {
+	case ' ', '\t', '\n', '\v', '\f', '\r':
+		return -1
+	}
+	return r
 }
 
 // download fetches an image URL at once (LocalAI and dall-e answer with URLs that expire),

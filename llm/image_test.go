@@ -291,6 +291,32 @@ func TestImageTimeout(t *testing.T) {
 	}
 }
 
+// TestDecodeImageWrappedBase64: base64 in lines, as MIME encoders and Python's
+// base64.encodebytes write it (76 characters a line, padded, a line break after the last), which
+// a compatible server that encodes with Python sends in b64_json as it is.
+func TestDecodeImageWrappedBase64(t *testing.T) {
+	wrap := func(enc *base64.Encoding, eol string) string {
+		raw := enc.EncodeToString(pngBytes) // 80 bytes: "==" at the end when padded
+		var b strings.Builder
+		for i := 0; i < len(raw); i += 76 {
+			b.WriteString(raw[i:min(i+76, len(raw))] + eol)
+		}
+		return b.String()
+	}
+	c, _ := newTestClient(t, "http://127.0.0.1:1", nil)
+	for _, s := range []string{
+		wrap(base64.StdEncoding, "\n"),   // base64.encodebytes
+		wrap(base64.StdEncoding, "\r\n"), // MIME
+		wrap(base64.RawStdEncoding, "\n"),
+		" " + base64.StdEncoding.EncodeToString(pngBytes) + " \n",
+	} {
+		got, err := c.decodeImage(s)
+		if err != nil || !bytes.Equal(got, pngBytes) {
+			t.Errorf("decodeImage(%q) = %v", s, err)
+		}
+	}
+}
+
 func TestDecodeImageVariants(t *testing.T) {
 	c, _ := newTestClient(t, "http://127.0.0.1:1", nil)
 	for _, s := range []string{
