@@ -83,6 +83,11 @@ const (
 	DefaultMaxImageBytes  = 25 << 20
 )
 
+// finishIdle is the idle timeout of a stream once it has a finish reason: what may follow (the
+// usage chunk, [DONE], the end of the body) comes at once, and the answer is complete, so a
+// server that goes silent there does not hold the caller for the whole IdleTimeout.
+const finishIdle = 5 * time.Second
+
 // maxCompletionBody bounds a non-streamed completion body.
 const maxCompletionBody = 16 << 20
 
@@ -102,10 +107,12 @@ type Client struct {
 	noUsage   sync.Map     // model name -> struct{}: models that rejected stream_options
 	secrets   []string     // redacted from every error: the key, secret-looking extra headers
 
-	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter.
-	sleep  func(ctx context.Context, d time.Duration) error
-	now    func() time.Time
-	jitter func() float64 // in [0, 1)
+	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter,
+	// the idle timeout after a finish reason.
+	sleep      func(ctx context.Context, d time.Duration) error
+	now        func() time.Time
+	jitter     func() float64 // in [0, 1)
+	finishIdle time.Duration
 }
 
 // New checks cfg, applies the defaults and returns a Client. It does no I/O.
@@ -131,11 +138,12 @@ func New(cfg Config) (*Client, error) {
 		cfg.MaxRetries = 0
 	}
 	c := &Client{
-		cfg:    cfg,
-		base:   *u,
-		sleep:  sleepCtx,
-		now:    time.Now,
-		jitter: rand.Float64,
+		cfg:        cfg,
+		base:       *u,
+		sleep:      sleepCtx,
+		now:        time.Now,
+		jitter:     rand.Float64,
+		finishIdle: finishIdle,
 	}
 	c.secrets = secretsOf(cfg)
 	if cfg.HTTPClient != nil {
@@ -213,7 +221,9 @@ type streamOptions struct {
 // the server answered 2xx, so no text is ever delivered twice. A stream that ends with
 // neither [DONE] nor a finish reason (including a connection that closes or breaks
 // mid-stream) yields an *Error of KindTruncated after the chunks it delivered; a stream
-// silent for longer than IdleTimeout one of KindTimeout.
+// silent for longer than IdleTimeout one of KindTimeout. After a finish reason the answer is
+// complete: a connection that then breaks, or stays silent for a few seconds, ends the stream
+// without an error (unless ctx was cancelled).
 func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, error] {
 	return func(yield func(Chunk, error) bool) {
 		sctx, cancel := context.WithCancelCause(ctx)
@@ -255,7 +265,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 		dec := newStreamDecoder(br, resp.Header, c.secrets)
 		for {
 			chunk, err := dec.next()
-			if err == io.EOF {
+			if err == io.EOF || endsAnswer(ctx, dec, err) {
 				body.finish(br)
 				return
 			}
@@ -265,6 +275,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 			}
 			if chunk.FinishReason != "" {
 				body.endCoalescing() // what follows (usage, [DONE], the end) is read at once
+				body.idle = min(body.idle, c.finishIdle)
 			}
 			if !yield(chunk, nil) {
 				return
@@ -298,7 +309,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 	dec := newStreamDecoder(br, resp.Header, c.secrets)
 	for {
 		chunk, err := dec.next()
-		if err == io.EOF {
+		if err == io.EOF || endsAnswer(ctx, dec, err) {
 			body.finish(br)
 			break
 		}
@@ -532,6 +543,16 @@ func (c *Client) failStream(ctx context.Context, h http.Header, err error) *Erro
 		e.Message = "the stream broke off before [DONE] or a finish reason: " + e.Message
 	}
 	return e
+}
+
+// endsAnswer reports whether err, which ended reading an event stream, only ends an answer
+// that is complete: a finish reason was seen, err is a read error (the server broke the
+// connection, or the idle timer cancelled the request) rather than an error the server or the
+// decoder reported, and the caller did not cancel ctx. Like an EOF after the finish reason,
+// such an error is the end of the stream.
+func endsAnswer(ctx context.Context, dec *streamDecoder, err error) bool {
+	_, reported := errors.AsType[*Error](err)
+	return err != nil && dec.finished && !reported && ctx.Err() == nil
 }
 
 // readCompletion parses a whole (non-streamed) completion body.

@@ -568,6 +568,77 @@ func TestIdleTimeout(t *testing.T) {
 	})
 }
 
+// TestStreamEndsAfterTheFinishReason: once the finish reason arrived the answer is complete,
+// and what the server does next is no failure of it: a proxy or load balancer that resets the
+// connection instead of ending the body, or a server that neither sends [DONE] nor closes (the
+// wait then ends after finishIdle, not the whole IdleTimeout). The user must not get a "cut
+// off" or "stalled" note under a complete answer. The caller's own cancellation still counts.
+func TestStreamEndsAfterTheFinishReason(t *testing.T) {
+	const finished = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"},\"finish_reason\":\"stop\"}]}\n\n"
+	t.Run("connection reset", func(t *testing.T) {
+		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte(finished))
+			rc := http.NewResponseController(w)
+			rc.Flush()
+			time.Sleep(20 * time.Millisecond)
+			conn, _, err := rc.Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			if tc, ok := conn.(*net.TCPConn); ok {
+				tc.SetLinger(0) // Close sends a reset
+			}
+			conn.Close()
+		})
+		c, _ := newTestClient(t, srv.URL, nil)
+		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Finish != "stop" {
+			t.Errorf("Stream: got %s, want Hello and no error", show(r))
+		}
+		comp, err := c.Complete(t.Context(), hello) // the server streams although not asked to
+		if err != nil || comp.Content != "Hello" || comp.FinishReason != "stop" {
+			t.Errorf("Complete: got %+v, %v; want Hello and no error", comp, err)
+		}
+	})
+	t.Run("silence without [DONE]", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send(finished) // then nothing until the client leaves
+		})
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = time.Minute })
+		c.finishIdle = 100 * time.Millisecond
+		start := time.Now()
+		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Finish != "stop" {
+			t.Errorf("got %s, want Hello and no error", show(r))
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the stream ended after %v, want about finishIdle (100ms)", d)
+		}
+		srv.waitGone(t)
+	})
+	t.Run("the caller cancels", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send(finished)
+		})
+		c, _ := newTestClient(t, srv.URL, nil)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var last error
+		for chunk, err := range c.Stream(ctx, hello) {
+			if err != nil {
+				last = err
+				break
+			}
+			if chunk.FinishReason != "" {
+				cancel()
+			}
+		}
+		if KindOf(last) != KindCanceled {
+			t.Errorf("error %v, want canceled", last)
+		}
+	})
+}
+
 // TestNoTotalTimeout: a stream that keeps flowing is never cut, however long it lasts
 // compared with the header and idle timeouts.
 func TestNoTotalTimeout(t *testing.T) {
