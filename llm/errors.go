@@ -27,7 +27,11 @@ func (e *Error) Error() string {
 		b.WriteString(strconv.Itoa(e.Status))
 		b.WriteByte(' ')
 	}
-	b.WriteString(e.Kind.label())
+	if e.Kind == KindBadRequest && e.Status == http.StatusNotFound {
+		b.WriteString("not found")
+	} else {
+		b.WriteString(e.Kind.label())
+	}
 	if e.Message != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
@@ -138,6 +142,11 @@ func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *E
 	body = bytes.TrimPrefix(body, []byte(utf8BOM))
 	if !parseErrorJSON(e, body) {
 		e.Message = snippet(body)
+		if status == http.StatusNotFound {
+			// No JSON error: the path itself is unknown (an OpenAI-compatible API answers an
+			// unknown model with a JSON error), most often a base URL without its /v1.
+			e.Message = joinNonEmpty(" ", e.Message, "(no such endpoint: is the base URL right? It usually ends in /v1)")
+		}
 	}
 	if e.Message == "" {
 		e.Message = strings.ToLower(http.StatusText(status))

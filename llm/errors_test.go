@@ -123,6 +123,11 @@ var errorFixtures = []struct {
 		Error{Kind: KindServer, Status: 503, RetryAfter: 30 * time.Second,
 			Message: "Service Temporarily Unavailable The server is temporarily unable to service your request due to maintenance downtime or capacity problems. Please try again later. Lorem ipsum dolor sit amet. Lorem ips…"}},
 	{"proxy_empty_504.txt", 504, nil, Error{Kind: KindServer, Status: 504, Message: "gateway timeout"}},
+	// Go's default mux (Ollama, LocalAI) when the base URL lacks its /v1: no JSON, so the path
+	// itself is unknown, and the message says what to check.
+	{"go_mux_404_no_v1.txt", 404, nil,
+		Error{Kind: KindBadRequest, Status: 404,
+			Message: "404 page not found (no such endpoint: is the base URL right? It usually ends in /v1)"}},
 	{"proxy_plain_text_503.txt", 503, nil,
 		Error{Kind: KindServer, Status: 503, Message: "upstream connect error or disconnect/reset before headers. reset reason: overflow"}},
 }
@@ -178,6 +183,8 @@ func TestErrorString(t *testing.T) {
 			"model service: 400 bad request: context too long"},
 		{&Error{Kind: KindBadRequest, Status: 400, Code: "unsupported_value", Param: "temperature", Message: "Unsupported value"},
 			"model service: 400 bad request: Unsupported value (code unsupported_value, param temperature)"},
+		{&Error{Kind: KindBadRequest, Status: 404, Code: "model_not_found", Message: "The model `gpt-9` does not exist"},
+			"model service: 404 not found: The model `gpt-9` does not exist (code model_not_found)"},
 		{&Error{Kind: KindServer, Status: 503, Message: "service unavailable", RetryAfter: 3 * time.Second},
 			"model service: 503 server error: service unavailable (retry after 3s)"},
 		{&Error{Kind: KindTruncated, Status: 200, Message: truncatedMsg},
