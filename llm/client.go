@@ -103,6 +103,9 @@ type Client struct {
 	base      url.URL // BaseURL; endpoint paths are appended to its path, its query is kept
 	chatHTTP  *http.Client
 	imageHTTP *http.Client // no response-header timeout: images take minutes
+	// imageMem is a semaphore of imageBodiesAtOnce slots: an image response held in memory
+	// (read, parsed, decoded) takes one.
+	imageMem chan struct{}
 	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
 	noUsage   sync.Map     // model name -> struct{}: models that rejected stream_options
 	secrets   []string     // redacted from every error: the key, secret-looking extra headers
@@ -144,6 +147,7 @@ func New(cfg Config) (*Client, error) {
 		now:        time.Now,
 		jitter:     rand.Float64,
 		finishIdle: finishIdle,
+		imageMem:   make(chan struct{}, imageBodiesAtOnce),
 	}
 	c.secrets = secretsOf(cfg)
 	if cfg.HTTPClient != nil {

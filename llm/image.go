@@ -60,9 +60,24 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 		return nil, e
 	}
 	defer resp.Body.Close()
+	// The response is held whole, then parsed and decoded: about three times the image until it is
+	// decoded. At most imageBodiesAtOnce are held at once, whatever the jobs finishing together.
+	select {
+	case c.imageMem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, c.fail(ctx, context.Cause(ctx))
+	}
+	held := true
+	release := func() {
+		if held {
+			held = false
+			<-c.imageMem
+		}
+	}
+	defer release()
 	// base64 is 4/3 of the image; allow for the JSON around it.
 	limit := c.cfg.MaxImageBytes/3*4 + 1<<20
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	data, err := readBody(resp, limit+1)
 	if err != nil {
 		return nil, c.fail(ctx, err)
 	}
@@ -86,6 +101,8 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 		case d.B64JSON != "":
 			img, err = c.decodeImage(d.B64JSON)
 		case d.URL != "":
+			data, w = nil, wireImages{} // small, but let go: only the download is held now
+			release()
 			img, err = c.download(ctx, d.URL)
 		default:
 			continue
@@ -104,6 +121,24 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 		return &Image{Data: img, Format: format, MIMEType: mime, RevisedPrompt: d.RevisedPrompt}, nil
 	}
 	return nil, invalid("no image in the response")
+}
+
+// imageBodiesAtOnce bounds the image responses held in memory at once (Client.imageMem). One
+// holds about three times its image while it is read, parsed and decoded (the base64 body, the
+// string parsed from it, the picture), briefly, but /imagine jobs that finish together would add
+// that up: 20 jobs with 4 MiB pictures at once reached 256 MiB, a container limit (review,
+// 2026-11-25). Jobs beyond it wait for a slot only as long as one response takes to read and decode.
+const imageBodiesAtOnce = 2
+
+// readBody reads up to limit bytes of resp's body into a buffer sized once from Content-Length
+// when the server gives it (io.ReadAll would grow it by doubling: up to twice the body).
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= limit {
+		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead free before each read, the one seeing EOF too
+	}
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit))
+	return buf.Bytes(), err
 }
 
 // decodeImage decodes standard base64 (padded or not, wrapped in lines or not; a data: URL

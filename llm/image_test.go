@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -329,4 +333,83 @@ func TestDecodeImageVariants(t *testing.T) {
 			t.Errorf("decodeImage(%.30q…) = %v", s, err)
 		}
 	}
+}
+
+// pipeTransport answers every request with 200 and a JSON body the test writes through a pipe,
+// noting when the client starts reading each body.
+type pipeTransport struct {
+	mu     sync.Mutex
+	bodies []*pipedBody
+}
+
+type pipedBody struct {
+	*io.PipeReader
+	w    *io.PipeWriter
+	read atomic.Bool // the client has started reading it
+	done bool        // the test has written it whole (test goroutine only)
+}
+
+func (b *pipedBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.PipeReader.Read(p)
+}
+
+func (t *pipeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	pr, pw := io.Pipe()
+	b := &pipedBody{PipeReader: pr, w: pw}
+	t.mu.Lock()
+	t.bodies = append(t.bodies, b)
+	t.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: b, ContentLength: -1, Request: r}, nil
+}
+
+// reading returns the bodies the client reads and the test has not finished.
+func (t *pipeTransport) reading() []*pipedBody {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*pipedBody
+	for _, b := range t.bodies {
+		if b.read.Load() && !b.done {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// TestImageResponsesHeldAtOnce: image responses (each about three times its picture in memory
+// until decoded) are read at most imageBodiesAtOnce at a time; the others wait for a slot, and
+// every job gets its picture.
+func TestImageResponsesHeldAtOnce(t *testing.T) {
+	body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)})
+	synctest.Test(t, func(t *testing.T) {
+		tr := &pipeTransport{}
+		c, _ := newTestClient(t, "http://model.test", func(c *Config) { c.HTTPClient = &http.Client{Transport: tr} })
+		const jobs = imageBodiesAtOnce + 2
+		errs := make(chan error, jobs)
+		for range jobs {
+			go func() {
+				img, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+				if err == nil && !bytes.Equal(img.Data, pngBytes) {
+					err = errors.New("wrong picture")
+				}
+				errs <- err
+			}()
+		}
+		for left := jobs; left > 0; left-- {
+			synctest.Wait()
+			r := tr.reading()
+			if want := min(imageBodiesAtOnce, left); len(r) != want {
+				t.Fatalf("%d jobs left: %d responses read at once, want %d", left, len(r), want)
+			}
+			if _, err := r[0].w.Write(body); err != nil {
+				t.Fatal(err)
+			}
+			r[0].w.Close()
+			r[0].done = true
+			if err := <-errs; err != nil {
+				t.Fatalf("Image: %v", err)
+			}
+		}
+	})
 }
