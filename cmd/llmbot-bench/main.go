@@ -61,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	plot := fs.String("plot", "docs/load-lag.png", "write the lag plot (PNG) here; empty: no plot")
 	keep := fs.Bool("keep", false, "keep the work directory (the bot's logs and goroutine dumps) and print its path")
 	verbose := fs.Bool("v", false, "progress and per-method call counts on stderr")
+	imagine := fs.Int("imagine", 0, "instead of the conversations: this many /imagine jobs from as many people, whose pictures the model returns all at the same instant (the worst case for memory); reports the bot's peak RSS")
+	imageMiB := fs.Int("image-mib", 4, "with -imagine: the size of each picture in MiB")
 	var botEnv envList
 	fs.Var(&botEnv, "bot-env", "KEY=VALUE added to the bot's environment (repeatable), e.g. GOMAXPROCS=1 to measure a runtime setting")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +114,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		scale: *scale, perChannel: *perChannel, tokens: *tokens, spread: *spread, firstToken: *first, tokenInterval: *interval,
 		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
 		timeout: *timeout, botPath: path, botEnv: botEnv, workDir: work, verbose: logf,
+	}
+	if *imagine > 0 {
+		if *imageMiB < 1 {
+			return errors.New("-image-mib must be at least 1")
+		}
+		logf("imagine: %d jobs of %d MiB pictures", *imagine, *imageMiB)
+		r, err := runImagine(ctx, set, *imagine, *imageMiB)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "llmbot-bench %s\n", strings.Join(args, " "))
+		fmt.Fprintf(stdout, "machine: %s; %d CPUs; %s\n\n", cpuModel(), runtime.NumCPU(), runtime.Version())
+		writeImagine(stdout, r)
+		return nil
 	}
 	sc := newScripts(set)
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,24 @@ func TestSmokeSpent(t *testing.T) {
 		if !strings.Contains(table, want) {
 			t.Errorf("no %q in:\n%s\nstderr:\n%s", want, table, errs.String())
 		}
+	}
+}
+
+// TestSmokeImagine: -imagine runs /imagine jobs whose pictures come back at once, and reports
+// every picture shared and the bot's peak RSS.
+func TestSmokeImagine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bot binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errs bytes.Buffer
+	if err := run(ctx, []string{"-imagine", "3", "-image-mib", "1", "-settle", "200ms"}, &out, &errs); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
+	}
+	row := regexp.MustCompile(`(?m)^\| 3 \| 1 MiB \| yes \(b64_json\) \| [0-9.]+ / [0-9.]+ \| 3 / 3 \| `)
+	if !row.MatchString(out.String()) {
+		t.Errorf("no row of 3 pictures shared in:\n%s\nstderr:\n%s", out.String(), errs.String())
 	}
 }
 
