@@ -106,9 +106,9 @@ type Client struct {
 	// imageMem is a semaphore of imageBodiesAtOnce slots: an image response held in memory
 	// (read, parsed, decoded) takes one.
 	imageMem chan struct{}
-	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
-	noUsage   sync.Map     // model name -> struct{}: models that rejected stream_options
-	secrets   []string     // redacted from every error: the key, secret-looking extra headers
+	noTemp   sync.Map // model name -> struct{}: models that rejected the temperature
+	noUsage  sync.Map // model name -> struct{}: models that rejected stream_options
+	secrets  []string // redacted from every error: the key, secret-looking extra headers
 
 	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter,
 	// the idle timeout after a finish reason.

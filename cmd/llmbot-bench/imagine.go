@@ -38,30 +38,14 @@ func runImagine(ctx context.Context, set settings, n, mib int) (*imagineResult, 
 	model.SetImage(func(fakellm.ImageRequest) fakellm.ImageReply {
 		return fakellm.ImageReply{Image: picture, Delay: time.Until(answerAt)}
 	})
-	env := []string{
-		"SLACK_BOT_TOKEN=xoxb-test",
-		"SLACK_APP_TOKEN=xapp-test",
-		"SLACK_API_URL=" + slack.URL(),
-		"OPENAI_API_KEY=" + fakellm.DefaultAPIKey,
-		"OPENAI_BASE_URL=" + model.URL(),
-		"MAX_CONCURRENT_REPLIES=" + strconv.Itoa(n+10),
-		"LOG_LEVEL=warn",
-		"LOG_FORMAT=json",
-		"HOME=" + set.workDir,
-	}
-	env = append(env, set.botEnv...)
+	env := append(fakesEnv(slack, model), "MAX_CONCURRENT_REPLIES="+strconv.Itoa(n+10), "HOME="+set.workDir)
+	env = append(env, set.botEnv...) // later entries win (os/exec keeps the last of a key)
 	logPath := filepath.Join(set.workDir, fmt.Sprintf("bot-imagine-%d.log", n))
-	bot, err := startBot(set.botPath, env, logPath)
+	bot, err := startConnected(ctx, set.botPath, env, logPath, slack)
 	if err != nil {
 		return nil, err
 	}
 	defer bot.stop(10 * time.Second)
-	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err = slack.WaitFor(cctx, func() bool { return slack.Connections().Current > 0 || !bot.running() })
-	cancel()
-	if err != nil || !bot.running() {
-		return nil, fmt.Errorf("bot did not connect to the fake Slack (log: %s): %v", logPath, err)
-	}
 	if err := sleep(ctx, set.settle); err != nil {
 		return nil, err
 	}

@@ -194,34 +194,20 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 		return fakellm.Tokens(convs[i].tokens...).Paced(first, interval)
 	})
 
-	env := []string{
-		"SLACK_BOT_TOKEN=xoxb-test",
-		"SLACK_APP_TOKEN=xapp-test",
-		"SLACK_API_URL=" + slack.URL(),
-		"OPENAI_API_KEY=" + fakellm.DefaultAPIKey,
-		"OPENAI_BASE_URL=" + model.URL(),
-		"EDIT_POLICY=" + policy,
-		"EDIT_BUDGET_PER_MINUTE=" + strconv.FormatFloat(set.updatesPerMin*set.scale, 'f', -1, 64),
-		"MAX_CONCURRENT_REPLIES=" + strconv.Itoa(n+10),
-		"LOG_LEVEL=warn",
-		"LOG_FORMAT=json",
+	env := append(fakesEnv(slack, model), // later entries win (os/exec keeps the last of a key)
+		"EDIT_POLICY="+policy,
+		"EDIT_BUDGET_PER_MINUTE="+strconv.FormatFloat(set.updatesPerMin*set.scale, 'f', -1, 64),
+		"MAX_CONCURRENT_REPLIES="+strconv.Itoa(n+10),
 		"GOTRACEBACK=all",
-		"HOME=" + set.workDir,
-	}
-	env = append(env, set.botEnv...) // later entries win (os/exec keeps the last of a key)
+		"HOME="+set.workDir,
+	)
+	env = append(env, set.botEnv...)
 	logPath := filepath.Join(set.workDir, fmt.Sprintf("bot-%s-%d.log", policy, n))
-	bot, err := startBot(set.botPath, env, logPath)
+	bot, err := startConnected(ctx, set.botPath, env, logPath, slack)
 	if err != nil {
 		return nil, err
 	}
 	defer bot.stop(10 * time.Second)
-
-	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err = slack.WaitFor(cctx, func() bool { return slack.Connections().Current > 0 || !bot.running() })
-	cancel()
-	if err != nil || !bot.running() {
-		return nil, fmt.Errorf("bot did not connect to the fake Slack (log: %s): %v", logPath, err)
-	}
 	idle0, err := cpuTime(bot.pid())
 	if err != nil {
 		return nil, err
@@ -285,6 +271,37 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 
 	measure(res, set.scale, slack, model, convs, chans, threads, asked, start)
 	return res, nil
+}
+
+// fakesEnv is the bot's environment for the fakes: their URLs and credentials, warnings and errors
+// only, in JSON.
+func fakesEnv(slack *fakeslack.Server, model *fakellm.Server) []string {
+	return []string{
+		"SLACK_BOT_TOKEN=xoxb-test",
+		"SLACK_APP_TOKEN=xapp-test",
+		"SLACK_API_URL=" + slack.URL(),
+		"OPENAI_API_KEY=" + fakellm.DefaultAPIKey,
+		"OPENAI_BASE_URL=" + model.URL(),
+		"LOG_LEVEL=warn",
+		"LOG_FORMAT=json",
+	}
+}
+
+// startConnected starts the bot and waits until it has connected to slack's Socket Mode. On an
+// error the bot is stopped.
+func startConnected(ctx context.Context, path string, env []string, logPath string, slack *fakeslack.Server) (*botProcess, error) {
+	bot, err := startBot(path, env, logPath)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err = slack.WaitFor(cctx, func() bool { return slack.Connections().Current > 0 || !bot.running() })
+	cancel()
+	if err != nil || !bot.running() {
+		bot.stop(10 * time.Second)
+		return nil, fmt.Errorf("bot did not connect to the fake Slack (log: %s): %v", logPath, err)
+	}
+	return bot, nil
 }
 
 // waitDone waits until every reply shows its final text, or until no model stream is open and
