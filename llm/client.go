@@ -103,12 +103,14 @@ type Client struct {
 	base      url.URL // BaseURL; endpoint paths are appended to its path, its query is kept
 	chatHTTP  *http.Client
 	imageHTTP *http.Client // no response-header timeout: images take minutes
-	// imageMem is a semaphore of imageBodiesAtOnce slots: an image response held in memory
-	// (read, parsed, decoded) takes one.
+	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
+	noUsage   sync.Map     // model name -> struct{}: models that rejected stream_options
+	secrets   []string     // redacted from every error: the key, secret-looking extra headers
+
+	// imageMem is a semaphore of imageBodiesAtOnce slots (its capacity; it says how many image
+	// responses may be held in memory at once): one is taken while a response is read, parsed and
+	// decoded.
 	imageMem chan struct{}
-	noTemp   sync.Map // model name -> struct{}: models that rejected the temperature
-	noUsage  sync.Map // model name -> struct{}: models that rejected stream_options
-	secrets  []string // redacted from every error: the key, secret-looking extra headers
 
 	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter,
 	// the idle timeout after a finish reason.
