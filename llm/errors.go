@@ -438,7 +438,9 @@ func classify(status int, typ, code, msg string) Kind {
 	case lc == "moderation_blocked" || lc == "content_policy_violation" || lc == "content_filter" ||
 		lc == "responsibleaipolicyviolation" || lt == "moderation" || lt == "image_generation_user_error":
 		return KindContentPolicy
-	case lt == "resource_exhausted": // Google says "You exceeded your current quota" of per-minute limits too
+	case lt == "resource_exhausted" || strings.Contains(lm, "resource_exhausted"):
+		// Google says "You exceeded your current quota" of per-minute limits too, in its own
+		// error or relayed inside a proxy's message (LiteLLM: code "429").
 		return KindRateLimit
 	case strings.Contains(lm, "insufficient_quota") || strings.Contains(lm, "exceeded your current quota"):
 		return KindQuota // LiteLLM relays OpenAI's insufficient_quota as code "429", the upstream text only in the message
