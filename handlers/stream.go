@@ -174,7 +174,17 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	if !s.broken {
 		var last error // the attempt's error, whose 429 throttled charges
 		err = writeRetry(ctx,
-			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
+			func(ctx context.Context) error {
+				if _, limited := rateLimited(last); limited && !errors.As(last, new(startStopError)) {
+					// chat.appendStream got the 429: its budget, the lane, waits out the Retry-After.
+					if err := waitBy(ctx, s.stopBy, func(ctx context.Context) error {
+						return s.lane.Wait(ctx, pace.Final, time.Time{})
+					}); err != nil {
+						return err
+					}
+				}
+				return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait)
+			},
 			func(d time.Duration) { s.throttled(last, d) },
 			func(ctx context.Context) error {
 				last = s.finalAttempt(ctx, &text, mark)

@@ -380,3 +380,35 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamModeFinalAppendWaitsRetryAfter: a 429 on chat.appendStream in the final write is
+// waited out (its budget, the appends lane, pauses) before the retry, not retried at once on the
+// stops' budget (found by review).
+func TestStreamModeFinalAppendWaitsRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var long []string
+		for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
+			long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
+		}
+		steps := []step{{wait: time.Second, chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}}
+		opt := streamOptions()
+		opt.Streams = pace.NewBucket(20, 5)
+		opt.Appends = pace.NewScheduler(50, 5)
+		rt := newReplyTest(t, steps, opt)
+		const retryAfter = 10 * time.Second
+		rt.slack.appendErr = func(n int, _ call) error {
+			if n == 1 {
+				return &slack.RateLimitedError{RetryAfter: retryAfter}
+			}
+			return nil
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		apps := rt.slack.callsOf("appendStream")
+		if len(apps) < 2 {
+			t.Fatalf("appendStream calls = %d, want >= 2", len(apps))
+		}
+		if gap := apps[1].at.Sub(apps[0].at); gap < retryAfter {
+			t.Errorf("retry of the 429'd appendStream came %v after it, want >= Retry-After %v", gap, retryAfter)
+		}
+	})
+}
