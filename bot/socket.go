@@ -235,23 +235,31 @@ func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
 		return nil, err // apps.connections.open's error names it; it carries no token
 	}
 	hdr := http.Header{"Origin": {"https://api.slack.com"}}
-	// gorilla reads the upgrade response with only HandshakeTimeout as a bound: ctx's end
-	// must unblock it too (shutdown during a hung handshake).
+	// gorilla reads the upgrade response with only HandshakeTimeout as a bound (a deadline it
+	// sets itself): ctx's end must unblock it too (shutdown during a hung handshake), so it
+	// closes the connection being dialled; one dialled after ctx ended is closed at once.
 	var mu sync.Mutex
 	var nc net.Conn
 	d := *s.dialer
 	d.NetDialContext = func(dctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := s.dialer.NetDialContext(dctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
 		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil {
+			c.Close()
+			return nil, ctx.Err()
+		}
 		nc = c
-		mu.Unlock()
-		return c, err
+		return c, nil
 	}
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if nc != nil {
-			_ = nc.SetDeadline(time.Now())
+			_ = nc.Close()
 		}
 	})
 	conn, resp, err := d.DialContext(ctx, wsURL, hdr)

@@ -110,3 +110,37 @@ func TestShutdownDuringStalledHandshake(t *testing.T) {
 		t.Logf("Run returned %v after cancel", took)
 	}
 }
+
+// TestShutdownJustAfterTheDialConnects: a shutdown that comes as the TCP connection of a dial
+// completes (before the handshake, whose deadline gorilla sets itself) still ends the dial at
+// once (found by review: it waited out the handshake timeout).
+func TestShutdownJustAfterTheDialConnects(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // never answers the upgrade
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := newSocket(stalledOpener{url: "ws://" + ln.Addr().String() + "/link"}, zaptest.NewLogger(t), 0, nil)
+	s.dialer.HandshakeTimeout = 5 * time.Second
+	s.dialer.NetDialContext = func(dctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialHeld(dctx, network, addr)
+		cancel()                          // shutdown, just as the connect completes
+		time.Sleep(50 * time.Millisecond) // the AfterFunc runs before dial's wrapper sees c
+		return c, err
+	}
+	start := time.Now()
+	_, err = s.dial(ctx)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("dial returned %v after %v: shutdown waited out the handshake timeout", err, took)
+	}
+}
