@@ -83,9 +83,10 @@ const (
 	DefaultMaxImageBytes  = 25 << 20
 )
 
-// finishIdle is the idle timeout of a stream once it has a finish reason: what may follow (the
-// usage chunk, [DONE], the end of the body) comes at once, and the answer is complete, so a
-// server that goes silent there does not hold the caller for the whole IdleTimeout.
+// finishIdle is the idle timeout of a stream once it has ended (streamDecoder.ended: a finish
+// reason on a chunk without text): what may follow (the usage chunk, [DONE], the end of the body)
+// comes at once, and the answer is complete, so a server that goes silent there does not hold the
+// caller for the whole IdleTimeout.
 const finishIdle = 5 * time.Second
 
 // maxCompletionBody bounds a non-streamed completion body.
@@ -281,6 +282,9 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 			}
 			if chunk.FinishReason != "" {
 				body.endCoalescing() // what follows (usage, [DONE], the end) is read at once
+			}
+			body.idle = c.cfg.IdleTimeout
+			if dec.ended {
 				body.idle = min(body.idle, c.finishIdle)
 			}
 			if !yield(chunk, nil) {
@@ -552,13 +556,14 @@ func (c *Client) failStream(ctx context.Context, h http.Header, err error) *Erro
 }
 
 // endsAnswer reports whether err, which ended reading an event stream, only ends an answer
-// that is complete: a finish reason was seen, err is a read error (the server broke the
-// connection, or the idle timer cancelled the request) rather than an error the server or the
-// decoder reported, and the caller did not cancel ctx. Like an EOF after the finish reason,
-// such an error is the end of the stream.
+// that is complete: the stream has ended (streamDecoder.ended: a finish reason on a chunk
+// without text, and no text since), err is a read error (the server broke the connection, or
+// the idle timer cancelled the request) rather than an error the server or the decoder
+// reported, and the caller did not cancel ctx. Like an EOF there, such an error is the end of
+// the stream.
 func endsAnswer(ctx context.Context, dec *streamDecoder, err error) bool {
 	_, reported := errors.AsType[*Error](err)
-	return err != nil && dec.finished && !reported && ctx.Err() == nil
+	return err != nil && dec.ended && !reported && ctx.Err() == nil
 }
 
 // readCompletion parses a whole (non-streamed) completion body.

@@ -576,7 +576,8 @@ func TestIdleTimeout(t *testing.T) {
 // wait then ends after finishIdle, not the whole IdleTimeout). The user must not get a "cut
 // off" or "stalled" note under a complete answer. The caller's own cancellation still counts.
 func TestStreamEndsAfterTheFinishReason(t *testing.T) {
-	const finished = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"},\"finish_reason\":\"stop\"}]}\n\n"
+	const finished = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
 	t.Run("connection reset", func(t *testing.T) {
 		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -617,6 +618,22 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 			t.Errorf("the stream ended after %v, want about finishIdle (100ms)", d)
 		}
 		srv.waitGone(t)
+	})
+	// Some gateways put a finish reason on every chunk (one-api and LiteLLM in front of Gemini,
+	// Open WebUI on reasoning chunks): one on a chunk with text is not the end, and a pause after
+	// it is not taken for the end of the answer (found by review).
+	t.Run("a finish reason on a chunk with text", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me think.\"},\"finish_reason\":\"stop\"}]}\n\n")
+			time.Sleep(300 * time.Millisecond) // longer than finishIdle below
+			send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" The answer is 42.\"},\"finish_reason\":\"stop\"}]}\n\n")
+			send("data: [DONE]\n\n")
+		})
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = time.Minute })
+		c.finishIdle = 100 * time.Millisecond
+		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Let me think. The answer is 42." {
+			t.Errorf("got %s, want the whole answer", show(r))
+		}
 	})
 	t.Run("the caller cancels", func(t *testing.T) {
 		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {

@@ -176,6 +176,10 @@ type streamDecoder struct {
 	errEvent bool        // the pending event is "event: error"
 	done     bool        // [DONE] seen
 	finished bool        // a finish_reason seen
+	// ended: the last chunk with a finish reason had no text and no text came after it, so the
+	// answer is surely complete. A finish reason on a chunk with text may not be the end: some
+	// gateways put one on every chunk (one-api and LiteLLM in front of Gemini, Open WebUI).
+	ended bool
 	pending  error       // an error to return after the chunk that came with it
 	secrets  []string    // redacted from an event before any of it goes into an error
 	w        wireChunk
@@ -279,6 +283,12 @@ func (s *streamDecoder) dispatch() (c Chunk, ok bool, err error) {
 	c = s.w.chunk(true)
 	if c.FinishReason != "" {
 		s.finished = true
+	}
+	switch text := c.Content != "" || c.Reasoning != "" || c.Refusal != ""; {
+	case text:
+		s.ended = false
+	case c.FinishReason != "" && c.FinishReason != "error":
+		s.ended = true
 	}
 	if c.FinishReason == "error" {
 		c.FinishReason = ""
