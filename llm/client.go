@@ -110,8 +110,9 @@ type Client struct {
 
 	// imageMem is a semaphore of imageBodiesAtOnce slots (its capacity; it says how many image
 	// responses may be held in memory at once): one is taken while a response is read, parsed and
-	// decoded.
-	imageMem chan struct{}
+	// decoded. imageHeld, a seam for tests, is called when the slot is taken.
+	imageMem  chan struct{}
+	imageHeld func()
 
 	// Seams for tests: waiting between retries, the clock for HTTP-date Retry-After, jitter,
 	// the idle timeout after a finish reason.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // imageBody is the images/generations request: model and prompt, the safety identifier
@@ -54,6 +55,8 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.ImageTimeout, errImageTimeout)
 	defer cancel()
+	ctx, cancelBody := context.WithCancelCause(ctx) // ends a body that stalls (imageBodyIdle)
+	defer cancelBody(nil)
 
 	resp, e := c.send(ctx, c.imageHTTP, "image", "/images/generations", "application/json", body)
 	if e != nil {
@@ -61,7 +64,9 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 	}
 	defer resp.Body.Close()
 	// The response is held whole, then parsed and decoded: about three times the image until it is
-	// decoded. At most imageBodiesAtOnce are held at once, whatever the jobs finishing together.
+	// decoded. At most imageBodiesAtOnce are held at once, whatever the jobs finishing together;
+	// a body that stops coming for imageBodyIdle gives its slot up with a timeout, so a stalled
+	// response holds up the others for seconds, not for the image timeout.
 	select {
 	case c.imageMem <- struct{}{}:
 	case <-ctx.Done():
@@ -75,9 +80,14 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 		}
 	}
 	defer release()
+	if c.imageHeld != nil {
+		c.imageHeld()
+	}
+	rb := c.watch(ctx, resp.Body, cancelBody, 0)
+	rb.idle = imageBodyIdle
 	// base64 is 4/3 of the image; allow for the JSON around it.
 	limit := c.cfg.MaxImageBytes/3*4 + 1<<20
-	data, err := readBody(resp, limit+1)
+	data, err := readBody(rb, resp.ContentLength, limit+1)
 	if err != nil {
 		return nil, c.fail(ctx, err)
 	}
@@ -127,17 +137,22 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 // holds about three times its image while it is read, parsed and decoded (the base64 body, the
 // string parsed from it, the picture), briefly, but /imagine jobs that finish together would add
 // that up: 20 jobs with 4 MiB pictures at once reached 256 MiB, a container limit (review,
-// 2026-11-25). Jobs beyond it wait for a slot only as long as one response takes to read and decode.
+// 2026-11-25). Jobs beyond it wait for a slot as long as one response takes to read and decode,
+// or imageBodyIdle for one that stalls.
 const imageBodiesAtOnce = 2
 
-// readBody reads up to limit bytes of resp's body into a buffer sized once from Content-Length
-// when the server gives it (io.ReadAll would grow it by doubling: up to twice the body).
-func readBody(resp *http.Response, limit int64) ([]byte, error) {
+// imageBodyIdle is the longest silence in an image response's body while it holds a slot
+// (imageBodiesAtOnce): servers send the body at once when the picture is ready.
+const imageBodyIdle = 10 * time.Second
+
+// readBody reads up to limit bytes of r, a body of size bytes (-1: unknown), into a buffer sized
+// once when the size is known (io.ReadAll would grow it by doubling: up to twice the body).
+func readBody(r io.Reader, size, limit int64) ([]byte, error) {
 	var buf bytes.Buffer
-	if n := resp.ContentLength; n > 0 && n <= limit {
-		buf.Grow(int(n) + bytes.MinRead) // ReadFrom wants MinRead free before each read, the one seeing EOF too
+	if size > 0 && size <= limit {
+		buf.Grow(int(size) + bytes.MinRead) // ReadFrom wants MinRead free before each read, the one seeing EOF too
 	}
-	_, err := buf.ReadFrom(io.LimitReader(resp.Body, limit))
+	_, err := buf.ReadFrom(io.LimitReader(r, limit))
 	return buf.Bytes(), err
 }
 

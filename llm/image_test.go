@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -356,6 +357,7 @@ func (b *pipedBody) Read(p []byte) (int, error) {
 
 func (t *pipeTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	pr, pw := io.Pipe()
+	context.AfterFunc(r.Context(), func() { pr.CloseWithError(context.Cause(r.Context())) }) // as net/http ends a cancelled body
 	b := &pipedBody{PipeReader: pr, w: pw}
 	t.mu.Lock()
 	t.bodies = append(t.bodies, b)
@@ -410,6 +412,54 @@ func TestImageResponsesHeldAtOnce(t *testing.T) {
 			if err := <-errs; err != nil {
 				t.Fatalf("Image: %v", err)
 			}
+		}
+	})
+}
+
+// TestImageStalledResponsesGiveTheirSlotsUp: a response whose body stops coming gives its slot up
+// after imageBodyIdle with a timeout, so a picture that is ready waits seconds behind stalled
+// ones, not the whole image timeout (found by review: two stalled responses made every other job
+// wait out the image timeout).
+func TestImageStalledResponsesGiveTheirSlotsUp(t *testing.T) {
+	body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)})
+	synctest.Test(t, func(t *testing.T) {
+		tr := &pipeTransport{}
+		c, _ := newTestClient(t, "http://model.test", func(c *Config) { c.HTTPClient = &http.Client{Transport: tr} })
+		const jobs = imageBodiesAtOnce + 1
+		start := time.Now()
+		type result struct {
+			img *Image
+			err error
+			at  time.Duration
+		}
+		res := make(chan result, jobs)
+		for range jobs {
+			go func() {
+				img, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+				res <- result{img, err, time.Since(start)}
+			}()
+		}
+		synctest.Wait()
+		stalled := tr.reading() // they send nothing more
+		if len(stalled) != imageBodiesAtOnce {
+			t.Fatalf("%d responses read, want %d", len(stalled), imageBodiesAtOnce)
+		}
+		for range imageBodiesAtOnce {
+			if r := <-res; KindOf(r.err) != KindTimeout || r.at != imageBodyIdle {
+				t.Errorf("stalled response: %v after %v, want a timeout after %v", r.err, r.at, imageBodyIdle)
+			}
+		}
+		for _, b := range stalled {
+			b.done = true
+		}
+		synctest.Wait()
+		ready := tr.reading()
+		if len(ready) != 1 {
+			t.Fatalf("%d responses read after the stalled ones gave up, want 1", len(ready))
+		}
+		go func() { ready[0].w.Write(body); ready[0].w.Close() }()
+		if r := <-res; r.err != nil || !bytes.Equal(r.img.Data, pngBytes) || r.at != imageBodyIdle {
+			t.Errorf("the ready response: %v after %v, want its picture after %v", r.err, r.at, imageBodyIdle)
 		}
 	})
 }

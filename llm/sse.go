@@ -179,10 +179,10 @@ type streamDecoder struct {
 	// ended: the last chunk with a finish reason had no text and no text came after it, so the
 	// answer is surely complete. A finish reason on a chunk with text may not be the end: some
 	// gateways put one on every chunk (one-api and LiteLLM in front of Gemini, Open WebUI).
-	ended bool
-	pending  error       // an error to return after the chunk that came with it
-	secrets  []string    // redacted from an event before any of it goes into an error
-	w        wireChunk
+	ended   bool
+	pending error    // an error to return after the chunk that came with it
+	secrets []string // redacted from an event before any of it goes into an error
+	w       wireChunk
 }
 
 func newStreamDecoder(r io.Reader, h http.Header, secrets []string) *streamDecoder {
