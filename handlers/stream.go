@@ -36,6 +36,9 @@ type streamSink struct {
 	// stopBy, when set (at shutdown), bounds the final write's wait for a chat.stopStream slot, and a
 	// final write that fails is not rescued (the caller posts a note instead).
 	stopBy time.Time
+	// appendWait, when set (by the final write), is waited for before each chat.appendStream: the
+	// appends budget (the lane), which interim writes wait for before they write.
+	appendWait func(ctx context.Context) error
 }
 
 func (s *streamSink) feed(md string) {
@@ -120,6 +123,11 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 			done += len(piece)
 			continue
 		}
+		if s.appendWait != nil {
+			if err := s.appendWait(ctx); err != nil {
+				return done, err
+			}
+		}
 		if err := p.r.streamer.AppendStream(ctx, p.req.Channel, s.ts, piece); err != nil {
 			return done, fmt.Errorf("chat.appendStream: %w", err)
 		}
@@ -172,19 +180,13 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	mark := convo.Mark{Kind: kind, Note: note}
 	var err error
 	if !s.broken {
+		// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
+		s.appendWait = func(ctx context.Context) error {
+			return waitBy(ctx, s.stopBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
+		}
 		var last error // the attempt's error, whose 429 throttled charges
 		err = writeRetry(ctx,
-			func(ctx context.Context) error {
-				if _, limited := rateLimited(last); limited && !errors.As(last, new(startStopError)) {
-					// chat.appendStream got the 429: its budget, the lane, waits out the Retry-After.
-					if err := waitBy(ctx, s.stopBy, func(ctx context.Context) error {
-						return s.lane.Wait(ctx, pace.Final, time.Time{})
-					}); err != nil {
-						return err
-					}
-				}
-				return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait)
-			},
+			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
 			func(d time.Duration) { s.throttled(last, d) },
 			func(ctx context.Context) error {
 				last = s.finalAttempt(ctx, &text, mark)

@@ -412,3 +412,38 @@ func TestStreamModeFinalAppendWaitsRetryAfter(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamModeFinalAppendHonoursAnEarlierRetryAfter: a chat.appendStream 429 that an interim
+// write got (its Retry-After recorded on the appends budget) holds back the final write's
+// appendStream too: the same budget (found by review).
+func TestStreamModeFinalAppendHonoursAnEarlierRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var long []string
+		for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
+			long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
+		}
+		steps := []step{
+			{wait: time.Second, chunk: llm.Chunk{Content: "Hello.\n\n"}},                       // the interim appends this
+			{wait: time.Second, chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}, // then the answer ends
+		}
+		opt := streamOptions()
+		opt.Streams = pace.NewBucket(20, 5)
+		opt.Appends = pace.NewScheduler(50, 5)
+		rt := newReplyTest(t, steps, opt)
+		const retryAfter = 10 * time.Second
+		rt.slack.appendErr = func(n int, _ call) error {
+			if n == 1 {
+				return &slack.RateLimitedError{RetryAfter: retryAfter}
+			}
+			return nil
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		apps := rt.slack.callsOf("appendStream")
+		if len(apps) < 2 {
+			t.Fatalf("appendStream calls = %d, want >= 2", len(apps))
+		}
+		if gap := apps[1].at.Sub(apps[0].at); gap < retryAfter {
+			t.Errorf("the final write's appendStream came %v after the 429'd one, want >= Retry-After %v", gap, retryAfter)
+		}
+	})
+}
