@@ -278,7 +278,7 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 				return
 			}
 			if err != nil {
-				yield(Chunk{}, c.failStream(sctx, resp.Header, err))
+				yield(Chunk{}, c.failStream(sctx, resp.Header, err, dec.finished))
 				return
 			}
 			if chunk.FinishReason != "" {
@@ -325,7 +325,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 			break
 		}
 		if err != nil {
-			return Completion{}, c.failStream(cctx, resp.Header, err)
+			return Completion{}, c.failStream(cctx, resp.Header, err, dec.finished)
 		}
 		content.WriteString(chunk.Content)
 		reasoning.WriteString(chunk.Reasoning)
@@ -547,11 +547,15 @@ func (c *Client) fail(ctx context.Context, err error) *Error {
 // A connection that broke (reset by the peer, say) ended the stream without [DONE] or a
 // finish reason: the answer is truncated. The client's time limits and the caller's
 // cancellation keep their kinds.
-func (c *Client) failStream(ctx context.Context, h http.Header, err error) *Error {
+func (c *Client) failStream(ctx context.Context, h http.Header, err error, finished bool) *Error {
 	e := c.fail(ctx, err)
 	if e.Kind == KindConnection {
 		e.Kind, e.Status, e.RequestID = KindTruncated, http.StatusOK, requestID(h)
-		e.Message = "the stream broke off before [DONE] or a finish reason: " + e.Message
+		before := "before [DONE] or a finish reason: "
+		if finished { // on a chunk with text, which some servers put on every chunk
+			before = "before [DONE]: "
+		}
+		e.Message = "the stream broke off " + before + e.Message
 	}
 	return e
 }

@@ -635,6 +635,45 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 			t.Errorf("got %s, want the whole answer", show(r))
 		}
 	})
+	// vLLM and Gemini put the last text on the chunk with the finish reason; the usage chunk
+	// (include_usage, "choices": []) that follows is sent only at the end (found by review).
+	const vllmEnd = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n" +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}\n\n"
+	t.Run("usage after a finish on a chunk with text, then silence", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send(vllmEnd) // then nothing until the client leaves
+		})
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = time.Minute })
+		c.finishIdle = 100 * time.Millisecond
+		start := time.Now()
+		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Usage == nil {
+			t.Errorf("got %s, want Hello, its usage and no error", show(r))
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("the stream ended after %v, want about finishIdle (100ms)", d)
+		}
+	})
+	t.Run("a finish on a chunk with text, then a reset", func(t *testing.T) {
+		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me think.\"},\"finish_reason\":\"stop\"}]}\n\n"))
+			rc := http.NewResponseController(w)
+			rc.Flush()
+			time.Sleep(20 * time.Millisecond)
+			if conn, _, err := rc.Hijack(); err == nil {
+				if tc, ok := conn.(*net.TCPConn); ok {
+					tc.SetLinger(0)
+				}
+				conn.Close()
+			}
+		})
+		c, _ := newTestClient(t, srv.URL, nil)
+		r := collect(t, c.Stream(t.Context(), hello))
+		if r.Err == nil || r.Err.Kind != KindTruncated || !strings.HasPrefix(r.Err.Message, "the stream broke off before [DONE]: ") {
+			t.Errorf("got %s, want cut off before [DONE] (a finish reason with text may not be the end)", show(r))
+		}
+	})
 	t.Run("the caller cancels", func(t *testing.T) {
 		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
 			send(finished)

@@ -289,6 +289,10 @@ func (s *streamDecoder) dispatch() (c Chunk, ok bool, err error) {
 		s.ended = false
 	case c.FinishReason != "" && c.FinishReason != "error":
 		s.ended = true
+	case s.finished && c.Usage != nil && len(s.w.Choices) == 0:
+		// stream_options.include_usage's chunk, sent only at the end: after vLLM's or Gemini's
+		// last chunk, which carries text and the finish reason together.
+		s.ended = true
 	}
 	if c.FinishReason == "error" {
 		c.FinishReason = ""
