@@ -501,7 +501,7 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 func errorFromTransport(ctx context.Context, err error) *Error {
 	if ctx.Err() != nil {
 		switch cause := context.Cause(ctx); {
-		case errors.Is(cause, errIdle), errors.Is(cause, errImageTimeout):
+		case errors.Is(cause, errIdle), errors.Is(cause, errImageTimeout), errors.Is(cause, errImageBodyIdle):
 			return &Error{Kind: KindTimeout, Message: cause.Error(), Err: cause}
 		case errors.Is(cause, context.DeadlineExceeded):
 			return &Error{Kind: KindTimeout, Message: "the caller's deadline passed", Err: cause}

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -63,6 +64,12 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 		return nil, e
 	}
 	defer resp.Body.Close()
+	// Some servers and gateways answer 200 at once and send the body when the picture is ready,
+	// padded with white space meanwhile (valid JSON): that wait takes no slot.
+	br := bufio.NewReader(resp.Body)
+	if err := skipSpace(br); err != nil {
+		return nil, c.fail(ctx, err)
+	}
 	// The response is held whole, then parsed and decoded: about three times the image until it is
 	// decoded. At most imageBodiesAtOnce are held at once, whatever the jobs finishing together;
 	// a body that stops coming for imageBodyIdle gives its slot up with a timeout, so a stalled
@@ -83,8 +90,9 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 	if c.imageHeld != nil {
 		c.imageHeld()
 	}
-	rb := c.watch(ctx, resp.Body, cancelBody, 0)
-	rb.idle = imageBodyIdle
+	stall := time.AfterFunc(time.Hour, func() { cancelBody(errImageBodyIdle) })
+	stall.Stop()
+	rb := &idleReader{r: br, idle: imageBodyIdle, timer: stall, ctx: ctx, cancel: cancelBody}
 	// base64 is 4/3 of the image; allow for the JSON around it.
 	limit := c.cfg.MaxImageBytes/3*4 + 1<<20
 	data, err := readBody(rb, resp.ContentLength, limit+1)
@@ -144,6 +152,26 @@ const imageBodiesAtOnce = 2
 // imageBodyIdle is the longest silence in an image response's body while it holds a slot
 // (imageBodiesAtOnce): servers send the body at once when the picture is ready.
 const imageBodyIdle = 10 * time.Second
+
+// errImageBodyIdle ends an image response whose body stops coming for imageBodyIdle.
+var errImageBodyIdle = fmt.Errorf("the image response stopped coming for %v", imageBodyIdle)
+
+// skipSpace reads past the JSON white space at the start of br, waiting for the first other
+// byte (or the end of the body, which the caller reports).
+func skipSpace(br *bufio.Reader) error {
+	for {
+		b, err := br.Peek(1)
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		case b[0] != ' ' && b[0] != '\t' && b[0] != '\n' && b[0] != '\r':
+			return nil
+		}
+		_, _ = br.Discard(1)
+	}
+}
 
 // readBody reads up to limit bytes of r, a body of size bytes (-1: unknown), into a buffer sized
 // once when the size is known (io.ReadAll would grow it by doubling: up to twice the body).

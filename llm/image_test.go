@@ -379,38 +379,56 @@ func (t *pipeTransport) reading() []*pipedBody {
 	return out
 }
 
+// imageJobs runs n Image calls in goroutines; their results come on the channel returned.
+func imageJobs(t *testing.T, c *Client, n int) <-chan imageResult {
+	start := time.Now()
+	res := make(chan imageResult, n)
+	for range n {
+		go func() {
+			img, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
+			if err == nil && !bytes.Equal(img.Data, pngBytes) {
+				err = errors.New("wrong picture")
+			}
+			res <- imageResult{err, time.Since(start)}
+		}()
+	}
+	return res
+}
+
+type imageResult struct {
+	err error
+	at  time.Duration // since the jobs started
+}
+
 // TestImageResponsesHeldAtOnce: image responses (each about three times its picture in memory
-// until decoded) are read at most imageBodiesAtOnce at a time; the others wait for a slot, and
-// every job gets its picture.
+// until decoded) are read and decoded at most imageBodiesAtOnce at a time; the others wait for
+// a slot, and every job gets its picture.
 func TestImageResponsesHeldAtOnce(t *testing.T) {
 	body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)})
 	synctest.Test(t, func(t *testing.T) {
 		tr := &pipeTransport{}
 		c, _ := newTestClient(t, "http://model.test", func(c *Config) { c.HTTPClient = &http.Client{Transport: tr} })
+		var holding atomic.Int32
+		release := make(chan struct{})
+		c.imageHeld = func() {
+			holding.Add(1)
+			<-release
+			holding.Add(-1)
+		}
 		const jobs = imageBodiesAtOnce + 2
-		errs := make(chan error, jobs)
-		for range jobs {
-			go func() {
-				img, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
-				if err == nil && !bytes.Equal(img.Data, pngBytes) {
-					err = errors.New("wrong picture")
-				}
-				errs <- err
-			}()
+		res := imageJobs(t, c, jobs)
+		synctest.Wait()
+		for _, b := range tr.reading() { // every response comes whole at once
+			go func() { b.w.Write(body); b.w.Close() }()
 		}
 		for left := jobs; left > 0; left-- {
 			synctest.Wait()
-			r := tr.reading()
-			if want := min(imageBodiesAtOnce, left); len(r) != want {
-				t.Fatalf("%d jobs left: %d responses read at once, want %d", left, len(r), want)
+			if got, want := int(holding.Load()), min(imageBodiesAtOnce, left); got != want {
+				t.Fatalf("%d jobs left: %d responses held at once, want %d", left, got, want)
 			}
-			if _, err := r[0].w.Write(body); err != nil {
-				t.Fatal(err)
-			}
-			r[0].w.Close()
-			r[0].done = true
-			if err := <-errs; err != nil {
-				t.Fatalf("Image: %v", err)
+			release <- struct{}{}
+			if r := <-res; r.err != nil {
+				t.Fatalf("Image: %v", r.err)
 			}
 		}
 	})
@@ -426,40 +444,59 @@ func TestImageStalledResponsesGiveTheirSlotsUp(t *testing.T) {
 		tr := &pipeTransport{}
 		c, _ := newTestClient(t, "http://model.test", func(c *Config) { c.HTTPClient = &http.Client{Transport: tr} })
 		const jobs = imageBodiesAtOnce + 1
-		start := time.Now()
-		type result struct {
-			img *Image
-			err error
-			at  time.Duration
+		res := imageJobs(t, c, jobs)
+		synctest.Wait()
+		r := tr.reading()
+		if len(r) != jobs {
+			t.Fatalf("%d responses waited for, want %d", len(r), jobs)
 		}
-		res := make(chan result, jobs)
-		for range jobs {
-			go func() {
-				img, err := c.Image(t.Context(), ImageRequest{Prompt: "an otter"})
-				res <- result{img, err, time.Since(start)}
-			}()
+		for _, b := range r[:imageBodiesAtOnce] { // these send their first byte, take the slots, then stall
+			go b.w.Write(body[:1])
 		}
 		synctest.Wait()
-		stalled := tr.reading() // they send nothing more
-		if len(stalled) != imageBodiesAtOnce {
-			t.Fatalf("%d responses read, want %d", len(stalled), imageBodiesAtOnce)
-		}
-		for range imageBodiesAtOnce {
-			if r := <-res; KindOf(r.err) != KindTimeout || r.at != imageBodyIdle {
-				t.Errorf("stalled response: %v after %v, want a timeout after %v", r.err, r.at, imageBodyIdle)
+		go func() { r[jobs-1].w.Write(body); r[jobs-1].w.Close() }() // ready, behind them
+		pictures, stalls := 0, 0
+		for range jobs { // all at imageBodyIdle: the stalled ones give up, then the ready one is read
+			got := <-res
+			switch {
+			case got.at != imageBodyIdle:
+				t.Errorf("a job ended after %v (%v), want after %v", got.at, got.err, imageBodyIdle)
+			case got.err == nil:
+				pictures++
+			case KindOf(got.err) == KindTimeout && strings.Contains(got.err.Error(), "the image response stopped coming for 10s"):
+				stalls++
+			default:
+				t.Errorf("a job failed with %v", got.err)
 			}
 		}
-		for _, b := range stalled {
-			b.done = true
+		if pictures != 1 || stalls != imageBodiesAtOnce {
+			t.Errorf("%d pictures and %d stalls, want 1 and %d", pictures, stalls, imageBodiesAtOnce)
 		}
+	})
+}
+
+// TestImageBodyAfterAWait: a server that answers 200 at once and sends the body when the picture
+// is ready, padding with white space meanwhile (as some gateways do), gets its picture however
+// long that takes within the image timeout: the wait for the body's first byte takes no slot and
+// has no idle bound (found by review).
+func TestImageBodyAfterAWait(t *testing.T) {
+	body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)})
+	synctest.Test(t, func(t *testing.T) {
+		tr := &pipeTransport{}
+		c, _ := newTestClient(t, "http://model.test", func(c *Config) { c.HTTPClient = &http.Client{Transport: tr} })
+		res := imageJobs(t, c, 1)
 		synctest.Wait()
-		ready := tr.reading()
-		if len(ready) != 1 {
-			t.Fatalf("%d responses read after the stalled ones gave up, want 1", len(ready))
-		}
-		go func() { ready[0].w.Write(body); ready[0].w.Close() }()
-		if r := <-res; r.err != nil || !bytes.Equal(r.img.Data, pngBytes) || r.at != imageBodyIdle {
-			t.Errorf("the ready response: %v after %v, want its picture after %v", r.err, r.at, imageBodyIdle)
+		r := tr.reading()
+		go func() {
+			for range 4 {
+				time.Sleep(15 * time.Second) // generating
+				r[0].w.Write([]byte(" \n"))
+			}
+			r[0].w.Write(body)
+			r[0].w.Close()
+		}()
+		if got := <-res; got.err != nil || got.at != time.Minute {
+			t.Errorf("Image: %v after %v, want the picture after 1m", got.err, got.at)
 		}
 	})
 }
