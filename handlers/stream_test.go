@@ -22,6 +22,15 @@ func streamOptions() ReplyOptions {
 	return opt
 }
 
+// budgetedStreamOptions are streamOptions with budgets of their own (Slack's tiers: chat.startStream
+// and stopStream 20 a minute, appends 50), whose rates a test can read.
+func budgetedStreamOptions() ReplyOptions {
+	opt := streamOptions()
+	opt.Streams = pace.NewBucket(20, 5)
+	opt.Appends = pace.NewScheduler(50, 5)
+	return opt
+}
+
 // streamed is what Slack shows for a whole answer streamed through convo.MarkdownStream.
 func streamed(md string) string {
 	ms := convo.NewMarkdownStream()
@@ -351,9 +360,7 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				opt := streamOptions()
-				opt.Streams = pace.NewBucket(20, 5)
-				opt.Appends = pace.NewScheduler(50, 5)
+				opt := budgetedStreamOptions()
 				streams, appends := opt.Streams.Rate(), opt.Appends.Bucket().Rate()
 				rt := newReplyTest(t, tt.steps, opt)
 				*tt.hook(rt.slack) = func(n int, _ call) error {
@@ -381,69 +388,44 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 	}
 }
 
-// TestStreamModeFinalAppendWaitsRetryAfter: a 429 on chat.appendStream in the final write is
-// waited out (its budget, the appends lane, pauses) before the retry, not retried at once on the
-// stops' budget (found by review).
+// TestStreamModeFinalAppendWaitsRetryAfter: a chat.appendStream 429 holds back the final write's
+// next appendStream until its Retry-After has passed, whether the final write got it (not retried
+// at once on the stops' budget) or an interim write did (its Retry-After is on the appends budget,
+// which the final write's appends wait for too). Found by review.
 func TestStreamModeFinalAppendWaitsRetryAfter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var long []string
-		for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
-			long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
-		}
-		steps := []step{{wait: time.Second, chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}}
-		opt := streamOptions()
-		opt.Streams = pace.NewBucket(20, 5)
-		opt.Appends = pace.NewScheduler(50, 5)
-		rt := newReplyTest(t, steps, opt)
-		const retryAfter = 10 * time.Second
-		rt.slack.appendErr = func(n int, _ call) error {
-			if n == 1 {
-				return &slack.RateLimitedError{RetryAfter: retryAfter}
-			}
-			return nil
-		}
-		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		apps := rt.slack.callsOf("appendStream")
-		if len(apps) < 2 {
-			t.Fatalf("appendStream calls = %d, want >= 2", len(apps))
-		}
-		if gap := apps[1].at.Sub(apps[0].at); gap < retryAfter {
-			t.Errorf("retry of the 429'd appendStream came %v after it, want >= Retry-After %v", gap, retryAfter)
-		}
-	})
-}
-
-// TestStreamModeFinalAppendHonoursAnEarlierRetryAfter: a chat.appendStream 429 that an interim
-// write got (its Retry-After recorded on the appends budget) holds back the final write's
-// appendStream too: the same budget (found by review).
-func TestStreamModeFinalAppendHonoursAnEarlierRetryAfter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var long []string
-		for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
-			long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
-		}
-		steps := []step{
-			{wait: time.Second, chunk: llm.Chunk{Content: "Hello.\n\n"}},                       // the interim appends this
-			{wait: time.Second, chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}, // then the answer ends
-		}
-		opt := streamOptions()
-		opt.Streams = pace.NewBucket(20, 5)
-		opt.Appends = pace.NewScheduler(50, 5)
-		rt := newReplyTest(t, steps, opt)
-		const retryAfter = 10 * time.Second
-		rt.slack.appendErr = func(n int, _ call) error {
-			if n == 1 {
-				return &slack.RateLimitedError{RetryAfter: retryAfter}
-			}
-			return nil
-		}
-		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		apps := rt.slack.callsOf("appendStream")
-		if len(apps) < 2 {
-			t.Fatalf("appendStream calls = %d, want >= 2", len(apps))
-		}
-		if gap := apps[1].at.Sub(apps[0].at); gap < retryAfter {
-			t.Errorf("the final write's appendStream came %v after the 429'd one, want >= Retry-After %v", gap, retryAfter)
-		}
-	})
+	var long []string
+	for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
+		long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
+	}
+	end := step{wait: time.Second, chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"the final write's own 429", []step{end}},
+		{"an interim write's 429", []step{{wait: time.Second, chunk: llm.Chunk{Content: "Hello.\n\n"}}, end}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opt := budgetedStreamOptions()
+				rt := newReplyTest(t, tt.steps, opt)
+				const retryAfter = 10 * time.Second
+				rt.slack.appendErr = func(n int, _ call) error {
+					if n == 1 {
+						return &slack.RateLimitedError{RetryAfter: retryAfter}
+					}
+					return nil
+				}
+				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+				apps := rt.slack.callsOf("appendStream")
+				if len(apps) < 2 {
+					t.Fatalf("appendStream calls = %d, want >= 2", len(apps))
+				}
+				if gap := apps[1].at.Sub(apps[0].at); gap < retryAfter {
+					t.Errorf("the appendStream after the 429'd one came %v after it, want >= Retry-After %v", gap, retryAfter)
+				}
+			})
+		})
+	}
 }

@@ -578,10 +578,11 @@ func TestIdleTimeout(t *testing.T) {
 func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 	const finished = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
-	t.Run("connection reset", func(t *testing.T) {
-		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+	// resetAfter is a server that sends events, then resets the connection.
+	resetAfter := func(t *testing.T, events string) *fakeServer {
+		return newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
-			w.Write([]byte(finished))
+			w.Write([]byte(events))
 			rc := http.NewResponseController(w)
 			rc.Flush()
 			time.Sleep(20 * time.Millisecond)
@@ -595,6 +596,9 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 			}
 			conn.Close()
 		})
+	}
+	t.Run("connection reset", func(t *testing.T) {
+		srv := resetAfter(t, finished)
 		c, _ := newTestClient(t, srv.URL, nil)
 		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Finish != "stop" {
 			t.Errorf("Stream: got %s, want Hello and no error", show(r))
@@ -603,21 +607,6 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 		if err != nil || comp.Content != "Hello" || comp.FinishReason != "stop" {
 			t.Errorf("Complete: got %+v, %v; want Hello and no error", comp, err)
 		}
-	})
-	t.Run("silence without [DONE]", func(t *testing.T) {
-		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
-			send(finished) // then nothing until the client leaves
-		})
-		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = time.Minute })
-		c.finishIdle = 100 * time.Millisecond
-		start := time.Now()
-		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Finish != "stop" {
-			t.Errorf("got %s, want Hello and no error", show(r))
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("the stream ended after %v, want about finishIdle (100ms)", d)
-		}
-		srv.waitGone(t)
 	})
 	// Some gateways put a finish reason on every chunk (one-api and LiteLLM in front of Gemini,
 	// Open WebUI on reasoning chunks): one on a chunk with text is not the end, and a pause after
@@ -640,34 +629,28 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 	const vllmEnd = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n" +
 		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}\n\n"
-	t.Run("usage after a finish on a chunk with text, then silence", func(t *testing.T) {
-		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
-			send(vllmEnd) // then nothing until the client leaves
-		})
-		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = time.Minute })
-		c.finishIdle = 100 * time.Millisecond
-		start := time.Now()
-		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Usage == nil {
-			t.Errorf("got %s, want Hello, its usage and no error", show(r))
-		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("the stream ended after %v, want about finishIdle (100ms)", d)
-		}
-	})
-	t.Run("a finish on a chunk with text, then a reset", func(t *testing.T) {
-		srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me think.\"},\"finish_reason\":\"stop\"}]}\n\n"))
-			rc := http.NewResponseController(w)
-			rc.Flush()
-			time.Sleep(20 * time.Millisecond)
-			if conn, _, err := rc.Hijack(); err == nil {
-				if tc, ok := conn.(*net.TCPConn); ok {
-					tc.SetLinger(0)
-				}
-				conn.Close()
+	for _, tc := range []struct{ name, events string }{
+		{"silence without [DONE]", finished},
+		{"usage after a finish on a chunk with text, then silence", vllmEnd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+				send(tc.events) // then nothing until the client leaves
+			})
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = time.Minute })
+			c.finishIdle = 100 * time.Millisecond
+			start := time.Now()
+			if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Hello" || r.Finish != "stop" {
+				t.Errorf("got %s, want Hello and no error", show(r))
 			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the stream ended after %v, want about finishIdle (100ms)", d)
+			}
+			srv.waitGone(t)
 		})
+	}
+	t.Run("a finish on a chunk with text, then a reset", func(t *testing.T) {
+		srv := resetAfter(t, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me think.\"},\"finish_reason\":\"stop\"}]}\n\n")
 		c, _ := newTestClient(t, srv.URL, nil)
 		r := collect(t, c.Stream(t.Context(), hello))
 		if r.Err == nil || r.Err.Kind != KindTruncated || !strings.HasPrefix(r.Err.Message, "the stream broke off before [DONE]: ") {
