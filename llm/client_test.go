@@ -649,12 +649,35 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 			srv.waitGone(t)
 		})
 	}
-	t.Run("a finish on a chunk with text, then a reset", func(t *testing.T) {
-		srv := resetAfter(t, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me think.\"},\"finish_reason\":\"stop\"}]}\n\n")
-		c, _ := newTestClient(t, srv.URL, nil)
-		r := collect(t, c.Stream(t.Context(), hello))
-		if r.Err == nil || r.Err.Kind != KindTruncated || !strings.HasPrefix(r.Err.Message, "the stream broke off before [DONE]: ") {
-			t.Errorf("got %s, want cut off before [DONE] (a finish reason with text may not be the end)", show(r))
+	// A gateway that marks every chunk may send usage after each: once text has followed a finish
+	// reason, a usage chunk is not the end either (found by review).
+	const usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"total_tokens\":8}}\n\n"
+	const marked = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me\"},\"finish_reason\":\"stop\"}]}\n\n" + usage +
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" think.\"},\"finish_reason\":\"stop\"}]}\n\n" + usage
+	for _, tc := range []struct{ name, events string }{
+		{"a finish on a chunk with text, then a reset", "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me think.\"},\"finish_reason\":\"stop\"}]}\n\n"},
+		{"every chunk marked and followed by usage, then a reset", marked},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := resetAfter(t, tc.events)
+			c, _ := newTestClient(t, srv.URL, nil)
+			r := collect(t, c.Stream(t.Context(), hello))
+			if r.Err == nil || r.Err.Kind != KindTruncated || !strings.HasPrefix(r.Err.Message, "the stream broke off before [DONE]: ") {
+				t.Errorf("got %s, want cut off before [DONE] (a finish reason with text may not be the end)", show(r))
+			}
+		})
+	}
+	t.Run("every chunk marked and followed by usage, then a pause", func(t *testing.T) {
+		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
+			send(marked)
+			time.Sleep(300 * time.Millisecond) // longer than finishIdle below
+			send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" The answer is 42.\"},\"finish_reason\":\"stop\"}]}\n\n" + usage)
+			send("data: [DONE]\n\n")
+		})
+		c, _ := newTestClient(t, srv.URL, func(c *Config) { c.IdleTimeout = time.Minute })
+		c.finishIdle = 100 * time.Millisecond
+		if r := collect(t, c.Stream(t.Context(), hello)); r.Err != nil || r.Content != "Let me think. The answer is 42." {
+			t.Errorf("got %s, want the whole answer", show(r))
 		}
 	})
 	t.Run("the caller cancels", func(t *testing.T) {

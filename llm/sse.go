@@ -179,10 +179,13 @@ type streamDecoder struct {
 	// ended: the last chunk with a finish reason had no text and no text came after it, so the
 	// answer is surely complete. A finish reason on a chunk with text may not be the end: some
 	// gateways put one on every chunk (one-api and LiteLLM in front of Gemini, Open WebUI).
-	ended   bool
-	pending error    // an error to return after the chunk that came with it
-	secrets []string // redacted from an event before any of it goes into an error
-	w       wireChunk
+	ended bool
+	// everyChunk: text came after a finish reason, so this server marks every chunk, and a usage
+	// chunk after one is not the end either.
+	everyChunk bool
+	pending    error    // an error to return after the chunk that came with it
+	secrets    []string // redacted from an event before any of it goes into an error
+	w          wireChunk
 }
 
 func newStreamDecoder(r io.Reader, h http.Header, secrets []string) *streamDecoder {
@@ -281,15 +284,19 @@ func (s *streamDecoder) dispatch() (c Chunk, ok bool, err error) {
 			Message: "the server reported an error"}
 	}
 	c = s.w.chunk(true)
+	text := c.Content != "" || c.Reasoning != "" || c.Refusal != ""
+	if text && s.finished { // an earlier chunk's finish reason was not the end
+		s.everyChunk = true
+	}
 	if c.FinishReason != "" {
 		s.finished = true
 	}
-	switch text := c.Content != "" || c.Reasoning != "" || c.Refusal != ""; {
+	switch {
 	case text:
 		s.ended = false
 	case c.FinishReason != "" && c.FinishReason != "error":
 		s.ended = true
-	case s.finished && c.Usage != nil && len(s.w.Choices) == 0:
+	case s.finished && !s.everyChunk && c.Usage != nil && len(s.w.Choices) == 0:
 		// stream_options.include_usage's chunk, sent only at the end: after vLLM's or Gemini's
 		// last chunk, which carries text and the finish reason together.
 		s.ended = true
