@@ -8,7 +8,7 @@ import (
 
 // plain converts a Slack message's text (mrkdwn with <…> tokens and &amp; &lt; &gt;
 // escapes) to plain text for the model. The bot's mention at the start of the text (with
-// a following "," or ":") or at its very end is removed; elsewhere it reads "@BotName".
+// a following ",", ";" or ":") or at its very end is removed; elsewhere it reads "@BotName".
 func (b *builder) plain(m slack.Message) string {
 	text := m.Text
 	if strings.TrimSpace(text) == "" {
@@ -16,7 +16,6 @@ func (b *builder) plain(m slack.Message) string {
 	}
 	var sb strings.Builder
 	sb.Grow(len(text))
-	removed := false
 	s := text
 	for {
 		i := strings.IndexByte(s, '<')
@@ -36,7 +35,7 @@ func (b *builder) plain(m slack.Message) string {
 			atEdge := strings.TrimSpace(sb.String()) == "" || strings.TrimSpace(s) == ""
 			name := b.botSelfName()
 			if atEdge || name == "" {
-				removed = true
+				s = removeMention(&sb, s)
 				continue
 			}
 			sb.WriteString("@" + name)
@@ -44,11 +43,29 @@ func (b *builder) plain(m slack.Message) string {
 		}
 		b.token(&sb, tok)
 	}
-	out := sb.String()
-	if !removed {
-		return strings.TrimSpace(out)
+	return strings.TrimSpace(sb.String())
+}
+
+// removeMention closes the gap a removed mention leaves between the text written so far
+// (sb) and the rest (s), and returns the new rest: a "," or ";" right after the mention,
+// or a ":" followed by a space ("<@BOT>: hi", but not "<@BOT>:wave:"), goes with it, and
+// the spaces on both sides become one (none at a line's start or end). Spaces anywhere
+// else, such as in pasted code, are kept.
+func removeMention(sb *strings.Builder, s string) string {
+	if s != "" && (s[0] == ',' || s[0] == ';' || s[0] == ':' && (len(s) == 1 || s[1] == ' ' || s[1] == '\t' || s[1] == '\n')) {
+		s = s[1:]
 	}
-	return collapseSpaces(strings.TrimLeft(out, " \t\n,:;"))
+	s = strings.TrimLeft(s, " \t")
+	before := sb.String()
+	if t := strings.TrimRight(before, " \t"); len(t) != len(before) {
+		sb.Reset()
+		sb.WriteString(t)
+		before = t
+	}
+	if before != "" && !strings.HasSuffix(before, "\n") && s != "" && s[0] != '\n' {
+		sb.WriteByte(' ')
+	}
+	return s
 }
 
 // botSelfName is the bot's name: Options.BotName, else what names says for its user id.
@@ -198,23 +215,6 @@ func unescape(s string) string {
 	var sb strings.Builder
 	unescapeTo(&sb, s)
 	return sb.String()
-}
-
-// collapseSpaces turns runs of spaces left by removed mentions into one space, per line.
-func collapseSpaces(s string) string {
-	if !strings.Contains(s, "  ") {
-		return strings.TrimSpace(s)
-	}
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lead := len(l) - len(strings.TrimLeft(l, " "))
-		body := l[lead:]
-		for strings.Contains(body, "  ") {
-			body = strings.ReplaceAll(body, "  ", " ")
-		}
-		lines[i] = l[:lead] + body
-	}
-	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
 
 // isShared reports the attachment Slack adds for a message forwarded (shared) into another.

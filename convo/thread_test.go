@@ -375,3 +375,29 @@ func TestBuildTriggerPlacement(t *testing.T) {
 		})
 	}
 }
+
+// A user writes "@Ada :wave: can you help?" or pastes code with aligned columns after the
+// mention: removing the mention must not eat the emoji's colon or the code's double spaces.
+func TestPlainKeepsTextAfterTheMention(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"emoji after mention", "<@U0BOT> :wave: can you help?", ":wave: can you help?"},
+		{"emoji only", "<@U0BOT> :+1:", ":+1:"},
+		{"emoji right after mention", "<@U0BOT>:wave: hi", ":wave: hi"},
+		{"colon after mention", "<@U0BOT>: hi", "hi"},
+		{"comma after mention", "<@U0BOT>, hi", "hi"},
+		{"mention at the end", "hi  <@U0BOT>", "hi"},
+		{"spaces in pasted code", "<@U0BOT> why does this fail?\n```\nassert s == \"a  b\"\nx  = 1\n```",
+			"why does this fail?\n```\nassert s == \"a  b\"\nx  = 1\n```"},
+		{"spaces in inline code", "<@U0BOT>   what is `a  b`?", "what is `a  b`?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := builder{names: testNames, opt: testOptions()}
+			if got := b.plain(slack.Message{Msg: slack.Msg{Text: tt.text}}); got != tt.want {
+				t.Errorf("plain(%q) = %q, want %q", tt.text, got, tt.want)
+			}
+		})
+	}
+}
