@@ -581,6 +581,12 @@ func (w *writer) codeSpan(n *ast.CodeSpan) {
 	w.protect++
 	defer func() { w.protect-- }()
 	if w.f == FormatMrkdwn {
+		if strings.Contains(s, "`") {
+			// mrkdwn code cannot hold a backtick (it ends the span, and ``` opens a block):
+			// show the code as literal text instead.
+			w.text(s, false)
+			return
+		}
 		w.write("`")
 		w.codeText(s)
 		w.write("`")
@@ -698,7 +704,7 @@ func (w *writer) textAt(s string, md bool, next rune, rest string) {
 		if md {
 			s = unescapeMarkdown(s)
 		}
-		s = w.literalMarkers(escapeMrkdwn(s), next, rest)
+		s = breakFences(w.literalMarkers(escapeMrkdwn(s), next, rest))
 	}
 	if w.protect > 0 || !strings.ContainsAny(s, " \u3000。！？") {
 		w.writeLines(s)
@@ -757,12 +763,34 @@ func (w *writer) writeLines(s string) {
 	}
 }
 
-// codeText writes code content (no Markdown processing).
+// codeText writes code content (no Markdown processing). In mrkdwn, where a ``` anywhere
+// ends a code block, backtick runs are broken up (breakFences).
 func (w *writer) codeText(s string) {
 	if w.f == FormatMrkdwn {
-		s = escapeMrkdwn(s)
+		s = breakFences(escapeMrkdwn(s))
 	}
 	w.writeLines(s)
+}
+
+// breakFences puts a word joiner into every run of three or more backticks (after each
+// second one), so that only the fences Render writes are ``` runs: mrkdwn has no longer
+// fences, and a ``` in the text or in a code block's content would pair with them.
+func breakFences(s string) string {
+	if !strings.Contains(s, "```") {
+		return s
+	}
+	var sb strings.Builder
+	run := 0
+	for i := range len(s) {
+		if s[i] != '`' {
+			run = 0
+		} else if run++; run == 3 {
+			sb.WriteString(wordJoiner)
+			run = 1
+		}
+		sb.WriteByte(s[i])
+	}
+	return sb.String()
 }
 
 func unescapeMarkdown(s string) string {

@@ -92,3 +92,38 @@ func TestRenderMrkdwnLiteralMarkersStayLiteral(t *testing.T) {
 		})
 	}
 }
+
+// An answer about Markdown itself shows fences: "type ``` to open a block", a ````markdown
+// block holding a ```go fence, a lone backtick as inline code. mrkdwn has no longer fences and code
+// cannot hold a backtick, so only the renderer's own fences may be ``` runs.
+func TestRenderMrkdwnBackticksInCode(t *testing.T) {
+	const wj = wordJoiner
+	tests := []struct {
+		name, md, want string
+	}{
+		{"inline code with fence", "Type ` ``` ` to open a block.", "Type `" + wj + "`" + wj + "` to open a block."},
+		{"inline code with backtick", "Use `` ` `` for inline code.", "Use ` for inline code."},
+		{"inline code without backtick", "Run `go test` now.", "Run `go test` now."},
+		{"code block showing a fence", "````markdown\n```go\nx := 1\n```\n````", "```\n``" + wj + "`go\nx := 1\n``" + wj + "`\n```"},
+		{"bare fence in text", "Start a block with ``` and end it the same way:\n\n```python\nprint(1)\n```\n\nThen **bold** text.",
+			"Start a block with `" + wj + "`" + wj + "` and end it the same way:\n\n```\nprint(1)\n```\n\nThen *bold* text."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Render(tt.md, FormatMrkdwn)
+			if got != tt.want {
+				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
+			}
+			// Every ``` run must be a fence of a block the renderer wrote: alone on its line, and paired.
+			fences := 0
+			for _, l := range strings.Split(got, "\n") {
+				if strings.TrimSpace(l) == "```" {
+					fences++
+				}
+			}
+			if n := strings.Count(got, "```"); n != fences || fences%2 != 0 {
+				t.Errorf("Render(%q): %d ``` runs, %d of them fence lines: Slack pairs them wrongly", tt.md, n, fences)
+			}
+		})
+	}
+}
