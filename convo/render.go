@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark"
@@ -555,17 +556,96 @@ func (w *writer) emphasis(n *ast.Emphasis) {
 }
 
 // wrap writes n's inlines between mrkdwn markers, unless already inside that style.
+//
+// Slack formats a span only at word boundaries: markers between letters or digits are
+// shown as they are ("2*3*4" would read "2_3_4"). So a span next to an ASCII letter or
+// digit is written as the model wrote it, without formatting (math, "foo*bar*", LaTeX); next
+// to another letter (CJK, which has no spaces) the markers get a word joiner on the outside,
+// which Slack takes for a boundary, so the span is still formatted.
 func (w *writer) wrap(depth *int, marker string, n ast.Node) {
-	*depth++
-	if *depth == 1 {
-		w.write(marker)
+	if *depth > 0 {
+		w.inlines(n)
+		return
 	}
+	left, right := w.leftRune(), rightRune(n, w.src)
+	if asciiAlnum(left) || asciiAlnum(right) {
+		d := sourceDelimiter(n, w.src)
+		w.write(d)
+		w.inlines(n)
+		w.write(d)
+		return
+	}
+	*depth++
+	if isWordRune(left) {
+		w.write(wordJoiner)
+	}
+	w.write(marker)
 	w.inlines(n)
-	if *depth == 1 {
-		w.write(marker)
+	w.write(marker)
+	if isWordRune(right) {
+		w.write(wordJoiner)
 	}
 	*depth--
 }
+
+// leftRune is the last character written on the current line (0 at its start).
+func (w *writer) leftRune() rune {
+	if w.lineBeg || len(w.r.out) == 0 {
+		return 0
+	}
+	r, _ := utf8.DecodeLastRune(w.r.out)
+	if r == '\n' {
+		return 0
+	}
+	return r
+}
+
+// rightRune is the source character after inline n (0 when none is known: n ends its
+// paragraph, or what follows is not text, so it starts with markup).
+func rightRune(n ast.Node, src []byte) rune {
+	for ; n != nil && n.Type() == ast.TypeInline; n = n.Parent() {
+		if t, isText := n.(*ast.Text); isText && (t.SoftLineBreak() || t.HardLineBreak()) {
+			return 0
+		}
+		next := n.NextSibling()
+		if next == nil {
+			continue
+		}
+		if t, isText := next.(*ast.Text); isText && t.Segment.Start < t.Segment.Stop {
+			r, _ := utf8.DecodeRune(src[t.Segment.Start:])
+			return r
+		}
+		return 0
+	}
+	return 0
+}
+
+// sourceDelimiter is the delimiter the model wrote around emphasis or strikethrough n that
+// sits between letters: always "*" for emphasis ("_" does not work inside words), the run of
+// "~" before n's text for strikethrough.
+func sourceDelimiter(n ast.Node, src []byte) string {
+	if e, isEmph := n.(*ast.Emphasis); isEmph {
+		return strings.Repeat("*", e.Level)
+	}
+	c := n.FirstChild()
+	for c != nil && c.FirstChild() != nil {
+		c = c.FirstChild()
+	}
+	d := "~~"
+	if t, isText := c.(*ast.Text); isText {
+		i := t.Segment.Start
+		for i > 0 && src[i-1] == '~' {
+			i--
+		}
+		if t.Segment.Start-i > 0 {
+			d = strings.Repeat("~", t.Segment.Start-i)
+		}
+	}
+	return d
+}
+
+// isWordRune reports a letter or digit other than space or punctuation.
+func isWordRune(r rune) bool { return r > 0 && (unicode.IsLetter(r) || unicode.IsDigit(r)) }
 
 func (w *writer) codeSpan(n *ast.CodeSpan) {
 	var sb strings.Builder

@@ -127,3 +127,31 @@ func TestRenderMrkdwnBackticksInCode(t *testing.T) {
 		})
 	}
 }
+
+// Slack formats *bold*, _italic_ and ~strike~ only at word boundaries: "2*3*4" rendered as
+// "2_3_4" reads as literal underscores (and the product changes meaning), so emphasis next
+// to an ASCII letter or digit keeps the model's text; next to CJK text, which has no
+// spaces, word joiners give Slack the boundary it needs.
+func TestRenderMrkdwnEmphasisNextToLetters(t *testing.T) {
+	const wj = wordJoiner
+	tests := []struct {
+		name, md, want string
+	}{
+		{"math product", "The volume is 2*3*4 = 24.", "The volume is 2*3*4 = 24."},
+		{"latex", "Inline $a*b*c$ here.", "Inline $a*b*c$ here."},
+		{"intraword italic", "Call foo*bar* now.", "Call foo*bar* now."},
+		{"intraword bold", "Use **un**likely here.", "Use **un**likely here."},
+		{"intraword strike", "A x~~y~~z b.", "A x~~y~~z b."},
+		{"CJK italic", "这是*重要*的内容", "这是" + wj + "_重要_" + wj + "的内容"},
+		{"CJK bold", "这是**重要**的内容", "这是" + wj + "*重要*" + wj + "的内容"},
+		{"between spaces", "A *b* and **c**, (_d_).", "A _b_ and *c*, (_d_)."},
+		{"snake_case", "Call snake_case_name now.", "Call snake_case_name now."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Render(tt.md, FormatMrkdwn); got != tt.want {
+				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
+			}
+		})
+	}
+}
