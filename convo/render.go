@@ -141,6 +141,7 @@ type writer struct {
 	bold    int    // mrkdwn: inside bold (headings, **): inner bold markers are dropped
 	italic  int
 	strike  int
+	open    []string          // mrkdwn: the style markers open on the current line, outermost first
 	chain   map[ast.Node]bool // the last child at each depth: the part still growing
 	starts  map[ast.Node]int
 	ends    map[ast.Node]int
@@ -272,7 +273,9 @@ func (w *writer) block(n ast.Node) {
 		if w.f == FormatMrkdwn {
 			w.bold++
 			w.write("*")
+			w.open = append(w.open, "*")
 			w.inlines(n)
+			w.open = w.open[:len(w.open)-1]
 			w.write("*")
 			w.bold--
 		} else {
@@ -488,10 +491,17 @@ func (w *writer) inline(n ast.Node) {
 			if n.HardLineBreak() && w.f == FormatMarkdown {
 				w.write("  ") // stays a hard break in Markdown
 			}
+			// mrkdwn styles end at a line break: close them before it, reopen them after.
+			for i := len(w.open) - 1; i >= 0; i-- {
+				w.write(w.open[i])
+			}
 			at := len(w.r.out)
 			w.nl()
 			if w.protect == 0 {
 				w.cut(at, len(w.r.out), breakLine)
+			}
+			for _, m := range w.open {
+				w.write(m)
 			}
 		}
 	case *ast.String:
@@ -580,7 +590,9 @@ func (w *writer) wrap(depth *int, marker string, n ast.Node) {
 		w.write(wordJoiner)
 	}
 	w.write(marker)
+	w.open = append(w.open, marker)
 	w.inlines(n)
+	w.open = w.open[:len(w.open)-1]
 	w.write(marker)
 	if isWordRune(right) {
 		w.write(wordJoiner)

@@ -155,3 +155,23 @@ func TestRenderMrkdwnEmphasisNextToLetters(t *testing.T) {
 		})
 	}
 }
+
+// mrkdwn formatting does not span lines: a bold sentence the model wraps over two lines
+// ("**first line  \nsecond line**") showed stray "*" on both. Each line gets its own markers.
+func TestRenderMrkdwnEmphasisAcrossLineBreak(t *testing.T) {
+	tests := []struct{ name, md, want string }{
+		{"bold soft break", "**bold\nacross lines**", "*bold*\n*across lines*"},
+		{"bold hard break", "**first line  \nsecond line**", "*first line*\n*second line*"},
+		{"italic soft break", "_italic\nacross lines_", "_italic_\n_across lines_"},
+		{"bold italic", "***both\nlines*** end", "_*both*_\n_*lines*_ end"},
+		{"in a list item", "- **a\n  b**", "• *a*\n    *b*"},
+		{"setext heading", "Two\nlines\n===", "*Two*\n*lines*"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Render(tt.md, FormatMrkdwn); got != tt.want {
+				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
+			}
+		})
+	}
+}
