@@ -11,6 +11,7 @@ import (
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
+	"github.com/yuin/goldmark/parser"
 	"github.com/yuin/goldmark/text"
 	"github.com/yuin/goldmark/util"
 )
@@ -53,9 +54,10 @@ const (
 )
 
 // mdParser is immutable after construction and safe for concurrent use.
-var mdParser = goldmark.New(goldmark.WithExtensions(
-	extension.Strikethrough, extension.Table, extension.Linkify, extension.TaskList,
-)).Parser()
+var mdParser = goldmark.New(
+	goldmark.WithExtensions(extension.Strikethrough, extension.Table, extension.Linkify, extension.TaskList),
+	goldmark.WithParserOptions(parser.WithInlineParsers(util.Prioritized(channelLinkParser{}, 250))),
+).Parser()
 
 // Render converts the model's Markdown answer to format f.
 //
@@ -66,7 +68,8 @@ var mdParser = goldmark.New(goldmark.WithExtensions(
 // written but are no longer Slack tokens, and no bare word can be turned into a mention
 // (even with link_names). In mrkdwn, &, < and > are also escaped as
 // &amp; &lt; &gt; everywhere except inside the <url|text> links Render writes itself (whose
-// URLs must be absolute http(s), mailto or ftp; other link targets are shown as text).
+// URLs must be absolute http(s), mailto or ftp; other link targets are shown as text) and
+// the channel links the model wrote (<#C…|name>, which ping no one).
 // FormatMarkdown keeps & < > as the model wrote them (standard Markdown; not verified
 // against every Slack client) and turns links to other targets into text too.
 func Render(md string, f Format) string {
@@ -526,6 +529,14 @@ func (w *writer) inline(n ast.Node) {
 		w.link(string(n.Destination), string(n.Title), n, true)
 	case *ast.AutoLink:
 		w.autoLink(n)
+	case *channelLink:
+		if w.f == FormatMrkdwn {
+			start := len(w.r.out)
+			w.write(string(n.raw))
+			w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
+		} else {
+			w.text(string(n.raw), false)
+		}
 	case *ast.RawHTML:
 		for i := range n.Segments.Len() {
 			seg := n.Segments.At(i)
@@ -1014,6 +1025,8 @@ func plainText(n ast.Node, src []byte) string {
 				sb.Write(c.Value)
 			case *ast.AutoLink:
 				sb.Write(c.Label(src))
+			case *channelLink:
+				sb.Write(c.raw)
 			case *ast.RawHTML:
 				for i := range c.Segments.Len() {
 					seg := c.Segments.At(i)

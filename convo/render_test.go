@@ -175,3 +175,25 @@ func TestRenderMrkdwnEmphasisAcrossLineBreak(t *testing.T) {
 		})
 	}
 }
+
+// The model points users to a channel ("ask in #general", written <#C024BE7LR|general>):
+// a channel link pings no one, so it stays a link instead of literal "&lt;#C…&gt;" text;
+// user and group mentions next to it stay neutralised.
+func TestRenderMrkdwnChannelLink(t *testing.T) {
+	const wj = wordJoiner
+	tests := []struct{ name, md, want string }{
+		{"with and without label", "Ask in <#C024BE7LR|general> or <#C024BE7LR>.", "Ask in <#C024BE7LR|general> or <#C024BE7LR>."},
+		{"private, empty label", "See <#G0PRIV|>.", "See <#G0PRIV|>."},
+		{"label with underscore, in bold", "Try **<#C1AB|dev_ops>** now", "Try *<#C1AB|dev_ops>* now"},
+		{"mentions stay neutralised", "<#C024BE7LR> <@U024BE7LH> <!here>", "<#C024BE7LR> &lt;" + wj + "@U024BE7LH&gt; &lt;" + wj + "!here&gt;"},
+		{"in code", "`<#C024BE7LR>`", "`&lt;#C024BE7LR&gt;`"},
+		{"not a channel id", "<#general>", "&lt;#general&gt;"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Render(tt.md, FormatMrkdwn); got != tt.want {
+				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
+			}
+		})
+	}
+}
