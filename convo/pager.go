@@ -370,10 +370,20 @@ func len16[T string | []byte](s T) int {
 
 // closeDangling closes, for a preview, the inline spans the growing last line leaves open
 // ("**bold so f" shows as bold, not as literal asterisks): it appends the markers for an odd
-// number of "**", "~~" or "`" on the last line, unless that line is inside a code block.
-// Only the still-growing last block changes, which is never sealed.
+// number of "**", "~~" or "`" on the last line, unless that line is inside a code block. A
+// marker that ends the line, with nothing in its span yet ("Details for **"), is left out
+// instead (closing it would show "****", or "~~~~", a code fence), and so is an unfinished
+// link ("[the docs](https://go.d"), which would show as literal text. Only the
+// still-growing last block changes, which is never sealed.
 func closeDangling(src string) string {
-	lastLine := src[strings.LastIndexByte(src, '\n')+1:]
+	lineAt := strings.LastIndexByte(src, '\n') + 1
+	lastLine := src[lineAt:]
+	if k := strings.LastIndex(lastLine, "]("); k >= 0 && !strings.Contains(lastLine[k:], ")") {
+		if j := strings.LastIndexByte(lastLine[:k], '['); j >= 0 {
+			lastLine = lastLine[:j]
+			src = src[:lineAt+j]
+		}
+	}
 	if !strings.ContainsAny(lastLine, "*~`") || strings.TrimSpace(lastLine) == "" {
 		return src
 	}
@@ -386,19 +396,31 @@ func closeDangling(src string) string {
 	if fences%2 == 1 {
 		return src
 	}
-	suffix := ""
+	var markers []string
 	if strings.Count(lastLine, "`")%2 == 1 {
-		suffix += "`"
+		markers = append(markers, "`")
 	} else {
 		if strings.Count(lastLine, "~~")%2 == 1 {
-			suffix += "~~"
+			markers = append(markers, "~~")
 		}
 		if strings.Count(lastLine, "**")%2 == 1 {
-			suffix += "**"
+			markers = append(markers, "**")
 		}
+	}
+	suffix := ""
+	for _, m := range markers {
+		if strings.HasSuffix(lastLine, m) {
+			lastLine = lastLine[:len(lastLine)-len(m)]
+			src = src[:len(src)-len(m)]
+			continue
+		}
+		suffix += m
 	}
 	if suffix == "" || strings.HasSuffix(lastLine, " ") {
 		return src
+	}
+	if t := strings.TrimLeft(lastLine+suffix, " >"); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+		return src // the closed line would open a code block
 	}
 	return src + suffix
 }

@@ -291,3 +291,29 @@ func TestSplitHardCuts(t *testing.T) {
 		})
 	}
 }
+
+// While an answer streams, the preview of its growing last line showed "****" right after
+// the model wrote "**", a code block after "~~" at a line start ("~~~~" is a fence), and a
+// half-written link as literal "[the docs](https://go.d" text.
+func TestPagerPreviewShowsNoBrokenMarkup(t *testing.T) {
+	tests := []struct {
+		name, md string
+		want     []string
+	}{
+		{"half link", "See [the docs](https://go.dev/doc/eff", []string{"See"}},
+		{"half link, path with underscore", "See [the docs](https://go.dev/doc/effective_", []string{"See"}},
+		{"half link after a whole one", "A [b](https://x.io) and [c](https://y", []string{"A <https://x.io|b> and"}},
+		{"just opened bold", "Details for **", []string{"Details for"}},
+		{"bold opened after a closed one", "A **b** and **", []string{"A *b* and"}},
+		{"strike opened at a line start", "Intro.\n\n~~", []string{"Intro."}},
+		{"bold with text is still closed", "Some **bold te", []string{"Some *bold te*"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := NewPager(FormatMrkdwn, MrkdwnLimit).Update(tt.md, false)
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tt.want) {
+				t.Errorf("preview of %q = %q, want %q", tt.md, got, tt.want)
+			}
+		})
+	}
+}
