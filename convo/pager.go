@@ -389,7 +389,7 @@ func closeDangling(src string) string {
 	}
 	fences := 0
 	for line := range strings.Lines(src) {
-		if opensFence(strings.TrimLeft(line, " >")) != "" {
+		if opensFence(containerless(line)) != "" {
 			fences++
 		}
 	}

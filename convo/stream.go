@@ -124,7 +124,7 @@ func (s *MarkdownStream) line(out *strings.Builder, line string) {
 		}
 		s.flushHeld(out)
 	}
-	if f := opensFence(strings.TrimLeft(body, " >")); f != "" { // also in quotes and list items
+	if f := opensFence(containerless(body)); f != "" { // also in quotes and list items
 		s.fence = f
 		out.WriteString(safe(line))
 		return
@@ -163,7 +163,7 @@ func safe(s string) string {
 
 // mayBeSpecial reports an incomplete line that could still become a fence or a table row.
 func mayBeSpecial(l string) bool {
-	t := strings.TrimLeft(l, " >")
+	t := containerless(l)
 	return strings.Contains(l, "|") || t == "" || strings.HasPrefix(t, "`") || strings.HasPrefix(t, "~")
 }
 
@@ -178,6 +178,27 @@ func isDelimiterRow(l string) bool {
 		return strings.Contains(t, "|") && strings.Trim(t, "|:- ") == ""
 	}
 	return strings.Trim(t, "|:- ") == "" && strings.Contains(t, "|")
+}
+
+// containerless is line l without its container prefix: the indentation and markers of
+// quotes ("> ") and list items ("- ", "* ", "+ ", "1. ", "1) "), so that "1. ```bash"
+// opens a fence.
+func containerless(l string) string {
+	for {
+		t := strings.TrimLeft(l, " >")
+		n := 0
+		for n < len(t) && n < 9 && t[n] >= '0' && t[n] <= '9' {
+			n++
+		}
+		switch {
+		case n > 0 && n+1 < len(t) && (t[n] == '.' || t[n] == ')') && t[n+1] == ' ':
+			l = t[n+2:]
+		case n == 0 && len(t) > 1 && strings.IndexByte("-*+", t[0]) >= 0 && t[1] == ' ':
+			l = t[2:]
+		default:
+			return t
+		}
+	}
 }
 
 // opensFence returns the fence a line (without its container prefix) opens: ``` or ~~~,

@@ -96,3 +96,45 @@ func TestMarkdownStream(t *testing.T) {
 		})
 	}
 }
+
+// A model often puts a command's code block on a numbered step's line ("1. ```bash"): the
+// fence was not seen, so its closing "```" opened a block that swallowed the table after it
+// and got a stray closing fence at the end. The Pager's preview counts fences the same way.
+func TestMarkdownStreamFenceOnAListItemLine(t *testing.T) {
+	table := "| a | b |\n|---|---|\n| 1 | 2 |\n"
+	aligned := "```\na | b\n--+--\n1 | 2\n```\n"
+	tests := []struct {
+		name   string
+		deltas []string
+		want   string
+	}{
+		{"whole lines", []string{"1. ```bash\n", "   echo hi\n", "   ```\n", "\n", table, "\nend\n"},
+			"1. ```bash\n   echo hi\n   ```\n\n" + aligned + "\nend\n"},
+		{"fence line streamed in pieces", []string{"1", ". ", "``", "`ba", "sh\n   echo", " hi\n   ```\n\n", table, "\nend\n"},
+			"1. ```bash\n   echo hi\n   ```\n\n" + aligned + "\nend\n"},
+		{"bullet item", []string{"- ```bash\n", "  echo hi\n", "  ```\n", "\n", table, "\nend\n"},
+			"- ```bash\n  echo hi\n  ```\n\n" + aligned + "\nend\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := feedDeltas(tt.deltas...); got != tt.want {
+				t.Errorf("streamed =\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+	// Inside the list item's code block, "**" is code, not a bold span to close.
+	md := "1. ```bash\n   echo **hi"
+	if got, want := closeDangling(md), md; got != want {
+		t.Errorf("closeDangling(%q) = %q, want it unchanged", md, got)
+	}
+}
+
+func feedDeltas(deltas ...string) string {
+	s := NewMarkdownStream()
+	var sb strings.Builder
+	for _, d := range deltas {
+		sb.WriteString(s.Feed(d))
+	}
+	sb.WriteString(s.Flush())
+	return sb.String()
+}
