@@ -667,3 +667,59 @@ func TestReplyLogsNoErrorsAndNoTextAtInfo(t *testing.T) {
 		}
 	})
 }
+
+// A Slack outage (503s) of about ten seconds just as an answer ends: the final edit keeps retrying
+// (backoff capped at 5 s) until Slack is back, instead of giving up after six attempts (~8 s) and
+// leaving "Thinking…" in the thread for good with the answer lost.
+func TestReplyFinalEditRidesOutAShortSlackOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
+		t0 := time.Now()
+		rt.slack.updateErr = func(n int, c call) error {
+			if time.Since(t0) < 10*time.Second {
+				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
+			}
+			return nil
+		}
+		err := rt.r.Reply(t.Context(), rt.req)
+		t.Logf("Reply returned after %v: %v", time.Since(t0), err)
+		if got := rt.texts(); len(got) != 1 || got[0] != "The whole answer." {
+			t.Errorf("thread shows %q after Slack recovered at +10s, want the answer %q", got, "The whole answer.")
+		}
+	})
+}
+
+// The final edit's retries stay bounded: with Slack down for good, a reply ends finalOutage after the
+// first failure of its final edit, and one cancelled for shutdown meanwhile ends within its
+// ShutdownTimeout (the bot's grace period), not when the outage ends.
+func TestReplyFinalEditRetriesAreTimeBoxed(t *testing.T) {
+	down := func(int, call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
+		rt.slack.updateErr = down
+		t0 := time.Now()
+		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
+			t.Error("Reply = nil with Slack down, want the final write's error")
+		}
+		if got, limit := time.Since(t0), finalOutage+10*time.Second; got > limit {
+			t.Errorf("Reply took %v with Slack down, want at most %v", got, limit)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
+		rt.slack.updateErr = down
+		rt.slack.postErr = func(n int, c call) error {
+			if n > 1 { // the placeholder goes; the interrupted note posted at shutdown does not
+				return down(n, c)
+			}
+			return nil
+		}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(5*time.Second, func() { cancel(ErrShutdown) })
+		t0 := time.Now()
+		_ = rt.r.Reply(ctx, rt.req)
+		if got, limit := time.Since(t0), 5*time.Second+rt.r.opt.ShutdownTimeout; got > limit {
+			t.Errorf("Reply took %v with a shutdown at +5s, want at most %v", got, limit)
+		}
+	})
+}

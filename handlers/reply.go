@@ -78,7 +78,8 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	defer s.close()
 	finish := func(md, note string, kind convo.MarkKind) error {
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
-		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown).
+		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown). Its
+		// transient failures are retried within that (finalRetry), for at most finalOutage.
 		fctx, fcancel := outlive(ctx, p.r.closeTimeout)
 		defer fcancel()
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
@@ -572,15 +573,34 @@ func (m *mailbox) latest(s snapshot) snapshot {
 
 // Retrying Slack writes.
 const (
-	maxWriteAttempts = 6  // transient failures
+	maxWriteAttempts = 6  // transient failures (a final write: any number within finalOutage)
 	maxRateLimited   = 30 // 429s: Slack says when to come back, so they are waited out far longer
 	firstBackoff     = 250 * time.Millisecond
+	maxBackoff       = 5 * time.Second // between transient failures
 	defaultRetry     = 5 * time.Second // a 429 without Retry-After
+	// finalOutage is how long a final write keeps retrying transient failures (5xx, network) after
+	// the first one, when its context does not end sooner: a short Slack outage as an answer ends must
+	// not leave "Thinking…" for good, and a long one must not hold the thread's turn for ever. Once the
+	// reply is cancelled its context ends first (FinalTimeout, or closeBy at shutdown).
+	finalOutage = 2 * time.Minute
 )
 
 // writeRetry waits for a slot and writes, retrying 429s (after throttled has paused the budget for the
 // Retry-After) and transient failures (with backoff), until it succeeds, ctx ends or the attempts run out.
 func writeRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
+	write func(context.Context) error) error {
+	return retryWrite(ctx, 0, wait, throttled, write)
+}
+
+// finalRetry is writeRetry for a reply's closing writes: transient failures are retried (backoff up to
+// maxBackoff) until ctx ends, or for finalOutage after the first of them.
+func finalRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
+	write func(context.Context) error) error {
+	return retryWrite(ctx, 0, wait, throttled, write)
+}
+
+// retryWrite retries write; attempts bounds the transient failures (0: finalOutage bounds them).
+func retryWrite(ctx context.Context, attempts int, wait func(context.Context) error, throttled func(time.Duration),
 	write func(context.Context) error) error {
 	backoff := firstBackoff
 	for attempt, limited := 1, 0; ; {
@@ -601,8 +621,16 @@ func writeRetry(ctx context.Context, wait func(context.Context) error, throttled
 			throttled(ra)
 			continue
 		}
-		if attempt++; attempt > maxWriteAttempts || !transient(err) {
+		if !transient(err) {
 			return err
+		}
+		if attempt++; attempts > 0 && attempt > attempts {
+			return err
+		}
+		if attempts == 0 && attempt == 2 { // the first transient failure starts the outage's time box
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, finalOutage)
+			defer cancel()
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -611,7 +639,7 @@ func writeRetry(ctx context.Context, wait func(context.Context) error, throttled
 			t.Stop()
 			return err
 		}
-		backoff *= 2
+		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
