@@ -284,6 +284,24 @@ func (p *reply) postInterrupted(ctx context.Context, ferr error) error {
 // caller edits it), so the asker is never left with nothing.
 func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
 	o := p.r.opt
+	if err := p.tellNotAnswered(ctx, by); err != nil {
+		return err
+	}
+	err := writeRetry(ctx,
+		func(ctx context.Context) error { return waitBy(ctx, by, o.Deletes.Wait) },
+		o.Deletes.Throttled,
+		func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
+	if err != nil {
+		return fmt.Errorf("chat.delete: %w", err)
+	}
+	return nil
+}
+
+// tellNotAnswered tells the asker privately (chat.postEphemeral, the Ephemerals budget) that the
+// question was not answered because the bot is restarting. The wait for the budget ends at by
+// (unless zero); the write may use all of ctx.
+func (p *reply) tellNotAnswered(ctx context.Context, by time.Time) error {
+	o := p.r.opt
 	err := writeRetry(ctx,
 		func(ctx context.Context) error { return waitBy(ctx, by, o.Ephemerals.Wait) },
 		o.Ephemerals.Throttled,
@@ -293,13 +311,19 @@ func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
 	if err != nil {
 		return fmt.Errorf("chat.postEphemeral: %w", err)
 	}
-	err = writeRetry(ctx,
-		func(ctx context.Context) error { return waitBy(ctx, by, o.Deletes.Wait) },
-		o.Deletes.Throttled,
-		func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
-	if err != nil {
-		return fmt.Errorf("chat.delete: %w", err)
+	return nil
+}
+
+// notAnswered is for a reply shut down before it opened (no placeholder or stream yet): the asker
+// is told privately, on a context detached from the cancelled ctx and bounded like a closing write
+// at shutdown (closeTimeout, within the bot's grace period).
+func (p *reply) notAnswered(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.r.closeTimeout(ErrShutdown))
+	defer cancel()
+	if err := p.tellNotAnswered(ctx, time.Time{}); err != nil {
+		return fmt.Errorf("shutdown before the placeholder: %w", err)
 	}
+	p.log.Info("shutdown before the placeholder; asker told privately")
 	return nil
 }
 

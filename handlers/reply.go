@@ -73,6 +73,11 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 
 	s, err := p.open(ctx)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+			// Shut down before anything was shown (the placeholder still waited for the post
+			// budget): the asker is told privately rather than left with no answer and no reason.
+			return errors.Join(err, p.notAnswered(ctx))
+		}
 		return err
 	}
 	defer s.close()

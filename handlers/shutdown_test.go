@@ -125,3 +125,33 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 		}
 	})
 }
+
+// SIGTERM while a mention's placeholder waits for the channel's post budget (a burst of mentions in
+// one channel: Slack allows about one post a second): nothing is in the thread yet, so the asker is
+// told privately that the bot is restarting (chat.postEphemeral) instead of the mention being
+// dropped silently.
+func TestReplyShutdownWhilePlaceholderWaitsTellsAsker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := testOptions()
+		opt.Posts = pace.NewKeyed(60, 1) // 1 post a second in a channel
+		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), opt)
+		for range 5 { // five other mentions' placeholders queue ahead in the channel
+			go opt.Posts.WaitSlot(t.Context(), testCh)
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(2*time.Second, func() { cancel(ErrShutdown) })
+		err := rt.r.Reply(ctx, rt.req)
+		t.Logf("Reply = %v", err)
+		if !errors.Is(err, ErrShutdown) {
+			t.Errorf("Reply = %v, want ErrShutdown", err)
+		}
+		eph := rt.slack.callsOf("ephemeral")
+		if len(rt.texts()) == 0 && len(eph) == 0 {
+			t.Fatalf("nothing in the thread and nothing told to the asker: the mention was dropped silently (Reply = %v)", err)
+		}
+		if len(eph) != 1 || eph[0].user != "U1" || eph[0].text != textNotAnswered {
+			t.Errorf("ephemerals = %+v, want one to U1 saying %q", eph, textNotAnswered)
+		}
+	})
+}
