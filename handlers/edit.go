@@ -13,8 +13,8 @@ import (
 	"github.com/llmbot/llmbot/pace"
 )
 
-// maxInterimFailures is how many interim writes in a row may fail (other than 429s) before the writer
-// stops trying; the final write still does.
+// maxInterimFailures is how many interim writes in a row may fail with an error that is not transient
+// (not a 429, 5xx or network failure) before the writer stops trying; the final write still does.
 const maxInterimFailures = 3
 
 // editSink writes an answer by posting and editing messages (chat.postMessage + chat.update, mrkdwn): the
@@ -33,7 +33,8 @@ type editSink struct {
 	postDue    bool   // the next write is a post of a new part
 	sealedDue  bool   // the next write finishes a sealed part
 
-	fails  int
+	fails  int // non-transient failures in a row: at maxInterimFailures the writer stops (broken)
+	outage int // transient failures (5xx, network) in a row: each backs off longer, none stops the writer
 	broken bool
 	edits  int
 	posts  int
@@ -132,7 +133,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			e.edits++
 		}
 		if err == nil {
-			e.fails = 0
+			e.fails, e.outage = 0, 0
 			j, nextPost := e.next(parts)
 			if j < 0 {
 				e.doneMD = snap.md
@@ -151,11 +152,41 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			}
 			continue
 		}
-		e.fails++
 		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
-		if e.fails >= maxInterimFailures {
-			e.broken = true
+		if !transient(err) {
+			if e.fails++; e.fails >= maxInterimFailures {
+				e.broken = true
+			}
+			continue
 		}
+		// Slack is having trouble (5xx, network): wait longer after each failure in a row, then
+		// go on with the freshest text once it is back.
+		e.outage++
+		if !sleepCtx(wctx, interimBackoff(e.outage)) {
+			p.noteUnshown(snap.since)
+			return
+		}
+	}
+}
+
+// interimBackoff is the pause before an interim write after n transient failures in a row.
+func interimBackoff(n int) time.Duration {
+	d := firstBackoff
+	for ; n > 1 && d < maxBackoff; n-- {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// sleepCtx waits for d; false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

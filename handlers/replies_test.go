@@ -773,3 +773,58 @@ func TestReplySecondQuestionSeesTheWholeFirstAnswer(t *testing.T) {
 		}
 	})
 }
+
+// A four-second Slack hiccup (502s) early in a long answer: interim edits back off while it lasts
+// and resume once Slack is back, instead of stopping for good after three failures and leaving the
+// message frozen for the rest of the answer (here 30 s).
+func TestReplyInterimEditsResumeAfterASlackHiccup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas(numbered(100), 300*time.Millisecond), testOptions())
+		t0 := time.Now()
+		rt.slack.updateErr = func(n int, c call) error {
+			if d := time.Since(t0); d >= time.Second && d < 5*time.Second {
+				return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"}
+			}
+			return nil
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		var after int
+		for _, u := range rt.slack.callsOf("update") {
+			if d := u.at.Sub(t0); d >= 5*time.Second && d < 29*time.Second {
+				after++
+			}
+		}
+		if after == 0 {
+			t.Errorf("no edit between +5s (Slack fine again) and +29s while the answer streamed until +30s: the message froze")
+		}
+	})
+}
+
+// An interim edit Slack refuses for good (an API error such as invalid_blocks, not a 5xx): the
+// writer stops after maxInterimFailures in a row instead of retrying for the whole answer, and the
+// final edit still writes the answer.
+func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas(numbered(30), 300*time.Millisecond), testOptions())
+		t0 := time.Now()
+		rt.slack.updateErr = func(n int, c call) error {
+			if time.Since(t0) < 8*time.Second {
+				return slack.SlackErrorResponse{Err: "invalid_blocks"}
+			}
+			return nil
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		var interim int
+		for _, u := range rt.slack.callsOf("update") {
+			if u.at.Sub(t0) < 8*time.Second {
+				interim++
+			}
+		}
+		if interim != maxInterimFailures {
+			t.Errorf("%d interim edits refused, want the writer to stop after %d", interim, maxInterimFailures)
+		}
+		if got := rt.texts(); len(got) != 1 || !strings.HasSuffix(got[0], "word29") {
+			t.Errorf("thread shows %q, want the whole answer", got)
+		}
+	})
+}
