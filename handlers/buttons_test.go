@@ -248,3 +248,65 @@ func TestButtonsStreamModeRegenerateWhenDone(t *testing.T) {
 		}
 	})
 }
+
+// slowPoster is Slack over a network: a post reaches Slack and is made, but the answer takes
+// latency to come back; a caller whose context ends meanwhile gets the context's error (as
+// net/http does), not the ts of the message Slack made.
+type slowPoster struct {
+	*fakeSlack
+	latency time.Duration
+}
+
+func (s slowPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
+	ts, err := s.fakeSlack.Post(context.WithoutCancel(ctx), channel, threadTS, m)
+	t := time.NewTimer(s.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ts, err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Stop pressed while the post of an answer's second message is on its way to Slack: the post is
+// not abandoned (Slack has made the message), so the thread ends with the answer's two parts once
+// each, and neither keeps a Stop button (before, the final write posted the part again and the
+// first copy stayed a stale preview with Stop).
+func TestButtonsStopDuringContinuationPostPostsThePartOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		for i := 0; b.Len() < 6000; i++ {
+			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
+		}
+		fs := newFakeSlack()
+		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		chat := &fakeChat{steps: deltas(words(b.String(), 80), 100*time.Millisecond)}
+		r := NewReplies(fs, slowPoster{fs, 300 * time.Millisecond}, fs, fs, chat, nil, buttonOptions())
+		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		fs.postErr = func(n int, c call) error {
+			if n == 2 { // the second part reaches Slack; the asker presses Stop just then
+				time.AfterFunc(100*time.Millisecond, func() { cancel(ErrStopped) })
+			}
+			return nil
+		}
+		err := r.Reply(ctx, req)
+		t.Logf("Reply = %v", err)
+		ms := fs.botMessages(testTS)
+		for i, m := range ms {
+			t.Logf("message %d: %d bytes, buttons %q, ends %q", i+1, len(m.text), buttonKey(m.buttons), lastBytes(m.text))
+		}
+		if len(ms) != 2 {
+			t.Errorf("thread has %d bot messages, want 2 (the answer's two parts)", len(ms))
+		}
+		for i, m := range ms {
+			if buttonKey(m.buttons) == ActionStop {
+				t.Errorf("message %d still shows a Stop button after the answer ended", i+1)
+			}
+		}
+	})
+}
+
+func lastBytes(s string) string { return s[max(0, len(s)-120):] }

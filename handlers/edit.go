@@ -119,19 +119,21 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		text := parts[i]
 		mark := convo.Mark{Kind: convo.MarkAnswer}
 		bs := e.buttons(i, len(parts), false)
+		cctx, ccancel := p.callCtx(ctx)
 		if post {
 			var ts string
-			if ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
+			if ts, err = p.r.msgs.Post(cctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
 				e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
 				e.posts++
 			}
-		} else if err = p.r.msgs.Update(ctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
+		} else if err = p.r.msgs.Update(cctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
 			if i == 0 && e.shown[0] == "" {
 				p.firstText = time.Since(p.start)
 			}
 			e.shown[i], e.btn[i] = text, buttonKey(bs)
 			e.edits++
 		}
+		ccancel()
 		if err == nil {
 			e.fails, e.outage = 0, 0
 			j, nextPost := e.next(parts)
@@ -188,6 +190,21 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
+const writeCallTimeout = 10 * time.Second
+
+// callCtx is the context of an interim Slack write that holds its slot: cancelling the reply (Stop,
+// shutdown) ends the waits for slots, not a call under way, which Slack may already have carried out
+// (a post abandoned then would be posted again by the final write, and its Stop button would stay).
+// The call is bounded by writeCallTimeout, and once the reply is cancelled by half of its closing
+// time (closeTimeout, counted from the cancellation like the final write's), so the final write
+// still fits in the rest.
+func (p *reply) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	octx, ocancel := outlive(ctx, func(cause error) time.Duration { return p.r.closeTimeout(cause) / 2 })
+	cctx, cancel := context.WithTimeout(octx, writeCallTimeout)
+	return cctx, func() { cancel(); ocancel() }
 }
 
 func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
