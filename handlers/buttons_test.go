@@ -340,3 +340,26 @@ func TestButtonsStopDuringARateLimitPauseStillClosesTheAnswer(t *testing.T) {
 		}
 	})
 }
+
+// Regenerate on the answer to a top-level mention whose question was since deleted: Slack keeps
+// a deleted thread parent as a tombstone ("This message was deleted.", subtype tombstone, by
+// USLACKBOT) at the same ts. The bot says it can't find the question instead of asking the model
+// about the tombstone.
+func TestButtonsRegenerateDeletedThreadParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"An answer to nothing."}, time.Millisecond), buttonOptions())
+		var tomb slack.Message
+		tomb.Type, tomb.SubType, tomb.User, tomb.Text = "message", "tombstone", "USLACKBOT", "This message was deleted."
+		tomb.Timestamp, tomb.ThreadTimestamp = testTS, testTS
+		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{tomb}
+		regen := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Regenerate: true}
+		mustNoErr(t, rt.r.Reply(t.Context(), regen))
+		if calls := rt.chat.calls(); len(calls) != 0 {
+			msgs := calls[0].Messages
+			t.Errorf("model asked %q; want no model call", msgs[len(msgs)-1].Content)
+		}
+		if got := rt.texts(); len(got) != 1 || !strings.Contains(got[0], "can't find the question") {
+			t.Errorf("thread shows %q, want the can't-find-the-question notice", got)
+		}
+	})
+}

@@ -336,10 +336,14 @@ func (r *Replies) postThrottled(channel string, retryAfter time.Duration) {
 }
 
 // trigger returns the triggering message from the thread (found), or builds it from the request when
-// the thread read does not include it yet.
+// the thread read does not include it yet. A deleted message is not found: Slack keeps a deleted
+// thread parent as a tombstone ("This message was deleted.") at its ts, which is no question.
 func (p *reply) trigger(thread []slack.Message) (m slack.Message, found bool) {
 	for _, m := range thread {
 		if m.Timestamp == p.req.TS {
+			if m.SubType == msgSubTypeTombstone {
+				break
+			}
 			return m, true
 		}
 	}
@@ -532,6 +536,9 @@ func outlive(ctx context.Context, grace func(cause error) time.Duration) (contex
 		cancel(context.Canceled)
 	}
 }
+
+// msgSubTypeTombstone is the subtype of what Slack keeps of a deleted thread parent.
+const msgSubTypeTombstone = "tombstone"
 
 // snapshot is the answer so far: the whole text and when its oldest part not yet taken by the writer
 // arrived.
