@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
@@ -224,7 +225,7 @@ func (f *fakeSlack) Update(ctx context.Context, channel, ts string, m Msg) error
 	if msg == nil {
 		return slack.SlackErrorResponse{Err: "message_not_found"}
 	}
-	if len(m.Text) > 4000 {
+	if utf8.RuneCountInString(m.Text) > 4000 { // Slack counts characters, not bytes
 		return slack.SlackErrorResponse{Err: "msg_too_long"}
 	}
 	msg.text, msg.mark = m.Text, m.Mark
