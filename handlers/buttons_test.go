@@ -311,36 +311,6 @@ func TestButtonsStopDuringContinuationPostPostsThePartOnce(t *testing.T) {
 
 func lastBytes(s string) string { return s[max(0, len(s)-120):] }
 
-// The asker presses Stop while chat.update is paused by a 429 (Retry-After 15 s, longer than
-// FinalTimeout): the final write's time box starts when the pause ends, so it still lands with the
-// "Stopped by" note and Regenerate, instead of being abandoned with the last interim text and a
-// Stop button that no longer stops anything.
-func TestButtonsStopDuringARateLimitPauseStillClosesTheAnswer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(numbered(40), 300*time.Millisecond), buttonOptions())
-		limited := make(chan struct{})
-		rt.slack.updateErr = func(n int, c call) error {
-			if n == 3 {
-				close(limited)
-				return &slack.RateLimitedError{RetryAfter: 15 * time.Second}
-			}
-			return nil
-		}
-		ctx, cancel := context.WithCancelCause(t.Context())
-		go func() {
-			<-limited
-			time.Sleep(time.Second)
-			cancel(ErrStopped) // bot.StopReply
-		}()
-		err := rt.r.Reply(ctx, rt.req)
-		t.Logf("Reply = %v", err)
-		ms := rt.slack.botMessages(testTS)
-		if len(ms) != 1 || !strings.HasSuffix(ms[0].text, "_Stopped by Alice._") || buttonKey(ms[0].buttons) != ActionRegenerate {
-			t.Errorf("message = %q with buttons %q, want the text so far, the stopped note and Regenerate", ms[0].text, buttonKey(ms[0].buttons))
-		}
-	})
-}
-
 // Regenerate on the answer to a top-level mention whose question was since deleted: Slack keeps
 // a deleted thread parent as a tombstone ("This message was deleted.", subtype tombstone, by
 // USLACKBOT) at the same ts. The bot says it can't find the question instead of asking the model

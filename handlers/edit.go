@@ -386,8 +386,6 @@ func waitBy(ctx context.Context, by time.Time, wait func(context.Context) error)
 	return wait(ctx)
 }
 
-func (e *editSink) pausedUntil() time.Time { return e.lane.PausedUntil() }
-
 func (e *editSink) close() { e.lane.Close() }
 
 func (e *editSink) writes() int { return e.edits }

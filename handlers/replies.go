@@ -84,9 +84,7 @@ type ReplyOptions struct {
 	// think for minutes behind keep-alives); the client's limits are the ones that normally fire.
 	// Default 5 min.
 	StallTimeout time.Duration
-	// FinalTimeout is how long the last write may still take once the reply is cancelled (after a
-	// Stop, on top of what is left of a 429 pause in force then); default 10 s.
-	FinalTimeout time.Duration
+	FinalTimeout time.Duration // how long the last write may still take once the reply is cancelled; default 10 s
 	// ShutdownTimeout replaces FinalTimeout when the reply is cancelled with ErrShutdown: the
 	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration

@@ -57,8 +57,6 @@ type sink interface {
 	// shutdown is final for a reply cancelled with ErrShutdown; ctx ends at closeBy. It closes the
 	// reply by other means when the write budget cannot serve it in time (see editSink.shutdown).
 	shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error
-	// pausedUntil is the end of the pause (a 429's Retry-After) the sink's final write would wait for.
-	pausedUntil() time.Time
 	// close releases the sink's lane.
 	close()
 	fields() []zap.Field
@@ -87,8 +85,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
 		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown). Its
 		// transient failures are retried within that (finalRetry), for at most finalOutage.
-		// After a Stop the time box starts when the budget's pause in force (a 429) ends.
-		fctx, fcancel := outlive(ctx, func(cause error) time.Duration { return p.r.finalGrace(cause, s) })
+		fctx, fcancel := outlive(ctx, p.r.closeTimeout)
 		defer fcancel()
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 			// Every reply closes at once and Slack's budgets serve only a few: the shutdown rule
@@ -501,18 +498,6 @@ func (r *Replies) closeTimeout(cause error) time.Duration {
 		return min(r.opt.ShutdownTimeout, r.opt.FinalTimeout)
 	}
 	return r.opt.FinalTimeout
-}
-
-// finalGrace is how long the final write may take once the reply was cancelled with cause: its
-// closeTimeout, and for anything but a shutdown (Stop) also what is left of a pause of the write
-// budget already in force (at most finalOutage), which the final write must wait out before its
-// first try: a long Retry-After must not eat its whole time box.
-func (r *Replies) finalGrace(cause error, s sink) time.Duration {
-	d := r.closeTimeout(cause)
-	if errors.Is(cause, ErrShutdown) {
-		return d // the bot's grace period ends regardless: the shutdown rule decides
-	}
-	return d + min(max(time.Until(s.pausedUntil()), 0), finalOutage)
 }
 
 // outlive returns a context that is not cancelled with ctx but grace(cause of ctx) after it (or by the

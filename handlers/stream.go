@@ -307,14 +307,6 @@ func (s *streamSink) buttons() []Button {
 	return nil
 }
 
-func (s *streamSink) pausedUntil() time.Time {
-	a, b := s.lane.PausedUntil(), s.p.r.opt.Streams.PausedUntil()
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 func (s *streamSink) close() { s.lane.Close() }
 
 func (s *streamSink) writes() int { return s.appends }

@@ -217,14 +217,6 @@ func (b *Bucket) Pause(until time.Time) {
 	}
 }
 
-// PausedUntil returns the end of the pause in force (Pause, Throttled), or a time not after now when
-// there is none.
-func (b *Bucket) PausedUntil() time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.paused
-}
-
 // Throttled records a 429 with the given Retry-After: everyone waits until it has passed, then one write may
 // go and the rest follow at the effective rate, which is lowered (once per pause) so the storm is not
 // repeated.

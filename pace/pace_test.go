@@ -614,26 +614,3 @@ func BenchmarkSchedulerGrantFromQueue(b *testing.B) {
 		s.timer.Stop()
 	}
 }
-
-// PausedUntil tells a reply how long the pause in force still holds its final write back (a Stop
-// pressed during a long Retry-After must not spend its time box on the pause).
-func TestPausedUntil(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := NewScheduler(60, 1)
-		l := s.Lane()
-		defer l.Close()
-		if got := l.PausedUntil(); got.After(time.Now()) {
-			t.Errorf("PausedUntil = %v before any 429, want not after now", got)
-		}
-		l.Throttled(15 * time.Second)
-		if got, want := l.PausedUntil(), time.Now().Add(15*time.Second); !got.Equal(want) {
-			t.Errorf("PausedUntil = %v after a 429 with Retry-After 15s, want %v", got, want)
-		}
-		own := NewScheduler(60, 1, WithPolicy(PolicyEvery1s)).Lane()
-		defer own.Close()
-		own.Throttled(5 * time.Second)
-		if got, want := own.PausedUntil(), time.Now().Add(5*time.Second); !got.Equal(want) {
-			t.Errorf("baseline lane PausedUntil = %v, want its own pause %v", got, want)
-		}
-	})
-}

@@ -314,17 +314,6 @@ func (l *Lane) Throttled(retryAfter time.Duration) {
 	}
 }
 
-// PausedUntil returns the end of the pause this lane's writes wait for (the scheduler's, or under a
-// baseline policy the lane's own), or a time not after now when there is none.
-func (l *Lane) PausedUntil() time.Time {
-	if l.s.policy == PolicyFair {
-		return l.s.b.PausedUntil()
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.paused
-}
-
 // Close ends the lane: it no longer counts as open (Scheduler.Lanes) and a later Wait returns ErrLaneClosed.
 // Calling it more than once is harmless.
 func (l *Lane) Close() {
