@@ -31,12 +31,6 @@ type Options struct {
 	// IncludeOtherBots replays other bots' messages as user messages labelled "[bot] Name: ";
 	// when false they are left out.
 	IncludeOtherBots bool
-	// UpToTrigger leaves out everything after the trigger, the bot's own answers too: for
-	// answering the trigger again (Regenerate), whose old answer must not be replayed. Otherwise
-	// the bot's own answers after the trigger are kept (merged with the answer parts before it):
-	// a question asked while a long answer was still being written comes before that answer's
-	// later parts, which the model must still see.
-	UpToTrigger bool
 }
 
 // Result is what Build produces.
@@ -111,8 +105,7 @@ type entry struct {
 
 // Build maps a thread (conversations.replies messages, oldest first, with metadata) and the
 // triggering message to chat messages: the system prompt, the conversation up to the
-// trigger within the budget, and the trigger last. Messages after the trigger are left out,
-// except the bot's own answers (unless opt.UpToTrigger).
+// trigger within the budget, and the trigger last. Messages after the trigger are left out.
 // The trigger may or may not be part of thread. names may be nil.
 func Build(thread []slack.Message, trigger slack.Message, names Names, opt Options) Result {
 	b := builder{names: names, opt: opt}
@@ -127,10 +120,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			l := latest(*m)
 			m = &l
 		}
-		if trigger.Timestamp != "" && m.Timestamp == trigger.Timestamp {
-			continue
-		}
-		if trigger.Timestamp != "" && tsLess(trigger.Timestamp, m.Timestamp) && (opt.UpToTrigger || !b.ownAnswer(m)) {
+		if trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || tsLess(trigger.Timestamp, m.Timestamp)) {
 			continue
 		}
 		if !keptSubtypes[m.SubType] {
@@ -280,12 +270,6 @@ type builder struct {
 
 func (b *builder) own(m *slack.Message) bool {
 	return (b.opt.BotUserID != "" && m.User == b.opt.BotUserID) || (b.opt.BotID != "" && m.BotID == b.opt.BotID)
-}
-
-// ownAnswer reports whether m is (a part of) one of the bot's own answers.
-func (b *builder) ownAnswer(m *slack.Message) bool {
-	mark, ok := ReadMark(*m)
-	return ok && mark.Kind == MarkAnswer && b.own(m)
 }
 
 func speakerOf(m slack.Message) speaker {

@@ -64,8 +64,6 @@ func TestBuildGolden(t *testing.T) {
 	withBots.IncludeOtherBots = true
 	custom := testOptions()
 	custom.SystemPrompt = "You are {bot_name} for Acme. Date: {date}."
-	regenerate := testOptions() // an earlier question answered again: its old answer is not replayed
-	regenerate.UpToTrigger = true
 	tests := []struct {
 		golden  string
 		fixture string
@@ -73,7 +71,7 @@ func TestBuildGolden(t *testing.T) {
 		opt     Options
 	}{
 		{"build_multi_person", "replies_multi_person.json", "1763700500.000800", testOptions()},
-		{"build_multi_person_first", "replies_multi_person.json", "1763700000.000100", regenerate},
+		{"build_multi_person_first", "replies_multi_person.json", "1763700000.000100", testOptions()},
 		{"build_bot_marks", "replies_bot_marks.json", "1763800200.000700", testOptions()},
 		{"build_other_bots_left_out", "replies_other_bots.json", "1763900100.000400", testOptions()},
 		{"build_other_bots_included", "replies_other_bots.json", "1763900100.000400", withBots},
@@ -128,7 +126,6 @@ func TestBuildHugeThreadGolden(t *testing.T) {
 	trigger := thread[len(thread)-2]
 	opt := testOptions()
 	opt.Budget = 1200
-	opt.UpToTrigger = true // the last message is the bot's answer to the trigger
 	r := Build(thread, trigger, testNames, opt)
 	if r.Omitted == 0 {
 		t.Fatalf("nothing omitted from a 10,000 message thread with budget %d", opt.Budget)
@@ -400,46 +397,6 @@ func TestPlainKeepsTextAfterTheMention(t *testing.T) {
 			b := builder{names: testNames, opt: testOptions()}
 			if got := b.plain(slack.Message{Msg: slack.Msg{Text: tt.text}}); got != tt.want {
 				t.Errorf("plain(%q) = %q, want %q", tt.text, got, tt.want)
-			}
-		})
-	}
-}
-
-// A question asked while the bot's long answer to an earlier one was still being written sits
-// between that answer's parts (Slack messages of up to 3,500 characters). Answered next, it must
-// see the whole earlier answer, its later parts too (merged into one assistant message), but not
-// what people wrote after it; when the question is answered again (Regenerate, UpToTrigger) the
-// bot's own answers after it are left out as well.
-func TestBuildKeepsOwnAnswerPartsAfterTheTrigger(t *testing.T) {
-	answer := func(ts, text string) slack.Message {
-		return slack.Message{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: ts, Text: text, Metadata: Mark{Kind: MarkAnswer}.Metadata()}}
-	}
-	thread := []slack.Message{
-		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "<@U0BOT> explain token buckets"}},
-		answer("1.000002", "Part one."),
-		{Msg: slack.Msg{User: "U01BOB", Timestamp: "1.000003", Text: "<@U0BOT> and leaky buckets?"}},
-		answer("1.000004", "Part two, the end."),
-		{Msg: slack.Msg{User: "U01CAROL", Timestamp: "1.000005", Text: "written after the question"}},
-	}
-	regenerate := testOptions()
-	regenerate.UpToTrigger = true
-	for _, tt := range []struct {
-		name string
-		opt  Options
-		want string // contents after the system prompt, joined with " | "
-	}{
-		{"ordinary reply", testOptions(),
-			"Alice: explain token buckets | Part one.\nPart two, the end. | Bob: and leaky buckets?"},
-		{"regenerate", regenerate, "Alice: explain token buckets | Part one. | Bob: and leaky buckets?"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			r := Build(thread, thread[2], testNames, tt.opt)
-			var got []string
-			for _, m := range r.Messages[1:] {
-				got = append(got, m.Content)
-			}
-			if strings.Join(got, " | ") != tt.want {
-				t.Errorf("messages = %q, want %q", strings.Join(got, " | "), tt.want)
 			}
 		})
 	}

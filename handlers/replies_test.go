@@ -724,56 +724,6 @@ func TestReplyFinalEditRetriesAreTimeBoxed(t *testing.T) {
 	})
 }
 
-// Bob asks a second question while the bot's long answer to Alice is still being written (one
-// answer at a time per thread, so Bob's waits): the first answer's second message is posted after
-// Bob's question, and Bob's answer must still see the whole first answer, its end too.
-func TestReplySecondQuestionSeesTheWholeFirstAnswer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var b strings.Builder
-		for i := 0; b.Len() < 5000; i++ {
-			fmt.Fprintf(&b, "Paragraph %d of the first answer, about token buckets and their refill rate.\n\n", i)
-		}
-		b.WriteString("FINAL-SENTENCE-OF-FIRST-ANSWER.")
-		first := b.String()
-		rt := newReplyTest(t, deltas(words(first, 80), 50*time.Millisecond), testOptions())
-
-		// Bob asks a second question in the thread while the first answer streams: after the
-		// placeholder (part 1) was posted, before part 2 is.
-		q2 := mention("<@UBOT> and what about leaky buckets?")
-		q2.User, q2.ThreadTimestamp = "U2", testTS
-		rt.slack.postErr = func(n int, c call) error {
-			if n == 2 { // the post of part 2 (the fake's lock is held: write its state directly)
-				q2.Timestamp = rt.slack.newTS() // after part 1's ts
-				rt.slack.threads[testCh+"/"+testTS] = append(rt.slack.threads[testCh+"/"+testTS], q2)
-			}
-			return nil
-		}
-		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if got := len(rt.texts()); got != 2 {
-			t.Fatalf("first answer in %d messages, want 2", got)
-		}
-
-		// The bot then answers Bob (its turn came once the first answer ended).
-		rt.chat.mu.Lock()
-		rt.chat.steps = deltas([]string{"Leaky buckets drain."}, 10*time.Millisecond)
-		rt.chat.mu.Unlock()
-		req2 := rt.req
-		req2.User, req2.TS, req2.Text = "U2", q2.Timestamp, q2.Text
-		mustNoErr(t, rt.r.Reply(t.Context(), req2))
-
-		var assistant strings.Builder
-		for _, m := range rt.chat.calls()[1].Messages {
-			if m.Role == llm.RoleAssistant {
-				assistant.WriteString(m.Content)
-			}
-		}
-		if !strings.Contains(assistant.String(), "FINAL-SENTENCE-OF-FIRST-ANSWER") {
-			t.Errorf("the second question's request holds %d chars of the bot's first answer (%d written), without its second message: the model never sees the end of its own answer",
-				assistant.Len(), len(first))
-		}
-	})
-}
-
 // A four-second Slack hiccup (502s) early in a long answer: interim edits back off while it lasts
 // and resume once Slack is back, instead of stopping for good after three failures and leaving the
 // message frozen for the rest of the answer (here 30 s).

@@ -126,7 +126,6 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		BotUserID: p.r.opt.BotUserID, BotID: p.r.opt.BotID, BotName: p.r.opt.BotName,
 		SystemPrompt: p.systemPrompt, Now: time.Now(), Budget: p.r.opt.Budget,
 		IncludeOtherBots: p.r.opt.OtherBots,
-		UpToTrigger:      p.req.Regenerate, // the old answer to the question is not replayed
 	})
 	if res.EmptyMention {
 		p.noRegen = true // nothing was asked: nothing to answer again
