@@ -234,7 +234,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 				continue // already shown, with the same mark and buttons
 			}
 			ts := e.ts[i]
-			err := finalRetry(ctx,
+			err := p.finalRetry(ctx,
 				func(ctx context.Context) error {
 					return waitBy(ctx, e.editBy, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) })
 				},
@@ -252,7 +252,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			continue
 		}
 		var ts string
-		err := finalRetry(ctx,
+		err := p.finalRetry(ctx,
 			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) (err error) {
@@ -312,7 +312,7 @@ func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note str
 // message could not carry the note: returned only if the note cannot be posted either.
 func (p *reply) postInterrupted(ctx context.Context, ferr error) error {
 	text := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
-	err := finalRetry(ctx,
+	err := p.finalRetry(ctx,
 		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 		func(ctx context.Context) error {

@@ -778,3 +778,50 @@ func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestReplyPlaceholderPostRetriesStayBounded: with Slack down (503), the placeholder post gives up
+// after maxWriteAttempts (~8 s) instead of the final write's outage time, so it does not hold the
+// thread's turn for minutes (found by review).
+func TestReplyPlaceholderPostRetriesStayBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), testOptions())
+		rt.slack.postErr = func(int, call) error { return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"} }
+		t0 := time.Now()
+		err := rt.r.Reply(t.Context(), rt.req)
+		took, posts := time.Since(t0), len(rt.slack.callsOf("post"))
+		t.Logf("Reply = %v after %v, %d placeholder posts", err, took, posts)
+		if posts > maxWriteAttempts {
+			t.Errorf("%d placeholder posts, want at most maxWriteAttempts = %d", posts, maxWriteAttempts)
+		}
+		if took > 15*time.Second {
+			t.Errorf("the placeholder post held the thread's turn %v with Slack down, want ~8 s (6 attempts)", took)
+		}
+	})
+}
+
+// TestReplyFinalOutageBoundsTheWholeFinalWrite: with Slack down as a long answer ends, the final
+// write of all its parts waits out one finalOutage, not one per part (found by review).
+func TestReplyFinalOutageBoundsTheWholeFinalWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		for i := 0; b.Len() < 6000; i++ {
+			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
+		}
+		rt := newReplyTest(t, deltas(words(b.String(), 80), 10*time.Millisecond), testOptions())
+		down := func(int, call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
+		rt.slack.updateErr = down
+		rt.slack.postErr = func(n int, c call) error {
+			if n > 1 { // the placeholder goes, nothing after it
+				return down(n, c)
+			}
+			return nil
+		}
+		t0 := time.Now()
+		err := rt.r.Reply(t.Context(), rt.req)
+		took := time.Since(t0)
+		t.Logf("Reply after %v: %v", took, err)
+		if limit := finalOutage + 15*time.Second; took > limit {
+			t.Errorf("Reply held the thread's turn %v with Slack down, want at most finalOutage+15s = %v", took, limit)
+		}
+	})
+}

@@ -19,6 +19,10 @@ import (
 
 // reply is one answer in progress.
 type reply struct {
+	// outage is when the reply's closing writes first failed with a transient error (zero: not
+	// yet): their retries share one finalOutage from then, however many parts they write.
+	outage time.Time
+
 	r        *Replies
 	req      ReplyRequest
 	threadTS string
@@ -601,18 +605,21 @@ const (
 // Retry-After) and transient failures (with backoff), until it succeeds, ctx ends or the attempts run out.
 func writeRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
 	write func(context.Context) error) error {
-	return retryWrite(ctx, 0, wait, throttled, write)
+	return retryWrite(ctx, nil, wait, throttled, write)
 }
 
-// finalRetry is writeRetry for a reply's closing writes: transient failures are retried (backoff up to
-// maxBackoff) until ctx ends, or for finalOutage after the first of them.
-func finalRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
+// finalRetry is writeRetry for the reply's closing writes: transient failures are retried (backoff up
+// to maxBackoff) until ctx ends, or until finalOutage has passed since the first transient failure of
+// any of the reply's closing writes (p.outage), so an answer of many parts waits out one outage, not
+// one per part.
+func (p *reply) finalRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
 	write func(context.Context) error) error {
-	return retryWrite(ctx, 0, wait, throttled, write)
+	return retryWrite(ctx, &p.outage, wait, throttled, write)
 }
 
-// retryWrite retries write; attempts bounds the transient failures (0: finalOutage bounds them).
-func retryWrite(ctx context.Context, attempts int, wait func(context.Context) error, throttled func(time.Duration),
+// retryWrite retries write. With outage nil, maxWriteAttempts bound the transient failures; else
+// finalOutage from *outage, the time of the first (set here when zero).
+func retryWrite(ctx context.Context, outage *time.Time, wait func(context.Context) error, throttled func(time.Duration),
 	write func(context.Context) error) error {
 	backoff := firstBackoff
 	for attempt, limited := 1, 0; ; {
@@ -636,15 +643,22 @@ func retryWrite(ctx context.Context, attempts int, wait func(context.Context) er
 		if !transient(err) {
 			return err
 		}
-		if attempt++; attempts > 0 && attempt > attempts {
-			return err
+		pause := backoff
+		if outage == nil {
+			if attempt++; attempt > maxWriteAttempts {
+				return err
+			}
+		} else {
+			if outage.IsZero() {
+				*outage = time.Now() // the first transient failure starts the outage's time box
+			}
+			left := finalOutage - time.Since(*outage)
+			if left <= 0 {
+				return err
+			}
+			pause = min(pause, left)
 		}
-		if attempts == 0 && attempt == 2 { // the first transient failure starts the outage's time box
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, finalOutage)
-			defer cancel()
-		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
 		case <-ctx.Done():

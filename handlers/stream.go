@@ -192,7 +192,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 			return waitBy(ctx, s.stopBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
 		}
 		var last error // the attempt's error, whose 429 throttled charges
-		err = finalRetry(ctx,
+		err = p.finalRetry(ctx,
 			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
 			func(d time.Duration) { s.throttled(last, d) },
 			func(ctx context.Context) error {
@@ -285,7 +285,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			mark.Note = note
 			buttons = s.buttons()
 		}
-		err := finalRetry(ctx,
+		err := p.finalRetry(ctx,
 			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) error {
