@@ -202,7 +202,7 @@ const writeCallTimeout = 10 * time.Second
 // time (closeTimeout, counted from the cancellation like the final write's), so the final write
 // still fits in the rest.
 func (p *reply) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	octx, ocancel := outlive(ctx, func(cause error) time.Duration { return p.r.closeTimeout(cause) / 2 })
+	octx, ocancel := outlive(ctx, p.sinceCancel(func(cause error) time.Duration { return p.r.closeTimeout(cause) / 2 }))
 	cctx, cancel := context.WithTimeout(octx, writeCallTimeout)
 	return cctx, func() { cancel(); ocancel() }
 }

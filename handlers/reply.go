@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -19,6 +20,9 @@ import (
 
 // reply is one answer in progress.
 type reply struct {
+	// cancelNanos is when the reply's context was cancelled (Unix ns; 0: not yet): the closing time
+	// boxes count from then, not from when the writes after it begin (sinceCancel).
+	cancelNanos atomic.Int64
 	// outage is when the reply's closing writes first failed with a transient error (zero: not
 	// yet): their retries share one finalOutage from then, however many parts they write.
 	outage time.Time
@@ -74,6 +78,8 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	p.cancel = cancel
+	stopWatch := context.AfterFunc(ctx, func() { p.cancelNanos.Store(time.Now().UnixNano()) })
+	defer stopWatch()
 
 	s, err := p.open(ctx)
 	if err != nil {
@@ -89,12 +95,13 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
 		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown). Its
 		// transient failures are retried within that (finalRetry), for at most finalOutage.
-		fctx, fcancel := outlive(ctx, p.r.closeTimeout)
+		fctx, fcancel := outlive(ctx, p.sinceCancel(p.r.closeTimeout))
 		defer fcancel()
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 			// Every reply closes at once and Slack's budgets serve only a few: the shutdown rule
 			// decides how each is closed (editSink.shutdown).
-			return s.shutdown(fctx, time.Now().Add(p.r.closeTimeout(ErrShutdown)), md, note, kind)
+			closeBy := time.Now().Add(p.sinceCancel(p.r.closeTimeout)(ErrShutdown))
+			return s.shutdown(fctx, closeBy, md, note, kind)
 		}
 		return s.final(fctx, md, note, kind)
 	}
@@ -505,6 +512,19 @@ func (r *Replies) closeTimeout(cause error) time.Duration {
 
 // outlive returns a context that is not cancelled with ctx but grace(cause of ctx) after it (or by the
 // returned cancel).
+// sinceCancel is grace less the time since the reply was cancelled (p.cancelNanos), never below 0:
+// a closing time box counts from the cancellation even when the writes it bounds begin later (an
+// interim Slack call in flight at the cancellation finishes first).
+func (p *reply) sinceCancel(grace func(cause error) time.Duration) func(cause error) time.Duration {
+	return func(cause error) time.Duration {
+		d := grace(cause)
+		if at := p.cancelNanos.Load(); at != 0 {
+			d -= time.Since(time.Unix(0, at))
+		}
+		return max(d, 0)
+	}
+}
+
 func outlive(ctx context.Context, grace func(cause error) time.Duration) (context.Context, context.CancelFunc) {
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex

@@ -155,3 +155,55 @@ func TestReplyShutdownWhilePlaceholderWaitsTellsAsker(t *testing.T) {
 		}
 	})
 }
+
+// slowUpdater answers chat.update after latency from slowFrom on.
+type slowUpdater struct {
+	*fakeSlack
+	slowFrom time.Time
+	latency  time.Duration
+}
+
+func (s slowUpdater) Update(ctx context.Context, channel, ts string, m Msg) error {
+	if !s.slowFrom.IsZero() && time.Now().After(s.slowFrom) {
+		t := time.NewTimer(s.latency)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return s.fakeSlack.Update(ctx, channel, ts, m)
+}
+
+// R4: shutdown while an interim chat.update is in flight (Slack slow): the detached interim call
+// (callCtx) holds the writer up to closeTimeout/2 after the cancel, and only then does finish start
+// the final write's time box (outlive, created after the cancel, counts ShutdownTimeout from then,
+// not from the cancel). The reply closes up to 1.5 x ShutdownTimeout after ErrShutdown: past the
+// bot's CloseReserve it was sized to fit (TestShutdownClosesEveryReplyBeyondTheEditBudget checks
+// the same bound).
+// TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout: an interim chat.update in flight when
+// the bot shuts down (it holds its slot, so it is not cancelled midway) does not push the closing
+// writes' time box later: it counts from the cancellation (found by review).
+func TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := buttonOptions()
+		opt.ShutdownTimeout = 2 * time.Second
+		fs := newFakeSlack()
+		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
+		t0 := time.Now()
+		r := NewReplies(fs, slowUpdater{fs, t0.Add(5 * time.Second), 8 * time.Second}, fs, fs, chat, nil, opt)
+		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancelAt := t0.Add(7 * time.Second)
+		time.AfterFunc(7*time.Second, func() { cancel(ErrShutdown) })
+		err := r.Reply(ctx, req)
+		took := time.Since(cancelAt)
+		t.Logf("Reply = %v, %v after ErrShutdown", err, took)
+		if took > opt.ShutdownTimeout {
+			t.Errorf("closing took %v after ErrShutdown, want at most ShutdownTimeout = %v", took, opt.ShutdownTimeout)
+		}
+	})
+}
