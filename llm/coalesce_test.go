@@ -321,7 +321,7 @@ func TestStreamCoalesceAgainstFakeLLM(t *testing.T) {
 	}
 	for _, coalesce := range []time.Duration{0, 50 * time.Millisecond} {
 		c, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m", MaxRetries: -1,
-			IdleTimeout: 300 * time.Millisecond, StreamCoalesce: coalesce})
+			IdleTimeout: time.Second, StreamCoalesce: coalesce}) // tokens every 2 ms: a second of silence is a stall even on a loaded CI machine
 		if err != nil {
 			t.Fatal(err)
 		}
