@@ -483,13 +483,11 @@ func (w *writer) inline(n ast.Node) {
 	switch n := n.(type) {
 	case *ast.Text:
 		v := n.Value(w.src)
-		next, rest := rune(0), ""
-		if !n.HardLineBreak() && !n.SoftLineBreak() && n.Segment.Stop < len(w.src) {
-			rest = string(w.src[n.Segment.Stop:])
-			rest, _, _ = strings.Cut(rest, "\n")
-			next, _ = utf8.DecodeRuneInString(rest)
+		if n.IsRaw() {
+			w.text(string(v), false)
+		} else {
+			w.text(string(v), true)
 		}
-		w.textAt(string(v), !n.IsRaw(), next, rest)
 		if n.HardLineBreak() || n.SoftLineBreak() {
 			if n.HardLineBreak() && w.f == FormatMarkdown {
 				w.write("  ") // stays a hard break in Markdown
@@ -795,19 +793,14 @@ func (w *writer) autoLink(n *ast.AutoLink) {
 	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
 }
 
-// text writes inline text whose following source text is unknown.
-func (w *writer) text(s string, md bool) { w.textAt(s, md, unknownRune, "") }
-
-// textAt writes inline text: Markdown escapes and entities resolved (md), escaped for
-// mrkdwn (with literal markers neutralised: see literalMarkers), with word and sentence cut
-// points outside inline spans. next is the source character after s (0 at the end of a
-// line, unknownRune when not known) and rest the source from there to the end of the line.
-func (w *writer) textAt(s string, md bool, next rune, rest string) {
+// text writes inline text: Markdown escapes and entities resolved (md), escaped for mrkdwn,
+// with word and sentence cut points outside inline spans.
+func (w *writer) text(s string, md bool) {
 	if w.f == FormatMrkdwn {
 		if md {
 			s = unescapeMarkdown(s)
 		}
-		s = breakFences(w.literalMarkers(escapeMrkdwn(s), next, rest))
+		s = breakFences(escapeMrkdwn(s))
 	}
 	if w.protect > 0 || !strings.ContainsAny(s, " \u3000。！？") {
 		w.writeLines(s)
@@ -907,91 +900,7 @@ func unescapeMarkdown(s string) string {
 	return string(b)
 }
 
-// unknownRune stands for a neighbouring character that is not known.
-const unknownRune rune = -1
-
-// literalMarkers neutralises the mrkdwn markers (* _ ~ `) in literal text s, which the
-// model wrote as text (often escaped, \* or &#42;), so that Slack does not pair them with
-// another marker on the line into formatting: a marker that could open a span (not after a
-// letter or digit, before a non-space) gets a word joiner after it, one that could close a
-// span (after a non-space, not before a letter or digit) a word joiner before it, as
-// Render already does for mentions. Only markers with a possible partner on the same line
-// (later in the source for an opener, earlier in the output for a closer) are touched, so
-// "~5 min", "2 * 3" and snake_case stay as they are.
-func (w *writer) literalMarkers(s string, next rune, rest string) string {
-	if !strings.ContainsAny(s, "*_~`") {
-		return s
-	}
-	var line []byte // the output line before s
-	if !w.lineBeg {
-		line = w.r.out[bytes.LastIndexByte(w.r.out, '\n')+1:]
-	}
-	prev, _ := utf8.DecodeLastRune(line)
-	if len(line) == 0 {
-		prev = 0
-	}
-	var sb strings.Builder
-	lineStart := 0 // where the current line starts in sb
-	for i, r := range s {
-		if r == '\n' {
-			lineStart = sb.Len() + 1
-			line = nil
-		}
-		if !strings.ContainsRune("*_~`", r) {
-			sb.WriteRune(r)
-			prev = r
-			continue
-		}
-		after := s[i+1:]
-		nx := next
-		if after != "" {
-			nx, _ = utf8.DecodeRuneInString(after)
-		}
-		ahead, _, more := strings.Cut(after, "\n")
-		if !more {
-			ahead += rest
-		}
-		before := string(line) + sb.String()[lineStart:]
-		closes := !spaceLike(prev) && !asciiAlnum(nx) && strings.ContainsRune(before, r)
-		opens := nx != unknownRune && !spaceLike(nx) && !asciiAlnum(prev) && mayPair(r, ahead)
-		if closes {
-			sb.WriteString(wordJoiner)
-		}
-		sb.WriteRune(r)
-		prev = r
-		if opens {
-			sb.WriteString(wordJoiner)
-			prev = wordJoinerRune
-		}
-	}
-	return sb.String()
-}
-
-// mayPair reports whether source text ahead may render a mrkdwn marker that closes a span
-// opened by marker m: one after a character that is neither space nor a marker (* and _
-// both become either bold or italic markers), or a character reference, which may become
-// any marker.
-func mayPair(m rune, ahead string) bool {
-	set := string(m)
-	if m == '*' || m == '_' {
-		set = "*_"
-	}
-	for j := 1; j < len(ahead); j++ {
-		if strings.IndexByte(set, ahead[j]) >= 0 && ahead[j-1] != ' ' && ahead[j-1] != '\t' && strings.IndexByte(set, ahead[j-1]) < 0 {
-			return true
-		}
-	}
-	return strings.Contains(ahead, "&#")
-}
-
-const wordJoinerRune = '\u2060'
-
-// spaceLike reports a character that a mrkdwn marker next to it treats as a word boundary:
-// white space, a word joiner, or the start or end of the line (0).
-func spaceLike(r rune) bool {
-	return r == 0 || r == wordJoinerRune || r == ' ' || r == '\t' || r == '\n' || r == '\u3000' || r == '\u00a0'
-}
-
+// asciiAlnum reports whether r is an ASCII letter or digit.
 func asciiAlnum(r rune) bool {
 	return r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
 }
