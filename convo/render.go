@@ -587,8 +587,7 @@ func (w *writer) wrap(depth *int, marker string, n ast.Node) {
 		return
 	}
 	left, right := w.leftRune(), rightRune(n, w.src)
-	if asciiAlnum(left) || asciiAlnum(right) {
-		d := sourceDelimiter(n, w.src)
+	if d := sourceDelimiter(n, w.src); (asciiAlnum(left) || asciiAlnum(right)) && !w.closesOpen(d) {
 		w.write(d)
 		w.inlines(n)
 		w.write(d)
@@ -607,6 +606,18 @@ func (w *writer) wrap(depth *int, marker string, n ast.Node) {
 		w.write(wordJoiner)
 	}
 	*depth--
+}
+
+// closesOpen reports whether the source delimiter d holds the character of a span open around it
+// ("**Use foo*bar* here**": the "*" after "bar" would close the bold): such a span is formatted
+// as before instead (its markers then show between the letters, but the outer span holds).
+func (w *writer) closesOpen(d string) bool {
+	for _, m := range w.open {
+		if strings.Contains(d, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // leftRune is the last character written on the current line (0 at its start).

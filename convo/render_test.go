@@ -120,6 +120,10 @@ func TestRenderMrkdwnEmphasisNextToLetters(t *testing.T) {
 		{"CJK bold", "这是**重要**的内容", "这是" + wj + "*重要*" + wj + "的内容"},
 		{"between spaces", "A *b* and **c**, (_d_).", "A _b_ and *c*, (_d_)."},
 		{"snake_case", "Call snake_case_name now.", "Call snake_case_name now."},
+		// Inside bold (or a heading, bold in mrkdwn) the model's "*" would close the bold early:
+		// the span is formatted instead, as next to CJK (found by review).
+		{"intraword italic inside bold", "**Use foo*bar* here**", "*Use foo" + wj + "_bar_ here*"},
+		{"intraword italic in a heading", "## Use foo*bar* here", "*Use foo" + wj + "_bar_ here*"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
