@@ -825,3 +825,55 @@ func TestReplyFinalOutageBoundsTheWholeFinalWrite(t *testing.T) {
 		}
 	})
 }
+
+// TestReplyFinalOutageClockRestartsAfterASuccess: the final write's outage clock restarts after a
+// write succeeds, so a Slack blip minutes after an earlier, recovered one is retried too, and the
+// rest of a long answer is posted (found by review).
+func TestReplyFinalOutageClockRestartsAfterASuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b strings.Builder
+		for i := 0; b.Len() < 8000; i++ {
+			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
+		}
+		md := b.String()
+		ws := words(md, 80)
+		rt := newReplyTest(t, deltas(ws, 10*time.Millisecond), testOptions())
+		t0 := time.Now()
+		end := time.Duration(len(ws)) * 10 * time.Millisecond // the stream ends: later calls are the final write's
+		final := func() bool { return time.Since(t0) >= end }
+		refuse := slack.SlackErrorResponse{Err: "cant_update_message"} // interim writes break (non-transient)
+		bad := slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"}
+		finalUpdates := 0
+		rt.slack.updateErr = func(n int, c call) error {
+			if !final() {
+				return refuse
+			}
+			if finalUpdates++; finalUpdates == 1 {
+				return bad // a blip: the next try succeeds
+			}
+			return nil
+		}
+		finalPosts := 0
+		rt.slack.postErr = func(n int, c call) error {
+			if n == 1 {
+				return nil // the placeholder
+			}
+			if !final() {
+				return refuse
+			}
+			switch finalPosts++; finalPosts {
+			case 1, 2:
+				return &slack.RateLimitedError{RetryAfter: 61 * time.Second}
+			case 3:
+				return bad // another blip, 2 min after the first
+			}
+			return nil
+		}
+		err := rt.r.Reply(t.Context(), rt.req)
+		t.Logf("Reply = %v after %v", err, time.Since(t0))
+		got := rt.texts()
+		if len(got) < 3 {
+			t.Errorf("thread shows %d messages, want the whole answer (3 parts): a single 502 two minutes after an earlier, recovered one got no retry", len(got))
+		}
+	})
+}

@@ -95,7 +95,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
 		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown). Its
 		// transient failures are retried within that (finalRetry), for at most finalOutage.
-		fctx, fcancel := outlive(ctx, p.sinceCancel(p.r.closeTimeout))
+		fctx, fcancel := outlive(ctx, p.closingTime)
 		defer fcancel()
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 			// Every reply closes at once and Slack's budgets serve only a few: the shutdown rule
@@ -510,8 +510,17 @@ func (r *Replies) closeTimeout(cause error) time.Duration {
 	return r.opt.FinalTimeout
 }
 
-// outlive returns a context that is not cancelled with ctx but grace(cause of ctx) after it (or by the
-// returned cancel).
+// closingTime is how long the closing writes may take once the reply was cancelled with cause:
+// closeTimeout, counted from the cancellation at shutdown (the bot's grace period is a hard
+// deadline), from now after a Stop (which has none: an interim call that finished first must not
+// eat the final write's time).
+func (p *reply) closingTime(cause error) time.Duration {
+	if errors.Is(cause, ErrShutdown) {
+		return p.sinceCancel(p.r.closeTimeout)(cause)
+	}
+	return p.r.closeTimeout(cause)
+}
+
 // sinceCancel is grace less the time since the reply was cancelled (p.cancelNanos), never below 0:
 // a closing time box counts from the cancellation even when the writes it bounds begin later (an
 // interim Slack call in flight at the cancellation finishes first).
@@ -525,6 +534,8 @@ func (p *reply) sinceCancel(grace func(cause error) time.Duration) func(cause er
 	}
 }
 
+// outlive returns a context that is not cancelled with ctx but grace(cause of ctx) after it (or by the
+// returned cancel).
 func outlive(ctx context.Context, grace func(cause error) time.Duration) (context.Context, context.CancelFunc) {
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex
@@ -648,6 +659,9 @@ func retryWrite(ctx context.Context, outage *time.Time, wait func(context.Contex
 		}
 		err := write(ctx)
 		if err == nil {
+			if outage != nil {
+				*outage = time.Time{} // Slack is back: a later failure starts a new outage
+			}
 			return nil
 		}
 		if ctx.Err() != nil {

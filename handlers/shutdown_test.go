@@ -176,12 +176,6 @@ func (s slowUpdater) Update(ctx context.Context, channel, ts string, m Msg) erro
 	return s.fakeSlack.Update(ctx, channel, ts, m)
 }
 
-// R4: shutdown while an interim chat.update is in flight (Slack slow): the detached interim call
-// (callCtx) holds the writer up to closeTimeout/2 after the cancel, and only then does finish start
-// the final write's time box (outlive, created after the cancel, counts ShutdownTimeout from then,
-// not from the cancel). The reply closes up to 1.5 x ShutdownTimeout after ErrShutdown: past the
-// bot's CloseReserve it was sized to fit (TestShutdownClosesEveryReplyBeyondTheEditBudget checks
-// the same bound).
 // TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout: an interim chat.update in flight when
 // the bot shuts down (it holds its slot, so it is not cancelled midway) does not push the closing
 // writes' time box later: it counts from the cancellation (found by review).
@@ -204,6 +198,31 @@ func TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout(t *testing.T) {
 		t.Logf("Reply = %v, %v after ErrShutdown", err, took)
 		if took > opt.ShutdownTimeout {
 			t.Errorf("closing took %v after ErrShutdown, want at most ShutdownTimeout = %v", took, opt.ShutdownTimeout)
+		}
+	})
+}
+
+// TestButtonsStopDuringASlowInterimCallStillCloses: after a Stop, the final write gets its whole
+// FinalTimeout even when an interim call in flight at the Stop took part of it first (only at
+// shutdown does the time box count from the cancellation); the answer ends with the stopped note
+// and Regenerate (found by review).
+func TestButtonsStopDuringASlowInterimCallStillCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := buttonOptions()
+		fs := newFakeSlack()
+		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
+		t0 := time.Now()
+		r := NewReplies(fs, slowUpdater{fs, t0.Add(5 * time.Second), 7 * time.Second}, fs, fs, chat, nil, opt)
+		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(7*time.Second, func() { cancel(ErrStopped) })
+		err := r.Reply(ctx, req)
+		t.Logf("Reply = %v, %v after the Stop", err, time.Since(t0.Add(7*time.Second)))
+		ms := fs.botMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].text, "Stopped") || buttonKey(ms[0].buttons) != ActionRegenerate {
+			t.Errorf("message = %q with buttons %q, want the stopped note and Regenerate", lastBytes(ms[0].text), buttonKey(ms[0].buttons))
 		}
 	})
 }
