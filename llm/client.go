@@ -709,9 +709,17 @@ const caughtUp = time.Millisecond
 // watch wraps a response body of a request made with ctx; cancel cancels ctx. coalesce is
 // Config.StreamCoalesce for streams, 0 otherwise.
 func (c *Client) watch(ctx context.Context, r io.Reader, cancel context.CancelCauseFunc, coalesce time.Duration) *idleReader {
-	t := time.AfterFunc(time.Hour, func() { cancel(errIdle) })
+	ir := newIdleReader(ctx, r, cancel, c.cfg.IdleTimeout, errIdle)
+	ir.coalesce = coalesce
+	return ir
+}
+
+// newIdleReader wraps r, read for a request made with ctx: a Read that waits longer than idle
+// cancels ctx (cancel) with cause.
+func newIdleReader(ctx context.Context, r io.Reader, cancel context.CancelCauseFunc, idle time.Duration, cause error) *idleReader {
+	t := time.AfterFunc(time.Hour, func() { cancel(cause) })
 	t.Stop()
-	return &idleReader{r: r, idle: c.cfg.IdleTimeout, timer: t, ctx: ctx, cancel: cancel, coalesce: coalesce}
+	return &idleReader{r: r, idle: idle, timer: t, ctx: ctx, cancel: cancel}
 }
 
 func (r *idleReader) Read(p []byte) (int, error) {

@@ -90,9 +90,7 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 	if c.imageHeld != nil {
 		c.imageHeld()
 	}
-	stall := time.AfterFunc(time.Hour, func() { cancelBody(errImageBodyIdle) })
-	stall.Stop()
-	rb := &idleReader{r: br, idle: imageBodyIdle, timer: stall, ctx: ctx, cancel: cancelBody}
+	rb := newIdleReader(ctx, br, cancelBody, imageBodyIdle, errImageBodyIdle)
 	// base64 is 4/3 of the image; allow for the JSON around it.
 	limit := c.cfg.MaxImageBytes/3*4 + 1<<20
 	data, err := readBody(rb, resp.ContentLength, limit+1)
