@@ -33,11 +33,10 @@ type editSink struct {
 	postDue    bool   // the next write is a post of a new part
 	sealedDue  bool   // the next write finishes a sealed part
 
-	fails  int // non-transient failures in a row: at maxInterimFailures the writer stops (broken)
-	outage int // transient failures (5xx, network) in a row: each backs off longer, none stops the writer
-	broken bool
-	edits  int
-	posts  int
+	interimFailures // broken: interim writes stopped; the final write still goes
+
+	edits int
+	posts int
 
 	// editBy, when set, bounds each wait of the final write for a chat.update slot (at shutdown).
 	editBy time.Time
@@ -135,7 +134,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		}
 		ccancel()
 		if err == nil {
-			e.fails, e.outage = 0, 0
+			e.succeeded()
 			j, nextPost := e.next(parts)
 			if j < 0 {
 				e.doneMD = snap.md
@@ -155,20 +154,36 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			continue
 		}
 		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
-		if !transient(err) {
-			if e.fails++; e.fails >= maxInterimFailures {
-				e.broken = true
-			}
-			continue
-		}
-		// Slack is having trouble (5xx, network): wait longer after each failure in a row, then
-		// go on with the freshest text once it is back.
-		e.outage++
-		if !sleepCtx(wctx, interimBackoff(e.outage)) {
+		if pause := e.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
 			p.noteUnshown(snap.since)
 			return
 		}
 	}
+}
+
+// interimFailures counts an interim writer's failures in a row (429s are not failures: they pause
+// the budget).
+type interimFailures struct {
+	fails  int  // not transient: at maxInterimFailures the writer stops (broken)
+	outage int  // transient (5xx, network): each backs off longer, none stops the writer
+	broken bool // the writer has stopped; the final write still goes
+}
+
+// succeeded clears the counts after a write went through.
+func (f *interimFailures) succeeded() { f.fails, f.outage = 0, 0 }
+
+// failed records a failed interim write and returns how long to wait before the next: while Slack
+// is having trouble (5xx, network) longer after each failure in a row, so the writer goes on with
+// the freshest text once Slack is back; 0 after an error that is not transient.
+func (f *interimFailures) failed(err error) time.Duration {
+	if !transient(err) {
+		if f.fails++; f.fails >= maxInterimFailures {
+			f.broken = true
+		}
+		return 0
+	}
+	f.outage++
+	return interimBackoff(f.outage)
 }
 
 // interimBackoff is the pause before an interim write after n transient failures in a row.

@@ -26,9 +26,9 @@ type streamSink struct {
 	ts   string // the streamed message being written ("" after it was stopped to continue in a new one)
 	sent int    // characters in it
 
-	fails   int  // non-transient failures in a row
-	outage  int  // transient failures (5xx, network) in a row: each backs off longer
-	broken  bool // appends failed repeatedly (not transiently): the final write rescues the answer
+	// broken: appends failed repeatedly (not transiently): the final write rescues the answer
+	interimFailures
+
 	stopped bool // the user pressed stop
 	starts  int
 	appends int
@@ -68,7 +68,8 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 			if p.firstText == 0 {
 				p.firstText = time.Since(p.start)
 			}
-			s.pend, s.fails, s.outage = "", 0, 0
+			s.pend = ""
+			s.succeeded()
 			continue
 		}
 		if ctx.Err() != nil {
@@ -85,14 +86,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 			continue
 		}
 		p.log.Debug("interim append", zap.Error(err))
-		if !transient(err) {
-			if s.fails++; s.fails >= maxInterimFailures {
-				s.broken = true
-			}
-			continue
-		}
-		s.outage++ // Slack is having trouble: back off longer each time, resume once it is back
-		if !sleepCtx(wctx, interimBackoff(s.outage)) {
+		if pause := s.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
 			return
 		}
 	}
