@@ -214,8 +214,8 @@ const writeCallTimeout = 10 * time.Second
 // shutdown) ends the waits for slots, not a call under way, which Slack may already have carried out
 // (a post abandoned then would be posted again by the final write, and its Stop button would stay).
 // The call is bounded by writeCallTimeout, and once the reply is cancelled by half of its closing
-// time (closeTimeout, counted from the cancellation like the final write's), so the final write
-// still fits in the rest.
+// time (closeTimeout, counted from the cancellation), so at shutdown, where the final write's time
+// box counts from the cancellation too, the final write still fits in the rest.
 func (p *reply) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	octx, ocancel := outlive(ctx, p.sinceCancel(func(cause error) time.Duration { return p.r.closeTimeout(cause) / 2 }))
 	cctx, cancel := context.WithTimeout(octx, writeCallTimeout)

@@ -100,7 +100,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 			// Every reply closes at once and Slack's budgets serve only a few: the shutdown rule
 			// decides how each is closed (editSink.shutdown).
-			closeBy := time.Now().Add(p.sinceCancel(p.r.closeTimeout)(ErrShutdown))
+			closeBy := time.Now().Add(p.closingTime(ErrShutdown))
 			return s.shutdown(fctx, closeBy, md, note, kind)
 		}
 		return s.final(fctx, md, note, kind)
@@ -692,11 +692,7 @@ func retryWrite(ctx context.Context, outage *time.Time, wait func(context.Contex
 			}
 			pause = min(pause, left)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, pause) {
 			return err
 		}
 		backoff = min(2*backoff, maxBackoff)
