@@ -176,6 +176,18 @@ func (s slowUpdater) Update(ctx context.Context, channel, ts string, m Msg) erro
 	return s.fakeSlack.Update(ctx, channel, ts, m)
 }
 
+// slowInterimReplies answers a question with a 60-word answer streamed over 18 s, where every
+// chat.update from 5 s on takes latency (Slack slow): a Stop or shutdown at 7 s finds one in flight.
+func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *fakeSlack, ReplyRequest) {
+	fs := newFakeSlack()
+	fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+	chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
+	r := NewReplies(fs, slowUpdater{fs, time.Now().Add(5 * time.Second), latency}, fs, fs, chat, nil, opt)
+	req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+		ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+	return r, fs, req
+}
+
 // TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout: an interim chat.update in flight when
 // the bot shuts down (it holds its slot, so it is not cancelled midway) does not push the closing
 // writes' time box later: it counts from the cancellation (found by review).
@@ -183,13 +195,8 @@ func TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := buttonOptions()
 		opt.ShutdownTimeout = 2 * time.Second
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
-		chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
 		t0 := time.Now()
-		r := NewReplies(fs, slowUpdater{fs, t0.Add(5 * time.Second), 8 * time.Second}, fs, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		r, _, req := slowInterimReplies(opt, 8*time.Second)
 		ctx, cancel := context.WithCancelCause(t.Context())
 		cancelAt := t0.Add(7 * time.Second)
 		time.AfterFunc(7*time.Second, func() { cancel(ErrShutdown) })
@@ -208,14 +215,8 @@ func TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout(t *testing.T) {
 // and Regenerate (found by review).
 func TestButtonsStopDuringASlowInterimCallStillCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opt := buttonOptions()
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
-		chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
 		t0 := time.Now()
-		r := NewReplies(fs, slowUpdater{fs, t0.Add(5 * time.Second), 7 * time.Second}, fs, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		r, fs, req := slowInterimReplies(buttonOptions(), 7*time.Second)
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(7*time.Second, func() { cancel(ErrStopped) })
 		err := r.Reply(ctx, req)
