@@ -67,14 +67,27 @@ func TestSplitGolden(t *testing.T) {
 	}
 }
 
+// mrkdwnCase is Markdown and what Render makes of it in mrkdwn.
+type mrkdwnCase struct{ name, md, want string }
+
+// checkMrkdwn renders each case's Markdown in mrkdwn and compares.
+func checkMrkdwn(t *testing.T, cases []mrkdwnCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Render(tt.md, FormatMrkdwn); got != tt.want {
+				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
+			}
+		})
+	}
+}
+
 // An answer about Markdown itself shows fences: "type ``` to open a block", a ````markdown
 // block holding a ```go fence, a lone backtick as inline code. mrkdwn has no longer fences and code
 // cannot hold a backtick, so only the renderer's own fences may be ``` runs.
 func TestRenderMrkdwnBackticksInCode(t *testing.T) {
 	const wj = wordJoiner
-	tests := []struct {
-		name, md, want string
-	}{
+	tests := []mrkdwnCase{
 		{"inline code with fence", "Type ` ``` ` to open a block.", "Type ``" + wj + "` to open a block."},
 		{"inline code with backtick", "Use `` ` `` for inline code.", "Use ` for inline code."},
 		{"inline code without backtick", "Run `go test` now.", "Run `go test` now."},
@@ -108,9 +121,7 @@ func TestRenderMrkdwnBackticksInCode(t *testing.T) {
 // spaces, word joiners give Slack the boundary it needs.
 func TestRenderMrkdwnEmphasisNextToLetters(t *testing.T) {
 	const wj = wordJoiner
-	tests := []struct {
-		name, md, want string
-	}{
+	tests := []mrkdwnCase{
 		{"math product", "The volume is 2*3*4 = 24.", "The volume is 2*3*4 = 24."},
 		{"latex", "Inline $a*b*c$ here.", "Inline $a*b*c$ here."},
 		{"intraword italic", "Call foo*bar* now.", "Call foo*bar* now."},
@@ -125,19 +136,13 @@ func TestRenderMrkdwnEmphasisNextToLetters(t *testing.T) {
 		{"intraword italic inside bold", "**Use foo*bar* here**", "*Use foo" + wj + "_bar_ here*"},
 		{"intraword italic in a heading", "## Use foo*bar* here", "*Use foo" + wj + "_bar_ here*"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Render(tt.md, FormatMrkdwn); got != tt.want {
-				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
-			}
-		})
-	}
+	checkMrkdwn(t, tests)
 }
 
 // mrkdwn formatting does not span lines: a bold sentence the model wraps over two lines
 // ("**first line  \nsecond line**") showed stray "*" on both. Each line gets its own markers.
 func TestRenderMrkdwnEmphasisAcrossLineBreak(t *testing.T) {
-	tests := []struct{ name, md, want string }{
+	tests := []mrkdwnCase{
 		{"bold soft break", "**bold\nacross lines**", "*bold*\n*across lines*"},
 		{"bold hard break", "**first line  \nsecond line**", "*first line*\n*second line*"},
 		{"italic soft break", "_italic\nacross lines_", "_italic_\n_across lines_"},
@@ -145,13 +150,7 @@ func TestRenderMrkdwnEmphasisAcrossLineBreak(t *testing.T) {
 		{"in a list item", "- **a\n  b**", "• *a*\n    *b*"},
 		{"setext heading", "Two\nlines\n===", "*Two*\n*lines*"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Render(tt.md, FormatMrkdwn); got != tt.want {
-				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
-			}
-		})
-	}
+	checkMrkdwn(t, tests)
 }
 
 // The model points users to a channel ("ask in #general", written <#C024BE7LR|general>):
@@ -159,7 +158,7 @@ func TestRenderMrkdwnEmphasisAcrossLineBreak(t *testing.T) {
 // user and group mentions next to it stay neutralised.
 func TestRenderMrkdwnChannelLink(t *testing.T) {
 	const wj = wordJoiner
-	tests := []struct{ name, md, want string }{
+	tests := []mrkdwnCase{
 		{"with and without label", "Ask in <#C024BE7LR|general> or <#C024BE7LR>.", "Ask in <#C024BE7LR|general> or <#C024BE7LR>."},
 		{"private, empty label", "See <#G0PRIV|>.", "See <#G0PRIV|>."},
 		{"label with underscore, in bold", "Try **<#C1AB|dev_ops>** now", "Try *<#C1AB|dev_ops>* now"},
@@ -167,11 +166,5 @@ func TestRenderMrkdwnChannelLink(t *testing.T) {
 		{"in code", "`<#C024BE7LR>`", "`&lt;#C024BE7LR&gt;`"},
 		{"not a channel id", "<#general>", "&lt;#general&gt;"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Render(tt.md, FormatMrkdwn); got != tt.want {
-				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
-			}
-		})
-	}
+	checkMrkdwn(t, tests)
 }
