@@ -81,15 +81,21 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // The caller decides when probes stop being answered: to keep /healthz answering while the bot
 // drains on SIGTERM, pass a context that ends after the bot has stopped.
 func (s *Server) Run(ctx context.Context) error {
-	if s.addr == "" {
-		return errors.New("health listener: no address (HEALTH_ADDR is empty: do not start the listener)")
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.addr)
+	ln, err := s.Listen(ctx)
 	if err != nil {
 		return fmt.Errorf("health listener: %w", err)
 	}
 	return s.Serve(ctx, ln)
+}
+
+// Listen opens the server's address for Serve: a caller that must know at start-up that the
+// address can be had (the bot stops with a message if not) listens first, then serves.
+func (s *Server) Listen(ctx context.Context) (net.Listener, error) {
+	if s.addr == "" {
+		return nil, errors.New("no address (HEALTH_ADDR is empty: do not start the listener)")
+	}
+	var lc net.ListenConfig
+	return lc.Listen(ctx, "tcp", s.addr)
 }
 
 // Serve is Run on a listener the caller opened; Serve closes it.

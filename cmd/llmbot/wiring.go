@@ -58,16 +58,15 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	metrics, ready := ops.NewMetrics(), ops.NewReadiness()
 	if cfg.HealthAddr != "" {
+		health := ops.NewServer(cfg.HealthAddr, ready.Ready, metrics.Registry(), log.Named("health"))
 		// Listening first: a port that cannot be had stops the bot with a clear message, instead of
 		// a bot whose probes fail for no reason it says.
-		var lc net.ListenConfig
-		ln, err := lc.Listen(ctx, "tcp", cfg.HealthAddr)
+		ln, err := health.Listen(ctx)
 		if err != nil {
 			return fmt.Errorf("HEALTH_ADDR: %w", err)
 		}
 		// Probes answer from the start (auth.test, connecting) until the bot has drained.
 		hctx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
-		health := ops.NewServer(cfg.HealthAddr, ready.Ready, metrics.Registry(), log.Named("health"))
 		healthDone := make(chan struct{})
 		go func() {
 			defer close(healthDone)
