@@ -557,7 +557,7 @@ func (c *Client) failStream(ctx context.Context, h http.Header, err error, finis
 		}
 		e.Message = "the stream broke off " + before + e.Message
 	}
-	return e
+	return e.redact(c.secrets) // again: the request id is new
 }
 
 // endsAnswer reports whether err, which ended reading an event stream, only ends an answer

@@ -464,14 +464,20 @@ func classify(status int, typ, code, msg string) Kind {
 }
 
 // requestID is the provider's id for the request, for support and logs.
+//
+// A value longer than maxRequestID is not an id and is dropped, not clipped: a clip could cut a
+// secret echoed there in two, and Error.redact would then miss its first bytes.
 func requestID(h http.Header) string {
 	for _, k := range []string{"X-Request-Id", "X-Generation-Id", "Apim-Request-Id"} {
-		if v := h.Get(k); v != "" {
-			return clip(v, 128)
+		if v := h.Get(k); v != "" && len(v) <= maxRequestID {
+			return v
 		}
 	}
 	return ""
 }
+
+// maxRequestID is the longest request id kept (OpenAI's are about 40 bytes).
+const maxRequestID = 128
 
 // retryAfter reads retry-after-ms, then Retry-After in seconds or as an HTTP date.
 func retryAfter(h http.Header, now time.Time) time.Duration {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -402,6 +403,62 @@ func TestOddErrorShapes(t *testing.T) {
 			got := collect(t, c.Stream(t.Context(), hello))
 			if got.Err == nil || *got.Err != tc.want {
 				t.Errorf("got  %s\nwant %+v", show(got), tc.want)
+			}
+		})
+	}
+}
+
+// TestRequestIDNeverCarriesTheKey: a request id header is copied into errors, and a proxy may put
+// anything there. A key in it is redacted on every path, including a stream that breaks off after
+// its headers; an overlong value is dropped, not clipped (a clip could cut a key in two).
+func TestRequestIDNeverCarriesTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		id   string
+		cut  bool // 200 and a stream that breaks off; else a 401
+	}{
+		{"401, the key as the id", testKey, false},
+		{"401, the key straddling byte 128", strings.Repeat("x", 120) + testKey, false},
+		{"stream cut, the key as the id", testKey, true},
+		{"stream cut, the key straddling byte 128", strings.Repeat("x", 120) + testKey, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Request-Id", tc.id)
+				if !tc.cut {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(401)
+					w.Write([]byte(`{"error":{"message":"bad key","type":"invalid_request_error"}}`))
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"))
+				rc := http.NewResponseController(w)
+				rc.Flush()
+				conn, _, err := rc.Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return
+				}
+				if tc, ok := conn.(*net.TCPConn); ok {
+					tc.SetLinger(0) // a reset: a connection error, which failStream turns into a cut
+				}
+				conn.Close()
+			})
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxRetries = -1 })
+			r := collect(t, c.Stream(t.Context(), hello))
+			_, err := c.Complete(t.Context(), hello)
+			if r.Err == nil || err == nil {
+				t.Fatalf("Stream: %s; Complete: %v; want errors", show(r), err)
+			}
+			for _, e := range []error{r.Err, err} {
+				le, ok := errors.AsType[*Error](e)
+				if !ok {
+					t.Fatalf("got %T %v, want *Error", e, e)
+				}
+				if strings.Contains(e.Error(), testKey[:8]) || strings.Contains(le.RequestID, testKey[:8]) {
+					t.Errorf("got %q (request id %q), want none of the key", e, le.RequestID)
+				}
 			}
 		})
 	}
