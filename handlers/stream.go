@@ -62,8 +62,8 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		}
 		snap = mb.latest(snap)
 		s.feed(snap.md)
-		n, err := s.write(ctx, s.pend)
-		s.pend = s.pend[n:] // a retry goes on from what Slack did not take
+		n, err := s.write(ctx, p.callCtx, s.pend) // a call under way is not cancelled by a Stop
+		s.pend = s.pend[n:]                       // a retry goes on from what Slack did not take
 		if err == nil {
 			if p.firstText == 0 {
 				p.firstText = time.Since(p.start)
@@ -94,8 +94,10 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 
 // write appends text to the streamed message, continuing in a new one when it would grow too long. It
 // returns how many bytes of text Slack took, so that a retry (after a 429) goes on from there instead of
-// repeating them; the sink's state always matches what Slack shows.
-func (s *streamSink) write(ctx context.Context, text string) (int, error) {
+// repeating them; the sink's state always matches what Slack shows. ctx bounds the waits for budgets;
+// each call goes with call(ctx) (callCtx for interim writes: a call Slack may already have carried out
+// is not abandoned when the reply is cancelled).
+func (s *streamSink) write(ctx context.Context, call func(context.Context) (context.Context, context.CancelFunc), text string) (int, error) {
 	p := s.p
 	done := 0
 	for _, piece := range splitLines(text, convo.MarkdownLimit) {
@@ -103,7 +105,10 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 			if err := p.r.opt.Streams.Wait(ctx); err != nil {
 				return done, err
 			}
-			if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}, nil); err != nil {
+			cctx, cancel := call(ctx)
+			err := p.r.streamer.StopStream(cctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}, nil)
+			cancel()
+			if err != nil {
 				return done, startStopError{fmt.Errorf("chat.stopStream: %w", err)}
 			}
 			s.ts, s.sent = "", 0 // full: the next piece starts a new message
@@ -115,7 +120,9 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 			if err := p.r.postWait(ctx, p.req.Channel); err != nil {
 				return done, err
 			}
-			ts, err := p.r.streamer.StartStream(ctx, p.streamStart(piece))
+			cctx, cancel := call(ctx)
+			ts, err := p.r.streamer.StartStream(cctx, p.streamStart(piece))
+			cancel()
 			if err != nil {
 				return done, startStopError{fmt.Errorf("chat.startStream: %w", err)}
 			}
@@ -129,7 +136,10 @@ func (s *streamSink) write(ctx context.Context, text string) (int, error) {
 				return done, err
 			}
 		}
-		if err := p.r.streamer.AppendStream(ctx, p.req.Channel, s.ts, piece); err != nil {
+		cctx, cancel := call(ctx)
+		err := p.r.streamer.AppendStream(cctx, p.req.Channel, s.ts, piece)
+		cancel()
+		if err != nil {
 			return done, fmt.Errorf("chat.appendStream: %w", err)
 		}
 		s.sent += len(piece)
@@ -216,7 +226,7 @@ func (s *streamSink) finalAttempt(ctx context.Context, text *string, mark convo.
 		// Too long for this message (or one call), or the next message is not started yet: append it in
 		// pieces, continuing in new messages as needed, then stop the last with nothing more to add. A
 		// retry goes on from what Slack did not take.
-		n, err := s.write(ctx, *text)
+		n, err := s.write(ctx, sameCtx, *text)
 		*text = (*text)[n:]
 		if err != nil {
 			return err
@@ -230,6 +240,9 @@ func (s *streamSink) finalAttempt(ctx context.Context, text *string, mark convo.
 	}
 	return nil
 }
+
+// sameCtx is write's call for the final write: its calls go with the final write's own time box.
+func sameCtx(ctx context.Context) (context.Context, context.CancelFunc) { return ctx, func() {} }
 
 var errStreamBroken = errors.New("streamed message not finished")
 

@@ -429,3 +429,60 @@ func TestStreamModeFinalAppendWaitsRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// slowAppender is a Slack whose chat.appendStream takes latency from slowFrom on. Slack carries out a
+// call it has received, whether or not the caller stops waiting for its answer.
+type slowAppender struct {
+	*fakeSlack
+	slowFrom time.Time
+	latency  time.Duration
+}
+
+func (s slowAppender) AppendStream(ctx context.Context, channel, ts, markdown string) error {
+	if time.Now().Before(s.slowFrom) {
+		return s.fakeSlack.AppendStream(ctx, channel, ts, markdown)
+	}
+	t := time.NewTimer(s.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	err := s.fakeSlack.AppendStream(context.WithoutCancel(ctx), channel, ts, markdown)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// TestStreamModeStopDuringAnAppendShowsItOnce: a Stop while an interim chat.appendStream is under way
+// does not cancel it (Slack may already have taken the text, as in edit mode): the final write then
+// appends only what came after it, and no line shows twice (found by review).
+func TestStreamModeStopDuringAnAppendShowsItOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFakeSlack()
+		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		ws := lines(60)
+		chat := &fakeChat{steps: deltas(ws, 300*time.Millisecond)}
+		opt := streamOptions()
+		r := NewReplies(fs, fs, slowAppender{fs, time.Now().Add(5 * time.Second), 3 * time.Second}, fs, chat, nil, opt)
+		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(7*time.Second, func() { cancel(ErrStopped) })
+		err := r.Reply(ctx, req)
+		t.Logf("Reply = %v", err)
+		ms := fs.botMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].text, "Stopped") || ms[0].streaming {
+			t.Fatalf("messages = %+v, want one, stopped, with the stopped note", ms)
+		}
+		for _, w := range ws {
+			if n := strings.Count(ms[0].text, strings.TrimSpace(w)); n > 1 {
+				t.Errorf("%q shows %d times in %q", strings.TrimSpace(w), n, ms[0].text)
+			}
+		}
+		if !strings.Contains(ms[0].text, "Line 0 of") {
+			t.Errorf("message = %q, want the answer's start", ms[0].text)
+		}
+	})
+}
