@@ -62,8 +62,9 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		}
 		snap = mb.latest(snap)
 		s.feed(snap.md)
-		n, err := s.write(ctx, p.callCtx, s.pend) // a call under way is not cancelled by a Stop
-		s.pend = s.pend[n:]                       // a retry goes on from what Slack did not take
+		// A call under way is not cancelled by a Stop; a retry goes on from what Slack did not take.
+		n, err := s.write(ctx, p.callCtx, s.pend)
+		s.pend = s.pend[n:]
 		if err == nil {
 			if p.firstText == 0 {
 				p.firstText = time.Since(p.start)
