@@ -199,6 +199,10 @@ func TestRetries(t *testing.T) {
 		{"Gemini per-minute limit retried", []reply{{429, nil, string(readFixture(t, "gemini_quota_per_minute_429.json"))}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
 		// ... also when LiteLLM relays it inside its own message (BerriAI/litellm#11725).
 		{"Gemini per-minute limit relayed by LiteLLM retried", []reply{{429, nil, string(readFixture(t, "litellm_gemini_per_minute_429.json"))}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
+		// Its daily limit (only the quota id says so) and a model the plan lacks ("limit: 0") are not retried.
+		{"Gemini daily quota not retried", []reply{{429, nil, string(readFixture(t, "gemini_quota_per_day_429.json"))}, ok}, 1, nil, KindQuota},
+		{"Gemini daily quota relayed by LiteLLM not retried", []reply{{429, nil, string(readFixture(t, "litellm_gemini_per_day_429.json"))}, ok}, 1, nil, KindQuota},
+		{"Gemini model not in the plan not retried", []reply{{429, nil, string(readFixture(t, "gemini_model_not_in_plan_429.json"))}, ok}, 1, nil, KindQuota},
 		{"x-should-retry false", []reply{{503, map[string]string{"X-Should-Retry": "false"}, ""}, ok}, 1, nil, KindServer},
 		{"x-should-retry true on a 400", []reply{{400, map[string]string{"X-Should-Retry": "true"}, ""}, ok}, 2, []time.Duration{500 * time.Millisecond}, ""},
 		{"Retry-After over MaxRetryWait", []reply{{429, map[string]string{"Retry-After": "300"}, rateLimit}, ok}, 1, nil, KindRateLimit},

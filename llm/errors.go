@@ -124,7 +124,10 @@ type errorObject struct {
 	} `json:"innererror"`
 	Status  json.RawMessage `json:"status"` // Google: "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", ...
 	Details []struct {
-		Reason string `json:"reason"` // Google's ErrorInfo: "API_KEY_INVALID", ...
+		Reason     string `json:"reason"` // Google's ErrorInfo: "API_KEY_INVALID", ...
+		Violations []struct {
+			QuotaID string `json:"quotaId"` // Google's QuotaFailure: "GenerateRequestsPerDayPerProjectPerModel-FreeTier", ...
+		} `json:"violations"`
 	} `json:"details"`
 	Metadata *struct {
 		ProviderName string          `json:"provider_name"`
@@ -209,6 +212,12 @@ func parseErrorJSON(e *Error, body []byte) bool {
 		for _, d := range o.Details {
 			if d.Reason == "API_KEY_INVALID" { // Google answers a bad key with 400 INVALID_ARGUMENT
 				e.Code = d.Reason
+			}
+			for _, v := range d.Violations {
+				if strings.Contains(v.QuotaID, "PerDay") && !strings.Contains(e.Message, v.QuotaID) {
+					// Google's message is the same for its per-minute and its daily limits.
+					e.Message = joinNonEmpty(" ", e.Message, "(daily quota "+clip(v.QuotaID, 100)+")")
+				}
 			}
 		}
 		if m := o.Metadata; m != nil {
@@ -440,7 +449,11 @@ func classify(status int, typ, code, msg string) Kind {
 		return KindContentPolicy
 	case lt == "resource_exhausted" || strings.Contains(lm, "resource_exhausted"):
 		// Google says "You exceeded your current quota" of per-minute limits too, in its own
-		// error or relayed inside a proxy's message (LiteLLM: code "429").
+		// error or relayed inside a proxy's message (LiteLLM: code "429"). Only its quota ids
+		// tell a daily limit, and "limit: 0" a model the plan does not include: no retry helps.
+		if strings.Contains(lm, "perday") || strings.Contains(lm, "limit: 0,") {
+			return KindQuota
+		}
 		return KindRateLimit
 	case strings.Contains(lm, "insufficient_quota") || strings.Contains(lm, "exceeded your current quota"):
 		return KindQuota // LiteLLM relays OpenAI's insufficient_quota as code "429", the upstream text only in the message

@@ -116,6 +116,13 @@ var errorFixtures = []struct {
 	{"gemini_quota_per_minute_429.json", 429, nil,
 		Error{Kind: KindRateLimit, Status: 429, Type: "RESOURCE_EXHAUSTED", Code: "429",
 			Message: "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."}},
+	// ... but its quota ids tell a daily limit, and "limit: 0" a model the plan lacks: no retry helps.
+	{"gemini_quota_per_day_429.json", 429, nil,
+		Error{Kind: KindQuota, Status: 429, Type: "RESOURCE_EXHAUSTED", Code: "429",
+			Message: "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. (daily quota GenerateRequestsPerDayPerProjectPerModel-FreeTier)"}},
+	{"gemini_model_not_in_plan_429.json", 429, nil,
+		Error{Kind: KindQuota, Status: 429, Type: "RESOURCE_EXHAUSTED", Code: "429",
+			Message: "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current usage, head to: https://ai.dev/rate-limit. \n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 0, model: gemini-2.5-pro\nPlease retry in 20.04466179s."}},
 	{"fastapi_detail.json", 404, nil, Error{Kind: KindBadRequest, Status: 404, Message: "Not Found"}},
 	{"fastapi_detail_pydantic_422.json", 422, nil,
 		Error{Kind: KindBadRequest, Status: 422, Message: "body.messages: Field required; body.model: Input should be a valid string"}},
