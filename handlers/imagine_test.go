@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -213,6 +214,34 @@ func TestImagineShutdown(t *testing.T) {
 		}
 		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "the bot is restarting") {
 			t.Errorf("responses = %+v, want the restart notice (sent after cancellation)", rs)
+		}
+	})
+}
+
+// TestImagineUploadWaitsOutRateLimit: files.getUploadURLExternal and files.completeUploadExternal
+// are Tier 4; a 429 with Retry-After on the upload must be waited out and the upload tried again
+// within the job's time, not end the job: the picture is already made (and billed).
+func TestImagineUploadWaitsOutRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+		im, fs := newImagineTest(t, img)
+		fs.uploadErr = func(n int, _ call) error {
+			if n == 1 {
+				return fmt.Errorf("files.upload: GetUploadURLExternal: %w", &slack.RateLimitedError{RetryAfter: 5 * time.Second})
+			}
+			return nil
+		}
+		start := time.Now()
+		err := im.Run(t.Context(), imagineReq("a cat"))
+		ups := fs.callsOf("upload")
+		if err != nil || len(ups) != 2 {
+			t.Fatalf("Run = %v with %d uploads, want nil after a second upload once Retry-After passed", err, len(ups))
+		}
+		if d := ups[1].at.Sub(start); d < 5*time.Second {
+			t.Errorf("second upload %v after the first, want at least Retry-After (5s)", d)
+		}
+		if rs := fs.callsOf("respond"); len(rs) != 0 {
+			t.Errorf("responses = %+v, want none: the picture was posted", rs)
 		}
 	})
 }
