@@ -245,3 +245,30 @@ func TestImagineUploadWaitsOutRateLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestImagineNotInDMNoInviteAdvice: /imagine typed in a direct message between people (a D…
+// channel the bot is not part of) cannot be shared there, and no one can /invite a bot into a
+// DM: the person must be told where /imagine works instead of an impossible /invite.
+func TestImagineNotInDMNoInviteAdvice(t *testing.T) {
+	for _, code := range []string{"channel_not_found", "not_in_channel"} {
+		t.Run(code, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+				im, fs := newImagineTest(t, img)
+				fs.uploadErr = func(int, call) error { return slack.SlackErrorResponse{Err: code} }
+				req := imagineReq("a cat")
+				req.Channel = "D0123ABCD"
+				if err := im.Run(t.Context(), req); err == nil {
+					t.Error("Run = nil, want the error")
+				}
+				rs := fs.callsOf("respond")
+				if len(rs) != 1 {
+					t.Fatalf("responses = %+v, want one", rs)
+				}
+				if strings.Contains(rs[0].text, "/invite") {
+					t.Errorf("response %q tells the person to /invite the bot into a direct message, which Slack does not allow", rs[0].text)
+				}
+			})
+		})
+	}
+}
