@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -271,4 +272,34 @@ func TestImagineNotInDMNoInviteAdvice(t *testing.T) {
 			})
 		})
 	}
+}
+
+// blockingUploader is an Uploader whose upload lasts until ctx ends, then fails as slack-go does
+// (the HTTP client reports ctx.Err(), not its cause).
+type blockingUploader struct{}
+
+func (blockingUploader) UploadImage(ctx context.Context, u Upload) error {
+	<-ctx.Done()
+	return fmt.Errorf("files.upload: UploadToURL: %w", &url.Error{Op: "Post", URL: "https://files.slack.com/upload/v1/x", Err: ctx.Err()})
+}
+
+// TestImagineShutdownDuringUploadIsShutdown: a job the shutdown interrupts while the picture is
+// being uploaded ends with ErrShutdown (as one interrupted while the picture is made does, and as
+// Reply does), so the bot logs it as "interrupted" and counts it as outcome "shutdown", not as a
+// failed job at error level on every deploy.
+func TestImagineShutdownDuringUploadIsShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+		fs := newFakeSlack()
+		im := NewImagine(img, blockingUploader{}, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot"})
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
+		err := im.Run(ctx, imagineReq("a cat"))
+		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "the bot is restarting") {
+			t.Errorf("responses = %+v, want the restart notice", rs)
+		}
+		if !errors.Is(err, ErrShutdown) {
+			t.Errorf("Run = %v, want an error that is ErrShutdown", err)
+		}
+	})
 }
