@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,5 +277,26 @@ func TestRateLimitedThreadReadIsNotRetried(t *testing.T) {
 		if calls := len(fs.CallsTo(method)); calls != 1 {
 			t.Errorf("%s called %d times, want 1", method, calls)
 		}
+	}
+}
+
+// TestRespondErrorHidesResponseURL: a response_url (hooks.slack.com/commands/T…/…/<secret>) lets
+// whoever holds it post into the channel for 30 minutes, bypassing channel permissions, like an
+// incoming webhook. A failed Respond must not carry it into the error the handlers log.
+func TestRespondErrorHidesResponseURL(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hj, ok := w.(http.Hijacker); ok {
+			c, _, _ := hj.Hijack()
+			c.Close() // the connection drops: no answer
+		}
+	}))
+	defer srv.Close()
+	api := NewSlackAPI(slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/")))
+	err := api.Respond(context.Background(), srv.URL+"/commands/T1/1234/s3cr3tR3spons3T0k3n", "It failed")
+	if err == nil {
+		t.Fatal("Respond = nil, want the error")
+	}
+	if strings.Contains(err.Error(), "s3cr3tR3spons3T0k3n") {
+		t.Errorf("Respond error %q carries the response_url's secret into the logs", err)
 	}
 }
