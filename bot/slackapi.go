@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -286,7 +287,7 @@ func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {
 	}
 	_, err := a.c.UploadFileContext(ctx, p)
 	if err != nil {
-		return fmt.Errorf("files.upload: %w", err) // slack-go prefixes the step that failed
+		return fmt.Errorf("files.upload: %w", hideURL(err)) // slack-go prefixes the step that failed
 	}
 	return nil
 }
@@ -298,9 +299,24 @@ func (a *SlackAPI) Respond(ctx context.Context, responseURL, text string) error 
 		slack.MsgOptionResponseURL(responseURL, slack.ResponseTypeEphemeral),
 		slack.MsgOptionText(text, false))
 	if err != nil {
-		return fmt.Errorf("response_url: %w", err)
+		return fmt.Errorf("response_url: %w", hideURL(err))
 	}
 	return nil
+}
+
+// hideURL keeps only the scheme and host of the URL a failed request names in err (a *url.Error,
+// as net/http reports a request that got no answer): a response_url lets whoever holds it post in
+// the channel for 30 minutes, and an upload URL takes a file, so neither may reach the logs.
+func hideURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			ue.URL = u.Scheme + "://" + u.Host + "/…"
+		} else {
+			ue.URL = "(url hidden)"
+		}
+	}
+	return err
 }
 
 // Name returns a user's display name (users.info), cached for an hour.

@@ -162,7 +162,7 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {
 		buttons = []Button{{ActionID: ActionImagineAgain, Text: labelAnother, Value: prompt}}
 	}
-	err = i.up.UploadImage(jctx, Upload{
+	err = i.upload(jctx, log, Upload{
 		Channel:  req.Channel,
 		Filename: "image." + ext,
 		Title:    truncateRunes(oneLine(prompt, maxTitle), maxTitle),
@@ -172,13 +172,39 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 		Buttons:  buttons,
 	})
 	if err != nil {
-		i.respond(ctx, log, req, i.uploadFailure(ctx, err))
+		i.respond(ctx, log, req, i.uploadFailure(ctx, req.Channel, err))
+		if cause := context.Cause(ctx); ctx.Err() != nil && errors.Is(cause, ErrShutdown) {
+			// slack-go reports ctx.Err(), not its cause: the caller tells a shutdown by ErrShutdown.
+			return fmt.Errorf("upload image: %w: %w", cause, err)
+		}
 		return fmt.Errorf("upload image: %w", err)
 	}
 	log.Info("image done", zap.Duration("image_time", genTime), zap.Duration("duration", time.Since(start)),
 		zap.Int("bytes", len(img.Data)), zap.String("format", img.Format))
 	log.Debug("image prompt", zap.String("prompt", prompt))
 	return nil
+}
+
+// maxUploadAttempts bounds the uploads of one picture that Slack rate-limits (429).
+const maxUploadAttempts = 3
+
+// upload shares the picture, waiting out a 429's Retry-After (the picture is made, and paid for)
+// while the job's time allows.
+func (i *Imagine) upload(ctx context.Context, log *zap.Logger, u Upload) error {
+	for attempt := 1; ; attempt++ {
+		err := i.up.UploadImage(ctx, u)
+		ra, limited := rateLimited(err)
+		if !limited || attempt == maxUploadAttempts {
+			return err
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < ra {
+			return err // the job would end first
+		}
+		log.Debug("image upload rate limited; waiting", zap.Duration("retry_after", ra), zap.Int("attempt", attempt))
+		if !sleepCtx(ctx, ra) {
+			return err
+		}
+	}
 }
 
 // acquire starts a job of user's: it takes over the oldest place Accept holds, or else takes a new
@@ -268,9 +294,13 @@ func imageFailure(ctx context.Context, err error) string {
 }
 
 // uploadFailure is what the user is told when the upload failed.
-func (i *Imagine) uploadFailure(ctx context.Context, err error) string {
+func (i *Imagine) uploadFailure(ctx context.Context, channel string, err error) string {
 	switch slackErr(err) {
 	case "not_in_channel", "channel_not_found":
+		if strings.HasPrefix(channel, "D") { // a DM between people: no one can add an app to it
+			return "I can't post in this conversation: apps can only post in direct messages with themselves. " +
+				"Try `/imagine` in a direct message with me, or in a channel I'm in."
+		}
 		name := i.opt.BotName
 		if name == "" {
 			name = "the bot"

@@ -303,3 +303,51 @@ func TestImagineShutdownDuringUploadIsShutdown(t *testing.T) {
 		}
 	})
 }
+
+// TestImagineUploadFailureTexts: what the person is told when the picture was made but could not be
+// shared, by the upload's error and channel.
+func TestImagineUploadFailureTexts(t *testing.T) {
+	im, _ := newImagineTest(t, &fakeImager{})
+	for _, tc := range []struct {
+		name    string
+		channel string
+		err     error
+		want    string
+	}{
+		{"not in a channel", "C1", slack.SlackErrorResponse{Err: "not_in_channel"}, "Invite me with `/invite @llmbot`"},
+		{"not in a DM between people", "D1", slack.SlackErrorResponse{Err: "channel_not_found"}, "in a direct message with me, or in a channel I'm in"},
+		{"missing scope", "C1", slack.SlackErrorResponse{Err: "missing_scope", ResponseMetadata: slack.ResponseMetadata{}}, "missing a Slack permission"},
+		{"429 with Retry-After", "C1", fmt.Errorf("files.upload: %w", &slack.RateLimitedError{RetryAfter: time.Minute}), "Slack is rate limiting the bot"},
+		{"429 without Retry-After", "C1", fmt.Errorf("files.upload: %w", slack.StatusCodeError{Code: 429, Status: "429 Too Many Requests"}), "Slack is rate limiting the bot"},
+		{"Slack 503", "C1", fmt.Errorf("files.upload: %w", slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}), "Slack is having trouble (HTTP 503)"},
+		{"timeout", "C1", fmt.Errorf("files.upload: %w", context.DeadlineExceeded), "Slack did not answer in time"},
+		{"network", "C1", fmt.Errorf("files.upload: %w", &url.Error{Op: "Post", URL: "https://files.slack.com/…", Err: errors.New("connection refused")}), "Slack could not be reached"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := im.uploadFailure(t.Context(), tc.channel, tc.err); !strings.Contains(got, tc.want) {
+				t.Errorf("uploadFailure = %q, want it to say %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestImagineUploadRateLimitBeyondTheJob: a Retry-After longer than the job has left is not waited
+// for: the person is told at once that Slack is rate limiting the bot.
+func TestImagineUploadRateLimitBeyondTheJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+		fs := newFakeSlack()
+		im := NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot", Timeout: time.Minute})
+		fs.uploadErr = func(int, call) error { return &slack.RateLimitedError{RetryAfter: 2 * time.Minute} }
+		start := time.Now()
+		if err := im.Run(t.Context(), imagineReq("a cat")); err == nil {
+			t.Error("Run = nil, want the rate limit")
+		}
+		if ups, took := len(fs.callsOf("upload")), time.Since(start); ups != 1 || took > 0 {
+			t.Errorf("%d uploads over %v, want one and no wait", ups, took)
+		}
+		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "rate limiting") {
+			t.Errorf("responses = %+v, want the rate limit explained", rs)
+		}
+	})
+}

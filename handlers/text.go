@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/slack-go/slack"
@@ -134,12 +135,15 @@ func slackReason(err error) string {
 		}
 		return "Slack said " + se.Err
 	}
-	var rl *slack.RateLimitedError
-	if errors.As(err, &rl) {
+	if _, ok := rateLimited(err); ok {
 		return "Slack is rate limiting the bot"
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return "Slack did not answer in time"
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code >= 500 {
+		return "Slack is having trouble (HTTP " + strconv.Itoa(sc.Code) + ")"
 	}
 	return "Slack could not be reached"
 }
