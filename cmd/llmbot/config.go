@@ -56,7 +56,7 @@ type Config struct {
 	LLMHeaderTimeout  time.Duration `envconfig:"LLM_HEADER_TIMEOUT" default:"120s" desc:"Time to the first response headers of a chat request."`
 	LLMIdleTimeout    time.Duration `envconfig:"LLM_IDLE_TIMEOUT" default:"90s" desc:"Longest silence inside a streamed answer before it is given up as stalled."`
 	LLMStreamCoalesce time.Duration `envconfig:"LLM_STREAM_COALESCE" default:"200ms" desc:"How long a streamed answer gathers between reads: once it has read all that arrived, the next read comes about this much later (half to one and a half times it, at instants shared by all answers, so the bot wakes once for all of them) and takes all that arrived meanwhile: one wake-up for several tokens. While many answers share the edit budget, so that Slack shows each one only every few seconds, the pause doubles up to a twentieth of that spacing (at most 4s), once the answer shows text. Tokens reach Slack up to 1.5 times the pause later. 0: read tokens as they arrive."`
-	ImageTimeout      time.Duration `envconfig:"IMAGE_TIMEOUT" default:"180s" desc:"Time for one image generation, download included."`
+	ImageTimeout      time.Duration `envconfig:"IMAGE_TIMEOUT" default:"180s" desc:"Time for one image generation, download included (at most 25m)."`
 	LLMMaxRetries     int           `envconfig:"LLM_MAX_RETRIES" default:"2" desc:"Retries of a model request on 429/5xx/connection errors before the first byte (0: none)."`
 	LLMStreamUsage    bool          `envconfig:"LLM_STREAM_USAGE" default:"true" desc:"Ask for token usage in streamed answers (stream_options.include_usage), for the token metrics. A server that rejects it is asked again without it, once per model; false: never ask."`
 	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"8s" desc:"On SIGTERM, the time to finish answers in progress and close the rest with an interrupted note (its last 2s, at most half of it, are kept for closing); the process exits 0 within it. Keep it under Kubernetes' 30s."`
@@ -261,6 +261,9 @@ func (c Config) problems() []string {
 	positive("LLM_HEADER_TIMEOUT", c.LLMHeaderTimeout)
 	positive("LLM_IDLE_TIMEOUT", c.LLMIdleTimeout)
 	positive("IMAGE_TIMEOUT", c.ImageTimeout)
+	if c.ImageTimeout > maxImageTimeout {
+		add("IMAGE_TIMEOUT: %v is over %v (Slack's response_url, which tells the person when an image fails, lasts 30 minutes)", c.ImageTimeout, maxImageTimeout)
+	}
 	if c.LLMStreamCoalesce < 0 || c.LLMStreamCoalesce > time.Second {
 		add("LLM_STREAM_COALESCE: %v must be between 0 and 1s (Slack shows an answer's text about once a second at best)", c.LLMStreamCoalesce)
 	}
@@ -279,6 +282,10 @@ func (c Config) problems() []string {
 	}
 	return p
 }
+
+// maxImageTimeout keeps a whole /imagine job (IMAGE_TIMEOUT plus imageUploadTime) within the 30
+// minutes of the slash command's response_url.
+const maxImageTimeout = 25 * time.Minute
 
 // accessRules returns the access policy of the settings.
 func (c Config) accessRules() (*access.Policy, error) {

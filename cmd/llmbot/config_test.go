@@ -116,6 +116,7 @@ func TestBadValuesAllReported(t *testing.T) {
 		"CONTEXT_TOKENS":         "10",
 		"LLM_STREAM_COALESCE":    "5s",
 		"HEALTH_ADDR":            "8080",
+		"IMAGE_TIMEOUT":          "1h",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -139,7 +140,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		"CONTEXT_TOKENS: 10 is below 500",
 		"LLM_STREAM_COALESCE: 5s must be between 0 and 1s",
 		`HEALTH_ADDR: "8080" is not host:port (like :8080, or 127.0.0.1:8080)`,
-		"15 problem(s)",
+		"IMAGE_TIMEOUT: 1h0m0s is over 25m0s",
+		"16 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
