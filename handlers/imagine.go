@@ -105,7 +105,11 @@ func (i *Imagine) Accept(req ImagineRequest) (ackText string, start bool) {
 		return i.busyText(), false
 	}
 	u.accepted = append(u.accepted, time.Now())
-	return "Generating an image for: " + escape(oneLine(prompt, 300)) + "…", true
+	shown := oneLine(prompt, 300)
+	if !strings.HasSuffix(shown, "…") { // a cut prompt ends in one already
+		shown += "…"
+	}
+	return "Generating an image for: " + escape(shown), true
 }
 
 // userLocked returns user's jobs (made on first use), with stale accepted places dropped.

@@ -39,6 +39,9 @@ func TestImagineUploadsToChannel(t *testing.T) {
 		if !start || ack != "Generating an image for: a lighthouse at dawn &lt;b&gt;…" {
 			t.Errorf("Accept = %q, %v; want the generating ack and start", ack, start)
 		}
+		if long, _ := im.Accept(imagineReq(strings.Repeat("word ", 100))); !strings.HasSuffix(long, "word…") {
+			t.Errorf("Accept of a long prompt = %q, want it cut with one ellipsis", long)
+		}
 		mustNoErr(t, im.Run(t.Context(), req))
 		ups := fs.callsOf("upload")
 		if len(ups) != 1 {
