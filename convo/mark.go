@@ -23,14 +23,23 @@ type Mark struct {
 	// Note is a status line appended to an answer's text (e.g. "stopped", "cut off"). Build
 	// strips it from the text before replaying the answer; see NoteSuffix.
 	Note string
+	// Question is the ts of the message an answer answers. With it Build replays an answer posted
+	// after a later question to that later question too, and of several answers to one question
+	// (Regenerate) only the newest. Empty in marks written before it existed.
+	Question string
+	// First is the ts of an answer's first message, on its later parts (a long answer goes on in new
+	// messages): Build joins exactly those. Empty on a first part.
+	First string
 }
 
 // Metadata is the Slack message metadata for m: event_type MetadataEventType and
-// event_payload {"kind": ..., "note": ...} ("note" only when set).
+// event_payload {"kind": ..., "note": ..., "q": ..., "first": ...} (all but "kind" only when set).
 func (m Mark) Metadata() slack.SlackMetadata {
 	payload := map[string]any{"kind": string(m.Kind)}
-	if m.Note != "" {
-		payload["note"] = m.Note
+	for k, v := range map[string]string{"note": m.Note, "q": m.Question, "first": m.First} {
+		if v != "" {
+			payload[k] = v
+		}
 	}
 	return slack.SlackMetadata{EventType: MetadataEventType, EventPayload: payload}
 }
@@ -47,7 +56,9 @@ func ReadMark(msg slack.Message) (Mark, bool) {
 		return Mark{}, false
 	}
 	note, _ := md.EventPayload["note"].(string)
-	return Mark{Kind: MarkKind(kind), Note: note}, true
+	q, _ := md.EventPayload["q"].(string)
+	first, _ := md.EventPayload["first"].(string)
+	return Mark{Kind: MarkKind(kind), Note: note, Question: q, First: first}, true
 }
 
 // NoteSuffix is how an answer's Mark.Note is appended to its text in format f: a blank line

@@ -14,6 +14,8 @@ func TestMarkRoundTrip(t *testing.T) {
 		{Kind: MarkPlaceholder},
 		{Kind: MarkNotice},
 		{Kind: MarkError, Note: "model unavailable"},
+		{Kind: MarkAnswer, Question: "1700000000.000100"},
+		{Kind: MarkAnswer, Note: "stopped", Question: "1700000000.000100", First: "1700000000.000200"},
 	}
 	for _, m := range tests {
 		// Through JSON, as chat.postMessage sends it and conversations.replies returns it.

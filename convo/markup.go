@@ -14,6 +14,9 @@ func (b *builder) plain(m slack.Message) string {
 	if strings.TrimSpace(text) == "" {
 		text = attachmentsText(m.Attachments)
 	}
+	if strings.TrimSpace(text) == "" {
+		text = blocksText(m.Blocks)
+	}
 	var sb strings.Builder
 	sb.Grow(len(text))
 	s := text

@@ -95,18 +95,20 @@ const (
 	speakerSelfFile         // our unmarked file share (/imagine): only a note
 )
 
-// entry is one future llm.Message: one Slack message, or consecutive parts of one answer.
+// entry is one future llm.Message: one Slack message, or the parts of one answer.
 type entry struct {
 	who speaker
-	// first and last index into the thread; a merged answer spans several own answers
-	// (and whatever was skipped between them).
-	first, last int
+	idx []int // into the thread: the message, or the answer's parts in order
+	// Of an answer whose marks say which question it answers (Mark.Question): that question,
+	// and the ts of its first part (which its later parts name in Mark.First).
+	question, firstTS string
 }
 
 // Build maps a thread (conversations.replies messages, oldest first, with metadata) and the
 // triggering message to chat messages: the system prompt, the conversation up to the
-// trigger within the budget, and the trigger last. Messages after the trigger are left out.
-// The trigger may or may not be part of thread. names may be nil.
+// trigger within the budget, and the trigger last. Messages after the trigger are left out,
+// but for the bot's answers to earlier questions (two questions asked before the first answer
+// was posted). The trigger may or may not be part of thread. names may be nil.
 func Build(thread []slack.Message, trigger slack.Message, names Names, opt Options) Result {
 	b := builder{names: names, opt: opt}
 	trigger = latest(trigger)
@@ -120,9 +122,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			l := latest(*m)
 			m = &l
 		}
-		if trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || tsLess(trigger.Timestamp, m.Timestamp)) {
-			continue
-		}
+		after := trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || tsLess(trigger.Timestamp, m.Timestamp))
 		if !keptSubtypes[m.SubType] {
 			continue
 		}
@@ -131,21 +131,22 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			mark, ok := ReadMark(*m)
 			switch {
 			case ok && mark.Kind == MarkAnswer:
-				if n := len(entries); n > 0 && entries[n-1].who == speakerSelf {
-					entries[n-1].last = i
-					continue
+				if after && (mark.Question == "" || !tsLess(mark.Question, trigger.Timestamp)) {
+					continue // an answer to the trigger itself (Regenerate) or to a later question
 				}
-				entries = append(entries, entry{who: speakerSelf, first: i, last: i})
-			case !ok && len(m.Files) > 0:
-				entries = append(entries, entry{who: speakerSelfFile, first: i, last: i})
+				entries = addAnswer(entries, i, m.Timestamp, mark)
+			case !ok && len(m.Files) > 0 && !after:
+				entries = append(entries, entry{who: speakerSelfFile, idx: []int{i}})
 			}
+		case after:
+			continue
 		case isBot(m):
 			if opt.IncludeOtherBots {
-				entries = append(entries, entry{who: speakerBot, first: i, last: i})
+				entries = append(entries, entry{who: speakerBot, idx: []int{i}})
 			}
 		default:
 			people[m.User] = true
-			entries = append(entries, entry{who: speakerPerson, first: i, last: i})
+			entries = append(entries, entry{who: speakerPerson, idx: []int{i}})
 		}
 	}
 	if !isBot(&trigger) {
@@ -211,6 +212,36 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	return res
 }
 
+// addAnswer adds the bot's answer message i (ts, mark) to entries. A later part joins the entry
+// of its first part. A first part that answers a question an earlier answer answered too
+// (Regenerate) takes that answer's place: the model sees the newest answer, where the old one
+// was. Answers whose marks predate Mark.Question join an answer of theirs right before them, as
+// the parts of one answer (this merged two answers that sat next to each other).
+func addAnswer(entries []entry, i int, ts string, mark Mark) []entry {
+	switch {
+	case mark.First != "":
+		for k := len(entries) - 1; k >= 0; k-- {
+			if e := &entries[k]; e.who == speakerSelf && e.firstTS == mark.First {
+				e.idx = append(e.idx, i)
+				return entries
+			}
+		}
+	case mark.Question != "":
+		for k := range entries {
+			if e := &entries[k]; e.who == speakerSelf && e.question == mark.Question {
+				*e = entry{who: speakerSelf, idx: []int{i}, question: mark.Question, firstTS: ts}
+				return entries
+			}
+		}
+	default:
+		if n := len(entries); n > 0 && entries[n-1].who == speakerSelf && entries[n-1].question == "" {
+			entries[n-1].idx = append(entries[n-1].idx, i)
+			return entries
+		}
+	}
+	return append(entries, entry{who: speakerSelf, idx: []int{i}, question: mark.Question, firstTS: ts})
+}
+
 // UserIDs lists the user ids whose names Build may need, in order of first appearance:
 // the users mentioned with <@U…> (also in forwarded messages) and, when more than one person
 // wrote in the thread (Build then labels their messages), the authors. A thread one person
@@ -253,6 +284,9 @@ func UserIDs(thread []slack.Message) []string {
 			add(m.User)
 		}
 		mentions(m.Text)
+		if strings.TrimSpace(m.Text) == "" {
+			mentions(blocksText(m.Blocks))
+		}
 		for _, a := range m.Attachments {
 			if isShared(a) {
 				mentions(a.Text)
@@ -308,7 +342,7 @@ func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bo
 	switch e.who {
 	case speakerSelf:
 		var parts []string
-		for i := e.first; i <= e.last; i++ {
+		for _, i := range e.idx {
 			m := latest(thread[i])
 			mark, ok := ReadMark(m)
 			if !ok || mark.Kind != MarkAnswer || !b.own(&m) {
@@ -328,10 +362,10 @@ func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bo
 		}
 		return llm.Message{Role: llm.RoleAssistant, Content: strings.Join(parts, "\n")}, true
 	case speakerSelfFile:
-		f := filesNote(latest(thread[e.first]).Files)
+		f := filesNote(latest(thread[e.idx[0]]).Files)
 		return llm.Message{Role: llm.RoleAssistant, Content: f}, f != ""
 	default:
-		m := latest(thread[e.first])
+		m := latest(thread[e.idx[0]])
 		c := b.content(e.who, m, b.plain(m))
 		return llm.Message{Role: llm.RoleUser, Content: c}, c != ""
 	}
@@ -395,9 +429,9 @@ func latest(m slack.Message) slack.Message {
 }
 
 func hasContent(thread []slack.Message, e entry) bool {
-	for i := e.first; i <= e.last; i++ {
+	for _, i := range e.idx {
 		m := &thread[i]
-		if strings.TrimSpace(m.Text) != "" || len(m.Files) > 0 || len(m.Attachments) > 0 {
+		if strings.TrimSpace(m.Text) != "" || len(m.Files) > 0 || len(m.Attachments) > 0 || len(m.Blocks.BlockSet) > 0 {
 			return true
 		}
 	}
@@ -411,28 +445,37 @@ func omittedNote(n int) string {
 	return "[" + strconv.Itoa(n) + " earlier messages omitted]"
 }
 
-// cutTrigger cuts content to fit room tokens (keeping at least minTriggerBytes) and says so.
+// cutTrigger cuts content to fit room tokens (keeping at least minTriggerBytes) and says so. It
+// keeps the beginning (two thirds) and the end: people paste a log or a file and ask about it
+// after it, so the question is often the last line.
 func cutTrigger(content string, room int) string {
 	total := utf8.RuneCountInString(content)
-	note := func(kept int) string {
-		return "\n\n[This message was too long and was cut: only its first " + strconv.Itoa(kept) +
-			" of " + strconv.Itoa(total) + " characters are included.]"
+	note := func(cut int) string {
+		return "\n\n[This message was too long and was cut: " + strconv.Itoa(cut) + " of its " +
+			strconv.Itoa(total) + " characters are left out here.]\n\n"
 	}
 	maxBytes := (room-messageOverhead)*bytesPerToken - len(note(total))
 	maxBytes = max(maxBytes, minTriggerBytes)
 	if maxBytes >= len(content) {
 		return content
 	}
-	cut := maxBytes
-	for cut > 0 && !utf8.RuneStart(content[cut]) {
-		cut--
+	headEnd := maxBytes * 2 / 3
+	for headEnd > 0 && !utf8.RuneStart(content[headEnd]) {
+		headEnd--
 	}
-	// Prefer to end at a space when one is near.
-	if sp := strings.LastIndexAny(content[:cut], " \n"); sp > cut*9/10 {
-		cut = sp
+	if sp := strings.LastIndexAny(content[:headEnd], " \n"); sp > headEnd*9/10 { // end at a space when one is near
+		headEnd = sp
 	}
-	kept := strings.TrimSpace(content[:cut])
-	return kept + note(utf8.RuneCountInString(kept))
+	tailStart := len(content) - (maxBytes - maxBytes*2/3)
+	for tailStart < len(content) && !utf8.RuneStart(content[tailStart]) {
+		tailStart++
+	}
+	if nl := strings.IndexByte(content[tailStart:], '\n'); nl >= 0 && nl < (len(content)-tailStart)/10 { // start at a line
+		tailStart += nl + 1
+	}
+	head, tail := strings.TrimSpace(content[:headEnd]), strings.TrimSpace(content[tailStart:])
+	cut := total - utf8.RuneCountInString(head) - utf8.RuneCountInString(tail)
+	return head + note(cut) + tail
 }
 
 func isEmptyText(s string) bool {
@@ -459,6 +502,10 @@ func stripNote(text, note string) string {
 	if note == "" {
 		return text
 	}
+	if t := strings.TrimRight(text, " \n"); strings.HasSuffix(t, "_"+note+"_") { // as NoteSuffix writes it
+		return strings.TrimRight(t[:len(t)-len(note)-2], " \n")
+	}
+	// Any other shape (an older one): the note with the markers and brackets around it.
 	t := strings.TrimRight(text, " _*)\n")
 	if !strings.HasSuffix(t, note) {
 		return text

@@ -188,7 +188,7 @@ func TestBuildBudget(t *testing.T) {
 			if last.Role != llm.RoleUser || !strings.HasPrefix(last.Content, strings.TrimSpace(tt.trigger)[:min(20, len(tt.trigger))]) {
 				t.Errorf("last message = %s %.40q, want the trigger", last.Role, last.Content)
 			}
-			if tt.wantCut && !strings.Contains(last.Content, "was too long and was cut") {
+			if tt.wantCut && !strings.Contains(last.Content, "was too long and was cut:") {
 				t.Errorf("cut trigger does not say so: ...%q", last.Content[max(0, len(last.Content)-120):])
 			}
 			budget := tt.budget

@@ -1,0 +1,105 @@
+package convo
+
+import (
+	"strings"
+
+	"github.com/slack-go/slack"
+)
+
+// blocksText is the text of a message that has only Block Kit blocks (monitoring and
+// integration apps often post an empty text): headers, sections and their fields, context
+// text, Markdown blocks and rich text, one block a line, in Slack's mrkdwn (with <…> tokens and
+// escapes) so that plain reads it like a message's text. Images, buttons and the like are left
+// out.
+func blocksText(bs slack.Blocks) string {
+	var lines []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); s != "" {
+			lines = append(lines, s)
+		}
+	}
+	for _, blk := range bs.BlockSet {
+		switch b := blk.(type) {
+		case *slack.HeaderBlock:
+			add(textObject(b.Text))
+		case *slack.SectionBlock:
+			add(textObject(b.Text))
+			for _, f := range b.Fields {
+				add(textObject(f))
+			}
+		case *slack.ContextBlock:
+			var parts []string
+			for _, e := range b.ContextElements.Elements {
+				if t, ok := e.(*slack.TextBlockObject); ok {
+					parts = append(parts, textObject(t))
+				}
+			}
+			add(strings.Join(parts, " "))
+		case *slack.MarkdownBlock:
+			add(escapeText(b.Text)) // Markdown, not mrkdwn: only the escapes are Slack's
+		case *slack.RichTextBlock:
+			for _, e := range b.Elements {
+				add(richText(e))
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// textObject is a text object as mrkdwn: plain_text is escaped.
+func textObject(t *slack.TextBlockObject) string {
+	switch {
+	case t == nil:
+		return ""
+	case t.Type == slack.PlainTextType:
+		return escapeText(t.Text)
+	}
+	return t.Text
+}
+
+// escapeText writes Slack's three escapes into raw text, for plain to undo.
+var escapeText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// richText is one rich text element (a section, list, quote or preformatted block) as mrkdwn.
+func richText(e slack.RichTextElement) string {
+	switch e := e.(type) {
+	case *slack.RichTextSection:
+		return richSection(e.Elements)
+	case *slack.RichTextQuote:
+		return "> " + strings.ReplaceAll(richSection(e.Elements), "\n", "\n> ")
+	case *slack.RichTextPreformatted:
+		return "```\n" + richSection(e.Elements) + "\n```"
+	case *slack.RichTextList:
+		var items []string
+		for _, it := range e.Elements {
+			items = append(items, "• "+richText(it))
+		}
+		return strings.Join(items, "\n")
+	}
+	return ""
+}
+
+func richSection(es []slack.RichTextSectionElement) string {
+	var sb strings.Builder
+	for _, e := range es {
+		switch e := e.(type) {
+		case *slack.RichTextSectionTextElement:
+			sb.WriteString(escapeText(e.Text))
+		case *slack.RichTextSectionLinkElement:
+			if e.Text != "" {
+				sb.WriteString("<" + e.URL + "|" + escapeText(e.Text) + ">")
+			} else {
+				sb.WriteString("<" + e.URL + ">")
+			}
+		case *slack.RichTextSectionUserElement:
+			sb.WriteString("<@" + e.UserID + ">")
+		case *slack.RichTextSectionChannelElement:
+			sb.WriteString("<#" + e.ChannelID + ">")
+		case *slack.RichTextSectionUserGroupElement:
+			sb.WriteString("<!subteam^" + e.UsergroupID + ">")
+		case *slack.RichTextSectionEmojiElement:
+			sb.WriteString(":" + e.Name + ":")
+		}
+	}
+	return sb.String()
+}
