@@ -481,6 +481,7 @@ func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (handler
 		ThreadTS:    ev.ThreadTimeStamp,
 		Text:        ev.Text,
 		Files:       ev.Files,
+		Attachments: ev.Attachments,
 	}
 	if r.ThreadTS == "" && r.ChannelType != "im" {
 		r.ThreadTS = ev.TimeStamp // a mention in a channel starts a thread under it
@@ -492,7 +493,7 @@ func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (handler
 // channel, group or group DM) into a request, or says why it is ignored.
 func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.ReplyRequest, string) {
 	switch ev.SubType {
-	case "", "file_share", "thread_broadcast":
+	case "", "file_share", "thread_broadcast", "me_message":
 	default:
 		return handlers.ReplyRequest{}, "message subtype " + ev.SubType // includes message_changed from our own edits
 	}
@@ -509,7 +510,7 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.R
 		Text:        ev.Text,
 	}
 	if ev.Message != nil {
-		r.Files = ev.Message.Files
+		r.Files, r.Attachments = ev.Message.Files, ev.Message.Attachments
 	}
 	if r.ChannelType == "im" {
 		return r, ""

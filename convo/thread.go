@@ -122,7 +122,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			l := latest(*m)
 			m = &l
 		}
-		after := trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || tsLess(trigger.Timestamp, m.Timestamp))
+		after := trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || TSBefore(trigger.Timestamp, m.Timestamp))
 		if !keptSubtypes[m.SubType] {
 			continue
 		}
@@ -131,7 +131,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			mark, ok := ReadMark(*m)
 			switch {
 			case ok && mark.Kind == MarkAnswer:
-				if after && (mark.Question == "" || !tsLess(mark.Question, trigger.Timestamp)) {
+				if after && (mark.Question == "" || !TSBefore(mark.Question, trigger.Timestamp)) {
 					continue // an answer to the trigger itself (Regenerate) or to a later question
 				}
 				entries = addAnswer(entries, i, m.Timestamp, mark)
@@ -513,8 +513,9 @@ func stripNote(text, note string) string {
 	return strings.TrimRight(t[:len(t)-len(note)], " _*(\n")
 }
 
-// tsLess compares Slack timestamps ("1700000000.000100") numerically.
-func tsLess(a, b string) bool {
+// TSBefore reports whether Slack timestamp a ("1700000000.000100") is earlier than b, compared
+// numerically.
+func TSBefore(a, b string) bool {
 	ai, af, _ := strings.Cut(a, ".")
 	bi, bf, _ := strings.Cut(b, ".")
 	if len(ai) != len(bi) {

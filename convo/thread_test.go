@@ -291,8 +291,8 @@ func TestTSLess(t *testing.T) {
 		{"1763700000.000100", "1763700000.000100", false},
 	}
 	for _, tt := range tests {
-		if got := tsLess(tt.a, tt.b); got != tt.want {
-			t.Errorf("tsLess(%s, %s) = %t, want %t", tt.a, tt.b, got, tt.want)
+		if got := TSBefore(tt.a, tt.b); got != tt.want {
+			t.Errorf("TSBefore(%s, %s) = %t, want %t", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

@@ -140,7 +140,10 @@ type ReplyRequest struct {
 	ThreadTS string
 	Text     string // raw Slack text
 	Files    []slack.File
-	FollowUp bool // no mention: answer only if the thread involves the bot
+	// Attachments of the triggering message: a forwarded (shared) message, unfurls. A new thread is
+	// not read, so they come with the request.
+	Attachments []slack.Attachment
+	FollowUp    bool // no mention: answer only if the thread involves the bot
 	// Regenerate: answer the message TS again (a Regenerate button). User is the person who
 	// pressed it; the question is read from the thread (Text and Files are not used) and the
 	// context is the thread up to it, so earlier answers to it are not replayed.

@@ -90,6 +90,14 @@ func (e *editSink) priority() pace.Priority {
 	return pace.Pending
 }
 
+// firstTS is the ts of the answer's first message (the placeholder), "" before it is posted.
+func (e *editSink) firstTS() string {
+	if len(e.ts) == 0 {
+		return ""
+	}
+	return e.ts[0]
+}
+
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	p := e.p
 	for !e.broken && snap.md != e.doneMD {
@@ -116,7 +124,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			continue
 		}
 		text := parts[i]
-		mark := convo.Mark{Kind: convo.MarkAnswer}
+		mark := p.mark(convo.MarkAnswer, "", i, e.firstTS())
 		bs := e.buttons(i, len(parts), false)
 		cctx, ccancel := p.callCtx(ctx)
 		if post {
@@ -239,7 +247,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 	}
 	var errs []error
 	for i, text := range parts {
-		mark := convo.Mark{Kind: kind}
+		mark := p.mark(kind, "", i, e.firstTS())
 		if i == len(parts)-1 {
 			mark.Note = note
 		}

@@ -273,11 +273,16 @@ func (r *Replies) involved(thread []slack.Message) bool {
 		if i == 0 && r.opt.BotUserID != "" && strings.Contains(m.Text, mention) {
 			return true
 		}
-		if (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID) {
+		if r.own(m) {
 			return true
 		}
 	}
 	return false
+}
+
+// own reports whether the bot posted m.
+func (r *Replies) own(m slack.Message) bool {
+	return (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID)
 }
 
 // resolve returns the display names of ids, from the cache or users.info (failures are left out: convo

@@ -206,12 +206,29 @@ func TestReplyLongAnswerContinuesInParts(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("parts = %d %q..., want %d parts equal to convo.Split", len(got), got, len(want))
 		}
-		for i, m := range rt.slack.botMessages(testTS) {
+		ms := rt.slack.botMessages(testTS)
+		for i, m := range ms {
 			if len([]rune(m.text)) > 4000 || m.mark.Kind != convo.MarkAnswer {
 				t.Errorf("part %d: %d chars, mark %v; want <= 4000 and an answer", i, len([]rune(m.text)), m.mark)
 			}
 		}
+		checkAnswerIDs(t, ms, testTS)
 	})
+}
+
+// checkAnswerIDs checks the marks of one answer's messages ms: each names the question, and each
+// after the first names the first (convo.Build joins exactly those).
+func checkAnswerIDs(t *testing.T, ms []fakeMsg, question string) {
+	t.Helper()
+	for i, m := range ms {
+		first := ""
+		if i > 0 {
+			first = ms[0].ts
+		}
+		if m.mark.Question != question || m.mark.First != first {
+			t.Errorf("part %d: mark %+v, want question %s and first %q", i, m.mark, question, first)
+		}
+	}
 }
 
 func TestReplyEmptyMentionGetsHint(t *testing.T) {

@@ -231,7 +231,7 @@ func (p *reply) openStream(ctx context.Context) (*streamSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &streamSink{p: p, lane: p.r.opt.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, starts: 1}, nil
+	return &streamSink{p: p, lane: p.r.opt.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, starts: 1}, nil
 }
 
 func (p *reply) streamStart(md string) StreamStart {
@@ -287,6 +287,24 @@ func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("conversations.replies: %w", err)
+	}
+	if p.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == p.threadTS && p.r.own(msgs[0]) {
+		// A thread under one of the bot's answers in a DM (it answers there at the top level): the
+		// question it answered is in the DM's history, before the thread.
+		var hist []slack.Message
+		err := p.r.read(ctx, func(ctx context.Context) (err error) {
+			hist, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit)
+			return err
+		})
+		if err != nil {
+			p.log.Debug("conversations.history before a DM thread; going on with the thread", zap.Error(err))
+			return msgs, nil
+		}
+		n := 0
+		for n < len(hist) && convo.TSBefore(hist[n].Timestamp, p.threadTS) {
+			n++
+		}
+		msgs = append(hist[:n:n], msgs...)
 	}
 	return msgs, nil
 }
@@ -354,7 +372,8 @@ func (p *reply) trigger(thread []slack.Message) (m slack.Message, found bool) {
 			return m, true
 		}
 	}
-	m.User, m.Text, m.Timestamp, m.ThreadTimestamp, m.Files = p.req.User, p.req.Text, p.req.TS, p.req.ThreadTS, p.req.Files
+	m.User, m.Text, m.Timestamp, m.ThreadTimestamp = p.req.User, p.req.Text, p.req.TS, p.req.ThreadTS
+	m.Files, m.Attachments = p.req.Files, p.req.Attachments
 	return m, false
 }
 
@@ -457,6 +476,17 @@ func (p *reply) patience(s sink, b *strings.Builder) func() time.Duration {
 		}
 		return sched.Spacing() / patienceShare
 	}
+}
+
+// mark is the Mark of message part (0 for the first) of this reply's answer: kind and note, the
+// question it answers, and on a later part the ts of the first (convo.Build replays an answer by
+// them wherever its messages sit in the thread).
+func (p *reply) mark(kind convo.MarkKind, note string, part int, first string) convo.Mark {
+	m := convo.Mark{Kind: kind, Note: note, Question: p.req.TS}
+	if part > 0 {
+		m.First = first
+	}
+	return m
 }
 
 // askerName is the asker's display name for a stop note: resolve's cache, else one look-up of at

@@ -18,13 +18,14 @@ import (
 // scheduler, chat.stopStream with the rest and the mark. A message that would pass convo.MarkdownLimit is
 // stopped and the answer continues in a new streamed message.
 type streamSink struct {
-	p    *reply
-	lane *pace.Lane
-	ms   *convo.MarkdownStream
-	fed  int    // bytes of the answer fed to ms
-	pend string // ms output not yet appended
-	ts   string // the streamed message being written ("" after it was stopped to continue in a new one)
-	sent int    // characters in it
+	p       *reply
+	lane    *pace.Lane
+	ms      *convo.MarkdownStream
+	fed     int    // bytes of the answer fed to ms
+	pend    string // ms output not yet appended
+	ts      string // the streamed message being written ("" after it was stopped to continue in a new one)
+	sent    int    // characters in it
+	firstTS string // the answer's first streamed message, which later ones name (Mark.First)
 
 	// broken: appends failed repeatedly (not transiently): the final write rescues the answer
 	interimFailures
@@ -107,7 +108,7 @@ func (s *streamSink) write(ctx context.Context, call func(context.Context) (cont
 				return done, err
 			}
 			cctx, cancel := call(ctx)
-			err := p.r.streamer.StopStream(cctx, p.req.Channel, s.ts, "", convo.Mark{Kind: convo.MarkAnswer}, nil)
+			err := p.r.streamer.StopStream(cctx, p.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil)
 			cancel()
 			if err != nil {
 				return done, startStopError{fmt.Errorf("chat.stopStream: %w", err)}
@@ -183,13 +184,12 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	if s.stopped {
 		// Slack ended the stream when the user pressed stop; close it if it still takes calls.
 		err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, strings.TrimPrefix(convo.NoteSuffix(note, convo.FormatMarkdown), "\n\n"),
-			convo.Mark{Kind: kind, Note: note}, s.buttons())
+			s.mark(kind, note), s.buttons())
 		if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
 			return fmt.Errorf("chat.stopStream: %w", err)
 		}
 		return nil
 	}
-	mark := convo.Mark{Kind: kind, Note: note}
 	var err error
 	if !s.broken {
 		// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
@@ -201,7 +201,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
 			func(d time.Duration) { s.throttled(last, d) },
 			func(ctx context.Context) error {
-				last = s.finalAttempt(ctx, &text, mark)
+				last = s.finalAttempt(ctx, &text, kind, note)
 				return last
 			})
 		if err == nil {
@@ -220,8 +220,8 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 }
 
 // finalAttempt writes what is left of the answer (*text, shortened by what Slack took) and stops the
-// streamed message with mark.
-func (s *streamSink) finalAttempt(ctx context.Context, text *string, mark convo.Mark) error {
+// streamed message marked with kind and note.
+func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.MarkKind, note string) error {
 	p := s.p
 	if s.ts == "" || s.sent+len(*text) > convo.MarkdownLimit {
 		// Too long for this message (or one call), or the next message is not started yet: append it in
@@ -236,7 +236,7 @@ func (s *streamSink) finalAttempt(ctx context.Context, text *string, mark convo.
 	if s.ts == "" {
 		return nil // nothing was left to write: the last message was stopped full
 	}
-	if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, *text, mark, s.buttons()); err != nil {
+	if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, *text, s.mark(kind, note), s.buttons()); err != nil {
 		return startStopError{fmt.Errorf("chat.stopStream: %w", err)}
 	}
 	return nil
@@ -286,8 +286,9 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	} else {
 		parts[len(parts)-1] += suffix
 	}
+	var first string // the rescue's first message: the answer is posted anew
 	for i, text := range parts {
-		mark := convo.Mark{Kind: kind}
+		mark := p.mark(kind, "", i, first)
 		var buttons []Button
 		if i == len(parts)-1 {
 			mark.Note = note
@@ -297,7 +298,10 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) error {
-				_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
+				ts, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
+				if i == 0 {
+					first = ts
+				}
 				return err
 			})
 		if err != nil {
@@ -305,6 +309,11 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 		}
 	}
 	return nil
+}
+
+// mark is the Mark of the streamed message being written.
+func (s *streamSink) mark(kind convo.MarkKind, note string) convo.Mark {
+	return s.p.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
 }
 
 // buttons of the finished answer's last message: Regenerate (Slack's own stop serves while it streams).

@@ -75,7 +75,7 @@ func TestStreamModeAppendsAndStops(t *testing.T) {
 			t.Errorf("streamed message = %+v, want the whole answer, stopped", ms)
 		}
 		stops := rt.slack.callsOf("stopStream")
-		if len(stops) != 1 || stops[0].mark != (convo.Mark{Kind: convo.MarkAnswer}) {
+		if len(stops) != 1 || stops[0].mark != (convo.Mark{Kind: convo.MarkAnswer, Question: testTS}) {
 			t.Errorf("stopStream = %+v, want one with an answer mark", stops)
 		}
 	})
@@ -103,6 +103,7 @@ func TestStreamModeLongAnswerContinuesInNewMessage(t *testing.T) {
 		if all.String() != streamed(joined(ws)) {
 			t.Error("the streamed messages together differ from the answer")
 		}
+		checkAnswerIDs(t, ms, testTS)
 	})
 }
 

@@ -1,0 +1,163 @@
+package handlers
+
+import (
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+)
+
+// contextOf is the model request's messages as "role: content" lines.
+func contextOf(req llm.ChatRequest) string {
+	var lines []string
+	for _, m := range req.Messages {
+		lines = append(lines, string(m.Role)+": "+m.Content)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestNewThreadMentionWithForwardedMessage: a person forwards (shares) a message into a channel
+// with the comment "@bot" ("<@UBOT> what went wrong here?" or just "<@UBOT>"). The forwarded
+// message is an attachment (is_share) of the mention, which Slack has; the request built from the
+// app_mention carries only its text, and a new thread is not read, so the model never sees the
+// forwarded message — and a bare mention gets the "ask me anything" hint instead of an answer.
+func TestNewThreadMentionWithForwardedMessage(t *testing.T) {
+	for _, text := range []string{"<@UBOT> what went wrong here?", "<@UBOT>"} {
+		t.Run(text, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newReplyTest(t, shortAnswer, testOptions())
+				m := mention(text)
+				m.Attachments = []slack.Attachment{{IsShare: true, IsMsgUnfurl: true, AuthorName: "Bob",
+					Text: "deploy of api-7 failed: exit code 137", Fallback: "deploy of api-7 failed: exit code 137"}}
+				rt.slack.threads[testCh+"/"+testTS] = []slack.Message{m}
+				rt.req.Text, rt.req.Attachments = text, m.Attachments // from the app_mention: a new thread is not read
+				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+				reqs := rt.chat.calls()
+				if len(reqs) != 1 {
+					t.Fatalf("%d model requests, want 1 (bot messages: %q)", len(reqs), rt.texts())
+				}
+				if got := contextOf(reqs[0]); !strings.Contains(got, "exit code 137") {
+					t.Errorf("the forwarded message is not in the context:\n%s", got)
+				}
+			})
+		})
+	}
+}
+
+// TestSecondQuestionSeesTheFirstAnswer: two questions arrive in one thread before the bot has
+// posted anything (two people asking at once, or the same person adding a second question). The
+// bot answers them in turn (bot/turns.go: "the second seeing the first's answer"), but the first
+// answer was posted after the second question, and Build leaves out everything after the
+// trigger: the model answers Q2 with Q1 apparently unanswered, and may answer Q1 again.
+func TestSecondQuestionSeesTheFirstAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		chat := &fakeChat{steps: deltas([]string{"Token buckets refill at a fixed rate."}, time.Millisecond)}
+		rt := newReplyTest(t, nil, testOptions())
+		rt.chat = chat
+		rt.r.chat = chat
+		var q2 slack.Message
+		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U2", "<@UBOT> and leaky buckets?", "1700000000.000050", testTS
+		key := testCh + "/" + testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+
+		// Q1 (a new thread) is answered first; its answer's ts is after Q2's.
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		if ms := rt.slack.botMessages(testTS); len(ms) != 1 || ms[0].ts <= q2.Timestamp {
+			t.Fatalf("bot messages %+v: want one answer posted after Q2 (%s)", ms, q2.Timestamp)
+		}
+		chat.mu.Lock()
+		chat.steps = deltas([]string{"Leaky buckets drain at a fixed rate."}, time.Millisecond)
+		chat.mu.Unlock()
+		req2 := rt.req
+		req2.User, req2.TS, req2.Text = q2.User, q2.Timestamp, q2.Text
+		mustNoErr(t, rt.r.Reply(t.Context(), req2))
+		reqs := chat.calls()
+		if len(reqs) != 2 {
+			t.Fatalf("%d model requests, want 2", len(reqs))
+		}
+		got := contextOf(reqs[1])
+		if !strings.Contains(got, "assistant: Token buckets refill at a fixed rate.") {
+			t.Errorf("the answer to Q1 is missing from Q2's context:\n%s", got)
+		}
+	})
+}
+
+// TestAnswersAfterRegenerateAreNotMergedIntoOne: Alice asks, the bot answers, someone presses
+// Regenerate and the bot posts a second answer right under the first (buttons.go: "a new message at
+// the end of the thread"). Build merges consecutive bot answers as if they were the parts of one
+// split answer, so on the next question the model gets the old and the new answer glued into one
+// assistant message ("A\nB"), as though it had said both at once.
+func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		chat := &fakeChat{}
+		rt := newReplyTest(t, nil, testOptions())
+		rt.chat, rt.r.chat = chat, chat
+		answer := func(s string) {
+			chat.mu.Lock()
+			chat.steps = deltas([]string{s}, time.Millisecond)
+			chat.mu.Unlock()
+		}
+		answer("First answer: a bucket of tokens.")
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		answer("Second answer: tokens refill over time.")
+		regen := rt.req
+		regen.User, regen.Text, regen.Regenerate = "U2", "", true
+		mustNoErr(t, rt.r.Reply(t.Context(), regen))
+
+		var q2 slack.Message
+		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> thanks, and leaky buckets?", "1700000000.000900", testTS
+		key := testCh + "/" + testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		answer("Leaky buckets drain.")
+		req2 := rt.req
+		req2.TS, req2.Text = q2.Timestamp, q2.Text
+		mustNoErr(t, rt.r.Reply(t.Context(), req2))
+
+		reqs := chat.calls()
+		if len(reqs) != 3 {
+			t.Fatalf("%d model requests, want 3", len(reqs))
+		}
+		for _, m := range reqs[2].Messages {
+			if m.Role == llm.RoleAssistant && strings.Contains(m.Content, "First answer") && strings.Contains(m.Content, "Second answer") {
+				t.Errorf("two separate answers replayed as one assistant message %q; context:\n%s", m.Content, contextOf(reqs[2]))
+			}
+		}
+	})
+}
+
+// TestDMThreadUnderAnAnswerKeepsItsQuestion: in a DM the bot answers at the top level, so a person
+// who wants to follow up on one answer naturally uses "Reply in thread" under it. That thread's
+// parent is the bot's answer; the question it answered is the DM message before it, outside the
+// thread, and is not in the context: the model sees its own answer out of the blue.
+func TestDMThreadUnderAnAnswerKeepsItsQuestion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, shortAnswer, testOptions())
+		var q, a, r slack.Message
+		q.User, q.Text, q.Timestamp = "U1", "which Postgres index type fits a JSONB containment query?", "1700000000.000010"
+		a.User, a.BotID, a.Text, a.Timestamp = "UBOT", "BBOT", "Use a GIN index: it supports the @> operator.", "1700000000.000011"
+		a.Metadata = convo.Mark{Kind: convo.MarkAnswer}.Metadata()
+		a.ThreadTimestamp = a.Timestamp
+		r.User, r.Text, r.Timestamp, r.ThreadTimestamp = "U1", "and with jsonb_path_ops?", "1700000000.000012", a.Timestamp
+		rt.slack.history["D1"] = []slack.Message{q, a}
+		rt.slack.threads["D1/"+a.Timestamp] = []slack.Message{a, r}
+		req := ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: r.Timestamp,
+			ThreadTS: a.Timestamp, Text: r.Text}
+		mustNoErr(t, rt.r.Reply(t.Context(), req))
+		reqs := rt.chat.calls()
+		if len(reqs) != 1 {
+			t.Fatalf("%d model requests, want 1", len(reqs))
+		}
+		got := contextOf(reqs[0])
+		if !strings.Contains(got, "GIN index") {
+			t.Fatalf("the answer under which the person replied is missing:\n%s", got)
+		}
+		if !strings.Contains(got, "JSONB containment") {
+			t.Errorf("the question the answer was for is missing from the context:\n%s", got)
+		}
+	})
+}
