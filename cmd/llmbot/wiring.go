@@ -151,7 +151,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Budget:         cfg.ContextTokens,
 		Mode:           handlers.ReplyMode(cfg.ReplyMode),
 		FollowUps:      cfg.FollowUps,
-		OtherBots:      cfg.AnswerBots,
+		OtherBots:      true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
 		Buttons:        cfg.Buttons,
 		Edits:          pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
 		Appends:        pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
