@@ -42,6 +42,7 @@ type Identity struct {
 	BotID  string // the bot, B...
 	TeamID string
 	Name   string // the bot user's name
+	AppID  string // the Slack app, A... ("" when unknown): Socket Mode must connect to the same one
 }
 
 // What a person is told privately when the bot cannot take their message.
@@ -167,7 +168,7 @@ func New(open SocketOpener, id Identity, replies Replier, imagine Imaginer, noti
 		opt.burstHold = burstHold
 	}
 	return &Bot{
-		sock: newSocket(open, log, opt.PingTimeout, opt.Hooks.Acked),
+		sock: newSocket(open, log, opt.PingTimeout, opt.Hooks.Acked).forApp(id.AppID),
 		id:   id, replies: replies, imagine: imagine, notify: notify, log: log, opt: opt,
 		sem:       make(chan struct{}, opt.MaxConcurrent),
 		notices:   make(chan struct{}, noticeLimit),

@@ -59,6 +59,67 @@ func (a *SlackAPI) Identify(ctx context.Context) (Identity, error) {
 	return Identity{UserID: r.UserID, BotID: r.BotID, TeamID: r.TeamID, Name: r.User}, nil
 }
 
+// AppID returns the Slack app a bot belongs to (bots.info, with users:read), or "" when Slack does
+// not say.
+func (a *SlackAPI) AppID(ctx context.Context, botID string) string {
+	bot, err := a.c.GetBotInfoContext(ctx, slack.GetBotInfoParameters{Bot: botID})
+	if err != nil {
+		return ""
+	}
+	return bot.AppID
+}
+
+// IdentifyRetrying is Identify, each attempt bounded by attempt, tried again while Slack cannot be
+// reached or fails on its side (network, timeout, 5xx, 429), after a growing wait (1 s, 2 s, ... 30 s,
+// or a 429's Retry-After), each failure reported to retrying: a bot that starts during a Slack
+// incident, or before its pod's network is up, waits instead of exiting (and being restarted with
+// Kubernetes' growing back-off). Slack's own answers (invalid_auth, ...) and other HTTP errors (a
+// wrong SLACK_API_URL) return at once, and so does ctx's end.
+func (a *SlackAPI) IdentifyRetrying(ctx context.Context, attempt time.Duration, retrying func(err error, wait time.Duration)) (Identity, error) {
+	wait := time.Second
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		id, err := a.Identify(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !identifyTransient(err) {
+			return id, err
+		}
+		d := wait
+		var rl *slack.RateLimitedError
+		if errors.As(err, &rl) {
+			d = max(d, rl.RetryAfter)
+		}
+		retrying(err, d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Identity{}, err
+		case <-t.C:
+		}
+		wait = min(2*wait, maxIdentifyWait)
+	}
+}
+
+// maxIdentifyWait bounds the wait between IdentifyRetrying's attempts.
+const maxIdentifyWait = 30 * time.Second
+
+// identifyTransient reports whether an auth.test failure may go away by itself: no answer, a 5xx or
+// a 429. Slack's answers (ok: false) and other statuses need someone to fix the settings.
+func identifyTransient(err error) bool {
+	var se slack.SlackErrorResponse
+	var sc slack.StatusCodeError
+	switch {
+	case errors.As(err, &se):
+		return se.Err == "ratelimited" || se.Err == "fatal_error" || se.Err == "internal_error" || se.Err == "service_unavailable"
+	case errors.As(err, new(*slack.RateLimitedError)):
+		return true
+	case errors.As(err, &sc):
+		return sc.Code >= 500 || sc.Code == 429
+	}
+	return true // no answer: network, DNS, timeout
+}
+
 // maxThreadPages bounds conversations.replies pagination (200 messages a page).
 const maxThreadPages = 50
 

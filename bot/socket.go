@@ -79,6 +79,24 @@ type socket struct {
 
 	dmu      sync.Mutex // orders read-deadline changes against shutdown (see extend)
 	stopping bool
+
+	app string // the bot token's app ("" when unknown): a hello from another app is fatal
+}
+
+// forApp makes a hello from any Slack app but app (when known) end Run with errWrongApp.
+func (s *socket) forApp(app string) *socket {
+	s.app = app
+	return s
+}
+
+// errWrongApp is a Socket Mode connection of another Slack app than the bot token's: the app-level
+// token and the bot token were taken from two apps, and the bot's events go to the other one.
+type errWrongApp struct{ got, want string }
+
+func (e errWrongApp) Error() string {
+	return "socket mode: SLACK_APP_TOKEN belongs to Slack app " + e.got + " and SLACK_BOT_TOKEN to app " + e.want +
+		", so the bot would never get its mentions: take both tokens from the same app at https://api.slack.com/apps " +
+		"(the bot token under OAuth & Permissions, the app-level token under Basic Information > App-Level Tokens)"
 }
 
 func newSocket(open SocketOpener, log *zap.Logger, pingTimeout time.Duration, acked func(string, time.Duration)) *socket {
@@ -140,6 +158,9 @@ func (s *socket) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		s.drop(conn)
+		if errors.As(err, new(errWrongApp)) {
+			return err // no reconnect fixes it
+		}
 		// Down now, not after the wait: readiness and metrics must not say connected meanwhile.
 		if err := s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
 			Data: &slack.ConnectingEvent{ConnectionCount: count + 1}}}); err != nil {
@@ -160,6 +181,17 @@ func (s *socket) Run(ctx context.Context) error {
 			s.log.Warn("socket mode connection lost; reconnecting", zap.Error(err))
 		}
 	}
+}
+
+// helloApp is the app id a hello frame names (connection_info.app_id), "" when it names none.
+func helloApp(frame []byte) string {
+	var h struct {
+		ConnectionInfo struct {
+			AppID string `json:"app_id"`
+		} `json:"connection_info"`
+	}
+	_ = json.Unmarshal(frame, &h)
+	return h.ConnectionInfo.AppID
 }
 
 // sleep waits d or until ctx ends.
@@ -335,7 +367,11 @@ func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
 		}
 		switch h.typ {
 		case "hello":
-			s.log.Debug("socket mode hello")
+			app := helloApp(frame)
+			s.log.Debug("socket mode hello", zap.String("app", app))
+			if s.app != "" && app != "" && app != s.app {
+				return errWrongApp{got: app, want: s.app}
+			}
 			continue
 		case "disconnect":
 			if h.reason == "warning" { // the refresh follows in ~10 s; the connection still works

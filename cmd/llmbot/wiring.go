@@ -30,6 +30,7 @@ const (
 	postBurst         = 3
 	slackCallTimeout  = 60 * time.Second // one Web API call, file upload included
 	identifyTimeout   = 20 * time.Second
+	appIDTimeout      = 5 * time.Second
 	authRecheckEvery  = time.Minute // auth.test for /readyz while running (HEALTH_ADDR only)
 	slackDialTimeout  = 10 * time.Second
 	slackHeaderWait   = 30 * time.Second
@@ -89,13 +90,19 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	)
 	api := bot.NewSlackAPI(slackClient)
 
-	idCtx, cancel := context.WithTimeout(ctx, identifyTimeout)
-	id, err := api.Identify(idCtx)
-	cancel()
+	id, err := api.IdentifyRetrying(ctx, identifyTimeout, func(err error, wait time.Duration) {
+		log.Warn("cannot reach Slack; trying again (is SLACK_API_URL right?)", zap.Error(err), zap.Duration("wait", wait))
+	})
+	if ctx.Err() != nil {
+		return nil // stopped while starting (SIGTERM): a clean stop
+	}
 	ready.Auth(err)
 	if err != nil {
 		return explainAuth(err)
 	}
+	actx, cancel := context.WithTimeout(ctx, appIDTimeout)
+	id.AppID = api.AppID(actx, id.BotID) // Socket Mode must connect to this app (unknown: not checked)
+	cancel()
 	log = log.With(zap.String("bot_user", id.UserID), zap.String("team", id.TeamID))
 	if cfg.HealthAddr != "" {
 		// /readyz turns red if Slack revokes the bot token while the bot runs (app uninstalled).
