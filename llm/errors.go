@@ -158,6 +158,7 @@ func errorFromResponse(status int, h http.Header, body []byte, now time.Time) *E
 		}
 	}
 	e.Kind = classify(e.Status, e.Type, e.Code, e.Message)
+	e.Message = dropInputs(e.Message)
 	return e
 }
 
@@ -180,6 +181,7 @@ func errorInBody(status int, h http.Header, data []byte, secrets []string) *Erro
 		code = n
 	}
 	e.Kind = classify(code, e.Type, e.Code, e.Message)
+	e.Message = dropInputs(e.Message)
 	return e
 }
 
@@ -401,6 +403,91 @@ func stripTags(s string) string {
 		s = s[j+1:]
 	}
 	return b.String()
+}
+
+// dropInputs replaces the values of "input" keys in an error message with "…": pydantic's
+// validation errors (vLLM, LiteLLM, FastAPI servers) carry the request's value that failed, which may
+// be the whole conversation, and errors are logged above debug level, where message text must not
+// go. Both Python's repr ('input': '...') and JSON ("input": "...") are read.
+func dropInputs(msg string) string {
+	var b strings.Builder
+	rest := msg
+	for {
+		i := inputKey(rest)
+		if i < 0 {
+			if b.Len() == 0 {
+				return msg
+			}
+			b.WriteString(rest)
+			return b.String()
+		}
+		b.WriteString(rest[:i])
+		rest = rest[i:]
+		end := skipPyValue(rest)
+		b.WriteString("…")
+		rest = rest[end:]
+	}
+}
+
+// inputKey returns where the value after the next 'input': or "input": key in s starts, or -1.
+func inputKey(s string) int {
+	for off := 0; ; {
+		j := strings.Index(s[off:], "input")
+		if j < 0 {
+			return -1
+		}
+		j += off
+		off = j + len("input")
+		if j == 0 || off >= len(s) || (s[j-1] != '\'' && s[j-1] != '"') || s[off] != s[j-1] {
+			continue
+		}
+		k := off + 1
+		for k < len(s) && s[k] == ' ' {
+			k++
+		}
+		if k >= len(s) || s[k] != ':' {
+			continue
+		}
+		k++
+		for k < len(s) && s[k] == ' ' {
+			k++
+		}
+		return k
+	}
+}
+
+// skipPyValue returns the length of the Python or JSON value s starts with: a quoted string (with
+// backslash escapes), a bracketed value (its quoted strings skipped), or anything up to the next
+// ',' or closing bracket.
+func skipPyValue(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '"':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(s))
+			}
+		case '[', '{', '(':
+			depth++
+		case ']', '}', ')':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 // collapse turns runs of white space (newlines included) into single spaces.

@@ -470,3 +470,22 @@ func TestRequestIDNeverCarriesTheKey(t *testing.T) {
 		})
 	}
 }
+
+// TestDropInputs: the request values pydantic puts in validation errors ('input') are left out of
+// error messages, which are logged; the rest of the message stays.
+func TestDropInputs(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"[{'type': 'string_too_long', 'loc': ('body', 'messages', 1, 'content'), 'msg': 'String should have at most 10 characters', 'input': 'my salary is 10k', 'ctx': {'max_length': 10}}]",
+			"[{'type': 'string_too_long', 'loc': ('body', 'messages', 1, 'content'), 'msg': 'String should have at most 10 characters', 'input': …, 'ctx': {'max_length': 10}}]"},
+		{`[{"type":"missing","loc":["body","model"],"msg":"Field required","input":{"messages":[{"role":"user","content":"secret \"plan\", {x}"}]}}]`,
+			`[{"type":"missing","loc":["body","model"],"msg":"Field required","input":…}]`},
+		{"'input': 'it\\'s mine'", "'input': …"},
+		{"Input should be a valid string", "Input should be a valid string"},
+		{"the input is too long ('input' missing)", "the input is too long ('input' missing)"},
+		{"", ""},
+	} {
+		if got := dropInputs(tc.in); got != tc.want {
+			t.Errorf("dropInputs(%q)\n = %q\nwant %q", tc.in, got, tc.want)
+		}
+	}
+}
