@@ -107,6 +107,12 @@ func loadConfig(getenv func(string) string) (Config, []string) {
 	v := reflect.ValueOf(&cfg).Elem()
 	for _, s := range settings() {
 		raw := strings.TrimSpace(getenv(s.Name))
+		if n := len(raw); n >= 2 && (raw[0] == '"' || raw[0] == '\'') && raw[n-1] == raw[0] {
+			// docker run --env-file and Kubernetes keep quotes as part of the value; a shell and
+			// docker compose do not. Said once, here: the checks below see the value without them.
+			problems = append(problems, fmt.Sprintf("%s: the value is in quotes: remove them (docker --env-file and Kubernetes keep quotes as part of the value)", s.Name))
+			raw = strings.TrimSpace(raw[1 : n-1])
+		}
 		if raw == "" {
 			raw = s.Default
 		}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestQuotedValuesAreExplained: the README's `docker run --env-file .env` passes values
+// verbatim, quotes included (docker does not strip them, unlike a shell or docker compose), so a
+// .env written as SLACK_BOT_TOKEN="xoxb-..." gives the bot a token that starts with a quote. The
+// message says so, once, rather than that the token "does not start with xoxb- (is it the other
+// token?)", which would send a newcomer to copy again a token that was right.
+func TestQuotedValuesAreExplained(t *testing.T) {
+	env := validEnv()
+	env["SLACK_BOT_TOKEN"] = `"xoxb-1-secret"`
+	env["SLACK_APP_TOKEN"] = `'xapp-1-secret'`
+	err := run(context.Background(), []string{"llmbot"}, envFunc(env), io.Discard, io.Discard)
+	if err == nil {
+		t.Fatal("run accepted quoted tokens without a word")
+	}
+	for _, name := range []string{"SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"} {
+		line := ""
+		for _, l := range strings.Split(err.Error(), "\n") {
+			if strings.Contains(l, name) {
+				line = l
+			}
+		}
+		if !strings.Contains(strings.ToLower(line), "quote") {
+			t.Errorf("%s in quotes: message %q does not mention the quotes", name, line)
+		}
+	}
+	if strings.Contains(err.Error(), "does not start with") {
+		t.Errorf("the quotes are reported twice:\n%v", err)
+	}
+}
