@@ -59,7 +59,7 @@ type Config struct {
 	ImageTimeout      time.Duration `envconfig:"IMAGE_TIMEOUT" default:"180s" desc:"Time for one image generation, download included (at most 25m)."`
 	LLMMaxRetries     int           `envconfig:"LLM_MAX_RETRIES" default:"2" desc:"Retries of a model request on 429/5xx/connection errors before the first byte (0: none)."`
 	LLMStreamUsage    bool          `envconfig:"LLM_STREAM_USAGE" default:"true" desc:"Ask for token usage in streamed answers (stream_options.include_usage), for the token metrics. A server that rejects it is asked again without it, once per model; false: never ask."`
-	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"8s" desc:"On SIGTERM, the time to finish answers in progress and close the rest with an interrupted note (its last 2s, at most half of it, are kept for closing); the process exits 0 within it. Keep it under Kubernetes' 30s."`
+	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"8s" desc:"On SIGTERM, the time to finish answers in progress and close the rest with an interrupted note (its last 2s, at most half of it, are kept for closing); the process exits 0 within it. Keep the pod's terminationGracePeriodSeconds at least 5s longer (15s in deploy/kubernetes)."`
 
 	HealthAddr string `envconfig:"HEALTH_ADDR" desc:"Address of the health and metrics listener (/healthz, /readyz, /metrics), e.g. :8080. Unset: off."`
 
