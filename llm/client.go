@@ -178,8 +178,14 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// minHeaderSecret is the shortest value of an extra header not named as a credential that is
+// redacted from errors.
+const minHeaderSecret = 8
+
 // secretsOf lists what must never appear in an error: the API key and the values of extra
-// headers that carry credentials (Azure's api-key, x-api-key, tokens).
+// headers: all of those that carry credentials (Azure's api-key, x-api-key, tokens), and the others
+// of minHeaderSecret bytes or more (a gateway may take credentials under any name; a short value
+// such as "true" would blot out the same word everywhere).
 func secretsOf(cfg Config) []string {
 	var s []string
 	if cfg.APIKey != "" {
@@ -187,12 +193,10 @@ func secretsOf(cfg Config) []string {
 	}
 	for k, vs := range cfg.Headers {
 		k = strings.ToLower(k)
-		if !strings.Contains(k, "key") && !strings.Contains(k, "auth") && !strings.Contains(k, "token") &&
-			!strings.Contains(k, "secret") {
-			continue
-		}
+		credential := strings.Contains(k, "key") || strings.Contains(k, "auth") || strings.Contains(k, "token") ||
+			strings.Contains(k, "secret")
 		for _, v := range vs {
-			if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); v != "" {
+			if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); v != "" && (credential || len(v) >= minHeaderSecret) {
 				s = append(s, v)
 			}
 		}

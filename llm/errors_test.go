@@ -367,6 +367,22 @@ func TestHeaderSecretRedaction(t *testing.T) {
 	if got, want := err.Error(), "model service: 401 not authorized: Access denied due to invalid subscription key [redacted]"; got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
+
+	// A gateway's credential under a name that does not say so (LLM_HEADERS is never logged); a short
+	// value is not taken for one.
+	const gatewayPass = "gw-pass-8c1e2f"
+	srv = newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(403)
+		w.Write([]byte(`{"error":{"message":"tenant ` + r.Header.Get("X-Tenant") + ` refused, debug=true"}}`))
+	})
+	c, _ = newTestClient(t, srv.URL, func(c *Config) {
+		c.Headers = http.Header{"X-Tenant": {gatewayPass}, "X-Debug": {"true"}}
+	})
+	_, err = c.Complete(t.Context(), hello)
+	if got, want := err.Error(), "model service: 403 not authorized: tenant [redacted] refused, debug=true"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
 }
 
 // TestOddErrorShapes: fields of an unexpected type (a numeric "object", an int innererror
