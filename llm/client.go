@@ -66,6 +66,9 @@ type Hooks struct {
 	// TemperatureDropped is called once per model when it rejected the temperature: the
 	// request is sent again without it, and from then on for that model.
 	TemperatureDropped func(model string)
+	// AlternatingTurns is called once per model whose chat template refused the order of the
+	// roles: the request is sent again with alternating turns, and from then on for that model.
+	AlternatingTurns func(model string)
 	// StreamUsageDropped is called once per model when it rejected stream_options (the
 	// request for a usage chunk): the stream is asked again without it, and from then on
 	// for that model, so its streams carry no usage unless the server sends it anyway.
@@ -106,6 +109,7 @@ type Client struct {
 	imageHTTP *http.Client // no response-header timeout: images take minutes
 	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
 	noUsage   sync.Map     // model name -> struct{}: models that rejected stream_options
+	strict    sync.Map     // model name -> struct{}: models whose chat template wants alternating turns
 	secrets   []string     // redacted from every error: the key, secret-looking extra headers
 
 	// imageMem is a semaphore of imageBodiesAtOnce slots (its capacity; it says how many image
@@ -344,8 +348,9 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 }
 
 // chat sends a chat request and returns a 2xx response, after retries and, when the model
-// rejects the temperature or stream_options, once more without the rejected key (each
-// at most once, so at most two extra requests).
+// rejects the temperature or stream_options, once more without the rejected key, and when its chat
+// template rejects the order of the roles, once more with alternating turns (each at most once, so
+// at most three extra requests).
 func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.Response, error) {
 	model := firstNonEmpty(req.Model, c.cfg.ChatModel)
 	if model == "" {
@@ -362,8 +367,13 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 	if _, ok := c.noUsage.Load(model); ok {
 		usage = false
 	}
+	_, strict := c.strict.Load(model)
 	for {
-		cb := chatBody{Model: model, Messages: req.Messages, Temperature: temp, Stream: stream}
+		msgs := req.Messages
+		if strict {
+			msgs = alternating(msgs)
+		}
+		cb := chatBody{Model: model, Messages: msgs, Temperature: temp, Stream: stream}
 		if usage {
 			cb.StreamOptions = &streamOptions{IncludeUsage: true}
 		}
@@ -393,10 +403,54 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 				}
 			}
 			temp = nil
+		case !strict && rejectsRoleOrder(e):
+			if _, known := c.strict.LoadOrStore(model, struct{}{}); !known {
+				if f := c.cfg.Hooks.AlternatingTurns; f != nil {
+					f(model)
+				}
+			}
+			strict = true
 		default:
 			return nil, e
 		}
 	}
+}
+
+// rejectsRoleOrder reports a model server whose chat template (Mistral's, Gemma's, on vLLM or
+// llama.cpp) refused the request's roles: no system message, or user and assistant turns that do
+// not alternate. A thread gives consecutive user messages whenever several people talk. The status
+// varies (400, or 500 from llama.cpp's template error); the template's own words do not.
+func rejectsRoleOrder(e *Error) bool {
+	m := strings.ToLower(e.Message)
+	return strings.Contains(m, "roles must alternate") || strings.Contains(m, "only user and assistant roles") ||
+		strings.Contains(m, "system role not supported")
+}
+
+// alternating folds msgs into the shape strict chat templates demand: no system message (its text
+// opens the first user message), a user turn first, then user and assistant turns in alternation
+// (consecutive messages of one role are joined, a blank line apart).
+func alternating(msgs []Message) []Message {
+	var system []string
+	out := make([]Message, 0, len(msgs))
+	for _, m := range msgs {
+		switch n := len(out); {
+		case m.Role == RoleSystem:
+			system = append(system, m.Content)
+		case n > 0 && out[n-1].Role == m.Role:
+			out[n-1].Content += "\n\n" + m.Content
+		default:
+			out = append(out, m)
+		}
+	}
+	if len(system) > 0 {
+		lead := strings.Join(system, "\n\n")
+		if len(out) > 0 && out[0].Role == RoleUser {
+			out[0].Content = lead + "\n\n" + out[0].Content
+		} else {
+			out = append([]Message{{Role: RoleUser, Content: lead}}, out...)
+		}
+	}
+	return out
 }
 
 // rejectsStreamOptions reports an answer refusing the stream_options key: OpenAI-shaped
@@ -494,8 +548,8 @@ func (c *Client) endpoint(path string) string {
 // retryWait decides whether a failed attempt of op is retried, and after how long
 // (openai-wire.md §1.4, the official SDK's policy).
 func (c *Client) retryWait(op string, e *Error, h http.Header, attempt int) (time.Duration, bool) {
-	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota {
-		return 0, false
+	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota || rejectsRoleOrder(e) {
+		return 0, false // (a template's refusal, whatever its status, is answered by chat)
 	}
 	if op == "image" && (e.Status == http.StatusGatewayTimeout || e.Status == 524) {
 		return 0, false // a gateway gave up waiting: the image may still be generated and billed

@@ -2,12 +2,14 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -957,5 +959,64 @@ func TestStalledErrorBody(t *testing.T) {
 	}
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("took %v", d)
+	}
+}
+
+// TestStrictChatTemplates: Mistral's and Gemma's chat templates (on vLLM, llama.cpp) refuse a
+// system message or two user turns in a row, which a thread with several people gives. The request
+// is sent again with alternating turns, once, and from then on for that model straight away.
+func TestStrictChatTemplates(t *testing.T) {
+	thread := []Message{
+		{Role: RoleSystem, Content: "You are Ada."},
+		{Role: RoleUser, Content: "Alice: the deploy failed"},
+		{Role: RoleUser, Content: "Bob: same here"},
+		{Role: RoleAssistant, Content: "Which service?"},
+		{Role: RoleUser, Content: "Alice: api-7"},
+	}
+	want := []Message{
+		{Role: RoleUser, Content: "You are Ada.\n\nAlice: the deploy failed\n\nBob: same here"},
+		{Role: RoleAssistant, Content: "Which service?"},
+		{Role: RoleUser, Content: "Alice: api-7"},
+	}
+	for _, tc := range []struct{ name, status, body string }{
+		{"vLLM, Mistral", "400", `{"object":"error","message":"After the optional system message, conversation roles must alternate user/assistant/user/assistant/...","type":"BadRequestError","param":null,"code":400}`},
+		{"llama.cpp template error", "500", `{"error":{"code":500,"message":"Conversation roles must alternate user/assistant/user/assistant/...","type":"server_error"}}`},
+		{"Gemma", "400", `{"object":"error","message":"System role not supported","type":"BadRequestError","code":400}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got [][]Message
+			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+				var body struct{ Messages []Message }
+				json.NewDecoder(r.Body).Decode(&body)
+				mu.Lock()
+				got = append(got, body.Messages)
+				mu.Unlock()
+				if body.Messages[0].Role == RoleSystem || body.Messages[1].Role == body.Messages[2].Role {
+					w.Header().Set("Content-Type", "application/json")
+					status, _ := strconv.Atoi(tc.status)
+					w.WriteHeader(status)
+					w.Write([]byte(tc.body))
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"api-7 is down\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+			})
+			var hooked []string
+			c, _ := newTestClient(t, srv.URL, func(c *Config) { // retries on: a template's 500 is not retried as is
+				c.Hooks.AlternatingTurns = func(model string) { hooked = append(hooked, model) }
+			})
+			for range 2 {
+				if r := collect(t, c.Stream(t.Context(), ChatRequest{Messages: thread})); r.Err != nil || r.Content != "api-7 is down" {
+					t.Fatalf("Stream: %s, want the answer", show(r))
+				}
+			}
+			if len(got) != 3 || !reflect.DeepEqual(got[1], want) || !reflect.DeepEqual(got[2], want) {
+				t.Errorf("requests: %v\nwant the thread, then twice %v", got, want)
+			}
+			if len(hooked) != 1 {
+				t.Errorf("AlternatingTurns called %d times, want once", len(hooked))
+			}
+		})
 	}
 }

@@ -130,6 +130,10 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 			metrics.TemperatureDropped(model)
 			llmLog.Warn("model rejected TEMPERATURE; sending requests without it", zap.String("model", model))
 		},
+		AlternatingTurns: func(model string) {
+			llmLog.Info("the model's chat template wants alternating user and assistant turns and no system message; sending them so",
+				zap.String("model", model))
+		},
 		StreamUsageDropped: func(model string) {
 			llmLog.Warn("model rejected stream_options; streaming without token usage (set LLM_STREAM_USAGE=false to stop asking)",
 				zap.String("model", model))
