@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 	"sync"
 	"time"
 
@@ -236,10 +237,46 @@ func (r *Replies) KnownFollowUp(req ReplyRequest) bool {
 }
 
 // mayFollowUp reports whether the follow-up req, in thread threadTS, may be for the bot, before
-// the thread is looked at: follow-ups are on, it replies in a thread, and it does not address
-// someone else.
+// the thread is looked at: follow-ups are on, it replies in a thread, it does not address someone
+// else, and it is more than thanks or an emoji.
 func (r *Replies) mayFollowUp(req ReplyRequest, threadTS string) bool {
-	return r.opt.FollowUps && threadTS != "" && threadTS != req.TS && !r.addressedToOthers(req.Text)
+	return r.opt.FollowUps && threadTS != "" && threadTS != req.TS && !r.addressedToOthers(req.Text) &&
+		(len(req.Files) > 0 || !acknowledgement(req.Text))
+}
+
+// acknowledgement reports a message that only thanks or reacts ("thanks!", "thank you so much 🙏",
+// ":+1:"): in a thread the bot takes part in, an answer to it would be noise. A question mark, any
+// other word or a mention makes it a message to answer.
+func acknowledgement(text string) bool {
+	t := strings.ToLower(text)
+	if strings.ContainsAny(t, "?<") {
+		return false
+	}
+	for { // :emoji: codes
+		i := strings.IndexByte(t, ':')
+		j := strings.IndexByte(t[i+1:], ':')
+		if i < 0 || j < 0 || strings.ContainsAny(t[i+1:i+1+j], " \n") {
+			break
+		}
+		t = t[:i] + " " + t[i+2+j:]
+	}
+	words := strings.FieldsFunc(t, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	if len(words) > 5 {
+		return false
+	}
+	for _, w := range words {
+		if !thanksWords[w] {
+			return false
+		}
+	}
+	return true
+}
+
+// thanksWords are the words of a message that only thanks.
+var thanksWords = map[string]bool{
+	"thanks": true, "thank": true, "you": true, "thx": true, "ty": true, "tysm": true, "so": true, "much": true,
+	"a": true, "lot": true, "many": true, "cheers": true, "great": true, "awesome": true, "perfect": true,
+	"nice": true, "cool": true, "brilliant": true, "merci": true, "danke": true, "gracias": true,
 }
 
 // botThread reports whether the bot takes part in a thread: its parent mentions the bot or the bot has

@@ -894,3 +894,45 @@ func TestReplyFinalOutageClockRestartsAfterASuccess(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowUpThanksIgnored: in a thread the bot takes part in, a message that only thanks or
+// reacts is for the people in it: no answer ("You're welcome!" under every "thanks" is noise).
+func TestFollowUpThanksIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		text   string
+		answer bool
+	}{
+		{"thanks!", false},
+		{"Thank you so much 🙏", false},
+		{":+1:", false},
+		{"👍", false},
+		{"great, thanks :raised_hands:", false},
+		{"thx", false},
+		{"thanks, and what about leaky buckets", true},
+		{"thanks?", true},
+		{"ok", true}, // may answer the bot's own question
+		{"yes", true},
+		{"great", false},
+		{"great, now do it in Go", true},
+		{":thinking_face: why 5?", true},
+	} {
+		if got := !acknowledgement(tc.text); got != tc.answer {
+			t.Errorf("%q: answered %v, want %v", tc.text, got, tc.answer)
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, nil, testOptions())
+		req := rt.req
+		req.FollowUp, req.ThreadTS, req.Text = true, "1700000000.000000", "thanks a lot!"
+		rt.r.botThreads.put(testCh+"/"+req.ThreadTS, true)
+		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
+			t.Errorf("thanks: Reply = %v, want ErrIgnored", err)
+		}
+		if rt.r.KnownFollowUp(req) {
+			t.Error("KnownFollowUp of a thanks = true, want false (no busy note either)")
+		}
+		if n := len(rt.slack.calls); n != 0 {
+			t.Errorf("Slack calls = %d, want none", n)
+		}
+	})
+}
