@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
