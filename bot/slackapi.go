@@ -3,8 +3,12 @@ package bot
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -104,11 +108,15 @@ func (a *SlackAPI) IdentifyRetrying(ctx context.Context, attempt time.Duration, 
 // maxIdentifyWait bounds the wait between IdentifyRetrying's attempts.
 const maxIdentifyWait = 30 * time.Second
 
-// identifyTransient reports whether an auth.test failure may go away by itself: no answer, a 5xx or
-// a 429. Slack's answers (ok: false) and other statuses need someone to fix the settings.
+// identifyTransient reports whether an auth.test failure may go away by itself: no answer (a
+// refused or reset connection, a timeout, a DNS server not ready), a 5xx or a 429. Slack's answers
+// (ok: false), other statuses, a certificate nobody trusts or for another host, a proxy refusing
+// the bot's credentials, a host that does not exist and a web page instead of the API need someone
+// to fix the settings.
 func identifyTransient(err error) bool {
 	var se slack.SlackErrorResponse
 	var sc slack.StatusCodeError
+	var dns *net.DNSError
 	switch {
 	case errors.As(err, &se):
 		return se.Err == "ratelimited" || se.Err == "fatal_error" || se.Err == "internal_error" || se.Err == "service_unavailable"
@@ -116,8 +124,17 @@ func identifyTransient(err error) bool {
 		return true
 	case errors.As(err, &sc):
 		return sc.Code >= 500 || sc.Code == 429
+	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)),
+		errors.As(err, new(x509.HostnameError)), errors.As(err, new(x509.CertificateInvalidError)):
+		return false
+	case errors.As(err, &dns):
+		return !dns.IsNotFound
+	case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
+		return false // a 200 that is not the Web API: SLACK_API_URL names a web site
+	case strings.Contains(err.Error(), "Proxy Authentication Required"): // net/http's CONNECT error is a bare string
+		return false
 	}
-	return true // no answer: network, DNS, timeout
+	return true
 }
 
 // maxThreadPages bounds conversations.replies pagination (200 messages a page).

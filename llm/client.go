@@ -636,8 +636,8 @@ func (c *Client) readCompletion(ctx context.Context, h http.Header, r io.Reader)
 		return Completion{}, c.fail(ctx, err)
 	}
 	if len(data) > maxCompletionBody {
-		return Completion{}, &Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h),
-			Message: "the completion is larger than 16 MiB"}
+		return Completion{}, (&Error{Kind: KindInvalid, Status: http.StatusOK, RequestID: requestID(h),
+			Message: "the completion is larger than 16 MiB"}).redact(c.secrets)
 	}
 	comp, e := parseCompletion(h, data, c.secrets)
 	if e != nil {

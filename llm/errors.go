@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -408,87 +409,39 @@ func stripTags(s string) string {
 // dropInputs replaces the values of "input" keys in an error message with "…": pydantic's
 // validation errors (vLLM, LiteLLM, FastAPI servers) carry the request's value that failed, which may
 // be the whole conversation, and errors are logged above debug level, where message text must not
-// go. Both Python's repr ('input': '...') and JSON ("input": "...") are read.
+// go. Python's repr ('input': '...') and JSON ("input": "...") are read, also relayed inside another
+// server's message with their quotes escaped. A value is dropped up to the key that follows it in
+// pydantic's errors, or to the end of the message: not to where its quotes seem to close, which the
+// escapes of a relayed error make uncertain, and the user's text is what must not be left.
 func dropInputs(msg string) string {
 	var b strings.Builder
 	rest := msg
 	for {
-		i := inputKey(rest)
-		if i < 0 {
+		k := inputKeyRE.FindStringIndex(rest)
+		if k == nil {
 			if b.Len() == 0 {
 				return msg
 			}
 			b.WriteString(rest)
 			return b.String()
 		}
-		b.WriteString(rest[:i])
-		rest = rest[i:]
-		end := skipPyValue(rest)
+		b.WriteString(rest[:k[1]])
 		b.WriteString("…")
-		rest = rest[end:]
+		rest = rest[k[1]:]
+		if next := nextKeyRE.FindStringIndex(rest); next != nil {
+			rest = rest[next[0]:]
+		} else {
+			rest = ""
+		}
 	}
 }
 
-// inputKey returns where the value after the next 'input': or "input": key in s starts, or -1.
-func inputKey(s string) int {
-	for off := 0; ; {
-		j := strings.Index(s[off:], "input")
-		if j < 0 {
-			return -1
-		}
-		j += off
-		off = j + len("input")
-		if j == 0 || off >= len(s) || (s[j-1] != '\'' && s[j-1] != '"') || s[off] != s[j-1] {
-			continue
-		}
-		k := off + 1
-		for k < len(s) && s[k] == ' ' {
-			k++
-		}
-		if k >= len(s) || s[k] != ':' {
-			continue
-		}
-		k++
-		for k < len(s) && s[k] == ' ' {
-			k++
-		}
-		return k
-	}
-}
-
-// skipPyValue returns the length of the Python or JSON value s starts with: a quoted string (with
-// backslash escapes), a bracketed value (its quoted strings skipped), or anything up to the next
-// ',' or closing bracket.
-func skipPyValue(s string) int {
-	depth := 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '\'', '"':
-			for i++; i < len(s) && s[i] != c; i++ {
-				if s[i] == '\\' {
-					i++
-				}
-			}
-			if depth == 0 {
-				return min(i+1, len(s))
-			}
-		case '[', '{', '(':
-			depth++
-		case ']', '}', ')':
-			if depth == 0 {
-				return i
-			}
-			if depth--; depth == 0 {
-				return i + 1
-			}
-		case ',':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return len(s)
-}
+var (
+	// inputKeyRE is an "input" key with its colon (its quotes may be escaped: \"input\":).
+	inputKeyRE = regexp.MustCompile(`\\*['"]input\\*['"]\s*:\s*`)
+	// nextKeyRE is the key after an input value in pydantic's errors, or the next error's first key.
+	nextKeyRE = regexp.MustCompile(`,\s*\{?\s*\\*['"](?:ctx|url|type|loc|msg|input)\\*['"]\s*:`)
+)
 
 // collapse turns runs of white space (newlines included) into single spaces.
 func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }

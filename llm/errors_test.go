@@ -494,7 +494,10 @@ func TestDropInputs(t *testing.T) {
 		{"[{'type': 'string_too_long', 'loc': ('body', 'messages', 1, 'content'), 'msg': 'String should have at most 10 characters', 'input': 'my salary is 10k', 'ctx': {'max_length': 10}}]",
 			"[{'type': 'string_too_long', 'loc': ('body', 'messages', 1, 'content'), 'msg': 'String should have at most 10 characters', 'input': …, 'ctx': {'max_length': 10}}]"},
 		{`[{"type":"missing","loc":["body","model"],"msg":"Field required","input":{"messages":[{"role":"user","content":"secret \"plan\", {x}"}]}}]`,
-			`[{"type":"missing","loc":["body","model"],"msg":"Field required","input":…}]`},
+			`[{"type":"missing","loc":["body","model"],"msg":"Field required","input":…`}, // the rest, to be sure
+		{"[{'type': 'a', 'input': 'one'}, {'type': 'b', 'msg': 'm', 'input': 'two'}]",
+			"[{'type': 'a', 'input': …, {'type': 'b', 'msg': 'm', 'input': …"},
+		{`"param": "input", "flagged_input": true`, `"param": "input", "flagged_input": true`},
 		{"'input': 'it\\'s mine'", "'input': …"},
 		{"Input should be a valid string", "Input should be a valid string"},
 		{"the input is too long ('input' missing)", "the input is too long ('input' missing)"},

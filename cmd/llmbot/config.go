@@ -38,7 +38,7 @@ type Config struct {
 	ChatModel     string   `envconfig:"CHAT_MODEL" default:"gpt-5.4-mini" desc:"Chat model for answers."`
 	ImageModel    string   `envconfig:"IMAGE_MODEL" default:"gpt-image-2" desc:"Image model for /imagine."`
 	Temperature   *float64 `envconfig:"TEMPERATURE" desc:"Sampling temperature, 0 to 2. Unset: not sent (the model's own default; some models accept no other)."`
-	SystemPrompt  string   `envconfig:"SYSTEM_PROMPT" desc:"System prompt; {bot_name} and {date} are filled in. Unset: a built-in prompt."`
+	SystemPrompt  string   `envconfig:"SYSTEM_PROMPT" text:"true" desc:"System prompt; {bot_name} and {date} are filled in. Unset: a built-in prompt."`
 	ImageSize     string   `envconfig:"IMAGE_SIZE" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
 	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
 
@@ -67,7 +67,7 @@ type Config struct {
 	DenyChannels      string `envconfig:"DENY_CHANNELS" desc:"Channel IDs where the bot never works, comma-separated; dm turns direct messages off. Wins over ALLOW_CHANNELS."`
 	AllowUsers        string `envconfig:"ALLOW_USERS" desc:"User IDs (U..., W...) who may use the bot, comma-separated. Unset: everyone."`
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
-	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
+	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted in memory per replica. 0: unlimited."`
 	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt and model overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
 
@@ -79,6 +79,7 @@ type Config struct {
 type setting struct {
 	Name, Default, Desc string
 	Secret              bool
+	Text                bool // free text, which may open and close with a quotation of its own
 	index               int
 }
 
@@ -93,6 +94,7 @@ func settings() []setting {
 			Default: f.Tag.Get("default"),
 			Desc:    f.Tag.Get("desc"),
 			Secret:  f.Tag.Get("secret") == "true",
+			Text:    f.Tag.Get("text") == "true",
 			index:   i,
 		})
 	}
@@ -107,7 +109,7 @@ func loadConfig(getenv func(string) string) (Config, []string) {
 	v := reflect.ValueOf(&cfg).Elem()
 	for _, s := range settings() {
 		raw := strings.TrimSpace(getenv(s.Name))
-		if n := len(raw); n >= 2 && (raw[0] == '"' || raw[0] == '\'') && raw[n-1] == raw[0] {
+		if n := len(raw); !s.Text && n >= 2 && (raw[0] == '"' || raw[0] == '\'') && raw[n-1] == raw[0] {
 			// docker run --env-file and Kubernetes keep quotes as part of the value; a shell and
 			// docker compose do not. Said once, here: the checks below see the value without them.
 			problems = append(problems, fmt.Sprintf("%s: the value is in quotes: remove them (docker --env-file and Kubernetes keep quotes as part of the value)", s.Name))

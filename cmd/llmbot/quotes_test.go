@@ -35,3 +35,30 @@ func TestQuotedValuesAreExplained(t *testing.T) {
 		t.Errorf("the quotes are reported twice:\n%v", err)
 	}
 }
+
+// TestQuotedFreeTextIsKept: free text may begin and end with a quotation of its own (a system
+// prompt that opens with a motto and ends with a sign-off in quotes; a denial text quoting the
+// channel). That is not the quoting of docker --env-file: the bot must start, with the text as
+// written, not refuse to start and cut the quotes off.
+func TestQuotedFreeTextIsKept(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"SYSTEM_PROMPT", `"Be brief, be kind" is our rule. When you are unsure, say "I don't know"`},
+		{"ACCESS_DENIED_TEXT", `'Sorry' is all I can say here: ask in '#it-help'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := validEnv()
+			env[tc.name] = tc.value
+			cfg, problems := loadConfig(envFunc(env))
+			if len(problems) > 0 {
+				t.Errorf("%s=%s: problems %q, want none", tc.name, tc.value, problems)
+			}
+			got := cfg.SystemPrompt
+			if tc.name == "ACCESS_DENIED_TEXT" {
+				got = cfg.AccessDeniedText
+			}
+			if got != tc.value {
+				t.Errorf("%s = %q, want %q as written", tc.name, got, tc.value)
+			}
+		})
+	}
+}
