@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/slack-go/slack"
@@ -70,9 +71,14 @@ func richText(e slack.RichTextElement) string {
 	case *slack.RichTextPreformatted:
 		return "```\n" + richSection(e.Elements) + "\n```"
 	case *slack.RichTextList:
+		indent := strings.Repeat("  ", e.Indent)
 		var items []string
-		for _, it := range e.Elements {
-			items = append(items, "• "+richText(it))
+		for i, it := range e.Elements {
+			mark := "• "
+			if e.Style == slack.RTEListOrdered {
+				mark = strconv.Itoa(e.Offset+i+1) + ". "
+			}
+			items = append(items, indent+mark+richText(it))
 		}
 		return strings.Join(items, "\n")
 	}
@@ -84,7 +90,11 @@ func richSection(es []slack.RichTextSectionElement) string {
 	for _, e := range es {
 		switch e := e.(type) {
 		case *slack.RichTextSectionTextElement:
-			sb.WriteString(escapeText(e.Text))
+			if e.Style != nil && e.Style.Code {
+				sb.WriteString("`" + escapeText(e.Text) + "`")
+			} else {
+				sb.WriteString(escapeText(e.Text))
+			}
 		case *slack.RichTextSectionLinkElement:
 			if e.Text != "" {
 				sb.WriteString("<" + e.URL + "|" + escapeText(e.Text) + ">")
@@ -99,6 +109,14 @@ func richSection(es []slack.RichTextSectionElement) string {
 			sb.WriteString("<!subteam^" + e.UsergroupID + ">")
 		case *slack.RichTextSectionEmojiElement:
 			sb.WriteString(":" + e.Name + ":")
+		case *slack.RichTextSectionBroadcastElement:
+			sb.WriteString("<!" + e.Range + ">")
+		case *slack.RichTextSectionDateElement:
+			fallback := ""
+			if e.Fallback != nil {
+				fallback = *e.Fallback
+			}
+			sb.WriteString("<!date^" + strconv.FormatInt(int64(e.Timestamp), 10) + "^" + e.Format + "|" + escapeText(fallback) + ">")
 		}
 	}
 	return sb.String()

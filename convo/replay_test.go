@@ -111,7 +111,7 @@ func TestBlocksText(t *testing.T) {
 		"Team: infra & ops\n" +
 		"Runbook: CPU runbook (https://wiki.example/cpu)\n" +
 		"On call: @Bob in #C0OPS:fire:\n" +
-		"• check load < 4\n" +
+		"• check `load < 4`\n" +
 		"• status page (https://status.example)\n" +
 		"> last deploy: 10:02\n" +
 		"```\ntop -b -n1\n```"

@@ -99,9 +99,11 @@ const (
 type entry struct {
 	who speaker
 	idx []int // into the thread: the message, or the answer's parts in order
-	// Of an answer whose marks say which question it answers (Mark.Question): that question,
-	// and the ts of its first part (which its later parts name in Mark.First).
+	// Of an answer: the question it answers (Mark.Question; for an answer whose marks predate it,
+	// the person's message before it) and the ts of its first part (which its later parts name in
+	// Mark.First).
 	question, firstTS string
+	legacy            bool // an answer whose marks name no question
 }
 
 // Build maps a thread (conversations.replies messages, oldest first, with metadata) and the
@@ -116,6 +118,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	// Classify (cheap, no text conversion) and count the people taking part.
 	people := map[string]bool{}
 	var entries []entry
+	var asked string // the ts of the last person's message so far: what an answer without ids answers
 	for i := range thread {
 		m := &thread[i]
 		if m.SubType == slack.MsgSubTypeMessageChanged && m.SubMessage != nil {
@@ -134,7 +137,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 				if after && (mark.Question == "" || !TSBefore(mark.Question, trigger.Timestamp)) {
 					continue // an answer to the trigger itself (Regenerate) or to a later question
 				}
-				entries = addAnswer(entries, i, m.Timestamp, mark)
+				entries = addAnswer(entries, i, m.Timestamp, mark, asked)
 			case !ok && len(m.Files) > 0 && !after:
 				entries = append(entries, entry{who: speakerSelfFile, idx: []int{i}})
 			}
@@ -147,6 +150,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 		default:
 			people[m.User] = true
 			entries = append(entries, entry{who: speakerPerson, idx: []int{i}})
+			asked = m.Timestamp
 		}
 	}
 	if !isBot(&trigger) {
@@ -212,34 +216,40 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	return res
 }
 
-// addAnswer adds the bot's answer message i (ts, mark) to entries. A later part joins the entry
-// of its first part. A first part that answers a question an earlier answer answered too
-// (Regenerate) takes that answer's place: the model sees the newest answer, where the old one
-// was. Answers whose marks predate Mark.Question join an answer of theirs right before them, as
-// the parts of one answer (this merged two answers that sat next to each other).
-func addAnswer(entries []entry, i int, ts string, mark Mark) []entry {
+// addAnswer adds the bot's answer message i (ts, mark) to entries; asked is the last person's
+// message before it. A later part joins the entry of its first part, or stands for it when the
+// first is not an answer (deleted, or left a placeholder by a failed edit). An answer to a question
+// an earlier answer answered too (Regenerate) takes that answer's place: the model sees the newest
+// answer, where the old one was. Answers whose marks predate Mark.Question join an answer of theirs
+// right before them, as the parts of one answer (this merged two answers that sat next to each
+// other), and are taken to answer asked.
+func addAnswer(entries []entry, i int, ts string, mark Mark, asked string) []entry {
+	e := entry{who: speakerSelf, idx: []int{i}, question: mark.Question, firstTS: ts, legacy: mark.Question == ""}
 	switch {
 	case mark.First != "":
 		for k := len(entries) - 1; k >= 0; k-- {
-			if e := &entries[k]; e.who == speakerSelf && e.firstTS == mark.First {
-				e.idx = append(e.idx, i)
+			if entries[k].who == speakerSelf && entries[k].firstTS == mark.First {
+				entries[k].idx = append(entries[k].idx, i)
 				return entries
 			}
 		}
-	case mark.Question != "":
-		for k := range entries {
-			if e := &entries[k]; e.who == speakerSelf && e.question == mark.Question {
-				*e = entry{who: speakerSelf, idx: []int{i}, question: mark.Question, firstTS: ts}
-				return entries
-			}
-		}
-	default:
-		if n := len(entries); n > 0 && entries[n-1].who == speakerSelf && entries[n-1].question == "" {
+		e.firstTS = mark.First // the first part is not an answer: this part stands for it
+	case e.legacy:
+		if n := len(entries); n > 0 && entries[n-1].who == speakerSelf && entries[n-1].legacy {
 			entries[n-1].idx = append(entries[n-1].idx, i)
 			return entries
 		}
+		e.question = asked
 	}
-	return append(entries, entry{who: speakerSelf, idx: []int{i}, question: mark.Question, firstTS: ts})
+	if e.question != "" {
+		for k := range entries {
+			if entries[k].who == speakerSelf && entries[k].question == e.question {
+				entries[k] = e
+				return entries
+			}
+		}
+	}
+	return append(entries, e)
 }
 
 // UserIDs lists the user ids whose names Build may need, in order of first appearance:

@@ -1,0 +1,112 @@
+package convo
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/slack-go/slack"
+)
+
+// TestBuildLaterPartsWithoutTheirFirstStayOneAnswer: a long answer's later parts name their first
+// part (Mark.First), and Build "joins exactly those". When the first part is not among the answers
+// (its final edit failed and it is still the "Thinking…" placeholder, or it was deleted), every later
+// part finds no entry to join and becomes an answer of its own: one answer is replayed as several
+// assistant messages in a row (which chat templates that need alternating roles refuse), and a
+// Regenerate replaces only the first of them.
+func TestBuildLaterPartsWithoutTheirFirstStayOneAnswer(t *testing.T) {
+	q := func(ts, text string) slack.Message {
+		return slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: ts, Text: "<@U0BOT> " + text}}
+	}
+	a := func(ts, text string, mark Mark) slack.Message {
+		mark.Kind = MarkAnswer
+		return slack.Message{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: ts, Text: text, Metadata: mark.Metadata()}}
+	}
+	placeholder := slack.Message{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: "1.000002", Text: "_Thinking…_",
+		Metadata: Mark{Kind: MarkPlaceholder}.Metadata()}}
+	for _, tc := range []struct {
+		name   string
+		thread []slack.Message
+		want   string
+	}{
+		{"first part left a placeholder", []slack.Message{
+			q("1.000001", "Q1"), placeholder,
+			a("1.000003", "part 2", Mark{Question: "1.000001", First: "1.000002"}),
+			a("1.000004", "part 3", Mark{Question: "1.000001", First: "1.000002"}),
+			q("1.000005", "Q2"),
+		}, "user: Q1|assistant: part 2\npart 3|user: Q2"},
+		{"first part deleted, then regenerated", []slack.Message{
+			q("1.000001", "Q1"),
+			a("1.000003", "old part 2", Mark{Question: "1.000001", First: "1.000002"}),
+			a("1.000004", "old part 3", Mark{Question: "1.000001", First: "1.000002"}),
+			a("1.000005", "new answer", Mark{Question: "1.000001"}),
+			q("1.000006", "Q2"),
+		}, "user: Q1|assistant: new answer|user: Q2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Build(tc.thread, tc.thread[len(tc.thread)-1], testNames, testOptions())
+			var got []string
+			for _, m := range r.Messages[1:] {
+				got = append(got, string(m.Role)+": "+m.Content)
+			}
+			if s := strings.Join(got, "|"); s != tc.want {
+				t.Errorf("got  %q\nwant %q", s, tc.want)
+			}
+		})
+	}
+}
+
+// TestBlocksTextKeepsDatesAndBroadcasts: a block-only message is read "in Slack's mrkdwn so that
+// plain reads it like a message's text", and plain reads <!date^…|fallback> as its fallback and
+// <!here> as @here. blocksText drops rich text's date and broadcast elements (slack-go decodes
+// them as RichTextSectionDateElement and RichTextSectionBroadcastElement), and ordered lists come
+// out as bullets: an alert "@here deploy failed at Nov 14, 2023; 1. roll back 2. page" reaches the
+// model as " deploy failed at ; • roll back • page".
+func TestBlocksTextKeepsDatesAndBroadcasts(t *testing.T) {
+	js := `{"type":"message","subtype":"bot_message","bot_id":"B0CI","username":"CI","ts":"1.000001","text":"","blocks":[
+	 {"type":"rich_text","elements":[
+	  {"type":"rich_text_section","elements":[{"type":"broadcast","range":"here"},{"type":"text","text":" deploy failed at "},
+	   {"type":"date","timestamp":1700000000,"format":"{date_short}","fallback":"Nov 14, 2023"}]},
+	  {"type":"rich_text_list","style":"ordered","elements":[
+	   {"type":"rich_text_section","elements":[{"type":"text","text":"roll back"}]},
+	   {"type":"rich_text_section","elements":[{"type":"text","text":"page on-call"}]}]}
+	 ]}]}`
+	var m slack.Message
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		t.Fatal(err)
+	}
+	b := builder{opt: testOptions(), names: testNames}
+	got := b.plain(m)
+	for _, want := range []string{"@here deploy failed at Nov 14, 2023", "1. roll back", "2. page on-call"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q missing from the block-only message as read:\n%s", want, got)
+		}
+	}
+}
+
+// TestBuildRegenerateReplacesAnAnswerWrittenBeforeMarkQuestion: every thread open at the upgrade
+// holds answers whose marks have no question. Regenerate on one of them posts a new answer that
+// names its question, finds no answer with that question to replace, and is appended: the next
+// question gets the old and the regenerated answer as two assistant turns in a row (before the
+// change they were at least one turn), though "a regenerated answer replaces the old one".
+func TestBuildRegenerateReplacesAnAnswerWrittenBeforeMarkQuestion(t *testing.T) {
+	q := func(ts, text string) slack.Message {
+		return slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: ts, Text: "<@U0BOT> " + text}}
+	}
+	a := func(ts, text string, mark Mark) slack.Message {
+		mark.Kind = MarkAnswer
+		return slack.Message{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: ts, Text: text, Metadata: mark.Metadata()}}
+	}
+	thread := []slack.Message{
+		q("1.000001", "Q1"), a("1.000002", "old answer", Mark{}),
+		a("1.000003", "regenerated answer", Mark{Question: "1.000001"}), q("1.000004", "Q2"),
+	}
+	r := Build(thread, thread[3], testNames, testOptions())
+	var got []string
+	for _, m := range r.Messages[1:] {
+		got = append(got, string(m.Role)+": "+m.Content)
+	}
+	if s, want := strings.Join(got, "|"), "user: Q1|assistant: regenerated answer|user: Q2"; s != want {
+		t.Errorf("got  %q\nwant %q", s, want)
+	}
+}
