@@ -161,12 +161,13 @@ func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]sla
 }
 
 // History returns the latest limit messages of a channel, oldest first, with metadata.
-func (a *SlackAPI) History(ctx context.Context, channel string, limit int) ([]slack.Message, error) {
+func (a *SlackAPI) History(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
 	var newestFirst []slack.Message
 	cursor := ""
 	for len(newestFirst) < limit {
 		resp, err := a.c.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
 			ChannelID: channel, Cursor: cursor, Limit: min(limit-len(newestFirst), 200), IncludeAllMetadata: true,
+			Latest: latest, Inclusive: latest != "",
 		})
 		if err != nil {
 			return nil, fmt.Errorf("conversations.history: %w", err)

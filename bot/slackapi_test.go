@@ -93,7 +93,7 @@ func TestHistoryOldestFirst(t *testing.T) {
 	for i := range 5 {
 		fs.PostUserMessage("D1", "U1", "", fmt.Sprintf("m%d", i))
 	}
-	msgs, err := api.History(ctx, "D1", 3)
+	msgs, err := api.History(ctx, "D1", 3, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestRateLimitedThreadReadIsNotRetried(t *testing.T) {
 		fs.RateLimitNext(method, time.Second)
 	}
 	_, rerr := api.Replies(ctx, "C1", "1.0")
-	_, herr := api.History(ctx, "C1", 20)
+	_, herr := api.History(ctx, "C1", 20, "")
 	for method, err := range map[string]error{"conversations.replies": rerr, "conversations.history": herr} {
 		var rl *slack.RateLimitedError
 		if !errors.As(err, &rl) || rl.RetryAfter != time.Second {

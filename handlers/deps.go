@@ -41,8 +41,9 @@ import (
 type Thread interface {
 	// Replies returns every message of a thread (all pages), parent first, with metadata.
 	Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error)
-	// History returns the channel's latest limit messages, oldest first, with metadata.
-	History(ctx context.Context, channel string, limit int) ([]slack.Message, error)
+	// History returns the channel's last limit messages up to latest (a ts, itself included; "":
+	// now), oldest first, with metadata.
+	History(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error)
 }
 
 // Messenger posts and edits messages.

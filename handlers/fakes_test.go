@@ -163,15 +163,20 @@ func (f *fakeSlack) Replies(ctx context.Context, channel, threadTS string) ([]sl
 	return out, nil
 }
 
-func (f *fakeSlack) History(ctx context.Context, channel string, limit int) ([]slack.Message, error) {
+func (f *fakeSlack) History(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record(call{method: "history"}, nil); err != nil {
+	if err := f.record(call{method: "history", ts: latest}, nil); err != nil {
 		return nil, err
 	}
-	out := append([]slack.Message(nil), f.history[channel]...)
+	var out []slack.Message
+	for _, m := range f.history[channel] {
+		if latest == "" || !convo.TSBefore(latest, m.Timestamp) {
+			out = append(out, m)
+		}
+	}
 	for _, m := range f.msgs {
-		if m.channel == channel && m.thread == "" {
+		if m.channel == channel && m.thread == "" && (latest == "" || !convo.TSBefore(latest, m.ts)) {
 			out = append(out, f.asMessage(m))
 		}
 	}

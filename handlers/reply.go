@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,7 +273,7 @@ func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 	if p.threadTS == "" {
 		var msgs []slack.Message
 		err := p.r.read(ctx, func(ctx context.Context) (err error) {
-			msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit)
+			msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, "")
 			return err
 		})
 		if err != nil {
@@ -289,24 +290,74 @@ func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 		return nil, fmt.Errorf("conversations.replies: %w", err)
 	}
 	if p.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == p.threadTS && p.r.own(msgs[0]) {
-		// A thread under one of the bot's answers in a DM (it answers there at the top level): the
-		// question it answered is in the DM's history, before the thread.
-		var hist []slack.Message
-		err := p.r.read(ctx, func(ctx context.Context) (err error) {
-			hist, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit)
+		if mark, ok := convo.ReadMark(msgs[0]); ok && mark.Kind == convo.MarkAnswer {
+			msgs = p.withAnswerContext(ctx, msgs)
+		}
+	}
+	return msgs, nil
+}
+
+// dmAnswerSpan is how long after an answer's first message in a DM its later parts may come: the
+// DM history read for a thread under it ends that long after it.
+const dmAnswerSpan = 3 * time.Minute
+
+// withAnswerContext adds to a DM thread under one of the bot's answers (it answers there at the top
+// level) what the thread lacks: the DM's messages before the answer (the question it answered) and
+// the answer's later parts, top-level messages that name its first (Mark.First). One read of the
+// history that ends dmAnswerSpan after the answer, and a second that ends at the answer when the
+// DM went on so much meanwhile that the first did not reach back to it; when a read fails, the
+// thread goes with what there is.
+func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message) []slack.Message {
+	history := func(latest string) (hist []slack.Message, err error) {
+		err = p.r.read(ctx, func(ctx context.Context) (err error) {
+			hist, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, latest)
 			return err
 		})
 		if err != nil {
-			p.log.Debug("conversations.history before a DM thread; going on with the thread", zap.Error(err))
-			return msgs, nil
+			p.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
 		}
-		n := 0
-		for n < len(hist) && convo.TSBefore(hist[n].Timestamp, p.threadTS) {
-			n++
-		}
-		msgs = append(hist[:n:n], msgs...)
+		return hist, err
 	}
-	return msgs, nil
+	hist, err := history(tsPlus(p.threadTS, dmAnswerSpan))
+	if err != nil {
+		return thread
+	}
+	if len(hist) >= p.r.opt.HistoryLimit && (len(hist) == 0 || !convo.TSBefore(hist[0].Timestamp, p.threadTS)) {
+		if before, err := history(p.threadTS); err == nil {
+			hist = append(before, hist...)
+		}
+	}
+	out := make([]slack.Message, 0, len(hist)+len(thread))
+	for _, m := range hist {
+		mark, ok := convo.ReadMark(m)
+		if convo.TSBefore(m.Timestamp, p.threadTS) || ok && mark.Kind == convo.MarkAnswer && mark.First == p.threadTS {
+			out = append(out, m)
+		}
+	}
+	out = append(out, thread...)
+	slices.SortStableFunc(out, func(a, b slack.Message) int {
+		switch {
+		case convo.TSBefore(a.Timestamp, b.Timestamp):
+			return -1
+		case convo.TSBefore(b.Timestamp, a.Timestamp):
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// tsPlus is Slack timestamp ts moved d later ("" when ts is not one).
+func tsPlus(ts string, d time.Duration) string {
+	sec, frac, _ := strings.Cut(ts, ".")
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil {
+		return ""
+	}
+	if frac == "" {
+		frac = "000000"
+	}
+	return strconv.FormatInt(n+int64(d/time.Second), 10) + "." + frac
 }
 
 // read makes a thread or history read within the shared read budget (ReplyOptions.Reads): it waits
