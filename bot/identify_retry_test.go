@@ -79,6 +79,10 @@ func TestIdentifyRetryingRetriesTransientErrors(t *testing.T) {
 	}{
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}},
 		{"DNS timeout", &net.DNSError{Err: "i/o timeout", Name: "slack.example", IsTimeout: true}},
+		// A DNS sidecar not ready yet may say so; a typo in SLACK_API_URL then waits, with a warning.
+		{"no such host", &net.DNSError{Err: "no such host", Name: "slack.example", IsNotFound: true}},
+		// A clock not yet synced at boot.
+		{"certificate expired", &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Reason: x509.Expired}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -109,14 +109,15 @@ func (a *SlackAPI) IdentifyRetrying(ctx context.Context, attempt time.Duration, 
 const maxIdentifyWait = 30 * time.Second
 
 // identifyTransient reports whether an auth.test failure may go away by itself: no answer (a
-// refused or reset connection, a timeout, a DNS server not ready), a 5xx or a 429. Slack's answers
-// (ok: false), other statuses, a certificate nobody trusts or for another host, a proxy refusing
-// the bot's credentials, a host that does not exist and a web page instead of the API need someone
-// to fix the settings.
+// refused or reset connection, a timeout, a DNS failure: a sidecar or DNS server not ready yet may
+// say "no such host" too), a 5xx, a 429, or a certificate out of its dates (a clock not yet synced
+// at boot). Slack's answers (ok: false), other statuses, a certificate nobody trusts or for another
+// host, a proxy refusing the bot's credentials and a web page instead of the API need someone to
+// fix the settings.
 func identifyTransient(err error) bool {
 	var se slack.SlackErrorResponse
 	var sc slack.StatusCodeError
-	var dns *net.DNSError
+	var invalid x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &se):
 		return se.Err == "ratelimited" || se.Err == "fatal_error" || se.Err == "internal_error" || se.Err == "service_unavailable"
@@ -124,11 +125,13 @@ func identifyTransient(err error) bool {
 		return true
 	case errors.As(err, &sc):
 		return sc.Code >= 500 || sc.Code == 429
+	case errors.As(err, new(*net.DNSError)):
+		return true
+	case errors.As(err, &invalid):
+		return invalid.Reason == x509.Expired
 	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(x509.UnknownAuthorityError)),
-		errors.As(err, new(x509.HostnameError)), errors.As(err, new(x509.CertificateInvalidError)):
+		errors.As(err, new(x509.HostnameError)):
 		return false
-	case errors.As(err, &dns):
-		return !dns.IsNotFound
 	case errors.As(err, new(*json.SyntaxError)), errors.As(err, new(*json.UnmarshalTypeError)):
 		return false // a 200 that is not the Web API: SLACK_API_URL names a web site
 	case strings.Contains(err.Error(), "Proxy Authentication Required"): // net/http's CONNECT error is a bare string

@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,7 +119,9 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	// Classify (cheap, no text conversion) and count the people taking part.
 	people := map[string]bool{}
 	var entries []entry
-	var asked string // the ts of the last person's message so far: what an answer without ids answers
+	// asked is what an answer whose marks predate Mark.Question is taken to answer: the last
+	// person's message so far that mentions the bot, else the last person's message.
+	var asked, mentioned string
 	for i := range thread {
 		m := &thread[i]
 		if m.SubType == slack.MsgSubTypeMessageChanged && m.SubMessage != nil {
@@ -150,7 +153,10 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 		default:
 			people[m.User] = true
 			entries = append(entries, entry{who: speakerPerson, idx: []int{i}})
-			asked = m.Timestamp
+			if opt.BotUserID != "" && strings.Contains(m.Text, "<@"+opt.BotUserID+">") {
+				mentioned = m.Timestamp
+			}
+			asked = cmp.Or(mentioned, m.Timestamp)
 		}
 	}
 	if !isBot(&trigger) {
@@ -216,13 +222,15 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	return res
 }
 
-// addAnswer adds the bot's answer message i (ts, mark) to entries; asked is the last person's
-// message before it. A later part joins the entry of its first part, or stands for it when the
-// first is not an answer (deleted, or left a placeholder by a failed edit). An answer to a question
-// an earlier answer answered too (Regenerate) takes that answer's place: the model sees the newest
-// answer, where the old one was. Answers whose marks predate Mark.Question join an answer of theirs
-// right before them, as the parts of one answer (this merged two answers that sat next to each
-// other), and are taken to answer asked.
+// addAnswer adds the bot's answer message i (ts, mark) to entries; asked is the question an answer
+// whose marks predate Mark.Question is taken to answer. A later part joins the entry of its first
+// part, or stands for it when the first is not an answer (deleted, or left a placeholder by a failed
+// edit). An answer to a question an earlier answer answered too (Regenerate) takes that answer's
+// place: the model sees the newest answer, where the old one was. Answers whose marks predate
+// Mark.Question join an answer of theirs right before them, as the parts of one answer, which may
+// really be several answers (two questions asked before the first answer): such a merged entry is
+// never replaced, so no answer is lost, at the cost of an old answer replayed next to its
+// regeneration in threads from before Mark.Question.
 func addAnswer(entries []entry, i int, ts string, mark Mark, asked string) []entry {
 	e := entry{who: speakerSelf, idx: []int{i}, question: mark.Question, firstTS: ts, legacy: mark.Question == ""}
 	switch {
@@ -243,7 +251,7 @@ func addAnswer(entries []entry, i int, ts string, mark Mark, asked string) []ent
 	}
 	if e.question != "" {
 		for k := range entries {
-			if entries[k].who == speakerSelf && entries[k].question == e.question {
+			if entries[k].who == speakerSelf && entries[k].question == e.question && !(entries[k].legacy && len(entries[k].idx) > 1) {
 				entries[k] = e
 				return entries
 			}

@@ -241,15 +241,16 @@ func (r *Replies) KnownFollowUp(req ReplyRequest) bool {
 // else, and it is more than thanks or an emoji.
 func (r *Replies) mayFollowUp(req ReplyRequest, threadTS string) bool {
 	return r.opt.FollowUps && threadTS != "" && threadTS != req.TS && !r.addressedToOthers(req.Text) &&
-		(len(req.Files) > 0 || !acknowledgement(req.Text))
+		(len(req.Files) > 0 || len(req.Attachments) > 0 || !acknowledgement(req.Text))
 }
 
 // acknowledgement reports a message that only thanks or reacts ("thanks!", "thank you so much 🙏",
-// ":+1:"): in a thread the bot takes part in, an answer to it would be noise. A question mark, any
-// other word or a mention makes it a message to answer.
+// ":+1:"): in a thread the bot takes part in, an answer to it would be noise. A question mark (also
+// ？, ❓ or :question:), any other word or a mention makes it a message to answer, and so does no
+// text at all (a forwarded message, a file).
 func acknowledgement(text string) bool {
-	t := strings.ToLower(text)
-	if strings.ContainsAny(t, "?<") {
+	t := strings.ToLower(strings.TrimSpace(text))
+	if t == "" || strings.ContainsAny(t, "?<？❓❔") || strings.Contains(t, "question:") {
 		return false
 	}
 	for { // :emoji: codes

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -290,24 +291,25 @@ func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 		return nil, fmt.Errorf("conversations.replies: %w", err)
 	}
 	if p.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == p.threadTS && p.r.own(msgs[0]) {
-		if mark, ok := convo.ReadMark(msgs[0]); ok && mark.Kind == convo.MarkAnswer {
-			msgs = p.withAnswerContext(ctx, msgs)
+		if mark, ok := convo.ReadMark(msgs[0]); ok && (mark.Kind == convo.MarkAnswer || mark.Kind == convo.MarkError) {
+			msgs = p.withAnswerContext(ctx, msgs, cmp.Or(mark.First, msgs[0].Timestamp))
 		}
 	}
 	return msgs, nil
 }
 
-// dmAnswerSpan is how long after an answer's first message in a DM its later parts may come: the
-// DM history read for a thread under it ends that long after it.
-const dmAnswerSpan = 3 * time.Minute
+// dmAnswerSpan is how long after an answer's first message (its placeholder) in a DM its later parts
+// may come, a reasoning model's thinking included: the DM history read for a thread under it ends
+// that long after it.
+const dmAnswerSpan = 15 * time.Minute
 
-// withAnswerContext adds to a DM thread under one of the bot's answers (it answers there at the top
-// level) what the thread lacks: the DM's messages before the answer (the question it answered) and
-// the answer's later parts, top-level messages that name its first (Mark.First). One read of the
-// history that ends dmAnswerSpan after the answer, and a second that ends at the answer when the
-// DM went on so much meanwhile that the first did not reach back to it; when a read fails, the
-// thread goes with what there is.
-func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message) []slack.Message {
+// withAnswerContext adds to a DM thread under one of the bot's answers or errors (it answers there
+// at the top level) what the thread lacks: the DM's messages before it (the question) and the
+// answer's other parts, top-level messages that name its first part, first (Mark.First). One read
+// of the history that ends dmAnswerSpan after the thread's parent, and a second that ends at it
+// when the DM went on so much meanwhile that the first did not reach back to it; when a read
+// fails, the thread goes with what there is.
+func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
 	history := func(latest string) (hist []slack.Message, err error) {
 		err = p.r.read(ctx, func(ctx context.Context) (err error) {
 			hist, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, latest)
@@ -329,8 +331,11 @@ func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message) [
 	}
 	out := make([]slack.Message, 0, len(hist)+len(thread))
 	for _, m := range hist {
+		if m.Timestamp == p.threadTS {
+			continue // the thread's parent, which the thread holds
+		}
 		mark, ok := convo.ReadMark(m)
-		if convo.TSBefore(m.Timestamp, p.threadTS) || ok && mark.Kind == convo.MarkAnswer && mark.First == p.threadTS {
+		if convo.TSBefore(m.Timestamp, p.threadTS) || ok && mark.Kind == convo.MarkAnswer && mark.First == first {
 			out = append(out, m)
 		}
 	}

@@ -410,9 +410,11 @@ func stripTags(s string) string {
 // validation errors (vLLM, LiteLLM, FastAPI servers) carry the request's value that failed, which may
 // be the whole conversation, and errors are logged above debug level, where message text must not
 // go. Python's repr ('input': '...') and JSON ("input": "...") are read, also relayed inside another
-// server's message with their quotes escaped. A value is dropped up to the key that follows it in
-// pydantic's errors, or to the end of the message: not to where its quotes seem to close, which the
-// escapes of a relayed error make uncertain, and the user's text is what must not be left.
+// server's message with their quotes escaped. Where a value ends is uncertain: its quotes may seem
+// to close early (a relayed error's doubled escapes), and a key that follows values in pydantic's
+// errors may be inside the user's text (a pasted JSON log line). So a value is dropped up to the
+// later of the two ends, the end of the message when no key follows: the user's text is what must
+// not be left.
 func dropInputs(msg string) string {
 	var b strings.Builder
 	rest := msg
@@ -428,11 +430,13 @@ func dropInputs(msg string) string {
 		b.WriteString(rest[:k[1]])
 		b.WriteString("…")
 		rest = rest[k[1]:]
-		if next := nextKeyRE.FindStringIndex(rest); next != nil {
-			rest = rest[next[0]:]
+		end := skipPyValue(rest) // where its quotes or brackets close
+		if next := nextKeyRE.FindStringIndex(rest[end:]); next != nil {
+			end += next[0]
 		} else {
-			rest = ""
+			end = len(rest)
 		}
+		rest = rest[end:]
 	}
 }
 
@@ -442,6 +446,40 @@ var (
 	// nextKeyRE is the key after an input value in pydantic's errors, or the next error's first key.
 	nextKeyRE = regexp.MustCompile(`,\s*\{?\s*\\*['"](?:ctx|url|type|loc|msg|input)\\*['"]\s*:`)
 )
+
+// skipPyValue returns the length of the Python or JSON value s starts with: a quoted string (with
+// backslash escapes), a bracketed value (its quoted strings skipped), or anything up to the next
+// ',' or closing bracket.
+func skipPyValue(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '"':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return min(i+1, len(s))
+			}
+		case '[', '{', '(':
+			depth++
+		case ']', '}', ')':
+			if depth == 0 {
+				return i
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
 
 // collapse turns runs of white space (newlines included) into single spaces.
 func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -109,11 +109,11 @@ func loadConfig(getenv func(string) string) (Config, []string) {
 	v := reflect.ValueOf(&cfg).Elem()
 	for _, s := range settings() {
 		raw := strings.TrimSpace(getenv(s.Name))
-		if n := len(raw); !s.Text && n >= 2 && (raw[0] == '"' || raw[0] == '\'') && raw[n-1] == raw[0] {
+		if quoted(raw, s.Text) {
 			// docker run --env-file and Kubernetes keep quotes as part of the value; a shell and
 			// docker compose do not. Said once, here: the checks below see the value without them.
 			problems = append(problems, fmt.Sprintf("%s: the value is in quotes: remove them (docker --env-file and Kubernetes keep quotes as part of the value)", s.Name))
-			raw = strings.TrimSpace(raw[1 : n-1])
+			raw = strings.TrimSpace(raw[1 : len(raw)-1])
 		}
 		if raw == "" {
 			raw = s.Default
@@ -133,6 +133,17 @@ func loadConfig(getenv func(string) string) (Config, []string) {
 		}
 	}
 	return cfg, problems
+}
+
+// quoted reports a value wrapped in quotes (docker --env-file and Kubernetes keep them). Free text
+// (text) may open and close with a quotation of its own: it counts as wrapped only when no quote
+// of that kind is inside, or nothing is ("" to unset it).
+func quoted(raw string, text bool) bool {
+	n := len(raw)
+	if n < 2 || (raw[0] != '"' && raw[0] != '\'') || raw[n-1] != raw[0] {
+		return false
+	}
+	return !text || !strings.ContainsRune(raw[1:n-1], rune(raw[0]))
 }
 
 var (
