@@ -2,11 +2,10 @@ package main
 
 import "testing"
 
-// TestEmptyQuotedFreeTextIsEmpty: with text:"true" the quotes around SYSTEM_PROMPT and
-// ACCESS_DENIED_TEXT are kept as written. An .env that "unsets" them the usual way
-// (SYSTEM_PROMPT="" or ”), read by docker --env-file or a Kubernetes value, now gives the model
-// the system prompt `""` instead of the built-in one (no bot name, date or Markdown rule) and tells
-// refused people `”`, without a word at start-up; before, the quotes were reported and dropped.
+// TestEmptyQuotedFreeTextIsEmpty: SYSTEM_PROMPT and ACCESS_DENIED_TEXT may be quoted text, but a
+// value of just two quotes (the usual way to unset a setting in an .env file, which docker
+// --env-file and Kubernetes pass on as written) must not become the system prompt or the refusal:
+// the setting is unset, or the quotes are reported.
 func TestEmptyQuotedFreeTextIsEmpty(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"SYSTEM_PROMPT", `""`},
