@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -8,7 +9,6 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -130,34 +130,55 @@ func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 	})
 }
 
-// TestDMThreadUnderAnAnswerKeepsItsQuestion: in a DM the bot answers at the top level, so a person
-// who wants to follow up on one answer naturally uses "Reply in thread" under it. That thread's
-// parent is the bot's answer; the question it answered is the DM message before it, outside the
-// thread, and is not in the context: the model sees its own answer out of the blue.
-func TestDMThreadUnderAnAnswerKeepsItsQuestion(t *testing.T) {
+// TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne: a long answer in edit mode whose
+// placeholder could not be edited (its chat.update keeps failing, the later parts are posted) leaves
+// later parts that name the placeholder as their first (Mark.First). The placeholder is no answer,
+// yet the parts are still one answer: the next question's context has it as one assistant message.
+func TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, shortAnswer, testOptions())
-		var q, a, r slack.Message
-		q.User, q.Text, q.Timestamp = "U1", "which Postgres index type fits a JSONB containment query?", "1700000000.000010"
-		a.User, a.BotID, a.Text, a.Timestamp = "UBOT", "BBOT", "Use a GIN index: it supports the @> operator.", "1700000000.000011"
-		a.Metadata = convo.Mark{Kind: convo.MarkAnswer}.Metadata()
-		a.ThreadTimestamp = a.Timestamp
-		r.User, r.Text, r.Timestamp, r.ThreadTimestamp = "U1", "and with jsonb_path_ops?", "1700000000.000012", a.Timestamp
-		rt.slack.history["D1"] = []slack.Message{q, a}
-		rt.slack.threads["D1/"+a.Timestamp] = []slack.Message{a, r}
-		req := ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: r.Timestamp,
-			ThreadTS: a.Timestamp, Text: r.Text}
-		mustNoErr(t, rt.r.Reply(t.Context(), req))
-		reqs := rt.chat.calls()
-		if len(reqs) != 1 {
-			t.Fatalf("%d model requests, want 1", len(reqs))
+		chat := &fakeChat{}
+		rt := newReplyTest(t, nil, testOptions())
+		rt.chat, rt.r.chat = chat, chat
+		var ws []string
+		for i := range 200 {
+			ws = append(ws, fmt.Sprintf("Line %d of a long answer, %s\n", i, strings.Repeat("x", 50)))
 		}
-		got := contextOf(reqs[0])
-		if !strings.Contains(got, "GIN index") {
-			t.Fatalf("the answer under which the person replied is missing:\n%s", got)
+		chat.steps = deltas(ws, time.Millisecond)
+		var placeholder string
+		rt.slack.updateErr = func(n int, c call) error {
+			if placeholder == "" {
+				placeholder = c.ts // the first update is the placeholder's
+			}
+			if c.ts == placeholder {
+				return slack.SlackErrorResponse{Err: "cant_update_message"}
+			}
+			return nil
 		}
-		if !strings.Contains(got, "JSONB containment") {
-			t.Errorf("the question the answer was for is missing from the context:\n%s", got)
+		_ = rt.r.Reply(t.Context(), rt.req) // the final write reports part 1's failure
+		if n := len(rt.slack.botMessages(testTS)); n < 3 {
+			t.Fatalf("%d bot messages, want the placeholder and at least two later parts", n)
+		}
+
+		rt.slack.updateErr = nil
+		var q2 slack.Message
+		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
+		key := testCh + "/" + testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		chat.mu.Lock()
+		chat.steps = deltas([]string{"ok"}, time.Millisecond)
+		chat.mu.Unlock()
+		req2 := rt.req
+		req2.TS, req2.Text = q2.Timestamp, q2.Text
+		mustNoErr(t, rt.r.Reply(t.Context(), req2))
+		reqs := chat.calls()
+		var assistant int
+		for _, m := range reqs[len(reqs)-1].Messages {
+			if m.Role == llm.RoleAssistant {
+				assistant++
+			}
+		}
+		if assistant != 1 {
+			t.Errorf("the answer is replayed as %d assistant messages, want 1", assistant)
 		}
 	})
 }

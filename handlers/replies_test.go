@@ -936,3 +936,36 @@ func TestFollowUpThanksIgnored(t *testing.T) {
 		}
 	})
 }
+
+// TestFollowUpForwardedMessageAnswered: a follow-up that is only a forwarded message (Slack's
+// "share", no text of its own; convo reads it as "[shared a message from Bob: ...]") has no words,
+// yet is no thanks: it is answered.
+func TestFollowUpForwardedMessageAnswered(t *testing.T) {
+	if acknowledgement("") {
+		t.Error(`acknowledgement("") = true: a follow-up with no text (a forwarded message) counts as thanks`)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, shortAnswer, testOptions())
+		req := rt.req
+		req.FollowUp, req.ThreadTS, req.Text = true, "1700000000.000000", ""
+		req.Attachments = []slack.Attachment{{IsShare: true, AuthorName: "Bob",
+			Text: "deploy failed: ImagePullBackOff on api-7f9c"}}
+		rt.r.botThreads.put(testCh+"/"+req.ThreadTS, true)
+		if err := rt.r.Reply(t.Context(), req); errors.Is(err, ErrIgnored) {
+			t.Errorf("forwarded message as a follow-up: Reply = %v, want an answer", err)
+		}
+		if !rt.r.KnownFollowUp(req) {
+			t.Error("KnownFollowUp of a forwarded message = false, want true")
+		}
+	})
+}
+
+// TestFollowUpQuestionMarkEmojiAnswered: a reply that is just ❓ or :question: (Slack's emoji for
+// "I don't follow"), or a fullwidth ？ from a CJK keyboard, asks: it is no thanks.
+func TestFollowUpQuestionMarkEmojiAnswered(t *testing.T) {
+	for _, text := range []string{"❓", ":question:", ":grey_question:", "？", "thanks？"} {
+		if acknowledgement(text) {
+			t.Errorf("%q: acknowledgement = true, want it answered (it asks)", text)
+		}
+	}
+}
