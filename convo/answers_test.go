@@ -110,3 +110,24 @@ func TestBuildRegenerateReplacesAnAnswerWrittenBeforeMarkQuestion(t *testing.T) 
 		t.Errorf("got  %q\nwant %q", s, want)
 	}
 }
+
+// TestBuildLegacyFollowUpAnswersKept: a thread from before Mark.Question where the bot answered
+// follow-ups without a mention. Each answer is taken to answer its own follow-up, not the first
+// question that mentioned the bot, so none replaces another: the model sees every answer.
+func TestBuildLegacyFollowUpAnswersKept(t *testing.T) {
+	thread := []slack.Message{
+		rvQ("U01ALICE", "1.000001", "<@U0BOT> what port does Redis use?"),
+		rvA("1.000002", "Redis listens on 6379.", Mark{}),
+		rvQ("U01ALICE", "1.000003", "and Memcached?"),
+		rvA("1.000004", "Memcached listens on 11211.", Mark{}),
+		rvQ("U01ALICE", "1.000005", "and Postgres?"),
+		rvA("1.000006", "Postgres listens on 5432.", Mark{}),
+		rvQ("U01ALICE", "1.000007", "which of them use TLS by default?"),
+	}
+	got := rvRoles(Build(thread, thread[6], testNames, testOptions()))
+	for _, want := range []string{"6379", "11211", "5432"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the answer with %s is gone from the context:\n%s", want, strings.ReplaceAll(got, "|", "\n"))
+		}
+	}
+}

@@ -120,7 +120,8 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	people := map[string]bool{}
 	var entries []entry
 	// asked is what an answer whose marks predate Mark.Question is taken to answer: the last
-	// person's message so far that mentions the bot, else the last person's message.
+	// person's message since the previous answer that mentions the bot, else the last person's
+	// message.
 	var asked, mentioned string
 	for i := range thread {
 		m := &thread[i]
@@ -141,6 +142,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 					continue // an answer to the trigger itself (Regenerate) or to a later question
 				}
 				entries = addAnswer(entries, i, m.Timestamp, mark, asked)
+				mentioned = "" // a mention before an answer is answered: later ones count from here
 			case !ok && len(m.Files) > 0 && !after:
 				entries = append(entries, entry{who: speakerSelfFile, idx: []int{i}})
 			}

@@ -265,19 +265,34 @@ func acknowledgement(text string) bool {
 	if len(words) > 5 {
 		return false
 	}
+	thanked := false
 	for _, w := range words {
-		if !thanksWords[w] {
+		switch thanksWords[w] {
+		case thanks, praise:
+			thanked = true
+		case filler:
+		default:
 			return false
 		}
 	}
-	return true
+	return thanked || len(words) == 0 // fillers alone ("a", "so") are no thanks: "A" may pick an option
 }
 
+type thanksWord int
+
+const (
+	notThanks thanksWord = iota
+	thanks               // thanks by itself
+	praise               // thanks by itself too ("great" after an answer)
+	filler               // only beside one of the others ("thank you so much")
+)
+
 // thanksWords are the words of a message that only thanks.
-var thanksWords = map[string]bool{
-	"thanks": true, "thank": true, "you": true, "thx": true, "ty": true, "tysm": true, "so": true, "much": true,
-	"a": true, "lot": true, "many": true, "cheers": true, "great": true, "awesome": true, "perfect": true,
-	"nice": true, "cool": true, "brilliant": true, "merci": true, "danke": true, "gracias": true,
+var thanksWords = map[string]thanksWord{
+	"thanks": thanks, "thank": thanks, "thx": thanks, "ty": thanks, "tysm": thanks, "cheers": thanks,
+	"merci": thanks, "danke": thanks, "gracias": thanks,
+	"great": praise, "awesome": praise, "perfect": praise, "nice": praise, "cool": praise, "brilliant": praise,
+	"you": filler, "so": filler, "much": filler, "a": filler, "lot": filler, "many": filler,
 }
 
 // botThread reports whether the bot takes part in a thread: its parent mentions the bot or the bot has

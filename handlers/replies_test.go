@@ -969,3 +969,13 @@ func TestFollowUpQuestionMarkEmojiAnswered(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowUpChoiceAnswered: the bot often ends with a choice ("Option A keeps the index, option
+// B rebuilds it: which one?"). "A" is an answer to it, not the "a" of "thanks a lot".
+func TestFollowUpChoiceAnswered(t *testing.T) {
+	for _, text := range []string{"B", "A", "a.", "A!"} {
+		if acknowledgement(text) {
+			t.Errorf("%q: acknowledgement = true, want it answered (it picks an option)", text)
+		}
+	}
+}

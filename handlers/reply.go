@@ -324,8 +324,9 @@ func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, f
 	if err != nil {
 		return thread
 	}
-	if len(hist) >= p.r.opt.HistoryLimit && (len(hist) == 0 || !convo.TSBefore(hist[0].Timestamp, p.threadTS)) {
-		if before, err := history(p.threadTS); err == nil {
+	if len(hist) >= p.r.opt.HistoryLimit && (len(hist) == 0 || !convo.TSBefore(hist[0].Timestamp, first)) {
+		// The read did not reach back before the answer's first part (the question is before it).
+		if before, err := history(first); err == nil {
 			hist = append(before, hist...)
 		}
 	}

@@ -413,8 +413,8 @@ func stripTags(s string) string {
 // server's message with their quotes escaped. Where a value ends is uncertain: its quotes may seem
 // to close early (a relayed error's doubled escapes), and a key that follows values in pydantic's
 // errors may be inside the user's text (a pasted JSON log line). So a value is dropped up to the
-// later of the two ends, the end of the message when no key follows: the user's text is what must
-// not be left.
+// later of the two ends, and to the end of the message when no key follows or the value holds
+// escapes: the user's text is what must not be left.
 func dropInputs(msg string) string {
 	var b strings.Builder
 	rest := msg
@@ -431,20 +431,23 @@ func dropInputs(msg string) string {
 		b.WriteString("…")
 		rest = rest[k[1]:]
 		end := skipPyValue(rest) // where its quotes or brackets close
-		if next := nextKeyRE.FindStringIndex(rest[end:]); next != nil {
+		next := nextKeyRE.FindStringIndex(rest[end:])
+		switch {
+		case next == nil, strings.Contains(rest[:end], "\\"):
+			end = len(rest) // no key follows, or escapes make the close uncertain: drop the rest
+		default:
 			end += next[0]
-		} else {
-			end = len(rest)
 		}
 		rest = rest[end:]
 	}
 }
 
 var (
-	// inputKeyRE is an "input" key with its colon (its quotes may be escaped: \"input\":).
-	inputKeyRE = regexp.MustCompile(`\\*['"]input\\*['"]\s*:\s*`)
+	// inputKeyRE is an "input" key with its colon (its quotes may be escaped: \"input\":), or the
+	// input_value= of pydantic's text form ("[type=string_too_long, input_value='...', input_type=str]").
+	inputKeyRE = regexp.MustCompile(`\\*['"]input\\*['"]\s*:\s*|\binput_value=`)
 	// nextKeyRE is the key after an input value in pydantic's errors, or the next error's first key.
-	nextKeyRE = regexp.MustCompile(`,\s*\{?\s*\\*['"](?:ctx|url|type|loc|msg|input)\\*['"]\s*:`)
+	nextKeyRE = regexp.MustCompile(`,\s*\{?\s*\\*['"](?:ctx|url|type|loc|msg|input)\\*['"]\s*:|,\s*input_type=`)
 )
 
 // skipPyValue returns the length of the Python or JSON value s starts with: a quoted string (with

@@ -498,6 +498,8 @@ func TestDropInputs(t *testing.T) {
 		{"[{'type': 'a', 'input': 'one'}, {'type': 'b', 'msg': 'm', 'input': 'two'}]",
 			"[{'type': 'a', 'input': …, {'type': 'b', 'msg': 'm', 'input': …"},
 		{`"param": "input", "flagged_input": true`, `"param": "input", "flagged_input": true`},
+		{"1 validation error for ChatCompletionRequest\nmessages.1.content\n  String should have at most 10 characters [type=string_too_long, input_value='my secret text', input_type=str]",
+			"1 validation error for ChatCompletionRequest\nmessages.1.content\n  String should have at most 10 characters [type=string_too_long, input_value=…, input_type=str]"},
 		{"'input': 'it\\'s mine'", "'input': …"},
 		{"Input should be a valid string", "Input should be a valid string"},
 		{"the input is too long ('input' missing)", "the input is too long ('input' missing)"},
