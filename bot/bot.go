@@ -495,6 +495,8 @@ func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (handler
 func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.ReplyRequest, string) {
 	switch ev.SubType {
 	case "", "file_share", "thread_broadcast", "me_message":
+	case "message_changed":
+		return b.fromEditedMention(ev, team)
 	default:
 		return handlers.ReplyRequest{}, "message subtype " + ev.SubType // includes message_changed from our own edits
 	}
@@ -525,6 +527,41 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.R
 		return handlers.ReplyRequest{}, "follow-ups are off"
 	}
 	r.FollowUp = true
+	return r, ""
+}
+
+// fromEditedMention turns an edit that adds the bot's mention to a message (a person who forgot to
+// mention it at first) into a request, as its app_mention would have been; any other edit is
+// ignored. Slack also sends an app_mention for the edit, but that does not say whether the mention
+// is new, so it is ignored (fromMention), and this needs the message events (message.channels,
+// .groups, .mpim) the follow-ups need. The dedupe by channel and ts keeps a message already answered
+// from being answered again.
+func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (handlers.ReplyRequest, string) {
+	nm, pm := ev.Message, ev.PreviousMessage
+	mention := "<@" + b.id.UserID + ">"
+	switch {
+	case nm == nil || b.id.UserID == "":
+		return handlers.ReplyRequest{}, "message subtype message_changed"
+	case !strings.Contains(nm.Text, mention) || pm != nil && strings.Contains(pm.Text, mention):
+		return handlers.ReplyRequest{}, "edited message" // includes our own edits
+	}
+	if why := b.skipAuthor(nm.User, nm.BotID); why != "" {
+		return handlers.ReplyRequest{}, why
+	}
+	r := handlers.ReplyRequest{
+		Channel:     ev.Channel,
+		ChannelType: firstNonEmpty(ev.ChannelType, channelType(ev.Channel)),
+		User:        nm.User,
+		Team:        firstNonEmpty(nm.Team, team),
+		TS:          nm.Timestamp,
+		ThreadTS:    nm.ThreadTimestamp,
+		Text:        nm.Text,
+		Files:       nm.Files,
+		Attachments: nm.Attachments,
+	}
+	if r.ThreadTS == "" && r.ChannelType != "im" {
+		r.ThreadTS = nm.Timestamp // as a mention in a channel: a thread under it
+	}
 	return r, ""
 }
 

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/slack-go/slack"
@@ -36,5 +37,60 @@ func TestForwardedMessageComesWithTheMention(t *testing.T) {
 	r, why := routingBot(Options{}).fromMention(&ev, "T1")
 	if why != "" || len(r.Attachments) != 1 || r.Attachments[0].Text != "deploy of api-7 failed" {
 		t.Errorf("request %+v (ignored: %q), want the shared message in it", r, why)
+	}
+}
+
+// TestEditAddingTheMentionAnswered: a person who forgot to mention the bot edits the message to add
+// it. Slack's app_mention for the edit does not say whether the mention is new, so the message
+// event's edit (message_changed, with the previous text) decides: answered as a mention once, when
+// the mention is new; any other edit is not.
+func TestEditAddingTheMentionAnswered(t *testing.T) {
+	edit := func(prev, text, thread string, user string) slackevents.MessageEvent {
+		return slackevents.MessageEvent{Channel: "C1", ChannelType: "channel", SubType: "message_changed", TimeStamp: "9.0",
+			Message:         &slack.Msg{User: user, Text: text, Timestamp: "5.0", ThreadTimestamp: thread},
+			PreviousMessage: &slack.Msg{User: user, Text: prev, Timestamp: "5.0", ThreadTimestamp: thread}}
+	}
+	for _, tc := range []struct {
+		name     string
+		ev       slackevents.MessageEvent
+		threadTS string // "" when ignored
+	}{
+		{"mention added, top level", edit("how do I rotate keys?", "<@UBOT> how do I rotate keys?", "", "U1"), "5.0"},
+		{"mention added, in a thread", edit("and for TLS?", "<@UBOT> and for TLS?", "1.0", "U1"), "1.0"},
+		{"mention already there (a typo fixed)", edit("<@UBOT> how do I rotat keys?", "<@UBOT> how do I rotate keys?", "", "U1"), ""},
+		{"no mention", edit("how do I rotat keys?", "how do I rotate keys?", "1.0", "U1"), ""},
+		{"the bot's own edit", edit("_Thinking…_", "Ask <@UBOT> again", "1.0", "UBOT"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := tc.ev
+			r, why := routingBot(Options{FollowUps: true}).fromMessage(&ev, "T1")
+			switch {
+			case tc.threadTS == "" && why == "":
+				t.Errorf("answered %+v, want it ignored", r)
+			case tc.threadTS != "" && (why != "" || r.TS != "5.0" || r.ThreadTS != tc.threadTS || r.FollowUp || r.User != "U1"):
+				t.Errorf("request %+v (ignored: %q), want the edited message answered as a mention in thread %s", r, why, tc.threadTS)
+			}
+		})
+	}
+}
+
+// TestEditAddingTheMentionDecoded: Slack's message_changed event, as slackevents decodes it, carries
+// the new and the previous text where fromEditedMention reads them.
+func TestEditAddingTheMentionDecoded(t *testing.T) {
+	raw := `{"type":"event_callback","team_id":"T1","event_id":"Ev1","event_time":1,"event":{"type":"message",
+		"subtype":"message_changed","hidden":true,"channel":"C1","channel_type":"channel","ts":"9.000001","event_ts":"9.000001",
+		"message":{"type":"message","user":"U1","text":"<@UBOT> how do I rotate keys?","ts":"5.000001","edited":{"user":"U1","ts":"9.000001"}},
+		"previous_message":{"type":"message","user":"U1","text":"how do I rotate keys?","ts":"5.000001"}}}`
+	e, err := slackevents.ParseEvent(json.RawMessage(raw), slackevents.OptionNoVerifyToken())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, ok := e.InnerEvent.Data.(*slackevents.MessageEvent)
+	if !ok {
+		t.Fatalf("inner event %T, want *slackevents.MessageEvent", e.InnerEvent.Data)
+	}
+	r, why := routingBot(Options{}).fromMessage(ev, e.TeamID)
+	if why != "" || r.TS != "5.000001" || r.ThreadTS != "5.000001" || r.Text != "<@UBOT> how do I rotate keys?" {
+		t.Errorf("request %+v (ignored: %q), want the edited message as a mention", r, why)
 	}
 }
