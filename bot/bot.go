@@ -458,7 +458,11 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 		log.Debug("event ignored", zap.String("reason", reason))
 		return
 	}
-	if b.messages.add(rr.Channel+"/"+rr.TS, read) {
+	key := rr.Channel + "/" + rr.TS
+	if rr.Edited {
+		key += "/edited" // a reply only looked at as a follow-up must not keep its edit out (Replies checks answers)
+	}
+	if b.messages.add(key, read) {
 		b.duplicate("message", log.With(zap.String("channel", rr.Channel), zap.String("ts", rr.TS))) // e.g. app_mention and message.im for the same DM
 		return
 	}
@@ -542,6 +546,8 @@ func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (hand
 	switch {
 	case nm == nil || b.id.UserID == "":
 		return handlers.ReplyRequest{}, "message subtype message_changed"
+	case firstNonEmpty(ev.ChannelType, channelType(ev.Channel)) == "im":
+		return handlers.ReplyRequest{}, "edited message" // in a DM every message was answered as it came
 	case !strings.Contains(nm.Text, mention) || pm != nil && strings.Contains(pm.Text, mention):
 		return handlers.ReplyRequest{}, "edited message" // includes our own edits
 	}
@@ -558,8 +564,9 @@ func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (hand
 		Text:        nm.Text,
 		Files:       nm.Files,
 		Attachments: nm.Attachments,
+		Edited:      true,
 	}
-	if r.ThreadTS == "" && r.ChannelType != "im" {
+	if r.ThreadTS == "" {
 		r.ThreadTS = nm.Timestamp // as a mention in a channel: a thread under it
 	}
 	return r, ""

@@ -1,11 +1,15 @@
 package bot
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
+
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakeslack"
 )
 
 // TestMeMessagesAnswered: "/me wonders how to rotate the key" is a person's message (subtype
@@ -92,5 +96,55 @@ func TestEditAddingTheMentionDecoded(t *testing.T) {
 	r, why := routingBot(Options{}).fromMessage(ev, e.TeamID)
 	if why != "" || r.TS != "5.000001" || r.ThreadTS != "5.000001" || r.Text != "<@UBOT> how do I rotate keys?" {
 		t.Errorf("request %+v (ignored: %q), want the edited message as a mention", r, why)
+	}
+}
+
+// TestEditAddingTheMentionToAThreadReplyAnswered: the case the edit is for. A person replies in a
+// thread the bot is not part of and forgets to mention it, then edits the reply to add the
+// mention. With follow-ups on, the reply itself went to the replier as a follow-up (which the
+// handler declines: the bot is not in the thread), and that must not stop the edit from being
+// answered as the mention it now is.
+func TestEditAddingTheMentionToAThreadReplyAnswered(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	done := make(chan handlers.ReplyRequest, 10) // more than the replies expected
+	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error { done <- req; return nil }}
+	h := startBot(t, fs, r, nil, Options{FollowUps: true})
+
+	parent := fs.PostUserMessage("C1", "U1", "", "deploy to staging failed again")
+	reply := fs.PostUserMessage("C1", "U2", parent, "any idea why the migration step times out?")
+	if req := waitChan(t, "the reply, as a follow-up", done); !req.FollowUp || req.TS != reply {
+		t.Fatalf("request %+v, want the thread reply as a follow-up", req)
+	}
+	fs.EditUserMessage("C1", reply, "<@UBOT> any idea why the migration step times out?")
+	h.waitFor(t, "acks", func() bool { return len(fs.Acks()) == len(fs.Envelopes()) && len(fs.Envelopes()) == 4 })
+	fs.PostUserMessage("D1", "U1", "", "marker")
+	for req := waitChan(t, "a reply", done); req.Text != "marker"; req = waitChan(t, "a reply", done) {
+	}
+	var edit []handlers.ReplyRequest
+	for _, req := range r.requests() {
+		if req.TS == reply && !req.FollowUp {
+			edit = append(edit, req)
+		}
+	}
+	if len(edit) != 1 || edit[0].ThreadTS != parent {
+		t.Errorf("requests %+v: want the edited reply once, as a mention in thread %s", r.requests(), parent)
+	}
+}
+
+// TestEditAddingTheMentionInADMIgnored: in a DM every message is answered when it is posted, so an
+// edit that adds the bot's mention to one asks nothing new: answering it gives the message a second
+// answer (once the message's dedupe entry is gone: an edit of yesterday's message).
+func TestEditAddingTheMentionInADMIgnored(t *testing.T) {
+	for _, ev := range []slackevents.MessageEvent{
+		{Channel: "D1", ChannelType: "im", SubType: "message_changed", TimeStamp: "9.0",
+			Message:         &slack.Msg{User: "U1", Text: "<@UBOT> how do I rotate keys?", Timestamp: "5.0"},
+			PreviousMessage: &slack.Msg{User: "U1", Text: "how do I rotate keys?", Timestamp: "5.0"}},
+		{Channel: "D1", SubType: "message_changed", TimeStamp: "9.0", // no channel_type: from the id
+			Message:         &slack.Msg{User: "U1", Text: "thanks <@UBOT>", Timestamp: "5.0", ThreadTimestamp: "4.0"},
+			PreviousMessage: &slack.Msg{User: "U1", Text: "thanks", Timestamp: "5.0", ThreadTimestamp: "4.0"}},
+	} {
+		if r, why := routingBot(Options{FollowUps: true}).fromMessage(&ev, "T1"); why == "" {
+			t.Errorf("answered %+v: the DM message was answered when it was posted", r)
+		}
 	}
 }

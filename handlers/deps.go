@@ -145,6 +145,9 @@ type ReplyRequest struct {
 	// not read, so they come with the request.
 	Attachments []slack.Attachment
 	FollowUp    bool // no mention: answer only if the thread involves the bot
+	// Edited: the message was edited to add the bot's mention; not answered when the bot answered it
+	// already.
+	Edited bool
 	// Regenerate: answer the message TS again (a Regenerate button). User is the person who
 	// pressed it; the question is read from the thread (Text and Files are not used) and the
 	// context is the thread up to it, so earlier answers to it are not replayed.

@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -209,6 +210,20 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 		}
 		thread = fetched
 	}
+	if req.Edited && threadTS != req.TS {
+		// An edit that added the mention to a thread reply: not when the reply was answered already (as a
+		// follow-up, or for an earlier edit).
+		err := r.read(ctx, func(ctx context.Context) (err error) {
+			thread, err = r.thread.Replies(ctx, req.Channel, threadTS)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("edited mention: conversations.replies: %w", err)
+		}
+		if r.answered(thread, req.TS) {
+			return ErrIgnored
+		}
+	}
 	if threadTS != "" {
 		r.botThreads.put(req.Channel+"/"+threadTS, true)
 	}
@@ -266,11 +281,22 @@ func acknowledgement(text string) bool {
 		return false
 	}
 	thanked := false
-	for _, w := range words {
+	for i, w := range words {
+		prev, next := "", ""
+		if i > 0 {
+			prev = words[i-1]
+		}
+		if i+1 < len(words) {
+			next = words[i+1]
+		}
 		switch thanksWords[w] {
 		case thanks, praise:
 			thanked = true
 		case filler:
+			// "a" only in "a lot" ("perfect, A" picks an option), "you" only after "thank".
+			if w == "a" && next != "lot" || w == "lot" && prev != "a" || w == "you" && prev != "thank" && prev != "thanks" {
+				return false
+			}
 		default:
 			return false
 		}
@@ -327,6 +353,16 @@ func (r *Replies) involved(thread []slack.Message) bool {
 			return true
 		}
 		if r.own(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// answered reports whether thread holds the bot's answer to the message at ts.
+func (r *Replies) answered(thread []slack.Message, ts string) bool {
+	for _, m := range thread {
+		if mark, ok := convo.ReadMark(m); ok && r.own(m) && mark.Kind == convo.MarkAnswer && mark.Question == ts {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -978,4 +979,44 @@ func TestFollowUpChoiceAnswered(t *testing.T) {
 			t.Errorf("%q: acknowledgement = true, want it answered (it picks an option)", text)
 		}
 	}
+}
+
+// TestFollowUpChoiceWithPraiseAnswered: a pick often comes with a word of praise or thanks ("perfect,
+// A", "great, a", "thanks! A"): the "a" still picks an option (the "a" of "thanks a lot" comes with
+// "lot"), so the message asks for the next step and is answered.
+func TestFollowUpChoiceWithPraiseAnswered(t *testing.T) {
+	for _, text := range []string{"perfect, A", "great, a", "cool A", "thanks! A", "nice, A please"} {
+		if acknowledgement(text) {
+			t.Errorf("%q: acknowledgement = true, want it answered (it picks an option)", text)
+		}
+	}
+}
+
+// TestEditedMentionAnsweredOnce: a thread reply edited to add the bot's mention is answered, unless
+// the bot answered that reply already (as a follow-up, or for an earlier edit).
+func TestEditedMentionAnsweredOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, shortAnswer, testOptions())
+		reply := mention("<@UBOT> and for TLS?")
+		reply.Timestamp, reply.ThreadTimestamp = "1700000000.000050", testTS
+		key := testCh + "/" + testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], reply)
+		req := rt.req
+		req.TS, req.Text, req.Edited = reply.Timestamp, reply.Text, true
+		mustNoErr(t, rt.r.Reply(t.Context(), req))
+		if n := len(rt.chat.calls()); n != 1 {
+			t.Fatalf("%d model requests, want the edited reply answered", n)
+		}
+		writes := len(rt.slack.calls)
+		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
+			t.Errorf("the same edit again: Reply = %v, want ErrIgnored (answered already)", err)
+		}
+		var after []string
+		for _, c := range rt.slack.calls[writes:] {
+			after = append(after, c.method)
+		}
+		if n := len(rt.chat.calls()); n != 1 || slices.ContainsFunc(after, func(m string) bool { return m != "replies" }) {
+			t.Errorf("%d model requests and Slack calls %v after the second edit, want one request and only the thread read", n, after)
+		}
+	})
 }

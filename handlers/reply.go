@@ -325,8 +325,9 @@ func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, f
 		return thread
 	}
 	if len(hist) >= p.r.opt.HistoryLimit && (len(hist) == 0 || !convo.TSBefore(hist[0].Timestamp, first)) {
-		// The read did not reach back before the answer's first part (the question is before it).
-		if before, err := history(first); err == nil {
+		// The read did not reach back before the answer's first part (the question is before it): one
+		// more, up to the thread's parent, for the parts between them and what came before.
+		if before, err := history(p.threadTS); err == nil {
 			hist = append(before, hist...)
 		}
 	}
