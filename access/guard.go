@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/llmbot/llmbot/handlers"
@@ -45,6 +46,10 @@ type GuardOptions struct {
 	// Denied, when set, is called for every refusal (metrics: ops.Metrics.AccessDenied). It must
 	// not block.
 	Denied func(feature, reason string)
+	// KnownFollowUp, when set, says whether a follow-up would have been answered
+	// (handlers.Replies.KnownFollowUp): a refused follow-up counts as a refusal only then, not
+	// people talking among themselves in a thread the bot has no part in.
+	KnownFollowUp func(handlers.ReplyRequest) bool
 }
 
 // Guard applies access control to replies and /imagine: it wraps the bot's Replier and
@@ -63,7 +68,9 @@ var ErrDenied = errors.New("access denied")
 func (g *Guard) Replier(next Replier) *GuardedReplier { return &GuardedReplier{g: g, next: next} }
 
 // Imaginer returns next guarded by the policy and the daily quota.
-func (g *Guard) Imaginer(next Imaginer) *GuardedImaginer { return &GuardedImaginer{g: g, next: next} }
+func (g *Guard) Imaginer(next Imaginer) *GuardedImaginer {
+	return &GuardedImaginer{g: g, next: next, pending: make(map[string][]pendingPicture)}
+}
 
 func (g *Guard) check(channel, user string) Decision {
 	if g.opt.Policy == nil {
@@ -100,7 +107,9 @@ func (r *GuardedReplier) Reply(ctx context.Context, req handlers.ReplyRequest) e
 	case req.ChannelType == "im" || IsDM(req.Channel):
 		feature = FeatureDM
 	}
-	r.g.denied(feature, d.Reason)
+	if k := r.g.opt.KnownFollowUp; !req.FollowUp || k == nil || k(req) {
+		r.g.denied(feature, d.Reason)
+	}
 	err := fmt.Errorf("%s %w (%s): %w", feature, ErrDenied, d.Reason, handlers.ErrIgnored)
 	if req.FollowUp || r.g.opt.Notify == nil {
 		return err
@@ -119,7 +128,20 @@ func (r *GuardedReplier) Reply(ctx context.Context, req handlers.ReplyRequest) e
 type GuardedImaginer struct {
 	g    *Guard
 	next Imaginer
+
+	mu      sync.Mutex
+	pending map[string][]pendingPicture // user -> pictures taken at Accept for jobs not yet run, oldest first
 }
+
+// pendingPicture is a picture taken from the quota at Accept, for the job Run will run.
+type pendingPicture struct {
+	taken Taken
+	at    time.Time
+}
+
+// pendingFor is how long a picture taken at Accept waits for its Run (the bot starts the job at
+// once; handlers.Imagine frees a place no Run takes within 30 s).
+const pendingFor = time.Minute
 
 // Accept refuses, with the private ack text, people the policy does not allow and people whose
 // quota is used up. A picture is taken from the quota only when the job starts (an empty prompt
@@ -129,23 +151,55 @@ func (i *GuardedImaginer) Accept(req handlers.ImagineRequest) (string, bool) {
 		i.g.denied(FeatureImagine, d.Reason)
 		return d.Message, false
 	}
-	text, start := i.next.Accept(req)
-	if !start || i.g.opt.Quota == nil {
-		return text, start
+	if i.g.opt.Quota == nil {
+		return i.next.Accept(req)
 	}
-	if d := i.g.opt.Quota.Take(req.User); !d.Allowed {
+	// The quota first: a refusal must not leave a place taken in the next Imaginer.
+	d, taken := i.g.opt.Quota.Take(req.User)
+	if !d.Allowed {
 		i.g.denied(FeatureImagine, d.Reason)
 		return d.Message, false
 	}
+	text, start := i.next.Accept(req)
+	if !start { // an empty prompt, or busy: it costs nothing
+		i.g.opt.Quota.Refund(taken)
+		return text, false
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	now := time.Now()
+	ps := i.pending[req.User]
+	for len(ps) > 0 && now.Sub(ps[0].at) > pendingFor { // accepted, never run
+		ps = ps[1:]
+	}
+	i.pending[req.User] = append(ps, pendingPicture{taken: taken, at: now})
 	return text, true
 }
 
 // Run runs the job; when it fails, the picture goes back to the person's quota (only pictures
-// delivered count).
+// delivered count), unless the day it counted on is over.
 func (i *GuardedImaginer) Run(ctx context.Context, req handlers.ImagineRequest) error {
+	taken := i.takeOver(req.User)
 	err := i.next.Run(ctx, req)
 	if err != nil && i.g.opt.Quota != nil {
-		i.g.opt.Quota.Refund(req.User)
+		i.g.opt.Quota.Refund(taken)
 	}
 	return err
+}
+
+// takeOver returns the picture the oldest accepted job of user took (zero when there is none: a
+// Run without Accept).
+func (i *GuardedImaginer) takeOver(user string) Taken {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	ps := i.pending[user]
+	if len(ps) == 0 {
+		return Taken{}
+	}
+	if len(ps) == 1 {
+		delete(i.pending, user)
+	} else {
+		i.pending[user] = ps[1:]
+	}
+	return ps[0].taken
 }

@@ -75,8 +75,13 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 	if err := yaml.UnmarshalStrict(data, &file); err != nil {
 		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %s", name, yamlProblem(err))
 	}
-	if file.Channels == nil { // "channels: {}" is fine: a file kept for later, with no overrides yet
-		return nil, fmt.Errorf("CHANNEL_CONFIG %s: no channels key (expected a top-level \"channels:\" map of channel IDs)", name)
+	if file.Channels == nil {
+		// "channels: {}", or "channels:" with every entry commented out, is fine: a file kept for
+		// later, with no overrides yet. Only a file without the key is a mistake.
+		var keys map[string]any
+		if err := yaml.Unmarshal(data, &keys); err != nil || !hasKey(keys, "channels") {
+			return nil, fmt.Errorf("CHANNEL_CONFIG %s: no channels key (expected a top-level \"channels:\" map of channel IDs)", name)
+		}
 	}
 	var problems []string
 	out := make(map[string]Override, len(file.Channels))
@@ -95,6 +100,11 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %s", name, strings.Join(problems, "; "))
 	}
 	return &Overrides{channels: out}, nil
+}
+
+func hasKey(m map[string]any, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // checkOverride returns what is wrong with one channel's entry, or "".
@@ -145,6 +155,20 @@ func (o *Overrides) Lookup(channel string) (Override, bool) {
 	}
 	v, ok := o.channels[channel]
 	return v, ok
+}
+
+// Models returns the models the overrides name, each with its channels (sorted).
+func (o *Overrides) Models() map[string][]string {
+	if o == nil {
+		return nil
+	}
+	out := make(map[string][]string)
+	for _, id := range slices.Sorted(maps.Keys(o.channels)) {
+		if m := o.channels[id].Model; m != "" {
+			out[m] = append(out[m], id)
+		}
+	}
+	return out
 }
 
 // Len returns the number of channels with an override.

@@ -122,9 +122,13 @@ func (p *Policy) Open() bool {
 	return p.allowChannels == nil && p.denyChannels == nil && p.allowUsers == nil && p.denyUsers == nil
 }
 
+// Allows reports whether the rules let user use the bot in channel (a nil Policy allows all).
+func (p *Policy) Allows(channel, user string) bool { return p == nil || p.Check(channel, user).Allowed }
+
 // Check decides whether user may use the bot in channel. Deny lists win; an empty allow list
 // allows everyone. A DM (channel D...) matches its own ID and DM in the channel lists, so
 // ALLOW_CHANNELS=C0123ABCD,dm allows one channel and DMs, and DENY_CHANNELS=dm turns DMs off.
+
 func (p *Policy) Check(channel, user string) Decision {
 	dm := IsDM(channel)
 	inChannels := func(s set) bool { return s[channel] || dm && s[DM] }

@@ -39,11 +39,17 @@ func NewQuota(limit, maxUsers int) *Quota {
 // Limit returns the pictures allowed per person per day (0: unlimited).
 func (q *Quota) Limit() int { return max(q.limit, 0) }
 
+// Taken is a picture Take counted, to give back with Refund.
+type Taken struct {
+	user string
+	day  time.Time // the day it counted on; zero: nothing was counted
+}
+
 // Take uses one of user's pictures for today, if any is left. When none is, the Decision says so
 // and when the quota starts again.
-func (q *Quota) Take(user string) Decision {
+func (q *Quota) Take(user string) (Decision, Taken) {
 	if q.limit <= 0 {
-		return allow
+		return allow, Taken{}
 	}
 	now := time.Now().UTC()
 	q.mu.Lock()
@@ -52,29 +58,32 @@ func (q *Quota) Take(user string) Decision {
 	n, tracked := q.used[user]
 	switch {
 	case n >= q.limit:
-		return Decision{Reason: ReasonQuota, Message: q.message(now)}
+		return Decision{Reason: ReasonQuota, Message: q.message(now)}, Taken{}
 	case !tracked && len(q.used) >= q.maxUsers:
-		return allow // see the type's comment: bounded memory never refuses
+		return allow, Taken{} // see the type's comment: bounded memory never refuses
 	}
 	q.used[user] = n + 1
-	return allow
+	return allow, Taken{user: user, day: q.day}
 }
 
-// Refund gives back a picture taken today (the job failed or never ran). A refund after the day
-// changed does nothing: the new day starts from zero anyway.
-func (q *Quota) Refund(user string) {
-	if q.limit <= 0 {
+// Refund gives back the picture t (the job failed or never ran). A refund after the day changed
+// does nothing: the picture counted on a day that is over, and the new day's must stay.
+func (q *Quota) Refund(t Taken) {
+	if q.limit <= 0 || t.day.IsZero() {
 		return
 	}
 	now := time.Now().UTC()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.rollLocked(now)
-	switch n := q.used[user]; {
+	if !t.day.Equal(q.day) {
+		return
+	}
+	switch n := q.used[t.user]; {
 	case n > 1:
-		q.used[user] = n - 1
+		q.used[t.user] = n - 1
 	case n == 1:
-		delete(q.used, user)
+		delete(q.used, t.user)
 	}
 }
 

@@ -22,32 +22,32 @@ func TestQuotaDailyLimit(t *testing.T) {
 
 		q := access.NewQuota(3, 0)
 		for i := range 3 {
-			if d := q.Take("U0ALICE"); !d.Allowed {
+			if d, _ := q.Take("U0ALICE"); !d.Allowed {
 				t.Fatalf("picture %d refused: %+v", i+1, d)
 			}
 		}
 		if got := q.Remaining("U0ALICE"); got != 0 {
 			t.Errorf("Remaining after 3 of 3 = %d, want 0", got)
 		}
-		d := q.Take("U0ALICE")
+		d, _ := q.Take("U0ALICE")
 		want := "You've made your 3 /imagine pictures for today. You can make more in 9h 40m (at 00:00 UTC)."
 		if d.Allowed || d.Reason != access.ReasonQuota || d.Message != want {
 			t.Errorf("4th picture = %+v, want refused with %q", d, want)
 		}
-		if d := q.Take("U0BOB"); !d.Allowed {
+		if d, _ := q.Take("U0BOB"); !d.Allowed {
 			t.Errorf("another person refused: %+v", d)
 		}
 
 		// One second before midnight UTC: still refused; at midnight: a new day.
 		sleepUntil(day.Add(24*time.Hour - time.Second))
-		if d := q.Take("U0ALICE"); d.Allowed || d.Message != "You've made your 3 /imagine pictures for today. You can make more in less than a minute (at 00:00 UTC)." {
+		if d, _ := q.Take("U0ALICE"); d.Allowed || d.Message != "You've made your 3 /imagine pictures for today. You can make more in less than a minute (at 00:00 UTC)." {
 			t.Errorf("at 23:59:59 = %+v, want refused", d)
 		}
 		sleepUntil(day.Add(24 * time.Hour))
 		if got := q.Remaining("U0ALICE"); got != 3 {
 			t.Errorf("Remaining on the next day = %d, want 3", got)
 		}
-		if d := q.Take("U0ALICE"); !d.Allowed {
+		if d, _ := q.Take("U0ALICE"); !d.Allowed {
 			t.Errorf("first picture of the next day refused: %+v", d)
 		}
 	})
@@ -58,7 +58,7 @@ func TestQuotaOnePictureWording(t *testing.T) {
 		sleepUntil(time.Now().UTC().Truncate(24 * time.Hour).Add(22 * time.Hour))
 		q := access.NewQuota(1, 0)
 		q.Take("U1")
-		if got, want := q.Take("U1").Message, "You've made your 1 /imagine picture for today. You can make more in 2h (at 00:00 UTC)."; got != want {
+		if got, want := takeMessage(q, "U1"), "You've made your 1 /imagine picture for today. You can make more in 2h (at 00:00 UTC)."; got != want {
 			t.Errorf("Message = %q, want %q", got, want)
 		}
 	})
@@ -67,22 +67,23 @@ func TestQuotaOnePictureWording(t *testing.T) {
 func TestQuotaRefund(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := access.NewQuota(2, 0)
-		q.Take("U1")
-		q.Take("U1")
-		q.Refund("U1") // the job failed
+		_, a := q.Take("U1")
+		_, b := q.Take("U1")
+		q.Refund(a) // the job failed
 		if got := q.Remaining("U1"); got != 1 {
 			t.Errorf("Remaining after a refund = %d, want 1", got)
 		}
-		q.Refund("U1")
-		q.Refund("U1") // more refunds than pictures never give extra
+		q.Refund(b)
+		q.Refund(b) // more refunds than pictures never give extra
 		if got := q.Remaining("U1"); got != 2 {
 			t.Errorf("Remaining after extra refunds = %d, want 2", got)
 		}
-		q.Take("U1")
+		_, c := q.Take("U1")
 		time.Sleep(24 * time.Hour) // a refund after the day changed does nothing
-		q.Refund("U1")
-		if got := q.Remaining("U1"); got != 2 {
-			t.Errorf("Remaining after a refund across midnight = %d, want 2", got)
+		q.Take("U1")
+		q.Refund(c)
+		if got := q.Remaining("U1"); got != 1 {
+			t.Errorf("Remaining after a refund of the day before = %d, want 1: the new day's picture stays", got)
 		}
 	})
 }
@@ -91,7 +92,7 @@ func TestQuotaUnlimited(t *testing.T) {
 	for _, limit := range []int{0, -1} {
 		q := access.NewQuota(limit, 1)
 		for range 1000 {
-			if d := q.Take("U1"); !d.Allowed {
+			if d, _ := q.Take("U1"); !d.Allowed {
 				t.Fatalf("quota %d refused: %+v", limit, d)
 			}
 		}
@@ -110,16 +111,16 @@ func TestQuotaBoundedUsers(t *testing.T) {
 			q.Take(fmt.Sprintf("U%d", i))
 		}
 		for range 5 {
-			if d := q.Take("U99"); !d.Allowed {
+			if d, _ := q.Take("U99"); !d.Allowed {
 				t.Fatalf("untracked newcomer refused: %+v", d)
 			}
 		}
-		if d := q.Take("U0"); d.Allowed {
+		if d, _ := q.Take("U0"); d.Allowed {
 			t.Error("a counted person got past the quota once the table was full")
 		}
 		time.Sleep(24 * time.Hour) // a new day empties the table
 		q.Take("U99")
-		if d := q.Take("U99"); d.Allowed {
+		if d, _ := q.Take("U99"); d.Allowed {
 			t.Error("the next day, the newcomer is counted again")
 		}
 	})
@@ -133,7 +134,7 @@ func TestQuotaConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				if q.Take("U1").Allowed {
+				if d, _ := q.Take("U1"); d.Allowed {
 					granted.Add(1)
 				}
 				q.Remaining("U1")
@@ -158,4 +159,10 @@ func BenchmarkQuotaTake(b *testing.B) {
 		q.Take(users[i%len(users)])
 		i++
 	}
+}
+
+// takeMessage is the message of user's next Take.
+func takeMessage(q *access.Quota, user string) string {
+	d, _ := q.Take(user)
+	return d.Message
 }

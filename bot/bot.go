@@ -74,6 +74,9 @@ type Options struct {
 	// or shuts down before the follow-up's turn, such a follow-up gets the private note a mention
 	// gets; any other follow-up is dropped silently, as it may not be for the bot at all.
 	KnownFollowUp func(handlers.ReplyRequest) bool
+	// Allowed, when set, says whether the access rules let user use the bot in channel: people they
+	// refuse get no busy or restart note (the Replier refuses them itself when it runs).
+	Allowed func(channel, user string) bool
 
 	burstHold time.Duration // the most work is held while its burst is acked; default burstHold (tests set it)
 }
@@ -742,8 +745,12 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 }
 
 // forBot reports whether rr is known to be for the bot: a mention or DM, or a follow-up in a
-// thread the bot is known to take part in (Options.KnownFollowUp).
+// thread the bot is known to take part in (Options.KnownFollowUp), by someone the access rules
+// allow (Options.Allowed).
 func (b *Bot) forBot(rr handlers.ReplyRequest) bool {
+	if b.opt.Allowed != nil && !b.opt.Allowed(rr.Channel, rr.User) {
+		return false
+	}
 	return !rr.FollowUp || (b.opt.KnownFollowUp != nil && b.opt.KnownFollowUp(rr))
 }
 

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -96,7 +98,7 @@ checklist with the fix for each failure. It exits non-zero when a check fails.
   4. Socket Mode: apps.connections.open with the app token, then the WebSocket until Slack's hello.
      It is safe while the bot runs: the connection is closed right after hello (an event Slack
      happens to send to it in that moment is not acknowledged, so Slack sends it again).
-  5. Chat model: a one-word request to CHAT_MODEL (a few tokens).
+  5. Chat model: a one-word request to CHAT_MODEL, and to each model CHANNEL_CONFIG names (a few tokens each).
   6. Image model: IMAGE_MODEL is set, and listed by the service if it lists models (no image is
      generated: that costs money).
 
@@ -569,7 +571,24 @@ func modelChecks(ctx context.Context, cfg Config) []result {
 		return []result{skip(chatCheck, why), skip(imageCheck, why)}
 	}
 	c := modelCheck{cfg: cfg, headers: headers}
-	return []result{c.chat(ctx), c.image(ctx)}
+	out := []result{c.chat(ctx)}
+	// The models CHANNEL_CONFIG names answer in their channels: each is asked the same word.
+	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // a bad file is the settings check's
+	models := overrides.Models()
+	for _, model := range slices.Sorted(maps.Keys(models)) {
+		if model == cfg.ChatModel {
+			continue
+		}
+		oc := c
+		oc.cfg.ChatModel = model
+		r := oc.chat(ctx)
+		r.name = chatCheck + " " + model + " (CHANNEL_CONFIG: " + strings.Join(models[model], ", ") + ")"
+		if r.status != statusOK && r.fix != "" {
+			r.fix = strings.Replace(r.fix, "CHAT_MODEL", "the channel's model in CHANNEL_CONFIG", 1)
+		}
+		out = append(out, r)
+	}
+	return append(out, c.image(ctx))
 }
 
 // modelCheck holds what the model checks share.

@@ -493,3 +493,31 @@ func TestDoctorProcess(t *testing.T) {
 		t.Errorf("401: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 }
+
+// CHANNEL_CONFIG may name a chat model per channel; the bot then asks the service for that
+// model in that channel. When the service does not have it, every answer there fails ("The
+// model service refused the request: ..."), and doctor, which "checks the models end to end",
+// must say so rather than report all green without a word about the override.
+func TestDoctorChannelConfigModelNotFound(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
+		if r.Model == "gpt-nonexistent" {
+			return fakellm.HTTPError(http.StatusNotFound, fakellm.APIError{
+				Message: "The model `" + r.Model + "` does not exist or you do not have access to it.",
+				Type:    "invalid_request_error", Code: "model_not_found",
+			})
+		}
+		return fakellm.Text("ok")
+	})
+	path := filepath.Join(t.TempDir(), "channels.yaml")
+	yaml := "channels:\n  C0123ABCD:\n    model: gpt-nonexistent\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.env["CHANNEL_CONFIG"] = path
+	out, err := runDoctor(t, f.env)
+	if err == nil || !strings.Contains(out, "✗ Chat model gpt-nonexistent (CHANNEL_CONFIG: C0123ABCD)") ||
+		!strings.Contains(out, "the channel's model in CHANNEL_CONFIG") {
+		t.Errorf("doctor = %v, want a failed check of the CHANNEL_CONFIG model the service does not have, with its fix:\n%s", err, out)
+	}
+}

@@ -147,12 +147,6 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	policy, _ := pace.ParsePolicy(cfg.EditPolicy)           // validated
 	accessPolicy, _ := cfg.accessRules()                    // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
-	guard := access.NewGuard(access.GuardOptions{
-		Policy: accessPolicy,
-		Quota:  access.NewQuota(cfg.ImagineDailyQuota, 0),
-		Notify: api,
-		Denied: metrics.AccessDenied,
-	})
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
 		SystemPrompt:   cfg.SystemPrompt,
 		BotUserID:      id.UserID,
@@ -190,6 +184,14 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 	})
 
+	guard := access.NewGuard(access.GuardOptions{
+		Policy: accessPolicy,
+		Quota:  access.NewQuota(cfg.ImagineDailyQuota, 0),
+		Notify: api,
+		Denied: metrics.AccessDenied,
+		// Refused follow-ups count only where the bot would have answered.
+		KnownFollowUp: replies.KnownFollowUp,
+	})
 	b := bot.New(slackClient, id, guard.Replier(metrics.Replier(replies)), guard.Imaginer(metrics.Imaginer(imagine)), api, log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
 			Acked: metrics.Acked, Duplicate: metrics.Duplicate, Busy: metrics.Busy, Done: metrics.Done,
@@ -200,6 +202,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		FollowUps:     cfg.FollowUps,
 		AnswerBots:    cfg.AnswerBots,
 		KnownFollowUp: replies.KnownFollowUp,
+		Allowed:       accessPolicy.Allows, // no busy or restart note for people the rules refuse
 	})
 	log.Info("starting",
 		zap.String("version", versionString()),
