@@ -210,9 +210,9 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 		}
 		thread = fetched
 	}
-	if req.Edited && threadTS != req.TS {
-		// An edit that added the mention to a thread reply: not when the reply was answered already (as a
-		// follow-up, or for an earlier edit).
+	if req.Edited {
+		// An edit that added the mention: not when the message was answered already (as a follow-up, for
+		// an earlier edit, or as a mention before the mention was edited out and back in).
 		err := r.read(ctx, func(ctx context.Context) (err error) {
 			thread, err = r.thread.Replies(ctx, req.Channel, threadTS)
 			return err

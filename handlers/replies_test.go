@@ -1020,3 +1020,25 @@ func TestEditedMentionAnsweredOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestEditedTopLevelMentionAnsweredOnce: a top-level mention the bot answered, whose mention is
+// then taken out and put back by an edit, is not answered a second time. The edit has its own
+// dedupe key ("/edited") now, so the bot's dedupe by channel and ts no longer keeps it out; the
+// answered check must cover a top-level message (its thread is its own) as it does a reply.
+func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, shortAnswer, testOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		if n := len(rt.chat.calls()); n != 1 {
+			t.Fatalf("%d model requests, want the mention answered", n)
+		}
+		req := rt.req
+		req.Edited = true
+		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
+			t.Errorf("the edit putting the mention back: Reply = %v, want ErrIgnored (answered already)", err)
+		}
+		if n := len(rt.chat.calls()); n != 1 {
+			t.Errorf("%d model requests, want 1: the mention was answered twice (bot messages %q)", n, rt.texts())
+		}
+	})
+}

@@ -328,7 +328,11 @@ func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, f
 		// The read did not reach back before the answer's first part (the question is before it): one
 		// more, up to the thread's parent, for the parts between them and what came before.
 		if before, err := history(p.threadTS); err == nil {
-			hist = append(before, hist...)
+			n := 0 // the reads overlap: only what the first did not reach
+			for n < len(before) && convo.TSBefore(before[n].Timestamp, hist[0].Timestamp) {
+				n++
+			}
+			hist = append(before[:n:n], hist...)
 		}
 	}
 	out := make([]slack.Message, 0, len(hist)+len(thread))

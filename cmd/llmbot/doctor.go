@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -571,23 +572,28 @@ func modelChecks(ctx context.Context, cfg Config) []result {
 		return []result{skip(chatCheck, why), skip(imageCheck, why)}
 	}
 	c := modelCheck{cfg: cfg, headers: headers}
-	out := []result{c.chat(ctx)}
-	// The models CHANNEL_CONFIG names answer in their channels: each is asked the same word.
+	// CHAT_MODEL and the models CHANNEL_CONFIG names (they answer in their channels) are each asked
+	// the same word, all at once: together they take no longer than one.
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // a bad file is the settings check's
 	models := overrides.Models()
-	for _, model := range slices.Sorted(maps.Keys(models)) {
-		if model == cfg.ChatModel {
-			continue
-		}
-		oc := c
-		oc.cfg.ChatModel = model
-		r := oc.chat(ctx)
-		r.name = chatCheck + " " + model + " (CHANNEL_CONFIG: " + strings.Join(models[model], ", ") + ")"
-		if r.status != statusOK && r.fix != "" {
-			r.fix = strings.Replace(r.fix, "CHAT_MODEL", "the channel's model in CHANNEL_CONFIG", 1)
-		}
-		out = append(out, r)
+	delete(models, cfg.ChatModel)
+	names := slices.Sorted(maps.Keys(models))
+	out := make([]result, 1+len(names))
+	var wg sync.WaitGroup
+	wg.Go(func() { out[0] = c.chat(ctx) })
+	for i, model := range names {
+		wg.Go(func() {
+			oc := c
+			oc.cfg.ChatModel = model
+			r := oc.chat(ctx)
+			r.name = chatCheck + " " + model + " (CHANNEL_CONFIG: " + strings.Join(models[model], ", ") + ")"
+			if r.status != statusOK && r.fix != "" {
+				r.fix = strings.Replace(r.fix, "CHAT_MODEL", "the channel's model in CHANNEL_CONFIG", 1)
+			}
+			out[1+i] = r
+		})
 	}
+	wg.Wait()
 	return append(out, c.image(ctx))
 }
 

@@ -521,3 +521,32 @@ func TestDoctorChannelConfigModelNotFound(t *testing.T) {
 		t.Errorf("doctor = %v, want a failed check of the CHANNEL_CONFIG model the service does not have, with its fix:\n%s", err, out)
 	}
 }
+
+// TestDoctorChannelConfigModelsWithinBound: doctor's model checks run beside the Slack checks
+// and the whole run is meant to take at most about 23 s (see doctorChatTimeout). A model service
+// that does not answer must not multiply that by the number of CHANNEL_CONFIG models: asked one
+// after another, each waits its own 15 s (here 3 models: 45 s before the image check).
+func TestDoctorChannelConfigModelsWithinBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the chat check's deadline")
+	}
+	fl := fakellm.New()
+	defer fl.Close()
+	fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Reply{HeaderDelay: time.Minute} })
+	path := filepath.Join(t.TempDir(), "channels.yaml")
+	yaml := "channels:\n  C0123ABCD:\n    model: model-a\n  C0456EFGH:\n    model: model-b\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, problems := loadConfig(envFunc(map[string]string{"OPENAI_BASE_URL": fl.URL(), "OPENAI_API_KEY": fakellm.DefaultAPIKey,
+		"CHANNEL_CONFIG": path}))
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	start := time.Now()
+	rs := modelChecks(t.Context(), cfg)
+	took := time.Since(start)
+	if bound := doctorChatTimeout + doctorModelsTimeout + 3*time.Second; took > bound {
+		t.Errorf("model checks took %v with %d results, want at most %v (doctor's 23 s)", took.Round(time.Second), len(rs), bound)
+	}
+}
