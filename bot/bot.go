@@ -541,8 +541,8 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.R
 // mention it at first) into a request, as its app_mention would have been; any other edit is
 // ignored. Slack also sends an app_mention for the edit, but that does not say whether the mention
 // is new, so it is ignored (fromMention), and this needs the message events (message.channels,
-// .groups, .mpim) the follow-ups need. The dedupe by channel and ts keeps a message already answered
-// from being answered again.
+// .groups, .mpim) the follow-ups need. A message the bot answered already is not answered again:
+// handlers.Replies looks for an answer to it in its thread (ReplyRequest.Edited).
 func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (handlers.ReplyRequest, string) {
 	nm, pm := ev.Message, ev.PreviousMessage
 	mention := "<@" + b.id.UserID + ">"
