@@ -217,10 +217,13 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 			thread, err = r.thread.Replies(ctx, req.Channel, threadTS)
 			return err
 		})
-		if err != nil {
-			return fmt.Errorf("edited mention: conversations.replies: %w", err)
-		}
-		if r.answered(thread, req.TS) {
+		switch {
+		case err != nil:
+			// Answered as if the mention were new: the reply reads the thread again (and shows why
+			// when that fails too), or a top-level mention needs no read.
+			log.Debug("edited mention: the thread read to find an answer failed; answering", zap.Error(err))
+			thread = nil
+		case r.answered(thread, req.TS):
 			return ErrIgnored
 		}
 	}

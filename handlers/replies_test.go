@@ -1042,3 +1042,26 @@ func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestEditedTopLevelMentionReadFailureShown: a top-level message edited to add the bot's mention
+// is a mention: when the thread read that looks for an earlier answer fails, the asker is told why
+// (as TestReplyThreadReadFailureShown for a mention inside a thread) or answered as before, not
+// left with no answer and no reason. Before the edited check covered top-level messages this mention
+// needed no read at all (startsThread) and was answered.
+func TestEditedTopLevelMentionReadFailureShown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, shortAnswer, testOptions())
+		rt.slack.repliesErr = func(int, call) error {
+			return slack.SlackErrorResponse{Err: "missing_scope", Needed: "groups:history"}
+		}
+		req := rt.req
+		req.Edited = true
+		err := rt.r.Reply(t.Context(), req)
+		ms := rt.slack.botMessages(testTS)
+		answered := len(ms) == 1 && ms[0].mark.Kind == convo.MarkAnswer
+		shown := len(ms) == 1 && ms[0].mark.Kind == convo.MarkError && strings.Contains(ms[0].text, "groups:history")
+		if !answered && !shown {
+			t.Errorf("Reply = %v; bot messages %+v, want the mention answered or the reason it is not shown in its thread", err, ms)
+		}
+	})
+}
