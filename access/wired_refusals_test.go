@@ -2,20 +2,16 @@ package access_test
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
-	"github.com/llmbot/llmbot/internal/fakeslack"
-	"github.com/llmbot/llmbot/llm"
 )
 
 // README: "a refused person's thread messages without a mention (follow-ups) are left alone
@@ -24,13 +20,10 @@ import (
 // right now — try again in a minute" instead of silence (and a denied person's mention is told
 // to try again instead of being refused).
 func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
-	fs := fakeslack.New(fakeslack.Config{})
-	defer fs.Close()
-	fl := fakellm.New()
-	defer fl.Close()
-	fl.SetAPIKey("sk-wired-test")
+	w := newWired(t)
+	fs, api, id, model := w.fs, w.api, w.id, w.model
 	slow := make(chan struct{})
-	fl.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
+	w.fl.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
 		select {
 		case <-slow:
 			return fakellm.Reply{Tokens: []string{"Later."}, HeaderDelay: 20 * time.Second}
@@ -39,20 +32,6 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 		}
 	})
 	log := zaptest.NewLogger(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*wiredWait)
-	defer cancel()
-
-	sc := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-test"),
-		slack.OptionHTTPClient(&http.Client{Timeout: wiredWait}))
-	api := bot.NewSlackAPI(sc)
-	id, err := api.Identify(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := llm.New(llm.Config{BaseURL: fl.URL(), APIKey: "sk-wired-test", ChatModel: "gpt-test", ImageModel: "image-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	policy, err := access.NewPolicy(access.Rules{DenyUsers: access.ParseIDs("U0MALLORY")})
 	if err != nil {
 		t.Fatal(err)
@@ -61,19 +40,10 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 	replies := handlers.NewReplies(api, api, api, api, model, log, handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: true,
 	})
-	b := bot.New(sc, id, guard.Replier(replies), nil, api, log, bot.Options{ // as cmd/llmbot wires it
+	b := bot.New(w.sc, id, guard.Replier(replies), nil, api, log, bot.Options{ // as cmd/llmbot wires it
 		MaxConcurrent: 1, FollowUps: true, KnownFollowUp: replies.KnownFollowUp, Allowed: policy.Allows,
 	})
-	runDone := make(chan error, 1)
-	go func() { runDone <- b.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-runDone:
-		case <-time.After(wiredWait):
-			t.Error("the bot did not stop")
-		}
-	}()
+	w.run(t, b)
 
 	// Alice's thread: answered, so the bot takes part in it.
 	thread := fs.PostUserMessage("C1", "U0ALICE", "", "<@UBOT> hello?")
@@ -82,10 +52,10 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 	// Alice asks elsewhere; the answer takes the only slot.
 	close(slow)
 	fs.PostUserMessage("C1", "U0ALICE", "", "<@UBOT> a long one")
-	wctx, wcancel := context.WithTimeout(ctx, wiredWait)
+	wctx, wcancel := context.WithTimeout(w.ctx, wiredWait)
 	defer wcancel()
-	if err := fl.WaitFor(wctx, func() bool { return fl.Counts().Active == 1 }); err != nil {
-		t.Fatalf("second answer not started: %v (%+v)", err, fl.Counts())
+	if err := w.fl.WaitFor(wctx, func() bool { return w.fl.Counts().Active == 1 }); err != nil {
+		t.Fatalf("second answer not started: %v (%+v)", err, w.fl.Counts())
 	}
 
 	// Mallory, denied, chats in Alice's thread without a mention.
@@ -102,27 +72,9 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 // follow-ups, so the metric (and any alert on it) is mostly noise. Only messages the bot would
 // have answered (Replies.KnownFollowUp) should count.
 func TestWiredDeniedMetricIgnoresOtherPeoplesThreads(t *testing.T) {
-	fs := fakeslack.New(fakeslack.Config{})
-	defer fs.Close()
-	fl := fakellm.New()
-	defer fl.Close()
-	fl.SetAPIKey("sk-wired-test")
-	fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Sure thing.") })
+	w := newWired(t)
+	fs, api, id, model := w.fs, w.api, w.id, w.model
 	log := zaptest.NewLogger(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*wiredWait)
-	defer cancel()
-
-	sc := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-test"),
-		slack.OptionHTTPClient(&http.Client{Timeout: wiredWait}))
-	api := bot.NewSlackAPI(sc)
-	id, err := api.Identify(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := llm.New(llm.Config{BaseURL: fl.URL(), APIKey: "sk-wired-test", ChatModel: "gpt-test", ImageModel: "image-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	policy, err := access.NewPolicy(access.Rules{AllowUsers: access.ParseIDs("U0ALICE")})
 	if err != nil {
 		t.Fatal(err)
@@ -140,17 +92,8 @@ func TestWiredDeniedMetricIgnoresOtherPeoplesThreads(t *testing.T) {
 	replies = handlers.NewReplies(api, api, api, api, model, log, handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: true,
 	})
-	b := bot.New(sc, id, guard.Replier(replies), nil, api, log, bot.Options{FollowUps: true, KnownFollowUp: replies.KnownFollowUp})
-	runDone := make(chan error, 1)
-	go func() { runDone <- b.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-runDone:
-		case <-time.After(wiredWait):
-			t.Error("the bot did not stop")
-		}
-	}()
+	b := bot.New(w.sc, id, guard.Replier(replies), nil, api, log, bot.Options{FollowUps: true, KnownFollowUp: replies.KnownFollowUp})
+	w.run(t, b)
 
 	// Bob and Carol talk in a thread of their own; the bot is in the channel but not in it.
 	top := fs.PostUserMessage("C1", "U0BOB", "", "lunch?")

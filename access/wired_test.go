@@ -21,31 +21,64 @@ import (
 
 const wiredWait = 15 * time.Second // bound of every wait below
 
+// wired is the fake Slack and model service with the real Slack adapter and model client that the
+// wired tests build their bot from.
+type wired struct {
+	fs    *fakeslack.Server
+	fl    *fakellm.Server
+	sc    *slack.Client
+	api   *bot.SlackAPI
+	id    bot.Identity
+	model *llm.Client
+	ctx   context.Context // ends with the test, at most 2*wiredWait on
+}
+
+func newWired(t *testing.T) *wired {
+	t.Helper()
+	w := &wired{fs: fakeslack.New(fakeslack.Config{}), fl: fakellm.New()}
+	t.Cleanup(w.fs.Close)
+	t.Cleanup(w.fl.Close)
+	w.fl.SetAPIKey("sk-wired-test")
+	w.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Sure thing.") })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*wiredWait)
+	t.Cleanup(cancel)
+	w.ctx = ctx
+	w.sc = slack.New("xoxb-test", slack.OptionAPIURL(w.fs.URL()), slack.OptionAppLevelToken("xapp-test"),
+		slack.OptionHTTPClient(&http.Client{Timeout: wiredWait}))
+	w.api = bot.NewSlackAPI(w.sc)
+	var err error
+	if w.id, err = w.api.Identify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w.model, err = llm.New(llm.Config{BaseURL: w.fl.URL(), APIKey: "sk-wired-test", ChatModel: "gpt-test", ImageModel: "image-test"}); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// run runs b until the test ends, then stops it and waits for it.
+func (w *wired) run(t *testing.T, b *bot.Bot) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(w.ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(wiredWait):
+			t.Error("the bot did not stop")
+		}
+	})
+}
+
 // The real bot with a Guard, against the fake Slack and model service: a denied user in a
 // channel and in a DM is told privately and gets no answer, an allowed one is answered, and
 // /imagine stops at the daily quota.
 func TestWiredGuard(t *testing.T) {
-	fs := fakeslack.New(fakeslack.Config{})
-	defer fs.Close()
-	fl := fakellm.New()
-	defer fl.Close()
-	fl.SetAPIKey("sk-wired-test")
-	fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Sure thing.") })
+	w := newWired(t)
+	fs, api, id, model := w.fs, w.api, w.id, w.model
 	log := zaptest.NewLogger(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*wiredWait)
-	defer cancel()
-
-	sc := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-test"),
-		slack.OptionHTTPClient(&http.Client{Timeout: wiredWait}))
-	api := bot.NewSlackAPI(sc)
-	id, err := api.Identify(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := llm.New(llm.Config{BaseURL: fl.URL(), APIKey: "sk-wired-test", ChatModel: "gpt-test", ImageModel: "image-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	policy, err := access.NewPolicy(access.Rules{DenyUsers: access.ParseIDs("U0MALLORY")})
 	if err != nil {
 		t.Fatal(err)
@@ -55,17 +88,8 @@ func TestWiredGuard(t *testing.T) {
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
 	})
 	imagine := handlers.NewImagine(model, api, api, log, handlers.ImagineOptions{BotName: id.Name})
-	b := bot.New(sc, id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{})
-	runDone := make(chan error, 1)
-	go func() { runDone <- b.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-runDone:
-		case <-time.After(wiredWait):
-			t.Error("the bot did not stop")
-		}
-	}()
+	b := bot.New(w.sc, id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{})
+	w.run(t, b)
 
 	// Denied in a channel: one private notice in the thread, no answer.
 	denied := fs.PostUserMessage("C1", "U0MALLORY", "", "<@UBOT> hello?")
@@ -89,7 +113,7 @@ func TestWiredGuard(t *testing.T) {
 	if msgs := fs.Messages("D1"); len(msgs) != 1 {
 		t.Errorf("the DM has %d messages, want only the person's (no answer)", len(msgs))
 	}
-	if n := fl.Counts().Chat; n != 1 {
+	if n := w.fl.Counts().Chat; n != 1 {
 		t.Errorf("%d chat requests, want 1 (the allowed one)", n)
 	}
 
@@ -105,7 +129,7 @@ func TestWiredGuard(t *testing.T) {
 	if !strings.Contains(texts[1], "You've made your 1 /imagine picture for today") {
 		t.Errorf("second /imagine ack = %q, want the quota message", texts[1])
 	}
-	if got := fl.Counts().Image; got != 1 {
+	if got := w.fl.Counts().Image; got != 1 {
 		t.Errorf("%d image requests, want 1", got)
 	}
 }

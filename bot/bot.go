@@ -554,25 +554,12 @@ func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (hand
 	case !strings.Contains(nm.Text, mention) || pm != nil && strings.Contains(pm.Text, mention):
 		return handlers.ReplyRequest{}, "edited message" // includes our own edits
 	}
-	if why := b.skipAuthor(nm.User, nm.BotID); why != "" {
-		return handlers.ReplyRequest{}, why
-	}
-	r := handlers.ReplyRequest{
-		Channel:     ev.Channel,
-		ChannelType: firstNonEmpty(ev.ChannelType, channelType(ev.Channel)),
-		User:        nm.User,
-		Team:        firstNonEmpty(nm.Team, team),
-		TS:          nm.Timestamp,
-		ThreadTS:    nm.ThreadTimestamp,
-		Text:        nm.Text,
-		Files:       nm.Files,
-		Attachments: nm.Attachments,
-		Edited:      true,
-	}
-	if r.ThreadTS == "" {
-		r.ThreadTS = nm.Timestamp // as a mention in a channel: a thread under it
-	}
-	return r, ""
+	// Answered as its app_mention would have been, had the mention been there from the start.
+	r, why := b.fromMention(&slackevents.AppMentionEvent{Channel: ev.Channel, User: nm.User, BotID: nm.BotID,
+		UserTeam: nm.Team, TimeStamp: nm.Timestamp, ThreadTimeStamp: nm.ThreadTimestamp, Text: nm.Text,
+		Files: nm.Files, Attachments: nm.Attachments}, team)
+	r.Edited = why == ""
+	return r, why
 }
 
 // skipAuthor says why a message by user/botID is not answered, or "".

@@ -123,13 +123,8 @@ func TestBlocksText(t *testing.T) {
 // TestBuildAnswerIDs: answers whose marks name their question (Mark.Question) and first part
 // (Mark.First) are replayed as what they are, wherever they sit in the thread.
 func TestBuildAnswerIDs(t *testing.T) {
-	q := func(ts, text string) slack.Message {
-		return slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: ts, Text: "<@U0BOT> " + text}}
-	}
-	a := func(ts, text string, mark Mark) slack.Message {
-		mark.Kind = MarkAnswer
-		return slack.Message{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: ts, Text: text, Metadata: mark.Metadata()}}
-	}
+	q := func(ts, text string) slack.Message { return personSaid("U01ALICE", ts, "<@U0BOT> "+text) }
+	a := botAnswered
 	for _, tc := range []struct {
 		name    string
 		thread  []slack.Message
@@ -164,12 +159,7 @@ func TestBuildAnswerIDs(t *testing.T) {
 		}, 3, "user: Q1|assistant: A1 part 1\nA1 part 2|user: Q2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Build(tc.thread, tc.thread[tc.trigger], testNames, testOptions())
-			var got []string
-			for _, m := range r.Messages[1:] {
-				got = append(got, string(m.Role)+": "+m.Content)
-			}
-			if s := strings.Join(got, "|"); s != tc.want {
+			if s := rolesOf(Build(tc.thread, tc.thread[tc.trigger], testNames, testOptions())); s != tc.want {
 				t.Errorf("got  %q\nwant %q", s, tc.want)
 			}
 		})
