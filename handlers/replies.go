@@ -213,10 +213,8 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 	if req.Edited {
 		// An edit that added the mention: not when the message was answered already (as a follow-up, for
 		// an earlier edit, or as a mention before the mention was edited out and back in).
-		err := r.read(ctx, func(ctx context.Context) (err error) {
-			thread, err = r.thread.Replies(ctx, req.Channel, threadTS)
-			return err
-		})
+		var err error
+		thread, err = r.replies(ctx, req.Channel, threadTS)
 		switch {
 		case err != nil:
 			// Answered as if the mention were new: the reply reads the thread again (and shows why
@@ -331,13 +329,9 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	if known, ok := r.botThreads.get(key); ok {
 		return known, nil, nil
 	}
-	var thread []slack.Message
-	err := r.read(ctx, func(ctx context.Context) (err error) {
-		thread, err = r.thread.Replies(ctx, channel, threadTS)
-		return err
-	})
+	thread, err := r.replies(ctx, channel, threadTS)
 	if err != nil {
-		return false, nil, fmt.Errorf("conversations.replies: %w", err)
+		return false, nil, err
 	}
 	known := r.involved(thread)
 	r.botThreads.put(key, known)

@@ -272,23 +272,11 @@ func (p *reply) startsThread() bool {
 // readContext reads the thread (or, for a top-level DM, the recent history).
 func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
 	if p.threadTS == "" {
-		var msgs []slack.Message
-		err := p.r.read(ctx, func(ctx context.Context) (err error) {
-			msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, "")
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("conversations.history: %w", err)
-		}
-		return msgs, nil
+		return p.r.history(ctx, p.req.Channel, "")
 	}
-	var msgs []slack.Message
-	err := p.r.read(ctx, func(ctx context.Context) (err error) {
-		msgs, err = p.r.thread.Replies(ctx, p.req.Channel, p.threadTS)
-		return err
-	})
+	msgs, err := p.r.replies(ctx, p.req.Channel, p.threadTS)
 	if err != nil {
-		return nil, fmt.Errorf("conversations.replies: %w", err)
+		return nil, err
 	}
 	if p.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == p.threadTS && p.r.own(msgs[0]) {
 		if mark, ok := convo.ReadMark(msgs[0]); ok && (mark.Kind == convo.MarkAnswer || mark.Kind == convo.MarkError) {
@@ -310,11 +298,8 @@ const dmAnswerSpan = 15 * time.Minute
 // when the DM went on so much meanwhile that the first did not reach back to it; when a read
 // fails, the thread goes with what there is.
 func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
-	history := func(latest string) (hist []slack.Message, err error) {
-		err = p.r.read(ctx, func(ctx context.Context) (err error) {
-			hist, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, latest)
-			return err
-		})
+	history := func(latest string) ([]slack.Message, error) {
+		hist, err := p.r.history(ctx, p.req.Channel, latest)
 		if err != nil {
 			p.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
 		}
@@ -324,7 +309,7 @@ func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, f
 	if err != nil {
 		return thread
 	}
-	if len(hist) >= p.r.opt.HistoryLimit && (len(hist) == 0 || !convo.TSBefore(hist[0].Timestamp, first)) {
+	if len(hist) >= p.r.opt.HistoryLimit && !convo.TSBefore(hist[0].Timestamp, first) { // HistoryLimit >= 1
 		// The read did not reach back before the answer's first part (the question is before it): one
 		// more, up to the thread's parent, for the parts between them and what came before.
 		if before, err := history(p.threadTS); err == nil {
@@ -369,6 +354,33 @@ func tsPlus(ts string, d time.Duration) string {
 		frac = "000000"
 	}
 	return strconv.FormatInt(n+int64(d/time.Second), 10) + "." + frac
+}
+
+// replies reads a thread (conversations.replies) within the read budget (read).
+func (r *Replies) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+	var msgs []slack.Message
+	err := r.read(ctx, func(ctx context.Context) (err error) {
+		msgs, err = r.thread.Replies(ctx, channel, threadTS)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("conversations.replies: %w", err)
+	}
+	return msgs, nil
+}
+
+// history reads a channel's last HistoryLimit messages up to latest ("": now) within the read
+// budget (read).
+func (r *Replies) history(ctx context.Context, channel, latest string) ([]slack.Message, error) {
+	var msgs []slack.Message
+	err := r.read(ctx, func(ctx context.Context) (err error) {
+		msgs, err = r.thread.History(ctx, channel, r.opt.HistoryLimit, latest)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("conversations.history: %w", err)
+	}
+	return msgs, nil
 }
 
 // read makes a thread or history read within the shared read budget (ReplyOptions.Reads): it waits
