@@ -37,7 +37,7 @@ func blocksText(bs slack.Blocks) string {
 			}
 			add(strings.Join(parts, " "))
 		case *slack.MarkdownBlock:
-			add(escapeText(b.Text)) // Markdown, not mrkdwn: only the escapes are Slack's
+			add(escapeMrkdwn(b.Text)) // Markdown, not mrkdwn: only the escapes are Slack's
 		case *slack.RichTextBlock:
 			for _, e := range b.Elements {
 				add(richText(e))
@@ -53,13 +53,10 @@ func textObject(t *slack.TextBlockObject) string {
 	case t == nil:
 		return ""
 	case t.Type == slack.PlainTextType:
-		return escapeText(t.Text)
+		return escapeMrkdwn(t.Text) // for plain to undo
 	}
 	return t.Text
 }
-
-// escapeText writes Slack's three escapes into raw text, for plain to undo.
-var escapeText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
 // richText is one rich text element (a section, list, quote or preformatted block) as mrkdwn.
 func richText(e slack.RichTextElement) string {
@@ -91,13 +88,13 @@ func richSection(es []slack.RichTextSectionElement) string {
 		switch e := e.(type) {
 		case *slack.RichTextSectionTextElement:
 			if e.Style != nil && e.Style.Code {
-				sb.WriteString("`" + escapeText(e.Text) + "`")
+				sb.WriteString("`" + escapeMrkdwn(e.Text) + "`")
 			} else {
-				sb.WriteString(escapeText(e.Text))
+				sb.WriteString(escapeMrkdwn(e.Text))
 			}
 		case *slack.RichTextSectionLinkElement:
 			if e.Text != "" {
-				sb.WriteString("<" + e.URL + "|" + escapeText(e.Text) + ">")
+				sb.WriteString("<" + e.URL + "|" + escapeMrkdwn(e.Text) + ">")
 			} else {
 				sb.WriteString("<" + e.URL + ">")
 			}
@@ -116,7 +113,7 @@ func richSection(es []slack.RichTextSectionElement) string {
 			if e.Fallback != nil {
 				fallback = *e.Fallback
 			}
-			sb.WriteString("<!date^" + strconv.FormatInt(int64(e.Timestamp), 10) + "^" + e.Format + "|" + escapeText(fallback) + ">")
+			sb.WriteString("<!date^" + strconv.FormatInt(int64(e.Timestamp), 10) + "^" + e.Format + "|" + escapeMrkdwn(fallback) + ">")
 		}
 	}
 	return sb.String()
