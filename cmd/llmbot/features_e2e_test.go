@@ -6,7 +6,6 @@ package main
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,16 @@ import (
 
 // settle waits a little for work that should not happen (a second answer, a notice).
 func settle() { time.Sleep(500 * time.Millisecond) }
+
+// quiet posts a DM marker (the bot answers it) and waits until the model has had at least requests
+// chat requests, the marker's among them, then settles: what the events before the marker were to
+// set off has happened by then.
+func (e *e2e) quiet(t *testing.T, marker string, requests int) {
+	t.Helper()
+	e.slack.PostUserMessage("D1", "U1", "", marker)
+	e.waitFor(t, marker, func() bool { return len(e.llm.ChatRequests()) >= requests })
+	settle()
+}
 
 // A top-level message edited to add the mention is answered once, in a thread under it; a
 // further edit that keeps the mention gets no second answer.
@@ -30,8 +39,7 @@ func TestE2EEditAddsMentionTopLevel(t *testing.T) {
 	})
 	ts := e.slack.PostUserMessage("C1", "U1", "", "how do I rotate keys?")
 	// The plain message is not for the bot: a DM marker answered means it was looked at.
-	e.slack.PostUserMessage("D1", "U1", "", "marker 1")
-	e.waitFor(t, "marker 1", func() bool { return len(e.llm.ChatRequests()) == 1 })
+	e.quiet(t, "marker 1", 1)
 	if n := len(e.slack.BotReplies("C1", ts)); n != 0 {
 		t.Fatalf("%d bot replies before the edit, want 0", n)
 	}
@@ -56,9 +64,7 @@ func TestE2EEditAddsMentionTopLevel(t *testing.T) {
 	if !e.slack.EditUserMessage("C1", ts, "<@UBOT> how do I rotate my keys?") {
 		t.Fatal("second edit failed")
 	}
-	e.slack.PostUserMessage("D1", "U1", "", "marker 2")
-	e.waitFor(t, "marker 2", func() bool { return len(e.llm.ChatRequests()) == 3 })
-	settle()
+	e.quiet(t, "marker 2", 3)
 	if got := e.botReplies("C1", ts); len(got) != 1 {
 		t.Errorf("bot replies after the second edit %q, want the one answer", got)
 	}
@@ -93,24 +99,12 @@ func TestE2EEditAddsMentionTwiceQuickly(t *testing.T) {
 // In a bot thread, "thanks!" gets no answer and no notice; "and for TLS?" gets one.
 func TestE2EFollowUpThanksAndQuestion(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, nil)
-	var mu sync.Mutex
-	n := 0
-	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		if n == 1 {
-			return fakellm.Text("Run the rotate command.")
-		}
-		return fakellm.Text("For TLS, renew the certificate.")
-	})
+	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Run the rotate command."), fakellm.Text("For TLS, renew the certificate.")))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
 	e.final(t, "C1", ts, 1, 1)
 
 	e.slack.PostUserMessage("C1", "U1", ts, "thanks!")
-	e.slack.PostUserMessage("D1", "U1", "", "marker")
-	e.waitFor(t, "marker", func() bool { return len(e.llm.ChatRequests()) == 2 })
-	settle()
+	e.quiet(t, "marker", 2)
 	if got := e.botReplies("C1", ts); len(got) != 1 {
 		t.Errorf("bot replies after thanks %q, want the one answer", got)
 	}
@@ -123,8 +117,7 @@ func TestE2EFollowUpThanksAndQuestion(t *testing.T) {
 		r := e.botReplies("C1", ts)
 		return len(r) == 2 && r[1] == "For TLS, renew the certificate."
 	})
-	msgs := e.final(t, "C1", ts, 2, 3) // the DM marker finished too
-	_ = msgs
+	e.final(t, "C1", ts, 2, 3) // the DM marker finished too
 	reqs := e.llm.ChatRequests()
 	if len(reqs) != 3 {
 		t.Fatalf("%d chat requests, want 3", len(reqs))
@@ -188,21 +181,14 @@ func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
 func TestE2EAlternatingRolesTwoPeople(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, nil)
 	const vllm = `{"object":"error","message":"Conversation roles must alternate user/assistant/user/assistant/...","type":"BadRequestError","param":null,"code":400}`
-	var mu sync.Mutex
-	answers := 0
+	answers := fakellm.Sequence(fakellm.Text("Run the rotate command on Thursday."), fakellm.Text("For TLS, renew the certificate."))
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
 		for i := 1; i < len(r.Messages); i++ {
 			if r.Messages[i].Role == r.Messages[i-1].Role {
 				return fakellm.Reply{Status: 400, Body: vllm}
 			}
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		answers++
-		if answers == 1 {
-			return fakellm.Text("Run the rotate command on Thursday.")
-		}
-		return fakellm.Text("For TLS, renew the certificate.")
+		return answers(r)
 	})
 	root := e.slack.PostUserMessage("C1", "U1", "", "our deploy keys expire on Friday")
 	e.slack.PostUserMessage("C1", "U2", root, "<@UBOT> how do I rotate them?")
@@ -240,9 +226,7 @@ func TestE2EEditMentionOutAndBackIn(t *testing.T) {
 	e.final(t, "C1", ts, 1, 1)
 	e.slack.EditUserMessage("C1", ts, "how do I rotate keys?")
 	e.slack.EditUserMessage("C1", ts, "<@UBOT> how do I rotate keys?")
-	e.slack.PostUserMessage("D1", "U1", "", "marker")
-	e.waitFor(t, "marker", func() bool { return len(e.llm.ChatRequests()) >= 2 })
-	settle()
+	e.quiet(t, "marker", 2)
 	if got := e.botReplies("C1", ts); len(got) != 1 {
 		t.Errorf("bot replies %q, want one answer", got)
 	}
@@ -255,14 +239,7 @@ func TestE2EEditMentionOutAndBackIn(t *testing.T) {
 // answered already and then edited to add the mention is not answered again.
 func TestE2EEditInBotThread(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, nil)
-	var mu sync.Mutex
-	n := 0
-	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		return fakellm.Text("Answer " + string(rune('0'+n)) + ".")
-	})
+	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Answer 1."), fakellm.Text("Answer 2."), fakellm.Text("Answer 3."), fakellm.Text("Answer 4.")))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
 	e.final(t, "C1", ts, 1, 1)
 	thx := e.slack.PostUserMessage("C1", "U1", ts, "thanks!")
@@ -273,9 +250,7 @@ func TestE2EEditInBotThread(t *testing.T) {
 	e.waitFor(t, "the follow-up's answer", func() bool { r := e.botReplies("C1", ts); return len(r) == 3 && r[2] == "Answer 3." })
 	e.final(t, "C1", ts, 3, 4)
 	e.slack.EditUserMessage("C1", fu, "<@UBOT> and for SSH?")
-	e.slack.PostUserMessage("D1", "U1", "", "marker")
-	e.waitFor(t, "marker", func() bool { return len(e.llm.ChatRequests()) >= 4 })
-	settle()
+	e.quiet(t, "marker", 4)
 	if got := e.botReplies("C1", ts); len(got) != 3 {
 		t.Errorf("bot replies %q, want 3", got)
 	}
@@ -290,17 +265,7 @@ func TestE2EEditInBotThread(t *testing.T) {
 // A refused person's follow-up in a bot thread, while every slot is busy: no note of any kind.
 func TestE2ERefusedFollowUpWhileBusy(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"ALLOW_USERS": "U1", "MAX_CONCURRENT_REPLIES": "1"})
-	var mu sync.Mutex
-	n := 0
-	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		if n == 1 {
-			return fakellm.Text("Quick.")
-		}
-		return fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)
-	})
+	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Quick."), fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
 	e.final(t, "C1", ts, 1, 1)
 	other := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> slow one")
@@ -318,17 +283,7 @@ func TestE2ERefusedFollowUpWhileBusy(t *testing.T) {
 // "thanks!" in a bot thread while every slot is busy: no busy note either.
 func TestE2EThanksWhileBusy(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1"})
-	var mu sync.Mutex
-	n := 0
-	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		if n == 1 {
-			return fakellm.Text("Quick.")
-		}
-		return fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)
-	})
+	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Quick."), fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
 	e.final(t, "C1", ts, 1, 1)
 	other := e.slack.PostUserMessage("C1", "U2", "", "<@UBOT> slow one")
@@ -351,9 +306,10 @@ func TestE2ERefusedEditAddsMention(t *testing.T) {
 	e.slack.EditUserMessage("C1", ts, "<@UBOT> how do I rotate keys?")
 	e.waitFor(t, "the refusal", func() bool { return len(e.privateTo("U2")) == 1 })
 	e.slack.EditUserMessage("C1", ts, "<@UBOT> how do I rotate my keys?")
-	e.slack.PostUserMessage("D1", "U1", "", "marker")
-	e.waitFor(t, "marker", func() bool { return len(e.llm.ChatRequests()) == 1 })
-	settle()
+	e.quiet(t, "marker", 1)
+	if n := len(e.llm.ChatRequests()); n != 1 {
+		t.Errorf("%d chat requests, want the marker's only", n)
+	}
 	if p := e.privateTo("U2"); len(p) != 1 {
 		t.Errorf("refused person told %q, want one refusal", p)
 	}
