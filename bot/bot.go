@@ -89,7 +89,7 @@ type Hooks struct {
 	Duplicate  func(kind string)                             // "envelope", "event" or "message" dropped as a repeat
 	Busy       func()                                        // work refused because MaxConcurrent was reached
 	Done       func(kind string, err error, d time.Duration) // "reply" or "imagine" finished
-	Connection func(connected bool)                          // the Socket Mode connection went up or down
+	Connection func(connected bool)                          // a Socket Mode connection came up (also one that replaced another without a gap: a refresh), or the connection went down
 }
 
 // State is the Socket Mode connection's state, for readiness checks.
@@ -191,6 +191,8 @@ func (b *Bot) State() State {
 	return b.state
 }
 
+// setConnected records the connection going up (a new connection, maybe replacing another: every
+// one is reported) or down (reported once).
 func (b *Bot) setConnected(up bool) {
 	b.mu.Lock()
 	changed := b.state.Connected != up
@@ -199,7 +201,7 @@ func (b *Bot) setConnected(up bool) {
 		b.state.Since = time.Now()
 	}
 	b.mu.Unlock()
-	if changed && b.opt.Hooks.Connection != nil {
+	if (changed || up) && b.opt.Hooks.Connection != nil {
 		b.opt.Hooks.Connection(up)
 	}
 }

@@ -79,6 +79,7 @@ type socket struct {
 
 	dmu      sync.Mutex // orders read-deadline changes against shutdown (see extend)
 	stopping bool
+	until    time.Time // the fixed read deadline of the read under way (zero: a ping timeout ahead)
 
 	app string // the bot token's app ("" when unknown): a hello from another app is fatal
 }
@@ -129,6 +130,7 @@ func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.
 // at least a second) or when it had lasted a minute; one that ends younger (Socket Mode turned
 // off, too many connections, a proxy that cuts them, a network blip) after a wait that grows
 // while that goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
+// A refresh opens the next connection before it closes the old one (see refresh).
 func (s *socket) Run(ctx context.Context) error {
 	defer func() {
 		// Between connections when Run ends: no connection will come, so the loop's last
@@ -141,6 +143,7 @@ func (s *socket) Run(ctx context.Context) error {
 		s.wmu.Unlock()
 	}()
 	var wait time.Duration
+	var next *websocket.Conn // opened by a refresh, before the one it replaces was closed
 	for count := 0; ; count++ {
 		if wait > 0 {
 			s.log.Info("socket mode: waiting before connecting again", zap.Duration("wait", wait))
@@ -148,14 +151,32 @@ func (s *socket) Run(ctx context.Context) error {
 				return err
 			}
 		}
-		conn, err := s.connect(ctx, count)
-		if err != nil {
-			return err
+		conn := next
+		if conn == nil {
+			var err error
+			if conn, err = s.connect(ctx, count); err != nil {
+				return err
+			}
 		}
 		began := time.Now()
-		err = s.read(ctx, conn)
+		err := s.read(ctx, conn)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		lived := time.Since(began)
+		var d errDisconnect
+		asked := errors.As(err, &d)
+		refresh := asked && d.reason == "refresh_requested" && lived >= time.Second
+		if next = nil; refresh {
+			next = s.refresh(ctx, conn, count+1)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if next != nil {
+				s.log.Info("socket mode: connection refreshed")
+				wait = 0
+				continue
+			}
 		}
 		s.drop(conn)
 		if errors.As(err, new(errWrongApp)) {
@@ -166,11 +187,8 @@ func (s *socket) Run(ctx context.Context) error {
 			Data: &slack.ConnectingEvent{ConnectionCount: count + 1}}}); err != nil {
 			return err
 		}
-		lived := time.Since(began)
-		var d errDisconnect
-		asked := errors.As(err, &d)
 		switch {
-		case asked && d.reason == "refresh_requested" && lived >= time.Second, lived >= stableConnection:
+		case refresh, lived >= stableConnection:
 			wait = 0
 		default:
 			wait = min(max(2*wait, firstBackoff), maxBackoff)
@@ -181,6 +199,44 @@ func (s *socket) Run(ctx context.Context) error {
 			s.log.Warn("socket mode connection lost; reconnecting", zap.Error(err))
 		}
 	}
+}
+
+// drainTime bounds the read of what a replaced connection still holds, once its successor is up.
+const drainTime = 250 * time.Millisecond
+
+// refresh replaces conn, which Slack asked to refresh, making before breaking: Slack sends each
+// envelope to any open connection of the app, so while the bot has none (a reconnect's
+// apps.connections.open and handshake) its events wait for a retry, and its slash commands and
+// button clicks fail. It dials the next connection while conn stays open, makes it the one acks
+// go to, then reads and acks what conn still holds (envelopes Slack sent before it took the
+// refresh into account) for at most drainTime, and closes it. It returns the next connection
+// (its number count), or nil when the dial failed or ctx ended: conn is then left as it was, for
+// Run to replace as any other.
+func (s *socket) refresh(ctx context.Context, conn *websocket.Conn, count int) *websocket.Conn {
+	next, err := s.dial(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("socket mode: refresh failed; reconnecting", zap.Error(err))
+		}
+		return nil
+	}
+	s.wmu.Lock()
+	s.conn = next // up stays closed: there is a connection all along
+	s.wmu.Unlock()
+	if err := s.readUntil(ctx, conn, time.Now().Add(drainTime)); err != nil && !isTimeout(err) && ctx.Err() == nil {
+		s.log.Debug("socket mode: replaced connection ended", zap.Error(err))
+	}
+	s.drop(conn)
+	// It fails only when ctx ended: Run then returns, and next stays for the loop's last acks.
+	_ = s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
+		Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
+	return next
+}
+
+// isTimeout reports whether err is a read deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // helloApp is the app id a hello frame names (connection_info.app_id), "" when it names none.
@@ -326,8 +382,14 @@ func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
 
 // read reads frames until the connection fails, Slack asks for a new one, or ctx ends.
 func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
+	return s.readUntil(ctx, conn, time.Time{})
+}
+
+// readUntil is read, with the read deadline fixed at until when it is not zero (instead of a
+// ping timeout ahead of every frame): the drain of a replaced connection.
+func (s *socket) readUntil(ctx context.Context, conn *websocket.Conn, until time.Time) error {
 	s.dmu.Lock()
-	s.stopping = false
+	s.stopping, s.until = false, until
 	s.dmu.Unlock()
 	stop := context.AfterFunc(ctx, func() {
 		s.dmu.Lock()
@@ -413,7 +475,11 @@ func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
 func (s *socket) extend(conn *websocket.Conn) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	if !s.stopping {
+	switch {
+	case s.stopping:
+	case !s.until.IsZero():
+		_ = conn.SetReadDeadline(s.until)
+	default:
 		_ = conn.SetReadDeadline(time.Now().Add(s.pingTimeout))
 	}
 }

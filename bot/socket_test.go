@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,6 +188,87 @@ func TestDisconnectWarningKeepsTheConnection(t *testing.T) {
 		c := fs.Connections()
 		return c.Total == 2 && c.Current == 1 && h.bot.State().Connected
 	})
+}
+
+// A refresh opens the next connection before the old one closes: Slack always has a connection to
+// send the app's envelopes to (a slash command or a click sent while there is none fails), and
+// the bot never says it is down. An envelope Slack sent on the old connection after asking for
+// the refresh is still read and acked there.
+func TestRefreshOpensTheNextConnectionFirst(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{RefreshGrace: time.Second})
+	r := &fakeReplier{}
+	var conns connCounter
+	h := startBot(t, fs, r, nil, Options{Hooks: Hooks{Connection: conns.record}})
+	time.Sleep(1100 * time.Millisecond) // a refresh within a second of connecting waits first (Run)
+	fs.Disconnect("refresh_requested")
+	fs.PostUserMessage("D1", "U1", "", "sent as the refresh began")
+	h.waitFor(t, "the message answered on a new connection", func() bool {
+		c := fs.Connections()
+		return len(r.requests()) == 1 && c.Total == 2 && c.Current == 1
+	})
+	if c := fs.Connections(); c.Gaps != 0 {
+		t.Errorf("connections %+v: Slack was left without a connection %d times, want never", c, c.Gaps)
+	}
+	if ups, downs := conns.counts(); ups != 2 || downs != 0 {
+		t.Errorf("Hooks.Connection: %d ups, %d downs; want 2 ups (the first connection, the refresh's: a reconnect for the metrics) and no down", ups, downs)
+	}
+	envs := fs.Envelopes()
+	last := envs[len(envs)-1]
+	if last.Conn != 1 {
+		t.Fatalf("the message was sent on connection %d, want 1 (the one being replaced): the test did not reach the drain", last.Conn)
+	}
+	acks := fs.Acks()
+	if len(acks) != 1 || acks[0].EnvelopeID != last.ID || acks[0].Conn != 1 {
+		t.Errorf("acks %+v, want one, of the message, on connection 1", acks)
+	}
+	fs.PostUserMessage("D1", "U1", "", "and after it")
+	h.waitFor(t, "the next message answered", func() bool { return len(r.requests()) == 2 })
+	if n := fs.CallCount("apps.connections.open"); n != 2 {
+		t.Errorf("apps.connections.open called %d times, want 2", n)
+	}
+}
+
+// A refresh whose dial fails falls back to a reconnect (with the usual retries), and says the
+// bot is down meanwhile.
+func TestRefreshThatCannotDialReconnects(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r := &fakeReplier{}
+	var conns connCounter
+	h := startBot(t, fs, r, nil, Options{Hooks: Hooks{Connection: conns.record}})
+	time.Sleep(1100 * time.Millisecond)
+	fs.FailNext("apps.connections.open", "internal_error")
+	fs.Disconnect("refresh_requested")
+	h.waitFor(t, "down and up again", func() bool {
+		ups, downs := conns.counts()
+		return ups == 2 && downs == 1 && h.bot.State().Connected && fs.Connections().Total == 2
+	})
+	fs.PostUserMessage("D1", "U1", "", "hello")
+	h.waitFor(t, "the message answered", func() bool { return len(r.requests()) == 1 })
+	if n := fs.CallCount("apps.connections.open"); n != 3 {
+		t.Errorf("apps.connections.open called %d times, want 3 (the first, the refresh that failed, its retry)", n)
+	}
+}
+
+// connCounter counts what Hooks.Connection reports: connections up, and the connection down.
+type connCounter struct {
+	mu        sync.Mutex
+	ups, down int
+}
+
+func (c *connCounter) record(up bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if up {
+		c.ups++
+	} else {
+		c.down++
+	}
+}
+
+func (c *connCounter) counts() (ups, downs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ups, c.down
 }
 
 // A failed apps.connections.open is retried after a backoff; the bot says it is not connected

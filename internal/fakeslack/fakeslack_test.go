@@ -199,6 +199,10 @@ func TestDisconnectReconnects(t *testing.T) {
 	if got := srv.Connections().Total; got != 3 {
 		t.Errorf("total connections = %d, want 3", got)
 	}
+	// slack-go's client closes a connection before it opens the next: two gaps.
+	if got := srv.Connections().Gaps; got != 2 {
+		t.Errorf("gaps = %d, want 2", got)
+	}
 }
 
 func TestRedeliverAfterTimeoutGoesToNextConnection(t *testing.T) {

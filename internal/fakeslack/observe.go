@@ -152,7 +152,7 @@ func (s *Server) Count429(method string) int {
 func (s *Server) Connections() ConnStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ConnStats{Current: len(s.conns), Total: s.connTotal, Pongs: s.pongs}
+	return ConnStats{Current: len(s.conns), Total: s.connTotal, Pongs: s.pongs, Gaps: s.gaps}
 }
 
 // Status returns the assistant thread status set with assistant.threads.setStatus

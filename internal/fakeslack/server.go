@@ -37,6 +37,10 @@ type Config struct {
 	// PingInterval is how often the server sends WebSocket pings on each Socket Mode
 	// connection. 0: 2 s, which keeps slack-go's 30 s ping watchdog satisfied.
 	PingInterval time.Duration
+	// RefreshGrace is how long a connection that got a disconnect frame (other than "warning")
+	// still gets envelopes: Slack may have sent some before it took the refresh into account
+	// (how long it does is not published). 0: none after the frame.
+	RefreshGrace time.Duration
 	// Limits are the rate limits enforced by the Web API. Zero value: unlimited.
 	Limits Limits
 	// Subscriptions are the bot events delivered by PostUserMessage. Nil: app_mention,
@@ -146,6 +150,7 @@ type Server struct {
 	conns     map[*wsConn]bool
 	connTotal int
 	pongs     int
+	gaps      int         // see ConnStats.Gaps
 	pending   []*envelope // not yet delivered
 	envelopes map[string]*envelope
 	envOrder  []string

@@ -48,6 +48,9 @@ type ConnStats struct {
 	Current int
 	Total   int
 	Pongs   int // pongs received for the server's pings, on all connections
+	// Gaps counts the times the last open connection closed: until the next one, Slack has no
+	// connection to send the app's envelopes to.
+	Gaps int
 }
 
 type envelope struct {
@@ -81,7 +84,8 @@ type wsConn struct {
 	ws       *websocket.Conn
 	done     chan struct{} // closed when the connection is gone
 	control  [][]byte      // frames written before any envelope (disconnect), guarded by Server.mu
-	draining bool          // a disconnect was queued: no more envelopes
+	draining bool          // a disconnect was queued: no more envelopes after Config.RefreshGrace
+	drainAt  time.Time     // when the first disconnect was queued
 }
 
 func newEnvelopeID() string {
@@ -169,6 +173,9 @@ func (s *Server) readLoop(c *wsConn) {
 		c.ws.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
+		if len(s.conns) == 0 && !s.closed {
+			s.gaps++
+		}
 		close(c.done)
 		s.notifyLocked()
 		s.mu.Unlock()
@@ -228,7 +235,7 @@ func (s *Server) writeLoop(c *wsConn) {
 		case len(c.control) > 0:
 			frame = c.control[0]
 			c.control = c.control[1:]
-		case len(s.pending) > 0 && !c.draining:
+		case len(s.pending) > 0 && (!c.draining || time.Since(c.drainAt) < s.cfg.RefreshGrace):
 			env = s.pending[0]
 			s.pending = s.pending[1:]
 			env.Sent, env.Conn = time.Now(), c.id
@@ -344,7 +351,8 @@ func (s *Server) SendRaw(frame []byte) string {
 // Disconnect writes {"type":"disconnect","reason":reason} to every open connection
 // ("warning", "refresh_requested", "link_disabled", "too_many_websockets"). Except for
 // "warning" (Slack's notice ~10 s ahead, after which the connection still works), the
-// connections get no further envelopes and are closed 2 s later if the client has not.
+// connections get no further envelopes (after Config.RefreshGrace) and are closed 2 s after the
+// frame if the client has not.
 func (s *Server) Disconnect(reason string) {
 	frame, _ := json.Marshal(map[string]any{
 		"type": "disconnect", "reason": reason,
@@ -354,7 +362,9 @@ func (s *Server) Disconnect(reason string) {
 	defer s.mu.Unlock()
 	for c := range s.conns {
 		c.control = append(c.control, frame)
-		c.draining = c.draining || reason != "warning"
+		if !c.draining && reason != "warning" {
+			c.draining, c.drainAt = true, time.Now()
+		}
 	}
 	s.notifyLocked()
 }
