@@ -713,7 +713,11 @@ func (m modelCheck) image(ctx context.Context) result {
 		return fail(name, "IMAGE_MODEL is empty", "set IMAGE_MODEL to an image model your service offers (e.g. gpt-image-2)")
 	}
 	ids, err := m.listModels(ctx)
+	var refused modelsRefused
 	switch {
+	case errors.As(err, &refused):
+		// The key the chat check uses: a ✓ here would contradict its ✗ (or, for a 403, say more than is known).
+		return skip(name, fmt.Sprintf("%s set; not checked: GET /models answered %d, the service refused the key", m.cfg.ImageModel, int(refused)))
 	case err != nil:
 		return ok(name, "%s set (no image generated: it costs money; the service's model list: %s)", m.cfg.ImageModel, err)
 	case slices.Contains(ids, m.cfg.ImageModel):
@@ -723,6 +727,11 @@ func (m modelCheck) image(ctx context.Context) result {
 		detail: m.cfg.ImageModel + " is not listed by the service (the server may not list image models)",
 		fix:    "if /imagine fails with an unknown model, set IMAGE_MODEL to an image model your service offers"}
 }
+
+// modelsRefused is GET {base}/models answering 401 or 403 (the status).
+type modelsRefused int
+
+func (e modelsRefused) Error() string { return fmt.Sprintf("GET /models answered %d", int(e)) }
 
 // listModels returns the model ids of GET {base}/models. Its errors never quote the body.
 func (m modelCheck) listModels(ctx context.Context) ([]string, error) {
@@ -746,7 +755,11 @@ func (m modelCheck) listModels(ctx context.Context) ([]string, error) {
 		return nil, errors.New("connection failed")
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return nil, modelsRefused(resp.StatusCode)
+	default:
 		return nil, fmt.Errorf("GET /models answered %d", resp.StatusCode)
 	}
 	var list struct {

@@ -308,11 +308,16 @@ func slackInFront(t *testing.T, fs *fakeslack.Server, answers map[string]string)
 }
 
 // TestDoctorImageModelListed: a service that lists its models (GET /v1/models) is asked
-// whether IMAGE_MODEL is among them; not listed is a warning, not a failure.
+// whether IMAGE_MODEL is among them; not listed is a warning, not a failure. A list refused for
+// the key leaves the image model unchecked (not a ✓ under the chat model's ✗).
 func TestDoctorImageModelListed(t *testing.T) {
-	for _, tc := range []struct{ name, imageModel string }{
-		{"image_listed", "gpt-image-2"},
-		{"image_not_listed", "dall-e-9"},
+	for _, tc := range []struct {
+		name, imageModel, key string
+		wantErr               bool
+	}{
+		{"image_listed", "gpt-image-2", llmKey, false},
+		{"image_not_listed", "dall-e-9", llmKey, false},
+		{"image_key_refused", "gpt-image-2", "sk-another-key-entirely", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newDoctorFakes(t, fakeslack.Config{})
@@ -333,9 +338,10 @@ func TestDoctorImageModelListed(t *testing.T) {
 			defer svc.Close()
 			f.env["OPENAI_BASE_URL"] = svc.URL + "/v1"
 			f.env["IMAGE_MODEL"] = tc.imageModel
+			f.env["OPENAI_API_KEY"] = tc.key
 			out, err := runDoctor(t, f.env)
-			if err != nil {
-				t.Errorf("doctor failed: %v", err)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("doctor: error %v, want an error: %v", err, tc.wantErr)
 			}
 			checkGolden(t, tc.name, out)
 		})
