@@ -15,10 +15,10 @@ import (
 )
 
 // README: "a refused person's thread messages without a mention (follow-ups) are left alone
-// silently". When every slot is taken, the bot's busy check runs before the Guard, so a denied
-// person's follow-up in a thread the bot takes part in gets "I'm answering too many questions
-// right now — try again in a minute" instead of silence (and a denied person's mention is told
-// to try again instead of being refused).
+// silently", and a refused person gets one short private explanation. When every slot is taken,
+// the bot's busy check runs before the Guard: a denied person's follow-up in a thread the bot
+// takes part in must still get nothing (not "try again in a minute"), and their mention the
+// refusal (not "try again", nor silence).
 func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 	w := newWired(t)
 	fs, api, id, model := w.fs, w.api, w.id, w.model
@@ -41,7 +41,7 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: true,
 	})
 	b := bot.New(w.sc, id, guard.Replier(replies), nil, api, log, bot.Options{ // as cmd/llmbot wires it
-		MaxConcurrent: 1, FollowUps: true, KnownFollowUp: replies.KnownFollowUp, Allowed: policy.Allows,
+		MaxConcurrent: 1, FollowUps: true, KnownFollowUp: replies.KnownFollowUp, Refusal: policy.Refusal,
 	})
 	w.run(t, b)
 
@@ -63,6 +63,15 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 	time.Sleep(time.Second) // the follow-up is routed (and the busy notice, if any, sent) well within this
 	for _, e := range ephemeralsTo(fs, "U0MALLORY", "C1") {
 		t.Errorf("denied person's follow-up drew a private notice %q; README: follow-ups of refused people are left alone silently", e.Text)
+	}
+
+	// Mallory mentions the bot while it is still full: told the refusal, as when it is not full
+	// (not silence, and not "try again in a minute").
+	fs.PostUserMessage("C1", "U0MALLORY", "", "<@UBOT> and now?")
+	want := policy.Check("C1", "U0MALLORY").Message
+	waitFor(t, fs, "the refusal", func() bool { return len(ephemeralsTo(fs, "U0MALLORY", "C1")) > 0 })
+	if got := ephemeralsTo(fs, "U0MALLORY", "C1"); len(got) != 1 || got[0].Text != want {
+		t.Errorf("denied person's mention while the bot is full drew %+v, want the refusal %q once", got, want)
 	}
 }
 

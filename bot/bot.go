@@ -74,9 +74,11 @@ type Options struct {
 	// or shuts down before the follow-up's turn, such a follow-up gets the private note a mention
 	// gets; any other follow-up is dropped silently, as it may not be for the bot at all.
 	KnownFollowUp func(handlers.ReplyRequest) bool
-	// Allowed, when set, says whether the access rules let user use the bot in channel: people they
-	// refuse get no busy or restart note (the Replier refuses them itself when it runs).
-	Allowed func(channel, user string) bool
+	// Refusal, when set, is what the access rules tell user privately in channel, "" when they
+	// allow it: a mention or DM of someone they refuse that finds the bot full or shutting down gets
+	// that refusal instead of the busy or restart note (what the Replier, which refuses such people
+	// itself, would have told them), and their follow-ups get nothing (nor does the Replier).
+	Refusal func(channel, user string) string
 
 	burstHold time.Duration // the most work is held while its burst is acked; default burstHold (tests set it)
 }
@@ -628,8 +630,8 @@ func (b *Bot) answer(work context.Context, rr handlers.ReplyRequest, key string,
 	started = time.Now()
 	if context.Cause(work) != nil {
 		log.Info("reply not started: shutting down")
-		if b.forBot(rr) {
-			b.tell(work, rr, RestartText, log)
+		if text := b.notice(rr, RestartText); text != "" {
+			b.tell(work, rr, text, log)
 		}
 		return started, false, nil
 	}
@@ -716,7 +718,8 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 	if b.opt.Hooks.Busy != nil {
 		b.opt.Hooks.Busy()
 	}
-	if !b.forBot(rr) || b.notify == nil {
+	text := b.notice(rr, BusyText)
+	if text == "" || b.notify == nil {
 		log.Warn("busy: follow-up dropped", zap.Int("max_concurrent", b.opt.MaxConcurrent))
 		return
 	}
@@ -729,18 +732,27 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 	log.Warn("busy: asker told to retry", zap.Int("max_concurrent", b.opt.MaxConcurrent))
 	b.later(func() {
 		defer func() { <-b.notices }()
-		b.tell(work, rr, BusyText, log)
+		b.tell(work, rr, text, log)
 	})
 }
 
-// forBot reports whether rr is known to be for the bot: a mention or DM, or a follow-up in a
-// thread the bot is known to take part in (Options.KnownFollowUp), by someone the access rules
-// allow (Options.Allowed).
-func (b *Bot) forBot(rr handlers.ReplyRequest) bool {
-	if b.opt.Allowed != nil && !b.opt.Allowed(rr.Channel, rr.User) {
-		return false
+// notice is the private note for rr when its reply cannot run now (the bot is full, or shutting
+// down): text, or the access rules' refusal for someone they refuse (Options.Refusal); "" for none:
+// a follow-up not known to be for the bot (Options.KnownFollowUp: it may be people talking among
+// themselves), or any follow-up of a refused person (the Replier leaves those alone too).
+func (b *Bot) notice(rr handlers.ReplyRequest, text string) string {
+	if b.opt.Refusal != nil {
+		if refusal := b.opt.Refusal(rr.Channel, rr.User); refusal != "" {
+			if rr.FollowUp {
+				return ""
+			}
+			return refusal
+		}
 	}
-	return !rr.FollowUp || (b.opt.KnownFollowUp != nil && b.opt.KnownFollowUp(rr))
+	if rr.FollowUp && (b.opt.KnownFollowUp == nil || !b.opt.KnownFollowUp(rr)) {
+		return ""
+	}
+	return text
 }
 
 // tell shows text privately to the asker, on a context detached from work and time-boxed (and
