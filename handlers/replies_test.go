@@ -1065,3 +1065,34 @@ func TestEditedTopLevelMentionReadFailureShown(t *testing.T) {
 		}
 	})
 }
+
+// Reasoning some servers leave in the content (<think>…</think>, as Ollama or llama.cpp send it for
+// reasoning models) is neither shown nor kept: the placeholder stays until the answer comes, in
+// edit mode and in stream mode (which cannot take back what it appended).
+func TestReplyHidesReasoningLeftInTheContent(t *testing.T) {
+	const thinking = "<think>\nThe user asks about token buckets. Let me recall the refill rule.\n</think>\n\n"
+	const answer = "A bucket holds up to *burst* tokens and refills at a steady rate."
+	for _, tc := range []struct {
+		name string
+		opt  ReplyOptions
+		want func(md string) string // what Slack shows for the whole answer md
+	}{
+		{"edit", testOptions(), func(md string) string { return convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)[0] }},
+		{"stream", streamOptions(), streamed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newReplyTest(t, deltas(words(thinking+answer, 4), 100*time.Millisecond), tc.opt)
+				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+				for _, c := range rt.slack.calls {
+					if strings.Contains(c.text, "refill rule") || strings.Contains(c.text, "think") {
+						t.Errorf("%s showed the reasoning: %q", c.method, c.text)
+					}
+				}
+				if got, want := rt.texts(), tc.want(answer); len(got) != 1 || got[0] != want {
+					t.Errorf("final messages = %q, want [%q]", got, want)
+				}
+			})
+		})
+	}
+}

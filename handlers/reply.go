@@ -484,12 +484,13 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	}()
 
 	policy := p.policy(s)
-	var b strings.Builder
+	var b strings.Builder // the model's content so far
+	var answer string     // what of it is the answer: b without reasoning left in it (convo.StripThinking)
 	var finishReason string
 	var streamErr error
 	sinceLast := 0
 	begin := time.Now()
-	req := llm.ChatRequest{Model: p.model, Messages: msgs, Patience: p.patience(s, &b)}
+	req := llm.ChatRequest{Model: p.model, Messages: msgs, Patience: p.patience(s, &answer)}
 	for c, err := range p.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
 		if err != nil {
@@ -504,21 +505,25 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 		if text == "" {
 			continue // reasoning, usage: the placeholder keeps saying "Thinking…"
 		}
+		b.WriteString(text)
+		shown := len(answer)
+		if answer = convo.StripThinking(b.String()); len(answer) == shown {
+			continue // reasoning in the content, or whitespace after it: still "Thinking…"
+		}
 		now := time.Now()
-		if b.Len() == 0 {
+		if shown == 0 {
 			p.ttft = now.Sub(begin)
 		}
-		b.WriteString(text)
 		sinceLast++
 		if policy.Publish(sinceLast) {
-			mb.put(snapshot{md: b.String(), since: now})
+			mb.put(snapshot{md: answer, since: now})
 			sinceLast = 0
 		}
 	}
 	if (streamErr != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
 		streamErr = errStalled // the watchdog ended the stream, whatever error that produced
 	}
-	return b.String(), finishReason, streamErr
+	return answer, finishReason, streamErr
 }
 
 // scheduler is the budget s writes from.
@@ -540,12 +545,13 @@ const patienceShare = 20
 
 // patience tells the model client how long s can do without new text (llm.ChatRequest.Patience): a
 // share of how far apart its writes come while the budget is shared by the replies in flight. Until the
-// answer has visible text (b, the answer so far) it is 0: the first text jumps the queue (pace.First),
-// so it must not wait for a long pause (a stream's first event often carries only the role).
-func (p *reply) patience(s sink, b *strings.Builder) func() time.Duration {
+// answer has visible text (*answer, the answer so far) it is 0: the first text jumps the queue
+// (pace.First), so it must not wait for a long pause (a stream's first event often carries only the
+// role, and reasoning may come first).
+func (p *reply) patience(s sink, answer *string) func() time.Duration {
 	sched := p.scheduler(s)
 	return func() time.Duration {
-		if b.Len() == 0 {
+		if *answer == "" {
 			return 0
 		}
 		return sched.Spacing() / patienceShare
