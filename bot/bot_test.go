@@ -84,7 +84,17 @@ func newClient(fs *fakeslack.Server) *slack.Client {
 // startBot runs a Bot until the test ends (or h.shutdown), and waits for it to connect.
 func startBot(t testing.TB, fs *fakeslack.Server, r Replier, im Imaginer, opt Options) *harness {
 	t.Helper()
+	return startBotWith(t, fs, nil, r, im, opt)
+}
+
+// startBotWith is startBot with the bot's SocketOpener wrapped by wrap (nil: none).
+func startBotWith(t testing.TB, fs *fakeslack.Server, wrap func(SocketOpener) SocketOpener, r Replier, im Imaginer, opt Options) *harness {
+	t.Helper()
 	client := newClient(fs)
+	var open SocketOpener = client
+	if wrap != nil {
+		open = wrap(client)
+	}
 	api := NewSlackAPI(client)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -96,7 +106,7 @@ func startBot(t testing.TB, fs *fakeslack.Server, r Replier, im Imaginer, opt Op
 	if _, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(t)
 	}
-	b := New(client, id, r, im, api, log, opt)
+	b := New(open, id, r, im, api, log, opt)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()

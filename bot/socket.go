@@ -167,15 +167,21 @@ func (s *socket) Run(ctx context.Context) error {
 		var d errDisconnect
 		asked := errors.As(err, &d)
 		refresh := asked && d.reason == "refresh_requested" && lived >= time.Second
+		var retryAfter time.Duration
 		if next = nil; refresh {
-			next = s.refresh(ctx, conn, count+1)
-			if ctx.Err() != nil {
+			var rerr error
+			if next, rerr = s.refresh(ctx, conn, count+1); ctx.Err() != nil {
 				return ctx.Err()
 			}
 			if next != nil {
 				s.log.Info("socket mode: connection refreshed")
 				wait = 0
 				continue
+			}
+			s.log.Warn("socket mode: refresh failed; reconnecting", zap.Error(rerr))
+			var rl *slack.RateLimitedError
+			if errors.As(rerr, &rl) {
+				retryAfter = rl.RetryAfter
 			}
 		}
 		s.drop(conn)
@@ -189,7 +195,7 @@ func (s *socket) Run(ctx context.Context) error {
 		}
 		switch {
 		case refresh, lived >= stableConnection:
-			wait = 0
+			wait = retryAfter
 		default:
 			wait = min(max(2*wait, firstBackoff), maxBackoff)
 		}
@@ -204,33 +210,83 @@ func (s *socket) Run(ctx context.Context) error {
 // drainTime bounds the read of what a replaced connection still holds, once its successor is up.
 const drainTime = 250 * time.Millisecond
 
-// refresh replaces conn, which Slack asked to refresh, making before breaking: Slack sends each
+// dialed is the end of a dial: a connection, or why there is none.
+type dialed struct {
+	conn *websocket.Conn
+	err  error
+}
+
+// refresh replaces old, which Slack asked to refresh, making before breaking: Slack sends each
 // envelope to any open connection of the app, so while the bot has none (a reconnect's
 // apps.connections.open and handshake) its events wait for a retry, and its slash commands and
-// button clicks fail. It dials the next connection while conn stays open, makes it the one acks
-// go to, then reads and acks what conn still holds (envelopes Slack sent before it took the
-// refresh into account) for at most drainTime, and closes it. It returns the next connection
-// (its number count), or nil when the dial failed or ctx ended: conn is then left as it was, for
-// Run to replace as any other.
-func (s *socket) refresh(ctx context.Context, conn *websocket.Conn, count int) *websocket.Conn {
-	next, err := s.dial(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("socket mode: refresh failed; reconnecting", zap.Error(err))
-		}
-		return nil
-	}
-	s.wmu.Lock()
-	s.conn = next // up stays closed: there is a connection all along
-	s.wmu.Unlock()
-	if err := s.readUntil(ctx, conn, time.Now().Add(drainTime)); err != nil && !isTimeout(err) && ctx.Err() == nil {
+// button clicks fail. The next connection (number count) is dialled while old is still read and
+// acked; once it is up, old is read for at most drainTime more (envelopes Slack sent before it
+// took the refresh into account), then closed, and acks go to the next one. If old ends first, the
+// state goes down and acks wait for the next connection, as in any reconnect.
+//
+// It returns the next connection, or the dial's error (old is then left for Run to replace as any
+// other, and a 429 says how long to wait). When ctx ends it returns ctx's error, and leaves a live
+// connection installed, if there is one, for the loop's last acks.
+func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*websocket.Conn, error) {
+	s.drainBy(old, time.Time{})
+	result := make(chan dialed, 1) // size 1: the dial never waits for the reader
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		next, err := s.dial(ctx)
+		result <- dialed{next, err}
+		s.drainBy(old, time.Now().Add(drainTime)) // ends the read below (harmless if old already ended)
+	})
+	err := s.readFrames(ctx, old)
+	if err != nil && !isTimeout(err) && ctx.Err() == nil {
 		s.log.Debug("socket mode: replaced connection ended", zap.Error(err))
 	}
-	s.drop(conn)
-	// It fails only when ctx ended: Run then returns, and next stays for the loop's last acks.
+	var d dialed
+	select {
+	case d = <-result: // up (or failed) first: that read was old's drain
+	default:
+		if ctx.Err() == nil { // old ended first: down until the next connection is up
+			s.drop(old)
+			// It fails only when ctx ended, and so does the dial then.
+			_ = s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
+				Data: &slack.ConnectingEvent{Attempt: 1, ConnectionCount: count}}})
+		}
+		d = <-result // the dial ends with ctx too
+	}
+	if ctx.Err() != nil {
+		if d.conn != nil {
+			if !s.install(d.conn, false) {
+				d.conn.Close()
+			}
+		}
+		return nil, ctx.Err()
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	s.install(d.conn, true)
+	s.drop(old)
+	// It fails only when ctx ended: Run then returns, and the next connection stays for the last acks.
 	_ = s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
 		Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
-	return next
+	return d.conn, nil
+}
+
+// install makes conn the connection acks go to, waking the acks waiting for one. With replace
+// false it does so only when there is none (and reports whether it did).
+func (s *socket) install(conn *websocket.Conn, replace bool) bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	switch {
+	case s.closed:
+		return false
+	case s.conn == nil:
+		close(s.up)
+	case !replace:
+		return false
+	}
+	s.conn = conn
+	return true
 }
 
 // isTimeout reports whether err is a read deadline passing.
@@ -273,10 +329,7 @@ func (s *socket) connect(ctx context.Context, count int) (*websocket.Conn, error
 		}
 		conn, err := s.dial(ctx)
 		if err == nil {
-			s.wmu.Lock()
-			s.conn = conn
-			close(s.up)
-			s.wmu.Unlock()
+			s.install(conn, true)
 			return conn, s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
 				Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
 		}
@@ -382,14 +435,26 @@ func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
 
 // read reads frames until the connection fails, Slack asks for a new one, or ctx ends.
 func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
-	return s.readUntil(ctx, conn, time.Time{})
+	s.drainBy(conn, time.Time{})
+	return s.readFrames(ctx, conn)
 }
 
-// readUntil is read, with the read deadline fixed at until when it is not zero (instead of a
-// ping timeout ahead of every frame): the drain of a replaced connection.
-func (s *socket) readUntil(ctx context.Context, conn *websocket.Conn, until time.Time) error {
+// drainBy fixes the deadline of the read of conn under way (or about to start) at until, instead
+// of a ping timeout ahead of every frame (zero until: back to that): the drain of a replaced
+// connection.
+func (s *socket) drainBy(conn *websocket.Conn, until time.Time) {
 	s.dmu.Lock()
-	s.stopping, s.until = false, until
+	defer s.dmu.Unlock()
+	s.until = until
+	if !until.IsZero() && !s.stopping {
+		_ = conn.SetReadDeadline(until)
+	}
+}
+
+// readFrames is read, with the read deadline drainBy set.
+func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) error {
+	s.dmu.Lock()
+	s.stopping = false
 	s.dmu.Unlock()
 	stop := context.AfterFunc(ctx, func() {
 		s.dmu.Lock()

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
@@ -204,7 +207,8 @@ func TestRefreshOpensTheNextConnectionFirst(t *testing.T) {
 	fs.PostUserMessage("D1", "U1", "", "sent as the refresh began")
 	h.waitFor(t, "the message answered on a new connection", func() bool {
 		c := fs.Connections()
-		return len(r.requests()) == 1 && c.Total == 2 && c.Current == 1
+		ups, _ := conns.counts() // the refresh reports the next connection after it closed the old one
+		return len(r.requests()) == 1 && c.Total == 2 && c.Current == 1 && ups == 2
 	})
 	if c := fs.Connections(); c.Gaps != 0 {
 		t.Errorf("connections %+v: Slack was left without a connection %d times, want never", c, c.Gaps)
@@ -247,6 +251,91 @@ func TestRefreshThatCannotDialReconnects(t *testing.T) {
 	if n := fs.CallCount("apps.connections.open"); n != 3 {
 		t.Errorf("apps.connections.open called %d times, want 3 (the first, the refresh that failed, its retry)", n)
 	}
+}
+
+// While a refresh's dial is slow (apps.connections.open or the handshake: up to 30 s + 30 s), the old
+// connection is still read; once Slack closes it the bot has no connection, and its state (so
+// /readyz and the connected gauge) says so until the next one is up.
+func TestRefreshDownWhenTheOldConnectionEndsFirst(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	op := &slowOpener{nth: 2, delay: 5 * time.Second, started: make(chan struct{})}
+	h := startBotWith(t, fs, func(o SocketOpener) SocketOpener { op.open = o; return op }, &fakeReplier{}, nil, Options{})
+	time.Sleep(1100 * time.Millisecond) // a refresh, not a young connection's reconnect
+	fs.Disconnect("refresh_requested")
+	waitChan(t, "the refresh's dial", op.started)
+	// The fake closes a connection 2 s after its disconnect frame.
+	h.waitFor(t, "Slack closed the old connection", func() bool { return fs.Connections().Current == 0 })
+	time.Sleep(200 * time.Millisecond)
+	if fs.Connections().Current == 0 && h.bot.State().Connected {
+		t.Errorf("Slack has no connection of the bot (the refresh's dial hangs), but State().Connected = true: /readyz says ready, the connected gauge 1")
+	}
+	h.waitFor(t, "connected again", func() bool { return h.bot.State().Connected && fs.Connections().Current == 1 })
+}
+
+// A slash command's ack the loop writes during a slow refresh dial, after Slack closed the old
+// connection, waits for the next connection (as in TestSlashAckWaitsForTheNextConnection), not
+// written into the dead one: Slack does not resend slash commands.
+func TestSlashAckDuringARefreshAfterTheOldConnectionEnded(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	op := &slowOpener{nth: 2, delay: 4 * time.Second, started: make(chan struct{})}
+	im := &blockingImaginer{entered: make(chan struct{}), release: make(chan struct{})}
+	h := startBotWith(t, fs, func(o SocketOpener) SocketOpener { op.open = o; return op }, &fakeReplier{}, im, Options{AckTimeout: waitTimeout})
+	time.Sleep(1100 * time.Millisecond)
+	fs.SlashCommand("C1", "U1", "/imagine", "a fox")
+	waitChan(t, "the loop in Accept", im.entered)
+	fs.Disconnect("refresh_requested")
+	waitChan(t, "the refresh's dial", op.started)
+	h.waitFor(t, "Slack closed the old connection", func() bool { return fs.Connections().Current == 0 })
+	close(im.release) // the loop acks now, during the refresh's dial
+	h.waitFor(t, "connected again", func() bool { return fs.Connections().Current == 1 })
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if a := fs.Acks(); len(a) == 1 && strings.Contains(string(a[0].Payload), `"text":"ok"`) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("the slash command was never acked (acks %+v): its ack went to the connection being refreshed, after Slack closed it", fs.Acks())
+}
+
+// A refresh whose apps.connections.open gets a 429 falls back to a reconnect after the Retry-After
+// Slack gave, not at once.
+func TestRefreshRateLimitedWaitsRetryAfter(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	h := startBot(t, fs, &fakeReplier{}, nil, Options{})
+	time.Sleep(1100 * time.Millisecond)
+	fs.RateLimitNext("apps.connections.open", 3*time.Second)
+	fs.Disconnect("refresh_requested")
+	h.waitFor(t, "connected again", func() bool {
+		return len(fs.CallsTo("apps.connections.open")) == 3 && h.bot.State().Connected && fs.Connections().Current == 1
+	})
+	calls := fs.CallsTo("apps.connections.open")
+	if calls[1].Status != 429 {
+		t.Fatalf("second apps.connections.open answered %d, want the 429", calls[1].Status)
+	}
+	if gap := calls[2].Time.Sub(calls[1].Time); gap < 2*time.Second {
+		t.Errorf("apps.connections.open called again %v after a 429 with Retry-After: 3s", gap)
+	}
+}
+
+// slowOpener delays its nth apps.connections.open call by delay (or until ctx ends): a Slack
+// incident, a slow proxy. started is closed when that call begins.
+type slowOpener struct {
+	open    SocketOpener
+	nth     int32
+	delay   time.Duration
+	calls   atomic.Int32
+	started chan struct{}
+}
+
+func (o *slowOpener) StartSocketModeContext(ctx context.Context) (*slack.SocketModeConnection, string, error) {
+	if o.calls.Add(1) == o.nth {
+		close(o.started)
+		if err := sleep(ctx, o.delay); err != nil {
+			return nil, "", err
+		}
+	}
+	return o.open.StartSocketModeContext(ctx)
 }
 
 // connCounter counts what Hooks.Connection reports: connections up, and the connection down.

@@ -11,7 +11,8 @@ import (
 
 // Readiness is the state behind /readyz: ready when Slack accepted the bot token (auth.test)
 // and the Socket Mode connection is up. It flips back to not ready while the connection is down
-// (a refresh, a dropped socket) and ready again once it is back, and, with RecheckAuth, when
+// (a dropped socket; a refresh only when the old connection ends before the next is up) and ready
+// again once it is back, and, with RecheckAuth, when
 // Slack stops accepting the bot token. Safe for concurrent use.
 type Readiness struct {
 	mu        sync.Mutex
