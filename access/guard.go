@@ -79,6 +79,19 @@ func (g *Guard) check(channel, user string) Decision {
 	return g.opt.Policy.Check(channel, user)
 }
 
+// Refusal is what user is told privately when the rules refuse them feature (FeatureMention, ...)
+// in channel, "" when they allow it; a refusal is counted (GuardOptions.Denied). It is for
+// requests that cannot reach the guarded Replier or Imaginer (bot.Options.Refusal: the bot is full
+// or shutting down), so that a refused person hears the same, and is counted the same.
+func (g *Guard) Refusal(feature, channel, user string) string {
+	d := g.check(channel, user)
+	if d.Allowed {
+		return ""
+	}
+	g.denied(feature, d.Reason)
+	return d.Message
+}
+
 func (g *Guard) denied(feature string, r Reason) {
 	if g.opt.Denied != nil {
 		g.opt.Denied(feature, string(r))

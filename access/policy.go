@@ -122,15 +122,6 @@ func (p *Policy) Open() bool {
 	return p.allowChannels == nil && p.denyChannels == nil && p.allowUsers == nil && p.denyUsers == nil
 }
 
-// Refusal is what user is told privately when the rules refuse them in channel (Decision.Message),
-// "" when they allow it (a nil Policy allows all).
-func (p *Policy) Refusal(channel, user string) string {
-	if p == nil {
-		return ""
-	}
-	return p.Check(channel, user).Message
-}
-
 // Check decides whether user may use the bot in channel. Deny lists win; an empty allow list
 // allows everyone. A DM (channel D...) matches its own ID and DM in the channel lists, so
 // ALLOW_CHANNELS=C0123ABCD,dm allows one channel and DMs, and DENY_CHANNELS=dm turns DMs off.

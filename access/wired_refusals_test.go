@@ -41,7 +41,7 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: true,
 	})
 	b := bot.New(w.sc, id, guard.Replier(replies), nil, api, log, bot.Options{ // as cmd/llmbot wires it
-		MaxConcurrent: 1, FollowUps: true, KnownFollowUp: replies.KnownFollowUp, Refusal: policy.Refusal,
+		MaxConcurrent: 1, FollowUps: true, KnownFollowUp: replies.KnownFollowUp, Refusal: guard.Refusal,
 	})
 	w.run(t, b)
 
@@ -116,5 +116,81 @@ func TestWiredDeniedMetricIgnoresOtherPeoplesThreads(t *testing.T) {
 	defer mu.Unlock()
 	if len(denials) != 0 {
 		t.Errorf("access denials counted for a conversation that never addressed the bot: %v", denials)
+	}
+}
+
+// fullWiredBot is the bot as cmd/llmbot wires it (Guard around the Replier and Imaginer,
+// Options.Refusal from the policy, Denied counted), with one slot, which an answer to Alice holds
+// when it returns. Mallory is denied.
+func fullWiredBot(t *testing.T) (*wired, *access.Policy, func() [][2]string) {
+	t.Helper()
+	w := newWired(t)
+	fs, api, id, model := w.fs, w.api, w.id, w.model
+	w.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Reply{Tokens: []string{"Later."}, HeaderDelay: 20 * time.Second}
+	})
+	log := zaptest.NewLogger(t)
+	policy, err := access.NewPolicy(access.Rules{DenyUsers: access.ParseIDs("U0MALLORY")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var denials [][2]string
+	var replies *handlers.Replies
+	guard := access.NewGuard(access.GuardOptions{Policy: policy, Notify: api,
+		KnownFollowUp: func(req handlers.ReplyRequest) bool { return replies.KnownFollowUp(req) },
+		Denied: func(feature, reason string) {
+			mu.Lock()
+			defer mu.Unlock()
+			denials = append(denials, [2]string{feature, reason})
+		}})
+	replies = handlers.NewReplies(api, api, api, api, model, log, handlers.ReplyOptions{
+		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
+	})
+	imagine := handlers.NewImagine(model, api, api, log, handlers.ImagineOptions{BotName: id.Name})
+	b := bot.New(w.sc, id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{
+		MaxConcurrent: 1, KnownFollowUp: replies.KnownFollowUp, Refusal: guard.Refusal,
+	})
+	w.run(t, b)
+
+	fs.PostUserMessage("C1", "U0ALICE", "", "<@UBOT> a long one")
+	wctx, wcancel := context.WithTimeout(w.ctx, wiredWait)
+	defer wcancel()
+	if err := w.fl.WaitFor(wctx, func() bool { return w.fl.Counts().Active == 1 }); err != nil {
+		t.Fatalf("Alice's answer not started: %v (%+v)", err, w.fl.Counts())
+	}
+	return w, policy, func() [][2]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([][2]string(nil), denials...)
+	}
+}
+
+// README: the access rules "apply to mentions, DMs, buttons and /imagine", and "a refused person
+// gets one short private explanation": a refused person's /imagine that finds the bot full gets
+// the refusal, not "try again in a minute" (they would try again, and be refused then).
+func TestWiredDeniedImagineWhenBusyGetsTheRefusal(t *testing.T) {
+	w, policy, _ := fullWiredBot(t)
+	w.fs.SlashCommand("C1", "U0MALLORY", "/imagine", "a lighthouse")
+	waitFor(t, w.fs, "the ack", func() bool { return len(ackTexts(t, w.fs)) == 1 })
+	want := policy.Check("C1", "U0MALLORY").Message
+	if got := ackTexts(t, w.fs)[0]; got != want {
+		t.Errorf("denied person's /imagine while the bot is full acked %q, want the refusal %q", got, want)
+	}
+}
+
+// llmbot_access_denied_total counts "requests refused by access control" (GuardOptions.Denied),
+// also a refusal the bot tells because it is full (Guard.Refusal): the same refusal counts however
+// busy the bot is.
+func TestWiredDeniedMentionWhenBusyIsCounted(t *testing.T) {
+	w, policy, denials := fullWiredBot(t)
+	w.fs.PostUserMessage("C1", "U0MALLORY", "", "<@UBOT> and me?")
+	want := policy.Check("C1", "U0MALLORY").Message
+	waitFor(t, w.fs, "the refusal", func() bool { return len(ephemeralsTo(w.fs, "U0MALLORY", "C1")) > 0 })
+	if got := ephemeralsTo(w.fs, "U0MALLORY", "C1"); len(got) != 1 || got[0].Text != want {
+		t.Fatalf("denied person's mention while the bot is full drew %+v, want the refusal %q once", got, want)
+	}
+	if got := denials(); len(got) != 1 || got[0] != [2]string{access.FeatureMention, string(access.ReasonUserDenied)} {
+		t.Errorf("denials counted = %v, want [[%s %s]]", got, access.FeatureMention, access.ReasonUserDenied)
 	}
 }

@@ -74,11 +74,13 @@ type Options struct {
 	// or shuts down before the follow-up's turn, such a follow-up gets the private note a mention
 	// gets; any other follow-up is dropped silently, as it may not be for the bot at all.
 	KnownFollowUp func(handlers.ReplyRequest) bool
-	// Refusal, when set, is what the access rules tell user privately in channel, "" when they
-	// allow it: a mention or DM of someone they refuse that finds the bot full or shutting down gets
-	// that refusal instead of the busy or restart note (what the Replier, which refuses such people
-	// itself, would have told them), and their follow-ups get nothing (nor does the Replier).
-	Refusal func(channel, user string) string
+	// Refusal, when set, is what the access rules tell user privately when they refuse them feature
+	// ("mention", "dm", "follow_up" or "imagine") in channel, "" when they allow it; it counts the
+	// refusal. It is asked when a request cannot reach the Replier or Imaginer (which refuse such
+	// people themselves): the bot is full or shutting down. A refused person's mention, DM or
+	// /imagine then gets that refusal instead of the busy or restart note, and their follow-ups get
+	// nothing (nor would the Replier's).
+	Refusal func(feature, channel, user string) string
 
 	burstHold time.Duration // the most work is held while its burst is acked; default burstHold (tests set it)
 }
@@ -741,18 +743,29 @@ func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logg
 // a follow-up not known to be for the bot (Options.KnownFollowUp: it may be people talking among
 // themselves), or any follow-up of a refused person (the Replier leaves those alone too).
 func (b *Bot) notice(rr handlers.ReplyRequest, text string) string {
+	if rr.FollowUp && (b.opt.KnownFollowUp == nil || !b.opt.KnownFollowUp(rr)) {
+		return ""
+	}
 	if b.opt.Refusal != nil {
-		if refusal := b.opt.Refusal(rr.Channel, rr.User); refusal != "" {
+		if refusal := b.opt.Refusal(replyFeature(rr), rr.Channel, rr.User); refusal != "" {
 			if rr.FollowUp {
 				return ""
 			}
 			return refusal
 		}
 	}
-	if rr.FollowUp && (b.opt.KnownFollowUp == nil || !b.opt.KnownFollowUp(rr)) {
-		return ""
-	}
 	return text
+}
+
+// replyFeature names what rr asks for, for Options.Refusal.
+func replyFeature(rr handlers.ReplyRequest) string {
+	switch {
+	case rr.FollowUp:
+		return "follow_up"
+	case rr.ChannelType == "im" || strings.HasPrefix(rr.Channel, "D"):
+		return "dm"
+	}
+	return "mention"
 }
 
 // tell shows text privately to the asker, on a context detached from work and time-boxed (and
@@ -802,7 +815,13 @@ func (b *Bot) startImagine(work context.Context, ir handlers.ImagineRequest, rea
 		if b.opt.Hooks.Busy != nil {
 			b.opt.Hooks.Busy()
 		}
-		say(BusyText)
+		text := BusyText
+		if b.opt.Refusal != nil {
+			if refusal := b.opt.Refusal("imagine", ir.Channel, ir.User); refusal != "" {
+				text = refusal // what the Imaginer would have said
+			}
+		}
+		say(text)
 		log.Warn("busy: /imagine refused", zap.Int("max_concurrent", b.opt.MaxConcurrent))
 		return
 	}

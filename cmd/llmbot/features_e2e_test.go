@@ -132,7 +132,7 @@ func TestE2EFollowUpThanksAndQuestion(t *testing.T) {
 }
 
 // ALLOW_USERS: a refused person's mention gets the refusal privately and no answer; with every
-// slot busy, the refused person gets no busy note (an allowed one does).
+// slot busy, the refused person gets the refusal again, not the busy note (an allowed one does).
 func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
 	const refusal = "Not for you; ask in #it-help."
 	e := startE2E(t, fakeslack.Config{}, map[string]string{
@@ -169,9 +169,10 @@ func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
 	if got := e.privateTo("U3")[0]; got != bot.BusyText {
 		t.Errorf("U3 told %q, want the busy note", got)
 	}
+	e.waitFor(t, "the second refusal", func() bool { return len(e.privateTo("U2")) == 2 })
 	settle()
-	if got := e.privateTo("U2"); len(got) != 1 {
-		t.Errorf("the refused person was told %q, want only the first refusal (no busy note)", got)
+	if got := e.privateTo("U2"); len(got) != 2 || got[1] != refusal {
+		t.Errorf("the refused person was told %q, want the refusal again (not the busy note)", got)
 	}
 	e.final(t, "C1", slow, 1, 2)
 }

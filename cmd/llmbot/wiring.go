@@ -202,7 +202,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		FollowUps:     cfg.FollowUps,
 		AnswerBots:    cfg.AnswerBots,
 		KnownFollowUp: replies.KnownFollowUp,
-		Refusal:       accessPolicy.Refusal, // people the rules refuse get their refusal, not a busy or restart note
+		Refusal:       guard.Refusal, // people the rules refuse get their refusal, not a busy or restart note
 	})
 	log.Info("starting",
 		zap.String("version", versionString()),
