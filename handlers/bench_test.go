@@ -65,3 +65,63 @@ func BenchmarkReply(b *testing.B) {
 		})
 	}
 }
+
+// reasoningReplies returns Replies whose model reasons for n tokens, in the content as a <think>
+// block (inContent) or apart (reasoning_content), then answers in 400 tokens, with in-memory Slack
+// and model and budgets that never wait, and a request for it.
+func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, ReplyRequest) {
+	var steps []step
+	if inContent {
+		steps = append(steps, step{chunk: llm.Chunk{Content: "<think>\n"}})
+	}
+	for i := range n {
+		w := fmt.Sprintf(" w%d", i%100)
+		if inContent {
+			steps = append(steps, step{chunk: llm.Chunk{Content: w}})
+		} else {
+			steps = append(steps, step{chunk: llm.Chunk{Reasoning: w}})
+		}
+	}
+	if inContent {
+		steps = append(steps, step{chunk: llm.Chunk{Content: "\n</think>\n\n"}})
+	}
+	for i := range 400 {
+		steps = append(steps, step{chunk: llm.Chunk{Content: fmt.Sprintf("tok%d ", i)}})
+	}
+	steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+	fs := newFakeSlack()
+	fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> think hard")}
+	opt := testOptions()
+	opt.Edits = pace.NewScheduler(1e9, 1e6)
+	opt.Appends = pace.NewScheduler(1e9, 1e6)
+	opt.Posts = pace.NewKeyed(1e9, 1e6)
+	opt.Streams = pace.NewBucket(1e9, 1e6)
+	r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
+	req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+		ThreadTS: testTS, Text: "<@UBOT> think hard"}
+	return r, fs, req
+}
+
+// BenchmarkReplyReasoning measures a reply whose model reasons for n tokens before a 400-token
+// answer, the reasoning sent apart (reasoning_content) or left in the content as a <think> block
+// (convo.ThinkFilter): per token, the second must cost no more as the reasoning grows (ns/op for
+// 32k tokens about four times that for 8k).
+func BenchmarkReplyReasoning(b *testing.B) {
+	for _, where := range []string{"apart", "content"} {
+		for _, n := range []int{8000, 32000} {
+			b.Run(fmt.Sprintf("%s/%dk", where, n/1000), func(b *testing.B) {
+				r, fs, req := reasoningReplies(n, where == "content")
+				ctx := context.Background()
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := r.Reply(ctx, req); err != nil {
+						b.Fatal(err)
+					}
+					fs.mu.Lock()
+					fs.calls, fs.msgs = fs.calls[:0], fs.msgs[:0]
+					fs.mu.Unlock()
+				}
+			})
+		}
+	}
+}

@@ -1096,3 +1096,30 @@ func TestReplyHidesReasoningLeftInTheContent(t *testing.T) {
 		})
 	}
 }
+
+// An answer that is only the beginning of "<think>" ("<", as a model may answer "which sign goes
+// between 3 and 5?") is held back while the opening tag may still be arriving, but when the stream
+// ends no block ever opened: it is the answer and must be shown, not "The model returned an empty
+// answer."
+func TestReplyShowsAnAnswerThatOnlyLooksLikeTheStartOfAThinkTag(t *testing.T) {
+	for _, answer := range []string{"<", "\n<"} {
+		for _, tc := range []struct {
+			name string
+			opt  ReplyOptions
+			want func(md string) string
+		}{
+			{"edit", testOptions(), func(md string) string { return convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)[0] }},
+			{"stream", streamOptions(), streamed},
+		} {
+			t.Run(tc.name+"/"+answer, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					rt := newReplyTest(t, deltas([]string{answer}, 100*time.Millisecond), tc.opt)
+					mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+					if got, want := rt.texts(), tc.want(answer); len(got) != 1 || got[0] != want {
+						t.Errorf("final messages = %q, want [%q]", got, want)
+					}
+				})
+			})
+		}
+	}
+}

@@ -484,8 +484,9 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	}()
 
 	policy := p.policy(s)
-	var b strings.Builder // the model's content so far
-	var answer string     // what of it is the answer: b without reasoning left in it (convo.StripThinking)
+	var b strings.Builder       // the model's content so far
+	var think convo.ThinkFilter // finds the answer in it: b without reasoning left in it
+	var answer string           // the answer so far
 	var finishReason string
 	var streamErr error
 	sinceLast := 0
@@ -507,7 +508,7 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 		}
 		b.WriteString(text)
 		shown := len(answer)
-		if answer = convo.StripThinking(b.String()); len(answer) == shown {
+		if answer = think.Answer(b.String()); len(answer) == shown {
 			continue // reasoning in the content, or whitespace after it: still "Thinking…"
 		}
 		now := time.Now()
@@ -523,7 +524,7 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	if (streamErr != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
 		streamErr = errStalled // the watchdog ended the stream, whatever error that produced
 	}
-	return answer, finishReason, streamErr
+	return think.Final(b.String()), finishReason, streamErr
 }
 
 // scheduler is the budget s writes from.
