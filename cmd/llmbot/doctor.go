@@ -594,7 +594,7 @@ func modelChecks(ctx context.Context, cfg Config) []result {
 		})
 	}
 	wg.Wait()
-	return append(out, c.image(ctx))
+	return append(out, c.image(ctx, out[0].status != statusFail))
 }
 
 // modelCheck holds what the model checks share.
@@ -706,18 +706,20 @@ func (m modelCheck) explainChat(err error, took time.Duration) result {
 }
 
 // image checks IMAGE_MODEL without generating a picture (that costs money): it is set, and
-// listed by GET {base}/models when the service lists models.
-func (m modelCheck) image(ctx context.Context) result {
+// listed by GET {base}/models when the service lists models. chatOK is the chat check's outcome,
+// against the same service and key.
+func (m modelCheck) image(ctx context.Context, chatOK bool) result {
 	const name = "Image model"
 	if strings.TrimSpace(m.cfg.ImageModel) == "" {
 		return fail(name, "IMAGE_MODEL is empty", "set IMAGE_MODEL to an image model your service offers (e.g. gpt-image-2)")
 	}
 	ids, err := m.listModels(ctx)
-	var refused modelsRefused
 	switch {
-	case errors.As(err, &refused):
-		// The key the chat check uses: a ✓ here would contradict its ✗ (or, for a 403, say more than is known).
-		return skip(name, fmt.Sprintf("%s set; not checked: GET /models answered %d, the service refused the key", m.cfg.ImageModel, int(refused)))
+	case err != nil && !chatOK:
+		// A ✓ here would contradict the chat check's ✗, which says what is wrong with the service.
+		return skip(name, fmt.Sprintf("%s set; not checked (the service's model list: %s; the chat check failed too)", m.cfg.ImageModel, err))
+	case errors.As(err, new(modelsRefused)): // a key that may use models but not list them (OpenAI's restricted keys)
+		return ok(name, "%s set (no image generated: it costs money; this key may not list the service's models: %s)", m.cfg.ImageModel, err)
 	case err != nil:
 		return ok(name, "%s set (no image generated: it costs money; the service's model list: %s)", m.cfg.ImageModel, err)
 	case slices.Contains(ids, m.cfg.ImageModel):

@@ -556,3 +556,71 @@ func TestDoctorChannelConfigModelsWithinBound(t *testing.T) {
 		t.Errorf("model checks took %v with %d results, want at most %v (doctor's 23 s)", took.Round(time.Second), len(rs), bound)
 	}
 }
+
+// A key that may use models but not list them (an OpenAI restricted key without "Models: Read"
+// answers GET /models 401 "Missing scopes: api.model.read"; gateways with per-key scopes answer
+// 403) passes the chat check: the service took the key. The image check must not then say "the
+// service refused the key" and count as skipped ("an earlier problem makes it meaningless") under
+// a ✓ that says the same key works: the person is sent after a key that is fine. Before fdd4644 it
+// was the ✓ every other model-list error gets.
+func TestDoctorImageModelListRefusedForAWorkingKey(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			f := newDoctorFakes(t, fakeslack.Config{})
+			target, _ := url.Parse(f.llm.URL())
+			proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+			svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/models" {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(status)
+					_, _ = w.Write([]byte(`{"error":{"message":"You have insufficient permissions for this operation. Missing scopes: api.model.read.","type":"invalid_request_error"}}`))
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer svc.Close()
+			f.env["OPENAI_BASE_URL"] = svc.URL + "/v1"
+			out, err := runDoctor(t, f.env)
+			if err != nil {
+				t.Errorf("doctor failed: %v", err)
+			}
+			var chat, image string
+			for _, l := range strings.Split(out, "\n") {
+				switch {
+				case strings.Contains(l, " Chat model: "):
+					chat = l
+				case strings.Contains(l, " Image model: "):
+					image = l
+				}
+			}
+			if !strings.HasPrefix(chat, "✓") {
+				t.Fatalf("chat line %q, want a ✓ (the key works)\n%s", chat, out)
+			}
+			if strings.Contains(image, "refused the key") || strings.Contains(image, "skipped") {
+				t.Errorf("under %q the image check says %q: the same key just worked", chat, image)
+			}
+			if strings.Contains(out, "skipped") {
+				t.Errorf("summary counts a skipped check, yet no earlier problem made one meaningless:\n%s", out)
+			}
+		})
+	}
+}
+
+// With the model service unreachable, "✗ Chat model: cannot connect" is not followed by a ✓ on the
+// image model (it reads GET /models of the same service, which failed too).
+func TestDoctorImageModelNotPassedWhenTheServiceIsUnreachable(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	dead := httptest.NewServer(http.NotFoundHandler())
+	base := dead.URL
+	dead.Close()
+	f.env["OPENAI_BASE_URL"] = base + "/v1"
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Errorf("doctor passed with an unreachable model service:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " Image model: ") && strings.HasPrefix(l, "✓") {
+			t.Errorf("image check %q under an unreachable service:\n%s", l, out)
+		}
+	}
+}
