@@ -49,7 +49,8 @@ type inbound struct {
 }
 
 // socket is the bot's Socket Mode client. One goroutine (Run's) dials, reads every frame and
-// acks an envelope from its raw bytes right after reading it, before anything is decoded: the
+// acks an envelope from its raw bytes right after reading it, before anything is decoded (a
+// refresh dials the next connection in a second goroutine while it still reads the old one): the
 // ack of the last envelope of a burst waits only for the reads and writes of those before it,
 // not for decoding, routing or the goroutine hand-offs of slack-go's four-goroutine pipeline
 // (round 3 of docs/benchmarks.md: ack p99 34 ms at N = 200 with slack-go's client). The acks of
@@ -225,8 +226,9 @@ type dialed struct {
 // state goes down and acks wait for the next connection, as in any reconnect.
 //
 // It returns the next connection, or the dial's error (old is then left for Run to replace as any
-// other, and a 429 says how long to wait). When ctx ends it returns ctx's error, and leaves a live
-// connection installed, if there is one, for the loop's last acks.
+// other, and a 429 says how long to wait). When ctx ends it returns ctx's error, and leaves the
+// next connection installed if there is one (else old, if it has not ended), for the loop's last
+// acks.
 func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*websocket.Conn, error) {
 	s.drainBy(old, time.Time{})
 	result := make(chan dialed, 1) // size 1: the dial never waits for the reader
@@ -254,8 +256,12 @@ func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*
 		d = <-result // the dial ends with ctx too
 	}
 	if ctx.Err() != nil {
+		// The next connection, when there is one, is the live one for the loop's last acks: Slack
+		// closes old soon.
 		if d.conn != nil {
-			if !s.install(d.conn, false) {
+			if s.install(d.conn, true) {
+				s.drop(old)
+			} else {
 				d.conn.Close()
 			}
 		}

@@ -338,6 +338,35 @@ func (o *slowOpener) StartSocketModeContext(ctx context.Context) (*slack.SocketM
 	return o.open.StartSocketModeContext(ctx)
 }
 
+// A shutdown while a refresh drains the old connection (the next one is up) leaves the next
+// connection for the loop's last acks, not the one Slack asked to refresh and closes soon (the
+// fake: 2 s after its disconnect frame): a slash command's ack the loop writes after that still
+// arrives (Slack does not resend slash commands).
+func TestShutdownDuringARefreshDrainKeepsTheNextConnection(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	im := &firstBlocksImaginer{entered: make(chan struct{}), release: make(chan struct{})}
+	h := startBot(t, fs, &fakeReplier{}, im, Options{AckTimeout: waitTimeout, Grace: time.Second})
+	time.Sleep(1100 * time.Millisecond) // a refresh, not a young connection's reconnect
+	fs.SlashCommand("C1", "U1", "/imagine", "a fox")
+	waitChan(t, "the loop in Accept", im.entered)
+	fs.Disconnect("refresh_requested")
+	asked := time.Now()
+	h.waitFor(t, "the next connection up (the old one is drained for 250 ms)", func() bool { return fs.Connections().Total == 2 })
+	errc := make(chan error, 1)
+	go func() { errc <- h.shutdown(t) }()                      // during the drain
+	time.Sleep(time.Until(asked.Add(2300 * time.Millisecond))) // Slack has closed the refreshed connection
+	close(im.release)                                          // the loop acks the command now
+	waitChan(t, "Run to return", errc)
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if a := fs.Acks(); len(a) == 1 && strings.Contains(string(a[0].Payload), `"text":"ok"`) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("the slash command was never acked (acks %+v): at shutdown during the drain, refresh closed the next connection and kept the one Slack was closing", fs.Acks())
+}
+
 // connCounter counts what Hooks.Connection reports: connections up, and the connection down.
 type connCounter struct {
 	mu        sync.Mutex
