@@ -44,10 +44,10 @@ func (f *ThinkFilter) Answer(md string) string {
 	if f.state == thinkUndecided {
 		body := strings.TrimLeft(md, spaces)
 		switch {
-		case body == "" || strings.HasPrefix(thinkOpen, body):
-			return "" // nothing yet, or the opening tag still arriving
 		case strings.HasPrefix(body, thinkOpen):
 			f.state, f.scanned = thinkInBlock, len(md)-len(body)+len(thinkOpen)
+		case body == "" || strings.HasPrefix(thinkOpen, body):
+			return "" // nothing yet, or the opening tag still arriving
 		default:
 			f.state = thinkPlain
 		}
@@ -72,9 +72,9 @@ func (f *ThinkFilter) Answer(md string) string {
 
 // Final returns the answer in md once the content is complete: what was held back as the possible
 // start of an opening tag ("<", as a model may answer which sign goes between 3 and 5) is the answer
-// after all. A block never closed leaves no answer.
+// after all. A block never closed leaves no answer, nor does whitespace alone.
 func (f *ThinkFilter) Final(md string) string {
-	if a := f.Answer(md); a != "" || f.state != thinkUndecided {
+	if a := f.Answer(md); a != "" || f.state != thinkUndecided || strings.TrimLeft(md, spaces) == "" {
 		return a
 	}
 	return md

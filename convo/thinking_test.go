@@ -66,3 +66,18 @@ func TestThinkFilterFedByteByByte(t *testing.T) {
 		}
 	}
 }
+
+// A stream that ends (Stop, an error, a stall, a length cut) right after the opening tag (models send
+// "<think>" as one token) opened a block that never closed: no answer, not the tag itself (shown in
+// Slack and replayed as the bot's answer in the thread's history).
+func TestThinkFilterFinalOfAnOpeningTagAlone(t *testing.T) {
+	for _, md := range []string{"<think>", "\n<think>", "  <think>"} {
+		var f ThinkFilter
+		if got := f.Answer(md); got != "" {
+			t.Errorf("Answer(%q) = %q, want \"\"", md, got)
+		}
+		if got := f.Final(md); got != "" {
+			t.Errorf("Final(%q) = %q, want \"\" (a block opened and never closed)", md, got)
+		}
+	}
+}

@@ -1123,3 +1123,38 @@ func TestReplyShowsAnAnswerThatOnlyLooksLikeTheStartOfAThinkTag(t *testing.T) {
 		}
 	}
 }
+
+// The model's first token is the opening tag of its reasoning ("<think>", one token for Qwen3,
+// DeepSeek-R1 and the like), then the stream breaks. No answer came: the reply says what went wrong,
+// and shows no "<think>" as a partial answer (marked as an answer, it would be replayed as what the
+// bot said).
+func TestReplyStreamBrokenRightAfterTheOpeningThinkTag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  ReplyOptions
+	}{
+		{"edit", testOptions()},
+		{"stream", streamOptions()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				steps := []step{
+					{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "<think>"}},
+					{wait: 100 * time.Millisecond, err: errTruncated()},
+				}
+				rt := newReplyTest(t, steps, tc.opt)
+				_ = rt.r.Reply(t.Context(), rt.req)
+				for _, c := range rt.slack.calls {
+					if strings.Contains(c.text, "think") {
+						t.Errorf("%s showed the opening reasoning tag: %q", c.method, c.text)
+					}
+				}
+				for _, m := range rt.slack.botMessages(testTS) {
+					if m.mark.Kind == convo.MarkAnswer {
+						t.Errorf("message %q marked as an answer, want an error (no answer came)", m.text)
+					}
+				}
+			})
+		})
+	}
+}

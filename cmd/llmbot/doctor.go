@@ -713,11 +713,13 @@ func (m modelCheck) image(ctx context.Context, chatOK bool) result {
 	if strings.TrimSpace(m.cfg.ImageModel) == "" {
 		return fail(name, "IMAGE_MODEL is empty", "set IMAGE_MODEL to an image model your service offers (e.g. gpt-image-2)")
 	}
+	if !chatOK {
+		// /imagine goes to the same service with the same key: a ✓ here would contradict the chat
+		// check's ✗, which says what is wrong (a model list may answer whatever the key).
+		return skip(name, m.cfg.ImageModel+" set; not checked, as the chat check against the same service failed")
+	}
 	ids, err := m.listModels(ctx)
 	switch {
-	case err != nil && !chatOK:
-		// A ✓ here would contradict the chat check's ✗, which says what is wrong with the service.
-		return skip(name, fmt.Sprintf("%s set; not checked (the service's model list: %s; the chat check failed too)", m.cfg.ImageModel, err))
 	case errors.As(err, new(modelsRefused)): // a key that may use models but not list them (OpenAI's restricted keys)
 		return ok(name, "%s set (no image generated: it costs money; this key may not list the service's models: %s)", m.cfg.ImageModel, err)
 	case err != nil:

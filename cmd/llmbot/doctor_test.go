@@ -624,3 +624,43 @@ func TestDoctorImageModelNotPassedWhenTheServiceIsUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// Services whose model list is public (OpenRouter's takes no key; so do many self-hosted gateways)
+// answer it whatever the key: under "✗ Chat model: ... rejected OPENAI_API_KEY (401)" the image
+// check is no ✓ saying all is well with IMAGE_MODEL (/imagine sends the same refused key).
+func TestDoctorImageModelNotPassedUnderARefusedKeyWithAPublicModelList(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	target, _ := url.Parse(f.llm.URL())
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" { // public: no key needed
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"gpt-5.4-mini","object":"model"},{"id":"gpt-image-2","object":"model"}]}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer svc.Close()
+	f.env["OPENAI_BASE_URL"] = svc.URL + "/v1"
+	f.env["IMAGE_MODEL"] = "gpt-image-2"
+	f.llm.SetAPIKey("sk-another-key-entirely")
+	out, err := runDoctor(t, f.env)
+	if err == nil {
+		t.Errorf("doctor passed with a refused key:\n%s", out)
+	}
+	var chat, image string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.Contains(l, " Chat model: "):
+			chat = l
+		case strings.Contains(l, " Image model: "):
+			image = l
+		}
+	}
+	if !strings.HasPrefix(chat, "✗") {
+		t.Fatalf("chat line %q, want a ✗ (the key is refused)\n%s", chat, out)
+	}
+	if strings.HasPrefix(image, "✓") {
+		t.Errorf("under %q the image check is %q: a ✓ under a refused key", chat, image)
+	}
+}
