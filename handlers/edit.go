@@ -265,14 +265,22 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 				func(ctx context.Context) error {
 					return p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark, Buttons: bs})
 				})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+			if err == nil {
+				e.shown[i], e.btn[i] = text, buttonKey(bs)
+				e.edits++
+				e.closed = i == len(parts)-1
 				continue
 			}
-			e.shown[i], e.btn[i] = text, buttonKey(bs)
-			e.edits++
-			e.closed = i == len(parts)-1
-			continue
+			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+			if !e.editBy.IsZero() || ctx.Err() != nil || i < len(e.ts)-1 || slackErr(err) == "message_not_found" {
+				// Stop here: at shutdown the note goes below what is shown (shutdown); a message someone
+				// deleted is not written again, nor is the rest of its answer; and a part with later
+				// messages after it cannot be posted anew without repeating or reordering text.
+				break
+			}
+			// The last message refuses the edit (cant_update_message, or Slack kept refusing beyond
+			// finalOutage): its text goes in a new message below it, and the later parts after that.
+			e.ts, e.shown, e.btn = e.ts[:i], e.shown[:i], e.btn[:i]
 		}
 		var ts string
 		err := p.finalRetry(ctx,

@@ -99,13 +99,29 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		// transient failures are retried within that (finalRetry), for at most finalOutage.
 		fctx, fcancel := outlive(ctx, p.closingTime)
 		defer fcancel()
-		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
+		if shutdown() {
 			// Every reply closes at once and Slack's budgets serve only a few: the shutdown rule
 			// decides how each is closed (editSink.shutdown).
 			closeBy := time.Now().Add(p.closingTime(ErrShutdown))
 			return s.shutdown(fctx, closeBy, md, note, kind)
 		}
-		return s.final(fctx, md, note, kind)
+		// A shutdown while this write waits for its turn leaves it half the closing time, and the
+		// shutdown rule the other half (a message left "Thinking…" would say nothing).
+		hctx, hcancel := outlive(ctx, func(cause error) time.Duration {
+			if errors.Is(cause, ErrShutdown) {
+				return p.closingTime(cause) / 2
+			}
+			return p.closingTime(cause)
+		})
+		defer hcancel()
+		err := s.final(hctx, md, note, kind)
+		if err == nil || !shutdown() {
+			return err
+		}
+		p.log.Debug("shutdown during the final write", zap.Error(err))
+		closeBy := time.Now().Add(p.closingTime(ErrShutdown))
+		return errors.Join(context.Cause(ctx), s.shutdown(fctx, closeBy, md, note, kind))
 	}
 
 	if thread == nil && p.startsThread() {
@@ -736,11 +752,15 @@ const (
 	firstBackoff     = 250 * time.Millisecond
 	maxBackoff       = 5 * time.Second // between transient failures
 	defaultRetry     = 5 * time.Second // a 429 without Retry-After
-	// finalOutage is how long a final write keeps retrying transient failures (5xx, network) after
-	// the first one, when its context does not end sooner: a short Slack outage as an answer ends must
-	// not leave "Thinking…" for good, and a long one must not hold the thread's turn for ever. Once the
-	// reply is cancelled its context ends first (FinalTimeout, or closeBy at shutdown).
+	// finalOutage is how long a final write keeps retrying transient failures (5xx, network, timeouts)
+	// after the first one, when its context does not end sooner: a short Slack outage as an answer
+	// ends must not leave "Thinking…" for good, and a long one must not hold the thread's turn for
+	// ever. Once the reply is cancelled its context ends first (FinalTimeout, or closeBy at shutdown).
 	finalOutage = 2 * time.Minute
+	// finalRateLimited is how long a closing write keeps waiting out 429s: Slack says when to come
+	// back, and a closing write that gives up leaves "Thinking…" or a cut answer for good, so only a
+	// limit that never lifts ends it.
+	finalRateLimited = 10 * time.Minute
 )
 
 // writeRetry waits for a slot and writes, retrying 429s (after throttled has paused the budget for the
@@ -764,6 +784,7 @@ func (p *reply) finalRetry(ctx context.Context, wait func(context.Context) error
 func retryWrite(ctx context.Context, outage *time.Time, wait func(context.Context) error, throttled func(time.Duration),
 	write func(context.Context) error) error {
 	backoff := firstBackoff
+	var limitedSince time.Time // a closing write's first 429
 	for attempt, limited := 1, 0; ; {
 		if err := wait(ctx); err != nil {
 			return err
@@ -779,8 +800,14 @@ func retryWrite(ctx context.Context, outage *time.Time, wait func(context.Contex
 			return err
 		}
 		if ra, ok := rateLimited(err); ok {
-			if limited++; limited == maxRateLimited {
-				return err
+			if outage == nil {
+				if limited++; limited == maxRateLimited {
+					return err
+				}
+			} else if limitedSince.IsZero() {
+				limitedSince = time.Now()
+			} else if time.Since(limitedSince) >= finalRateLimited {
+				return err // a closing write waits out Slack's Retry-Afters far longer (as long as they last)
 			}
 			throttled(ra)
 			continue
@@ -794,20 +821,25 @@ func retryWrite(ctx context.Context, outage *time.Time, wait func(context.Contex
 				return err
 			}
 		} else {
-			if outage.IsZero() {
-				*outage = time.Now() // the first transient failure starts the outage's time box
-			}
-			left := finalOutage - time.Since(*outage)
-			if left <= 0 {
+			if outlasted(outage) {
 				return err
 			}
-			pause = min(pause, left)
+			pause = min(pause, finalOutage-time.Since(*outage))
 		}
 		if !sleepCtx(ctx, pause) {
 			return err
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// outlasted starts the outage's time box at the first failure (*outage zero) and reports whether
+// finalOutage has passed since.
+func outlasted(outage *time.Time) bool {
+	if outage.IsZero() {
+		*outage = time.Now()
+	}
+	return time.Since(*outage) >= finalOutage
 }
 
 // rateLimited reports whether err is a Slack 429 (or rate-limit error body) and how long to wait.
@@ -831,9 +863,11 @@ func rateLimited(err error) (time.Duration, bool) {
 }
 
 // transient reports whether a failed Slack call may succeed if retried: 5xx, Slack's own transient
-// errors, and network failures (anything that is not an API answer or a context error).
+// errors, and network failures, timeouts included (anything that is not an API answer or a
+// cancellation). A call's own time box (writeCallTimeout) or net/http's header timeout is
+// context.DeadlineExceeded too; callers check their own context before they ask.
 func transient(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return false
 	}
 	var sc slack.StatusCodeError

@@ -190,6 +190,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 		}
 		return nil
 	}
+	whole := len(text)
 	var err error
 	if !s.broken {
 		// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
@@ -210,13 +211,41 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 		if slackErr(err) == "stopped_by_user" {
 			return nil // pressed stop at the very end: what was streamed stays
 		}
+	} else {
+		// Slack refused the appends: the streamed message is stopped as it stands (not left streaming),
+		// and the rest goes below it.
+		err = errors.Join(errAppendsRefused, s.stopAsItStands(ctx))
 	}
 	if !s.stopBy.IsZero() {
 		return errors.Join(errStreamBroken, err) // at shutdown: the caller posts a note instead
 	}
-	// The streamed message cannot be finished: post the whole answer as ordinary messages so it is not lost.
+	// The streamed message cannot be finished: what Slack did not take of the answer is posted below it
+	// as ordinary messages, so that nothing is lost and nothing shows twice.
 	s.rescued = true
-	return errors.Join(err, s.rescue(ctx, md, note, kind))
+	unsent := rest[min(whole-len(text), len(rest)):]
+	return errors.Join(err, s.rescue(ctx, unsent, note, kind))
+}
+
+var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
+
+// stopAsItStands stops the streamed message being written with the text it shows, as a part of the
+// answer (the rest follows in other messages).
+func (s *streamSink) stopAsItStands(ctx context.Context) error {
+	p := s.p
+	if s.ts == "" {
+		return nil
+	}
+	err := p.finalRetry(ctx,
+		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
+		p.r.opt.Streams.Throttled,
+		func(ctx context.Context) error {
+			return p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil)
+		})
+	if err != nil {
+		return fmt.Errorf("chat.stopStream: %w", err)
+	}
+	s.ts = ""
+	return nil
 }
 
 // finalAttempt writes what is left of the answer (*text, shortened by what Slack took) and stops the
@@ -273,22 +302,28 @@ func (s *streamSink) shutdown(ctx context.Context, closeBy time.Time, md, note s
 	return p.postInterrupted(ctx, ferr)
 }
 
-// rescue posts the whole answer (mrkdwn, split into parts) as new thread messages.
-func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.MarkKind) error {
+// rescue posts unsent, the end of the answer that no streamed message shows (Markdown as
+// convo.MarkdownStream wrote it), in mrkdwn split into parts, and the note, as new thread messages
+// that continue the answer's streamed ones.
+func (s *streamSink) rescue(ctx context.Context, unsent, note string, kind convo.MarkKind) error {
 	p := s.p
 	var parts []string
-	if strings.TrimSpace(md) != "" {
-		parts = convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
+	if strings.TrimSpace(unsent) != "" {
+		parts = convo.Split(unsent, convo.FormatMrkdwn, convo.MrkdwnLimit)
 	}
 	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
-	if len(parts) == 0 {
-		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
-	} else {
+	switch {
+	case len(parts) > 0:
 		parts[len(parts)-1] += suffix
+	case suffix != "":
+		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
+	case s.sent == 0 && s.starts <= 1:
+		parts = []string{strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")}
+	default:
+		return nil // the streamed messages show the whole answer
 	}
-	var first string // the rescue's first message: the answer is posted anew
 	for i, text := range parts {
-		mark := p.mark(kind, "", i, first)
+		mark := p.mark(kind, "", s.starts+i, s.firstTS) // after the streamed messages
 		var buttons []Button
 		if i == len(parts)-1 {
 			mark.Note = note
@@ -298,10 +333,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) error {
-				ts, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
-				if i == 0 {
-					first = ts
-				}
+				_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
 				return err
 			})
 		if err != nil {

@@ -256,6 +256,8 @@ func TestStreamModeFailureKeepsPartial(t *testing.T) {
 	})
 }
 
+// When the streamed message cannot be stopped, what it does not show of the answer is posted below it,
+// as a later part of the same answer (nothing lost, nothing twice).
 func TestStreamModeRescuesAnswerWhenStopFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(3)
@@ -264,10 +266,17 @@ func TestStreamModeRescuesAnswerWhenStopFails(t *testing.T) {
 		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
 			t.Error("Reply = nil, want the stopStream error")
 		}
-		posts := rt.slack.callsOf("post")
-		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)
-		if len(posts) != len(want) || posts[0].text != want[0] {
-			t.Errorf("rescue posts = %+v, want the whole answer %q", posts, want)
+		starts, posts := rt.slack.callsOf("startStream"), rt.slack.callsOf("post")
+		if len(starts) != 1 || len(posts) != 1 {
+			t.Fatalf("%d streams and %d posts, want one of each", len(starts), len(posts))
+		}
+		ms := rt.slack.botMessages(testTS)
+		shown := ms[0].text
+		if want := convo.Split(strings.TrimPrefix(joined(ws), shown), convo.FormatMrkdwn, convo.MrkdwnLimit); posts[0].text != want[0] {
+			t.Errorf("rescue post %q, want the rest of the answer %q (the stream shows %q)", posts[0].text, want[0], shown)
+		}
+		if m := posts[0].mark; m.Kind != convo.MarkAnswer || m.First != starts[0].ts {
+			t.Errorf("rescue mark %+v, want a later part of the answer whose first message is %s", m, starts[0].ts)
 		}
 	})
 }
