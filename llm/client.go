@@ -471,10 +471,27 @@ func rejectsStreamOptions(e *Error) bool {
 
 // rejectsTemperature reports a 400 that refuses the temperature (reasoning models).
 func rejectsTemperature(e *Error) bool {
-	if e.Status != http.StatusBadRequest || (e.Code != "unsupported_value" && e.Code != "unsupported_parameter") {
+	if e.Status != http.StatusBadRequest {
 		return false
 	}
-	return e.Param == "temperature" || strings.Contains(strings.ToLower(e.Message), "temperature")
+	if e.Param == "temperature" {
+		return true // whatever the code: OpenAI and Azure also send null
+	}
+	msg := strings.ToLower(e.Message)
+	if !strings.Contains(msg, "temperature") {
+		return false
+	}
+	if e.Code == "unsupported_value" || e.Code == "unsupported_parameter" {
+		return true
+	}
+	// LiteLLM ("gpt-5 models ... don't support temperature=0.7", code "400") and OpenRouter (the
+	// provider's error in metadata.raw, which the message carries) name no param.
+	for _, s := range []string{"unsupported", "not support", "don't support", "do not support"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // send POSTs body to path until it gets a 2xx response, a final error, or runs out of
