@@ -149,8 +149,8 @@ func checkEachLineOnce(t *testing.T, fs *fakeSlack, ws []string) {
 }
 
 // A long answer streams into two native messages; the first is stopped when full, the second cannot
-// be stopped (message_not_in_streaming_state). The rescue posts only what no streamed message shows:
-// every line of the answer shows once.
+// be stopped (message_not_in_streaming_state). The rescue posts the answer in place of the streamed
+// messages, which it deletes: every line of the answer shows once.
 func TestStreamRescueRepeatsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := longStreamAnswer()
@@ -169,8 +169,7 @@ func TestStreamRescueRepeatsNothing(t *testing.T) {
 }
 
 // chat.appendStream refuses three appends in a row (not transiently), so interim appends stop. The
-// final write still stops the streamed message (not left streaming), and posts the rest below it,
-// each line once.
+// final write rescues the answer: no message is left streaming, and each line shows once.
 func TestStreamBrokenAppendsStopTheStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(40)

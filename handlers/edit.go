@@ -133,7 +133,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 				e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
 				e.posts++
 			}
-		} else if err = p.r.msgs.Update(cctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
+		} else if err = idempotent(p.r.msgs.Update(cctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs})); err == nil {
 			if i == 0 && e.shown[0] == "" {
 				p.firstText = time.Since(p.start)
 			}
@@ -263,7 +263,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 				},
 				e.lane.Throttled,
 				func(ctx context.Context) error {
-					return p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark, Buttons: bs})
+					return idempotent(p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark, Buttons: bs}))
 				})
 			if err == nil {
 				e.shown[i], e.btn[i] = text, buttonKey(bs)
@@ -279,7 +279,14 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 				break
 			}
 			// The last message refuses the edit (cant_update_message, or Slack kept refusing beyond
-			// finalOutage): its text goes in a new message below it, and the later parts after that.
+			// finalOutage): it is deleted, and its text goes in a new message in its place, the later
+			// parts after that. One that cannot be deleted stays as it is (its text would show twice).
+			o := p.r.opt
+			if derr := writeRetry(ctx, o.Deletes.Wait, o.Deletes.Throttled,
+				func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) }); derr != nil {
+				errs = append(errs, fmt.Errorf("chat.delete part %d: %w", i+1, derr))
+				break
+			}
 			e.ts, e.shown, e.btn = e.ts[:i], e.shown[:i], e.btn[:i]
 		}
 		var ts string

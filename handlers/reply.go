@@ -249,7 +249,7 @@ func (p *reply) openStream(ctx context.Context) (*streamSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &streamSink{p: p, lane: p.r.opt.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, starts: 1}, nil
+	return &streamSink{p: p, lane: p.r.opt.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
 }
 
 func (p *reply) streamStart(md string) StreamStart {
@@ -863,11 +863,16 @@ func rateLimited(err error) (time.Duration, bool) {
 }
 
 // transient reports whether a failed Slack call may succeed if retried: 5xx, Slack's own transient
-// errors, and network failures, timeouts included (anything that is not an API answer or a
-// cancellation). A call's own time box (writeCallTimeout) or net/http's header timeout is
-// context.DeadlineExceeded too; callers check their own context before they ask.
+// errors, and network failures (anything that is not an API answer or a context error), and a
+// timed-out call that may be repeated (idempotent). A call that timed out (its own time box,
+// writeCallTimeout, or net/http's header timeout: context.DeadlineExceeded) may have been carried
+// out: a post or an append repeated would show its text twice, an edit repeated does no harm.
+// Callers check their own context before they ask.
 func transient(err error) bool {
-	if errors.Is(err, context.Canceled) {
+	if errors.As(err, new(idempotentTimeout)) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var sc slack.StatusCodeError
@@ -883,6 +888,19 @@ func transient(err error) bool {
 		return false
 	}
 	return true
+}
+
+// idempotentTimeout is the timeout of a call that may be repeated (chat.update): see transient.
+type idempotentTimeout struct{ error }
+
+func (e idempotentTimeout) Unwrap() error { return e.error }
+
+// idempotent marks err, from a call that may be repeated, so that its timeout is transient.
+func idempotent(err error) error {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return idempotentTimeout{err}
+	}
+	return err
 }
 
 // refusesStreaming reports whether a chat.startStream error means streaming does not work for this app or

@@ -18,14 +18,15 @@ import (
 // scheduler, chat.stopStream with the rest and the mark. A message that would pass convo.MarkdownLimit is
 // stopped and the answer continues in a new streamed message.
 type streamSink struct {
-	p       *reply
-	lane    *pace.Lane
-	ms      *convo.MarkdownStream
-	fed     int    // bytes of the answer fed to ms
-	pend    string // ms output not yet appended
-	ts      string // the streamed message being written ("" after it was stopped to continue in a new one)
-	sent    int    // characters in it
-	firstTS string // the answer's first streamed message, which later ones name (Mark.First)
+	p        *reply
+	lane     *pace.Lane
+	ms       *convo.MarkdownStream
+	fed      int      // bytes of the answer fed to ms
+	pend     string   // ms output not yet appended
+	ts       string   // the streamed message being written ("" after it was stopped to continue in a new one)
+	sent     int      // characters in it
+	firstTS  string   // the answer's first streamed message, which later ones name (Mark.First)
+	streamed []string // every streamed message of the answer (rescue deletes them)
 
 	// broken: appends failed repeatedly (not transiently): the final write rescues the answer
 	interimFailures
@@ -88,6 +89,12 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 			continue
 		}
 		p.log.Debug("interim append", zap.Error(err))
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Slack may have taken it: the stream's text is unknown now, and another append could show
+			// it twice. The final write rescues the answer (rescue).
+			s.broken = true
+			return
+		}
 		if pause := s.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
 			return
 		}
@@ -129,6 +136,7 @@ func (s *streamSink) write(ctx context.Context, call func(context.Context) (cont
 				return done, startStopError{fmt.Errorf("chat.startStream: %w", err)}
 			}
 			s.ts, s.sent = ts, len(piece)
+			s.streamed = append(s.streamed, ts)
 			s.starts++
 			done += len(piece)
 			continue
@@ -211,19 +219,26 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 		if slackErr(err) == "stopped_by_user" {
 			return nil // pressed stop at the very end: what was streamed stays
 		}
+		// What Slack did not take waits for a later call (the shutdown rule's, after a shutdown).
+		s.pend = rest[min(whole-len(text), len(rest)):]
 	} else {
-		// Slack refused the appends: the streamed message is stopped as it stands (not left streaming),
-		// and the rest goes below it.
-		err = errors.Join(errAppendsRefused, s.stopAsItStands(ctx))
+		err = errAppendsRefused
+		s.pend = rest
 	}
 	if !s.stopBy.IsZero() {
+		if s.broken {
+			err = errors.Join(err, s.stopAsItStands(ctx)) // not left streaming
+		}
 		return errors.Join(errStreamBroken, err) // at shutdown: the caller posts a note instead
 	}
-	// The streamed message cannot be finished: what Slack did not take of the answer is posted below it
-	// as ordinary messages, so that nothing is lost and nothing shows twice.
+	// The streamed messages cannot be finished: the whole answer is posted as ordinary messages in
+	// their place, so that it is not lost.
 	s.rescued = true
-	unsent := rest[min(whole-len(text), len(rest)):]
-	return errors.Join(err, s.rescue(ctx, unsent, note, kind))
+	if rerr := s.rescue(ctx, md, note, kind); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	p.log.Warn("streamed answer posted as ordinary messages instead", zap.Error(err))
+	return nil
 }
 
 var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
@@ -302,28 +317,28 @@ func (s *streamSink) shutdown(ctx context.Context, closeBy time.Time, md, note s
 	return p.postInterrupted(ctx, ferr)
 }
 
-// rescue posts unsent, the end of the answer that no streamed message shows (Markdown as
-// convo.MarkdownStream wrote it), in mrkdwn split into parts, and the note, as new thread messages
-// that continue the answer's streamed ones.
-func (s *streamSink) rescue(ctx context.Context, unsent, note string, kind convo.MarkKind) error {
+// rescue posts the whole answer (mrkdwn, split into parts) as new thread messages, then deletes the
+// streamed messages they replace, so that nothing shows twice (and the answer is replayed once, from
+// messages that carry their marks: a streamed message gets its mark only when stopped). A streamed
+// message that cannot be deleted is stopped as it stands, if it is the open one.
+func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.MarkKind) error {
 	p := s.p
 	var parts []string
-	if strings.TrimSpace(unsent) != "" {
-		parts = convo.Split(unsent, convo.FormatMrkdwn, convo.MrkdwnLimit)
+	if strings.TrimSpace(md) != "" {
+		parts = convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
 	}
 	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
-	switch {
-	case len(parts) > 0:
-		parts[len(parts)-1] += suffix
-	case suffix != "":
+	if len(parts) == 0 {
 		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
-	case s.sent == 0 && s.starts <= 1:
-		parts = []string{strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")}
-	default:
-		return nil // the streamed messages show the whole answer
+	} else {
+		parts[len(parts)-1] += suffix
 	}
+	if parts[0] == "" {
+		parts[0] = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")
+	}
+	var first string // the rescue's first message: the answer is posted anew
 	for i, text := range parts {
-		mark := p.mark(kind, "", s.starts+i, s.firstTS) // after the streamed messages
+		mark := p.mark(kind, "", i, first)
 		var buttons []Button
 		if i == len(parts)-1 {
 			mark.Note = note
@@ -333,13 +348,31 @@ func (s *streamSink) rescue(ctx context.Context, unsent, note string, kind convo
 			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) error {
-				_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
+				ts, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
+				if i == 0 {
+					first = ts
+				}
 				return err
 			})
 		if err != nil {
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
 	}
+	o := p.r.opt
+	for _, ts := range s.streamed {
+		err := writeRetry(ctx, o.Deletes.Wait, o.Deletes.Throttled,
+			func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
+		if err == nil {
+			continue
+		}
+		p.log.Warn("rescue: a streamed message could not be deleted; its text shows twice", zap.Error(err))
+		if ts == s.ts {
+			if err := s.stopAsItStands(ctx); err != nil {
+				p.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
+			}
+		}
+	}
+	s.streamed, s.ts = nil, ""
 	return nil
 }
 
