@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
@@ -42,6 +44,9 @@ type editSink struct {
 	editBy time.Time
 	// closed: the final write's last part (the one with the note) landed.
 	closed bool
+	// lostPost: an interim post of the next part timed out, and Slack may have posted it: the final
+	// write looks for it before it posts that part (adoptLost).
+	lostPost bool
 }
 
 // next returns the next write the answer needs: an edit of message i, or a post of part i (post true);
@@ -162,6 +167,13 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			continue
 		}
 		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
+		if post && errors.Is(err, context.DeadlineExceeded) {
+			// Slack may have posted it: another post could show the part twice. The final write takes
+			// over, and looks for it first.
+			e.broken, e.lostPost = true, true
+			p.noteUnshown(snap.since)
+			return
+		}
 		if pause := e.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
 			p.noteUnshown(snap.since)
 			return
@@ -232,6 +244,10 @@ func (p *reply) callCtx(ctx context.Context) (context.Context, context.CancelFun
 
 func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
 	p := e.p
+	if e.lostPost {
+		e.lostPost = false
+		e.adoptLost(ctx)
+	}
 	var parts []string
 	if strings.TrimSpace(md) != "" {
 		parts = e.pager.Update(md, true)
@@ -279,15 +295,30 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 				break
 			}
 			// The last message refuses the edit (cant_update_message, or Slack kept refusing beyond
-			// finalOutage): it is deleted, and its text goes in a new message in its place, the later
-			// parts after that. One that cannot be deleted stays as it is (its text would show twice).
-			o := p.r.opt
-			if derr := writeRetry(ctx, o.Deletes.Wait, o.Deletes.Throttled,
-				func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) }); derr != nil {
-				errs = append(errs, fmt.Errorf("chat.delete part %d: %w", i+1, derr))
+			// finalOutage): its text goes in a new message below it, which then takes its place (it is
+			// deleted; if it cannot be, its text shows twice rather than not at all), the later parts after
+			// that. The post has a short outage window of its own (repostOutage): the reply's may have run
+			// out on the edits, and a Slack that is down must not hold the thread's turn twice as long.
+			repost := time.Now().Add(repostOutage - finalOutage)
+			var nts string
+			perr := retryWrite(ctx, &repost,
+				func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
+				func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
+				func(ctx context.Context) (err error) {
+					nts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs})
+					return err
+				})
+			if perr != nil {
+				errs = append(errs, fmt.Errorf("chat.postMessage part %d anew: %w", i+1, perr))
 				break
 			}
-			e.ts, e.shown, e.btn = e.ts[:i], e.shown[:i], e.btn[:i]
+			if derr := p.deleteMessage(ctx, ts); derr != nil {
+				p.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(derr))
+			}
+			e.ts[i], e.shown[i], e.btn[i] = nts, text, buttonKey(bs)
+			e.posts++
+			e.closed = i == len(parts)-1
+			continue
 		}
 		var ts string
 		err := p.finalRetry(ctx,
@@ -307,6 +338,50 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		e.closed = i == len(parts)-1
 	}
 	return errors.Join(errs...)
+}
+
+// adoptLost looks in the thread (or the DM) for the part a timed-out interim post may have posted: a
+// message of this answer (marked with its question and first message) after the last one known. Found,
+// it becomes that part, which the final write then edits instead of posting it again.
+func (e *editSink) adoptLost(ctx context.Context) {
+	p := e.p
+	var msgs []slack.Message
+	var err error
+	if p.threadTS != "" {
+		msgs, err = p.r.replies(ctx, p.req.Channel, p.threadTS)
+	} else {
+		msgs, err = p.r.history(ctx, p.req.Channel, "")
+	}
+	if err != nil {
+		p.log.Debug("looking for a part whose post timed out", zap.Error(err))
+		return
+	}
+	last := e.ts[len(e.ts)-1]
+	for _, m := range msgs {
+		mk, ok := convo.ReadMark(m)
+		if ok && mk.Question == p.req.TS && mk.First == e.firstTS() && convo.TSBefore(last, m.Timestamp) && !slices.Contains(e.ts, m.Timestamp) {
+			e.ts, e.shown, e.btn = append(e.ts, m.Timestamp), append(e.shown, ""), append(e.btn, "?")
+			return
+		}
+	}
+}
+
+// deleteMessage deletes one of the reply's messages (the Deletes budget). A timed-out delete is
+// repeated (a delete that landed answers message_not_found the next time, which counts as done).
+func (p *reply) deleteMessage(ctx context.Context, ts string) error {
+	o := p.r.opt
+	err := writeRetry(ctx, o.Deletes.Wait, o.Deletes.Throttled,
+		func(ctx context.Context) error {
+			err := p.r.msgs.Delete(ctx, p.req.Channel, ts)
+			if slackErr(err) == "message_not_found" {
+				return nil
+			}
+			return idempotent(err)
+		})
+	if err != nil {
+		return fmt.Errorf("chat.delete: %w", err)
+	}
+	return nil
 }
 
 // shutdown is final for a reply cancelled with ErrShutdown, which must be closed by closeBy (the end of

@@ -761,6 +761,9 @@ const (
 	// back, and a closing write that gives up leaves "Thinking…" or a cut answer for good, so only a
 	// limit that never lifts ends it.
 	finalRateLimited = 10 * time.Minute
+	// repostOutage is the outage window of the post that replaces a message that refused its final
+	// edit (editSink.final).
+	repostOutage = 10 * time.Second
 )
 
 // writeRetry waits for a slot and writes, retrying 429s (after throttled has paused the budget for the

@@ -227,7 +227,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	}
 	if !s.stopBy.IsZero() {
 		if s.broken {
-			err = errors.Join(err, s.stopAsItStands(ctx)) // not left streaming
+			err = errors.Join(err, s.stopAsItStands(ctx, "")) // not left streaming; the caller posts the note
 		}
 		return errors.Join(errStreamBroken, err) // at shutdown: the caller posts a note instead
 	}
@@ -235,7 +235,8 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 	// their place, so that it is not lost.
 	s.rescued = true
 	if rerr := s.rescue(ctx, md, note, kind); rerr != nil {
-		return errors.Join(err, rerr)
+		// The open streamed message is stopped as it stands, saying the rest is missing.
+		return errors.Join(err, rerr, s.stopAsItStands(ctx, textUnfinished))
 	}
 	p.log.Warn("streamed answer posted as ordinary messages instead", zap.Error(err))
 	return nil
@@ -243,18 +244,22 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 
 var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
 
-// stopAsItStands stops the streamed message being written with the text it shows, as a part of the
-// answer (the rest follows in other messages).
-func (s *streamSink) stopAsItStands(ctx context.Context) error {
+// stopAsItStands stops the streamed message being written with the text it shows, and note (if any)
+// after it.
+func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 	p := s.p
 	if s.ts == "" {
 		return nil
+	}
+	text := convo.NoteSuffix(note, convo.FormatMarkdown)
+	if s.sent == 0 {
+		text = strings.TrimPrefix(text, "\n\n")
 	}
 	err := p.finalRetry(ctx,
 		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
 		p.r.opt.Streams.Throttled,
 		func(ctx context.Context) error {
-			return p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil)
+			return p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, s.mark(convo.MarkAnswer, note), nil)
 		})
 	if err != nil {
 		return fmt.Errorf("chat.stopStream: %w", err)
@@ -367,7 +372,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 		}
 		p.log.Warn("rescue: a streamed message could not be deleted; its text shows twice", zap.Error(err))
 		if ts == s.ts {
-			if err := s.stopAsItStands(ctx); err != nil {
+			if err := s.stopAsItStands(ctx, ""); err != nil {
 				p.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
 			}
 		}

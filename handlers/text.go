@@ -34,6 +34,7 @@ const (
 	textEmptyLength      = "The model used its whole length limit before writing an answer (it may have spent it thinking)."
 	textInvalid          = "The model service sent an answer the bot could not use, please try again."
 	textFailed           = "Something went wrong while answering, please try again."
+	textUnfinished       = "Slack did not take the rest of this answer, please ask again."
 	textThreadRead       = "I couldn't read this conversation"
 )
 
