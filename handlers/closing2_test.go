@@ -142,14 +142,20 @@ func TestRefusedLastPartPostedAnewRepeatsNothing(t *testing.T) {
 	})
 }
 
+// twoPartSteps streams paragraph A and the start of B at once, then the rest of B 5 s later: the
+// answer's second message shows part of B while it streams.
+func twoPartSteps(a, b string) []step {
+	return []step{
+		{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
+		{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
+		{chunk: llm.Chunk{FinishReason: "stop"}},
+	}
+}
+
 func testRefusedLastPart(t *testing.T, refuse func(since time.Duration, ts string) error) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
-			{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
-		}
+		steps := twoPartSteps(a, b)
 		rt := newReplyTest(t, steps, testOptions())
 		t0 := time.Now()
 		rt.slack.updateErr = func(n int, c call) error { return refuse(time.Since(t0), c.ts) }

@@ -40,11 +40,7 @@ func (s slowDeleter) Delete(ctx context.Context, channel, ts string) error {
 func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
-			{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
-		}
+		steps := twoPartSteps(a, b)
 		fs := newFakeSlack()
 		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
 		chat := &fakeChat{steps: steps}
@@ -155,80 +151,49 @@ func TestTimedOutInterimPostIsNotRepeated(t *testing.T) {
 	})
 }
 
-// chat.update is down (503) for over finalOutage as a two-part answer ends: the last message's part
-// is posted anew (and the message deleted); that post meets one more 503 and Slack answers the next
-// try: the part stands.
+// chat.update is down (503) for over finalOutage as an answer ends: the last message's part is posted
+// anew (and the message deleted); that post meets one more 503 and Slack answers the next try: the
+// part stands, whether the message was a later part or the only one (the placeholder).
 func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a, b := longTwoPartAnswer()
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
-			{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
-		}
-		rt := newReplyTest(t, steps, testOptions())
-		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
-			if since := time.Since(t0); since >= 4*time.Second && since < 10*time.Minute {
-				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
-			}
-			return nil
-		}
-		failed := false
-		rt.slack.postErr = func(n int, c call) error {
-			if time.Since(t0) > 2*time.Minute && !failed { // the re-post's first try
-				failed = true
-				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
-			}
-			return nil
-		}
-		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, rt.slack, t0)
-		all := strings.Join(rt.texts(), "\n")
-		last := b[strings.LastIndex(b, "Bravo sentence"):]
-		if !strings.Contains(all, last) {
-			t.Errorf("the thread lacks the answer's end %q after one 503 on the re-post (the message that showed part 2 was deleted); thread: %d messages", last, len(rt.texts()))
-		}
-		if n := len(rt.slack.callsOf("post")); n < 3 {
-			t.Errorf("%d posts (placeholder, part 2, re-post tries): the re-post was tried once only", n)
-		}
-	})
-}
-
-// The same with a one-message answer: the placeholder is the only message and its final edit fails
-// through a chat.update outage beyond finalOutage; the post of the answer in its place meets one 503
-// and is tried again: the thread shows the answer.
-func TestRepostOfOnlyMessageAfterOutageSurvivesOneMore503(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "The whole "}},
-			{wait: 5 * time.Second, chunk: llm.Chunk{Content: "answer."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
-		}
-		rt := newReplyTest(t, steps, testOptions())
-		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
-			if since := time.Since(t0); since >= 4*time.Second && since < 10*time.Minute {
-				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
-			}
-			return nil
-		}
-		failed := false
-		rt.slack.postErr = func(n int, c call) error {
-			if time.Since(t0) > 2*time.Minute && !failed {
-				failed = true
-				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
-			}
-			return nil
-		}
-		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, rt.slack, t0)
-		if got := rt.texts(); len(got) != 1 || got[0] != "The whole answer." {
-			t.Errorf("thread shows %q, want the answer %q", got, "The whole answer.")
-		}
-	})
+	a, b := longTwoPartAnswer()
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		end   string // the answer's end, which must stand
+	}{
+		{"later part", twoPartSteps(a, b), b[strings.LastIndex(b, "Bravo sentence"):]},
+		{"only message", deltas([]string{"The whole ", "answer."}, 2500*time.Millisecond), "The whole answer."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rt := newReplyTest(t, tc.steps, testOptions())
+				t0 := time.Now()
+				rt.slack.updateErr = func(n int, c call) error {
+					if since := time.Since(t0); since >= 4*time.Second && since < 10*time.Minute {
+						return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
+					}
+					return nil
+				}
+				failed := false
+				rt.slack.postErr = func(n int, c call) error {
+					if time.Since(t0) > 2*time.Minute && !failed { // the re-post's first try
+						failed = true
+						return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
+					}
+					return nil
+				}
+				err := rt.r.Reply(t.Context(), rt.req)
+				t.Logf("Reply = %v after %v", err, time.Since(t0))
+				logCallsShort(t, rt.slack, t0)
+				if all := strings.Join(rt.texts(), "\n"); !strings.Contains(all, tc.end) {
+					t.Errorf("the thread (%d messages) lacks the answer's end %q after one 503 on the re-post", len(rt.texts()), tc.end)
+				}
+				if !failed {
+					t.Error("no re-post met the 503: the case under test did not happen")
+				}
+			})
+		})
+	}
 }
 
 // Slack is slow for a minute while an answer streams (appends land but answer after 12 s): an append
