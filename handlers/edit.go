@@ -145,6 +145,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			e.shown[i], e.btn[i] = text, buttonKey(bs)
 			e.edits++
 		}
+		cut := cctx.Err() != nil
 		ccancel()
 		if err == nil {
 			e.succeeded()
@@ -154,6 +155,13 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			}
 			e.postDue, e.sealedDue = nextPost, j >= 0 && j < len(parts)-1
 			continue
+		}
+		if post && (cut || errors.Is(err, context.DeadlineExceeded)) {
+			// Slack may have posted it: another post could show the part twice. The final write takes
+			// over, and looks for it first.
+			e.broken, e.lostPost = true, true
+			p.noteUnshown(snap.since)
+			return
 		}
 		if ctx.Err() != nil {
 			return
@@ -312,6 +320,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 				errs = append(errs, fmt.Errorf("chat.postMessage part %d anew: %w", i+1, perr))
 				break
 			}
+			p.outage = time.Time{} // Slack took a post: a later failure starts a new outage
 			if derr := p.deleteMessage(ctx, ts); derr != nil {
 				p.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(derr))
 			}
@@ -347,10 +356,16 @@ func (e *editSink) adoptLost(ctx context.Context) {
 	p := e.p
 	var msgs []slack.Message
 	var err error
+	ctx, cancel := context.WithTimeout(ctx, adoptReadTimeout)
+	defer cancel()
+	if !p.r.opt.Reads.TryTake() {
+		p.log.Debug("no read budget to look for a part whose post timed out")
+		return
+	}
 	if p.threadTS != "" {
-		msgs, err = p.r.replies(ctx, p.req.Channel, p.threadTS)
+		msgs, err = p.r.thread.Replies(ctx, p.req.Channel, p.threadTS)
 	} else {
-		msgs, err = p.r.history(ctx, p.req.Channel, "")
+		msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, "")
 	}
 	if err != nil {
 		p.log.Debug("looking for a part whose post timed out", zap.Error(err))
@@ -366,12 +381,17 @@ func (e *editSink) adoptLost(ctx context.Context) {
 	}
 }
 
+const adoptReadTimeout = time.Second
+
 // deleteMessage deletes one of the reply's messages (the Deletes budget). A timed-out delete is
 // repeated (a delete that landed answers message_not_found the next time, which counts as done).
 func (p *reply) deleteMessage(ctx context.Context, ts string) error {
 	o := p.r.opt
-	err := writeRetry(ctx, o.Deletes.Wait, o.Deletes.Throttled,
+	window := time.Now().Add(repostOutage - finalOutage)
+	err := retryWrite(ctx, &window, o.Deletes.Wait, o.Deletes.Throttled,
 		func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, writeCallTimeout)
+			defer cancel()
 			err := p.r.msgs.Delete(ctx, p.req.Channel, ts)
 			if slackErr(err) == "message_not_found" {
 				return nil

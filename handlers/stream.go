@@ -248,6 +248,18 @@ var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
 // after it.
 func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 	p := s.p
+	if s.ts == "" && note != "" {
+		// No streamed message is open: the note goes in a new one.
+		if err := p.r.opt.Streams.Wait(ctx); err != nil {
+			return err
+		}
+		ts, err := p.r.streamer.StartStream(ctx, p.streamStart(""))
+		if err != nil {
+			return fmt.Errorf("chat.startStream: %w", err)
+		}
+		s.ts, s.sent = ts, 0
+		s.starts++
+	}
 	if s.ts == "" {
 		return nil
 	}
@@ -259,7 +271,11 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
 		p.r.opt.Streams.Throttled,
 		func(ctx context.Context) error {
-			return p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, s.mark(convo.MarkAnswer, note), nil)
+			var bs []Button
+			if note != "" {
+				bs = s.buttons() // the answer's last message
+			}
+			return p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, s.mark(convo.MarkAnswer, note), bs)
 		})
 	if err != nil {
 		return fmt.Errorf("chat.stopStream: %w", err)
@@ -342,6 +358,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 		parts[0] = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")
 	}
 	var first string // the rescue's first message: the answer is posted anew
+	var posted []string
 	for i, text := range parts {
 		mark := p.mark(kind, "", i, first)
 		var buttons []Button
@@ -357,9 +374,19 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 				if i == 0 {
 					first = ts
 				}
+				if err == nil {
+					posted = append(posted, ts)
+				}
 				return err
 			})
 		if err != nil {
+			// The streamed messages stay (stopped as they stand, with a note): the parts posted
+			// would repeat their text.
+			for _, ts := range posted {
+				if derr := p.deleteMessage(ctx, ts); derr != nil {
+					p.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(derr))
+				}
+			}
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
 	}
