@@ -353,32 +353,48 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 // message of this answer (marked with its question and first message) after the last one known. Found,
 // it becomes that part, which the final write then edits instead of posting it again.
 func (e *editSink) adoptLost(ctx context.Context) {
-	p := e.p
-	var msgs []slack.Message
-	var err error
+	strays, _ := e.p.strayParts(ctx, e.firstTS(), e.ts)
+	last := e.ts[len(e.ts)-1]
+	for _, ts := range strays {
+		if convo.TSBefore(last, ts) {
+			e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, ""), append(e.btn, "?")
+			return
+		}
+	}
+}
+
+// strayParts returns, oldest first, the messages of this answer (marked with its question, and with
+// first as their first message) other than known: parts whose post failed with a timeout or was cut,
+// which Slack may have posted all the same. The look is optional: it takes a read token only if one is
+// free and makes one try of at most adoptReadTimeout; ok is false when it could not look.
+func (p *reply) strayParts(ctx context.Context, first string, known []string) (strays []string, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, adoptReadTimeout)
 	defer cancel()
 	if !p.r.opt.Reads.TryTake() {
-		p.log.Debug("no read budget to look for a part whose post timed out")
-		return
+		p.log.Debug("no read budget to look for parts whose post may have landed")
+		return nil, false
 	}
+	var msgs []slack.Message
+	var err error
 	if p.threadTS != "" {
 		msgs, err = p.r.thread.Replies(ctx, p.req.Channel, p.threadTS)
 	} else {
 		msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, "")
 	}
-	if err != nil {
-		p.log.Debug("looking for a part whose post timed out", zap.Error(err))
-		return
+	if ra, limited := rateLimited(err); limited {
+		p.r.opt.Reads.Throttled(ra) // not retried, but every reader waits it out
 	}
-	last := e.ts[len(e.ts)-1]
+	if err != nil {
+		p.log.Debug("looking for parts whose post may have landed", zap.Error(err))
+		return nil, false
+	}
 	for _, m := range msgs {
-		mk, ok := convo.ReadMark(m)
-		if ok && mk.Question == p.req.TS && mk.First == e.firstTS() && convo.TSBefore(last, m.Timestamp) && !slices.Contains(e.ts, m.Timestamp) {
-			e.ts, e.shown, e.btn = append(e.ts, m.Timestamp), append(e.shown, ""), append(e.btn, "?")
-			return
+		mk, marked := convo.ReadMark(m)
+		if marked && mk.Question == p.req.TS && mk.First == first && !slices.Contains(known, m.Timestamp) {
+			strays = append(strays, m.Timestamp)
 		}
 	}
+	return strays, true
 }
 
 const adoptReadTimeout = time.Second
@@ -387,7 +403,7 @@ const adoptReadTimeout = time.Second
 // repeated (a delete that landed answers message_not_found the next time, which counts as done).
 func (p *reply) deleteMessage(ctx context.Context, ts string) error {
 	o := p.r.opt
-	window := time.Now().Add(repostOutage - finalOutage)
+	var window time.Time // repostOutage from the first failure
 	err := retryWrite(ctx, &window, o.Deletes.Wait, o.Deletes.Throttled,
 		func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, writeCallTimeout)
@@ -395,6 +411,9 @@ func (p *reply) deleteMessage(ctx context.Context, ts string) error {
 			err := p.r.msgs.Delete(ctx, p.req.Channel, ts)
 			if slackErr(err) == "message_not_found" {
 				return nil
+			}
+			if err != nil && window.IsZero() {
+				window = time.Now().Add(repostOutage - finalOutage)
 			}
 			return idempotent(err)
 		})

@@ -249,11 +249,20 @@ var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
 func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 	p := s.p
 	if s.ts == "" && note != "" {
-		// No streamed message is open: the note goes in a new one.
-		if err := p.r.opt.Streams.Wait(ctx); err != nil {
-			return err
-		}
-		ts, err := p.r.streamer.StartStream(ctx, p.streamStart(""))
+		// No streamed message is open: the note goes in a new one (the budgets of any start).
+		var ts string
+		err := p.finalRetry(ctx,
+			func(ctx context.Context) error {
+				if err := waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait); err != nil {
+					return err
+				}
+				return p.r.postWait(ctx, p.req.Channel)
+			},
+			p.r.opt.Streams.Throttled,
+			func(ctx context.Context) (err error) {
+				ts, err = p.r.streamer.StartStream(ctx, p.streamStart(""))
+				return err
+			})
 		if err != nil {
 			return fmt.Errorf("chat.startStream: %w", err)
 		}
@@ -380,6 +389,16 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 				return err
 			})
 		if err != nil {
+			if len(posted) > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+				// The failed post may have landed, naming the first posted part: it is taken back too,
+				// if the thread shows it; if the thread cannot be read, the posted parts stay (their
+				// text shows twice rather than lines going missing).
+				strays, ok := p.strayParts(ctx, first, posted)
+				if !ok {
+					return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
+				}
+				posted = append(posted, strays...)
+			}
 			// The streamed messages stay (stopped as they stand, with a note): the parts posted
 			// would repeat their text.
 			for _, ts := range posted {
