@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
@@ -199,9 +200,41 @@ func TestDisconnectReconnects(t *testing.T) {
 	if got := srv.Connections().Total; got != 3 {
 		t.Errorf("total connections = %d, want 3", got)
 	}
-	// slack-go's client closes a connection before it opens the next: two gaps.
-	if got := srv.Connections().Gaps; got != 2 {
-		t.Errorf("gaps = %d, want 2", got)
+}
+
+// Gaps counts the times the last open connection closed; a second connection open meanwhile is no gap.
+func TestConnectionGaps(t *testing.T) {
+	srv := newServer(t, fakeslack.Config{})
+	dial := func() *websocket.Conn {
+		t.Helper()
+		_, url, err := newAPI(srv).StartSocketModeContext(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := websocket.DefaultDialer.DialContext(ctxFor(t), url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	closed := func(want int) {
+		t.Helper()
+		if err := srv.WaitFor(ctxFor(t), func() bool { return srv.Connections().Current == want }); err != nil {
+			t.Fatalf("connections = %+v, want %d open: %v", srv.Connections(), want, err)
+		}
+	}
+	first := dial()
+	second := dial()
+	closed(2)
+	first.Close()
+	closed(1)
+	if got := srv.Connections().Gaps; got != 0 {
+		t.Errorf("gaps = %d after closing one of two connections, want 0", got)
+	}
+	second.Close()
+	closed(0)
+	if got := srv.Connections().Gaps; got != 1 {
+		t.Errorf("gaps = %d after closing the last connection, want 1", got)
 	}
 }
 
