@@ -368,6 +368,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	}
 	var first string // the rescue's first message: the answer is posted anew
 	var posted []string
+	var cut bool // the last Post call timed out or was cut: Slack may have posted it
 	for i, text := range parts {
 		mark := p.mark(kind, "", i, first)
 		var buttons []Button
@@ -386,17 +387,14 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 				if err == nil {
 					posted = append(posted, ts)
 				}
+				cut = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 				return err
 			})
 		if err != nil {
-			if len(posted) > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-				// The failed post may have landed, naming the first posted part: it is taken back too,
-				// if the thread shows it; if the thread cannot be read, the posted parts stay (their
-				// text shows twice rather than lines going missing).
-				strays, ok := p.strayParts(ctx, first, posted)
-				if !ok {
-					return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
-				}
+			if len(posted) > 0 && cut {
+				// The failed post may have landed, naming the first posted part: it is taken back too if
+				// the thread shows it (the look is optional: one free read token, one try).
+				strays, _ := p.strayParts(ctx, first, posted)
 				posted = append(posted, strays...)
 			}
 			// The streamed messages stay (stopped as they stand, with a note): the parts posted
