@@ -30,6 +30,13 @@ func TestBuildLaterPartsWithoutTheirFirstStayOneAnswer(t *testing.T) {
 			a("1.000004", "part 3", Mark{Question: "1.000001", First: "1.000002"}),
 			q("1.000005", "Q2"),
 		}, "user: Q1|assistant: part 2\npart 3|user: Q2"},
+		{"a part posted again in place of one that refused its final edit", []slack.Message{
+			q("1.000001", "Q1"),
+			a("1.000002", "part 1", Mark{Question: "1.000001"}),
+			a("1.000003", "part 2 as streamed", Mark{Question: "1.000001", First: "1.000002"}),
+			a("1.000004", "part 2", Mark{Question: "1.000001", First: "1.000002", Replaces: "1.000003"}),
+			q("1.000005", "Q2"),
+		}, "user: Q1|assistant: part 1\npart 2|user: Q2"},
 		{"first part deleted, then regenerated", []slack.Message{
 			q("1.000001", "Q1"),
 			a("1.000003", "old part 2", Mark{Question: "1.000001", First: "1.000002"}),

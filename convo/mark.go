@@ -30,13 +30,17 @@ type Mark struct {
 	// First is the ts of an answer's first message, on its later parts (a long answer goes on in new
 	// messages): Build joins exactly those. Empty on a first part.
 	First string
+	// Replaces is the ts of a message of the same answer that this one was posted in place of (it
+	// refused its final edit, and could not be deleted): Build skips that one.
+	Replaces string
 }
 
 // Metadata is the Slack message metadata for m: event_type MetadataEventType and
-// event_payload {"kind": ..., "note": ..., "q": ..., "first": ...} (all but "kind" only when set).
+// event_payload {"kind": ..., "note": ..., "q": ..., "first": ..., "replaces": ...} (all but "kind"
+// only when set).
 func (m Mark) Metadata() slack.SlackMetadata {
 	payload := map[string]any{"kind": string(m.Kind)}
-	for k, v := range map[string]string{"note": m.Note, "q": m.Question, "first": m.First} {
+	for k, v := range map[string]string{"note": m.Note, "q": m.Question, "first": m.First, "replaces": m.Replaces} {
 		if v != "" {
 			payload[k] = v
 		}
@@ -58,7 +62,8 @@ func ReadMark(msg slack.Message) (Mark, bool) {
 	note, _ := md.EventPayload["note"].(string)
 	q, _ := md.EventPayload["q"].(string)
 	first, _ := md.EventPayload["first"].(string)
-	return Mark{Kind: MarkKind(kind), Note: note, Question: q, First: first}, true
+	replaces, _ := md.EventPayload["replaces"].(string)
+	return Mark{Kind: MarkKind(kind), Note: note, Question: q, First: first, Replaces: replaces}, true
 }
 
 // NoteSuffix is how an answer's Mark.Note is appended to its text in format f: a blank line

@@ -16,6 +16,7 @@ func TestMarkRoundTrip(t *testing.T) {
 		{Kind: MarkError, Note: "model unavailable"},
 		{Kind: MarkAnswer, Question: "1700000000.000100"},
 		{Kind: MarkAnswer, Note: "stopped", Question: "1700000000.000100", First: "1700000000.000200"},
+		{Kind: MarkAnswer, Question: "1700000000.000100", First: "1700000000.000200", Replaces: "1700000000.000300"},
 	}
 	for _, m := range tests {
 		// Through JSON, as chat.postMessage sends it and conversations.replies returns it.

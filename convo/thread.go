@@ -123,6 +123,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	// person's message since the previous answer that mentions the bot, else the last person's
 	// message.
 	var asked, mentioned string
+	replaced := b.replaced(thread)
 	for i := range thread {
 		m := &thread[i]
 		if m.SubType == slack.MsgSubTypeMessageChanged && m.SubMessage != nil {
@@ -140,6 +141,9 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 			case ok && mark.Kind == MarkAnswer:
 				if after && (mark.Question == "" || !TSBefore(mark.Question, trigger.Timestamp)) {
 					continue // an answer to the trigger itself (Regenerate) or to a later question
+				}
+				if replaced[m.Timestamp] {
+					continue // a part posted again below (Mark.Replaces)
 				}
 				entries = addAnswer(entries, i, m.Timestamp, mark, asked)
 				mentioned = "" // a mention before an answer is answered: later ones count from here
@@ -355,6 +359,24 @@ func (b *builder) systemPrompt() string {
 		now = time.Now()
 	}
 	return strings.NewReplacer("{bot_name}", name, "{date}", now.Format("Monday, 2 January 2006")).Replace(p)
+}
+
+// replaced is the set of the bot's messages that later ones of its own name in Mark.Replaces.
+func (b *builder) replaced(thread []slack.Message) map[string]bool {
+	var out map[string]bool
+	for i := range thread {
+		m := latest(thread[i])
+		if !b.own(&m) {
+			continue
+		}
+		if mark, ok := ReadMark(m); ok && mark.Replaces != "" {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[mark.Replaces] = true
+		}
+	}
+	return out
 }
 
 // entryMessage converts one entry; ok is false when it has nothing to say.

@@ -357,3 +357,46 @@ func TestInterimPostCutByCancelIsNotRepeated(t *testing.T) {
 		})
 	}
 }
+
+// A two-part answer whose second message refuses its final edit (cant_update_message): its part is
+// posted anew, and the old message cannot be deleted (chat.delete answers 503 through its tries). The
+// thread shows the part twice (never lost), and the next question sees the answer once, whole: the
+// new part names the one it replaces (Mark.Replaces), which Build skips.
+func TestUndeletedRefusedPartReplayedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := longTwoPartAnswer()
+		steps := []step{
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
+			{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
+			{chunk: llm.Chunk{FinishReason: "stop"}},
+		}
+		rt := newReplyTest(t, steps, testOptions())
+		t0 := time.Now()
+		rt.slack.updateErr = func(n int, c call) error {
+			if c.ts == "1700000000.000102" && time.Since(t0) >= 4*time.Second {
+				return slack.SlackErrorResponse{Err: "cant_update_message"}
+			}
+			return nil
+		}
+		rt.slack.deleteErr = func(n int, c call) error { // chat.delete down meanwhile
+			return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
+		}
+		err := rt.r.Reply(t.Context(), rt.req)
+		t.Logf("Reply = %v", err)
+		logCallsShort(t, rt.slack, t0)
+		all := strings.Join(rt.texts(), "\n")
+		if last := b[strings.LastIndex(b, "Bravo sentence"):]; !strings.Contains(all, last) {
+			t.Fatalf("the thread lacks the answer's end %q: not the case under test", last)
+		}
+		rt.slack.mu.Lock()
+		rt.slack.deleteErr = nil
+		rt.slack.mu.Unlock()
+		as := assistantMessages(askAgain(t, rt))
+		if len(as) != 1 {
+			t.Fatalf("the answer is replayed as %d assistant messages, want 1", len(as))
+		}
+		if n := strings.Count(as[0], "Bravo sentence 0 of"); n != 1 {
+			t.Errorf("the next question sees the second part's first sentence %d times, want once", n)
+		}
+	})
+}

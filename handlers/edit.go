@@ -47,6 +47,9 @@ type editSink struct {
 	// lostPost: an interim post of the next part timed out, and Slack may have posted it: the final
 	// write looks for it before it posts that part (adoptLost).
 	lostPost bool
+	// replaces maps a part posted anew (its message refused the final edit) to the message it
+	// replaces (Mark.Replaces).
+	replaces map[int]string
 }
 
 // next returns the next write the answer needs: an edit of message i, or a post of part i (post true);
@@ -275,6 +278,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		if i == len(parts)-1 {
 			mark.Note = note
 		}
+		mark.Replaces = e.replaces[i]
 		bs := e.buttons(i, len(parts), true)
 		if i < len(e.ts) {
 			if text == e.shown[i] && e.btn[i] == buttonKey(bs) && kind == convo.MarkAnswer && mark.Note == "" {
@@ -309,6 +313,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			// out on the edits, and a Slack that is down must not hold the thread's turn twice as long.
 			repost := time.Now().Add(repostOutage - finalOutage)
 			var nts string
+			mark.Replaces = ts // if ts stays (its delete fails), Build skips it
 			perr := retryWrite(ctx, &repost,
 				func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 				func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
@@ -325,6 +330,10 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 				p.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(derr))
 			}
 			e.ts[i], e.shown[i], e.btn[i] = nts, text, buttonKey(bs)
+			if e.replaces == nil {
+				e.replaces = map[int]string{}
+			}
+			e.replaces[i] = ts // later edits of the part keep the mark
 			e.posts++
 			e.closed = i == len(parts)-1
 			continue
