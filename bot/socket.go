@@ -190,8 +190,7 @@ func (s *socket) Run(ctx context.Context) error {
 			return err // no reconnect fixes it
 		}
 		// Down now, not after the wait: readiness and metrics must not say connected meanwhile.
-		if err := s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
-			Data: &slack.ConnectingEvent{ConnectionCount: count + 1}}}); err != nil {
+		if err := s.connecting(ctx, 0, count+1); err != nil {
 			return err
 		}
 		switch {
@@ -250,8 +249,7 @@ func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*
 		if ctx.Err() == nil { // old ended first: down until the next connection is up
 			s.drop(old)
 			// It fails only when ctx ended, and so does the dial then.
-			_ = s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
-				Data: &slack.ConnectingEvent{Attempt: 1, ConnectionCount: count}}})
+			_ = s.connecting(ctx, 1, count)
 		}
 		d = <-result // the dial ends with ctx too
 	}
@@ -273,8 +271,7 @@ func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*
 	s.install(d.conn, true)
 	s.drop(old)
 	// It fails only when ctx ended: Run then returns, and the next connection stays for the last acks.
-	_ = s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
-		Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
+	_ = s.connected(ctx, count)
 	return d.conn, nil
 }
 
@@ -329,15 +326,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (s *socket) connect(ctx context.Context, count int) (*websocket.Conn, error) {
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
-		if err := s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
-			Data: &slack.ConnectingEvent{Attempt: attempt, ConnectionCount: count}}}); err != nil {
+		if err := s.connecting(ctx, attempt, count); err != nil {
 			return nil, err
 		}
 		conn, err := s.dial(ctx)
 		if err == nil {
 			s.install(conn, true)
-			return conn, s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
-				Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
+			return conn, s.connected(ctx, count)
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -553,6 +548,19 @@ func (s *socket) extend(conn *websocket.Conn) {
 	default:
 		_ = conn.SetReadDeadline(time.Now().Add(s.pingTimeout))
 	}
+}
+
+// connecting tells the loop the connection is down while connection number count is dialled (attempt 0:
+// not yet).
+func (s *socket) connecting(ctx context.Context, attempt, count int) error {
+	return s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
+		Data: &slack.ConnectingEvent{Attempt: attempt, ConnectionCount: count}}})
+}
+
+// connected tells the loop connection number count is up.
+func (s *socket) connected(ctx context.Context, count int) error {
+	return s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
+		Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
 }
 
 // send hands the loop a frame or a state change.
