@@ -279,12 +279,10 @@ func TestButtonsStopDuringContinuationPostPostsThePartOnce(t *testing.T) {
 		for i := 0; b.Len() < 6000; i++ {
 			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
 		}
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: deltas(words(b.String(), 80), 100*time.Millisecond)}
 		r := NewReplies(fs, slowPoster{fs, 300 * time.Millisecond}, fs, fs, chat, nil, buttonOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		ctx, cancel := context.WithCancelCause(t.Context())
 		fs.postErr = func(n int, c call) error {
 			if n == 2 { // the second part reaches Slack; the asker presses Stop just then

@@ -111,12 +111,13 @@ func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
 	})
 }
 
+// logCalls logs every Slack call since t0, its text cut short.
 func logCalls(t *testing.T, fs *fakeSlack, t0 time.Time) {
 	t.Helper()
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, c := range fs.calls {
-		t.Logf("+%v %s ts=%s text=%q err=%v", c.at.Sub(t0), c.method, c.ts, c.text, c.err)
+		t.Logf("+%v %s ts=%s text=%.50q err=%v", c.at.Sub(t0), c.method, c.ts, c.text, c.err)
 	}
 }
 
@@ -150,6 +151,16 @@ func twoPartSteps(a, b string) []step {
 		{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
 		{chunk: llm.Chunk{FinishReason: "stop"}},
 	}
+}
+
+// slowSecondPart streams paragraph A at once, then B a word group a second: the answer outgrows its
+// first message while Slack is slow.
+func slowSecondPart(a, b string) []step {
+	steps := []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n"}}}
+	for _, w := range words(b, 60) {
+		steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: w}})
+	}
+	return append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
 }
 
 func testRefusedLastPart(t *testing.T, refuse func(since time.Duration, ts string) error) {
@@ -321,14 +332,12 @@ func (s slowStreamer) AppendStream(ctx context.Context, channel, ts, markdown st
 // final write rescues the answer. Every line shows once.
 func TestTimedOutAppendIsNotRepeated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		ws := lines(90)
 		chat := &fakeChat{steps: deltas(ws, time.Second)}
 		t0 := time.Now()
 		r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, streamOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v; appends %d", err, len(fs.callsOf("appendStream")))
 		var all strings.Builder

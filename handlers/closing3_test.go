@@ -9,19 +9,7 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
-
-	"github.com/llmbot/llmbot/llm"
 )
-
-// logCallsShort logs every Slack call with its text cut short.
-func logCallsShort(t *testing.T, fs *fakeSlack, t0 time.Time) {
-	t.Helper()
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	for _, c := range fs.calls {
-		t.Logf("+%v %s ts=%s text=%.50q err=%v", c.at.Sub(t0), c.method, c.ts, c.text, c.err)
-	}
-}
 
 // slowDeleter is a Slack whose chat.delete deletes the message but answers after net/http's timeout
 // (an error wrapping context.DeadlineExceeded), as a slow Slack does.
@@ -31,7 +19,7 @@ func (s slowDeleter) Delete(ctx context.Context, channel, ts string) error {
 	if err := s.fakeSlack.Delete(ctx, channel, ts); err != nil {
 		return err
 	}
-	return fmt.Errorf("Post \"https://slack.com/api/chat.delete\": %w", context.DeadlineExceeded)
+	return timedOut("chat.delete")
 }
 
 // A two-part answer whose second message refuses its final edit (cant_update_message): its part is
@@ -41,8 +29,7 @@ func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: steps}
 		t0 := time.Now()
 		fs.updateErr = func(n int, c call) error {
@@ -54,11 +41,10 @@ func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 		opt := testOptions()
 		opt.Buttons = true
 		r := NewReplies(fs, slowDeleter{fs}, fs, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		var all strings.Builder
 		regen := false
 		for i, m := range fs.botMessages(testTS) {
@@ -107,23 +93,17 @@ func (s lagPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (s
 func TestTimedOutInterimPostIsNotRepeated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
-		steps := []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n"}}}
-		for _, w := range words(b, 60) {
-			steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: w}})
-		}
-		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		steps := slowSecondPart(a, b)
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: steps}
 		t0 := time.Now()
 		opt := testOptions()
 		opt.Buttons = true
 		r := NewReplies(fs, lagPoster{fs, t0.Add(time.Second), t0.Add(50 * time.Second)}, fs, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		ms := fs.botMessages(testTS)
 		var all strings.Builder
 		stops := 0
@@ -184,7 +164,7 @@ func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
 				}
 				err := rt.r.Reply(t.Context(), rt.req)
 				t.Logf("Reply = %v after %v", err, time.Since(t0))
-				logCallsShort(t, rt.slack, t0)
+				logCalls(t, rt.slack, t0)
 				if all := strings.Join(rt.texts(), "\n"); !strings.Contains(all, tc.end) {
 					t.Errorf("the thread (%d messages) lacks the answer's end %q after one 503 on the re-post", len(rt.texts()), tc.end)
 				}
@@ -202,23 +182,21 @@ func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
 // note that the rest is missing, not left streaming.
 func TestFailedRescueStopsTheStreamWithANote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		ws := lines(20)
 		chat := &fakeChat{steps: deltas(ws, time.Second)}
 		t0 := time.Now()
 		fs.postErr = func(n int, c call) error {
 			if n == 1 { // the rescue's post times out (and did not land); Slack takes later posts
-				return fmt.Errorf("Post \"https://slack.com/api/chat.postMessage\": %w", context.DeadlineExceeded)
+				return timedOut("chat.postMessage")
 			}
 			return nil
 		}
 		r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, streamOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		var all strings.Builder
 		for i, m := range fs.botMessages(testTS) {
 			t.Logf("message %d: streaming %v mark %+v text %q", i, m.streaming, m.mark, m.text)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
 )
 
 // chat.update is down (503) beyond finalOutage as a two-part answer ends while Slack shows only the
@@ -43,7 +44,7 @@ func TestPostAfterRepostSurvivesOne503(t *testing.T) {
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, rt.slack, t0)
+		logCalls(t, rt.slack, t0)
 		all := strings.Join(rt.texts(), "\n")
 		last := b[strings.LastIndex(b, "Bravo sentence"):]
 		if !strings.Contains(all, last) {
@@ -69,13 +70,8 @@ func TestLostPostReadDoesNotEatClosingTime(t *testing.T) {
 func testLostPostClosing(t *testing.T, cause error, notes []string) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
-		steps := []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n"}}}
-		for _, w := range words(b, 60) {
-			steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: w}})
-		}
-		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		steps := slowSecondPart(a, b)
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: steps}
 		t0 := time.Now()
 		fs.repliesErr = func(n int, c call) error {
@@ -84,13 +80,12 @@ func testLostPostClosing(t *testing.T, cause error, notes []string) {
 		opt := testOptions()
 		opt.Buttons = true
 		r := NewReplies(fs, lagPoster{fs, t0.Add(time.Second), t0.Add(25 * time.Second)}, fs, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(30*time.Second, func() { cancel(cause) })
 		err := r.Reply(ctx, req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		if len(fs.callsOf("replies")) == 0 {
 			t.Fatalf("no thread read: not the case under test")
 		}
@@ -114,25 +109,23 @@ func testLostPostClosing(t *testing.T, cause error, notes []string) {
 // Regenerate as every finished answer's last message does (buttons.go).
 func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		ws := lines(20)
 		chat := &fakeChat{steps: deltas(ws, time.Second)}
 		t0 := time.Now()
 		fs.postErr = func(n int, c call) error {
 			if n == 1 { // the rescue's post times out (and did not land)
-				return fmt.Errorf("Post \"https://slack.com/api/chat.postMessage\": %w", context.DeadlineExceeded)
+				return timedOut("chat.postMessage")
 			}
 			return nil
 		}
 		opt := streamOptions()
 		opt.Buttons = true
 		r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		regen, noted := false, false
 		for i, m := range fs.botMessages(testTS) {
 			t.Logf("message %d: streaming %v buttons %q mark %+v text %.80q", i, m.streaming, buttonKey(m.buttons), m.mark, m.text)
@@ -154,23 +147,21 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 // is missing: the start of the answer shows once, and the last message carries the note.
 func TestPartlyFailedRescueShowsNoTextTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		ws := lines(200)
 		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
 		t0 := time.Now()
 		fs.postErr = func(n int, c call) error {
 			if n == 2 { // the rescue's second post times out (and did not land)
-				return fmt.Errorf("Post \"https://slack.com/api/chat.postMessage\": %w", context.DeadlineExceeded)
+				return timedOut("chat.postMessage")
 			}
 			return nil
 		}
 		r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, streamOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		ms := fs.botMessages(testTS)
 		var all strings.Builder
 		for i, m := range ms {
@@ -221,8 +212,7 @@ func TestRepostDeleteDoesNotHoldTheThread(t *testing.T) {
 			{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
 			{chunk: llm.Chunk{FinishReason: "stop"}},
 		}
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: steps}
 		t0 := time.Now()
 		fs.updateErr = func(n int, c call) error {
@@ -233,8 +223,7 @@ func TestRepostDeleteDoesNotHoldTheThread(t *testing.T) {
 		}
 		tries := 0
 		r := NewReplies(fs, hangingDeleter{fs, &tries}, fs, fs, chat, nil, testOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		took := time.Since(t0)
 		t.Logf("Reply = %v after %v; %d chat.delete tries", err, took, tries)
@@ -258,55 +247,79 @@ func TestRepostDeleteDoesNotHoldTheThread(t *testing.T) {
 // next one times out (Slack is in trouble), so the stream is broken and the final write rescues the
 // answer, whose first post times out too. No streamed message is open then: the note that the rest is
 // missing goes in a new streamed message, so the first does not pass for the whole answer.
+//   - "post slot": with a channel post budget of one a second (burst 1; ReplyOptions.Posts covers
+//     chat.postMessage and chat.startStream) and a Slack that holds to it (a post or a stream start in
+//     the channel less than a second after the last one gets a 429), the note's chat.startStream waits
+//     for the channel's post slot like any other, and the note shows.
 func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var steps []step
-		total := 0
-		for i := 0; total < convo.MarkdownLimit+2000; i++ {
-			l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
-			total += len(l)
-			steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})
-		}
-		steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: "The END.\n"}},
-			step{chunk: llm.Chunk{FinishReason: "stop"}})
-		rt := newReplyTest(t, steps, streamOptions())
-		t0 := time.Now()
-		timeout := func(m string) error {
-			return fmt.Errorf("Post \"https://slack.com/api/%s\": %w", m, context.DeadlineExceeded)
-		}
-		rt.slack.startErr = func(n int, c call) error {
-			if n == 2 { // the answer's second streamed message
-				return timeout("chat.startStream")
-			}
-			return nil
-		}
-		rt.slack.postErr = func(n int, c call) error {
-			if n == 1 { // the rescue's first post
-				return timeout("chat.postMessage")
-			}
-			return nil
-		}
-		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		rt.slack.mu.Lock()
-		for _, c := range rt.slack.calls {
-			if c.method != "appendStream" {
-				t.Logf("+%v %s ts=%s %d bytes err=%v", c.at.Sub(t0), c.method, c.ts, len(c.text), c.err)
-			}
-		}
-		rt.slack.mu.Unlock()
-		var all strings.Builder
-		for i, m := range rt.slack.botMessages(testTS) {
-			t.Logf("message %d: streaming %v mark %+v %d bytes, ends %q", i, m.streaming, m.mark, len(m.text), m.text[max(0, len(m.text)-60):])
-			all.WriteString(m.text + "\n")
-		}
-		if strings.Contains(all.String(), "The END.") {
-			t.Fatalf("the thread shows the answer's end: not the case under test")
-		}
-		if !strings.Contains(all.String(), textUnfinished) {
-			t.Errorf("the thread lacks the answer's end and shows no note %q that it is missing", textUnfinished)
-		}
-	})
+	for _, slot := range []bool{false, true} {
+		t.Run(map[bool]string{false: "any budget", true: "post slot"}[slot], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var steps []step
+				total := 0
+				for i := 0; total < convo.MarkdownLimit+2000; i++ {
+					l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
+					total += len(l)
+					steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})
+				}
+				steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: "The END.\n"}},
+					step{chunk: llm.Chunk{FinishReason: "stop"}})
+				opt := streamOptions()
+				if slot {
+					opt.Posts = pace.NewKeyed(60, 1)
+				}
+				rt := newReplyTest(t, steps, opt)
+				t0 := time.Now()
+				var last time.Time // the channel's last post or stream start, as Slack saw it
+				perChannel := func() error {
+					now := time.Now()
+					if slot && !last.IsZero() && now.Sub(last) < time.Second {
+						return &slack.RateLimitedError{RetryAfter: time.Second}
+					}
+					last = now
+					return nil
+				}
+				rt.slack.startErr = func(n int, c call) error {
+					if err := perChannel(); err != nil {
+						return err
+					}
+					if n == 2 { // the answer's second streamed message
+						return timedOut("chat.startStream")
+					}
+					return nil
+				}
+				rt.slack.postErr = func(n int, c call) error {
+					if err := perChannel(); err != nil {
+						return err
+					}
+					if n == 1 { // the rescue's first post
+						return timedOut("chat.postMessage")
+					}
+					return nil
+				}
+				err := rt.r.Reply(t.Context(), rt.req)
+				t.Logf("Reply = %v after %v", err, time.Since(t0))
+				rt.slack.mu.Lock()
+				for _, c := range rt.slack.calls {
+					if c.method != "appendStream" {
+						t.Logf("+%v %s ts=%s %d bytes err=%v", c.at.Sub(t0), c.method, c.ts, len(c.text), c.err)
+					}
+				}
+				rt.slack.mu.Unlock()
+				var all strings.Builder
+				for i, m := range rt.slack.botMessages(testTS) {
+					t.Logf("message %d: streaming %v mark %+v %d bytes, ends %q", i, m.streaming, m.mark, len(m.text), m.text[max(0, len(m.text)-60):])
+					all.WriteString(m.text + "\n")
+				}
+				if strings.Contains(all.String(), "The END.") {
+					t.Fatalf("the thread shows the answer's end: not the case under test")
+				}
+				if !strings.Contains(all.String(), textUnfinished) {
+					t.Errorf("the thread lacks the answer's end and shows no note %q that it is missing", textUnfinished)
+				}
+			})
+		})
+	}
 }
 
 // As TestTimedOutInterimPostIsNotRepeated, but the asker presses Stop (or the bot shuts down) while
@@ -318,26 +331,20 @@ func TestInterimPostCutByCancelIsNotRepeated(t *testing.T) {
 		t.Run(cause.Error(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				a, b := longTwoPartAnswer()
-				steps := []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n"}}}
-				for _, w := range words(b, 60) {
-					steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: w}})
-				}
-				steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
-				fs := newFakeSlack()
-				fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+				steps := slowSecondPart(a, b)
+				fs := newQuestionSlack()
 				chat := &fakeChat{steps: steps}
 				t0 := time.Now()
 				opt := testOptions()
 				opt.Buttons = true
 				opt.ShutdownTimeout = 10 * time.Second
 				r := NewReplies(fs, lagPoster{fs, t0.Add(time.Second), t0.Add(14 * time.Second)}, fs, fs, chat, nil, opt)
-				req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-					ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+				req := testRequest()
 				ctx, cancel := context.WithCancelCause(t.Context())
 				time.AfterFunc(12*time.Second, func() { cancel(cause) }) // the post of part 2 went at +10.1 s
 				err := r.Reply(ctx, req)
 				t.Logf("Reply = %v after %v", err, time.Since(t0))
-				logCallsShort(t, fs, t0)
+				logCalls(t, fs, t0)
 				var all strings.Builder
 				stops := 0
 				for i, m := range fs.botMessages(testTS) {
@@ -383,7 +390,7 @@ func TestUndeletedRefusedPartReplayedOnce(t *testing.T) {
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
 		t.Logf("Reply = %v", err)
-		logCallsShort(t, rt.slack, t0)
+		logCalls(t, rt.slack, t0)
 		all := strings.Join(rt.texts(), "\n")
 		if last := b[strings.LastIndex(b, "Bravo sentence"):]; !strings.Contains(all, last) {
 			t.Fatalf("the thread lacks the answer's end %q: not the case under test", last)

@@ -5,9 +5,6 @@ import (
 
 	"context"
 	"fmt"
-	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/llm"
-	"github.com/llmbot/llmbot/pace"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -46,8 +43,7 @@ func TestTimedOutDeleteIsRepeated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: steps}
 		t0 := time.Now()
 		fs.updateErr = func(n int, c call) error {
@@ -58,11 +54,10 @@ func TestTimedOutDeleteIsRepeated(t *testing.T) {
 		}
 		tries := 0
 		r := NewReplies(fs, onceHangingDeleter{fs, &tries}, fs, fs, chat, nil, testOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v; %d chat.delete tries", err, time.Since(t0), tries)
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		var all strings.Builder
 		for i, m := range fs.botMessages(testTS) {
 			t.Logf("message %d: mark %+v text %.60q", i, m.mark, m.text)
@@ -83,13 +78,8 @@ func TestTimedOutDeleteIsRepeated(t *testing.T) {
 func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
-		steps := []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n"}}}
-		for _, w := range words(b, 60) {
-			steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: w}})
-		}
-		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		steps := slowSecondPart(a, b)
+		fs := newQuestionSlack()
 		fs.threads["C2/"+testTS] = []slack.Message{mention("<@UBOT> go")}
 		t0 := time.Now()
 		var spent time.Time // Slack's read budget is spent from the first read on, for 30 s
@@ -108,8 +98,7 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 		opt := testOptions()
 		opt.Buttons = true
 		r := NewReplies(fs, lagPoster{fs, t0.Add(time.Second), t0.Add(30 * time.Second)}, fs, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		other := ReplyRequest{Channel: "C2", ChannelType: "channel", User: "U1", Team: "T1",
 			TS: "1700000000.000050", ThreadTS: testTS, Text: "<@UBOT> and then?"}
 		var wg sync.WaitGroup
@@ -127,7 +116,7 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		wg.Wait()
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		reads := fs.callsOf("replies")
 		if len(reads) == 0 || !reads[0].at.After(t0.Add(20*time.Second)) {
 			t.Fatalf("no look for the lost part: not the case under test")
@@ -144,80 +133,6 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 	})
 }
 
-// As TestFailedRescueWithoutOpenStreamStillSaysSo, with a channel post budget of one a second (burst
-// 1; ReplyOptions.Posts covers chat.postMessage and chat.startStream) and a Slack that holds to it:
-// a post or a stream start in the channel less than a second after the last one gets a 429. The new
-// streamed message that carries the note that the rest is missing is a chat.startStream like any
-// other: it waits for the channel's post slot, and the note shows.
-func TestFailedRescueNoteStreamWaitsForThePostSlot(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var steps []step
-		total := 0
-		for i := 0; total < convo.MarkdownLimit+2000; i++ {
-			l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
-			total += len(l)
-			steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})
-		}
-		steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: "The END.\n"}},
-			step{chunk: llm.Chunk{FinishReason: "stop"}})
-		opt := streamOptions()
-		opt.Posts = pace.NewKeyed(60, 1)
-		rt := newReplyTest(t, steps, opt)
-		rt.r = NewReplies(rt.slack, rt.slack, rt.slack, rt.slack, rt.chat, nil, opt)
-		t0 := time.Now()
-		timeout := func(m string) error {
-			return fmt.Errorf("Post \"https://slack.com/api/%s\": %w", m, context.DeadlineExceeded)
-		}
-		var last time.Time // the channel's last post or stream start, as Slack saw it
-		perChannel := func() error {
-			now := time.Now()
-			if !last.IsZero() && now.Sub(last) < time.Second {
-				return &slack.RateLimitedError{RetryAfter: time.Second}
-			}
-			last = now
-			return nil
-		}
-		rt.slack.startErr = func(n int, c call) error {
-			if err := perChannel(); err != nil {
-				return err
-			}
-			if n == 2 { // the answer's second streamed message
-				return timeout("chat.startStream")
-			}
-			return nil
-		}
-		rt.slack.postErr = func(n int, c call) error {
-			if err := perChannel(); err != nil {
-				return err
-			}
-			if n == 1 { // the rescue's first post
-				return timeout("chat.postMessage")
-			}
-			return nil
-		}
-		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		rt.slack.mu.Lock()
-		for _, c := range rt.slack.calls {
-			if c.method != "appendStream" {
-				t.Logf("+%v %s ts=%s %d bytes err=%v", c.at.Sub(t0), c.method, c.ts, len(c.text), c.err)
-			}
-		}
-		rt.slack.mu.Unlock()
-		var all strings.Builder
-		for i, m := range rt.slack.botMessages(testTS) {
-			t.Logf("message %d: streaming %v mark %+v %d bytes, ends %q", i, m.streaming, m.mark, len(m.text), m.text[max(0, len(m.text)-60):])
-			all.WriteString(m.text + "\n")
-		}
-		if strings.Contains(all.String(), "The END.") {
-			t.Fatalf("the thread shows the answer's end: not the case under test")
-		}
-		if !strings.Contains(all.String(), textUnfinished) {
-			t.Errorf("the thread lacks the answer's end and shows no note %q that it is missing", textUnfinished)
-		}
-	})
-}
-
 // landedTimeoutPoster is a Slack whose n-th chat.postMessage posts the message but answers with
 // net/http's timeout, as a slow Slack does.
 type landedTimeoutPoster struct {
@@ -229,7 +144,7 @@ type landedTimeoutPoster struct {
 func (s landedTimeoutPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
 	ts, err := s.fakeSlack.Post(ctx, channel, threadTS, m)
 	if *s.posts++; *s.posts == s.n && err == nil {
-		return "", fmt.Errorf("Post \"https://slack.com/api/chat.postMessage\": %w", context.DeadlineExceeded)
+		return "", timedOut("chat.postMessage")
 	}
 	return ts, err
 }
@@ -240,19 +155,17 @@ func (s landedTimeoutPoster) Post(ctx context.Context, channel, threadTS string,
 // question in the thread sees the answer from its start, not the second part alone in its place.
 func TestPartlyFailedRescueLandedPartKeepsReplay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		ws := lines(200)
 		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
 		t0 := time.Now()
 		posts := 0
 		msgs := landedTimeoutPoster{fs, 2, &posts}
 		r := NewReplies(fs, msgs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, streamOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		logCallsShort(t, fs, t0)
+		logCalls(t, fs, t0)
 		var all strings.Builder
 		for i, m := range fs.botMessages(testTS) {
 			t.Logf("message %d: ts %s streaming %v mark %+v %d bytes, starts %.30q ends %q", i, m.ts, m.streaming, m.mark, len(m.text), m.text, m.text[max(0, len(m.text)-70):])

@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -20,14 +18,13 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 	for _, c := range []string{"read429", "noReadToken"} {
 		t.Run(c, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
-				fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+				fs := newQuestionSlack()
 				ws := lines(200)
 				chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
 				t0 := time.Now()
 				fs.postErr = func(n int, c call) error {
 					if n == 2 { // the rescue's second post times out (and did not land)
-						return fmt.Errorf("Post \"https://slack.com/api/chat.postMessage\": %w", context.DeadlineExceeded)
+						return timedOut("chat.postMessage")
 					}
 					return nil
 				}
@@ -45,11 +42,10 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 					opt.Reads.TryTake() // other replies spent the workspace's read budget
 				}
 				r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, opt)
-				req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-					ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+				req := testRequest()
 				err := r.Reply(t.Context(), req)
 				t.Logf("Reply = %v after %v", err, time.Since(t0))
-				logCallsShort(t, fs, t0)
+				logCalls(t, fs, t0)
 				var all strings.Builder
 				for i, m := range fs.botMessages(testTS) {
 					t.Logf("message %d: streaming %v mark %+v %d bytes, starts %.30q", i, m.streaming, m.mark, len(m.text), m.text)

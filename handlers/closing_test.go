@@ -248,13 +248,11 @@ func (h hangingUpdater) Update(ctx context.Context, channel, ts string, m Msg) e
 // answers, and the message does not freeze for the rest of the answer.
 func TestInterimEditsResumeAfterSlackHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: deltas(numbered(100), time.Second)}
 		t0 := time.Now()
 		r := NewReplies(fs, hangingUpdater{fs, t0.Add(2 * time.Second), t0.Add(37 * time.Second)}, fs, fs, chat, nil, testOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		mustNoErr(t, r.Reply(t.Context(), req))
 		var after int
 		for _, u := range fs.callsOf("update") {
@@ -306,13 +304,11 @@ func (s slowSlackUpdater) Update(ctx context.Context, channel, ts string, m Msg)
 // stands once Slack answers again.
 func TestFinalEditRidesOutSlackTimeouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		chat := &fakeChat{steps: deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond)}
 		t0 := time.Now()
 		r := NewReplies(fs, slowSlackUpdater{fs, t0.Add(150 * time.Millisecond), t0.Add(40 * time.Second)}, fs, fs, chat, nil, testOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		if ms := fs.botMessages(testTS); len(ms) != 1 || ms[0].text != "The whole answer." {

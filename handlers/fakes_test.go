@@ -496,4 +496,10 @@ func mustNoErr(tb testing.TB, err error) {
 	}
 }
 
+// timedOut is the error of a Slack call (method, as "chat.postMessage") that got no answer in time, as
+// net/http's client gives it: it wraps context.DeadlineExceeded.
+func timedOut(method string) error {
+	return fmt.Errorf("Post \"https://slack.com/api/%s\": %w", method, context.DeadlineExceeded)
+}
+
 func errTruncated() error { return &llm.Error{Kind: llm.KindTruncated, Message: "stream ended early"} }

@@ -36,13 +36,26 @@ type replyTest struct {
 
 func newReplyTest(t *testing.T, steps []step, opt ReplyOptions) *replyTest {
 	t.Helper()
-	fs := newFakeSlack()
-	fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+	fs := newQuestionSlack()
 	chat := &fakeChat{steps: steps}
 	r := NewReplies(fs, fs, fs, fs, chat, zaptest.NewLogger(t), opt)
-	req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-		ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
-	return &replyTest{slack: fs, chat: chat, r: r, req: req}
+	return &replyTest{slack: fs, chat: chat, r: r, req: testRequest()}
+}
+
+// newQuestionSlack is a fake Slack whose test thread holds the question testRequest asks.
+func newQuestionSlack() *fakeSlack {
+	fs := newFakeSlack()
+	fs.threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion)}
+	return fs
+}
+
+// testQuestion is the text of the mention that starts the test thread.
+const testQuestion = "<@UBOT> explain token buckets"
+
+// testRequest is the reply request for the test thread's question.
+func testRequest() ReplyRequest {
+	return ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+		ThreadTS: testTS, Text: testQuestion}
 }
 
 // texts returns the bot's messages in the test thread.

@@ -179,12 +179,10 @@ func (s slowUpdater) Update(ctx context.Context, channel, ts string, m Msg) erro
 // slowInterimReplies answers a question with a 60-word answer streamed over 18 s, where every
 // chat.update from 5 s on takes latency (Slack slow): a Stop or shutdown at 7 s finds one in flight.
 func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *fakeSlack, ReplyRequest) {
-	fs := newFakeSlack()
-	fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+	fs := newQuestionSlack()
 	chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
 	r := NewReplies(fs, slowUpdater{fs, time.Now().Add(5 * time.Second), latency}, fs, fs, chat, nil, opt)
-	req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-		ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+	req := testRequest()
 	return r, fs, req
 }
 

@@ -463,14 +463,12 @@ func (s slowAppender) AppendStream(ctx context.Context, channel, ts, markdown st
 // appends only what came after it, and no line shows twice (found by review).
 func TestStreamModeStopDuringAnAppendShowsItOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> explain token buckets")}
+		fs := newQuestionSlack()
 		ws := lines(60)
 		chat := &fakeChat{steps: deltas(ws, 300*time.Millisecond)}
 		opt := streamOptions()
 		r := NewReplies(fs, fs, slowAppender{fs, time.Now().Add(5 * time.Second), 3 * time.Second}, fs, chat, nil, opt)
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Text: "<@UBOT> explain token buckets"}
+		req := testRequest()
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(7*time.Second, func() { cancel(ErrStopped) })
 		err := r.Reply(ctx, req)
