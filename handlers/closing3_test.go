@@ -11,6 +11,27 @@ import (
 	"github.com/slack-go/slack"
 )
 
+// checkPart2OnceWithoutStop fails the test unless the second paragraph of longTwoPartAnswer shows once
+// in the test thread and no message of the finished answer still shows a Stop button.
+func checkPart2OnceWithoutStop(t *testing.T, fs *fakeSlack) {
+	t.Helper()
+	var all strings.Builder
+	stops := 0
+	for i, m := range fs.botMessages(testTS) {
+		t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.buttons), m.mark, m.text)
+		all.WriteString(m.text + "\n")
+		if strings.Contains(buttonKey(m.buttons), ActionStop) {
+			stops++
+		}
+	}
+	if n := strings.Count(all.String(), "Bravo sentence 0 of"); n != 1 {
+		t.Errorf("part 2's first sentence shows %d times in the thread, want once", n)
+	}
+	if stops > 0 {
+		t.Errorf("%d messages of the finished answer still show a Stop button", stops)
+	}
+}
+
 // slowDeleter is a Slack whose chat.delete deletes the message but answers after net/http's timeout
 // (an error wrapping context.DeadlineExceeded), as a slow Slack does.
 type slowDeleter struct{ *fakeSlack }
@@ -104,22 +125,7 @@ func TestTimedOutInterimPostIsNotRepeated(t *testing.T) {
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, fs, t0)
-		ms := fs.botMessages(testTS)
-		var all strings.Builder
-		stops := 0
-		for i, m := range ms {
-			t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.buttons), m.mark, m.text)
-			all.WriteString(m.text + "\n")
-			if strings.Contains(buttonKey(m.buttons), ActionStop) {
-				stops++
-			}
-		}
-		if n := strings.Count(all.String(), "Bravo sentence 0 of"); n != 1 {
-			t.Errorf("part 2's first sentence shows %d times in the thread, want once", n)
-		}
-		if stops > 0 {
-			t.Errorf("%d messages of the finished answer still show a Stop button", stops)
-		}
+		checkPart2OnceWithoutStop(t, fs)
 		as := assistantMessages(askAgain(t, &replyTest{slack: fs, chat: chat, r: r, req: req}))
 		if len(as) != 1 || strings.Count(as[0], "Bravo sentence 0 of") != 1 {
 			n := 0
