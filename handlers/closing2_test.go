@@ -303,6 +303,13 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 	})
 }
 
+// slowStreaming is Replies on fs (messages written through msgs) whose chat.appendStream is slow for
+// a minute from 2 s on: appends land but answer after 12 s (slowStreamer).
+func slowStreaming(fs *fakeSlack, msgs Messenger, chat *fakeChat, opt ReplyOptions) *Replies {
+	now := time.Now()
+	return NewReplies(fs, msgs, slowStreamer{fs, now.Add(2 * time.Second), now.Add(62 * time.Second)}, fs, chat, nil, opt)
+}
+
 // slowStreamer is a Slack whose chat.appendStream, between from and to, carries out the append but
 // answers only after 12 s: a caller that gives up sooner (writeCallTimeout, 10 s) gets its context's
 // error although the text was appended.
@@ -335,8 +342,7 @@ func TestTimedOutAppendIsNotRepeated(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(90)
 		chat := &fakeChat{steps: deltas(ws, time.Second)}
-		t0 := time.Now()
-		r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, streamOptions())
+		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v; appends %d", err, len(fs.callsOf("appendStream")))

@@ -121,7 +121,7 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 		}
 		opt := streamOptions()
 		opt.Buttons = true
-		r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, opt)
+		r := slowStreaming(fs, fs, chat, opt)
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
@@ -157,7 +157,7 @@ func TestPartlyFailedRescueShowsNoTextTwice(t *testing.T) {
 			}
 			return nil
 		}
-		r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, streamOptions())
+		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))

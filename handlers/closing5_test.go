@@ -161,7 +161,7 @@ func TestPartlyFailedRescueLandedPartKeepsReplay(t *testing.T) {
 		t0 := time.Now()
 		posts := 0
 		msgs := landedTimeoutPoster{fs, 2, &posts}
-		r := NewReplies(fs, msgs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, streamOptions())
+		r := slowStreaming(fs, msgs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))

@@ -41,7 +41,7 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 					opt.Reads = pace.NewBucket(0.001, 1)
 					opt.Reads.TryTake() // other replies spent the workspace's read budget
 				}
-				r := NewReplies(fs, fs, slowStreamer{fs, t0.Add(2 * time.Second), t0.Add(62 * time.Second)}, fs, chat, nil, opt)
+				r := slowStreaming(fs, fs, chat, opt)
 				req := testRequest()
 				err := r.Reply(t.Context(), req)
 				t.Logf("Reply = %v after %v", err, time.Since(t0))
