@@ -117,7 +117,7 @@ func (r *GuardedReplier) Reply(ctx context.Context, req handlers.ReplyRequest) e
 	switch {
 	case req.FollowUp:
 		feature = FeatureFollowUp
-	case req.ChannelType == "im" || IsDM(req.Channel):
+	case req.InDM():
 		feature = FeatureDM
 	}
 	if k := r.g.opt.KnownFollowUp; !req.FollowUp || k == nil || k(req) {

@@ -762,7 +762,7 @@ func replyFeature(rr handlers.ReplyRequest) string {
 	switch {
 	case rr.FollowUp:
 		return "follow_up"
-	case rr.ChannelType == "im" || strings.HasPrefix(rr.Channel, "D"):
+	case rr.InDM():
 		return "dm"
 	}
 	return "mention"

@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strings"
 
 	"github.com/slack-go/slack"
 
@@ -153,6 +154,10 @@ type ReplyRequest struct {
 	// context is the thread up to it, so earlier answers to it are not replayed.
 	Regenerate bool
 }
+
+// InDM reports whether the request comes from a direct message with the bot (channel type "im", or a
+// channel ID starting with D when the type is not known).
+func (r ReplyRequest) InDM() bool { return r.ChannelType == "im" || strings.HasPrefix(r.Channel, "D") }
 
 // ImagineRequest is an /imagine command.
 type ImagineRequest struct {
