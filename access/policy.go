@@ -30,7 +30,10 @@ const (
 // DefaultRefusal is what a refused person is told when Rules.Refusal is empty.
 const DefaultRefusal = "Sorry, I'm not enabled for you here. If you need me, ask the people who run me in this workspace."
 
-// DM, in a channel list, stands for every direct message with the bot (channel IDs D...).
+// DM, in a channel list, stands for every one-to-one direct message with the bot (channel IDs
+// D...). A group DM (mpim) is listed by its ID, like a channel: it has people other than the
+// asker in it, so "no DMs" should not silently cover it, and it cannot be told from a private
+// channel by its ID (both G...).
 const DM = "dm"
 
 // Decision is the answer to "may this person use the bot here?".

@@ -14,6 +14,7 @@ func TestPolicyCheck(t *testing.T) {
 		ai      = "C0AIHELP"
 		secret  = "G0SECRET"
 		dm      = "D0ALICE"
+		groupDM = "G0ALICEBOB" // a group DM (mpim) is a channel to the lists
 		alice   = "U0ALICE"
 		bob     = "U0BOB"
 		mallory = "W0MALLORY"
@@ -40,6 +41,9 @@ func TestPolicyCheck(t *testing.T) {
 		{"a DM's own ID in the allow list", access.Rules{AllowChannels: []string{dm}}, dm, alice, ""},
 		{"dm in the deny list turns DMs off", access.Rules{DenyChannels: []string{"dm"}}, dm, alice, access.ReasonChannelDenied},
 		{"dm in the deny list leaves channels alone", access.Rules{DenyChannels: []string{"dm"}}, general, alice, ""},
+		{"dm in the deny list leaves group DMs alone (one-to-one only)", access.Rules{DenyChannels: []string{"dm"}}, groupDM, alice, ""},
+		{"a group DM is denied by its ID", access.Rules{DenyChannels: []string{"dm", groupDM}}, groupDM, alice, access.ReasonChannelDenied},
+		{"dm in the allow list does not allow group DMs", access.Rules{AllowChannels: []string{"dm"}}, groupDM, alice, access.ReasonChannelNotAllowed},
 		{"allowed user", access.Rules{AllowUsers: []string{alice}}, general, alice, ""},
 		{"user not on the allow list", access.Rules{AllowUsers: []string{alice}}, general, bob, access.ReasonUserNotAllowed},
 		{"user not on the allow list in a DM", access.Rules{AllowUsers: []string{alice}}, dm, bob, access.ReasonUserNotAllowed},

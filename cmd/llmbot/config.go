@@ -63,8 +63,8 @@ type Config struct {
 
 	HealthAddr string `envconfig:"HEALTH_ADDR" desc:"Address of the health and metrics listener (/healthz, /readyz, /metrics), e.g. :8080. Unset: off."`
 
-	AllowChannels     string `envconfig:"ALLOW_CHANNELS" desc:"Channel IDs (C..., G...) where the bot works, comma-separated; add dm for direct messages. Unset: everywhere."`
-	DenyChannels      string `envconfig:"DENY_CHANNELS" desc:"Channel IDs where the bot never works, comma-separated; dm turns direct messages off. Wins over ALLOW_CHANNELS."`
+	AllowChannels     string `envconfig:"ALLOW_CHANNELS" desc:"Channel IDs (C..., G...) where the bot works, comma-separated; add dm for direct messages (one-to-one; a group DM is a channel here, listed by its ID). Unset: everywhere."`
+	DenyChannels      string `envconfig:"DENY_CHANNELS" desc:"Channel IDs where the bot never works, comma-separated; dm turns one-to-one direct messages off (a group DM is denied by its ID). Wins over ALLOW_CHANNELS."`
 	AllowUsers        string `envconfig:"ALLOW_USERS" desc:"User IDs (U..., W...) who may use the bot, comma-separated. Unset: everyone."`
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
