@@ -40,14 +40,24 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 	replies := handlers.NewReplies(api, api, api, api, model, log, handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: true,
 	})
+	ev := newBotEvents()
 	b := bot.New(w.sc, id, guard.Replier(replies), nil, api, log, bot.Options{ // as cmd/llmbot wires it
 		MaxConcurrent: 1, FollowUps: true, KnownFollowUp: replies.KnownFollowUp, Refusal: guard.Refusal,
+		Hooks: ev.hooks(), Grace: wiredGrace,
 	})
 	w.run(t, b)
 
-	// Alice's thread: answered, so the bot takes part in it.
+	// Alice's thread: answered, so the bot takes part in it. Waited for until the reply has ended
+	// (its slot is free again): the bot's reply shows in the thread ("Thinking…") before the model
+	// is asked, and the final text before the slot is given back. Before that, close(slow) could
+	// come before this answer's model request (then this answer, not the next, would hold the slot
+	// with "Later.", and the next be refused as busy), or the next mention could find the slot
+	// still taken (refused as busy: no answer would ever start, and the wait below time out).
 	thread := fs.PostUserMessage("C1", "U0ALICE", "", "<@UBOT> hello?")
-	waitFor(t, fs, "the answer", func() bool { return len(fs.BotReplies("C1", thread)) == 1 })
+	ev.waitFor(t, "the answer to end", func(replies, _ int) bool { return replies == 1 })
+	if r := fs.BotReplies("C1", thread); len(r) != 1 || r[0].Text != "Sure thing." {
+		t.Fatalf("Alice's question got %+v, want the answer %q", r, "Sure thing.")
+	}
 
 	// Alice asks elsewhere; the answer takes the only slot.
 	close(slow)
@@ -58,9 +68,10 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 		t.Fatalf("second answer not started: %v (%+v)", err, w.fl.Counts())
 	}
 
-	// Mallory, denied, chats in Alice's thread without a mention.
+	// Mallory, denied, chats in Alice's thread without a mention: refused because the bot is full.
 	fs.PostUserMessage("C1", "U0MALLORY", thread, "what about me")
-	time.Sleep(time.Second) // the follow-up is routed (and the busy notice, if any, sent) well within this
+	ev.waitFor(t, "the follow-up refused as busy", func(_, busy int) bool { return busy == 1 })
+	time.Sleep(time.Second) // the busy notice, if any, is sent (right after the refusal) well within this
 	for _, e := range ephemeralsTo(fs, "U0MALLORY", "C1") {
 		t.Errorf("denied person's follow-up drew a private notice %q; README: follow-ups of refused people are left alone silently", e.Text)
 	}
@@ -69,6 +80,7 @@ func TestWiredDeniedFollowUpSilentWhenBusy(t *testing.T) {
 	// (not silence, and not "try again in a minute").
 	fs.PostUserMessage("C1", "U0MALLORY", "", "<@UBOT> and now?")
 	want := policy.Check("C1", "U0MALLORY").Message
+	ev.waitFor(t, "the mention refused as busy", func(_, busy int) bool { return busy == 2 })
 	waitFor(t, fs, "the refusal", func() bool { return len(ephemeralsTo(fs, "U0MALLORY", "C1")) > 0 })
 	if got := ephemeralsTo(fs, "U0MALLORY", "C1"); len(got) != 1 || got[0].Text != want {
 		t.Errorf("denied person's mention while the bot is full drew %+v, want the refusal %q once", got, want)
@@ -101,16 +113,21 @@ func TestWiredDeniedMetricIgnoresOtherPeoplesThreads(t *testing.T) {
 	replies = handlers.NewReplies(api, api, api, api, model, log, handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: true,
 	})
-	b := bot.New(w.sc, id, guard.Replier(replies), nil, api, log, bot.Options{FollowUps: true, KnownFollowUp: replies.KnownFollowUp})
+	ev := newBotEvents()
+	b := bot.New(w.sc, id, guard.Replier(replies), nil, api, log, bot.Options{FollowUps: true, KnownFollowUp: replies.KnownFollowUp,
+		Hooks: ev.hooks()})
 	w.run(t, b)
 
 	// Bob and Carol talk in a thread of their own; the bot is in the channel but not in it.
 	top := fs.PostUserMessage("C1", "U0BOB", "", "lunch?")
 	fs.PostUserMessage("C1", "U0CAROL", top, "sure")
 	fs.PostUserMessage("C1", "U0BOB", top, "12:30 then")
-	// Then Alice (allowed) asks the bot: once her answer is there, the thread messages were routed.
+	// Then Alice (allowed) asks the bot. Every thread message goes to the guarded Replier (FOLLOW_UPS
+	// on), each in a goroutine of its own: her answer showing does not say theirs were refused
+	// already, the end of all three replies does.
 	q := fs.PostUserMessage("C1", "U0ALICE", "", "<@UBOT> hello?")
 	waitFor(t, fs, "the answer", func() bool { return len(fs.BotReplies("C1", q)) == 1 })
+	ev.waitFor(t, "the three replies to end", func(replies, _ int) bool { return replies == 3 })
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -149,7 +166,7 @@ func fullWiredBot(t *testing.T) (*wired, *access.Policy, func() [][2]string) {
 	})
 	imagine := handlers.NewImagine(model, api, api, log, handlers.ImagineOptions{BotName: id.Name})
 	b := bot.New(w.sc, id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{
-		MaxConcurrent: 1, KnownFollowUp: replies.KnownFollowUp, Refusal: guard.Refusal,
+		MaxConcurrent: 1, KnownFollowUp: replies.KnownFollowUp, Refusal: guard.Refusal, Grace: wiredGrace,
 	})
 	w.run(t, b)
 

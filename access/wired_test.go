@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,11 @@ import (
 )
 
 const wiredWait = 15 * time.Second // bound of every wait below
+
+// wiredGrace is the bot's shutdown grace period (bot.Options.Grace) in the tests that leave an
+// answer holding a slot when they end: the bot is stopped once the assertions are done, and the
+// default 8 s would only make the test wait 6 s for an answer that is never coming.
+const wiredGrace = time.Second
 
 // wired is the fake Slack and model service with the real Slack adapter and model client that the
 // wired tests build their bot from.
@@ -131,6 +137,57 @@ func TestWiredGuard(t *testing.T) {
 	}
 	if got := w.fl.Counts().Image; got != 1 {
 		t.Errorf("%d image requests, want 1", got)
+	}
+}
+
+// botEvents counts what the bot reports through its Hooks, for tests to wait on what cannot be
+// seen in the fake Slack: a reply that has ended (Done is called once its slot and its thread are
+// free again; the answer shows in Slack before that) and work refused because the bot was full.
+type botEvents struct {
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced at every change
+	replies int           // replies finished, whatever their outcome (also refused by the Guard)
+	busy    int           // requests refused because MaxConcurrent was reached
+}
+
+func newBotEvents() *botEvents { return &botEvents{changed: make(chan struct{})} }
+
+// hooks are the bot.Hooks that count into e (they never block).
+func (e *botEvents) hooks() bot.Hooks {
+	return bot.Hooks{
+		Busy: func() { e.update(func() { e.busy++ }) },
+		Done: func(kind string, _ error, _ time.Duration) {
+			if kind == "reply" {
+				e.update(func() { e.replies++ })
+			}
+		},
+	}
+}
+
+func (e *botEvents) update(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f()
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// waitFor waits, at most wiredWait, until cond holds for the replies finished and the busy refusals.
+func (e *botEvents) waitFor(tb testing.TB, what string, cond func(replies, busy int) bool) {
+	tb.Helper()
+	timeout := time.After(wiredWait)
+	for {
+		e.mu.Lock()
+		replies, busy, changed := e.replies, e.busy, e.changed
+		e.mu.Unlock()
+		if cond(replies, busy) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			tb.Fatalf("waiting for %s: %d replies finished, %d refused as busy", what, replies, busy)
+		}
 	}
 }
 
