@@ -215,9 +215,23 @@ type envList []string
 func (e *envList) String() string { return strings.Join(*e, " ") }
 
 func (e *envList) Set(v string) error {
-	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
 		return fmt.Errorf("%q is not KEY=VALUE", v)
+	}
+	if flag, ok := toolSettings[k]; ok {
+		return fmt.Errorf("%s is set by the tool for every scenario (%s), so the table's labels and best possible lag follow it", k, flag)
+	}
+	if k == "REPLY_MODE" && !strings.EqualFold(strings.TrimSpace(val), "edit") {
+		return fmt.Errorf("REPLY_MODE=%s is not measured: the analysis reads the replies' chat.postMessage and chat.update writes, so replies written with Slack's native streaming would all count as lost", val)
 	}
 	*e = append(*e, v)
 	return nil
+}
+
+// toolSettings are the bot's settings each scenario sets itself, with the flag that sets them.
+var toolSettings = map[string]string{
+	"EDIT_POLICY":            "-policies",
+	"EDIT_BUDGET_PER_MINUTE": "-updates-per-min",
+	"MAX_CONCURRENT_REPLIES": "N + 10, so that no question is refused as busy",
 }

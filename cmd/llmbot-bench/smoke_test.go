@@ -86,15 +86,15 @@ func TestSmokeImagine(t *testing.T) {
 
 func TestBotEnvFlag(t *testing.T) {
 	var e envList
-	for _, ok := range []string{"GOMAXPROCS=1", "LLM_STREAM_COALESCE="} {
+	for _, ok := range []string{"GOMAXPROCS=1", "LLM_STREAM_COALESCE=", "REPLY_MODE=edit"} {
 		if err := e.Set(ok); err != nil {
 			t.Errorf("Set(%q): %v", ok, err)
 		}
 	}
-	if got := e.String(); got != "GOMAXPROCS=1 LLM_STREAM_COALESCE=" {
+	if got := e.String(); got != "GOMAXPROCS=1 LLM_STREAM_COALESCE= REPLY_MODE=edit" {
 		t.Errorf("collected %q", got)
 	}
-	for _, bad := range []string{"GOMAXPROCS", "=1", ""} {
+	for _, bad := range []string{"GOMAXPROCS", "=1", "", "REPLY_MODE=stream", "EDIT_POLICY=every-1s", "EDIT_BUDGET_PER_MINUTE=100", "MAX_CONCURRENT_REPLIES=5"} {
 		if err := e.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted", bad)
 		}
