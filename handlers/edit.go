@@ -312,15 +312,8 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			// that. The post has a short outage window of its own (repostOutage): the reply's may have run
 			// out on the edits, and a Slack that is down must not hold the thread's turn twice as long.
 			repost := time.Now().Add(repostOutage - finalOutage)
-			var nts string
 			mark.Replaces = ts // if ts stays (its delete fails), Build skips it
-			perr := retryWrite(ctx, &repost,
-				func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
-				func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
-				func(ctx context.Context) (err error) {
-					nts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs})
-					return err
-				})
+			nts, perr := p.postRetry(ctx, &repost, Msg{Text: text, Mark: mark, Buttons: bs})
 			if perr != nil {
 				errs = append(errs, fmt.Errorf("chat.postMessage part %d anew: %w", i+1, perr))
 				break
@@ -338,14 +331,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			e.closed = i == len(parts)-1
 			continue
 		}
-		var ts string
-		err := p.finalRetry(ctx,
-			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
-			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
-			func(ctx context.Context) (err error) {
-				ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs})
-				return err
-			})
+		ts, err := p.postRetry(ctx, &p.outage, Msg{Text: text, Mark: mark, Buttons: bs})
 		if err != nil {
 			// Later parts would come out of order: stop here.
 			errs = append(errs, fmt.Errorf("chat.postMessage part %d: %w", i+1, err))
@@ -473,14 +459,7 @@ func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note str
 // message could not carry the note: returned only if the note cannot be posted either.
 func (p *reply) postInterrupted(ctx context.Context, ferr error) error {
 	text := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
-	err := p.finalRetry(ctx,
-		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
-		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
-		func(ctx context.Context) error {
-			_, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS,
-				Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
-			return err
-		})
+	_, err := p.postRetry(ctx, &p.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
 	if err != nil {
 		return errors.Join(ferr, fmt.Errorf("chat.postMessage interrupted note: %w", err))
 	}

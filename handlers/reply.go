@@ -215,15 +215,8 @@ func (p *reply) open(ctx context.Context) (sink, error) {
 }
 
 func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
-	var ts string
-	err := writeRetry(ctx,
-		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
-		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
-		func(ctx context.Context) (err error) {
-			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS,
-				Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)})
-			return err
-		})
+	ts, err := p.postRetry(ctx, nil,
+		Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)})
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
@@ -780,6 +773,21 @@ func writeRetry(ctx context.Context, wait func(context.Context) error, throttled
 func (p *reply) finalRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
 	write func(context.Context) error) error {
 	return retryWrite(ctx, &p.outage, wait, throttled, write)
+}
+
+// postRetry posts msg in the reply's thread under the channel's post budgets, retried as retryWrite
+// does with outage (nil: writeRetry's bounded attempts; &p.outage: finalRetry's), and returns its ts
+// (the last attempt's).
+func (p *reply) postRetry(ctx context.Context, outage *time.Time, msg Msg) (string, error) {
+	var ts string
+	err := retryWrite(ctx, outage,
+		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
+		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
+		func(ctx context.Context) (err error) {
+			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, msg)
+			return err
+		})
+	return ts, err
 }
 
 // retryWrite retries write. With outage nil, maxWriteAttempts bound the transient failures; else
