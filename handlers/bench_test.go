@@ -34,17 +34,7 @@ func BenchmarkReply(b *testing.B) {
 				steps = append(steps, step{chunk: llm.Chunk{Content: w}})
 			}
 			steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
-			fs := newFakeSlack()
-			fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> write a lot")}
-			opt := testOptions()
-			opt.Mode = mode
-			opt.Edits = pace.NewScheduler(1e9, 1e6)
-			opt.Appends = pace.NewScheduler(1e9, 1e6)
-			opt.Posts = pace.NewKeyed(1e9, 1e6)
-			opt.Streams = pace.NewBucket(1e9, 1e6)
-			r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
-			req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-				ThreadTS: testTS, Text: "<@UBOT> write a lot"}
+			r, fs, req := unlimitedReplies(mode, "<@UBOT> write a lot", steps)
 			ctx := context.Background()
 			writes := 0
 			b.ReportAllocs()
@@ -89,16 +79,23 @@ func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, ReplyRequest
 		steps = append(steps, step{chunk: llm.Chunk{Content: fmt.Sprintf("tok%d ", i)}})
 	}
 	steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+	return unlimitedReplies(ModeEdit, "<@UBOT> think hard", steps)
+}
+
+// unlimitedReplies returns Replies writing in mode, with in-memory Slack (a thread of one message,
+// question) and model (sending steps) and budgets that never wait, and the request of question.
+func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, *fakeSlack, ReplyRequest) {
 	fs := newFakeSlack()
-	fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> think hard")}
+	fs.threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
 	opt := testOptions()
+	opt.Mode = mode
 	opt.Edits = pace.NewScheduler(1e9, 1e6)
 	opt.Appends = pace.NewScheduler(1e9, 1e6)
 	opt.Posts = pace.NewKeyed(1e9, 1e6)
 	opt.Streams = pace.NewBucket(1e9, 1e6)
 	r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
 	req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
-		ThreadTS: testTS, Text: "<@UBOT> think hard"}
+		ThreadTS: testTS, Text: question}
 	return r, fs, req
 }
 
