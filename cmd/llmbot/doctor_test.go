@@ -94,6 +94,18 @@ var (
 )
 
 // normalise replaces what changes between runs: latencies and the fakes' ports.
+// checkLine is the last line of doctor's output out that reports the check named name ("Chat
+// model"), "" if none does.
+func checkLine(out, name string) string {
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " "+name+": ") {
+			line = l
+		}
+	}
+	return line
+}
+
 func normalise(s string) string {
 	s = latencyRE.ReplaceAllString(s, "in <latency>")
 	return portRE.ReplaceAllString(s, "127.0.0.1:<port>")
@@ -584,15 +596,7 @@ func TestDoctorImageModelListRefusedForAWorkingKey(t *testing.T) {
 			if err != nil {
 				t.Errorf("doctor failed: %v", err)
 			}
-			var chat, image string
-			for _, l := range strings.Split(out, "\n") {
-				switch {
-				case strings.Contains(l, " Chat model: "):
-					chat = l
-				case strings.Contains(l, " Image model: "):
-					image = l
-				}
-			}
+			chat, image := checkLine(out, "Chat model"), checkLine(out, "Image model")
 			if !strings.HasPrefix(chat, "✓") {
 				t.Fatalf("chat line %q, want a ✓ (the key works)\n%s", chat, out)
 			}
@@ -648,15 +652,7 @@ func TestDoctorImageModelNotPassedUnderARefusedKeyWithAPublicModelList(t *testin
 	if err == nil {
 		t.Errorf("doctor passed with a refused key:\n%s", out)
 	}
-	var chat, image string
-	for _, l := range strings.Split(out, "\n") {
-		switch {
-		case strings.Contains(l, " Chat model: "):
-			chat = l
-		case strings.Contains(l, " Image model: "):
-			image = l
-		}
-	}
+	chat, image := checkLine(out, "Chat model"), checkLine(out, "Image model")
 	if !strings.HasPrefix(chat, "✗") {
 		t.Fatalf("chat line %q, want a ✗ (the key is refused)\n%s", chat, out)
 	}
