@@ -192,12 +192,7 @@ func TestFailedRescueStopsTheStreamWithANote(t *testing.T) {
 		ws := lines(20)
 		chat := &fakeChat{steps: deltas(ws, time.Second)}
 		t0 := time.Now()
-		fs.postErr = func(n int, c call) error {
-			if n == 1 { // the rescue's post times out (and did not land); Slack takes later posts
-				return timedOut("chat.postMessage")
-			}
-			return nil
-		}
+		fs.postErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land); Slack takes later posts
 		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)

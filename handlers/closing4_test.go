@@ -113,12 +113,7 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 		ws := lines(20)
 		chat := &fakeChat{steps: deltas(ws, time.Second)}
 		t0 := time.Now()
-		fs.postErr = func(n int, c call) error {
-			if n == 1 { // the rescue's post times out (and did not land)
-				return timedOut("chat.postMessage")
-			}
-			return nil
-		}
+		fs.postErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land)
 		opt := streamOptions()
 		opt.Buttons = true
 		r := slowStreaming(fs, fs, chat, opt)
@@ -151,12 +146,7 @@ func TestPartlyFailedRescueShowsNoTextTwice(t *testing.T) {
 		ws := lines(200)
 		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
 		t0 := time.Now()
-		fs.postErr = func(n int, c call) error {
-			if n == 2 { // the rescue's second post times out (and did not land)
-				return timedOut("chat.postMessage")
-			}
-			return nil
-		}
+		fs.postErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
 		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)

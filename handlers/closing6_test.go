@@ -22,12 +22,7 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 				ws := lines(200)
 				chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
 				t0 := time.Now()
-				fs.postErr = func(n int, c call) error {
-					if n == 2 { // the rescue's second post times out (and did not land)
-						return timedOut("chat.postMessage")
-					}
-					return nil
-				}
+				fs.postErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
 				opt := streamOptions()
 				switch c {
 				case "read429":

@@ -502,4 +502,15 @@ func timedOut(method string) error {
 	return fmt.Errorf("Post \"https://slack.com/api/%s\": %w", method, context.DeadlineExceeded)
 }
 
+// nthTimesOut is a hook under which the nth call of its method (from 1) times out, as timedOut says
+// of method, and every other goes through.
+func nthTimesOut(nth int, method string) hook {
+	return func(n int, _ call) error {
+		if n == nth {
+			return timedOut(method)
+		}
+		return nil
+	}
+}
+
 func errTruncated() error { return &llm.Error{Kind: llm.KindTruncated, Message: "stream ended early"} }
