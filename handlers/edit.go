@@ -178,13 +178,6 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			continue
 		}
 		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
-		if post && errors.Is(err, context.DeadlineExceeded) {
-			// Slack may have posted it: another post could show the part twice. The final write takes
-			// over, and looks for it first.
-			e.broken, e.lostPost = true, true
-			p.noteUnshown(snap.since)
-			return
-		}
 		if pause := e.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
 			p.noteUnshown(snap.since)
 			return
