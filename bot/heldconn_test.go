@@ -157,7 +157,7 @@ func TestHeldAcksOverTLS(t *testing.T) {
 	s.conn = conn
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- s.read(ctx, conn) }()
+	go func() { _, err := s.read(ctx, conn); done <- err }()
 	for i := range 3 {
 		if a := waitChan(t, "ack", got); a != fmt.Sprintf(`{"envelope_id":"e%d"}`, i) {
 			t.Errorf("ack %d = %s", i, a)

@@ -33,11 +33,17 @@ const (
 	readBufferSize     = 64 * 1024        // a read takes in many envelopes of a burst (a few KB each)
 	firstBackoff       = time.Second      // after a failed connection attempt, doubled up to maxBackoff
 	maxBackoff         = 2 * time.Minute  // Slack's apps.connections.open is Tier 3 (~50 a minute)
-	stableConnection   = time.Minute      // a connection that lasted this long is replaced at once when it ends
 	closeTimeout       = time.Second      // to write the close frame at shutdown
 	inboundQueue       = 1024             // see socket.in
 	ackWriteTimeout    = 10 * time.Second // the reader's acks; a socket that takes longer is dead
 )
+
+// healthyAfter is how long a connection must stay up after its hello to count as healthy: when it
+// ends, the next one is dialled at once, and the wait for connections that fail at once starts
+// over. Slack refusing a connection ends it before or right after its hello, so this tells the two
+// apart; and connections cut just after it still call apps.connections.open at most 30 times a
+// minute, under its limit of about 50.
+const healthyAfter = 2 * time.Second
 
 // inbound is what the socket hands the loop: a frame, or a change of the connection's state.
 type inbound struct {
@@ -128,8 +134,8 @@ func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.
 // connection open for the loop's last acks: see close) or the app token is rejected.
 //
 // A connection that ends is replaced at once when Slack asked for it (refresh_requested, after
-// at least a second) or when it had lasted a minute; one that ends younger (Socket Mode turned
-// off, too many connections, a proxy that cuts them, a network blip) after a wait that grows
+// at least a second) or when it was healthy (see healthyAfter); one that fails sooner (Socket
+// Mode turned off, too many connections, a proxy that cuts them at once) after a wait that grows
 // while that goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
 // A refresh opens the next connection before it closes the old one (see refresh).
 func (s *socket) Run(ctx context.Context) error {
@@ -160,7 +166,7 @@ func (s *socket) Run(ctx context.Context) error {
 			}
 		}
 		began := time.Now()
-		err := s.read(ctx, conn)
+		healthy, err := s.read(ctx, conn)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -194,7 +200,7 @@ func (s *socket) Run(ctx context.Context) error {
 			return err
 		}
 		switch {
-		case refresh, lived >= stableConnection:
+		case refresh, healthy:
 			wait = retryAfter
 		default:
 			wait = min(max(2*wait, firstBackoff), maxBackoff)
@@ -238,7 +244,7 @@ func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*
 		result <- dialed{next, err}
 		s.drainBy(old, time.Now().Add(drainTime)) // ends the read below (harmless if old already ended)
 	})
-	err := s.readFrames(ctx, old)
+	_, err := s.readFrames(ctx, old)
 	if err != nil && !isTimeout(err) && ctx.Err() == nil {
 		s.log.Debug("socket mode: replaced connection ended", zap.Error(err))
 	}
@@ -434,10 +440,12 @@ func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
 	return conn, nil
 }
 
-// read reads frames until the connection fails, Slack asks for a new one, or ctx ends.
-func (s *socket) read(ctx context.Context, conn *websocket.Conn) error {
+// read reads frames until the connection fails, Slack asks for a new one, or ctx ends. It
+// reports whether the connection was healthy: its hello came at least healthyAfter before it ended.
+func (s *socket) read(ctx context.Context, conn *websocket.Conn) (healthy bool, err error) {
 	s.drainBy(conn, time.Time{})
-	return s.readFrames(ctx, conn)
+	hello, err := s.readFrames(ctx, conn)
+	return !hello.IsZero() && time.Since(hello) >= healthyAfter, err
 }
 
 // drainBy fixes the deadline of the read of conn under way (or about to start) at until, instead
@@ -452,8 +460,9 @@ func (s *socket) drainBy(conn *websocket.Conn, until time.Time) {
 	}
 }
 
-// readFrames is read, with the read deadline drainBy set.
-func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) error {
+// readFrames is read, with the read deadline drainBy set. It returns when the hello came (zero:
+// none) with the error that ended the connection.
+func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) (hello time.Time, err error) {
 	s.dmu.Lock()
 	s.stopping = false
 	s.dmu.Unlock()
@@ -482,7 +491,7 @@ func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) error {
 		s.extend(conn)
 		typ, frame, err := conn.ReadMessage()
 		if err != nil {
-			return err
+			return hello, err
 		}
 		read := time.Now()
 		if typ != websocket.TextMessage {
@@ -498,25 +507,26 @@ func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) error {
 			app := helloApp(frame)
 			s.log.Debug("socket mode hello", zap.String("app", app))
 			if s.app != "" && app != "" && app != s.app {
-				return errWrongApp{got: app, want: s.app}
+				return hello, errWrongApp{got: app, want: s.app}
 			}
+			hello = read
 			continue
 		case "disconnect":
 			if h.reason == "warning" { // the refresh follows in ~10 s; the connection still works
 				s.log.Debug("socket mode: disconnect warning")
 				continue
 			}
-			return errDisconnect{h.reason}
+			return hello, errDisconnect{h.reason}
 		}
 		in := inbound{frame: frame, head: h, read: read, acked: h.id != "" && h.typ != socketmode.RequestTypeSlashCommands}
 		select {
 		case s.in <- in:
 		default: // the loop is behind: the acks held go out before the reader waits for it
 			if err := held.flush(); err != nil {
-				return fmt.Errorf("ack: %w", err)
+				return hello, fmt.Errorf("ack: %w", err)
 			}
 			if err := s.send(ctx, in); err != nil {
-				return err // shutting down: not acked, so Slack sends it again
+				return hello, err // shutting down: not acked, so Slack sends it again
 			}
 		}
 		if !in.acked {
@@ -528,7 +538,7 @@ func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) error {
 		if err != nil {
 			// The loop handles it anyway; Slack redelivers it on the next connection and the
 			// loop drops that as a duplicate.
-			return fmt.Errorf("ack: %w", err)
+			return hello, fmt.Errorf("ack: %w", err)
 		}
 		if s.acked != nil {
 			s.acked(h.typ, time.Since(read)) // written, or held for the next read's write (heldConn)

@@ -461,12 +461,47 @@ func TestYoungConnectionsReconnectAfterAWait(t *testing.T) {
 	dropped := time.Now()
 	h.waitFor(t, "a new connection", func() bool { return fs.Connections().Total == 2 && h.bot.State().Connected })
 	if d := time.Since(dropped); d < firstBackoff {
-		t.Errorf("a connection that lasted under a minute was replaced after %v, want at least %v", d, firstBackoff)
+		t.Errorf("a connection dropped at once was replaced after %v, want at least %v", d, firstBackoff)
 	}
 	fs.Disconnect("refresh_requested")
 	h.waitFor(t, "a refreshed connection", func() bool { return fs.Connections().Total == 3 && h.bot.State().Connected })
 	if n := fs.CallCount("apps.connections.open"); n != 3 {
 		t.Errorf("apps.connections.open called %d times, want 3", n)
+	}
+}
+
+// A connection that got its hello and stayed up for healthyAfter worked: when it drops, the next
+// one is dialled at once, however many dropped before (a flaky network, a proxy that cuts
+// connections). Connections that drop at once (Slack refusing them) are replaced after a wait that
+// doubles each time, so the bot does not hammer apps.connections.open.
+func TestReconnectWaitResetsAfterAHealthyConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		upFor   time.Duration // from the bot connected to the drop
+		drops   int
+		healthy bool
+	}{
+		{"healthy connections", healthyAfter + 500*time.Millisecond, 3, true},
+		{"connections dropped at once", 0, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newFakeSlack(t, fakeslack.Config{})
+			h := startBot(t, fs, &fakeReplier{}, nil, Options{})
+			for i := range tc.drops {
+				time.Sleep(tc.upFor)
+				fs.DropConnections()
+				dropped := time.Now()
+				h.waitFor(t, "a new connection", func() bool { return fs.Connections().Total == i+2 })
+				wait := time.Since(dropped)
+				switch want := firstBackoff << i; {
+				case tc.healthy && wait >= firstBackoff/2:
+					t.Errorf("drop %d: replaced after %v, want at once (the connection was healthy)", i+1, wait)
+				case !tc.healthy && wait < want:
+					t.Errorf("drop %d: replaced after %v, want at least %v (the wait doubles)", i+1, wait, want)
+				}
+				h.waitFor(t, "connected", func() bool { return h.bot.State().Connected && fs.Connections().Current == 1 })
+			}
+		})
 	}
 }
 
