@@ -9,10 +9,12 @@
 // values: the system prompt first, then the thread up to the triggering message, then the
 // trigger.
 //
-//   - Roles: the bot's own messages marked as answers (see Mark) become assistant messages
-//     (consecutive parts of one split answer merge into one, without the answer's note);
-//     everything else the bot posted — placeholders, notices, errors, unmarked messages — is
-//     left out, except a note for files it shared ("[shared an image: cat.png (PNG)]").
+//   - Roles: the bot's own messages become assistant messages (consecutive parts of one
+//     split answer merge into one, without the answer's note) unless their mark (see Mark)
+//     says they are no answer: placeholders, notices and errors are left out. An unmarked
+//     message of its own is an answer (an older version of the bot's, a script's with the
+//     same token), but for one that shares files, which is only noted ("[shared an image:
+//     cat.png (PNG)]").
 //     People become user messages, prefixed "Name: " when more than one person takes part.
 //     Other bots become user messages prefixed "[bot] Name: ", or are left out.
 //   - Text: Slack markup becomes plain text (the bot's mention at the start or end removed,

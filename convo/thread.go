@@ -136,9 +136,9 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 		}
 		switch {
 		case b.own(m):
-			mark, ok := ReadMark(*m)
+			mark, answer := answerMark(m)
 			switch {
-			case ok && mark.Kind == MarkAnswer:
+			case answer:
 				if after && (mark.Question == "" || !TSBefore(mark.Question, trigger.Timestamp)) {
 					continue // an answer to the trigger itself (Regenerate) or to a later question
 				}
@@ -147,7 +147,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 				}
 				entries = addAnswer(entries, i, m.Timestamp, mark, asked)
 				mentioned = "" // a mention before an answer is answered: later ones count from here
-			case !ok && len(m.Files) > 0 && !after:
+			case mark.Kind == "" && !after:
 				entries = append(entries, entry{who: speakerSelfFile, idx: []int{i}})
 			}
 		case after:
@@ -361,6 +361,23 @@ func (b *builder) systemPrompt() string {
 	return strings.NewReplacer("{bot_name}", name, "{date}", now.Format("Monday, 2 January 2006")).Replace(p)
 }
 
+// answerMark reads the mark of one of the bot's own messages; answer says whether the message is
+// (a part of) an answer. An unmarked message of its own is an answer too: one posted by an older
+// version of the bot, by a script or workflow with the same token, or whose metadata Slack did not
+// return. Its text is what the model heard the bot say, and a follow-up such as "and shorter?"
+// means nothing without it. Only an unmarked message that shares files (an /imagine picture and its
+// credit) is not: it is noted as a file (mark.Kind is then empty).
+func answerMark(m *slack.Message) (mark Mark, answer bool) {
+	mark, marked := ReadMark(*m)
+	switch {
+	case marked:
+		return mark, mark.Kind == MarkAnswer
+	case len(m.Files) > 0:
+		return Mark{}, false
+	}
+	return Mark{Kind: MarkAnswer}, true
+}
+
 // replaced is the set of the bot's messages that later ones of its own name in Mark.Replaces.
 func (b *builder) replaced(thread []slack.Message) map[string]bool {
 	var out map[string]bool
@@ -386,8 +403,8 @@ func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bo
 		var parts []string
 		for _, i := range e.idx {
 			m := latest(thread[i])
-			mark, ok := ReadMark(m)
-			if !ok || mark.Kind != MarkAnswer || !b.own(&m) {
+			mark, answer := answerMark(&m)
+			if !answer || !b.own(&m) {
 				continue
 			}
 			t := strings.TrimSpace(b.plain(m))

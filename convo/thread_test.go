@@ -73,6 +73,7 @@ func TestBuildGolden(t *testing.T) {
 		{"build_multi_person", "replies_multi_person.json", "1763700500.000800", testOptions()},
 		{"build_multi_person_first", "replies_multi_person.json", "1763700000.000100", testOptions()},
 		{"build_bot_marks", "replies_bot_marks.json", "1763800200.000700", testOptions()},
+		{"build_own_unmarked", "replies_own_unmarked.json", "1764300180.000800", testOptions()},
 		{"build_other_bots_left_out", "replies_other_bots.json", "1763900100.000400", testOptions()},
 		{"build_other_bots_included", "replies_other_bots.json", "1763900100.000400", withBots},
 		{"build_files", "replies_files.json", "1764000100.000500", testOptions()},
