@@ -147,7 +147,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 				}
 				entries = addAnswer(entries, i, m.Timestamp, mark, asked)
 				mentioned = "" // a mention before an answer is answered: later ones count from here
-			case mark.Kind == "" && !after:
+			case mark.Kind == "" && len(m.Files) > 0 && !after:
 				entries = append(entries, entry{who: speakerSelfFile, idx: []int{i}})
 			}
 		case after:
@@ -365,14 +365,15 @@ func (b *builder) systemPrompt() string {
 // (a part of) an answer. An unmarked message of its own is an answer too: one posted by an older
 // version of the bot, by a script or workflow with the same token, or whose metadata Slack did not
 // return. Its text is what the model heard the bot say, and a follow-up such as "and shorter?"
-// means nothing without it. Only an unmarked message that shares files (an /imagine picture and its
-// credit) is not: it is noted as a file (mark.Kind is then empty).
+// means nothing without it. An unmarked message that shares files (an /imagine picture and its
+// credit) is not: it is noted as a file (mark.Kind is then empty); nor is one with no text yet (a
+// native stream just started, whose mark Slack stores only when it stops).
 func answerMark(m *slack.Message) (mark Mark, answer bool) {
 	mark, marked := ReadMark(*m)
 	switch {
 	case marked:
 		return mark, mark.Kind == MarkAnswer
-	case len(m.Files) > 0:
+	case len(m.Files) > 0 || strings.TrimSpace(m.Text) == "" && len(m.Blocks.BlockSet) == 0:
 		return Mark{}, false
 	}
 	return Mark{Kind: MarkAnswer}, true
