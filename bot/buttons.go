@@ -51,7 +51,7 @@ func (b *Bot) button(work context.Context, cb slack.InteractionCallback, a *slac
 	}
 	if a.ActionID == handlers.ActionRegenerate {
 		b.startReply(work, handlers.ReplyRequest{Channel: channel, ChannelType: channelType(channel), User: user, Team: team,
-			TS: ref.TS, ThreadTS: ref.ThreadTS, Regenerate: true}, read, log)
+			TS: ref.TS, ThreadTS: ref.ThreadTS, Regenerate: true, Replace: firstNonEmpty(cb.Container.MessageTs, cb.Message.Timestamp)}, read, log)
 		return true
 	}
 	stopped, err := b.stop(channel, ref.ThreadTS, ref.TS, user)

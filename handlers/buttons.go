@@ -18,9 +18,11 @@ import (
 //   - Regenerate is on a finished answer's last message (also after an error, a stop or a
 //     restart). Anyone the access policy allows in the channel may press it: it counts as that
 //     person asking again, through the same access check, concurrency bound and one-answer-at-a-
-//     time-per-thread order as a mention. The new answer is a new message at the end of the
-//     thread, built from the thread up to the question (so the old answer stays where it is and
-//     is never replayed to the model); the person who pressed Regenerate may stop it.
+//     time-per-thread order as a mention. The new answer is written in place of the old one (the
+//     pressed message's answer: its first message is rewritten, its other parts deleted), built
+//     from the thread up to the question (so the old answer is never replayed to the model); when
+//     the old message refuses the edit, the new answer comes at the end of the thread and says it
+//     replaces the one above. The person who pressed Regenerate may stop it.
 //   - "Another" (ActionImagineAgain) is on an /imagine picture: the same prompt, a new picture
 //     uploaded to the channel, for and counted against the person who pressed it (per-user bound
 //     and daily quota).

@@ -116,40 +116,6 @@ func TestButtonsStopKeepsTextAndOffersRegenerate(t *testing.T) {
 	})
 }
 
-func TestButtonsRegenerateAnswersAgainFromTheThread(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"First ", "answer."}, 100*time.Millisecond), buttonOptions())
-		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		// Someone else (allowed by the access policy, checked by the caller) presses Regenerate.
-		rt.chat.mu.Lock()
-		rt.chat.steps = deltas([]string{"Second ", "answer."}, 100*time.Millisecond)
-		rt.chat.mu.Unlock()
-		regen := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
-			ThreadTS: testTS, Regenerate: true}
-		mustNoErr(t, rt.r.Reply(t.Context(), regen))
-
-		if got := rt.texts(); fmt.Sprint(got) != fmt.Sprint([]string{"First answer.", "Second answer."}) {
-			t.Errorf("thread = %q, want the first answer kept and a second one after it", got)
-		}
-		reqs := rt.chat.calls()
-		if len(reqs) != 2 {
-			t.Fatalf("model calls = %d, want 2", len(reqs))
-		}
-		if fmt.Sprint(reqs[1].Messages) != fmt.Sprint(reqs[0].Messages) {
-			t.Errorf("regenerate request = %+v\nwant the same as the first (old answer not replayed) %+v", reqs[1].Messages, reqs[0].Messages)
-		}
-		for _, m := range reqs[1].Messages {
-			if m.Role == llm.RoleAssistant {
-				t.Errorf("regenerate request replays an answer: %+v", m)
-			}
-		}
-		ms := rt.slack.botMessages(testTS)
-		if buttonKey(ms[0].buttons) != ActionRegenerate || buttonKey(ms[1].buttons) != ActionRegenerate {
-			t.Errorf("buttons = %+v / %+v, want Regenerate on both answers", ms[0].buttons, ms[1].buttons)
-		}
-	})
-}
-
 func TestButtonsRegenerateDeletedQuestion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, deltas([]string{"never"}, time.Millisecond), buttonOptions())

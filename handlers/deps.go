@@ -153,6 +153,9 @@ type ReplyRequest struct {
 	// pressed it; the question is read from the thread (Text and Files are not used) and the
 	// context is the thread up to it, so earlier answers to it are not replayed.
 	Regenerate bool
+	// Replace, on a Regenerate, is the ts of the message whose button was pressed (the old answer's
+	// last message): the new answer is written in place of that answer. "": in a new message.
+	Replace string
 }
 
 // InDM reports whether the request comes from a direct message with the bot (channel type "im", or a

@@ -42,6 +42,9 @@ type reply struct {
 	systemPrompt, model string
 	// noRegen: the final message gets no Regenerate button (nothing was asked).
 	noRegen bool
+	// replacesAbove: a Regenerate could not be written in place of the old answer (its message
+	// refused the edit), so the new answer, posted below it, says that it replaces it.
+	replacesAbove bool
 
 	ttft, firstText time.Duration
 	chunks          int
@@ -83,7 +86,14 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	stopWatch := context.AfterFunc(ctx, func() { p.cancelNanos.Store(time.Now().UnixNano()) })
 	defer stopWatch()
 
-	s, err := p.open(ctx)
+	var old []string // a Regenerate's old answer, written over in place
+	if p.req.Replace != "" && thread == nil {
+		// Read first to find the old answer's messages; a failed read is read again and told below.
+		if t, err := p.readContext(ctx); err == nil {
+			thread, old = t, p.oldAnswer(t)
+		}
+	}
+	s, err := p.open(ctx, old)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 			// Shut down before anything was shown (the placeholder still waited for the post
@@ -94,6 +104,9 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	}
 	defer s.close()
 	finish := func(md, note string, kind convo.MarkKind) error {
+		if p.replacesAbove && kind == convo.MarkAnswer {
+			note = strings.TrimSpace(textReplacesAbove + " " + note)
+		}
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
 		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown). Its
 		// transient failures are retried within that (finalRetry), for at most finalOutage.
@@ -184,9 +197,18 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	return errors.Join(serr, ferr)
 }
 
-// open shows life at once: a native stream when allowed (falling back by itself when Slack refuses it),
+// open shows life at once: for a Regenerate the old answer's first message turned placeholder (old,
+// see openInPlace), else a native stream when allowed (falling back by itself when Slack refuses it),
 // else a placeholder message.
-func (p *reply) open(ctx context.Context) (sink, error) {
+func (p *reply) open(ctx context.Context, old []string) (sink, error) {
+	if len(old) > 0 {
+		s, err := p.openInPlace(ctx, old)
+		if err == nil || ctx.Err() != nil {
+			return s, err
+		}
+		p.replacesAbove = slackErr(err) != "message_not_found"
+		p.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
+	}
 	if p.threadTS != "" && p.r.streamingAllowed() {
 		if !p.r.opt.Streams.TryTake() {
 			p.log.Debug("native streaming budget used up; answering by editing")
@@ -214,24 +236,78 @@ func (p *reply) open(ctx context.Context) (sink, error) {
 	return p.openEdit(ctx)
 }
 
+// placeholder is the message an answer in edit mode starts as.
+func (p *reply) placeholder() Msg {
+	return Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)}
+}
+
 func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
-	ts, err := p.postRetry(ctx, nil,
-		Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)})
+	ts, err := p.postRetry(ctx, nil, p.placeholder())
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
+	return p.editSink(p.r.opt.Edits.Lane(), ts), nil
+}
+
+// editSink writes the answer into the placeholder ts and the messages it continues in.
+func (p *reply) editSink(lane *pace.Lane, ts string) *editSink {
 	limit := convo.MrkdwnLimit
 	if p.r.opt.Buttons {
 		limit = buttonPartLimit
 	}
 	return &editSink{
 		p:     p,
-		lane:  p.r.opt.Edits.Lane(),
+		lane:  lane,
 		pager: convo.NewPager(convo.FormatMrkdwn, limit),
 		ts:    []string{ts},
 		shown: []string{""},
 		btn:   []string{buttonKey(p.buttons(false))},
-	}, nil
+	}
+}
+
+// openInPlace starts a Regenerate where the old answer stands (old: its messages, first first), so
+// the thread ends with one answer: the first message becomes the placeholder (an edit, like the
+// answer's first text, at that priority) and the others are deleted; the new answer continues in
+// new messages when it is longer. Returned errors are the edit's: the caller then answers in a new
+// message. An old part that cannot be deleted stays (logged).
+func (p *reply) openInPlace(ctx context.Context, old []string) (*editSink, error) {
+	lane := p.r.opt.Edits.Lane()
+	err := writeRetry(ctx,
+		func(ctx context.Context) error { return lane.Wait(ctx, pace.First, time.Now()) },
+		lane.Throttled,
+		func(ctx context.Context) error {
+			return idempotent(p.r.msgs.Update(ctx, p.req.Channel, old[0], p.placeholder()))
+		})
+	if err != nil {
+		lane.Close()
+		return nil, fmt.Errorf("chat.update old answer: %w", err)
+	}
+	for _, ts := range old[1:] {
+		if err := p.deleteMessage(ctx, ts); err != nil {
+			p.log.Warn("regenerate: a part of the old answer could not be deleted", zap.Error(err))
+		}
+	}
+	return p.editSink(lane, old[0]), nil
+}
+
+// oldAnswer is the messages of the answer a Regenerate was pressed on (ReplyRequest.Replace), oldest
+// first: the pressed message and the other parts of its answer (those that name the same first
+// part, Mark.First). nil when the pressed message is not one of the bot's in the thread.
+func (p *reply) oldAnswer(thread []slack.Message) []string {
+	i := slices.IndexFunc(thread, func(m slack.Message) bool { return m.Timestamp == p.req.Replace })
+	if i < 0 || !p.r.own(thread[i]) {
+		return nil
+	}
+	mark, _ := convo.ReadMark(thread[i])
+	first := cmp.Or(mark.First, p.req.Replace)
+	var out []string
+	for _, m := range thread {
+		mk, _ := convo.ReadMark(m)
+		if p.r.own(m) && (m.Timestamp == first || m.Timestamp == p.req.Replace || mk.First == first) {
+			out = append(out, m.Timestamp)
+		}
+	}
+	return out
 }
 
 func (p *reply) openStream(ctx context.Context) (*streamSink, error) {

@@ -36,6 +36,8 @@ const (
 	textFailed           = "Something went wrong while answering, please try again."
 	textUnfinished       = "Slack did not take the rest of this answer, please ask again."
 	textThreadRead       = "I couldn't read this conversation"
+	// textReplacesAbove ends a regenerated answer that could not be written over the old one.
+	textReplacesAbove = "This answer replaces the one above."
 )
 
 // emptyMentionHint is the answer to a mention with no question.

@@ -116,12 +116,12 @@ func TestE2ERegenerateButton(t *testing.T) {
 		t.Errorf("U3 told %q, want the refusal", got)
 	}
 
-	// Someone else in the channel: a second answer, from the same thread.
+	// Someone else in the channel: the answer is written again in place, from the same thread.
 	e.click(t, "C1", first.TS, "U2", handlers.ActionRegenerate)
 	e.waitFor(t, "second model request", func() bool { return len(e.llm.ChatRequests()) == 2 })
-	msgs := e.final(t, "C1", q, 2, 3)
-	if msgs[0].TS != first.TS || msgs[0].Text != "Answer number 1." || msgs[1].Text != "Answer number 2." {
-		t.Errorf("thread = %q, %q: want the first answer kept and the second after it", msgs[0].Text, msgs[1].Text)
+	msgs := e.final(t, "C1", q, 1, 3)
+	if msgs[0].TS != first.TS || msgs[0].Text != "Answer number 2." {
+		t.Errorf("thread = %q (ts %s): want the second answer in place of the first (%s)", msgs[0].Text, msgs[0].TS, first.TS)
 	}
 	for i, m := range msgs {
 		if buttonsOf(m) != handlers.ActionRegenerate || markOf(t, m).Kind != convo.MarkAnswer {
@@ -196,9 +196,12 @@ func TestE2ERegenerateNativeStreaming(t *testing.T) {
 	if !first.Markdown || buttonsOf(first) != handlers.ActionRegenerate {
 		t.Fatalf("streamed answer %+v shows %q, want Regenerate at its bottom", first, buttonsOf(first))
 	}
+	// A native stream cannot be restarted in an existing message: the new answer is written over the
+	// old one by editing it, as in edit mode.
 	e.click(t, "C1", first.TS, "U1", handlers.ActionRegenerate)
-	msgs := e.final(t, "C1", q, 2, 2)
-	if msgs[0].Text != "Answer number 1." || msgs[1].Text != "Answer number 2." || !msgs[1].Markdown {
-		t.Errorf("thread = %q, %q: want a second streamed answer after the first", msgs[0].Text, msgs[1].Text)
+	msgs := e.final(t, "C1", q, 1, 2)
+	if msgs[0].TS != first.TS || msgs[0].Text != "Answer number 2." || buttonsOf(msgs[0]) != handlers.ActionRegenerate {
+		t.Errorf("thread = %q (ts %s, buttons %q): want the second answer in place of the first (%s), with Regenerate",
+			msgs[0].Text, msgs[0].TS, buttonsOf(msgs[0]), first.TS)
 	}
 }
