@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -9,24 +9,23 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/llmbot/llmbot/access"
 )
 
-// Config is every setting of the bot, read from the environment. The struct tags are the one
-// source of truth for names, defaults and descriptions: the loader, Validate and --help all read
-// them (the tags are envconfig's, so envconfig.Process reads the same struct the same way; see
-// TestEnvconfigAgrees).
-//
-// An empty value counts as unset (the default applies), unlike envconfig, where an explicitly
-// empty variable is "set": a blank line in an .env file must not silently disable a default.
+// Config is every setting of the bot, read from the environment by envconfig.Process after a
+// normalising pass (see normaliseValue). The struct tags are the one source of truth for names,
+// defaults and descriptions: envconfig, Validate and --help all read them.
 type Config struct {
 	SlackBotToken string `envconfig:"SLACK_BOT_TOKEN" secret:"true" desc:"Bot token (xoxb-...): Slack app settings > OAuth & Permissions > Bot User OAuth Token (install the app first)."`
 	SlackAppToken string `envconfig:"SLACK_APP_TOKEN" secret:"true" desc:"App-level token (xapp-...) with connections:write: Slack app settings > Basic Information > App-Level Tokens."`
@@ -80,7 +79,7 @@ type setting struct {
 	Name, Default, Desc string
 	Secret              bool
 	Text                bool // free text, which may open and close with a quotation of its own
-	index               int
+	typ                 reflect.Type
 }
 
 // settings lists the Config fields in declaration order.
@@ -95,44 +94,115 @@ func settings() []setting {
 			Desc:    f.Tag.Get("desc"),
 			Secret:  f.Tag.Get("secret") == "true",
 			Text:    f.Tag.Get("text") == "true",
-			index:   i,
+			typ:     f.Type,
 		})
 	}
 	return out
 }
 
-// loadConfig reads every setting through getenv. Values that cannot be parsed are reported
-// together, one line each (the value is shown only for settings that are not secret).
+// loadConfig reads every setting through getenv with envconfig. Values that cannot be parsed are
+// reported together, one line each (the value is shown only for settings that are not secret),
+// in the order of the settings.
 func loadConfig(getenv func(string) string) (Config, []string) {
-	var cfg Config
+	all := settings()
+	values := make(map[string]string, len(all))
+	found := make([][]string, len(all)) // problems of each setting, listed in the settings' order
+	for i, s := range all {
+		value, set, problems := normaliseValue(s, getenv(s.Name))
+		if set {
+			values[s.Name] = value
+		}
+		found[i] = problems
+	}
+	cfg, unparsed := processEnv(values)
 	var problems []string
-	v := reflect.ValueOf(&cfg).Elem()
-	for _, s := range settings() {
-		raw := strings.TrimSpace(getenv(s.Name))
-		if quoted(raw, s.Text) {
-			// docker run --env-file and Kubernetes keep quotes as part of the value; a shell and
-			// docker compose do not. Said once, here: the checks below see the value without them.
-			problems = append(problems, fmt.Sprintf("%s: the value is in quotes: remove them (docker --env-file and Kubernetes keep quotes as part of the value)", s.Name))
-			raw = strings.TrimSpace(raw[1 : len(raw)-1])
-		}
-		if raw == "" {
-			raw = s.Default
-		}
-		if raw == "" {
-			continue
-		}
-		if err := setField(v.Field(s.index), raw); err != nil {
-			shown := ""
-			if !s.Secret {
-				shown = fmt.Sprintf(" %q", raw)
-			}
-			problems = append(problems, fmt.Sprintf("%s:%s is not %s", s.Name, shown, err))
-			if s.Default != "" && raw != s.Default {
-				_ = setField(v.Field(s.index), s.Default) // so Validate does not report it twice
-			}
+	for i, s := range all {
+		problems = append(problems, found[i]...)
+		if value, ok := unparsed[s.Name]; ok {
+			problems = append(problems, s.notA(value))
 		}
 	}
 	return cfg, problems
+}
+
+// normaliseValue turns a raw value into what envconfig is given, where envconfig alone would read
+// it otherwise than a person means it. set is false when the setting is to be left unset, so that
+// its default applies.
+func normaliseValue(s setting, raw string) (value string, set bool, problems []string) {
+	value = strings.TrimSpace(raw)
+	if quoted(value, s.Text) {
+		// docker run --env-file and Kubernetes keep quotes as part of the value; a shell and
+		// docker compose do not. Said once, here: the checks after this see the value without them.
+		problems = append(problems, fmt.Sprintf("%s: the value is in quotes: remove them (docker --env-file and Kubernetes keep quotes as part of the value)", s.Name))
+		value = strings.TrimSpace(value[1 : len(value)-1])
+	}
+	if value == "" {
+		// envconfig takes a variable set to "" as a value; a blank line in an .env file must not
+		// silently disable a default.
+		return "", false, problems
+	}
+	if strings.ContainsRune(value, 0) { // no environment variable can hold it
+		return "", false, append(problems, s.notA(value))
+	}
+	if s.typ.Kind() == reflect.Int {
+		// envconfig reads whole numbers in Go's notation (010 is octal 8, 0x10 and 1_000 are
+		// numbers, 08 is an error); people write them in decimal.
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			return "", false, append(problems, s.notA(value))
+		}
+		value = strconv.Itoa(n)
+	}
+	return value, true, problems
+}
+
+// envMu serialises processEnv's use of the process environment.
+var envMu sync.Mutex
+
+// processEnv fills a Config with envconfig.Process from values (unset: the default) and returns
+// the values it could not parse, by setting name. envconfig reads only the process environment,
+// while run takes its environment as a function (tests pass their own), so the values are put
+// there for the time of the call and what was there is put back.
+//
+// envconfig stops at the first value it cannot parse; that variable is then unset (its default
+// applies, so Validate does not report it again) and Process runs again, until every bad value
+// is known.
+func processEnv(values map[string]string) (Config, map[string]string) {
+	envMu.Lock()
+	defer envMu.Unlock()
+	for _, s := range settings() {
+		old, had := os.LookupEnv(s.Name)
+		defer setEnv(s.Name, old, had)
+		value, set := values[s.Name]
+		setEnv(s.Name, value, set)
+	}
+	unparsed := map[string]string{}
+	for {
+		var cfg Config
+		err := envconfig.Process("", &cfg)
+		var pe *envconfig.ParseError
+		if !errors.As(err, &pe) {
+			if err != nil {
+				panic("config: " + err.Error()) // Config is not a struct envconfig can fill: a programmer error
+			}
+			return cfg, unparsed
+		}
+		if _, set := os.LookupEnv(pe.KeyName); !set {
+			panic("config: the default of " + pe.KeyName + " does not parse") // a programmer error
+		}
+		unparsed[pe.KeyName] = pe.Value
+		setEnv(pe.KeyName, "", false)
+	}
+}
+
+// setEnv sets the variable name to value, or unsets it when set is false. It cannot fail: the
+// names are Config's and no value holds a NUL byte.
+func setEnv(name, value string, set bool) {
+	if set {
+		_ = os.Setenv(name, value)
+		return
+	}
+	_ = os.Unsetenv(name)
 }
 
 // quoted reports a value wrapped in quotes (docker --env-file and Kubernetes keep them). Free text
@@ -146,61 +216,23 @@ func quoted(raw string, text bool) bool {
 	return !text || !strings.ContainsRune(raw[1:n-1], rune(raw[0]))
 }
 
-var (
-	durationType = reflect.TypeFor[time.Duration]()
-	levelType    = reflect.TypeFor[zapcore.Level]()
-)
+// wants says, by the type of a setting, what its value must be: the end of "X is not ...".
+var wants = map[reflect.Type]string{
+	reflect.TypeFor[time.Duration](): "a duration (like 8s, 2m)",
+	reflect.TypeFor[zapcore.Level](): "one of debug, info, warn, error",
+	reflect.TypeFor[bool]():          "true or false",
+	reflect.TypeFor[int]():           "a whole number",
+	reflect.TypeFor[float64]():       "a number",
+	reflect.TypeFor[*float64]():      "a number",
+}
 
-// setField parses raw into f. The error reads as the end of "X is not ...".
-func setField(f reflect.Value, raw string) error {
-	if f.Kind() == reflect.Pointer {
-		p := reflect.New(f.Type().Elem())
-		if err := setField(p.Elem(), raw); err != nil {
-			return err
-		}
-		f.Set(p)
-		return nil
+// notA is the problem of a value that is not of the setting's type. A secret's value is not shown.
+func (s setting) notA(value string) string {
+	shown := ""
+	if !s.Secret {
+		shown = fmt.Sprintf(" %q", value)
 	}
-	if u, ok := f.Addr().Interface().(encoding.TextUnmarshaler); ok {
-		if err := u.UnmarshalText([]byte(raw)); err != nil {
-			if f.Type() == levelType {
-				return errors.New("one of debug, info, warn, error")
-			}
-			return errors.New("a valid value")
-		}
-		return nil
-	}
-	switch {
-	case f.Type() == durationType:
-		d, err := time.ParseDuration(raw)
-		if err != nil {
-			return errors.New("a duration (like 8s, 2m)")
-		}
-		f.SetInt(int64(d))
-	case f.Kind() == reflect.String:
-		f.SetString(raw)
-	case f.Kind() == reflect.Bool:
-		b, err := strconv.ParseBool(raw)
-		if err != nil {
-			return errors.New("true or false")
-		}
-		f.SetBool(b)
-	case f.Kind() == reflect.Int:
-		n, err := strconv.Atoi(raw)
-		if err != nil {
-			return errors.New("a whole number")
-		}
-		f.SetInt(int64(n))
-	case f.Kind() == reflect.Float64:
-		x, err := strconv.ParseFloat(raw, 64)
-		if err != nil {
-			return errors.New("a number")
-		}
-		f.SetFloat(x)
-	default:
-		panic("config: unsupported field type " + f.Type().String()) // programmer error
-	}
-	return nil
+	return fmt.Sprintf("%s:%s is not %s", s.Name, shown, cmp.Or(wants[s.typ], "a valid value"))
 }
 
 // Validate returns one error listing every problem, each with where to get the right value.

@@ -162,7 +162,8 @@ func TestLocalServerNeedsNoKey(t *testing.T) {
 	}
 }
 
-// TestEnvconfigAgrees checks that the struct tags mean the same to envconfig as to loadConfig.
+// TestEnvconfigAgrees: for values written as envconfig reads them, loadConfig gives what
+// envconfig.Process alone gives (its normalising pass changes nothing there).
 func TestEnvconfigAgrees(t *testing.T) {
 	env := map[string]string{
 		"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "OPENAI_API_KEY": "sk-1",
@@ -185,6 +186,83 @@ func TestEnvconfigAgrees(t *testing.T) {
 	}
 	if !reflect.DeepEqual(mine, viaEnvconfig) {
 		t.Errorf("loadConfig and envconfig differ:\n mine %+v\n envc %+v", mine, viaEnvconfig)
+	}
+}
+
+// TestValuesReadAsWritten: what the pass in front of envconfig keeps as people write values:
+// spaces and one pair of quotes around a value are dropped (the quotes are reported), whole
+// numbers are decimal, and a value that does not parse is reported and leaves the default.
+func TestValuesReadAsWritten(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        any      // the setting's field
+		problems    []string // the beginnings of the problems, in order
+	}{
+		{"CONTEXT_TOKENS", " 08000 ", 8000, nil},
+		{"CONTEXT_TOKENS", "010000", 10000, nil},
+		{"MAX_CONCURRENT_REPLIES", "0x10", 50, []string{`MAX_CONCURRENT_REPLIES: "0x10" is not a whole number`}},
+		{"IMAGINE_DAILY_QUOTA", "1_000", 0, []string{`IMAGINE_DAILY_QUOTA: "1_000" is not a whole number`}},
+		{"SHUTDOWN_GRACE", `"3s"`, 3 * time.Second, []string{"SHUTDOWN_GRACE: the value is in quotes"}},
+		{"SHUTDOWN_GRACE", ` '8' `, 8 * time.Second, []string{"SHUTDOWN_GRACE: the value is in quotes", `SHUTDOWN_GRACE: "8" is not a duration`}},
+		{"SHUTDOWN_GRACE", "\t5s\n", 5 * time.Second, nil},
+		{"TEMPERATURE", "'0.5'", new(0.5), []string{"TEMPERATURE: the value is in quotes"}},
+		{"TEMPERATURE", "warm", (*float64)(nil), []string{`TEMPERATURE: "warm" is not a number`}},
+		{"TEMPERATURE", "''", (*float64)(nil), []string{"TEMPERATURE: the value is in quotes"}},
+		{"LOG_LEVEL", "WARN", zapcore.WarnLevel, nil},
+		{"FOLLOW_UPS", "0", false, nil},
+		{"BUTTONS", "yes", true, []string{`BUTTONS: "yes" is not true or false`}},
+		{"CHAT_MODEL", "  ", "gpt-5.4-mini", nil},
+		{"OPENAI_API_KEY", "'sk-1'", "sk-1", []string{"OPENAI_API_KEY: the value is in quotes"}},
+	} {
+		env := validEnv()
+		env[tc.name] = tc.value
+		cfg, problems := loadConfig(envFunc(env))
+		if got := settingField(cfg, tc.name); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s=%q: %#v, want %#v", tc.name, tc.value, got, tc.want)
+		}
+		if len(problems) != len(tc.problems) {
+			t.Errorf("%s=%q: problems %q, want %d", tc.name, tc.value, problems, len(tc.problems))
+			continue
+		}
+		for i, want := range tc.problems {
+			if !strings.HasPrefix(problems[i], want) {
+				t.Errorf("%s=%q: problem %q, want it to begin %q", tc.name, tc.value, problems[i], want)
+			}
+		}
+	}
+}
+
+// settingField is the value of cfg's field for the setting name.
+func settingField(cfg Config, name string) any {
+	v := reflect.ValueOf(cfg)
+	for i := range v.NumField() {
+		if v.Type().Field(i).Tag.Get("envconfig") == name {
+			return v.Field(i).Interface()
+		}
+	}
+	return nil
+}
+
+// TestLoadLeavesTheProcessEnvironment: envconfig reads only the process environment, so
+// loadConfig puts getenv's values there for the time of the call: they win over what was there,
+// and what was there is there again afterwards.
+func TestLoadLeavesTheProcessEnvironment(t *testing.T) {
+	t.Setenv("CHAT_MODEL", "from-outside")
+	t.Setenv("SHUTDOWN_GRACE", "1m")
+	t.Setenv("IMAGE_MODEL", "")
+	os.Unsetenv("IMAGE_MODEL")
+	env := validEnv()
+	env["CHAT_MODEL"] = "from-getenv"
+	env["IMAGE_MODEL"] = "image-from-getenv"
+	cfg, problems := loadConfig(envFunc(env))
+	if len(problems) != 0 || cfg.ChatModel != "from-getenv" || cfg.ImageModel != "image-from-getenv" || cfg.ShutdownGrace != 8*time.Second {
+		t.Errorf("loaded CHAT_MODEL %q, IMAGE_MODEL %q, SHUTDOWN_GRACE %v (problems %q), want getenv's values and the default",
+			cfg.ChatModel, cfg.ImageModel, cfg.ShutdownGrace, problems)
+	}
+	_, imageSet := os.LookupEnv("IMAGE_MODEL")
+	if os.Getenv("CHAT_MODEL") != "from-outside" || os.Getenv("SHUTDOWN_GRACE") != "1m" || imageSet {
+		t.Errorf("after loadConfig: CHAT_MODEL %q, SHUTDOWN_GRACE %q, IMAGE_MODEL set %v; want them as they were",
+			os.Getenv("CHAT_MODEL"), os.Getenv("SHUTDOWN_GRACE"), imageSet)
 	}
 }
 
