@@ -13,6 +13,9 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/doctor"
 )
 
 // version is set at build time (the Dockerfile: -ldflags "-X main.version=$VERSION"); when it is
@@ -51,7 +54,7 @@ func main() {
 	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		if !errors.Is(err, errReported) { // doctor's checklist already said it
+		if !errors.Is(err, doctor.ErrReported) { // doctor's checklist already said it
 			fmt.Fprintln(os.Stderr, "llmbot:", err)
 		}
 		os.Exit(1)
@@ -89,7 +92,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	if fs.Arg(0) == "doctor" {
-		return doctor(ctx, fs.Args()[1:], getenv, stdout, stderr)
+		cfg, problems := loadConfig(getenv)
+		return doctor.Run(ctx, fs.Args()[1:], doctorInput(cfg, append(problems, cfg.problems()...)), stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown argument %q (run with --help)", fs.Arg(0))
@@ -102,4 +106,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	defer func() { _ = log.Sync() }()
 	return start(ctx, cfg, log)
+}
+
+// doctorInput is what `llmbot doctor` checks: the settings as the bot would run with them, and
+// the problems a normal start would refuse to start with.
+func doctorInput(cfg Config, problems []string) doctor.Input {
+	_, headersErr := parseHeaders(cfg.LLMHeaders)
+	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // a bad file is one of problems
+	return doctor.Input{
+		Problems:        problems,
+		SlackBotToken:   cfg.SlackBotToken,
+		SlackAppToken:   cfg.SlackAppToken,
+		SlackAPIURL:     cfg.SlackAPIURL,
+		SlackHTTPClient: slackHTTPClient(),
+		LLM:             cfg.llmConfig(),
+		BadHeaders:      headersErr != nil,
+		ChannelModels:   overrides.Models(),
+		ReplyMode:       cfg.ReplyMode,
+		FollowUps:       cfg.FollowUps,
+	}
+}
+
+// printCommands is the subcommand part of `llmbot --help`.
+func printCommands(w io.Writer) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	fmt.Fprintln(w, "  llmbot doctor   check the settings, both Slack tokens, the granted scopes, Socket Mode and the")
+	fmt.Fprintln(w, "                  models end to end; prints a checklist with the fix for each failure")
+	fmt.Fprintln(w, "                  (docker run --rm --env-file .env IMAGE doctor; kubectl exec deploy/llmbot -- llmbot doctor)")
+	fmt.Fprintln(w, "  llmbot --version")
+	fmt.Fprintln(w, "                  print the version (also in the \"starting\" log line)")
 }

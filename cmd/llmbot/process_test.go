@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,5 +88,46 @@ func TestProcessSIGTERM(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Errorf("a credential appears in the logs")
+	}
+}
+
+// TestDoctorProcess builds the binary: `llmbot doctor` exits 0 when every check passes, and 1
+// with only the checklist (nothing on stderr) when one fails.
+func TestDoctorProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "llmbot")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	fs := fakeslack.New(fakeslack.Config{BotToken: botToken, AppToken: appToken})
+	defer fs.Close()
+	fl := fakellm.New()
+	defer fl.Close()
+	fl.SetAPIKey(llmKey)
+	fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("ok") })
+	doctor := func() (stdout, stderr string, code int) {
+		cmd := exec.CommandContext(ctx, bin, "doctor")
+		cmd.Env = []string{"HOME=" + t.TempDir(),
+			"SLACK_BOT_TOKEN=" + botToken, "SLACK_APP_TOKEN=" + appToken, "OPENAI_API_KEY=" + llmKey,
+			"OPENAI_BASE_URL=" + fl.URL(), "SLACK_API_URL=" + fs.URL(), "LLM_HEADERS=X-Extra=" + secret + "-header"}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errOut, code := doctor(); code != 0 || errOut != "" || !strings.Contains(out, "All checks passed.") {
+		t.Errorf("all good: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
+	fl.SetAPIKey("sk-another-key-entirely")
+	if out, errOut, code := doctor(); code != 1 || errOut != "" || !strings.Contains(out, "1 check failed (1 check skipped).") {
+		t.Errorf("401: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 }

@@ -1,6 +1,9 @@
-package main
-
-// llmbot doctor: the configuration checked end to end, as a checklist with a fix for each failure.
+// Package doctor is `llmbot doctor`: the bot's configuration checked end to end (the settings,
+// the Slack bot token and its scopes, a Socket Mode connection, the chat and image models) and
+// printed as a checklist with a fix for each failure. It owns the checks, their time limits and
+// their wording; the command gives it, as an Input, the settings the bot would run with, so it
+// checks what the bot runs. Tokens and keys never appear in its output.
+package doctor
 
 import (
 	"cmp"
@@ -22,7 +25,6 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 
-	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -39,9 +41,35 @@ const (
 	doctorPrompt         = "Reply with the single word: ok"
 )
 
-// errReported is wrapped by errors whose message was already shown to the person (the
-// doctor's checklist): main exits non-zero without printing them again.
-var errReported = errors.New("already reported")
+// ErrReported is wrapped by Run's error when the checklist already said what failed: the caller
+// exits non-zero without printing it again.
+var ErrReported = errors.New("already reported")
+
+// Input is what the checks need from the bot's settings.
+type Input struct {
+	// Problems are those a normal start would refuse to start with (none: the settings are valid).
+	Problems []string
+
+	SlackBotToken string // SLACK_BOT_TOKEN
+	SlackAppToken string // SLACK_APP_TOKEN
+	SlackAPIURL   string // SLACK_API_URL
+	// SlackHTTPClient makes the Web API calls, as the bot's client does (nil: http.DefaultClient).
+	SlackHTTPClient *http.Client
+
+	// LLM is the model client's configuration as the bot builds it, without hooks: its chat model
+	// is asked with its URL, key and headers, under the checks' own time limits and without retries.
+	LLM llm.Config
+	// BadHeaders says LLM_HEADERS did not parse, so LLM lacks headers the service may need: the
+	// model checks are skipped (the settings check reports it).
+	BadHeaders bool
+	// ChannelModels are the chat models CHANNEL_CONFIG names, each with its channels: they answer
+	// there, so each is asked too.
+	ChannelModels map[string][]string
+
+	// The features whose scopes the bot token needs.
+	ReplyMode string // REPLY_MODE: "stream" writes with native streaming
+	FollowUps bool   // FOLLOW_UPS: thread messages without a mention
+}
 
 // status is the outcome of one check.
 type status int
@@ -86,8 +114,8 @@ func skip(name, why string) result {
 	return result{name: name, status: statusSkip, detail: "skipped (" + why + ")"}
 }
 
-// printDoctorUsage is `llmbot doctor --help`.
-func printDoctorUsage(w io.Writer) {
+// printUsage is `llmbot doctor --help`.
+func printUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: llmbot doctor
 
 Checks the configuration end to end, with the same environment as the bot, and prints a
@@ -108,23 +136,13 @@ never printed.
 `)
 }
 
-// printCommands is the subcommand part of `llmbot --help`.
-func printCommands(w io.Writer) {
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	fmt.Fprintln(w, "  llmbot doctor   check the settings, both Slack tokens, the granted scopes, Socket Mode and the")
-	fmt.Fprintln(w, "                  models end to end; prints a checklist with the fix for each failure")
-	fmt.Fprintln(w, "                  (docker run --rm --env-file .env IMAGE doctor; kubectl exec deploy/llmbot -- llmbot doctor)")
-	fmt.Fprintln(w, "  llmbot --version")
-	fmt.Fprintln(w, "                  print the version (also in the \"starting\" log line)")
-}
-
-// doctor runs every check and prints the checklist on stdout. It returns an error wrapping
-// errReported when a check failed.
-func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Run is `llmbot doctor`, args being the command line after "doctor": it runs every check with
+// in and prints the checklist on stdout. It returns an error wrapping ErrReported when a check
+// failed.
+func Run(ctx context.Context, args []string, in Input, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("llmbot doctor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { printDoctorUsage(stdout) }
+	fs.Usage = func() { printUsage(stdout) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -135,16 +153,14 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("doctor: unknown argument %q (run llmbot doctor --help)", fs.Arg(0))
 	}
 
-	cfg, problems := loadConfig(getenv)
-	problems = append(problems, cfg.problems()...)
-	out := &checklist{w: stdout, secrets: secretsOfConfig(cfg)}
-	out.header(cfg)
-	out.print(checkSettings(cfg, problems))
+	out := &checklist{w: stdout, secrets: secretsOf(in)}
+	out.header(in)
+	out.print(checkSettings(in))
 
 	// The model checks do not depend on Slack: they run meanwhile and are printed after.
 	modelResults := make(chan []result, 1) // size 1: the goroutine never waits for the printer
-	go func() { modelResults <- modelChecks(ctx, cfg) }()
-	for _, r := range slackChecks(ctx, cfg) {
+	go func() { modelResults <- modelChecks(ctx, in) }()
+	for _, r := range slackChecks(ctx, in) {
 		out.print(r)
 	}
 	for _, r := range <-modelResults {
@@ -171,8 +187,8 @@ func (c *checklist) line(format string, args ...any) {
 	fmt.Fprintln(c.w, s)
 }
 
-func (c *checklist) header(cfg Config) {
-	c.line("llmbot doctor: Slack at %s, model service at %s", hostOf(cfg.SlackAPIURL), hostOf(cfg.OpenAIBaseURL))
+func (c *checklist) header(in Input) {
+	c.line("llmbot doctor: Slack at %s, model service at %s", hostOf(in.SlackAPIURL), hostOf(in.LLM.BaseURL))
 	c.line("")
 }
 
@@ -212,7 +228,7 @@ func (c *checklist) summary() error {
 		return nil
 	}
 	c.line("%s failed%s.", plural(c.failed, "check", "checks"), tail)
-	return fmt.Errorf("doctor: %s failed: %w", plural(c.failed, "check", "checks"), errReported)
+	return fmt.Errorf("doctor: %s failed: %w", plural(c.failed, "check", "checks"), ErrReported)
 }
 
 func plural(n int, one, many string) string {
@@ -222,20 +238,18 @@ func plural(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// secretsOfConfig lists the values that must never be printed.
-func secretsOfConfig(cfg Config) []string {
+// secretsOf lists the values that must never be printed.
+func secretsOf(in Input) []string {
 	var s []string
-	for _, v := range []string{cfg.SlackBotToken, cfg.SlackAppToken, cfg.OpenAIAPIKey} {
+	for _, v := range []string{in.SlackBotToken, in.SlackAppToken, in.LLM.APIKey} {
 		if len(v) >= 4 {
 			s = append(s, v)
 		}
 	}
-	if h, err := parseHeaders(cfg.LLMHeaders); err == nil {
-		for _, vs := range h {
-			for _, v := range vs {
-				if len(v) >= 4 {
-					s = append(s, v)
-				}
+	for _, vs := range in.LLM.Headers {
+		for _, v := range vs {
+			if len(v) >= 4 {
+				s = append(s, v)
 			}
 		}
 	}
@@ -243,18 +257,18 @@ func secretsOfConfig(cfg Config) []string {
 }
 
 // checkSettings is the validation of a normal start.
-func checkSettings(cfg Config, problems []string) result {
-	if len(problems) > 0 {
-		return fail("Settings", plural(len(problems), "problem", "problems"),
+func checkSettings(in Input) result {
+	if len(in.Problems) > 0 {
+		return fail("Settings", plural(len(in.Problems), "problem", "problems"),
 			"set the variables named above (llmbot --help lists every setting with its default)",
-			bulleted(problems)...)
+			bulleted(in.Problems)...)
 	}
 	follow := "off"
-	if cfg.FollowUps {
+	if in.FollowUps {
 		follow = "on"
 	}
 	return ok("Settings", "valid (REPLY_MODE %s, FOLLOW_UPS %s, CHAT_MODEL %s, IMAGE_MODEL %s)",
-		cfg.ReplyMode, follow, cfg.ChatModel, cfg.ImageModel)
+		in.ReplyMode, follow, in.LLM.ChatModel, in.LLM.ImageModel)
 }
 
 func bulleted(lines []string) []string {
@@ -271,33 +285,33 @@ func validHTTPURL(raw string) bool {
 }
 
 // slackChecks are checks 2 to 4: bot token, scopes, Socket Mode.
-func slackChecks(ctx context.Context, cfg Config) []result {
+func slackChecks(ctx context.Context, in Input) []result {
 	const (
 		tokenCheck  = "Slack bot token"
 		scopesCheck = "Slack scopes"
 		socketCheck = "Socket Mode"
 	)
-	if !validHTTPURL(cfg.SlackAPIURL) {
+	if !validHTTPURL(in.SlackAPIURL) {
 		why := "SLACK_API_URL is not a URL"
 		return []result{skip(tokenCheck, why), skip(scopesCheck, why), skip(socketCheck, why)}
 	}
-	api := slack.New(cfg.SlackBotToken,
-		slack.OptionAPIURL(strings.TrimRight(cfg.SlackAPIURL, "/")+"/"),
-		slack.OptionAppLevelToken(cfg.SlackAppToken),
-		slack.OptionHTTPClient(slackHTTPClient()),
+	api := slack.New(in.SlackBotToken,
+		slack.OptionAPIURL(strings.TrimRight(in.SlackAPIURL, "/")+"/"),
+		slack.OptionAppLevelToken(in.SlackAppToken),
+		slack.OptionHTTPClient(cmp.Or(in.SlackHTTPClient, http.DefaultClient)),
 	)
 	var (
 		out    []result
 		botApp string // the app of the bot token, when Slack says
 	)
-	if cfg.SlackBotToken == "" {
+	if in.SlackBotToken == "" {
 		out = append(out, skip(tokenCheck, "SLACK_BOT_TOKEN is not set"), skip(scopesCheck, "no bot token"))
 	} else {
 		actx, cancel := context.WithTimeout(ctx, doctorAuthTimeout)
 		auth, err := api.AuthTestContext(actx)
 		cancel()
 		if err != nil {
-			out = append(out, explainBotToken(err, cfg), skip(scopesCheck, "the bot token did not work"))
+			out = append(out, explainBotToken(err, in.SlackAPIURL), skip(scopesCheck, "the bot token did not work"))
 		} else if auth.BotID == "" {
 			out = append(out, fail(tokenCheck,
 				fmt.Sprintf("valid, but it is a user's token (@%s in %s, %s), not the bot's", auth.User, auth.Team, auth.TeamID),
@@ -305,11 +319,11 @@ func slackChecks(ctx context.Context, cfg Config) []result {
 				skip(scopesCheck, "not a bot token"))
 		} else {
 			out = append(out, ok(tokenCheck, "valid (bot @%s in %s, %s)", auth.User, auth.Team, auth.TeamID),
-				checkScopes(cfg, auth.Header))
+				checkScopes(in, auth.Header))
 			botApp = botAppID(ctx, api, auth.BotID)
 		}
 	}
-	if cfg.SlackAppToken == "" {
+	if in.SlackAppToken == "" {
 		out = append(out, skip(socketCheck, "SLACK_APP_TOKEN is not set"))
 	} else {
 		out = append(out, checkSocketMode(ctx, api, botApp))
@@ -332,8 +346,8 @@ func botAppID(ctx context.Context, api *slack.Client, botID string) string {
 // slackFixToken is what to do about a bad bot token.
 const slackFixToken = "copy the Bot User OAuth Token (xoxb-...) again from OAuth & Permissions in your app's settings (https://api.slack.com/apps) into SLACK_BOT_TOKEN; if the app was uninstalled, install it again first"
 
-// explainBotToken turns an auth.test failure into a checklist line.
-func explainBotToken(err error, cfg Config) result {
+// explainBotToken turns an auth.test failure at apiURL into a checklist line.
+func explainBotToken(err error, apiURL string) result {
 	const name = "Slack bot token"
 	var se slack.SlackErrorResponse
 	var rl *slack.RateLimitedError
@@ -350,7 +364,7 @@ func explainBotToken(err error, cfg Config) result {
 		return fail(name, fmt.Sprintf("Slack is rate limiting auth.test (retry after %s)", rl.RetryAfter),
 			"run llmbot doctor again in a minute")
 	}
-	return fail(name, "cannot reach Slack at "+hostOf(cfg.SlackAPIURL)+": "+errText(err),
+	return fail(name, "cannot reach Slack at "+hostOf(apiURL)+": "+errText(err),
 		"check SLACK_API_URL (https://slack.com/api/ unless you are on GovSlack) and that this machine can reach it over HTTPS (proxy: HTTPS_PROXY)")
 }
 
@@ -361,15 +375,15 @@ type scopeNeed struct {
 }
 
 // neededScopes lists the bot scopes the enabled features need, in the order of manifest.yaml.
-func neededScopes(cfg Config) []scopeNeed {
+func neededScopes(in Input) []scopeNeed {
 	followUps := func(s string) string {
-		if cfg.FollowUps {
+		if in.FollowUps {
 			return s + "; follow-ups without a mention (FOLLOW_UPS)"
 		}
 		return s
 	}
 	write := "posting and editing answers"
-	if cfg.ReplyMode == "stream" {
+	if in.ReplyMode == "stream" {
 		write += ", native streaming (REPLY_MODE stream)"
 	}
 	return []scopeNeed{
@@ -385,7 +399,7 @@ func neededScopes(cfg Config) []scopeNeed {
 }
 
 // checkScopes compares the x-oauth-scopes header of auth.test with what the features need.
-func checkScopes(cfg Config, h http.Header) result {
+func checkScopes(in Input, h http.Header) result {
 	const name = "Slack scopes"
 	raw := h.Get("X-OAuth-Scopes")
 	if strings.TrimSpace(raw) == "" {
@@ -398,7 +412,7 @@ func checkScopes(cfg Config, h http.Header) result {
 	for _, s := range strings.Split(raw, ",") {
 		granted[strings.TrimSpace(s)] = true
 	}
-	need := neededScopes(cfg)
+	need := neededScopes(in)
 	var missing, notes []string
 	for _, n := range need {
 		if !granted[n.scope] {
@@ -561,22 +575,20 @@ func scrub(text, s string) string {
 func errText(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
 // modelChecks are checks 5 and 6: the chat model answers, the image model is configured.
-func modelChecks(ctx context.Context, cfg Config) []result {
+func modelChecks(ctx context.Context, in Input) []result {
 	const (
 		chatCheck  = "Chat model"
 		imageCheck = "Image model"
 	)
-	headers, err := parseHeaders(cfg.LLMHeaders)
-	if err != nil || !validHTTPURL(cfg.OpenAIBaseURL) {
+	if in.BadHeaders || !validHTTPURL(in.LLM.BaseURL) {
 		why := "OPENAI_BASE_URL or LLM_HEADERS is not valid"
 		return []result{skip(chatCheck, why), skip(imageCheck, why)}
 	}
-	c := modelCheck{cfg: cfg, headers: headers}
+	c := modelCheck{cfg: in.LLM}
 	// CHAT_MODEL and the models CHANNEL_CONFIG names (they answer in their channels) are each asked
 	// the same word, all at once: together they take no longer than one.
-	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // a bad file is the settings check's
-	models := overrides.Models()
-	delete(models, cfg.ChatModel)
+	models := maps.Clone(in.ChannelModels)
+	delete(models, in.LLM.ChatModel)
 	names := slices.Sorted(maps.Keys(models))
 	out := make([]result, 1+len(names))
 	var wg sync.WaitGroup
@@ -597,10 +609,9 @@ func modelChecks(ctx context.Context, cfg Config) []result {
 	return append(out, c.image(ctx, out[0].status != statusFail))
 }
 
-// modelCheck holds what the model checks share.
+// modelCheck holds what the model checks share: the model client's configuration.
 type modelCheck struct {
-	cfg     Config
-	headers http.Header
+	cfg llm.Config
 }
 
 // chat sends the one-word request. No retries: the point is to see the first answer.
@@ -609,12 +620,12 @@ func (m modelCheck) chat(ctx context.Context) result {
 	if m.cfg.ChatModel == "" {
 		return fail(name, "CHAT_MODEL is empty", "set CHAT_MODEL to a chat model your service offers")
 	}
-	connect := m.cfg.LLMConnectTimeout
+	connect := m.cfg.ConnectTimeout
 	if connect <= 0 || connect > doctorChatTimeout {
 		connect = doctorChatTimeout
 	}
 	var tempDropped atomic.Bool
-	lc := m.cfg.llmConfig() // what the bot runs, with doctor's short limits and no retries
+	lc := m.cfg // what the bot runs, with doctor's short limits and no retries
 	lc.ConnectTimeout, lc.HeaderTimeout, lc.IdleTimeout, lc.MaxRetries = connect, doctorChatTimeout, doctorChatTimeout, -1
 	lc.Hooks = llm.Hooks{TemperatureDropped: func(string) { tempDropped.Store(true) }}
 	client, err := llm.New(lc)
@@ -650,7 +661,7 @@ func (m modelCheck) chat(ctx context.Context) result {
 // explainChat turns a failed completion into a line with what to fix.
 func (m modelCheck) explainChat(err error, took time.Duration) result {
 	const name = "Chat model"
-	host := hostOf(m.cfg.OpenAIBaseURL)
+	host := hostOf(m.cfg.BaseURL)
 	var e *llm.Error
 	if !errors.As(err, &e) {
 		return fail(name, errText(err), "check OPENAI_BASE_URL, OPENAI_API_KEY and CHAT_MODEL")
@@ -670,7 +681,7 @@ func (m modelCheck) explainChat(err error, took time.Duration) result {
 		}
 		fix += "; services that take the key in another header (Azure: api-key) use LLM_HEADERS"
 		detail := host + " rejected OPENAI_API_KEY (401)"
-		if m.cfg.OpenAIAPIKey == "" {
+		if m.cfg.APIKey == "" {
 			detail = host + " wants an API key and OPENAI_API_KEY is not set (401)"
 		}
 		return fail(name, detail, fix, said)
@@ -741,15 +752,15 @@ func (e modelsRefused) Error() string { return fmt.Sprintf("GET /models answered
 func (m modelCheck) listModels(ctx context.Context) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, doctorModelsTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(m.cfg.OpenAIBaseURL, "/")+"/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(m.cfg.BaseURL, "/")+"/models", nil)
 	if err != nil {
 		return nil, errors.New("bad URL")
 	}
-	for k, vs := range m.headers {
+	for k, vs := range m.cfg.Headers {
 		req.Header[k] = vs
 	}
-	if m.cfg.OpenAIAPIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+m.cfg.OpenAIAPIKey)
+	if m.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+m.cfg.APIKey)
 	}
 	resp, err := (&http.Client{Timeout: doctorModelsTimeout}).Do(req)
 	if err != nil {
@@ -795,4 +806,13 @@ func clipRunes(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
+}
+
+// hostOf returns the host of a URL (never its user info or query, which may hold secrets).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
