@@ -98,3 +98,14 @@ func BenchmarkMarkdownStream50KB(b *testing.B) {
 		s.Flush()
 	}
 }
+
+// BenchmarkStripControls50KB is the cost of looking for control characters in a 50 KB answer
+// that has none (every Render and Pager update pays it): no allocation.
+func BenchmarkStripControls50KB(b *testing.B) {
+	md := answer50KB()
+	b.SetBytes(int64(len(md)))
+	b.ReportAllocs()
+	for b.Loop() {
+		stripControls(md)
+	}
+}

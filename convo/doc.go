@@ -38,7 +38,7 @@
 // lists) and writes either Slack mrkdwn (FormatMrkdwn, for chat.postMessage / chat.update
 // text) or Slack's standard-Markdown dialect (FormatMarkdown, for markdown_text and
 // chat.*Stream). Tables become aligned code blocks in both. Model text can never ping
-// anyone (see Render).
+// anyone, and its control characters never reach Slack (see Render).
 //
 // Pager cuts an answer into parts that fit a message, while it streams: parts other than
 // the last are sealed and never change. Split does the same for a whole answer.

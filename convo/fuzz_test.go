@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -47,4 +48,86 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// FuzzControls checks, for any answer, that no control character reaches Slack: Render in
+// both formats, Split, a Pager streaming it, and a MarkdownStream fed in arbitrary chunks (cut
+// anywhere, also inside a character) write no C0 control but tab and newline, no DEL and no
+// C1 control. Each writes what it writes for the answer without its controls.
+func FuzzControls(f *testing.F) {
+	dirty := strings.NewReplacer("\n", "\r\n\x02", ". ", ".\x7f\u0085 ", "|", "\x19|")
+	for _, name := range []string{"render_constructs.md", "render_tables.md", "render_safety.md", "stream_answer.md"} {
+		f.Add(dirty.Replace(readTestdata(f, name)), []byte{7, 1, 30})
+	}
+	f.Add("\x02Hello\x19 world\x7f! caf\u0085e\r\n", []byte{1})
+	f.Add("<\x02@U123> @\u0085here &\x1blt;!channel>", []byte{2, 3})
+	f.Add("x&#2;y&#x85;z&#13;&#127; | a&#1; | b |\n|---|---|\n| &#x9f; | \x1b[31m |\n", []byte{5})
+	f.Add("\x02```go\ncode\x00\r\n```\n- item\u0080\n  > quote\x1f", []byte{4, 1})
+	f.Fuzz(func(t *testing.T, md string, sizes []byte) {
+		if !utf8.ValidString(md) || len(md) > 5000 {
+			t.Skip()
+		}
+		plain, _ := stripControls(md)
+		size := func(i int) int { // the i-th chunk's length, 1 to 32 bytes, as sizes says
+			if len(sizes) == 0 {
+				return 1 + len(md)/7
+			}
+			return 1 + int(sizes[i%len(sizes)])%32
+		}
+		for _, f := range []Format{FormatMrkdwn, FormatMarkdown} {
+			out := Render(md, f)
+			checkNoControls(t, "Render", out)
+			if want := Render(plain, f); out != want {
+				t.Fatalf("format %d: Render = %q, want %q as without the controls", f, out, want)
+			}
+			parts := Split(md, f, 200)
+			checkNoControls(t, "Split", strings.Join(parts, "\n"))
+			p, q := NewPager(f, 200), NewPager(f, 200)
+			for n, i := 0, 0; n < len(md); i++ {
+				n = min(len(md), n+8*size(i)) // coarser than a stream's chunks: each Update renders
+				for n < len(md) && !utf8.RuneStart(md[n]) {
+					n++
+				}
+				clean, _ := stripControls(md[:n])
+				got, want := p.Update(md[:n], n == len(md)), q.Update(clean, n == len(md))
+				checkNoControls(t, "Pager", strings.Join(got, "\n"))
+				if !slices.Equal(got, want) {
+					t.Fatalf("format %d, %d bytes in: Pager parts %q, want %q as without the controls", f, n, got, want)
+				}
+			}
+		}
+		// The stream without the controls is fed the same text in the same pieces, except the
+		// first byte of a character cut by a piece's end, which the stream holds back until the
+		// rest of it arrives (it may start a C1 control).
+		s, ps := NewMarkdownStream(), NewMarkdownStream()
+		var all strings.Builder
+		for e, pe, i := 0, 0, 0; e < len(md); i++ {
+			next := min(len(md), e+size(i))
+			clean, _ := stripControls(md[:next])
+			pnext := len(strings.TrimSuffix(clean, "\xc2"))
+			got, want := s.Feed(md[e:next]), ps.Feed(plain[pe:pnext])
+			all.WriteString(got)
+			if got != want {
+				t.Fatalf("%d bytes in: MarkdownStream.Feed = %q, want %q as without the controls", next, got, want)
+			}
+			e, pe = next, pnext
+		}
+		got, want := s.Flush(), ps.Flush()
+		all.WriteString(got)
+		checkNoControls(t, "MarkdownStream", all.String())
+		if got != want {
+			t.Fatalf("MarkdownStream.Flush = %q, want %q as without the controls", got, want)
+		}
+	})
+}
+
+// checkNoControls fails the test when s holds a C0 control other than tab and newline, DEL
+// or a C1 control.
+func checkNoControls(t *testing.T, what, s string) {
+	t.Helper()
+	for i, r := range s {
+		if r < 0x20 && r != '\t' && r != '\n' || r >= 0x7f && r <= 0x9f {
+			t.Fatalf("%s wrote control %U at byte %d: %q", what, r, i, s)
+		}
+	}
 }

@@ -45,7 +45,8 @@ func (p *Pager) Update(md string, final bool) []string {
 	if p.src > len(md) {
 		p.src = len(md)
 	}
-	src, joins := neutralise(md[p.src:])
+	stripped, cuts := stripControls(md[p.src:])
+	src, joins := neutralise(stripped)
 	// view is what the parts show; while streaming its growing last line has its open
 	// spans closed (see closeDangling).
 	view := src
@@ -79,7 +80,7 @@ func (p *Pager) Update(md string, final bool) []string {
 		tail = p.preview(v)
 	}
 	if sealed {
-		p.advance(r, joins) // r: complete lines, or the final text
+		p.advance(r, joins, cuts) // r: complete lines, or the final text
 	}
 	parts := make([]string, 0, len(p.sealed)+1)
 	parts = append(parts, p.sealed...)
@@ -333,8 +334,10 @@ func (p *Pager) preview(r *rendered) string {
 }
 
 // advance moves the start of the source to the last top-level block that is fully
-// unsealed-or-later, so the next Update parses only what is left.
-func (p *Pager) advance(r *rendered, joins []int) {
+// unsealed-or-later, so the next Update parses only what is left. The block's offset is in
+// the cleaned text: it is mapped back to the answer past the word joiners neutralise put in
+// (joins) and the control bytes stripControls took out (cuts).
+func (p *Pager) advance(r *rendered, joins, cuts []int) {
 	for i := len(r.tops) - 1; i > 0; i-- {
 		t := r.tops[i]
 		if t.out > p.pos || !t.srcOK || t.out > r.stable {
@@ -345,6 +348,13 @@ func (p *Pager) advance(r *rendered, joins []int) {
 			if j < t.src {
 				off -= len(wordJoiner)
 			}
+		}
+		at := off
+		for _, c := range cuts { // ascending
+			if c > at {
+				break
+			}
+			off++
 		}
 		p.src += off
 		p.pos -= t.out

@@ -61,6 +61,9 @@ var mdParser = goldmark.New(
 
 // Render converts the model's Markdown answer to format f.
 //
+// Control characters (C0 except tab and newline, DEL, C1; see stripControls) are removed
+// before anything else, also where a character reference such as &#2; resolves to one.
+//
 // Mention safety: model text can never ping anyone. Before parsing, a word joiner (U+2060,
 // invisible) is put after every "<" that starts "<!" or "<@" (also a "<" written as &lt;
 // or &#60;, which Markdown resolves) and after the "@" of a bare @here, @channel or
@@ -73,8 +76,7 @@ var mdParser = goldmark.New(
 // FormatMarkdown keeps & < > as the model wrote them (standard Markdown; not verified
 // against every Slack client) and turns links to other targets into text too.
 func Render(md string, f Format) string {
-	src, _ := neutralise(md)
-	return string(render([]byte(src), f, true).out)
+	return string(render([]byte(clean(md)), f, true).out)
 }
 
 // breakKind orders the places an answer may be cut, best last.
@@ -152,7 +154,7 @@ type writer struct {
 	depth   int // block nesting, 0 at the document's children
 }
 
-// render renders src (already neutralised). final says src is the whole answer.
+// render renders src (already cleaned: see clean). final says src is the whole answer.
 func render(src []byte, f Format, final bool) *rendered {
 	doc := mdParser.Parse(text.NewReader(src))
 	w := &writer{f: f, src: src, chain: map[ast.Node]bool{}, starts: map[ast.Node]int{}, ends: map[ast.Node]int{}, codeEnd: -1, lineBeg: true}
@@ -900,6 +902,8 @@ func breakFences(s string) string {
 	return sb.String()
 }
 
+// unescapeMarkdown resolves Markdown escapes and character references. The source was
+// cleaned of controls, but a reference such as &#2; or &#x85; resolves to one: it is removed.
 func unescapeMarkdown(s string) string {
 	if !strings.ContainsAny(s, "\\&") {
 		return s
@@ -908,7 +912,8 @@ func unescapeMarkdown(s string) string {
 	b = util.ResolveNumericReferences(b)
 	b = util.ResolveEntityNames(b)
 	b = util.UnescapePunctuations(b)
-	return string(b)
+	t, _ := stripControls(string(b))
+	return t
 }
 
 // asciiAlnum reports whether r is an ASCII letter or digit.

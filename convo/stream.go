@@ -8,9 +8,10 @@ import (
 // appends: nothing sent can be changed later. Feed returns what is safe to append now:
 // complete lines, and the words of a line as it grows when the line cannot start a code
 // fence or a table. Table rows are held back until the table ends and then sent as an
-// aligned code block (markdown_text has no tables). Everything is mention-neutralised as in
-// Render. The output is standard Markdown (FormatMarkdown); the caller keeps each call
-// within markdown_text's 12,000 characters. A MarkdownStream is not safe for concurrent use.
+// aligned code block (markdown_text has no tables). Control characters are removed and
+// everything is mention-neutralised as in Render. The output is standard Markdown
+// (FormatMarkdown); the caller keeps each call within markdown_text's 12,000 characters. A
+// MarkdownStream is not safe for concurrent use.
 type MarkdownStream struct {
 	pending string   // text not yet processed (the current, incomplete line)
 	partial bool     // part of the current line was already sent
@@ -25,7 +26,27 @@ func NewMarkdownStream() *MarkdownStream { return &MarkdownStream{} }
 
 // Feed takes the next delta of the answer and returns what can be appended now (possibly "").
 func (s *MarkdownStream) Feed(delta string) string {
+	// Controls are removed as the text comes in, before any line is classified, so that
+	// "\x02```" is a fence here as it is for Slack. The last byte already pending is looked at
+	// again: a C1 control may arrive split between two deltas.
+	from := max(len(s.pending)-1, 0)
 	s.pending += delta
+	if t, cut := stripControls(s.pending[from:]); cut != nil {
+		s.pending = s.pending[:from] + t
+	}
+	// A last byte 0xC2 may start a C1 control whose second byte is still to come: the line is
+	// looked at without it ("1. \xc2" could still become "1. ```").
+	if strings.HasSuffix(s.pending, "\xc2") {
+		s.pending = s.pending[:len(s.pending)-1]
+		out := s.feed()
+		s.pending += "\xc2"
+		return out
+	}
+	return s.feed()
+}
+
+// feed returns what can be appended now of the pending text.
+func (s *MarkdownStream) feed() string {
 	var out strings.Builder
 	for {
 		i := strings.IndexByte(s.pending, '\n')
