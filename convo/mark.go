@@ -69,6 +69,7 @@ func ReadMark(msg slack.Message) (Mark, bool) {
 // NoteSuffix is how an answer's Mark.Note is appended to its text in format f: a blank line
 // and the note in italics. Build recognises and strips it when replaying the answer.
 func NoteSuffix(note string, f Format) string {
+	note = StripControls(note) // a provider's error message may carry them
 	if note == "" {
 		return ""
 	}

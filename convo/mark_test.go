@@ -79,9 +79,13 @@ func TestNoteSuffixIsStrippedFromReplayedAnswers(t *testing.T) {
 		{"stopped", FormatMrkdwn},
 		{"cut off: the answer was too long", FormatMarkdown},
 		{"interrupted <restart> & retry", FormatMrkdwn},
+		{"the service said: bad\x02 request\u0085", FormatMrkdwn},
 	}
 	for _, tt := range tests {
 		answer := Render("The answer is **42**.", tt.f) + NoteSuffix(tt.note, tt.f)
+		if stripped := StripControls(answer); answer != stripped {
+			t.Errorf("note %q: the message text keeps control characters: %q", tt.note, answer)
+		}
 		thread := []slack.Message{
 			{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "<@U0BOT> question"}},
 			{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: "1.000002", Text: answer,

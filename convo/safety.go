@@ -130,6 +130,14 @@ func controlLen(s string, i int) int {
 	return 0
 }
 
+// StripControls is s without the control characters stripControls removes: for text from the
+// model service that the bot writes to Slack outside the renderers (an error message in a note,
+// an image model's revised prompt).
+func StripControls(s string) string {
+	out, _ := stripControls(s)
+	return out
+}
+
 // clean is model text as the renderers take it: controls stripped, then mentions
 // neutralised. The stripping comes first, so that a control inside "<\x02@U1>" cannot hide
 // a mention from neutralise.

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -160,7 +161,7 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	}
 	comment := fmt.Sprintf("<@%s> asked for: %s", req.User, escape(prompt))
 	if rp := strings.TrimSpace(img.RevisedPrompt); rp != "" && rp != prompt {
-		comment += "\n_Revised prompt: " + escape(oneLine(rp, 1000)) + "_"
+		comment += "\n_Revised prompt: " + escape(oneLine(convo.StripControls(rp), 1000)) + "_"
 	}
 	var buttons []Button
 	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {
