@@ -16,6 +16,8 @@ func FuzzSplit(f *testing.F) {
 	f.Add("```\n"+strings.Repeat("x", 500)+"\n```", 100)
 	f.Add("- a\n  - b\n    > c **d** [e](https://f)\n", 100)
 	f.Add("see [a link longer than a part](https://example.com/"+strings.Repeat("x", 300)+") 🇯🇵🇯🇵 end", 100)
+	f.Add("```\n```\n-\n  **bold text** **bold text**\n-\n 日本語の文章です。 check `code & <b>` family 👨‍👩‍👧 simple: Really. ~~struck~flag 🇫🇷 <@U123ABC> Really. again! chec", 20)
+	f.Add("```\n```\n> -\n>   **bold text** **bold text**\n> -\n 日本語の文章です。 check `code & <b>` family 👨‍👩‍👧 simple: Really. ~~struck~flag 🇫🇷 <@U123ABC> Really. again! chec", 20)
 	f.Fuzz(func(t *testing.T, md string, limit int) {
 		if !utf8.ValidString(md) || len(md) > 20_000 {
 			t.Skip()

@@ -317,3 +317,39 @@ func TestPagerPreviewShowsNoBrokenMarkup(t *testing.T) {
 		})
 	}
 }
+
+// A streaming Pager parses again from the first line of a top-level block it has not sealed
+// whole. For a list or a quote whose first line holds no text ("-" alone, then the item's
+// text), that line is the marker's, not the line of the first text: parsed from there, the
+// item's text is another block ("**bold**" over a "-" line is a heading), the offsets into
+// the old rendering no longer fit: Update would panic, or lose text and cut a character.
+func TestPagerStreamingListItemWithEmptyFirstLine(t *testing.T) {
+	const rest = "\n 日本語の文章です。 check `code & <b>` family 👨‍👩‍👧 simple: Really. ~~struck~"
+	const more = "flag 🇫🇷 <@U123ABC> Really. again! chec"
+	tests := []struct{ name, md string }{
+		{"item text starts with a marker character", "```\n```\n-\n  **bold text** **bold text**\n-" + rest},
+		{"quoted item", "```\n```\n> -\n>   **bold text** **bold text**\n> -" + rest},
+		{"nested list on the item's second line", "```\n```\n-\n  - bold text bold text and more more more\n-" + rest},
+		{"quote with an empty first line", "```\n```\n>\n> - bold text bold text and more more more\n> -" + rest},
+	}
+	for _, tt := range tests {
+		for _, final := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, final %v", tt.name, final), func(t *testing.T) {
+				p := NewPager(FormatMrkdwn, 120)
+				prev := p.Update(tt.md, false)
+				checkParts(t, prev, 120, "first update")
+				parts := p.Update(tt.md+more, final)
+				checkParts(t, parts, 120, "second update")
+				checkSealed(t, prev, parts, "second update")
+				if !final {
+					prev, parts = parts, p.Update(tt.md+more, true)
+					checkParts(t, parts, 120, "final update")
+					checkSealed(t, prev, parts, "final update")
+				}
+				if got, want := normal(strings.Join(parts, "\n")), normal(Render(tt.md+more, FormatMrkdwn)); got != want {
+					t.Fatalf("parts do not read as the whole answer\ngot  %q\nwant %q", got, want)
+				}
+			})
+		}
+	}
+}

@@ -979,6 +979,16 @@ func plainText(n ast.Node, src []byte) string {
 
 // firstPos is the start of the source line where block n begins.
 func firstPos(n ast.Node, src []byte) (int, bool) {
+	if k := n.Kind(); k == ast.KindList || k == ast.KindBlockquote {
+		// A list or quote may have no text on its first line ("-" alone, "> -"), and the
+		// line of its first text may start with a character that could be a marker
+		// ("  **bold**", "  - nested"). Only the parser's position of the block is certainly
+		// on the marker's line.
+		if p := n.Pos(); p >= 0 && p <= len(src) {
+			return lineStart(src, p), true
+		}
+		return 0, false
+	}
 	pos := -1
 	var find func(n ast.Node) bool
 	find = func(n ast.Node) bool {
@@ -1016,20 +1026,7 @@ func firstPos(n ast.Node, src []byte) (int, bool) {
 	if !find(n) {
 		return 0, false
 	}
-	pos = lineStart(src, pos)
-	// The found text must be on the block's first line: a list or quote starts with its
-	// marker there (an item whose text starts on a later line does not qualify).
-	line := bytes.TrimLeft(src[pos:], " ")
-	var ok bool
-	switch n.Kind() {
-	case ast.KindList:
-		ok = len(line) > 0 && bytes.IndexByte([]byte("-+*0123456789"), line[0]) >= 0
-	case ast.KindBlockquote:
-		ok = len(line) > 0 && line[0] == '>'
-	default:
-		ok = true
-	}
-	return pos, ok
+	return lineStart(src, pos), true
 }
 
 func lineStart(src []byte, pos int) int {
