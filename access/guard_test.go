@@ -3,218 +3,293 @@ package access_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/route"
 )
 
-// fakeBot records what reached the wrapped replier and imaginer.
-type fakeBot struct {
+// fakeRoute is the handler the Guard wraps: it records the requests that reached it.
+type fakeRoute struct {
+	decision route.Decision // what Accept returns
+	runErr   error          // what Run returns
+
 	mu       sync.Mutex
-	replies  []handlers.ReplyRequest
-	runs     []handlers.ImagineRequest
-	runErr   error
-	accept   bool
-	ackText  string
-	notices  []notice
-	noticeTo error
-	denials  [][2]string
+	accepted []route.Request
+	ran      []route.Request
 }
 
-type notice struct{ channel, user, threadTS, text string }
-
-func (f *fakeBot) Reply(_ context.Context, req handlers.ReplyRequest) error {
+func (f *fakeRoute) Accept(req *route.Request) route.Decision {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.replies = append(f.replies, req)
-	return nil
+	f.accepted = append(f.accepted, *req)
+	return f.decision
 }
 
-func (f *fakeBot) Accept(handlers.ImagineRequest) (string, bool) { return f.ackText, f.accept }
-
-func (f *fakeBot) Run(_ context.Context, req handlers.ImagineRequest) error {
+func (f *fakeRoute) Run(_ context.Context, req *route.Request) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.runs = append(f.runs, req)
+	f.ran = append(f.ran, *req)
 	return f.runErr
 }
 
-func (f *fakeBot) Ephemeral(_ context.Context, channel, user, threadTS, text string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.notices = append(f.notices, notice{channel, user, threadTS, text})
-	return f.noticeTo
+// denials records GuardOptions.Denied.
+type denials struct {
+	mu  sync.Mutex
+	got [][2]string // feature, reason
 }
 
-func (f *fakeBot) denied(feature, reason string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.denials = append(f.denials, [2]string{feature, reason})
+func (d *denials) denied(feature, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.got = append(d.got, [2]string{feature, reason})
 }
 
-func newGuard(t *testing.T, f *fakeBot, rules access.Rules, quota *access.Quota) *access.Guard {
+func (d *denials) list() [][2]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.got)
+}
+
+// guarded returns next wrapped in a Guard with rules and quota, its refusals counted in d.
+func guarded(t *testing.T, next route.Handler, rules access.Rules, quota *access.Quota, d *denials) route.Handler {
 	t.Helper()
 	p, err := access.NewPolicy(rules)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return access.NewGuard(access.GuardOptions{Policy: p, Quota: quota, Notify: f, Denied: f.denied})
+	return access.NewGuard(access.GuardOptions{Policy: p, Quota: quota, Denied: d.denied}).Middleware(next)
 }
 
-func TestGuardDeniedMentionInChannel(t *testing.T) {
-	f := &fakeBot{}
-	r := newGuard(t, f, access.Rules{DenyUsers: []string{"U0MALLORY"}, Refusal: "Not for you, sorry."}, nil).Replier(f)
-	err := r.Reply(t.Context(), handlers.ReplyRequest{Channel: "C0GENERAL", ChannelType: "channel", User: "U0MALLORY", TS: "1.1", ThreadTS: "1.1", Text: "<@UBOT> hi"})
-	if !errors.Is(err, access.ErrDenied) || !errors.Is(err, handlers.ErrIgnored) {
-		t.Errorf("Reply = %v, want ErrDenied and ErrIgnored", err)
+// message is rr as the bot routes it: the one Message route, its Feature from rr.
+func message(rr route.ReplyRequest) *route.Request {
+	return &route.Request{Kind: route.Message, Name: route.MessageRoute, Feature: rr.Feature(), Channel: rr.Channel,
+		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
+}
+
+// imagine is an /imagine command as the route table hands it on (its Feature from the route).
+func imagine(channel, user, text string) *route.Request {
+	return &route.Request{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Channel: channel, User: user, Text: text}
+}
+
+// People the rules refuse are told why (Decision.Say: the bot tells them privately, or in the
+// slash command's ack), except in a follow-up that did not address the bot, which is refused
+// without a word. Nothing reaches the wrapped handler, the refusal is counted, and it costs no
+// /imagine picture.
+func TestGuardRefuses(t *testing.T) {
+	tests := []struct {
+		name        string
+		rules       access.Rules
+		req         *route.Request
+		want        route.Decision
+		wantDenials [][2]string
+	}{
+		{
+			name:        "mention in a channel",
+			rules:       access.Rules{DenyUsers: []string{"U0MALLORY"}, Refusal: "Not for you, sorry."},
+			req:         message(route.ReplyRequest{Channel: "C0GENERAL", ChannelType: "channel", User: "U0MALLORY", TS: "1.1", ThreadTS: "1.1", Text: "<@UBOT> hi"}),
+			want:        route.Decision{Say: "Not for you, sorry."},
+			wantDenials: [][2]string{{access.FeatureMention, string(access.ReasonUserDenied)}},
+		},
+		{
+			name:        "DM",
+			rules:       access.Rules{AllowChannels: []string{"C0AIHELP"}},
+			req:         message(route.ReplyRequest{Channel: "D0BOB", ChannelType: "im", User: "U0BOB", TS: "2.2", Text: "hello"}),
+			want:        route.Decision{Say: access.DefaultRefusal},
+			wantDenials: [][2]string{{access.FeatureDM, string(access.ReasonChannelNotAllowed)}},
+		},
+		{
+			name:        "follow-up without a mention, silently",
+			rules:       access.Rules{AllowUsers: []string{"U0ALICE"}},
+			req:         message(route.ReplyRequest{Channel: "C0GENERAL", ChannelType: "channel", User: "U0BOB", TS: "3.3", ThreadTS: "1.1", Text: "and then?", FollowUp: true}),
+			want:        route.Decision{},
+			wantDenials: [][2]string{{access.FeatureFollowUp, string(access.ReasonUserNotAllowed)}},
+		},
+		{
+			name:        "/imagine in a denied channel",
+			rules:       access.Rules{DenyChannels: []string{"C0RANDOM"}},
+			req:         imagine("C0RANDOM", "U0ALICE", "a cat"),
+			want:        route.Decision{Say: access.DefaultRefusal},
+			wantDenials: [][2]string{{access.FeatureImagine, string(access.ReasonChannelDenied)}},
+		},
+		{
+			name:  "Regenerate button",
+			rules: access.Rules{DenyUsers: []string{"U0MALLORY"}},
+			req: &route.Request{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate",
+				Channel: "C0GENERAL", User: "U0MALLORY", ThreadTS: "1.1", MessageTS: "1.2"},
+			want:        route.Decision{Say: access.DefaultRefusal},
+			wantDenials: [][2]string{{"regenerate", string(access.ReasonUserDenied)}},
+		},
 	}
-	if len(f.replies) != 0 {
-		t.Errorf("the refused mention reached the replier: %+v", f.replies)
-	}
-	want := []notice{{"C0GENERAL", "U0MALLORY", "1.1", "Not for you, sorry."}}
-	if len(f.notices) != 1 || f.notices[0] != want[0] {
-		t.Errorf("notices = %+v, want one private notice in the thread %+v", f.notices, want)
-	}
-	if len(f.denials) != 1 || f.denials[0] != [2]string{"mention", "user_denied"} {
-		t.Errorf("denials = %v", f.denials)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := &fakeRoute{decision: route.Decision{Run: true, Say: "Generating…"}}
+			var d denials
+			q := access.NewQuota(1, 0)
+			h := guarded(t, next, tt.rules, q, &d)
+			if got := h.Accept(tt.req); got != tt.want {
+				t.Errorf("Accept = %+v, want %+v", got, tt.want)
+			}
+			if len(next.accepted) != 0 || len(next.ran) != 0 {
+				t.Errorf("the refused request reached the handler: accepted %+v, ran %+v", next.accepted, next.ran)
+			}
+			if got := d.list(); !slices.Equal(got, tt.wantDenials) {
+				t.Errorf("denials = %v, want %v", got, tt.wantDenials)
+			}
+			if got := q.Remaining(tt.req.User); got != 1 {
+				t.Errorf("Remaining after the refusal = %d, want 1 (a refusal costs no picture)", got)
+			}
+		})
 	}
 }
 
-func TestGuardDeniedDM(t *testing.T) {
-	f := &fakeBot{}
-	r := newGuard(t, f, access.Rules{AllowChannels: []string{"C0AIHELP"}}, nil).Replier(f)
-	err := r.Reply(t.Context(), handlers.ReplyRequest{Channel: "D0BOB", ChannelType: "im", User: "U0BOB", TS: "2.2", Text: "hello"})
-	if !errors.Is(err, access.ErrDenied) {
-		t.Errorf("Reply = %v, want ErrDenied", err)
+// A refused follow-up counts as a refusal only when the bot would have answered it
+// (GuardOptions.KnownFollowUp), not people talking among themselves in a thread the bot has no
+// part in; either way it is refused without a word. KnownFollowUp says nothing about mentions.
+func TestGuardKnownFollowUp(t *testing.T) {
+	known := func(route.ReplyRequest) bool { return true }
+	unknown := func(route.ReplyRequest) bool { return false }
+	followUp := route.ReplyRequest{Channel: "C0GENERAL", User: "U0BOB", TS: "3.3", ThreadTS: "1.1", Text: "lunch?", FollowUp: true}
+	mention := route.ReplyRequest{Channel: "C0GENERAL", User: "U0BOB", TS: "3.3", ThreadTS: "3.3", Text: "<@UBOT> hi"}
+	tests := []struct {
+		name        string
+		known       func(route.ReplyRequest) bool
+		req         *route.Request
+		want        route.Decision
+		wantDenials [][2]string
+	}{
+		{"follow-up the bot would answer", known, message(followUp), route.Decision{},
+			[][2]string{{access.FeatureFollowUp, string(access.ReasonUserNotAllowed)}}},
+		{"follow-up in another thread", unknown, message(followUp), route.Decision{}, nil},
+		{"follow-up, KnownFollowUp unset", nil, message(followUp), route.Decision{},
+			[][2]string{{access.FeatureFollowUp, string(access.ReasonUserNotAllowed)}}},
+		{"mention", unknown, message(mention), route.Decision{Say: access.DefaultRefusal},
+			[][2]string{{access.FeatureMention, string(access.ReasonUserNotAllowed)}}},
 	}
-	if len(f.replies) != 0 || len(f.notices) != 1 || f.notices[0] != (notice{"D0BOB", "U0BOB", "", access.DefaultRefusal}) {
-		t.Errorf("replies %+v, notices %+v; want none and one private notice in the DM", f.replies, f.notices)
-	}
-	if len(f.denials) != 1 || f.denials[0] != [2]string{"dm", "channel_not_allowed"} {
-		t.Errorf("denials = %v", f.denials)
-	}
-}
-
-// A thread message that does not address the bot is refused without a word.
-func TestGuardDeniedFollowUpIsSilent(t *testing.T) {
-	f := &fakeBot{}
-	r := newGuard(t, f, access.Rules{AllowUsers: []string{"U0ALICE"}}, nil).Replier(f)
-	err := r.Reply(t.Context(), handlers.ReplyRequest{Channel: "C0GENERAL", User: "U0BOB", TS: "3.3", ThreadTS: "1.1", FollowUp: true})
-	if !errors.Is(err, handlers.ErrIgnored) || len(f.notices) != 0 || len(f.replies) != 0 {
-		t.Errorf("follow-up: err %v, notices %+v, replies %+v; want ignored silently", err, f.notices, f.replies)
-	}
-	if len(f.denials) != 1 || f.denials[0] != [2]string{"follow_up", "user_not_allowed"} {
-		t.Errorf("denials = %v", f.denials)
-	}
-}
-
-// When the notice cannot be sent, the error says so and is not an ErrIgnored (it gets logged).
-func TestGuardNoticeFails(t *testing.T) {
-	f := &fakeBot{noticeTo: errors.New("chat.postEphemeral: not_in_channel")}
-	r := newGuard(t, f, access.Rules{DenyUsers: []string{"U0BOB"}}, nil).Replier(f)
-	err := r.Reply(t.Context(), handlers.ReplyRequest{Channel: "C0GENERAL", User: "U0BOB", TS: "1.1", ThreadTS: "1.1"})
-	if err == nil || errors.Is(err, handlers.ErrIgnored) {
-		t.Errorf("Reply = %v, want the notice's error, not ignored", err)
-	}
-}
-
-// The notice goes out even when the reply's context is already cancelled (shutdown).
-func TestGuardNoticeOutlivesCancel(t *testing.T) {
-	f := &fakeBot{}
-	r := newGuard(t, f, access.Rules{DenyUsers: []string{"U0BOB"}}, nil).Replier(f)
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	_ = r.Reply(ctx, handlers.ReplyRequest{Channel: "C0GENERAL", User: "U0BOB", TS: "1.1", ThreadTS: "1.1"})
-	if len(f.notices) != 1 {
-		t.Errorf("notices = %+v, want 1", f.notices)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := access.NewPolicy(access.Rules{AllowUsers: []string{"U0ALICE"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d denials
+			next := &fakeRoute{decision: route.Decision{Run: true}}
+			h := access.NewGuard(access.GuardOptions{Policy: p, Denied: d.denied, KnownFollowUp: tt.known}).Middleware(next)
+			if got := h.Accept(tt.req); got != tt.want {
+				t.Errorf("Accept = %+v, want %+v", got, tt.want)
+			}
+			if len(next.accepted) != 0 {
+				t.Errorf("the refused request reached the handler: %+v", next.accepted)
+			}
+			if got := d.list(); !slices.Equal(got, tt.wantDenials) {
+				t.Errorf("denials = %v, want %v", got, tt.wantDenials)
+			}
+		})
 	}
 }
 
+// Allowed people get the wrapped handler's decision, unchanged, with the request unchanged; only
+// /imagine takes a picture from the quota.
 func TestGuardAllowedPassesThrough(t *testing.T) {
-	f := &fakeBot{accept: true, ackText: "Generating…"}
-	g := newGuard(t, f, access.Rules{AllowUsers: []string{"U0ALICE"}}, access.NewQuota(5, 0))
-	req := handlers.ReplyRequest{Channel: "C0GENERAL", User: "U0ALICE", TS: "1.1", ThreadTS: "1.1", Text: "hi"}
-	if err := g.Replier(f).Reply(t.Context(), req); err != nil {
-		t.Errorf("Reply = %v", err)
+	next := &fakeRoute{decision: route.Decision{Run: true, Say: "Generating…"}}
+	var d denials
+	q := access.NewQuota(5, 0)
+	h := guarded(t, next, access.Rules{AllowUsers: []string{"U0ALICE"}}, q, &d)
+
+	msg := message(route.ReplyRequest{Channel: "C0GENERAL", ChannelType: "channel", User: "U0ALICE", TS: "1.1", ThreadTS: "1.1", Text: "hi"})
+	if got := h.Accept(msg); got != next.decision {
+		t.Errorf("Accept(mention) = %+v, want the handler's %+v", got, next.decision)
 	}
-	if len(f.replies) != 1 || f.replies[0].Text != "hi" || len(f.notices) != 0 {
-		t.Errorf("replies %+v, notices %+v; want the request passed on unchanged", f.replies, f.notices)
+	if err := h.Run(t.Context(), msg); err != nil {
+		t.Errorf("Run(mention) = %v", err)
 	}
-	text, start := g.Imaginer(f).Accept(handlers.ImagineRequest{Channel: "C0GENERAL", User: "U0ALICE", Text: "a cat"})
-	if text != "Generating…" || !start {
-		t.Errorf("Accept = %q, %v; want the handler's ack", text, start)
+	if len(next.accepted) != 1 || next.accepted[0].Text != "hi" || next.accepted[0].Reply != msg.Reply ||
+		len(next.ran) != 1 || next.ran[0].Reply != msg.Reply {
+		t.Errorf("accepted %+v, ran %+v; want the request passed on unchanged", next.accepted, next.ran)
+	}
+	if got := q.Remaining("U0ALICE"); got != 5 {
+		t.Errorf("Remaining after a mention = %d, want 5", got)
+	}
+
+	if got := h.Accept(imagine("C0GENERAL", "U0ALICE", "a cat")); got != next.decision {
+		t.Errorf("Accept(/imagine) = %+v, want the handler's %+v", got, next.decision)
+	}
+	if got := q.Remaining("U0ALICE"); got != 4 {
+		t.Errorf("Remaining after an accepted /imagine = %d, want 4", got)
+	}
+	if got := d.list(); len(got) != 0 {
+		t.Errorf("denials = %v, want none", got)
 	}
 }
 
+// Without a policy and a quota everyone is let through, and a failed job has nothing to give back.
 func TestGuardNilPolicyAndQuota(t *testing.T) {
-	f := &fakeBot{accept: true, ackText: "ok"}
-	g := access.NewGuard(access.GuardOptions{})
-	if err := g.Replier(f).Reply(t.Context(), handlers.ReplyRequest{Channel: "C1", User: "U1"}); err != nil || len(f.replies) != 1 {
-		t.Errorf("Reply = %v, replies %d", err, len(f.replies))
+	next := &fakeRoute{decision: route.Decision{Run: true, Say: "ok"}, runErr: errors.New("image: content_policy")}
+	h := access.NewGuard(access.GuardOptions{}).Middleware(next)
+	if got := h.Accept(message(route.ReplyRequest{Channel: "C1", User: "U1", TS: "1.1", ThreadTS: "1.1"})); got != next.decision {
+		t.Errorf("Accept(mention) = %+v, want the handler's %+v", got, next.decision)
 	}
-	if _, start := g.Imaginer(f).Accept(handlers.ImagineRequest{Channel: "C1", User: "U1"}); !start {
-		t.Error("Accept refused with no policy")
+	req := imagine("C1", "U1", "a cat")
+	if got := h.Accept(req); got != next.decision {
+		t.Errorf("Accept(/imagine) = %+v with no policy, want the handler's %+v", got, next.decision)
 	}
-}
-
-func TestGuardImagineDenied(t *testing.T) {
-	f := &fakeBot{accept: true, ackText: "Generating…"}
-	im := newGuard(t, f, access.Rules{DenyChannels: []string{"C0RANDOM"}}, access.NewQuota(1, 0)).Imaginer(f)
-	text, start := im.Accept(handlers.ImagineRequest{Channel: "C0RANDOM", User: "U0ALICE", Text: "a cat"})
-	if start || text != access.DefaultRefusal {
-		t.Errorf("Accept in a denied channel = %q, %v; want the refusal as the private ack", text, start)
+	if err := h.Run(t.Context(), req); !errors.Is(err, next.runErr) {
+		t.Errorf("Run = %v, want the job's error", err)
 	}
-	// The refusal cost no quota.
-	if _, start := im.Accept(handlers.ImagineRequest{Channel: "C0GENERAL", User: "U0ALICE", Text: "a cat"}); !start {
-		t.Error("the refusal used up the quota")
-	}
-	if len(f.denials) != 1 || f.denials[0] != [2]string{"imagine", "channel_denied"} {
-		t.Errorf("denials = %v", f.denials)
+	if len(next.accepted) != 2 || len(next.ran) != 1 {
+		t.Errorf("accepted %d, ran %d; want 2 and 1", len(next.accepted), len(next.ran))
 	}
 }
 
+// The daily quota: pictures made count; past the limit the person is told so, the refusal is
+// counted, and the wrapped handler is not asked (it would hold a place for a job that never runs).
 func TestGuardImagineQuota(t *testing.T) {
-	f := &fakeBot{accept: true, ackText: "Generating…"}
-	q := access.NewQuota(2, 0)
-	im := newGuard(t, f, access.Rules{}, q).Imaginer(f)
-	req := handlers.ImagineRequest{Channel: "C0GENERAL", User: "U0ALICE", Text: "a cat"}
+	next := &fakeRoute{decision: route.Decision{Run: true, Say: "Generating…"}}
+	var d denials
+	h := guarded(t, next, access.Rules{}, access.NewQuota(2, 0), &d)
 	for i := range 2 {
-		if _, start := im.Accept(req); !start {
-			t.Fatalf("picture %d refused", i+1)
+		req := imagine("C0GENERAL", "U0ALICE", "a cat")
+		if got := h.Accept(req); !got.Run {
+			t.Fatalf("picture %d refused: %+v", i+1, got)
 		}
-		if err := im.Run(t.Context(), req); err != nil {
+		if err := h.Run(t.Context(), req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	text, start := im.Accept(req)
-	if start || text == "" || text == "Generating…" {
-		t.Errorf("third picture: %q, %v; want refused with the quota message", text, start)
+	got := h.Accept(imagine("C0GENERAL", "U0ALICE", "a cat"))
+	if got.Run || got.Say == "" || got.Say == "Generating…" {
+		t.Errorf("third picture: %+v; want refused with the quota message", got)
 	}
-	if len(f.denials) != 1 || f.denials[0] != [2]string{"imagine", "quota"} {
-		t.Errorf("denials = %v", f.denials)
+	if len(next.accepted) != 2 {
+		t.Errorf("the handler was asked %d times, want 2 (not for the picture past the quota)", len(next.accepted))
+	}
+	if got := d.list(); !slices.Equal(got, [][2]string{{access.FeatureImagine, string(access.ReasonQuota)}}) {
+		t.Errorf("denials = %v", got)
 	}
 }
 
-// A failed job gives its picture back; a handler refusal (empty prompt, busy) never took one.
+// A failed job gives its picture back; a handler refusal (empty prompt, too many in progress)
+// never took one, and is passed on as the handler said it.
 func TestGuardImagineRefunds(t *testing.T) {
-	f := &fakeBot{accept: true, ackText: "Generating…", runErr: errors.New("image: content_policy")}
+	next := &fakeRoute{decision: route.Decision{Run: true, Say: "Generating…"}, runErr: errors.New("image: content_policy")}
 	q := access.NewQuota(1, 0)
-	im := newGuard(t, f, access.Rules{}, q).Imaginer(f)
-	req := handlers.ImagineRequest{Channel: "C0GENERAL", User: "U0ALICE", Text: "x"}
-	if _, start := im.Accept(req); !start {
-		t.Fatal("refused")
+	h := guarded(t, next, access.Rules{}, q, &denials{})
+	req := imagine("C0GENERAL", "U0ALICE", "x")
+	if got := h.Accept(req); !got.Run {
+		t.Fatalf("refused: %+v", got)
 	}
-	if err := im.Run(t.Context(), req); err == nil {
-		t.Fatal("Run hid the job's error")
+	if err := h.Run(t.Context(), req); !errors.Is(err, next.runErr) {
+		t.Fatalf("Run = %v, want the job's error", err)
 	}
 	if got := q.Remaining("U0ALICE"); got != 1 {
 		t.Errorf("Remaining after a failed job = %d, want 1", got)
 	}
-	f.accept, f.ackText = false, "Usage: /imagine <what to draw>"
-	if text, start := im.Accept(req); start || text != "Usage: /imagine <what to draw>" {
-		t.Errorf("handler refusal = %q, %v; want the handler's text", text, start)
+	next.decision = route.Decision{Say: "Usage: /imagine <what to draw>"}
+	if got := h.Accept(imagine("C0GENERAL", "U0ALICE", "")); got != next.decision {
+		t.Errorf("handler refusal = %+v; want the handler's %+v", got, next.decision)
 	}
 	if got := q.Remaining("U0ALICE"); got != 1 {
 		t.Errorf("Remaining after a handler refusal = %d, want 1", got)

@@ -62,24 +62,23 @@ func (nopResponder) Respond(context.Context, string, string) error { return nil 
 // wrapped Imagine.Accept has reserved a per-user place, which nobody gives back (it stays taken
 // for 30 s).
 func TestGuardQuotaRefusalDoesNotHoldImaginePlace(t *testing.T) {
-	f := &fakeBot{}
 	im := handlers.NewImagine(nopImager{}, nopUploader{}, nopResponder{}, nil, handlers.ImagineOptions{MaxPerUser: 1})
-	g := newGuard(t, f, access.Rules{}, access.NewQuota(1, 0)).Imaginer(im)
-	req := handlers.ImagineRequest{Channel: "C0ART", User: "U0ALICE", Text: "a fox"}
+	h := guarded(t, im.Handler(), access.Rules{}, access.NewQuota(1, 0), &denials{})
 
-	if _, start := g.Accept(req); !start {
-		t.Fatal("first picture not started")
+	first := imagine("C0ART", "U0ALICE", "a fox")
+	if d := h.Accept(first); !d.Run {
+		t.Fatalf("first picture not started: %+v", d)
 	}
-	if err := g.Run(t.Context(), req); err != nil {
+	if err := h.Run(t.Context(), first); err != nil {
 		t.Fatalf("first picture: %v", err)
 	}
 	for try := 2; try <= 3; try++ {
-		text, start := g.Accept(req)
-		if start {
+		d := h.Accept(imagine("C0ART", "U0ALICE", "a fox"))
+		if d.Run {
 			t.Fatalf("try %d started past the quota", try)
 		}
-		if !strings.Contains(text, "for today") {
-			t.Errorf("try %d told %q, want the quota message (no image is in progress)", try, text)
+		if !strings.Contains(d.Say, "for today") {
+			t.Errorf("try %d told %q, want the quota message (no image is in progress)", try, d.Say)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/route"
 )
 
 const wiredWait = 15 * time.Second // bound of every wait below
@@ -78,24 +80,57 @@ func (w *wired) run(t *testing.T, b *bot.Bot) {
 	})
 }
 
+// wiredConfig is what the wired tests vary in the bot wiredBot builds.
+type wiredConfig struct {
+	Quota int // /imagine pictures a day per person (access.NewQuota); 0: unlimited
+	// Bot: MaxConcurrent, MaxQueued, Grace, FollowUps (also the answers': as cmd/llmbot sets
+	// both from FOLLOW_UPS). Hooks are wiredBot's.
+	Bot bot.Options
+}
+
+// wiredBot builds the bot as cmd/llmbot wires it (handlers, Guard with policy and a quota, one
+// route table for every route, the Guard's refusals counted), runs it until the test ends and
+// returns what it reports. The table's only addition is botEvents.observe in front, which records
+// each request's Decision and changes nothing; ops' metrics middleware is left out.
+func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *botEvents {
+	t.Helper()
+	api, id, model := w.api, w.id, w.model
+	log := zaptest.NewLogger(t)
+	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), handlers.ReplyOptions{
+		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
+	})
+	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
+	ev := newBotEvents()
+	guard := access.NewGuard(access.GuardOptions{Policy: policy, Quota: access.NewQuota(cfg.Quota, 0),
+		Denied: ev.denied, KnownFollowUp: replies.KnownFollowUp})
+	routes := route.NewTable(ev.observe, guard.Middleware)
+	opt := cfg.Bot
+	opt.Hooks = ev.hooks()
+	b := bot.New(w.sc, id, routes, api, log.Named("bot"), opt)
+	if err := routes.Add(
+		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
+		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
+	); err != nil {
+		t.Fatal(err)
+	}
+	w.run(t, b)
+	return ev
+}
+
 // The real bot with a Guard, against the fake Slack and model service: a denied user in a
 // channel and in a DM is told privately and gets no answer, an allowed one is answered, and
-// /imagine stops at the daily quota.
+// /imagine stops at the daily quota. Every refusal is counted.
 func TestWiredGuard(t *testing.T) {
 	w := newWired(t)
-	fs, api, id, model := w.fs, w.api, w.id, w.model
-	log := zaptest.NewLogger(t)
+	fs := w.fs
 	policy, err := access.NewPolicy(access.Rules{DenyUsers: access.ParseIDs("U0MALLORY")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard := access.NewGuard(access.GuardOptions{Policy: policy, Quota: access.NewQuota(1, 0), Notify: api})
-	replies := handlers.NewReplies(api, api, api, api, model, log, handlers.ReplyOptions{
-		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
-	})
-	imagine := handlers.NewImagine(model, api, api, log, handlers.ImagineOptions{BotName: id.Name})
-	b := bot.New(w.sc, id, guard.Replier(replies), guard.Imaginer(imagine), api, log, bot.Options{})
-	w.run(t, b)
+	ev := wiredBot(t, w, policy, wiredConfig{Quota: 1})
 
 	// Denied in a channel: one private notice in the thread, no answer.
 	denied := fs.PostUserMessage("C1", "U0MALLORY", "", "<@UBOT> hello?")
@@ -106,6 +141,9 @@ func TestWiredGuard(t *testing.T) {
 	// Denied in a DM: the same, in the DM.
 	fs.PostUserMessage("D1", "U0MALLORY", "", "hello?")
 	waitFor(t, fs, "the notice in the DM", func() bool { return len(ephemeralsTo(fs, "U0MALLORY", "D1")) == 1 })
+	if e := ephemeralsTo(fs, "U0MALLORY", "D1")[0]; e.Text != access.DefaultRefusal {
+		t.Errorf("notice in the DM = %q, want the refusal", e.Text)
+	}
 
 	// Allowed: answered. Then nothing more reached the denied user.
 	allowed := fs.PostUserMessage("C1", "U0ALICE", "", "<@UBOT> hello?")
@@ -138,16 +176,38 @@ func TestWiredGuard(t *testing.T) {
 	if got := w.fl.Counts().Image; got != 1 {
 		t.Errorf("%d image requests, want 1", got)
 	}
+	want := [][2]string{
+		{access.FeatureMention, string(access.ReasonUserDenied)},
+		{access.FeatureDM, string(access.ReasonUserDenied)},
+		{access.FeatureImagine, string(access.ReasonQuota)},
+	}
+	if got := ev.now().denials; !slices.Equal(got, want) {
+		t.Errorf("denials counted = %v, want %v", got, want)
+	}
 }
 
-// botEvents counts what the bot reports through its Hooks, for tests to wait on what cannot be
-// seen in the fake Slack: a reply that has ended (Done is called once its slot and its thread are
-// free again; the answer shows in Slack before that) and work refused because the bot was full.
+// botEvents records what the wired bot reports, for tests to wait on what cannot be seen in the
+// fake Slack: the Decision of every request (observe), the Guard's refusals (GuardOptions.Denied),
+// a reply that has ended (Hooks.Done is called once its slot and its thread are free again; the
+// answer shows in Slack before that) and answers refused because the bot was full (Hooks.Busy).
 type botEvents struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every change
-	replies int           // replies finished, whatever their outcome (also refused by the Guard)
-	busy    int           // requests refused because MaxConcurrent was reached
+	seen    botSeen
+}
+
+// botSeen is what botEvents recorded so far.
+type botSeen struct {
+	decided []decided   // every request the route table served, in the loop's order
+	denials [][2]string // feature, reason: every refusal the Guard counted
+	replies int         // replies finished, whatever their outcome
+	busy    int         // answers refused because MaxConcurrent + MaxQueued were reached
+}
+
+// decided is one request's Accept, as the bot got it.
+type decided struct {
+	feature, user string
+	d             route.Decision
 }
 
 func newBotEvents() *botEvents { return &botEvents{changed: make(chan struct{})} }
@@ -155,38 +215,66 @@ func newBotEvents() *botEvents { return &botEvents{changed: make(chan struct{})}
 // hooks are the bot.Hooks that count into e (they never block).
 func (e *botEvents) hooks() bot.Hooks {
 	return bot.Hooks{
-		Busy: func() { e.update(func() { e.busy++ }) },
+		Busy: func() { e.update(func(s *botSeen) { s.busy++ }) },
 		Done: func(kind string, _ error, _ time.Duration) {
 			if kind == "reply" {
-				e.update(func() { e.replies++ })
+				e.update(func(s *botSeen) { s.replies++ })
 			}
 		},
 	}
 }
 
-func (e *botEvents) update(f func()) {
+// denied is GuardOptions.Denied.
+func (e *botEvents) denied(feature, reason string) {
+	e.update(func(s *botSeen) { s.denials = append(s.denials, [2]string{feature, reason}) })
+}
+
+// observe is a route.Middleware that records each request's Decision and changes nothing.
+func (e *botEvents) observe(next route.Handler) route.Handler {
+	return route.Funcs{
+		AcceptFunc: func(req *route.Request) route.Decision {
+			d := next.Accept(req)
+			e.update(func(s *botSeen) { s.decided = append(s.decided, decided{req.Feature, req.User, d}) })
+			return d
+		},
+		RunFunc: next.Run,
+	}
+}
+
+func (e *botEvents) update(f func(*botSeen)) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	f()
+	f(&e.seen)
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
 
-// waitFor waits, at most wiredWait, until cond holds for the replies finished and the busy refusals.
-func (e *botEvents) waitFor(tb testing.TB, what string, cond func(replies, busy int) bool) {
+// now returns a copy of what was recorded so far.
+func (e *botEvents) now() botSeen {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.seen
+	s.decided, s.denials = slices.Clone(s.decided), slices.Clone(s.denials)
+	return s
+}
+
+// waitFor waits, at most wiredWait, until cond holds for what was recorded.
+func (e *botEvents) waitFor(tb testing.TB, what string, cond func(botSeen) bool) {
 	tb.Helper()
 	timeout := time.After(wiredWait)
 	for {
 		e.mu.Lock()
-		replies, busy, changed := e.replies, e.busy, e.changed
+		changed := e.changed
 		e.mu.Unlock()
-		if cond(replies, busy) {
+		s := e.now()
+		if cond(s) {
 			return
 		}
 		select {
 		case <-changed:
 		case <-timeout:
-			tb.Fatalf("waiting for %s: %d replies finished, %d refused as busy", what, replies, busy)
+			tb.Fatalf("waiting for %s: %d decisions, denials %v, %d replies finished, %d refused as busy",
+				what, len(s.decided), s.denials, s.replies, s.busy)
 		}
 	}
 }

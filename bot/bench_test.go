@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // BenchmarkEnvelopeAck measures the ack path end to end: the fake Slack writes a message.im
@@ -28,7 +29,7 @@ func BenchmarkEnvelopeAckBurst(b *testing.B) {
 
 func benchAcks(b *testing.B, burst int) {
 	fs := newFakeSlack(b, fakeslack.Config{})
-	r := &fakeReplier{fn: func(context.Context, handlers.ReplyRequest) error { return handlers.ErrIgnored }}
+	r := &fakeReplier{fn: func(context.Context, route.ReplyRequest) error { return handlers.ErrIgnored }}
 	startBot(b, fs, r, nil, Options{MaxConcurrent: 1000})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

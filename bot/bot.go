@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -18,18 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/route"
 )
-
-// Replier answers a message in a thread or DM (handlers.Replies).
-type Replier interface {
-	Reply(ctx context.Context, req handlers.ReplyRequest) error
-}
-
-// Imaginer runs /imagine (handlers.Imagine). Accept does no I/O: its text is the ack payload.
-type Imaginer interface {
-	Accept(req handlers.ImagineRequest) (ackText string, start bool)
-	Run(ctx context.Context, req handlers.ImagineRequest) error
-}
 
 // Notifier tells one person something privately (the busy notice).
 type Notifier interface {
@@ -47,7 +38,7 @@ type Identity struct {
 
 // What a person is told privately when the bot cannot take their message.
 const (
-	// BusyText: MaxConcurrent answers are already in progress.
+	// BusyText: MaxConcurrent answers are in progress and MaxQueued more wait for their turn.
 	BusyText = "I'm answering too many questions right now — try again in a minute."
 	// RestartText: the bot shut down while the message waited for an earlier answer in its thread.
 	RestartText = "I'm restarting and couldn't get to your message — please ask again in a minute."
@@ -55,32 +46,18 @@ const (
 
 // Options tune the loop. Zero values get the defaults named in the comments.
 type Options struct {
-	MaxConcurrent int           // answers and /imagine jobs at once; default 50
-	Grace         time.Duration // shutdown: time for work in progress; default 8s
-	FollowUps     bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
-	AnswerBots    bool          // answer other bots' messages (never our own)
-	AckTimeout    time.Duration // most time the loop's ack (of a slash command) may take to write; default 2s
-	PingTimeout   time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
-	DedupeTTL     time.Duration // how long envelope, event and message ids are remembered; default 15m (Slack retries for ~5m)
-	DedupeMax     int           // most ids remembered per kind; default 20000
-	Hooks         Hooks
-	// Interactive, when set, handles interactive envelopes other than the bot's own buttons
-	// (handlers.ActionStop, ActionRegenerate and ActionImagineAgain, which the bot routes
-	// itself) after they are acked, in a goroutine the bot owns and waits for; ctx ends at
-	// shutdown. It may call StopReply.
-	Interactive func(ctx context.Context, cb slack.InteractionCallback)
-	// KnownFollowUp, when set, reports without I/O whether a follow-up (a thread message without
-	// a mention) is known to be for the bot (handlers.Replies.KnownFollowUp): when the bot is busy,
-	// or shuts down before the follow-up's turn, such a follow-up gets the private note a mention
-	// gets; any other follow-up is dropped silently, as it may not be for the bot at all.
-	KnownFollowUp func(handlers.ReplyRequest) bool
-	// Refusal, when set, is what the access rules tell user privately when they refuse them feature
-	// ("mention", "dm", "follow_up" or "imagine") in channel, "" when they allow it; it counts the
-	// refusal. It is asked when a request cannot reach the Replier or Imaginer (which refuse such
-	// people themselves): the bot is full or shutting down. A refused person's mention, DM or
-	// /imagine then gets that refusal instead of the busy or restart note, and their follow-ups get
-	// nothing (nor would the Replier's).
-	Refusal func(feature, channel, user string) string
+	MaxConcurrent int // answers and /imagine jobs running at once; default 50
+	// MaxQueued is how many answers may wait for a free place beyond MaxConcurrent, in arrival order;
+	// beyond that the asker is told the bot is busy. 0: none wait.
+	MaxQueued   int
+	Grace       time.Duration // shutdown: time for work in progress; default 8s
+	FollowUps   bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
+	AnswerBots  bool          // answer other bots' messages (never our own)
+	AckTimeout  time.Duration // most time the loop's ack (of a slash command) may take to write; default 2s
+	PingTimeout time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
+	DedupeTTL   time.Duration // how long envelope, event and message ids are remembered; default 15m (Slack retries for ~5m)
+	DedupeMax   int           // most ids remembered per kind; default 20000
+	Hooks       Hooks
 
 	burstHold time.Duration // the most work is held while its burst is acked; default burstHold (tests set it)
 }
@@ -91,8 +68,8 @@ type Hooks struct {
 	// once the ack is written or, in a burst, queued for the burst's one write.
 	Acked      func(envelopeType string, latency time.Duration)
 	Duplicate  func(kind string)                             // "envelope", "event" or "message" dropped as a repeat
-	Busy       func()                                        // work refused because MaxConcurrent was reached
-	Done       func(kind string, err error, d time.Duration) // "reply" or "imagine" finished
+	Busy       func()                                        // an answer refused because MaxConcurrent + MaxQueued were reached
+	Done       func(kind string, err error, d time.Duration) // "reply" or a route's feature ("imagine") finished
 	Connection func(connected bool)                          // a Socket Mode connection came up (also one that replaced another without a gap: a refresh), or the connection went down
 }
 
@@ -104,10 +81,8 @@ type State struct {
 }
 
 const (
-	closeReserve     = 2 * time.Second // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
-	noticeLimit      = 4               // busy notices in flight at once; more are dropped (logged)
-	interactiveLimit = 16              // button clicks handled at once; more are dropped (logged)
-	noticeTimeout    = 10 * time.Second
+	closeReserve  = 2 * time.Second // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
+	noticeTimeout = 10 * time.Second
 
 	// Work is started once the envelopes arriving with it are acked: held until no envelope came
 	// for burstGap, never longer than burstHold (see Bot.later).
@@ -117,17 +92,15 @@ const (
 
 // Bot is the Socket Mode event loop. Create it with New and call Run once.
 type Bot struct {
-	sock    *socket
-	id      Identity
-	replies Replier
-	imagine Imaginer
-	notify  Notifier
-	log     *zap.Logger
-	opt     Options
+	sock   *socket
+	id     Identity
+	routes *route.Table
+	notify Notifier
+	log    *zap.Logger
+	opt    Options
 
-	sem     chan struct{} // answer slots; capacity MaxConcurrent (a counting semaphore)
-	notices chan struct{} // busy-notice slots; capacity noticeLimit
-	clicks  chan struct{} // Interactive slots; capacity interactiveLimit
+	slots   *slots       // MaxConcurrent places for running work, and the queue for them
+	replies atomic.Int64 // answers admitted and not finished (running or waiting): at most MaxConcurrent + MaxQueued
 	turns   *turns
 	wg      sync.WaitGroup // every goroutine started for work
 	// closing ends when the grace period does (set by Run before any work starts): private notices
@@ -154,8 +127,9 @@ type activeReply struct {
 var ErrNotAsker = errors.New("only the person who asked can stop this answer")
 
 // New returns a Bot that connects to Slack over Socket Mode with open (a *slack.Client made with
-// the app-level token). imagine may be nil (then /imagine says it is not available).
-func New(open SocketOpener, id Identity, replies Replier, imagine Imaginer, notify Notifier, log *zap.Logger, opt Options) *Bot {
+// the app-level token) and serves the routes (filled before Run). notify tells people privately
+// what Accept says and why their request cannot run; nil: they are not told.
+func New(open SocketOpener, id Identity, routes *route.Table, notify Notifier, log *zap.Logger, opt Options) *Bot {
 	if opt.MaxConcurrent <= 0 {
 		opt.MaxConcurrent = 50
 	}
@@ -176,10 +150,8 @@ func New(open SocketOpener, id Identity, replies Replier, imagine Imaginer, noti
 	}
 	return &Bot{
 		sock: newSocket(open, log, opt.PingTimeout, opt.Hooks.Acked).forApp(id.AppID),
-		id:   id, replies: replies, imagine: imagine, notify: notify, log: log, opt: opt,
-		sem:       make(chan struct{}, opt.MaxConcurrent),
-		notices:   make(chan struct{}, noticeLimit),
-		clicks:    make(chan struct{}, interactiveLimit),
+		id:   id, routes: routes, notify: notify, log: log, opt: opt,
+		slots:     newSlots(opt.MaxConcurrent),
 		turns:     newTurns(),
 		active:    make(map[string]activeReply),
 		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
@@ -452,7 +424,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 		log.Debug("redelivered event", zap.Int("retry_attempt", req.RetryAttempt), zap.String("retry_reason", req.RetryReason))
 	}
 	var (
-		rr     handlers.ReplyRequest
+		rr     route.ReplyRequest
 		reason string
 	)
 	switch ev := e.InnerEvent.Data.(type) {
@@ -475,20 +447,22 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 		b.duplicate("message", log.With(zap.String("channel", rr.Channel), zap.String("ts", rr.TS))) // e.g. app_mention and message.im for the same DM
 		return
 	}
-	b.startReply(work, rr, read, log)
+	msg := &route.Request{Kind: route.Message, Name: route.MessageRoute, Feature: rr.Feature(), Channel: rr.Channel,
+		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
+	b.dispatch(work, msg, read, log, b.tellLater(rr.Channel, rr.User, rr.ThreadTS, log))
 }
 
 // fromMention turns an app_mention into a request, or says why it is ignored.
-func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (handlers.ReplyRequest, string) {
+func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (route.ReplyRequest, string) {
 	if ev.Edited != nil {
-		return handlers.ReplyRequest{}, "edited message"
+		return route.ReplyRequest{}, "edited message"
 	}
 	if why := b.skipAuthor(ev.User, ev.BotID); why != "" {
-		return handlers.ReplyRequest{}, why
+		return route.ReplyRequest{}, why
 	}
-	r := handlers.ReplyRequest{
+	r := route.ReplyRequest{
 		Channel:     ev.Channel,
-		ChannelType: channelType(ev.Channel),
+		ChannelType: route.ChannelType(ev.Channel),
 		User:        ev.User,
 		Team:        firstNonEmpty(ev.UserTeam, team),
 		TS:          ev.TimeStamp,
@@ -505,20 +479,20 @@ func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (handler
 
 // fromMessage turns a message event (message.im, or a thread message without a mention in a
 // channel, group or group DM) into a request, or says why it is ignored.
-func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.ReplyRequest, string) {
+func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (route.ReplyRequest, string) {
 	switch ev.SubType {
 	case "", "file_share", "thread_broadcast", "me_message":
 	case "message_changed":
 		return b.fromEditedMention(ev, team)
 	default:
-		return handlers.ReplyRequest{}, "message subtype " + ev.SubType // includes message_changed from our own edits
+		return route.ReplyRequest{}, "message subtype " + ev.SubType // includes message_changed from our own edits
 	}
 	if why := b.skipAuthor(ev.User, ev.BotID); why != "" {
-		return handlers.ReplyRequest{}, why
+		return route.ReplyRequest{}, why
 	}
-	r := handlers.ReplyRequest{
+	r := route.ReplyRequest{
 		Channel:     ev.Channel,
-		ChannelType: firstNonEmpty(ev.ChannelType, channelType(ev.Channel)),
+		ChannelType: firstNonEmpty(ev.ChannelType, route.ChannelType(ev.Channel)),
 		User:        ev.User,
 		Team:        firstNonEmpty(ev.UserTeam, team),
 		TS:          ev.TimeStamp,
@@ -533,11 +507,11 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.R
 	}
 	switch {
 	case r.ThreadTS == "" || r.ThreadTS == r.TS:
-		return handlers.ReplyRequest{}, "top-level message without a mention"
+		return route.ReplyRequest{}, "top-level message without a mention"
 	case b.id.UserID != "" && strings.Contains(r.Text, "<@"+b.id.UserID+">"):
-		return handlers.ReplyRequest{}, "mentions the bot (answered from app_mention)"
+		return route.ReplyRequest{}, "mentions the bot (answered from app_mention)"
 	case !b.opt.FollowUps:
-		return handlers.ReplyRequest{}, "follow-ups are off"
+		return route.ReplyRequest{}, "follow-ups are off"
 	}
 	r.FollowUp = true
 	return r, ""
@@ -549,16 +523,16 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (handlers.R
 // is new, so it is ignored (fromMention), and this needs the message events (message.channels,
 // .groups, .mpim) the follow-ups need. A message the bot answered already is not answered again:
 // handlers.Replies looks for an answer to it in its thread (ReplyRequest.Edited).
-func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (handlers.ReplyRequest, string) {
+func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (route.ReplyRequest, string) {
 	nm, pm := ev.Message, ev.PreviousMessage
 	mention := "<@" + b.id.UserID + ">"
 	switch {
 	case nm == nil || b.id.UserID == "":
-		return handlers.ReplyRequest{}, "message subtype message_changed"
-	case firstNonEmpty(ev.ChannelType, channelType(ev.Channel)) == "im":
-		return handlers.ReplyRequest{}, "edited message" // in a DM every message was answered as it came
+		return route.ReplyRequest{}, "message subtype message_changed"
+	case firstNonEmpty(ev.ChannelType, route.ChannelType(ev.Channel)) == "im":
+		return route.ReplyRequest{}, "edited message" // in a DM every message was answered as it came
 	case !strings.Contains(nm.Text, mention) || pm != nil && strings.Contains(pm.Text, mention):
-		return handlers.ReplyRequest{}, "edited message" // includes our own edits
+		return route.ReplyRequest{}, "edited message" // includes our own edits
 	}
 	// Answered as its app_mention would have been, had the mention been there from the start.
 	r, why := b.fromMention(&slackevents.AppMentionEvent{Channel: ev.Channel, User: nm.User, BotID: nm.BotID,
@@ -583,17 +557,6 @@ func (b *Bot) skipAuthor(user, botID string) string {
 	return ""
 }
 
-// channelType guesses the channel type from its id, for events that do not carry it.
-func channelType(channel string) string {
-	switch {
-	case strings.HasPrefix(channel, "D"):
-		return "im"
-	case strings.HasPrefix(channel, "G"):
-		return "group"
-	}
-	return "channel"
-}
-
 func firstNonEmpty(a, b string) string {
 	if a != "" {
 		return a
@@ -601,50 +564,112 @@ func firstNonEmpty(a, b string) string {
 	return b
 }
 
-// startReply takes a slot (or says busy) and the thread's turn, and answers in a goroutine.
-func (b *Bot) startReply(work context.Context, rr handlers.ReplyRequest, read time.Time, log *zap.Logger) {
+// dispatch serves one request: its route's Accept at once (in the loop), what it says told to the
+// person with say (a slash command is always acked through it), and its Run started when it runs:
+// an answer in its thread's turn and the queue for a place, other work in the queue for a place.
+func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time, log *zap.Logger, say func(string)) {
+	h, ok := b.routes.Lookup(req)
+	if !ok {
+		log.Debug("no route", zap.String("kind", string(req.Kind)), zap.String("name", req.Name))
+		if req.Kind == route.Command {
+			say("Sorry, I don't know " + req.Name + ".")
+		}
+		return
+	}
+	d, err := accept(h, req)
+	if err != nil {
+		log.Error("accept failed", zap.Error(err))
+		say(textFailed)
+		return
+	}
+	if d.Say != "" || req.Kind == route.Command {
+		say(d.Say)
+	}
+	if !d.Run {
+		return
+	}
+	if req.Reply != nil {
+		b.startReply(work, h, req, d.Quiet, read, log, say)
+		return
+	}
+	b.later(func() {
+		err := b.slots.acquire(work)
+		if err == nil {
+			defer b.slots.release()
+		} // else shutting down: Run sees its context ended and closes with its own note
+		started := time.Now()
+		err = run(work, h, req)
+		b.finished(req.Feature, err, read, started, log)
+	})
+}
+
+// textFailed is told when a request's route failed before it could start.
+const textFailed = "Something went wrong — please try again."
+
+// accept calls h.Accept, turning a panic into an error: one bad request must not take the bot down.
+func accept(h route.Handler, req *route.Request) (d route.Decision, err error) {
+	defer recoverAs(&err)
+	return h.Accept(req), nil
+}
+
+// run calls h.Run, turning a panic into an error.
+func run(ctx context.Context, h route.Handler, req *route.Request) (err error) {
+	defer recoverAs(&err)
+	return h.Run(ctx, req)
+}
+
+// startReply admits an answer (or tells the asker the bot is busy: MaxConcurrent answers run and
+// MaxQueued wait), takes its thread's turn, and answers in a goroutine once its turn and a place
+// come.
+func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Request, quiet bool, read time.Time, log *zap.Logger, say func(string)) {
+	rr := req.Reply
 	log = log.With(zap.String("channel", rr.Channel), zap.String("thread_ts", rr.ThreadTS), zap.String("user", rr.User))
-	select {
-	case b.sem <- struct{}{}:
-	default:
-		b.busy(work, rr, log)
+	if n := b.replies.Add(1); n > int64(b.opt.MaxConcurrent+b.opt.MaxQueued) {
+		b.replies.Add(-1)
+		if b.opt.Hooks.Busy != nil {
+			b.opt.Hooks.Busy()
+		}
+		if quiet {
+			log.Warn("busy: follow-up dropped", zap.Int("max_concurrent", b.opt.MaxConcurrent), zap.Int("max_queued", b.opt.MaxQueued))
+			return
+		}
+		log.Warn("busy: asker told to retry", zap.Int("max_concurrent", b.opt.MaxConcurrent), zap.Int("max_queued", b.opt.MaxQueued))
+		say(BusyText)
 		return
 	}
 	key := threadKey(rr.Channel, rr.ThreadTS)
 	prev, done := b.turns.take(key)
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
 	b.later(func() {
-		started, ran, err := b.answer(work, rr, key, prev, done, log)
+		started, ran, err := b.answer(work, h, req, key, prev, done, log)
+		b.replies.Add(-1) // before finished: once its end is reported, the answer no longer counts
 		if ran {
-			b.finished("reply", err, read, started, log) // after the slot and the thread are free
+			b.finished("reply", err, read, started, log) // after the place and the thread are free
+		} else if !quiet {
+			log.Info("reply not started: shutting down")
+			b.tell(rr.Channel, rr.User, rr.ThreadTS, RestartText, log)
 		}
 	})
 }
 
-// answer waits for the thread's turn and runs the reply; it frees the slot and the thread's
-// turn before returning. started is when its turn came; ran is false when shutdown came first.
-func (b *Bot) answer(work context.Context, rr handlers.ReplyRequest, key string, prev <-chan struct{}, done func(), log *zap.Logger) (started time.Time, ran bool, err error) {
-	defer func() { <-b.sem }()
+// answer waits for the thread's turn and a place, and runs the reply; it frees both before
+// returning. started is when it started; ran is false when shutdown came first.
+func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, key string, prev <-chan struct{}, done func(), log *zap.Logger) (started time.Time, ran bool, err error) {
 	defer done()
 	if prev != nil {
 		<-prev // always wait, even when cancelled, so the order of the thread holds
 	}
-	started = time.Now()
-	if context.Cause(work) != nil {
-		log.Info("reply not started: shutting down")
-		if text := b.notice(rr, RestartText); text != "" {
-			b.tell(work, rr, text, log)
-		}
-		return started, false, nil
+	if context.Cause(work) != nil || b.slots.acquire(work) != nil {
+		return time.Now(), false, nil
 	}
+	defer b.slots.release()
+	started = time.Now()
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
+	rr := req.Reply
 	b.setActive(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
 	defer b.setActive(key, activeReply{})
-	defer recoverAs(&err)
-	ran = true
-	err = b.replies.Reply(ctx, rr)
-	return started, ran, err
+	return started, true, run(ctx, h, req)
 }
 
 // errPanic reports a handler that panicked: one bad message must not take the bot down.
@@ -713,75 +738,30 @@ func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap
 	}
 }
 
-// busy tells the asker privately that the bot is full. Follow-ups not known to be for the bot
-// (which might not have been answered at all) are dropped silently. Notices are bounded too:
-// beyond noticeLimit in flight they are dropped.
-func (b *Bot) busy(work context.Context, rr handlers.ReplyRequest, log *zap.Logger) {
-	if b.opt.Hooks.Busy != nil {
-		b.opt.Hooks.Busy()
-	}
-	text := b.notice(rr, BusyText)
-	if text == "" || b.notify == nil {
-		log.Warn("busy: follow-up dropped", zap.Int("max_concurrent", b.opt.MaxConcurrent))
-		return
-	}
-	select {
-	case b.notices <- struct{}{}:
-	default:
-		log.Warn("busy: notice dropped (too many notices in flight)")
-		return
-	}
-	log.Warn("busy: asker told to retry", zap.Int("max_concurrent", b.opt.MaxConcurrent))
-	b.later(func() {
-		defer func() { <-b.notices }()
-		b.tell(work, rr, text, log)
-	})
-}
-
-// notice is the private note for rr when its reply cannot run now (the bot is full, or shutting
-// down): text, or the access rules' refusal for someone they refuse (Options.Refusal); "" for none:
-// a follow-up not known to be for the bot (Options.KnownFollowUp: it may be people talking among
-// themselves), or any follow-up of a refused person (the Replier leaves those alone too).
-func (b *Bot) notice(rr handlers.ReplyRequest, text string) string {
-	if rr.FollowUp && (b.opt.KnownFollowUp == nil || !b.opt.KnownFollowUp(rr)) {
-		return ""
-	}
-	if b.opt.Refusal != nil {
-		if refusal := b.opt.Refusal(replyFeature(rr), rr.Channel, rr.User); refusal != "" {
-			if rr.FollowUp {
-				return ""
-			}
-			return refusal
-		}
-	}
-	return text
-}
-
-// replyFeature names what rr asks for, for Options.Refusal.
-func replyFeature(rr handlers.ReplyRequest) string {
-	switch {
-	case rr.FollowUp:
-		return "follow_up"
-	case rr.InDM():
-		return "dm"
-	}
-	return "mention"
-}
-
-// tell shows text privately to the asker, on a context detached from work and time-boxed (and
-// ended with the grace period at shutdown).
-func (b *Bot) tell(work context.Context, rr handlers.ReplyRequest, text string, log *zap.Logger) {
-	if b.notify == nil {
+// tell shows text privately to user in channel (in the thread threadTS), on a context detached
+// from work and time-boxed (and ended with the grace period at shutdown). Notices are not bounded
+// in number: each is short and time-boxed, and nobody who asked is left without a word.
+func (b *Bot) tell(channel, user, threadTS, text string, log *zap.Logger) {
+	if b.notify == nil || text == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
 	defer cancel()
-	if err := b.notify.Ephemeral(ctx, rr.Channel, rr.User, rr.ThreadTS, text); err != nil {
+	if err := b.notify.Ephemeral(ctx, channel, user, threadTS, text); err != nil {
 		log.Warn("notice failed", zap.Error(err))
 	}
 }
 
-// slashCommand acks a slash command with the handler's ephemeral text and starts the job.
+// tellLater is tell in a goroutine of the bot's, started once the envelopes of the burst are acked.
+func (b *Bot) tellLater(channel, user, threadTS string, log *zap.Logger) func(string) {
+	return func(text string) {
+		if text != "" {
+			b.later(func() { b.tell(channel, user, threadTS, text, log) })
+		}
+	}
+}
+
+// slashCommand acks a slash command with its route's answer and starts its work.
 func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time.Time, log *zap.Logger) {
 	cmd, ok := evt.Data.(slack.SlashCommand)
 	if !ok {
@@ -794,93 +774,57 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 		b.duplicate("envelope", log)
 		return
 	}
-	switch {
-	case cmd.Command != "/imagine":
-		b.ack(evt.Request, ephemeral("Sorry, I don't know "+cmd.Command+"."), read, log)
-		return
-	case b.imagine == nil:
-		b.ack(evt.Request, ephemeral("/imagine is not set up on this bot."), read, log)
-		return
-	}
-	ir := handlers.ImagineRequest{Channel: cmd.ChannelID, User: cmd.UserID, Team: cmd.TeamID, Text: cmd.Text, ResponseURL: cmd.ResponseURL}
-	b.startImagine(work, ir, read, log, func(text string) { b.ack(evt.Request, ephemeral(text), read, log) })
-}
-
-// startImagine takes a slot (or says busy), asks the Imaginer whether to start, tells the person
-// its answer with say, and runs the job in a goroutine.
-func (b *Bot) startImagine(work context.Context, ir handlers.ImagineRequest, read time.Time, log *zap.Logger, say func(text string)) {
-	select {
-	case b.sem <- struct{}{}:
-	default:
-		if b.opt.Hooks.Busy != nil {
-			b.opt.Hooks.Busy()
+	req := &route.Request{Kind: route.Command, Name: cmd.Command, Channel: cmd.ChannelID, User: cmd.UserID,
+		Team: cmd.TeamID, Text: cmd.Text, ResponseURL: cmd.ResponseURL, TriggerID: cmd.TriggerID}
+	b.dispatch(work, req, read, log, func(text string) {
+		var payload any
+		if text != "" {
+			payload = ephemeral(text)
 		}
-		text := BusyText
-		if b.opt.Refusal != nil {
-			if refusal := b.opt.Refusal("imagine", ir.Channel, ir.User); refusal != "" {
-				text = refusal // what the Imaginer would have said
-			}
-		}
-		say(text)
-		log.Warn("busy: /imagine refused", zap.Int("max_concurrent", b.opt.MaxConcurrent))
-		return
-	}
-	text, start := b.imagine.Accept(ir)
-	say(text)
-	if !start {
-		<-b.sem
-		log.Debug("/imagine not started")
-		return
-	}
-	b.later(func() {
-		defer func() { <-b.sem }()
-		started := time.Now()
-		err := func() (err error) {
-			defer recoverAs(&err)
-			return b.imagine.Run(work, ir)
-		}()
-		b.finished("imagine", err, read, started, log)
+		b.ack(evt.Request, payload, read, log)
 	})
 }
 
-// interactive routes a button click (already acked): the bot's own buttons here, others to
-// Options.Interactive, in a goroutine of the bot's, at most interactiveLimit at once (more are
-// dropped, logged).
+// interactive routes a click or a shortcut (already acked) to its route: a block action by its
+// action_id, a shortcut by its callback_id. What its route says is told privately to the person.
 func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.Time, log *zap.Logger) {
 	cb, ok := evt.Data.(slack.InteractionCallback)
 	if !ok {
 		log.Debug("interactive envelope ignored")
 		return
 	}
-	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", cb.Channel.ID), zap.String("user", cb.User.ID))
-	if cb.Type == slack.InteractionTypeBlockActions {
+	channel := firstNonEmpty(cb.Channel.ID, cb.Container.ChannelID)
+	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", channel), zap.String("user", cb.User.ID))
+	base := route.Request{Channel: channel, User: cb.User.ID, Team: firstNonEmpty(cb.User.TeamID, cb.Team.ID),
+		ResponseURL: cb.ResponseURL, TriggerID: cb.TriggerID}
+	var req *route.Request
+	switch cb.Type {
+	case slack.InteractionTypeBlockActions:
 		for _, a := range cb.ActionCallback.BlockActions {
-			if b.button(work, cb, a, read, log.With(zap.String("action_id", a.ActionID))) {
-				return
+			if b.routes.Has(route.Action, a.ActionID) {
+				r := base
+				r.Kind, r.Name, r.Text = route.Action, a.ActionID, a.Value
+				r.ThreadTS = firstNonEmpty(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
+				r.MessageTS = firstNonEmpty(cb.Container.MessageTs, cb.Message.Timestamp)
+				req, log = &r, log.With(zap.String("action_id", a.ActionID))
+				break
 			}
 		}
+	case slack.InteractionTypeMessageAction, slack.InteractionTypeShortcut:
+		r := base
+		r.Kind, r.Name, r.Text = route.Shortcut, cb.CallbackID, cb.Message.Text
+		r.ThreadTS, r.MessageTS = cb.Message.ThreadTimestamp, cb.Message.Timestamp
+		req, log = &r, log.With(zap.String("callback_id", cb.CallbackID))
 	}
-	if b.opt.Interactive == nil {
+	if req == nil {
 		log.Debug("interactive envelope ignored")
 		return
 	}
-	select {
-	case b.clicks <- struct{}{}:
-	default:
-		log.Warn("interaction dropped: too many in flight")
+	if req.Channel == "" || req.User == "" {
+		log.Warn("interaction without channel or user")
 		return
 	}
-	b.later(func() {
-		defer func() { <-b.clicks }()
-		var err error
-		func() {
-			defer recoverAs(&err)
-			b.opt.Interactive(work, cb)
-		}()
-		if err != nil {
-			log.Error("interaction failed", zap.Error(err))
-		}
-	})
+	b.dispatch(work, req, read, log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
 }
 
 // ephemeral is a slash command ack payload shown only to the person who typed the command.

@@ -17,20 +17,23 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // waitTimeout bounds every wait in these tests.
 const waitTimeout = 10 * time.Second
 
-// fakeReplier records the requests it gets and runs fn (nil: return nil at once).
+// fakeReplier records the requests it gets and runs fn (nil: return nil at once). known says which
+// follow-ups it knows to be for the bot (nil: none).
 type fakeReplier struct {
-	fn func(ctx context.Context, req handlers.ReplyRequest) error
+	fn    func(ctx context.Context, req route.ReplyRequest) error
+	known func(route.ReplyRequest) bool
 
 	mu    sync.Mutex
-	calls []handlers.ReplyRequest
+	calls []route.ReplyRequest
 }
 
-func (f *fakeReplier) Reply(ctx context.Context, req handlers.ReplyRequest) error {
+func (f *fakeReplier) Reply(ctx context.Context, req route.ReplyRequest) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
 	f.mu.Unlock()
@@ -40,10 +43,10 @@ func (f *fakeReplier) Reply(ctx context.Context, req handlers.ReplyRequest) erro
 	return f.fn(ctx, req)
 }
 
-func (f *fakeReplier) requests() []handlers.ReplyRequest {
+func (f *fakeReplier) requests() []route.ReplyRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]handlers.ReplyRequest(nil), f.calls...)
+	return append([]route.ReplyRequest(nil), f.calls...)
 }
 
 // fakeImaginer accepts with text and records runs.
@@ -81,14 +84,43 @@ func newClient(fs *fakeslack.Server) *slack.Client {
 	return slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-test"))
 }
 
+// testRoutes is the wiring's table with fakes: messages and Regenerate answered by r, /imagine and
+// "Another one" run by im (nil: no /imagine), more routes added by the caller.
+func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *route.Table {
+	routes := route.NewTable()
+	add := []route.Route{
+		{Kind: route.Message, Name: route.MessageRoute, Handler: handlers.ReplyHandler(r, r.known)},
+		{Kind: route.Action, Name: handlers.ActionRegenerate, Handler: handlers.RegenerateHandler(r)},
+	}
+	if im != nil {
+		add = append(add,
+			route.Route{Kind: route.Command, Name: "/imagine", Handler: handlers.ImagineHandler(im)},
+			route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: "imagine", Handler: handlers.ImagineHandler(im)})
+	}
+	if err := routes.Add(append(add, more...)...); err != nil {
+		panic(err)
+	}
+	return routes
+}
+
+// newBot is New with testRoutes and the Stop button's route.
+func newBot(open SocketOpener, id Identity, r *fakeReplier, im handlers.ImageJobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
+	routes := testRoutes(r, im, more...)
+	b := New(open, id, routes, notify, log, opt)
+	if err := routes.Add(route.Route{Kind: route.Action, Name: handlers.ActionStop, Handler: b.StopHandler()}); err != nil {
+		panic(err)
+	}
+	return b
+}
+
 // startBot runs a Bot until the test ends (or h.shutdown), and waits for it to connect.
-func startBot(t testing.TB, fs *fakeslack.Server, r Replier, im Imaginer, opt Options) *harness {
+func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.ImageJobs, opt Options, more ...route.Route) *harness {
 	t.Helper()
-	return startBotWith(t, fs, nil, r, im, opt)
+	return startBotWith(t, fs, nil, r, im, opt, more...)
 }
 
 // startBotWith is startBot with the bot's SocketOpener wrapped by wrap (nil: none).
-func startBotWith(t testing.TB, fs *fakeslack.Server, wrap func(SocketOpener) SocketOpener, r Replier, im Imaginer, opt Options) *harness {
+func startBotWith(t testing.TB, fs *fakeslack.Server, wrap func(SocketOpener) SocketOpener, r *fakeReplier, im handlers.ImageJobs, opt Options, more ...route.Route) *harness {
 	t.Helper()
 	client := newClient(fs)
 	var open SocketOpener = client
@@ -106,7 +138,7 @@ func startBotWith(t testing.TB, fs *fakeslack.Server, wrap func(SocketOpener) So
 	if _, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(t)
 	}
-	b := New(open, id, r, im, api, log, opt)
+	b := newBot(open, id, r, im, api, log, opt, more...)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()
@@ -180,7 +212,7 @@ func TestAcksDoNotWaitForWork(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	release := make(chan struct{})
 	started := make(chan struct{}, 3) // one per mention below
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- struct{}{}
 		<-release
 		return nil
@@ -254,7 +286,7 @@ func TestHelloIsNotAcked(t *testing.T) {
 func TestDuplicatesAnsweredOnce(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	done := make(chan string, 10) // more than the replies expected
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		done <- req.TS
 		return nil
 	}}
@@ -301,9 +333,9 @@ func TestDuplicatesAnsweredOnce(t *testing.T) {
 
 func TestLoopPrevention(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{EchoBotMessages: true})
-	done := make(chan handlers.ReplyRequest, 10) // more than the replies expected
+	done := make(chan route.ReplyRequest, 10) // more than the replies expected
 	var api *SlackAPI
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		// Answer like the real handler: post, then edit (both echo back as events).
 		ts, err := api.Post(ctx, req.Channel, req.ThreadTS, handlers.Msg{Text: "…", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
 		if err == nil {
@@ -352,8 +384,8 @@ func TestFollowUps(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := newFakeSlack(t, fakeslack.Config{})
-			done := make(chan handlers.ReplyRequest, 10) // more than the replies expected
-			r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error { done <- req; return nil }}
+			done := make(chan route.ReplyRequest, 10) // more than the replies expected
+			r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error { done <- req; return nil }}
 			h := startBot(t, fs, r, nil, Options{FollowUps: tc.followUps})
 			parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> question")
 			waitChan(t, "mention reply", done)
@@ -371,7 +403,7 @@ func TestFollowUps(t *testing.T) {
 			}
 			// Replies in different threads start in no set order (a burst's work is started
 			// together once it is acked): find each request by its text.
-			byText := map[string]handlers.ReplyRequest{}
+			byText := map[string]route.ReplyRequest{}
 			for _, req := range got {
 				byText[req.Text] = req
 			}
@@ -396,7 +428,7 @@ func TestBusyReply(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	release := make(chan struct{})
 	started := make(chan struct{}, 2) // at most two replies start
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- struct{}{}
 		<-release
 		return nil
@@ -435,16 +467,15 @@ func TestBusyFollowUp(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	started := make(chan struct{}, 1) // one reply starts
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	const known, other = "1700000001.000000", "1700000002.000000"
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- struct{}{}
 		<-release
 		return nil
-	}}
-	const known, other = "1700000001.000000", "1700000002.000000"
+	}, known: func(req route.ReplyRequest) bool { return req.ThreadTS == known }}
 	var busy atomic.Int32
 	startBot(t, fs, r, nil, Options{MaxConcurrent: 1, FollowUps: true,
-		Hooks:         Hooks{Busy: func() { busy.Add(1) }},
-		KnownFollowUp: func(req handlers.ReplyRequest) bool { return req.ThreadTS == known },
+		Hooks: Hooks{Busy: func() { busy.Add(1) }},
 	})
 	fs.PostUserMessage("D1", "U1", "", "one")
 	waitChan(t, "first reply", started)
@@ -469,7 +500,7 @@ func TestOneAnswerAtATimePerThread(t *testing.T) {
 	events := make(chan ev, 10)           // start/end of the replies below
 	release := map[string]chan struct{}{} // by thread
 	var mu sync.Mutex
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		events <- ev{req.TS, true}
 		mu.Lock()
 		c := release[req.ThreadTS]
@@ -514,7 +545,7 @@ func TestReconnectMidReply(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan error, 3) // one per reply
 	var api *SlackAPI
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		if req.Text == "slow" {
 			<-release
 		}
@@ -557,7 +588,7 @@ func TestShutdownDrainsThenCancels(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	causes := make(chan error, 2) // one per reply
 	started := make(chan struct{}, 2)
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- struct{}{}
 		if req.Text == "quick" {
 			time.Sleep(200 * time.Millisecond) // finishes within the grace period
@@ -633,7 +664,7 @@ func TestSlashCommandAck(t *testing.T) {
 func TestShutdownTellsQueuedAsker(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	started := make(chan string, 2) // at most two replies start
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- req.TS
 		<-ctx.Done()
 		return context.Cause(ctx)
@@ -662,7 +693,7 @@ func TestShutdownTellsQueuedAsker(t *testing.T) {
 func TestBadAppTokenStopsRun(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	client := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()), slack.OptionAppLevelToken("xapp-wrong"))
-	b := New(client, Identity{UserID: "UBOT"}, &fakeReplier{}, nil, nil, zaptest.NewLogger(t), Options{})
+	b := newBot(client, Identity{UserID: "UBOT"}, &fakeReplier{}, nil, nil, zaptest.NewLogger(t), Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	err := b.Run(ctx)
@@ -673,9 +704,9 @@ func TestBadAppTokenStopsRun(t *testing.T) {
 
 func TestStopReply(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	started := make(chan handlers.ReplyRequest, 1) // one reply
+	started := make(chan route.ReplyRequest, 1) // one reply
 	causes := make(chan error, 1)
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- req
 		<-ctx.Done()
 		causes <- context.Cause(ctx)
@@ -707,7 +738,7 @@ func TestDroppedConnectionMidReply(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	release := make(chan struct{})
 	done := make(chan string, 2) // one per reply
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		if req.Text == "slow" {
 			<-release
 		}
@@ -734,7 +765,7 @@ func TestDroppedConnectionMidReply(t *testing.T) {
 func TestPanickingHandlerDoesNotStopTheBot(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	done := make(chan string, 1) // the reply after the panic
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		if req.Text == "boom" {
 			panic("bad input")
 		}
@@ -757,16 +788,19 @@ func TestPanickingHandlerDoesNotStopTheBot(t *testing.T) {
 
 func TestInteractiveEnvelope(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	clicks := make(chan slack.InteractionCallback, 1) // one click
-	h := startBot(t, fs, &fakeReplier{}, nil, Options{Interactive: func(ctx context.Context, cb slack.InteractionCallback) {
-		clicks <- cb
-	}})
+	clicks := make(chan route.Request, 1) // one click
+	h := startBot(t, fs, &fakeReplier{}, nil, Options{}, route.Route{Kind: route.Action, Name: "stop",
+		Handler: route.Funcs{AcceptFunc: func(req *route.Request) route.Decision {
+			clicks <- *req
+			return route.Decision{}
+		}}})
 	id := fs.SendRaw([]byte(`{"envelope_id":"click-1","type":"interactive","accepts_response_payload":false,"payload":` +
 		`{"type":"block_actions","user":{"id":"U1"},"channel":{"id":"C1"},"container":{"type":"message","message_ts":"1.2","thread_ts":"1.0"},` +
 		`"actions":[{"action_id":"stop","block_id":"b","type":"button","value":"1.0"}]}}`))
-	cb := waitChan(t, "click", clicks)
-	if cb.User.ID != "U1" || cb.Channel.ID != "C1" || len(cb.ActionCallback.BlockActions) != 1 || cb.ActionCallback.BlockActions[0].ActionID != "stop" {
-		t.Errorf("callback %+v", cb)
+	req := waitChan(t, "click", clicks)
+	want := route.Request{Kind: route.Action, Name: "stop", Feature: "stop", Channel: "C1", User: "U1", ThreadTS: "1.0", MessageTS: "1.2", Text: "1.0"}
+	if req != want {
+		t.Errorf("request %+v\nwant    %+v", req, want)
 	}
 	h.waitFor(t, "ack", func() bool { return acked(fs, id) })
 }
@@ -793,14 +827,14 @@ func TestShutdownNoticesEndWithTheGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	started := make(chan struct{}, 1)
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- struct{}{}
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}}
 	notify := &hangingNotifier{}
 	const grace = 2 * time.Second
-	b := New(client, id, r, nil, notify, zaptest.NewLogger(t), Options{Grace: grace})
+	b := newBot(client, id, r, nil, notify, zaptest.NewLogger(t), Options{Grace: grace})
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	errc := make(chan error, 1)
@@ -846,14 +880,14 @@ func TestPingTimeoutMidReply(t *testing.T) {
 	}
 	release := make(chan struct{})
 	done := make(chan string, 2) // one per reply
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		if req.Text == "slow" {
 			<-release
 		}
 		done <- req.Text
 		return nil
 	}}
-	b := New(client, id, r, nil, api, zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
+	b := newBot(client, id, r, nil, api, zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
 	runCtx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- b.Run(runCtx) }()

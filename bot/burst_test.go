@@ -9,8 +9,8 @@ import (
 
 	"github.com/slack-go/slack/socketmode"
 
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // mentionEvent is the event slack-go's Socket Mode client emits for an app_mention envelope of
@@ -55,7 +55,7 @@ func TestBurstAckedBeforeItsWorkStarts(t *testing.T) {
 	var log orderLog
 	pushed := make(chan struct{})
 	var once sync.Once
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		log.add("reply " + req.TS)
 		return nil
 	}}
@@ -95,7 +95,7 @@ func TestBurstAckedBeforeItsWorkStarts(t *testing.T) {
 func TestLongBurstStartsWorkWithinTheHold(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	started := make(chan string, 1)
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		select {
 		case started <- req.TS:
 		default:

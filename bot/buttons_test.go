@@ -7,11 +7,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/slack-go/slack"
-
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // showButton posts a bot message in the thread carrying one button, as the handlers do, and
@@ -49,7 +48,7 @@ func ephemeralsTo(fs *fakeslack.Server, user string) []string {
 func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	ended := make(chan error, 1) // one reply
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		<-ctx.Done()
 		err := context.Cause(ctx)
 		ended <- err
@@ -93,7 +92,7 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 
 func TestStopButtonOfAnEarlierAnswerLeavesTheNextOne(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}}
@@ -113,7 +112,7 @@ func TestStopButtonOfAnEarlierAnswerLeavesTheNextOne(t *testing.T) {
 func TestRegenerateButtonIsARequestInTheThreadsTurn(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	release := make(chan struct{})
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error {
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		if !req.Regenerate {
 			<-release
 		}
@@ -132,7 +131,7 @@ func TestRegenerateButtonIsARequestInTheThreadsTurn(t *testing.T) {
 	close(release)
 	h.waitFor(t, "regenerate", func() bool { return len(r.requests()) == 2 })
 	got := r.requests()[1]
-	want := handlers.ReplyRequest{Channel: "C1", ChannelType: "channel", User: "U2", Team: fs.Config().TeamID, TS: q, ThreadTS: q, Regenerate: true}
+	want := route.ReplyRequest{Channel: "C1", ChannelType: "channel", User: "U2", Team: fs.Config().TeamID, TS: q, ThreadTS: q, Regenerate: true}
 	if got.Channel != want.Channel || got.ChannelType != want.ChannelType || got.User != want.User || got.Team != want.Team ||
 		got.TS != want.TS || got.ThreadTS != want.ThreadTS || !got.Regenerate || got.FollowUp {
 		t.Errorf("request = %+v, want %+v", got, want)
@@ -167,16 +166,19 @@ func TestImagineAgainButton(t *testing.T) {
 	}
 }
 
-func TestOtherInteractionsStillGoToInteractive(t *testing.T) {
+func TestOtherActionsGoToTheirRoute(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	clicks := make(chan string, 1) // one click
-	h := startBot(t, fs, &fakeReplier{}, nil, Options{Interactive: func(ctx context.Context, cb slack.InteractionCallback) {
-		clicks <- cb.ActionCallback.BlockActions[0].ActionID
-	}})
+	h := startBot(t, fs, &fakeReplier{}, nil, Options{}, route.Route{Kind: route.Action, Name: "someone_elses",
+		Handler: route.Funcs{AcceptFunc: func(*route.Request) route.Decision { return route.Decision{Run: true} },
+			RunFunc: func(_ context.Context, req *route.Request) error {
+				clicks <- req.Name + " " + req.Text
+				return nil
+			}}})
 	msg := showButton(t, h, "C1", "", handlers.Button{ActionID: "someone_elses", Text: "Hi", Value: "x"})
 	click(t, fs, "C1", msg, "U1", "someone_elses")
-	if got := waitChan(t, "click", clicks); got != "someone_elses" {
-		t.Errorf("Interactive got %q", got)
+	if got := waitChan(t, "click", clicks); got != "someone_elses x" {
+		t.Errorf("route ran %q, want someone_elses x", got)
 	}
 }
 

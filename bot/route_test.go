@@ -8,7 +8,7 @@ import (
 )
 
 func routingBot(opt Options) *Bot {
-	return New(nil, Identity{UserID: "UBOT", BotID: "BBOT"}, nil, nil, nil, zap.NewNop(), opt)
+	return New(nil, Identity{UserID: "UBOT", BotID: "BBOT"}, nil, nil, zap.NewNop(), opt)
 }
 
 func TestMessagesAnswered(t *testing.T) {

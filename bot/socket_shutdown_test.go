@@ -90,7 +90,7 @@ func TestShutdownDuringStalledHandshake(t *testing.T) {
 			accepted <- c // read nothing, answer nothing
 		}
 	}()
-	b := New(stalledOpener{url: "ws://" + ln.Addr().String() + "/link"}, Identity{UserID: "UBOT"}, &fakeReplier{}, nil, nil,
+	b := newBot(stalledOpener{url: "ws://" + ln.Addr().String() + "/link"}, Identity{UserID: "UBOT"}, &fakeReplier{}, nil, nil,
 		zaptest.NewLogger(t), Options{Grace: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

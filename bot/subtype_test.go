@@ -8,8 +8,8 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // TestMeMessagesAnswered: "/me wonders how to rotate the key" is a person's message (subtype
@@ -106,8 +106,8 @@ func TestEditAddingTheMentionDecoded(t *testing.T) {
 // answered as the mention it now is.
 func TestEditAddingTheMentionToAThreadReplyAnswered(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	done := make(chan handlers.ReplyRequest, 10) // more than the replies expected
-	r := &fakeReplier{fn: func(ctx context.Context, req handlers.ReplyRequest) error { done <- req; return nil }}
+	done := make(chan route.ReplyRequest, 10) // more than the replies expected
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error { done <- req; return nil }}
 	h := startBot(t, fs, r, nil, Options{FollowUps: true})
 
 	parent := fs.PostUserMessage("C1", "U1", "", "deploy to staging failed again")
@@ -120,7 +120,7 @@ func TestEditAddingTheMentionToAThreadReplyAnswered(t *testing.T) {
 	fs.PostUserMessage("D1", "U1", "", "marker")
 	for req := waitChan(t, "a reply", done); req.Text != "marker"; req = waitChan(t, "a reply", done) {
 	}
-	var edit []handlers.ReplyRequest
+	var edit []route.ReplyRequest
 	for _, req := range r.requests() {
 		if req.TS == reply && !req.FollowUp {
 			edit = append(edit, req)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // BenchmarkReply measures the handler's own cost (context build, the reader loop, the writer, Markdown
@@ -59,7 +60,7 @@ func BenchmarkReply(b *testing.B) {
 // reasoningReplies returns Replies whose model reasons for n tokens, in the content as a <think>
 // block (inContent) or apart (reasoning_content), then answers in 400 tokens, with in-memory Slack
 // and model and budgets that never wait, and a request for it.
-func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, ReplyRequest) {
+func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, route.ReplyRequest) {
 	var steps []step
 	if inContent {
 		steps = append(steps, step{chunk: llm.Chunk{Content: "<think>\n"}})
@@ -84,7 +85,7 @@ func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, ReplyRequest
 
 // unlimitedReplies returns Replies writing in mode, with in-memory Slack (a thread of one message,
 // question) and model (sending steps) and budgets that never wait, and the request of question.
-func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, *fakeSlack, ReplyRequest) {
+func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, *fakeSlack, route.ReplyRequest) {
 	fs := newFakeSlack()
 	fs.threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
 	opt := testOptions()
@@ -94,7 +95,7 @@ func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, 
 	opt.Posts = pace.NewKeyed(1e9, 1e6)
 	opt.Streams = pace.NewBucket(1e9, 1e6)
 	r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
-	req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+	req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
 		ThreadTS: testTS, Text: question}
 	return r, fs, req
 }

@@ -55,7 +55,7 @@ type Button struct {
 // ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
 // value; the channel comes with the click.
 type ReplyRef struct {
-	ThreadTS string `json:"thread_ts,omitempty"` // as in ReplyRequest.ThreadTS ("" = a top-level DM)
+	ThreadTS string `json:"thread_ts,omitempty"` // as in route.ReplyRequest.ThreadTS ("" = a top-level DM)
 	TS       string `json:"ts"`                  // the message that was answered
 }
 

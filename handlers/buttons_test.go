@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/route"
 )
 
 func buttonOptions() ReplyOptions {
@@ -121,7 +122,7 @@ func TestButtonsRegenerateDeletedQuestion(t *testing.T) {
 		rt := newReplyTest(t, deltas([]string{"never"}, time.Millisecond), buttonOptions())
 		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> an older question")}
 		rt.slack.threads[testCh+"/"+testTS][0].Timestamp = "1699999999.000001"
-		regen := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", TS: testTS, ThreadTS: testTS, Regenerate: true}
+		regen := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", TS: testTS, ThreadTS: testTS, Regenerate: true}
 		mustNoErr(t, rt.r.Reply(t.Context(), regen))
 		if n := len(rt.chat.calls()); n != 0 {
 			t.Errorf("model calls = %d, want none", n)
@@ -286,7 +287,7 @@ func TestButtonsRegenerateDeletedThreadParent(t *testing.T) {
 		tomb.Type, tomb.SubType, tomb.User, tomb.Text = "message", "tombstone", "USLACKBOT", "This message was deleted."
 		tomb.Timestamp, tomb.ThreadTimestamp = testTS, testTS
 		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{tomb}
-		regen := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Regenerate: true}
+		regen := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Regenerate: true}
 		mustNoErr(t, rt.r.Reply(t.Context(), regen))
 		if calls := rt.chat.calls(); len(calls) != 0 {
 			msgs := calls[0].Messages

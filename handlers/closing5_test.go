@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"github.com/llmbot/llmbot/route"
 	"sync"
 
 	"context"
@@ -99,7 +100,7 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 		opt.Buttons = true
 		r := NewReplies(fs, lagPoster{fs, t0.Add(time.Second), t0.Add(30 * time.Second)}, fs, fs, chat, nil, opt)
 		req := testRequest()
-		other := ReplyRequest{Channel: "C2", ChannelType: "channel", User: "U1", Team: "T1",
+		other := route.ReplyRequest{Channel: "C2", ChannelType: "channel", User: "U1", Team: "T1",
 			TS: "1700000000.000050", ThreadTS: testTS, Text: "<@UBOT> and then?"}
 		var wg sync.WaitGroup
 		wg.Go(func() {

@@ -30,7 +30,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"strings"
 
 	"github.com/slack-go/slack"
 
@@ -130,37 +129,6 @@ type Chat interface {
 type Imager interface {
 	Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error)
 }
-
-// ReplyRequest is a message to answer.
-type ReplyRequest struct {
-	Channel     string
-	ChannelType string // "channel", "group", "im", "mpim"
-	User, Team  string
-	TS          string // the triggering message
-	// ThreadTS is the thread to answer in: for a top-level mention in a channel, the message's own ts.
-	// "" = a top-level DM: answer in the DM, context = recent history.
-	ThreadTS string
-	Text     string // raw Slack text
-	Files    []slack.File
-	// Attachments of the triggering message: a forwarded (shared) message, unfurls. A new thread is
-	// not read, so they come with the request.
-	Attachments []slack.Attachment
-	FollowUp    bool // no mention: answer only if the thread involves the bot
-	// Edited: the message was edited to add the bot's mention; not answered when the bot answered it
-	// already.
-	Edited bool
-	// Regenerate: answer the message TS again (a Regenerate button). User is the person who
-	// pressed it; the question is read from the thread (Text and Files are not used) and the
-	// context is the thread up to it, so earlier answers to it are not replayed.
-	Regenerate bool
-	// Replace, on a Regenerate, is the ts of the message whose button was pressed (the old answer's
-	// last message): the new answer is written in place of that answer. "": in a new message.
-	Replace string
-}
-
-// InDM reports whether the request comes from a direct message with the bot (channel type "im", or a
-// channel ID starting with D when the type is not known).
-func (r ReplyRequest) InDM() bool { return r.ChannelType == "im" || strings.HasPrefix(r.Channel, "D") }
 
 // ImagineRequest is an /imagine command.
 type ImagineRequest struct {

@@ -9,6 +9,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/route"
 )
 
 // dmMsg is a top-level DM message at ts: a person's (mark nil) or the bot's, marked.
@@ -86,7 +87,7 @@ func TestDMThreadUnderTheBotsMessage(t *testing.T) {
 				reply.ThreadTimestamp = parent.Timestamp
 				rt.slack.history["D1"] = tc.history
 				rt.slack.threads["D1/"+parent.Timestamp] = []slack.Message{parent, reply}
-				req := ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: reply.Timestamp,
+				req := route.ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: reply.Timestamp,
 					ThreadTS: parent.Timestamp, Text: reply.Text}
 				mustNoErr(t, rt.r.Reply(t.Context(), req))
 				reqs := rt.chat.calls()

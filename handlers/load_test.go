@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // lagResult is what one simulated load run measured, in fake time.
@@ -52,7 +53,7 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 		var wg sync.WaitGroup
 		for i := range n {
 			ch := fmt.Sprint("C", i)
-			req := ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
+			req := route.ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
 			wg.Go(func() {
 				if err := r.Reply(t.Context(), req); err != nil && policy == pace.PolicyFair {
 					t.Error(err)

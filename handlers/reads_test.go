@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // shortAnswer is a model answer of one word.
@@ -91,7 +92,7 @@ func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
 				var wg sync.WaitGroup
 				for i := range n {
 					ch := fmt.Sprint("C", i)
-					req := ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1",
+					req := route.ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1",
 						TS: "1700000000.000050", ThreadTS: testTS, Text: "<@UBOT> and then?"}
 					wg.Go(func() {
 						if err := r.Reply(t.Context(), req); err != nil {
@@ -167,7 +168,7 @@ func TestPostBudgetsAfterA429(t *testing.T) {
 				var wg sync.WaitGroup
 				for i, ch := range tc.channels {
 					ts := fmt.Sprintf("1700000000.%06d", i)
-					req := ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1",
+					req := route.ReplyRequest{Channel: ch, ChannelType: "channel", User: "U1", Team: "T1",
 						TS: ts, ThreadTS: ts, Text: "<@UBOT> go"}
 					wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
 				}
@@ -220,7 +221,7 @@ func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i := range n {
-			req := ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: "U1", Team: "T1",
+			req := route.ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: "U1", Team: "T1",
 				TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
 			wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
 		}
@@ -256,7 +257,7 @@ func TestPostsWorkspaceOptionUsed(t *testing.T) {
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i := range 3 {
-			req := ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: "U1", Team: "T1",
+			req := route.ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: "U1", Team: "T1",
 				TS: testTS, ThreadTS: testTS, Text: "<@UBOT> go"}
 			wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) })
 		}
@@ -294,7 +295,7 @@ func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
 				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
 				var wg sync.WaitGroup
 				for i := range n {
-					req := ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: fmt.Sprint("U", i),
+					req := route.ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: fmt.Sprint("U", i),
 						Team: "T1", TS: testTS, ThreadTS: testTS, Text: fmt.Sprintf("<@UBOT> what does <@V%d> think?", i)}
 					wg.Go(func() { mustNoErr(t, r.Reply(t.Context(), req)) }) // one look-up each: the person mentioned
 				}

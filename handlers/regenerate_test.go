@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/route"
 )
 
 // Regenerate writes the new answer where the old one stands: the thread ends with one answer to
@@ -52,7 +53,7 @@ func TestRegenerateInPlace(t *testing.T) {
 
 				// Someone else (allowed by the access policy, checked by the caller) presses Regenerate on
 				// the old answer's last message.
-				regen := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
+				regen := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
 					ThreadTS: testTS, Regenerate: true, Replace: oldMsgs[len(oldMsgs)-1].ts}
 				mustNoErr(t, rt.r.Reply(t.Context(), regen))
 

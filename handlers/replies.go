@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // ReplyMode is how an answer is written into Slack.
@@ -188,7 +189,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 // spoiled it (model, Slack or a cancellation cause such as ErrShutdown) after showing a short reason in
 // Slack: the caller logs it. Reply runs in the caller's goroutine, plus one writer goroutine it starts and
 // waits for.
-func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
+func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	threadTS := req.ThreadTS
 	if threadTS == "" && req.ChannelType != "im" {
 		threadTS = req.TS // a top-level mention outside a DM is answered in its own thread
@@ -241,7 +242,7 @@ func (r *Replies) Reply(ctx context.Context, req ReplyRequest) error {
 // known now: follow-ups are on, it is a reply in a thread, it is not addressed to someone else, and
 // the thread is remembered as one the bot takes part in. The bot uses it to tell the asker when it
 // cannot answer (busy, shutting down) instead of dropping a follow-up silently.
-func (r *Replies) KnownFollowUp(req ReplyRequest) bool {
+func (r *Replies) KnownFollowUp(req route.ReplyRequest) bool {
 	if !req.FollowUp {
 		return true
 	}
@@ -255,7 +256,7 @@ func (r *Replies) KnownFollowUp(req ReplyRequest) bool {
 // mayFollowUp reports whether the follow-up req, in thread threadTS, may be for the bot, before
 // the thread is looked at: follow-ups are on, it replies in a thread, it does not address someone
 // else, and it is more than thanks or an emoji.
-func (r *Replies) mayFollowUp(req ReplyRequest, threadTS string) bool {
+func (r *Replies) mayFollowUp(req route.ReplyRequest, threadTS string) bool {
 	return r.opt.FollowUps && threadTS != "" && threadTS != req.TS && !r.addressedToOthers(req.Text) &&
 		(len(req.Files) > 0 || len(req.Attachments) > 0 || !acknowledgement(req.Text))
 }

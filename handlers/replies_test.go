@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 const (
@@ -31,7 +32,7 @@ type replyTest struct {
 	slack *fakeSlack
 	chat  *fakeChat
 	r     *Replies
-	req   ReplyRequest
+	req   route.ReplyRequest
 }
 
 func newReplyTest(t *testing.T, steps []step, opt ReplyOptions) *replyTest {
@@ -53,8 +54,8 @@ func newQuestionSlack() *fakeSlack {
 const testQuestion = "<@UBOT> explain token buckets"
 
 // testRequest is the reply request for the test thread's question.
-func testRequest() ReplyRequest {
-	return ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+func testRequest() route.ReplyRequest {
+	return route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
 		ThreadTS: testTS, Text: testQuestion}
 }
 
@@ -357,7 +358,7 @@ func TestReplyTopLevelDM(t *testing.T) {
 		rt := newReplyTest(t, deltas([]string{"Hello ", "there."}, 100*time.Millisecond), testOptions())
 		dm := mention("hi bot")
 		rt.slack.history["D1"] = []slack.Message{dm}
-		req := ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: dm.Timestamp, Text: dm.Text}
+		req := route.ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: dm.Timestamp, Text: dm.Text}
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
 		if n := len(rt.slack.callsOf("history")); n != 1 {
 			t.Errorf("history reads = %d, want 1", n)
@@ -679,7 +680,7 @@ func TestReplyLogsNoErrorsAndNoTextAtInfo(t *testing.T) {
 			{wait: 100 * time.Millisecond, err: &llm.Error{Kind: llm.KindServer, Status: 500}},
 		}}
 		r := NewReplies(fs, fs, fs, fs, chat, zap.New(core), testOptions())
-		req := ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
+		req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
 			ThreadTS: testTS, Text: "<@UBOT> secret question"}
 		if err := r.Reply(t.Context(), req); err == nil {
 			t.Fatal("Reply = nil, want the model error (returned for the caller to log once)")

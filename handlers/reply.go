@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // reply is one answer in progress.
@@ -30,7 +31,7 @@ type reply struct {
 	outage time.Time
 
 	r        *Replies
-	req      ReplyRequest
+	req      route.ReplyRequest
 	threadTS string
 	log      *zap.Logger
 	start    time.Time
@@ -290,7 +291,7 @@ func (p *reply) openInPlace(ctx context.Context, old []string) (*editSink, error
 	return p.editSink(lane, old[0]), nil
 }
 
-// oldAnswer is the messages of the answer a Regenerate was pressed on (ReplyRequest.Replace), oldest
+// oldAnswer is the messages of the answer a Regenerate was pressed on (route.ReplyRequest.Replace), oldest
 // first: the pressed message and the other parts of its answer (those that name the same first
 // part, Mark.First). nil when the pressed message is not one of the bot's in the thread.
 func (p *reply) oldAnswer(thread []slack.Message) []string {

@@ -16,6 +16,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // TestShutdownClosesEveryReplyBeyondTheEditBudget: 20 replies in flight are cancelled with
@@ -53,14 +54,14 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 		}
 		ctx, cancel := context.WithCancelCause(t.Context())
 		threads := make([]string, n)
-		reqs := make([]ReplyRequest, n)
+		reqs := make([]route.ReplyRequest, n)
 		for i := range n {
 			ch, ts := fmt.Sprintf("C%02d", i), fmt.Sprintf("1690000000.%06d", i)
 			threads[i] = ts
 			m := mention("<@UBOT> go")
 			m.User, m.Timestamp = fmt.Sprintf("U%02d", i), ts
 			fs.threads[ch+"/"+ts] = []slack.Message{m}
-			reqs[i] = ReplyRequest{Channel: ch, ChannelType: "channel", User: m.User, Team: "T1", TS: ts, ThreadTS: ts, Text: m.Text}
+			reqs[i] = route.ReplyRequest{Channel: ch, ChannelType: "channel", User: m.User, Team: "T1", TS: ts, ThreadTS: ts, Text: m.Text}
 		}
 		var wg sync.WaitGroup
 		for i, req := range reqs {
@@ -178,7 +179,7 @@ func (s slowUpdater) Update(ctx context.Context, channel, ts string, m Msg) erro
 
 // slowInterimReplies answers a question with a 60-word answer streamed over 18 s, where every
 // chat.update from 5 s on takes latency (Slack slow): a Stop or shutdown at 7 s finds one in flight.
-func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *fakeSlack, ReplyRequest) {
+func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *fakeSlack, route.ReplyRequest) {
 	fs := newQuestionSlack()
 	chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
 	r := NewReplies(fs, slowUpdater{fs, time.Now().Add(5 * time.Second), latency}, fs, fs, chat, nil, opt)

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/route"
 )
 
 // ChatStreamer streams chat answers (handlers.Chat; *llm.Client implements it).
@@ -104,58 +102,22 @@ func (i *MeteredImager) Image(ctx context.Context, req llm.ImageRequest) (*llm.I
 	return img, err
 }
 
-// Replier answers messages (bot.Replier; *handlers.Replies implements it).
-type Replier interface {
-	Reply(ctx context.Context, req handlers.ReplyRequest) error
-}
-
-// MeteredReplier is a Replier that keeps llmbot_in_flight{kind="reply"}. Create it with
-// Metrics.Replier.
-type MeteredReplier struct {
-	next  Replier
-	gauge prometheus.Gauge
-}
-
-// Replier returns next with its replies in progress counted.
-func (m *Metrics) Replier(next Replier) *MeteredReplier {
-	return &MeteredReplier{next: next, gauge: m.inFlight.WithLabelValues("reply")}
-}
-
-// Reply calls next, counted as in flight while it runs.
-func (r *MeteredReplier) Reply(ctx context.Context, req handlers.ReplyRequest) error {
-	r.gauge.Inc()
-	defer r.gauge.Dec()
-	return r.next.Reply(ctx, req)
-}
-
-// Imaginer runs /imagine (bot.Imaginer; *handlers.Imagine implements it).
-type Imaginer interface {
-	Accept(req handlers.ImagineRequest) (ackText string, start bool)
-	Run(ctx context.Context, req handlers.ImagineRequest) error
-}
-
-// MeteredImaginer is an Imaginer that keeps llmbot_in_flight{kind="imagine"}. Create it with
-// Metrics.Imaginer.
-type MeteredImaginer struct {
-	next  Imaginer
-	gauge prometheus.Gauge
-}
-
-// Imaginer returns next with its jobs in progress counted.
-func (m *Metrics) Imaginer(next Imaginer) *MeteredImaginer {
-	return &MeteredImaginer{next: next, gauge: m.inFlight.WithLabelValues("imagine")}
-}
-
-// Accept is next's Accept.
-func (i *MeteredImaginer) Accept(req handlers.ImagineRequest) (string, bool) {
-	return i.next.Accept(req)
-}
-
-// Run calls next, counted as in flight while it runs.
-func (i *MeteredImaginer) Run(ctx context.Context, req handlers.ImagineRequest) error {
-	i.gauge.Inc()
-	defer i.gauge.Dec()
-	return i.next.Run(ctx, req)
+// Middleware counts every route's work in progress in llmbot_in_flight: kind "reply" for answers
+// in a thread, else the route's feature ("imagine") (route.Middleware).
+func (m *Metrics) Middleware(next route.Handler) route.Handler {
+	return route.Funcs{
+		AcceptFunc: next.Accept,
+		RunFunc: func(ctx context.Context, req *route.Request) error {
+			kind := req.Feature
+			if req.Reply != nil {
+				kind = "reply"
+			}
+			g := m.inFlight.WithLabelValues(kind)
+			g.Inc()
+			defer g.Dec()
+			return next.Run(ctx, req)
+		},
+	}
 }
 
 // SlackTransport is an http.RoundTripper for the Slack Web API client that reports every call to

@@ -28,7 +28,7 @@ var (
 
 // Metrics counts what the bot does. Its methods have the signatures of bot.Hooks and llm.Hooks
 // fields, so they plug in as method values (Hooks{Acked: m.Acked, ...}); the rest are called
-// by decorators (Chat, Imager, Replier, Imaginer, SlackTransport) or by the handlers. Every
+// by decorators (Chat, Imager, SlackTransport), by the route middleware or by the handlers. Every
 // method is safe for concurrent use and never blocks. Label values come from small fixed sets;
 // free-form inputs (model names, Slack method names) are checked and replaced by "other" when
 // they do not look like one, so neither a token nor free text can become a label.

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/route"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -350,18 +352,14 @@ func TestChatCountsLastUsageOnce(t *testing.T) {
 	}
 }
 
-// blockingReplier holds Reply until released.
-type blockingReplier struct{ entered, release chan struct{} }
+// blocking is a route handler whose Run holds until released.
+type blocking struct{ entered, release chan struct{} }
 
-func (b blockingReplier) Reply(context.Context, handlers.ReplyRequest) error {
-	b.entered <- struct{}{}
-	<-b.release
-	return nil
+func (b blocking) Accept(*route.Request) route.Decision {
+	return route.Decision{Run: true, Say: "Generating…"}
 }
 
-func (b blockingReplier) Accept(handlers.ImagineRequest) (string, bool) { return "Generating…", true }
-
-func (b blockingReplier) Run(context.Context, handlers.ImagineRequest) error {
+func (b blocking) Run(context.Context, *route.Request) error {
 	b.entered <- struct{}{}
 	<-b.release
 	return nil
@@ -369,17 +367,16 @@ func (b blockingReplier) Run(context.Context, handlers.ImagineRequest) error {
 
 func TestInFlight(t *testing.T) {
 	m := ops.NewMetrics()
-	b := blockingReplier{entered: make(chan struct{}), release: make(chan struct{})}
-	r, im := m.Replier(b), m.Imaginer(b)
-	if text, start := im.Accept(handlers.ImagineRequest{}); text != "Generating…" || !start {
-		t.Errorf("Accept through the decorator = %q, %v", text, start)
+	b := blocking{entered: make(chan struct{}), release: make(chan struct{})}
+	h := m.Middleware(b)
+	if d := h.Accept(&route.Request{}); d != (route.Decision{Run: true, Say: "Generating…"}) {
+		t.Errorf("Accept through the middleware = %+v", d)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = r.Reply(t.Context(), handlers.ReplyRequest{})
-	}()
-	go func() { _ = im.Run(t.Context(), handlers.ImagineRequest{}) }()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, req := range []*route.Request{{Feature: "mention", Reply: &route.ReplyRequest{}}, {Feature: "imagine"}} {
+		wg.Go(func() { _ = h.Run(t.Context(), req) })
+	}
 	<-b.entered
 	<-b.entered
 	for _, kind := range []string{"reply", "imagine"} {
@@ -389,17 +386,11 @@ func TestInFlight(t *testing.T) {
 	}
 	b.release <- struct{}{}
 	b.release <- struct{}{}
-	<-done
-	// The imagine goroutine may still be between Run's return and Dec; wait for it, bounded.
-	deadline := time.Now().Add(5 * time.Second)
-	for metricValue(t, m.Registry(), "llmbot_in_flight", map[string]string{"kind": "imagine"}) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("imagine in flight did not return to 0")
+	wg.Wait()
+	for _, kind := range []string{"reply", "imagine"} {
+		if got := metricValue(t, m.Registry(), "llmbot_in_flight", map[string]string{"kind": kind}); got != 0 {
+			t.Errorf("in flight{kind=%q} after the end = %v, want 0", kind, got)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	if got := metricValue(t, m.Registry(), "llmbot_in_flight", map[string]string{"kind": "reply"}); got != 0 {
-		t.Errorf("replies in flight after the end = %v, want 0", got)
 	}
 }
 

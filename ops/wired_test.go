@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/route"
 )
 
 const wiredWait = 15 * time.Second // bound of every wait below
@@ -87,7 +88,14 @@ func TestWiredBot(t *testing.T) {
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
 	})
 	imagine := handlers.NewImagine(m.Imager(model), api, api, log, handlers.ImagineOptions{BotName: id.Name})
-	b := bot.New(sc, id, m.Replier(replies), m.Imaginer(imagine), api, log, bot.Options{Hooks: hooks})
+	routes := route.NewTable(m.Middleware)
+	b := bot.New(sc, id, routes, api, log, bot.Options{Hooks: hooks})
+	if err := routes.Add(
+		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
+		route.Route{Kind: route.Command, Name: "/imagine", Handler: imagine.Handler()},
+	); err != nil {
+		t.Fatal(err)
+	}
 
 	if got := readyz(); got != http.StatusServiceUnavailable {
 		t.Errorf("/readyz before connecting = %d, want 503", got)

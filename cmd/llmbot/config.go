@@ -45,7 +45,8 @@ type Config struct {
 	EditBudgetPerMinute  float64 `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
 	EditPolicy           string  `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
 	ContextTokens        int     `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model; the oldest messages are left out first."`
-	MaxConcurrentReplies int     `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers in progress at once; beyond it people get a short busy reply (no queue)."`
+	MaxConcurrentReplies int     `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs in progress at once (model requests in flight); more wait in a queue, in arrival order."`
+	MaxQueuedReplies     int     `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
 	ImaginePerUser       int     `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
 	FollowUps            bool    `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
 	AnswerBots           bool    `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
@@ -297,6 +298,7 @@ func (c Config) problems() []string {
 		}
 	}
 	atLeast("MAX_CONCURRENT_REPLIES", c.MaxConcurrentReplies, 1)
+	atLeast("MAX_QUEUED_REPLIES", c.MaxQueuedReplies, 0)
 	atLeast("IMAGINE_PER_USER", c.ImaginePerUser, 1)
 	atLeast("CONTEXT_TOKENS", c.ContextTokens, 500)
 	atLeast("LLM_MAX_RETRIES", c.LLMMaxRetries, 0)

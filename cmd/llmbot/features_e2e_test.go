@@ -139,6 +139,7 @@ func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
 		"ALLOW_USERS":            "U1,U3",
 		"ACCESS_DENIED_TEXT":     refusal,
 		"MAX_CONCURRENT_REPLIES": "1",
+		"MAX_QUEUED_REPLIES":     "0",
 	})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text("Slow answer.").Paced(3*time.Second, 10*time.Millisecond)
@@ -152,7 +153,6 @@ func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
 	if eph := e.slack.Ephemerals(); len(eph) != 1 || eph[0].Channel != "C1" || eph[0].ThreadTS != refused {
 		t.Errorf("ephemerals %+v, want one in C1's thread %s", eph, refused)
 	}
-	e.waitFor(t, "the refused reply to end", func() bool { return e.finished(t) >= 1 })
 	if n := len(e.slack.BotReplies("C1", refused)); n != 0 {
 		t.Errorf("%d bot replies to the refused person, want 0", n)
 	}
@@ -174,7 +174,7 @@ func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
 	if got := e.privateTo("U2"); len(got) != 2 || got[1] != refusal {
 		t.Errorf("the refused person was told %q, want the refusal again (not the busy note)", got)
 	}
-	e.final(t, "C1", slow, 1, 2)
+	e.final(t, "C1", slow, 1, 1) // refusals run nothing
 }
 
 // A thread with two people, against a model server whose chat template refuses two consecutive
@@ -265,7 +265,7 @@ func TestE2EEditInBotThread(t *testing.T) {
 
 // A refused person's follow-up in a bot thread, while every slot is busy: no note of any kind.
 func TestE2ERefusedFollowUpWhileBusy(t *testing.T) {
-	e := startE2E(t, fakeslack.Config{}, map[string]string{"ALLOW_USERS": "U1", "MAX_CONCURRENT_REPLIES": "1"})
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"ALLOW_USERS": "U1", "MAX_CONCURRENT_REPLIES": "1", "MAX_QUEUED_REPLIES": "0"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Quick."), fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
 	e.final(t, "C1", ts, 1, 1)
@@ -283,7 +283,7 @@ func TestE2ERefusedFollowUpWhileBusy(t *testing.T) {
 
 // "thanks!" in a bot thread while every slot is busy: no busy note either.
 func TestE2EThanksWhileBusy(t *testing.T) {
-	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1"})
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1", "MAX_QUEUED_REPLIES": "0"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Quick."), fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
 	e.final(t, "C1", ts, 1, 1)
@@ -316,5 +316,24 @@ func TestE2ERefusedEditAddsMention(t *testing.T) {
 	}
 	if r := e.botReplies("C1", ts); len(r) != 0 {
 		t.Errorf("bot replies %q", r)
+	}
+}
+
+// With every place taken, a question waits its turn (MAX_QUEUED_REPLIES) and is answered once the
+// answer before it ends: nobody is told the bot is busy.
+func TestE2EQueuedQuestionIsAnsweredAfterTheFirst(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1"})
+	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Slow.").Paced(time.Second, 10*time.Millisecond), fakellm.Text("Second.")))
+	first := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> slow one")
+	e.waitFor(t, "slow start", func() bool { return len(e.llm.ChatRequests()) == 1 })
+	second := e.slack.PostUserMessage("C2", "U2", "", "<@UBOT> and me?")
+	if got := e.final(t, "C2", second, 1, 2)[0].Text; got != "Second." {
+		t.Errorf("second answer %q", got)
+	}
+	if got := e.final(t, "C1", first, 1, 2)[0].Text; got != "Slow." {
+		t.Errorf("first answer %q", got)
+	}
+	if p := e.privateTo("U2"); len(p) != 0 {
+		t.Errorf("the waiting asker was told %q, want nothing", p)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // Slack write budgets besides chat.update (which is EDIT_BUDGET_PER_MINUTE).
@@ -187,23 +188,33 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	guard := access.NewGuard(access.GuardOptions{
 		Policy: accessPolicy,
 		Quota:  access.NewQuota(cfg.ImagineDailyQuota, 0),
-		Notify: api,
 		Denied: metrics.AccessDenied,
 		// Refused follow-ups count only where the bot would have answered.
 		KnownFollowUp: replies.KnownFollowUp,
 	})
-	b := bot.New(slackClient, id, guard.Replier(metrics.Replier(replies)), guard.Imaginer(metrics.Imaginer(imagine)), api, log.Named("bot"), bot.Options{
+	// Every command, button and shortcut is one row here; access rules and metrics wrap them all.
+	routes := route.NewTable(guard.Middleware, metrics.Middleware)
+	b := bot.New(slackClient, id, routes, api, log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
 			Acked: metrics.Acked, Duplicate: metrics.Duplicate, Busy: metrics.Busy, Done: metrics.Done,
 			Connection: func(up bool) { metrics.Connection(up); ready.Connection(up) },
 		},
 		MaxConcurrent: cfg.MaxConcurrentReplies,
+		MaxQueued:     cfg.MaxQueuedReplies,
 		Grace:         cfg.ShutdownGrace,
 		FollowUps:     cfg.FollowUps,
 		AnswerBots:    cfg.AnswerBots,
-		KnownFollowUp: replies.KnownFollowUp,
-		Refusal:       guard.Refusal, // people the rules refuse get their refusal, not a busy or restart note
 	})
+	err = routes.Add(
+		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
+		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
+	)
+	if err != nil {
+		return fmt.Errorf("routes: %w", err)
+	}
 	log.Info("starting",
 		zap.String("version", versionString()),
 		zap.String("bot_name", id.Name),
@@ -214,7 +225,8 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		zap.Bool("buttons", cfg.Buttons),
 		zap.String("edit_policy", cfg.EditPolicy),
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
-		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies))
+		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies),
+		zap.Int("max_queued_replies", cfg.MaxQueuedReplies))
 	if err := b.Run(ctx); err != nil {
 		return err // main prints it
 	}

@@ -1,0 +1,80 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/llmbot/llmbot/route"
+)
+
+// The handlers' use cases as route handlers: what each route runs, registered once in the wiring.
+
+// Answerer answers a message in its thread (*Replies).
+type Answerer interface {
+	Reply(ctx context.Context, req route.ReplyRequest) error
+}
+
+// Handler serves route.MessageRoute with r (ReplyHandler).
+func (r *Replies) Handler() route.Handler { return ReplyHandler(r, r.KnownFollowUp) }
+
+// RegenerateHandler serves ActionRegenerate with r (see the package function).
+func (r *Replies) RegenerateHandler() route.Handler { return RegenerateHandler(r) }
+
+// ReplyHandler serves route.MessageRoute: mentions, DMs and thread follow-ups are answered in their
+// thread by a. A follow-up not known to be for the bot (known; nil: none is) is quiet: when the bot
+// cannot run it, nobody is told, since it may be people talking among themselves.
+func ReplyHandler(a Answerer, known func(route.ReplyRequest) bool) route.Handler {
+	return route.Funcs{
+		AcceptFunc: func(req *route.Request) route.Decision {
+			if req.Reply == nil {
+				return route.Decision{}
+			}
+			quiet := req.Reply.FollowUp && (known == nil || !known(*req.Reply))
+			return route.Decision{Run: true, Quiet: quiet}
+		},
+		RunFunc: func(ctx context.Context, req *route.Request) error { return a.Reply(ctx, *req.Reply) },
+	}
+}
+
+// RegenerateHandler serves ActionRegenerate: the person who pressed it asks the question of the
+// button's ReplyRef again, and the new answer is written in place of the answer the button is on
+// (route.ReplyRequest.Replace), in the thread's turn like any answer. A value that is not a
+// ReplyRef of this bot's is ignored.
+func RegenerateHandler(a Answerer) route.Handler {
+	return route.Funcs{
+		AcceptFunc: func(req *route.Request) route.Decision {
+			ref, err := ParseReplyRef(req.Text)
+			if err != nil {
+				return route.Decision{}
+			}
+			req.Reply = &route.ReplyRequest{Channel: req.Channel, ChannelType: route.ChannelType(req.Channel),
+				User: req.User, Team: req.Team, TS: ref.TS, ThreadTS: ref.ThreadTS, Regenerate: true, Replace: req.MessageTS}
+			return route.Decision{Run: true}
+		},
+		RunFunc: func(ctx context.Context, req *route.Request) error { return a.Reply(ctx, *req.Reply) },
+	}
+}
+
+// ImageJobs runs /imagine jobs (*Imagine): Accept says at once whether one starts, and its text.
+type ImageJobs interface {
+	Accept(req ImagineRequest) (ackText string, start bool)
+	Run(ctx context.Context, req ImagineRequest) error
+}
+
+// Handler serves /imagine and ActionImagineAgain with i (ImagineHandler).
+func (i *Imagine) Handler() route.Handler { return ImagineHandler(i) }
+
+// ImagineHandler serves /imagine and ActionImagineAgain (the same prompt again, for the person who
+// pressed it) with j: Accept's text is the command's ack, or is told privately to the clicker.
+func ImagineHandler(j ImageJobs) route.Handler {
+	return route.Funcs{
+		AcceptFunc: func(req *route.Request) route.Decision {
+			text, start := j.Accept(imagineRequest(req))
+			return route.Decision{Run: start, Say: text}
+		},
+		RunFunc: func(ctx context.Context, req *route.Request) error { return j.Run(ctx, imagineRequest(req)) },
+	}
+}
+
+func imagineRequest(req *route.Request) ImagineRequest {
+	return ImagineRequest{Channel: req.Channel, User: req.User, Team: req.Team, Text: req.Text, ResponseURL: req.ResponseURL}
+}
