@@ -133,3 +133,31 @@ func checkNoControls(t *testing.T, what, s string) {
 		}
 	}
 }
+
+// FuzzMarkdownStream checks, for any answer, that what a MarkdownStream writes does not depend
+// on how the answer is cut into deltas: fed in the pieces sizes gives (1 to 32 bytes, cut
+// anywhere, also inside a character), it writes what it writes for the whole answer at once.
+func FuzzMarkdownStream(f *testing.F) {
+	for _, name := range []string{"render_constructs.md", "render_tables.md", "render_lists.md", "stream_answer.md"} {
+		f.Add(readTestdata(f, name), []byte{6, 0, 13})
+	}
+	f.Add("  - ~~~\n  **code**\n  ~~~\nafter\n", []byte{0})
+	f.Add(" 10. ```\n    echo hi\n    ```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", []byte{0, 1})
+	f.Fuzz(func(t *testing.T, md string, sizes []byte) {
+		if len(md) > 5000 {
+			t.Skip()
+		}
+		want := strings.Join(feedAll(md, func() int { return len(md) }), "")
+		i := 0
+		got := strings.Join(feedAll(md, func() int {
+			i++
+			if len(sizes) == 0 {
+				return 1
+			}
+			return 1 + int(sizes[i%len(sizes)])%32
+		}), "")
+		if got != want {
+			t.Fatalf("output depends on how the answer was chunked\ngot  %q\nwant %q", got, want)
+		}
+	})
+}

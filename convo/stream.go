@@ -183,9 +183,25 @@ func safe(s string) string {
 }
 
 // mayBeSpecial reports an incomplete line that could still become a fence or a table row.
+// A line that ends in a list marker without its space yet ("  -", " 1.") is still all
+// container prefix: sending it in pieces would decide too early that it opens no fence.
 func mayBeSpecial(l string) bool {
 	t := containerless(l)
-	return strings.Contains(l, "|") || t == "" || strings.HasPrefix(t, "`") || strings.HasPrefix(t, "~")
+	return strings.Contains(l, "|") || t == "" || strings.HasPrefix(t, "`") || strings.HasPrefix(t, "~") ||
+		unfinishedMarker(t)
+}
+
+// unfinishedMarker reports a list marker that still lacks the space after it: "-", "*", "+",
+// or up to 9 digits, with or without the "." or ")" that ends them.
+func unfinishedMarker(t string) bool {
+	if len(t) == 1 && strings.IndexByte("-*+", t[0]) >= 0 {
+		return true
+	}
+	d := t
+	if strings.HasSuffix(d, ".") || strings.HasSuffix(d, ")") {
+		d = d[:len(d)-1]
+	}
+	return len(d) > 0 && len(d) <= 9 && strings.Trim(d, "0123456789") == ""
 }
 
 func isTableRow(l string) bool {

@@ -36,13 +36,24 @@ func TestMarkdownStreamGolden(t *testing.T) {
 }
 
 func TestMarkdownStreamChunkingDoesNotMatter(t *testing.T) {
-	docs := []string{readTestdata(t, "stream_answer.md")}
+	docs := []string{
+		readTestdata(t, "stream_answer.md"),
+		// Fences on list item lines: the line must wait while its marker is unfinished.
+		"  - ~~~\n  **code**\n  ~~~\nafter\n",
+		"1. ```bash\n   echo hi\n   ```\n",
+		"12) ~~~\nx | y\n~~~",
+		"> * ```\n> code | more\n",
+		"+ 3. ~~~~\ncode",
+	}
 	for seed := range rounds(20) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 3))
 		docs = append(docs, genMarkdown(rng, 1+rng.IntN(20)))
 	}
 	for i, md := range docs {
 		want := strings.Join(feedAll(md, func() int { return len(md) }), "")
+		if got := strings.Join(feedAll(md, func() int { return 1 }), ""); got != want {
+			t.Fatalf("doc %d, fed a byte at a time: output depends on how the answer was chunked\ngot  %q\nwant %q", i, got, want)
+		}
 		for seed := range 5 {
 			rng := rand.New(rand.NewPCG(uint64(seed), 4))
 			got := strings.Join(feedAll(md, func() int { return 1 + rng.IntN(12) }), "")
@@ -114,6 +125,10 @@ func TestMarkdownStreamFenceOnAListItemLine(t *testing.T) {
 			"1. ```bash\n   echo hi\n   ```\n\n" + aligned + "\nend\n"},
 		{"bullet item", []string{"- ```bash\n", "  echo hi\n", "  ```\n", "\n", table, "\nend\n"},
 			"- ```bash\n  echo hi\n  ```\n\n" + aligned + "\nend\n"},
+		{"indented bullet item a character at a time", append(strings.Split("  - ~~~\n  echo **hi**\n  ~~~\n\n", ""), table, "\nend\n"),
+			"  - ~~~\n  echo **hi**\n  ~~~\n\n" + aligned + "\nend\n"},
+		{"indented numbered item a character at a time", append(strings.Split(" 10. ```\n    echo hi\n    ```\n\n", ""), table, "\nend\n"),
+			" 10. ```\n    echo hi\n    ```\n\n" + aligned + "\nend\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
