@@ -25,9 +25,12 @@ type editSink struct {
 	p     *reply
 	lane  *pace.Lane
 	pager *convo.Pager
-	ts    []string // one message per part; ts[0] is the placeholder
+	ts    []string // one message per part; ts[0] is the placeholder, when one was posted
 	shown []string // the text last written to each message ("" for the placeholder)
 	btn   []string // the buttons each message shows (buttonKey)
+	// placeholderDue is when the placeholder is posted if no text has come (ReplyOptions.PlaceholderAfter);
+	// zero once it is, or once a message is.
+	placeholderDue time.Time
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -92,7 +95,7 @@ func (e *editSink) priority() pace.Priority {
 	switch {
 	case e.sealedDue:
 		return pace.Final
-	case e.shown[0] == "":
+	case len(e.shown) == 0 || e.shown[0] == "":
 		return pace.First
 	}
 	return pace.Pending
@@ -104,6 +107,32 @@ func (e *editSink) firstTS() string {
 		return ""
 	}
 	return e.ts[0]
+}
+
+func (e *editSink) idleDue() time.Time {
+	if len(e.ts) > 0 {
+		return time.Time{}
+	}
+	return e.placeholderDue
+}
+
+// idle posts the placeholder: the model has sent no text within PlaceholderAfter. A placeholder that
+// cannot be posted is not tried again: the answer's first text will be.
+func (e *editSink) idle(ctx context.Context) {
+	e.placeholderDue = time.Time{}
+	if len(e.ts) > 0 {
+		return
+	}
+	cctx, cancel := e.p.callCtx(ctx)
+	defer cancel()
+	ts, err := e.p.postRetry(cctx, nil, e.p.placeholder())
+	if err != nil {
+		e.p.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
+		return
+	}
+	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.p.buttons(false))}
+	e.postDue = false
+	e.posts++
 }
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
@@ -138,6 +167,9 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		if post {
 			var ts string
 			if ts, err = p.r.msgs.Post(cctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
+				if len(e.ts) == 0 {
+					p.firstText = time.Since(p.start)
+				}
 				e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
 				e.posts++
 			}
@@ -342,6 +374,13 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 // it becomes that part, which the final write then edits instead of posting it again.
 func (e *editSink) adoptLost(ctx context.Context) {
 	strays, _ := e.p.strayParts(ctx, e.firstTS(), e.ts)
+	if len(e.ts) == 0 {
+		// The first part's post was lost: the newest first part of an answer to this question is it.
+		if n := len(strays); n > 0 {
+			e.ts, e.shown, e.btn = append(e.ts, strays[n-1]), append(e.shown, ""), append(e.btn, "?")
+		}
+		return
+	}
 	last := e.ts[len(e.ts)-1]
 	for _, ts := range strays {
 		if convo.TSBefore(last, ts) {
@@ -428,6 +467,15 @@ func (p *reply) deleteMessage(ctx context.Context, ts string) error {
 func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error {
 	p := e.p
 	half := time.Now().Add(time.Until(closeBy) / 2)
+	if len(e.ts) == 0 {
+		// Nothing shown yet: the asker is told privately, rather than a post competing for the
+		// channel's budget with every other reply closing now.
+		if err := p.tellNotAnswered(ctx, half); err == nil {
+			p.log.Info("shutdown before any text; asker told privately")
+			return nil
+		}
+		return e.final(ctx, md, note, kind)
+	}
 	if len(e.ts) == 1 && e.shown[0] == "" {
 		err := p.withdraw(ctx, half, e.ts[0])
 		if err == nil {
@@ -525,5 +573,5 @@ func (e *editSink) writes() int { return e.edits }
 
 func (e *editSink) fields() []zap.Field {
 	return []zap.Field{zap.String("mode", string(ModeEdit)), zap.Int("edits", e.edits),
-		zap.Int("posts", e.posts+1), zap.Int("parts", len(e.ts))}
+		zap.Int("posts", e.posts), zap.Int("parts", len(e.ts))}
 }

@@ -80,6 +80,13 @@ type ReplyOptions struct {
 	// and Slack allows short bursts over a tier's rate; a 429 just sends that reply to the edit.
 	Deletes, Ephemerals *pace.Bucket
 
+	// PlaceholderAfter is how long an answer in edit mode waits for the model's first text before it
+	// shows the "Thinking…" placeholder. The first text is then posted as the answer's message (from
+	// the channel's post budget, not the workspace's scarce edit budget), so under load askers see
+	// text as soon as the model writes it; a model slow to start still shows life after this long.
+	// 0: the placeholder is posted at once.
+	PlaceholderAfter time.Duration
+
 	HistoryLimit int // messages of context for a top-level DM; default 20
 	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
 	// before the reply gives up. Keep-alive comments reset the model client's own idle timeout but not

@@ -71,6 +71,10 @@ type sink interface {
 	// shutdown is final for a reply cancelled with ErrShutdown; ctx ends at closeBy. It closes the
 	// reply by other means when the write budget cannot serve it in time (see editSink.shutdown).
 	shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error
+	// idleDue is when the writer, still without text, calls idle (zero: never).
+	idleDue() time.Time
+	// idle shows life while the model has sent no text yet; called only by the writer goroutine.
+	idle(ctx context.Context)
 	// close releases the sink's lane.
 	close()
 	fields() []zap.Field
@@ -242,28 +246,42 @@ func (p *reply) placeholder() Msg {
 	return Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)}
 }
 
+// openEdit opens an answer in edit mode: with PlaceholderAfter, nothing is posted yet (the first
+// text will be, or the placeholder once PlaceholderAfter has passed without text); else the
+// placeholder is posted now.
 func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
+	if after := p.r.opt.PlaceholderAfter; after > 0 {
+		e := p.editSink(p.r.opt.Edits.Lane(), "")
+		e.placeholderDue = p.start.Add(after)
+		return e, nil
+	}
 	ts, err := p.postRetry(ctx, nil, p.placeholder())
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
-	return p.editSink(p.r.opt.Edits.Lane(), ts), nil
+	e := p.editSink(p.r.opt.Edits.Lane(), ts)
+	e.posts = 1
+	return e, nil
 }
 
-// editSink writes the answer into the placeholder ts and the messages it continues in.
+// editSink writes the answer into the placeholder ts ("": none posted yet) and the messages it
+// continues in.
 func (p *reply) editSink(lane *pace.Lane, ts string) *editSink {
 	limit := convo.MrkdwnLimit
 	if p.r.opt.Buttons {
 		limit = buttonPartLimit
 	}
-	return &editSink{
+	e := &editSink{
 		p:     p,
 		lane:  lane,
 		pager: convo.NewPager(convo.FormatMrkdwn, limit),
-		ts:    []string{ts},
-		shown: []string{""},
-		btn:   []string{buttonKey(p.buttons(false))},
 	}
+	if ts == "" {
+		e.postDue = true // the first write posts the first part
+		return e
+	}
+	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(p.buttons(false))}
+	return e
 }
 
 // openInPlace starts a Regenerate where the old answer stands (old: its messages, first first), so
@@ -554,11 +572,15 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
-			snap, ok := mb.take(wctx)
-			if !ok {
+			snap, ok := mb.takeBy(wctx, s.idleDue())
+			switch {
+			case ok:
+				s.interim(ctx, wctx, snap, mb)
+			case wctx.Err() != nil:
 				return
+			default:
+				s.idle(ctx) // no text yet by idleDue
 			}
-			s.interim(ctx, wctx, snap, mb)
 		}
 	})
 	defer func() {
@@ -782,14 +804,21 @@ func (m *mailbox) put(s snapshot) {
 	m.ch <- s
 }
 
-// take waits for a snapshot; false when ctx ends first.
-func (m *mailbox) take(ctx context.Context) (snapshot, bool) {
+// takeBy waits for a snapshot; false when ctx ends first, or when by (unless zero) comes first.
+func (m *mailbox) takeBy(ctx context.Context, by time.Time) (snapshot, bool) {
+	var due <-chan time.Time
+	if !by.IsZero() {
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		due = t.C
+	}
 	select {
 	case s := <-m.ch:
 		return s, true
 	case <-ctx.Done():
-		return snapshot{}, false
+	case <-due:
 	}
+	return snapshot{}, false
 }
 
 // poll returns the waiting snapshot, if any.

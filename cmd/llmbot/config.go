@@ -41,16 +41,17 @@ type Config struct {
 	ImageSize     string   `envconfig:"IMAGE_SIZE" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
 	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
 
-	ReplyMode            string  `envconfig:"REPLY_MODE" default:"edit" desc:"edit: post a reply and edit it as the answer streams (works everywhere). stream: Slack's native streaming (chat.startStream), falling back to edit when Slack refuses it."`
-	EditBudgetPerMinute  float64 `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
-	EditPolicy           string  `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
-	ContextTokens        int     `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model; the oldest messages are left out first."`
-	MaxConcurrentReplies int     `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs in progress at once (model requests in flight); more wait in a queue, in arrival order."`
-	MaxQueuedReplies     int     `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
-	ImaginePerUser       int     `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
-	FollowUps            bool    `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
-	AnswerBots           bool    `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
-	Buttons              bool    `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, and Another one on /imagine pictures (needs Interactivity on in the app settings). false: none."`
+	ReplyMode            string        `envconfig:"REPLY_MODE" default:"edit" desc:"edit: post a reply and edit it as the answer streams (works everywhere). stream: Slack's native streaming (chat.startStream), falling back to edit when Slack refuses it."`
+	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
+	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
+	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
+	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model; the oldest messages are left out first."`
+	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs in progress at once (model requests in flight); more wait in a queue, in arrival order."`
+	MaxQueuedReplies     int           `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
+	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
+	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
+	AnswerBots           bool          `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
+	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, and Another one on /imagine pictures (needs Interactivity on in the app settings). false: none."`
 
 	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
 	LLMHeaderTimeout  time.Duration `envconfig:"LLM_HEADER_TIMEOUT" default:"120s" desc:"Time to the first response headers of a chat request."`
@@ -319,6 +320,9 @@ func (c Config) problems() []string {
 	}
 	if c.LLMStreamCoalesce < 0 || c.LLMStreamCoalesce > time.Second {
 		add("LLM_STREAM_COALESCE: %v must be between 0 and 1s (Slack shows an answer's text about once a second at best)", c.LLMStreamCoalesce)
+	}
+	if c.PlaceholderAfter < 0 || c.PlaceholderAfter > time.Minute {
+		add("PLACEHOLDER_AFTER: %v must be between 0 and 1m (an asker would see nothing meanwhile)", c.PlaceholderAfter)
 	}
 	positive("SHUTDOWN_GRACE", c.ShutdownGrace)
 	if c.HealthAddr != "" {

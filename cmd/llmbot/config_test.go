@@ -46,7 +46,7 @@ func TestDefaults(t *testing.T) {
 		SlackBotToken: "xoxb-1-secret", SlackAppToken: "xapp-1-secret", OpenAIAPIKey: "sk-secret",
 		SlackAPIURL: "https://slack.com/api/", OpenAIBaseURL: "https://api.openai.com/v1",
 		ChatModel: "gpt-5.4-mini", ImageModel: "gpt-image-2",
-		ReplyMode: "edit", EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
+		ReplyMode: "edit", PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
 		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
@@ -117,6 +117,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		"LLM_STREAM_COALESCE":    "5s",
 		"HEALTH_ADDR":            "8080",
 		"IMAGE_TIMEOUT":          "1h",
+		"PLACEHOLDER_AFTER":      "-1s",
+		"MAX_QUEUED_REPLIES":     "-5",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -141,7 +143,9 @@ func TestBadValuesAllReported(t *testing.T) {
 		"LLM_STREAM_COALESCE: 5s must be between 0 and 1s",
 		`HEALTH_ADDR: "8080" is not host:port (like :8080, or 127.0.0.1:8080)`,
 		"IMAGE_TIMEOUT: 1h0m0s is over 25m0s",
-		"16 problem(s)",
+		"PLACEHOLDER_AFTER: -1s must be between 0 and 1m",
+		"MAX_QUEUED_REPLIES: -5 is below 0",
+		"18 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

@@ -149,22 +149,23 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	accessPolicy, _ := cfg.accessRules()                    // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
-		SystemPrompt:   cfg.SystemPrompt,
-		BotUserID:      id.UserID,
-		BotID:          id.BotID,
-		BotName:        id.Name,
-		TeamID:         id.TeamID,
-		Budget:         cfg.ContextTokens,
-		Mode:           handlers.ReplyMode(cfg.ReplyMode),
-		FollowUps:      cfg.FollowUps,
-		OtherBots:      true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
-		Buttons:        cfg.Buttons,
-		Edits:          pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
-		Appends:        pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
-		Posts:          pace.NewKeyed(postsPerMinute, postBurst),
-		PostsWorkspace: pace.NewBucket(postsWorkspacePerMinute, postsWorkspaceBurst),
-		Reads:          pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
-		Lookups:        pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
+		SystemPrompt:     cfg.SystemPrompt,
+		BotUserID:        id.UserID,
+		BotID:            id.BotID,
+		BotName:          id.Name,
+		TeamID:           id.TeamID,
+		Budget:           cfg.ContextTokens,
+		Mode:             handlers.ReplyMode(cfg.ReplyMode),
+		FollowUps:        cfg.FollowUps,
+		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
+		Buttons:          cfg.Buttons,
+		PlaceholderAfter: cfg.PlaceholderAfter,
+		Edits:            pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
+		Appends:          pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
+		Posts:            pace.NewKeyed(postsPerMinute, postBurst),
+		PostsWorkspace:   pace.NewBucket(postsWorkspacePerMinute, postsWorkspaceBurst),
+		Reads:            pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
+		Lookups:          pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),

@@ -1,0 +1,154 @@
+package handlers
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// lazyOptions answer in edit mode with the placeholder held back for a second (PlaceholderAfter).
+func lazyOptions() ReplyOptions {
+	opt := buttonOptions()
+	opt.PlaceholderAfter = time.Second
+	return opt
+}
+
+// A model that writes within PlaceholderAfter: its first text is the answer's first message (a post:
+// no "Thinking…" ever shows, and no chat.update is spent on it); one that is slow to start shows the
+// placeholder after PlaceholderAfter, edited into the answer when the text comes.
+func TestPlaceholderOnlyForASlowStart(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		firstToken  time.Duration
+		placeholder bool
+	}{
+		{"first text within the wait", 300 * time.Millisecond, false},
+		{"slow to start", 3 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				steps := append([]step{{wait: tc.firstToken, chunk: llm.Chunk{Content: "Token "}}},
+					deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
+				rt := newReplyTest(t, steps, lazyOptions())
+				start := time.Now()
+				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+
+				posts := rt.slack.callsOf("post")
+				if got := posts[0].text == textThinking; got != tc.placeholder {
+					t.Errorf("first post %q: placeholder %t, want %t", posts[0].text, got, tc.placeholder)
+				}
+				if got := posts[0].at.Sub(start); got > min(tc.firstToken, time.Second)+300*time.Millisecond {
+					t.Errorf("first post %s after the question, want by the first token or the placeholder's second", got)
+				}
+				if buttonKey(posts[0].buttons) != ActionStop {
+					t.Errorf("first post shows %+v, want Stop", posts[0].buttons)
+				}
+				ms := rt.slack.botMessages(testTS)
+				if len(ms) != 1 || ms[0].text != "Token buckets refill." || ms[0].ts != posts[0].ts || ms[0].mark.Kind != convo.MarkAnswer {
+					t.Errorf("thread = %+v, want the answer in the first message", ms)
+				}
+				if len(posts) != 1 {
+					t.Errorf("%d posts, want 1", len(posts))
+				}
+			})
+		})
+	}
+}
+
+// Many answers at once with a spent edit budget: every asker still sees the first text within a
+// moment of the model's first token, posted from the channels' budgets.
+func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := lazyOptions()
+		opt.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
+		fs := newQuestionSlack()
+		chat := &fakeChat{steps: deltas([]string{"The ", "answer ", "is ", "here."}, 200*time.Millisecond)}
+		r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
+		const n = 10
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range n {
+			req := testRequest()
+			req.Channel = "C" + string(rune('A'+i))
+			fs.threads[req.Channel+"/"+testTS] = fs.threads[testCh+"/"+testTS]
+			wg.Go(func() { _ = r.Reply(t.Context(), req) })
+		}
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		fs.mu.Lock()
+		first := map[string]time.Duration{}
+		for _, c := range fs.calls {
+			if c.method == "post" && c.text != textThinking && first[c.ts] == 0 {
+				first[c.ts] = c.at.Sub(start)
+			}
+		}
+		fs.mu.Unlock()
+		if len(first) != n {
+			t.Errorf("%d of %d askers see text after 2 s, want all", len(first), n)
+		}
+		for ts, d := range first {
+			if d > time.Second {
+				t.Errorf("message %s first shown %s after the question, want within a second", ts, d)
+			}
+		}
+		// Let the answers end: their final edits wait for the one-a-minute budget.
+		time.Sleep(15 * time.Minute)
+		wg.Wait()
+	})
+}
+
+// A shutdown before the model wrote anything, with no placeholder posted yet: the asker is told
+// privately, and nothing is posted in the thread.
+func TestShutdownBeforeAnyTextTellsPrivately(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, []step{{wait: time.Minute, chunk: llm.Chunk{Content: "late"}}}, lazyOptions())
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(500*time.Millisecond, func() { cancel(ErrShutdown) })
+		_ = rt.r.Reply(ctx, rt.req)
+		if n := len(rt.slack.callsOf("post")); n != 0 {
+			t.Errorf("%d posts, want none", n)
+		}
+		eph := rt.slack.callsOf("ephemeral")
+		if len(eph) != 1 || eph[0].text != textNotAnswered || eph[0].user != "U1" {
+			t.Errorf("private notes %+v, want %q to the asker", eph, textNotAnswered)
+		}
+	})
+}
+
+// A model error before any text: the reason is the answer's one message.
+func TestErrorBeforeAnyTextIsPosted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, []step{{wait: 200 * time.Millisecond, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, lazyOptions())
+		_ = rt.r.Reply(t.Context(), rt.req)
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != 1 || ms[0].mark.Kind != convo.MarkError || !strings.Contains(ms[0].text, "busy") {
+			t.Errorf("thread = %+v, want one error note", ms)
+		}
+		if buttonKey(ms[0].buttons) != ActionRegenerate {
+			t.Errorf("error note shows %+v, want Regenerate", ms[0].buttons)
+		}
+	})
+}
+
+// The first text's post timed out but Slack posted it: the final write finds it and edits it, so
+// the answer shows once.
+func TestLostFirstPostIsAdopted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		posts := 0
+		chat := &fakeChat{steps: deltas([]string{"The ", "answer."}, 100*time.Millisecond)}
+		r := NewReplies(fs, landedTimeoutPoster{fs, 1, &posts}, fs, fs, chat, nil, lazyOptions())
+		_ = r.Reply(t.Context(), testRequest())
+		ms := fs.botMessages(testTS)
+		if len(ms) != 1 || ms[0].text != "The answer." {
+			t.Errorf("thread = %+v, want the answer once", ms)
+		}
+	})
+}
