@@ -57,11 +57,14 @@ type Button struct {
 type ReplyRef struct {
 	ThreadTS string `json:"thread_ts,omitempty"` // as in route.ReplyRequest.ThreadTS ("" = a top-level DM)
 	TS       string `json:"ts"`                  // the message that was answered
+	// Task is the task the bot did instead of answering TS (route.ReplyRequest.Task), so that
+	// Regenerate does it again rather than answer TS as a question.
+	Task string `json:"task,omitempty"`
 }
 
 // Value is r as a button value.
 func (r ReplyRef) Value() string {
-	b, _ := json.Marshal(r) // two strings: cannot fail
+	b, _ := json.Marshal(r) // strings only: cannot fail
 	return string(b)
 }
 

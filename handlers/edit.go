@@ -417,7 +417,7 @@ func (p *reply) strayParts(ctx context.Context, first string, known []string) (s
 	}
 	for _, m := range msgs {
 		mk, marked := convo.ReadMark(m)
-		if marked && mk.Question == p.req.TS && mk.First == first && !slices.Contains(known, m.Timestamp) {
+		if marked && mk.Question == p.questionTS() && mk.First == first && !slices.Contains(known, m.Timestamp) {
 			strays = append(strays, m.Timestamp)
 		}
 	}

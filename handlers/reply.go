@@ -41,6 +41,9 @@ type reply struct {
 
 	// systemPrompt and model are the channel's (ReplyOptions.ChannelSettings) or the defaults.
 	systemPrompt, model string
+	// question is what the answer's marks name as its question (Mark.Question, questionTS): "" for
+	// the message TS; for a task, the moment it was asked (taskQuestion).
+	question string
 	// noRegen: the final message gets no Regenerate button (nothing was asked).
 	noRegen bool
 	// replacesAbove: a Regenerate could not be written in place of the old answer (its message
@@ -97,6 +100,10 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		if t, err := p.readContext(ctx); err == nil {
 			thread, old = t, p.oldAnswer(t)
 		}
+	}
+	if p.req.Task != "" {
+		p.log = p.log.With(zap.String("task", p.req.Task))
+		p.question = p.taskQuestion(thread, old)
 	}
 	s, err := p.open(ctx, old)
 	if err != nil {
@@ -160,7 +167,23 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		}
 	}
 	trigger, found := p.trigger(thread)
-	if p.req.Regenerate && !found {
+	switch {
+	case p.req.Task != "":
+		instruction, ok := taskInstructions[p.req.Task]
+		if !ok {
+			p.noRegen = true
+			return finish("", textUnknownTask, convo.MarkNotice)
+		}
+		// The instruction stands in for the question. It has no ts, so Build takes the whole thread
+		// as its context: all but the answer being replaced, whose text is still in the read.
+		if p.req.Replace != "" {
+			replaced := p.oldAnswer(thread)
+			thread = slices.DeleteFunc(slices.Clone(thread), func(m slack.Message) bool {
+				return slices.Contains(replaced, m.Timestamp)
+			})
+		}
+		trigger, found = p.taskTrigger(instruction), false
+	case p.req.Regenerate && !found:
 		p.noRegen = true
 		return finish("", textNoQuestion, convo.MarkNotice)
 	}
@@ -364,13 +387,16 @@ func (p *reply) buttons(final bool) []Button {
 }
 
 // ref names this answer for its buttons.
-func (p *reply) ref() ReplyRef { return ReplyRef{ThreadTS: p.req.ThreadTS, TS: p.req.TS} }
+func (p *reply) ref() ReplyRef {
+	return ReplyRef{ThreadTS: p.req.ThreadTS, TS: p.req.TS, Task: p.req.Task}
+}
 
 // startsThread reports whether the mention starts a new thread (a top-level channel message answered
 // in its own thread), so nothing but the mention itself can be read there. A Regenerate reads the
-// thread all the same: the question is taken from Slack, not from the request.
+// thread all the same: the question is taken from Slack, not from the request; so does a task,
+// which works on the whole thread.
 func (p *reply) startsThread() bool {
-	return p.threadTS != "" && p.threadTS == p.req.TS && !p.req.Regenerate
+	return p.threadTS != "" && p.threadTS == p.req.TS && !p.req.Regenerate && p.req.Task == ""
 }
 
 // readContext reads the thread (or, for a top-level DM, the recent history).
@@ -555,6 +581,40 @@ func (p *reply) trigger(thread []slack.Message) (m slack.Message, found bool) {
 	return m, false
 }
 
+// taskTrigger is the message that stands in for the question of a task: its instruction, from
+// the person who asked, with no ts (so it comes after the whole thread).
+func (p *reply) taskTrigger(instruction string) slack.Message {
+	var m slack.Message
+	m.User, m.Text = p.req.User, instruction
+	return m
+}
+
+// taskQuestion is what a task's answer names as its question (Mark.Question). Not the message the
+// task was asked on: an answer to that message (a mention's) would then be taken for the same
+// question's older answer and left out when the thread is replayed. The moment the task was asked
+// instead comes where the request stands in the thread. A Regenerate keeps the question of the
+// answer it replaces (old: its messages, first first), so that should the new one come below the
+// old, the thread replays only the new.
+func (p *reply) taskQuestion(thread []slack.Message, old []string) string {
+	if len(old) > 0 {
+		for _, m := range thread {
+			if mk, ok := convo.ReadMark(m); ok && m.Timestamp == old[0] && mk.Question != "" {
+				return mk.Question
+			}
+		}
+	}
+	return slackTS(p.start)
+}
+
+// questionTS is the question the answer's marks name (Mark.Question).
+func (p *reply) questionTS() string { return cmp.Or(p.question, p.req.TS) }
+
+// slackTS is t as a Slack message timestamp.
+func slackTS(t time.Time) string {
+	us := t.UnixMicro()
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+}
+
 // stream pulls the model's answer in this goroutine and hands snapshots to the writer goroutine, which it
 // starts and waits for before returning. It returns the whole answer text, the finish reason and the
 // stream's error.
@@ -671,7 +731,7 @@ func (p *reply) patience(s sink, answer *string) func() time.Duration {
 // question it answers, and on a later part the ts of the first (convo.Build replays an answer by
 // them wherever its messages sit in the thread).
 func (p *reply) mark(kind convo.MarkKind, note string, part int, first string) convo.Mark {
-	m := convo.Mark{Kind: kind, Note: note, Question: p.req.TS}
+	m := convo.Mark{Kind: kind, Note: note, Question: p.questionTS()}
 	if part > 0 {
 		m.First = first
 	}

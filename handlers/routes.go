@@ -37,8 +37,9 @@ func ReplyHandler(a Answerer, known func(route.ReplyRequest) bool) route.Handler
 
 // RegenerateHandler serves ActionRegenerate: the person who pressed it asks the question of the
 // button's ReplyRef again, and the new answer is written in place of the answer the button is on
-// (route.ReplyRequest.Replace), in the thread's turn like any answer. A value that is not a
-// ReplyRef of this bot's is ignored.
+// (route.ReplyRequest.Replace), in the thread's turn like any answer; on what a task wrote (a
+// thread's summary) the task is done again. A value that is not a ReplyRef of this bot's is
+// ignored.
 func RegenerateHandler(a Answerer) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
@@ -47,7 +48,8 @@ func RegenerateHandler(a Answerer) route.Handler {
 				return route.Decision{}
 			}
 			req.Reply = &route.ReplyRequest{Channel: req.Channel, ChannelType: route.ChannelType(req.Channel),
-				User: req.User, Team: req.Team, TS: ref.TS, ThreadTS: ref.ThreadTS, Regenerate: true, Replace: req.MessageTS}
+				User: req.User, Team: req.Team, TS: ref.TS, ThreadTS: ref.ThreadTS, Regenerate: true, Replace: req.MessageTS,
+				Task: ref.Task}
 			return route.Decision{Run: true}
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error { return a.Reply(ctx, *req.Reply) },

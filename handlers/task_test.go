@@ -1,0 +1,166 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/route"
+)
+
+// turnsOf is the i-th model request's messages after the system prompt, as "role: content".
+func turnsOf(rt *replyTest, i int) []string {
+	var out []string
+	for _, m := range rt.chat.calls()[i].Messages[1:] {
+		out = append(out, string(m.Role)+": "+m.Content)
+	}
+	return out
+}
+
+// setSteps scripts the model's next answers.
+func (rt *replyTest) setSteps(steps []step) {
+	rt.chat.mu.Lock()
+	defer rt.chat.mu.Unlock()
+	rt.chat.steps = steps
+}
+
+// A task (the "Summarize thread" shortcut) answers in the thread like a mention, with the whole
+// thread as its context and the task's instruction in place of a question. Regenerate on its
+// answer does the task again, in place, without the old summary in the context; the next question
+// in the thread sees both the earlier answer and the summary.
+func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"Tokens refill at a steady rate."}, time.Millisecond), buttonOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		key := testCh + "/" + testTS
+		// Bob wrote before the answer came (the fake lists people's messages before the bot's).
+		var later slack.Message
+		later.User, later.Text, later.Timestamp, later.ThreadTimestamp = "U2", "we'll use them for the API", "1700000000.000050", testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], later)
+
+		// Bob uses the shortcut on the thread's first message.
+		rt.setSteps(deltas([]string{"Alice asked about token buckets; Bob will use them."}, time.Millisecond))
+		task := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
+			ThreadTS: testTS, Task: TaskSummarize}
+		mustNoErr(t, rt.r.Reply(t.Context(), task))
+		want := []string{
+			"user: Alice: explain token buckets",
+			"user: Bob: we'll use them for the API",
+			"assistant: Tokens refill at a steady rate.",
+			"user: Bob: " + taskInstructions[TaskSummarize],
+		}
+		if got := turnsOf(rt, 1); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("summary request = %q\nwant %q", got, want)
+		}
+		msgs := rt.slack.botMessages(testTS)
+		if len(msgs) != 2 {
+			t.Fatalf("%d bot messages, want the answer and the summary", len(msgs))
+		}
+		summary := msgs[1]
+		if summary.text != "Alice asked about token buckets; Bob will use them." {
+			t.Errorf("summary text %q", summary.text)
+		}
+		if summary.mark.Kind != convo.MarkAnswer || summary.mark.Question == "" || summary.mark.Question == testTS {
+			t.Errorf("summary mark %+v: want an answer whose question is not the first message's", summary.mark)
+		}
+		ref, err := ParseReplyRef(summary.buttons[0].Value)
+		if err != nil || summary.buttons[0].ActionID != ActionRegenerate || ref != (ReplyRef{ThreadTS: testTS, TS: testTS, Task: TaskSummarize}) {
+			t.Fatalf("summary buttons %+v (ref %+v, %v): want Regenerate carrying the task", summary.buttons, ref, err)
+		}
+
+		// Alice presses Regenerate on the summary: summarised again, written over the old summary.
+		rt.setSteps(deltas([]string{"Token buckets: Bob adopts them for the API."}, time.Millisecond))
+		h := RegenerateHandler(rt.r)
+		click := &route.Request{Kind: route.Action, Name: ActionRegenerate, Channel: testCh, User: "U1", Team: "T1",
+			ThreadTS: testTS, MessageTS: summary.ts, Text: summary.buttons[0].Value}
+		if d := h.Accept(click); !d.Run || click.Reply == nil || click.Reply.Task != TaskSummarize || click.Reply.Replace != summary.ts {
+			t.Fatalf("regenerate accepted %+v with %+v: want the task again in place of the summary", d, click.Reply)
+		}
+		mustNoErr(t, h.Run(t.Context(), click))
+		want[len(want)-1] = "user: Alice: " + taskInstructions[TaskSummarize]
+		if got := turnsOf(rt, 2); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("regenerated summary request = %q\nwant %q (the old summary left out)", got, want)
+		}
+		msgs = rt.slack.botMessages(testTS)
+		if len(msgs) != 2 || msgs[1].ts != summary.ts || msgs[1].text != "Token buckets: Bob adopts them for the API." {
+			t.Fatalf("thread after Regenerate = %+v, want the new summary in the old one's message", msgs)
+		}
+		if msgs[1].mark.Question != summary.mark.Question {
+			t.Errorf("regenerated summary's question %q, want the old one's %q", msgs[1].mark.Question, summary.mark.Question)
+		}
+
+		// The next question sees the first answer and the summary, each once.
+		var q slack.Message
+		q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U1", "<@UBOT> and leaky buckets?", "1700000000.000900", testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], q)
+		rt.setSteps(deltas([]string{"Leaky buckets drain."}, time.Millisecond))
+		next := rt.req
+		next.TS, next.Text = q.Timestamp, q.Text
+		mustNoErr(t, rt.r.Reply(t.Context(), next))
+		want = []string{
+			"user: Alice: explain token buckets",
+			"user: Bob: we'll use them for the API",
+			"assistant: Tokens refill at a steady rate.",
+			"assistant: Token buckets: Bob adopts them for the API.",
+			"user: Alice: and leaky buckets?",
+		}
+		if got := turnsOf(rt, 3); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("next question's context = %q\nwant %q", got, want)
+		}
+	})
+}
+
+// A task starts no thread of its own: a top-level message with no replies yet is read from
+// Slack (the shortcut gives no text), and the summary answers in that message's thread.
+func TestTaskOnATopLevelMessageReadsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"- One question about token buckets."}, time.Millisecond), testOptions())
+		task := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Task: TaskSummarize}
+		mustNoErr(t, rt.r.Reply(t.Context(), task))
+		if n := len(rt.slack.callsOf("replies")); n != 1 {
+			t.Errorf("%d thread reads, want 1", n)
+		}
+		if got := turnsOf(rt, 0); len(got) != 2 || got[0] != "user: Alice: explain token buckets" || !strings.Contains(got[1], "Summarize this thread") {
+			t.Errorf("request %q: want the message, then the instruction", got)
+		}
+	})
+}
+
+// A Regenerate button of a task this version does not know says so, and asks nothing.
+func TestUnknownTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, nil, buttonOptions())
+		req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Task: "translate"}
+		mustNoErr(t, rt.r.Reply(context.Background(), req))
+		if n := len(rt.chat.calls()); n != 0 {
+			t.Errorf("%d model requests, want none", n)
+		}
+		msgs := rt.slack.botMessages(testTS)
+		if len(msgs) != 1 || !strings.Contains(msgs[0].text, textUnknownTask) || msgs[0].mark.Kind != convo.MarkNotice || len(msgs[0].buttons) != 0 {
+			t.Errorf("thread %+v: want one notice saying so, without Regenerate", msgs)
+		}
+	})
+}
+
+func TestReplyRefTask(t *testing.T) {
+	for _, tc := range []struct {
+		ref  ReplyRef
+		want string
+	}{
+		{ReplyRef{ThreadTS: "1.1", TS: "1.2"}, `{"thread_ts":"1.1","ts":"1.2"}`}, // the value buttons always had
+		{ReplyRef{ThreadTS: "1.1", TS: "1.1", Task: TaskSummarize}, `{"thread_ts":"1.1","ts":"1.1","task":"summarize"}`},
+	} {
+		if got := tc.ref.Value(); got != tc.want {
+			t.Errorf("%+v.Value() = %s, want %s", tc.ref, got, tc.want)
+		}
+		if back, err := ParseReplyRef(tc.want); err != nil || back != tc.ref {
+			t.Errorf("ParseReplyRef(%s) = %+v, %v", tc.want, back, err)
+		}
+	}
+}
