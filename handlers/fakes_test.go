@@ -514,3 +514,110 @@ func nthTimesOut(nth int, method string) hook {
 }
 
 func errTruncated() error { return &llm.Error{Kind: llm.KindTruncated, Message: "stream ended early"} }
+
+// helpers shared by the tests of how an answer's last writes land: the final write, re-posts, lost
+// posts, stream rescue and shutdown
+
+// longTwoPartAnswer returns an answer of two paragraphs, A and B, where A alone fits a message
+// and A+B does not: B is the part that continues in a second message.
+func longTwoPartAnswer() (a, b string) {
+	var sa, sb strings.Builder
+	for i := 0; sa.Len() < 2000; i++ {
+		fmt.Fprintf(&sa, "Alpha sentence %d of the first paragraph. ", i)
+	}
+	for i := 0; sb.Len() < 2500; i++ {
+		fmt.Fprintf(&sb, "Bravo sentence %d of the second paragraph. ", i)
+	}
+	return strings.TrimSpace(sa.String()), strings.TrimSpace(sb.String())
+}
+
+// askAgain asks a second question in the test thread (all Slack hooks cleared) and returns the
+// messages the model is sent for it.
+func askAgain(t *testing.T, rt *replyTest) []llm.Message {
+	t.Helper()
+	fs := rt.slack
+	fs.mu.Lock()
+	fs.updateErr, fs.postErr, fs.startErr, fs.appendErr, fs.stopErr = nil, nil, nil, nil, nil
+	var q2 slack.Message
+	q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
+	key := testCh + "/" + testTS
+	fs.threads[key] = append(fs.threads[key], q2)
+	fs.mu.Unlock()
+	rt.chat.mu.Lock()
+	rt.chat.steps = deltas([]string{"ok"}, time.Millisecond)
+	rt.chat.mu.Unlock()
+	req2 := rt.req
+	req2.TS, req2.Text = q2.Timestamp, q2.Text
+	if err := rt.r.Reply(t.Context(), req2); err != nil {
+		t.Logf("second reply: %v", err)
+	}
+	reqs := rt.chat.calls()
+	return reqs[len(reqs)-1].Messages
+}
+
+func assistantMessages(msgs []llm.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Role == llm.RoleAssistant {
+			out = append(out, m.Content)
+		}
+	}
+	return out
+}
+
+// logCalls logs every Slack call since t0, its text cut short.
+func logCalls(t *testing.T, fs *fakeSlack, t0 time.Time) {
+	t.Helper()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, c := range fs.calls {
+		t.Logf("+%v %s ts=%s text=%.50q err=%v", c.at.Sub(t0), c.method, c.ts, c.text, c.err)
+	}
+}
+
+// slowStreaming is Replies on fs (messages written through msgs) whose chat.appendStream is slow for
+// a minute from 2 s on: appends land but answer after 12 s (slowStreamer).
+func slowStreaming(fs *fakeSlack, msgs Messenger, chat *fakeChat, opt ReplyOptions) *Replies {
+	now := time.Now()
+	return NewReplies(fs, msgs, slowStreamer{fs, now.Add(2 * time.Second), now.Add(62 * time.Second)}, fs, chat, nil, opt)
+}
+
+// slowStreamer is a Slack whose chat.appendStream, between from and to, carries out the append but
+// answers only after 12 s: a caller that gives up sooner (writeCallTimeout, 10 s) gets its context's
+// error although the text was appended.
+type slowStreamer struct {
+	*fakeSlack
+	from, to time.Time
+}
+
+func (s slowStreamer) AppendStream(ctx context.Context, channel, ts, markdown string) error {
+	if err := s.fakeSlack.AppendStream(ctx, channel, ts, markdown); err != nil {
+		return err
+	}
+	if now := time.Now(); !now.Before(s.from) && now.Before(s.to) {
+		t := time.NewTimer(12 * time.Second)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return fmt.Errorf("Post \"https://slack.com/api/chat.appendStream\": %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// landedTimeoutPoster is a Slack whose n-th chat.postMessage posts the message but answers with
+// net/http's timeout, as a slow Slack does.
+type landedTimeoutPoster struct {
+	*fakeSlack
+	n     int
+	posts *int
+}
+
+func (s landedTimeoutPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
+	ts, err := s.fakeSlack.Post(ctx, channel, threadTS, m)
+	if *s.posts++; *s.posts == s.n && err == nil {
+		return "", timedOut("chat.postMessage")
+	}
+	return ts, err
+}

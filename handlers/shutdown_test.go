@@ -226,3 +226,136 @@ func TestButtonsStopDuringASlowInterimCallStillCloses(t *testing.T) {
 		}
 	})
 }
+
+// An answer outgrows its first message just before a shutdown, while the edit budget is spent: the
+// first message keeps the text it had (paragraph A and the start of B), and the final write does
+// not post a second part that repeats the start of B; the interrupted note goes below instead.
+func TestShutdownMultiPartShowsNoTextTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := longTwoPartAnswer()
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(6, 1) // spent: one edit every ~10 s
+		steps := []step{
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:1000]}},
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: b[1000:]}},
+			{wait: time.Minute, chunk: llm.Chunk{Content: " The end."}},
+			{chunk: llm.Chunk{FinishReason: "stop"}},
+		}
+		rt := newReplyTest(t, steps, opt)
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
+		err := rt.r.Reply(ctx, rt.req)
+		t.Logf("Reply = %v", err)
+		got := rt.texts()
+		for i, m := range got {
+			t.Logf("message %d (%d chars): %q ... %q", i, len(m), m[:min(60, len(m))], m[max(0, len(m)-80):])
+		}
+		all := strings.Join(got, "\n")
+		if n := strings.Count(all, "Bravo sentence 0 of"); n != 1 {
+			t.Errorf("the second paragraph's first sentence shows %d times in the thread, want once", n)
+		}
+	})
+}
+
+// The model has finished and the reply's final edit waits for a chat.update slot (the shared budget
+// is spent, as under load) when the bot shuts down: the wait gets half the closing time and the
+// shutdown rule the rest (the placeholder withdrawn and the asker told, or the note posted below),
+// so the thread is not left "Thinking…".
+func TestShutdownDuringTheFinalWriteClosesTheReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := testOptions()
+		opt.Edits = pace.NewScheduler(6, 1) // one edit every ~10 s
+		other := opt.Edits.Lane()           // another reply takes the slot there is
+		mustNoErr(t, other.Wait(t.Context(), pace.Final, time.Time{}))
+		defer other.Close()
+		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), opt)
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) }) // the answer ended at +0.3 s
+		err := rt.r.Reply(ctx, rt.req)
+		t.Logf("Reply = %v", err)
+		ms := rt.slack.botMessages(testTS)
+		eph := rt.slack.callsOf("ephemeral")
+		t.Logf("messages %+v; ephemerals %d", ms, len(eph))
+		switch {
+		case len(ms) == 0 && len(eph) == 1:
+			// withdrawn, asker told
+		case len(ms) >= 1 && !strings.Contains(ms[0].text, "Thinking"):
+			// the answer (or a note) landed
+		default:
+			t.Errorf("thread shows %q and the asker got %d private notes: left as a bare placeholder", rt.texts(), len(eph))
+		}
+	})
+}
+
+// The answer is complete and the final chat.stopStream fails transiently (502) as the bot shuts down;
+// Slack answers again within the closing time. The shutdown rule's try goes on with what the first
+// try did not get written: the thread shows the answer's end, or the interrupted note, never a
+// finished-looking answer without its end.
+func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := []step{
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Line one of the answer.\n"}},
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Line two of the answer.\nThe END."}},
+			{chunk: llm.Chunk{FinishReason: "stop"}},
+		}
+		opt := streamOptions()
+		opt.Streams = pace.NewBucket(600, 20) // plenty: only Slack's 502s hold the stop back
+		rt := newReplyTest(t, steps, opt)
+		t0 := time.Now()
+		rt.slack.stopErr = func(int, call) error {
+			if time.Since(t0) < 2100*time.Millisecond {
+				return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"}
+			}
+			return nil
+		}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
+		err := rt.r.Reply(ctx, rt.req)
+		t.Logf("Reply = %v after %v", err, time.Since(t0))
+		logCalls(t, rt.slack, t0)
+		ms := rt.slack.botMessages(testTS)
+		var all strings.Builder
+		for i, m := range ms {
+			t.Logf("message %d: streaming %v mark %+v text %q", i, m.streaming, m.mark, m.text)
+			all.WriteString(m.text + "\n")
+		}
+		if !strings.Contains(all.String(), "The END.") && !strings.Contains(all.String(), textInterruptedAbove) {
+			t.Errorf("the thread shows %q: the answer's end is lost and no note says so", all.String())
+		}
+	})
+}
+
+// chat.stopStream is refused, so the final write rescues the answer with posts, which wait out a 429
+// while the bot starts shutting down. The rescue lands in time: no "interrupted" note goes under the
+// complete answer.
+func TestShutdownAfterRescueNoFalseInterruptedNote(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ws := lines(3)
+		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		t0 := time.Now()
+		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
+		rt.slack.postErr = func(n int, c call) error {
+			if time.Since(t0) < 1200*time.Millisecond {
+				return &slack.RateLimitedError{RetryAfter: time.Second}
+			}
+			return nil
+		}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
+		err := rt.r.Reply(ctx, rt.req)
+		t.Logf("Reply = %v", err)
+		logCalls(t, rt.slack, t0)
+		var all strings.Builder
+		for _, m := range rt.slack.botMessages(testTS) {
+			all.WriteString(m.text + "\n")
+		}
+		for _, w := range ws {
+			if !strings.Contains(all.String(), strings.TrimSpace(w)) {
+				t.Fatalf("the thread lacks %q: not the case under test", strings.TrimSpace(w))
+			}
+		}
+		if strings.Contains(all.String(), textInterruptedAbove) {
+			t.Errorf("the thread shows the whole answer and then %q", textInterruptedAbove)
+		}
+	})
+}

@@ -12,8 +12,6 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/llm"
-	"github.com/llmbot/llmbot/pace"
 )
 
 // Slack answers chat.update with 429 (Retry-After: 1) for 45 s while a short answer streams: the
@@ -32,49 +30,6 @@ func TestFinalEditOutlastsALongRateLimit(t *testing.T) {
 		t.Logf("Reply returned after %v: %v (%d chat.update calls)", time.Since(t0), err, len(rt.slack.callsOf("update")))
 		if got := rt.texts(); len(got) != 1 || got[0] != "The whole answer." {
 			t.Errorf("thread shows %q once Slack stopped rate limiting at +45s, want the answer %q", got, "The whole answer.")
-		}
-	})
-}
-
-// longTwoPartAnswer returns an answer of two paragraphs, A and B, where A alone fits a message
-// and A+B does not: B is the part that continues in a second message.
-func longTwoPartAnswer() (a, b string) {
-	var sa, sb strings.Builder
-	for i := 0; sa.Len() < 2000; i++ {
-		fmt.Fprintf(&sa, "Alpha sentence %d of the first paragraph. ", i)
-	}
-	for i := 0; sb.Len() < 2500; i++ {
-		fmt.Fprintf(&sb, "Bravo sentence %d of the second paragraph. ", i)
-	}
-	return strings.TrimSpace(sa.String()), strings.TrimSpace(sb.String())
-}
-
-// An answer outgrows its first message just before a shutdown, while the edit budget is spent: the
-// first message keeps the text it had (paragraph A and the start of B), and the final write does
-// not post a second part that repeats the start of B; the interrupted note goes below instead.
-func TestShutdownMultiPartShowsNoTextTwice(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a, b := longTwoPartAnswer()
-		opt := testOptions()
-		opt.Edits = pace.NewScheduler(6, 1) // spent: one edit every ~10 s
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:1000]}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: b[1000:]}},
-			{wait: time.Minute, chunk: llm.Chunk{Content: " The end."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
-		}
-		rt := newReplyTest(t, steps, opt)
-		ctx, cancel := context.WithCancelCause(t.Context())
-		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
-		err := rt.r.Reply(ctx, rt.req)
-		t.Logf("Reply = %v", err)
-		got := rt.texts()
-		for i, m := range got {
-			t.Logf("message %d (%d chars): %q ... %q", i, len(m), m[:min(60, len(m))], m[max(0, len(m)-80):])
-		}
-		all := strings.Join(got, "\n")
-		if n := strings.Count(all, "Bravo sentence 0 of"); n != 1 {
-			t.Errorf("the second paragraph's first sentence shows %d times in the thread, want once", n)
 		}
 	})
 }
@@ -112,93 +67,6 @@ func firstChars(ms []string) []string {
 		out = append(out, m[:min(30, len(m))])
 	}
 	return out
-}
-
-// longStreamAnswer is an answer of about 1.5 native-streaming messages, one numbered line each.
-func longStreamAnswer() []string {
-	var ws []string
-	for i := 0; len(joined(ws)) < convo.MarkdownLimit*3/2; i++ {
-		ws = append(ws, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
-	}
-	return ws
-}
-
-// checkEachLineOnce fails when a line of the answer shows other than once in the thread's bot
-// messages.
-func checkEachLineOnce(t *testing.T, fs *fakeSlack, ws []string) {
-	t.Helper()
-	ms := fs.botMessages(testTS)
-	var all strings.Builder
-	for i, m := range ms {
-		t.Logf("message %d: %d bytes, streaming %v, mark %+v", i, len(m.text), m.streaming, m.mark)
-		all.WriteString(m.text)
-		all.WriteString("\n")
-	}
-	twice := 0
-	for _, w := range ws {
-		key := strings.SplitN(w, ":", 2)[0] + ":" // "Line 7:"
-		if n := strings.Count(all.String(), key); n != 1 {
-			if twice++; twice <= 3 {
-				t.Errorf("%q shows %d times in the thread, want once", key, n)
-			}
-		}
-	}
-	if twice > 3 {
-		t.Errorf("... %d lines in all show other than once", twice)
-	}
-}
-
-// A long answer streams into two native messages; the first is stopped when full, the second cannot
-// be stopped (message_not_in_streaming_state). The rescue posts the answer in place of the streamed
-// messages, which it deletes: every line of the answer shows once.
-func TestStreamRescueRepeatsNothing(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ws := longStreamAnswer()
-		rt := newReplyTest(t, deltas(ws, 20*time.Millisecond), streamOptions())
-		rt.slack.stopErr = func(n int, _ call) error {
-			if n >= 2 { // the first stop (the full first message) goes; the last cannot
-				return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
-			}
-			return nil
-		}
-		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v; starts %d, stops %d, rescue posts %d", err, len(rt.slack.callsOf("startStream")),
-			len(rt.slack.callsOf("stopStream")), len(rt.slack.callsOf("post")))
-		checkEachLineOnce(t, rt.slack, ws)
-	})
-}
-
-// chat.appendStream refuses three appends in a row (not transiently), so interim appends stop. The
-// final write rescues the answer: no message is left streaming, and each line shows once.
-func TestStreamBrokenAppendsStopTheStream(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ws := lines(40)
-		rt := newReplyTest(t, deltas(ws, 200*time.Millisecond), streamOptions())
-		rt.slack.appendErr = func(n int, _ call) error {
-			if n >= 3 && n <= 5 {
-				return slack.SlackErrorResponse{Err: "invalid_arguments"}
-			}
-			return nil
-		}
-		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v; appends %d, stops %d, rescue posts %d", err, len(rt.slack.callsOf("appendStream")),
-			len(rt.slack.callsOf("stopStream")), len(rt.slack.callsOf("post")))
-		ms := rt.slack.botMessages(testTS)
-		for i, m := range ms {
-			if m.streaming {
-				t.Errorf("message %d left streaming: %q", i, m.text)
-			}
-		}
-		var all strings.Builder
-		for _, m := range ms {
-			all.WriteString(m.text + "\n")
-		}
-		for _, w := range ws[:2] {
-			if n := strings.Count(all.String(), strings.TrimSpace(w)); n != 1 {
-				t.Errorf("%q shows %d times, want once", strings.TrimSpace(w), n)
-			}
-		}
-	})
 }
 
 // Someone deletes the bot's reply (its first message) while a two-part answer streams: the final
@@ -313,36 +181,6 @@ func TestFinalEditRidesOutSlackTimeouts(t *testing.T) {
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		if ms := fs.botMessages(testTS); len(ms) != 1 || ms[0].text != "The whole answer." {
 			t.Errorf("thread shows %+v after Slack answered again at +40s, want the answer %q", ms, "The whole answer.")
-		}
-	})
-}
-
-// The model has finished and the reply's final edit waits for a chat.update slot (the shared budget
-// is spent, as under load) when the bot shuts down: the wait gets half the closing time and the
-// shutdown rule the rest (the placeholder withdrawn and the asker told, or the note posted below),
-// so the thread is not left "Thinking…".
-func TestShutdownDuringTheFinalWriteClosesTheReply(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		opt := testOptions()
-		opt.Edits = pace.NewScheduler(6, 1) // one edit every ~10 s
-		other := opt.Edits.Lane()           // another reply takes the slot there is
-		mustNoErr(t, other.Wait(t.Context(), pace.Final, time.Time{}))
-		defer other.Close()
-		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), opt)
-		ctx, cancel := context.WithCancelCause(t.Context())
-		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) }) // the answer ended at +0.3 s
-		err := rt.r.Reply(ctx, rt.req)
-		t.Logf("Reply = %v", err)
-		ms := rt.slack.botMessages(testTS)
-		eph := rt.slack.callsOf("ephemeral")
-		t.Logf("messages %+v; ephemerals %d", ms, len(eph))
-		switch {
-		case len(ms) == 0 && len(eph) == 1:
-			// withdrawn, asker told
-		case len(ms) >= 1 && !strings.Contains(ms[0].text, "Thinking"):
-			// the answer (or a note) landed
-		default:
-			t.Errorf("thread shows %q and the asker got %d private notes: left as a bare placeholder", rt.texts(), len(eph))
 		}
 	})
 }
