@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -293,5 +295,46 @@ func TestGuardImagineRefunds(t *testing.T) {
 	}
 	if got := q.Remaining("U0ALICE"); got != 1 {
 		t.Errorf("Remaining after a handler refusal = %d, want 1", got)
+	}
+}
+
+// nopImager, nopUploader and nopResponder let a real handlers.Imagine run.
+type nopImager struct{}
+
+func (nopImager) Image(context.Context, llm.ImageRequest) (*llm.Image, error) {
+	return &llm.Image{Data: []byte("png"), Format: "png"}, nil
+}
+
+type nopUploader struct{}
+
+func (nopUploader) UploadImage(context.Context, handlers.Upload) error { return nil }
+
+type nopResponder struct{}
+
+func (nopResponder) Respond(context.Context, string, string) error { return nil }
+
+// A person whose daily quota is used up is told so every time they try, not, from the second
+// try on, that they "already have 1 images in progress": the quota refusal comes after the
+// wrapped Imagine.Accept has reserved a per-user place, which nobody gives back (it stays taken
+// for 30 s).
+func TestGuardQuotaRefusalDoesNotHoldImaginePlace(t *testing.T) {
+	im := handlers.NewImagine(nopImager{}, nopUploader{}, nopResponder{}, nil, handlers.ImagineOptions{MaxPerUser: 1})
+	h := guarded(t, im.Handler(), access.Rules{}, access.NewQuota(1, 0), &denials{})
+
+	first := imagine("C0ART", "U0ALICE", "a fox")
+	if d := h.Accept(first); !d.Run {
+		t.Fatalf("first picture not started: %+v", d)
+	}
+	if err := h.Run(t.Context(), first); err != nil {
+		t.Fatalf("first picture: %v", err)
+	}
+	for try := 2; try <= 3; try++ {
+		d := h.Accept(imagine("C0ART", "U0ALICE", "a fox"))
+		if d.Run {
+			t.Fatalf("try %d started past the quota", try)
+		}
+		if !strings.Contains(d.Say, "for today") {
+			t.Errorf("try %d told %q, want the quota message (no image is in progress)", try, d.Say)
+		}
 	}
 }

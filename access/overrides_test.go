@@ -112,3 +112,18 @@ func TestSystemPromptTooLong(t *testing.T) {
 		t.Errorf("ParseOverrides(long prompt) = %v, want a length error", err)
 	}
 }
+
+// A CHANNEL_CONFIG whose entries are all commented out ("channels:" followed only by comments,
+// what an operator gets by commenting out the example) is a file kept for later, like
+// "channels: {}". It is refused instead, and the bot will not start, with an error that says
+// the file has "no channels key" although it has one.
+func TestParseOverridesChannelsKeyWithOnlyComments(t *testing.T) {
+	data := []byte("channels:\n  # C0123ABCD:\n  #   model: gpt-5.4\n")
+	o, err := access.ParseOverrides(data, "channels.yaml")
+	if err != nil {
+		t.Fatalf("ParseOverrides = %v; want no overrides, as for channels: {}", err)
+	}
+	if o.Len() != 0 {
+		t.Errorf("Len = %d, want 0", o.Len())
+	}
+}

@@ -166,3 +166,33 @@ func takeMessage(q *access.Quota, user string) string {
 	d, _ := q.Take(user)
 	return d.Message
 }
+
+// A picture taken just before midnight UTC whose job fails just after must not be given back
+// out of the new day's count: Refund's contract says "a refund after the day changed does
+// nothing". Otherwise a person who starts a job at 23:59 and another at 00:00 gets limit+1
+// pictures on the new day.
+func TestQuotaRefundAfterMidnightLeavesNewDayAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		day := time.Now().UTC().Truncate(24 * time.Hour)
+		sleepUntil(day.Add(24*time.Hour - 10*time.Second)) // 23:59:50 UTC
+
+		q := access.NewQuota(1, 0)
+		d, day1 := q.Take("U0ALICE") // day 1's job starts
+		if !d.Allowed {
+			t.Fatalf("day 1 picture refused: %+v", d)
+		}
+		sleepUntil(day.Add(24*time.Hour + 10*time.Second)) // 00:00:10, day 2
+		if d, _ := q.Take("U0ALICE"); !d.Allowed {         // day 2's first picture
+			t.Fatalf("day 2 picture refused: %+v", d)
+		}
+		sleepUntil(day.Add(24*time.Hour + 30*time.Second))
+		q.Refund(day1) // day 1's job fails now: its picture belongs to day 1
+
+		if got := q.Remaining("U0ALICE"); got != 0 {
+			t.Errorf("Remaining on day 2 after its 1 of 1 and a refund of day 1's picture = %d, want 0", got)
+		}
+		if d, _ := q.Take("U0ALICE"); d.Allowed {
+			t.Errorf("a second picture on day 2 with a quota of 1 was allowed")
+		}
+	})
+}
