@@ -8,10 +8,12 @@ import (
 // appends: nothing sent can be changed later. Feed returns what is safe to append now:
 // complete lines, and the words of a line as it grows when the line cannot start a code
 // fence or a table. Table rows are held back until the table ends and then sent as an
-// aligned code block (markdown_text has no tables). Control characters are removed and
-// everything is mention-neutralised as in Render. The output is standard Markdown
-// (FormatMarkdown); the caller keeps each call within markdown_text's 12,000 characters. A
-// MarkdownStream is not safe for concurrent use.
+// aligned code block (markdown_text has no tables). A line is taken for a row only when
+// its text, after any quote or list marker, has no space before its first "|" ("| a | b |",
+// "a| b"): the first words of other lines may have been sent before their "|" arrived.
+// Control characters are removed and everything is mention-neutralised as in Render. The
+// output is standard Markdown (FormatMarkdown); the caller keeps each call within
+// markdown_text's 12,000 characters. A MarkdownStream is not safe for concurrent use.
 type MarkdownStream struct {
 	pending string   // text not yet processed (the current, incomplete line)
 	partial bool     // part of the current line was already sent
@@ -69,8 +71,10 @@ func (s *MarkdownStream) feed() string {
 	}
 	if len(s.held) == 0 {
 		// Cutting at a space keeps every "<!", "<@" and "@here" with what follows it, so
-		// each piece is neutralised exactly as the whole line would be.
-		if sp := strings.LastIndexByte(s.pending, ' '); sp >= 0 {
+		// each piece is neutralised exactly as the whole line would be. Only a space in the
+		// line's text counts, not one in its container prefix ("- ", "> "): whether the line
+		// is a table row is known from its text up to the first "|" (sentInPieces).
+		if sp := strings.LastIndexByte(s.pending, ' '); sp >= len(s.pending)-len(containerless(s.pending)) {
 			out.WriteString(safe(s.pending[:sp+1]))
 			s.pending = s.pending[sp+1:]
 			s.partial = true
@@ -150,11 +154,23 @@ func (s *MarkdownStream) line(out *strings.Builder, line string) {
 		out.WriteString(safe(line))
 		return
 	}
-	if isTableRow(body) {
+	if isTableRow(body) && !sentInPieces(body) {
 		s.held = append(s.held, line)
 		return
 	}
 	out.WriteString(safe(line))
+}
+
+// sentInPieces reports whether Feed may have sent the first words of line l while it grew,
+// before its first "|" arrived: its text (after the container prefix) has a space before
+// that "|", and cannot become a fence. Such a line is text however it arrives, so that the
+// output does not depend on the chunking.
+func sentInPieces(l string) bool {
+	if i := strings.IndexByte(l, '|'); i >= 0 {
+		l = l[:i]
+	}
+	t := containerless(l)
+	return strings.Contains(t, " ") && !strings.HasPrefix(t, "`") && !strings.HasPrefix(t, "~")
 }
 
 func (s *MarkdownStream) flushHeld(out *strings.Builder) {

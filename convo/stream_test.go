@@ -44,6 +44,13 @@ func TestMarkdownStreamChunkingDoesNotMatter(t *testing.T) {
 		"12) ~~~\nx | y\n~~~",
 		"> * ```\n> code | more\n",
 		"+ 3. ~~~~\ncode",
+		// Pipes after a word: the word may go out before the pipe arrives.
+		"Name | Value\n---|---\nx | 1\n",
+		"- a | b\n  -|-\n",
+		"- a|b\n  -|-\n  c|d\n",
+		"> Quoted tables:\n> | x | y |\n> |---|---|\n",
+		" 00000A|\n|",
+		"Name|Value\n---|---\nx | 1\n",
 	}
 	for seed := range rounds(20) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 3))
@@ -80,8 +87,13 @@ func TestMarkdownStream(t *testing.T) {
 			[]string{"", "", "", "```\na | b\n--+--\n1 | 2\n```\nafter\n", ""}},
 		{"a table at the end comes out at Flush", []string{"| a | b |\n|---|---|\n| 1 | 2 |"},
 			[]string{"", "```\na | b\n--+--\n1 | 2\n```"}},
-		{"a pipe line without a delimiter row is plain text", []string{"a | b\n", "c\n"},
-			[]string{"", "a | b\nc\n", ""}},
+		{"a pipe line without a delimiter row is plain text", []string{"a|b\n", "c\n"},
+			[]string{"", "a|b\nc\n", ""}},
+		{"a header row whose first pipe comes after a word and a space is plain text (its first word may have gone out)",
+			[]string{"Name | Value\n", "---|---\n", "x | 1\n"},
+			[]string{"Name | Value\n", "", "---|---\nx | 1\n", ""}},
+		{"a header row whose first cell is one word is held", []string{"Name| Value\n", "---|---\n", "x | 1\n", "\n"},
+			[]string{"", "", "", "```\nName | Value\n-----+------\nx    | 1\n```\n\n", ""}},
 		{"pipes in code are not tables", []string{"```\n", "| a | b |\n", "|---|---|\n", "```\n"},
 			[]string{"```\n", "| a | b |\n", "|---|---|\n", "```\n", ""}},
 		{"an unclosed fence is closed at Flush", []string{"```go\nfmt.Println(1)"},
