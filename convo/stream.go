@@ -2,6 +2,8 @@ package convo
 
 import (
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MarkdownStream turns a streamed Markdown answer into text for chat.appendStream, which
@@ -66,7 +68,7 @@ func (s *MarkdownStream) feed() string {
 	}
 	// The growing line: send its complete words when it cannot become a fence (opening or
 	// closing) or a table row.
-	if len(s.held) == 0 && !s.partial && mayBeSpecial(s.pending) {
+	if len(s.held) == 0 && !s.partial && (mayBeSpecial(s.pending) || s.fence != "" && mayCloseFence(s.pending, s.fence)) {
 		return s.emit(out.String())
 	}
 	if len(s.held) == 0 {
@@ -218,6 +220,15 @@ func unfinishedMarker(t string) bool {
 		d = d[:len(d)-1]
 	}
 	return len(d) > 0 && len(d) <= 9 && strings.Trim(d, "0123456789") == ""
+}
+
+// mayCloseFence reports an incomplete line in a code block that could still become its
+// closing fence (closesFence): white space, fence characters, white space. Any white space
+// counts, as for closesFence, also a character not complete yet, which may be one.
+func mayCloseFence(l, fence string) bool {
+	t := strings.TrimLeftFunc(strings.TrimLeft(l, " >"), unicode.IsSpace)
+	t = strings.TrimLeftFunc(strings.TrimLeft(t, fence[:1]), unicode.IsSpace)
+	return t == "" || !utf8.FullRuneInString(t)
 }
 
 func isTableRow(l string) bool {

@@ -51,6 +51,10 @@ func TestMarkdownStreamChunkingDoesNotMatter(t *testing.T) {
 		"> Quoted tables:\n> | x | y |\n> |---|---|\n",
 		" 00000A|\n|",
 		"Name|Value\n---|---\nx | 1\n",
+		// Closing fences after other white space than spaces.
+		"0) ```0000\n \t  ```\nafter\n",
+		"```\n\u00a0``` \nafter | x\n",
+		"~~~\n \u2000~~~ \t\nafter\n",
 	}
 	for seed := range rounds(20) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 3))
