@@ -2,6 +2,7 @@ package fakeslack
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -30,6 +31,10 @@ type UserMessage struct {
 	Subtype  string          // e.g. "thread_broadcast"; "file_share" is set when Files are given
 	Files    []UserFile      // files attached to the message
 	Blocks   json.RawMessage // nil: a rich_text block built from Text (as Slack's clients send)
+	// Time, when set, is when the message was posted: it is stored with a ts of that time, in its
+	// place in the channel's history, and no event is delivered (history from before the test).
+	// Zero: now, with its events.
+	Time time.Time
 }
 
 // UserFile is a file a person attaches to a message. Its bytes are served at the file's
@@ -44,6 +49,9 @@ func (s *Server) Post(m UserMessage) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
+	if !m.Time.IsZero() {
+		now = m.Time
+	}
 	c := s.channelLocked(m.Channel)
 	s.userLocked(m.User)
 	msg := &Message{Channel: c.id, ThreadTS: m.ThreadTS, User: m.User, BotID: m.BotID, Text: m.Text,
@@ -61,13 +69,42 @@ func (s *Server) Post(m UserMessage) string {
 			msg.Subtype = "file_share"
 		}
 	}
-	s.addMessageLocked(msg, now)
+	if m.Time.IsZero() {
+		s.addMessageLocked(msg, now)
+	} else {
+		s.addPastMessageLocked(msg, now)
+	}
 	for _, id := range msg.Files {
 		s.files[id].MessageTS = msg.TS
 	}
-	s.deliverLocked(c, msg, now)
+	if m.Time.IsZero() {
+		s.deliverLocked(c, msg, now)
+	}
 	s.notifyLocked()
 	return msg.TS
+}
+
+// addPastMessageLocked stores m with a ts of the time at (made unique), in its place in the
+// channel's history.
+func (s *Server) addPastMessageLocked(m *Message, at time.Time) {
+	c := s.channelLocked(m.Channel)
+	us := at.UnixMicro()
+	ts := func() string { return fmt.Sprintf("%d.%06d", us/1e6, us%1e6) }
+	for c.byTS[ts()] != nil {
+		us++
+	}
+	m.TS = ts()
+	i := slices.IndexFunc(c.msgs, func(o *Message) bool { return tsAfter(o.TS, m.TS) })
+	if i < 0 {
+		i = len(c.msgs)
+	}
+	c.msgs = slices.Insert(c.msgs, i, m)
+	c.byTS[m.TS] = m
+	if m.ThreadTS != "" {
+		if parent := c.byTS[m.ThreadTS]; parent != nil && parent.ThreadTS == "" {
+			parent.ThreadTS = parent.TS
+		}
+	}
 }
 
 // deliverLocked queues the events Slack sends for a new or edited message.
@@ -284,8 +321,10 @@ func (s *Server) SlashCommand(channelID, user, command, text string) string {
 	return respURL
 }
 
-// serveResponseURL takes posts to a slash command's response_url: JSON
-// {text, response_type, replace_original, delete_original, blocks, thread_ts}.
+// serveResponseURL takes posts to a slash command's or a click's response_url: JSON
+// {text, response_type, replace_original, delete_original, blocks, thread_ts}. Blocks are held to
+// the Block Kit limits chat.postMessage's are (400 invalid_blocks); a post with neither text nor
+// blocks is refused (400 no_text), unless it deletes.
 func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	id := strings.TrimPrefix(r.URL.Path, "/response/")
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -293,13 +332,7 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad body", http.StatusBadRequest)
 		return
 	}
-	var msg struct {
-		Text            string `json:"text"`
-		ResponseType    string `json:"response_type"`
-		ReplaceOriginal bool   `json:"replace_original"`
-		DeleteOriginal  bool   `json:"delete_original"`
-		ThreadTS        string `json:"thread_ts"`
-	}
+	var msg responsePost
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if r.Method != http.MethodPost || ct != "application/json" || json.Unmarshal(body, &msg) != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"ok": false, "error": "invalid_payload"})
@@ -308,12 +341,28 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	if msg.ResponseType == "" {
 		msg.ResponseType = "ephemeral"
 	}
-	status, answer := s.respond(id, r.URL.Path, msg.Text, msg.ResponseType, msg.ThreadTS, msg.ReplaceOriginal, msg.DeleteOriginal, body)
+	if string(msg.Blocks) == "null" {
+		msg.Blocks = nil
+	}
+	status, answer := s.respond(id, r.URL.Path, msg, body)
 	writeJSON(w, status, answer)
 }
 
-// respond applies one response_url post and returns the HTTP answer.
-func (s *Server) respond(id, path, text, responseType, threadTS string, replace, del bool, body []byte) (int, map[string]any) {
+// responsePost is the body of a response_url post.
+type responsePost struct {
+	Text            string          `json:"text"`
+	ResponseType    string          `json:"response_type"`
+	ReplaceOriginal bool            `json:"replace_original"`
+	DeleteOriginal  bool            `json:"delete_original"`
+	ThreadTS        string          `json:"thread_ts"`
+	Blocks          json.RawMessage `json:"blocks"`
+}
+
+// respond applies one response_url post and returns the HTTP answer. An ephemeral post adds a
+// message only its person sees (with a ts of its own, so that its buttons can be clicked); one
+// that replaces or deletes the original changes the message the response_url came from: the
+// clicked message for a click's, the last ephemeral message it added for a slash command's.
+func (s *Server) respond(id, path string, msg responsePost, body []byte) (int, map[string]any) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -325,22 +374,48 @@ func (s *Server) respond(id, path, text, responseType, threadTS string, replace,
 		status, errCode = http.StatusNotFound, "invalid_url"
 	case ru.uses >= s.cfg.ResponseURLUses:
 		status, errCode = http.StatusNotFound, "used_url"
+	case len(msg.Blocks) > 0 && (!json.Valid(msg.Blocks) || checkBlocks(msg.Blocks) != ""):
+		status, errCode = http.StatusBadRequest, "invalid_blocks"
+	case msg.Text == "" && len(msg.Blocks) == 0 && !msg.DeleteOriginal:
+		status, errCode = http.StatusBadRequest, "no_text"
 	}
-	post := ResponseURLPost{Time: now, URL: s.http.URL + path, ResponseType: responseType, Text: text,
-		ReplaceOriginal: replace, DeleteOriginal: del, Body: body, Status: status}
+	post := ResponseURLPost{Time: now, URL: s.http.URL + path, ResponseType: msg.ResponseType, Text: msg.Text,
+		ReplaceOriginal: msg.ReplaceOriginal, DeleteOriginal: msg.DeleteOriginal, Blocks: msg.Blocks, Body: body, Status: status}
 	if ru != nil {
 		post.Channel, post.User, post.Command = ru.channel, ru.user, ru.command
 	}
-	s.respPosts = append(s.respPosts, post)
 	if errCode != "" {
+		s.respPosts = append(s.respPosts, post)
 		return status, map[string]any{"ok": false, "error": errCode}
 	}
 	ru.uses++
 	ts := ""
-	if responseType == "in_channel" {
-		m := s.addMessageLocked(&Message{Channel: ru.channel, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Text: text}, now)
+	switch original := ru.original; {
+	case (msg.ReplaceOriginal || msg.DeleteOriginal) && original != "" && !ru.ephemeral:
+		// The clicked message is a channel message: it is edited or deleted.
+		if c := s.channels[ru.channel]; c != nil && c.byTS[original] != nil {
+			if msg.DeleteOriginal {
+				s.removeMessageLocked(c, original)
+			} else {
+				m := c.byTS[original]
+				m.Text, m.Blocks = msg.Text, msg.Blocks
+				m.Edited, m.EditedTS = true, s.newTSLocked(now)
+			}
+		}
+		post.TS = original
+	case (msg.ReplaceOriginal || msg.DeleteOriginal) && original != "":
+		post.TS, post.private = original, true
+	case msg.ResponseType == "in_channel":
+		m := s.addMessageLocked(&Message{Channel: ru.channel, ThreadTS: msg.ThreadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID,
+			Text: msg.Text, Blocks: msg.Blocks}, now)
 		ts = m.TS
+	default:
+		post.TS, post.private = s.newTSLocked(now), true
+		if ru.command != "" { // a slash command's later replace_original changes this one
+			ru.original, ru.ephemeral = post.TS, true
+		}
 	}
-	s.recordWriteLocked(Write{Time: now, Kind: WriteResponseURL, Channel: ru.channel, TS: ts, ThreadTS: threadTS, User: ru.user, Text: text})
+	s.respPosts = append(s.respPosts, post)
+	s.recordWriteLocked(Write{Time: now, Kind: WriteResponseURL, Channel: ru.channel, TS: ts, ThreadTS: msg.ThreadTS, User: ru.user, Text: msg.Text})
 	return http.StatusOK, map[string]any{"ok": true}
 }

@@ -128,18 +128,27 @@ var ErrNoButton = errors.New("fakeslack: no such button on the message")
 
 // Click delivers the interactive envelope (type "interactive", a block_actions payload) Slack
 // sends when user presses the button with actionID on the message ts in channelID, as Slack
-// would: only a button the message shows now can be pressed (else ErrNoButton). The payload
-// carries the user, team, channel, container, the message, a response_url on this server
-// (ephemeral answers, like a slash command's) and the action with the button's value. It
-// returns the envelope id.
+// would: only a button the message shows now can be pressed (else ErrNoButton). The message may
+// be an ephemeral one user sees (chat.postEphemeral, or a response_url post): the container then
+// says is_ephemeral and the payload carries no message, as Slack's does. The payload carries the
+// user, team, channel, container, the message, a response_url on this server (ephemeral
+// answers, like a slash command's; replace_original and delete_original change the clicked
+// message) and the action with the button's value. It returns the envelope id.
 func (s *Server) Click(channelID, ts, user, actionID string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.channels[channelID]
-	if c == nil || c.byTS[ts] == nil {
+	if c == nil {
 		return "", fmt.Errorf("fakeslack: click on %s/%s: %w", channelID, ts, ErrNoButton)
 	}
-	m := c.byTS[ts]
+	m, ephemeral := c.byTS[ts], false
+	if m == nil {
+		pm, ok := s.privateLocked(channelID, ts, user)
+		if !ok {
+			return "", fmt.Errorf("fakeslack: click on %s/%s: %w", channelID, ts, ErrNoButton)
+		}
+		m, ephemeral = &pm, true
+	}
 	var btn *Button
 	for _, b := range m.Buttons() {
 		if b.ActionID == actionID {
@@ -153,10 +162,9 @@ func (s *Server) Click(channelID, ts, user, actionID string) (string, error) {
 	u := s.userLocked(user)
 	now := time.Now()
 	actionTS := fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000)
-	id := s.nextIDLocked("R")
-	respURL := s.http.URL + "/response/" + id
-	s.responses[id] = &responseURL{url: respURL, channel: c.id, user: user}
-	container := map[string]any{"type": "message", "message_ts": m.TS, "channel_id": c.id, "is_ephemeral": false}
+	respURL := s.responseURLLocked(c, user, "")
+	respURL.original, respURL.ephemeral = m.TS, ephemeral
+	container := map[string]any{"type": "message", "message_ts": m.TS, "channel_id": c.id, "is_ephemeral": ephemeral}
 	if m.ThreadTS != "" {
 		container["thread_ts"] = m.ThreadTS
 	}
@@ -171,7 +179,7 @@ func (s *Server) Click(channelID, ts, user, actionID string) (string, error) {
 	if btn.Style != "" {
 		action["style"] = btn.Style
 	}
-	payload, _ := json.Marshal(map[string]any{
+	payload := map[string]any{
 		"type":                  "block_actions",
 		"user":                  map[string]any{"id": user, "username": u.Name, "name": u.Name, "team_id": s.cfg.TeamID},
 		"api_app_id":            s.cfg.AppID,
@@ -182,15 +190,98 @@ func (s *Server) Click(channelID, ts, user, actionID string) (string, error) {
 		"enterprise":            nil,
 		"is_enterprise_install": false,
 		"channel":               map[string]any{"id": c.id, "name": c.name},
-		"message":               s.messageJSON(c, m, false),
 		"state":                 map[string]any{"values": map[string]any{}},
-		"response_url":          respURL,
+		"response_url":          respURL.url,
 		"actions":               []any{action},
-	})
+	}
+	if !ephemeral {
+		payload["message"] = s.messageJSON(c, m, false)
+	}
+	return s.interactiveLocked(payload), nil
+}
+
+// ErrNoMessage is returned by MessageShortcut when there is no such message.
+var ErrNoMessage = errors.New("fakeslack: no such message")
+
+// MessageShortcut delivers the interactive envelope (type "interactive", a message_action
+// payload) Slack sends when user picks the message shortcut callbackID in the menu of the message
+// ts in channelID (ErrNoMessage when there is none). The payload carries the callback_id, the
+// user, team and channel, the message and its message_ts, a trigger_id and a response_url on this
+// server. It returns the envelope id.
+func (s *Server) MessageShortcut(channelID, ts, user, callbackID string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	if c == nil || c.byTS[ts] == nil {
+		return "", fmt.Errorf("fakeslack: shortcut on %s/%s: %w", channelID, ts, ErrNoMessage)
+	}
+	m := c.byTS[ts]
+	u := s.userLocked(user)
+	now := time.Now()
+	respURL := s.responseURLLocked(c, user, "")
+	respURL.original = m.TS
+	return s.interactiveLocked(map[string]any{
+		"type":                  "message_action",
+		"token":                 "verification-token",
+		"action_ts":             fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000),
+		"team":                  map[string]any{"id": s.cfg.TeamID, "domain": "fake"},
+		"user":                  map[string]any{"id": user, "username": u.Name, "name": u.Name, "team_id": s.cfg.TeamID},
+		"channel":               map[string]any{"id": c.id, "name": c.name},
+		"is_enterprise_install": false,
+		"enterprise":            nil,
+		"callback_id":           callbackID,
+		"trigger_id":            "13345224609.738474920.8088930838d88f008e0",
+		"response_url":          respURL.url,
+		"message_ts":            m.TS,
+		"message":               s.messageJSON(c, m, false),
+	}), nil
+}
+
+// responseURLLocked makes a response_url on this server for user in c (command: the slash
+// command's, "" for an interaction's).
+func (s *Server) responseURLLocked(c *channel, user, command string) *responseURL {
+	id := s.nextIDLocked("R")
+	ru := &responseURL{url: s.http.URL + "/response/" + id, channel: c.id, user: user, command: command}
+	s.responses[id] = ru
+	return ru
+}
+
+// interactiveLocked queues an interactive envelope with payload and returns its id.
+func (s *Server) interactiveLocked(payload map[string]any) string {
+	raw, _ := json.Marshal(payload)
 	e := &envelope{
 		Envelope: Envelope{ID: newEnvelopeID(), Type: "interactive"},
-		payload:  payload,
+		payload:  raw,
 	}
 	s.enqueueLocked(e)
-	return e.ID, nil
+	return e.ID
+}
+
+// Private returns what user sees now of the ephemeral message ts in channelID (posted with
+// chat.postEphemeral or through a response_url, as later response_url posts replaced it); false
+// when there is none, or it was deleted.
+func (s *Server) Private(channelID, ts, user string) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.privateLocked(channelID, ts, user)
+}
+
+func (s *Server) privateLocked(channel, ts, user string) (m Message, ok bool) {
+	for _, e := range s.ephemeral {
+		if e.Channel == channel && e.TS == ts && e.User == user {
+			m, ok = Message{Channel: channel, TS: ts, ThreadTS: e.ThreadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID,
+				Text: e.Text, Blocks: e.Blocks}, true
+		}
+	}
+	for _, p := range s.respPosts {
+		if !p.private || p.Channel != channel || p.User != user || p.TS != ts {
+			continue
+		}
+		if p.DeleteOriginal {
+			m, ok = Message{}, false
+			continue
+		}
+		m, ok = Message{Channel: channel, TS: ts, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Text: p.Text, Blocks: p.Blocks}, true
+	}
+	return m, ok
 }

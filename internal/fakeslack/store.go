@@ -107,7 +107,7 @@ type File struct {
 	Time           time.Time
 }
 
-// ResponseURLPost is one post to a slash command's response_url.
+// ResponseURLPost is one post to a slash command's or a click's response_url.
 type ResponseURLPost struct {
 	Time            time.Time
 	URL             string
@@ -116,11 +116,20 @@ type ResponseURLPost struct {
 	Command         string
 	ResponseType    string // "ephemeral" (the default) or "in_channel"
 	Text            string
+	Blocks          json.RawMessage
 	ReplaceOriginal bool
 	DeleteOriginal  bool
-	Body            json.RawMessage
-	Status          int // the HTTP status answered
+	// TS is the message the post added (an ephemeral one: only User sees it, and may click its
+	// buttons) or replaced or deleted; "" for an in_channel post (see Writes) or a refused one.
+	TS     string
+	Body   json.RawMessage
+	Status int // the HTTP status answered
+
+	private bool // TS is an ephemeral message's
 }
+
+// Buttons returns the buttons of the post's blocks, in order.
+func (p ResponseURLPost) Buttons() []Button { return Message{Blocks: p.Blocks}.Buttons() }
 
 // Call is one Web API request.
 type Call struct {
@@ -146,6 +155,10 @@ type channel struct {
 type responseURL struct {
 	url, channel, user, command string
 	uses                        int
+	// original is the message replace_original and delete_original change: the clicked message
+	// (ephemeral: one only user sees), or the last ephemeral message a slash command's added.
+	original  string
+	ephemeral bool
 }
 
 // AddChannel registers a channel. typ is ChannelPublic, ChannelPrivate, ChannelIM or
