@@ -23,13 +23,14 @@ import (
 
 // Compile-time checks: SlackAPI is what the handlers need.
 var (
-	_ handlers.Thread    = (*SlackAPI)(nil)
-	_ handlers.Messenger = (*SlackAPI)(nil)
-	_ handlers.Streamer  = (*SlackAPI)(nil)
-	_ handlers.Uploader  = (*SlackAPI)(nil)
-	_ handlers.Responder = (*SlackAPI)(nil)
-	_ handlers.Users     = (*SlackAPI)(nil)
-	_ Notifier           = (*SlackAPI)(nil)
+	_ handlers.Thread           = (*SlackAPI)(nil)
+	_ handlers.Messenger        = (*SlackAPI)(nil)
+	_ handlers.Streamer         = (*SlackAPI)(nil)
+	_ handlers.Uploader         = (*SlackAPI)(nil)
+	_ handlers.Responder        = (*SlackAPI)(nil)
+	_ handlers.PrivateResponder = (*SlackAPI)(nil)
+	_ handlers.Users            = (*SlackAPI)(nil)
+	_ Notifier                  = (*SlackAPI)(nil)
 )
 
 // SlackAPI adapts the Slack Web API (a *slack.Client) to the handlers' interfaces. Errors are
@@ -381,6 +382,24 @@ func (a *SlackAPI) Respond(ctx context.Context, responseURL, text string) error 
 		slack.MsgOptionResponseURL(responseURL, slack.ResponseTypeEphemeral),
 		slack.MsgOptionText(text, false))
 	if err != nil {
+		return fmt.Errorf("response_url: %w", hideURL(err))
+	}
+	return nil
+}
+
+// RespondPrivate shows m to the person a response_url belongs to (see Respond): its text in
+// section blocks with the buttons under them, in place of the message the response_url came from
+// when m says so.
+func (a *SlackAPI) RespondPrivate(ctx context.Context, responseURL string, m handlers.Private) error {
+	opts := []slack.MsgOption{slack.MsgOptionResponseURL(responseURL, slack.ResponseTypeEphemeral),
+		slack.MsgOptionText(m.Text, false)}
+	if len(m.Buttons) > 0 {
+		opts = append(opts, slack.MsgOptionBlocks(buttonBlocks(m.Text, m.Buttons)...))
+	}
+	if m.ReplaceOriginal {
+		opts = append(opts, slack.MsgOptionReplaceOriginal(responseURL))
+	}
+	if _, _, err := a.c.PostMessageContext(ctx, "", opts...); err != nil {
 		return fmt.Errorf("response_url: %w", hideURL(err))
 	}
 	return nil

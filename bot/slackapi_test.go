@@ -210,6 +210,33 @@ func TestRespond(t *testing.T) {
 	}
 }
 
+// A private message with buttons goes through the response_url as section blocks and an actions
+// block, the text also the fallback; replacing it leaves the text without the buttons.
+func TestRespondPrivate(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	url := fs.SlashCommand("C1", "U1", "/summarize", "")
+	long := strings.Repeat("A line of the summary.\n", 200) // two sections
+	btn := handlers.Button{ActionID: "llmbot_post_summary", Text: "Post to channel", Value: "k1", Style: "primary"}
+	if err := api.RespondPrivate(ctx, url, handlers.Private{Text: long, Buttons: []handlers.Button{btn}}); err != nil {
+		t.Fatal(err)
+	}
+	p := fs.ResponseURLPosts()
+	if len(p) != 1 || p[0].Status != 200 || p[0].ResponseType != "ephemeral" || p[0].Text != long {
+		t.Fatalf("response_url posts %+v", p)
+	}
+	m, ok := fs.Private("C1", p[0].TS, "U1")
+	if b := m.Buttons(); !ok || m.SectionText() != long || len(b) != 1 || b[0].ActionID != btn.ActionID || b[0].Value != "k1" ||
+		b[0].Text != "Post to channel" || b[0].Style != "primary" {
+		t.Errorf("U1 sees %q with %+v", m.SectionText(), b)
+	}
+	if err := api.RespondPrivate(ctx, url, handlers.Private{Text: "Posted.", ReplaceOriginal: true}); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := fs.Private("C1", p[0].TS, "U1"); !ok || m.Text != "Posted." || len(m.Buttons()) != 0 {
+		t.Errorf("after the replacement U1 sees %+v", m)
+	}
+}
+
 func TestNameCached(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	fs.AddUser(fakeslack.User{ID: "U7", Name: "ann", RealName: "Ann Smith", DisplayName: "Annie"})

@@ -115,6 +115,24 @@ type Responder interface {
 	Respond(ctx context.Context, responseURL, text string) error
 }
 
+// PrivateResponder shows a person a message with buttons through a response_url (a slash
+// command's or a click's): only that person sees it, and it works where the bot is no member.
+type PrivateResponder interface {
+	RespondPrivate(ctx context.Context, responseURL string, m Private) error
+}
+
+// Private is a message only the person a response_url belongs to sees.
+type Private struct {
+	// Text is mrkdwn. With buttons it is shown in section blocks (at most 3,000 characters
+	// each) and stays the notification fallback.
+	Text string
+	// Buttons under the text; nil: none.
+	Buttons []Button
+	// ReplaceOriginal replaces the message the response_url came from (a click's: the clicked
+	// message) instead of adding one.
+	ReplaceOriginal bool
+}
+
 // Users resolves user ids to display names (users.info).
 type Users interface {
 	Name(ctx context.Context, userID string) (string, error)
