@@ -128,6 +128,9 @@ type Replies struct {
 
 	botThreads *ttlCache[bool]   // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *ttlCache[string] // user id -> display name
+	// kept are results shown privately (a summary) until a button posts them to the channel, for
+	// the use cases built on Replies.
+	kept *keptResults
 
 	mu           sync.Mutex
 	streamRefuse time.Time // native streaming refused until then
@@ -188,6 +191,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      newTTLCache[string](nameCacheSize, nameCacheTTL),
+		kept:       newKeptResults(keptMax, keptTTL),
 	}
 }
 
