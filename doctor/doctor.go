@@ -386,12 +386,13 @@ func neededScopes(in Input) []scopeNeed {
 	if in.ReplyMode == "stream" {
 		write += ", native streaming (REPLY_MODE stream)"
 	}
+	summaries := "; /summarize and Summarize thread there"
 	return []scopeNeed{
 		{"app_mentions:read", "app_mention events: someone @mentions the bot"},
-		{"channels:history", followUps("reading threads in public channels")},
-		{"groups:history", followUps("reading threads in private channels")},
-		{"im:history", "direct messages (message.im) and their history"},
-		{"mpim:history", followUps("group DMs the bot is added to")},
+		{"channels:history", followUps("reading threads in public channels" + summaries)},
+		{"groups:history", followUps("reading threads in private channels" + summaries)},
+		{"im:history", "direct messages (message.im) and their history" + summaries},
+		{"mpim:history", followUps("group DMs the bot is added to" + summaries)},
 		{"chat:write", write},
 		{"files:write", "/imagine: uploading the picture"},
 		{"users:read", "people's names, so the model knows who said what"},
@@ -426,14 +427,16 @@ func checkScopes(in Input, h http.Header) result {
 			"add them under OAuth & Permissions > Bot Token Scopes in your app's settings (or re-create the app from manifest.yaml), then reinstall the app (Install App > Reinstall to Workspace)",
 			notes...)
 	}
-	// Slack adds the commands scope with the app's first slash command and lists it among the
-	// bot token's scopes; were a workspace not to list it, /imagine may still work, so this is
-	// a warning, not a failure.
+	// Slack adds the commands scope with the app's first slash command or shortcut and lists it
+	// among the bot token's scopes; were a workspace not to list it, the commands may still
+	// work, so this is a warning, not a failure.
 	if !granted["commands"] {
 		return result{name: name, status: statusWarn,
 			detail: fmt.Sprintf("the %d scopes answers need are granted; commands is not", len(need)),
-			notes:  []string{"commands: the /imagine slash command (Slack adds it with the app's first slash command)", "note: " + eventsNote},
-			fix:    "if /imagine does nothing, add it under Slash Commands in your app's settings (or re-create the app from manifest.yaml), then reinstall the app"}
+			notes: []string{"commands: the /imagine and /summarize slash commands and the Summarize thread message shortcut " +
+				"(Slack adds it with the app's first slash command)", "note: " + eventsNote},
+			fix: "if /imagine, /summarize or Summarize thread does nothing, add them under Slash Commands and Interactivity & Shortcuts " +
+				"in your app's settings (or re-create the app from manifest.yaml), then reinstall the app"}
 	}
 	return result{name: name, status: statusOK,
 		detail: fmt.Sprintf("all %d scopes the enabled features need are granted", len(need)+1),

@@ -179,6 +179,19 @@ func TestDoctorMissingScopes(t *testing.T) {
 	checkGolden(t, "missing_scopes", out)
 }
 
+// A token without the history scopes fails, each note saying what needs the scope: thread reads,
+// follow-ups, /summarize and the Summarize thread shortcut.
+func TestDoctorMissingHistoryScopes(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
+		"app_mentions:read", "chat:write", "im:history", "commands", "files:write", "users:read",
+	}})
+	out, err := runDoctor(t, f.in)
+	if err == nil {
+		t.Error("doctor passed without channels:history, groups:history and mpim:history")
+	}
+	checkGolden(t, "missing_history_scopes", out)
+}
+
 func TestDoctorCommandsScopeNotListed(t *testing.T) {
 	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
 		"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history", "mpim:history",
