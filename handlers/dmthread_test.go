@@ -76,9 +76,7 @@ func TestDMThreadUnderTheBotsMessage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opt := testOptions()
-				if tc.historyLimit > 0 {
-					opt.HistoryLimit = tc.historyLimit
-				}
+				opt.HistoryLimit = tc.historyLimit
 				rt := newReplyTest(t, shortAnswer, opt)
 				parent := tc.history[tc.parent]
 				parent.ThreadTimestamp = parent.Timestamp

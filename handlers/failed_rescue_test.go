@@ -87,8 +87,19 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 //     the channel less than a second after the last one gets a 429), the note's chat.startStream waits
 //     for the channel's post slot like any other, and the note shows.
 func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
-	for _, slot := range []bool{false, true} {
-		t.Run(map[bool]string{false: "any budget", true: "post slot"}[slot], func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		options func() ReplyOptions // called in the test's bubble, where its budgets keep time
+		gap     time.Duration       // the least time between a channel's posts and stream starts that Slack takes without a 429 (0: none)
+	}{
+		{"any budget", streamOptions, 0},
+		{"post slot", func() ReplyOptions {
+			opt := streamOptions()
+			opt.Posts = pace.NewKeyed(60, 1)
+			return opt
+		}, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var steps []step
 				total := 0
@@ -99,16 +110,12 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 				}
 				steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: "The END.\n"}},
 					step{chunk: llm.Chunk{FinishReason: "stop"}})
-				opt := streamOptions()
-				if slot {
-					opt.Posts = pace.NewKeyed(60, 1)
-				}
-				rt := newReplyTest(t, steps, opt)
+				rt := newReplyTest(t, steps, tc.options())
 				t0 := time.Now()
 				var last time.Time // the channel's last post or stream start, as Slack saw it
 				perChannel := func() error {
 					now := time.Now()
-					if slot && !last.IsZero() && now.Sub(last) < time.Second {
+					if !last.IsZero() && now.Sub(last) < tc.gap {
 						return &slack.RateLimitedError{RetryAfter: time.Second}
 					}
 					last = now
@@ -231,8 +238,24 @@ func TestPartlyFailedRescueLandedPartKeepsReplay(t *testing.T) {
 // no read token is free. The posted part is still taken back (docs/design.md: "a rescue that fails
 // takes back the parts it posted"): each line shows once.
 func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
-	for _, c := range []string{"read429", "noReadToken"} {
-		t.Run(c, func(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cannotLook func(fs *fakeSlack, opt *ReplyOptions) // keeps the look in the thread from being made
+	}{
+		{"read429", func(fs *fakeSlack, _ *ReplyOptions) {
+			fs.repliesErr = func(n int, c call) error {
+				if n == 1 { // the look: Slack's read budget is spent for now
+					return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
+				}
+				return nil
+			}
+		}},
+		{"noReadToken", func(_ *fakeSlack, opt *ReplyOptions) {
+			opt.Reads = pace.NewBucket(0.001, 1)
+			opt.Reads.TryTake() // other replies spent the workspace's read budget
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := newQuestionSlack()
 				ws := lines(200)
@@ -240,18 +263,7 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 				t0 := time.Now()
 				fs.postErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
 				opt := streamOptions()
-				switch c {
-				case "read429":
-					fs.repliesErr = func(n int, c call) error {
-						if n == 1 { // the look: Slack's read budget is spent for now
-							return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
-						}
-						return nil
-					}
-				case "noReadToken":
-					opt.Reads = pace.NewBucket(0.001, 1)
-					opt.Reads.TryTake() // other replies spent the workspace's read budget
-				}
+				tc.cannotLook(fs, &opt)
 				r := slowStreaming(fs, fs, chat, opt)
 				req := testRequest()
 				err := r.Reply(t.Context(), req)

@@ -100,7 +100,7 @@ func TestImagineErrorsArePrivate(t *testing.T) {
 		name      string
 		imgErr    error
 		imgWait   time.Duration
-		uploadErr error
+		uploadErr error // Slack's answer to the upload (nil: it goes through)
 		want      string
 	}{
 		{"safety rejection", &llm.Error{Kind: llm.KindContentPolicy, Status: 400, Message: "Your request was rejected by the safety system."},
@@ -116,9 +116,7 @@ func TestImagineErrorsArePrivate(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				img := &fakeImager{wait: tt.imgWait, err: tt.imgErr, img: &llm.Image{Data: pngBytes, Format: "png"}}
 				im, fs := newImagineTest(t, img)
-				if tt.uploadErr != nil {
-					fs.uploadErr = func(int, call) error { return tt.uploadErr }
-				}
+				fs.uploadErr = func(int, call) error { return tt.uploadErr }
 				if err := im.Run(t.Context(), imagineReq("a cat")); err == nil {
 					t.Error("Run = nil, want the error")
 				}

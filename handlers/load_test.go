@@ -100,8 +100,9 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 	return res
 }
 
-// TestVisibleLagUnderLoad simulates the issue-5 load in fake time (deterministic: no machine speed is
-// measured) and checks the fair policy against the best possible lag and the baselines.
+// TestVisibleLagUnderLoad simulates 1, 10 and 50 answers streaming at once under Slack's chat.update
+// limit in fake time (deterministic: no machine speed is measured) and checks the fair policy against
+// the best possible lag and the baselines.
 func TestVisibleLagUnderLoad(t *testing.T) {
 	for _, n := range []int{1, 10, 50} {
 		fair := simulate(t, n, 400, pace.PolicyFair)

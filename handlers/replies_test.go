@@ -371,7 +371,8 @@ func TestReplyTopLevelDM(t *testing.T) {
 }
 
 func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
-	partial := step{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Partial answer."}}
+	const kept = "Partial answer."
+	partial := step{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: kept}}
 	fail := func(err error) []step { return []step{partial, {wait: 100 * time.Millisecond, err: err}} }
 	finish := func(reason string) []step {
 		return []step{partial, {chunk: llm.Chunk{FinishReason: reason}}}
@@ -381,25 +382,26 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 		steps    []step
 		wantNote string
 		wantErr  bool
-		noText   bool // no partial answer to keep
+		kept     string         // the text the message keeps above the note ("": no partial answer, the note alone)
+		wantKind convo.MarkKind // an answer, or an error when no text came
 	}{
 		{"bad request", fail(&llm.Error{Kind: llm.KindBadRequest, Status: 400, Message: "context too long"}),
-			"The model service refused the request: context too long", true, false},
-		{"rate limited after retries", fail(&llm.Error{Kind: llm.KindRateLimit, Status: 429}), textBusy, true, false},
-		{"server error", fail(&llm.Error{Kind: llm.KindServer, Status: 502}), textBusy, true, false},
-		{"quota", fail(&llm.Error{Kind: llm.KindQuota, Status: 429}), textQuota, true, false},
-		{"auth", fail(&llm.Error{Kind: llm.KindAuth, Status: 401, Message: "bad key sk-123"}), textAuth, true, false},
-		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), textTruncated, true, false},
-		{"idle timeout after text", fail(&llm.Error{Kind: llm.KindTimeout}), textStalled, true, false},
-		{"connection dropped", fail(&llm.Error{Kind: llm.KindConnection, Message: "unexpected EOF"}), textTruncated, true, false},
-		{"timeout before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindTimeout}}}, textTimeout, true, true},
-		{"could not connect", []step{{err: &llm.Error{Kind: llm.KindConnection}}}, textBusy, true, true},
-		{"length", finish("length"), textLength, false, false},
-		{"content filter", finish("content_filter"), textFilter, false, false},
-		{"stall", []step{partial, {wait: 10 * time.Minute, chunk: llm.Chunk{Content: "late"}}}, textStalled, true, false},
-		{"error before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, textBusy, true, true},
-		{"empty answer", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, true},
-		{"reasoning spent the budget", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, true},
+			"The model service refused the request: context too long", true, kept, convo.MarkAnswer},
+		{"rate limited after retries", fail(&llm.Error{Kind: llm.KindRateLimit, Status: 429}), textBusy, true, kept, convo.MarkAnswer},
+		{"server error", fail(&llm.Error{Kind: llm.KindServer, Status: 502}), textBusy, true, kept, convo.MarkAnswer},
+		{"quota", fail(&llm.Error{Kind: llm.KindQuota, Status: 429}), textQuota, true, kept, convo.MarkAnswer},
+		{"auth", fail(&llm.Error{Kind: llm.KindAuth, Status: 401, Message: "bad key sk-123"}), textAuth, true, kept, convo.MarkAnswer},
+		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), textTruncated, true, kept, convo.MarkAnswer},
+		{"idle timeout after text", fail(&llm.Error{Kind: llm.KindTimeout}), textStalled, true, kept, convo.MarkAnswer},
+		{"connection dropped", fail(&llm.Error{Kind: llm.KindConnection, Message: "unexpected EOF"}), textTruncated, true, kept, convo.MarkAnswer},
+		{"timeout before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindTimeout}}}, textTimeout, true, "", convo.MarkError},
+		{"could not connect", []step{{err: &llm.Error{Kind: llm.KindConnection}}}, textBusy, true, "", convo.MarkError},
+		{"length", finish("length"), textLength, false, kept, convo.MarkAnswer},
+		{"content filter", finish("content_filter"), textFilter, false, kept, convo.MarkAnswer},
+		{"stall", []step{partial, {wait: 10 * time.Minute, chunk: llm.Chunk{Content: "late"}}}, textStalled, true, kept, convo.MarkAnswer},
+		{"error before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, textBusy, true, "", convo.MarkError},
+		{"empty answer", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, "", convo.MarkError},
+		{"reasoning spent the budget", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, "", convo.MarkError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -413,13 +415,10 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 				if len(ms) != 1 {
 					t.Fatalf("messages = %+v, want 1", ms)
 				}
-				want := "Partial answer." + convo.NoteSuffix(tt.wantNote, convo.FormatMrkdwn)
-				wantKind := convo.MarkAnswer
-				if tt.noText {
-					want, wantKind = strings.TrimPrefix(convo.NoteSuffix(tt.wantNote, convo.FormatMrkdwn), "\n\n"), convo.MarkError
-				}
-				if ms[0].text != want || ms[0].mark.Kind != wantKind || ms[0].mark.Note != tt.wantNote {
-					t.Errorf("message = %q %+v, want %q kind %s note %q", ms[0].text, ms[0].mark, want, wantKind, tt.wantNote)
+				// The note alone has no text above it to keep apart from.
+				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.wantNote, convo.FormatMrkdwn), "\n\n")
+				if ms[0].text != want || ms[0].mark.Kind != tt.wantKind || ms[0].mark.Note != tt.wantNote {
+					t.Errorf("message = %q %+v, want %q kind %s note %q", ms[0].text, ms[0].mark, want, tt.wantKind, tt.wantNote)
 				}
 				if strings.Contains(ms[0].text, "sk-123") {
 					t.Error("provider error details leaked into Slack")
@@ -431,14 +430,14 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 
 func TestReplyCancelled(t *testing.T) {
 	tests := []struct {
-		name    string
-		cause   error
-		at      time.Duration
-		partial string // the answer so far when cancelled
-		note    string
+		name  string
+		cause error
+		at    time.Duration
+		kept  string // the answer so far as its message shows it ("": none, the note alone)
+		note  string
 	}{
-		{"shutdown mid-answer", ErrShutdown, 1100 * time.Millisecond, "word0 word1 word2 ", textInterrupted},
-		{"stopped mid-answer", ErrStopped, 1100 * time.Millisecond, "word0 word1 word2 ", "Stopped by Alice."}, // the asker's name
+		{"shutdown mid-answer", ErrShutdown, 1100 * time.Millisecond, "word0 word1 word2", textInterrupted},
+		{"stopped mid-answer", ErrStopped, 1100 * time.Millisecond, "word0 word1 word2", "Stopped by Alice."}, // the asker's name
 		{"stopped before any text", ErrStopped, 100 * time.Millisecond, "", "Stopped by Alice."},
 	}
 	for _, tt := range tests {
@@ -451,10 +450,8 @@ func TestReplyCancelled(t *testing.T) {
 				if !errors.Is(err, tt.cause) {
 					t.Errorf("Reply = %v, want %v", err, tt.cause)
 				}
-				want := strings.TrimPrefix(convo.NoteSuffix(tt.note, convo.FormatMrkdwn), "\n\n")
-				if tt.partial != "" {
-					want = convo.Split(tt.partial, convo.FormatMrkdwn, convo.MrkdwnLimit)[0] + convo.NoteSuffix(tt.note, convo.FormatMrkdwn)
-				}
+				// The note alone has no text above it to keep apart from.
+				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.note, convo.FormatMrkdwn), "\n\n")
 				ms := rt.slack.botMessages(testTS)
 				if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != tt.note {
 					t.Errorf("messages = %+v, want %q", ms, want)
@@ -813,7 +810,7 @@ func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
 
 // TestReplyPlaceholderPostRetriesStayBounded: with Slack down (503), the placeholder post gives up
 // after maxWriteAttempts (~8 s) instead of the final write's outage time, so it does not hold the
-// thread's turn for minutes (found by review).
+// thread's turn for minutes.
 func TestReplyPlaceholderPostRetriesStayBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), testOptions())
@@ -832,7 +829,7 @@ func TestReplyPlaceholderPostRetriesStayBounded(t *testing.T) {
 }
 
 // TestReplyFinalOutageBoundsTheWholeFinalWrite: with Slack down as a long answer ends, the final
-// write of all its parts waits out one finalOutage, not one per part (found by review).
+// write of all its parts waits out one finalOutage, not one per part.
 func TestReplyFinalOutageBoundsTheWholeFinalWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b strings.Builder
@@ -860,7 +857,7 @@ func TestReplyFinalOutageBoundsTheWholeFinalWrite(t *testing.T) {
 
 // TestReplyFinalOutageClockRestartsAfterASuccess: the final write's outage clock restarts after a
 // write succeeds, so a Slack blip minutes after an earlier, recovered one is retried too, and the
-// rest of a long answer is posted (found by review).
+// rest of a long answer is posted.
 func TestReplyFinalOutageClockRestartsAfterASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b strings.Builder
@@ -1037,7 +1034,7 @@ func TestEditedMentionAnsweredOnce(t *testing.T) {
 
 // TestEditedTopLevelMentionAnsweredOnce: a top-level mention the bot answered, whose mention is
 // then taken out and put back by an edit, is not answered a second time. The edit has its own
-// dedupe key ("/edited") now, so the bot's dedupe by channel and ts no longer keeps it out; the
+// dedupe key ("/edited"), so the bot's dedupe by channel and ts does not keep it out; the
 // answered check must cover a top-level message (its thread is its own) as it does a reply.
 func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

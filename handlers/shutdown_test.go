@@ -189,7 +189,7 @@ func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *fak
 
 // TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout: an interim chat.update in flight when
 // the bot shuts down (it holds its slot, so it is not cancelled midway) does not push the closing
-// writes' time box later: it counts from the cancellation (found by review).
+// writes' time box later: it counts from the cancellation.
 func TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := buttonOptions()
@@ -211,7 +211,7 @@ func TestShutdownDuringAnInterimCallEndsWithinShutdownTimeout(t *testing.T) {
 // TestButtonsStopDuringASlowInterimCallStillCloses: after a Stop, the final write gets its whole
 // FinalTimeout even when an interim call in flight at the Stop took part of it first (only at
 // shutdown does the time box count from the cancellation); the answer ends with the stopped note
-// and Regenerate (found by review).
+// and Regenerate.
 func TestButtonsStopDuringASlowInterimCallStillCloses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		t0 := time.Now()

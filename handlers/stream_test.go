@@ -394,7 +394,7 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 // TestStreamModeFinalAppendWaitsRetryAfter: a chat.appendStream 429 holds back the final write's
 // next appendStream until its Retry-After has passed, whether the final write got it (not retried
 // at once on the stops' budget) or an interim write did (its Retry-After is on the appends budget,
-// which the final write's appends wait for too). Found by review.
+// which the final write's appends wait for too).
 func TestStreamModeFinalAppendWaitsRetryAfter(t *testing.T) {
 	var long []string
 	for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
@@ -460,7 +460,7 @@ func (s slowAppender) AppendStream(ctx context.Context, channel, ts, markdown st
 
 // TestStreamModeStopDuringAnAppendShowsItOnce: a Stop while an interim chat.appendStream is under way
 // does not cancel it (Slack may already have taken the text, as in edit mode): the final write then
-// appends only what came after it, and no line shows twice (found by review).
+// appends only what came after it, and no line shows twice.
 func TestStreamModeStopDuringAnAppendShowsItOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
