@@ -238,6 +238,148 @@ func TestConnectionGaps(t *testing.T) {
 	}
 }
 
+// As in Slack, a slash command or a click sent while the app has no connection that takes
+// envelopes fails for the person at once and is never delivered; one delivered but not acked
+// within AckDeadline fails too. An event waits for the next connection. GapTime adds up the time
+// without a connection.
+func TestCommandsFailWithoutAConnection(t *testing.T) {
+	srv := newServer(t, fakeslack.Config{})
+	envelope := func(id string) fakeslack.Envelope {
+		t.Helper()
+		for _, e := range srv.Envelopes() {
+			if e.ID == id {
+				return e
+			}
+		}
+		t.Fatalf("no envelope %s", id)
+		return fakeslack.Envelope{}
+	}
+	failed := func(id string) string { t.Helper(); return envelope(id).Failed }
+	lastID := func() string { e := srv.Envelopes(); return e[len(e)-1].ID }
+	dial := func() *websocket.Conn {
+		t.Helper()
+		_, url, err := newAPI(srv).StartSocketModeContext(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := websocket.DefaultDialer.DialContext(ctxFor(t), url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		var hello map[string]any
+		if err := c.ReadJSON(&hello); err != nil || hello["type"] != "hello" {
+			t.Fatalf("hello = %v, %v", hello, err)
+		}
+		return c
+	}
+	read := func(c *websocket.Conn) map[string]any {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(waitLimit))
+		var f map[string]any
+		if err := c.ReadJSON(&f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	srv.SlashCommand("C1", "U1", "/imagine", "before any connection")
+	before := lastID()
+	srv.PostUserMessage("D1", "U1", "", "an event before any connection")
+	if got := failed(before); got != fakeslack.FailedDispatch {
+		t.Errorf("command without a connection: Failed %q, want %q", got, fakeslack.FailedDispatch)
+	}
+
+	first := dial()
+	if f := read(first); f["type"] != "events_api" {
+		t.Errorf("first frame on the connection: %v, want the event that waited (not the failed command)", f)
+	}
+	srv.SlashCommand("C1", "U1", "/imagine", "never acked")
+	unacked := lastID()
+	if f := read(first); f["envelope_id"] != unacked {
+		t.Fatalf("frame %v, want the command", f)
+	}
+	if got := failed(unacked); got != "" {
+		t.Errorf("command just sent: Failed %q", got)
+	}
+
+	srv.Disconnect("refresh_requested") // RefreshGrace 0: the connection takes no more envelopes
+	if f := read(first); f["type"] != "disconnect" {
+		t.Fatalf("frame %v, want the disconnect", f)
+	}
+	srv.SlashCommand("C1", "U1", "/imagine", "during the refresh")
+	if got := failed(lastID()); got != fakeslack.FailedDispatch {
+		t.Errorf("command while the only connection is being refreshed: Failed %q, want %q", got, fakeslack.FailedDispatch)
+	}
+
+	first.Close()
+	if err := srv.WaitFor(ctxFor(t), func() bool { return srv.Connections().Current == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	dial()
+	if c := srv.Connections(); c.Gaps != 1 || c.GapTime < 100*time.Millisecond || c.GapTime > waitLimit {
+		t.Errorf("connections %+v, want one gap of at least 100 ms", c)
+	}
+
+	time.Sleep(time.Until(envelope(unacked).Queued.Add(fakeslack.AckDeadline + 50*time.Millisecond)))
+	if got := failed(unacked); got != fakeslack.FailedTimeout {
+		t.Errorf("command not acked within %v: Failed %q, want %q", fakeslack.AckDeadline, got, fakeslack.FailedTimeout)
+	}
+}
+
+// A connection asked to refresh still gets envelopes for RefreshGrace, until the app opens
+// another one: from then on they go to that one.
+func TestRefreshedConnectionGetsEnvelopesUntilTheNextOne(t *testing.T) {
+	srv := newServer(t, fakeslack.Config{RefreshGrace: time.Minute, Subscriptions: []string{"message.im"}})
+	dial := func() *websocket.Conn {
+		t.Helper()
+		_, url, err := newAPI(srv).StartSocketModeContext(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := websocket.DefaultDialer.DialContext(ctxFor(t), url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	types := func(c *websocket.Conn, n int) []any {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(waitLimit))
+		var got []any
+		for range n {
+			var f map[string]any
+			if err := c.ReadJSON(&f); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, f["type"])
+		}
+		return got
+	}
+	old := dial()
+	if got := types(old, 1); got[0] != "hello" {
+		t.Fatalf("first frame: %v", got)
+	}
+	srv.Disconnect("refresh_requested")
+	srv.PostUserMessage("D1", "U1", "", "sent while the refresh is under way")
+	if got := types(old, 2); got[0] != "disconnect" || got[1] != "events_api" {
+		t.Fatalf("frames on the refreshed connection: %v, want the disconnect, then the event", got)
+	}
+	next := dial()
+	if got := types(next, 1); got[0] != "hello" {
+		t.Fatalf("frames on the next connection: %v", got)
+	}
+	srv.PostUserMessage("D1", "U1", "", "sent once the next one is up")
+	if got := types(next, 1); got[0] != "events_api" {
+		t.Errorf("frame on the next connection: %v, want the event", got)
+	}
+	if e := srv.Envelopes(); e[len(e)-1].Conn != 2 {
+		t.Errorf("the last event went to connection %d, want 2", e[len(e)-1].Conn)
+	}
+}
+
 func TestRedeliverAfterTimeoutGoesToNextConnection(t *testing.T) {
 	srv := newServer(t, fakeslack.Config{RedeliverAfter: 50 * time.Millisecond})
 	sm := runSocketMode(t, srv)
@@ -258,6 +400,7 @@ func TestRedeliverAfterTimeoutGoesToNextConnection(t *testing.T) {
 func TestSlashCommandAckPayloadAndResponseURL(t *testing.T) {
 	srv := newServer(t, fakeslack.Config{})
 	sm := runSocketMode(t, srv)
+	nextEvent(t, sm, socketmode.EventTypeHello) // connected: a command sent before would fail
 	respURL := srv.SlashCommand("C1", "U1", "/imagine", "a fox")
 	evt := nextEvent(t, sm, socketmode.EventTypeSlashCommand)
 	cmd := evt.Data.(slack.SlashCommand)

@@ -3,6 +3,7 @@ package fakeslack
 import (
 	"net/url"
 	"slices"
+	"time"
 )
 
 // Messages returns every message of a channel (top level and replies), oldest first.
@@ -107,9 +108,13 @@ func (s *Server) Acks() []Ack {
 func (s *Server) Envelopes() []Envelope {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
 	out := make([]Envelope, 0, len(s.envOrder))
 	for _, id := range s.envOrder {
-		out = append(out, s.envelopes[id].Envelope)
+		e := s.envelopes[id]
+		env := e.Envelope
+		env.Failed = failedLocked(e, now)
+		out = append(out, env)
 	}
 	return out
 }
@@ -152,7 +157,11 @@ func (s *Server) Count429(method string) int {
 func (s *Server) Connections() ConnStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ConnStats{Current: len(s.conns), Total: s.connTotal, Pongs: s.pongs, Gaps: s.gaps}
+	gapTime := s.gapTime
+	if !s.gapSince.IsZero() {
+		gapTime += time.Since(s.gapSince)
+	}
+	return ConnStats{Current: len(s.conns), Total: s.connTotal, Pongs: s.pongs, Gaps: s.gaps, GapTime: gapTime}
 }
 
 // Status returns the assistant thread status set with assistant.threads.setStatus

@@ -38,8 +38,10 @@ type Config struct {
 	// connection. 0: 2 s, which keeps slack-go's 30 s ping watchdog satisfied.
 	PingInterval time.Duration
 	// RefreshGrace is how long a connection that got a disconnect frame (other than "warning")
-	// still gets envelopes: Slack may have sent some before it took the refresh into account
-	// (how long it does is not published). 0: none after the frame.
+	// still gets envelopes while the app has no other connection: Slack may have sent some
+	// before it took the refresh into account (how long it does is not published). 0: none
+	// after the frame. A slash command or a click sent while no connection takes envelopes
+	// fails for the person (Envelope.Failed).
 	RefreshGrace time.Duration
 	// Limits are the rate limits enforced by the Web API. Zero value: unlimited.
 	Limits Limits
@@ -150,8 +152,10 @@ type Server struct {
 	conns     map[*wsConn]bool
 	connTotal int
 	pongs     int
-	gaps      int         // see ConnStats.Gaps
-	pending   []*envelope // not yet delivered
+	gaps      int           // see ConnStats.Gaps
+	gapTime   time.Duration // of the gaps that ended
+	gapSince  time.Time     // when the gap under way began (zero: none)
+	pending   []*envelope   // not yet delivered
 	envelopes map[string]*envelope
 	envOrder  []string
 	acks      []Ack

@@ -16,6 +16,20 @@ const maxRetries = 3
 
 const writeTimeout = 5 * time.Second
 
+// AckDeadline is how long Slack waits for the ack of a slash command or a click before it tells
+// the person the app failed.
+const AckDeadline = 3 * time.Second
+
+// What Slack tells the person (Envelope.Failed) when a slash command or a click does not reach
+// the app: it does not send those again, unlike events, which wait for a connection and are
+// retried.
+const (
+	// FailedDispatch: the app had no connection that Slack sends envelopes to ("dispatch_failed").
+	FailedDispatch = "dispatch_failed"
+	// FailedTimeout: it was not acked within AckDeadline ("operation_timeout").
+	FailedTimeout = "operation_timeout"
+)
+
 // Envelope is a Socket Mode envelope the fake has queued, sent, and maybe seen acked.
 type Envelope struct {
 	ID          string
@@ -29,6 +43,9 @@ type Envelope struct {
 	Conn        int       // the connection it was written to (1-based, in connection order)
 	AckPayload  json.RawMessage
 	Redelivered bool // a retry of it has been queued
+	// Failed is, for a slash command or a click, the error Slack showed the person instead of
+	// the app's answer (FailedDispatch, FailedTimeout), or "".
+	Failed string
 }
 
 // Ack is one ack frame read from a Socket Mode connection.
@@ -51,6 +68,8 @@ type ConnStats struct {
 	// Gaps counts the times the last open connection closed: until the next one, Slack has no
 	// connection to send the app's envelopes to.
 	Gaps int
+	// GapTime is how long those gaps lasted in all (one still open counts up to now).
+	GapTime time.Duration
 }
 
 type envelope struct {
@@ -84,7 +103,7 @@ type wsConn struct {
 	ws       *websocket.Conn
 	done     chan struct{} // closed when the connection is gone
 	control  [][]byte      // frames written before any envelope (disconnect), guarded by Server.mu
-	draining bool          // a disconnect was queued: no more envelopes after Config.RefreshGrace
+	draining bool          // a disconnect was queued: envelopes only as takesEnvelopesLocked says
 	drainAt  time.Time     // when the first disconnect was queued
 }
 
@@ -94,13 +113,77 @@ func newEnvelopeID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// enqueueLocked queues e for the next free connection.
+// enqueueLocked queues e for the next free connection. A slash command or a click that no
+// connection can take now fails at once, as in Slack; an event waits for the next connection.
 func (s *Server) enqueueLocked(e *envelope) {
 	e.Queued = time.Now()
 	s.envelopes[e.ID] = e
 	s.envOrder = append(s.envOrder, e.ID)
-	s.pending = append(s.pending, e)
+	if answeredNow(e.Type) && !s.deliverableLocked(e.Queued) {
+		e.Failed = FailedDispatch
+	} else {
+		s.pending = append(s.pending, e)
+	}
 	s.notifyLocked()
+}
+
+// answeredNow reports whether Slack waits for the app's ack of an envelope of type typ to answer
+// the person (a slash command, a click) instead of retrying it later.
+func answeredNow(typ string) bool { return typ == "slash_commands" || typ == "interactive" }
+
+// deliverableLocked reports whether a connection takes envelopes at now.
+func (s *Server) deliverableLocked(now time.Time) bool {
+	for c := range s.conns {
+		if s.takesEnvelopesLocked(c, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// takesEnvelopesLocked reports whether c takes envelopes at now: it has not been asked to
+// disconnect, or was asked less than Config.RefreshGrace ago and the app has no other
+// connection that was not.
+func (s *Server) takesEnvelopesLocked(c *wsConn, now time.Time) bool {
+	if !c.draining {
+		return true
+	}
+	if now.Sub(c.drainAt) >= s.cfg.RefreshGrace {
+		return false
+	}
+	for o := range s.conns {
+		if !o.draining {
+			return false
+		}
+	}
+	return true
+}
+
+// failPendingLocked fails the slash commands and clicks waiting for a connection when none
+// takes envelopes any more (Slack does not hold them for the next one).
+func (s *Server) failPendingLocked(now time.Time) {
+	if s.deliverableLocked(now) {
+		return
+	}
+	s.pending = slices.DeleteFunc(s.pending, func(e *envelope) bool {
+		if answeredNow(e.Type) {
+			e.Failed = FailedDispatch
+			return true
+		}
+		return false
+	})
+}
+
+// failedLocked is e's Failed at now: a slash command or a click not acked within AckDeadline
+// of the person's action (when it was queued) has failed for them, even when its ack comes later.
+func failedLocked(e *envelope, now time.Time) string {
+	switch {
+	case e.Failed != "" || !answeredNow(e.Type):
+		return e.Failed
+	case e.Acked.IsZero() && now.Sub(e.Queued) > AckDeadline, !e.Acked.IsZero() && e.Acked.Sub(e.Queued) > AckDeadline:
+		return FailedTimeout
+	}
+	return ""
 }
 
 func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
@@ -134,6 +217,10 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	s.connTotal++
 	c.id = s.connTotal
+	if len(s.conns) == 0 && !s.gapSince.IsZero() {
+		s.gapTime += time.Since(s.gapSince)
+		s.gapSince = time.Time{}
+	}
 	s.conns[c] = true
 	s.wg.Add(2)
 	hello, _ := json.Marshal(map[string]any{
@@ -175,7 +262,9 @@ func (s *Server) readLoop(c *wsConn) {
 		delete(s.conns, c)
 		if len(s.conns) == 0 && !s.closed {
 			s.gaps++
+			s.gapSince = time.Now()
 		}
+		s.failPendingLocked(time.Now())
 		close(c.done)
 		s.notifyLocked()
 		s.mu.Unlock()
@@ -235,9 +324,15 @@ func (s *Server) writeLoop(c *wsConn) {
 		case len(c.control) > 0:
 			frame = c.control[0]
 			c.control = c.control[1:]
-		case len(s.pending) > 0 && (!c.draining || time.Since(c.drainAt) < s.cfg.RefreshGrace):
+		case len(s.pending) > 0 && s.takesEnvelopesLocked(c, time.Now()):
 			env = s.pending[0]
 			s.pending = s.pending[1:]
+			if now := time.Now(); answeredNow(env.Type) && now.Sub(env.Queued) > AckDeadline {
+				env.Failed = FailedTimeout // the person was told it failed: Slack no longer sends it
+				s.notifyLocked()
+				s.mu.Unlock()
+				continue
+			}
 			env.Sent, env.Conn = time.Now(), c.id
 			frame = env.frame()
 		}
@@ -351,8 +446,8 @@ func (s *Server) SendRaw(frame []byte) string {
 // Disconnect writes {"type":"disconnect","reason":reason} to every open connection
 // ("warning", "refresh_requested", "link_disabled", "too_many_websockets"). Except for
 // "warning" (Slack's notice ~10 s ahead, after which the connection still works), the
-// connections get no further envelopes (after Config.RefreshGrace) and are closed 2 s after the
-// frame if the client has not.
+// connections get no further envelopes (after Config.RefreshGrace, or once the app has opened
+// another connection) and are closed 2 s after the frame if the client has not.
 func (s *Server) Disconnect(reason string) {
 	frame, _ := json.Marshal(map[string]any{
 		"type": "disconnect", "reason": reason,
