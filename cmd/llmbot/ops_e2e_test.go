@@ -1,8 +1,8 @@
 package main
 
-// End-to-end tests of issue 6's team operations through the real wiring (run, as main calls it):
-// the health listener's /healthz, /readyz and /metrics over HTTP, access control from the
-// settings, and per-channel overrides from CHANNEL_CONFIG.
+// End-to-end tests of what a team runs the bot with (README: "Running it for a team") through the
+// real wiring (run, as main calls it): the health listener's /healthz, /readyz and /metrics over
+// HTTP, access control from the settings, and per-channel overrides from CHANNEL_CONFIG.
 
 import (
 	"encoding/json"
@@ -155,7 +155,7 @@ func startWithHealth(t *testing.T, env map[string]string) (*e2e, health) {
 	return e, h
 }
 
-// A scripted conversation through the real wiring moves every metric issue 6 lists: replies by
+// A scripted conversation through the real wiring moves every metric the README lists: replies by
 // outcome, time to first token and to first visible text, answer duration, tokens from the
 // provider's usage, Slack API calls and 429s by method, edits per reply, image generations by
 // outcome and latency, replies in flight, duplicate envelopes dropped, reconnects; and /readyz

@@ -41,9 +41,12 @@ func TestQuotedValuesAreExplained(t *testing.T) {
 // channel). That is not the quoting of docker --env-file: the bot must start, with the text as
 // written, not refuse to start and cut the quotes off.
 func TestQuotedFreeTextIsKept(t *testing.T) {
-	for _, tc := range []struct{ name, value string }{
-		{"SYSTEM_PROMPT", `"Be brief, be kind" is our rule. When you are unsure, say "I don't know"`},
-		{"ACCESS_DENIED_TEXT", `'Sorry' is all I can say here: ask in '#it-help'`},
+	for _, tc := range []struct {
+		name, value string
+		setting     func(Config) string // the setting name configures
+	}{
+		{"SYSTEM_PROMPT", `"Be brief, be kind" is our rule. When you are unsure, say "I don't know"`, systemPrompt},
+		{"ACCESS_DENIED_TEXT", `'Sorry' is all I can say here: ask in '#it-help'`, accessDeniedText},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := validEnv()
@@ -52,11 +55,7 @@ func TestQuotedFreeTextIsKept(t *testing.T) {
 			if len(problems) > 0 {
 				t.Errorf("%s=%s: problems %q, want none", tc.name, tc.value, problems)
 			}
-			got := cfg.SystemPrompt
-			if tc.name == "ACCESS_DENIED_TEXT" {
-				got = cfg.AccessDeniedText
-			}
-			if got != tc.value {
+			if got := tc.setting(cfg); got != tc.value {
 				t.Errorf("%s = %q, want %q as written", tc.name, got, tc.value)
 			}
 		})
@@ -68,21 +67,24 @@ func TestQuotedFreeTextIsKept(t *testing.T) {
 // --env-file and Kubernetes pass on as written) must not become the system prompt or the refusal:
 // the setting is unset, or the quotes are reported.
 func TestEmptyQuotedFreeTextIsEmpty(t *testing.T) {
-	for _, tc := range []struct{ name, value string }{
-		{"SYSTEM_PROMPT", `""`},
-		{"ACCESS_DENIED_TEXT", `''`},
+	for _, tc := range []struct {
+		name, value string
+		setting     func(Config) string // the setting name configures
+	}{
+		{"SYSTEM_PROMPT", `""`, systemPrompt},
+		{"ACCESS_DENIED_TEXT", `''`, accessDeniedText},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := validEnv()
 			env[tc.name] = tc.value
 			cfg, problems := loadConfig(envFunc(env))
-			got := cfg.SystemPrompt
-			if tc.name == "ACCESS_DENIED_TEXT" {
-				got = cfg.AccessDeniedText
-			}
-			if got != "" && len(problems) == 0 {
+			if got := tc.setting(cfg); got != "" && len(problems) == 0 {
 				t.Errorf("%s=%s: the setting is %q (not the built-in default) and nothing is reported", tc.name, tc.value, got)
 			}
 		})
 	}
 }
+
+// systemPrompt and accessDeniedText read the free-text settings of a Config.
+func systemPrompt(c Config) string     { return c.SystemPrompt }
+func accessDeniedText(c Config) string { return c.AccessDeniedText }
