@@ -90,6 +90,55 @@ func (p *Pager) Update(md string, final bool) []string {
 	return parts
 }
 
+// Break seals the part being written as it is shown now, so the answer goes on in a new part: for
+// a writer that cannot edit that part's message again soon (the edit budget is spent) and posts the
+// rest of the answer as a new message instead, the part keeping what it shows. md is the answer the
+// part was last shown from (it extends the md of earlier calls, and later calls extend it); shown is
+// what the part shows. The part is sealed only where md ends at a boundary the Pager may cut at
+// (after a block, a line or a word, outside a code block, a table and any unclosed bold, strike or
+// code span) and only when it shows exactly what md renders to: otherwise nothing changes and Break
+// returns false. The next part is md's continuation rendered on its own (after a cut inside a quote
+// or a list item, with the line's prefix).
+func (p *Pager) Break(md, shown string) bool {
+	if p.src > len(md) || shown == "" || !strings.HasSuffix(md, " ") && !strings.HasSuffix(md, "\n") {
+		return false
+	}
+	stripped, _ := stripControls(md[p.src:])
+	src, _ := neutralise(stripped)
+	if !cuttableEnd(src) {
+		return false
+	}
+	r := renderSorted(src, p.f, false)
+	if tail := p.carry + rest(r, p.pos, len(r.out)); tail != shown || len16(tail) > p.limit {
+		return false
+	}
+	carry := ""
+	if !strings.HasSuffix(src, "\n") {
+		carry = linePrefix(r, len(r.out))
+	}
+	p.sealed = append(p.sealed, shown)
+	p.src, p.pos, p.carry = len(md), 0, carry
+	return true
+}
+
+// cuttableEnd reports whether a part may end where src ends: not inside a code block or a table,
+// and with no bold, strike or code span left open in its last paragraph.
+func cuttableEnd(src string) bool {
+	fences := 0
+	last := ""
+	for line := range strings.Lines(src) {
+		if opensFence(containerless(line)) != "" {
+			fences++
+		}
+		if strings.TrimSpace(line) != "" {
+			last = line
+		}
+	}
+	block := src[strings.LastIndex(src, "\n\n")+1:] // spans may run over the lines of a paragraph
+	open := strings.Count(block, "`")%2 == 1 || strings.Count(block, "**")%2 == 1 || strings.Count(block, "~~")%2 == 1
+	return fences%2 == 0 && !strings.HasPrefix(strings.TrimSpace(containerless(last)), "|") && !open
+}
+
 // fits reports whether the unsealed rest of r fits in one part.
 func (p *Pager) fits(r *rendered) bool {
 	rest := restBytes(r, p.pos, len(r.out))

@@ -31,6 +31,10 @@ type editSink struct {
 	// placeholderDue is when the placeholder is posted if no text has come (ReplyOptions.PlaceholderAfter);
 	// zero once it is, or once a message is.
 	placeholderDue time.Time
+	// tailMD is the answer text the last message was last written from (see continueByPost).
+	tailMD string
+	// slotHeld: the final write holds a chat.update turn already (taken by continueByPost).
+	slotHeld bool
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -78,6 +82,58 @@ func (e *editSink) buttons(i, n int, final bool) []Button {
 		return []Button{}
 	}
 	return bs
+}
+
+// Under load an answer's message is edited seconds apart, and its last edit may wait long for its
+// turn once the answer is complete. Then the message shows whole blocks of the answer only (up to a
+// blank line), so that when the answer ends and no edit turn comes within continueWait, the message
+// can keep what it shows and the rest of the answer be posted below it at once, from the channel's
+// post budget (continueByPost): one more message for that answer, instead of a wait of up to a
+// minute for the end.
+const (
+	wholeBlocksSpacing = 3 * time.Second // an answer's edits this far apart: whole blocks only
+	wholeBlocksSlack   = 400             // bytes of a block still being written that may wait for its end
+	continueWait       = time.Second
+)
+
+// visible is the part of the answer md the next interim write shows: all of it, or under load its
+// complete blocks when what follows them is short (at most wholeBlocksSlack bytes: an answer that
+// shows text keeps showing progress). The first text always shows at once, and never less is shown
+// than was rendered before (the Pager takes growing text).
+func (e *editSink) visible(md string) string {
+	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || e.p.r.opt.Edits.Spacing() < wholeBlocksSpacing {
+		return md
+	}
+	end := strings.LastIndex(md, "\n\n") + 2
+	if end < 2 || len(md)-end > wholeBlocksSlack || end < len(e.renderedMD) {
+		return md
+	}
+	return md[:end]
+}
+
+// continueByPost decides how a finished answer's last message gets its end. When an edit turn comes
+// within continueWait, the final write takes it (slotHeld). Otherwise, if the message shows whole
+// blocks of the answer (tailMD), it keeps them, sealed as they are, and the rest of the answer goes
+// in new messages (the final write posts them); else the final write waits for its turn as usual.
+func (e *editSink) continueByPost(ctx context.Context, md string) {
+	k := len(e.ts) - 1
+	if k < 0 || e.shown[k] == "" || !e.editBy.IsZero() || e.slotHeld || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD) {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, continueWait)
+	err := e.lane.Wait(wctx, pace.Final, e.p.unshown)
+	cancel()
+	if err == nil {
+		e.slotHeld = true
+		return
+	}
+	at := e.tailMD
+	if c := md[len(at)]; c == ' ' || c == '\n' {
+		at = md[:len(at)+1] // the shown text ends at a word: the cut may come after it
+	}
+	if ctx.Err() == nil && e.pager.Break(at, e.shown[k]) {
+		e.p.log.Debug("no edit turn soon: the rest of the answer goes in a new message")
+	}
 }
 
 // render returns the parts of md, rendering only when md is new: rendering is the writer's main cost, so
@@ -150,7 +206,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			return // the answer is complete (or cancelled): the final write takes over
 		}
 		snap = mb.latest(snap) // the freshest text goes out with this slot
-		parts := e.render(snap.md)
+		parts := e.render(e.visible(snap.md))
 		i, needPost := e.next(parts)
 		if i < 0 {
 			e.doneMD = snap.md
@@ -184,6 +240,9 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		ccancel()
 		if err == nil {
 			e.succeeded()
+			if i == len(parts)-1 {
+				e.tailMD = e.renderedMD
+			}
 			j, nextPost := e.next(parts)
 			if j < 0 {
 				e.doneMD = snap.md
@@ -286,6 +345,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 	}
 	var parts []string
 	if strings.TrimSpace(md) != "" {
+		e.continueByPost(ctx, md)
 		parts = e.pager.Update(md, true)
 	}
 	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
@@ -298,29 +358,20 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		parts[0] = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")
 	}
 	var errs []error
+	var later []int // parts whose text is shown and whose buttons only change: edited once the rest landed
 	for i, text := range parts {
-		mark := p.mark(kind, "", i, e.firstTS())
-		if i == len(parts)-1 {
-			mark.Note = note
-		}
-		mark.Replaces = e.replaces[i]
+		mark := e.finalMark(kind, note, i, len(parts))
 		bs := e.buttons(i, len(parts), true)
 		if i < len(e.ts) {
-			if text == e.shown[i] && e.btn[i] == buttonKey(bs) && kind == convo.MarkAnswer && mark.Note == "" {
-				continue // already shown, with the same mark and buttons
+			if text == e.shown[i] && kind == convo.MarkAnswer && mark.Note == "" {
+				if e.btn[i] != buttonKey(bs) {
+					later = append(later, i)
+				}
+				continue // already shown, with the same mark
 			}
 			ts := e.ts[i]
-			err := p.finalRetry(ctx,
-				func(ctx context.Context) error {
-					return waitBy(ctx, e.editBy, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) })
-				},
-				e.lane.Throttled,
-				func(ctx context.Context) error {
-					return idempotent(p.r.msgs.Update(ctx, p.req.Channel, ts, Msg{Text: text, Mark: mark, Buttons: bs}))
-				})
+			err := e.finalEdit(ctx, i, Msg{Text: text, Mark: mark, Buttons: bs})
 			if err == nil {
-				e.shown[i], e.btn[i] = text, buttonKey(bs)
-				e.edits++
 				e.closed = i == len(parts)-1
 				continue
 			}
@@ -366,7 +417,46 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		e.posts++
 		e.closed = i == len(parts)-1
 	}
+	for _, i := range later {
+		msg := Msg{Text: parts[i], Mark: e.finalMark(kind, note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+		if err := e.finalEdit(ctx, i, msg); err != nil {
+			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+			break
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// finalMark is the mark of part i of n in the final write: the note goes on the last part.
+func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.Mark {
+	mark := e.p.mark(kind, "", i, e.firstTS())
+	if i == n-1 {
+		mark.Note = note
+	}
+	mark.Replaces = e.replaces[i]
+	return mark
+}
+
+// finalEdit writes msg into part i's message, waiting its turn in the edit budget (by editBy at
+// shutdown; at once when a turn is held, see continueByPost) and retrying as finalRetry does.
+func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg) error {
+	p := e.p
+	ts := e.ts[i]
+	err := p.finalRetry(ctx,
+		func(ctx context.Context) error {
+			if e.slotHeld {
+				e.slotHeld = false
+				return nil
+			}
+			return waitBy(ctx, e.editBy, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) })
+		},
+		e.lane.Throttled,
+		func(ctx context.Context) error { return idempotent(p.r.msgs.Update(ctx, p.req.Channel, ts, msg)) })
+	if err == nil {
+		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
+		e.edits++
+	}
+	return err
 }
 
 // adoptLost looks in the thread (or the DM) for the part a timed-out interim post may have posted: a

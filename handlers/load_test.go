@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -66,29 +67,43 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 		sent := func(k int) time.Time { return t0.Add(time.Second + time.Duration(k)*50*time.Millisecond) }
 		last := sent(tokens - 1)
 		var total time.Duration
+		channel := map[string]string{} // message ts -> channel
+		texts := map[string][]string{} // channel -> its messages' texts, in order
 		for _, m := range fs.botMessages(testTS) {
-			if m.text != strings.TrimSpace(strings.Join(ws, "")) {
+			channel[m.ts] = m.channel
+			texts[m.channel] = append(texts[m.channel], m.text)
+		}
+		for _, ts := range texts {
+			if strings.Join(strings.Fields(strings.Join(ts, " ")), " ") != strings.TrimSpace(strings.Join(ws, "")) {
 				res.wrong++
 			}
 		}
-		// Each reply's successful edits, in order: how many words each showed.
-		shown := map[string][]call{}
-		for _, c := range fs.callsOf("update") {
-			if c.err == nil {
-				shown[c.ts] = append(shown[c.ts], c)
+		// Each answer's successful writes in order (edits, and posts of its text: an answer may go on in
+		// a new message), by channel: how many words its messages showed together.
+		writes := map[string][]call{}
+		for _, c := range append(fs.callsOf("update"), fs.callsOf("post")...) {
+			if c.err == nil && c.text != textThinking {
+				writes[channel[c.ts]] = append(writes[channel[c.ts]], c)
 			}
 		}
-		for _, ups := range shown {
+		for _, ws := range writes {
+			slices.SortStableFunc(ws, func(a, b call) int { return a.at.Compare(b.at) })
+			words := map[string]int{} // message ts -> words it shows
 			k := 0
-			for _, u := range ups {
-				for w := len(strings.Fields(u.text)); k < w && k < tokens; k++ {
-					total += u.at.Sub(sent(k))
+			for _, w := range ws {
+				words[w.ts] = len(strings.Fields(w.text))
+				shownNow := 0
+				for _, n := range words {
+					shownNow += n
+				}
+				for ; k < shownNow && k < tokens; k++ {
+					total += w.at.Sub(sent(k))
 				}
 			}
-			for ; k < tokens; k++ { // never shown (the final edit was lost): counted until the run ended
+			for ; k < tokens; k++ { // never shown (the final write was lost): counted until the run ended
 				total += end.Sub(sent(k))
 			}
-			if d := ups[len(ups)-1].at.Sub(last); d > res.finalDelayMax {
+			if d := ws[len(ws)-1].at.Sub(last); d > res.finalDelayMax {
 				res.finalDelayMax = d
 			}
 		}

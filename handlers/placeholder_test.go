@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -83,19 +84,21 @@ func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(2 * time.Second)
 		fs.mu.Lock()
-		first := map[string]time.Duration{}
-		for _, c := range fs.calls {
-			if c.method == "post" && c.text != textThinking && first[c.ts] == 0 {
-				first[c.ts] = c.at.Sub(start)
+		first := map[string]time.Duration{} // thread's channel -> its first text
+		for _, m := range fs.msgs {
+			for _, c := range fs.calls {
+				if c.method == "post" && c.ts == m.ts && c.text != textThinking && first[m.channel] == 0 {
+					first[m.channel] = c.at.Sub(start)
+				}
 			}
 		}
 		fs.mu.Unlock()
 		if len(first) != n {
 			t.Errorf("%d of %d askers see text after 2 s, want all", len(first), n)
 		}
-		for ts, d := range first {
+		for ch, d := range first {
 			if d > time.Second {
-				t.Errorf("message %s first shown %s after the question, want within a second", ts, d)
+				t.Errorf("the answer in %s first shown %s after the question, want within a second", ch, d)
 			}
 		}
 		// Let the answers end: their final edits wait for the one-a-minute budget.
@@ -151,4 +154,93 @@ func TestLostFirstPostIsAdopted(t *testing.T) {
 			t.Errorf("thread = %+v, want the answer once", ms)
 		}
 	})
+}
+
+// paragraphs is an answer of n short paragraphs, as deltas of a few words.
+func paragraphs(n int) []string {
+	var ws []string
+	for i := range n {
+		ws = append(ws, "Paragraph ", fmt.Sprint(i), " says ", "one thing.\n\n")
+	}
+	return ws
+}
+
+// With the edit budget spent, an answer whose end would wait minutes for its last edit keeps what
+// its message shows and gets the rest in one more message at once; the stale Stop button goes when
+// the budget allows. Alone, an answer ends in its one message.
+func TestAnswerEndsByPostWhenNoEditTurnComes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answers  int
+		edits    float64 // chat.update a minute for the workspace
+		messages int     // per answer
+	}{
+		{"alone", 1, 50, 1},
+		{"ten at once", 10, 6, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opt := lazyOptions()
+				opt.Edits = pace.NewScheduler(tc.edits, 2)
+				fs := newQuestionSlack()
+				ws := paragraphs(12)
+				chat := &fakeChat{steps: deltas(ws, 150*time.Millisecond)}
+				r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
+				var wg sync.WaitGroup
+				for i := range tc.answers {
+					req := testRequest()
+					req.Channel = fmt.Sprint("C", i)
+					fs.threads[req.Channel+"/"+testTS] = fs.threads[testCh+"/"+testTS]
+					wg.Go(func() { _ = r.Reply(t.Context(), req) })
+				}
+				lastToken := time.Now().Add(time.Duration(len(ws)) * 150 * time.Millisecond)
+				time.Sleep(time.Until(lastToken) + 3*time.Second)
+				want := strings.TrimSpace(strings.ReplaceAll(joined(ws), "\n\n", " "))
+				for i := range tc.answers {
+					if got := shownText(fs, fmt.Sprint("C", i)); got != want {
+						t.Errorf("answer %d shows %q 3 s after the model's last token\nwant %q", i, got, want)
+					}
+				}
+				wg.Wait()
+				for i := range tc.answers {
+					ms := fs.messagesIn(fmt.Sprint("C", i))
+					if len(ms) != tc.messages {
+						t.Errorf("answer %d in %d messages, want %d", i, len(ms), tc.messages)
+					}
+					for j, m := range ms {
+						want := ""
+						if j == len(ms)-1 {
+							want = ActionRegenerate
+						}
+						if buttonKey(m.buttons) != want {
+							t.Errorf("answer %d message %d shows %q at the end, want %q", i, j, buttonKey(m.buttons), want)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// shownText is what the bot's messages in the test thread of channel show, joined, with the
+// paragraph breaks between and inside messages as spaces.
+func shownText(fs *fakeSlack, channel string) string {
+	var texts []string
+	for _, m := range fs.messagesIn(channel) {
+		texts = append(texts, m.text)
+	}
+	return strings.Join(strings.Fields(strings.Join(texts, " ")), " ")
+}
+
+// messagesIn returns the bot's messages in the test thread of channel, oldest first.
+func (f *fakeSlack) messagesIn(channel string) []fakeMsg {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []fakeMsg
+	for _, m := range f.msgs {
+		if m.channel == channel && m.thread == testTS {
+			out = append(out, *m)
+		}
+	}
+	return out
 }

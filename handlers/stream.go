@@ -52,7 +52,7 @@ func (s *streamSink) feed(md string) {
 }
 
 // A native stream shows life from its start: nothing to do while the model is silent.
-func (s *streamSink) idleDue() time.Time { return time.Time{} }
+func (s *streamSink) idleDue() time.Time   { return time.Time{} }
 func (s *streamSink) idle(context.Context) {}
 
 func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {

@@ -12,7 +12,7 @@ import (
 type script struct {
 	tokens []string // the content deltas the fake model streams, one per chunk
 	answer string   // the whole answer (Markdown)
-	final  string   // the final Slack text: the answer rendered to mrkdwn by convo
+	final  string   // the final Slack text: the answer rendered to mrkdwn by convo (normalised: norm)
 	// views maps the hash of every text the bot may write while the answer streams (the rendering of
 	// each token prefix) to the number of tokens it shows (the largest prefix with that rendering: a
 	// token that changes nothing visible, such as a trailing space, counts as shown with it).
@@ -28,7 +28,7 @@ func newScript(tokens []string) (*script, error) {
 	if len(parts) != 1 {
 		return nil, errTooLong
 	}
-	s := &script{tokens: tokens, answer: answer, final: parts[0], views: make(map[uint64]int, 2*len(tokens))}
+	s := &script{tokens: tokens, answer: answer, final: norm(parts[0]), views: make(map[uint64]int, 2*len(tokens))}
 	inc := convo.NewPager(convo.FormatMrkdwn, convo.MrkdwnLimit)
 	var b strings.Builder
 	for k, t := range tokens {
@@ -36,7 +36,7 @@ func newScript(tokens []string) (*script, error) {
 		md := b.String()
 		for _, ps := range [][]string{inc.Update(md, false), convo.NewPager(convo.FormatMrkdwn, convo.MrkdwnLimit).Update(md, false)} {
 			if len(ps) == 1 {
-				s.views[textHash(ps[0])] = k + 1
+				s.views[textHash(norm(ps[0]))] = k + 1
 			}
 		}
 	}
@@ -48,6 +48,43 @@ func newScript(tokens []string) (*script, error) {
 func (s *script) shows(text string) (int, bool) {
 	k, ok := s.views[textHash(text)]
 	return k, ok
+}
+
+// norm is text with every run of white space one space: an answer the bot continued in a second
+// message (its end posted below what the first showed) reads the same as in one.
+func norm(text string) string { return strings.Join(strings.Fields(text), " ") }
+
+// reply is what a conversation's thread shows: the bot's messages in the order they were posted,
+// the first one's placeholder (a first post that is no rendering of the answer) left out.
+type reply struct {
+	order       []string
+	text        map[string]string
+	placeholder string
+}
+
+// add applies a write (an edit of a message not posted yet is ignored) and returns what the thread
+// shows now, normalised (norm), and whether the write was a new message.
+func (r *reply) add(s *script, w botWrite) (shown string, posted bool) {
+	if r.text == nil {
+		r.text = map[string]string{}
+	}
+	if _, ok := r.text[w.ts]; !ok && w.post {
+		r.order = append(r.order, w.ts)
+		if _, view := s.shows(norm(w.text)); len(r.order) == 1 && !view {
+			r.placeholder = w.text
+		}
+		posted = true
+	}
+	if _, ok := r.text[w.ts]; ok || posted {
+		r.text[w.ts] = w.text
+	}
+	var texts []string
+	for _, ts := range r.order {
+		if t := r.text[ts]; t != r.placeholder {
+			texts = append(texts, t)
+		}
+	}
+	return norm(strings.Join(texts, " ")), posted
 }
 
 func textHash(s string) uint64 {
@@ -93,41 +130,26 @@ func analyse(s *script, tokenTimes []time.Time, writes []botWrite) outcome {
 	return follow(s, tokenTimes, writes)
 }
 
-// follow replays the writes: which token each shows first, and how the reply ends.
+// follow replays the writes: which token each shows first, and how the reply ends. What the
+// thread shows is the bot's messages together (see reply).
 func follow(s *script, tokenTimes []time.Time, writes []botWrite) outcome {
 	var o outcome
-	var reply string
-	seen := map[string]bool{}
+	var r reply
+	shown, last := 0, ""
 	for _, w := range writes {
-		if w.post && !seen[w.ts] {
-			seen[w.ts] = true
+		text, posted := r.add(s, w)
+		if posted {
 			o.messages++
-			if reply == "" {
-				reply = w.ts
-			}
 		}
-	}
-	if reply == "" {
-		o.status, o.hidden = lost, len(tokenTimes)
-		return o
-	}
-	shown, last, placeholder := 0, "", ""
-	for _, w := range writes {
-		if w.ts != reply {
-			continue
-		}
-		if w.post {
-			placeholder = w.text
-		}
-		last = w.text
-		k, ok := s.shows(w.text)
+		last = text
+		k, ok := s.shows(text)
 		if !ok {
-			if !w.post { // the first post is the placeholder
+			if text != "" && !posted { // a post that is no rendering is a placeholder, or a note below
 				o.unmatched++
 			}
 			continue
 		}
-		if w.text == s.final && !o.hasFinal && len(tokenTimes) > 0 {
+		if text == s.final && !o.hasFinal && len(tokenTimes) > 0 {
 			o.finalLag, o.hasFinal = nonNegative(w.at.Sub(tokenTimes[len(tokenTimes)-1])), true
 		}
 		for j := shown; j < k && j < len(tokenTimes); j++ {
@@ -142,7 +164,7 @@ func follow(s *script, tokenTimes []time.Time, writes []botWrite) outcome {
 	switch {
 	case last == s.final:
 		o.status = complete
-	case last == placeholder:
+	case last == "":
 		o.status = lost
 	default:
 		o.status = wrong

@@ -102,11 +102,17 @@ func TestAnalyse(t *testing.T) {
 				finalLag: 50 * time.Millisecond, hasFinal: true, messages: 1},
 		},
 		{
-			name: "a second reply message is a duplicate", tokens: hello, times: times,
+			name: "an answer shown twice is wrong", tokens: hello, times: times,
 			writes: []botWrite{post(50, "1", "Thinking…"), post(60, "2", "Thinking…"), edit(400, "2", "Hello world."),
 				edit(450, "1", "Hello world.")},
-			want: outcome{status: complete, lags: ms(350, 250, 150), firstText: 350 * time.Millisecond, hasFirst: true,
-				finalLag: 150 * time.Millisecond, hasFinal: true, messages: 2},
+			want: outcome{status: wrong, lags: ms(300, 200, 100), firstText: 300 * time.Millisecond, hasFirst: true,
+				finalLag: 100 * time.Millisecond, hasFinal: true, messages: 2, unmatched: 1},
+		},
+		{
+			name: "an answer continued in a second message", tokens: hello, times: times,
+			writes: []botWrite{post(150, "1", "Hello"), post(400, "2", "world.")},
+			want: outcome{status: complete, lags: ms(50, 200, 100), firstText: 50 * time.Millisecond, hasFirst: true,
+				finalLag: 100 * time.Millisecond, hasFinal: true, messages: 2},
 		},
 		{
 			name: "writes out of the model's order never go back", tokens: hello, times: times,

@@ -86,7 +86,8 @@ type result struct {
 	last429      map[string]time.Duration // per method: its last 429, from the load's start (Slack time)
 	complete     int
 	wrong, lost  int
-	duplicates   int // extra bot messages in threads and extra model requests
+	duplicates   int // extra bot messages in threads that do not show the answer, and extra model requests
+	continued    int // answers whose end was posted in a second message (the edit budget was spent)
 	unmatched    int
 	peakStreams  int             // most model streams open at once
 	toModel      []time.Duration // question posted -> the model request for it (not scaled)
@@ -323,7 +324,7 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 	for i := range n {
 		index[chans[i]+"/"+threads[i]] = i
 	}
-	reply := make([]string, n) // the first bot message per thread
+	replies := make([]reply, n) // what each thread shows
 	done := make([]bool, n)
 	remaining := n
 	seen, calls := 0, 0
@@ -349,10 +350,11 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 			if !ok {
 				continue
 			}
-			if reply[i] == "" && w.Kind == fakeslack.WritePost {
-				reply[i] = w.TS
+			if w.Kind != fakeslack.WritePost && w.Kind != fakeslack.WriteUpdate {
+				continue
 			}
-			if w.TS == reply[i] && !done[i] && w.Text == convs[i].final {
+			text, _ := replies[i].add(convs[i], botWrite{ts: w.TS, post: w.Kind == fakeslack.WritePost, text: w.Text})
+			if !done[i] && text == convs[i].final {
 				done[i] = true
 				remaining--
 			}
@@ -433,7 +435,11 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		case lost:
 			res.lost++
 		}
-		res.duplicates += max(o.messages-1, 0)
+		if o.status == complete {
+			res.continued += max(o.messages-1, 0) // the answer's end posted below what its message showed
+		} else {
+			res.duplicates += max(o.messages-1, 0)
+		}
 		res.unmatched += o.unmatched
 		res.hidden += o.hidden
 		for _, l := range o.lags {

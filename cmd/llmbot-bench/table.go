@@ -124,8 +124,8 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		if r.note != "" {
 			fmt.Fprintf(w, "- N=%d %s: %s\n", r.n, r.policy, r.note)
 		}
-		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak streams %d; unmatched edits %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
+		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak streams %d; answers ended in a second message %d; unmatched edits %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
 			r.n, r.policy, strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
-			r.peakStreams, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
+			r.peakStreams, r.continued, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
 	}
 }
