@@ -616,7 +616,7 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 	})
 	// Some gateways put a finish reason on every chunk (one-api and LiteLLM in front of Gemini,
 	// Open WebUI on reasoning chunks): one on a chunk with text is not the end, and a pause after
-	// it is not taken for the end of the answer (found by review).
+	// it is not taken for the end of the answer.
 	t.Run("a finish reason on a chunk with text", func(t *testing.T) {
 		srv := newSSEServer(t, func(w http.ResponseWriter, r *http.Request, send func(string) bool) {
 			send("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me think.\"},\"finish_reason\":\"stop\"}]}\n\n")
@@ -631,7 +631,7 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 		}
 	})
 	// vLLM and Gemini put the last text on the chunk with the finish reason; the usage chunk
-	// (include_usage, "choices": []) that follows is sent only at the end (found by review).
+	// (include_usage, "choices": []) that follows is sent only at the end.
 	const vllmEnd = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n" +
 		"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}\n\n"
@@ -656,7 +656,7 @@ func TestStreamEndsAfterTheFinishReason(t *testing.T) {
 		})
 	}
 	// A gateway that marks every chunk may send usage after each: once text has followed a finish
-	// reason, a usage chunk is not the end either (found by review).
+	// reason, a usage chunk is not the end either.
 	const usage = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"total_tokens\":8}}\n\n"
 	const marked = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Let me\"},\"finish_reason\":\"stop\"}]}\n\n" + usage +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" think.\"},\"finish_reason\":\"stop\"}]}\n\n" + usage
@@ -842,12 +842,7 @@ func TestStreamEndKeepsTheConnection(t *testing.T) {
 					rc.Flush()
 				}
 				end := time.After(tc.after)
-				var ping <-chan time.Time
-				if tc.ping > 0 {
-					tk := time.NewTicker(tc.ping)
-					defer tk.Stop()
-					ping = tk.C
-				}
+				ping := time.Tick(tc.ping) // nil, which never fires, for 0
 				for {
 					select {
 					case <-ping:

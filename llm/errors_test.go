@@ -435,38 +435,40 @@ func TestOddErrorShapes(t *testing.T) {
 // anything there. A key in it is redacted on every path, including a stream that breaks off after
 // its headers; an overlong value is dropped, not clipped (a clip could cut a key in two).
 func TestRequestIDNeverCarriesTheKey(t *testing.T) {
+	refuse := func(t *testing.T, w http.ResponseWriter) { // a 401
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(401)
+		w.Write([]byte(`{"error":{"message":"bad key","type":"invalid_request_error"}}`))
+	}
+	cut := func(t *testing.T, w http.ResponseWriter) { // 200 and a stream that breaks off
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"))
+		rc := http.NewResponseController(w)
+		rc.Flush()
+		conn, _, err := rc.Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetLinger(0) // a reset: a connection error, which failStream turns into a cut
+		}
+		conn.Close()
+	}
 	for _, tc := range []struct {
-		name string
-		id   string
-		cut  bool // 200 and a stream that breaks off; else a 401
+		name  string
+		id    string
+		serve func(t *testing.T, w http.ResponseWriter) // the answer under the id
 	}{
-		{"401, the key as the id", testKey, false},
-		{"401, the key straddling byte 128", strings.Repeat("x", 120) + testKey, false},
-		{"stream cut, the key as the id", testKey, true},
-		{"stream cut, the key straddling byte 128", strings.Repeat("x", 120) + testKey, true},
+		{"401, the key as the id", testKey, refuse},
+		{"401, the key straddling byte 128", strings.Repeat("x", 120) + testKey, refuse},
+		{"stream cut, the key as the id", testKey, cut},
+		{"stream cut, the key straddling byte 128", strings.Repeat("x", 120) + testKey, cut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("X-Request-Id", tc.id)
-				if !tc.cut {
-					w.Header().Set("Content-Type", "application/json")
-					w.WriteHeader(401)
-					w.Write([]byte(`{"error":{"message":"bad key","type":"invalid_request_error"}}`))
-					return
-				}
-				w.Header().Set("Content-Type", "text/event-stream")
-				w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n"))
-				rc := http.NewResponseController(w)
-				rc.Flush()
-				conn, _, err := rc.Hijack()
-				if err != nil {
-					t.Errorf("hijack: %v", err)
-					return
-				}
-				if tc, ok := conn.(*net.TCPConn); ok {
-					tc.SetLinger(0) // a reset: a connection error, which failStream turns into a cut
-				}
-				conn.Close()
+				tc.serve(t, w)
 			})
 			c, _ := newTestClient(t, srv.URL, func(c *Config) { c.MaxRetries = -1 })
 			r := collect(t, c.Stream(t.Context(), hello))

@@ -62,7 +62,10 @@ func TestAgainstFakeLLM(t *testing.T) {
 	})
 
 	t.Run("usage", func(t *testing.T) { // fakellm, like OpenAI, sends usage only when asked
-		for _, noUsage := range []bool{false, true} {
+		for _, tc := range []struct {
+			noUsage bool // Config.NoStreamUsage
+			usage   bool // include_usage asked for, and the answer carries the usage chunk's counts
+		}{{false, true}, {true, false}} {
 			srv := fakellm.New()
 			defer srv.Close()
 			srv.SetAPIKey(testKey)
@@ -71,19 +74,20 @@ func TestAgainstFakeLLM(t *testing.T) {
 				asked <- req.IncludeUsage
 				return fakellm.Text("Hello, world!")
 			})
-			c, _ := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m", NoStreamUsage: noUsage})
+			c, _ := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m", NoStreamUsage: tc.noUsage})
 			r := collect(t, c.Stream(t.Context(), hello))
 			if r.Err != nil || r.Content != "Hello, world!" {
-				t.Fatalf("NoStreamUsage %v: %s", noUsage, show(r))
+				t.Fatalf("NoStreamUsage %v: %s", tc.noUsage, show(r))
 			}
-			if got := <-asked; got == noUsage {
-				t.Errorf("NoStreamUsage %v: include_usage %v", noUsage, got)
+			if got := <-asked; got != tc.usage {
+				t.Errorf("NoStreamUsage %v: include_usage %v", tc.noUsage, got)
 			}
-			switch u := r.Usage; {
-			case noUsage && u != nil:
-				t.Errorf("usage %+v without asking", *u)
-			case !noUsage && (u == nil || u.PromptTokens <= 0 || u.CompletionTokens <= 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens):
-				t.Errorf("usage %+v, want counts from the usage chunk", u)
+			u := r.Usage
+			if (u != nil) != tc.usage {
+				t.Errorf("NoStreamUsage %v: usage %+v, want usage: %v", tc.noUsage, u, tc.usage)
+			}
+			if u != nil && (u.PromptTokens <= 0 || u.CompletionTokens <= 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens) {
+				t.Errorf("usage %+v, want counts from the usage chunk", *u)
 			}
 		}
 	})

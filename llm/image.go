@@ -142,9 +142,9 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 // imageBodiesAtOnce bounds the image responses held in memory at once (Client.imageMem). One
 // holds about three times its image while it is read, parsed and decoded (the base64 body, the
 // string parsed from it, the picture), briefly, but /imagine jobs that finish together would add
-// that up: 20 jobs with 4 MiB pictures at once reached 256 MiB, a container limit (review,
-// 2026-11-25). Jobs beyond it wait for a slot as long as one response takes to read and decode,
-// or imageBodyIdle for one that stalls.
+// that up: 20 jobs with 4 MiB pictures at once reach 256 MiB, a container limit. Jobs beyond it
+// wait for a slot as long as one response takes to read and decode, or imageBodyIdle for one that
+// stalls.
 const imageBodiesAtOnce = 2
 
 // imageBodyIdle is the longest silence in an image response's body while it holds a slot

@@ -261,16 +261,16 @@ func TestImageOversizeDownload(t *testing.T) {
 // TestImageTimeout: the whole call is bounded by ImageTimeout and never retried after it.
 func TestImageTimeout(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		stall string // "generate" or "download"
+		name   string
+		stalls string // the method of the request the server does not answer: the generation's or the download's
 	}{
-		{"generation", "generate"},
-		{"download", "download"},
+		{"generation", http.MethodPost},
+		{"download", http.MethodGet},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var srv *fakeServer
 			srv = newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
-				if (r.Method == http.MethodPost) == (tc.stall == "generate") {
+				if r.Method == tc.stalls {
 					select {
 					case <-r.Context().Done():
 					case <-time.After(5 * time.Second):
@@ -436,8 +436,8 @@ func TestImageResponsesHeldAtOnce(t *testing.T) {
 
 // TestImageStalledResponsesGiveTheirSlotsUp: a response whose body stops coming gives its slot up
 // after imageBodyIdle with a timeout, so a picture that is ready waits seconds behind stalled
-// ones, not the whole image timeout (found by review: two stalled responses made every other job
-// wait out the image timeout).
+// ones, not the whole image timeout: without that bound, two stalled responses (imageBodiesAtOnce)
+// would make every other job wait out the image timeout.
 func TestImageStalledResponsesGiveTheirSlotsUp(t *testing.T) {
 	body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)})
 	synctest.Test(t, func(t *testing.T) {
@@ -478,7 +478,7 @@ func TestImageStalledResponsesGiveTheirSlotsUp(t *testing.T) {
 // TestImageBodyAfterAWait: a server that answers 200 at once and sends the body when the picture
 // is ready, padding with white space meanwhile (as some gateways do), gets its picture however
 // long that takes within the image timeout: the wait for the body's first byte takes no slot and
-// has no idle bound (found by review).
+// has no idle bound.
 func TestImageBodyAfterAWait(t *testing.T) {
 	body := imagesResponse(t, map[string]any{"b64_json": base64.StdEncoding.EncodeToString(pngBytes)})
 	synctest.Test(t, func(t *testing.T) {
