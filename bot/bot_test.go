@@ -377,10 +377,11 @@ func TestFollowUps(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		followUps bool
-		want      int // replies: the mention, the follow-up when on, the mention in the thread
+		want      int  // replies: the mention, the follow-up when on, the mention in the thread
+		answered  bool // the follow-up, which does not mention the bot
 	}{
-		{"on", true, 3},
-		{"off", false, 2},
+		{"on", true, 3, true},
+		{"off", false, 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := newFakeSlack(t, fakeslack.Config{})
@@ -411,11 +412,11 @@ func TestFollowUps(t *testing.T) {
 				t.Errorf("mention marked as follow-up: %+v", req)
 			}
 			follow, ok := byText["and a follow-up"]
-			if tc.followUps && (!ok || !follow.FollowUp || follow.ThreadTS != parent) {
-				t.Errorf("follow-up request %+v (found %t): want FollowUp in thread %s", follow, ok, parent)
+			if ok != tc.answered {
+				t.Errorf("follow-up answered: %t with follow-ups %s, want %t: %+v", ok, tc.name, tc.answered, follow)
 			}
-			if !tc.followUps && ok {
-				t.Errorf("follow-up answered with follow-ups off: %+v", follow)
+			if ok && (!follow.FollowUp || follow.ThreadTS != parent) {
+				t.Errorf("follow-up request %+v: want FollowUp in thread %s", follow, parent)
 			}
 			if req, ok := byText["<@UBOT> mention in the thread"]; !ok || req.FollowUp || req.ThreadTS != parent {
 				t.Errorf("mention in the thread: %+v (found %t), want a mention (not a follow-up) in thread %s", req, ok, parent)

@@ -57,22 +57,23 @@ func TestEditAddingTheMentionAnswered(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		ev       slackevents.MessageEvent
-		threadTS string // "" when ignored
+		answered bool
+		threadTS string // of the request when answered
 	}{
-		{"mention added, top level", edit("how do I rotate keys?", "<@UBOT> how do I rotate keys?", "", "U1"), "5.0"},
-		{"mention added, in a thread", edit("and for TLS?", "<@UBOT> and for TLS?", "1.0", "U1"), "1.0"},
-		{"mention already there (a typo fixed)", edit("<@UBOT> how do I rotat keys?", "<@UBOT> how do I rotate keys?", "", "U1"), ""},
-		{"no mention", edit("how do I rotat keys?", "how do I rotate keys?", "1.0", "U1"), ""},
-		{"the bot's own edit", edit("_Thinking…_", "Ask <@UBOT> again", "1.0", "UBOT"), ""},
+		{"mention added, top level", edit("how do I rotate keys?", "<@UBOT> how do I rotate keys?", "", "U1"), true, "5.0"},
+		{"mention added, in a thread", edit("and for TLS?", "<@UBOT> and for TLS?", "1.0", "U1"), true, "1.0"},
+		{"mention already there (a typo fixed)", edit("<@UBOT> how do I rotat keys?", "<@UBOT> how do I rotate keys?", "", "U1"), false, ""},
+		{"no mention", edit("how do I rotat keys?", "how do I rotate keys?", "1.0", "U1"), false, ""},
+		{"the bot's own edit", edit("_Thinking…_", "Ask <@UBOT> again", "1.0", "UBOT"), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := tc.ev
 			r, why := routingBot(Options{FollowUps: true}).fromMessage(&ev, "T1")
-			switch {
-			case tc.threadTS == "" && why == "":
-				t.Errorf("answered %+v, want it ignored", r)
-			case tc.threadTS != "" && (why != "" || r.TS != "5.0" || r.ThreadTS != tc.threadTS || r.FollowUp || r.User != "U1"):
-				t.Errorf("request %+v (ignored: %q), want the edited message answered as a mention in thread %s", r, why, tc.threadTS)
+			if answered := why == ""; answered != tc.answered {
+				t.Errorf("request %+v (ignored: %q), want answered: %t", r, why, tc.answered)
+			}
+			if why == "" && (r.TS != "5.0" || r.ThreadTS != tc.threadTS || r.FollowUp || r.User != "U1") {
+				t.Errorf("request %+v, want the edited message answered as a mention in thread %s", r, tc.threadTS)
 			}
 		})
 	}
