@@ -1,4 +1,4 @@
-// Command llmbot-bench is the load benchmark of issue 5: it builds the real bot (cmd/llmbot), runs
+// Command llmbot-bench is the bot's load benchmark: it builds the real bot (cmd/llmbot), runs
 // it as a separate process against the in-process fake Slack (Slack's rate limits enforced: a
 // token bucket per method per workspace, chat.postMessage per channel, 429 with Retry-After) and
 // fake model (SSE, tokens at a steady rate), asks N questions at once, and reports how fresh the
@@ -9,7 +9,7 @@
 //	go run ./cmd/llmbot-bench -n 1,10,50,200
 //
 // Everything listens on 127.0.0.1; every wait is bounded; the bot is killed at the end of each
-// scenario.
+// scenario. docs/benchmarks.md records its runs and what they showed.
 package main
 
 import (
