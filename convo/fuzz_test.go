@@ -1,6 +1,7 @@
 package convo
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,49 @@ func FuzzSplit(f *testing.F) {
 				checkParts(t, parts, limit, "stream")
 				checkSealed(t, prev, parts, "stream")
 				prev = parts
+			}
+		}
+	})
+}
+
+// FuzzPagerStream checks that a Pager streaming an answer in any pieces (sizes gives each
+// Update's growth, 1 to 256 bytes) never panics, keeps its parts within the limit as valid
+// UTF-8, never changes a sealed part, and ends with parts that read as the whole answer.
+func FuzzPagerStream(f *testing.F) {
+	for _, name := range []string{"render_constructs.md", "render_lists.md", "stream_answer.md"} {
+		f.Add(readTestdata(f, name), []byte{40, 3, 200}, 0)
+	}
+	a := "```\n```\n-\n  **bold text** **bold text**\n-\n 日本語の文章です。 check `code & <b>` family 👨‍👩‍👧 simple: Really. ~~struck~"
+	f.Add(a+"flag 🇫🇷 <@U123ABC> Really. again! chec", []byte{byte(len(a) - 1), 255}, 20)
+	f.Fuzz(func(t *testing.T, md string, sizes []byte, limit int) {
+		if !utf8.ValidString(md) || len(md) > 5000 {
+			t.Skip()
+		}
+		limit = 100 + abs(limit)%1000
+		for _, f := range []Format{FormatMrkdwn, FormatMarkdown} {
+			p := NewPager(f, limit)
+			var prev []string
+			for n, i := 0, 0; n < len(md); i++ {
+				step := 1 + len(md)/7
+				if len(sizes) > 0 {
+					step = 1 + int(sizes[i%len(sizes)])
+				}
+				n = min(len(md), n+step)
+				for n < len(md) && !utf8.RuneStart(md[n]) {
+					n++
+				}
+				parts := p.Update(md[:n], false)
+				what := fmt.Sprintf("format %d limit %d, %d bytes in", f, limit, n)
+				checkParts(t, parts, limit, what)
+				checkSealed(t, prev, parts, what)
+				prev = parts
+			}
+			parts := p.Update(md, true)
+			what := fmt.Sprintf("format %d limit %d, final", f, limit)
+			checkParts(t, parts, limit, what)
+			checkSealed(t, prev, parts, what)
+			if got, want := normal(strings.Join(parts, "\n")), normal(Render(md, f)); got != want {
+				t.Fatalf("%s: parts do not read as the whole answer\ngot  %q\nwant %q", what, got, want)
 			}
 		}
 	})

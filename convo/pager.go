@@ -187,7 +187,7 @@ func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
 		n += len16(r.out[last:c.at])
 		last = c.at
 		size := n
-		if cr, ok := codeAt(r, c.next); ok {
+		if cr, ok := p.codeAt(r, c.next); ok {
 			size += 1 + len16(cr.close)
 		}
 		if n > budget {
@@ -215,7 +215,7 @@ func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
 	if len16(r.out[p.pos:stable]) <= budget {
 		return choice{}, false
 	}
-	x := hardCut(r, p.pos, stable, budget)
+	x := p.hardCut(r, stable, budget)
 	if x <= p.pos {
 		return choice{}, false
 	}
@@ -224,14 +224,15 @@ func (p *Pager) choose(r *rendered, stable int) (choice, bool) {
 
 // hardCut is the last rune boundary x in out(pos:stable] where out[pos:x] (plus a closing
 // fence) fits budget, moved back out of links, escapes and emoji sequences when possible.
-func hardCut(r *rendered, pos, stable, budget int) int {
+func (p *Pager) hardCut(r *rendered, stable, budget int) int {
+	pos := p.pos
 	x := fitRunes(r.out, pos, stable, budget)
 	for _, cr := range r.codes {
-		if cr.end < x && x <= cr.fenceEnd {
-			x = cr.end // not inside a closing fence
+		if pos < cr.end && cr.end < x && x <= cr.fenceEnd {
+			x = cr.end // not inside a closing fence, unless it is all that is left
 		}
 	}
-	if cr, ok := codeAt(r, x); ok {
+	if cr, ok := p.codeAt(r, x); ok {
 		x = fitRunes(r.out, pos, stable, budget-1-len16(cr.close))
 	}
 	return avoidSplits(r, pos, x)
@@ -315,13 +316,25 @@ func joinsPrevious(r rune) bool {
 		(r >= 0xE0020 && r <= 0xE007F) || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Me, r)
 }
 
-// codeAt returns the code block whose content contains offset x.
-func codeAt(r *rendered, x int) (codeRange, bool) {
+// codeAt returns the code block whose content contains offset x, with the fences that close
+// it at the end of a part and open it again in the next. They must leave room for the code
+// in a part: a reopening fence longer than a quarter of a part leaves out its language, and
+// a block whose closing fence (with its line prefix: a deep quote, or a fence lengthened
+// past the backtick runs in the code) is longer than that is cut like text instead, neither
+// closed nor opened again.
+func (p *Pager) codeAt(r *rendered, x int) (codeRange, bool) {
 	i := sort.Search(len(r.codes), func(i int) bool { return r.codes[i].end >= x })
-	if i < len(r.codes) && r.codes[i].start <= x && x <= r.codes[i].end {
-		return r.codes[i], true
+	if i == len(r.codes) || x < r.codes[i].start || x > r.codes[i].end {
+		return codeRange{}, false
 	}
-	return codeRange{}, false
+	cr := r.codes[i]
+	if len16(cr.close) > p.limit/4 {
+		return codeRange{}, false
+	}
+	if len16(cr.reopen) > p.limit/4 {
+		cr.reopen = cr.close
+	}
+	return cr, true
 }
 
 // linePrefix is the continuation prefix of the rendered line containing x.
@@ -340,7 +353,7 @@ func (p *Pager) seal(r *rendered, c choice) {
 		body = strings.TrimLeft(body, "\n")
 	}
 	carry := ""
-	if cr, ok := codeAt(r, c.next); ok {
+	if cr, ok := p.codeAt(r, c.next); ok {
 		body = strings.TrimRight(body, "\n") + "\n" + cr.close
 		carry = cr.reopen + "\n"
 	} else {
@@ -367,6 +380,7 @@ func (p *Pager) preview(r *rendered) string {
 	save := *p
 	p.limit -= 2
 	c, ok := p.choose(r, len(r.out))
+	cr, inCode := p.codeAt(r, c.next) // as choose saw it
 	*p = save
 	if !ok {
 		return ""
@@ -376,7 +390,7 @@ func (p *Pager) preview(r *rendered) string {
 		body = strings.TrimLeft(body, "\n")
 	}
 	body = p.carry + strings.TrimRight(body, " \n")
-	if cr, ok := codeAt(r, c.next); ok {
+	if inCode {
 		return body + "\n" + cr.close + "\n…"
 	}
 	return body + " …"

@@ -83,13 +83,13 @@ func genMarkdown(rng *rand.Rand, blocks int) string {
 }
 
 var (
-	fenceRE  = regexp.MustCompile("`{3,}[A-Za-z0-9]*")
+	fenceRE  = regexp.MustCompile("`{3,}[^`\\s]*")
 	prefixRE = regexp.MustCompile(`(?m)^[ >]*`)
 	spaceRE  = regexp.MustCompile(`\s+`)
 )
 
-// normal drops what a cut may add or remove: whitespace, code fences (closed and reopened
-// at cuts) and line prefixes (repeated after mid-line cuts).
+// normal drops what a cut may add or remove: whitespace, code fences with their language
+// (closed and reopened at cuts) and line prefixes (repeated after mid-line cuts).
 func normal(s string) string {
 	s = fenceRE.ReplaceAllString(s, "")
 	s = prefixRE.ReplaceAllString(s, "")
@@ -351,5 +351,49 @@ func TestPagerStreamingListItemWithEmptyFirstLine(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A code block is closed at the end of a part and opened again in the next, which leaves
+// room for its content only when its fences are short: a language that makes the reopening
+// fence longer than a quarter of a part is left out of it, and a fence too long to repeat (in
+// a deep quote, or made longer than the backtick runs in the code) is neither closed nor
+// opened again. A fence longer than a whole part is cut like any text.
+func TestSplitCodeBlockWithLongFences(t *testing.T) {
+	lines := strings.Repeat("x := 1\n", 30)
+	quoted := strings.Repeat("> ", 40)
+	tests := []struct {
+		name   string
+		md     string
+		f      Format
+		limit  int
+		prefix string // what every part but the first starts with ("": not checked)
+		most   int    // the most parts (0: not checked)
+	}{
+		{"short language kept (markdown)", "```go\n" + lines + "```", FormatMarkdown, 100, "```go\nx := 1", 0},
+		{"long language left out (markdown)", "```" + strings.Repeat("a", 25) + "\n" + lines + "```", FormatMarkdown, 100, "```\nx := 1", 0},
+		{"long fence (markdown)", "~~~\n" + strings.Repeat("`", 60) + "\n" + lines + "~~~", FormatMarkdown, 100, "", 0},
+		{"fence longer than a part (markdown)", "~~~\n" + strings.Repeat("`", 150) + "\n" + lines + "~~~", FormatMarkdown, 100, "", 10},
+		{"deep quote (mrkdwn)", quoted + "```\n" + strings.Repeat(quoted+"x\n", 10), FormatMrkdwn, 100, "", 0},
+		{"deep quote (markdown)", quoted + "```\n" + strings.Repeat(quoted+"x\n", 10), FormatMarkdown, 100, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			parts := Split(tt.md, tt.f, tt.limit)
+			checkParts(t, parts, tt.limit, tt.name)
+			// A fence cut like text leaves runs of fewer than three backticks.
+			read := func(s string) string { return strings.ReplaceAll(normal(s), "`", "") }
+			if got, want := read(strings.Join(parts, "\n")), read(Render(tt.md, tt.f)); got != want {
+				t.Fatalf("parts do not read as the whole answer\ngot  %q\nwant %q", got, want)
+			}
+			if len(parts) < 2 || tt.most > 0 && len(parts) > tt.most {
+				t.Fatalf("%d parts, want from 2 to %d", len(parts), tt.most)
+			}
+			for i, p := range parts[1:] {
+				if !strings.HasPrefix(p, tt.prefix) {
+					t.Errorf("part %d = %q, want it to start with %q", i+1, p, tt.prefix)
+				}
+			}
+		})
 	}
 }
