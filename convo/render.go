@@ -95,6 +95,9 @@ type cutPoint struct {
 	kind     breakKind
 }
 
+// maxLanguage is the longest code block language kept, in bytes.
+const maxLanguage = 30
+
 // codeRange is the content of a code block in the rendered text: a part that ends inside
 // it is closed with close, and the next part starts with reopen.
 type codeRange struct {
@@ -298,6 +301,11 @@ func (w *writer) block(n ast.Node) {
 		lang := ""
 		if w.f == FormatMarkdown {
 			lang = string(n.Language(w.src))
+			// A language is a short name. A longer info string could fill a part by itself,
+			// and a backtick in it (a "~~~" fence's) would keep the "```" fence from opening.
+			if len(lang) > maxLanguage || strings.Contains(lang, "`") {
+				lang = ""
+			}
 		}
 		w.code(n, n.Lines(), lang, w.chain[n])
 	case *ast.CodeBlock:

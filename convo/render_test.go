@@ -168,3 +168,22 @@ func TestRenderMrkdwnChannelLink(t *testing.T) {
 	}
 	checkMrkdwn(t, tests)
 }
+
+// A code block keeps its language in Markdown when it is one: a short name. An info string
+// longer than that could fill a part on its own, and one with a backtick would keep a backtick
+// fence from opening.
+func TestRenderMarkdownCodeLanguage(t *testing.T) {
+	tests := []struct{ name, md, want string }{
+		{"a language", "```go\nx\n```", "```go\nx\n```"},
+		{"words after the language", "```python title=a.py\nx\n```", "```python\nx\n```"},
+		{"too long for a language", "```" + strings.Repeat("a", 31) + "\nx\n```", "```\nx\n```"},
+		{"a backtick in a tilde fence's language", "~~~a`b\nx\n~~~", "```\nx\n```"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Render(tt.md, FormatMarkdown); got != tt.want {
+				t.Errorf("Render(%q) = %q, want %q", tt.md, got, tt.want)
+			}
+		})
+	}
+}
