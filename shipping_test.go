@@ -26,6 +26,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/slack-go/slack"
 	"sigs.k8s.io/yaml"
+
+	"github.com/llmbot/llmbot/handlers"
 )
 
 // manifestSchema is Slack's app manifest JSON Schema, in shared/ beside the checkout (as CI lays it out).
@@ -165,14 +167,15 @@ func slackMethodsCalled(t *testing.T) map[string]string {
 }
 
 // TestManifestScopesAndEvents pins the scopes to exactly what the bot uses: the scopes of the Slack methods
-// the code calls, of the events it subscribes to, and `commands` for /imagine. Each scope carries a comment
-// saying what needs it, and every subscribed event has the scope Slack requires for it.
+// the code calls, of the events it subscribes to, and `commands` for /imagine, /summarize and the Summarize
+// thread shortcut. Each scope carries a comment saying what needs it, and every subscribed event has the scope
+// Slack requires for it. The commands and the shortcut the bot serves are in it.
 func TestManifestScopesAndEvents(t *testing.T) {
 	m := loadManifest(t)
 	scopes := strings.Fields(jsonPath(t, m, "oauth_config", "scopes", "bot"))
 	events := strings.Fields(jsonPath(t, m, "settings", "event_subscriptions", "bot_events"))
 
-	want := map[string]string{"commands": "the /imagine slash command"}
+	want := map[string]string{"commands": "the /imagine and /summarize slash commands and the Summarize thread shortcut"}
 	for name, where := range slackMethodsCalled(t) {
 		need, ok := scopesOfMethod[name]
 		if !ok {
@@ -228,8 +231,21 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	if got := jsonPath(t, m, "settings", "interactivity", "is_enabled"); got != "true" {
 		t.Errorf("interactivity.is_enabled = %s, want true (the reply buttons need it)", got)
 	}
-	if got := jsonPath(t, m, "features", "slash_commands"); !strings.Contains(got, `"/imagine"`) {
-		t.Errorf("slash_commands = %s, want /imagine", got)
+	for _, cmd := range []string{"/imagine", handlers.CommandSummarize} {
+		if got := jsonPath(t, m, "features", "slash_commands"); !strings.Contains(got, `"`+cmd+`"`) {
+			t.Errorf("slash_commands = %s, want %s", got, cmd)
+		}
+	}
+	type shortcut struct {
+		Type       string `json:"type"`
+		CallbackID string `json:"callback_id"`
+	}
+	var shortcuts []shortcut
+	if err := json.Unmarshal([]byte(jsonPath(t, m, "features", "shortcuts")), &shortcuts); err != nil {
+		t.Fatalf("shortcuts: %v", err)
+	}
+	if !slices.Contains(shortcuts, shortcut{"message", handlers.ShortcutSummarizeThread}) {
+		t.Errorf("shortcuts = %+v, want the message shortcut %s", shortcuts, handlers.ShortcutSummarizeThread)
 	}
 	if strings.Contains(jsonPath(t, m, "features", "slash_commands"), `"url"`) {
 		t.Error("slash command has a url: in Socket Mode commands arrive over the WebSocket")

@@ -212,6 +212,9 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
+		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
+		route.Route{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: replies.PostSummaryHandler(api)},
+		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeThreadHandler(api)},
 	)
 	if err != nil {
 		return fmt.Errorf("routes: %w", err)
