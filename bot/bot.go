@@ -1,6 +1,6 @@
-// Package bot runs the Socket Mode loop (ack first, dedupe, route, bounded concurrency, one
-// answer at a time per thread, graceful drain) and adapts the Slack Web API to the interfaces of
-// package handlers (SlackAPI).
+// Package bot runs the Socket Mode loop over the envelopes package slacksocket reads and acks
+// (decode, dedupe, route, bounded concurrency, one answer at a time per thread, graceful drain)
+// and adapts the Slack Web API to the interfaces of package handlers (SlackAPI).
 package bot
 
 import (
@@ -20,7 +20,22 @@ import (
 
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slacksocket"
 )
+
+// socket is the Socket Mode connection the loop reads envelopes from and acks slash commands
+// on: a *slacksocket.Client.
+type socket interface {
+	// Run connects and reads until ctx ends, leaving the last connection open for the loop's
+	// last acks, or until the connection fails for good.
+	Run(ctx context.Context) error
+	// Frames delivers the envelopes read, acked already but for slash commands.
+	Frames() <-chan slacksocket.Frame
+	// Ack acks an envelope the socket left to the loop, with payload as its answer.
+	Ack(ctx context.Context, envelopeID string, payload any) error
+	// Close closes the last connection once Run has returned and the last acks are written.
+	Close()
+}
 
 // Notifier tells one person something privately (the busy notice).
 type Notifier interface {
@@ -59,7 +74,8 @@ type Options struct {
 	DedupeMax   int           // most ids remembered per kind; default 20000
 	Hooks       Hooks
 
-	burstHold time.Duration // the most work is held while its burst is acked; default burstHold (tests set it)
+	burstHold  time.Duration       // the most work is held while its burst is acked; default burstHold (tests set it)
+	wrapSocket func(socket) socket // tests: stands between the loop and the socket
 }
 
 // Hooks observe the loop (metrics live in the caller). Every field is optional and must not block.
@@ -92,7 +108,7 @@ const (
 
 // Bot is the Socket Mode event loop. Create it with New and call Run once.
 type Bot struct {
-	sock   *socket
+	sock   socket
 	id     Identity
 	routes *route.Table
 	notify Notifier
@@ -129,7 +145,7 @@ var ErrNotAsker = errors.New("only the person who asked can stop this answer")
 // New returns a Bot that connects to Slack over Socket Mode with open (a *slack.Client made with
 // the app-level token) and serves the routes (filled before Run). notify tells people privately
 // what Accept says and why their request cannot run; nil: they are not told.
-func New(open SocketOpener, id Identity, routes *route.Table, notify Notifier, log *zap.Logger, opt Options) *Bot {
+func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notifier, log *zap.Logger, opt Options) *Bot {
 	if opt.MaxConcurrent <= 0 {
 		opt.MaxConcurrent = 50
 	}
@@ -148,9 +164,8 @@ func New(open SocketOpener, id Identity, routes *route.Table, notify Notifier, l
 	if opt.burstHold <= 0 {
 		opt.burstHold = burstHold
 	}
-	return &Bot{
-		sock: newSocket(open, log, opt.PingTimeout, opt.Hooks.Acked).forApp(id.AppID),
-		id:   id, routes: routes, notify: notify, log: log, opt: opt,
+	b := &Bot{
+		id: id, routes: routes, notify: notify, log: log, opt: opt,
 		slots:     newSlots(opt.MaxConcurrent),
 		turns:     newTurns(),
 		active:    make(map[string]activeReply),
@@ -158,6 +173,12 @@ func New(open SocketOpener, id Identity, routes *route.Table, notify Notifier, l
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
 	}
+	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
+		Acked: opt.Hooks.Acked, State: b.socketState})
+	if opt.wrapSocket != nil {
+		b.sock = opt.wrapSocket(b.sock)
+	}
+	return b
 }
 
 // State returns the connection state. Safe for concurrent use.
@@ -165,6 +186,23 @@ func (b *Bot) State() State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.state
+}
+
+// socketState follows the connection's state (slacksocket.Options.State).
+func (b *Bot) socketState(st slacksocket.State) {
+	switch {
+	case st.Connected:
+		b.mu.Lock()
+		b.state.Reconnects = st.Connection
+		b.mu.Unlock()
+		b.setConnected(true)
+		b.log.Info("socket mode connected", zap.Int("reconnects", st.Connection))
+	case st.Err != nil:
+		b.log.Warn("socket mode connection failed", zap.Int("attempt", st.Attempt), zap.Duration("backoff", st.Backoff), zap.Error(st.Err))
+	default:
+		b.setConnected(false)
+		b.log.Debug("socket mode connecting")
+	}
 }
 
 // setConnected records the connection going up (a new connection, maybe replacing another: every
@@ -202,6 +240,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer endClosing()
 	b.closing = closing
 
+	frames := b.sock.Frames()
 	var runErr error
 	burst := time.NewTimer(burstGap) // fires when a burst of envelopes is over: its held work starts
 	burst.Stop()
@@ -217,9 +256,9 @@ loop:
 				runErr = err // returned, not logged: the caller reports it
 			}
 			break loop
-		case in := <-b.sock.in:
-			read := in.read
-			b.handle(work, in)
+		case f := <-frames:
+			read := f.Read
+			b.handle(work, f)
 			switch {
 			case len(b.held) == 0:
 			case heldSince.IsZero():
@@ -233,7 +272,7 @@ loop:
 				heldSince = time.Time{}
 			}
 		case <-burst.C:
-			if len(b.sock.in) > 0 && time.Since(heldSince) < b.opt.burstHold {
+			if len(frames) > 0 && time.Since(heldSince) < b.opt.burstHold {
 				burst.Reset(burstGap) // the burst goes on (its envelopes were slow to handle): ack them first
 				continue
 			}
@@ -246,11 +285,10 @@ loop:
 	sockWG.Wait()
 	// What the socket read before it stopped was acked (or is a slash command, acked now on the
 	// connection still open): it is handled, not lost.
-	for len(b.sock.in) > 0 {
-		in := <-b.sock.in
-		b.handle(work, in)
+	for len(frames) > 0 {
+		b.handle(work, <-frames)
 	}
-	b.sock.close()
+	b.sock.Close()
 	b.release() // acked: answered, or told about the restart (see answer)
 	b.setConnected(false)
 	b.drain(cancelWork, endClosing)
@@ -305,38 +343,13 @@ func (b *Bot) drain(cancelWork context.CancelCauseFunc, endClosing context.Cance
 	b.log.Info("shutdown: all work ended", zap.Duration("took", time.Since(start)))
 }
 
-// handle processes one frame or state change from the socket. It never blocks for long: it
-// decodes, decides and hands work to a goroutine (the socket has acked every envelope but a
-// slash command already).
-func (b *Bot) handle(work context.Context, in inbound) {
-	evt, read := in.evt, in.read
-	if in.frame != nil {
-		var err error
-		if evt, err = parseEnvelope(in.frame); err != nil {
-			b.badEnvelope(in, err)
-			return
-		}
-	}
-	switch evt.Type {
-	case socketmode.EventTypeConnecting:
-		b.setConnected(false)
-		b.log.Debug("socket mode connecting")
-		return
-	case socketmode.EventTypeConnected:
-		n := 0
-		if c, ok := evt.Data.(*socketmode.ConnectedEvent); ok {
-			n = c.ConnectionCount
-		}
-		b.mu.Lock()
-		b.state.Reconnects = n
-		b.mu.Unlock()
-		b.setConnected(true)
-		b.log.Info("socket mode connected", zap.Int("reconnects", n))
-		return
-	case socketmode.EventTypeConnectionError:
-		if c, ok := evt.Data.(*slack.ConnectionErrorEvent); ok {
-			b.log.Warn("socket mode connection failed", zap.Int("attempt", c.Attempt), zap.Duration("backoff", c.Backoff), zap.Error(c.ErrorObj))
-		}
+// handle processes one frame from the socket. It never blocks for long: it decodes, decides and
+// hands work to a goroutine (the socket has acked every envelope but a slash command already).
+func (b *Bot) handle(work context.Context, f slacksocket.Frame) {
+	read := f.Read
+	evt, err := parseEnvelope(f.Data)
+	if err != nil {
+		b.badEnvelope(f, err)
 		return
 	}
 	if evt.Request == nil || evt.Request.EnvelopeID == "" {
@@ -350,7 +363,7 @@ func (b *Bot) handle(work context.Context, in inbound) {
 		b.slashCommand(work, evt, read, log) // acks with the command's payload
 		return
 	}
-	if !in.acked {
+	if !f.Acked {
 		b.ack(req, nil, read, log)
 	}
 	if b.envelopes.add(req.EnvelopeID, read) {
@@ -388,14 +401,14 @@ func (b *Bot) ack(req *socketmode.Request, payload any, read time.Time, log *zap
 // badEnvelope drops a frame that could not be decoded (slack-go's types are strict: a new field
 // shape can fail a whole event), acking it first if the socket left that to the loop: Slack
 // would otherwise keep sending it.
-func (b *Bot) badEnvelope(in inbound, err error) {
-	log := b.log.With(zap.String("envelope_id", in.head.id), zap.String("type", in.head.typ))
-	if in.head.id == "" {
+func (b *Bot) badEnvelope(f slacksocket.Frame, err error) {
+	log := b.log.With(zap.String("envelope_id", f.EnvelopeID), zap.String("type", f.Type))
+	if f.EnvelopeID == "" {
 		log.Debug("socket mode: frame ignored", zap.Error(err))
 		return
 	}
-	if !in.acked {
-		b.ack(&socketmode.Request{Type: in.head.typ, EnvelopeID: in.head.id}, nil, in.read, log)
+	if !f.Acked {
+		b.ack(&socketmode.Request{Type: f.Type, EnvelopeID: f.EnvelopeID}, nil, f.Read, log)
 	}
 	log.Warn("socket mode: envelope could not be decoded; acked and dropped", zap.Error(err))
 }

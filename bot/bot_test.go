@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slacksocket"
 )
 
 // waitTimeout bounds every wait in these tests.
@@ -104,7 +105,7 @@ func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *rou
 }
 
 // newBot is New with testRoutes and the Stop button's route.
-func newBot(open SocketOpener, id Identity, r *fakeReplier, im handlers.ImageJobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
+func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im handlers.ImageJobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
 	routes := testRoutes(r, im, more...)
 	b := New(open, id, routes, notify, log, opt)
 	if err := routes.Add(route.Route{Kind: route.Action, Name: handlers.ActionStop, Handler: b.StopHandler()}); err != nil {
@@ -116,17 +117,7 @@ func newBot(open SocketOpener, id Identity, r *fakeReplier, im handlers.ImageJob
 // startBot runs a Bot until the test ends (or h.shutdown), and waits for it to connect.
 func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.ImageJobs, opt Options, more ...route.Route) *harness {
 	t.Helper()
-	return startBotWith(t, fs, nil, r, im, opt, more...)
-}
-
-// startBotWith is startBot with the bot's SocketOpener wrapped by wrap (nil: none).
-func startBotWith(t testing.TB, fs *fakeslack.Server, wrap func(SocketOpener) SocketOpener, r *fakeReplier, im handlers.ImageJobs, opt Options, more ...route.Route) *harness {
-	t.Helper()
 	client := newClient(fs)
-	var open SocketOpener = client
-	if wrap != nil {
-		open = wrap(client)
-	}
 	api := NewSlackAPI(client)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -138,7 +129,7 @@ func startBotWith(t testing.TB, fs *fakeslack.Server, wrap func(SocketOpener) So
 	if _, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(t)
 	}
-	b := newBot(open, id, r, im, api, log, opt, more...)
+	b := newBot(client, id, r, im, api, log, opt, more...)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()

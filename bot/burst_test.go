@@ -7,24 +7,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slack-go/slack/socketmode"
-
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slacksocket"
 )
 
-// mentionEvent is the event slack-go's Socket Mode client emits for an app_mention envelope of
-// message ts in channel C1 (decoded from the JSON, as slack-go does).
-func mentionEvent(t *testing.T, envelopeID, ts string) socketmode.Event {
+// mentionFrame is an app_mention envelope of message ts in channel C1 as the socket hands it to
+// the loop, not acked (the loop acks it). read is now.
+func mentionFrame(t *testing.T, envelopeID, ts string) slacksocket.Frame {
 	t.Helper()
 	env := fmt.Sprintf(`{"envelope_id":%q,"type":"events_api","payload":{"team_id":"T1","type":"event_callback","event_id":"Ev%s","event_time":1,`+
 		`"event":{"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":%q,"channel":"C1","event_ts":%q}}}`, envelopeID, envelopeID, ts, ts)
-	data, err := decodeSample(env)
-	if err != nil {
+	if _, err := decodeSample(env); err != nil {
 		t.Fatal(err)
 	}
-	return socketmode.Event{Type: socketmode.EventTypeEventsAPI, Data: data,
-		Request: &socketmode.Request{Type: "events_api", EnvelopeID: envelopeID}}
+	return slacksocket.Frame{Data: []byte(env), EnvelopeID: envelopeID, Type: "events_api", Read: time.Now()}
+}
+
+// injected stands between the loop and the socket: the loop reads the frames a test sends on in,
+// not the socket's; acks and the rest go to the socket.
+type injected struct {
+	socket
+	in chan slacksocket.Frame
+}
+
+func (s injected) Frames() <-chan slacksocket.Frame { return s.in }
+
+// injectFrames makes the bot made with opt read its frames from the channel returned.
+func injectFrames(opt *Options) chan<- slacksocket.Frame {
+	in := make(chan slacksocket.Frame, 1024) // as large as the socket's queue: a whole burst waits in it
+	opt.wrapSocket = func(s socket) socket { return injected{s, in} }
+	return in
 }
 
 // orderLog records acks and reply starts in the order they happen.
@@ -50,7 +63,7 @@ func (o *orderLog) get() []string {
 // hold's upper bound is raised to a minute here, so that a slow machine (30 acks under -race
 // with other tests running) cannot reach it: the order is what is tested, not the bound.
 func TestBurstAckedBeforeItsWorkStarts(t *testing.T) {
-	const n = 30 // within the socket's queue (inboundQueue), so the whole burst waits there at once
+	const n = 30 // within the queue (injectFrames), so the whole burst waits there at once
 	fs := newFakeSlack(t, fakeslack.Config{})
 	var log orderLog
 	pushed := make(chan struct{})
@@ -59,17 +72,15 @@ func TestBurstAckedBeforeItsWorkStarts(t *testing.T) {
 		log.add("reply " + req.TS)
 		return nil
 	}}
-	h := startBot(t, fs, r, nil, Options{burstHold: time.Minute, Hooks: Hooks{Acked: func(string, time.Duration) {
+	opt := Options{burstHold: time.Minute, Hooks: Hooks{Acked: func(string, time.Duration) {
 		log.add("ack")
 		once.Do(func() { <-pushed }) // the loop waits in the first ack until the burst is queued
-	}}})
+	}}}
+	in := injectFrames(&opt)
+	h := startBot(t, fs, r, nil, opt)
 
-	events := make([]socketmode.Event, n)
-	for i := range events {
-		events[i] = mentionEvent(t, fmt.Sprintf("burst%d", i), fmt.Sprintf("100.%06d", i))
-	}
-	for _, e := range events {
-		h.bot.sock.in <- inbound{evt: e, read: time.Now()}
+	for i := range n {
+		in <- mentionFrame(t, fmt.Sprintf("burst%d", i), fmt.Sprintf("100.%06d", i))
 	}
 	close(pushed)
 	h.waitFor(t, "every answer started", func() bool { return len(r.requests()) == n })
@@ -102,7 +113,9 @@ func TestLongBurstStartsWorkWithinTheHold(t *testing.T) {
 		}
 		return nil
 	}}
-	h := startBot(t, fs, r, nil, Options{})
+	opt := Options{}
+	in := injectFrames(&opt)
+	startBot(t, fs, r, nil, opt)
 
 	// One envelope a millisecond (under burstGap apart) for up to waitTimeout: the first answer
 	// must start while they still come.
@@ -119,7 +132,7 @@ func TestLongBurstStartsWorkWithinTheHold(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no answer started during %d envelopes sent 1 ms apart for %v", i, waitTimeout)
 		}
-		h.bot.sock.in <- inbound{evt: mentionEvent(t, fmt.Sprintf("long%d", i), fmt.Sprintf("200.%06d", i)), read: time.Now()}
+		in <- mentionFrame(t, fmt.Sprintf("long%d", i), fmt.Sprintf("200.%06d", i))
 		time.Sleep(time.Millisecond)
 	}
 }

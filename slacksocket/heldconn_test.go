@@ -1,4 +1,4 @@
-package bot
+package slacksocket
 
 import (
 	"context"
@@ -145,7 +145,7 @@ func TestHeldAcksOverTLS(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	s := newSocket(nil, zap.NewNop(), time.Minute, nil)
+	s := New(nil, zap.NewNop(), Options{PingTimeout: time.Minute})
 	s.dialer.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // httptest's certificate
 	conn, _, err := s.dialer.DialContext(t.Context(), "wss"+strings.TrimPrefix(srv.URL, "https"), nil)
 	if err != nil {
@@ -162,13 +162,13 @@ func TestHeldAcksOverTLS(t *testing.T) {
 		if a := waitChan(t, "ack", got); a != fmt.Sprintf(`{"envelope_id":"e%d"}`, i) {
 			t.Errorf("ack %d = %s", i, a)
 		}
-		if in := waitChan(t, "frame for the loop", (<-chan inbound)(s.in)); in.head.id != fmt.Sprintf("e%d", i) || !in.acked {
-			t.Errorf("frame %d handed over as %+v", i, in.head)
+		if f := waitChan(t, "frame for the consumer", s.Frames()); f.EnvelopeID != fmt.Sprintf("e%d", i) || !f.Acked {
+			t.Errorf("frame %d handed over as %+v", i, f)
 		}
 	}
 	cancel()
 	waitChan(t, "the reader to stop", done)
-	s.close()
+	s.Close()
 	if c := waitChan(t, "close frame", got); c != "close 1000" {
 		t.Errorf("got %q, want a normal close", c)
 	}

@@ -1,4 +1,4 @@
-package bot
+package slacksocket
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // (or anything else is written), then go out in one write. A burst of envelopes that arrived
 // together is read from the buffer frame after frame and acked with one write syscall instead
 // of one per envelope; an envelope that arrived alone is acked as soon as the reader has
-// handed it over and goes back to reading, as before.
+// handed it over and goes back to reading.
 type heldConn struct {
 	net.Conn
 

@@ -1,4 +1,22 @@
-package bot
+// Package slacksocket is the bot's Socket Mode client: it dials Slack (apps.connections.open,
+// then a WebSocket), reads every frame, acks each envelope from its raw bytes as soon as it is
+// read, and hands the frames to its consumer undecoded. It reconnects on its own, and it answers
+// pings and notices a connection gone quiet.
+//
+// It exists instead of slack-go's socketmode.Client for what people see during a refresh (a
+// disconnect frame with reason refresh_requested, which Slack sends every few hours). Slack
+// sends each envelope to any open connection of the app; while the app has none, events wait
+// for a retry, and slash commands and button clicks fail for the person who sent them (Slack does
+// not send those again). slack-go's client closes the old connection and only then calls
+// apps.connections.open and dials, so Slack is left without a connection for as long as that
+// takes, and it drops the frames still on the old connection after the disconnect frame, unacked.
+// This client dials the next connection while it still reads and acks the old one, and closes
+// the old one only once the next one is up: TestRefreshGapSlackGoVersusOurs runs both through
+// the same refresh against the fake Slack and counts what failed.
+//
+// Acking on read also keeps an ack from waiting for the decoding of the envelopes before it: a
+// burst of envelopes is acked as fast as it can be read.
+package slacksocket
 
 import (
 	"context"
@@ -14,13 +32,12 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
-	"github.com/slack-go/slack/socketmode"
 	"go.uber.org/zap"
 )
 
-// SocketOpener opens Socket Mode connections (apps.connections.open with the app-level token).
+// Opener opens Socket Mode connections (apps.connections.open with the app-level token).
 // *slack.Client is one.
-type SocketOpener interface {
+type Opener interface {
 	StartSocketModeContext(ctx context.Context) (*slack.SocketModeConnection, string, error)
 }
 
@@ -34,8 +51,9 @@ const (
 	firstBackoff       = time.Second      // after a failed connection attempt, doubled up to maxBackoff
 	maxBackoff         = 2 * time.Minute  // Slack's apps.connections.open is Tier 3 (~50 a minute)
 	closeTimeout       = time.Second      // to write the close frame at shutdown
-	inboundQueue       = 1024             // see socket.in
+	framesQueue        = 1024             // see Client.frames
 	ackWriteTimeout    = 10 * time.Second // the reader's acks; a socket that takes longer is dead
+	slashCommands      = "slash_commands" // the envelopes the consumer acks: their ack carries the answer
 )
 
 // healthyAfter is how long a connection must stay up after its hello to count as healthy: when it
@@ -45,56 +63,81 @@ const (
 // minute, under its limit of about 50.
 const healthyAfter = 2 * time.Second
 
-// inbound is what the socket hands the loop: a frame, or a change of the connection's state.
-type inbound struct {
-	frame []byte           // a data frame as read (nil for state changes)
-	head  head             // what the reader read of it
-	acked bool             // the reader acks it: every envelope but a slash command (its ack carries the answer)
-	read  time.Time        // when it was read (or sent, for a state change)
-	evt   socketmode.Event // a state change (Connecting, Connected, ConnectionError), or a decoded event (tests)
+// Frame is an envelope as read from Slack, not decoded.
+type Frame struct {
+	Data       []byte    // the frame as read
+	EnvelopeID string    // its top-level envelope_id
+	Type       string    // its top-level type: events_api, slash_commands, interactive, or one Slack added since
+	Acked      bool      // acked on read; false for a slash command, whose ack carries its answer (Client.Ack)
+	Read       time.Time // when it was read
 }
 
-// socket is the bot's Socket Mode client. One goroutine (Run's) dials, reads every frame and
-// acks an envelope from its raw bytes right after reading it, before anything is decoded (a
-// refresh dials the next connection in a second goroutine while it still reads the old one): the
-// ack of the last envelope of a burst waits only for the reads and writes of those before it,
-// not for decoding, routing or the goroutine hand-offs of slack-go's four-goroutine pipeline
-// (round 3 of docs/benchmarks.md: ack p99 34 ms at N = 200 with slack-go's client). The acks of
-// envelopes read together from one read of the network go out together, in one write
-// (heldConn). Slash commands are acked by the loop, with the command's answer as payload (Ack).
+// State is a change of the connection's state.
+type State struct {
+	// Connected: a connection is up, also one that replaced another without a gap (a refresh).
+	// False: there is none, and Connection is being dialled (or will be, after a wait).
+	Connected bool
+	// Connection numbers connections: 0 the first, then one more for each that replaced another.
+	Connection int
+	// Attempt is, while down, the attempt at dialling Connection under way (0: none yet).
+	Attempt int
+	// Err is, while down, why that attempt failed (nil: it has not); Backoff is the wait before
+	// the next one.
+	Err     error
+	Backoff time.Duration
+}
+
+// Options tune a Client. Zero values get the defaults named in the comments.
+type Options struct {
+	// PingTimeout: a connection that brings nothing, not even a ping, for this long is dialled
+	// again; default 30 s.
+	PingTimeout time.Duration
+	// AppID is the Slack app of the bot token ("" when unknown): a hello from another app ends
+	// Run with an error that says the two tokens come from different apps.
+	AppID string
+	// Acked is told of each envelope acked on read, once its ack is written or held for the
+	// next write (see heldConn), with the time since it was read. May be nil; must not block.
+	Acked func(envelopeType string, latency time.Duration)
+	// State is told of every change of the connection's state, from Run's goroutine. May be nil;
+	// must not block.
+	State func(State)
+}
+
+// Client is a Socket Mode client. One goroutine (Run's) dials, reads every frame and acks an
+// envelope from its raw bytes right after reading it, before anything is decoded (a refresh
+// dials the next connection in a second goroutine while it still reads the old one): the ack of
+// the last envelope of a burst waits only for the reads and writes of those before it. The acks
+// of envelopes read together from one read of the network go out together, in one write
+// (heldConn). Slash commands are acked by the consumer, with the command's answer as payload
+// (Ack).
 //
 // It reconnects on its own: when Slack asks (a disconnect frame other than "warning"), when a
 // read or an ack fails, and when nothing (not even a ping) came for the ping timeout. It stops
 // for good on a rejected app token or a 404 from apps.connections.open.
-type socket struct {
-	open        SocketOpener
+type Client struct {
+	open        Opener
 	dialer      *websocket.Dialer
 	log         *zap.Logger
 	pingTimeout time.Duration
-	acked       func(envelopeType string, latency time.Duration) // Hooks.Acked; may be nil
+	acked       func(envelopeType string, latency time.Duration) // may be nil
+	onState     func(State)                                      // may be nil
 
-	// in carries frames to the loop, buffered so the reader goes on acking a burst of envelopes
-	// while the loop decodes and routes the first ones (Slack sends N mentions' envelopes at
-	// once); full, it holds the reader back (and with it the acks: Slack redelivers).
-	// At ~2-5 KB a frame the buffer holds at most a few MB.
-	in chan inbound
+	// frames carries frames to the consumer, buffered so the reader goes on acking a burst of
+	// envelopes while the consumer decodes and routes the first ones (Slack sends N mentions'
+	// envelopes at once); full, it holds the reader back (and with it the acks: Slack
+	// redelivers). At ~2-5 KB a frame the buffer holds at most a few MB.
+	frames chan Frame
 
 	wmu    sync.Mutex      // serialises writes (gorilla allows one writer) and guards conn, up and closed
 	conn   *websocket.Conn // the connection acks go to; nil between connections
 	up     chan struct{}   // closed when conn is set (Ack waits on it while reconnecting)
-	closed bool            // close was called: no more acks
+	closed bool            // Close was called, or Run ended between connections: no more acks
 
 	dmu      sync.Mutex // orders read-deadline changes against shutdown (see extend)
 	stopping bool
 	until    time.Time // the fixed read deadline of the read under way (zero: a ping timeout ahead)
 
 	app string // the bot token's app ("" when unknown): a hello from another app is fatal
-}
-
-// forApp makes a hello from any Slack app but app (when known) end Run with errWrongApp.
-func (s *socket) forApp(app string) *socket {
-	s.app = app
-	return s
 }
 
 // errWrongApp is a Socket Mode connection of another Slack app than the bot token's: the app-level
@@ -107,12 +150,14 @@ func (e errWrongApp) Error() string {
 		"(the bot token under OAuth & Permissions, the app-level token under Basic Information > App-Level Tokens)"
 }
 
-func newSocket(open SocketOpener, log *zap.Logger, pingTimeout time.Duration, acked func(string, time.Duration)) *socket {
-	if pingTimeout <= 0 {
-		pingTimeout = defaultPingTimeout
+// New returns a Client that opens its connections with open. Call Run once, read Frames, and
+// Close once Run has returned and the last acks are written.
+func New(open Opener, log *zap.Logger, opt Options) *Client {
+	if opt.PingTimeout <= 0 {
+		opt.PingTimeout = defaultPingTimeout
 	}
-	return &socket{
-		open: open, log: log, pingTimeout: pingTimeout, acked: acked,
+	return &Client{
+		open: open, log: log, pingTimeout: opt.PingTimeout, acked: opt.Acked, onState: opt.State, app: opt.AppID,
 		dialer: &websocket.Dialer{
 			NetDialContext:   dialHeld,
 			Proxy:            http.ProxyFromEnvironment,
@@ -120,10 +165,14 @@ func newSocket(open SocketOpener, log *zap.Logger, pingTimeout time.Duration, ac
 			ReadBufferSize:   readBufferSize,
 			WriteBufferSize:  writeBufferSize,
 		},
-		in: make(chan inbound, inboundQueue),
-		up: make(chan struct{}),
+		frames: make(chan Frame, framesQueue),
+		up:     make(chan struct{}),
 	}
 }
+
+// Frames delivers the envelopes read, in order. Every envelope is acked on read but slash
+// commands, which the consumer acks with Ack. Frames read before Run returned stay in it.
+func (s *Client) Frames() <-chan Frame { return s.frames }
 
 // errDisconnect is Slack asking for a new connection (a disconnect frame).
 type errDisconnect struct{ reason string }
@@ -131,16 +180,16 @@ type errDisconnect struct{ reason string }
 func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.reason + ")" }
 
 // Run connects and reads until ctx ends (it then returns ctx's error, leaving the last
-// connection open for the loop's last acks: see close) or the app token is rejected.
+// connection open for the consumer's last acks: see Close) or the app token is rejected.
 //
 // A connection that ends is replaced at once when Slack asked for it (refresh_requested, after
 // at least a second) or when it was healthy (see healthyAfter); one that fails sooner (Socket
 // Mode turned off, too many connections, a proxy that cuts them at once) after a wait that grows
-// while that goes on (1 s, 2 s, ... 2 min), so the bot does not hammer apps.connections.open.
+// while that goes on (1 s, 2 s, ... 2 min), so the client does not hammer apps.connections.open.
 // A refresh opens the next connection before it closes the old one (see refresh).
-func (s *socket) Run(ctx context.Context) error {
+func (s *Client) Run(ctx context.Context) error {
 	defer func() {
-		// Between connections when Run ends: no connection will come, so the loop's last
+		// Between connections when Run ends: no connection will come, so the consumer's last
 		// acks must not wait for one.
 		s.wmu.Lock()
 		if s.conn == nil && !s.closed {
@@ -196,9 +245,7 @@ func (s *socket) Run(ctx context.Context) error {
 			return err // no reconnect fixes it
 		}
 		// Down now, not after the wait: readiness and metrics must not say connected meanwhile.
-		if err := s.connecting(ctx, 0, count+1); err != nil {
-			return err
-		}
+		s.state(State{Connection: count + 1})
 		switch {
 		case refresh, healthy:
 			wait = retryAfter
@@ -223,7 +270,7 @@ type dialed struct {
 }
 
 // refresh replaces old, which Slack asked to refresh, making before breaking: Slack sends each
-// envelope to any open connection of the app, so while the bot has none (a reconnect's
+// envelope to any open connection of the app, so while the app has none (a reconnect's
 // apps.connections.open and handshake) its events wait for a retry, and its slash commands and
 // button clicks fail. The next connection (number count) is dialled while old is still read and
 // acked; once it is up, old is read for at most drainTime more (envelopes Slack sent before it
@@ -232,9 +279,9 @@ type dialed struct {
 //
 // It returns the next connection, or the dial's error (old is then left for Run to replace as any
 // other, and a 429 says how long to wait). When ctx ends it returns ctx's error, and leaves the
-// next connection installed if there is one (else old, if it has not ended), for the loop's last
-// acks.
-func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*websocket.Conn, error) {
+// next connection installed if there is one (else old, if it has not ended), for the consumer's
+// last acks.
+func (s *Client) refresh(ctx context.Context, old *websocket.Conn, count int) (*websocket.Conn, error) {
 	s.drainBy(old, time.Time{})
 	result := make(chan dialed, 1) // size 1: the dial never waits for the reader
 	var wg sync.WaitGroup
@@ -254,14 +301,13 @@ func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*
 	default:
 		if ctx.Err() == nil { // old ended first: down until the next connection is up
 			s.drop(old)
-			// It fails only when ctx ended, and so does the dial then.
-			_ = s.connecting(ctx, 1, count)
+			s.state(State{Connection: count, Attempt: 1})
 		}
 		d = <-result // the dial ends with ctx too
 	}
 	if ctx.Err() != nil {
-		// The next connection, when there is one, is the live one for the loop's last acks: Slack
-		// closes old soon.
+		// The next connection, when there is one, is the live one for the consumer's last acks:
+		// Slack closes old soon.
 		if d.conn != nil {
 			if s.install(d.conn, true) {
 				s.drop(old)
@@ -276,14 +322,13 @@ func (s *socket) refresh(ctx context.Context, old *websocket.Conn, count int) (*
 	}
 	s.install(d.conn, true)
 	s.drop(old)
-	// It fails only when ctx ended: Run then returns, and the next connection stays for the last acks.
-	_ = s.connected(ctx, count)
+	s.state(State{Connected: true, Connection: count})
 	return d.conn, nil
 }
 
 // install makes conn the connection acks go to, waking the acks waiting for one. With replace
 // false it does so only when there is none (and reports whether it did).
-func (s *socket) install(conn *websocket.Conn, replace bool) bool {
+func (s *Client) install(conn *websocket.Conn, replace bool) bool {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	switch {
@@ -329,16 +374,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // connect opens a connection, retrying with a growing backoff until it works, ctx ends or the
 // error is fatal.
-func (s *socket) connect(ctx context.Context, count int) (*websocket.Conn, error) {
+func (s *Client) connect(ctx context.Context, count int) (*websocket.Conn, error) {
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
-		if err := s.connecting(ctx, attempt, count); err != nil {
-			return nil, err
-		}
+		s.state(State{Connection: count, Attempt: attempt})
 		conn, err := s.dial(ctx)
 		if err == nil {
 			s.install(conn, true)
-			return conn, s.connected(ctx, count)
+			s.state(State{Connected: true, Connection: count})
+			return conn, nil
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -352,10 +396,7 @@ func (s *socket) connect(ctx context.Context, count int) (*websocket.Conn, error
 			wait = max(wait, rl.RetryAfter)
 		}
 		backoff = min(2*backoff, maxBackoff)
-		if err := s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnectionError,
-			Data: &slack.ConnectionErrorEvent{Attempt: attempt, Backoff: wait, ErrorObj: err}}}); err != nil {
-			return nil, err
-		}
+		s.state(State{Connection: count, Attempt: attempt, Err: err, Backoff: wait})
 		if err := sleep(ctx, wait); err != nil {
 			return nil, err
 		}
@@ -377,7 +418,7 @@ func fatal(err error) error {
 }
 
 // dial calls apps.connections.open and dials the URL it returns (a new one every time).
-func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
+func (s *Client) dial(ctx context.Context) (*websocket.Conn, error) {
 	_, wsURL, err := s.open.StartSocketModeContext(ctx)
 	if err != nil {
 		return nil, err // apps.connections.open's error names it; it carries no token
@@ -442,7 +483,7 @@ func (s *socket) dial(ctx context.Context) (*websocket.Conn, error) {
 
 // read reads frames until the connection fails, Slack asks for a new one, or ctx ends. It
 // reports whether the connection was healthy: its hello came at least healthyAfter before it ended.
-func (s *socket) read(ctx context.Context, conn *websocket.Conn) (healthy bool, err error) {
+func (s *Client) read(ctx context.Context, conn *websocket.Conn) (healthy bool, err error) {
 	s.drainBy(conn, time.Time{})
 	hello, err := s.readFrames(ctx, conn)
 	return !hello.IsZero() && time.Since(hello) >= healthyAfter, err
@@ -451,7 +492,7 @@ func (s *socket) read(ctx context.Context, conn *websocket.Conn) (healthy bool, 
 // drainBy fixes the deadline of the read of conn under way (or about to start) at until, instead
 // of a ping timeout ahead of every frame (zero until: back to that): the drain of a replaced
 // connection.
-func (s *socket) drainBy(conn *websocket.Conn, until time.Time) {
+func (s *Client) drainBy(conn *websocket.Conn, until time.Time) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	s.until = until
@@ -462,7 +503,7 @@ func (s *socket) drainBy(conn *websocket.Conn, until time.Time) {
 
 // readFrames is read, with the read deadline drainBy set. It returns when the hello came (zero:
 // none) with the error that ended the connection.
-func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) (hello time.Time, err error) {
+func (s *Client) readFrames(ctx context.Context, conn *websocket.Conn) (hello time.Time, err error) {
 	s.dmu.Lock()
 	s.stopping = false
 	s.dmu.Unlock()
@@ -518,26 +559,28 @@ func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) (hello ti
 			}
 			return hello, errDisconnect{h.reason}
 		}
-		in := inbound{frame: frame, head: h, read: read, acked: h.id != "" && h.typ != socketmode.RequestTypeSlashCommands}
+		f := Frame{Data: frame, EnvelopeID: h.id, Type: h.typ, Read: read, Acked: h.id != "" && h.typ != slashCommands}
 		select {
-		case s.in <- in:
-		default: // the loop is behind: the acks held go out before the reader waits for it
+		case s.frames <- f:
+		default: // the consumer is behind: the acks held go out before the reader waits for it
 			if err := held.flush(); err != nil {
 				return hello, fmt.Errorf("ack: %w", err)
 			}
-			if err := s.send(ctx, in); err != nil {
-				return hello, err // shutting down: not acked, so Slack sends it again
+			select {
+			case s.frames <- f:
+			case <-ctx.Done():
+				return hello, ctx.Err() // shutting down: not acked, so Slack sends it again
 			}
 		}
-		if !in.acked {
+		if !f.Acked {
 			continue
 		}
 		held.hold() // sent with the next read from the network (see heldConn)
 		err = s.write(conn, ackFrame(h.id), time.Now().Add(ackWriteTimeout))
 		held.release()
 		if err != nil {
-			// The loop handles it anyway; Slack redelivers it on the next connection and the
-			// loop drops that as a duplicate.
+			// The consumer has it anyway; Slack redelivers it on the next connection, and the
+			// consumer must drop that as a duplicate.
 			return hello, fmt.Errorf("ack: %w", err)
 		}
 		if s.acked != nil {
@@ -548,7 +591,7 @@ func (s *socket) readFrames(ctx context.Context, conn *websocket.Conn) (hello ti
 
 // extend moves the read deadline a ping timeout ahead (any frame or ping is life), unless
 // the socket is stopping.
-func (s *socket) extend(conn *websocket.Conn) {
+func (s *Client) extend(conn *websocket.Conn) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	switch {
@@ -560,29 +603,10 @@ func (s *socket) extend(conn *websocket.Conn) {
 	}
 }
 
-// connecting tells the loop the connection is down while connection number count is dialled (attempt 0:
-// not yet).
-func (s *socket) connecting(ctx context.Context, attempt, count int) error {
-	return s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnecting,
-		Data: &slack.ConnectingEvent{Attempt: attempt, ConnectionCount: count}}})
-}
-
-// connected tells the loop connection number count is up.
-func (s *socket) connected(ctx context.Context, count int) error {
-	return s.send(ctx, inbound{evt: socketmode.Event{Type: socketmode.EventTypeConnected,
-		Data: &socketmode.ConnectedEvent{ConnectionCount: count}}})
-}
-
-// send hands the loop a frame or a state change.
-func (s *socket) send(ctx context.Context, in inbound) error {
-	if in.read.IsZero() {
-		in.read = time.Now()
-	}
-	select {
-	case s.in <- in:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// state tells Options.State of a change.
+func (s *Client) state(st State) {
+	if s.onState != nil {
+		s.onState(st)
 	}
 }
 
@@ -591,7 +615,7 @@ func (s *socket) send(ctx context.Context, in inbound) error {
 func ackFrame(id string) []byte {
 	for i := 0; i < len(id); i++ {
 		if c := id[i]; c < ' ' || c > '~' || c == '"' || c == '\\' {
-			b, _ := json.Marshal(socketmode.Response{EnvelopeID: id})
+			b, _ := json.Marshal(response{EnvelopeID: id})
 			return b
 		}
 	}
@@ -602,18 +626,26 @@ func ackFrame(id string) []byte {
 }
 
 // write writes one text frame to conn, the socket's only data writer at a time.
-func (s *socket) write(conn *websocket.Conn, frame []byte, deadline time.Time) error {
+func (s *Client) write(conn *websocket.Conn, frame []byte, deadline time.Time) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	_ = conn.SetWriteDeadline(deadline)
 	return conn.WriteMessage(websocket.TextMessage, frame)
 }
 
-// Ack acknowledges an envelope the reader leaves to the loop (a slash command), with payload as
-// the answer (nil: none), on the current connection; while the socket is reconnecting it waits
-// for the next one until ctx ends (Slack does not resend a slash command).
-func (s *socket) Ack(ctx context.Context, envelopeID string, payload any) error {
-	frame, err := json.Marshal(socketmode.Response{EnvelopeID: envelopeID, Payload: payload})
+// response is a Socket Mode ack: the envelope's id and, for a slash command, its answer.
+type response struct {
+	EnvelopeID string `json:"envelope_id"`
+	Payload    any    `json:"payload,omitempty"`
+}
+
+// Ack acknowledges an envelope the reader left to the consumer (Frame.Acked false: a slash
+// command, or a frame that spells its envelope_id with escapes, which the reader does not read),
+// with payload as the answer (nil: none), on the current connection; while the client
+// reconnects it waits for the next one until ctx ends (Slack does not resend a slash command).
+// Safe for concurrent use.
+func (s *Client) Ack(ctx context.Context, envelopeID string, payload any) error {
+	frame, err := json.Marshal(response{EnvelopeID: envelopeID, Payload: payload})
 	if err != nil {
 		return fmt.Errorf("ack: %w", err)
 	}
@@ -635,7 +667,7 @@ func (s *socket) Ack(ctx context.Context, envelopeID string, payload any) error 
 }
 
 // current returns the connection, waiting for one while the socket reconnects.
-func (s *socket) current(ctx context.Context) (*websocket.Conn, error) {
+func (s *Client) current(ctx context.Context) (*websocket.Conn, error) {
 	for {
 		s.wmu.Lock()
 		conn, up, closed := s.conn, s.up, s.closed
@@ -655,7 +687,7 @@ func (s *socket) current(ctx context.Context) (*websocket.Conn, error) {
 }
 
 // drop closes a connection that failed or that Slack asked to replace.
-func (s *socket) drop(conn *websocket.Conn) {
+func (s *Client) drop(conn *websocket.Conn) {
 	s.wmu.Lock()
 	if s.conn == conn {
 		s.conn, s.up = nil, make(chan struct{})
@@ -664,9 +696,9 @@ func (s *socket) drop(conn *websocket.Conn) {
 	_ = conn.Close()
 }
 
-// close ends the last connection with a close frame, once Run has returned and the loop has
-// written its last acks.
-func (s *socket) close() {
+// Close ends the last connection with a close frame, once Run has returned and the consumer has
+// written its last acks. Acks after it fail.
+func (s *Client) Close() {
 	s.wmu.Lock()
 	conn := s.conn
 	s.conn, s.closed = nil, true

@@ -1,4 +1,4 @@
-package bot
+package slacksocket
 
 import (
 	"context"
@@ -126,9 +126,6 @@ func refreshScenario(t *testing.T, run func(ctx context.Context, api *slack.Clie
 	return seen
 }
 
-// ackText is the answer a slash command's ack carries.
-var ackText = map[string]any{"response_type": "ephemeral", "text": "ok"}
-
 // runSlackGo is an app on slack-go's socketmode.Client: it acks every request from Events.
 func runSlackGo(ctx context.Context, api *slack.Client) {
 	sm := socketmode.New(api)
@@ -145,7 +142,7 @@ func runSlackGo(ctx context.Context, api *slack.Client) {
 			}
 			var payload any
 			if evt.Type == socketmode.EventTypeSlashCommand {
-				payload = ackText
+				payload = answer
 			}
 			_ = sm.AckCtx(ctx, evt.Request.EnvelopeID, payload)
 		}
@@ -155,32 +152,32 @@ func runSlackGo(ctx context.Context, api *slack.Client) {
 // A refresh with slack-go's Socket Mode client leaves Slack without a connection of the app
 // (it closes the old connection, then calls apps.connections.open and dials): slash commands
 // typed meanwhile fail for the person (Slack does not send them again), and messages wait.
-// The bot's socket opens the next connection first: nothing fails and nothing waits.
+// This client opens the next connection first: nothing fails and nothing waits.
 func TestRefreshGapSlackGoVersusOurs(t *testing.T) {
 	slackGo := refreshScenario(t, runSlackGo)
 	t.Logf("slack-go socketmode.Client: %v", slackGo)
 	ours := refreshScenario(t, func(ctx context.Context, api *slack.Client) {
-		s := newSocket(api, zaptest.NewLogger(t), 0, nil)
+		c := New(api, zaptest.NewLogger(t), Options{})
 		var wg sync.WaitGroup
-		wg.Go(func() { _ = s.Run(ctx) })
-		defer func() { wg.Wait(); s.close() }()
+		wg.Go(func() { _ = c.Run(ctx) })
+		defer func() { wg.Wait(); c.Close() }()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case in := <-s.in:
-				if in.frame != nil && !in.acked {
-					_ = s.Ack(ctx, in.head.id, ackText)
+			case f := <-c.Frames():
+				if !f.Acked {
+					_ = c.Ack(ctx, f.EnvelopeID, answer)
 				}
 			}
 		}
 	})
-	t.Logf("the bot's socket:           %v", ours)
+	t.Logf("slacksocket.Client:         %v", ours)
 
 	if slackGo.conns.Gaps == 0 || len(slackGo.failed) == 0 {
 		t.Errorf("slack-go's client: %v; want a gap and slash commands failed in it (if a slack-go release fixed this, consider its client again)", slackGo)
 	}
 	if ours.conns.Gaps != 0 || len(ours.failed) != 0 || ours.retried != 0 || ours.lost != 0 {
-		t.Errorf("the bot's socket: %v; want no gap, no command failed, every event acked when first sent", ours)
+		t.Errorf("slacksocket.Client: %v; want no gap, no command failed, every event acked when first sent", ours)
 	}
 }
