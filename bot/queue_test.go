@@ -35,6 +35,7 @@ func TestQueuedAnswersRunInArrivalOrder(t *testing.T) {
 		h.waitFor(t, text+" handled", func() bool { return int(h.bot.replies.Load()) == min(i+2, 3) && len(fs.Acks()) == i+2 })
 	}
 	busy.Wait()
+	h.waitFor(t, "the busy note", func() bool { return len(fs.Ephemerals()) >= 1 })
 	es := fs.Ephemerals()
 	if len(es) != 1 || es[0].User != "U4" || es[0].Text != BusyText {
 		t.Errorf("notes %+v, want one busy note, to U4 (the third waiting)", es)
