@@ -73,10 +73,12 @@ func (s *MarkdownStream) feed() string {
 	}
 	if len(s.held) == 0 {
 		// Cutting at a space keeps every "<!", "<@" and "@here" with what follows it, so
-		// each piece is neutralised exactly as the whole line would be. Only a space in the
-		// line's text counts, not one in its container prefix ("- ", "> "): whether the line
-		// is a table row is known from its text up to the first "|" (sentInPieces).
-		if sp := strings.LastIndexByte(s.pending, ' '); sp >= len(s.pending)-len(containerless(s.pending)) {
+		// each piece is neutralised exactly as the whole line would be. At the start of a
+		// line only a space in its text counts, not one in its container prefix ("- ", "> "):
+		// whether the line is a table row is known from its text up to the first "|"
+		// (sentInPieces). The rest of a line already cut is text.
+		sp := strings.LastIndexByte(s.pending, ' ')
+		if sp >= 0 && (s.partial || sp >= len(s.pending)-len(containerless(s.pending))) {
 			out.WriteString(safe(s.pending[:sp+1]))
 			s.pending = s.pending[sp+1:]
 			s.partial = true
@@ -249,7 +251,11 @@ func isDelimiterRow(l string) bool {
 // opens a fence.
 func containerless(l string) string {
 	for {
-		t := strings.TrimLeft(l, " >")
+		i := 0
+		for i < len(l) && (l[i] == ' ' || l[i] == '>') {
+			i++
+		}
+		t := l[i:]
 		n := 0
 		for n < len(t) && n < 9 && t[n] >= '0' && t[n] <= '9' {
 			n++
