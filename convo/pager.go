@@ -95,9 +95,9 @@ func (p *Pager) Update(md string, final bool) []string {
 // rest of the answer as a new message instead, the part keeping what it shows. md is the answer the
 // part was last shown from (it extends the md of earlier calls, and later calls extend it); shown is
 // what the part shows. The part is sealed only where md ends at a boundary the Pager may cut at
-// (after a block, a line or a word, outside a code block, a table and any unclosed bold, strike or
-// code span) and only when it shows exactly what md renders to: otherwise nothing changes and Break
-// returns false. The next part is md's continuation rendered on its own (after a cut inside a quote
+// (after a block, a line, a sentence or a word, outside a code block, a table and any unclosed bold,
+// strike or code span; a writer that can choose shows text up to a SentenceEnd) and only when it
+// shows exactly what md renders to: otherwise nothing changes and Break returns false. The next part is md's continuation rendered on its own (after a cut inside a quote
 // or a list item, with the line's prefix).
 func (p *Pager) Break(md, shown string) bool {
 	if p.src > len(md) || shown == "" || !strings.HasSuffix(md, " ") && !strings.HasSuffix(md, "\n") {
@@ -119,6 +119,20 @@ func (p *Pager) Break(md, shown string) bool {
 	p.sealed = append(p.sealed, shown)
 	p.src, p.pos, p.carry = len(md), 0, carry
 	return true
+}
+
+// SentenceEnd reports whether md ends after a line or a sentence: a line break, or ".", "!", "?" or
+// ":" (closing quotes and brackets after them included) and then white space.
+func SentenceEnd(md string) bool {
+	if strings.HasSuffix(md, "\n") {
+		return true
+	}
+	t := strings.TrimRight(md, " \t")
+	if len(t) == len(md) {
+		return false // no white space yet: the sentence may go on ("3.5")
+	}
+	t = strings.TrimRight(t, `"')]*_`)
+	return strings.HasSuffix(t, ".") || strings.HasSuffix(t, "!") || strings.HasSuffix(t, "?") || strings.HasSuffix(t, ":")
 }
 
 // cuttableEnd reports whether a part may end where src ends: not inside a code block or a table,

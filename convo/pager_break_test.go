@@ -21,20 +21,23 @@ func TestPagerBreak(t *testing.T) {
 		{"after a list", "Steps:\n- fill the bucket\n- take a token\n\n",
 			"Steps:\n- fill the bucket\n- take a token\n\nThat is all.", true,
 			[]string{"Steps:\n\n• fill the bucket\n• take a token", "That is all."}},
+		{"after a sentence", "Token buckets refill. ", "Token buckets refill. Each request takes one.", true,
+			[]string{"Token buckets refill.", "Each request takes one."}},
 		{"after a word", "Token buckets refill ", "Token buckets refill at a steady rate.", true,
 			[]string{"Token buckets refill", "at a steady rate."}},
+		{"after a number's point", "Version 3.", "Version 3.5 is out.", false, usual("Version 3.5 is out.")},
 		{"inside a word", "Token buckets ref", "Token buckets refill at a steady rate.", false,
 			usual("Token buckets refill at a steady rate.")},
 		{"after a line of a list item", "Steps:\n- fill the bucket\n", "Steps:\n- fill the bucket\n- take a token\n", true,
 			[]string{"Steps:\n\n• fill the bucket", "• take a token"}},
-		{"inside a quote", "> Token buckets refill ", "> Token buckets refill at a steady rate.", true,
-			[]string{"> Token buckets refill", "> at a steady rate."}},
+		{"inside a quote", "> Token buckets refill. ", "> Token buckets refill. At a steady rate.", true,
+			[]string{"> Token buckets refill.", "> At a steady rate."}},
 		{"inside a code block", "```go\nx := 1\n", "```go\nx := 1\ny := 2\n```\n", false,
 			usual("```go\nx := 1\ny := 2\n```\n")},
 		{"inside a table", "| a | b |\n|---|---|\n| 1 | 2 |\n", "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n", false,
 			usual("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n")},
-		{"inside bold", "Token **buckets ", "Token **buckets refill** at a steady rate.", false,
-			usual("Token **buckets refill** at a steady rate.")},
+		{"inside bold", "Token **buckets. ", "Token **buckets. Refill** at a steady rate.", false,
+			usual("Token **buckets. Refill** at a steady rate.")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewPager(FormatMrkdwn, MrkdwnLimit)
@@ -61,5 +64,27 @@ func TestPagerBreakNeedsTheShownText(t *testing.T) {
 	}
 	if got := p.Update("One.\nTwo.", true); len(got) != 1 {
 		t.Errorf("parts %q, want one after the refused break", got)
+	}
+}
+
+func TestSentenceEnd(t *testing.T) {
+	for _, tc := range []struct {
+		md   string
+		want bool
+	}{
+		{"One.\n", true},
+		{"One. ", true},
+		{"Really? ", true},
+		{"Steps: ", true},
+		{"He said \"go.\" ", true},
+		{"**Done.** ", true},
+		{"One.", false}, // "One.5" may follow
+		{"Version 3.", false},
+		{"Token buckets ", false},
+		{"", false},
+	} {
+		if got := SentenceEnd(tc.md); got != tc.want {
+			t.Errorf("SentenceEnd(%q) = %t, want %t", tc.md, got, tc.want)
+		}
 	}
 }

@@ -85,30 +85,39 @@ func (e *editSink) buttons(i, n int, final bool) []Button {
 }
 
 // Under load an answer's message is edited seconds apart, and its last edit may wait long for its
-// turn once the answer is complete. Then the message shows whole blocks of the answer only (up to a
-// blank line), so that when the answer ends and no edit turn comes within continueWait, the message
-// can keep what it shows and the rest of the answer be posted below it at once, from the channel's
-// post budget (continueByPost): one more message for that answer, instead of a wait of up to a
-// minute for the end.
+// turn once the answer is complete. Then the message shows whole blocks or sentences of the answer,
+// so that when the answer ends and no edit turn comes within continueWait, the message can keep
+// what it shows and the rest of the answer be posted below it at once, from the channel's post
+// budget (continueByPost): one more message for that answer, instead of a wait of up to a minute
+// for the end.
 const (
 	wholeBlocksSpacing = 3 * time.Second // an answer's edits this far apart: whole blocks only
 	wholeBlocksSlack   = 400             // bytes of a block still being written that may wait for its end
 	continueWait       = time.Second
 )
 
-// visible is the part of the answer md the next interim write shows: all of it, or under load its
-// complete blocks when what follows them is short (at most wholeBlocksSlack bytes: an answer that
-// shows text keeps showing progress). The first text always shows at once, and never less is shown
-// than was rendered before (the Pager takes growing text).
+// visible is the part of the answer md the next interim write shows: all of it, or under load up to
+// the end of its last complete block, else of its last sentence, when what follows is short (at
+// most wholeBlocksSlack bytes: an answer that shows text keeps showing progress). The first text
+// always shows at once, and never less is shown than was rendered before (the Pager takes growing
+// text).
 func (e *editSink) visible(md string) string {
 	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || e.p.r.opt.Edits.Spacing() < wholeBlocksSpacing {
 		return md
 	}
-	end := strings.LastIndex(md, "\n\n") + 2
-	if end < 2 || len(md)-end > wholeBlocksSlack || end < len(e.renderedMD) {
+	lo := max(len(e.renderedMD), len(md)-wholeBlocksSlack)
+	if lo >= len(md) {
 		return md
 	}
-	return md[:end]
+	if i := strings.LastIndex(md[lo:], "\n\n"); i >= 0 {
+		return md[:lo+i+2]
+	}
+	for i := len(md); i > lo; i-- {
+		if (md[i-1] == ' ' || md[i-1] == '\n') && convo.SentenceEnd(md[:i]) {
+			return md[:i]
+		}
+	}
+	return md
 }
 
 // continueByPost decides how a finished answer's last message gets its end. When an edit turn comes

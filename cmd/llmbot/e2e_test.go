@@ -638,11 +638,17 @@ func TestE2EConcurrentRepliesUnderSlackLimits(t *testing.T) {
 		threads[i] = e.slack.PostUserMessage("C"+string(rune('A'+i)), "U1", "", "<@UBOT> q"+string(rune('a'+i)))
 	}
 	e.waitFor(t, "all replies", func() bool { return e.finished(t) == n })
+	// An answer whose last edit would wait for its turn ends with the rest posted below what its
+	// message shows: one or two messages, reading as the answer.
 	for i, ts := range threads {
 		msgs := e.slack.BotReplies("C"+string(rune('A'+i)), ts)
+		var texts []string
+		for _, m := range msgs {
+			texts = append(texts, m.Text)
+		}
 		want := "Answer to q" + string(rune('a'+i)) + ": " + answer
-		if len(msgs) != 1 || msgs[0].Text != want {
-			t.Errorf("thread %d: messages %+v; want one with %q", i, msgs, want)
+		if got := strings.Join(texts, " "); len(msgs) > 2 || got != want {
+			t.Errorf("thread %d: %d messages showing %q; want %q in one or two", i, len(msgs), got, want)
 		}
 	}
 	// The bot cannot know Slack's workspace-wide burst for chat.postMessage or
