@@ -90,10 +90,10 @@ func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, 
 	fs.threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
 	opt := testOptions()
 	opt.Mode = mode
-	opt.Edits = pace.NewScheduler(1e9, 1e6)
-	opt.Appends = pace.NewScheduler(1e9, 1e6)
-	opt.Posts = pace.NewKeyed(1e9, 1e6)
-	opt.Streams = pace.NewBucket(1e9, 1e6)
+	opt.Budgets.Edits = pace.NewScheduler(1e9, 1e6)
+	opt.Budgets.Appends = pace.NewScheduler(1e9, 1e6)
+	opt.Budgets.Posts = pace.NewKeyed(1e9, 1e6)
+	opt.Budgets.Streams = pace.NewBucket(1e9, 1e6)
 	r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
 	req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
 		ThreadTS: testTS, Text: question}

@@ -102,7 +102,7 @@ const (
 // always shows at once, and never less is shown than was rendered before (the Pager takes growing
 // text).
 func (e *editSink) visible(md string) string {
-	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || e.p.r.opt.Edits.Spacing() < wholeBlocksSpacing {
+	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || e.p.r.opt.Budgets.Edits.Spacing() < wholeBlocksSpacing {
 		return md
 	}
 	lo := max(len(e.renderedMD), len(md)-wholeBlocksSlack)
@@ -496,7 +496,7 @@ func (e *editSink) adoptLost(ctx context.Context) {
 func (p *reply) strayParts(ctx context.Context, first string, known []string) (strays []string, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, adoptReadTimeout)
 	defer cancel()
-	if !p.r.opt.Reads.TryTake() {
+	if !p.r.opt.Budgets.Reads.TryTake() {
 		p.log.Debug("no read budget to look for parts whose post may have landed")
 		return nil, false
 	}
@@ -508,7 +508,7 @@ func (p *reply) strayParts(ctx context.Context, first string, known []string) (s
 		msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, "")
 	}
 	if ra, limited := rateLimited(err); limited {
-		p.r.opt.Reads.Throttled(ra) // not retried, but every reader waits it out
+		p.r.opt.Budgets.Reads.Throttled(ra) // not retried, but every reader waits it out
 	}
 	if err != nil {
 		p.log.Debug("looking for parts whose post may have landed", zap.Error(err))
@@ -528,7 +528,7 @@ const adoptReadTimeout = time.Second
 // deleteMessage deletes one of the reply's messages (the Deletes budget). A timed-out delete is
 // repeated (a delete that landed answers message_not_found the next time, which counts as done).
 func (p *reply) deleteMessage(ctx context.Context, ts string) error {
-	o := p.r.opt
+	o := p.r.opt.Budgets
 	var window time.Time // repostOutage from the first failure
 	err := retryWrite(ctx, &window, o.Deletes.Wait, o.Deletes.Throttled,
 		func(ctx context.Context) error {
@@ -611,7 +611,7 @@ func (p *reply) postInterrupted(ctx context.Context, ferr error) error {
 // themselves may use all of ctx. When the private word cannot be sent the placeholder is kept (the
 // caller edits it), so the asker is never left with nothing.
 func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
-	o := p.r.opt
+	o := p.r.opt.Budgets
 	if err := p.tellNotAnswered(ctx, by); err != nil {
 		return err
 	}
@@ -629,7 +629,7 @@ func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
 // question was not answered because the bot is restarting. The wait for the budget ends at by
 // (unless zero); the write may use all of ctx.
 func (p *reply) tellNotAnswered(ctx context.Context, by time.Time) error {
-	o := p.r.opt
+	o := p.r.opt.Budgets
 	err := writeRetry(ctx,
 		func(ctx context.Context) error { return waitBy(ctx, by, o.Ephemerals.Wait) },
 		o.Ephemerals.Throttled,

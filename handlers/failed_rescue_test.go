@@ -95,7 +95,7 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 		{"any budget", streamOptions, 0},
 		{"post slot", func() ReplyOptions {
 			opt := streamOptions()
-			opt.Posts = pace.NewKeyed(60, 1)
+			opt.Budgets.Posts = pace.NewKeyed(60, 1)
 			return opt
 		}, time.Second},
 	} {
@@ -251,8 +251,8 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 			}
 		}},
 		{"noReadToken", func(_ *fakeSlack, opt *ReplyOptions) {
-			opt.Reads = pace.NewBucket(0.001, 1)
-			opt.Reads.TryTake() // other replies spent the workspace's read budget
+			opt.Budgets.Reads = pace.NewBucket(0.001, 1)
+			opt.Budgets.Reads.TryTake() // other replies spent the workspace's read budget
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,7 +45,7 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 		}
 		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(perMinute, burst, pace.WithPolicy(policy))
+		opt.Budgets.Edits = pace.NewScheduler(perMinute, burst, pace.WithPolicy(policy))
 		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
 		for i := range n {
 			fs.threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}

@@ -68,7 +68,7 @@ func TestPlaceholderOnlyForASlowStart(t *testing.T) {
 func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := lazyOptions()
-		opt.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
+		opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
 		fs := newQuestionSlack()
 		chat := &fakeChat{steps: deltas([]string{"The ", "answer ", "is ", "here."}, 200*time.Millisecond)}
 		r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
@@ -181,7 +181,7 @@ func TestAnswerEndsByPostWhenNoEditTurnComes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opt := lazyOptions()
-				opt.Edits = pace.NewScheduler(tc.edits, 2)
+				opt.Budgets.Edits = pace.NewScheduler(tc.edits, 2)
 				fs := newQuestionSlack()
 				ws := paragraphs(12)
 				chat := &fakeChat{steps: deltas(ws, 150*time.Millisecond)}

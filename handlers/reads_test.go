@@ -165,7 +165,7 @@ func TestPostBudgetsAfterA429(t *testing.T) {
 				spent.tokens = 0
 				fs.postErr = limitedBy(spent)
 				opt := testOptions()
-				opt.PostsWorkspace = pace.NewBucket(tc.workspace, tc.burst)
+				opt.Budgets.PostsWorkspace = pace.NewBucket(tc.workspace, tc.burst)
 				r := NewReplies(fs, slowPosts{fs, tc.latency}, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
 				t0 := time.Now()
 				var wg sync.WaitGroup
@@ -194,7 +194,7 @@ func TestPostBudgetsAfterA429(t *testing.T) {
 				if len(limited) > tc.most429s {
 					t.Errorf("%d 429s, want at most %d", len(limited), tc.most429s)
 				}
-				if got := opt.PostsWorkspace.Rate(); math.Abs(got-tc.rate) > 1e-9 {
+				if got := opt.Budgets.PostsWorkspace.Rate(); math.Abs(got-tc.rate) > 1e-9 {
 					t.Errorf("workspace post rate %.1f/min after the run, want %.1f", got, tc.rate)
 				}
 			})
@@ -254,7 +254,7 @@ func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
 func TestPostsWorkspaceOptionUsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
-		opt.PostsWorkspace = pace.NewBucket(60, 1)
+		opt.Budgets.PostsWorkspace = pace.NewBucket(60, 1)
 		fs := newFakeSlack()
 		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
 		t0 := time.Now()

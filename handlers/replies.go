@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -52,33 +51,9 @@ type ReplyOptions struct {
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
 
-	// The Slack write budget, shared by every reply. nil: a private default (fine for one Replies).
-	Edits   *pace.Scheduler // chat.update; default 50/min, burst 5
-	Appends *pace.Scheduler // chat.appendStream (ModeStream); default 100/min, burst 10
-	Posts   *pace.Keyed     // chat.postMessage and chat.startStream per channel; default 60/min, burst 3
-	// PostsWorkspace is chat.postMessage and chat.startStream across every channel, waited on after
-	// Posts. Slack publishes no figure beyond "several hundred per minute" per workspace; the default,
-	// 300/min with a burst of 20, stays at the low end of that so a burst of new questions in many
-	// channels gets its placeholders paced instead of 429s.
-	PostsWorkspace *pace.Bucket
-	// Reads is conversations.replies + conversations.history (Tier 3, about 50/min per workspace), shared
-	// by every reply: each read waits for a token and a 429 pauses every reader for its Retry-After.
-	// Default 50/min (times pace.RateMargin), burst 5.
-	Reads *pace.Bucket
-	// Lookups is users.info (Tier 4, about 100/min per workspace), shared by every reply: each name
-	// look-up waits for a token and a 429 pauses every look-up for its Retry-After. Names are a nicety
-	// (speaker labels, @mentions): a look-up that cannot be made within the names time limit leaves
-	// the user id in place. Default 100/min (times pace.RateMargin), burst 10.
-	Lookups *pace.Bucket
-	// Streams is chat.startStream + chat.stopStream (Tier 2, about 20/min per workspace). A reply starts a
-	// native stream only when a token is available at once, else it answers by editing; stopStream waits.
-	// Default 20/min, burst 3.
-	Streams *pace.Bucket
-	// Deletes (chat.delete, Tier 3) and Ephemerals (chat.postEphemeral, Tier 4) are budgets of their
-	// own, used at shutdown to close replies the chat.update budget cannot serve in time (see
-	// editSink.shutdown). Defaults 50/min and 100/min, burst 20 each: they are used only then, full,
-	// and Slack allows short bursts over a tier's rate; a 429 just sends that reply to the edit.
-	Deletes, Ephemerals *pace.Bucket
+	// Budgets pace every Slack method the replies call, shared by every reply; a nil budget gets its
+	// default (see Budgets).
+	Budgets Budgets
 
 	// PlaceholderAfter is how long an answer in edit mode waits for the model's first text before it
 	// shows the "Thinking…" placeholder. The first text is then posted as the answer's message (from
@@ -142,33 +117,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	if opt.Mode == "" {
 		opt.Mode = ModeEdit
 	}
-	if opt.Edits == nil {
-		opt.Edits = pace.NewScheduler(50, 5)
-	}
-	if opt.Appends == nil {
-		opt.Appends = pace.NewScheduler(100, 10)
-	}
-	if opt.Streams == nil {
-		opt.Streams = pace.NewBucket(20, 3)
-	}
-	if opt.Deletes == nil {
-		opt.Deletes = pace.NewBucket(50, 20)
-	}
-	if opt.Ephemerals == nil {
-		opt.Ephemerals = pace.NewBucket(100, 20)
-	}
-	if opt.Posts == nil {
-		opt.Posts = pace.NewKeyed(60, 3)
-	}
-	if opt.PostsWorkspace == nil {
-		opt.PostsWorkspace = pace.NewBucket(300, 20)
-	}
-	if opt.Lookups == nil {
-		opt.Lookups = pace.NewBucket(100*pace.RateMargin, 10)
-	}
-	if opt.Reads == nil {
-		opt.Reads = pace.NewBucket(50*pace.RateMargin, 5)
-	}
+	opt.Budgets = opt.Budgets.withDefaults()
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = 20
 	}
@@ -397,13 +346,13 @@ func (r *Replies) resolve(ctx context.Context, log *zap.Logger, ids []string) na
 			names[id] = n
 			continue
 		}
-		if err := r.opt.Lookups.Wait(ctx); err != nil {
+		if err := r.opt.Budgets.Lookups.Wait(ctx); err != nil {
 			break // the names time limit: the rest keep their ids
 		}
 		n, err := r.users.Name(ctx, id)
 		if err != nil {
 			if ra, ok := rateLimited(err); ok {
-				r.opt.Lookups.Throttled(ra) // every reply's look-ups wait it out, none retries into a storm
+				r.opt.Budgets.Lookups.Throttled(ra) // every reply's look-ups wait it out, none retries into a storm
 			}
 			log.Debug("users.info", zap.String("user_id", id), zap.Error(err))
 			continue

@@ -80,7 +80,7 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := numbered(40)
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(50, 3)
+		opt.Budgets.Edits = pace.NewScheduler(50, 3)
 		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
 		t0 := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -138,8 +138,8 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 func TestReplyStreamPatienceFollowsTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(50, 3)
-		other := opt.Edits.Lane() // a second reply in flight: each gets half the budget
+		opt.Budgets.Edits = pace.NewScheduler(50, 3)
+		other := opt.Budgets.Edits.Lane() // a second reply in flight: each gets half the budget
 		defer other.Close()
 		rt := newReplyTest(t, deltas(numbered(3), 100*time.Millisecond), opt)
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -167,7 +167,7 @@ func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 		ws := numbered(20)
 		full := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)[0]
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(50, 3)
+		opt.Budgets.Edits = pace.NewScheduler(50, 3)
 		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
 		finals := 0
 		rt.slack.updateErr = func(n int, c call) error {
@@ -194,7 +194,7 @@ func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 		if got := rt.texts(); len(got) != 1 || got[0] != full {
 			t.Errorf("final = %q, want %q", got, full)
 		}
-		if got := opt.Edits.Bucket().Rate(); got >= 50 {
+		if got := opt.Budgets.Edits.Bucket().Rate(); got >= 50 {
 			t.Errorf("edit rate after 429s = %v/min, want lowered", got)
 		}
 	})
@@ -558,7 +558,7 @@ func TestReplyEvery20ChunksPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := numbered(45)
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(50, 3, pace.WithPolicy(pace.PolicyEvery20Chunks))
+		opt.Budgets.Edits = pace.NewScheduler(50, 3, pace.WithPolicy(pace.PolicyEvery20Chunks))
 		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		// Edits after chunk 20 and 40, then the final one.
@@ -641,7 +641,7 @@ func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := []string{"All ", "good ", "here."}
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(6, 1) // 12 finals need two minutes: far beyond FinalTimeout
+		opt.Budgets.Edits = pace.NewScheduler(6, 1) // 12 finals need two minutes: far beyond FinalTimeout
 		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
 		const n = 12
 		for i := range n {

@@ -238,7 +238,7 @@ func (p *reply) open(ctx context.Context, old []string) (sink, error) {
 		p.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
 	}
 	if p.threadTS != "" && p.r.streamingAllowed() {
-		if !p.r.opt.Streams.TryTake() {
+		if !p.r.opt.Budgets.Streams.TryTake() {
 			p.log.Debug("native streaming budget used up; answering by editing")
 			return p.openEdit(ctx)
 		}
@@ -251,7 +251,7 @@ func (p *reply) open(ctx context.Context, old []string) (sink, error) {
 		}
 		switch ra, limited := rateLimited(err); {
 		case limited:
-			p.r.opt.Streams.Throttled(ra)
+			p.r.opt.Budgets.Streams.Throttled(ra)
 			p.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		case refusesStreaming(err):
 			p.r.refuseStreaming()
@@ -274,7 +274,7 @@ func (p *reply) placeholder() Msg {
 // placeholder is posted now.
 func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
 	if after := p.r.opt.PlaceholderAfter; after > 0 {
-		e := p.editSink(p.r.opt.Edits.Lane(), "")
+		e := p.editSink(p.r.opt.Budgets.Edits.Lane(), "")
 		e.placeholderDue = p.start.Add(after)
 		return e, nil
 	}
@@ -282,7 +282,7 @@ func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
-	e := p.editSink(p.r.opt.Edits.Lane(), ts)
+	e := p.editSink(p.r.opt.Budgets.Edits.Lane(), ts)
 	e.posts = 1
 	return e, nil
 }
@@ -313,7 +313,7 @@ func (p *reply) editSink(lane *pace.Lane, ts string) *editSink {
 // new messages when it is longer. Returned errors are the edit's: the caller then answers in a new
 // message. An old part that cannot be deleted stays (logged).
 func (p *reply) openInPlace(ctx context.Context, old []string) (*editSink, error) {
-	lane := p.r.opt.Edits.Lane()
+	lane := p.r.opt.Budgets.Edits.Lane()
 	err := writeRetry(ctx,
 		func(ctx context.Context) error { return lane.Wait(ctx, pace.First, time.Now()) },
 		lane.Throttled,
@@ -360,7 +360,7 @@ func (p *reply) openStream(ctx context.Context) (*streamSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &streamSink{p: p, lane: p.r.opt.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
+	return &streamSink{p: p, lane: p.r.opt.Budgets.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
 }
 
 func (p *reply) streamStart(md string) StreamStart {
@@ -519,7 +519,7 @@ func (r *Replies) history(ctx context.Context, channel, latest string) ([]slack.
 // are retried (at most maxRateLimited), until ctx ends.
 func (r *Replies) read(ctx context.Context, f func(context.Context) error) error {
 	for limited := 0; ; {
-		if err := r.opt.Reads.Wait(ctx); err != nil {
+		if err := r.opt.Budgets.Reads.Wait(ctx); err != nil {
 			return err
 		}
 		err := f(ctx)
@@ -530,7 +530,7 @@ func (r *Replies) read(ctx context.Context, f func(context.Context) error) error
 		if limited++; !ok || limited == maxRateLimited {
 			return err
 		}
-		r.opt.Reads.Throttled(ra)
+		r.opt.Budgets.Reads.Throttled(ra)
 	}
 }
 
@@ -545,11 +545,11 @@ func (r *Replies) read(ctx context.Context, f func(context.Context) error) error
 // 429 in the channel.
 func (r *Replies) postWait(ctx context.Context, channel string) error {
 	for {
-		slot, err := r.opt.Posts.WaitSlot(ctx, channel)
+		slot, err := r.opt.Budgets.Posts.WaitSlot(ctx, channel)
 		if err != nil {
 			return err
 		}
-		if err := r.opt.PostsWorkspace.Wait(ctx); err != nil {
+		if err := r.opt.Budgets.PostsWorkspace.Wait(ctx); err != nil {
 			return err
 		}
 		if !slot.Stale() {
@@ -560,8 +560,8 @@ func (r *Replies) postWait(ctx context.Context, channel string) error {
 
 // postThrottled records a post's 429 in both budgets: Slack does not say which limit was hit.
 func (r *Replies) postThrottled(channel string, retryAfter time.Duration) {
-	r.opt.Posts.Throttled(channel, retryAfter)
-	r.opt.PostsWorkspace.Throttled(retryAfter)
+	r.opt.Budgets.Posts.Throttled(channel, retryAfter)
+	r.opt.Budgets.PostsWorkspace.Throttled(retryAfter)
 }
 
 // trigger returns the triggering message from the thread (found), or builds it from the request when
@@ -698,9 +698,9 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 // scheduler is the budget s writes from.
 func (p *reply) scheduler(s sink) *pace.Scheduler {
 	if _, ok := s.(*streamSink); ok {
-		return p.r.opt.Appends
+		return p.r.opt.Budgets.Appends
 	}
-	return p.r.opt.Edits
+	return p.r.opt.Budgets.Edits
 }
 
 func (p *reply) policy(s sink) pace.Policy { return p.scheduler(s).Policy() }

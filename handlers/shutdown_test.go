@@ -39,10 +39,10 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 		fs := newFakeSlack()
 		fs.limit = newLimiter(50, 5) // Slack's chat.update limit, enforced with 429s
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(50, 5)
-		opt.Posts = pace.NewKeyed(60, 3)
+		opt.Budgets.Edits = pace.NewScheduler(50, 5)
+		opt.Budgets.Posts = pace.NewKeyed(60, 3)
 		// The defaults, shared by the two Replies below as the bot shares them.
-		opt.Streams, opt.Deletes, opt.Ephemerals = pace.NewBucket(20, 3), pace.NewBucket(50, 20), pace.NewBucket(100, 20)
+		opt.Budgets.Streams, opt.Budgets.Deletes, opt.Budgets.Ephemerals = pace.NewBucket(20, 3), pace.NewBucket(50, 20), pace.NewBucket(100, 20)
 		opt.ShutdownTimeout = 2 * time.Second
 		opt.Mode = mode
 		talk := &fakeChat{steps: deltas(numbered(200), 100*time.Millisecond)}
@@ -134,10 +134,10 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 func TestReplyShutdownWhilePlaceholderWaitsTellsAsker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
-		opt.Posts = pace.NewKeyed(60, 1) // 1 post a second in a channel
+		opt.Budgets.Posts = pace.NewKeyed(60, 1) // 1 post a second in a channel
 		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), opt)
 		for range 5 { // five other mentions' placeholders queue ahead in the channel
-			go opt.Posts.WaitSlot(t.Context(), testCh)
+			go opt.Budgets.Posts.WaitSlot(t.Context(), testCh)
 		}
 		synctest.Wait()
 		ctx, cancel := context.WithCancelCause(t.Context())
@@ -234,7 +234,7 @@ func TestShutdownMultiPartShowsNoTextTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(6, 1) // spent: one edit every ~10 s
+		opt.Budgets.Edits = pace.NewScheduler(6, 1) // spent: one edit every ~10 s
 		steps := []step{
 			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:1000]}},
 			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: b[1000:]}},
@@ -264,8 +264,8 @@ func TestShutdownMultiPartShowsNoTextTwice(t *testing.T) {
 func TestShutdownDuringTheFinalWriteClosesTheReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
-		opt.Edits = pace.NewScheduler(6, 1) // one edit every ~10 s
-		other := opt.Edits.Lane()           // another reply takes the slot there is
+		opt.Budgets.Edits = pace.NewScheduler(6, 1) // one edit every ~10 s
+		other := opt.Budgets.Edits.Lane()           // another reply takes the slot there is
 		mustNoErr(t, other.Wait(t.Context(), pace.Final, time.Time{}))
 		defer other.Close()
 		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), opt)
@@ -299,7 +299,7 @@ func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
 			{chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		opt := streamOptions()
-		opt.Streams = pace.NewBucket(600, 20) // plenty: only Slack's 502s hold the stop back
+		opt.Budgets.Streams = pace.NewBucket(600, 20) // plenty: only Slack's 502s hold the stop back
 		rt := newReplyTest(t, steps, opt)
 		t0 := time.Now()
 		rt.slack.stopErr = func(int, call) error {

@@ -115,7 +115,7 @@ func (s *streamSink) write(ctx context.Context, call func(context.Context) (cont
 	done := 0
 	for _, piece := range splitLines(text, convo.MarkdownLimit) {
 		if s.ts != "" && s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
-			if err := p.r.opt.Streams.Wait(ctx); err != nil {
+			if err := p.r.opt.Budgets.Streams.Wait(ctx); err != nil {
 				return done, err
 			}
 			cctx, cancel := call(ctx)
@@ -127,7 +127,7 @@ func (s *streamSink) write(ctx context.Context, call func(context.Context) (cont
 			s.ts, s.sent = "", 0 // full: the next piece starts a new message
 		}
 		if s.ts == "" {
-			if err := p.r.opt.Streams.Wait(ctx); err != nil {
+			if err := p.r.opt.Budgets.Streams.Wait(ctx); err != nil {
 				return done, err
 			}
 			if err := p.r.postWait(ctx, p.req.Channel); err != nil {
@@ -175,7 +175,7 @@ func (e startStopError) Unwrap() error { return e.err }
 // answer continues in a new message), so that the budget that was spent is the one that pauses.
 func (s *streamSink) throttled(err error, retryAfter time.Duration) {
 	if errors.As(err, new(startStopError)) {
-		s.p.r.opt.Streams.Throttled(retryAfter)
+		s.p.r.opt.Budgets.Streams.Throttled(retryAfter)
 		return
 	}
 	s.lane.Throttled(retryAfter)
@@ -211,7 +211,7 @@ func (s *streamSink) final(ctx context.Context, md, note string, kind convo.Mark
 		}
 		var last error // the attempt's error, whose 429 throttled charges
 		err = p.finalRetry(ctx,
-			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
+			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
 			func(d time.Duration) { s.throttled(last, d) },
 			func(ctx context.Context) error {
 				last = s.finalAttempt(ctx, &text, kind, note)
@@ -257,12 +257,12 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 		var ts string
 		err := p.finalRetry(ctx,
 			func(ctx context.Context) error {
-				if err := waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait); err != nil {
+				if err := waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait); err != nil {
 					return err
 				}
 				return p.r.postWait(ctx, p.req.Channel)
 			},
-			p.r.opt.Streams.Throttled,
+			p.r.opt.Budgets.Streams.Throttled,
 			func(ctx context.Context) (err error) {
 				ts, err = p.r.streamer.StartStream(ctx, p.streamStart(""))
 				return err
@@ -281,8 +281,8 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
 	err := p.finalRetry(ctx,
-		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Streams.Wait) },
-		p.r.opt.Streams.Throttled,
+		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
+		p.r.opt.Budgets.Streams.Throttled,
 		func(ctx context.Context) error {
 			var bs []Button
 			if note != "" {
@@ -411,7 +411,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
 	}
-	o := p.r.opt
+	o := p.r.opt.Budgets
 	for _, ts := range s.streamed {
 		err := writeRetry(ctx, o.Deletes.Wait, o.Deletes.Throttled,
 			func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })

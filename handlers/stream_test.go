@@ -26,8 +26,8 @@ func streamOptions() ReplyOptions {
 // and stopStream 20 a minute, appends 50), whose rates a test can read.
 func budgetedStreamOptions() ReplyOptions {
 	opt := streamOptions()
-	opt.Streams = pace.NewBucket(20, 5)
-	opt.Appends = pace.NewScheduler(50, 5)
+	opt.Budgets.Streams = pace.NewBucket(20, 5)
+	opt.Budgets.Appends = pace.NewScheduler(50, 5)
 	return opt
 }
 
@@ -197,7 +197,7 @@ func TestStreamModeRateLimitedStartFallsBackOnce(t *testing.T) {
 func TestStreamModeBudgetUsedUpFallsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := streamOptions()
-		opt.Streams = pace.NewBucket(20, 1)
+		opt.Budgets.Streams = pace.NewBucket(20, 1)
 		rt := newReplyTest(t, deltas([]string{"Hi.\n"}, 100*time.Millisecond), opt)
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // streams; its stop waits for the next token
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // no token at once: edits
@@ -364,7 +364,7 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opt := budgetedStreamOptions()
-				streams, appends := opt.Streams.Rate(), opt.Appends.Bucket().Rate()
+				streams, appends := opt.Budgets.Streams.Rate(), opt.Budgets.Appends.Bucket().Rate()
 				rt := newReplyTest(t, tt.steps, opt)
 				*tt.hook(rt.slack) = func(n int, _ call) error {
 					if n == tt.nth {
@@ -373,11 +373,11 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 					return nil
 				}
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-				if got := opt.Streams.Rate() < streams; got != tt.streamsCut {
+				if got := opt.Budgets.Streams.Rate() < streams; got != tt.streamsCut {
 					t.Errorf("Streams' rate lowered = %v, want %v", got, tt.streamsCut)
 				}
-				if got := opt.Appends.Bucket().Rate() < appends; got != tt.appCut {
-					t.Errorf("appends' rate lowered = %v (%v), want %v", got, opt.Appends.Bucket().Rate(), tt.appCut)
+				if got := opt.Budgets.Appends.Bucket().Rate() < appends; got != tt.appCut {
+					t.Errorf("appends' rate lowered = %v (%v), want %v", got, opt.Budgets.Appends.Bucket().Rate(), tt.appCut)
 				}
 				var all strings.Builder
 				for _, m := range rt.slack.botMessages(testTS) {

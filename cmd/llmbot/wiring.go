@@ -22,13 +22,8 @@ import (
 	"github.com/llmbot/llmbot/route"
 )
 
-// Slack write budgets besides chat.update (which is EDIT_BUDGET_PER_MINUTE).
+// Time limits of the Slack client and the start-up (Slack's rate limits are handlers.Budgets).
 const (
-	editBurst         = 5
-	appendsPerMinute  = 100 // chat.appendStream: Tier 4
-	appendBurst       = 10
-	postsPerMinute    = 60 // chat.postMessage: about 1 a second per channel
-	postBurst         = 3
 	slackCallTimeout  = 60 * time.Second // one Web API call, file upload included
 	identifyTimeout   = 20 * time.Second
 	appIDTimeout      = 5 * time.Second
@@ -37,18 +32,6 @@ const (
 	slackHeaderWait   = 30 * time.Second
 	slackIdleConnsMax = 20
 	imageUploadTime   = time.Minute // added to IMAGE_TIMEOUT for the whole /imagine job
-)
-
-// Slack budgets shared across the workspace.
-const (
-	// chat.postMessage across channels: Slack says only "several hundred per minute"; 300 stays at the
-	// low end so placeholders for a burst of questions in many channels are paced, not 429ed.
-	postsWorkspacePerMinute = 300
-	postsWorkspaceBurst     = 20
-	readsPerMinute          = 50 // conversations.replies + conversations.history: Tier 3
-	readBurst               = 5
-	lookupsPerMinute        = 100 // users.info: Tier 4
-	lookupBurst             = 10
 )
 
 // start wires the parts together and runs the bot until ctx ends.
@@ -160,12 +143,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
 		Buttons:          cfg.Buttons,
 		PlaceholderAfter: cfg.PlaceholderAfter,
-		Edits:            pace.NewScheduler(cfg.EditBudgetPerMinute, editBurst, pace.WithPolicy(policy)),
-		Appends:          pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
-		Posts:            pace.NewKeyed(postsPerMinute, postBurst),
-		PostsWorkspace:   pace.NewBucket(postsWorkspacePerMinute, postsWorkspaceBurst),
-		Reads:            pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
-		Lookups:          pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
+		Budgets:          handlers.NewBudgets(cfg.EditBudgetPerMinute, policy),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),

@@ -1,0 +1,94 @@
+package handlers
+
+import "github.com/llmbot/llmbot/pace"
+
+// Slack's rate limits as the bot paces them, each declared once, here. Slack limits most methods
+// per workspace by tier (Tier 2 about 20 calls a minute, Tier 3 about 50, Tier 4 about 100), and
+// chat.postMessage to about one a second per channel. A 429 on any method pauses its budget for
+// every reply and lowers its rate for a while.
+const (
+	// chat.update: EDIT_BUDGET_PER_MINUTE, Slack's ~50 a minute per workspace by default.
+	DefaultEditsPerMinute = 50
+	editBurst             = 5
+	appendsPerMinute      = 100 // chat.appendStream: Tier 4
+	appendBurst           = 10
+	postsPerMinute        = 60 // chat.postMessage and chat.startStream: about one a second per channel
+	postBurst             = 3
+	// chat.postMessage across channels: Slack says only "several hundred per minute"; 300 stays at the
+	// low end so the first texts of a burst of questions in many channels are paced, not 429ed.
+	postsWorkspacePerMinute = 300
+	postsWorkspaceBurst     = 20
+	readsPerMinute          = 50 // conversations.replies + conversations.history: Tier 3
+	readBurst               = 5
+	lookupsPerMinute        = 100 // users.info: Tier 4
+	lookupBurst             = 10
+	streamsPerMinute        = 20 // chat.startStream + chat.stopStream: Tier 2
+	streamBurst             = 3
+	// chat.delete (Tier 3) and chat.postEphemeral (Tier 4) are used in bursts, at shutdown: Slack
+	// allows short bursts over a tier's rate, and a 429 only sends that reply to the edit.
+	deletesPerMinute    = 50
+	ephemeralsPerMinute = 100
+	closingBurst        = 20
+)
+
+// Budgets pace the Slack methods the replies call, one budget per method (or per channel, for
+// posts), shared by every reply in flight.
+type Budgets struct {
+	Edits   *pace.Scheduler // chat.update: the fair edit scheduler
+	Appends *pace.Scheduler // chat.appendStream (native streaming)
+	Posts   *pace.Keyed     // chat.postMessage and chat.startStream per channel
+	// PostsWorkspace is chat.postMessage and chat.startStream across every channel, waited on after
+	// Posts.
+	PostsWorkspace *pace.Bucket
+	// Reads is conversations.replies + conversations.history: each read waits for a token and a 429
+	// pauses every reader for its Retry-After.
+	Reads *pace.Bucket
+	// Lookups is users.info. Names are a nicety (speaker labels, @mentions): a look-up that cannot be
+	// made within the names time limit leaves the user id in place.
+	Lookups *pace.Bucket
+	// Streams is chat.startStream + chat.stopStream. A reply starts a native stream only when a token
+	// is available at once, else it answers by editing; stopStream waits.
+	Streams *pace.Bucket
+	// Deletes (chat.delete) and Ephemerals (chat.postEphemeral) close replies at shutdown that the
+	// edit budget cannot serve in time (editSink.shutdown).
+	Deletes, Ephemerals *pace.Bucket
+}
+
+// NewBudgets returns Slack's budgets, with chat.update at editsPerMinute (EDIT_BUDGET_PER_MINUTE)
+// granted under policy.
+func NewBudgets(editsPerMinute float64, policy pace.Policy) Budgets {
+	return Budgets{
+		Edits:          pace.NewScheduler(editsPerMinute, editBurst, pace.WithPolicy(policy)),
+		Appends:        pace.NewScheduler(appendsPerMinute, appendBurst, pace.WithPolicy(policy)),
+		Posts:          pace.NewKeyed(postsPerMinute, postBurst),
+		PostsWorkspace: pace.NewBucket(postsWorkspacePerMinute, postsWorkspaceBurst),
+		Reads:          pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
+		Lookups:        pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
+		Streams:        pace.NewBucket(streamsPerMinute, streamBurst),
+		Deletes:        pace.NewBucket(deletesPerMinute, closingBurst),
+		Ephemerals:     pace.NewBucket(ephemeralsPerMinute, closingBurst),
+	}
+}
+
+// withDefaults is b with every nil budget a default one (NewBudgets at Slack's edit rate).
+func (b Budgets) withDefaults() Budgets {
+	d := NewBudgets(DefaultEditsPerMinute, pace.PolicyFair)
+	b.Edits = or(b.Edits, d.Edits)
+	b.Appends = or(b.Appends, d.Appends)
+	b.Posts = or(b.Posts, d.Posts)
+	b.PostsWorkspace = or(b.PostsWorkspace, d.PostsWorkspace)
+	b.Reads = or(b.Reads, d.Reads)
+	b.Lookups = or(b.Lookups, d.Lookups)
+	b.Streams = or(b.Streams, d.Streams)
+	b.Deletes = or(b.Deletes, d.Deletes)
+	b.Ephemerals = or(b.Ephemerals, d.Ephemerals)
+	return b
+}
+
+// or is b when a is nil.
+func or[T any](a, b *T) *T {
+	if a == nil {
+		return b
+	}
+	return a
+}
