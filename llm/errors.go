@@ -114,7 +114,8 @@ type errorFields struct {
 	Detail  json.RawMessage `json:"detail"`
 }
 
-// errorObject is the inside of {"error": {...}}.
+// errorObject is the inside of {"error": {...}}: OpenAI's fields, and what Azure, Google and
+// OpenRouter add to them.
 type errorObject struct {
 	Message    json.RawMessage `json:"message"`
 	Type       json.RawMessage `json:"type"`
@@ -123,19 +124,25 @@ type errorObject struct {
 	InnerError *struct {
 		Code string `json:"code"`
 	} `json:"innererror"`
-	Status  json.RawMessage `json:"status"` // Google: "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", ...
-	Details []struct {
-		Reason     string `json:"reason"` // Google's ErrorInfo: "API_KEY_INVALID", ...
-		Violations []struct {
-			QuotaID string `json:"quotaId"` // Google's QuotaFailure: "GenerateRequestsPerDayPerProjectPerModel-FreeTier", ...
-		} `json:"violations"`
-	} `json:"details"`
-	Metadata *struct {
-		ProviderName string          `json:"provider_name"`
-		Raw          json.RawMessage `json:"raw"`
-		FlaggedInput json.RawMessage `json:"flagged_input"`
-		Reasons      json.RawMessage `json:"reasons"`
-	} `json:"metadata"`
+	Status   json.RawMessage `json:"status"` // Google: "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED", ...
+	Details  []googleDetail  `json:"details"`
+	Metadata *errorMetadata  `json:"metadata"`
+}
+
+// googleDetail is one of the details of Google's errors.
+type googleDetail struct {
+	Reason     string `json:"reason"` // Google's ErrorInfo: "API_KEY_INVALID", ...
+	Violations []struct {
+		QuotaID string `json:"quotaId"` // Google's QuotaFailure: "GenerateRequestsPerDayPerProjectPerModel-FreeTier", ...
+	} `json:"violations"`
+}
+
+// errorMetadata is OpenRouter's: which provider failed, its own error, and what moderation flagged.
+type errorMetadata struct {
+	ProviderName string          `json:"provider_name"`
+	Raw          json.RawMessage `json:"raw"`
+	FlaggedInput json.RawMessage `json:"flagged_input"`
+	Reasons      json.RawMessage `json:"reasons"`
 }
 
 // errorFromResponse normalises a failed HTTP answer: status, headers and (up to 1 MiB of) body.
@@ -191,65 +198,79 @@ func errorInBody(status int, h http.Header, data []byte, secrets []string) *Erro
 // array is read as its first element (Gemini). It reports whether the body was one of these
 // shapes.
 func parseErrorJSON(e *Error, body []byte) bool {
-	body = firstElement(body)
 	var f errorFields
-	if unmarshalLoose(body, &f) != nil {
+	if unmarshalLoose(firstElement(body), &f) != nil {
 		return false
 	}
 	switch {
-	case len(f.Error) > 0 && f.Error[0] == '{':
-		var o errorObject
-		if unmarshalLoose(f.Error, &o) != nil {
-			return false
-		}
-		e.Message = text(o.Message)
-		e.Type = text(o.Type)
-		e.Code = text(o.Code)
-		e.Param = text(o.Param)
-		if o.InnerError != nil && e.Code == "" {
-			e.Code = o.InnerError.Code
-		}
-		if st := text(o.Status); e.Type == "" && isConstName(st) { // Google's status is its error type
-			e.Type = st
-		}
-		for _, d := range o.Details {
-			if d.Reason == "API_KEY_INVALID" { // Google answers a bad key with 400 INVALID_ARGUMENT
-				e.Code = d.Reason
-			}
-			for _, v := range d.Violations {
-				if strings.Contains(v.QuotaID, "PerDay") && !strings.Contains(e.Message, v.QuotaID) {
-					// Google's message is the same for its per-minute and its daily limits.
-					e.Message = joinNonEmpty(" ", e.Message, "(daily quota "+clip(v.QuotaID, 100)+")")
-				}
-			}
-		}
-		if m := o.Metadata; m != nil {
-			if len(m.FlaggedInput) > 0 || len(m.Reasons) > 0 {
-				e.Type = firstNonEmpty(e.Type, "moderation")
-				e.Code = firstNonEmpty(e.Code, "moderation_blocked")
-			}
-			if raw := text(m.Raw); raw != "" && !strings.Contains(e.Message, raw) {
-				e.Message = joinNonEmpty(": ", e.Message, clip(raw, maxSnippet))
-			}
-			if m.ProviderName != "" {
-				e.Message = joinNonEmpty(" ", e.Message, "(provider "+m.ProviderName+")")
-			}
-		}
-		return true
-	case len(f.Error) > 0 && f.Error[0] == '"':
+	case startsWith(f.Error, '{'):
+		return e.fillFromObject(f.Error)
+	case startsWith(f.Error, '"'):
 		e.Message = text(f.Error)
 		return true
-	case text(f.Object) == "error" || (len(f.Message) > 0 && f.Message[0] == '"'):
-		e.Message = text(f.Message)
-		e.Type = text(f.Type)
-		e.Code = text(f.Code)
-		e.Param = text(f.Param)
+	case text(f.Object) == "error" || startsWith(f.Message, '"'):
+		e.Message, e.Type, e.Code, e.Param = text(f.Message), text(f.Type), text(f.Code), text(f.Param)
 		return true
 	case len(f.Detail) > 0 && string(f.Detail) != "null":
 		e.Message = detailText(f.Detail)
 		return true
 	}
 	return false
+}
+
+// startsWith reports whether the raw JSON value begins with c (its kind: '{', '"', ...).
+func startsWith(raw json.RawMessage, c byte) bool { return len(raw) > 0 && raw[0] == c }
+
+// fillFromObject fills e from the inside of {"error": {...}}, and reports whether it was an object.
+func (e *Error) fillFromObject(raw json.RawMessage) bool {
+	var o errorObject
+	if unmarshalLoose(raw, &o) != nil {
+		return false
+	}
+	e.Message, e.Type, e.Code, e.Param = text(o.Message), text(o.Type), text(o.Code), text(o.Param)
+	if o.InnerError != nil && e.Code == "" { // Azure
+		e.Code = o.InnerError.Code
+	}
+	if st := text(o.Status); e.Type == "" && isConstName(st) { // Google's status is its error type
+		e.Type = st
+	}
+	for _, d := range o.Details {
+		d.addTo(e)
+	}
+	if o.Metadata != nil {
+		o.Metadata.addTo(e)
+	}
+	return true
+}
+
+// addTo adds to e what a Google detail tells and its message does not: that the key is bad, or
+// that the quota hit is a daily one.
+func (d googleDetail) addTo(e *Error) {
+	if d.Reason == "API_KEY_INVALID" { // Google answers a bad key with 400 INVALID_ARGUMENT
+		e.Code = d.Reason
+	}
+	for _, v := range d.Violations {
+		if strings.Contains(v.QuotaID, "PerDay") && !strings.Contains(e.Message, v.QuotaID) {
+			// Google's message is the same for its per-minute and its daily limits.
+			e.Message = joinNonEmpty(" ", e.Message, "(daily quota "+clip(v.QuotaID, 100)+")")
+		}
+	}
+}
+
+// addTo adds OpenRouter's metadata to e: a moderation flag makes the error a moderation block,
+// and the provider's own error and name join the message, which alone only says that a
+// provider failed.
+func (m *errorMetadata) addTo(e *Error) {
+	if len(m.FlaggedInput) > 0 || len(m.Reasons) > 0 {
+		e.Type = firstNonEmpty(e.Type, "moderation")
+		e.Code = firstNonEmpty(e.Code, "moderation_blocked")
+	}
+	if raw := text(m.Raw); raw != "" && !strings.Contains(e.Message, raw) {
+		e.Message = joinNonEmpty(": ", e.Message, clip(raw, maxSnippet))
+	}
+	if m.ProviderName != "" {
+		e.Message = joinNonEmpty(" ", e.Message, "(provider "+m.ProviderName+")")
+	}
 }
 
 // firstElement returns the first element of a JSON array, and any other body as it is:
