@@ -4,6 +4,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -477,7 +478,7 @@ func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (route.R
 		Channel:     ev.Channel,
 		ChannelType: route.ChannelType(ev.Channel),
 		User:        ev.User,
-		Team:        firstNonEmpty(ev.UserTeam, team),
+		Team:        cmp.Or(ev.UserTeam, team),
 		TS:          ev.TimeStamp,
 		ThreadTS:    ev.ThreadTimeStamp,
 		Text:        ev.Text,
@@ -505,9 +506,9 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (route.Repl
 	}
 	r := route.ReplyRequest{
 		Channel:     ev.Channel,
-		ChannelType: firstNonEmpty(ev.ChannelType, route.ChannelType(ev.Channel)),
+		ChannelType: cmp.Or(ev.ChannelType, route.ChannelType(ev.Channel)),
 		User:        ev.User,
-		Team:        firstNonEmpty(ev.UserTeam, team),
+		Team:        cmp.Or(ev.UserTeam, team),
 		TS:          ev.TimeStamp,
 		ThreadTS:    ev.ThreadTimeStamp,
 		Text:        ev.Text,
@@ -542,7 +543,7 @@ func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (rout
 	switch {
 	case nm == nil || b.id.UserID == "":
 		return route.ReplyRequest{}, "message subtype message_changed"
-	case firstNonEmpty(ev.ChannelType, route.ChannelType(ev.Channel)) == "im":
+	case cmp.Or(ev.ChannelType, route.ChannelType(ev.Channel)) == "im":
 		return route.ReplyRequest{}, "edited message" // in a DM every message was answered as it came
 	case !strings.Contains(nm.Text, mention) || pm != nil && strings.Contains(pm.Text, mention):
 		return route.ReplyRequest{}, "edited message" // includes our own edits
@@ -568,13 +569,6 @@ func (b *Bot) skipAuthor(user, botID string) string {
 		return "no author"
 	}
 	return ""
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // dispatch serves one request: its route's Accept at once (in the loop), what it says told to the
@@ -806,9 +800,9 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 		log.Debug("interactive envelope ignored")
 		return
 	}
-	channel := firstNonEmpty(cb.Channel.ID, cb.Container.ChannelID)
+	channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID)
 	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", channel), zap.String("user", cb.User.ID))
-	base := route.Request{Channel: channel, User: cb.User.ID, Team: firstNonEmpty(cb.User.TeamID, cb.Team.ID),
+	base := route.Request{Channel: channel, User: cb.User.ID, Team: cmp.Or(cb.User.TeamID, cb.Team.ID),
 		ResponseURL: cb.ResponseURL, TriggerID: cb.TriggerID}
 	var req *route.Request
 	switch cb.Type {
@@ -817,8 +811,8 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 			if b.routes.Has(route.Action, a.ActionID) {
 				r := base
 				r.Kind, r.Name, r.Text = route.Action, a.ActionID, a.Value
-				r.ThreadTS = firstNonEmpty(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
-				r.MessageTS = firstNonEmpty(cb.Container.MessageTs, cb.Message.Timestamp)
+				r.ThreadTS = cmp.Or(cb.Container.ThreadTs, cb.Message.ThreadTimestamp)
+				r.MessageTS = cmp.Or(cb.Container.MessageTs, cb.Message.Timestamp)
 				req, log = &r, log.With(zap.String("action_id", a.ActionID))
 				break
 			}

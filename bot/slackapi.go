@@ -2,6 +2,7 @@ package bot
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,7 +13,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -39,21 +39,15 @@ var (
 // appear in its errors (slack-go sends them in headers or bodies, not URLs).
 //
 // Retries: none here. Reads (conversations.replies/history, users.info) and writes are paced by
-// the handlers (package pace; handlers.ReplyOptions.Reads, Lookups, Edits, Posts), which must see
+// the handlers (package pace; handlers.Budgets: Reads, Lookups, Edits, Posts...), which must see
 // each 429 to slow everyone down, so a 429 comes back at once, typed, and slack.OptionRetry must not
 // be set on the client.
 type SlackAPI struct {
-	c     *slack.Client
-	names nameCache
+	c *slack.Client
 }
 
 // NewSlackAPI wraps c (built without slack.OptionRetry and without slack.OptionDebug).
-func NewSlackAPI(c *slack.Client) *SlackAPI {
-	return &SlackAPI{
-		c:     c,
-		names: nameCache{max: 5000, ttl: time.Hour, m: make(map[string]nameEntry)},
-	}
-}
+func NewSlackAPI(c *slack.Client) *SlackAPI { return &SlackAPI{c: c} }
 
 // Identify calls auth.test: who the bot token belongs to.
 func (a *SlackAPI) Identify(ctx context.Context) (Identity, error) {
@@ -420,60 +414,13 @@ func hideURL(err error) error {
 	return err
 }
 
-// Name returns a user's display name (users.info), cached for an hour.
+// Name returns a user's display name (users.info), else their real name, else their user name. It
+// does not cache: the handlers keep the one cache of names, beside the look-up budget that paces
+// users.info and owns its 429s (a 429 comes back at once, typed).
 func (a *SlackAPI) Name(ctx context.Context, userID string) (string, error) {
-	if n, ok := a.names.get(userID, time.Now()); ok {
-		return n, nil
-	}
-	// A 429 comes back at once, typed: the handlers' look-up budget paces users.info and owns its 429s.
 	u, err := a.c.GetUserInfoContext(ctx, userID)
 	if err != nil {
 		return "", fmt.Errorf("users.info: %w", err)
 	}
-	name := firstNonEmpty(u.Profile.DisplayName, firstNonEmpty(u.RealName, u.Name))
-	a.names.put(userID, name, time.Now())
-	return name, nil
-}
-
-// nameCache is a bounded cache of user names: at most max entries, each for ttl; when full,
-// expired entries go first, then an arbitrary one.
-type nameCache struct {
-	mu  sync.Mutex
-	max int
-	ttl time.Duration
-	m   map[string]nameEntry
-}
-
-type nameEntry struct {
-	name string
-	at   time.Time
-}
-
-func (c *nameCache) get(id string, now time.Time) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[id]
-	if !ok || now.Sub(e.at) >= c.ttl {
-		return "", false
-	}
-	return e.name, true
-}
-
-func (c *nameCache) put(id, name string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		for k, e := range c.m {
-			if now.Sub(e.at) >= c.ttl {
-				delete(c.m, k)
-			}
-		}
-		for k := range c.m {
-			if len(c.m) < c.max {
-				break
-			}
-			delete(c.m, k)
-		}
-	}
-	c.m[id] = nameEntry{name, now}
+	return cmp.Or(u.Profile.DisplayName, u.RealName, u.Name), nil
 }

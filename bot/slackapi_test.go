@@ -237,17 +237,27 @@ func TestRespondPrivate(t *testing.T) {
 	}
 }
 
-func TestNameCached(t *testing.T) {
-	api, fs, ctx := newAPI(t, fakeslack.Config{})
-	fs.AddUser(fakeslack.User{ID: "U7", Name: "ann", RealName: "Ann Smith", DisplayName: "Annie"})
-	for range 3 {
-		n, err := api.Name(ctx, "U7")
-		if err != nil || n != "Annie" {
-			t.Fatalf("Name = %q, %v; want Annie", n, err)
+// A user's name is their display name, else their real name, else their user name; it is looked up
+// each time (the handlers keep the one cache of names).
+func TestName(t *testing.T) {
+	for _, tc := range []struct {
+		user fakeslack.User
+		want string
+	}{
+		{fakeslack.User{ID: "U7", Name: "ann", RealName: "Ann Smith", DisplayName: "Annie"}, "Annie"},
+		{fakeslack.User{ID: "U8", Name: "bob", RealName: "Bob Jones"}, "Bob Jones"},
+		{fakeslack.User{ID: "U9", Name: "cy"}, "cy"},
+	} {
+		api, fs, ctx := newAPI(t, fakeslack.Config{})
+		fs.AddUser(tc.user)
+		for range 2 {
+			if n, err := api.Name(ctx, tc.user.ID); err != nil || n != tc.want {
+				t.Errorf("Name(%s) = %q, %v; want %q", tc.user.ID, n, err, tc.want)
+			}
 		}
-	}
-	if n := len(fs.CallsTo("users.info")); n != 1 {
-		t.Errorf("users.info called %d times, want 1", n)
+		if n := len(fs.CallsTo("users.info")); n != 2 {
+			t.Errorf("users.info called %d times for two look-ups, want 2 (no second cache)", n)
+		}
 	}
 }
 

@@ -6,7 +6,7 @@
 // with an HTTP error, fail mid-stream, be cut off, or stall. Every request is recorded with
 // the time each token was written and flushed, and whether the client left early.
 //
-// It imports nothing of this module, so tests of any package may use it.
+// It imports nothing of this module but internal/watch, so tests of any package may use it.
 package fakellm
 
 import (
@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/llmbot/llmbot/internal/watch"
 )
 
 // DefaultAPIKey is the key the server accepts until SetAPIKey changes it.
@@ -31,7 +33,7 @@ type Server struct {
 	stop chan struct{} // closed by Close: ends stalls and waits
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every change
+	changes *watch.Changes // every state change wakes the waiters (WaitFor)
 	closed  bool
 	key     string
 	chat    func(ChatRequest) Reply
@@ -57,7 +59,7 @@ func (s *Server) leave() { s.update(func() { s.active-- }) }
 func New() *Server {
 	s := &Server{
 		stop:    make(chan struct{}),
-		changed: make(chan struct{}),
+		changes: watch.New(),
 		key:     DefaultAPIKey,
 		chat:    func(ChatRequest) Reply { return Text("Hello from the fake LLM.") },
 		image:   func(ImageRequest) ImageReply { return ImageReply{} },
@@ -196,19 +198,7 @@ func (s *Server) Counts() Counts {
 // WaitFor calls cond after every change of the recorded state until it returns true or
 // ctx ends. cond runs without the server's lock held.
 func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.changes.WaitFor(ctx, cond)
 }
 
 // update changes a record under the lock and wakes waiters.
@@ -216,8 +206,7 @@ func (s *Server) update(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f()
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changes.Notify()
 }
 
 // begin reads the body, records the request and checks the key. It returns nil when the

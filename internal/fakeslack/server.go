@@ -7,7 +7,7 @@
 // every applied message write and every ack so tests and the load benchmark can observe what
 // a user would have seen and when.
 //
-// It imports nothing of this module, so tests of any package may use it.
+// It imports nothing of this module but internal/watch, so tests of any package may use it.
 package fakeslack
 
 import (
@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/llmbot/llmbot/internal/watch"
 )
 
 // Config sets up a fake workspace. The zero value is usable: every empty field gets the
@@ -121,7 +123,7 @@ type Server struct {
 	http *httptest.Server
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every state change (see notifyLocked)
+	changes *watch.Changes // every state change wakes the waiters (WaitFor)
 	closed  bool
 
 	// Web API state.
@@ -168,7 +170,7 @@ func New(cfg Config) *Server {
 	cfg = withDefaults(cfg)
 	s := &Server{
 		cfg:         cfg,
-		changed:     make(chan struct{}),
+		changes:     watch.New(),
 		limits:      cfg.Limits,
 		buckets:     map[string]*bucket{},
 		chanBuckets: map[string]*bucket{},
@@ -263,26 +265,13 @@ func (s *Server) Close() {
 
 // notifyLocked wakes every waiter (WaitFor, connection writers). Call with s.mu held.
 func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changes.Notify()
 }
 
 // WaitFor calls cond after every change of the fake's state until it returns true or ctx
 // ends. cond runs without the fake's lock held, so it may call the observation methods.
 func (s *Server) WaitFor(ctx context.Context, cond func() bool) error {
-	for {
-		s.mu.Lock()
-		ch := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.changes.WaitFor(ctx, cond)
 }
 
 // writeJSON answers with a JSON body.

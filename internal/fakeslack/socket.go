@@ -317,7 +317,7 @@ func (s *Server) writeLoop(c *wsConn) {
 	var closeAfter <-chan time.Time // after a disconnect frame: close if the client does not
 	for {
 		s.mu.Lock()
-		wake := s.changed
+		wake := s.changes.C()
 		var frame []byte
 		var env *envelope
 		switch {
