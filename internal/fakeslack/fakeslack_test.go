@@ -779,3 +779,52 @@ func TestSlackLimitsTiers(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamWrites: every call of a native stream is recorded as a Write with its time, its thread, the
+// Markdown it added (Delta) and the message's whole text after it (Text), as the load benchmark rebuilds
+// streamed answers from them; a later chat.update is recorded after them. In a DM thread no recipient is
+// needed.
+func TestStreamWrites(t *testing.T) {
+	srv := newServer(t, fakeslack.Config{})
+	api := newAPI(srv)
+	ctx := ctxFor(t)
+	parent := srv.Post(fakeslack.UserMessage{Channel: "D7", User: "U7", Text: "earlier", Time: time.Now().Add(-time.Minute)})
+	srv.PostUserMessage("D7", "U7", parent, "a question")
+	before := time.Now()
+	_, ts, err := api.StartStreamContext(ctx, "D7", slack.MsgOptionTS(parent), slack.MsgOptionMarkdownText("Hel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.AppendStreamContext(ctx, "D7", ts, slack.MsgOptionMarkdownText("lo **wo")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := api.StopStreamContext(ctx, "D7", ts, slack.MsgOptionMarkdownText("rld**")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := api.UpdateMessageContext(ctx, "D7", ts, slack.MsgOptionText("Hello *world*", false)); err != nil {
+		t.Fatal(err)
+	}
+	want := []fakeslack.Write{
+		{Kind: fakeslack.WriteStart, Text: "Hel", Delta: "Hel"},
+		{Kind: fakeslack.WriteAppend, Text: "Hello **wo", Delta: "lo **wo"},
+		{Kind: fakeslack.WriteStop, Text: "Hello **world**", Delta: "rld**"},
+		{Kind: fakeslack.WriteUpdate, Text: "Hello *world*"},
+	}
+	ws := srv.Writes()
+	if len(ws) != len(want) {
+		t.Fatalf("writes = %+v, want %d", ws, len(want))
+	}
+	last := before
+	for i, w := range ws {
+		if w.Kind != want[i].Kind || w.Text != want[i].Text || w.Delta != want[i].Delta {
+			t.Errorf("write %d = %s %q (delta %q), want %s %q (delta %q)", i, w.Kind, w.Text, w.Delta, want[i].Kind, want[i].Text, want[i].Delta)
+		}
+		if w.Channel != "D7" || w.TS != ts || w.ThreadTS != parent {
+			t.Errorf("write %d is of %s/%s in thread %q, want D7/%s in %q", i, w.Channel, w.TS, w.ThreadTS, ts, parent)
+		}
+		if w.Time.Before(last) {
+			t.Errorf("write %d at %v, before %v", i, w.Time, last)
+		}
+		last = w.Time
+	}
+}
