@@ -106,11 +106,9 @@ type Client struct {
 	cfg       Config
 	base      url.URL // BaseURL; endpoint paths are appended to its path, its query is kept
 	chatHTTP  *http.Client
-	imageHTTP *http.Client // no response-header timeout: images take minutes
-	noTemp    sync.Map     // model name -> struct{}: models that rejected the temperature
-	noUsage   sync.Map     // model name -> struct{}: models that rejected stream_options
-	strict    sync.Map     // model name -> struct{}: models whose chat template wants alternating turns
-	secrets   []string     // redacted from every error: the key, secret-looking extra headers
+	imageHTTP *http.Client           // no response-header timeout: images take minutes
+	refused   [numFallbacks]sync.Map // per fallback, the models known to need it: model name -> struct{}
+	secrets   []string               // redacted from every error: the key, secret-looking extra headers
 
 	// imageMem is a semaphore of imageBodiesAtOnce slots (its capacity; it says how many image
 	// responses may be held in memory at once): one is taken while a response is read, parsed and
@@ -348,9 +346,8 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 }
 
 // chat sends a chat request and returns a 2xx response, after retries and, when the model
-// rejects the temperature or stream_options, once more without the rejected key, and when its chat
-// template rejects the order of the roles, once more with alternating turns (each at most once, so
-// at most three extra requests).
+// refuses part of the request, once more with each fallback its refusals call for (each at most
+// once, so at most three extra requests).
 func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.Response, error) {
 	model := firstNonEmpty(req.Model, c.cfg.ChatModel)
 	if model == "" {
@@ -359,61 +356,116 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 	if len(req.Messages) == 0 {
 		return nil, &Error{Kind: KindBadRequest, Message: "no messages to send"}
 	}
-	temp := c.cfg.Temperature
-	if _, ok := c.noTemp.Load(model); ok {
-		temp = nil
+	accept := "application/json"
+	if stream {
+		accept = "text/event-stream"
 	}
-	usage := stream && !c.cfg.NoStreamUsage
-	if _, ok := c.noUsage.Load(model); ok {
-		usage = false
-	}
-	_, strict := c.strict.Load(model)
+	taken := c.knownFallbacks(model, stream)
 	for {
-		msgs := req.Messages
-		if strict {
-			msgs = alternating(msgs)
-		}
-		cb := chatBody{Model: model, Messages: msgs, Temperature: temp, Stream: stream}
-		if usage {
-			cb.StreamOptions = &streamOptions{IncludeUsage: true}
-		}
-		body, err := json.Marshal(cb)
+		body, err := json.Marshal(c.bodyFor(model, req.Messages, stream, taken))
 		if err != nil {
 			return nil, &Error{Kind: KindBadRequest, Message: "encode request: " + err.Error()}
 		}
-		accept := "application/json"
-		if stream {
-			accept = "text/event-stream"
-		}
 		resp, e := c.send(ctx, c.chatHTTP, "chat", "/chat/completions", accept, body)
-		switch {
-		case e == nil:
+		if e == nil {
 			return resp, nil
-		case usage && rejectsStreamOptions(e): // first: its messages name the key exactly
-			if _, known := c.noUsage.LoadOrStore(model, struct{}{}); !known {
-				if f := c.cfg.Hooks.StreamUsageDropped; f != nil {
-					f(model)
-				}
-			}
-			usage = false
-		case temp != nil && rejectsTemperature(e):
-			if _, known := c.noTemp.LoadOrStore(model, struct{}{}); !known { // concurrent first calls: once
-				if f := c.cfg.Hooks.TemperatureDropped; f != nil {
-					f(model)
-				}
-			}
-			temp = nil
-		case !strict && rejectsRoleOrder(e):
-			if _, known := c.strict.LoadOrStore(model, struct{}{}); !known {
-				if f := c.cfg.Hooks.AlternatingTurns; f != nil {
-					f(model)
-				}
-			}
-			strict = true
-		default:
+		}
+		f, ok := taken.answer(e)
+		if !ok {
 			return nil, e
 		}
+		c.learn(model, f)
+		taken = taken.with(f)
 	}
+}
+
+// A fallback is a way to send a chat request that a model refused: without a key it does not
+// take, or with the turns its chat template demands. The request is sent again that way, and from
+// then on for that model.
+type fallback int
+
+const (
+	noStreamUsage    fallback = iota // no stream_options; first: its refusals name the key exactly
+	noTemperature                    // no temperature (reasoning models)
+	alternatingTurns                 // turns folded by alternating (strict chat templates)
+	numFallbacks
+)
+
+// refusal tells, for each fallback, the refusal that calls for it.
+var refusal = [numFallbacks]func(*Error) bool{
+	noStreamUsage:    rejectsStreamOptions,
+	noTemperature:    rejectsTemperature,
+	alternatingTurns: rejectsRoleOrder,
+}
+
+// hook is the callback told when a model first needs f.
+func (h Hooks) hook(f fallback) func(model string) {
+	return [numFallbacks]func(string){
+		noStreamUsage:    h.StreamUsageDropped,
+		noTemperature:    h.TemperatureDropped,
+		alternatingTurns: h.AlternatingTurns,
+	}[f]
+}
+
+// fallbacks is a set of fallbacks: those a request is sent with.
+type fallbacks uint8
+
+func (s fallbacks) has(f fallback) bool       { return s&(1<<f) != 0 }
+func (s fallbacks) with(f fallback) fallbacks { return s | 1<<f }
+
+// answer returns the first fallback not yet in s that e calls for.
+func (s fallbacks) answer(e *Error) (fallback, bool) {
+	for f := range numFallbacks {
+		if !s.has(f) && refusal[f](e) {
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// knownFallbacks is what a request to model starts with: the fallbacks the model is known to
+// need, and those that drop what the request would not carry anyway (usage outside a stream or
+// when Config.NoStreamUsage says so, a temperature when none is configured), so a refusal naming
+// them is not answered by sending the same request again.
+func (c *Client) knownFallbacks(model string, stream bool) fallbacks {
+	var s fallbacks
+	for f := range numFallbacks {
+		if _, ok := c.refused[f].Load(model); ok {
+			s = s.with(f)
+		}
+	}
+	if !stream || c.cfg.NoStreamUsage {
+		s = s.with(noStreamUsage)
+	}
+	if c.cfg.Temperature == nil {
+		s = s.with(noTemperature)
+	}
+	return s
+}
+
+// learn records that model needs f, and tells the hook the first time (once, however many
+// calls find it out at once).
+func (c *Client) learn(model string, f fallback) {
+	if _, known := c.refused[f].LoadOrStore(model, struct{}{}); !known {
+		if h := c.cfg.Hooks.hook(f); h != nil {
+			h(model)
+		}
+	}
+}
+
+// bodyFor is the request for model with the fallbacks in taken.
+func (c *Client) bodyFor(model string, msgs []Message, stream bool, taken fallbacks) chatBody {
+	b := chatBody{Model: model, Messages: msgs, Temperature: c.cfg.Temperature, Stream: stream}
+	if taken.has(alternatingTurns) {
+		b.Messages = alternating(msgs)
+	}
+	if taken.has(noTemperature) {
+		b.Temperature = nil
+	}
+	if !taken.has(noStreamUsage) {
+		b.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	return b
 }
 
 // rejectsRoleOrder reports a model server whose chat template (Mistral's, Gemma's, on vLLM or
