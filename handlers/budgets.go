@@ -50,7 +50,7 @@ type Budgets struct {
 	// is available at once, else it answers by editing; stopStream waits.
 	Streams *pace.Bucket
 	// Deletes (chat.delete) and Ephemerals (chat.postEphemeral) close replies at shutdown that the
-	// edit budget cannot serve in time (editSink.shutdown).
+	// edit budget cannot serve in time (planClose).
 	Deletes, Ephemerals *pace.Bucket
 }
 

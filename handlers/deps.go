@@ -19,7 +19,7 @@
 // outlives cancellation by ReplyOptions.FinalTimeout (ShutdownTimeout at shutdown). At shutdown every
 // reply closes at once and the edit budget serves only a few: a reply showing no text yet is deleted
 // and its asker told privately, and one whose final edit gets no slot in time is followed by a note
-// in its thread (editSink.shutdown). Handlers start no other goroutine.
+// in its thread (planClose). Handlers start no other goroutine.
 //
 // Buttons (ReplyOptions.Buttons, ImagineOptions.Buttons): Stop while an edited answer is written,
 // Regenerate on a finished answer, "Another one" on an /imagine picture. Who may press them and

@@ -549,61 +549,29 @@ func (p *reply) deleteMessage(ctx context.Context, ts string) error {
 	return nil
 }
 
-// shutdown is final for a reply cancelled with ErrShutdown, which must be closed by closeBy (the end of
-// the bot's grace period). Every reply in flight needs its closing write then, and chat.update (about
-// 50 a minute for the whole workspace) serves only a few of them in the seconds left, so the rule is:
-//
-//   - A reply whose message is still a bare placeholder (no answer text shown) does not compete for
-//     chat.update: the asker is told privately (chat.postEphemeral, "please ask again") and the
-//     placeholder is deleted (chat.delete); both have budgets of their own. Only when that fails in
-//     the first half of the time left is the placeholder edited into the interrupted note instead.
-//   - A reply showing part of its answer gets its final edit (text and interrupted note) when a
-//     chat.update slot comes within the first half of the time left; otherwise (or when the edit
-//     fails) the note is posted as a new message in its thread (chat.postMessage, a per-channel
-//     budget), marked as a notice so it is never replayed to the model.
-//
-// ctx ends at closeBy.
-func (e *editSink) shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error {
-	p := e.p
-	half := time.Now().Add(time.Until(closeBy) / 2)
-	if len(e.ts) == 0 {
-		// Nothing shown yet: the asker is told privately, rather than a post competing for the
-		// channel's budget with every other reply closing now.
-		if err := p.tellNotAnswered(ctx, half); err == nil {
-			p.log.Info("shutdown before any text; asker told privately")
-			return nil
-		}
-		return e.final(ctx, md, note, kind)
+func (e *editSink) mode() ReplyMode { return ModeEdit }
+
+func (e *editSink) shows() showing {
+	switch {
+	case len(e.ts) == 0:
+		return showsNothing
+	case len(e.ts) == 1 && e.shown[0] == "":
+		return showsPlaceholder
 	}
-	if len(e.ts) == 1 && e.shown[0] == "" {
-		err := p.withdraw(ctx, half, e.ts[0])
-		if err == nil {
-			p.log.Info("shutdown: placeholder deleted, asker told privately")
-			return nil
-		}
-		p.log.Info("shutdown: could not delete the placeholder; editing it", zap.Error(err))
-		return e.final(ctx, md, note, kind)
-	}
-	e.editBy = half
-	ferr := e.final(ctx, md, note, kind)
-	e.editBy = time.Time{}
-	if e.closed {
-		return ferr
-	}
-	p.log.Info("shutdown: no edit in time; posting the interrupted note in the thread", zap.Error(ferr))
-	return p.postInterrupted(ctx, ferr)
+	return showsText
 }
 
-// postInterrupted posts the note that the answer above was interrupted as a new message in the
-// reply's thread, marked as a notice (never replayed to the model). ferr is why the answer's own
-// message could not carry the note: returned only if the note cannot be posted either.
-func (p *reply) postInterrupted(ctx context.Context, ferr error) error {
-	text := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
-	_, err := p.postRetry(ctx, &p.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
-	if err != nil {
-		return errors.Join(ferr, fmt.Errorf("chat.postMessage interrupted note: %w", err))
+func (e *editSink) placeholderTS() string { return e.firstTS() }
+
+// closeStep carries out stepFinal and stepFinalInTime; edit mode has no other steps of its own.
+// The final write has closed the answer once its last part, the one with the note, has landed.
+func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bool, error) {
+	if step == stepFinalInTime {
+		e.editBy = c.turnBy
+		defer func() { e.editBy = time.Time{} }()
 	}
-	return nil
+	err := e.final(ctx, c.md, c.note, c.kind)
+	return e.closed, err
 }
 
 // withdraw takes back a bare placeholder at shutdown: it tells the asker privately that the question

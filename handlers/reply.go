@@ -68,12 +68,15 @@ type sink interface {
 	// interim writes progress; called only by the writer goroutine. Slack calls use ctx (the reply's);
 	// waits for a slot use wctx, which ends when the answer is complete.
 	interim(ctx, wctx context.Context, snap snapshot, mb *mailbox)
-	// final writes the whole answer md with a status note and the mark kind, retried within ctx (detached
-	// from cancellation and time-boxed). Called after the writer goroutine has ended.
-	final(ctx context.Context, md, note string, kind convo.MarkKind) error
-	// shutdown is final for a reply cancelled with ErrShutdown; ctx ends at closeBy. It closes the
-	// reply by other means when the write budget cannot serve it in time (see editSink.shutdown).
-	shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error
+	// mode is how the sink writes the answer.
+	mode() ReplyMode
+	// shows is what Slack shows of the answer now.
+	shows() showing
+	// placeholderTS is the message stepWithdraw deletes: the bare placeholder or the empty stream.
+	placeholderTS() string
+	// closeStep carries out one of the sink's own ways of closing the answer c (see planClose), on ctx
+	// (detached from cancellation and time-boxed). Called after the writer goroutine has ended.
+	closeStep(ctx context.Context, step closeStep, c closing) (closed bool, err error)
 	// idleDue is when the writer, still without text, calls idle (zero: never).
 	idleDue() time.Time
 	// idle shows life while the model has sent no text yet; called only by the writer goroutine.
@@ -125,11 +128,10 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		fctx, fcancel := outlive(ctx, p.closingTime)
 		defer fcancel()
 		shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
+		c := closing{md: md, note: note, kind: kind}
 		if shutdown() {
-			// Every reply closes at once and Slack's budgets serve only a few: the shutdown rule
-			// decides how each is closed (editSink.shutdown).
 			closeBy := time.Now().Add(p.closingTime(ErrShutdown))
-			return s.shutdown(fctx, closeBy, md, note, kind)
+			return p.closeAnswer(fctx, s, endShutdown, closeBy, c)
 		}
 		// A shutdown while this write waits for its turn leaves it half the closing time, and the
 		// shutdown rule the other half (a message left "Thinking…" would say nothing).
@@ -140,13 +142,13 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 			return p.closingTime(cause)
 		})
 		defer hcancel()
-		err := s.final(hctx, md, note, kind)
+		err := p.closeAnswer(hctx, s, endFinished, time.Time{}, c)
 		if err == nil || !shutdown() {
 			return err
 		}
 		p.log.Debug("shutdown during the final write", zap.Error(err))
 		closeBy := time.Now().Add(p.closingTime(ErrShutdown))
-		return errors.Join(context.Cause(ctx), s.shutdown(fctx, closeBy, md, note, kind))
+		return errors.Join(context.Cause(ctx), p.closeAnswer(fctx, s, endShutdown, closeBy, c))
 	}
 
 	if thread == nil && p.startsThread() {

@@ -181,69 +181,96 @@ func (s *streamSink) throttled(err error, retryAfter time.Duration) {
 	s.lane.Throttled(retryAfter)
 }
 
-func (s *streamSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
+func (s *streamSink) mode() ReplyMode { return ModeStream }
+
+func (s *streamSink) shows() showing {
+	switch {
+	case s.stopped:
+		return showsStopped
+	case s.starts == 1 && s.sent == 0 && s.ts != "":
+		return showsPlaceholder
+	case s.broken:
+		return showsBroken
+	}
+	return showsText
+}
+
+func (s *streamSink) placeholderTS() string { return s.ts }
+
+// closeStep carries out the ways of closing that only a stream has (see planClose).
+func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (bool, error) {
+	switch step {
+	case stepFinal, stepFinalInTime:
+		if step == stepFinalInTime {
+			s.stopBy = c.turnBy
+		}
+		err := s.final(ctx, c)
+		return err == nil, err
+	case stepCloseStopped:
+		err := s.closeStopped(ctx, c)
+		return err == nil, err
+	case stepRescue:
+		s.rescued = true
+		err := s.rescue(ctx, c.md, c.note, c.kind)
+		return err == nil, err
+	case stepStopAsItStands:
+		s.stopBy = c.turnBy
+		return false, errors.Join(errAppendsRefused, s.stopAsItStands(ctx, ""))
+	case stepStopUnfinished:
+		// The open streamed message is stopped as it stands, saying the rest is missing.
+		return false, s.stopAsItStands(ctx, textUnfinished)
+	}
+	return false, fmt.Errorf("closing a stream: no step %v", step)
+}
+
+// closeStopped closes a stream the user stopped in Slack: Slack ended it, so it is stopped with
+// the note and the mark if it still takes calls.
+func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 	p := s.p
-	s.feed(md)
+	err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, noteAlone(c.note, convo.FormatMarkdown),
+		s.mark(c.kind, c.note), s.buttons())
+	if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
+		return fmt.Errorf("chat.stopStream: %w", err)
+	}
+	return nil
+}
+
+// final appends the rest of the answer c and its note, and stops the stream. What Slack did not
+// take waits for a later call (a final write again, at shutdown).
+func (s *streamSink) final(ctx context.Context, c closing) error {
+	p := s.p
+	s.feed(c.md)
 	rest := s.pend + s.ms.Flush()
 	s.pend = ""
-	text := rest + convo.NoteSuffix(note, convo.FormatMarkdown)
+	if s.broken {
+		s.pend = rest
+		return errAppendsRefused
+	}
+	text := rest + convo.NoteSuffix(c.note, convo.FormatMarkdown)
 	if s.sent == 0 && strings.TrimSpace(rest) == "" {
 		text = strings.TrimPrefix(text, "\n\n")
 		if text == "" {
-			text = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMarkdown), "\n\n")
+			text = noteAlone(textEmpty, convo.FormatMarkdown)
 		}
-	}
-	if s.stopped {
-		// Slack ended the stream when the user pressed stop; close it if it still takes calls.
-		err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, strings.TrimPrefix(convo.NoteSuffix(note, convo.FormatMarkdown), "\n\n"),
-			s.mark(kind, note), s.buttons())
-		if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
-			return fmt.Errorf("chat.stopStream: %w", err)
-		}
-		return nil
 	}
 	whole := len(text)
-	var err error
-	if !s.broken {
-		// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
-		s.appendWait = func(ctx context.Context) error {
-			return waitBy(ctx, s.stopBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
-		}
-		var last error // the attempt's error, whose 429 throttled charges
-		err = p.finalRetry(ctx,
-			func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
-			func(d time.Duration) { s.throttled(last, d) },
-			func(ctx context.Context) error {
-				last = s.finalAttempt(ctx, &text, kind, note)
-				return last
-			})
-		if err == nil {
-			return nil
-		}
-		if slackErr(err) == "stopped_by_user" {
-			return nil // pressed stop at the very end: what was streamed stays
-		}
-		// What Slack did not take waits for a later call (the shutdown rule's, after a shutdown).
-		s.pend = rest[min(whole-len(text), len(rest)):]
-	} else {
-		err = errAppendsRefused
-		s.pend = rest
+	// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
+	s.appendWait = func(ctx context.Context) error {
+		return waitBy(ctx, s.stopBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
 	}
-	if !s.stopBy.IsZero() {
-		if s.broken {
-			err = errors.Join(err, s.stopAsItStands(ctx, "")) // not left streaming; the caller posts the note
-		}
-		return errors.Join(errStreamBroken, err) // at shutdown: the caller posts a note instead
+	var last error // the attempt's error, whose 429 throttled charges
+	err := p.finalRetry(ctx,
+		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
+		func(d time.Duration) { s.throttled(last, d) },
+		func(ctx context.Context) error {
+			last = s.finalAttempt(ctx, &text, c.kind, c.note)
+			return last
+		})
+	if err == nil || slackErr(err) == "stopped_by_user" {
+		return nil // stopped at the very end: what was streamed stays
 	}
-	// The streamed messages cannot be finished: the whole answer is posted as ordinary messages in
-	// their place, so that it is not lost.
-	s.rescued = true
-	if rerr := s.rescue(ctx, md, note, kind); rerr != nil {
-		// The open streamed message is stopped as it stands, saying the rest is missing.
-		return errors.Join(err, rerr, s.stopAsItStands(ctx, textUnfinished))
-	}
-	p.log.Warn("streamed answer posted as ordinary messages instead", zap.Error(err))
-	return nil
+	s.pend = rest[min(whole-len(text), len(rest)):]
+	return err
 }
 
 var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
@@ -322,34 +349,6 @@ func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.
 
 // sameCtx is write's call for the final write: its calls go with the final write's own time box.
 func sameCtx(ctx context.Context) (context.Context, context.CancelFunc) { return ctx, func() {} }
-
-var errStreamBroken = errors.New("streamed message not finished")
-
-// shutdown is final for a reply cancelled with ErrShutdown, closed by closeBy, by the rule of
-// editSink.shutdown with chat.stopStream (Tier 2, about 20 a minute) in place of chat.update: a
-// stream that shows nothing yet is deleted and the asker told privately; one showing text is stopped
-// with the interrupted note when a slot comes within the first half of the time left, and otherwise
-// gets the note as a new message in its thread.
-func (s *streamSink) shutdown(ctx context.Context, closeBy time.Time, md, note string, kind convo.MarkKind) error {
-	p := s.p
-	half := time.Now().Add(time.Until(closeBy) / 2)
-	if s.starts == 1 && s.sent == 0 && s.ts != "" && !s.stopped {
-		err := p.withdraw(ctx, half, s.ts)
-		if err == nil {
-			p.log.Info("shutdown: empty stream deleted, asker told privately")
-			return nil
-		}
-		p.log.Info("shutdown: could not delete the empty stream; stopping it", zap.Error(err))
-		return s.final(ctx, md, note, kind)
-	}
-	s.stopBy = half
-	ferr := s.final(ctx, md, note, kind)
-	if ferr == nil {
-		return nil
-	}
-	p.log.Info("shutdown: stream not stopped in time; posting the interrupted note in the thread", zap.Error(ferr))
-	return p.postInterrupted(ctx, ferr)
-}
 
 // rescue posts the whole answer (mrkdwn, split into parts) as new thread messages, then deletes the
 // streamed messages they replace, so that nothing shows twice (and the answer is replayed once, from

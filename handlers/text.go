@@ -18,7 +18,7 @@ const (
 	textThinking    = "_Thinking…_" // placeholder text (mrkdwn)
 	textInterrupted = "Interrupted: the bot is restarting. Mention me again to get a full answer."
 	textStopped     = "Stopped."
-	// At shutdown, when the reply's own message cannot be edited in time (editSink.shutdown): a note
+	// At shutdown, when the reply's own message cannot be edited in time (planClose): a note
 	// posted under an answer cut short, and a private word to the asker whose placeholder was deleted.
 	textInterruptedAbove = "The answer above was interrupted: the bot restarted. Mention me again to get a full answer."
 	textNotAnswered      = "I was restarting and could not answer this — please ask again."
