@@ -242,61 +242,82 @@ func (c *Client) Stream(ctx context.Context, req ChatRequest) iter.Seq2[Chunk, e
 	return func(yield func(Chunk, error) bool) {
 		sctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(errStreamDone)
-		var conn connOf // the stream's connection, for quiet pauses (only asked for when coalescing)
-		rctx := sctx
-		if c.cfg.StreamCoalesce > 0 {
-			rctx = conn.trace(sctx)
-		}
-		resp, err := c.chat(rctx, req, true)
+		resp, body, err := c.openStream(sctx, cancel, req)
 		if err != nil {
 			yield(Chunk{}, err)
 			return
 		}
 		defer resp.Body.Close()
-		body := c.watch(sctx, resp.Body, cancel, c.cfg.StreamCoalesce)
-		body.patience = req.Patience
-		body.partial = resp.TLS != nil && resp.ProtoMajor == 1 // one TLS record per Read
-		if c.cfg.StreamCoalesce > 0 && resp.ProtoMajor == 1 {  // HTTP/2 shares the connection with other requests
-			body.conn = conn.get()
-		}
 		defer body.stop()
 
 		br := bufio.NewReaderSize(body, 512)
 		switch sniff(resp.Header, br) {
 		case bodyHTML:
 			yield(Chunk{}, c.htmlError(resp.Header, br))
-			return
 		case bodyJSON: // the server ignored stream:true
-			comp, err := c.readCompletion(sctx, resp.Header, br)
-			if err != nil {
-				yield(Chunk{}, err)
-				return
-			}
-			yield(Chunk{Content: comp.Content, Reasoning: comp.Reasoning, Refusal: comp.Refusal,
-				FinishReason: comp.FinishReason, Usage: comp.Usage}, nil)
+			yield(c.completionAsChunk(sctx, resp.Header, br))
+		default:
+			c.yieldEvents(ctx, sctx, resp.Header, body, br, yield)
+		}
+	}
+}
+
+// openStream sends a streamed chat request made with ctx (cancel cancels it), and returns the
+// response and its body watched for silence and, when Config.StreamCoalesce asks for it, read in
+// pauses.
+func (c *Client) openStream(ctx context.Context, cancel context.CancelCauseFunc, req ChatRequest) (*http.Response, *idleReader, error) {
+	coalesce := c.cfg.StreamCoalesce > 0
+	var conn connOf // the stream's connection, for quiet pauses (only asked for when coalescing)
+	rctx := ctx
+	if coalesce {
+		rctx = conn.trace(ctx)
+	}
+	resp, err := c.chat(rctx, req, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	body := c.watch(ctx, resp.Body, cancel, c.cfg.StreamCoalesce)
+	body.patience = req.Patience
+	body.partial = resp.TLS != nil && resp.ProtoMajor == 1 // one TLS record per Read
+	if coalesce && resp.ProtoMajor == 1 {                  // HTTP/2 shares the connection with other requests
+		body.conn = conn.get()
+	}
+	return resp, body, nil
+}
+
+// completionAsChunk reads a whole completion, sent to a streamed request, as one chunk.
+func (c *Client) completionAsChunk(ctx context.Context, h http.Header, r io.Reader) (Chunk, error) {
+	comp, err := c.readCompletion(ctx, h, r)
+	if err != nil {
+		return Chunk{}, err
+	}
+	return Chunk{Content: comp.Content, Reasoning: comp.Reasoning, Refusal: comp.Refusal,
+		FinishReason: comp.FinishReason, Usage: comp.Usage}, nil
+}
+
+// yieldEvents yields the chunks of the event stream br reads from body, then at most one error.
+// ctx is the caller's, sctx the request's (cancelled by the client's own time limits too).
+func (c *Client) yieldEvents(ctx, sctx context.Context, h http.Header, body *idleReader, br *bufio.Reader, yield func(Chunk, error) bool) {
+	dec := newStreamDecoder(br, h, c.secrets)
+	for {
+		chunk, err := dec.next()
+		if err == io.EOF || endsAnswer(ctx, dec, err) {
+			body.finish(br)
 			return
 		}
-		dec := newStreamDecoder(br, resp.Header, c.secrets)
-		for {
-			chunk, err := dec.next()
-			if err == io.EOF || endsAnswer(ctx, dec, err) {
-				body.finish(br)
-				return
-			}
-			if err != nil {
-				yield(Chunk{}, c.failStream(sctx, resp.Header, err, dec.finished))
-				return
-			}
-			if chunk.FinishReason != "" {
-				body.endCoalescing() // what follows (usage, [DONE], the end) is read at once
-			}
-			body.idle = c.cfg.IdleTimeout
-			if dec.ended {
-				body.idle = min(body.idle, c.finishIdle)
-			}
-			if !yield(chunk, nil) {
-				return
-			}
+		if err != nil {
+			yield(Chunk{}, c.failStream(sctx, h, err, dec.finished))
+			return
+		}
+		if chunk.FinishReason != "" {
+			body.endCoalescing() // what follows (usage, [DONE], the end) is read at once
+		}
+		body.idle = c.cfg.IdleTimeout
+		if dec.ended {
+			body.idle = min(body.idle, c.finishIdle)
+		}
+		if !yield(chunk, nil) {
+			return
 		}
 	}
 }
