@@ -173,7 +173,7 @@ func (p *reply) closeStep(ctx context.Context, s sink, step closeStep, c closing
 // reply's thread, marked as a notice (never replayed to the model).
 func (p *reply) postInterrupted(ctx context.Context) error {
 	text := noteAlone(textInterruptedAbove, convo.FormatMrkdwn)
-	_, err := p.postRetry(ctx, &p.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
+	_, err := p.postRetry(ctx, closingRetry, &p.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
 	if err != nil {
 		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
 	}

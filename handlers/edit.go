@@ -190,7 +190,7 @@ func (e *editSink) idle(ctx context.Context) {
 	}
 	cctx, cancel := e.p.callCtx(ctx)
 	defer cancel()
-	ts, err := e.p.postRetry(cctx, nil, e.p.placeholder())
+	ts, err := e.p.postRetry(cctx, interimRetry, nil, e.p.placeholder())
 	if err != nil {
 		e.p.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
 		return
@@ -394,16 +394,15 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			// The last message refuses the edit (cant_update_message, or Slack kept refusing beyond
 			// finalOutage): its text goes in a new message below it, which then takes its place (it is
 			// deleted; if it cannot be, its text shows twice rather than not at all), the later parts after
-			// that. The post has a short outage window of its own (repostOutage): the reply's may have run
+			// that. The post has a short outage window of its own (replaceRetry): the reply's may have run
 			// out on the edits, and a Slack that is down must not hold the thread's turn twice as long.
-			repost := time.Now().Add(repostOutage - finalOutage)
 			mark.Replaces = ts // if ts stays (its delete fails), Build skips it
-			nts, perr := p.postRetry(ctx, &repost, Msg{Text: text, Mark: mark, Buttons: bs})
+			nts, perr := p.postRetry(ctx, replaceRetry, nil, Msg{Text: text, Mark: mark, Buttons: bs})
 			if perr != nil {
 				errs = append(errs, fmt.Errorf("chat.postMessage part %d anew: %w", i+1, perr))
 				break
 			}
-			p.outage = time.Time{} // Slack took a post: a later failure starts a new outage
+			p.outage.end() // Slack took a post: a later failure starts a new outage
 			if derr := p.deleteMessage(ctx, ts); derr != nil {
 				p.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(derr))
 			}
@@ -416,7 +415,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			e.closed = i == len(parts)-1
 			continue
 		}
-		ts, err := p.postRetry(ctx, &p.outage, Msg{Text: text, Mark: mark, Buttons: bs})
+		ts, err := p.postRetry(ctx, closingRetry, &p.outage, Msg{Text: text, Mark: mark, Buttons: bs})
 		if err != nil {
 			// Later parts would come out of order: stop here.
 			errs = append(errs, fmt.Errorf("chat.postMessage part %d: %w", i+1, err))
@@ -447,11 +446,11 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 }
 
 // finalEdit writes msg into part i's message, waiting its turn in the edit budget (by editBy at
-// shutdown; at once when a turn is held, see continueByPost) and retrying as finalRetry does.
+// shutdown; at once when a turn is held, see continueByPost) and retrying under closingRetry.
 func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg) error {
 	p := e.p
 	ts := e.ts[i]
-	err := p.finalRetry(ctx,
+	err := retryWrite(ctx, closingRetry, &p.outage,
 		func(ctx context.Context) error {
 			if e.slotHeld {
 				e.slotHeld = false
@@ -529,17 +528,13 @@ const adoptReadTimeout = time.Second
 // repeated (a delete that landed answers message_not_found the next time, which counts as done).
 func (p *reply) deleteMessage(ctx context.Context, ts string) error {
 	o := p.r.opt.Budgets
-	var window time.Time // repostOutage from the first failure
-	err := retryWrite(ctx, &window, o.Deletes.Wait, o.Deletes.Throttled,
+	err := retryWrite(ctx, replaceRetry, nil, o.Deletes.Wait, o.Deletes.Throttled,
 		func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, writeCallTimeout)
 			defer cancel()
 			err := p.r.msgs.Delete(ctx, p.req.Channel, ts)
 			if slackErr(err) == "message_not_found" {
 				return nil
-			}
-			if err != nil && window.IsZero() {
-				window = time.Now().Add(repostOutage - finalOutage)
 			}
 			return idempotent(err)
 		})
@@ -583,7 +578,7 @@ func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
 	if err := p.tellNotAnswered(ctx, by); err != nil {
 		return err
 	}
-	err := writeRetry(ctx,
+	err := retryWrite(ctx, interimRetry, nil,
 		func(ctx context.Context) error { return waitBy(ctx, by, o.Deletes.Wait) },
 		o.Deletes.Throttled,
 		func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
@@ -598,7 +593,7 @@ func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
 // (unless zero); the write may use all of ctx.
 func (p *reply) tellNotAnswered(ctx context.Context, by time.Time) error {
 	o := p.r.opt.Budgets
-	err := writeRetry(ctx,
+	err := retryWrite(ctx, interimRetry, nil,
 		func(ctx context.Context) error { return waitBy(ctx, by, o.Ephemerals.Wait) },
 		o.Ephemerals.Throttled,
 		func(ctx context.Context) error {

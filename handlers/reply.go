@@ -26,9 +26,9 @@ type reply struct {
 	// cancelNanos is when the reply's context was cancelled (Unix ns; 0: not yet): the closing time
 	// boxes count from then, not from when the writes after it begin (sinceCancel).
 	cancelNanos atomic.Int64
-	// outage is when the reply's closing writes first failed with a transient error (zero: not
-	// yet): their retries share one finalOutage from then, however many parts they write.
-	outage time.Time
+	// outage is the one the reply's closing writes wait out together (closingRetry), however many
+	// parts they write.
+	outage outage
 
 	r        *Replies
 	req      route.ReplyRequest
@@ -124,7 +124,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 		}
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
 		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown). Its
-		// transient failures are retried within that (finalRetry), for at most finalOutage.
+		// transient failures are retried within that (closingRetry), for at most finalOutage.
 		fctx, fcancel := outlive(ctx, p.closingTime)
 		defer fcancel()
 		shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
@@ -280,7 +280,7 @@ func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
 		e.placeholderDue = p.start.Add(after)
 		return e, nil
 	}
-	ts, err := p.postRetry(ctx, nil, p.placeholder())
+	ts, err := p.postRetry(ctx, interimRetry, nil, p.placeholder())
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
@@ -316,7 +316,7 @@ func (p *reply) editSink(lane *pace.Lane, ts string) *editSink {
 // message. An old part that cannot be deleted stays (logged).
 func (p *reply) openInPlace(ctx context.Context, old []string) (*editSink, error) {
 	lane := p.r.opt.Budgets.Edits.Lane()
-	err := writeRetry(ctx,
+	err := retryWrite(ctx, interimRetry, nil,
 		func(ctx context.Context) error { return lane.Wait(ctx, pace.First, time.Now()) },
 		lane.Throttled,
 		func(ctx context.Context) error {
@@ -906,49 +906,11 @@ func (m *mailbox) latest(s snapshot) snapshot {
 	}
 }
 
-// Retrying Slack writes.
-const (
-	maxWriteAttempts = 6  // transient failures (a final write: any number within finalOutage)
-	maxRateLimited   = 30 // 429s: Slack says when to come back, so they are waited out far longer
-	firstBackoff     = 250 * time.Millisecond
-	maxBackoff       = 5 * time.Second // between transient failures
-	defaultRetry     = 5 * time.Second // a 429 without Retry-After
-	// finalOutage is how long a final write keeps retrying transient failures (5xx, network, timeouts)
-	// after the first one, when its context does not end sooner: a short Slack outage as an answer
-	// ends must not leave "Thinking…" for good, and a long one must not hold the thread's turn for
-	// ever. Once the reply is cancelled its context ends first (FinalTimeout, or closeBy at shutdown).
-	finalOutage = 2 * time.Minute
-	// finalRateLimited is how long a closing write keeps waiting out 429s: Slack says when to come
-	// back, and a closing write that gives up leaves "Thinking…" or a cut answer for good, so only a
-	// limit that never lifts ends it.
-	finalRateLimited = 10 * time.Minute
-	// repostOutage is the outage window of the post that replaces a message that refused its final
-	// edit (editSink.final).
-	repostOutage = 10 * time.Second
-)
-
-// writeRetry waits for a slot and writes, retrying 429s (after throttled has paused the budget for the
-// Retry-After) and transient failures (with backoff), until it succeeds, ctx ends or the attempts run out.
-func writeRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
-	write func(context.Context) error) error {
-	return retryWrite(ctx, nil, wait, throttled, write)
-}
-
-// finalRetry is writeRetry for the reply's closing writes: transient failures are retried (backoff up
-// to maxBackoff) until ctx ends, or until finalOutage has passed since the first transient failure of
-// any of the reply's closing writes (p.outage), so an answer of many parts waits out one outage, not
-// one per part.
-func (p *reply) finalRetry(ctx context.Context, wait func(context.Context) error, throttled func(time.Duration),
-	write func(context.Context) error) error {
-	return retryWrite(ctx, &p.outage, wait, throttled, write)
-}
-
-// postRetry posts msg in the reply's thread under the channel's post budgets, retried as retryWrite
-// does with outage (nil: writeRetry's bounded attempts; &p.outage: finalRetry's), and returns its ts
-// (the last attempt's).
-func (p *reply) postRetry(ctx context.Context, outage *time.Time, msg Msg) (string, error) {
+// postRetry posts msg in the reply's thread under the channel's post budgets, retried under pol
+// within outage o (nil: its own), and returns its ts (the last attempt's).
+func (p *reply) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
 	var ts string
-	err := retryWrite(ctx, outage,
+	err := retryWrite(ctx, pol, o,
 		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 		func(ctx context.Context) (err error) {
@@ -956,148 +918,4 @@ func (p *reply) postRetry(ctx context.Context, outage *time.Time, msg Msg) (stri
 			return err
 		})
 	return ts, err
-}
-
-// retryWrite retries write. With outage nil, maxWriteAttempts bound the transient failures; else
-// finalOutage from *outage, the time of the first (set here when zero).
-func retryWrite(ctx context.Context, outage *time.Time, wait func(context.Context) error, throttled func(time.Duration),
-	write func(context.Context) error) error {
-	backoff := firstBackoff
-	var limitedSince time.Time // a closing write's first 429
-	for attempt, limited := 1, 0; ; {
-		if err := wait(ctx); err != nil {
-			return err
-		}
-		err := write(ctx)
-		if err == nil {
-			if outage != nil {
-				*outage = time.Time{} // Slack is back: a later failure starts a new outage
-			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		if ra, ok := rateLimited(err); ok {
-			if outage == nil {
-				if limited++; limited == maxRateLimited {
-					return err
-				}
-			} else if limitedSince.IsZero() {
-				limitedSince = time.Now()
-			} else if time.Since(limitedSince) >= finalRateLimited {
-				return err // a closing write waits out Slack's Retry-Afters far longer (as long as they last)
-			}
-			throttled(ra)
-			continue
-		}
-		if !transient(err) {
-			return err
-		}
-		pause := backoff
-		if outage == nil {
-			if attempt++; attempt > maxWriteAttempts {
-				return err
-			}
-		} else {
-			if outlasted(outage) {
-				return err
-			}
-			pause = min(pause, finalOutage-time.Since(*outage))
-		}
-		if !sleepCtx(ctx, pause) {
-			return err
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
-
-// outlasted starts the outage's time box at the first failure (*outage zero) and reports whether
-// finalOutage has passed since.
-func outlasted(outage *time.Time) bool {
-	if outage.IsZero() {
-		*outage = time.Now()
-	}
-	return time.Since(*outage) >= finalOutage
-}
-
-// rateLimited reports whether err is a Slack 429 (or rate-limit error body) and how long to wait.
-func rateLimited(err error) (time.Duration, bool) {
-	var rl *slack.RateLimitedError
-	if errors.As(err, &rl) {
-		if rl.RetryAfter <= 0 {
-			return time.Second, true
-		}
-		return rl.RetryAfter, true
-	}
-	var sc slack.StatusCodeError
-	if errors.As(err, &sc) && sc.Code == 429 {
-		return defaultRetry, true
-	}
-	var se slack.SlackErrorResponse
-	if errors.As(err, &se) && (se.Err == "ratelimited" || se.Err == "rate_limited") {
-		return defaultRetry, true
-	}
-	return 0, false
-}
-
-// transient reports whether a failed Slack call may succeed if retried: 5xx, Slack's own transient
-// errors, and network failures (anything that is not an API answer or a context error), and a
-// timed-out call that may be repeated (idempotent). A call that timed out (its own time box,
-// writeCallTimeout, or net/http's header timeout: context.DeadlineExceeded) may have been carried
-// out: a post or an append repeated would show its text twice, an edit repeated does no harm.
-// Callers check their own context before they ask.
-func transient(err error) bool {
-	if errors.As(err, new(idempotentTimeout)) {
-		return true
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var sc slack.StatusCodeError
-	if errors.As(err, &sc) {
-		return sc.Code >= 500
-	}
-	var se slack.SlackErrorResponse
-	if errors.As(err, &se) {
-		switch se.Err {
-		case "internal_error", "fatal_error", "service_unavailable", "request_timeout":
-			return true
-		}
-		return false
-	}
-	return true
-}
-
-// idempotentTimeout is the timeout of a call that may be repeated (chat.update): see transient.
-type idempotentTimeout struct{ error }
-
-func (e idempotentTimeout) Unwrap() error { return e.error }
-
-// idempotent marks err, from a call that may be repeated, so that its timeout is transient.
-func idempotent(err error) error {
-	if err != nil && errors.Is(err, context.DeadlineExceeded) {
-		return idempotentTimeout{err}
-	}
-	return err
-}
-
-// refusesStreaming reports whether a chat.startStream error means streaming does not work for this app or
-// workspace (remembered for a while), rather than a problem of this channel or a passing failure.
-func refusesStreaming(err error) bool {
-	switch slackErr(err) {
-	case "", "not_in_channel", "channel_not_found", "is_archived", "thread_not_found", "message_not_found",
-		"internal_error", "fatal_error", "service_unavailable", "request_timeout":
-		return false
-	}
-	return true
-}
-
-// slackErr returns the error string of a Slack API error answer, or "".
-func slackErr(err error) string {
-	var se slack.SlackErrorResponse
-	if errors.As(err, &se) {
-		return se.Err
-	}
-	return ""
 }

@@ -259,7 +259,7 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 		return waitBy(ctx, s.stopBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
 	}
 	var last error // the attempt's error, whose 429 throttled charges
-	err := p.finalRetry(ctx,
+	err := retryWrite(ctx, closingRetry, &p.outage,
 		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
 		func(d time.Duration) { s.throttled(last, d) },
 		func(ctx context.Context) error {
@@ -282,7 +282,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 	if s.ts == "" && note != "" {
 		// No streamed message is open: the note goes in a new one (the budgets of any start).
 		var ts string
-		err := p.finalRetry(ctx,
+		err := retryWrite(ctx, closingRetry, &p.outage,
 			func(ctx context.Context) error {
 				if err := waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait); err != nil {
 					return err
@@ -307,7 +307,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 	if s.sent == 0 {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
-	err := p.finalRetry(ctx,
+	err := retryWrite(ctx, closingRetry, &p.outage,
 		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
 		p.r.opt.Budgets.Streams.Throttled,
 		func(ctx context.Context) error {
@@ -379,7 +379,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			mark.Note = note
 			buttons = s.buttons()
 		}
-		err := p.finalRetry(ctx,
+		err := retryWrite(ctx, closingRetry, &p.outage,
 			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
 			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
 			func(ctx context.Context) error {
@@ -412,7 +412,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	}
 	o := p.r.opt.Budgets
 	for _, ts := range s.streamed {
-		err := writeRetry(ctx, o.Deletes.Wait, o.Deletes.Throttled,
+		err := retryWrite(ctx, interimRetry, nil, o.Deletes.Wait, o.Deletes.Throttled,
 			func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
 		if err == nil {
 			continue

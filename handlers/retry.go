@@ -1,0 +1,222 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/slack-go/slack"
+)
+
+// retryPolicy is how long a Slack write keeps trying: 429s are waited out (Slack says when to come
+// back, after throttled has paused the budget for every reply), and transient failures (5xx,
+// network) are retried with backoff. Each is bounded by a count or, when that is 0, by a window.
+type retryPolicy struct {
+	attempts int // tries in all while the failures are transient (0: bounded by outage)
+	// outage is how long transient failures are retried after the first of an outage (see outage).
+	outage          time.Duration
+	rateLimits      int           // 429s in all; the last is not waited out (0: bounded by rateLimitWindow)
+	rateLimitWindow time.Duration // how long 429s are waited out after the first one of the write
+}
+
+// Backoff between transient failures, and the wait after a 429 that does not say how long.
+const (
+	firstBackoff = 250 * time.Millisecond
+	maxBackoff   = 5 * time.Second
+	defaultRetry = 5 * time.Second
+)
+
+// The bounds of the policies.
+const (
+	maxWriteAttempts = 6
+	maxRateLimited   = 30
+	// finalOutage: a short Slack outage as an answer ends must not leave "Thinking…" for good, and a
+	// long one must not hold the thread's turn for ever. Once the reply is cancelled its context ends
+	// sooner (its closing time).
+	finalOutage = 2 * time.Minute
+	// finalRateLimited: a closing write that gives up leaves "Thinking…" or a cut answer for good, so
+	// only a limit that never lifts ends it.
+	finalRateLimited = 10 * time.Minute
+	// repostOutage: the reply's own outage window may have run out on the edits that failed before,
+	// and a Slack that is down must not hold the thread's turn twice as long.
+	repostOutage = 10 * time.Second
+)
+
+var (
+	// interimRetry is for writes that can be done again later or some other way: a placeholder,
+	// an interim write, a withdrawal at shutdown.
+	interimRetry = retryPolicy{attempts: maxWriteAttempts, rateLimits: maxRateLimited}
+	// closingRetry is for the writes that close an answer: they must land if Slack lets them.
+	closingRetry = retryPolicy{outage: finalOutage, rateLimitWindow: finalRateLimited}
+	// replaceRetry is for the post that replaces a message that refused its final edit, and for the
+	// deletes that take back a message whose text shows elsewhere.
+	replaceRetry = retryPolicy{outage: repostOutage, rateLimitWindow: finalRateLimited}
+)
+
+// outage is when Slack's current run of transient failures began (zero: none), shared by the
+// writes that wait it out together: a reply's closing writes, so that an answer of many parts
+// waits out one outage, not one per part.
+type outage struct{ since time.Time }
+
+// begin starts the outage at the first failure and returns how long it has lasted.
+func (o *outage) begin() time.Duration {
+	if o.since.IsZero() {
+		o.since = time.Now()
+	}
+	return time.Since(o.since)
+}
+
+// end records that Slack took a write: a later failure starts a new outage.
+func (o *outage) end() { o.since = time.Time{} }
+
+// retryWrite waits for a slot and writes, retrying under pol until the write succeeds, ctx ends or
+// pol gives up. o is the outage the write shares with others (nil: its own).
+func retryWrite(ctx context.Context, pol retryPolicy, o *outage, wait func(context.Context) error,
+	throttled func(time.Duration), write func(context.Context) error) error {
+	if o == nil {
+		o = new(outage)
+	}
+	r := retries{policy: pol, outage: o, backoff: firstBackoff}
+	for {
+		if err := wait(ctx); err != nil {
+			return err
+		}
+		err := write(ctx)
+		if err == nil {
+			o.end()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if ra, ok := rateLimited(err); ok {
+			if !r.waitOut() {
+				return err
+			}
+			throttled(ra)
+			continue
+		}
+		if !transient(err) {
+			return err
+		}
+		pause, ok := r.retry()
+		if !ok || !sleepCtx(ctx, pause) {
+			return err
+		}
+	}
+}
+
+// retries counts one write's failures against its policy.
+type retries struct {
+	policy       retryPolicy
+	outage       *outage
+	attempts     int // failed tries so far
+	limited      int // 429s so far
+	limitedSince time.Time
+	backoff      time.Duration // the pause after the next transient failure
+}
+
+// waitOut reports whether a 429 is to be waited out.
+func (r *retries) waitOut() bool {
+	if r.policy.rateLimits > 0 {
+		r.limited++
+		return r.limited < r.policy.rateLimits
+	}
+	if r.limitedSince.IsZero() {
+		r.limitedSince = time.Now()
+	}
+	return time.Since(r.limitedSince) < r.policy.rateLimitWindow
+}
+
+// retry reports whether a transient failure is to be retried, and after what pause.
+func (r *retries) retry() (time.Duration, bool) {
+	pause := r.backoff
+	r.backoff = min(2*r.backoff, maxBackoff)
+	if r.policy.attempts > 0 {
+		r.attempts++
+		return pause, r.attempts < r.policy.attempts
+	}
+	lasted := r.outage.begin()
+	return min(pause, r.policy.outage-lasted), lasted < r.policy.outage
+}
+
+// rateLimited reports whether err is a Slack 429 (or rate-limit error body) and how long to wait.
+func rateLimited(err error) (time.Duration, bool) {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		if rl.RetryAfter <= 0 {
+			return time.Second, true
+		}
+		return rl.RetryAfter, true
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code == 429 {
+		return defaultRetry, true
+	}
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) && (se.Err == "ratelimited" || se.Err == "rate_limited") {
+		return defaultRetry, true
+	}
+	return 0, false
+}
+
+// transient reports whether a failed Slack call may succeed if retried: 5xx, Slack's own transient
+// errors, and network failures (anything that is not an API answer or a context error), and a
+// timed-out call that may be repeated (idempotent). A call that timed out (its own time box,
+// writeCallTimeout, or net/http's header timeout: context.DeadlineExceeded) may have been carried
+// out: a post or an append repeated would show its text twice, an edit repeated does no harm.
+// Callers check their own context before they ask.
+func transient(err error) bool {
+	if errors.As(err, new(idempotentTimeout)) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) {
+		return sc.Code >= 500
+	}
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		switch se.Err {
+		case "internal_error", "fatal_error", "service_unavailable", "request_timeout":
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// idempotentTimeout is the timeout of a call that may be repeated (chat.update): see transient.
+type idempotentTimeout struct{ error }
+
+func (e idempotentTimeout) Unwrap() error { return e.error }
+
+// idempotent marks err, from a call that may be repeated, so that its timeout is transient.
+func idempotent(err error) error {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return idempotentTimeout{err}
+	}
+	return err
+}
+
+// refusesStreaming reports whether a chat.startStream error means streaming does not work for this app or
+// workspace (remembered for a while), rather than a problem of this channel or a passing failure.
+func refusesStreaming(err error) bool {
+	switch slackErr(err) {
+	case "", "not_in_channel", "channel_not_found", "is_archived", "thread_not_found", "message_not_found",
+		"internal_error", "fatal_error", "service_unavailable", "request_timeout":
+		return false
+	}
+	return true
+}
+
+// slackErr returns the error string of a Slack API error answer, or "".
+func slackErr(err error) string {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return ""
+}
