@@ -338,10 +338,12 @@ const writeCallTimeout = 10 * time.Second
 // shutdown) ends the waits for slots, not a call under way, which Slack may already have carried out
 // (a post abandoned then would be posted again by the final write, and its Stop button would stay).
 // The call is bounded by writeCallTimeout, and once the reply is cancelled by half of its closing
-// time (closeTimeout, counted from the cancellation), so at shutdown, where the final write's time
+// time (halfway to closeBy, counted from the cancellation), so at shutdown, where the final write's time
 // box counts from the cancellation too, the final write still fits in the rest.
 func (p *reply) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	octx, ocancel := outlive(ctx, p.sinceCancel(func(cause error) time.Duration { return p.r.closeTimeout(cause) / 2 }))
+	octx, ocancel := p.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
+		return halfway(cancelled, p.r.closeBy(cause, cancelled, cancelled))
+	})
 	cctx, cancel := context.WithTimeout(octx, writeCallTimeout)
 	return cctx, func() { cancel(); ocancel() }
 }
@@ -607,9 +609,9 @@ func (p *reply) tellNotAnswered(ctx context.Context, by time.Time) error {
 
 // notAnswered is for a reply shut down before it opened (no placeholder or stream yet): the asker
 // is told privately, on a context detached from the cancelled ctx and bounded like a closing write
-// at shutdown (closeTimeout, within the bot's grace period).
+// at shutdown (closeBy, within the bot's grace period).
 func (p *reply) notAnswered(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.r.closeTimeout(ErrShutdown))
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), p.r.closeBy(ErrShutdown, p.cancelledAt(), time.Now()))
 	defer cancel()
 	if err := p.tellNotAnswered(ctx, time.Time{}); err != nil {
 		return fmt.Errorf("shutdown before the placeholder: %w", err)

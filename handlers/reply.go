@@ -23,8 +23,7 @@ import (
 
 // reply is one answer in progress.
 type reply struct {
-	// cancelNanos is when the reply's context was cancelled (Unix ns; 0: not yet): the closing time
-	// boxes count from then, not from when the writes after it begin (sinceCancel).
+	// cancelNanos is when the reply's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
 	cancelNanos atomic.Int64
 	// outage is the one the reply's closing writes wait out together (closingRetry), however many
 	// parts they write.
@@ -94,7 +93,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	p.cancel = cancel
-	stopWatch := context.AfterFunc(ctx, func() { p.cancelNanos.Store(time.Now().UnixNano()) })
+	stopWatch := context.AfterFunc(ctx, func() { p.cancelledAt() })
 	defer stopWatch()
 
 	var old []string // a Regenerate's old answer, written over in place
@@ -123,23 +122,24 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 			note = strings.TrimSpace(textReplacesAbove + " " + note)
 		}
 		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
-		// once the reply is cancelled it still gets FinalTimeout (ShutdownTimeout at shutdown). Its
-		// transient failures are retried within that (closingRetry), for at most finalOutage.
-		fctx, fcancel := outlive(ctx, p.closingTime)
+		// once the reply is cancelled it still has until closeBy. Its transient failures are retried
+		// within that (closingRetry), for at most finalOutage.
+		began := time.Now()
+		closeBy := func(cause error, cancelled time.Time) time.Time { return p.r.closeBy(cause, cancelled, began) }
+		fctx, fcancel := p.afterCancel(ctx, closeBy)
 		defer fcancel()
 		shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
 		c := closing{md: md, note: note, kind: kind}
 		if shutdown() {
-			closeBy := time.Now().Add(p.closingTime(ErrShutdown))
-			return p.closeAnswer(fctx, s, endShutdown, closeBy, c)
+			return p.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, p.cancelledAt()), c)
 		}
 		// A shutdown while this write waits for its turn leaves it half the closing time, and the
 		// shutdown rule the other half (a message left "Thinking…" would say nothing).
-		hctx, hcancel := outlive(ctx, func(cause error) time.Duration {
+		hctx, hcancel := p.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
 			if errors.Is(cause, ErrShutdown) {
-				return p.closingTime(cause) / 2
+				return halfway(cancelled, closeBy(cause, cancelled))
 			}
-			return p.closingTime(cause)
+			return closeBy(cause, cancelled)
 		})
 		defer hcancel()
 		err := p.closeAnswer(hctx, s, endFinished, time.Time{}, c)
@@ -147,8 +147,7 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 			return err
 		}
 		p.log.Debug("shutdown during the final write", zap.Error(err))
-		closeBy := time.Now().Add(p.closingTime(ErrShutdown))
-		return errors.Join(context.Cause(ctx), p.closeAnswer(fctx, s, endShutdown, closeBy, c))
+		return errors.Join(context.Cause(ctx), p.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, p.cancelledAt()), c))
 	}
 
 	if thread == nil && p.startsThread() {
@@ -781,60 +780,6 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 		kind = convo.MarkError
 	}
 	return note, kind, err
-}
-
-// closeTimeout is how long the last write may take once a reply was cancelled with cause.
-func (r *Replies) closeTimeout(cause error) time.Duration {
-	if errors.Is(cause, ErrShutdown) {
-		return min(r.opt.ShutdownTimeout, r.opt.FinalTimeout)
-	}
-	return r.opt.FinalTimeout
-}
-
-// closingTime is how long the closing writes may take once the reply was cancelled with cause:
-// closeTimeout, counted from the cancellation at shutdown (the bot's grace period is a hard
-// deadline), from now after a Stop (which has none: an interim call that finished first must not
-// eat the final write's time).
-func (p *reply) closingTime(cause error) time.Duration {
-	if errors.Is(cause, ErrShutdown) {
-		return p.sinceCancel(p.r.closeTimeout)(cause)
-	}
-	return p.r.closeTimeout(cause)
-}
-
-// sinceCancel is grace less the time since the reply was cancelled (p.cancelNanos), never below 0:
-// a closing time box counts from the cancellation even when the writes it bounds begin later (an
-// interim Slack call in flight at the cancellation finishes first).
-func (p *reply) sinceCancel(grace func(cause error) time.Duration) func(cause error) time.Duration {
-	return func(cause error) time.Duration {
-		d := grace(cause)
-		if at := p.cancelNanos.Load(); at != 0 {
-			d -= time.Since(time.Unix(0, at))
-		}
-		return max(d, 0)
-	}
-}
-
-// outlive returns a context that is not cancelled with ctx but grace(cause of ctx) after it (or by the
-// returned cancel).
-func outlive(ctx context.Context, grace func(cause error) time.Duration) (context.Context, context.CancelFunc) {
-	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	var mu sync.Mutex
-	var timer *time.Timer
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		timer = time.AfterFunc(grace(context.Cause(ctx)), func() { cancel(context.DeadlineExceeded) })
-	})
-	return octx, func() {
-		stop()
-		mu.Lock()
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel(context.Canceled)
-	}
 }
 
 // msgSubTypeTombstone is the subtype of what Slack keeps of a deleted thread parent.
