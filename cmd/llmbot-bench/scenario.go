@@ -88,6 +88,9 @@ type result struct {
 	wrong, lost  int
 	duplicates   int // extra bot messages in threads that do not show the answer, and extra model requests
 	continued    int // answers whose end was posted in a second message (the edit budget was spent)
+	streamed     int // answers written with native streaming alone
+	edited       int // answers written by posting and editing alone
+	bothWays     int // answers streamed, then posted (a stream that could not be finished)
 	unmatched    int
 	peakStreams  int             // most model streams open at once
 	toModel      []time.Duration // question posted -> the model request for it (not scaled)
@@ -347,14 +350,12 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 		}
 		for _, w := range ws {
 			i, ok := index[w.Channel+"/"+w.ThreadTS]
-			if !ok {
+			bw, write := botWriteOf(w)
+			if !ok || !write {
 				continue
 			}
-			if w.Kind != fakeslack.WritePost && w.Kind != fakeslack.WriteUpdate {
-				continue
-			}
-			text, _ := replies[i].add(convs[i], botWrite{ts: w.TS, post: w.Kind == fakeslack.WritePost, text: w.Text})
-			if !done[i] && text == convs[i].final {
+			v, _ := replies[i].add(convs[i], bw)
+			if !done[i] && convs[i].isFinal(v) {
 				done[i] = true
 				remaining--
 			}
@@ -420,10 +421,10 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 	writes := make([][]botWrite, n)
 	for _, w := range slack.Writes() {
 		i, ok := index[w.Channel+"/"+w.ThreadTS]
-		if !ok || (w.Kind != fakeslack.WritePost && w.Kind != fakeslack.WriteUpdate) {
-			continue
+		bw, write := botWriteOf(w)
+		if ok && write {
+			writes[i] = append(writes[i], bw)
 		}
-		writes[i] = append(writes[i], botWrite{at: w.Time, ts: w.TS, post: w.Kind == fakeslack.WritePost, text: w.Text})
 	}
 	for i := range n {
 		o := analyse(convs[i], tokenTimes[i], writes[i])
@@ -441,6 +442,14 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 			res.duplicates += max(o.messages-1, 0)
 		}
 		res.unmatched += o.unmatched
+		switch {
+		case o.streamed && o.posted:
+			res.bothWays++
+		case o.streamed:
+			res.streamed++
+		case o.posted:
+			res.edited++
+		}
 		res.hidden += o.hidden
 		for _, l := range o.lags {
 			res.lags = append(res.lags, up(l))

@@ -67,8 +67,14 @@ func (r *result) idleCPUPerSec() float64 {
 }
 
 func (r *result) summary() string {
-	return fmt.Sprintf("lag mean / p95 %s s (best %ss, ratio %s), complete %d wrong %d lost %d dup %d, 429s %d, calls %d",
-		r.lagCell(), secs(r.best), r.ratio(), r.complete, r.wrong, r.lost, r.duplicates, r.throttled, r.calls)
+	return fmt.Sprintf("lag mean / p95 %s s (best %ss, ratio %s), complete %d wrong %d lost %d dup %d, %s, 429s %d, calls %d",
+		r.lagCell(), secs(r.best), r.ratio(), r.complete, r.wrong, r.lost, r.duplicates, r.writtenBy(), r.throttled, r.calls)
+}
+
+// writtenBy says how the answers were written: streamed natively, posted and edited, or both (a
+// stream replaced by posted messages).
+func (r *result) writtenBy() string {
+	return fmt.Sprintf("answers streamed %d, edited %d, both %d", r.streamed, r.edited, r.bothWays)
 }
 
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
@@ -124,8 +130,8 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		if r.note != "" {
 			fmt.Fprintf(w, "- N=%d %s: %s\n", r.n, r.policy, r.note)
 		}
-		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak streams %d; answers ended in a second message %d; unmatched edits %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
+		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak model streams %d; %s; answers ended in a second message %d; unmatched writes %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
 			r.n, r.policy, strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
-			r.peakStreams, r.continued, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
+			r.peakStreams, r.writtenBy(), r.continued, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
 	}
 }
