@@ -36,8 +36,12 @@ type settings struct {
 	timeout       time.Duration // bound of one scenario; 0: from the expected duration
 	botPath       string
 	botEnv        []string // KEY=VALUE added to the bot's environment (-bot-env)
-	workDir       string
-	verbose       func(format string, args ...any)
+	// mode is the bot's REPLY_MODE. In stream mode the conversations are DMs, each question a reply
+	// in a thread of its asker's DM: native streaming writes into a thread, and in a DM the asker is
+	// its only reader (a top-level DM is answered below it, outside any thread, so by editing).
+	mode    string
+	workDir string
+	verbose func(format string, args ...any)
 }
 
 // limits are the fake's rate limits: Slack's published tiers (fakeslack.SlackLimits), with
@@ -150,9 +154,14 @@ func (sc *scripts) get(i int) (*script, error) {
 
 var questionTag = regexp.MustCompile(`\[q(\d+)\]`)
 
-// question is conversation i's mention; the tag lets the fake model and the analysis find it.
+// question is conversation i's question, mentioning botUserID unless it is "" (in a DM nobody
+// mentions the bot); the tag lets the fake model and the analysis find it.
 func question(botUserID string, i int) string {
-	return fmt.Sprintf("<@%s> [q%d] How do we share Slack's edit budget between answers?", botUserID, i)
+	q := fmt.Sprintf("[q%d] How do we share Slack's edit budget between answers?", i)
+	if botUserID == "" {
+		return q
+	}
+	return fmt.Sprintf("<@%s> %s", botUserID, q)
 }
 
 // conversationOf finds the conversation a chat request is for: the tag in its last user message.
@@ -200,6 +209,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 
 	env := append(fakesEnv(slack, model), // later entries win (os/exec keeps the last of a key)
 		"EDIT_POLICY="+policy,
+		"REPLY_MODE="+set.mode,
 		"EDIT_BUDGET_PER_MINUTE="+strconv.FormatFloat(set.updatesPerMin*set.scale, 'f', -1, 64),
 		"MAX_CONCURRENT_REPLIES="+strconv.Itoa(n+10),
 		"GOTRACEBACK=all",
@@ -232,21 +242,39 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 		return nil, err
 	}
 
-	// The load: n mentions at once, each the start of its own thread.
+	// The load: n mentions at once, each the start of its own thread; in stream mode n DM messages,
+	// each a reply in a thread of its asker's DM, under a message of theirs from before the run (stored
+	// as history: the bot hears nothing of it).
+	threads := make([]string, n)
+	chans := make([]string, n)
+	asked := make([]time.Time, n)
+	if set.mode == "stream" {
+		for i := range n {
+			chans[i] = fmt.Sprintf("D%04d", i)
+			threads[i] = slack.Post(fakeslack.UserMessage{Channel: chans[i], User: fmt.Sprintf("U%04d", i),
+				Text: "About Slack's rate limits.", Time: time.Now().Add(-time.Hour)})
+		}
+	}
 	if set.spent {
 		slack.SpendBudgets()
 	}
 	start := time.Now()
-	threads := make([]string, n)
-	chans := make([]string, n)
-	asked := make([]time.Time, n)
 	botUser := slack.Config().BotUserID
 	for i := range n {
-		chans[i] = fmt.Sprintf("C%04d", i/set.perChannel)
+		user := fmt.Sprintf("U%04d", i)
 		asked[i] = time.Now()
-		threads[i] = slack.PostUserMessage(chans[i], fmt.Sprintf("U%04d", i), "", question(botUser, i))
+		if set.mode == "stream" {
+			slack.PostUserMessage(chans[i], user, threads[i], question("", i))
+			continue
+		}
+		chans[i] = fmt.Sprintf("C%04d", i/set.perChannel)
+		threads[i] = slack.PostUserMessage(chans[i], user, "", question(botUser, i))
 	}
-	logf("  %s N=%d: %d questions asked in %d channels", policy, n, n, (n+set.perChannel-1)/set.perChannel)
+	if set.mode == "stream" {
+		logf("  %s N=%d: %d questions asked in DM threads", policy, n, n)
+	} else {
+		logf("  %s N=%d: %d questions asked in %d channels", policy, n, n, (n+set.perChannel-1)/set.perChannel)
+	}
 
 	if err := waitDone(ctx, set, slack, model, bot, convs, chans, threads, start); err != nil {
 		if ctx.Err() != nil || !bot.running() {

@@ -69,6 +69,32 @@ func TestSmokeSpent(t *testing.T) {
 	}
 }
 
+// TestSmokeStream: in stream mode the questions are asked in DM threads and the bot streams its
+// answers natively (two starts fit the bot's stream budget at once): both answers are rebuilt from their
+// stream writes and complete.
+func TestSmokeStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bot binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errs bytes.Buffer
+	err := run(ctx, []string{"-n", "2", "-mode", "stream", "-policies", "fair", "-scale", "20", "-tokens", "120", "-settle", "200ms",
+		"-quiet", "3s", "-plot", ""}, &out, &errs)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
+	}
+	table := out.String()
+	for _, want := range []string{"REPLY_MODE=stream", "| 2 | fair |", "| 2 / 0 / 0 / 0 |", "answers streamed 2, edited 0, both 0", "chat.startStream 2"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("no %q in:\n%s\nstderr:\n%s", want, table, errs.String())
+		}
+	}
+	if strings.Contains(table, "failed:") || strings.Contains(table, "not final after") {
+		t.Errorf("the scenario failed or timed out:\n%s\nstderr:\n%s", table, errs.String())
+	}
+}
+
 // TestSmokeImagine: -imagine runs /imagine jobs whose pictures come back at once, and reports
 // every picture shared and the bot's peak RSS.
 func TestSmokeImagine(t *testing.T) {
@@ -89,15 +115,15 @@ func TestSmokeImagine(t *testing.T) {
 
 func TestBotEnvFlag(t *testing.T) {
 	var e envList
-	for _, ok := range []string{"GOMAXPROCS=1", "LLM_STREAM_COALESCE=", "REPLY_MODE=edit"} {
+	for _, ok := range []string{"GOMAXPROCS=1", "LLM_STREAM_COALESCE="} {
 		if err := e.Set(ok); err != nil {
 			t.Errorf("Set(%q): %v", ok, err)
 		}
 	}
-	if got := e.String(); got != "GOMAXPROCS=1 LLM_STREAM_COALESCE= REPLY_MODE=edit" {
+	if got := e.String(); got != "GOMAXPROCS=1 LLM_STREAM_COALESCE=" {
 		t.Errorf("collected %q", got)
 	}
-	for _, bad := range []string{"GOMAXPROCS", "=1", "", "REPLY_MODE=stream", "EDIT_POLICY=every-1s", "EDIT_BUDGET_PER_MINUTE=100", "MAX_CONCURRENT_REPLIES=5"} {
+	for _, bad := range []string{"GOMAXPROCS", "=1", "", "REPLY_MODE=stream", "REPLY_MODE=edit", "EDIT_POLICY=every-1s", "EDIT_BUDGET_PER_MINUTE=100", "MAX_CONCURRENT_REPLIES=5"} {
 		if err := e.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted", bad)
 		}

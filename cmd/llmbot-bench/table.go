@@ -82,11 +82,22 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 	if set.spread > 0 {
 		length += fmt.Sprintf(" ± %.0f%% (spread evenly)", set.spread*100)
 	}
+	where := fmt.Sprintf("%d conversations per channel", set.perChannel)
+	if set.mode == "stream" {
+		where = "REPLY_MODE=stream, each conversation a thread in its asker's DM (chat.startStream and chat.stopStream " +
+			"share Slack's Tier 2, about 20/min; chat.appendStream Tier 4, about 100/min; answers past the stream " +
+			"budget are edited; best and ratio are the edit budget's, for comparison with edit mode)"
+		if set.scale != 1 {
+			// The bot's own stream and append budgets are fixed inside it: under a time scale its
+			// streams are paced in real time, so every stream's wait is multiplied by the scale.
+			where += "; the bot's stream budgets are not scaled, so its streams' lags are too long by up to the time scale"
+		}
+	}
 	fmt.Fprintf(w, "Budget: chat.update %.0f/min per workspace, chat.postMessage %.0f/min per channel, burst %d; "+
-		"answers of %s tokens, first token after %v, then one every %v; %d conversations per channel; time scale %g "+
+		"answers of %s tokens, first token after %v, then one every %v; %s; time scale %g "+
 		"(lags in Slack time); idle bot: %d goroutines besides idle HTTP connections.",
 		set.updatesPerMin, set.postsPerMin, set.burst, length, set.firstToken, set.tokenInterval,
-		set.perChannel, set.scale, idleGoroutines)
+		where, set.scale, idleGoroutines)
 	if set.spent {
 		fmt.Fprint(w, " Every Slack budget was used up when the questions came (-spent).")
 	}
