@@ -25,58 +25,74 @@ var errNotObject = errors.New("not a JSON object")
 func readHead(frame []byte) (head, error) {
 	var h head
 	i := skipSpace(frame, 0)
-	if i >= len(frame) || frame[i] != '{' {
+	if !at(frame, i, '{') {
 		return h, errNotObject
 	}
-	i = skipSpace(frame, i+1)
-	if i < len(frame) && frame[i] == '}' {
+	if i = skipSpace(frame, i+1); at(frame, i, '}') {
 		return h, nil
 	}
 	for {
-		if i >= len(frame) || frame[i] != '"' {
-			return h, errNotObject
-		}
-		keyEnd, err := skipString(frame, i)
+		key, value, end, err := member(frame, i)
 		if err != nil {
 			return h, err
 		}
-		key := frame[i+1 : keyEnd-1] // keys of interest have no escapes
-		i = skipSpace(frame, keyEnd)
-		if i >= len(frame) || frame[i] != ':' {
-			return h, errNotObject
-		}
-		i = skipSpace(frame, i+1)
-		end, err := skipValue(frame, i)
-		if err != nil {
+		if err := h.set(key, value); err != nil {
 			return h, err
 		}
-		var dst *string
-		switch string(key) { // no allocation: the compiler compares in place
-		case "envelope_id":
-			dst = &h.id
-		case "type":
-			dst = &h.typ
-		case "reason":
-			dst = &h.reason
-		}
-		if dst != nil {
-			if *dst, err = stringValue(frame[i:end]); err != nil {
-				return h, fmt.Errorf("%s: %w", key, err)
-			}
-		}
-		i = skipSpace(frame, end)
-		if i >= len(frame) {
-			return h, errNotObject
-		}
-		switch frame[i] {
-		case '}':
+		switch i = skipSpace(frame, end); {
+		case at(frame, i, '}'):
 			return h, nil
-		case ',':
+		case at(frame, i, ','):
 			i = skipSpace(frame, i+1)
 		default:
 			return h, errNotObject
 		}
 	}
+}
+
+// at reports whether b[i] is c (false past the end).
+func at(b []byte, i int, c byte) bool { return i < len(b) && b[i] == c }
+
+// member reads the object member ("key": value) starting at frame[i]. It returns the key as
+// written (the keys of interest have no escapes), the value, and the index after the value.
+func member(frame []byte, i int) (key, value []byte, end int, err error) {
+	if !at(frame, i, '"') {
+		return nil, nil, 0, errNotObject
+	}
+	keyEnd, err := skipString(frame, i)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	key = frame[i+1 : keyEnd-1]
+	if i = skipSpace(frame, keyEnd); !at(frame, i, ':') {
+		return nil, nil, 0, errNotObject
+	}
+	i = skipSpace(frame, i+1)
+	if end, err = skipValue(frame, i); err != nil {
+		return nil, nil, 0, err
+	}
+	return key, frame[i:end], end, nil
+}
+
+// set keeps value when key names a field of the head, and ignores it otherwise.
+func (h *head) set(key, value []byte) error {
+	var dst *string
+	switch string(key) { // no allocation: the compiler compares in place
+	case "envelope_id":
+		dst = &h.id
+	case "type":
+		dst = &h.typ
+	case "reason":
+		dst = &h.reason
+	default:
+		return nil
+	}
+	v, err := stringValue(value)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	*dst = v
+	return nil
 }
 
 // stringValue is the Go string of a JSON value: a string, or "" for null.
