@@ -122,17 +122,17 @@ type closing struct {
 // closeAnswer closes the answer written by s for end, within ctx (which ends at closeBy at
 // shutdown). It returns the error of the step that closed the answer, or every step's error when
 // none could.
-func (p *reply) closeAnswer(ctx context.Context, s sink, end ending, closeBy time.Time, c closing) error {
+func (a *answer) closeAnswer(ctx context.Context, s sink, end ending, closeBy time.Time, c closing) error {
 	if end == endShutdown {
 		c.turnBy = time.Now().Add(time.Until(closeBy) / 2)
 	}
 	plan := planClose(s.mode(), end, s.shows())
 	var errs []error
 	for _, step := range plan {
-		closed, err := p.closeStep(ctx, s, step, c)
+		closed, err := a.closeStep(ctx, s, step, c)
 		if closed {
 			if len(errs) > 0 {
-				p.log.Info("answer closed another way", zap.Stringer("by", step), zap.Error(errors.Join(errs...)))
+				a.log.Info("answer closed another way", zap.Stringer("by", step), zap.Error(errors.Join(errs...)))
 			}
 			return err
 		}
@@ -144,24 +144,24 @@ func (p *reply) closeAnswer(ctx context.Context, s sink, end ending, closeBy tim
 }
 
 // closeStep carries out step: the ways every sink closes alike here, the others by the sink.
-func (p *reply) closeStep(ctx context.Context, s sink, step closeStep, c closing) (closed bool, err error) {
+func (a *answer) closeStep(ctx context.Context, s sink, step closeStep, c closing) (closed bool, err error) {
 	switch step {
 	case stepTellAsker:
-		if err := p.tellNotAnswered(ctx, c.turnBy); err != nil {
-			p.log.Info("shutdown: the asker could not be told privately", zap.Error(err))
+		if err := a.tellNotAnswered(ctx, c.turnBy); err != nil {
+			a.log.Info("shutdown: the asker could not be told privately", zap.Error(err))
 			return false, nil
 		}
-		p.log.Info("shutdown before any text; asker told privately")
+		a.log.Info("shutdown before any text; asker told privately")
 		return true, nil
 	case stepWithdraw:
-		if err := p.withdraw(ctx, c.turnBy, s.placeholderTS()); err != nil {
-			p.log.Info("shutdown: could not withdraw the placeholder; closing it", zap.Error(err))
+		if err := a.withdraw(ctx, c.turnBy, s.placeholderTS()); err != nil {
+			a.log.Info("shutdown: could not withdraw the placeholder; closing it", zap.Error(err))
 			return false, nil
 		}
-		p.log.Info("shutdown: placeholder deleted, asker told privately")
+		a.log.Info("shutdown: placeholder deleted, asker told privately")
 		return true, nil
 	case stepInterruptedNote:
-		if err := p.postInterrupted(ctx); err != nil {
+		if err := a.postInterrupted(ctx); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -170,10 +170,10 @@ func (p *reply) closeStep(ctx context.Context, s sink, step closeStep, c closing
 }
 
 // postInterrupted posts the note that the answer above was interrupted as a new message in the
-// reply's thread, marked as a notice (never replayed to the model).
-func (p *reply) postInterrupted(ctx context.Context) error {
+// answer's thread, marked as a notice (never replayed to the model).
+func (a *answer) postInterrupted(ctx context.Context) error {
 	text := noteAlone(textInterruptedAbove, convo.FormatMrkdwn)
-	_, err := p.postRetry(ctx, closingRetry, &p.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
+	_, err := a.postRetry(ctx, closingRetry, &a.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
 	if err != nil {
 		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
 	}

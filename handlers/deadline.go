@@ -35,21 +35,21 @@ func later(a, b time.Time) time.Time {
 
 // cancelledAt is when the answer's context was cancelled (call it only once it is): fixed by the
 // first to ask, so that every time box counts from the same moment.
-func (p *reply) cancelledAt() time.Time {
-	p.cancelNanos.CompareAndSwap(0, time.Now().UnixNano())
-	return time.Unix(0, p.cancelNanos.Load())
+func (a *answer) cancelledAt() time.Time {
+	a.cancelNanos.CompareAndSwap(0, time.Now().UnixNano())
+	return time.Unix(0, a.cancelNanos.Load())
 }
 
 // afterCancel returns a context that is not cancelled with ctx but at by(cause, when) once ctx is
 // (when: the answer's cancelledAt), or by the returned cancel.
-func (p *reply) afterCancel(ctx context.Context, by func(cause error, cancelled time.Time) time.Time) (context.Context, context.CancelFunc) {
+func (a *answer) afterCancel(ctx context.Context, by func(cause error, cancelled time.Time) time.Time) (context.Context, context.CancelFunc) {
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex
 	var timer *time.Timer
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		timer = time.AfterFunc(time.Until(by(context.Cause(ctx), p.cancelledAt())), func() { cancel(context.DeadlineExceeded) })
+		timer = time.AfterFunc(time.Until(by(context.Cause(ctx), a.cancelledAt())), func() { cancel(context.DeadlineExceeded) })
 	})
 	return octx, func() {
 		stop()

@@ -22,12 +22,12 @@ const maxInterimFailures = 3
 // editSink writes an answer by posting and editing messages (chat.postMessage + chat.update, mrkdwn): the
 // placeholder becomes the first part, and each part the Pager seals continues in a new thread message.
 type editSink struct {
-	p     *reply
-	lane  *pace.Lane
-	pager *convo.Pager
-	ts    []string // one message per part; ts[0] is the placeholder, when one was posted
-	shown []string // the text last written to each message ("" for the placeholder)
-	btn   []string // the buttons each message shows (buttonKey)
+	answer *answer
+	lane   *pace.Lane
+	pager  *convo.Pager
+	ts     []string // one message per part; ts[0] is the placeholder, when one was posted
+	shown  []string // the text last written to each message ("" for the placeholder)
+	btn    []string // the buttons each message shows (buttonKey)
 	// placeholderDue is when the placeholder is posted if no text has come (ReplyOptions.PlaceholderAfter);
 	// zero once it is, or once a message is.
 	placeholderDue time.Time
@@ -77,7 +77,7 @@ func (e *editSink) next(parts []string) (i int, post bool) {
 // buttons of the message of part i of n: the last part's (Stop while streaming, Regenerate once
 // final), none on earlier parts.
 func (e *editSink) buttons(i, n int, final bool) []Button {
-	bs := e.p.buttons(final)
+	bs := e.answer.buttons(final)
 	if i < n-1 && bs != nil {
 		return []Button{}
 	}
@@ -102,7 +102,7 @@ const (
 // always shows at once, and never less is shown than was rendered before (the Pager takes growing
 // text).
 func (e *editSink) visible(md string) string {
-	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || e.p.r.opt.Budgets.Edits.Spacing() < wholeBlocksSpacing {
+	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || e.answer.r.opt.Budgets.Edits.Spacing() < wholeBlocksSpacing {
 		return md
 	}
 	lo := max(len(e.renderedMD), len(md)-wholeBlocksSlack)
@@ -130,7 +130,7 @@ func (e *editSink) continueByPost(ctx context.Context, md string) {
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, continueWait)
-	err := e.lane.Wait(wctx, pace.Final, e.p.unshown)
+	err := e.lane.Wait(wctx, pace.Final, e.answer.unshown)
 	cancel()
 	if err == nil {
 		e.slotHeld = true
@@ -141,7 +141,7 @@ func (e *editSink) continueByPost(ctx context.Context, md string) {
 		at = md[:len(at)+1] // the shown text ends at a word: the cut may come after it
 	}
 	if ctx.Err() == nil && e.pager.Break(at, e.shown[k]) {
-		e.p.log.Debug("no edit turn soon: the rest of the answer goes in a new message")
+		e.answer.log.Debug("no edit turn soon: the rest of the answer goes in a new message")
 	}
 }
 
@@ -188,30 +188,30 @@ func (e *editSink) idle(ctx context.Context) {
 	if len(e.ts) > 0 {
 		return
 	}
-	cctx, cancel := e.p.callCtx(ctx)
+	cctx, cancel := e.answer.callCtx(ctx)
 	defer cancel()
-	ts, err := e.p.postRetry(cctx, interimRetry, nil, e.p.placeholder())
+	ts, err := e.answer.postRetry(cctx, interimRetry, nil, e.answer.placeholder())
 	if err != nil {
-		e.p.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
+		e.answer.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
 		return
 	}
-	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.p.buttons(false))}
+	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.answer.buttons(false))}
 	e.postDue = false
 	e.posts++
 }
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
-	p := e.p
+	a := e.answer
 	for !e.broken && snap.md != e.doneMD {
 		post := e.postDue
 		var err error
 		if post {
-			err = p.r.postWait(wctx, p.req.Channel)
+			err = a.r.postWait(wctx, a.req.Channel)
 		} else {
 			err = e.lane.Wait(wctx, e.priority(), snap.since)
 		}
 		if err != nil {
-			p.noteUnshown(snap.since)
+			a.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
 		}
 		snap = mb.latest(snap) // the freshest text goes out with this slot
@@ -226,21 +226,21 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			continue
 		}
 		text := parts[i]
-		mark := p.mark(convo.MarkAnswer, "", i, e.firstTS())
+		mark := a.mark(convo.MarkAnswer, "", i, e.firstTS())
 		bs := e.buttons(i, len(parts), false)
-		cctx, ccancel := p.callCtx(ctx)
+		cctx, ccancel := a.callCtx(ctx)
 		if post {
 			var ts string
-			if ts, err = p.r.msgs.Post(cctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
+			if ts, err = a.r.msgs.Post(cctx, a.req.Channel, a.threadTS, Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
 				if len(e.ts) == 0 {
-					p.firstText = time.Since(p.start)
+					a.firstText = time.Since(a.start)
 				}
 				e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
 				e.posts++
 			}
-		} else if err = idempotent(p.r.msgs.Update(cctx, p.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs})); err == nil {
+		} else if err = idempotent(a.r.msgs.Update(cctx, a.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs})); err == nil {
 			if i == 0 && e.shown[0] == "" {
-				p.firstText = time.Since(p.start)
+				a.firstText = time.Since(a.start)
 			}
 			e.shown[i], e.btn[i] = text, buttonKey(bs)
 			e.edits++
@@ -263,7 +263,7 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			// Slack may have posted it: another post could show the part twice. The final write takes
 			// over, and looks for it first.
 			e.broken, e.lostPost = true, true
-			p.noteUnshown(snap.since)
+			a.noteUnshown(snap.since)
 			return
 		}
 		if ctx.Err() != nil {
@@ -271,15 +271,15 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 		}
 		if ra, ok := rateLimited(err); ok {
 			if post {
-				p.r.postThrottled(p.req.Channel, ra)
+				a.r.postThrottled(a.req.Channel, ra)
 			} else {
 				e.lane.Throttled(ra)
 			}
 			continue
 		}
-		p.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
+		a.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
 		if pause := e.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
-			p.noteUnshown(snap.since)
+			a.noteUnshown(snap.since)
 			return
 		}
 	}
@@ -334,22 +334,22 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
 const writeCallTimeout = 10 * time.Second
 
-// callCtx is the context of an interim Slack write that holds its slot: cancelling the reply (Stop,
+// callCtx is the context of an interim Slack write that holds its slot: cancelling the answer (Stop,
 // shutdown) ends the waits for slots, not a call under way, which Slack may already have carried out
 // (a post abandoned then would be posted again by the final write, and its Stop button would stay).
-// The call is bounded by writeCallTimeout, and once the reply is cancelled by half of its closing
+// The call is bounded by writeCallTimeout, and once the answer is cancelled by half of its closing
 // time (halfway to closeBy, counted from the cancellation), so at shutdown, where the final write's time
 // box counts from the cancellation too, the final write still fits in the rest.
-func (p *reply) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	octx, ocancel := p.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
-		return halfway(cancelled, p.r.closeBy(cause, cancelled, cancelled))
+func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	octx, ocancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
+		return halfway(cancelled, a.r.closeBy(cause, cancelled, cancelled))
 	})
 	cctx, cancel := context.WithTimeout(octx, writeCallTimeout)
 	return cctx, func() { cancel(); ocancel() }
 }
 
 func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
-	p := e.p
+	a := e.answer
 	if e.lostPost {
 		e.lostPost = false
 		e.adoptLost(ctx)
@@ -396,17 +396,17 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			// The last message refuses the edit (cant_update_message, or Slack kept refusing beyond
 			// finalOutage): its text goes in a new message below it, which then takes its place (it is
 			// deleted; if it cannot be, its text shows twice rather than not at all), the later parts after
-			// that. The post has a short outage window of its own (replaceRetry): the reply's may have run
+			// that. The post has a short outage window of its own (replaceRetry): the answer's may have run
 			// out on the edits, and a Slack that is down must not hold the thread's turn twice as long.
 			mark.Replaces = ts // if ts stays (its delete fails), Build skips it
-			nts, perr := p.postRetry(ctx, replaceRetry, nil, Msg{Text: text, Mark: mark, Buttons: bs})
+			nts, perr := a.postRetry(ctx, replaceRetry, nil, Msg{Text: text, Mark: mark, Buttons: bs})
 			if perr != nil {
 				errs = append(errs, fmt.Errorf("chat.postMessage part %d anew: %w", i+1, perr))
 				break
 			}
-			p.outage.end() // Slack took a post: a later failure starts a new outage
-			if derr := p.deleteMessage(ctx, ts); derr != nil {
-				p.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(derr))
+			a.outage.end() // Slack took a post: a later failure starts a new outage
+			if derr := a.deleteMessage(ctx, ts); derr != nil {
+				a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(derr))
 			}
 			e.ts[i], e.shown[i], e.btn[i] = nts, text, buttonKey(bs)
 			if e.replaces == nil {
@@ -417,7 +417,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 			e.closed = i == len(parts)-1
 			continue
 		}
-		ts, err := p.postRetry(ctx, closingRetry, &p.outage, Msg{Text: text, Mark: mark, Buttons: bs})
+		ts, err := a.postRetry(ctx, closingRetry, &a.outage, Msg{Text: text, Mark: mark, Buttons: bs})
 		if err != nil {
 			// Later parts would come out of order: stop here.
 			errs = append(errs, fmt.Errorf("chat.postMessage part %d: %w", i+1, err))
@@ -439,7 +439,7 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 
 // finalMark is the mark of part i of n in the final write: the note goes on the last part.
 func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.Mark {
-	mark := e.p.mark(kind, "", i, e.firstTS())
+	mark := e.answer.mark(kind, "", i, e.firstTS())
 	if i == n-1 {
 		mark.Note = note
 	}
@@ -450,18 +450,18 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 // finalEdit writes msg into part i's message, waiting its turn in the edit budget (by editBy at
 // shutdown; at once when a turn is held, see continueByPost) and retrying under closingRetry.
 func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg) error {
-	p := e.p
+	a := e.answer
 	ts := e.ts[i]
-	err := retryWrite(ctx, closingRetry, &p.outage,
+	err := retryWrite(ctx, closingRetry, &a.outage,
 		func(ctx context.Context) error {
 			if e.slotHeld {
 				e.slotHeld = false
 				return nil
 			}
-			return waitBy(ctx, e.editBy, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, p.unshown) })
+			return waitBy(ctx, e.editBy, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, a.unshown) })
 		},
 		e.lane.Throttled,
-		func(ctx context.Context) error { return idempotent(p.r.msgs.Update(ctx, p.req.Channel, ts, msg)) })
+		func(ctx context.Context) error { return idempotent(a.r.msgs.Update(ctx, a.req.Channel, ts, msg)) })
 	if err == nil {
 		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
 		e.edits++
@@ -473,7 +473,7 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg) error {
 // message of this answer (marked with its question and first message) after the last one known. Found,
 // it becomes that part, which the final write then edits instead of posting it again.
 func (e *editSink) adoptLost(ctx context.Context) {
-	strays, _ := e.p.strayParts(ctx, e.firstTS(), e.ts)
+	strays, _ := e.answer.strayParts(ctx, e.firstTS(), e.ts)
 	if len(e.ts) == 0 {
 		// The first part's post was lost: the newest first part of an answer to this question is it.
 		if n := len(strays); n > 0 {
@@ -494,30 +494,30 @@ func (e *editSink) adoptLost(ctx context.Context) {
 // first as their first message) other than known: parts whose post failed with a timeout or was cut,
 // which Slack may have posted all the same. The look is optional: it takes a read token only if one is
 // free and makes one try of at most adoptReadTimeout; ok is false when it could not look.
-func (p *reply) strayParts(ctx context.Context, first string, known []string) (strays []string, ok bool) {
+func (a *answer) strayParts(ctx context.Context, first string, known []string) (strays []string, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, adoptReadTimeout)
 	defer cancel()
-	if !p.r.opt.Budgets.Reads.TryTake() {
-		p.log.Debug("no read budget to look for parts whose post may have landed")
+	if !a.r.opt.Budgets.Reads.TryTake() {
+		a.log.Debug("no read budget to look for parts whose post may have landed")
 		return nil, false
 	}
 	var msgs []slack.Message
 	var err error
-	if p.threadTS != "" {
-		msgs, err = p.r.thread.Replies(ctx, p.req.Channel, p.threadTS)
+	if a.threadTS != "" {
+		msgs, err = a.r.thread.Replies(ctx, a.req.Channel, a.threadTS)
 	} else {
-		msgs, err = p.r.thread.History(ctx, p.req.Channel, p.r.opt.HistoryLimit, "")
+		msgs, err = a.r.thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 	}
 	if ra, limited := rateLimited(err); limited {
-		p.r.opt.Budgets.Reads.Throttled(ra) // not retried, but every reader waits it out
+		a.r.opt.Budgets.Reads.Throttled(ra) // not retried, but every reader waits it out
 	}
 	if err != nil {
-		p.log.Debug("looking for parts whose post may have landed", zap.Error(err))
+		a.log.Debug("looking for parts whose post may have landed", zap.Error(err))
 		return nil, false
 	}
 	for _, m := range msgs {
 		mk, marked := convo.ReadMark(m)
-		if marked && mk.Question == p.questionTS() && mk.First == first && !slices.Contains(known, m.Timestamp) {
+		if marked && mk.Question == a.questionTS() && mk.First == first && !slices.Contains(known, m.Timestamp) {
 			strays = append(strays, m.Timestamp)
 		}
 	}
@@ -526,15 +526,15 @@ func (p *reply) strayParts(ctx context.Context, first string, known []string) (s
 
 const adoptReadTimeout = time.Second
 
-// deleteMessage deletes one of the reply's messages (the Deletes budget). A timed-out delete is
+// deleteMessage deletes one of the answer's messages (the Deletes budget). A timed-out delete is
 // repeated (a delete that landed answers message_not_found the next time, which counts as done).
-func (p *reply) deleteMessage(ctx context.Context, ts string) error {
-	o := p.r.opt.Budgets
+func (a *answer) deleteMessage(ctx context.Context, ts string) error {
+	o := a.r.opt.Budgets
 	err := retryWrite(ctx, replaceRetry, nil, o.Deletes.Wait, o.Deletes.Throttled,
 		func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, writeCallTimeout)
 			defer cancel()
-			err := p.r.msgs.Delete(ctx, p.req.Channel, ts)
+			err := a.r.msgs.Delete(ctx, a.req.Channel, ts)
 			if slackErr(err) == "message_not_found" {
 				return nil
 			}
@@ -575,15 +575,15 @@ func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bo
 // was not answered, then deletes the placeholder. Waits for either budget end at by; the writes
 // themselves may use all of ctx. When the private word cannot be sent the placeholder is kept (the
 // caller edits it), so the asker is never left with nothing.
-func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
-	o := p.r.opt.Budgets
-	if err := p.tellNotAnswered(ctx, by); err != nil {
+func (a *answer) withdraw(ctx context.Context, by time.Time, ts string) error {
+	o := a.r.opt.Budgets
+	if err := a.tellNotAnswered(ctx, by); err != nil {
 		return err
 	}
 	err := retryWrite(ctx, interimRetry, nil,
 		func(ctx context.Context) error { return waitBy(ctx, by, o.Deletes.Wait) },
 		o.Deletes.Throttled,
-		func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
+		func(ctx context.Context) error { return a.r.msgs.Delete(ctx, a.req.Channel, ts) })
 	if err != nil {
 		return fmt.Errorf("chat.delete: %w", err)
 	}
@@ -593,13 +593,13 @@ func (p *reply) withdraw(ctx context.Context, by time.Time, ts string) error {
 // tellNotAnswered tells the asker privately (chat.postEphemeral, the Ephemerals budget) that the
 // question was not answered because the bot is restarting. The wait for the budget ends at by
 // (unless zero); the write may use all of ctx.
-func (p *reply) tellNotAnswered(ctx context.Context, by time.Time) error {
-	o := p.r.opt.Budgets
+func (a *answer) tellNotAnswered(ctx context.Context, by time.Time) error {
+	o := a.r.opt.Budgets
 	err := retryWrite(ctx, interimRetry, nil,
 		func(ctx context.Context) error { return waitBy(ctx, by, o.Ephemerals.Wait) },
 		o.Ephemerals.Throttled,
 		func(ctx context.Context) error {
-			return p.r.msgs.Ephemeral(ctx, p.req.Channel, p.req.User, p.threadTS, textNotAnswered)
+			return a.r.msgs.Ephemeral(ctx, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
 		})
 	if err != nil {
 		return fmt.Errorf("chat.postEphemeral: %w", err)
@@ -607,16 +607,16 @@ func (p *reply) tellNotAnswered(ctx context.Context, by time.Time) error {
 	return nil
 }
 
-// notAnswered is for a reply shut down before it opened (no placeholder or stream yet): the asker
+// notAnswered is for an answer shut down before it opened (no placeholder or stream yet): the asker
 // is told privately, on a context detached from the cancelled ctx and bounded like a closing write
 // at shutdown (closeBy, within the bot's grace period).
-func (p *reply) notAnswered(ctx context.Context) error {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), p.r.closeBy(ErrShutdown, p.cancelledAt(), time.Now()))
+func (a *answer) notAnswered(ctx context.Context) error {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), a.r.closeBy(ErrShutdown, a.cancelledAt(), time.Now()))
 	defer cancel()
-	if err := p.tellNotAnswered(ctx, time.Time{}); err != nil {
+	if err := a.tellNotAnswered(ctx, time.Time{}); err != nil {
 		return fmt.Errorf("shutdown before the placeholder: %w", err)
 	}
-	p.log.Info("shutdown before the placeholder; asker told privately")
+	a.log.Info("shutdown before the placeholder; asker told privately")
 	return nil
 }
 

@@ -189,13 +189,13 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	if threadTS != "" {
 		r.botThreads.put(req.Channel+"/"+threadTS, true)
 	}
-	p := &reply{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
+	a := &answer{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
 		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model}
 	if f := r.opt.ChannelSettings; f != nil {
 		sp, m := f(req.Channel)
-		p.systemPrompt, p.model = cmp.Or(sp, p.systemPrompt), cmp.Or(m, p.model)
+		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
 	}
-	return p.run(ctx, thread)
+	return a.run(ctx, thread)
 }
 
 // KnownFollowUp reports, without I/O, whether Reply would answer the follow-up req as far as is

@@ -21,11 +21,11 @@ import (
 	"github.com/llmbot/llmbot/route"
 )
 
-// reply is one answer in progress.
-type reply struct {
-	// cancelNanos is when the reply's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
+// answer is one answer in progress, from the request to its closing writes.
+type answer struct {
+	// cancelNanos is when the answer's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
 	cancelNanos atomic.Int64
-	// outage is the one the reply's closing writes wait out together (closingRetry), however many
+	// outage is the one the answer's closing writes wait out together (closingRetry), however many
 	// parts they write.
 	outage outage
 
@@ -34,7 +34,7 @@ type reply struct {
 	threadTS string
 	log      *zap.Logger
 	start    time.Time
-	// cancel ends the reply's context with a cause; the writer calls it with ErrStopped when the user
+	// cancel ends the answer's context with a cause; the writer calls it with ErrStopped when the user
 	// presses stop on a streamed message.
 	cancel context.CancelCauseFunc
 
@@ -56,15 +56,15 @@ type reply struct {
 	unshown time.Time
 }
 
-func (p *reply) noteUnshown(since time.Time) {
-	if p.unshown.IsZero() || since.Before(p.unshown) {
-		p.unshown = since
+func (a *answer) noteUnshown(since time.Time) {
+	if a.unshown.IsZero() || since.Before(a.unshown) {
+		a.unshown = since
 	}
 }
 
 // sink is where an answer is written: post-and-edit (editSink) or Slack's native streaming (streamSink).
 type sink interface {
-	// interim writes progress; called only by the writer goroutine. Slack calls use ctx (the reply's);
+	// interim writes progress; called only by the writer goroutine. Slack calls use ctx (the answer's);
 	// waits for a slot use wctx, which ends when the answer is complete.
 	interim(ctx, wctx context.Context, snap snapshot, mb *mailbox)
 	// mode is how the sink writes the answer.
@@ -87,77 +87,77 @@ type sink interface {
 	writes() int
 }
 
-// run answers: opens the reply (placeholder or stream), reads the context, streams the model's answer
+// run answers: opens the answer (placeholder or stream), reads the context, streams the model's answer
 // through a writer goroutine, and always ends with the final write.
-func (p *reply) run(parent context.Context, thread []slack.Message) error {
+func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	p.cancel = cancel
-	stopWatch := context.AfterFunc(ctx, func() { p.cancelledAt() })
+	a.cancel = cancel
+	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })
 	defer stopWatch()
 
 	var old []string // a Regenerate's old answer, written over in place
-	if p.req.Replace != "" && thread == nil {
+	if a.req.Replace != "" && thread == nil {
 		// Read first to find the old answer's messages; a failed read is read again and told below.
-		if t, err := p.readContext(ctx); err == nil {
-			thread, old = t, p.oldAnswer(t)
+		if t, err := a.readContext(ctx); err == nil {
+			thread, old = t, a.oldAnswer(t)
 		}
 	}
-	if p.req.Task != "" {
-		p.log = p.log.With(zap.String("task", p.req.Task))
-		p.question = p.taskQuestion(thread, old)
+	if a.req.Task != "" {
+		a.log = a.log.With(zap.String("task", a.req.Task))
+		a.question = a.taskQuestion(thread, old)
 	}
-	s, err := p.open(ctx, old)
+	s, err := a.open(ctx, old)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 			// Shut down before anything was shown (the placeholder still waited for the post
 			// budget): the asker is told privately rather than left with no answer and no reason.
-			return errors.Join(err, p.notAnswered(ctx))
+			return errors.Join(err, a.notAnswered(ctx))
 		}
 		return err
 	}
 	defer s.close()
 	finish := func(md, note string, kind convo.MarkKind) error {
-		if p.replacesAbove && kind == convo.MarkAnswer {
+		if a.replacesAbove && kind == convo.MarkAnswer {
 			note = strings.TrimSpace(textReplacesAbove + " " + note)
 		}
-		// The last write always lands: it may wait its turn in the budget as long as the reply lives, and
-		// once the reply is cancelled it still has until closeBy. Its transient failures are retried
+		// The last write always lands: it may wait its turn in the budget as long as the answer lives, and
+		// once the answer is cancelled it still has until closeBy. Its transient failures are retried
 		// within that (closingRetry), for at most finalOutage.
 		began := time.Now()
-		closeBy := func(cause error, cancelled time.Time) time.Time { return p.r.closeBy(cause, cancelled, began) }
-		fctx, fcancel := p.afterCancel(ctx, closeBy)
+		closeBy := func(cause error, cancelled time.Time) time.Time { return a.r.closeBy(cause, cancelled, began) }
+		fctx, fcancel := a.afterCancel(ctx, closeBy)
 		defer fcancel()
 		shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
 		c := closing{md: md, note: note, kind: kind}
 		if shutdown() {
-			return p.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, p.cancelledAt()), c)
+			return a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c)
 		}
 		// A shutdown while this write waits for its turn leaves it half the closing time, and the
 		// shutdown rule the other half (a message left "Thinking…" would say nothing).
-		hctx, hcancel := p.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
+		hctx, hcancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
 			if errors.Is(cause, ErrShutdown) {
 				return halfway(cancelled, closeBy(cause, cancelled))
 			}
 			return closeBy(cause, cancelled)
 		})
 		defer hcancel()
-		err := p.closeAnswer(hctx, s, endFinished, time.Time{}, c)
+		err := a.closeAnswer(hctx, s, endFinished, time.Time{}, c)
 		if err == nil || !shutdown() {
 			return err
 		}
-		p.log.Debug("shutdown during the final write", zap.Error(err))
-		return errors.Join(context.Cause(ctx), p.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, p.cancelledAt()), c))
+		a.log.Debug("shutdown during the final write", zap.Error(err))
+		return errors.Join(context.Cause(ctx), a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c))
 	}
 
-	if thread == nil && p.startsThread() {
+	if thread == nil && a.startsThread() {
 		// Nothing has been said in the thread yet: the question alone is the context, and the
 		// conversations.replies call (Tier 3, the scarcest budget) is saved.
-		m, _ := p.trigger(nil)
+		m, _ := a.trigger(nil)
 		thread = []slack.Message{m}
 	}
 	if thread == nil {
-		thread, err = p.readContext(ctx)
+		thread, err = a.readContext(ctx)
 		if err != nil {
 			note := textThreadRead + ": " + slackReason(err) + "."
 			kind := convo.MarkError
@@ -167,56 +167,56 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 			return errors.Join(err, finish("", note, kind))
 		}
 	}
-	trigger, found := p.trigger(thread)
+	trigger, found := a.trigger(thread)
 	switch {
-	case p.req.Task != "":
-		instruction, ok := taskInstructions[p.req.Task]
+	case a.req.Task != "":
+		instruction, ok := taskInstructions[a.req.Task]
 		if !ok {
-			p.noRegen = true
+			a.noRegen = true
 			return finish("", textUnknownTask, convo.MarkNotice)
 		}
 		// The instruction stands in for the question. It has no ts, so Build takes the whole thread
 		// as its context: all but the answer being replaced, whose text is still in the read.
-		if p.req.Replace != "" {
-			replaced := p.oldAnswer(thread)
+		if a.req.Replace != "" {
+			replaced := a.oldAnswer(thread)
 			thread = slices.DeleteFunc(slices.Clone(thread), func(m slack.Message) bool {
 				return slices.Contains(replaced, m.Timestamp)
 			})
 		}
-		trigger, found = p.taskTrigger(instruction), false
-	case p.req.Regenerate && !found:
-		p.noRegen = true
+		trigger, found = a.taskTrigger(instruction), false
+	case a.req.Regenerate && !found:
+		a.noRegen = true
 		return finish("", textNoQuestion, convo.MarkNotice)
 	}
 	named := thread
 	if !found { // the trigger's author and mentions count too
 		named = append(slices.Clip(thread), trigger)
 	}
-	names := p.r.resolve(ctx, p.log, convo.UserIDs(named))
+	names := a.r.resolve(ctx, a.log, convo.UserIDs(named))
 	res := convo.Build(thread, trigger, names, convo.Options{
-		BotUserID: p.r.opt.BotUserID, BotID: p.r.opt.BotID, BotName: p.r.opt.BotName,
-		SystemPrompt: p.systemPrompt, Now: time.Now(), Budget: p.r.opt.Budget,
-		IncludeOtherBots: p.r.opt.OtherBots,
+		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
+		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
+		IncludeOtherBots: a.r.opt.OtherBots,
 	})
 	if res.EmptyMention {
-		p.noRegen = true // nothing was asked: nothing to answer again
-		return finish(emptyMentionHint(p.r.opt.BotName), "", convo.MarkNotice)
+		a.noRegen = true // nothing was asked: nothing to answer again
+		return finish(emptyMentionHint(a.r.opt.BotName), "", convo.MarkNotice)
 	}
 
-	md, finishReason, serr := p.stream(ctx, res.Messages, s)
-	note, kind, serr := p.outcome(ctx, md, finishReason, serr)
+	md, finishReason, serr := a.stream(ctx, res.Messages, s)
+	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	ferr := finish(md, note, kind)
-	p.log.Info("reply done", append([]zap.Field{
-		zap.Duration("duration", time.Since(p.start)),
-		zap.Duration("llm_ttft", p.ttft), zap.Duration("first_text", p.firstText),
-		zap.Int("chunks", p.chunks), zap.Int("chars", len(md)), zap.String("finish_reason", finishReason),
+	a.log.Info("reply done", append([]zap.Field{
+		zap.Duration("duration", time.Since(a.start)),
+		zap.Duration("llm_ttft", a.ttft), zap.Duration("first_text", a.firstText),
+		zap.Int("chunks", a.chunks), zap.Int("chars", len(md)), zap.String("finish_reason", finishReason),
 		zap.Int("messages", len(res.Messages)), zap.Int("omitted", res.Omitted), zap.String("note", note),
 	}, s.fields()...)...)
-	p.log.Debug("reply text", zap.String("text", md))
-	if f := p.r.opt.Written; f != nil {
-		first := p.firstText
+	a.log.Debug("reply text", zap.String("text", md))
+	if f := a.r.opt.Written; f != nil {
+		first := a.firstText
 		if first == 0 && md != "" && ferr == nil {
-			first = time.Since(p.start) // the answer's first text came with the final write
+			first = time.Since(a.start) // the answer's first text came with the final write
 		}
 		f(first, s.writes())
 	}
@@ -229,21 +229,21 @@ func (p *reply) run(parent context.Context, thread []slack.Message) error {
 // open shows life at once: for a Regenerate the old answer's first message turned placeholder (old,
 // see openInPlace), else a native stream when allowed (falling back by itself when Slack refuses it),
 // else a placeholder message.
-func (p *reply) open(ctx context.Context, old []string) (sink, error) {
+func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 	if len(old) > 0 {
-		s, err := p.openInPlace(ctx, old)
+		s, err := a.openInPlace(ctx, old)
 		if err == nil || ctx.Err() != nil {
 			return s, err
 		}
-		p.replacesAbove = slackErr(err) != "message_not_found"
-		p.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
+		a.replacesAbove = slackErr(err) != "message_not_found"
+		a.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
 	}
-	if p.threadTS != "" && p.r.streamingAllowed() {
-		if !p.r.opt.Budgets.Streams.TryTake() {
-			p.log.Debug("native streaming budget used up; answering by editing")
-			return p.openEdit(ctx)
+	if a.threadTS != "" && a.r.streamingAllowed() {
+		if !a.r.opt.Budgets.Streams.TryTake() {
+			a.log.Debug("native streaming budget used up; answering by editing")
+			return a.openEdit(ctx)
 		}
-		s, err := p.openStream(ctx)
+		s, err := a.openStream(ctx)
 		if err == nil {
 			return s, nil
 		}
@@ -252,59 +252,59 @@ func (p *reply) open(ctx context.Context, old []string) (sink, error) {
 		}
 		switch ra, limited := rateLimited(err); {
 		case limited:
-			p.r.opt.Budgets.Streams.Throttled(ra)
-			p.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
+			a.r.opt.Budgets.Streams.Throttled(ra)
+			a.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		case refusesStreaming(err):
-			p.r.refuseStreaming()
-			p.log.Warn("native streaming refused; answering by editing", zap.Error(err),
-				zap.Duration("for", p.r.opt.StreamRefusal))
+			a.r.refuseStreaming()
+			a.log.Warn("native streaming refused; answering by editing", zap.Error(err),
+				zap.Duration("for", a.r.opt.StreamRefusal))
 		default:
-			p.log.Info("native streaming failed; answering by editing", zap.Error(err))
+			a.log.Info("native streaming failed; answering by editing", zap.Error(err))
 		}
 	}
-	return p.openEdit(ctx)
+	return a.openEdit(ctx)
 }
 
 // placeholder is the message an answer in edit mode starts as.
-func (p *reply) placeholder() Msg {
-	return Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: p.buttons(false)}
+func (a *answer) placeholder() Msg {
+	return Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: a.buttons(false)}
 }
 
 // openEdit opens an answer in edit mode: with PlaceholderAfter, nothing is posted yet (the first
 // text will be, or the placeholder once PlaceholderAfter has passed without text); else the
 // placeholder is posted now.
-func (p *reply) openEdit(ctx context.Context) (*editSink, error) {
-	if after := p.r.opt.PlaceholderAfter; after > 0 {
-		e := p.editSink(p.r.opt.Budgets.Edits.Lane(), "")
-		e.placeholderDue = p.start.Add(after)
+func (a *answer) openEdit(ctx context.Context) (*editSink, error) {
+	if after := a.r.opt.PlaceholderAfter; after > 0 {
+		e := a.editSink(a.r.opt.Budgets.Edits.Lane(), "")
+		e.placeholderDue = a.start.Add(after)
 		return e, nil
 	}
-	ts, err := p.postRetry(ctx, interimRetry, nil, p.placeholder())
+	ts, err := a.postRetry(ctx, interimRetry, nil, a.placeholder())
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
-	e := p.editSink(p.r.opt.Budgets.Edits.Lane(), ts)
+	e := a.editSink(a.r.opt.Budgets.Edits.Lane(), ts)
 	e.posts = 1
 	return e, nil
 }
 
 // editSink writes the answer into the placeholder ts ("": none posted yet) and the messages it
 // continues in.
-func (p *reply) editSink(lane *pace.Lane, ts string) *editSink {
+func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
 	limit := convo.MrkdwnLimit
-	if p.r.opt.Buttons {
+	if a.r.opt.Buttons {
 		limit = buttonPartLimit
 	}
 	e := &editSink{
-		p:     p,
-		lane:  lane,
-		pager: convo.NewPager(convo.FormatMrkdwn, limit),
+		answer: a,
+		lane:   lane,
+		pager:  convo.NewPager(convo.FormatMrkdwn, limit),
 	}
 	if ts == "" {
 		e.postDue = true // the first write posts the first part
 		return e
 	}
-	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(p.buttons(false))}
+	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(a.buttons(false))}
 	return e
 }
 
@@ -313,105 +313,105 @@ func (p *reply) editSink(lane *pace.Lane, ts string) *editSink {
 // answer's first text, at that priority) and the others are deleted; the new answer continues in
 // new messages when it is longer. Returned errors are the edit's: the caller then answers in a new
 // message. An old part that cannot be deleted stays (logged).
-func (p *reply) openInPlace(ctx context.Context, old []string) (*editSink, error) {
-	lane := p.r.opt.Budgets.Edits.Lane()
+func (a *answer) openInPlace(ctx context.Context, old []string) (*editSink, error) {
+	lane := a.r.opt.Budgets.Edits.Lane()
 	err := retryWrite(ctx, interimRetry, nil,
 		func(ctx context.Context) error { return lane.Wait(ctx, pace.First, time.Now()) },
 		lane.Throttled,
 		func(ctx context.Context) error {
-			return idempotent(p.r.msgs.Update(ctx, p.req.Channel, old[0], p.placeholder()))
+			return idempotent(a.r.msgs.Update(ctx, a.req.Channel, old[0], a.placeholder()))
 		})
 	if err != nil {
 		lane.Close()
 		return nil, fmt.Errorf("chat.update old answer: %w", err)
 	}
 	for _, ts := range old[1:] {
-		if err := p.deleteMessage(ctx, ts); err != nil {
-			p.log.Warn("regenerate: a part of the old answer could not be deleted", zap.Error(err))
+		if err := a.deleteMessage(ctx, ts); err != nil {
+			a.log.Warn("regenerate: a part of the old answer could not be deleted", zap.Error(err))
 		}
 	}
-	return p.editSink(lane, old[0]), nil
+	return a.editSink(lane, old[0]), nil
 }
 
 // oldAnswer is the messages of the answer a Regenerate was pressed on (route.ReplyRequest.Replace), oldest
 // first: the pressed message and the other parts of its answer (those that name the same first
 // part, Mark.First). nil when the pressed message is not one of the bot's in the thread.
-func (p *reply) oldAnswer(thread []slack.Message) []string {
-	i := slices.IndexFunc(thread, func(m slack.Message) bool { return m.Timestamp == p.req.Replace })
-	if i < 0 || !p.r.own(thread[i]) {
+func (a *answer) oldAnswer(thread []slack.Message) []string {
+	i := slices.IndexFunc(thread, func(m slack.Message) bool { return m.Timestamp == a.req.Replace })
+	if i < 0 || !a.r.own(thread[i]) {
 		return nil
 	}
 	mark, _ := convo.ReadMark(thread[i])
-	first := cmp.Or(mark.First, p.req.Replace)
+	first := cmp.Or(mark.First, a.req.Replace)
 	var out []string
 	for _, m := range thread {
 		mk, _ := convo.ReadMark(m)
-		if p.r.own(m) && (m.Timestamp == first || m.Timestamp == p.req.Replace || mk.First == first) {
+		if a.r.own(m) && (m.Timestamp == first || m.Timestamp == a.req.Replace || mk.First == first) {
 			out = append(out, m.Timestamp)
 		}
 	}
 	return out
 }
 
-func (p *reply) openStream(ctx context.Context) (*streamSink, error) {
-	if err := p.r.postWait(ctx, p.req.Channel); err != nil {
+func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
+	if err := a.r.postWait(ctx, a.req.Channel); err != nil {
 		return nil, err
 	}
-	ts, err := p.r.streamer.StartStream(ctx, p.streamStart(""))
+	ts, err := a.r.streamer.StartStream(ctx, a.streamStart(""))
 	if err != nil {
 		return nil, err
 	}
-	return &streamSink{p: p, lane: p.r.opt.Budgets.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
+	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
 }
 
-func (p *reply) streamStart(md string) StreamStart {
-	team := p.req.Team
+func (a *answer) streamStart(md string) StreamStart {
+	team := a.req.Team
 	if team == "" {
-		team = p.r.opt.TeamID
+		team = a.r.opt.TeamID
 	}
-	return StreamStart{Channel: p.req.Channel, ThreadTS: p.threadTS, RecipientUserID: p.req.User,
+	return StreamStart{Channel: a.req.Channel, ThreadTS: a.threadTS, RecipientUserID: a.req.User,
 		RecipientTeamID: team, Markdown: md}
 }
 
 // buttons are what the answer's last message carries: Stop while it is written, Regenerate once
 // it is final (unless noRegen). nil when buttons are off; an empty slice when there are none.
-func (p *reply) buttons(final bool) []Button {
+func (a *answer) buttons(final bool) []Button {
 	switch {
-	case !p.r.opt.Buttons:
+	case !a.r.opt.Buttons:
 		return nil
 	case !final:
-		return []Button{stopButton(p.ref())}
-	case p.noRegen:
+		return []Button{stopButton(a.ref())}
+	case a.noRegen:
 		return []Button{}
 	}
-	return []Button{regenerateButton(p.ref())}
+	return []Button{regenerateButton(a.ref())}
 }
 
 // ref names this answer for its buttons.
-func (p *reply) ref() ReplyRef {
-	return ReplyRef{ThreadTS: p.req.ThreadTS, TS: p.req.TS, Task: p.req.Task}
+func (a *answer) ref() ReplyRef {
+	return ReplyRef{ThreadTS: a.req.ThreadTS, TS: a.req.TS, Task: a.req.Task}
 }
 
 // startsThread reports whether the mention starts a new thread (a top-level channel message answered
 // in its own thread), so nothing but the mention itself can be read there. A Regenerate reads the
 // thread all the same: the question is taken from Slack, not from the request; so does a task,
 // which works on the whole thread.
-func (p *reply) startsThread() bool {
-	return p.threadTS != "" && p.threadTS == p.req.TS && !p.req.Regenerate && p.req.Task == ""
+func (a *answer) startsThread() bool {
+	return a.threadTS != "" && a.threadTS == a.req.TS && !a.req.Regenerate && a.req.Task == ""
 }
 
 // readContext reads the thread (or, for a top-level DM, the recent history).
-func (p *reply) readContext(ctx context.Context) ([]slack.Message, error) {
-	if p.threadTS == "" {
-		return p.r.history(ctx, p.req.Channel, "")
+func (a *answer) readContext(ctx context.Context) ([]slack.Message, error) {
+	if a.threadTS == "" {
+		return a.r.history(ctx, a.req.Channel, "")
 	}
-	msgs, err := p.r.replies(ctx, p.req.Channel, p.threadTS)
+	msgs, err := a.r.replies(ctx, a.req.Channel, a.threadTS)
 	if err != nil {
 		return nil, err
 	}
-	if p.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == p.threadTS && p.r.own(msgs[0]) {
+	if a.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == a.threadTS && a.r.own(msgs[0]) {
 		if mark, ok := convo.ReadMark(msgs[0]); ok && (mark.Kind == convo.MarkAnswer || mark.Kind == convo.MarkError) {
-			msgs = p.withAnswerContext(ctx, msgs, cmp.Or(mark.First, msgs[0].Timestamp))
+			msgs = a.withAnswerContext(ctx, msgs, cmp.Or(mark.First, msgs[0].Timestamp))
 		}
 	}
 	return msgs, nil
@@ -428,22 +428,22 @@ const dmAnswerSpan = 15 * time.Minute
 // of the history that ends dmAnswerSpan after the thread's parent, and a second that ends at it
 // when the DM went on so much meanwhile that the first did not reach back to it; when a read
 // fails, the thread goes with what there is.
-func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
+func (a *answer) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
 	history := func(latest string) ([]slack.Message, error) {
-		hist, err := p.r.history(ctx, p.req.Channel, latest)
+		hist, err := a.r.history(ctx, a.req.Channel, latest)
 		if err != nil {
-			p.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
+			a.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
 		}
 		return hist, err
 	}
-	hist, err := history(tsPlus(p.threadTS, dmAnswerSpan))
+	hist, err := history(tsPlus(a.threadTS, dmAnswerSpan))
 	if err != nil {
 		return thread
 	}
-	if len(hist) >= p.r.opt.HistoryLimit && !convo.TSBefore(hist[0].Timestamp, first) { // HistoryLimit >= 1
+	if len(hist) >= a.r.opt.HistoryLimit && !convo.TSBefore(hist[0].Timestamp, first) { // HistoryLimit >= 1
 		// The read did not reach back before the answer's first part (the question is before it): one
 		// more, up to the thread's parent, for the parts between them and what came before.
-		if before, err := history(p.threadTS); err == nil {
+		if before, err := history(a.threadTS); err == nil {
 			n := 0 // the reads overlap: only what the first did not reach
 			for n < len(before) && convo.TSBefore(before[n].Timestamp, hist[0].Timestamp) {
 				n++
@@ -453,11 +453,11 @@ func (p *reply) withAnswerContext(ctx context.Context, thread []slack.Message, f
 	}
 	out := make([]slack.Message, 0, len(hist)+len(thread))
 	for _, m := range hist {
-		if m.Timestamp == p.threadTS {
+		if m.Timestamp == a.threadTS {
 			continue // the thread's parent, which the thread holds
 		}
 		mark, ok := convo.ReadMark(m)
-		if convo.TSBefore(m.Timestamp, p.threadTS) || ok && mark.Kind == convo.MarkAnswer && mark.First == first {
+		if convo.TSBefore(m.Timestamp, a.threadTS) || ok && mark.Kind == convo.MarkAnswer && mark.First == first {
 			out = append(out, m)
 		}
 	}
@@ -568,25 +568,25 @@ func (r *Replies) postThrottled(channel string, retryAfter time.Duration) {
 // trigger returns the triggering message from the thread (found), or builds it from the request when
 // the thread read does not include it yet. A deleted message is not found: Slack keeps a deleted
 // thread parent as a tombstone ("This message was deleted.") at its ts, which is no question.
-func (p *reply) trigger(thread []slack.Message) (m slack.Message, found bool) {
+func (a *answer) trigger(thread []slack.Message) (m slack.Message, found bool) {
 	for _, m := range thread {
-		if m.Timestamp == p.req.TS {
+		if m.Timestamp == a.req.TS {
 			if m.SubType == msgSubTypeTombstone {
 				break
 			}
 			return m, true
 		}
 	}
-	m.User, m.Text, m.Timestamp, m.ThreadTimestamp = p.req.User, p.req.Text, p.req.TS, p.req.ThreadTS
-	m.Files, m.Attachments = p.req.Files, p.req.Attachments
+	m.User, m.Text, m.Timestamp, m.ThreadTimestamp = a.req.User, a.req.Text, a.req.TS, a.req.ThreadTS
+	m.Files, m.Attachments = a.req.Files, a.req.Attachments
 	return m, false
 }
 
 // taskTrigger is the message that stands in for the question of a task: its instruction, from
 // the person who asked, with no ts (so it comes after the whole thread).
-func (p *reply) taskTrigger(instruction string) slack.Message {
+func (a *answer) taskTrigger(instruction string) slack.Message {
 	var m slack.Message
-	m.User, m.Text = p.req.User, instruction
+	m.User, m.Text = a.req.User, instruction
 	return m
 }
 
@@ -596,7 +596,7 @@ func (p *reply) taskTrigger(instruction string) slack.Message {
 // instead comes where the request stands in the thread. A Regenerate keeps the question of the
 // answer it replaces (old: its messages, first first), so that should the new one come below the
 // old, the thread replays only the new.
-func (p *reply) taskQuestion(thread []slack.Message, old []string) string {
+func (a *answer) taskQuestion(thread []slack.Message, old []string) string {
 	if len(old) > 0 {
 		for _, m := range thread {
 			if mk, ok := convo.ReadMark(m); ok && m.Timestamp == old[0] && mk.Question != "" {
@@ -604,11 +604,11 @@ func (p *reply) taskQuestion(thread []slack.Message, old []string) string {
 			}
 		}
 	}
-	return slackTS(p.start)
+	return slackTS(a.start)
 }
 
 // questionTS is the question the answer's marks name (Mark.Question).
-func (p *reply) questionTS() string { return cmp.Or(p.question, p.req.TS) }
+func (a *answer) questionTS() string { return cmp.Or(a.question, a.req.TS) }
 
 // slackTS is t as a Slack message timestamp.
 func slackTS(t time.Time) string {
@@ -619,10 +619,10 @@ func slackTS(t time.Time) string {
 // stream pulls the model's answer in this goroutine and hands snapshots to the writer goroutine, which it
 // starts and waits for before returning. It returns the whole answer text, the finish reason and the
 // stream's error.
-func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string, string, error) {
+func (a *answer) stream(ctx context.Context, msgs []llm.Message, s sink) (string, string, error) {
 	sctx, scancel := context.WithCancelCause(ctx)
 	defer scancel(nil)
-	stall := p.r.opt.StallTimeout
+	stall := a.r.opt.StallTimeout
 	watchdog := time.AfterFunc(stall, func() { scancel(errStalled) })
 	defer watchdog.Stop()
 
@@ -648,11 +648,11 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 		wcancel(errWriteDone)
 		wg.Wait()
 		if n, ok := mb.poll(); ok { // text the writer never took
-			p.noteUnshown(n.since)
+			a.noteUnshown(n.since)
 		}
 	}()
 
-	policy := p.policy(s)
+	policy := a.policy(s)
 	var b strings.Builder       // the model's content so far
 	var think convo.ThinkFilter // finds the answer in it: b without reasoning left in it
 	var answer string           // the answer so far
@@ -660,14 +660,14 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 	var streamErr error
 	sinceLast := 0
 	begin := time.Now()
-	req := llm.ChatRequest{Model: p.model, Messages: msgs, Patience: p.patience(s, &answer)}
-	for c, err := range p.r.chat.Stream(sctx, req) {
+	req := llm.ChatRequest{Model: a.model, Messages: msgs, Patience: a.patience(s, &answer)}
+	for c, err := range a.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
 		if err != nil {
 			streamErr = err
 			break
 		}
-		p.chunks++
+		a.chunks++
 		if c.FinishReason != "" {
 			finishReason = c.FinishReason
 		}
@@ -682,7 +682,7 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 		}
 		now := time.Now()
 		if shown == 0 {
-			p.ttft = now.Sub(begin)
+			a.ttft = now.Sub(begin)
 		}
 		sinceLast++
 		if policy.Publish(sinceLast) {
@@ -697,19 +697,19 @@ func (p *reply) stream(ctx context.Context, msgs []llm.Message, s sink) (string,
 }
 
 // scheduler is the budget s writes from.
-func (p *reply) scheduler(s sink) *pace.Scheduler {
+func (a *answer) scheduler(s sink) *pace.Scheduler {
 	if _, ok := s.(*streamSink); ok {
-		return p.r.opt.Budgets.Appends
+		return a.r.opt.Budgets.Appends
 	}
-	return p.r.opt.Budgets.Edits
+	return a.r.opt.Budgets.Edits
 }
 
-func (p *reply) policy(s sink) pace.Policy { return p.scheduler(s).Policy() }
+func (a *answer) policy(s sink) pace.Policy { return a.scheduler(s).Policy() }
 
-// patienceShare is the share of a reply's write spacing its stream may gather text for between reads.
+// patienceShare is the share of an answer's write spacing its stream may gather text for between reads.
 // A write shows the text read before it, so reads every C apart make a token wait C/2 longer on average
 // than reads as it arrives, while the best possible mean wait for the budget is half the spacing: 1/20
-// costs at most 5% of it, and saves most of the reads (each one wakes the bot) once Slack shows a reply
+// costs at most 5% of it, and saves most of the reads (each one wakes the bot) once Slack shows an answer
 // every few seconds or less often.
 const patienceShare = 20
 
@@ -718,8 +718,8 @@ const patienceShare = 20
 // answer has visible text (*answer, the answer so far) it is 0: the first text jumps the queue
 // (pace.First), so it must not wait for a long pause (a stream's first event often carries only the
 // role, and reasoning may come first).
-func (p *reply) patience(s sink, answer *string) func() time.Duration {
-	sched := p.scheduler(s)
+func (a *answer) patience(s sink, answer *string) func() time.Duration {
+	sched := a.scheduler(s)
 	return func() time.Duration {
 		if *answer == "" {
 			return 0
@@ -728,11 +728,11 @@ func (p *reply) patience(s sink, answer *string) func() time.Duration {
 	}
 }
 
-// mark is the Mark of message part (0 for the first) of this reply's answer: kind and note, the
+// mark is the Mark of message part (0 for the first) of this answer: kind and note, the
 // question it answers, and on a later part the ts of the first (convo.Build replays an answer by
 // them wherever its messages sit in the thread).
-func (p *reply) mark(kind convo.MarkKind, note string, part int, first string) convo.Mark {
-	m := convo.Mark{Kind: kind, Note: note, Question: p.questionTS()}
+func (a *answer) mark(kind convo.MarkKind, note string, part int, first string) convo.Mark {
+	m := convo.Mark{Kind: kind, Note: note, Question: a.questionTS()}
 	if part > 0 {
 		m.First = first
 	}
@@ -741,15 +741,15 @@ func (p *reply) mark(kind convo.MarkKind, note string, part int, first string) c
 
 // askerName is the asker's display name for a stop note: resolve's cache, else one look-up of at
 // most stopNameTimeout (a thread one person started needs no names, so the asker may not be cached).
-// ctx is the reply's own, already cancelled by the stop.
-func (p *reply) askerName(ctx context.Context) (string, bool) {
+// ctx is the answer's own, already cancelled by the stop.
+func (a *answer) askerName(ctx context.Context) (string, bool) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopNameTimeout)
 	defer cancel()
-	return p.r.resolve(lctx, p.log, []string{p.req.User}).Name(p.req.User)
+	return a.r.resolve(lctx, a.log, []string{a.req.User}).Name(a.req.User)
 }
 
 // outcome decides the status note and mark kind of a finished stream, and the error Reply returns.
-func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr error) (string, convo.MarkKind, error) {
+func (a *answer) outcome(ctx context.Context, md, finishReason string, streamErr error) (string, convo.MarkKind, error) {
 	empty := strings.TrimSpace(md) == ""
 	kind := convo.MarkAnswer
 	var note string
@@ -763,7 +763,7 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 			note = "Interrupted."
 		}
 		if errors.Is(cause, ErrStopped) {
-			if n, ok := p.askerName(ctx); ok {
+			if n, ok := a.askerName(ctx); ok {
 				note = "Stopped by " + n + "." // only the asker may stop an answer
 			}
 		}
@@ -772,7 +772,7 @@ func (p *reply) outcome(ctx context.Context, md, finishReason string, streamErr 
 		}
 		return note, kind, fmt.Errorf("answer: %w", cause)
 	case errors.Is(streamErr, errStalled):
-		note, err = textStalled, fmt.Errorf("chat stream: no data for %s: %w", p.r.opt.StallTimeout, streamErr)
+		note, err = textStalled, fmt.Errorf("chat stream: no data for %s: %w", a.r.opt.StallTimeout, streamErr)
 	default:
 		note, err = llmNote(streamErr, !empty), fmt.Errorf("chat stream: %w", streamErr)
 	}
@@ -851,15 +851,15 @@ func (m *mailbox) latest(s snapshot) snapshot {
 	}
 }
 
-// postRetry posts msg in the reply's thread under the channel's post budgets, retried under pol
+// postRetry posts msg in the answer's thread under the channel's post budgets, retried under pol
 // within outage o (nil: its own), and returns its ts (the last attempt's).
-func (p *reply) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
+func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
 	var ts string
 	err := retryWrite(ctx, pol, o,
-		func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
-		func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
+		func(ctx context.Context) error { return a.r.postWait(ctx, a.req.Channel) },
+		func(d time.Duration) { a.r.postThrottled(a.req.Channel, d) },
 		func(ctx context.Context) (err error) {
-			ts, err = p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, msg)
+			ts, err = a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 			return err
 		})
 	return ts, err

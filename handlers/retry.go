@@ -9,7 +9,7 @@ import (
 )
 
 // retryPolicy is how long a Slack write keeps trying: 429s are waited out (Slack says when to come
-// back, after throttled has paused the budget for every reply), and transient failures (5xx,
+// back, after throttled has paused the budget for every answer), and transient failures (5xx,
 // network) are retried with backoff. Each is bounded by a count or, when that is 0, by a window.
 type retryPolicy struct {
 	attempts int // tries in all while the failures are transient (0: bounded by outage)
@@ -31,13 +31,13 @@ const (
 	maxWriteAttempts = 6
 	maxRateLimited   = 30
 	// finalOutage: a short Slack outage as an answer ends must not leave "Thinking…" for good, and a
-	// long one must not hold the thread's turn for ever. Once the reply is cancelled its context ends
+	// long one must not hold the thread's turn for ever. Once the answer is cancelled its context ends
 	// sooner (its closing time).
 	finalOutage = 2 * time.Minute
 	// finalRateLimited: a closing write that gives up leaves "Thinking…" or a cut answer for good, so
 	// only a limit that never lifts ends it.
 	finalRateLimited = 10 * time.Minute
-	// repostOutage: the reply's own outage window may have run out on the edits that failed before,
+	// repostOutage: the answer's own outage window may have run out on the edits that failed before,
 	// and a Slack that is down must not hold the thread's turn twice as long.
 	repostOutage = 10 * time.Second
 )
@@ -54,7 +54,7 @@ var (
 )
 
 // outage is when Slack's current run of transient failures began (zero: none), shared by the
-// writes that wait it out together: a reply's closing writes, so that an answer of many parts
+// writes that wait it out together: an answer's closing writes, so that an answer of many parts
 // waits out one outage, not one per part.
 type outage struct{ since time.Time }
 

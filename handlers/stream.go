@@ -13,12 +13,12 @@ import (
 	"github.com/llmbot/llmbot/pace"
 )
 
-// streamSink writes an answer with Slack's native streaming: chat.startStream when the reply opens,
+// streamSink writes an answer with Slack's native streaming: chat.startStream when the answer opens,
 // chat.appendStream with the safe-to-append Markdown (convo.MarkdownStream) paced by the appends
 // scheduler, chat.stopStream with the rest and the mark. A message that would pass convo.MarkdownLimit is
 // stopped and the answer continues in a new streamed message.
 type streamSink struct {
-	p        *reply
+	answer   *answer
 	lane     *pace.Lane
 	ms       *convo.MarkdownStream
 	fed      int      // bytes of the answer fed to ms
@@ -56,7 +56,7 @@ func (s *streamSink) idleDue() time.Time   { return time.Time{} }
 func (s *streamSink) idle(context.Context) {}
 
 func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
-	p := s.p
+	a := s.answer
 	s.feed(snap.md)
 	for s.pend != "" && !s.broken && !s.stopped {
 		prio := pace.Pending
@@ -69,11 +69,11 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		snap = mb.latest(snap)
 		s.feed(snap.md)
 		// A call under way is not cancelled by a Stop; a retry goes on from what Slack did not take.
-		n, err := s.write(ctx, p.callCtx, s.pend)
+		n, err := s.write(ctx, a.callCtx, s.pend)
 		s.pend = s.pend[n:]
 		if err == nil {
-			if p.firstText == 0 {
-				p.firstText = time.Since(p.start)
+			if a.firstText == 0 {
+				a.firstText = time.Since(a.start)
 			}
 			s.pend = ""
 			s.succeeded()
@@ -85,14 +85,14 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		switch slackErr(err) {
 		case "stopped_by_user":
 			s.stopped = true
-			p.cancel(ErrStopped) // ends the model request; the reply closes with "Stopped."
+			a.cancel(ErrStopped) // ends the model request; the answer closes with "Stopped."
 			return
 		}
 		if ra, ok := rateLimited(err); ok {
 			s.throttled(err, ra)
 			continue
 		}
-		p.log.Debug("interim append", zap.Error(err))
+		a.log.Debug("interim append", zap.Error(err))
 		if errors.Is(err, context.DeadlineExceeded) {
 			// Slack may have taken it: the stream's text is unknown now, and another append could show
 			// it twice. The final write rescues the answer (rescue).
@@ -109,17 +109,17 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 // returns how many bytes of text Slack took, so that a retry (after a 429) goes on from there instead of
 // repeating them; the sink's state always matches what Slack shows. ctx bounds the waits for budgets;
 // each call goes with call(ctx) (callCtx for interim writes: a call Slack may already have carried out
-// is not abandoned when the reply is cancelled).
+// is not abandoned when the answer is cancelled).
 func (s *streamSink) write(ctx context.Context, call func(context.Context) (context.Context, context.CancelFunc), text string) (int, error) {
-	p := s.p
+	a := s.answer
 	done := 0
 	for _, piece := range splitLines(text, convo.MarkdownLimit) {
 		if s.ts != "" && s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
-			if err := p.r.opt.Budgets.Streams.Wait(ctx); err != nil {
+			if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
 				return done, err
 			}
 			cctx, cancel := call(ctx)
-			err := p.r.streamer.StopStream(cctx, p.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil)
+			err := a.r.streamer.StopStream(cctx, a.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil)
 			cancel()
 			if err != nil {
 				return done, startStopError{fmt.Errorf("chat.stopStream: %w", err)}
@@ -127,14 +127,14 @@ func (s *streamSink) write(ctx context.Context, call func(context.Context) (cont
 			s.ts, s.sent = "", 0 // full: the next piece starts a new message
 		}
 		if s.ts == "" {
-			if err := p.r.opt.Budgets.Streams.Wait(ctx); err != nil {
+			if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
 				return done, err
 			}
-			if err := p.r.postWait(ctx, p.req.Channel); err != nil {
+			if err := a.r.postWait(ctx, a.req.Channel); err != nil {
 				return done, err
 			}
 			cctx, cancel := call(ctx)
-			ts, err := p.r.streamer.StartStream(cctx, p.streamStart(piece))
+			ts, err := a.r.streamer.StartStream(cctx, a.streamStart(piece))
 			cancel()
 			if err != nil {
 				return done, startStopError{fmt.Errorf("chat.startStream: %w", err)}
@@ -151,7 +151,7 @@ func (s *streamSink) write(ctx context.Context, call func(context.Context) (cont
 			}
 		}
 		cctx, cancel := call(ctx)
-		err := p.r.streamer.AppendStream(cctx, p.req.Channel, s.ts, piece)
+		err := a.r.streamer.AppendStream(cctx, a.req.Channel, s.ts, piece)
 		cancel()
 		if err != nil {
 			return done, fmt.Errorf("chat.appendStream: %w", err)
@@ -170,12 +170,12 @@ type startStopError struct{ err error }
 func (e startStopError) Error() string { return e.err.Error() }
 func (e startStopError) Unwrap() error { return e.err }
 
-// throttled records the 429 of a call made by write in that call's budget: the reply's lane of the
+// throttled records the 429 of a call made by write in that call's budget: the answer's lane of the
 // appends scheduler for chat.appendStream, Streams for chat.startStream and chat.stopStream (a long
 // answer continues in a new message), so that the budget that was spent is the one that pauses.
 func (s *streamSink) throttled(err error, retryAfter time.Duration) {
 	if errors.As(err, new(startStopError)) {
-		s.p.r.opt.Budgets.Streams.Throttled(retryAfter)
+		s.answer.r.opt.Budgets.Streams.Throttled(retryAfter)
 		return
 	}
 	s.lane.Throttled(retryAfter)
@@ -226,8 +226,8 @@ func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (
 // closeStopped closes a stream the user stopped in Slack: Slack ended it, so it is stopped with
 // the note and the mark if it still takes calls.
 func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
-	p := s.p
-	err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, noteAlone(c.note, convo.FormatMarkdown),
+	a := s.answer
+	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, noteAlone(c.note, convo.FormatMarkdown),
 		s.mark(c.kind, c.note), s.buttons())
 	if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
 		return fmt.Errorf("chat.stopStream: %w", err)
@@ -238,7 +238,7 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 // final appends the rest of the answer c and its note, and stops the stream. What Slack did not
 // take waits for a later call (a final write again, at shutdown).
 func (s *streamSink) final(ctx context.Context, c closing) error {
-	p := s.p
+	a := s.answer
 	s.feed(c.md)
 	rest := s.pend + s.ms.Flush()
 	s.pend = ""
@@ -259,8 +259,8 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 		return waitBy(ctx, s.stopBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
 	}
 	var last error // the attempt's error, whose 429 throttled charges
-	err := retryWrite(ctx, closingRetry, &p.outage,
-		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
+	err := retryWrite(ctx, closingRetry, &a.outage,
+		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, a.r.opt.Budgets.Streams.Wait) },
 		func(d time.Duration) { s.throttled(last, d) },
 		func(ctx context.Context) error {
 			last = s.finalAttempt(ctx, &text, c.kind, c.note)
@@ -278,20 +278,20 @@ var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
 // stopAsItStands stops the streamed message being written with the text it shows, and note (if any)
 // after it.
 func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
-	p := s.p
+	a := s.answer
 	if s.ts == "" && note != "" {
 		// No streamed message is open: the note goes in a new one (the budgets of any start).
 		var ts string
-		err := retryWrite(ctx, closingRetry, &p.outage,
+		err := retryWrite(ctx, closingRetry, &a.outage,
 			func(ctx context.Context) error {
-				if err := waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait); err != nil {
+				if err := waitBy(ctx, s.stopBy, a.r.opt.Budgets.Streams.Wait); err != nil {
 					return err
 				}
-				return p.r.postWait(ctx, p.req.Channel)
+				return a.r.postWait(ctx, a.req.Channel)
 			},
-			p.r.opt.Budgets.Streams.Throttled,
+			a.r.opt.Budgets.Streams.Throttled,
 			func(ctx context.Context) (err error) {
-				ts, err = p.r.streamer.StartStream(ctx, p.streamStart(""))
+				ts, err = a.r.streamer.StartStream(ctx, a.streamStart(""))
 				return err
 			})
 		if err != nil {
@@ -307,15 +307,15 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 	if s.sent == 0 {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
-	err := retryWrite(ctx, closingRetry, &p.outage,
-		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, p.r.opt.Budgets.Streams.Wait) },
-		p.r.opt.Budgets.Streams.Throttled,
+	err := retryWrite(ctx, closingRetry, &a.outage,
+		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, a.r.opt.Budgets.Streams.Wait) },
+		a.r.opt.Budgets.Streams.Throttled,
 		func(ctx context.Context) error {
 			var bs []Button
 			if note != "" {
 				bs = s.buttons() // the answer's last message
 			}
-			return p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, text, s.mark(convo.MarkAnswer, note), bs)
+			return a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, text, s.mark(convo.MarkAnswer, note), bs)
 		})
 	if err != nil {
 		return fmt.Errorf("chat.stopStream: %w", err)
@@ -327,7 +327,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 // finalAttempt writes what is left of the answer (*text, shortened by what Slack took) and stops the
 // streamed message marked with kind and note.
 func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.MarkKind, note string) error {
-	p := s.p
+	a := s.answer
 	if s.ts == "" || s.sent+len(*text) > convo.MarkdownLimit {
 		// Too long for this message (or one call), or the next message is not started yet: append it in
 		// pieces, continuing in new messages as needed, then stop the last with nothing more to add. A
@@ -341,7 +341,7 @@ func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.
 	if s.ts == "" {
 		return nil // nothing was left to write: the last message was stopped full
 	}
-	if err := p.r.streamer.StopStream(ctx, p.req.Channel, s.ts, *text, s.mark(kind, note), s.buttons()); err != nil {
+	if err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, *text, s.mark(kind, note), s.buttons()); err != nil {
 		return startStopError{fmt.Errorf("chat.stopStream: %w", err)}
 	}
 	return nil
@@ -355,7 +355,7 @@ func sameCtx(ctx context.Context) (context.Context, context.CancelFunc) { return
 // messages that carry their marks: a streamed message gets its mark only when stopped). A streamed
 // message that cannot be deleted is stopped as it stands, if it is the open one.
 func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.MarkKind) error {
-	p := s.p
+	a := s.answer
 	var parts []string
 	if strings.TrimSpace(md) != "" {
 		parts = convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
@@ -373,17 +373,17 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	var posted []string
 	var cut bool // the last Post call timed out or was cut: Slack may have posted it
 	for i, text := range parts {
-		mark := p.mark(kind, "", i, first)
+		mark := a.mark(kind, "", i, first)
 		var buttons []Button
 		if i == len(parts)-1 {
 			mark.Note = note
 			buttons = s.buttons()
 		}
-		err := retryWrite(ctx, closingRetry, &p.outage,
-			func(ctx context.Context) error { return p.r.postWait(ctx, p.req.Channel) },
-			func(d time.Duration) { p.r.postThrottled(p.req.Channel, d) },
+		err := retryWrite(ctx, closingRetry, &a.outage,
+			func(ctx context.Context) error { return a.r.postWait(ctx, a.req.Channel) },
+			func(d time.Duration) { a.r.postThrottled(a.req.Channel, d) },
 			func(ctx context.Context) error {
-				ts, err := p.r.msgs.Post(ctx, p.req.Channel, p.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
+				ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
 				if i == 0 {
 					first = ts
 				}
@@ -397,30 +397,30 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			if len(posted) > 0 && cut {
 				// The failed post may have landed, naming the first posted part: it is taken back too if
 				// the thread shows it (the look is optional: one free read token, one try).
-				strays, _ := p.strayParts(ctx, first, posted)
+				strays, _ := a.strayParts(ctx, first, posted)
 				posted = append(posted, strays...)
 			}
 			// The streamed messages stay (stopped as they stand, with a note): the parts posted
 			// would repeat their text.
 			for _, ts := range posted {
-				if derr := p.deleteMessage(ctx, ts); derr != nil {
-					p.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(derr))
+				if derr := a.deleteMessage(ctx, ts); derr != nil {
+					a.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(derr))
 				}
 			}
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
 	}
-	o := p.r.opt.Budgets
+	o := a.r.opt.Budgets
 	for _, ts := range s.streamed {
 		err := retryWrite(ctx, interimRetry, nil, o.Deletes.Wait, o.Deletes.Throttled,
-			func(ctx context.Context) error { return p.r.msgs.Delete(ctx, p.req.Channel, ts) })
+			func(ctx context.Context) error { return a.r.msgs.Delete(ctx, a.req.Channel, ts) })
 		if err == nil {
 			continue
 		}
-		p.log.Warn("rescue: a streamed message could not be deleted; its text shows twice", zap.Error(err))
+		a.log.Warn("rescue: a streamed message could not be deleted; its text shows twice", zap.Error(err))
 		if ts == s.ts {
 			if err := s.stopAsItStands(ctx, ""); err != nil {
-				p.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
+				a.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
 			}
 		}
 	}
@@ -430,12 +430,12 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 
 // mark is the Mark of the streamed message being written.
 func (s *streamSink) mark(kind convo.MarkKind, note string) convo.Mark {
-	return s.p.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
+	return s.answer.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
 }
 
 // buttons of the finished answer's last message: Regenerate (Slack's own stop serves while it streams).
 func (s *streamSink) buttons() []Button {
-	if bs := s.p.buttons(true); len(bs) > 0 {
+	if bs := s.answer.buttons(true); len(bs) > 0 {
 		return bs
 	}
 	return nil
