@@ -9,7 +9,8 @@
 // Errors: a handler shows the user-visible side itself (a short, human note in Slack) and returns the error
 // for the caller (bot) to log once. ErrIgnored is not a failure.
 //
-// A reply, in the caller's goroutine: check a follow-up (thread cache, one conversations.replies on a miss),
+// An answer's states are drawn at the top of lifecycle.go, and how it is closed is decided by planClose
+// (closing.go). A reply, in the caller's goroutine: check a follow-up (thread cache, one conversations.replies on a miss),
 // show life (a "_Thinking…_" placeholder, or chat.startStream in stream mode), read the context, build the
 // request (convo.Build), then pull the model's stream. One writer goroutine, started and waited for inside
 // Reply, owns the Slack message(s) while the answer streams: it is fed by a size-1 mailbox that keeps only

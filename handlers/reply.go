@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -18,43 +17,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
-	"github.com/llmbot/llmbot/route"
 )
-
-// answer is one answer in progress, from the request to its closing writes.
-type answer struct {
-	// cancelNanos is when the answer's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
-	cancelNanos atomic.Int64
-	// outage is the one the answer's closing writes wait out together (closingRetry), however many
-	// parts they write.
-	outage outage
-
-	r        *Replies
-	req      route.ReplyRequest
-	threadTS string
-	log      *zap.Logger
-	start    time.Time
-	// cancel ends the answer's context with a cause; the writer calls it with ErrStopped when the user
-	// presses stop on a streamed message.
-	cancel context.CancelCauseFunc
-
-	// systemPrompt and model are the channel's (ReplyOptions.ChannelSettings) or the defaults.
-	systemPrompt, model string
-	// question is what the answer's marks name as its question (Mark.Question, questionTS): "" for
-	// the message TS; for a task, the moment it was asked (taskQuestion).
-	question string
-	// noRegen: the final message gets no Regenerate button (nothing was asked).
-	noRegen bool
-	// replacesAbove: a Regenerate could not be written in place of the old answer (its message
-	// refused the edit), so the new answer, posted below it, says that it replaces it.
-	replacesAbove bool
-
-	ttft, firstText time.Duration
-	chunks          int
-	// unshown is when the oldest answer text Slack does not show yet arrived (zero: none known), set when
-	// the writer stops; the final write waits its turn by it (max lag first, like every write).
-	unshown time.Time
-}
 
 func (a *answer) noteUnshown(since time.Time) {
 	if a.unshown.IsZero() || since.Before(a.unshown) {
@@ -85,145 +48,6 @@ type sink interface {
 	fields() []zap.Field
 	// writes is the number of interim and final Slack writes made (chat.update / chat.appendStream).
 	writes() int
-}
-
-// run answers: opens the answer (placeholder or stream), reads the context, streams the model's answer
-// through a writer goroutine, and always ends with the final write.
-func (a *answer) run(parent context.Context, thread []slack.Message) error {
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	a.cancel = cancel
-	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })
-	defer stopWatch()
-
-	var old []string // a Regenerate's old answer, written over in place
-	if a.req.Replace != "" && thread == nil {
-		// Read first to find the old answer's messages; a failed read is read again and told below.
-		if t, err := a.readContext(ctx); err == nil {
-			thread, old = t, a.oldAnswer(t)
-		}
-	}
-	if a.req.Task != "" {
-		a.log = a.log.With(zap.String("task", a.req.Task))
-		a.question = a.taskQuestion(thread, old)
-	}
-	s, err := a.open(ctx, old)
-	if err != nil {
-		if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
-			// Shut down before anything was shown (the placeholder still waited for the post
-			// budget): the asker is told privately rather than left with no answer and no reason.
-			return errors.Join(err, a.notAnswered(ctx))
-		}
-		return err
-	}
-	defer s.close()
-	finish := func(md, note string, kind convo.MarkKind) error {
-		if a.replacesAbove && kind == convo.MarkAnswer {
-			note = strings.TrimSpace(textReplacesAbove + " " + note)
-		}
-		// The last write always lands: it may wait its turn in the budget as long as the answer lives, and
-		// once the answer is cancelled it still has until closeBy. Its transient failures are retried
-		// within that (closingRetry), for at most finalOutage.
-		began := time.Now()
-		closeBy := func(cause error, cancelled time.Time) time.Time { return a.r.closeBy(cause, cancelled, began) }
-		fctx, fcancel := a.afterCancel(ctx, closeBy)
-		defer fcancel()
-		shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
-		c := closing{md: md, note: note, kind: kind}
-		if shutdown() {
-			return a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c)
-		}
-		// A shutdown while this write waits for its turn leaves it half the closing time, and the
-		// shutdown rule the other half (a message left "Thinking…" would say nothing).
-		hctx, hcancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
-			if errors.Is(cause, ErrShutdown) {
-				return halfway(cancelled, closeBy(cause, cancelled))
-			}
-			return closeBy(cause, cancelled)
-		})
-		defer hcancel()
-		err := a.closeAnswer(hctx, s, endFinished, time.Time{}, c)
-		if err == nil || !shutdown() {
-			return err
-		}
-		a.log.Debug("shutdown during the final write", zap.Error(err))
-		return errors.Join(context.Cause(ctx), a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c))
-	}
-
-	if thread == nil && a.startsThread() {
-		// Nothing has been said in the thread yet: the question alone is the context, and the
-		// conversations.replies call (Tier 3, the scarcest budget) is saved.
-		m, _ := a.trigger(nil)
-		thread = []slack.Message{m}
-	}
-	if thread == nil {
-		thread, err = a.readContext(ctx)
-		if err != nil {
-			note := textThreadRead + ": " + slackReason(err) + "."
-			kind := convo.MarkError
-			if n := stopNote(context.Cause(ctx)); n != "" && ctx.Err() != nil {
-				note, kind = n, convo.MarkNotice
-			}
-			return errors.Join(err, finish("", note, kind))
-		}
-	}
-	trigger, found := a.trigger(thread)
-	switch {
-	case a.req.Task != "":
-		instruction, ok := taskInstructions[a.req.Task]
-		if !ok {
-			a.noRegen = true
-			return finish("", textUnknownTask, convo.MarkNotice)
-		}
-		// The instruction stands in for the question. It has no ts, so Build takes the whole thread
-		// as its context: all but the answer being replaced, whose text is still in the read.
-		if a.req.Replace != "" {
-			replaced := a.oldAnswer(thread)
-			thread = slices.DeleteFunc(slices.Clone(thread), func(m slack.Message) bool {
-				return slices.Contains(replaced, m.Timestamp)
-			})
-		}
-		trigger, found = a.taskTrigger(instruction), false
-	case a.req.Regenerate && !found:
-		a.noRegen = true
-		return finish("", textNoQuestion, convo.MarkNotice)
-	}
-	named := thread
-	if !found { // the trigger's author and mentions count too
-		named = append(slices.Clip(thread), trigger)
-	}
-	names := a.r.resolve(ctx, a.log, convo.UserIDs(named))
-	res := convo.Build(thread, trigger, names, convo.Options{
-		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
-		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
-		IncludeOtherBots: a.r.opt.OtherBots,
-	})
-	if res.EmptyMention {
-		a.noRegen = true // nothing was asked: nothing to answer again
-		return finish(emptyMentionHint(a.r.opt.BotName), "", convo.MarkNotice)
-	}
-
-	md, finishReason, serr := a.stream(ctx, res.Messages, s)
-	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
-	ferr := finish(md, note, kind)
-	a.log.Info("reply done", append([]zap.Field{
-		zap.Duration("duration", time.Since(a.start)),
-		zap.Duration("llm_ttft", a.ttft), zap.Duration("first_text", a.firstText),
-		zap.Int("chunks", a.chunks), zap.Int("chars", len(md)), zap.String("finish_reason", finishReason),
-		zap.Int("messages", len(res.Messages)), zap.Int("omitted", res.Omitted), zap.String("note", note),
-	}, s.fields()...)...)
-	a.log.Debug("reply text", zap.String("text", md))
-	if f := a.r.opt.Written; f != nil {
-		first := a.firstText
-		if first == 0 && md != "" && ferr == nil {
-			first = time.Since(a.start) // the answer's first text came with the final write
-		}
-		f(first, s.writes())
-	}
-	if ferr != nil {
-		ferr = fmt.Errorf("final write: %w", ferr)
-	}
-	return errors.Join(serr, ferr)
 }
 
 // open shows life at once: for a Regenerate the old answer's first message turned placeholder (old,

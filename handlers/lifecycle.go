@@ -1,0 +1,239 @@
+package handlers
+
+// An answer's lifecycle. Replies.Reply decides whether a message is for the bot and starts an
+// answer; answer.run then takes it through these states, each a method below, in this order:
+//
+//	received ─▶ opening ─▶ reading ─▶ generating ─▶ closing ─┬─▶ done
+//	(Reply)     (open)     (prepare)  (stream)      (finish) ├─▶ stopped      (Stop: ErrStopped)
+//	               │          │                      ▲       ├─▶ failed       (the model or Slack)
+//	               │          └── nothing to ask ────┘       └─▶ interrupted  (shutdown: ErrShutdown)
+//	               └── shut down before anything shows: the asker is told privately ─▶ interrupted
+//
+// Opening shows life at once (a placeholder, a native stream, or nothing until the first text when
+// ReplyOptions.PlaceholderAfter allows); reading reads the thread and builds the model's request;
+// generating streams the model's answer while one writer goroutine writes it into Slack as it grows;
+// closing writes the whole answer with a note saying how it ended, by the ways planClose decides.
+// Once the answer is cancelled (Stop, shutdown), its closing writes have until closeBy.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/route"
+)
+
+// answer is one answer in progress, from the request to its closing writes.
+type answer struct {
+	// cancelNanos is when the answer's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
+	cancelNanos atomic.Int64
+	// outage is the one the answer's closing writes wait out together (closingRetry), however many
+	// parts they write.
+	outage outage
+
+	r        *Replies
+	req      route.ReplyRequest
+	threadTS string
+	log      *zap.Logger
+	start    time.Time
+	// cancel ends the answer's context with a cause; the writer calls it with ErrStopped when the user
+	// presses stop on a streamed message.
+	cancel context.CancelCauseFunc
+
+	// systemPrompt and model are the channel's (ReplyOptions.ChannelSettings) or the defaults.
+	systemPrompt, model string
+	// question is what the answer's marks name as its question (Mark.Question, questionTS): "" for
+	// the message TS; for a task, the moment it was asked (taskQuestion).
+	question string
+	// noRegen: the final message gets no Regenerate button (nothing was asked).
+	noRegen bool
+	// replacesAbove: a Regenerate could not be written in place of the old answer (its message
+	// refused the edit), so the new answer, posted below it, says that it replaces it.
+	replacesAbove bool
+
+	ttft, firstText time.Duration
+	chunks          int
+	// unshown is when the oldest answer text Slack does not show yet arrived (zero: none known), set when
+	// the writer stops; the final write waits its turn by it (max lag first, like every write).
+	unshown time.Time
+}
+
+// run takes the answer through its lifecycle, and always ends with its closing writes once
+// anything shows.
+func (a *answer) run(parent context.Context, thread []slack.Message) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	a.cancel = cancel
+	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })
+	defer stopWatch()
+
+	thread, old := a.replaced(ctx, thread)
+	s, err := a.open(ctx, old)
+	if err != nil {
+		return a.notOpened(ctx, err)
+	}
+	defer s.close()
+
+	res, early, err := a.prepare(ctx, thread)
+	if early != nil {
+		return errors.Join(err, a.finish(ctx, s, *early))
+	}
+	md, finishReason, serr := a.stream(ctx, res.Messages, s)
+	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
+	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
+	a.report(s, res, md, finishReason, note, ferr)
+	if ferr != nil {
+		ferr = fmt.Errorf("final write: %w", ferr)
+	}
+	return errors.Join(serr, ferr)
+}
+
+// replaced reads, for a Regenerate, the thread first to find the old answer's messages (old), which
+// the new answer is written over; a failed read is read again and told in the reading state. A
+// task's answer names the moment it was asked as its question (taskQuestion).
+func (a *answer) replaced(ctx context.Context, thread []slack.Message) (_ []slack.Message, old []string) {
+	if a.req.Replace != "" && thread == nil {
+		if t, err := a.readContext(ctx); err == nil {
+			thread, old = t, a.oldAnswer(t)
+		}
+	}
+	if a.req.Task != "" {
+		a.log = a.log.With(zap.String("task", a.req.Task))
+		a.question = a.taskQuestion(thread, old)
+	}
+	return thread, old
+}
+
+// notOpened ends an answer that could not show life. Shut down before anything was shown (the
+// placeholder still waited for the post budget), the asker is told privately rather than left with
+// no answer and no reason.
+func (a *answer) notOpened(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		return errors.Join(err, a.notAnswered(ctx))
+	}
+	return err
+}
+
+// prepare reads the context and builds the model's request. When there is nothing to ask (the
+// thread cannot be read, an unknown task, a Regenerate without its question, a bare mention), it
+// returns instead how the answer closes at once (early), and the error to report with it.
+func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo.Result, early *closing, err error) {
+	if thread == nil && a.startsThread() {
+		// Nothing has been said in the thread yet: the question alone is the context, and the
+		// conversations.replies call (Tier 3, the scarcest budget) is saved.
+		m, _ := a.trigger(nil)
+		thread = []slack.Message{m}
+	}
+	if thread == nil {
+		if thread, err = a.readContext(ctx); err != nil {
+			end := closing{note: textThreadRead + ": " + slackReason(err) + ".", kind: convo.MarkError}
+			if n := stopNote(context.Cause(ctx)); n != "" && ctx.Err() != nil {
+				end.note, end.kind = n, convo.MarkNotice
+			}
+			return res, &end, err
+		}
+	}
+	thread, trigger, found, early := a.findQuestion(thread)
+	if early != nil {
+		a.noRegen = true // nothing was asked: nothing to answer again
+		return res, early, nil
+	}
+	named := thread
+	if !found { // the trigger's author and mentions count too
+		named = append(slices.Clip(thread), trigger)
+	}
+	names := a.r.resolve(ctx, a.log, convo.UserIDs(named))
+	res = convo.Build(thread, trigger, names, convo.Options{
+		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
+		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
+		IncludeOtherBots: a.r.opt.OtherBots,
+	})
+	if res.EmptyMention {
+		a.noRegen = true
+		return res, &closing{md: emptyMentionHint(a.r.opt.BotName), kind: convo.MarkNotice}, nil
+	}
+	return res, nil, nil
+}
+
+// findQuestion finds what the answer answers in thread: the triggering message (found: in the thread),
+// or a task's instruction, which stands in for it. A task has no ts, so Build takes the whole
+// thread as its context: all but the answer being replaced, whose text is still in the read. early
+// is how the answer closes when there is no question.
+func (a *answer) findQuestion(thread []slack.Message) (_ []slack.Message, trigger slack.Message, found bool, early *closing) {
+	trigger, found = a.trigger(thread)
+	switch {
+	case a.req.Task != "":
+		instruction, ok := taskInstructions[a.req.Task]
+		if !ok {
+			return thread, trigger, found, &closing{note: textUnknownTask, kind: convo.MarkNotice}
+		}
+		if a.req.Replace != "" {
+			replaced := a.oldAnswer(thread)
+			thread = slices.DeleteFunc(slices.Clone(thread), func(m slack.Message) bool {
+				return slices.Contains(replaced, m.Timestamp)
+			})
+		}
+		return thread, a.taskTrigger(instruction), false, nil
+	case a.req.Regenerate && !found:
+		return thread, trigger, found, &closing{note: textNoQuestion, kind: convo.MarkNotice}
+	}
+	return thread, trigger, found, nil
+}
+
+// finish closes the answer c. The last write always lands: it may wait its turn in the budget as
+// long as the answer lives, and once the answer is cancelled it still has until closeBy. Its
+// transient failures are retried within that (closingRetry), for at most finalOutage.
+func (a *answer) finish(ctx context.Context, s sink, c closing) error {
+	if a.replacesAbove && c.kind == convo.MarkAnswer {
+		c.note = strings.TrimSpace(textReplacesAbove + " " + c.note)
+	}
+	began := time.Now()
+	closeBy := func(cause error, cancelled time.Time) time.Time { return a.r.closeBy(cause, cancelled, began) }
+	fctx, fcancel := a.afterCancel(ctx, closeBy)
+	defer fcancel()
+	shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
+	if shutdown() {
+		return a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c)
+	}
+	// A shutdown while this write waits for its turn leaves it half the closing time, and the
+	// shutdown rule the other half (a message left "Thinking…" would say nothing).
+	hctx, hcancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
+		if errors.Is(cause, ErrShutdown) {
+			return halfway(cancelled, closeBy(cause, cancelled))
+		}
+		return closeBy(cause, cancelled)
+	})
+	defer hcancel()
+	err := a.closeAnswer(hctx, s, endFinished, time.Time{}, c)
+	if err == nil || !shutdown() {
+		return err
+	}
+	a.log.Debug("shutdown during the final write", zap.Error(err))
+	return errors.Join(context.Cause(ctx), a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c))
+}
+
+// report logs the finished answer and tells ReplyOptions.Written about it.
+func (a *answer) report(s sink, res convo.Result, md, finishReason, note string, ferr error) {
+	a.log.Info("reply done", append([]zap.Field{
+		zap.Duration("duration", time.Since(a.start)),
+		zap.Duration("llm_ttft", a.ttft), zap.Duration("first_text", a.firstText),
+		zap.Int("chunks", a.chunks), zap.Int("chars", len(md)), zap.String("finish_reason", finishReason),
+		zap.Int("messages", len(res.Messages)), zap.Int("omitted", res.Omitted), zap.String("note", note),
+	}, s.fields()...)...)
+	a.log.Debug("reply text", zap.String("text", md))
+	if f := a.r.opt.Written; f != nil {
+		first := a.firstText
+		if first == 0 && md != "" && ferr == nil {
+			first = time.Since(a.start) // the answer's first text came with the final write
+		}
+		f(first, s.writes())
+	}
+}
