@@ -201,17 +201,10 @@ func (e *editSink) idle(ctx context.Context) {
 }
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
-	a := e.answer
 	for !e.broken && snap.md != e.doneMD {
 		post := e.postDue
-		var err error
-		if post {
-			err = a.r.postWait(wctx, a.req.Channel)
-		} else {
-			err = e.lane.Wait(wctx, e.priority(), snap.since)
-		}
-		if err != nil {
-			a.noteUnshown(snap.since)
+		if err := e.waitTurn(wctx, post, snap.since); err != nil {
+			e.answer.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
 		}
 		snap = mb.latest(snap) // the freshest text goes out with this slot
@@ -225,64 +218,111 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			e.postDue = needPost // the other kind of slot is needed (once per part at most)
 			continue
 		}
-		text := parts[i]
-		mark := a.mark(convo.MarkAnswer, "", i, e.firstTS())
-		bs := e.buttons(i, len(parts), false)
-		cctx, ccancel := a.callCtx(ctx)
-		if post {
-			var ts string
-			if ts, err = a.r.msgs.Post(cctx, a.req.Channel, a.threadTS, Msg{Text: text, Mark: mark, Buttons: bs}); err == nil {
-				if len(e.ts) == 0 {
-					a.firstText = time.Since(a.start)
-				}
-				e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
-				e.posts++
-			}
-		} else if err = idempotent(a.r.msgs.Update(cctx, a.req.Channel, e.ts[i], Msg{Text: text, Mark: mark, Buttons: bs})); err == nil {
-			if i == 0 && e.shown[0] == "" {
-				a.firstText = time.Since(a.start)
-			}
-			e.shown[i], e.btn[i] = text, buttonKey(bs)
-			e.edits++
-		}
-		cut := cctx.Err() != nil
-		ccancel()
+		cut, err := e.writePart(ctx, parts, i, post)
 		if err == nil {
-			e.succeeded()
-			if i == len(parts)-1 {
-				e.tailMD = e.renderedMD
-			}
-			j, nextPost := e.next(parts)
-			if j < 0 {
-				e.doneMD = snap.md
-			}
-			e.postDue, e.sealedDue = nextPost, j >= 0 && j < len(parts)-1
+			e.wrote(parts, i, snap.md)
 			continue
 		}
-		if post && (cut || errors.Is(err, context.DeadlineExceeded)) {
-			// Slack may have posted it: another post could show the part twice. The final write takes
-			// over, and looks for it first.
-			e.broken, e.lostPost = true, true
-			a.noteUnshown(snap.since)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if ra, ok := rateLimited(err); ok {
-			if post {
-				a.r.postThrottled(a.req.Channel, ra)
-			} else {
-				e.lane.Throttled(ra)
-			}
-			continue
-		}
-		a.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
-		if pause := e.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
-			a.noteUnshown(snap.since)
+		if !e.goOnAfter(ctx, wctx, err, post, cut, i, snap.since) {
 			return
 		}
 	}
+}
+
+// waitTurn waits for the slot of the next interim write: the channel's post budget for a post, else
+// the answer's lane of the edit budget.
+func (e *editSink) waitTurn(wctx context.Context, post bool, since time.Time) error {
+	if post {
+		return e.answer.r.postWait(wctx, e.answer.req.Channel)
+	}
+	return e.lane.Wait(wctx, e.priority(), since)
+}
+
+// writePart writes part i of parts as it is now: a post of its message (post) or an edit. cut: the
+// call's own context ended, so a post may have landed all the same.
+func (e *editSink) writePart(ctx context.Context, parts []string, i int, post bool) (cut bool, err error) {
+	a := e.answer
+	msg := Msg{Text: parts[i], Mark: a.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if post {
+		err = e.postPart(cctx, msg)
+	} else {
+		err = e.editPart(cctx, i, msg)
+	}
+	return cctx.Err() != nil, err
+}
+
+// postPart posts msg as the answer's next message.
+func (e *editSink) postPart(ctx context.Context, msg Msg) error {
+	a := e.answer
+	ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
+	if err != nil {
+		return err
+	}
+	if len(e.ts) == 0 {
+		a.firstText = time.Since(a.start)
+	}
+	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+	e.posts++
+	return nil
+}
+
+// editPart writes msg into the message of part i.
+func (e *editSink) editPart(ctx context.Context, i int, msg Msg) error {
+	a := e.answer
+	if err := idempotent(a.r.msgs.Update(ctx, a.req.Channel, e.ts[i], msg)); err != nil {
+		return err
+	}
+	if i == 0 && e.shown[0] == "" {
+		a.firstText = time.Since(a.start)
+	}
+	e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
+	e.edits++
+	return nil
+}
+
+// wrote records that part i of parts, rendered from md, landed, and what the next write is.
+func (e *editSink) wrote(parts []string, i int, md string) {
+	e.succeeded()
+	if i == len(parts)-1 {
+		e.tailMD = e.renderedMD
+	}
+	j, nextPost := e.next(parts)
+	if j < 0 {
+		e.doneMD = md
+	}
+	e.postDue, e.sealedDue = nextPost, j >= 0 && j < len(parts)-1
+}
+
+// goOnAfter handles the failed interim write of part i (a post when post; cut: its call's context
+// ended) and reports whether the writer goes on. since is when the text not shown yet arrived.
+func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut bool, i int, since time.Time) bool {
+	a := e.answer
+	if post && (cut || errors.Is(err, context.DeadlineExceeded)) {
+		// Slack may have posted it: another post could show the part twice. The final write takes
+		// over, and looks for it first.
+		e.broken, e.lostPost = true, true
+		a.noteUnshown(since)
+		return false
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	if ra, ok := rateLimited(err); ok {
+		if post {
+			a.r.postThrottled(a.req.Channel, ra)
+		} else {
+			e.lane.Throttled(ra)
+		}
+		return true
+	}
+	a.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
+	if pause := e.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
+		a.noteUnshown(since)
+		return false
+	}
+	return true
 }
 
 // interimFailures counts an interim writer's failures in a row (429s are not failures: they pause
