@@ -188,25 +188,10 @@ func (e errDisconnect) Error() string { return "slack asked to reconnect (" + e.
 // while that goes on (1 s, 2 s, ... 2 min), so the client does not hammer apps.connections.open.
 // A refresh opens the next connection before it closes the old one (see refresh).
 func (s *Client) Run(ctx context.Context) error {
-	defer func() {
-		// Between connections when Run ends: no connection will come, so the consumer's last
-		// acks must not wait for one.
-		s.wmu.Lock()
-		if s.conn == nil && !s.closed {
-			s.closed = true
-			close(s.up)
-		}
-		s.wmu.Unlock()
-	}()
+	defer s.closeIfDown()
 	var wait time.Duration
 	var next *websocket.Conn // opened by a refresh, before the one it replaces was closed
 	for count := 0; ; count++ {
-		if wait > 0 {
-			s.log.Info("socket mode: waiting before connecting again", zap.Duration("wait", wait))
-			if err := sleep(ctx, wait); err != nil {
-				return err
-			}
-		}
 		conn := next
 		if conn == nil {
 			var err error
@@ -219,25 +204,16 @@ func (s *Client) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		lived := time.Since(began)
-		var d errDisconnect
-		asked := errors.As(err, &d)
-		refresh := asked && d.reason == "refresh_requested" && lived >= time.Second
 		var retryAfter time.Duration
+		refresh := refreshAsked(err) && time.Since(began) >= time.Second
 		if next = nil; refresh {
-			var rerr error
-			if next, rerr = s.refresh(ctx, conn, count+1); ctx.Err() != nil {
-				return ctx.Err()
+			var stop error
+			if next, retryAfter, stop = s.refreshOrWait(ctx, conn, count+1); stop != nil {
+				return stop
 			}
 			if next != nil {
-				s.log.Info("socket mode: connection refreshed")
 				wait = 0
 				continue
-			}
-			s.log.Warn("socket mode: refresh failed; reconnecting", zap.Error(rerr))
-			var rl *slack.RateLimitedError
-			if errors.As(rerr, &rl) {
-				retryAfter = rl.RetryAfter
 			}
 		}
 		s.drop(conn)
@@ -246,18 +222,78 @@ func (s *Client) Run(ctx context.Context) error {
 		}
 		// Down now, not after the wait: readiness and metrics must not say connected meanwhile.
 		s.state(State{Connection: count + 1})
-		switch {
-		case refresh, healthy:
-			wait = retryAfter
-		default:
-			wait = min(max(2*wait, firstBackoff), maxBackoff)
-		}
-		if asked {
-			s.log.Info("socket mode: reconnecting", zap.String("reason", d.reason))
-		} else {
-			s.log.Warn("socket mode connection lost; reconnecting", zap.Error(err))
+		wait = reconnectWait(wait, refresh || healthy, retryAfter)
+		s.logReconnect(err)
+		if err := s.waitToConnect(ctx, wait); err != nil {
+			return err
 		}
 	}
+}
+
+// closeIfDown ends the acks' wait for a connection when Run ends between connections: none will
+// come, so the consumer's last acks must not wait for one.
+func (s *Client) closeIfDown() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.conn == nil && !s.closed {
+		s.closed = true
+		close(s.up)
+	}
+}
+
+// refreshAsked reports whether err, which ended a connection, is Slack asking for a refresh.
+func refreshAsked(err error) bool {
+	var d errDisconnect
+	return errors.As(err, &d) && d.reason == "refresh_requested"
+}
+
+// refreshOrWait refreshes conn (see refresh), and returns the next connection, or, when the
+// dial failed, how long Slack asked to wait before the next attempt (zero: no need to). It
+// returns ctx's error when ctx ended meanwhile.
+func (s *Client) refreshOrWait(ctx context.Context, conn *websocket.Conn, count int) (*websocket.Conn, time.Duration, error) {
+	next, err := s.refresh(ctx, conn, count)
+	switch {
+	case ctx.Err() != nil:
+		return nil, 0, ctx.Err()
+	case next != nil:
+		s.log.Info("socket mode: connection refreshed")
+		return next, 0, nil
+	}
+	s.log.Warn("socket mode: refresh failed; reconnecting", zap.Error(err))
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		return nil, rl.RetryAfter, nil
+	}
+	return nil, 0, nil
+}
+
+// reconnectWait is the wait before dialling again after a connection that ended, last the wait
+// before the one that ended: retryAfter when it was healthy or refreshed (Slack asked for that
+// much, or nothing), else last doubled, from firstBackoff up to maxBackoff.
+func reconnectWait(last time.Duration, healthyOrRefreshed bool, retryAfter time.Duration) time.Duration {
+	if healthyOrRefreshed {
+		return retryAfter
+	}
+	return min(max(2*last, firstBackoff), maxBackoff)
+}
+
+// logReconnect says why a connection ended and is dialled again.
+func (s *Client) logReconnect(err error) {
+	var d errDisconnect
+	if errors.As(err, &d) {
+		s.log.Info("socket mode: reconnecting", zap.String("reason", d.reason))
+	} else {
+		s.log.Warn("socket mode connection lost; reconnecting", zap.Error(err))
+	}
+}
+
+// waitToConnect waits d (none when it is zero) or until ctx ends.
+func (s *Client) waitToConnect(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	s.log.Info("socket mode: waiting before connecting again", zap.Duration("wait", d))
+	return sleep(ctx, d)
 }
 
 // drainTime bounds the read of what a replaced connection still holds, once its successor is up.
@@ -504,24 +540,8 @@ func (s *Client) drainBy(conn *websocket.Conn, until time.Time) {
 // readFrames is read, with the read deadline drainBy set. It returns when the hello came (zero:
 // none) with the error that ended the connection.
 func (s *Client) readFrames(ctx context.Context, conn *websocket.Conn) (hello time.Time, err error) {
-	s.dmu.Lock()
-	s.stopping = false
-	s.dmu.Unlock()
-	stop := context.AfterFunc(ctx, func() {
-		s.dmu.Lock()
-		defer s.dmu.Unlock()
-		s.stopping = true
-		_ = conn.SetReadDeadline(time.Now()) // unblocks the read below
-	})
-	defer stop()
-	conn.SetPingHandler(func(data string) error {
-		s.extend(conn)
-		err := conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(ackWriteTimeout))
-		if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
-			return err // net.Error: the read fails with it, and the connection is dialled again
-		}
-		return nil
-	})
+	defer s.stopReadingWith(ctx, conn)()
+	conn.SetPingHandler(func(data string) error { return s.pong(conn, data) })
 	held := heldOf(conn)
 	defer func() {
 		if err := held.flush(); err != nil {
@@ -539,54 +559,91 @@ func (s *Client) readFrames(ctx context.Context, conn *websocket.Conn) (hello ti
 			continue
 		}
 		h, err := readHead(frame)
-		if err != nil {
+		switch {
+		case err != nil:
 			s.log.Warn("socket mode: frame is not a JSON object; ignored", zap.Error(err), zap.Int("bytes", len(frame)))
-			continue
-		}
-		switch h.typ {
-		case "hello":
-			app := helloApp(frame)
-			s.log.Debug("socket mode hello", zap.String("app", app))
-			if s.app != "" && app != "" && app != s.app {
-				return hello, errWrongApp{got: app, want: s.app}
+		case h.typ == "hello":
+			if err := s.checkHello(frame); err != nil {
+				return hello, err
 			}
 			hello = read
-			continue
-		case "disconnect":
-			if h.reason == "warning" { // the refresh follows in ~10 s; the connection still works
-				s.log.Debug("socket mode: disconnect warning")
-				continue
-			}
+		case h.typ == "disconnect" && h.reason == "warning": // the refresh follows in ~10 s; the connection still works
+			s.log.Debug("socket mode: disconnect warning")
+		case h.typ == "disconnect":
 			return hello, errDisconnect{h.reason}
-		}
-		f := Frame{Data: frame, EnvelopeID: h.id, Type: h.typ, Read: read, Acked: h.id != "" && h.typ != slashCommands}
-		select {
-		case s.frames <- f:
-		default: // the consumer is behind: the acks held go out before the reader waits for it
-			if err := held.flush(); err != nil {
-				return hello, fmt.Errorf("ack: %w", err)
+		default:
+			f := Frame{Data: frame, EnvelopeID: h.id, Type: h.typ, Read: read, Acked: h.id != "" && h.typ != slashCommands}
+			if err := s.deliver(ctx, conn, held, f); err != nil {
+				return hello, err
 			}
-			select {
-			case s.frames <- f:
-			case <-ctx.Done():
-				return hello, ctx.Err() // shutting down: not acked, so Slack sends it again
-			}
-		}
-		if !f.Acked {
-			continue
-		}
-		held.hold() // sent with the next read from the network (see heldConn)
-		err = s.write(conn, ackFrame(h.id), time.Now().Add(ackWriteTimeout))
-		held.release()
-		if err != nil {
-			// The consumer has it anyway; Slack redelivers it on the next connection, and the
-			// consumer must drop that as a duplicate.
-			return hello, fmt.Errorf("ack: %w", err)
-		}
-		if s.acked != nil {
-			s.acked(h.typ, time.Since(read)) // written, or held for the next read's write (heldConn)
 		}
 	}
+}
+
+// stopReadingWith makes the end of ctx end the read of conn under way, and returns the function
+// that stops that (the read is over).
+func (s *Client) stopReadingWith(ctx context.Context, conn *websocket.Conn) (stop func() bool) {
+	s.dmu.Lock()
+	s.stopping = false
+	s.dmu.Unlock()
+	return context.AfterFunc(ctx, func() {
+		s.dmu.Lock()
+		defer s.dmu.Unlock()
+		s.stopping = true
+		_ = conn.SetReadDeadline(time.Now()) // unblocks the read
+	})
+}
+
+// pong answers a ping: life, like any frame.
+func (s *Client) pong(conn *websocket.Conn, data string) error {
+	s.extend(conn)
+	err := conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(ackWriteTimeout))
+	if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+		return err // net.Error: the read fails with it, and the connection is dialled again
+	}
+	return nil
+}
+
+// checkHello fails a hello from another app than the bot token's.
+func (s *Client) checkHello(frame []byte) error {
+	app := helloApp(frame)
+	s.log.Debug("socket mode hello", zap.String("app", app))
+	if s.app != "" && app != "" && app != s.app {
+		return errWrongApp{got: app, want: s.app}
+	}
+	return nil
+}
+
+// deliver hands f to the consumer, then acks it when it is to be acked on read. A consumer that
+// is behind holds the reader back; the acks held are written before it waits.
+func (s *Client) deliver(ctx context.Context, conn *websocket.Conn, held *heldConn, f Frame) error {
+	select {
+	case s.frames <- f:
+	default:
+		if err := held.flush(); err != nil {
+			return fmt.Errorf("ack: %w", err)
+		}
+		select {
+		case s.frames <- f:
+		case <-ctx.Done():
+			return ctx.Err() // shutting down: not acked, so Slack sends it again
+		}
+	}
+	if !f.Acked {
+		return nil
+	}
+	held.hold() // sent with the next read from the network (see heldConn)
+	err := s.write(conn, ackFrame(f.EnvelopeID), time.Now().Add(ackWriteTimeout))
+	held.release()
+	if err != nil {
+		// The consumer has it anyway; Slack redelivers it on the next connection, and the
+		// consumer must drop that as a duplicate.
+		return fmt.Errorf("ack: %w", err)
+	}
+	if s.acked != nil {
+		s.acked(f.Type, time.Since(f.Read)) // written, or held for the next read's write (heldConn)
+	}
+	return nil
 }
 
 // extend moves the read deadline a ping timeout ahead (any frame or ping is life), unless
