@@ -388,8 +388,39 @@ func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFu
 	return cctx, func() { cancel(); ocancel() }
 }
 
+// final writes the whole answer md with its note and mark kind into the answer's messages: each
+// part's final edit, a post for each part not shown yet, and last the edits of parts whose buttons
+// only change.
 func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
-	a := e.answer
+	parts := e.finalParts(ctx, md, note)
+	var errs []error
+	var later []int // parts whose text is shown and whose buttons only change: edited once the rest landed
+	for i := range parts {
+		deferred, stop, err := e.finalPart(ctx, parts, i, kind, note)
+		if deferred {
+			later = append(later, i)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if stop {
+			break
+		}
+	}
+	for _, i := range later {
+		msg := Msg{Text: parts[i], Mark: e.finalMark(kind, note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+		if err := e.finalEdit(ctx, i, msg); err != nil {
+			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// finalParts is the whole answer md in parts, the note after the last. A part a timed-out post may
+// have posted is found first (adoptLost), and the last message may be sealed as it shows for the rest
+// to be posted below it (continueByPost).
+func (e *editSink) finalParts(ctx context.Context, md, note string) []string {
 	if e.lostPost {
 		e.lostPost = false
 		e.adoptLost(ctx)
@@ -406,75 +437,88 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		parts[len(parts)-1] += suffix
 	}
 	if parts[0] == "" { // no answer and no note: never leave an empty message (or the placeholder)
-		parts[0] = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")
+		parts[0] = noteAlone(textEmpty, convo.FormatMrkdwn)
 	}
-	var errs []error
-	var later []int // parts whose text is shown and whose buttons only change: edited once the rest landed
-	for i, text := range parts {
-		mark := e.finalMark(kind, note, i, len(parts))
-		bs := e.buttons(i, len(parts), true)
-		if i < len(e.ts) {
-			if text == e.shown[i] && kind == convo.MarkAnswer && mark.Note == "" {
-				if e.btn[i] != buttonKey(bs) {
-					later = append(later, i)
-				}
-				continue // already shown, with the same mark
-			}
-			ts := e.ts[i]
-			err := e.finalEdit(ctx, i, Msg{Text: text, Mark: mark, Buttons: bs})
-			if err == nil {
-				e.closed = i == len(parts)-1
-				continue
-			}
-			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
-			if !e.editBy.IsZero() || ctx.Err() != nil || i < len(e.ts)-1 || slackErr(err) == "message_not_found" {
-				// Stop here: at shutdown the note goes below what is shown (shutdown); a message someone
-				// deleted is not written again, nor is the rest of its answer; and a part with later
-				// messages after it cannot be posted anew without repeating or reordering text.
-				break
-			}
-			// The last message refuses the edit (cant_update_message, or Slack kept refusing beyond
-			// finalOutage): its text goes in a new message below it, which then takes its place (it is
-			// deleted; if it cannot be, its text shows twice rather than not at all), the later parts after
-			// that. The post has a short outage window of its own (replaceRetry): the answer's may have run
-			// out on the edits, and a Slack that is down must not hold the thread's turn twice as long.
-			mark.Replaces = ts // if ts stays (its delete fails), Build skips it
-			nts, perr := a.postRetry(ctx, replaceRetry, nil, Msg{Text: text, Mark: mark, Buttons: bs})
-			if perr != nil {
-				errs = append(errs, fmt.Errorf("chat.postMessage part %d anew: %w", i+1, perr))
-				break
-			}
-			a.outage.end() // Slack took a post: a later failure starts a new outage
-			if derr := a.deleteMessage(ctx, ts); derr != nil {
-				a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(derr))
-			}
-			e.ts[i], e.shown[i], e.btn[i] = nts, text, buttonKey(bs)
-			if e.replaces == nil {
-				e.replaces = map[int]string{}
-			}
-			e.replaces[i] = ts // later edits of the part keep the mark
-			e.posts++
-			e.closed = i == len(parts)-1
-			continue
-		}
-		ts, err := a.postRetry(ctx, closingRetry, &a.outage, Msg{Text: text, Mark: mark, Buttons: bs})
-		if err != nil {
-			// Later parts would come out of order: stop here.
-			errs = append(errs, fmt.Errorf("chat.postMessage part %d: %w", i+1, err))
-			break
-		}
-		e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, text), append(e.btn, buttonKey(bs))
-		e.posts++
+	return parts
+}
+
+// finalPart writes part i of the final parts: a post of a message not shown yet, an edit of its
+// message, or nothing now when only its buttons change (deferred: edited once the rest landed). It
+// returns the write's error, and stop when the final write stops there.
+func (e *editSink) finalPart(ctx context.Context, parts []string, i int, kind convo.MarkKind, note string) (deferred, stop bool, err error) {
+	msg := Msg{Text: parts[i], Mark: e.finalMark(kind, note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+	switch {
+	case i >= len(e.ts):
+		err = e.postFinal(ctx, i, msg)
+		stop = err != nil // later parts would come out of order
+	case msg.Text == e.shown[i] && kind == convo.MarkAnswer && msg.Mark.Note == "":
+		return e.btn[i] != buttonKey(msg.Buttons), false, nil // already shown, with the same mark
+	default:
+		stop, err = e.editFinal(ctx, i, msg)
+	}
+	if !stop {
 		e.closed = i == len(parts)-1
 	}
-	for _, i := range later {
-		msg := Msg{Text: parts[i], Mark: e.finalMark(kind, note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
-		if err := e.finalEdit(ctx, i, msg); err != nil {
-			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
-			break
-		}
+	return false, stop, err
+}
+
+// postFinal posts msg as the message of part i, the next after those shown.
+func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
+	a := e.answer
+	ts, err := a.postRetry(ctx, closingRetry, &a.outage, msg)
+	if err != nil {
+		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 	}
-	return errors.Join(errs...)
+	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+	e.posts++
+	return nil
+}
+
+// editFinal writes msg into the message of part i. When the answer's last message refuses the edit,
+// its part is posted anew in its place (repost); the edit's error is returned even then, and stop
+// when the final write cannot go on.
+func (e *editSink) editFinal(ctx context.Context, i int, msg Msg) (stop bool, err error) {
+	if err = e.finalEdit(ctx, i, msg); err == nil {
+		return false, nil
+	}
+	err = fmt.Errorf("chat.update part %d: %w", i+1, err)
+	if !e.editBy.IsZero() || ctx.Err() != nil || i < len(e.ts)-1 || slackErr(err) == "message_not_found" {
+		// Stop here: at shutdown the note goes below what is shown (planClose); a message someone
+		// deleted is not written again, nor is the rest of its answer; and a part with later
+		// messages after it cannot be posted anew without repeating or reordering text.
+		return true, err
+	}
+	if perr := e.repost(ctx, i, msg); perr != nil {
+		return true, errors.Join(err, perr)
+	}
+	return false, err
+}
+
+// repost posts part i anew, for its message (the last) refused the final edit (cant_update_message,
+// or Slack kept refusing beyond finalOutage): its text goes in a new message below it, which then
+// takes its place (it is deleted; if it cannot be, its text shows twice rather than not at all), the
+// later parts after that. The post has a short outage window of its own (replaceRetry): the answer's
+// may have run out on the edits, and a Slack that is down must not hold the thread's turn twice as
+// long.
+func (e *editSink) repost(ctx context.Context, i int, msg Msg) error {
+	a := e.answer
+	old := e.ts[i]
+	msg.Mark.Replaces = old // if old stays (its delete fails), Build skips it
+	ts, err := a.postRetry(ctx, replaceRetry, nil, msg)
+	if err != nil {
+		return fmt.Errorf("chat.postMessage part %d anew: %w", i+1, err)
+	}
+	a.outage.end() // Slack took a post: a later failure starts a new outage
+	if err := a.deleteMessage(ctx, old); err != nil {
+		a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(err))
+	}
+	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
+	if e.replaces == nil {
+		e.replaces = map[int]string{}
+	}
+	e.replaces[i] = old // later edits of the part keep the mark
+	e.posts++
+	return nil
 }
 
 // finalMark is the mark of part i of n in the final write: the note goes on the last part.
