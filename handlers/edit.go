@@ -430,13 +430,19 @@ func (e *editSink) finalParts(ctx context.Context, md, note string) []string {
 		e.continueByPost(ctx, md)
 		parts = e.pager.Update(md, true)
 	}
+	return withNote(parts, note)
+}
+
+// withNote is an answer's parts (mrkdwn) with note after the last, or the note alone when there are
+// none; with neither, the note that the answer is empty: never an empty message (or the placeholder).
+func withNote(parts []string, note string) []string {
 	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
 	if len(parts) == 0 {
 		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
 	} else {
 		parts[len(parts)-1] += suffix
 	}
-	if parts[0] == "" { // no answer and no note: never leave an empty message (or the placeholder)
+	if parts[0] == "" {
 		parts[0] = noteAlone(textEmpty, convo.FormatMrkdwn)
 	}
 	return parts

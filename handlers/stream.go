@@ -360,56 +360,71 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	if strings.TrimSpace(md) != "" {
 		parts = convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
 	}
-	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
-	if len(parts) == 0 {
-		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
-	} else {
-		parts[len(parts)-1] += suffix
-	}
-	if parts[0] == "" {
-		parts[0] = strings.TrimPrefix(convo.NoteSuffix(textEmpty, convo.FormatMrkdwn), "\n\n")
-	}
-	var first string // the rescue's first message: the answer is posted anew
-	var posted []string
-	var cut bool // the last Post call timed out or was cut: Slack may have posted it
+	parts = withNote(parts, note)
+	var rp rescuePosts
 	for i, text := range parts {
-		mark := a.mark(kind, "", i, first)
-		var buttons []Button
+		msg := Msg{Text: text, Mark: a.mark(kind, "", i, rp.first)}
 		if i == len(parts)-1 {
-			mark.Note = note
-			buttons = s.buttons()
+			msg.Mark.Note, msg.Buttons = note, s.buttons()
 		}
-		err := retryWrite(ctx, closingRetry, &a.outage,
-			func(ctx context.Context) error { return a.r.postWait(ctx, a.req.Channel) },
-			func(d time.Duration) { a.r.postThrottled(a.req.Channel, d) },
-			func(ctx context.Context) error {
-				ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, Msg{Text: text, Mark: mark, Buttons: buttons})
-				if i == 0 {
-					first = ts
-				}
-				if err == nil {
-					posted = append(posted, ts)
-				}
-				cut = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-				return err
-			})
-		if err != nil {
-			if len(posted) > 0 && cut {
-				// The failed post may have landed, naming the first posted part: it is taken back too if
-				// the thread shows it (the look is optional: one free read token, one try).
-				strays, _ := a.strayParts(ctx, first, posted)
-				posted = append(posted, strays...)
-			}
-			// The streamed messages stay (stopped as they stand, with a note): the parts posted
-			// would repeat their text.
-			for _, ts := range posted {
-				if derr := a.deleteMessage(ctx, ts); derr != nil {
-					a.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(derr))
-				}
-			}
+		if err := s.rescuePost(ctx, &rp, i, msg); err != nil {
+			// The streamed messages stay (stopped as they stand, with a note): the parts posted would
+			// repeat their text.
+			s.takeBack(ctx, rp)
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
 	}
+	s.deleteStreamed(ctx)
+	return nil
+}
+
+// rescuePosts are the messages a rescue has posted: first is the answer's first (posted anew, the
+// later parts name it), and cut: the last post timed out or was cut, so Slack may have posted it.
+type rescuePosts struct {
+	first  string
+	posted []string
+	cut    bool
+}
+
+// rescuePost posts msg, part i of the rescued answer, and records it in rp.
+func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg Msg) error {
+	a := s.answer
+	return retryWrite(ctx, closingRetry, &a.outage,
+		func(ctx context.Context) error { return a.r.postWait(ctx, a.req.Channel) },
+		func(d time.Duration) { a.r.postThrottled(a.req.Channel, d) },
+		func(ctx context.Context) error {
+			ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
+			if i == 0 {
+				rp.first = ts
+			}
+			if err == nil {
+				rp.posted = append(rp.posted, ts)
+			}
+			rp.cut = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+			return err
+		})
+}
+
+// takeBack deletes the parts a failed rescue posted. The failed post may have landed, naming the
+// first posted part: it is taken back too if the thread shows it (the look is optional: one free read
+// token, one try).
+func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
+	a := s.answer
+	if len(rp.posted) > 0 && rp.cut {
+		strays, _ := a.strayParts(ctx, rp.first, rp.posted)
+		rp.posted = append(rp.posted, strays...)
+	}
+	for _, ts := range rp.posted {
+		if err := a.deleteMessage(ctx, ts); err != nil {
+			a.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(err))
+		}
+	}
+}
+
+// deleteStreamed deletes the streamed messages a rescue has posted anew. One that cannot be deleted
+// is stopped as it stands, if it is the open one: its text shows twice.
+func (s *streamSink) deleteStreamed(ctx context.Context) {
+	a := s.answer
 	o := a.r.opt.Budgets
 	for _, ts := range s.streamed {
 		err := retryWrite(ctx, interimRetry, nil, o.Deletes.Wait, o.Deletes.Throttled,
@@ -418,14 +433,14 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			continue
 		}
 		a.log.Warn("rescue: a streamed message could not be deleted; its text shows twice", zap.Error(err))
-		if ts == s.ts {
-			if err := s.stopAsItStands(ctx, ""); err != nil {
-				a.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
-			}
+		if ts != s.ts {
+			continue
+		}
+		if err := s.stopAsItStands(ctx, ""); err != nil {
+			a.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
 		}
 	}
 	s.streamed, s.ts = nil, ""
-	return nil
 }
 
 // mark is the Mark of the streamed message being written.
