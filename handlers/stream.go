@@ -110,57 +110,86 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 // repeating them; the sink's state always matches what Slack shows. ctx bounds the waits for budgets;
 // each call goes with call(ctx) (callCtx for interim writes: a call Slack may already have carried out
 // is not abandoned when the answer is cancelled).
-func (s *streamSink) write(ctx context.Context, call func(context.Context) (context.Context, context.CancelFunc), text string) (int, error) {
-	a := s.answer
+func (s *streamSink) write(ctx context.Context, call callCtxFunc, text string) (int, error) {
 	done := 0
 	for _, piece := range splitLines(text, convo.MarkdownLimit) {
-		if s.ts != "" && s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
-			if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
-				return done, err
-			}
-			cctx, cancel := call(ctx)
-			err := a.r.streamer.StopStream(cctx, a.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil)
-			cancel()
-			if err != nil {
-				return done, startStopError{fmt.Errorf("chat.stopStream: %w", err)}
-			}
-			s.ts, s.sent = "", 0 // full: the next piece starts a new message
+		if err := s.writePiece(ctx, call, piece); err != nil {
+			return done, err
 		}
-		if s.ts == "" {
-			if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
-				return done, err
-			}
-			if err := a.r.postWait(ctx, a.req.Channel); err != nil {
-				return done, err
-			}
-			cctx, cancel := call(ctx)
-			ts, err := a.r.streamer.StartStream(cctx, a.streamStart(piece))
-			cancel()
-			if err != nil {
-				return done, startStopError{fmt.Errorf("chat.startStream: %w", err)}
-			}
-			s.ts, s.sent = ts, len(piece)
-			s.streamed = append(s.streamed, ts)
-			s.starts++
-			done += len(piece)
-			continue
-		}
-		if s.appendWait != nil {
-			if err := s.appendWait(ctx); err != nil {
-				return done, err
-			}
-		}
-		cctx, cancel := call(ctx)
-		err := a.r.streamer.AppendStream(cctx, a.req.Channel, s.ts, piece)
-		cancel()
-		if err != nil {
-			return done, fmt.Errorf("chat.appendStream: %w", err)
-		}
-		s.sent += len(piece)
-		s.appends++
 		done += len(piece)
 	}
 	return done, nil
+}
+
+// callCtxFunc gives a Slack call its context from the context of the waits before it.
+type callCtxFunc func(context.Context) (context.Context, context.CancelFunc)
+
+// writePiece appends piece to the streamed message, or starts a new one with it when none is open or
+// the open one is full (stopped first).
+func (s *streamSink) writePiece(ctx context.Context, call callCtxFunc, piece string) error {
+	if s.ts != "" && s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
+		if err := s.stopFull(ctx, call); err != nil {
+			return err
+		}
+	}
+	if s.ts == "" {
+		return s.startWith(ctx, call, piece)
+	}
+	return s.appendPiece(ctx, call, piece)
+}
+
+// stopFull stops the open streamed message, full: the next piece starts a new one.
+func (s *streamSink) stopFull(ctx context.Context, call callCtxFunc) error {
+	a := s.answer
+	if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := call(ctx)
+	defer cancel()
+	if err := a.r.streamer.StopStream(cctx, a.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil); err != nil {
+		return startStopError{fmt.Errorf("chat.stopStream: %w", err)}
+	}
+	s.ts, s.sent = "", 0
+	return nil
+}
+
+// startWith starts a new streamed message of the answer with piece.
+func (s *streamSink) startWith(ctx context.Context, call callCtxFunc, piece string) error {
+	a := s.answer
+	if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
+		return err
+	}
+	if err := a.r.postWait(ctx, a.req.Channel); err != nil {
+		return err
+	}
+	cctx, cancel := call(ctx)
+	defer cancel()
+	ts, err := a.r.streamer.StartStream(cctx, a.streamStart(piece))
+	if err != nil {
+		return startStopError{fmt.Errorf("chat.startStream: %w", err)}
+	}
+	s.ts, s.sent = ts, len(piece)
+	s.streamed = append(s.streamed, ts)
+	s.starts++
+	return nil
+}
+
+// appendPiece appends piece to the open streamed message, after appendWait when set.
+func (s *streamSink) appendPiece(ctx context.Context, call callCtxFunc, piece string) error {
+	a := s.answer
+	if s.appendWait != nil {
+		if err := s.appendWait(ctx); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := call(ctx)
+	defer cancel()
+	if err := a.r.streamer.AppendStream(cctx, a.req.Channel, s.ts, piece); err != nil {
+		return fmt.Errorf("chat.appendStream: %w", err)
+	}
+	s.sent += len(piece)
+	s.appends++
+	return nil
 }
 
 // startStopError is an error of chat.startStream or chat.stopStream in write, whose 429 is charged to
