@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -241,103 +242,132 @@ func (s setting) notA(value string) string {
 // Secret values never appear in it.
 func (c Config) Validate() error { return problemsError(c.problems()) }
 
+// problems lists what is wrong with the settings, one sentence each, in the order of the settings.
 func (c Config) problems() []string {
-	var p []string
-	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	var p problemList
+	c.slackProblems(&p)
+	c.modelProblems(&p)
+	c.replyProblems(&p)
+	c.timeProblems(&p)
+	c.accessProblems(&p)
+	return p
+}
 
-	checkToken := func(name, value, prefix, where string) {
-		switch {
-		case value == "":
-			add("%s is missing: %s", name, where)
-		case !strings.HasPrefix(value, prefix):
-			add("%s does not start with %q (is it the other token?): %s", name, prefix, where)
-		}
-	}
-	checkToken("SLACK_BOT_TOKEN", c.SlackBotToken, "xoxb-",
+// slackProblems checks the tokens and the API URL Slack is reached with.
+func (c Config) slackProblems(p *problemList) {
+	p.token("SLACK_BOT_TOKEN", c.SlackBotToken, "xoxb-",
 		"the Bot User OAuth Token (xoxb-...) under OAuth & Permissions in your Slack app's settings (https://api.slack.com/apps); install the app to the workspace first")
-	checkToken("SLACK_APP_TOKEN", c.SlackAppToken, "xapp-",
+	p.token("SLACK_APP_TOKEN", c.SlackAppToken, "xapp-",
 		"an app-level token (xapp-...) with the connections:write scope under Basic Information > App-Level Tokens in your Slack app's settings (https://api.slack.com/apps)")
+	p.httpURL("SLACK_API_URL", c.SlackAPIURL)
+}
 
-	checkURL := func(name, value string) {
-		u, err := url.Parse(value)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("%s: %q is not an http(s) URL", name, value)
-		}
-	}
-	checkURL("SLACK_API_URL", c.SlackAPIURL)
-	checkURL("OPENAI_BASE_URL", c.OpenAIBaseURL)
+// modelProblems checks how the model service is reached and asked.
+func (c Config) modelProblems(p *problemList) {
+	p.httpURL("OPENAI_BASE_URL", c.OpenAIBaseURL)
 	if u, err := url.Parse(c.OpenAIBaseURL); err == nil && u.Hostname() == "api.openai.com" && c.OpenAIAPIKey == "" {
-		add("OPENAI_API_KEY is missing: create one at https://platform.openai.com/api-keys (or set OPENAI_BASE_URL to another OpenAI-compatible service)")
+		p.add("OPENAI_API_KEY is missing: create one at https://platform.openai.com/api-keys (or set OPENAI_BASE_URL to another OpenAI-compatible service)")
 	}
 	if _, err := parseHeaders(c.LLMHeaders); err != nil {
-		add("LLM_HEADERS: %v", err)
+		p.add("LLM_HEADERS: %v", err)
 	}
 	if c.Temperature != nil && (*c.Temperature < 0 || *c.Temperature > 2) {
-		add("TEMPERATURE: %v is outside 0 to 2 (leave it unset to use the model's default)", *c.Temperature)
+		p.add("TEMPERATURE: %v is outside 0 to 2 (leave it unset to use the model's default)", *c.Temperature)
 	}
 	if c.ChatModel == "" {
-		add("CHAT_MODEL is missing: the chat model name your service offers (e.g. gpt-5.4-mini)")
+		p.add("CHAT_MODEL is missing: the chat model name your service offers (e.g. gpt-5.4-mini)")
 	}
+}
 
-	oneOf := func(name, value string, allowed ...string) {
-		for _, a := range allowed {
-			if value == a {
-				return
-			}
-		}
-		add("%s: %q is not one of %s", name, value, strings.Join(allowed, ", "))
-	}
-	oneOf("REPLY_MODE", c.ReplyMode, "edit", "stream")
-	oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
+// replyProblems checks how answers are written, and how many at once.
+func (c Config) replyProblems(p *problemList) {
+	p.oneOf("REPLY_MODE", c.ReplyMode, "edit", "stream")
+	p.oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
 	if c.LogFormat != "" {
-		oneOf("LOG_FORMAT", c.LogFormat, "json", "console")
+		p.oneOf("LOG_FORMAT", c.LogFormat, "json", "console")
 	}
-
-	atLeast := func(name string, value, min int) {
-		if value < min {
-			add("%s: %d is below %d", name, value, min)
-		}
-	}
-	atLeast("MAX_CONCURRENT_REPLIES", c.MaxConcurrentReplies, 1)
-	atLeast("MAX_QUEUED_REPLIES", c.MaxQueuedReplies, 0)
-	atLeast("IMAGINE_PER_USER", c.ImaginePerUser, 1)
-	atLeast("CONTEXT_TOKENS", c.ContextTokens, 500)
-	atLeast("LLM_MAX_RETRIES", c.LLMMaxRetries, 0)
+	p.atLeast("MAX_CONCURRENT_REPLIES", c.MaxConcurrentReplies, 1)
+	p.atLeast("MAX_QUEUED_REPLIES", c.MaxQueuedReplies, 0)
+	p.atLeast("IMAGINE_PER_USER", c.ImaginePerUser, 1)
+	p.atLeast("CONTEXT_TOKENS", c.ContextTokens, 500)
+	p.atLeast("LLM_MAX_RETRIES", c.LLMMaxRetries, 0)
 	if c.EditBudgetPerMinute <= 0 {
-		add("EDIT_BUDGET_PER_MINUTE: %v must be above 0", c.EditBudgetPerMinute)
+		p.add("EDIT_BUDGET_PER_MINUTE: %v must be above 0", c.EditBudgetPerMinute)
 	}
-	positive := func(name string, d time.Duration) {
-		if d <= 0 {
-			add("%s: %v must be above 0", name, d)
-		}
-	}
-	positive("LLM_CONNECT_TIMEOUT", c.LLMConnectTimeout)
-	positive("LLM_HEADER_TIMEOUT", c.LLMHeaderTimeout)
-	positive("LLM_IDLE_TIMEOUT", c.LLMIdleTimeout)
-	positive("IMAGE_TIMEOUT", c.ImageTimeout)
+}
+
+// timeProblems checks the timeouts and pauses.
+func (c Config) timeProblems(p *problemList) {
+	p.positive("LLM_CONNECT_TIMEOUT", c.LLMConnectTimeout)
+	p.positive("LLM_HEADER_TIMEOUT", c.LLMHeaderTimeout)
+	p.positive("LLM_IDLE_TIMEOUT", c.LLMIdleTimeout)
+	p.positive("IMAGE_TIMEOUT", c.ImageTimeout)
 	if c.ImageTimeout > maxImageTimeout {
-		add("IMAGE_TIMEOUT: %v is over %v (Slack's response_url, which tells the person when an image fails, lasts 30 minutes)", c.ImageTimeout, maxImageTimeout)
+		p.add("IMAGE_TIMEOUT: %v is over %v (Slack's response_url, which tells the person when an image fails, lasts 30 minutes)", c.ImageTimeout, maxImageTimeout)
 	}
 	if c.LLMStreamCoalesce < 0 || c.LLMStreamCoalesce > time.Second {
-		add("LLM_STREAM_COALESCE: %v must be between 0 and 1s (Slack shows an answer's text about once a second at best)", c.LLMStreamCoalesce)
+		p.add("LLM_STREAM_COALESCE: %v must be between 0 and 1s (Slack shows an answer's text about once a second at best)", c.LLMStreamCoalesce)
 	}
 	if c.PlaceholderAfter < 0 || c.PlaceholderAfter > time.Minute {
-		add("PLACEHOLDER_AFTER: %v must be between 0 and 1m (an asker would see nothing meanwhile)", c.PlaceholderAfter)
+		p.add("PLACEHOLDER_AFTER: %v must be between 0 and 1m (an asker would see nothing meanwhile)", c.PlaceholderAfter)
 	}
-	positive("SHUTDOWN_GRACE", c.ShutdownGrace)
+	p.positive("SHUTDOWN_GRACE", c.ShutdownGrace)
+}
+
+// accessProblems checks the health listener, the quota and who may use the bot where.
+func (c Config) accessProblems(p *problemList) {
 	if c.HealthAddr != "" {
 		if _, port, err := net.SplitHostPort(c.HealthAddr); err != nil || port == "" {
-			add("HEALTH_ADDR: %q is not host:port (like :8080, or 127.0.0.1:8080)", c.HealthAddr)
+			p.add("HEALTH_ADDR: %q is not host:port (like :8080, or 127.0.0.1:8080)", c.HealthAddr)
 		}
 	}
-	atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
+	p.atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
 	if _, err := c.accessRules(); err != nil {
-		add("%v", err)
+		p.add("%v", err)
 	}
 	if _, err := access.LoadOverrides(c.ChannelConfig); err != nil {
-		add("%v", err)
+		p.add("%v", err)
 	}
-	return p
+}
+
+// problemList gathers the problems of the settings; its checks each add one when the value fails.
+type problemList []string
+
+func (p *problemList) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+
+// token checks a Slack token, missing or of the other kind, and says where to get the right one.
+func (p *problemList) token(name, value, prefix, where string) {
+	switch {
+	case value == "":
+		p.add("%s is missing: %s", name, where)
+	case !strings.HasPrefix(value, prefix):
+		p.add("%s does not start with %q (is it the other token?): %s", name, prefix, where)
+	}
+}
+
+func (p *problemList) httpURL(name, value string) {
+	u, err := url.Parse(value)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.add("%s: %q is not an http(s) URL", name, value)
+	}
+}
+
+func (p *problemList) oneOf(name, value string, allowed ...string) {
+	if !slices.Contains(allowed, value) {
+		p.add("%s: %q is not one of %s", name, value, strings.Join(allowed, ", "))
+	}
+}
+
+func (p *problemList) atLeast(name string, value, least int) {
+	if value < least {
+		p.add("%s: %d is below %d", name, value, least)
+	}
+}
+
+func (p *problemList) positive(name string, d time.Duration) {
+	if d <= 0 {
+		p.add("%s: %v must be above 0", name, d)
+	}
 }
 
 // maxImageTimeout keeps a whole /imagine job (IMAGE_TIMEOUT plus imageUploadTime) within the 30
