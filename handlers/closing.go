@@ -111,6 +111,15 @@ func planClose(mode ReplyMode, end ending, shows showing) []closeStep {
 	return []closeStep{stepFinal}
 }
 
+// repostRefused reports whether the final write posts a part anew in place of its message, which
+// refused the final edit, rather than stopping there. Only the answer's last message is replaced (a
+// part with later messages after it cannot be posted anew without repeating or reordering text), not
+// one someone deleted (nor is the rest of its answer written), and not when the final write has no
+// time left or must leave the rest of it to the note that follows (stepFinalInTime).
+func repostRefused(last, deleted, timeLeft, noteFollows bool) bool {
+	return last && !deleted && timeLeft && !noteFollows
+}
+
 // closing is the answer a closing step writes: its text, its note and mark kind, and at shutdown
 // when the waits for a turn end (turnBy; zero: they wait as long as the step's context lets them).
 type closing struct {

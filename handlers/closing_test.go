@@ -39,3 +39,24 @@ func TestPlanClose(t *testing.T) {
 		}
 	}
 }
+
+// TestRepostRefused pins when a part whose message refused its final edit is posted anew in its
+// place: only the answer's last message, not deleted, with time left and no note to follow.
+func TestRepostRefused(t *testing.T) {
+	tests := []struct {
+		name                                 string
+		last, deleted, timeLeft, noteFollows bool
+		want                                 bool
+	}{
+		{"last message refuses", true, false, true, false, true},
+		{"later messages follow it", false, false, true, false, false},
+		{"deleted by someone", true, true, true, false, false},
+		{"no time left", true, false, false, false, false},
+		{"at shutdown the note follows", true, false, true, true, false},
+	}
+	for _, tt := range tests {
+		if got := repostRefused(tt.last, tt.deleted, tt.timeLeft, tt.noteFollows); got != tt.want {
+			t.Errorf("%s: repostRefused = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -488,10 +488,7 @@ func (e *editSink) editFinal(ctx context.Context, i int, msg Msg) (stop bool, er
 		return false, nil
 	}
 	err = fmt.Errorf("chat.update part %d: %w", i+1, err)
-	if !e.editBy.IsZero() || ctx.Err() != nil || i < len(e.ts)-1 || slackErr(err) == "message_not_found" {
-		// Stop here: at shutdown the note goes below what is shown (planClose); a message someone
-		// deleted is not written again, nor is the rest of its answer; and a part with later
-		// messages after it cannot be posted anew without repeating or reordering text.
+	if !repostRefused(i == len(e.ts)-1, slackErr(err) == "message_not_found", ctx.Err() == nil, !e.editBy.IsZero()) {
 		return true, err
 	}
 	if perr := e.repost(ctx, i, msg); perr != nil {
