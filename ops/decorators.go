@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"net/http"
@@ -37,41 +38,51 @@ func (m *Metrics) Chat(next ChatStreamer, defaultModel string) *MeteredChat {
 // counts as "abandoned".
 func (c *MeteredChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
 	return func(yield func(llm.Chunk, error) bool) {
-		model := req.Model
-		if model == "" {
-			model = c.model
-		}
-		start := time.Now()
-		seen := false
-		outcome := "abandoned"
-		var usage *llm.Usage
-		defer func() {
-			if usage != nil {
-				c.m.Usage(model, *usage)
-			}
-			c.m.modelRequests.WithLabelValues("chat", outcome).Inc()
-		}()
+		meter := chatMeter{m: c.m, model: cmp.Or(req.Model, c.model), start: time.Now()}
+		defer meter.record()
 		for chunk, err := range c.next.Stream(ctx, req) {
-			if err != nil {
-				outcome = kindLabel(llm.KindOf(err))
-			} else {
-				if !seen && (chunk.Content != "" || chunk.Reasoning != "" || chunk.Refusal != "") {
-					seen = true
-					c.m.firstToken.Observe(time.Since(start).Seconds())
-				}
-				if chunk.Usage != nil {
-					u := *chunk.Usage
-					usage = &u
-				}
-			}
+			meter.see(chunk, err)
 			if !yield(chunk, err) {
 				return
 			}
 		}
-		if outcome == "abandoned" {
-			outcome = "ok"
-		}
+		meter.outcome = cmp.Or(meter.outcome, "ok")
 	}
+}
+
+// chatMeter measures one chat stream.
+type chatMeter struct {
+	m       *Metrics
+	model   string
+	start   time.Time
+	texted  bool       // a chunk with text came: the time to first token is observed
+	usage   *llm.Usage // the last usage the provider sent
+	outcome string     // the error's kind, or "ok" once the stream ended without one; "" while it runs
+}
+
+// see measures what the stream yielded.
+func (t *chatMeter) see(chunk llm.Chunk, err error) {
+	if err != nil {
+		t.outcome = kindLabel(llm.KindOf(err))
+		return
+	}
+	if !t.texted && (chunk.Content != "" || chunk.Reasoning != "" || chunk.Refusal != "") {
+		t.texted = true
+		t.m.firstToken.Observe(time.Since(t.start).Seconds())
+	}
+	if chunk.Usage != nil {
+		u := *chunk.Usage
+		t.usage = &u
+	}
+}
+
+// record counts the usage and the outcome once the caller is done with the stream: a stream it
+// stopped reading before its end is "abandoned".
+func (t *chatMeter) record() {
+	if t.usage != nil {
+		t.m.Usage(t.model, *t.usage)
+	}
+	t.m.modelRequests.WithLabelValues("chat", cmp.Or(t.outcome, "abandoned")).Inc()
 }
 
 // ImageMaker generates images (handlers.Imager; *llm.Client implements it).
