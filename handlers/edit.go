@@ -359,35 +359,6 @@ func interimBackoff(n int) time.Duration {
 	return min(d, maxBackoff)
 }
 
-// sleepCtx waits for d; false when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
-const writeCallTimeout = 10 * time.Second
-
-// callCtx is the context of an interim Slack write that holds its slot: cancelling the answer (Stop,
-// shutdown) ends the waits for slots, not a call under way, which Slack may already have carried out
-// (a post abandoned then would be posted again by the final write, and its Stop button would stay).
-// The call is bounded by writeCallTimeout, and once the answer is cancelled by half of its closing
-// time (halfway to closeBy, counted from the cancellation), so at shutdown, where the final write's time
-// box counts from the cancellation too, the final write still fits in the rest.
-func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	octx, ocancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
-		return halfway(cancelled, a.r.closeBy(cause, cancelled, cancelled))
-	})
-	cctx, cancel := context.WithTimeout(octx, writeCallTimeout)
-	return cctx, func() { cancel(); ocancel() }
-}
-
 // final writes the whole answer md with its note and mark kind into the answer's messages: each
 // part's final edit, a post for each part not shown yet, and last the edits of parts whose buttons
 // only change.
@@ -512,7 +483,7 @@ func (e *editSink) repost(ctx context.Context, i int, msg Msg) error {
 		return fmt.Errorf("chat.postMessage part %d anew: %w", i+1, err)
 	}
 	a.outage.end() // Slack took a post: a later failure starts a new outage
-	if err := a.deleteMessage(ctx, old); err != nil {
+	if err := a.deleteMessage(ctx, replaceRetry, time.Time{}, old); err != nil {
 		a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(err))
 	}
 	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
@@ -613,26 +584,6 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 
 const adoptReadTimeout = time.Second
 
-// deleteMessage deletes one of the answer's messages (the Deletes budget). A timed-out delete is
-// repeated (a delete that landed answers message_not_found the next time, which counts as done).
-func (a *answer) deleteMessage(ctx context.Context, ts string) error {
-	o := a.r.opt.Budgets
-	err := retryWrite(ctx, replaceRetry, nil, o.Deletes.Wait, o.Deletes.Throttled,
-		func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, writeCallTimeout)
-			defer cancel()
-			err := a.r.msgs.Delete(ctx, a.req.Channel, ts)
-			if slackErr(err) == "message_not_found" {
-				return nil
-			}
-			return idempotent(err)
-		})
-	if err != nil {
-		return fmt.Errorf("chat.delete: %w", err)
-	}
-	return nil
-}
-
 func (e *editSink) mode() ReplyMode { return ModeEdit }
 
 func (e *editSink) shows() showing {
@@ -656,66 +607,6 @@ func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bo
 	}
 	err := e.final(ctx, c.md, c.note, c.kind)
 	return e.closed, err
-}
-
-// withdraw takes back a bare placeholder at shutdown: it tells the asker privately that the question
-// was not answered, then deletes the placeholder. Waits for either budget end at by; the writes
-// themselves may use all of ctx. When the private word cannot be sent the placeholder is kept (the
-// caller edits it), so the asker is never left with nothing.
-func (a *answer) withdraw(ctx context.Context, by time.Time, ts string) error {
-	o := a.r.opt.Budgets
-	if err := a.tellNotAnswered(ctx, by); err != nil {
-		return err
-	}
-	err := retryWrite(ctx, interimRetry, nil,
-		func(ctx context.Context) error { return waitBy(ctx, by, o.Deletes.Wait) },
-		o.Deletes.Throttled,
-		func(ctx context.Context) error { return a.r.msgs.Delete(ctx, a.req.Channel, ts) })
-	if err != nil {
-		return fmt.Errorf("chat.delete: %w", err)
-	}
-	return nil
-}
-
-// tellNotAnswered tells the asker privately (chat.postEphemeral, the Ephemerals budget) that the
-// question was not answered because the bot is restarting. The wait for the budget ends at by
-// (unless zero); the write may use all of ctx.
-func (a *answer) tellNotAnswered(ctx context.Context, by time.Time) error {
-	o := a.r.opt.Budgets
-	err := retryWrite(ctx, interimRetry, nil,
-		func(ctx context.Context) error { return waitBy(ctx, by, o.Ephemerals.Wait) },
-		o.Ephemerals.Throttled,
-		func(ctx context.Context) error {
-			return a.r.msgs.Ephemeral(ctx, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
-		})
-	if err != nil {
-		return fmt.Errorf("chat.postEphemeral: %w", err)
-	}
-	return nil
-}
-
-// notAnswered is for an answer shut down before it opened (no placeholder or stream yet): the asker
-// is told privately, on a context detached from the cancelled ctx and bounded like a closing write
-// at shutdown (closeBy, within the bot's grace period).
-func (a *answer) notAnswered(ctx context.Context) error {
-	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), a.r.closeBy(ErrShutdown, a.cancelledAt(), time.Now()))
-	defer cancel()
-	if err := a.tellNotAnswered(ctx, time.Time{}); err != nil {
-		return fmt.Errorf("shutdown before the placeholder: %w", err)
-	}
-	a.log.Info("shutdown before the placeholder; asker told privately")
-	return nil
-}
-
-// waitBy runs wait on ctx, ended at by unless by is zero: a wait for a slot bounded more tightly than
-// the write that follows it.
-func waitBy(ctx context.Context, by time.Time, wait func(context.Context) error) error {
-	if by.IsZero() {
-		return wait(ctx)
-	}
-	ctx, cancel := context.WithDeadline(ctx, by)
-	defer cancel()
-	return wait(ctx)
 }
 
 func (e *editSink) close() { e.lane.Close() }

@@ -150,7 +150,7 @@ func (a *answer) openInPlace(ctx context.Context, old []string) (*editSink, erro
 		return nil, fmt.Errorf("chat.update old answer: %w", err)
 	}
 	for _, ts := range old[1:] {
-		if err := a.deleteMessage(ctx, ts); err != nil {
+		if err := a.deleteMessage(ctx, replaceRetry, time.Time{}, ts); err != nil {
 			a.log.Warn("regenerate: a part of the old answer could not be deleted", zap.Error(err))
 		}
 	}
@@ -673,18 +673,4 @@ func (m *mailbox) latest(s snapshot) snapshot {
 	default:
 		return s
 	}
-}
-
-// postRetry posts msg in the answer's thread under the channel's post budgets, retried under pol
-// within outage o (nil: its own), and returns its ts (the last attempt's).
-func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
-	var ts string
-	err := retryWrite(ctx, pol, o,
-		func(ctx context.Context) error { return a.r.postWait(ctx, a.req.Channel) },
-		func(d time.Duration) { a.r.postThrottled(a.req.Channel, d) },
-		func(ctx context.Context) (err error) {
-			ts, err = a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
-			return err
-		})
-	return ts, err
 }

@@ -444,7 +444,7 @@ func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
 		rp.posted = append(rp.posted, strays...)
 	}
 	for _, ts := range rp.posted {
-		if err := a.deleteMessage(ctx, ts); err != nil {
+		if err := a.deleteMessage(ctx, replaceRetry, time.Time{}, ts); err != nil {
 			a.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(err))
 		}
 	}
@@ -454,10 +454,8 @@ func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
 // is stopped as it stands, if it is the open one: its text shows twice.
 func (s *streamSink) deleteStreamed(ctx context.Context) {
 	a := s.answer
-	o := a.r.opt.Budgets
 	for _, ts := range s.streamed {
-		err := retryWrite(ctx, interimRetry, nil, o.Deletes.Wait, o.Deletes.Throttled,
-			func(ctx context.Context) error { return a.r.msgs.Delete(ctx, a.req.Channel, ts) })
+		err := a.deleteMessage(ctx, interimRetry, time.Time{}, ts)
 		if err == nil {
 			continue
 		}
