@@ -412,8 +412,8 @@ const (
 	numFallbacks
 )
 
-// refusal tells, for each fallback, the refusal that calls for it.
-var refusal = [numFallbacks]func(*Error) bool{
+// calledFor reports, for each fallback, whether an error is the refusal that calls for it.
+var calledFor = [numFallbacks]func(*Error) bool{
 	noStreamUsage:    rejectsStreamOptions,
 	noTemperature:    rejectsTemperature,
 	alternatingTurns: rejectsRoleOrder,
@@ -421,11 +421,15 @@ var refusal = [numFallbacks]func(*Error) bool{
 
 // hook is the callback told when a model first needs f.
 func (h Hooks) hook(f fallback) func(model string) {
-	return [numFallbacks]func(string){
-		noStreamUsage:    h.StreamUsageDropped,
-		noTemperature:    h.TemperatureDropped,
-		alternatingTurns: h.AlternatingTurns,
-	}[f]
+	switch f {
+	case noStreamUsage:
+		return h.StreamUsageDropped
+	case noTemperature:
+		return h.TemperatureDropped
+	case alternatingTurns:
+		return h.AlternatingTurns
+	}
+	return nil
 }
 
 // fallbacks is a set of fallbacks: those a request is sent with.
@@ -437,7 +441,7 @@ func (s fallbacks) with(f fallback) fallbacks { return s | 1<<f }
 // answer returns the first fallback not yet in s that e calls for.
 func (s fallbacks) answer(e *Error) (fallback, bool) {
 	for f := range numFallbacks {
-		if !s.has(f) && refusal[f](e) {
+		if !s.has(f) && calledFor[f](e) {
 			return f, true
 		}
 	}
