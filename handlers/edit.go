@@ -47,8 +47,6 @@ type editSink struct {
 	edits int
 	posts int
 
-	// editBy, when set, bounds each wait of the final write for a chat.update slot (at shutdown).
-	editBy time.Time
 	// closed: the final write's last part (the one with the note) landed.
 	closed bool
 	// lostPost: an interim post of the next part timed out, and Slack may have posted it: the final
@@ -124,9 +122,9 @@ func (e *editSink) visible(md string) string {
 // within continueWait, the final write takes it (slotHeld). Otherwise, if the message shows whole
 // blocks of the answer (tailMD), it keeps them, sealed as they are, and the rest of the answer goes
 // in new messages (the final write posts them); else the final write waits for its turn as usual.
-func (e *editSink) continueByPost(ctx context.Context, md string) {
+func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
-	if k < 0 || e.shown[k] == "" || !e.editBy.IsZero() || e.slotHeld || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD) {
+	if k < 0 || e.shown[k] == "" || !by.IsZero() || e.slotHeld || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD) {
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, continueWait)
@@ -362,12 +360,12 @@ func interimBackoff(n int) time.Duration {
 // final writes the whole answer md with its note and mark kind into the answer's messages: each
 // part's final edit, a post for each part not shown yet, and last the edits of parts whose buttons
 // only change.
-func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKind) error {
-	parts := e.finalParts(ctx, md, note)
+func (e *editSink) final(ctx context.Context, c closing) error {
+	parts := e.finalParts(ctx, c.md, c.note, c.turnBy)
 	var errs []error
 	var later []int // parts whose text is shown and whose buttons only change: edited once the rest landed
 	for i := range parts {
-		deferred, stop, err := e.finalPart(ctx, parts, i, kind, note)
+		deferred, stop, err := e.finalPart(ctx, parts, i, c)
 		if deferred {
 			later = append(later, i)
 		}
@@ -379,8 +377,8 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 		}
 	}
 	for _, i := range later {
-		msg := Msg{Text: parts[i], Mark: e.finalMark(kind, note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
-		if err := e.finalEdit(ctx, i, msg); err != nil {
+		msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+		if err := e.finalEdit(ctx, i, msg, c.turnBy); err != nil {
 			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
 			break
 		}
@@ -391,14 +389,14 @@ func (e *editSink) final(ctx context.Context, md, note string, kind convo.MarkKi
 // finalParts is the whole answer md in parts, the note after the last. A part a timed-out post may
 // have posted is found first (adoptLost), and the last message may be sealed as it shows for the rest
 // to be posted below it (continueByPost).
-func (e *editSink) finalParts(ctx context.Context, md, note string) []string {
+func (e *editSink) finalParts(ctx context.Context, md, note string, by time.Time) []string {
 	if e.lostPost {
 		e.lostPost = false
 		e.adoptLost(ctx)
 	}
 	var parts []string
 	if strings.TrimSpace(md) != "" {
-		e.continueByPost(ctx, md)
+		e.continueByPost(ctx, md, by)
 		parts = e.pager.Update(md, true)
 	}
 	return withNote(parts, note)
@@ -422,16 +420,16 @@ func withNote(parts []string, note string) []string {
 // finalPart writes part i of the final parts: a post of a message not shown yet, an edit of its
 // message, or nothing now when only its buttons change (deferred: edited once the rest landed). It
 // returns the write's error, and stop when the final write stops there.
-func (e *editSink) finalPart(ctx context.Context, parts []string, i int, kind convo.MarkKind, note string) (deferred, stop bool, err error) {
-	msg := Msg{Text: parts[i], Mark: e.finalMark(kind, note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closing) (deferred, stop bool, err error) {
+	msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 	switch {
 	case i >= len(e.ts):
 		err = e.postFinal(ctx, i, msg)
 		stop = err != nil // later parts would come out of order
-	case msg.Text == e.shown[i] && kind == convo.MarkAnswer && msg.Mark.Note == "":
+	case msg.Text == e.shown[i] && c.kind == convo.MarkAnswer && msg.Mark.Note == "":
 		return e.btn[i] != buttonKey(msg.Buttons), false, nil // already shown, with the same mark
 	default:
-		stop, err = e.editFinal(ctx, i, msg)
+		stop, err = e.editFinal(ctx, i, msg, c.turnBy)
 	}
 	if !stop {
 		e.closed = i == len(parts)-1
@@ -454,12 +452,12 @@ func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 // editFinal writes msg into the message of part i. When the answer's last message refuses the edit,
 // its part is posted anew in its place (repost); the edit's error is returned even then, and stop
 // when the final write cannot go on.
-func (e *editSink) editFinal(ctx context.Context, i int, msg Msg) (stop bool, err error) {
-	if err = e.finalEdit(ctx, i, msg); err == nil {
+func (e *editSink) editFinal(ctx context.Context, i int, msg Msg, by time.Time) (stop bool, err error) {
+	if err = e.finalEdit(ctx, i, msg, by); err == nil {
 		return false, nil
 	}
 	err = fmt.Errorf("chat.update part %d: %w", i+1, err)
-	if !repostRefused(i == len(e.ts)-1, slackErr(err) == "message_not_found", ctx.Err() == nil, !e.editBy.IsZero()) {
+	if !repostRefused(i == len(e.ts)-1, slackErr(err) == "message_not_found", ctx.Err() == nil, !by.IsZero()) {
 		return true, err
 	}
 	if perr := e.repost(ctx, i, msg); perr != nil {
@@ -505,9 +503,9 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 	return mark
 }
 
-// finalEdit writes msg into part i's message, waiting its turn in the edit budget (by editBy at
+// finalEdit writes msg into part i's message, waiting its turn in the edit budget (until by at
 // shutdown; at once when a turn is held, see continueByPost) and retrying under closingRetry.
-func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg) error {
+func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, by time.Time) error {
 	a := e.answer
 	ts := e.ts[i]
 	err := retryWrite(ctx, closingRetry, &a.outage,
@@ -516,7 +514,7 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg) error {
 				e.slotHeld = false
 				return nil
 			}
-			return waitBy(ctx, e.editBy, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, a.unshown) })
+			return waitBy(ctx, by, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, a.unshown) })
 		},
 		e.lane.Throttled,
 		func(ctx context.Context) error { return idempotent(a.r.msgs.Update(ctx, a.req.Channel, ts, msg)) })
@@ -601,11 +599,10 @@ func (e *editSink) placeholderTS() string { return e.firstTS() }
 // closeStep carries out stepFinal and stepFinalInTime; edit mode has no other steps of its own.
 // The final write has closed the answer once its last part, the one with the note, has landed.
 func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bool, error) {
-	if step == stepFinalInTime {
-		e.editBy = c.turnBy
-		defer func() { e.editBy = time.Time{} }()
+	if step == stepFinal {
+		c.turnBy = time.Time{} // the whole final write: no note follows it
 	}
-	err := e.final(ctx, c.md, c.note, c.kind)
+	err := e.final(ctx, c)
 	return e.closed, err
 }
 

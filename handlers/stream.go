@@ -36,9 +36,6 @@ type streamSink struct {
 	appends int
 	rescued bool
 
-	// stopBy, when set (at shutdown), bounds the final write's wait for a chat.stopStream slot, and a
-	// final write that fails is not rescued (the caller posts a note instead).
-	stopBy time.Time
 	// appendWait, when set (by the final write), is waited for before each chat.appendStream: the
 	// appends budget (the lane), which interim writes wait for before they write.
 	appendWait func(ctx context.Context) error
@@ -230,8 +227,8 @@ func (s *streamSink) placeholderTS() string { return s.ts }
 func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (bool, error) {
 	switch step {
 	case stepFinal, stepFinalInTime:
-		if step == stepFinalInTime {
-			s.stopBy = c.turnBy
+		if step == stepFinal {
+			c.turnBy = time.Time{} // the whole final write, rescued if need be: no note follows it
 		}
 		err := s.final(ctx, c)
 		return err == nil, err
@@ -243,11 +240,10 @@ func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (
 		err := s.rescue(ctx, c.md, c.note, c.kind)
 		return err == nil, err
 	case stepStopAsItStands:
-		s.stopBy = c.turnBy
-		return false, errors.Join(errAppendsRefused, s.stopAsItStands(ctx, ""))
+		return false, errors.Join(errAppendsRefused, s.stopAsItStands(ctx, "", c.turnBy))
 	case stepStopUnfinished:
 		// The open streamed message is stopped as it stands, saying the rest is missing.
-		return false, s.stopAsItStands(ctx, textUnfinished)
+		return false, s.stopAsItStands(ctx, textUnfinished, time.Time{})
 	}
 	return false, fmt.Errorf("closing a stream: no step %v", step)
 }
@@ -265,7 +261,8 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 }
 
 // final appends the rest of the answer c and its note, and stops the stream. What Slack did not
-// take waits for a later call (a final write again, at shutdown).
+// take waits for a later call (a final write again, at shutdown). Its waits for a turn end at
+// c.turnBy (unless zero).
 func (s *streamSink) final(ctx context.Context, c closing) error {
 	a := s.answer
 	s.feed(c.md)
@@ -285,11 +282,11 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 	whole := len(text)
 	// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
 	s.appendWait = func(ctx context.Context) error {
-		return waitBy(ctx, s.stopBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
+		return waitBy(ctx, c.turnBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
 	}
 	var last error // the attempt's error, whose 429 throttled charges
 	err := retryWrite(ctx, closingRetry, &a.outage,
-		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, a.r.opt.Budgets.Streams.Wait) },
+		func(ctx context.Context) error { return waitBy(ctx, c.turnBy, a.r.opt.Budgets.Streams.Wait) },
 		func(d time.Duration) { s.throttled(last, d) },
 		func(ctx context.Context) error {
 			last = s.finalAttempt(ctx, &text, c.kind, c.note)
@@ -305,15 +302,15 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
 
 // stopAsItStands stops the streamed message being written with the text it shows, and note (if any)
-// after it.
-func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
+// after it. Its waits for a turn end at by (unless zero).
+func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Time) error {
 	a := s.answer
 	if s.ts == "" && note != "" {
 		// No streamed message is open: the note goes in a new one (the budgets of any start).
 		var ts string
 		err := retryWrite(ctx, closingRetry, &a.outage,
 			func(ctx context.Context) error {
-				if err := waitBy(ctx, s.stopBy, a.r.opt.Budgets.Streams.Wait); err != nil {
+				if err := waitBy(ctx, by, a.r.opt.Budgets.Streams.Wait); err != nil {
 					return err
 				}
 				return a.r.postWait(ctx, a.req.Channel)
@@ -337,7 +334,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string) error {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
 	err := retryWrite(ctx, closingRetry, &a.outage,
-		func(ctx context.Context) error { return waitBy(ctx, s.stopBy, a.r.opt.Budgets.Streams.Wait) },
+		func(ctx context.Context) error { return waitBy(ctx, by, a.r.opt.Budgets.Streams.Wait) },
 		a.r.opt.Budgets.Streams.Throttled,
 		func(ctx context.Context) error {
 			var bs []Button
@@ -463,7 +460,7 @@ func (s *streamSink) deleteStreamed(ctx context.Context) {
 		if ts != s.ts {
 			continue
 		}
-		if err := s.stopAsItStands(ctx, ""); err != nil {
+		if err := s.stopAsItStands(ctx, "", time.Time{}); err != nil {
 			a.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
 		}
 	}
