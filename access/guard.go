@@ -88,11 +88,17 @@ func (g *Guard) accept(next route.Handler, req *route.Request) route.Decision {
 		g.denied(req.Feature, d.Reason)
 		return route.Decision{Say: d.Message}
 	}
+	refund := true // also when next panics: a picture not started costs nothing
+	defer func() {
+		if refund {
+			g.opt.Quota.Refund(taken)
+		}
+	}()
 	nd := next.Accept(req)
 	if !nd.Run { // an empty prompt, or too many pictures in progress: it costs nothing
-		g.opt.Quota.Refund(taken)
 		return nd
 	}
+	refund = false
 	g.mu.Lock()
 	g.pending[req] = taken
 	g.mu.Unlock()
@@ -106,9 +112,13 @@ func (g *Guard) run(ctx context.Context, next route.Handler, req *route.Request)
 	taken, ok := g.pending[req]
 	delete(g.pending, req)
 	g.mu.Unlock()
+	delivered := false
+	defer func() { // also when next panics
+		if ok && !delivered {
+			g.opt.Quota.Refund(taken)
+		}
+	}()
 	err := next.Run(ctx, req)
-	if ok && err != nil {
-		g.opt.Quota.Refund(taken)
-	}
+	delivered = err == nil
 	return err
 }

@@ -338,3 +338,32 @@ func TestGuardQuotaRefusalDoesNotHoldImaginePlace(t *testing.T) {
 		}
 	}
 }
+
+// A picture whose handler panics, in Accept or in Run, goes back to the person's quota: only
+// pictures delivered count.
+func TestGuardQuotaRefundedWhenTheHandlerPanics(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		accept func(*route.Request) route.Decision
+		run    func(context.Context, *route.Request) error
+	}{
+		{"in Accept", func(*route.Request) route.Decision { panic("boom") }, nil},
+		{"in Run", func(*route.Request) route.Decision { return route.Decision{Run: true} },
+			func(context.Context, *route.Request) error { panic("boom") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := access.NewQuota(1, 0)
+			h := access.NewGuard(access.GuardOptions{Quota: q}).Middleware(route.Funcs{AcceptFunc: tc.accept, RunFunc: tc.run})
+			req := imagine("C1", "U1", "a fox")
+			func() {
+				defer func() { _ = recover() }() // the bot recovers it
+				if h.Accept(req).Run {
+					_ = h.Run(t.Context(), req)
+				}
+			}()
+			if got := q.Remaining("U1"); got != 1 {
+				t.Errorf("remaining = %d after the panic, want 1", got)
+			}
+		})
+	}
+}

@@ -595,19 +595,33 @@ func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time,
 	if !d.Run {
 		return
 	}
+	if req.Kind == route.Command {
+		// Acked: anything said later is told privately.
+		say = b.tellLater(req.Channel, req.User, req.ThreadTS, log)
+	}
 	if req.Reply != nil {
 		b.startReply(work, h, req, d.Quiet, read, log, say)
 		return
 	}
+	place := b.slots.join() // in the loop: in arrival order
 	b.later(func() {
-		err := b.slots.acquire(work)
+		err := place.wait(work)
 		if err == nil {
 			defer b.slots.release()
 		} // else shutting down: Run sees its context ended and closes with its own note
 		started := time.Now()
 		err = run(work, h, req)
+		b.failed(err, req.Channel, req.User, req.ThreadTS, log)
 		b.finished(req.Feature, err, read, started, log)
 	})
+}
+
+// failed tells the person privately that their request failed when its handler panicked (it said
+// nothing itself); any other error the handler has told them about.
+func (b *Bot) failed(err error, channel, user, threadTS string, log *zap.Logger) {
+	if errors.Is(err, errPanic) {
+		b.tell(channel, user, threadTS, textFailed, log)
+	}
 }
 
 // textFailed is told when a request's route failed before it could start.
@@ -646,11 +660,16 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 	}
 	key := threadKey(rr.Channel, rr.ThreadTS)
 	prev, done := b.turns.take(key)
+	var place *ticket
+	if prev == nil {
+		place = b.slots.join() // in the loop: in arrival order (after a turn, the line is joined then)
+	}
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
 	b.later(func() {
-		started, ran, err := b.answer(work, h, req, key, prev, done, log)
+		started, ran, err := b.answer(work, h, req, key, prev, place, done, log)
 		b.replies.Add(-1) // before finished: once its end is reported, the answer no longer counts
 		if ran {
+			b.failed(err, rr.Channel, rr.User, rr.ThreadTS, log)
 			b.finished("reply", err, read, started, log) // after the place and the thread are free
 		} else if !quiet {
 			log.Info("reply not started: shutting down")
@@ -659,14 +678,25 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 	})
 }
 
-// answer waits for the thread's turn and a place, and runs the reply; it frees both before
-// returning. started is when it started; ran is false when shutdown came first.
-func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, key string, prev <-chan struct{}, done func(), log *zap.Logger) (started time.Time, ran bool, err error) {
+// answer waits for the thread's turn and a place (place: the one taken at arrival; nil: take one
+// after the turn), and runs the reply; it frees both before returning. started is when it started;
+// ran is false when shutdown came first.
+func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, key string, prev <-chan struct{}, place *ticket, done func(), log *zap.Logger) (started time.Time, ran bool, err error) {
 	defer done()
 	if prev != nil {
-		<-prev // always wait, even when cancelled, so the order of the thread holds
+		select {
+		case <-prev:
+		case <-work.Done(): // shutting down: neither answer will start, so their order no longer matters
+		}
 	}
-	if context.Cause(work) != nil || b.slots.acquire(work) != nil {
+	if place == nil {
+		place = b.slots.join()
+	}
+	if err := place.wait(work); err != nil {
+		return time.Now(), false, nil
+	}
+	if context.Cause(work) != nil { // a place came as the shutdown did: the answer is not started
+		b.slots.release()
 		return time.Now(), false, nil
 	}
 	defer b.slots.release()

@@ -44,6 +44,11 @@ func (f *fakeReplier) Reply(ctx context.Context, req route.ReplyRequest) error {
 	return f.fn(ctx, req)
 }
 
+// triage is the fake's Replies.Triage: every message runs; a follow-up is quiet unless known.
+func (f *fakeReplier) triage(req route.ReplyRequest) (run, quiet bool) {
+	return true, req.FollowUp && (f.known == nil || !f.known(req))
+}
+
 func (f *fakeReplier) requests() []route.ReplyRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -90,7 +95,7 @@ func newClient(fs *fakeslack.Server) *slack.Client {
 func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *route.Table {
 	routes := route.NewTable()
 	add := []route.Route{
-		{Kind: route.Message, Name: route.MessageRoute, Handler: handlers.ReplyHandler(r, r.known)},
+		{Kind: route.Message, Name: route.MessageRoute, Handler: handlers.ReplyHandler(r, r.triage)},
 		{Kind: route.Action, Name: handlers.ActionRegenerate, Handler: handlers.RegenerateHandler(r)},
 	}
 	if im != nil {

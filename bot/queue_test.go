@@ -118,3 +118,106 @@ func TestSlotsServeInArrivalOrder(t *testing.T) {
 		}
 	})
 }
+
+// Questions that arrive together (one burst, whose work starts once it is acked) are answered in
+// the order they were asked, whatever order their goroutines start in.
+func TestBurstIsAnsweredInArrivalOrder(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	started := make(chan string, 9) // at most nine replies start
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- req.Text
+		if req.Text == "first" {
+			<-release
+		}
+		return nil
+	}}
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 20})
+	fs.PostUserMessage("D0", "U0", "", "first")
+	waitChan(t, "first reply", started)
+	var want []string
+	for i := range 8 {
+		text := fmt.Sprint("q", i)
+		want = append(want, text)
+		fs.PostUserMessage(fmt.Sprint("D", i+1), fmt.Sprint("U", i+1), "", text)
+	}
+	h.waitFor(t, "eight waiting", func() bool { return h.bot.slots.queued() == 8 })
+	close(release)
+	var got []string
+	for range 8 {
+		got = append(got, waitChan(t, "a reply", started))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("started %v, want the order asked %v", got, want)
+	}
+}
+
+// A handler that panics leaves its asker a short private reason.
+func TestPanicTellsTheAsker(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r := &fakeReplier{fn: func(context.Context, route.ReplyRequest) error { panic("boom") }}
+	h := startBot(t, fs, r, nil, Options{})
+	fs.PostUserMessage("D1", "U1", "", "hello")
+	h.waitFor(t, "the note", func() bool { return len(fs.Ephemerals()) == 1 })
+	if e := fs.Ephemerals()[0]; e.User != "U1" || e.Text != textFailed {
+		t.Errorf("note %+v, want %q to U1", e, textFailed)
+	}
+}
+
+// A slash command is acked once: when its answer in a thread cannot run (the bot is full), the busy
+// note is told privately, not as a second ack.
+func TestCommandAnsweredInAThreadIsAckedOnce(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1) // one reply starts
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+	ask := route.Route{Kind: route.Command, Name: "/ask", Handler: route.Funcs{
+		AcceptFunc: func(req *route.Request) route.Decision {
+			req.Reply = &route.ReplyRequest{Channel: req.Channel, User: req.User, TS: "1.0", ThreadTS: "1.0", Text: req.Text}
+			return route.Decision{Run: true, Say: "On it."}
+		},
+		RunFunc: func(context.Context, *route.Request) error { return nil },
+	}}
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1}, ask)
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	fs.SlashCommand("C1", "U2", "/ask", "two")
+	h.waitFor(t, "the busy note", func() bool { return len(fs.Ephemerals()) == 1 })
+	if e := fs.Ephemerals()[0]; e.User != "U2" || e.Text != BusyText {
+		t.Errorf("note %+v, want the busy note to U2", e)
+	}
+	if acks := fs.Acks(); len(acks) != len(fs.Envelopes()) {
+		t.Errorf("%d acks for %d envelopes, want one each", len(acks), len(fs.Envelopes()))
+	}
+}
+
+// At shutdown an answer waiting for its thread's turn is told to ask again at once, not after the
+// answer before it has written its closing note (by then the grace period may be over).
+func TestShutdownTellsTheNextInTheThreadAtOnce(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	const grace = 2 * time.Second
+	started := make(chan struct{}, 1) // one reply starts
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		time.Sleep(CloseReserve(grace)) // its closing note takes all the time kept for closing
+		return context.Cause(ctx)
+	}}
+	h := startBot(t, fs, r, nil, Options{Grace: grace})
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
+	waitChan(t, "first reply", started)
+	fs.PostUserMessage("C1", "U2", parent, "<@UBOT> second, same thread")
+	h.waitFor(t, "second waiting for its turn", func() bool { return len(fs.Acks()) == len(fs.Envelopes()) && h.bot.replies.Load() == 2 })
+	if err := h.shutdown(t); err != nil {
+		t.Fatal(err)
+	}
+	e := fs.Ephemerals()
+	if len(e) != 1 || e[0].User != "U2" || e[0].Text != RestartText {
+		t.Errorf("notes %+v, want the restart note to U2", e)
+	}
+}

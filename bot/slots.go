@@ -6,37 +6,54 @@ import (
 )
 
 // slots bounds the work running at once (answers and /imagine jobs: model requests in flight) and
-// queues the rest in arrival order: a question asked first is answered first, whatever the Go
-// scheduler wakes first.
+// queues the rest in arrival order. The loop joins the line (join) as each request arrives, before
+// the goroutine that will wait starts, so a question asked first is answered first whatever order
+// the Go scheduler starts those goroutines in.
 type slots struct {
 	mu      sync.Mutex
 	free    int
-	waiting []chan struct{} // oldest first; closed when handed a slot
+	waiting []*ticket // oldest first
+}
+
+// ticket is a place in the line for a slot.
+type ticket struct {
+	s     *slots
+	ready chan struct{} // closed when the ticket holds a slot
 }
 
 func newSlots(n int) *slots { return &slots{free: n} }
 
-// acquire waits for a slot, in arrival order, until ctx ends (then it returns ctx's cause and
-// holds no slot). Every acquire that returns nil needs one release.
-func (s *slots) acquire(ctx context.Context) error {
+// join takes a place in the line now. The ticket must be waited for (wait), which holds a slot once
+// it returns nil; every such slot needs one release.
+func (s *slots) join() *ticket {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &ticket{s: s, ready: make(chan struct{})}
 	if s.free > 0 && len(s.waiting) == 0 {
 		s.free--
-		s.mu.Unlock()
-		return nil
+		close(t.ready)
+		return t
 	}
-	ready := make(chan struct{})
-	s.waiting = append(s.waiting, ready)
-	s.mu.Unlock()
+	s.waiting = append(s.waiting, t)
+	return t
+}
+
+// acquire is join and wait.
+func (s *slots) acquire(ctx context.Context) error { return s.join().wait(ctx) }
+
+// wait waits for the ticket's slot until ctx ends (then it returns ctx's cause, holds no slot, and
+// leaves the line).
+func (t *ticket) wait(ctx context.Context) error {
 	select {
-	case <-ready:
+	case <-t.ready:
 		return nil
 	case <-ctx.Done():
 	}
+	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, w := range s.waiting {
-		if w == ready {
+		if w == t {
 			s.waiting = append(s.waiting[:i], s.waiting[i+1:]...)
 			return context.Cause(ctx)
 		}
@@ -46,24 +63,24 @@ func (s *slots) acquire(ctx context.Context) error {
 	return context.Cause(ctx)
 }
 
-// release frees a slot: the oldest waiter gets it.
+// release frees a slot: the oldest in line gets it.
 func (s *slots) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.handOver()
 }
 
-// handOver passes one slot to the oldest waiter, or frees it. s.mu is held.
+// handOver passes one slot to the oldest in line, or frees it. s.mu is held.
 func (s *slots) handOver() {
 	if len(s.waiting) == 0 {
 		s.free++
 		return
 	}
-	close(s.waiting[0])
+	close(s.waiting[0].ready)
 	s.waiting = s.waiting[1:]
 }
 
-// queued is how many wait for a slot.
+// queued is how many wait in line.
 func (s *slots) queued() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

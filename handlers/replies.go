@@ -198,6 +198,23 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	return a.run(ctx, thread)
 }
 
+// Triage says, without I/O, whether the bot should run req, and whether it keeps quiet about it
+// when it cannot (the bot is full or restarting). A message with a mention, a DM or a Regenerate
+// runs and is told. A thread message without a mention runs only when it may be for the bot (see
+// mayFollowUp) and its thread is not remembered as one the bot has no part in, so that people
+// talking among themselves never take a place in the bot's queue; it is quiet unless its thread is
+// remembered as one of the bot's (KnownFollowUp).
+func (r *Replies) Triage(req route.ReplyRequest) (run, quiet bool) {
+	if !req.FollowUp {
+		return true, false
+	}
+	if !r.mayFollowUp(req, req.ThreadTS) {
+		return false, true
+	}
+	known, remembered := r.botThreads.get(req.Channel + "/" + req.ThreadTS)
+	return !remembered || known, !(remembered && known)
+}
+
 // KnownFollowUp reports, without I/O, whether Reply would answer the follow-up req as far as is
 // known now: follow-ups are on, it is a reply in a thread, it is not addressed to someone else, and
 // the thread is remembered as one the bot takes part in. The bot uses it to tell the asker when it

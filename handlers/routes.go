@@ -13,23 +13,27 @@ type Answerer interface {
 	Reply(ctx context.Context, req route.ReplyRequest) error
 }
 
-// Handler serves route.MessageRoute with r (ReplyHandler).
-func (r *Replies) Handler() route.Handler { return ReplyHandler(r, r.KnownFollowUp) }
+// Handler serves route.MessageRoute with r (ReplyHandler, with r's Triage).
+func (r *Replies) Handler() route.Handler { return ReplyHandler(r, r.Triage) }
 
 // RegenerateHandler serves ActionRegenerate with r (see the package function).
 func (r *Replies) RegenerateHandler() route.Handler { return RegenerateHandler(r) }
 
 // ReplyHandler serves route.MessageRoute: mentions, DMs and thread follow-ups are answered in their
-// thread by a. A follow-up not known to be for the bot (known; nil: none is) is quiet: when the bot
-// cannot run it, nobody is told, since it may be people talking among themselves.
-func ReplyHandler(a Answerer, known func(route.ReplyRequest) bool) route.Handler {
+// thread by a. triage says, without I/O, whether a message runs at all, and whether it is quiet
+// when the bot cannot run it (a follow-up that may be people talking among themselves: nobody is
+// told); nil: every message runs, and follow-ups are quiet.
+func ReplyHandler(a Answerer, triage func(route.ReplyRequest) (run, quiet bool)) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			if req.Reply == nil {
 				return route.Decision{}
 			}
-			quiet := req.Reply.FollowUp && (known == nil || !known(*req.Reply))
-			return route.Decision{Run: true, Quiet: quiet}
+			if triage == nil {
+				return route.Decision{Run: true, Quiet: req.Reply.FollowUp}
+			}
+			run, quiet := triage(*req.Reply)
+			return route.Decision{Run: run, Quiet: quiet}
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error { return a.Reply(ctx, *req.Reply) },
 	}
