@@ -133,7 +133,7 @@ type closing struct {
 // none could.
 func (a *answer) closeAnswer(ctx context.Context, s sink, end ending, closeBy time.Time, c closing) error {
 	if end == endShutdown {
-		c.turnBy = time.Now().Add(time.Until(closeBy) / 2)
+		c.turnBy = halfway(time.Now(), closeBy)
 	}
 	plan := planClose(s.mode(), end, s.shows())
 	var errs []error
