@@ -100,6 +100,7 @@ type State struct {
 const (
 	closeReserve  = 2 * time.Second // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
 	noticeTimeout = 10 * time.Second
+	busyNoteEvery = time.Minute // one "busy" note per person at most this often
 
 	// Work is started once the envelopes arriving with it are acked: held until no envelope came
 	// for burstGap, never longer than burstHold (see Bot.later).
@@ -126,6 +127,7 @@ type Bot struct {
 
 	// Only the event loop goroutine touches these.
 	envelopes, events, messages *seen
+	busyTold                    *seen    // people told the bot is busy in the last busyNoteEvery
 	held                        []func() // work handled but not started yet (see later)
 
 	mu     sync.Mutex
@@ -173,6 +175,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
+		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
 	}
 	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
 		Acked: opt.Hooks.Acked, State: b.socketState})
@@ -650,8 +653,11 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 		if b.opt.Hooks.Busy != nil {
 			b.opt.Hooks.Busy()
 		}
-		if quiet {
-			log.Warn("busy: follow-up dropped", zap.Int("max_concurrent", b.opt.MaxConcurrent), zap.Int("max_queued", b.opt.MaxQueued))
+		if quiet || b.busyTold.add(rr.User, read) {
+			// A follow-up that may not be for the bot, or someone told a moment ago: a flood of
+			// messages while the bot is full must not become a flood of notes competing with the
+			// answers for Slack's limits.
+			log.Warn("busy: not answered, nobody told", zap.Int("max_concurrent", b.opt.MaxConcurrent), zap.Int("max_queued", b.opt.MaxQueued))
 			return
 		}
 		log.Warn("busy: asker told to retry", zap.Int("max_concurrent", b.opt.MaxConcurrent), zap.Int("max_queued", b.opt.MaxQueued))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -219,5 +220,32 @@ func TestShutdownTellsTheNextInTheThreadAtOnce(t *testing.T) {
 	e := fs.Ephemerals()
 	if len(e) != 1 || e[0].User != "U2" || e[0].Text != RestartText {
 		t.Errorf("notes %+v, want the restart note to U2", e)
+	}
+}
+
+// Someone who keeps asking while the bot is full is told it is busy once a minute, not once per
+// message.
+func TestBusyNoteOncePerPersonAMinute(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1) // one reply starts
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+	var busy atomic.Int32
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, Hooks: Hooks{Busy: func() { busy.Add(1) }}})
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	for i := range 3 {
+		fs.PostUserMessage("D2", "U2", "", fmt.Sprint("again ", i))
+	}
+	h.waitFor(t, "three refused", func() bool { return busy.Load() == 3 })
+	h.waitFor(t, "the note", func() bool { return len(fs.Ephemerals()) >= 1 })
+	time.Sleep(100 * time.Millisecond) // a second note would be on its way by now
+	if n := len(fs.Ephemerals()); n != 1 {
+		t.Errorf("%d busy notes to U2, want 1", n)
 	}
 }
