@@ -91,7 +91,10 @@ func (e *editSink) buttons(i, n int, final bool) []Button {
 const (
 	wholeBlocksSpacing = 3 * time.Second // an answer's edits this far apart: whole blocks only
 	wholeBlocksSlack   = 400             // bytes of a block still being written that may wait for its end
-	continueWait       = time.Second
+	// continueWait is how long, under load, the last edit may wait for its turn before the rest of
+	// the answer is posted instead (out of load, a moment's wait, as for one answer after a 429, is
+	// better than an answer split in two messages: it always waits).
+	continueWait = time.Second
 )
 
 // visible is the part of the answer md the next interim write shows: all of it, or under load up to
@@ -124,8 +127,9 @@ func (e *editSink) visible(md string) string {
 // in new messages (the final write posts them); else the final write waits for its turn as usual.
 func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
-	if k < 0 || e.shown[k] == "" || !by.IsZero() || e.slotHeld || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD) {
-		return
+	if k < 0 || e.shown[k] == "" || !by.IsZero() || e.slotHeld || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD) ||
+		e.answer.r.opt.Budgets.Edits.Spacing() < wholeBlocksSpacing {
+		return // not under load: the last edit's turn comes soon enough
 	}
 	wctx, cancel := context.WithTimeout(ctx, continueWait)
 	err := e.lane.Wait(wctx, pace.Final, e.answer.unshown)
