@@ -52,7 +52,7 @@ type Config struct {
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
 	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
 	AnswerBots           bool          `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
-	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, and Another one on /imagine pictures (needs Interactivity on in the app settings). false: none."`
+	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
 
 	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
 	LLMHeaderTimeout  time.Duration `envconfig:"LLM_HEADER_TIMEOUT" default:"120s" desc:"Time to the first response headers of a chat request."`
