@@ -90,11 +90,13 @@ type result struct {
 	last429      map[string]time.Duration // per method: its last 429, from the load's start (Slack time)
 	complete     int
 	wrong, lost  int
-	duplicates   int // extra bot messages in threads that do not show the answer, and extra model requests
-	continued    int // answers whose end was posted in a second message (the edit budget was spent)
-	streamed     int // answers written with native streaming alone
-	edited       int // answers written by posting and editing alone
-	bothWays     int // answers streamed, then posted (a stream that could not be finished)
+	duplicates   int             // extra bot messages in threads that do not show the answer, and extra model requests
+	continued    int             // answers whose end was posted in a second message (the edit budget was spent)
+	streamed     int             // answers written with native streaming alone
+	edited       int             // answers written by posting and editing alone
+	bothWays     int             // answers streamed, then posted (a stream that could not be finished)
+	streamLags   []time.Duration // lags of the tokens of answers written with native streaming alone
+	editLags     []time.Duration // lags of the tokens of answers written by posting and editing alone
 	unmatched    int
 	peakStreams  int             // most model streams open at once
 	toModel      []time.Duration // question posted -> the model request for it (not scaled)
@@ -470,17 +472,23 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 			res.duplicates += max(o.messages-1, 0)
 		}
 		res.unmatched += o.unmatched
+		res.hidden += o.hidden
+		var way *[]time.Duration // the lags of answers written one way, kept apart as well
 		switch {
 		case o.streamed && o.posted:
 			res.bothWays++
 		case o.streamed:
 			res.streamed++
+			way = &res.streamLags
 		case o.posted:
 			res.edited++
+			way = &res.editLags
 		}
-		res.hidden += o.hidden
 		for _, l := range o.lags {
 			res.lags = append(res.lags, up(l))
+			if way != nil {
+				*way = append(*way, up(l))
+			}
 		}
 		if o.hasFirst {
 			res.firstText = append(res.firstText, up(o.firstText))

@@ -85,7 +85,7 @@ func TestSmokeStream(t *testing.T) {
 		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
 	}
 	table := out.String()
-	for _, want := range []string{"REPLY_MODE=stream", "| 2 | fair |", "| 2 / 0 / 0 / 0 |", "answers streamed 2, edited 0, both 0", "chat.startStream 2"} {
+	for _, want := range []string{"REPLY_MODE=stream", "| 2 | fair |", "| 2 / 0 / 0 / 0 |", "answers streamed 2 (lag mean / p95 ", "edited 0, both 0", "chat.startStream 2"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("no %q in:\n%s\nstderr:\n%s", want, table, errs.String())
 		}

@@ -72,9 +72,15 @@ func (r *result) summary() string {
 }
 
 // writtenBy says how the answers were written: streamed natively, posted and edited, or both (a
-// stream replaced by posted messages).
+// stream replaced by posted messages), with the shown tokens' lags of each of the first two ways.
 func (r *result) writtenBy() string {
-	return fmt.Sprintf("answers streamed %d, edited %d, both %d", r.streamed, r.edited, r.bothWays)
+	lags := func(n int, l []time.Duration) string {
+		if n == 0 || len(l) == 0 {
+			return fmt.Sprint(n)
+		}
+		return fmt.Sprintf("%d (lag mean / p95 %s / %s s)", n, secs(mean(l)), secs(percentile(l, 95)))
+	}
+	return fmt.Sprintf("answers streamed %s, edited %s, both %d", lags(r.streamed, r.streamLags), lags(r.edited, r.editLags), r.bothWays)
 }
 
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
