@@ -116,116 +116,162 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	b := builder{names: names, opt: opt}
 	trigger = latest(trigger)
 
-	// Classify (cheap, no text conversion) and count the people taking part.
-	people := map[string]bool{}
-	var entries []entry
-	// asked is what an answer whose marks predate Mark.Question is taken to answer: the last
-	// person's message since the previous answer that mentions the bot, else the last person's
-	// message.
-	var asked, mentioned string
-	replaced := b.replaced(thread)
-	for i := range thread {
-		m := &thread[i]
-		if m.SubType == slack.MsgSubTypeMessageChanged && m.SubMessage != nil {
-			l := latest(*m)
-			m = &l
-		}
-		after := trigger.Timestamp != "" && (m.Timestamp == trigger.Timestamp || TSBefore(trigger.Timestamp, m.Timestamp))
-		if !keptSubtypes[m.SubType] {
-			continue
-		}
-		switch {
-		case b.own(m):
-			mark, answer := answerMark(m)
-			switch {
-			case answer:
-				if after && (mark.Question == "" || !TSBefore(mark.Question, trigger.Timestamp)) {
-					continue // an answer to the trigger itself (Regenerate) or to a later question
-				}
-				if replaced[m.Timestamp] {
-					continue // a part posted again below (Mark.Replaces)
-				}
-				entries = addAnswer(entries, i, m.Timestamp, mark, asked)
-				mentioned = "" // a mention before an answer is answered: later ones count from here
-			case mark.Kind == "" && len(m.Files) > 0 && !after:
-				entries = append(entries, entry{who: speakerSelfFile, idx: []int{i}})
-			}
-		case after:
-			continue
-		case isBot(m):
-			if opt.IncludeOtherBots {
-				entries = append(entries, entry{who: speakerBot, idx: []int{i}})
-			}
-		default:
-			people[m.User] = true
-			entries = append(entries, entry{who: speakerPerson, idx: []int{i}})
-			if opt.BotUserID != "" && strings.Contains(m.Text, "<@"+opt.BotUserID+">") {
-				mentioned = m.Timestamp
-			}
-			asked = cmp.Or(mentioned, m.Timestamp)
-		}
-	}
+	h := b.classify(thread, trigger)
 	if !isBot(&trigger) {
-		people[trigger.User] = true
+		h.people[trigger.User] = true
 	}
-	b.multi = len(people) > 1
+	b.multi = len(h.people) > 1
 
 	var res Result
 	system := b.systemPrompt()
-	budget := opt.Budget
-	if budget <= 0 {
-		budget = DefaultBudget
-	}
+	var triggerContent string
+	triggerContent, res.EmptyMention = b.triggerContent(trigger)
 
-	// The trigger is always kept; it is cut only when it alone does not fit.
-	text := b.plain(trigger)
-	res.EmptyMention = len(trigger.Files) == 0 && isEmptyText(text) && !slices.ContainsFunc(trigger.Attachments, isShared)
-	if res.EmptyMention {
-		text = emptyMentionText
+	// The trigger is always kept; it is cut only when it alone does not fit. The history's room
+	// keeps space for the widest note on omitted messages there could be.
+	room := b.budget() - EstimateTokens(system)
+	if len(h.entries) > 0 {
+		room -= EstimateTokens(omittedNote(len(thread) + 1))
 	}
-	triggerContent := b.content(speakerOf(trigger), trigger, text)
-	noteReserve := 0
-	if len(entries) > 0 {
-		noteReserve = EstimateTokens(omittedNote(len(thread) + 1))
-	}
-	room := budget - EstimateTokens(system)
-	if EstimateTokens(triggerContent) > room-noteReserve {
+	if EstimateTokens(triggerContent) > room {
 		res.TriggerCut = true
-		triggerContent = cutTrigger(triggerContent, room-noteReserve)
+		triggerContent = cutTrigger(triggerContent, room)
 	}
 	room -= EstimateTokens(triggerContent)
 
-	// History, newest first, until the budget is used; the rest is left out with a note.
-	var kept []llm.Message
+	history, omitted := b.fitHistory(thread, h.entries, room)
+	res.Omitted = omitted
+	res.Messages = assemble(system, omitted, history, triggerContent)
+	return res
+}
+
+// history is the classification of a thread's messages into entries, before any text is
+// converted: which messages the model sees, as whose words, and which answer parts go together.
+type history struct {
+	b        *builder
+	trigger  string          // the trigger's ts; empty when unknown (then no message is after it)
+	replaced map[string]bool // the bot's parts posted again below (Mark.Replaces)
+	entries  []entry
+	people   map[string]bool // the people who wrote in the thread
+	// asked is what an answer whose marks predate Mark.Question is taken to answer: the last
+	// person's message since the previous answer that mentions the bot (mentioned), else the
+	// last person's message.
+	asked, mentioned string
+}
+
+func (b *builder) classify(thread []slack.Message, trigger slack.Message) *history {
+	h := &history{b: b, trigger: trigger.Timestamp, replaced: b.replaced(thread), people: map[string]bool{}}
+	for i := range thread {
+		h.add(i, latestRef(&thread[i]))
+	}
+	return h
+}
+
+// after reports whether m is the trigger or later than it.
+func (h *history) after(m *slack.Message) bool {
+	return h.trigger != "" && (m.Timestamp == h.trigger || TSBefore(h.trigger, m.Timestamp))
+}
+
+// add classifies message i of the thread, m. Messages from the trigger on are the future of the
+// conversation the model answers: only the bot's answers to earlier questions are kept of them.
+func (h *history) add(i int, m *slack.Message) {
+	if !keptSubtypes[m.SubType] {
+		return
+	}
+	switch after := h.after(m); {
+	case h.b.own(m):
+		h.addOwn(i, m, after)
+	case after:
+	case isBot(m):
+		if h.b.opt.IncludeOtherBots {
+			h.entries = append(h.entries, entry{who: speakerBot, idx: []int{i}})
+		}
+	default:
+		h.addPerson(i, m)
+	}
+}
+
+func (h *history) addPerson(i int, m *slack.Message) {
+	h.people[m.User] = true
+	h.entries = append(h.entries, entry{who: speakerPerson, idx: []int{i}})
+	if h.b.opt.BotUserID != "" && strings.Contains(m.Text, "<@"+h.b.opt.BotUserID+">") {
+		h.mentioned = m.Timestamp
+	}
+	h.asked = cmp.Or(h.mentioned, m.Timestamp)
+}
+
+// addOwn classifies one of the bot's own messages: a part of an answer, or a file it shared.
+func (h *history) addOwn(i int, m *slack.Message, after bool) {
+	mark, answer := answerMark(m)
+	switch {
+	case answer:
+		if h.answersEarlier(m, mark, after) {
+			h.entries = addAnswer(h.entries, i, m.Timestamp, mark, h.asked)
+			h.mentioned = "" // a mention before an answer is answered: later ones count from here
+		}
+	case mark.Kind == "" && len(m.Files) > 0 && !after:
+		h.entries = append(h.entries, entry{who: speakerSelfFile, idx: []int{i}})
+	}
+}
+
+// answersEarlier reports whether answer part m belongs in the history: not an answer to the
+// trigger itself (Regenerate) or to a later question, and not a part posted again below.
+func (h *history) answersEarlier(m *slack.Message, mark Mark, after bool) bool {
+	if after && (mark.Question == "" || !TSBefore(mark.Question, h.trigger)) {
+		return false
+	}
+	return !h.replaced[m.Timestamp]
+}
+
+func (b *builder) budget() int {
+	if b.opt.Budget <= 0 {
+		return DefaultBudget
+	}
+	return b.opt.Budget
+}
+
+// triggerContent is the trigger as the model sees it; empty reports a trigger that says nothing
+// beyond the bot's mention, which then stands in for its text.
+func (b *builder) triggerContent(trigger slack.Message) (content string, empty bool) {
+	text := b.plain(trigger)
+	empty = len(trigger.Files) == 0 && isEmptyText(text) && !slices.ContainsFunc(trigger.Attachments, isShared)
+	if empty {
+		text = emptyMentionText
+	}
+	return b.content(speakerOf(trigger), trigger, text), empty
+}
+
+// fitHistory converts entries newest first while they fit in room tokens and returns them
+// oldest first. At the first that does not fit, it and every older entry with content are left
+// out, and omitted counts them.
+func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) (kept []llm.Message, omitted int) {
 	for k := len(entries) - 1; k >= 0; k-- {
 		msg, ok := b.entryMessage(thread, entries[k])
 		if !ok {
 			continue
 		}
 		cost := EstimateTokens(msg.Content)
-		if cost > room-noteReserve {
-			for _, e := range entries[:k+1] {
-				if hasContent(thread, e) {
-					res.Omitted++
-				}
-			}
+		if cost > room {
+			omitted = countWithContent(thread, entries[:k+1])
 			break
 		}
 		room -= cost
 		kept = append(kept, msg)
 	}
+	slices.Reverse(kept)
+	return kept, omitted
+}
 
-	msgs := make([]llm.Message, 0, len(kept)+3)
+// assemble puts the request together: the system prompt, the note on omitted messages, the
+// history (oldest first) and the trigger last.
+func assemble(system string, omitted int, history []llm.Message, trigger string) []llm.Message {
+	msgs := make([]llm.Message, 0, len(history)+3)
 	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
-	if res.Omitted > 0 {
-		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: omittedNote(res.Omitted)})
+	if omitted > 0 {
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: omittedNote(omitted)})
 	}
-	for k := len(kept) - 1; k >= 0; k-- {
-		msgs = append(msgs, kept[k])
-	}
-	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: triggerContent})
-	res.Messages = msgs
-	return res
+	msgs = append(msgs, history...)
+	return append(msgs, llm.Message{Role: llm.RoleUser, Content: trigger})
 }
 
 // addAnswer adds the bot's answer message i (ts, mark) to entries; asked is the question an answer
@@ -272,52 +318,68 @@ func addAnswer(entries []entry, i int, ts string, mark Mark, asked string) []ent
 // started needs no look-up of its author. The caller resolves them before calling Build
 // (users.info, cached).
 func UserIDs(thread []slack.Message) []string {
-	authors := map[string]bool{}
+	labelled := countAuthors(thread) > 1
+	var ids idList
 	for i := range thread {
-		if m := latest(thread[i]); !isBot(&m) && m.User != "" {
-			authors[m.User] = true
+		m := latestRef(&thread[i])
+		if labelled && !isBot(m) {
+			ids.add(m.User)
 		}
-	}
-	labelled := len(authors) > 1
-	seen := map[string]bool{}
-	var ids []string
-	add := func(id string) {
-		if id != "" && !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	mentions := func(s string) {
-		for {
-			i := strings.Index(s, "<@")
-			if i < 0 {
-				return
-			}
-			s = s[i+2:]
-			end := strings.IndexAny(s, "|>")
-			if end < 0 {
-				return
-			}
-			add(s[:end])
-			s = s[end:]
-		}
-	}
-	for i := range thread {
-		m := latest(thread[i])
-		if labelled && !isBot(&m) {
-			add(m.User)
-		}
-		mentions(m.Text)
+		ids.addMentions(m.Text)
 		if strings.TrimSpace(m.Text) == "" {
-			mentions(blocksText(m.Blocks))
+			ids.addMentions(blocksText(m.Blocks))
 		}
 		for _, a := range m.Attachments {
 			if isShared(a) {
-				mentions(a.Text)
+				ids.addMentions(a.Text)
 			}
 		}
 	}
-	return ids
+	return ids.ids
+}
+
+// countAuthors counts the people (not bots) who wrote in the thread.
+func countAuthors(thread []slack.Message) int {
+	authors := map[string]bool{}
+	for i := range thread {
+		if m := latestRef(&thread[i]); !isBot(m) && m.User != "" {
+			authors[m.User] = true
+		}
+	}
+	return len(authors)
+}
+
+// idList is a list of user ids in order of first appearance, without repeats.
+type idList struct {
+	seen map[string]bool
+	ids  []string
+}
+
+func (l *idList) add(id string) {
+	if id == "" || l.seen[id] {
+		return
+	}
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	l.seen[id] = true
+	l.ids = append(l.ids, id)
+}
+
+// addMentions adds the users mentioned in Slack text: <@U123> and <@U123|name>.
+func (l *idList) addMentions(s string) {
+	for {
+		_, rest, found := strings.Cut(s, "<@")
+		if !found {
+			return
+		}
+		end := strings.IndexAny(rest, "|>")
+		if end < 0 {
+			return
+		}
+		l.add(rest[:end])
+		s = rest[end:]
+	}
 }
 
 type builder struct {
@@ -482,10 +544,26 @@ func (b *builder) botName(m slack.Message) string {
 // latest is the message's current version: for a message_changed event, the new message.
 // (conversations.replies already returns the latest text of edited messages in Text.)
 func latest(m slack.Message) slack.Message {
+	return *latestRef(&m)
+}
+
+// latestRef is latest without copying a message that is its own latest version.
+func latestRef(m *slack.Message) *slack.Message {
 	if m.SubType == slack.MsgSubTypeMessageChanged && m.SubMessage != nil {
-		return slack.Message{Msg: *m.SubMessage}
+		return &slack.Message{Msg: *m.SubMessage}
 	}
 	return m
+}
+
+// countWithContent counts the entries whose messages say anything at all.
+func countWithContent(thread []slack.Message, entries []entry) int {
+	n := 0
+	for _, e := range entries {
+		if hasContent(thread, e) {
+			n++
+		}
+	}
+	return n
 }
 
 func hasContent(thread []slack.Message, e entry) bool {
