@@ -90,66 +90,68 @@ func (b *builder) isBotMention(tok string) bool {
 
 // token writes the plain form of one Slack token (the text between < and >).
 func (b *builder) token(sb *strings.Builder, tok string) {
-	body, label, hasLabel := strings.Cut(tok, "|")
+	body, label, _ := strings.Cut(tok, "|")
 	switch {
 	case strings.HasPrefix(body, "@"): // <@U123> or <@U123|name>
-		id := body[1:]
-		if b.names != nil {
-			if n, ok := b.names.Name(id); ok && n != "" {
-				sb.WriteString("@" + n)
-				return
-			}
-		}
-		if hasLabel && label != "" {
-			sb.WriteString("@")
-			unescapeTo(sb, strings.TrimPrefix(label, "@"))
-			return
-		}
-		sb.WriteString("@" + id)
+		b.userMention(sb, body[1:], label)
 	case strings.HasPrefix(body, "#"): // <#C123|general> or <#C123>
 		sb.WriteString("#")
-		if label != "" {
-			unescapeTo(sb, label)
-		} else {
-			sb.WriteString(body[1:])
-		}
+		writeLabelOr(sb, label, body[1:])
 	case strings.HasPrefix(body, "!subteam^"): // <!subteam^S123|@team>
-		if label != "" {
-			sb.WriteString("@")
-			unescapeTo(sb, strings.TrimPrefix(label, "@"))
-		} else {
-			sb.WriteString("@" + strings.TrimPrefix(body, "!subteam^"))
-		}
+		writeAtName(sb, label, strings.TrimPrefix(body, "!subteam^"))
 	case body == "!here" || body == "!channel" || body == "!everyone":
 		sb.WriteString("@" + body[1:])
 	case strings.HasPrefix(body, "!date^"): // <!date^1392734382^{date_short}|Feb 18, 2014>
-		if label != "" {
-			unescapeTo(sb, label)
-		} else {
-			sb.WriteString("(a date)")
-		}
+		writeLabelOr(sb, label, "(a date)")
 	case strings.HasPrefix(body, "!"): // other special commands
-		if label != "" {
-			unescapeTo(sb, label)
-		} else {
-			sb.WriteString(body[1:])
-		}
-	default: // a link
-		url := unescape(body)
-		text := unescape(label)
-		bare := strings.TrimPrefix(url, "mailto:")
-		switch {
-		case !hasLabel || text == "" || text == url || text == bare ||
-			"http://"+text == url || "https://"+text == url:
-			if text != "" && text != url {
-				sb.WriteString(text)
-			} else {
-				sb.WriteString(bare)
-			}
-		default:
-			sb.WriteString(text + " (" + bare + ")")
+		writeLabelOr(sb, label, body[1:])
+	default:
+		sb.WriteString(linkText(unescape(body), unescape(label)))
+	}
+}
+
+// userMention writes a mentioned user as "@name": the name names knows, else as Slack wrote it.
+func (b *builder) userMention(sb *strings.Builder, id, label string) {
+	if b.names != nil {
+		if n, ok := b.names.Name(id); ok && n != "" {
+			sb.WriteString("@" + n)
+			return
 		}
 	}
+	writeAtName(sb, label, id)
+}
+
+// writeAtName writes a user or group as "@" and the name Slack gave it in the token (with or
+// without its own "@"), else its id.
+func writeAtName(sb *strings.Builder, label, id string) {
+	sb.WriteString("@")
+	if label == "" {
+		sb.WriteString(id)
+		return
+	}
+	unescapeTo(sb, strings.TrimPrefix(label, "@"))
+}
+
+// writeLabelOr writes a token's label, else fallback.
+func writeLabelOr(sb *strings.Builder, label, fallback string) {
+	if label == "" {
+		sb.WriteString(fallback)
+		return
+	}
+	unescapeTo(sb, label)
+}
+
+// linkText is a link's plain form: its text, and the address in brackets unless the text is the
+// address already (give or take its scheme). A link without text is its address.
+func linkText(url, text string) string {
+	bare := strings.TrimPrefix(url, "mailto:")
+	switch {
+	case text == "" || text == url:
+		return bare
+	case text == bare || "http://"+text == url || "https://"+text == url:
+		return text
+	}
+	return text + " (" + bare + ")"
 }
 
 // attachmentsText is the text of a message's attachments (bots often post only those),
