@@ -26,44 +26,58 @@ func neutralise(s string) (string, []int) {
 	var at []int
 	last := 0
 	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '&':
-			for _, ent := range ltEntities {
-				end := i + len(ent)
-				if end < len(s) && (s[end] == '!' || s[end] == '@') && strings.EqualFold(s[i:end], ent) {
-					sb.WriteString(s[last:end])
-					at = append(at, sb.Len())
-					sb.WriteString(wordJoiner)
-					last = end
-					i = end - 1
-					break
-				}
-			}
-		case '<':
-			if i+1 < len(s) && (s[i+1] == '!' || s[i+1] == '@') {
-				sb.WriteString(s[last : i+1])
-				at = append(at, sb.Len())
-				sb.WriteString(wordJoiner)
-				last = i + 1
-			}
-		case '@':
-			for _, w := range broadcastWords {
-				if len(s)-i-1 >= len(w) && strings.EqualFold(s[i+1:i+1+len(w)], w) &&
-					(i+1+len(w) == len(s) || !isWordByte(s[i+1+len(w)])) {
-					sb.WriteString(s[last : i+1])
-					at = append(at, sb.Len())
-					sb.WriteString(wordJoiner)
-					last = i + 1
-					break
-				}
-			}
+		j := joinerAt(s, i)
+		if j < 0 {
+			continue
 		}
+		sb.WriteString(s[last:j])
+		at = append(at, sb.Len())
+		sb.WriteString(wordJoiner)
+		last = j
+		i = j - 1
 	}
 	if last == 0 {
 		return s, nil
 	}
 	sb.WriteString(s[last:])
 	return sb.String(), at
+}
+
+// joinerAt is where a word joiner goes when s[i] starts what Slack could read as a mention: after
+// a "<" (or a reference to it) that opens "<!" or "<@", after the "@" of a broadcast word; else -1.
+func joinerAt(s string, i int) int {
+	switch s[i] {
+	case '&':
+		for _, ent := range ltEntities {
+			if end := i + len(ent); opensToken(s, end) && strings.EqualFold(s[i:end], ent) {
+				return end
+			}
+		}
+	case '<':
+		if opensToken(s, i+1) {
+			return i + 1
+		}
+	case '@':
+		if startsBroadcast(s[i+1:]) {
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// opensToken reports whether s[i] is the "!" or "@" that follows the "<" of a Slack token.
+func opensToken(s string, i int) bool {
+	return i < len(s) && (s[i] == '!' || s[i] == '@')
+}
+
+// startsBroadcast reports whether rest, what follows an "@", starts with a whole broadcast word.
+func startsBroadcast(rest string) bool {
+	for _, w := range broadcastWords {
+		if len(rest) >= len(w) && strings.EqualFold(rest[:len(w)], w) && (len(rest) == len(w) || !isWordByte(rest[len(w)])) {
+			return true
+		}
+	}
+	return false
 }
 
 func isWordByte(c byte) bool {
