@@ -45,56 +45,77 @@ func (w *writer) codeLines(lines []string) {
 	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, fenceEnd: len(w.r.out), close: prefix + fence, reopen: prefix + fence})
 }
 
-// tableLines lays out rows (the first is the header) as aligned text lines.
+// tableLines lays out rows (the first is the header) as aligned text lines. Every row has as many
+// columns as the widest row or the alignments say: missing cells are empty, missing alignments
+// AlignNone.
 func tableLines(rows [][]string, align []east.Alignment) []string {
 	ncol := len(align)
 	for _, r := range rows {
 		ncol = max(ncol, len(r))
 	}
+	align = padTo(align, ncol, east.AlignNone)
+	grid := make([][]string, len(rows))
 	widths := make([]int, ncol)
-	for _, r := range rows {
+	for ri, r := range rows {
+		grid[ri] = padTo(r, ncol, "")
 		for i, c := range r {
 			widths[i] = max(widths[i], displayWidth(c))
 		}
 	}
 	var out []string
-	for ri, r := range rows {
-		var sb strings.Builder
-		for i := range ncol {
-			c := ""
-			if i < len(r) {
-				c = r[i]
-			}
-			a := east.AlignNone
-			if i < len(align) {
-				a = align[i]
-			}
-			if i > 0 {
-				sb.WriteString(" | ")
-			}
-			pad := widths[i] - displayWidth(c)
-			switch a {
-			case east.AlignRight:
-				sb.WriteString(strings.Repeat(" ", pad) + c)
-			case east.AlignCenter:
-				sb.WriteString(strings.Repeat(" ", pad/2) + c + strings.Repeat(" ", pad-pad/2))
-			default:
-				sb.WriteString(c + strings.Repeat(" ", pad))
-			}
-		}
-		out = append(out, strings.TrimRight(sb.String(), " "))
+	for ri, r := range grid {
+		out = append(out, tableRow(r, widths, align))
 		if ri == 0 {
-			var sep strings.Builder
-			for i := range ncol {
-				if i > 0 {
-					sep.WriteString("-+-")
-				}
-				sep.WriteString(strings.Repeat("-", max(widths[i], 1)))
-			}
-			out = append(out, sep.String())
+			out = append(out, headerRule(widths))
 		}
 	}
 	return out
+}
+
+// padTo is s with fill appended up to n elements; s itself when it is that long.
+func padTo[T any](s []T, n int, fill T) []T {
+	if len(s) >= n {
+		return s
+	}
+	out := make([]T, n)
+	copy(out, s)
+	for i := len(s); i < n; i++ {
+		out[i] = fill
+	}
+	return out
+}
+
+// tableRow is one row's line: cells padded to their column's width as aligned, between " | ",
+// without trailing spaces.
+func tableRow(cells []string, widths []int, align []east.Alignment) string {
+	var sb strings.Builder
+	for i, c := range cells {
+		if i > 0 {
+			sb.WriteString(" | ")
+		}
+		pad := widths[i] - displayWidth(c)
+		switch align[i] {
+		case east.AlignRight:
+			sb.WriteString(strings.Repeat(" ", pad) + c)
+		case east.AlignCenter:
+			sb.WriteString(strings.Repeat(" ", pad/2) + c + strings.Repeat(" ", pad-pad/2))
+		default:
+			sb.WriteString(c + strings.Repeat(" ", pad))
+		}
+	}
+	return strings.TrimRight(sb.String(), " ")
+}
+
+// headerRule underlines the header: dashes as wide as each column (at least one), joined by "-+-".
+func headerRule(widths []int) string {
+	var sb strings.Builder
+	for i, w := range widths {
+		if i > 0 {
+			sb.WriteString("-+-")
+		}
+		sb.WriteString(strings.Repeat("-", max(w, 1)))
+	}
+	return sb.String()
 }
 
 // displayWidth approximates how many monospace columns s takes: East Asian wide and
