@@ -492,28 +492,9 @@ func (w *writer) inlines(n ast.Node) {
 func (w *writer) inline(n ast.Node) {
 	switch n := n.(type) {
 	case *ast.Text:
-		v := n.Value(w.src)
-		if n.IsRaw() {
-			w.text(string(v), false)
-		} else {
-			w.text(string(v), true)
-		}
+		w.text(string(n.Value(w.src)), !n.IsRaw())
 		if n.HardLineBreak() || n.SoftLineBreak() {
-			if n.HardLineBreak() && w.f == FormatMarkdown {
-				w.write("  ") // stays a hard break in Markdown
-			}
-			// mrkdwn styles end at a line break: close them before it, reopen them after.
-			for i := len(w.open) - 1; i >= 0; i-- {
-				w.write(w.open[i])
-			}
-			at := len(w.r.out)
-			w.nl()
-			if w.protect == 0 {
-				w.cut(at, len(w.r.out), breakLine)
-			}
-			for _, m := range w.open {
-				w.write(m)
-			}
+			w.lineBreak(n.HardLineBreak())
 		}
 	case *ast.String:
 		w.text(string(n.Value), !n.IsRaw())
@@ -522,15 +503,7 @@ func (w *writer) inline(n ast.Node) {
 	case *ast.Emphasis:
 		w.emphasis(n)
 	case *east.Strikethrough:
-		w.protect++
-		if w.f == FormatMarkdown {
-			w.write("~~")
-			w.inlines(n)
-			w.write("~~")
-		} else {
-			w.wrap(&w.strike, "~", n)
-		}
-		w.protect--
+		w.strikethrough(n)
 	case *ast.Link:
 		w.link(string(n.Destination), string(n.Title), n, false)
 	case *ast.Image:
@@ -538,32 +511,73 @@ func (w *writer) inline(n ast.Node) {
 	case *ast.AutoLink:
 		w.autoLink(n)
 	case *channelLink:
-		if w.f == FormatMrkdwn {
-			start := len(w.r.out)
-			w.write(string(n.raw))
-			w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
-		} else {
-			w.text(string(n.raw), false)
-		}
+		w.channelLink(n)
 	case *ast.RawHTML:
 		for i := range n.Segments.Len() {
 			seg := n.Segments.At(i)
 			w.text(string(seg.Value(w.src)), false)
 		}
 	case *east.TaskCheckBox:
-		switch {
-		case w.f == FormatMarkdown && n.IsChecked:
-			w.write("[x] ")
-		case w.f == FormatMarkdown:
-			w.write("[ ] ")
-		case n.IsChecked:
-			w.write("☑ ")
-		default:
-			w.write("☐ ")
-		}
+		w.write(checkBox(w.f, n.IsChecked))
 	default:
 		w.inlines(n)
 	}
+}
+
+// lineBreak ends a line inside a paragraph (hard: a break the model wrote as one).
+func (w *writer) lineBreak(hard bool) {
+	if hard && w.f == FormatMarkdown {
+		w.write("  ") // stays a hard break in Markdown
+	}
+	// mrkdwn styles end at a line break: close them before it, reopen them after.
+	for i := len(w.open) - 1; i >= 0; i-- {
+		w.write(w.open[i])
+	}
+	at := len(w.r.out)
+	w.nl()
+	if w.protect == 0 {
+		w.cut(at, len(w.r.out), breakLine)
+	}
+	for _, m := range w.open {
+		w.write(m)
+	}
+}
+
+func (w *writer) strikethrough(n *east.Strikethrough) {
+	w.protect++
+	defer func() { w.protect-- }()
+	if w.f == FormatMarkdown {
+		w.write("~~")
+		w.inlines(n)
+		w.write("~~")
+		return
+	}
+	w.wrap(&w.strike, "~", n)
+}
+
+// channelLink writes a channel link as the model wrote it: in mrkdwn a link that must not be cut,
+// in Markdown text.
+func (w *writer) channelLink(n *channelLink) {
+	if w.f != FormatMrkdwn {
+		w.text(string(n.raw), false)
+		return
+	}
+	start := len(w.r.out)
+	w.write(string(n.raw))
+	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
+}
+
+// checkBoxes are the boxes of a task list's items by format.
+var checkBoxes = [...]struct{ unchecked, checked string }{
+	FormatMrkdwn:   {unchecked: "☐ ", checked: "☑ "},
+	FormatMarkdown: {unchecked: "[ ] ", checked: "[x] "},
+}
+
+func checkBox(f Format, checked bool) string {
+	if checked {
+		return checkBoxes[f].checked
+	}
+	return checkBoxes[f].unchecked
 }
 
 func (w *writer) emphasis(n *ast.Emphasis) {
