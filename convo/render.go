@@ -277,37 +277,11 @@ func (w *writer) block(n ast.Node) {
 	case *ast.Paragraph, *ast.TextBlock:
 		w.inlines(n)
 	case *ast.Heading:
-		w.protect++
-		if w.f == FormatMrkdwn {
-			w.bold++
-			w.write("*")
-			w.open = append(w.open, "*")
-			w.inlines(n)
-			w.open = w.open[:len(w.open)-1]
-			w.write("*")
-			w.bold--
-		} else {
-			w.write(strings.Repeat("#", n.Level) + " ")
-			w.inlines(n)
-		}
-		w.protect--
+		w.heading(n)
 	case *ast.ThematicBreak:
-		if w.f == FormatMrkdwn {
-			w.write("──────────")
-		} else {
-			w.write("---")
-		}
+		w.write(thematicBreaks[w.f])
 	case *ast.FencedCodeBlock:
-		lang := ""
-		if w.f == FormatMarkdown {
-			lang = string(n.Language(w.src))
-			// A language is a short name. A longer info string could fill a part by itself,
-			// and a backtick in it (a "~~~" fence's) would keep the "```" fence from opening.
-			if len(lang) > maxLanguage || strings.Contains(lang, "`") {
-				lang = ""
-			}
-		}
-		w.code(n, n.Lines(), lang, w.chain[n])
+		w.code(n, n.Lines(), w.codeLanguage(n), w.chain[n])
 	case *ast.CodeBlock:
 		w.code(n, n.Lines(), "", false)
 	case *ast.Blockquote:
@@ -317,22 +291,7 @@ func (w *writer) block(n ast.Node) {
 	case *ast.List:
 		w.list(n)
 	case *ast.HTMLBlock:
-		lines := n.Lines()
-		for i := range lines.Len() {
-			if i > 0 {
-				at := len(w.r.out)
-				w.nl()
-				w.cut(at, len(w.r.out), breakLine)
-			}
-			seg := lines.At(i)
-			w.text(strings.TrimRight(string(seg.Value(w.src)), "\r\n"), false)
-		}
-		if n.HasClosure() {
-			if lines.Len() > 0 {
-				w.nl()
-			}
-			w.text(strings.TrimRight(string(n.ClosureLine.Value(w.src)), "\r\n"), false)
-		}
+		w.htmlBlock(n)
 	case *east.Table:
 		w.table(n)
 	default:
@@ -341,6 +300,64 @@ func (w *writer) block(n ast.Node) {
 		} else {
 			w.inlines(n)
 		}
+	}
+}
+
+// thematicBreaks are the lines a thematic break becomes, by format.
+var thematicBreaks = [...]string{
+	FormatMrkdwn:   "──────────",
+	FormatMarkdown: "---",
+}
+
+// heading writes a heading: in mrkdwn, which has none, a bold line.
+func (w *writer) heading(n *ast.Heading) {
+	w.protect++
+	defer func() { w.protect-- }()
+	if w.f == FormatMarkdown {
+		w.write(strings.Repeat("#", n.Level) + " ")
+		w.inlines(n)
+		return
+	}
+	w.bold++
+	w.write("*")
+	w.open = append(w.open, "*")
+	w.inlines(n)
+	w.open = w.open[:len(w.open)-1]
+	w.write("*")
+	w.bold--
+}
+
+// codeLanguage is the language a fenced code block keeps: none in mrkdwn, which cannot show it.
+func (w *writer) codeLanguage(n *ast.FencedCodeBlock) string {
+	if w.f != FormatMarkdown {
+		return ""
+	}
+	lang := string(n.Language(w.src))
+	// A language is a short name. A longer info string could fill a part by itself, and a
+	// backtick in it (a "~~~" fence's) would keep the "```" fence from opening.
+	if len(lang) > maxLanguage || strings.Contains(lang, "`") {
+		return ""
+	}
+	return lang
+}
+
+// htmlBlock writes an HTML block as text, line by line, with its closing line.
+func (w *writer) htmlBlock(n *ast.HTMLBlock) {
+	lines := n.Lines()
+	for i := range lines.Len() {
+		if i > 0 {
+			at := len(w.r.out)
+			w.nl()
+			w.cut(at, len(w.r.out), breakLine)
+		}
+		seg := lines.At(i)
+		w.text(strings.TrimRight(string(seg.Value(w.src)), "\r\n"), false)
+	}
+	if n.HasClosure() {
+		if lines.Len() > 0 {
+			w.nl()
+		}
+		w.text(strings.TrimRight(string(n.ClosureLine.Value(w.src)), "\r\n"), false)
 	}
 }
 
