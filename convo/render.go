@@ -2,6 +2,7 @@ package convo
 
 import (
 	"bytes"
+	"cmp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -775,56 +776,77 @@ var (
 	mdURLEscaper = strings.NewReplacer(" ", "%20", "<", "%3C", ">", "%3E")
 )
 
+// link writes a link or an image (shown as a link to it). n's inlines are its label.
 func (w *writer) link(dest, title string, n ast.Node, image bool) {
 	start := len(w.r.out)
 	label := plainText(n, w.src)
-	if w.f == FormatMarkdown && safeURL(dest) {
-		w.protect++
-		if image {
-			if label == "" {
-				label = "image"
-			}
-			w.write("[" + label + "](")
-		} else {
-			w.write("[")
-			w.inlines(n)
-			w.write("](")
-		}
-		dest = mdURLEscaper.Replace(dest)
-		if strings.ContainsAny(dest, "()") {
-			dest = "<" + dest + ">"
-		}
-		w.write(dest)
-		if title != "" {
-			w.write(` "` + strings.ReplaceAll(title, `"`, `\"`) + `"`)
-		}
-		w.write(")")
-		w.protect--
-		w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
-		return
-	}
-	label = strings.TrimSpace(strings.ReplaceAll(label, "\n", " "))
-	if !safeURL(dest) {
+	switch {
+	case !safeURL(dest):
 		// Not a link Slack can open (relative, javascript:, a Slack token): show it as text.
-		if label != "" && !image {
-			w.inlines(n)
-		} else if label != "" {
-			w.text(label, false)
-		}
-		if dest != "" && dest != label {
-			if label != "" {
-				w.write(" ")
-			}
-			w.text("("+dest+")", false)
-		}
+		w.linkAsText(dest, oneLine(label), n, image)
 		return
-	}
-	if label == "" || label == dest || "mailto:"+label == dest {
-		w.write("<" + slackURL(dest) + ">")
-	} else {
-		w.write("<" + slackURL(dest) + "|" + strings.ReplaceAll(escapeMrkdwn(label), "|", "│") + ">")
+	case w.f == FormatMarkdown:
+		w.markdownLink(dest, title, label, n, image)
+	default:
+		w.mrkdwnLink(dest, oneLine(label))
 	}
 	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
+}
+
+// oneLine is a link label as one line of text.
+func oneLine(label string) string {
+	return strings.TrimSpace(strings.ReplaceAll(label, "\n", " "))
+}
+
+// linkAsText writes a link Slack cannot open as its label followed by its target in brackets.
+// An image's label is written as plain text.
+func (w *writer) linkAsText(dest, label string, n ast.Node, image bool) {
+	switch {
+	case label == "":
+	case image:
+		w.text(label, false)
+	default:
+		w.inlines(n)
+	}
+	if dest == "" || dest == label {
+		return
+	}
+	if label != "" {
+		w.write(" ")
+	}
+	w.text("("+dest+")", false)
+}
+
+// markdownLink writes [label](dest "title"); an image without a label is labelled "image".
+func (w *writer) markdownLink(dest, title, label string, n ast.Node, image bool) {
+	w.protect++
+	defer func() { w.protect-- }()
+	if image {
+		w.write("[" + cmp.Or(label, "image") + "](")
+	} else {
+		w.write("[")
+		w.inlines(n)
+		w.write("](")
+	}
+	dest = mdURLEscaper.Replace(dest)
+	if strings.ContainsAny(dest, "()") {
+		dest = "<" + dest + ">"
+	}
+	w.write(dest)
+	if title != "" {
+		w.write(` "` + strings.ReplaceAll(title, `"`, `\"`) + `"`)
+	}
+	w.write(")")
+}
+
+// mrkdwnLink writes <dest|label>, or <dest> when the label only repeats it. mrkdwn has no
+// formatting in labels, and a "|" would end the label early: it becomes "│".
+func (w *writer) mrkdwnLink(dest, label string) {
+	if label == "" || label == dest || "mailto:"+label == dest {
+		w.write("<" + slackURL(dest) + ">")
+		return
+	}
+	w.write("<" + slackURL(dest) + "|" + strings.ReplaceAll(escapeMrkdwn(label), "|", "│") + ">")
 }
 
 func (w *writer) autoLink(n *ast.AutoLink) {
