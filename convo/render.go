@@ -994,48 +994,51 @@ func escapeMrkdwn(s string) string {
 // plainText is the text of n's inlines without formatting (for link labels, table cells).
 func plainText(n ast.Node, src []byte) string {
 	var sb strings.Builder
-	var walk func(n ast.Node)
-	walk = func(n ast.Node) {
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			switch c := c.(type) {
-			case *ast.Text:
-				if c.IsRaw() {
-					sb.Write(c.Value(src))
-				} else {
-					sb.WriteString(unescapeMarkdown(string(c.Value(src))))
-				}
-				if c.SoftLineBreak() || c.HardLineBreak() {
-					sb.WriteByte(' ')
-				}
-			case *ast.String:
-				sb.Write(c.Value)
-			case *ast.AutoLink:
-				sb.Write(c.Label(src))
-			case *channelLink:
-				sb.Write(c.raw)
-			case *ast.RawHTML:
-				for i := range c.Segments.Len() {
-					seg := c.Segments.At(i)
-					sb.Write(seg.Value(src))
-				}
-			case *east.TaskCheckBox:
-				if c.IsChecked {
-					sb.WriteString("[x] ")
-				} else {
-					sb.WriteString("[ ] ")
-				}
-			case *ast.Link:
-				walk(c)
-				if d := string(c.Destination); d != "" && d != plainText(c, src) {
-					sb.WriteString(" (" + d + ")")
-				}
-			default:
-				walk(c)
-			}
-		}
-	}
-	walk(n)
+	writePlainChildren(&sb, n, src)
 	return sb.String()
+}
+
+func writePlainChildren(sb *strings.Builder, n ast.Node, src []byte) {
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		writePlain(sb, c, src)
+	}
+}
+
+// writePlain writes inline n without formatting: text as it reads, a link's target in brackets
+// after its label unless the label is the target, a task box as "[x] " or "[ ] ".
+func writePlain(sb *strings.Builder, n ast.Node, src []byte) {
+	switch n := n.(type) {
+	case *ast.Text:
+		if n.IsRaw() {
+			sb.Write(n.Value(src))
+		} else {
+			sb.WriteString(unescapeMarkdown(string(n.Value(src))))
+		}
+		if n.SoftLineBreak() || n.HardLineBreak() {
+			sb.WriteByte(' ')
+		}
+	case *ast.String:
+		sb.Write(n.Value)
+	case *ast.AutoLink:
+		sb.Write(n.Label(src))
+	case *channelLink:
+		sb.Write(n.raw)
+	case *ast.RawHTML:
+		for i := range n.Segments.Len() {
+			seg := n.Segments.At(i)
+			sb.Write(seg.Value(src))
+		}
+	case *east.TaskCheckBox:
+		sb.WriteString(checkBox(FormatMarkdown, n.IsChecked))
+	case *ast.Link:
+		label := plainText(n, src)
+		sb.WriteString(label)
+		if d := string(n.Destination); d != "" && d != label {
+			sb.WriteString(" (" + d + ")")
+		}
+	default:
+		writePlainChildren(sb, n, src)
+	}
 }
 
 // firstPos is the start of the source line where block n begins.
