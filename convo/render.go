@@ -1043,54 +1043,57 @@ func writePlain(sb *strings.Builder, n ast.Node, src []byte) {
 
 // firstPos is the start of the source line where block n begins.
 func firstPos(n ast.Node, src []byte) (int, bool) {
+	var pos int
+	var ok bool
 	if k := n.Kind(); k == ast.KindList || k == ast.KindBlockquote {
 		// A list or quote may have no text on its first line ("-" alone, "> -"), and the
 		// line of its first text may start with a character that could be a marker
 		// ("  **bold**", "  - nested"). Only the parser's position of the block is certainly
 		// on the marker's line.
-		if p := n.Pos(); p >= 0 && p <= len(src) {
-			return lineStart(src, p), true
-		}
-		return 0, false
+		pos = n.Pos()
+		ok = pos >= 0 && pos <= len(src)
+	} else {
+		pos, ok = firstSourcePos(n, src)
 	}
-	pos := -1
-	var find func(n ast.Node) bool
-	find = func(n ast.Node) bool {
-		if fc, isFence := n.(*ast.FencedCodeBlock); isFence {
-			if fc.Info != nil {
-				pos = fc.Info.Segment.Start
-				return true
-			}
-			if fc.Lines().Len() > 0 {
-				pos = fc.Lines().At(0).Start
-				// The opening fence is the line before the first content line.
-				ls := lineStart(src, pos)
-				if ls > 0 {
-					pos = lineStart(src, ls-1)
-				}
-				return true
-			}
-			return false
-		}
-		if n.Type() == ast.TypeBlock && n.Lines().Len() > 0 {
-			pos = n.Lines().At(0).Start
-			return true
-		}
-		if t, isText := n.(*ast.Text); isText {
-			pos = t.Segment.Start
-			return true
-		}
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			if find(c) {
-				return true
-			}
-		}
-		return false
-	}
-	if !find(n) {
+	if !ok {
 		return 0, false
 	}
 	return lineStart(src, pos), true
+}
+
+// firstSourcePos is the source position of the first line or text in n, depth first.
+func firstSourcePos(n ast.Node, src []byte) (int, bool) {
+	switch n := n.(type) {
+	case *ast.FencedCodeBlock:
+		return fencePos(n, src)
+	case *ast.Text:
+		return n.Segment.Start, true
+	}
+	if n.Type() == ast.TypeBlock && n.Lines().Len() > 0 {
+		return n.Lines().At(0).Start, true
+	}
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		if pos, ok := firstSourcePos(c, src); ok {
+			return pos, true
+		}
+	}
+	return 0, false
+}
+
+// fencePos is the source position of a fenced code block's opening fence line: where its info
+// string is, else the line before its first content line. A block with neither has none.
+func fencePos(n *ast.FencedCodeBlock, src []byte) (int, bool) {
+	if n.Info != nil {
+		return n.Info.Segment.Start, true
+	}
+	if n.Lines().Len() == 0 {
+		return 0, false
+	}
+	ls := lineStart(src, n.Lines().At(0).Start)
+	if ls == 0 {
+		return 0, true
+	}
+	return lineStart(src, ls-1), true
 }
 
 func lineStart(src []byte, pos int) int {
