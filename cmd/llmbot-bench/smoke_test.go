@@ -129,3 +129,29 @@ func TestBotEnvFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestModeFlag: -mode takes the bot's two reply modes and refuses anything else before building the bot.
+func TestModeFlag(t *testing.T) {
+	var out, errs bytes.Buffer
+	err := run(context.Background(), []string{"-mode", "chat"}, &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "-mode") {
+		t.Errorf("-mode chat: %v", err)
+	}
+}
+
+func TestWrittenBy(t *testing.T) {
+	tests := []struct {
+		r    result
+		want string
+	}{
+		{result{edited: 2, editLags: ms(1000, 3000)}, "answers streamed 0, edited 2 (lag mean / p95 2.00 / 3.00 s), both 0"},
+		{result{streamed: 1, streamLags: ms(500), edited: 1, editLags: ms(4000), bothWays: 1},
+			"answers streamed 1 (lag mean / p95 0.50 / 0.50 s), edited 1 (lag mean / p95 4.00 / 4.00 s), both 1"},
+		{result{streamed: 1}, "answers streamed 1, edited 0, both 0"}, // an answer that showed nothing has no lags
+	}
+	for _, tt := range tests {
+		if got := tt.r.writtenBy(); got != tt.want {
+			t.Errorf("writtenBy() = %q, want %q", got, tt.want)
+		}
+	}
+}
