@@ -512,15 +512,15 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, by time.Time) error {
 	a := e.answer
 	ts := e.ts[i]
-	err := retryWrite(ctx, closingRetry, &a.outage,
-		func(ctx context.Context) error {
-			if e.slotHeld {
-				e.slotHeld = false
-				return nil
-			}
-			return waitBy(ctx, by, func(ctx context.Context) error { return e.lane.Wait(ctx, pace.Final, a.unshown) })
-		},
-		e.lane.Throttled,
+	edits := laneTurn(e.lane, pace.Final, a.unshown).by(by)
+	held := turn{wait: func(ctx context.Context) error {
+		if e.slotHeld { // taken by continueByPost: this write goes at once
+			e.slotHeld = false
+			return nil
+		}
+		return edits.wait(ctx)
+	}, throttled: edits.throttled}
+	err := retryWrite(ctx, closingRetry, &a.outage, held,
 		func(ctx context.Context) error { return idempotent(a.r.msgs.Update(ctx, a.req.Channel, ts, msg)) })
 	if err == nil {
 		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)

@@ -139,9 +139,7 @@ func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
 // message. An old part that cannot be deleted stays (logged).
 func (a *answer) openInPlace(ctx context.Context, old []string) (*editSink, error) {
 	lane := a.r.opt.Budgets.Edits.Lane()
-	err := retryWrite(ctx, interimRetry, nil,
-		func(ctx context.Context) error { return lane.Wait(ctx, pace.First, time.Now()) },
-		lane.Throttled,
+	err := retryWrite(ctx, interimRetry, nil, laneTurn(lane, pace.First, time.Now()),
 		func(ctx context.Context) error {
 			return idempotent(a.r.msgs.Update(ctx, a.req.Channel, old[0], a.placeholder()))
 		})

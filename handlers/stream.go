@@ -281,13 +281,10 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 	}
 	whole := len(text)
 	// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
-	s.appendWait = func(ctx context.Context) error {
-		return waitBy(ctx, c.turnBy, func(ctx context.Context) error { return s.lane.Wait(ctx, pace.Final, time.Time{}) })
-	}
+	s.appendWait = laneTurn(s.lane, pace.Final, time.Time{}).by(c.turnBy).wait
 	var last error // the attempt's error, whose 429 throttled charges
-	err := retryWrite(ctx, closingRetry, &a.outage,
-		func(ctx context.Context) error { return waitBy(ctx, c.turnBy, a.r.opt.Budgets.Streams.Wait) },
-		func(d time.Duration) { s.throttled(last, d) },
+	streams := turn{wait: a.r.opt.Budgets.Streams.Wait, throttled: func(d time.Duration) { s.throttled(last, d) }}
+	err := retryWrite(ctx, closingRetry, &a.outage, streams.by(c.turnBy),
 		func(ctx context.Context) error {
 			last = s.finalAttempt(ctx, &text, c.kind, c.note)
 			return last
@@ -308,14 +305,14 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.ts == "" && note != "" {
 		// No streamed message is open: the note goes in a new one (the budgets of any start).
 		var ts string
-		err := retryWrite(ctx, closingRetry, &a.outage,
-			func(ctx context.Context) error {
-				if err := waitBy(ctx, by, a.r.opt.Budgets.Streams.Wait); err != nil {
-					return err
-				}
-				return a.r.postWait(ctx, a.req.Channel)
-			},
-			a.r.opt.Budgets.Streams.Throttled,
+		streams := bucketTurn(a.r.opt.Budgets.Streams).by(by)
+		start := turn{wait: func(ctx context.Context) error {
+			if err := streams.wait(ctx); err != nil {
+				return err
+			}
+			return a.r.postWait(ctx, a.req.Channel)
+		}, throttled: streams.throttled}
+		err := retryWrite(ctx, closingRetry, &a.outage, start,
 			func(ctx context.Context) (err error) {
 				ts, err = a.r.streamer.StartStream(ctx, a.streamStart(""))
 				return err
@@ -333,9 +330,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.sent == 0 {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
-	err := retryWrite(ctx, closingRetry, &a.outage,
-		func(ctx context.Context) error { return waitBy(ctx, by, a.r.opt.Budgets.Streams.Wait) },
-		a.r.opt.Budgets.Streams.Throttled,
+	err := retryWrite(ctx, closingRetry, &a.outage, bucketTurn(a.r.opt.Budgets.Streams).by(by),
 		func(ctx context.Context) error {
 			var bs []Button
 			if note != "" {
@@ -415,9 +410,7 @@ type rescuePosts struct {
 // rescuePost posts msg, part i of the rescued answer, and records it in rp.
 func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg Msg) error {
 	a := s.answer
-	return retryWrite(ctx, closingRetry, &a.outage,
-		func(ctx context.Context) error { return a.r.postWait(ctx, a.req.Channel) },
-		func(d time.Duration) { a.r.postThrottled(a.req.Channel, d) },
+	return retryWrite(ctx, closingRetry, &a.outage, a.r.postTurn(a.req.Channel),
 		func(ctx context.Context) error {
 			ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 			if i == 0 {

@@ -854,9 +854,7 @@ func (r *Replies) postSummary(ctx context.Context, k keptResult) error {
 	thread := ""
 	for _, part := range splitLines(k.Post, convo.MrkdwnLimit) { // bytes: at most as many characters
 		var ts string
-		err := retryWrite(ctx, interimRetry, nil,
-			func(ctx context.Context) error { return r.postWait(ctx, k.Channel) },
-			func(d time.Duration) { r.postThrottled(k.Channel, d) },
+		err := retryWrite(ctx, interimRetry, nil, r.postTurn(k.Channel),
 			func(ctx context.Context) (err error) {
 				ts, err = r.msgs.Post(ctx, k.Channel, thread, Msg{Text: part, Mark: convo.Mark{Kind: markSummary}})
 				return err

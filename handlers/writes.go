@@ -15,14 +15,20 @@ import (
 // within outage o (nil: its own), and returns its ts (the last attempt's).
 func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
 	var ts string
-	err := retryWrite(ctx, pol, o,
-		func(ctx context.Context) error { return a.r.postWait(ctx, a.req.Channel) },
-		func(d time.Duration) { a.r.postThrottled(a.req.Channel, d) },
+	err := retryWrite(ctx, pol, o, a.r.postTurn(a.req.Channel),
 		func(ctx context.Context) (err error) {
 			ts, err = a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 			return err
 		})
 	return ts, err
+}
+
+// postTurn is a turn to post in channel: the channel's post budget, then the workspace's (postWait).
+func (r *Replies) postTurn(channel string) turn {
+	return turn{
+		wait:      func(ctx context.Context) error { return r.postWait(ctx, channel) },
+		throttled: func(d time.Duration) { r.postThrottled(channel, d) },
+	}
 }
 
 // sleepCtx waits for d; false when ctx ends first.
@@ -58,10 +64,7 @@ func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFu
 // budget ends at by (unless zero). A message already gone counts as deleted, so a timed-out delete is
 // repeated: one that landed answers message_not_found the next time.
 func (a *answer) deleteMessage(ctx context.Context, pol retryPolicy, by time.Time, ts string) error {
-	o := a.r.opt.Budgets
-	err := retryWrite(ctx, pol, nil,
-		func(ctx context.Context) error { return waitBy(ctx, by, o.Deletes.Wait) },
-		o.Deletes.Throttled,
+	err := retryWrite(ctx, pol, nil, bucketTurn(a.r.opt.Budgets.Deletes).by(by),
 		func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, writeCallTimeout)
 			defer cancel()
@@ -92,10 +95,7 @@ func (a *answer) withdraw(ctx context.Context, by time.Time, ts string) error {
 // question was not answered because the bot is restarting. The wait for the budget ends at by
 // (unless zero); the write may use all of ctx.
 func (a *answer) tellNotAnswered(ctx context.Context, by time.Time) error {
-	o := a.r.opt.Budgets
-	err := retryWrite(ctx, interimRetry, nil,
-		func(ctx context.Context) error { return waitBy(ctx, by, o.Ephemerals.Wait) },
-		o.Ephemerals.Throttled,
+	err := retryWrite(ctx, interimRetry, nil, bucketTurn(a.r.opt.Budgets.Ephemerals).by(by),
 		func(ctx context.Context) error {
 			return a.r.msgs.Ephemeral(ctx, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
 		})
