@@ -1,7 +1,8 @@
 package handlers
 
 // An answer's lifecycle. Replies.Reply decides whether a message is for the bot and starts an
-// answer; answer.run then takes it through these states, each a method below, in this order:
+// answer; answer.run below then takes it through these states in this order, one method of answer
+// each (open and stream are in reply.go, the rest here):
 //
 //	received ─▶ opening ─▶ reading ─▶ generating ─▶ closing ─┬─▶ done
 //	(Reply)     (open)     (prepare)  (stream)      (finish) ├─▶ stopped      (Stop: ErrStopped)
