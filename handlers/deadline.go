@@ -45,15 +45,19 @@ func (a *answer) cancelledAt() time.Time {
 func (a *answer) afterCancel(ctx context.Context, by func(cause error, cancelled time.Time) time.Time) (context.Context, context.CancelFunc) {
 	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	var mu sync.Mutex
-	var timer *time.Timer
+	var timer *time.Timer // the deadline's, once ctx is cancelled
+	released := false     // the returned cancel was called: no timer starts after it
 	stop := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		timer = time.AfterFunc(time.Until(by(context.Cause(ctx), a.cancelledAt())), func() { cancel(context.DeadlineExceeded) })
+		if !released {
+			timer = time.AfterFunc(time.Until(by(context.Cause(ctx), a.cancelledAt())), func() { cancel(context.DeadlineExceeded) })
+		}
 	})
 	return octx, func() {
 		stop()
 		mu.Lock()
+		released = true
 		if timer != nil {
 			timer.Stop()
 		}
