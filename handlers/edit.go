@@ -205,7 +205,7 @@ func (e *editSink) idle(ctx context.Context) {
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	for !e.broken && snap.md != e.doneMD {
 		post := e.postDue
-		if err := e.waitTurn(wctx, post, snap.since); err != nil {
+		if err := e.waitTurn(ctx, wctx, post, snap.since); err != nil {
 			e.answer.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
 		}
@@ -232,10 +232,13 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 }
 
 // waitTurn waits for the slot of the next interim write: the channel's post budget for a post, else
-// the answer's lane of the edit budget.
-func (e *editSink) waitTurn(wctx context.Context, post bool, since time.Time) error {
+// the answer's lane of the edit budget. A post keeps its place in the channel's line after the
+// answer is complete (ctx, not wctx): given up, its slot would stay unused behind the posts queued
+// after it (a bucket hands out a place once), and the final write would queue again at the back;
+// kept, it posts the whole answer when its turn comes.
+func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, since time.Time) error {
 	if post {
-		return e.answer.r.postWait(wctx, e.answer.req.Channel)
+		return e.answer.r.postWait(ctx, e.answer.req.Channel)
 	}
 	return e.lane.Wait(wctx, e.priority(), since)
 }
