@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -323,7 +324,7 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 		return true
 	}
 	a.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
-	if pause := e.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
+	if pause := e.failed(err); pause > 0 && watch.Sleep(wctx, pause) != nil {
 		a.noteUnshown(since)
 		return false
 	}

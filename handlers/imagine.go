@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -206,7 +207,7 @@ func (i *Imagine) upload(ctx context.Context, log *zap.Logger, u Upload) error {
 			return err // the job would end first
 		}
 		log.Debug("image upload rate limited; waiting", zap.Duration("retry_after", ra), zap.Int("attempt", attempt))
-		if !sleepCtx(ctx, ra) {
+		if watch.Sleep(ctx, ra) != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -101,7 +102,7 @@ func retryWrite(ctx context.Context, pol retryPolicy, o *outage, t turn, write f
 			return err
 		}
 		pause, ok := r.retry()
-		if !ok || !sleepCtx(ctx, pause) {
+		if !ok || watch.Sleep(ctx, pause) != nil {
 			return err
 		}
 	}

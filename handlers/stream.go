@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -96,7 +97,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 			s.broken = true
 			return
 		}
-		if pause := s.failed(err); pause > 0 && !sleepCtx(wctx, pause) {
+		if pause := s.failed(err); pause > 0 && watch.Sleep(wctx, pause) != nil {
 			return
 		}
 	}

@@ -31,18 +31,6 @@ func (r *Replies) postTurn(channel string) turn {
 	}
 }
 
-// sleepCtx waits for d; false when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
 const writeCallTimeout = 10 * time.Second
 

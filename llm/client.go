@@ -12,6 +12,7 @@ package llm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -357,7 +358,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 		content.WriteString(chunk.Content)
 		reasoning.WriteString(chunk.Reasoning)
 		refusal.WriteString(chunk.Refusal)
-		comp.FinishReason = firstNonEmpty(chunk.FinishReason, comp.FinishReason)
+		comp.FinishReason = cmp.Or(chunk.FinishReason, comp.FinishReason)
 		if chunk.Usage != nil {
 			comp.Usage = chunk.Usage
 		}
@@ -370,7 +371,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 // refuses part of the request, once more with each fallback its refusals call for (each at most
 // once, so at most three extra requests).
 func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.Response, error) {
-	model := firstNonEmpty(req.Model, c.cfg.ChatModel)
+	model := cmp.Or(req.Model, c.cfg.ChatModel)
 	if model == "" {
 		return nil, &Error{Kind: KindBadRequest, Message: "no chat model configured"}
 	}
@@ -748,7 +749,7 @@ func parseCompletion(h http.Header, data []byte, secrets []string) (Completion, 
 	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || string(data) == "null" { // LiteLLM has answered 200 with a null body
-		return Completion{}, invalid("empty response (body: " + firstNonEmpty(string(data), "empty") + ")")
+		return Completion{}, invalid("empty response (body: " + cmp.Or(string(data), "empty") + ")")
 	}
 	if e := errorInBody(http.StatusOK, h, data, secrets); e != nil {
 		return Completion{}, e

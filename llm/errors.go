@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -262,8 +263,8 @@ func (d googleDetail) addTo(e *Error) {
 // provider failed.
 func (m *errorMetadata) addTo(e *Error) {
 	if len(m.FlaggedInput) > 0 || len(m.Reasons) > 0 {
-		e.Type = firstNonEmpty(e.Type, "moderation")
-		e.Code = firstNonEmpty(e.Code, "moderation_blocked")
+		e.Type = cmp.Or(e.Type, "moderation")
+		e.Code = cmp.Or(e.Code, "moderation_blocked")
 	}
 	if raw := text(m.Raw); raw != "" && !strings.Contains(e.Message, raw) {
 		e.Message = joinNonEmpty(": ", e.Message, clip(raw, maxSnippet))
@@ -518,13 +519,6 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func joinNonEmpty(sep string, a, b string) string {

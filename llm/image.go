@@ -3,6 +3,7 @@ package llm
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -43,7 +44,7 @@ type wireImages struct {
 // The whole call, including retries and the download, is bounded by Config.ImageTimeout and
 // is not retried after a timeout (generation is billed).
 func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
-	model := firstNonEmpty(req.Model, c.cfg.ImageModel)
+	model := cmp.Or(req.Model, c.cfg.ImageModel)
 	switch {
 	case model == "":
 		return nil, &Error{Kind: KindBadRequest, Message: "no image model configured"}
@@ -125,7 +126,7 @@ func (c *Client) Image(ctx context.Context, req ImageRequest) (*Image, error) {
 		}
 		if err != nil {
 			if e, ok := err.(*Error); ok {
-				e.RequestID = firstNonEmpty(e.RequestID, requestID(resp.Header))
+				e.RequestID = cmp.Or(e.RequestID, requestID(resp.Header))
 				return nil, e.redact(c.secrets)
 			}
 			return nil, invalid("%v", err)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/watch"
 )
 
 // The refresh scenario's timing. apps.connections.open is slowed down to a round trip to Slack
@@ -36,7 +37,7 @@ type slowOpen struct {
 
 func (s slowOpen) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.HasSuffix(r.URL.Path, "/apps.connections.open") {
-		if err := sleep(r.Context(), s.delay); err != nil {
+		if err := watch.Sleep(r.Context(), s.delay); err != nil {
 			return nil, err
 		}
 	}

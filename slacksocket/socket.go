@@ -33,6 +33,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/internal/watch"
 )
 
 // Opener opens Socket Mode connections (apps.connections.open with the app-level token).
@@ -293,7 +295,7 @@ func (s *Client) waitToConnect(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 	s.log.Info("socket mode: waiting before connecting again", zap.Duration("wait", d))
-	return sleep(ctx, d)
+	return watch.Sleep(ctx, d)
 }
 
 // drainTime bounds the read of what a replaced connection still holds, once its successor is up.
@@ -396,18 +398,6 @@ func helloApp(frame []byte) string {
 	return h.ConnectionInfo.AppID
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // connect opens a connection, retrying with a growing backoff until it works, ctx ends or the
 // error is fatal.
 func (s *Client) connect(ctx context.Context, count int) (*websocket.Conn, error) {
@@ -433,7 +423,7 @@ func (s *Client) connect(ctx context.Context, count int) (*websocket.Conn, error
 		}
 		backoff = min(2*backoff, maxBackoff)
 		s.state(State{Connection: count, Attempt: attempt, Err: err, Backoff: wait})
-		if err := sleep(ctx, wait); err != nil {
+		if err := watch.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}

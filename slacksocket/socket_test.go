@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/watch"
 )
 
 // waitTimeout bounds every wait in these tests.
@@ -367,7 +368,7 @@ type slowOpener struct {
 func (o *slowOpener) StartSocketModeContext(ctx context.Context) (*slack.SocketModeConnection, string, error) {
 	if o.calls.Add(1) == o.nth {
 		close(o.started)
-		if err := sleep(ctx, o.delay); err != nil {
+		if err := watch.Sleep(ctx, o.delay); err != nil {
 			return nil, "", err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/watch"
 )
 
 // imagineResult is what one -imagine run measured.
@@ -46,7 +47,7 @@ func runImagine(ctx context.Context, set settings, n, mib int) (*imagineResult, 
 		return nil, err
 	}
 	defer bot.stop(10 * time.Second)
-	if err := sleep(ctx, set.settle); err != nil {
+	if err := watch.Sleep(ctx, set.settle); err != nil {
 		return nil, err
 	}
 	res := &imagineResult{jobs: n, mib: mib}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/watch"
 )
 
 var errTooLong = errors.New("the answer does not fit one Slack message: lower -tokens")
@@ -229,7 +230,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 		return nil, err
 	}
 	settled := time.Now()
-	if err := sleep(ctx, set.settle); err != nil { // idle RSS is measured after start-up
+	if err := watch.Sleep(ctx, set.settle); err != nil { // idle RSS is measured after start-up
 		return nil, err
 	}
 	res := &result{n: n, policy: policy, best: bestMeanLag(n, set.updatesPerMin)}
@@ -297,7 +298,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if res.peakRSS, err = memKB(bot.pid(), "VmHWM"); err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, set.settle); err != nil { // let finished replies' goroutines end
+	if err := watch.Sleep(ctx, set.settle); err != nil { // let finished replies' goroutines end
 		return nil, err
 	}
 	res.goroutines, res.httpConns, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
@@ -501,18 +502,6 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 
 func scaleDown(d time.Duration, scale float64) time.Duration {
 	return time.Duration(float64(d) / scale)
-}
-
-// sleep waits d unless ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // policyName shortens a policy for narrow tables.

@@ -1,11 +1,25 @@
-// Package watch lets the observers of a fake's state wait for it to change, instead of polling it:
-// each change closes the channel they wait on.
+// Package watch holds the module's waits that end with their context: for a fake's state to
+// change (Changes; each change closes the channel its observers wait on, instead of their polling
+// it) and for a while to pass (Sleep).
 package watch
 
 import (
 	"context"
 	"sync"
+	"time"
 )
+
+// Sleep waits d, or until ctx ends (then it returns ctx's error).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // Changes is the state changes of one fake. Create it with New.
 type Changes struct {
