@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmbot/llmbot/slackmd"
 	"github.com/slack-go/slack"
 )
 
@@ -37,7 +38,7 @@ func blocksText(bs slack.Blocks) string {
 			}
 			add(strings.Join(parts, " "))
 		case *slack.MarkdownBlock:
-			add(escapeMrkdwn(b.Text)) // Markdown, not mrkdwn: only the escapes are Slack's
+			add(slackmd.EscapeMrkdwn(b.Text)) // Markdown, not mrkdwn: only the escapes are Slack's
 		case *slack.RichTextBlock:
 			for _, e := range b.Elements {
 				add(richText(e))
@@ -53,7 +54,7 @@ func textObject(t *slack.TextBlockObject) string {
 	case t == nil:
 		return ""
 	case t.Type == slack.PlainTextType:
-		return escapeMrkdwn(t.Text) // for plain to undo
+		return slackmd.EscapeMrkdwn(t.Text) // for plain to undo
 	}
 	return t.Text
 }
@@ -88,13 +89,13 @@ func richSection(es []slack.RichTextSectionElement) string {
 		switch e := e.(type) {
 		case *slack.RichTextSectionTextElement:
 			if e.Style != nil && e.Style.Code {
-				sb.WriteString("`" + escapeMrkdwn(e.Text) + "`")
+				sb.WriteString("`" + slackmd.EscapeMrkdwn(e.Text) + "`")
 			} else {
-				sb.WriteString(escapeMrkdwn(e.Text))
+				sb.WriteString(slackmd.EscapeMrkdwn(e.Text))
 			}
 		case *slack.RichTextSectionLinkElement:
 			if e.Text != "" {
-				sb.WriteString("<" + e.URL + "|" + escapeMrkdwn(e.Text) + ">")
+				sb.WriteString("<" + e.URL + "|" + slackmd.EscapeMrkdwn(e.Text) + ">")
 			} else {
 				sb.WriteString("<" + e.URL + ">")
 			}
@@ -113,7 +114,7 @@ func richSection(es []slack.RichTextSectionElement) string {
 			if e.Fallback != nil {
 				fallback = *e.Fallback
 			}
-			sb.WriteString("<!date^" + strconv.FormatInt(int64(e.Timestamp), 10) + "^" + e.Format + "|" + escapeMrkdwn(fallback) + ">")
+			sb.WriteString("<!date^" + strconv.FormatInt(int64(e.Timestamp), 10) + "^" + e.Format + "|" + slackmd.EscapeMrkdwn(fallback) + ">")
 		}
 	}
 	return sb.String()

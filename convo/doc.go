@@ -1,7 +1,8 @@
-// Package convo turns a Slack thread into the messages of a chat request, and a model's
-// Markdown answer into Slack messages that read well. Everything here is a pure function of
-// its arguments: no I/O, no logging (the one clock read is Options.Now falling back to
-// time.Now when unset).
+// Package convo turns a Slack thread into the messages of a chat request: the conversation as
+// the model sees it. Writing the model's Markdown answer as Slack text is package slackmd's
+// (convo uses its Format and escaping for an answer's note). Everything here is a pure
+// function of its arguments: no I/O, no logging (the one clock read is Options.Now falling
+// back to time.Now when unset).
 //
 // # Thread -> messages
 //
@@ -32,19 +33,12 @@
 //   - Result.EmptyMention reports a trigger with nothing beyond the mention, so the caller
 //     can answer with help instead of sending an empty prompt.
 //
-// # Answer -> Slack
+// # What comes back, and what the bot posts
 //
-// Render parses the Markdown with goldmark (GFM tables, strikethrough, autolinks, task
-// lists) and writes either Slack mrkdwn (FormatMrkdwn, for chat.postMessage / chat.update
-// text) or Slack's standard-Markdown dialect (FormatMarkdown, for markdown_text and
-// chat.*Stream). Tables become aligned code blocks in both. Model text can never ping
-// anyone, and its control characters never reach Slack (see Render).
-//
-// Pager cuts an answer into parts that fit a message, while it streams: parts other than
-// the last are sealed and never change. Split does the same for a whole answer.
-// MarkdownStream feeds chat.appendStream, which only appends: it returns complete,
-// mention-safe text and holds table rows back until the table can be written as a block.
+// ThinkFilter finds the answer in a model's content as it streams, without the reasoning some
+// servers leave in it as a leading <think>…</think> block.
 //
 // What the bot posts is marked with Slack message metadata (Mark.Metadata, ReadMark) so the
-// next Build can tell its answers from its placeholders and notices.
+// next Build can tell its answers from its placeholders and notices; an answer's status note
+// is appended with NoteSuffix, and Build strips it again when replaying the answer.
 package convo

@@ -1,6 +1,9 @@
 package convo
 
-import "github.com/slack-go/slack"
+import (
+	"github.com/llmbot/llmbot/slackmd"
+	"github.com/slack-go/slack"
+)
 
 // MetadataEventType is the Slack message metadata event_type of everything the bot posts.
 const MetadataEventType = "llmbot_message"
@@ -68,13 +71,13 @@ func ReadMark(msg slack.Message) (Mark, bool) {
 
 // NoteSuffix is how an answer's Mark.Note is appended to its text in format f: a blank line
 // and the note in italics. Build recognises and strips it when replaying the answer.
-func NoteSuffix(note string, f Format) string {
-	note = StripControls(note) // a provider's error message may carry them
+func NoteSuffix(note string, f slackmd.Format) string {
+	note = slackmd.StripControls(note) // a provider's error message may carry them
 	if note == "" {
 		return ""
 	}
-	if f == FormatMrkdwn {
-		note = escapeMrkdwn(note)
+	if f == slackmd.FormatMrkdwn {
+		note = slackmd.EscapeMrkdwn(note)
 	}
 	return "\n\n_" + note + "_"
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/llmbot/llmbot/slackmd"
 	"github.com/slack-go/slack"
 )
 
@@ -74,16 +75,16 @@ func TestReadMarkRejects(t *testing.T) {
 func TestNoteSuffixIsStrippedFromReplayedAnswers(t *testing.T) {
 	tests := []struct {
 		note string
-		f    Format
+		f    slackmd.Format
 	}{
-		{"stopped", FormatMrkdwn},
-		{"cut off: the answer was too long", FormatMarkdown},
-		{"interrupted <restart> & retry", FormatMrkdwn},
-		{"the service said: bad\x02 request\u0085", FormatMrkdwn},
+		{"stopped", slackmd.FormatMrkdwn},
+		{"cut off: the answer was too long", slackmd.FormatMarkdown},
+		{"interrupted <restart> & retry", slackmd.FormatMrkdwn},
+		{"the service said: bad\x02 request\u0085", slackmd.FormatMrkdwn},
 	}
 	for _, tt := range tests {
-		answer := Render("The answer is **42**.", tt.f) + NoteSuffix(tt.note, tt.f)
-		if stripped := StripControls(answer); answer != stripped {
+		answer := slackmd.Render("The answer is **42**.", tt.f) + NoteSuffix(tt.note, tt.f)
+		if stripped := slackmd.StripControls(answer); answer != stripped {
 			t.Errorf("note %q: the message text keeps control characters: %q", tt.note, answer)
 		}
 		thread := []slack.Message{

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmbot/llmbot/slackmd"
 	"github.com/slack-go/slack"
 )
 
@@ -29,7 +30,7 @@ func TestBuildStrippingANoteKeepsTheAnswersLastCharacters(t *testing.T) {
 			thread := []slack.Message{
 				{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000001", Text: "<@U0BOT> what is it called?"}},
 				{Msg: slack.Msg{User: "U0BOT", BotID: "B0BOT", Timestamp: "1.000002",
-					Text:     tt.answer + NoteSuffix(note, FormatMrkdwn),
+					Text:     tt.answer + NoteSuffix(note, slackmd.FormatMrkdwn),
 					Metadata: Mark{Kind: MarkAnswer, Note: note}.Metadata()}},
 				{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "<@U0BOT> go on"}},
 			}

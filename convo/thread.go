@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/slackmd"
 	"github.com/slack-go/slack"
 )
 
@@ -637,7 +638,7 @@ func joinNonEmpty(a, b string) string {
 
 // stripNote removes an answer's note (see NoteSuffix) from the end of its replayed text.
 func stripNote(text, note string) string {
-	note = StripControls(note) // as NoteSuffix writes it
+	note = slackmd.StripControls(note) // as NoteSuffix writes it
 	if note == "" {
 		return text
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 func buttonOptions() ReplyOptions {
@@ -63,7 +64,7 @@ func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
 		}
 
 		ms := rt.slack.botMessages(testTS)
-		want := convo.Split(joined(ws), convo.FormatMrkdwn, buttonPartLimit)
+		want := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, buttonPartLimit)
 		if len(ms) != 2 || len(want) != 2 || ms[0].text != want[0] || ms[1].text != want[1] {
 			t.Fatalf("final messages = %d, want the answer in 2 parts of at most %d bytes", len(ms), buttonPartLimit)
 		}
@@ -107,7 +108,7 @@ func TestButtonsStopKeepsTextAndOffersRegenerate(t *testing.T) {
 			t.Errorf("model request ended with %v, want cancelled with ErrStopped", cause)
 		}
 		ms := rt.slack.botMessages(testTS)
-		want := "word0 word1 word2" + convo.NoteSuffix("Stopped by Alice.", convo.FormatMrkdwn)
+		want := "word0 word1 word2" + convo.NoteSuffix("Stopped by Alice.", slackmd.FormatMrkdwn)
 		if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != "Stopped by Alice." {
 			t.Fatalf("messages = %+v, want %q", ms, want)
 		}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // How an answer is closed. Its last writes must leave Slack showing a finished answer, or a note
@@ -181,7 +182,7 @@ func (a *answer) closeStep(ctx context.Context, s sink, step closeStep, c closin
 // postInterrupted posts the note that the answer above was interrupted as a new message in the
 // answer's thread, marked as a notice (never replayed to the model).
 func (a *answer) postInterrupted(ctx context.Context) error {
-	text := noteAlone(textInterruptedAbove, convo.FormatMrkdwn)
+	text := noteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
 	_, err := a.postRetry(ctx, closingRetry, &a.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
 	if err != nil {
 		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
@@ -191,6 +192,6 @@ func (a *answer) postInterrupted(ctx context.Context) error {
 
 // noteAlone is note as a message of its own: convo.NoteSuffix without the blank line that parts it
 // from the text above.
-func noteAlone(note string, f convo.Format) string {
+func noteAlone(note string, f slackmd.Format) string {
 	return strings.TrimPrefix(convo.NoteSuffix(note, f), "\n\n")
 }

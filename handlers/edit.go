@@ -14,6 +14,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // maxInterimFailures is how many interim writes in a row may fail with an error that is not transient
@@ -25,7 +26,7 @@ const maxInterimFailures = 3
 type editSink struct {
 	answer *answer
 	lane   *pace.Lane
-	pager  *convo.Pager
+	pager  *slackmd.Pager
 	ts     []string // one message per part; ts[0] is the placeholder, when one was posted
 	shown  []string // the text last written to each message ("" for the placeholder)
 	btn    []string // the buttons each message shows (buttonKey)
@@ -115,7 +116,7 @@ func (e *editSink) visible(md string) string {
 		return md[:lo+i+2]
 	}
 	for i := len(md); i > lo; i-- {
-		if (md[i-1] == ' ' || md[i-1] == '\n') && convo.SentenceEnd(md[:i]) {
+		if (md[i-1] == ' ' || md[i-1] == '\n') && slackmd.SentenceEnd(md[:i]) {
 			return md[:i]
 		}
 	}
@@ -413,14 +414,14 @@ func (e *editSink) finalParts(ctx context.Context, md, note string, by time.Time
 // withNote is an answer's parts (mrkdwn) with note after the last, or the note alone when there are
 // none; with neither, the note that the answer is empty: never an empty message (or the placeholder).
 func withNote(parts []string, note string) []string {
-	suffix := convo.NoteSuffix(note, convo.FormatMrkdwn)
+	suffix := convo.NoteSuffix(note, slackmd.FormatMrkdwn)
 	if len(parts) == 0 {
 		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
 	} else {
 		parts[len(parts)-1] += suffix
 	}
 	if parts[0] == "" {
-		parts[0] = noteAlone(textEmpty, convo.FormatMrkdwn)
+		parts[0] = noteAlone(textEmpty, slackmd.FormatMrkdwn)
 	}
 	return parts
 }

@@ -9,9 +9,9 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // Slack is slow for a minute while an answer streams (appends land but answer after 12 s): an append
@@ -103,7 +103,7 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var steps []step
 				total := 0
-				for i := 0; total < convo.MarkdownLimit+2000; i++ {
+				for i := 0; total < slackmd.MarkdownLimit+2000; i++ {
 					l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
 					total += len(l)
 					steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})

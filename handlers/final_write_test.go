@@ -11,7 +11,7 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // Slack answers chat.update with 429 (Retry-After: 1) for 45 s while a short answer streams: the
@@ -50,7 +50,7 @@ func TestMultiPartFinalKeepsItsFirstPart(t *testing.T) {
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		want := convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
+		want := slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 		got := rt.texts()
 		for i, m := range got {
 			t.Logf("message %d (%d chars): %q ...", i, len(m), m[:min(60, len(m))])

@@ -12,9 +12,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // ImagineOptions configure Imagine. Zero values get the documented defaults.
@@ -162,7 +162,7 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	}
 	comment := fmt.Sprintf("<@%s> asked for: %s", req.User, escape(prompt))
 	if rp := strings.TrimSpace(img.RevisedPrompt); rp != "" && rp != prompt {
-		comment += "\n_Revised prompt: " + escape(oneLine(convo.StripControls(rp), 1000)) + "_"
+		comment += "\n_Revised prompt: " + escape(oneLine(slackmd.StripControls(rp), 1000)) + "_"
 	}
 	var buttons []Button
 	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {

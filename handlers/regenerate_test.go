@@ -13,6 +13,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // Regenerate writes the new answer where the old one stands: the thread ends with one answer to
@@ -42,7 +43,7 @@ func TestRegenerateInPlace(t *testing.T) {
 				rt := newReplyTest(t, deltas(tc.old, 100*time.Millisecond), buttonOptions())
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 				oldMsgs := rt.slack.botMessages(testTS)
-				oldParts := convo.Split(joined(tc.old), convo.FormatMrkdwn, buttonPartLimit)
+				oldParts := slackmd.Split(joined(tc.old), slackmd.FormatMrkdwn, buttonPartLimit)
 				rt.slack.mu.Lock()
 				rt.slack.msgs = slices.DeleteFunc(rt.slack.msgs, func(*fakeMsg) bool { return tc.gone })
 				rt.slack.updateErr = func(_ int, c call) error {
@@ -57,8 +58,8 @@ func TestRegenerateInPlace(t *testing.T) {
 					ThreadTS: testTS, Regenerate: true, Replace: oldMsgs[len(oldMsgs)-1].ts}
 				mustNoErr(t, rt.r.Reply(t.Context(), regen))
 
-				want := convo.Split(joined(tc.new), convo.FormatMrkdwn, buttonPartLimit)
-				want[len(want)-1] += convo.NoteSuffix(tc.note, convo.FormatMrkdwn)
+				want := slackmd.Split(joined(tc.new), slackmd.FormatMrkdwn, buttonPartLimit)
+				want[len(want)-1] += convo.NoteSuffix(tc.note, slackmd.FormatMrkdwn)
 				want = append(oldParts[:tc.keptOld:tc.keptOld], want...)
 				if got := rt.texts(); fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("thread = %q\nwant %q", got, want)

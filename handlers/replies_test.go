@@ -20,6 +20,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 const (
@@ -118,7 +119,7 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 		if n := len(ups); n < 8 || n > 15 {
 			t.Errorf("edits = %d, want throttled but steady (8..15) for 40 tokens over 12s", n)
 		}
-		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)
+		want := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 		if got := rt.texts(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("final messages = %q, want %q", got, want)
 		}
@@ -165,7 +166,7 @@ func TestReplyStreamPatienceFollowsTheBudget(t *testing.T) {
 func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := numbered(20)
-		full := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)[0]
+		full := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0]
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 3)
 		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
@@ -213,13 +214,13 @@ func TestReplyLongAnswerContinuesInParts(t *testing.T) {
 		ws := words(md, 97)
 		rt := newReplyTest(t, deltas(ws, 50*time.Millisecond), testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		want := convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
+		want := slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 		got := rt.texts()
 		if len(want) < 3 {
 			t.Fatalf("test needs an answer of 3+ parts, got %d", len(want))
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("parts = %d %q..., want %d parts equal to convo.Split", len(got), got, len(want))
+			t.Errorf("parts = %d %q..., want %d parts equal to slackmd.Split", len(got), got, len(want))
 		}
 		ms := rt.slack.botMessages(testTS)
 		for i, m := range ms {
@@ -416,7 +417,7 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 					t.Fatalf("messages = %+v, want 1", ms)
 				}
 				// The note alone has no text above it to keep apart from.
-				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.wantNote, convo.FormatMrkdwn), "\n\n")
+				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.wantNote, slackmd.FormatMrkdwn), "\n\n")
 				if ms[0].text != want || ms[0].mark.Kind != tt.wantKind || ms[0].mark.Note != tt.wantNote {
 					t.Errorf("message = %q %+v, want %q kind %s note %q", ms[0].text, ms[0].mark, want, tt.wantKind, tt.wantNote)
 				}
@@ -451,7 +452,7 @@ func TestReplyCancelled(t *testing.T) {
 					t.Errorf("Reply = %v, want %v", err, tt.cause)
 				}
 				// The note alone has no text above it to keep apart from.
-				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.note, convo.FormatMrkdwn), "\n\n")
+				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.note, slackmd.FormatMrkdwn), "\n\n")
 				ms := rt.slack.botMessages(testTS)
 				if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != tt.note {
 					t.Errorf("messages = %+v, want %q", ms, want)
@@ -491,7 +492,7 @@ func TestReplyShutdownBeforeAnyText(t *testing.T) {
 					t.Fatalf("messages = %+v, want %d", ms, tt.wantMsgs)
 				}
 				if len(ms) == 1 {
-					want := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, convo.FormatMrkdwn), "\n\n")
+					want := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, slackmd.FormatMrkdwn), "\n\n")
 					if ms[0].text != want || ms[0].mark.Kind != convo.MarkNotice {
 						t.Errorf("message = %q %+v, want %q, a notice", ms[0].text, ms[0].mark, want)
 					}
@@ -565,7 +566,7 @@ func TestReplyEvery20ChunksPolicy(t *testing.T) {
 		if got := len(rt.slack.callsOf("update")); got != 3 {
 			t.Errorf("edits = %d, want 3", got)
 		}
-		if got, want := rt.texts(), convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got, want := rt.texts(), slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("final = %q, want %q", got, want)
 		}
 	})
@@ -656,7 +657,7 @@ func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 		wg.Wait()
 		// Each answer ends complete: in its message, or, when its edit turn is far off, with the rest
 		// posted below what its message shows (one more message at most).
-		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)[0]
+		want := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0]
 		for i := range n {
 			ms := rt.slack.messagesIn(fmt.Sprint("C", i))
 			if got := shownText(rt.slack, fmt.Sprint("C", i)); got != want || len(ms) > 2 {
@@ -1087,7 +1088,7 @@ func TestReplyHidesReasoningLeftInTheContent(t *testing.T) {
 		opt  ReplyOptions
 		want func(md string) string // what Slack shows for the whole answer md
 	}{
-		{"edit", testOptions(), func(md string) string { return convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)[0] }},
+		{"edit", testOptions(), func(md string) string { return slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0] }},
 		{"stream", streamOptions(), streamed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1118,7 +1119,7 @@ func TestReplyShowsAnAnswerThatOnlyLooksLikeTheStartOfAThinkTag(t *testing.T) {
 			opt  ReplyOptions
 			want func(md string) string
 		}{
-			{"edit", testOptions(), func(md string) string { return convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)[0] }},
+			{"edit", testOptions(), func(md string) string { return slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0] }},
 			{"stream", streamOptions(), streamed},
 		} {
 			t.Run(tc.name+"/"+answer, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 func (a *answer) noteUnshown(since time.Time) {
@@ -115,14 +116,14 @@ func (a *answer) openEdit(ctx context.Context) (*editSink, error) {
 // editSink writes the answer into the placeholder ts ("": none posted yet) and the messages it
 // continues in.
 func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
-	limit := convo.MrkdwnLimit
+	limit := slackmd.MrkdwnLimit
 	if a.r.opt.Buttons {
 		limit = buttonPartLimit
 	}
 	e := &editSink{
 		answer: a,
 		lane:   lane,
-		pager:  convo.NewPager(convo.FormatMrkdwn, limit),
+		pager:  slackmd.NewPager(slackmd.FormatMrkdwn, limit),
 	}
 	if ts == "" {
 		e.postDue = true // the first write posts the first part
@@ -183,7 +184,7 @@ func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: convo.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
+	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
 }
 
 func (a *answer) streamStart(md string) StreamStart {

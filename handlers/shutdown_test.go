@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // TestShutdownClosesEveryReplyBeyondTheEditBudget: 20 replies in flight are cancelled with
@@ -83,8 +84,8 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 			t.Errorf("closing took %v, want at most %v", took, opt.ShutdownTimeout)
 		}
 
-		edited := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, convo.FormatMrkdwn), "\n\n")
-		above := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, convo.FormatMrkdwn), "\n\n")
+		edited := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, slackmd.FormatMrkdwn), "\n\n")
+		above := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, slackmd.FormatMrkdwn), "\n\n")
 		ephemerals := map[string]int{} // thread -> private notes to its asker
 		for _, c := range fs.callsOf("ephemeral") {
 			if c.err == nil && c.text == textNotAnswered {

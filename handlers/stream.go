@@ -12,16 +12,17 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // streamSink writes an answer with Slack's native streaming: chat.startStream when the answer opens,
-// chat.appendStream with the safe-to-append Markdown (convo.MarkdownStream) paced by the appends
-// scheduler, chat.stopStream with the rest and the mark. A message that would pass convo.MarkdownLimit is
+// chat.appendStream with the safe-to-append Markdown (slackmd.MarkdownStream) paced by the appends
+// scheduler, chat.stopStream with the rest and the mark. A message that would pass slackmd.MarkdownLimit is
 // stopped and the answer continues in a new streamed message.
 type streamSink struct {
 	answer   *answer
 	lane     *pace.Lane
-	ms       *convo.MarkdownStream
+	ms       *slackmd.MarkdownStream
 	fed      int      // bytes of the answer fed to ms
 	pend     string   // ms output not yet appended
 	ts       string   // the streamed message being written ("" after it was stopped to continue in a new one)
@@ -110,7 +111,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 // is not abandoned when the answer is cancelled).
 func (s *streamSink) write(ctx context.Context, call callCtxFunc, text string) (int, error) {
 	done := 0
-	for _, piece := range splitLines(text, convo.MarkdownLimit) {
+	for _, piece := range splitLines(text, slackmd.MarkdownLimit) {
 		if err := s.writePiece(ctx, call, piece); err != nil {
 			return done, err
 		}
@@ -125,7 +126,7 @@ type callCtxFunc func(context.Context) (context.Context, context.CancelFunc)
 // writePiece appends piece to the streamed message, or starts a new one with it when none is open or
 // the open one is full (stopped first).
 func (s *streamSink) writePiece(ctx context.Context, call callCtxFunc, piece string) error {
-	if s.ts != "" && s.sent > 0 && s.sent+len(piece) > convo.MarkdownLimit {
+	if s.ts != "" && s.sent > 0 && s.sent+len(piece) > slackmd.MarkdownLimit {
 		if err := s.stopFull(ctx, call); err != nil {
 			return err
 		}
@@ -253,7 +254,7 @@ func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (
 // the note and the mark if it still takes calls.
 func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 	a := s.answer
-	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, noteAlone(c.note, convo.FormatMarkdown),
+	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, noteAlone(c.note, slackmd.FormatMarkdown),
 		s.mark(c.kind, c.note), s.buttons())
 	if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
 		return fmt.Errorf("chat.stopStream: %w", err)
@@ -273,11 +274,11 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 		s.pend = rest
 		return errAppendsRefused
 	}
-	text := rest + convo.NoteSuffix(c.note, convo.FormatMarkdown)
+	text := rest + convo.NoteSuffix(c.note, slackmd.FormatMarkdown)
 	if s.sent == 0 && strings.TrimSpace(rest) == "" {
 		text = strings.TrimPrefix(text, "\n\n")
 		if text == "" {
-			text = noteAlone(textEmpty, convo.FormatMarkdown)
+			text = noteAlone(textEmpty, slackmd.FormatMarkdown)
 		}
 	}
 	whole := len(text)
@@ -327,7 +328,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.ts == "" {
 		return nil
 	}
-	text := convo.NoteSuffix(note, convo.FormatMarkdown)
+	text := convo.NoteSuffix(note, slackmd.FormatMarkdown)
 	if s.sent == 0 {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
@@ -350,7 +351,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 // streamed message marked with kind and note.
 func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.MarkKind, note string) error {
 	a := s.answer
-	if s.ts == "" || s.sent+len(*text) > convo.MarkdownLimit {
+	if s.ts == "" || s.sent+len(*text) > slackmd.MarkdownLimit {
 		// Too long for this message (or one call), or the next message is not started yet: append it in
 		// pieces, continuing in new messages as needed, then stop the last with nothing more to add. A
 		// retry goes on from what Slack did not take.
@@ -380,7 +381,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	a := s.answer
 	var parts []string
 	if strings.TrimSpace(md) != "" {
-		parts = convo.Split(md, convo.FormatMrkdwn, convo.MrkdwnLimit)
+		parts = slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 	}
 	parts = withNote(parts, note)
 	var rp rescuePosts

@@ -9,14 +9,14 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // longStreamAnswer is an answer of about 1.5 native-streaming messages, one numbered line each.
 func longStreamAnswer() []string {
 	var ws []string
-	for i := 0; len(joined(ws)) < convo.MarkdownLimit*3/2; i++ {
+	for i := 0; len(joined(ws)) < slackmd.MarkdownLimit*3/2; i++ {
 		ws = append(ws, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
 	}
 	return ws
@@ -135,7 +135,7 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var steps []step
 		total := 0
-		for i := 0; total < convo.MarkdownLimit-300; i++ {
+		for i := 0; total < slackmd.MarkdownLimit-300; i++ {
 			l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
 			total += len(l)
 			steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})

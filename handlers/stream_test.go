@@ -14,6 +14,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 func streamOptions() ReplyOptions {
@@ -31,9 +32,9 @@ func budgetedStreamOptions() ReplyOptions {
 	return opt
 }
 
-// streamed is what Slack shows for a whole answer streamed through convo.MarkdownStream.
+// streamed is what Slack shows for a whole answer streamed through slackmd.MarkdownStream.
 func streamed(md string) string {
-	ms := convo.NewMarkdownStream()
+	ms := slackmd.NewMarkdownStream()
 	return ms.Feed(md) + ms.Flush()
 }
 
@@ -84,7 +85,7 @@ func TestStreamModeAppendsAndStops(t *testing.T) {
 func TestStreamModeLongAnswerContinuesInNewMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var ws []string
-		for i := 0; len(joined(ws)) < 2*convo.MarkdownLimit+500; i++ {
+		for i := 0; len(joined(ws)) < 2*slackmd.MarkdownLimit+500; i++ {
 			ws = append(ws, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
 		}
 		rt := newReplyTest(t, deltas(ws, 20*time.Millisecond), streamOptions())
@@ -95,8 +96,8 @@ func TestStreamModeLongAnswerContinuesInNewMessage(t *testing.T) {
 		}
 		var all strings.Builder
 		for i, m := range ms {
-			if len(m.text) > convo.MarkdownLimit || m.streaming {
-				t.Errorf("message %d: %d chars, streaming %v; want <= %d and stopped", i, len(m.text), m.streaming, convo.MarkdownLimit)
+			if len(m.text) > slackmd.MarkdownLimit || m.streaming {
+				t.Errorf("message %d: %d chars, streaming %v; want <= %d and stopped", i, len(m.text), m.streaming, slackmd.MarkdownLimit)
 			}
 			all.WriteString(m.text)
 		}
@@ -118,7 +119,7 @@ func TestStreamModeWholeLongAnswerAtOnce(t *testing.T) {
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		var all strings.Builder
 		for i, m := range rt.slack.botMessages(testTS) {
-			if len(m.text) > convo.MarkdownLimit || m.streaming {
+			if len(m.text) > slackmd.MarkdownLimit || m.streaming {
 				t.Errorf("message %d: %d chars, streaming %v", i, len(m.text), m.streaming)
 			}
 			all.WriteString(m.text)
@@ -144,7 +145,7 @@ func TestStreamModeFallsBackWhenRefused(t *testing.T) {
 			t.Errorf("startStream calls = %d, want 1 (the refusal is remembered)", n)
 		}
 		ms := rt.slack.botMessages(testTS)
-		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)[0]
+		want := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0]
 		if len(ms) != 2 || ms[0].text != want || ms[1].text != want {
 			t.Errorf("messages = %+v, want two post-and-edit answers %q", ms, want)
 		}
@@ -249,7 +250,7 @@ func TestStreamModeFailureKeepsPartial(t *testing.T) {
 			t.Error("Reply = nil, want the stream error")
 		}
 		ms := rt.slack.botMessages(testTS)
-		want := streamed(joined(lines(3))) + convo.NoteSuffix(textTruncated, convo.FormatMarkdown)
+		want := streamed(joined(lines(3))) + convo.NoteSuffix(textTruncated, slackmd.FormatMarkdown)
 		if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != textTruncated {
 			t.Errorf("message = %+v, want %q", ms, want)
 		}
@@ -264,7 +265,7 @@ func TestStreamModeRescuesAnswerWhenStopFails(t *testing.T) {
 		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
 		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // rescued: the answer stands
-		want := convo.Split(joined(ws), convo.FormatMrkdwn, convo.MrkdwnLimit)
+		want := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 		if got := rt.texts(); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("thread shows %q, want the whole answer %q (the streamed message deleted)", got, want)
 		}
@@ -284,7 +285,7 @@ func TestStreamModeShutdownAndEmptyMention(t *testing.T) {
 				t.Errorf("Reply = %v, want ErrShutdown", err)
 			}
 			ms := rt.slack.botMessages(testTS)
-			want := streamed(joined(lines(3))) + convo.NoteSuffix(textInterrupted, convo.FormatMarkdown)
+			want := streamed(joined(lines(3))) + convo.NoteSuffix(textInterrupted, slackmd.FormatMarkdown)
 			if len(ms) != 1 || ms[0].text != want || ms[0].streaming {
 				t.Errorf("message = %+v, want %q, stopped", ms, want)
 			}
@@ -336,7 +337,7 @@ func TestStreamModeRateLimitedPieceIsNotSentTwice(t *testing.T) {
 // are paced by Streams, chat.appendStream by the appends scheduler. The answer is whole either way.
 func TestStreamModeRateLimitCharged(t *testing.T) {
 	var long []string
-	for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
+	for i := 0; len(joined(long)) < slackmd.MarkdownLimit+500; i++ {
 		long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
 	}
 	whole := func(ws []string) []step {
@@ -397,7 +398,7 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 // which the final write's appends wait for too).
 func TestStreamModeFinalAppendWaitsRetryAfter(t *testing.T) {
 	var long []string
-	for i := 0; len(joined(long)) < convo.MarkdownLimit+500; i++ {
+	for i := 0; len(joined(long)) < slackmd.MarkdownLimit+500; i++ {
 		long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
 	}
 	end := step{wait: time.Second, chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}

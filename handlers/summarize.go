@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // /summarize and the "Summarize thread" message shortcut, use cases built on Replies: they share
@@ -324,7 +325,7 @@ func (j *summaryJob) run(ctx context.Context) error {
 	} else {
 		asker = escape(asker)
 	}
-	body := convo.Render(md, convo.FormatMrkdwn)
+	body := slackmd.Render(md, slackmd.FormatMrkdwn)
 	id := r.kept.put(keptResult{User: j.req.User, Channel: j.req.Channel,
 		Post: "*" + header + "*, asked for by " + asker + ":\n\n" + body})
 	private := Private{Text: "*" + header + "* (" + j.counts() + "), only you can see it:\n\n" + body + note}
@@ -852,7 +853,7 @@ func (r *Replies) PostSummaryHandler(resp PrivateResponder) route.Handler {
 // level, any further ones in its thread.
 func (r *Replies) postSummary(ctx context.Context, k keptResult) error {
 	thread := ""
-	for _, part := range splitLines(k.Post, convo.MrkdwnLimit) { // bytes: at most as many characters
+	for _, part := range splitLines(k.Post, slackmd.MrkdwnLimit) { // bytes: at most as many characters
 		var ts string
 		err := retryWrite(ctx, interimRetry, nil, r.postTurn(k.Channel),
 			func(ctx context.Context) (err error) {

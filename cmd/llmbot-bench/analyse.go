@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // script is what one conversation's model answers, and what Slack must show for it.
@@ -19,7 +19,7 @@ type script struct {
 	// each token prefix) to the number of tokens it shows (the largest prefix with that rendering: a
 	// token that changes nothing visible, such as a trailing space, counts as shown with it).
 	views map[uint64]int
-	// stream is what a natively streamed answer shows at the end: convo.MarkdownStream's output for
+	// stream is what a natively streamed answer shows at the end: slackmd.MarkdownStream's output for
 	// the whole answer (Feed, then Flush). A streamed message only ever grows, so while the answer
 	// streams it shows a prefix of stream.
 	stream string
@@ -37,17 +37,17 @@ type script struct {
 // the answer as native streaming writes it (MarkdownStream, standard Markdown).
 func newScript(tokens []string) (*script, error) {
 	answer := strings.Join(tokens, "")
-	parts := convo.Split(answer, convo.FormatMrkdwn, convo.MrkdwnLimit)
+	parts := slackmd.Split(answer, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 	if len(parts) != 1 {
 		return nil, errTooLong
 	}
 	s := &script{tokens: tokens, answer: answer, final: norm(parts[0]), views: make(map[uint64]int, 2*len(tokens))}
-	inc := convo.NewPager(convo.FormatMrkdwn, convo.MrkdwnLimit)
+	inc := slackmd.NewPager(slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 	var b strings.Builder
 	for k, t := range tokens {
 		b.WriteString(t)
 		md := b.String()
-		for _, ps := range [][]string{inc.Update(md, false), convo.NewPager(convo.FormatMrkdwn, convo.MrkdwnLimit).Update(md, false)} {
+		for _, ps := range [][]string{inc.Update(md, false), slackmd.NewPager(slackmd.FormatMrkdwn, slackmd.MrkdwnLimit).Update(md, false)} {
 			if len(ps) == 1 {
 				s.views[textHash(norm(ps[0]))] = k + 1
 			}
@@ -55,7 +55,7 @@ func newScript(tokens []string) (*script, error) {
 	}
 	s.views[textHash(s.final)] = len(tokens)
 
-	ms := convo.NewMarkdownStream()
+	ms := slackmd.NewMarkdownStream()
 	var out strings.Builder
 	for _, t := range tokens {
 		out.WriteString(ms.Feed(t))
@@ -67,7 +67,7 @@ func newScript(tokens []string) (*script, error) {
 	end := 0
 	for j, t := range tokens {
 		b.WriteString(t)
-		f := convo.NewMarkdownStream()
+		f := slackmd.NewMarkdownStream()
 		end = max(end, commonPrefix(s.stream, f.Feed(b.String())+f.Flush()))
 		s.streamEnds[j] = end
 	}

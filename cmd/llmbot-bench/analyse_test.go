@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
@@ -71,7 +71,7 @@ func TestNewScript(t *testing.T) {
 }
 
 func TestNewScriptTooLong(t *testing.T) {
-	long := strings.Repeat("word ", convo.MrkdwnLimit)
+	long := strings.Repeat("word ", slackmd.MrkdwnLimit)
 	if _, err := newScript([]string{long}); err != errTooLong {
 		t.Errorf("err = %v, want errTooLong", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 const (
@@ -316,7 +317,7 @@ func TestE2ELongAnswerSplit(t *testing.T) {
 	}
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(long) })
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> tell me everything")
-	want := convo.Split(long, convo.FormatMrkdwn, convo.MrkdwnLimit)
+	want := slackmd.Split(long, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 	if len(want) < 3 {
 		t.Fatalf("the answer (%d chars) splits into %d parts; the test wants at least 3", len(long), len(want))
 	}

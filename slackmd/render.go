@@ -1,4 +1,4 @@
-package convo
+package slackmd
 
 import (
 	"bytes"
@@ -46,9 +46,9 @@ const (
 )
 
 // Per-message part limits, with margin below Slack's hard limits (chat.update text 4,000;
-// markdown_text 12,000) that leaves room for a NoteSuffix on the last part. Lengths are
-// counted in UTF-16 code units (an emoji counts 2), which is never less than Slack's
-// character count.
+// markdown_text 12,000) that leaves room for a status note (convo.NoteSuffix) on the last
+// part. Lengths are counted in UTF-16 code units (an emoji counts 2), which is never less
+// than Slack's character count.
 const (
 	MrkdwnLimit   = 3500
 	MarkdownLimit = 11000
@@ -846,7 +846,7 @@ func (w *writer) mrkdwnLink(dest, label string) {
 		w.write("<" + slackURL(dest) + ">")
 		return
 	}
-	w.write("<" + slackURL(dest) + "|" + strings.ReplaceAll(escapeMrkdwn(label), "|", "│") + ">")
+	w.write("<" + slackURL(dest) + "|" + strings.ReplaceAll(EscapeMrkdwn(label), "|", "│") + ">")
 }
 
 func (w *writer) autoLink(n *ast.AutoLink) {
@@ -862,7 +862,7 @@ func (w *writer) autoLink(n *ast.AutoLink) {
 	case label == url || "mailto:"+label == url:
 		w.write("<" + slackURL(url) + ">")
 	default:
-		w.write("<" + slackURL(url) + "|" + escapeMrkdwn(label) + ">")
+		w.write("<" + slackURL(url) + "|" + EscapeMrkdwn(label) + ">")
 	}
 	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
 }
@@ -874,7 +874,7 @@ func (w *writer) text(s string, md bool) {
 		if md {
 			s = unescapeMarkdown(s)
 		}
-		s = breakFences(escapeMrkdwn(s))
+		s = breakFences(EscapeMrkdwn(s))
 	}
 	if w.protect > 0 || !strings.ContainsAny(s, " \u3000。！？") {
 		w.writeLines(s)
@@ -937,7 +937,7 @@ func (w *writer) writeLines(s string) {
 // ends a code block, backtick runs are broken up (breakFences).
 func (w *writer) codeText(s string) {
 	if w.f == FormatMrkdwn {
-		s = breakFences(escapeMrkdwn(s))
+		s = breakFences(EscapeMrkdwn(s))
 	}
 	w.writeLines(s)
 }
@@ -984,7 +984,9 @@ func asciiAlnum(r rune) bool {
 
 var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-func escapeMrkdwn(s string) string {
+// EscapeMrkdwn escapes &, < and > as &amp; &lt; &gt;, the three escapes of Slack mrkdwn: text
+// written with it shows as written and makes no link, mention or token.
+func EscapeMrkdwn(s string) string {
 	if !strings.ContainsAny(s, "&<>") {
 		return s
 	}

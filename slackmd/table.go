@@ -1,4 +1,4 @@
-package convo
+package slackmd
 
 import (
 	"strings"

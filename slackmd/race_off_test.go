@@ -1,5 +1,5 @@
 //go:build !race
 
-package convo
+package slackmd
 
 const raceEnabled = false

@@ -1,6 +1,6 @@
 //go:build race
 
-package convo
+package slackmd
 
 // raceEnabled: the race detector slows the property tests about tenfold, so they run fewer
 // random inputs (the full set runs without -race).
