@@ -238,7 +238,10 @@ func TestDisconnectWarningKeepsTheConnection(t *testing.T) {
 // the refresh is still read and acked there.
 func TestRefreshOpensTheNextConnectionFirst(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{RefreshGrace: time.Second})
-	a := startApp(t, fs, nil, Options{})
+	// The refresh's apps.connections.open takes 200 ms, as over a real network: the message sent as the
+	// refresh begins is then on the old connection for sure (a fast dial could open the next first).
+	op := &slowOpener{nth: 2, delay: 200 * time.Millisecond, started: make(chan struct{})}
+	a := startApp(t, fs, func(o Opener) Opener { op.open = o; return op }, Options{})
 	time.Sleep(1100 * time.Millisecond) // a refresh within a second of connecting waits first (Run)
 	before := len(a.statesSince(0))
 	fs.Disconnect("refresh_requested")
