@@ -58,10 +58,11 @@ type userJobs struct {
 	accepted []time.Time // when each was accepted, oldest first
 }
 
-// acceptTTL is how long an accepted job holds its place without Run beginning. The bot runs an
-// accepted job at once; this only frees the place when a caller accepted and then did not run it
-// (e.g. a decorator refusing after Accept).
-const acceptTTL = 30 * time.Second
+// acceptTTL is how long an accepted job holds its place without Run beginning. The bot runs every
+// accepted job, but maybe only after a wait for a place among the answers in progress (its queue);
+// this frees the place only when a caller accepted and then did not run it, so it is longer than
+// any such wait.
+const acceptTTL = 15 * time.Minute
 
 // prune drops accepted places older than acceptTTL.
 func (u *userJobs) prune(now time.Time) {
