@@ -95,7 +95,7 @@ func NewImagine(img Imager, up Uploader, r Responder, log *zap.Logger, opt Imagi
 // Accept returns the text of the command's ack (shown only to the user) and whether Run should follow.
 // It does no I/O, so the ack goes out at once. An empty prompt gets usage help; a user already at the
 // per-user bound is told to wait. When it says start, the job holds its place in the per-user bound
-// from now on: Run takes the place over (a place Run does not take within 30 s is freed).
+// from now on: Run takes the place over (a place Run does not take within acceptTTL is freed).
 func (i *Imagine) Accept(req ImagineRequest) (ackText string, start bool) {
 	prompt := strings.TrimSpace(req.Text)
 	if prompt == "" {
