@@ -11,6 +11,8 @@ import (
 
 	"github.com/llmbot/llmbot/llm"
 	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/internal/golden"
 )
 
 // nameBook is a hand-written Names.
@@ -83,7 +85,7 @@ func TestBuildGolden(t *testing.T) {
 		t.Run(tt.golden, func(t *testing.T) {
 			thread := loadReplies(t, tt.fixture)
 			trigger := findTS(t, thread, tt.trigger)
-			golden(t, tt.golden, dump(Build(thread, trigger, testNames, tt.opt)))
+			golden.Check(t, tt.golden, dump(Build(thread, trigger, testNames, tt.opt)))
 		})
 	}
 }
@@ -131,7 +133,7 @@ func TestBuildHugeThreadGolden(t *testing.T) {
 	if r.Omitted == 0 {
 		t.Fatalf("nothing omitted from a 10,000 message thread with budget %d", opt.Budget)
 	}
-	golden(t, "build_huge_thread", dump(r))
+	golden.Check(t, "build_huge_thread", dump(r))
 }
 
 func TestBuildBudget(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmbot/llmbot/internal/golden"
 )
 
 func readTestdata(tb testing.TB, name string) string {
@@ -22,7 +24,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			md := readTestdata(t, "render_"+name+".md")
 			got := "=== mrkdwn\n" + Render(md, FormatMrkdwn) + "\n=== markdown\n" + Render(md, FormatMarkdown) + "\n"
-			golden(t, "render_"+name, got)
+			golden.Check(t, "render_"+name, got)
 		})
 	}
 }
@@ -62,7 +64,7 @@ func TestSplitGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			parts := Split(md, tt.f, tt.limit)
 			checkParts(t, parts, tt.limit, tt.name)
-			golden(t, tt.name, dumpParts(parts))
+			golden.Check(t, tt.name, dumpParts(parts))
 		})
 	}
 }

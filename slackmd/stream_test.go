@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/llmbot/llmbot/internal/golden"
 )
 
 // feedAll streams md in the given chunk sizes and returns every non-empty output.
@@ -32,7 +34,7 @@ func TestMarkdownStreamGolden(t *testing.T) {
 	for i, o := range outs {
 		fmt.Fprintf(&sb, "--- append %d\n%s\n", i+1, o)
 	}
-	golden(t, "stream_answer", sb.String())
+	golden.Check(t, "stream_answer", sb.String())
 }
 
 func TestMarkdownStreamChunkingDoesNotMatter(t *testing.T) {

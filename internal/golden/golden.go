@@ -1,4 +1,6 @@
-package slackmd
+// Package golden compares a test's output with a file in its package's testdata, and rewrites the
+// file when the tests run with -update: the one golden-file helper of the module's tests.
+package golden
 
 import (
 	"flag"
@@ -9,8 +11,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the testdata/*.golden files")
 
-// golden compares got with testdata/name.golden (or writes it with -update).
-func golden(tb testing.TB, name, got string) {
+// Check compares got with testdata/name.golden (or writes it with -update).
+func Check(tb testing.TB, name, got string) {
 	tb.Helper()
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
