@@ -13,19 +13,25 @@ import (
 	"github.com/llmbot/llmbot/route"
 )
 
-// Beyond MaxConcurrent, answers wait for a place in the order they were asked (none is told it
-// is busy); beyond MaxQueued waiting, the asker is told the bot is busy.
-func TestQueuedAnswersRunInArrivalOrder(t *testing.T) {
-	fs := newFakeSlack(t, fakeslack.Config{})
-	release := make(chan struct{})
-	started := make(chan string, 4) // at most four replies start
-	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+// holdingReplier is a Replier that reports the text of each request it starts on started (buffered
+// for n) and holds the one asking held until release is closed.
+func holdingReplier(held string, n int) (r *fakeReplier, started chan string, release chan struct{}) {
+	started, release = make(chan string, n), make(chan struct{})
+	r = &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		started <- req.Text
-		if req.Text == "one" {
+		if req.Text == held {
 			<-release
 		}
 		return nil
 	}}
+	return r, started, release
+}
+
+// Beyond MaxConcurrent, answers wait for a place in the order they were asked (none is told it
+// is busy); beyond MaxQueued waiting, the asker is told the bot is busy.
+func TestQueuedAnswersRunInArrivalOrder(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r, started, release := holdingReplier("one", 4)
 	var busy sync.WaitGroup
 	busy.Add(1)
 	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 2, Hooks: Hooks{Busy: busy.Done}})
@@ -124,15 +130,7 @@ func TestSlotsServeInArrivalOrder(t *testing.T) {
 // the order they were asked, whatever order their goroutines start in.
 func TestBurstIsAnsweredInArrivalOrder(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	release := make(chan struct{})
-	started := make(chan string, 9) // at most nine replies start
-	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
-		started <- req.Text
-		if req.Text == "first" {
-			<-release
-		}
-		return nil
-	}}
+	r, started, release := holdingReplier("first", 9)
 	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 20})
 	fs.PostUserMessage("D0", "U0", "", "first")
 	waitChan(t, "first reply", started)
