@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slacksocket"
 )
@@ -56,6 +57,8 @@ type Identity struct {
 const (
 	// BusyText: MaxConcurrent answers are in progress and MaxQueued more wait for their turn.
 	BusyText = "I'm answering too many questions right now — try again in a minute."
+	// queuedFormat: every place is taken; the question waits in line (its place, 1 for the next).
+	queuedFormat = "Many questions at once: yours is number %d in line. I'll answer here when it's its turn."
 	// RestartText: the bot shut down while the message waited for an earlier answer in its thread.
 	RestartText = "I'm restarting and couldn't get to your message — please ask again in a minute."
 )
@@ -101,6 +104,9 @@ const (
 	closeReserve  = 2 * time.Second // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
 	noticeTimeout = 10 * time.Second
 	busyNoteEvery = time.Minute // one "busy" note per person at most this often
+	// chat.postEphemeral is Tier 4 (about 100 a minute); Slack allows short bursts over a tier's rate.
+	notesPerMinute = 100
+	notesBurst     = 20
 
 	// Work is started once the envelopes arriving with it are acked: held until no envelope came
 	// for burstGap, never longer than burstHold (see Bot.later).
@@ -127,8 +133,11 @@ type Bot struct {
 
 	// Only the event loop goroutine touches these.
 	envelopes, events, messages *seen
-	busyTold                    *seen    // people told the bot is busy in the last busyNoteEvery
-	held                        []func() // work handled but not started yet (see later)
+	busyTold                    *seen // people told the bot is busy in the last busyNoteEvery
+	// notes paces the bot's private notices (chat.postEphemeral, Tier 4): a burst of questions while
+	// the bot is full must not draw 429s from Slack.
+	notes *pace.Bucket
+	held  []func() // work handled but not started yet (see later)
 
 	mu     sync.Mutex
 	state  State
@@ -176,6 +185,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
+		notes:     pace.NewBucket(notesPerMinute, notesBurst),
 	}
 	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
 		Acked: opt.Hooks.Acked, State: b.socketState})
@@ -669,6 +679,9 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 	var place *ticket
 	if prev == nil {
 		place = b.slots.join() // in the loop: in arrival order (after a turn, the line is joined then)
+		if n, waits := place.queued(); waits && !quiet {
+			say(queuedText(n)) // a sign of life while the answer waits its turn
+		}
 	}
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
 	b.later(func() {
@@ -790,10 +803,22 @@ func (b *Bot) tell(channel, user, threadTS, text string, log *zap.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
 	defer cancel()
-	if err := b.notify.Ephemeral(ctx, channel, user, threadTS, text); err != nil {
+	if err := b.notes.Wait(ctx); err != nil {
+		log.Warn("notice not sent: no chat.postEphemeral turn in time", zap.Error(err))
+		return
+	}
+	err := b.notify.Ephemeral(ctx, channel, user, threadTS, text)
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		b.notes.Throttled(rl.RetryAfter) // every notice waits it out
+	}
+	if err != nil {
 		log.Warn("notice failed", zap.Error(err))
 	}
 }
+
+// queuedText is what an asker is told when their question waits for a place, n-th in line.
+func queuedText(n int) string { return fmt.Sprintf(queuedFormat, n) }
 
 // tellLater is tell in a goroutine of the bot's, started once the envelopes of the burst are acked.
 func (b *Bot) tellLater(channel, user, threadTS string, log *zap.Logger) func(string) {

@@ -3,6 +3,7 @@ package bot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,8 +28,8 @@ func holdingReplier(held string, n int) (r *fakeReplier, started chan string, re
 	return r, started, release
 }
 
-// Beyond MaxConcurrent, answers wait for a place in the order they were asked (none is told it
-// is busy); beyond MaxQueued waiting, the asker is told the bot is busy.
+// Beyond MaxConcurrent, answers wait for a place in the order they were asked, each asker told
+// privately their place in line; beyond MaxQueued waiting, the asker is told the bot is busy.
 func TestQueuedAnswersRunInArrivalOrder(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	r, started, release := holdingReplier("one", 4)
@@ -42,10 +43,15 @@ func TestQueuedAnswersRunInArrivalOrder(t *testing.T) {
 		h.waitFor(t, text+" handled", func() bool { return int(h.bot.replies.Load()) == min(i+2, 3) && len(fs.Acks()) == i+2 })
 	}
 	busy.Wait()
-	h.waitFor(t, "the busy note", func() bool { return len(fs.Ephemerals()) >= 1 })
-	es := fs.Ephemerals()
-	if len(es) != 1 || es[0].User != "U4" || es[0].Text != BusyText {
-		t.Errorf("notes %+v, want one busy note, to U4 (the third waiting)", es)
+	h.waitFor(t, "the notes", func() bool { return len(fs.Ephemerals()) >= 3 })
+	var notes []string
+	for _, e := range fs.Ephemerals() {
+		notes = append(notes, e.User+": "+e.Text)
+	}
+	slices.Sort(notes)
+	want := []string{"U2: " + queuedText(1), "U3: " + queuedText(2), "U4: " + BusyText}
+	if fmt.Sprint(notes) != fmt.Sprint(want) {
+		t.Errorf("notes %q\nwant  %q (two in line, the third waiting told the bot is busy)", notes, want)
 	}
 	close(release)
 	for _, want := range []string{"two", "three"} {
@@ -78,8 +84,8 @@ func TestShutdownTellsAskerWaitingForAPlace(t *testing.T) {
 	default:
 	}
 	e := fs.Ephemerals()
-	if len(e) != 1 || e[0].User != "U2" || e[0].Text != RestartText || e[0].Channel != "D2" {
-		t.Errorf("notes %+v: want the restart notice to U2 in D2", e)
+	if len(e) != 2 || e[0].Text != queuedText(1) || e[1].User != "U2" || e[1].Text != RestartText || e[1].Channel != "D2" {
+		t.Errorf("notes %+v: want U2's place in line, then the restart notice to U2 in D2", e)
 	}
 }
 

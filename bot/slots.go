@@ -19,6 +19,7 @@ type slots struct {
 type ticket struct {
 	s     *slots
 	ready chan struct{} // closed when the ticket holds a slot
+	ahead int           // tickets in line before this one when it joined (-1: a slot at once)
 }
 
 func newSlots(n int) *slots { return &slots{free: n} }
@@ -28,15 +29,19 @@ func newSlots(n int) *slots { return &slots{free: n} }
 func (s *slots) join() *ticket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t := &ticket{s: s, ready: make(chan struct{})}
+	t := &ticket{s: s, ready: make(chan struct{}), ahead: len(s.waiting)}
 	if s.free > 0 && len(s.waiting) == 0 {
 		s.free--
 		close(t.ready)
+		t.ahead = -1
 		return t
 	}
 	s.waiting = append(s.waiting, t)
 	return t
 }
+
+// queued reports whether the ticket had to wait in line when it joined, and its place then (1: next).
+func (t *ticket) queued() (place int, waits bool) { return t.ahead + 1, t.ahead >= 0 }
 
 // acquire is join and wait.
 func (s *slots) acquire(ctx context.Context) error { return s.join().wait(ctx) }

@@ -319,8 +319,8 @@ func TestE2ERefusedEditAddsMention(t *testing.T) {
 	}
 }
 
-// With every place taken, a question waits its turn (MAX_QUEUED_REPLIES) and is answered once the
-// answer before it ends: nobody is told the bot is busy.
+// With every place taken, a question waits its turn (MAX_QUEUED_REPLIES), its asker told privately
+// their place in line, and is answered once the answer before it ends.
 func TestE2EQueuedQuestionIsAnsweredAfterTheFirst(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Slow.").Paced(time.Second, 10*time.Millisecond), fakellm.Text("Second.")))
@@ -333,7 +333,7 @@ func TestE2EQueuedQuestionIsAnsweredAfterTheFirst(t *testing.T) {
 	if got := e.final(t, "C1", first, 1, 2)[0].Text; got != "Slow." {
 		t.Errorf("first answer %q", got)
 	}
-	if p := e.privateTo("U2"); len(p) != 0 {
-		t.Errorf("the waiting asker was told %q, want nothing", p)
+	if p := e.privateTo("U2"); len(p) != 1 || !strings.Contains(p[0], "number 1 in line") {
+		t.Errorf("the waiting asker was told %q, want their place in line", p)
 	}
 }
