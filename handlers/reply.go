@@ -226,7 +226,7 @@ func (a *answer) startsThread() bool {
 // readContext reads the thread (or, for a top-level DM, the recent history).
 func (a *answer) readContext(ctx context.Context) ([]slack.Message, error) {
 	if a.threadTS == "" {
-		return a.r.history(ctx, a.req.Channel, "")
+		return a.r.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 	}
 	msgs, err := a.r.replies(ctx, a.req.Channel, a.threadTS)
 	if err != nil {
@@ -253,7 +253,7 @@ const dmAnswerSpan = 15 * time.Minute
 // fails, the thread goes with what there is.
 func (a *answer) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
 	history := func(latest string) ([]slack.Message, error) {
-		hist, err := a.r.history(ctx, a.req.Channel, latest)
+		hist, err := a.r.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, latest)
 		if err != nil {
 			a.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
 		}
@@ -325,10 +325,10 @@ func (r *Replies) replies(ctx context.Context, channel, threadTS string) ([]slac
 
 // history reads a channel's last HistoryLimit messages up to latest ("": now) within the read
 // budget (read).
-func (r *Replies) history(ctx context.Context, channel, latest string) ([]slack.Message, error) {
+func (r *Replies) history(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
 	var msgs []slack.Message
 	err := r.read(ctx, func(ctx context.Context) (err error) {
-		msgs, err = r.thread.History(ctx, channel, r.opt.HistoryLimit, latest)
+		msgs, err = r.thread.History(ctx, channel, limit, latest)
 		return err
 	})
 	if err != nil {

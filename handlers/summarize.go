@@ -404,13 +404,9 @@ func (j *summaryJob) history(ctx context.Context) ([]slack.Message, error) {
 			j.truncated = true
 			break
 		}
-		var msgs []slack.Message
-		err := r.read(ctx, func(ctx context.Context) (err error) {
-			msgs, err = r.thread.History(ctx, j.req.Channel, summaryPage, latest)
-			return err
-		})
+		msgs, err := r.history(ctx, j.req.Channel, summaryPage, latest)
 		if err != nil {
-			return nil, fmt.Errorf("conversations.history: %w", err)
+			return nil, err
 		}
 		fresh, done := 0, len(msgs) < summaryPage // fewer than asked for: the channel's start
 		for _, m := range slices.Backward(msgs) {
