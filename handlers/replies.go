@@ -205,20 +205,19 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 // talking among themselves never take a place in the bot's queue; it is quiet unless its thread is
 // remembered as one of the bot's (KnownFollowUp).
 func (r *Replies) Triage(req route.ReplyRequest) (run, quiet bool) {
+	quiet = !r.KnownFollowUp(req)
 	if !req.FollowUp {
-		return true, false
-	}
-	if !r.mayFollowUp(req, req.ThreadTS) {
-		return false, true
+		return true, quiet
 	}
 	known, remembered := r.botThreads.get(req.Channel + "/" + req.ThreadTS)
-	return !remembered || known, !(remembered && known)
+	return r.mayFollowUp(req, req.ThreadTS) && (!remembered || known), quiet
 }
 
 // KnownFollowUp reports, without I/O, whether Reply would answer the follow-up req as far as is
 // known now: follow-ups are on, it is a reply in a thread, it is not addressed to someone else, and
-// the thread is remembered as one the bot takes part in. The bot uses it to tell the asker when it
-// cannot answer (busy, shutting down) instead of dropping a follow-up silently.
+// the thread is remembered as one the bot takes part in. Triage uses it to tell the asker when the
+// bot cannot answer (busy, shutting down) instead of dropping a follow-up silently, and the access
+// rules to count only refusals of follow-ups that would have been answered.
 func (r *Replies) KnownFollowUp(req route.ReplyRequest) bool {
 	if !req.FollowUp {
 		return true
