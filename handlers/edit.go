@@ -105,7 +105,7 @@ const (
 // always shows at once, and never less is shown than was rendered before (the Pager takes growing
 // text).
 func (e *editSink) visible(md string) string {
-	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || e.answer.r.opt.Budgets.Edits.Spacing() < wholeBlocksSpacing {
+	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || !e.underLoad() {
 		return md
 	}
 	lo := max(len(e.renderedMD), len(md)-wholeBlocksSlack)
@@ -116,21 +116,27 @@ func (e *editSink) visible(md string) string {
 		return md[:lo+i+2]
 	}
 	for i := len(md); i > lo; i-- {
-		if (md[i-1] == ' ' || md[i-1] == '\n') && slackmd.SentenceEnd(md[:i]) {
+		if slackmd.SentenceEnd(md[:i]) {
 			return md[:i]
 		}
 	}
 	return md
 }
 
+// underLoad reports whether the answer's edits come wholeBlocksSpacing or more apart.
+func (e *editSink) underLoad() bool {
+	return e.answer.r.opt.Budgets.Edits.Spacing() >= wholeBlocksSpacing
+}
+
 // continueByPost decides how a finished answer's last message gets its end. When an edit turn comes
-// within continueWait, the final write takes it (slotHeld). Otherwise, if the message shows whole
-// blocks of the answer (tailMD), it keeps them, sealed as they are, and the rest of the answer goes
-// in new messages (the final write posts them); else the final write waits for its turn as usual.
+// within continueWait, the final write takes it (slotHeld). Otherwise, if what the message shows
+// (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that, sealed as it is,
+// and the rest of the answer goes in new messages (the final write posts them); else the final
+// write waits for its turn as usual.
 func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
 	if k < 0 || e.shown[k] == "" || !by.IsZero() || e.slotHeld || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD) ||
-		e.answer.r.opt.Budgets.Edits.Spacing() < wholeBlocksSpacing {
+		!e.underLoad() {
 		return // not under load: the last edit's turn comes soon enough
 	}
 	wctx, cancel := context.WithTimeout(ctx, continueWait)

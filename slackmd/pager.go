@@ -122,14 +122,14 @@ func (p *Pager) Break(md, shown string) bool {
 }
 
 // SentenceEnd reports whether md ends after a line or a sentence: a line break, or ".", "!", "?" or
-// ":" (closing quotes and brackets after them included) and then white space.
+// ":" (closing quotes and brackets after them included) and then spaces.
 func SentenceEnd(md string) bool {
 	if strings.HasSuffix(md, "\n") {
 		return true
 	}
-	t := strings.TrimRight(md, " \t")
+	t := strings.TrimRight(md, " ")
 	if len(t) == len(md) {
-		return false // no white space yet: the sentence may go on ("3.5")
+		return false // no space yet: the sentence may go on ("3.5"); Break cuts only after one
 	}
 	t = strings.TrimRight(t, `"')]*_`)
 	return strings.HasSuffix(t, ".") || strings.HasSuffix(t, "!") || strings.HasSuffix(t, "?") || strings.HasSuffix(t, ":")
