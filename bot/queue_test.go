@@ -92,7 +92,7 @@ func TestShutdownTellsAskerWaitingForAPlace(t *testing.T) {
 func TestSlotsServeInArrivalOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSlots(1)
-		if err := s.acquire(t.Context()); err != nil {
+		if err := s.join().wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		var order []int
@@ -105,7 +105,7 @@ func TestSlotsServeInArrivalOrder(t *testing.T) {
 				ctx = gone // gives up while waiting: its turn passes to the next
 			}
 			wg.Go(func() {
-				if s.acquire(ctx) != nil {
+				if s.join().wait(ctx) != nil {
 					return
 				}
 				mu.Lock()

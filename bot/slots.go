@@ -43,9 +43,6 @@ func (s *slots) join() *ticket {
 // queued reports whether the ticket had to wait in line when it joined, and its place then (1: next).
 func (t *ticket) queued() (place int, waits bool) { return t.ahead + 1, t.ahead >= 0 }
 
-// acquire is join and wait.
-func (s *slots) acquire(ctx context.Context) error { return s.join().wait(ctx) }
-
 // wait waits for the ticket's slot until ctx ends (then it returns ctx's cause, holds no slot, and
 // leaves the line).
 func (t *ticket) wait(ctx context.Context) error {
