@@ -48,6 +48,9 @@ type Bucket struct {
 	// issued numbers the waits that queued; the last one queued holds the latest number, and
 	// only it may give its token back when it stops waiting (see giveUp).
 	issued uint64
+
+	shared Shared // nil: this process alone (see Share)
+	name   string // the shared bucket's name
 }
 
 // NewBucket returns a full bucket refilling perMinute tokens a minute, holding at most burst (at least 1).
@@ -152,14 +155,19 @@ func (b *Bucket) WaitSlot(ctx context.Context) (Slot, error) {
 		b.mu.Lock()
 		if b.epoch == epoch {
 			b.mu.Unlock()
-			return Slot{b, epoch}, nil
+			break
 		}
 		now = time.Now()
 		b.refillLocked(now)
 		d, epoch = b.untilLocked(now, place), b.epoch
 		b.mu.Unlock()
 	}
-	return Slot{b, epoch}, nil
+	if err := b.gate(ctx); err != nil {
+		return Slot{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Slot{b, b.epoch}, nil
 }
 
 // giveUp returns the token of a waiter that stopped waiting, when nobody queued after it (its
@@ -196,14 +204,15 @@ func (b *Bucket) untilLocked(now time.Time, place float64) time.Duration {
 // it did; it never waits.
 func (b *Bucket) TryTake() bool {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := time.Now()
 	b.refillLocked(now)
-	if b.tokens >= 1 && !now.Before(b.paused) {
-		b.tokens--
-		return true
+	if b.tokens < 1 || now.Before(b.paused) {
+		b.mu.Unlock()
+		return false
 	}
-	return false
+	b.tokens--
+	b.mu.Unlock()
+	return b.tryGate()
 }
 
 // Pause stops handing out tokens until the given time (a later pause wins, an earlier one is ignored).
@@ -225,7 +234,6 @@ func (b *Bucket) Throttled(retryAfter time.Duration) {
 		retryAfter = time.Second
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := time.Now()
 	b.refillLocked(now)
 	if !now.Before(b.paused) { // a first 429, not one more answer to requests sent before the pause
@@ -239,10 +247,13 @@ func (b *Bucket) Throttled(retryAfter time.Duration) {
 			b.tokens = 1
 		}
 	}
-	if until := now.Add(retryAfter); until.After(b.paused) {
+	until := now.Add(retryAfter)
+	if until.After(b.paused) {
 		b.paused = until
 	}
 	b.epoch++ // waiters work out their times again (the pause, the rate)
+	b.mu.Unlock()
+	b.pauseShared(until)
 }
 
 // take takes one token if one is available now with keep more left in the bucket, and returns 0;

@@ -15,6 +15,8 @@ const keyedSweepAt = 256
 type Keyed struct {
 	perMinute float64
 	burst     int
+	shared    Shared // see Share
+	prefix    string
 
 	mu sync.Mutex
 	m  map[string]*Bucket
@@ -23,6 +25,14 @@ type Keyed struct {
 // NewKeyed returns per-key buckets of perMinute tokens a minute and the given burst each.
 func NewKeyed(perMinute float64, burst int) *Keyed {
 	return &Keyed{perMinute: perMinute, burst: burst, m: make(map[string]*Bucket)}
+}
+
+// Share makes every key's bucket share s's bucket named prefix+key (see Bucket.Share). Call it
+// before k is used.
+func (k *Keyed) Share(s Shared, prefix string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.shared, k.prefix = s, prefix
 }
 
 // Wait takes one token from key's bucket, waiting as Bucket.Wait does.
@@ -57,6 +67,9 @@ func (k *Keyed) bucket(key string) *Bucket {
 			k.sweepLocked(now)
 		}
 		b = NewBucket(k.perMinute, k.burst)
+		if k.shared != nil {
+			b.Share(k.shared, k.prefix+key)
+		}
 		k.m[key] = b
 	}
 	return b

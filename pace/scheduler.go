@@ -297,7 +297,10 @@ func (l *Lane) Wait(ctx context.Context, p Priority, pendingSince time.Time) err
 	case PolicyEvery20Chunks:
 		return l.waitOwn(ctx, 0)
 	}
-	return l.s.wait(ctx, p, pendingSince)
+	if err := l.s.wait(ctx, p, pendingSince); err != nil {
+		return err
+	}
+	return l.s.b.gate(ctx) // the replicas' shared budget, if the bucket shares one
 }
 
 // Throttled records a 429 seen by this lane's write. Under PolicyFair it pauses the whole scheduler
