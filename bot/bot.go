@@ -74,9 +74,11 @@ type Options struct {
 	AnswerBots  bool          // answer other bots' messages (never our own)
 	AckTimeout  time.Duration // most time the loop's ack (of a slash command) may take to write; default 2s
 	PingTimeout time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
-	DedupeTTL   time.Duration // how long envelope, event and message ids are remembered; default 15m (Slack retries for ~5m)
+	DedupeTTL   time.Duration // how long envelope, event and message ids are remembered; default 1h (Slack's retries have been seen minutes later)
 	DedupeMax   int           // most ids remembered per kind; default 20000
-	Hooks       Hooks
+	// Replicas is what this bot shares with its other replicas (the state package); nil: nobody.
+	Replicas Replicas
+	Hooks    Hooks
 
 	burstHold  time.Duration       // the most work is held while its burst is acked; default burstHold (tests set it)
 	wrapSocket func(socket) socket // tests: stands between the loop and the socket
@@ -126,6 +128,7 @@ type Bot struct {
 	slots   *slots       // MaxConcurrent places for running work, and the queue for them
 	replies atomic.Int64 // answers admitted and not finished (running or waiting): at most MaxConcurrent + MaxQueued
 	turns   *turns
+	shared  Replicas       // Options.Replicas
 	wg      sync.WaitGroup // every goroutine started for work
 	// closing ends when the grace period does (set by Run before any work starts): private notices
 	// are bounded by it, so shutdown ends in time even when Slack is slow.
@@ -168,7 +171,10 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		opt.AckTimeout = 2 * time.Second
 	}
 	if opt.DedupeTTL <= 0 {
-		opt.DedupeTTL = 15 * time.Minute
+		opt.DedupeTTL = time.Hour
+	}
+	if opt.Replicas == nil {
+		opt.Replicas = alone{}
 	}
 	if opt.DedupeMax <= 0 {
 		opt.DedupeMax = 20000
@@ -177,7 +183,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		opt.burstHold = burstHold
 	}
 	b := &Bot{
-		id: id, routes: routes, notify: notify, log: log, opt: opt,
+		id: id, routes: routes, notify: notify, log: log, opt: opt, shared: opt.Replicas,
 		slots:     newSlots(opt.MaxConcurrent),
 		turns:     newTurns(),
 		active:    make(map[string]activeReply),
@@ -254,6 +260,15 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer endClosing()
 	b.closing = closing
 
+	// Requests other replicas hand to this one (a Stop on an answer written here), read until the
+	// loop ends.
+	inbox := make(chan *route.Request) // unbuffered: the reader waits for the loop
+	inboxCtx, stopInbox := context.WithCancel(ctx)
+	var inboxWG sync.WaitGroup
+	inboxWG.Go(func() { b.receive(inboxCtx, inbox) })
+	defer inboxWG.Wait()
+	defer stopInbox()
+
 	frames := b.sock.Frames()
 	var runErr error
 	burst := time.NewTimer(burstGap) // fires when a burst of envelopes is over: its held work starts
@@ -285,6 +300,10 @@ loop:
 				b.release()
 				heldSince = time.Time{}
 			}
+		case req := <-inbox:
+			log := b.log.With(zap.String("from", req.From), zap.String("name", req.Name))
+			b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
+			b.release()
 		case <-burst.C:
 			if len(frames) > 0 && time.Since(heldSince) < b.opt.burstHold {
 				burst.Reset(burstGap) // the burst goes on (its envelopes were slow to handle): ack them first
@@ -720,13 +739,25 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 	}
 	defer b.slots.release()
 	started = time.Now()
+	rr := req.Reply
+	if !b.claim(work, rr, log) {
+		return started, true, errDuplicate
+	}
+	release, err := b.lease(work, key, log)
+	if err != nil {
+		return started, false, nil // shutting down while another replica answered in the thread
+	}
+	defer release()
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
-	rr := req.Reply
+	defer b.journal(ctx, rr, log)()
 	b.setActive(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
 	defer b.setActive(key, activeReply{})
 	return started, true, run(ctx, h, req)
 }
+
+// errDuplicate ends an answer that another replica (or this one before a restart) gives already.
+var errDuplicate = errors.New("answered by another replica")
 
 // errPanic reports a handler that panicked: one bad message must not take the bot down.
 var errPanic = errors.New("handler panicked")
@@ -782,7 +813,7 @@ func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap
 	switch {
 	case err == nil:
 		log.Info("done", fields...)
-	case errors.Is(err, handlers.ErrIgnored):
+	case errors.Is(err, handlers.ErrIgnored) || errors.Is(err, errDuplicate):
 		log.Debug("nothing to answer", append(fields, zap.Error(err))...)
 	case errors.Is(err, handlers.ErrShutdown) || errors.Is(err, handlers.ErrStopped):
 		log.Info("interrupted", append(fields, zap.Error(err))...)

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"context"
 	"errors"
 
 	"go.uber.org/zap"
@@ -30,9 +31,28 @@ func (b *Bot) acceptStop(req *route.Request) route.Decision {
 		log.Info("stop refused: not the person who asked")
 		return route.Decision{Say: handlers.TextNotAsker}
 	case !stopped:
-		log.Debug("stop: the answer has already ended")
-		return route.Decision{Say: handlers.TextNotRunning}
+		// Not written here: maybe by another replica, which the click is handed to.
+		b.later(func() { b.stopElsewhere(req, route.AnswerID(req.Channel, ref.TS), log) })
+		return route.Decision{}
 	}
 	log.Info("answer stopped by the person who asked")
 	return route.Decision{}
+}
+
+// stopElsewhere hands a Stop click to the replica writing the answer id, or tells the person the
+// answer has ended when none is.
+func (b *Bot) stopElsewhere(req *route.Request, id string, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(b.closing, sharedTimeout)
+	defer cancel()
+	handed, err := b.forward(ctx, req, id)
+	switch {
+	case err != nil:
+		log.Warn("stop: could not reach the replica writing the answer", zap.Error(err))
+		b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextStopFailed, log)
+	case handed:
+		log.Info("stop handed to the replica writing the answer")
+	default:
+		log.Debug("stop: the answer has already ended")
+		b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextNotRunning, log)
+	}
 }

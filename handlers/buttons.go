@@ -88,6 +88,8 @@ const (
 	TextNotAsker = "Only the person who asked can stop this answer."
 	// TextNotRunning is told privately when Stop is pressed on an answer that has already ended.
 	TextNotRunning = "That answer has already finished."
+	// TextStopFailed is told privately when Stop cannot reach the replica writing the answer.
+	TextStopFailed = "I couldn't stop that answer just now — please press Stop again."
 	textNoQuestion = "I can't find the question any more (was it deleted?), so I can't answer it again."
 )
 

@@ -60,7 +60,14 @@ type Request struct {
 	// Reply, when set, is answered in its thread: messages carry it, and an action's or a
 	// shortcut's Accept sets it (Regenerate, Summarize thread).
 	Reply *ReplyRequest
+	// From is the replica that received the request from Slack and handed it to this one (a
+	// click on an answer this replica writes); "": Slack sent it here.
+	From string
 }
+
+// AnswerID names the answer to the message ts in channel, the same on every replica: the journal
+// of answers in progress and the clicks on an answer find it by this name.
+func AnswerID(channel, ts string) string { return channel + "/" + ts }
 
 // Decision is what Accept decided.
 type Decision struct {

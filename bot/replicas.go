@@ -1,0 +1,236 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/state"
+)
+
+// Replicas is what the bot shares with its other replicas (the state package: Redis with a local
+// fallback, or this process's memory alone): which messages are being answered anywhere, one
+// answer at a time per thread, the journal of answers in progress, and a way to hand a click to
+// the replica whose answer it is.
+type Replicas interface {
+	Self() string
+	// Claim is true the first time key is claimed within ttl, by any replica.
+	Claim(ctx context.Context, key string, ttl time.Duration) (first bool, err error)
+	// Lease takes the thread key for this replica if it is free (or its holder died) and returns
+	// the holder; Release frees it.
+	Lease(ctx context.Context, key string) (holder string, err error)
+	Release(ctx context.Context, key string) error
+	// Open records an answer in progress, Close removes it, Get finds it.
+	Open(ctx context.Context, a state.Answer) error
+	Close(ctx context.Context, id string) error
+	Get(ctx context.Context, id string) (state.Answer, bool, error)
+	Alive(ctx context.Context, replica string) (bool, error)
+	// Send hands msg to replica; Receive returns the next message handed to this one.
+	Send(ctx context.Context, replica string, msg []byte) error
+	Receive(ctx context.Context) ([]byte, error)
+}
+
+const (
+	// claimTTL is how long a message answered by any replica is remembered: Slack has been seen
+	// retrying an event minutes after its first delivery, to any of the app's connections.
+	claimTTL = time.Hour
+	// leasePoll is how often an answer waits to see its thread's lease free, while another
+	// replica answers there (a holder that dies frees it within the state package's liveness TTL).
+	leasePoll = 500 * time.Millisecond
+	// sharedTimeout bounds one call to the shared state; the state package answers from this
+	// process's memory when Redis is slow or gone, so this is a last resort.
+	sharedTimeout = 3 * time.Second
+)
+
+// claim reports whether this replica is the first to answer rr's message: false for a redelivery
+// that another replica (or this one, before a restart) answers already.
+func (b *Bot) claim(ctx context.Context, rr *route.ReplyRequest, log *zap.Logger) bool {
+	key := "answer:" + route.AnswerID(rr.Channel, rr.TS)
+	if rr.Edited {
+		key += ":edited"
+	}
+	if rr.Regenerate {
+		return true // a click, never redelivered; it answers the same message again on purpose
+	}
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	first, err := b.shared.Claim(ctx, key, claimTTL)
+	if err != nil {
+		log.Warn("shared dedupe failed: answering", zap.Error(err)) // a duplicate is better than silence
+		return true
+	}
+	if !first {
+		b.duplicate("message", log)
+	}
+	return first
+}
+
+// lease waits until this replica holds the thread's lease: another replica may be answering there.
+// It returns a func that releases it.
+func (b *Bot) lease(ctx context.Context, key string, log *zap.Logger) (release func(), err error) {
+	var t *time.Timer
+	for {
+		holder, err := b.callShared(ctx, func(ctx context.Context) (string, error) { return b.shared.Lease(ctx, "thread:"+key) })
+		switch {
+		case err != nil:
+			log.Warn("thread lease failed: answering", zap.Error(err))
+			return func() {}, nil
+		case holder == b.shared.Self():
+			return func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
+				defer cancel()
+				if err := b.shared.Release(ctx, "thread:"+key); err != nil {
+					log.Warn("thread lease not released (it ends with this replica)", zap.Error(err))
+				}
+			}, nil
+		}
+		if t == nil {
+			log.Debug("another replica answers in the thread: waiting", zap.String("holder", holder))
+			t = time.NewTimer(leasePoll)
+			defer t.Stop()
+		} else {
+			t.Reset(leasePoll)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+func (b *Bot) callShared(ctx context.Context, f func(context.Context) (string, error)) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// journal records rr's answer as in progress on this replica, and returns a func that removes the
+// record once the answer is closed. A replica that dies leaves its record: a live replica, or this
+// one restarted, closes the answer in Slack (handlers.Replies.CloseOrphans).
+func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logger) (closeRecord func()) {
+	id := route.AnswerID(rr.Channel, rr.TS)
+	a := state.Answer{ID: id, Team: rr.Team, Channel: rr.Channel, ThreadTS: rr.ThreadTS, TS: rr.TS, Asker: rr.User,
+		Started: time.Now()}
+	if rr.Replace != "" {
+		a.Messages = []string{rr.Replace} // regenerated in place: the old answer's message is this one's
+	}
+	octx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	if err := b.shared.Open(octx, a); err != nil {
+		log.Warn("answer not journaled", zap.Error(err))
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
+		defer cancel()
+		if err := b.shared.Close(ctx, id); err != nil {
+			log.Warn("answer journal record not removed", zap.Error(err))
+		}
+	}
+}
+
+// forwarded is a request handed from the replica that received it to the one it is for.
+type forwarded struct {
+	Kind                route.Kind `json:"kind"`
+	Name                string     `json:"name"`
+	Feature             string     `json:"feature,omitempty"`
+	Channel, User, Team string
+	ThreadTS, MessageTS string
+	Text                string `json:"text,omitempty"`
+	ResponseURL         string `json:"response_url,omitempty"`
+	From                string `json:"from"`
+}
+
+// forward hands req to the replica owning the answer id, if another live replica does. It
+// reports whether it did; false: nobody else has that answer open (it has ended).
+func (b *Bot) forward(ctx context.Context, req *route.Request, id string) (bool, error) {
+	if req.From != "" {
+		return false, nil // forwarded here already: the answer has ended since
+	}
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	a, ok, err := b.shared.Get(ctx, id)
+	if err != nil || !ok || a.Owner == b.shared.Self() {
+		return false, err
+	}
+	if alive, err := b.shared.Alive(ctx, a.Owner); err != nil || !alive {
+		return false, err
+	}
+	msg, err := json.Marshal(forwarded{Kind: req.Kind, Name: req.Name, Feature: req.Feature, Channel: req.Channel,
+		User: req.User, Team: req.Team, ThreadTS: req.ThreadTS, MessageTS: req.MessageTS, Text: req.Text,
+		ResponseURL: req.ResponseURL, From: b.shared.Self()})
+	if err != nil {
+		return false, fmt.Errorf("forward: %w", err)
+	}
+	if err := b.shared.Send(ctx, a.Owner, msg); err != nil {
+		return false, fmt.Errorf("forward to %s: %w", a.Owner, err)
+	}
+	return true, nil
+}
+
+// receive reads the requests other replicas hand to this one and passes them to the loop, until
+// ctx ends. The loop dispatches them as if Slack had sent them here.
+func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
+	for {
+		msg, err := b.shared.Receive(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			b.log.Warn("replica inbox", zap.Error(err))
+			if sleepCtx(ctx, time.Second) != nil {
+				return
+			}
+			continue
+		}
+		var f forwarded
+		if err := json.Unmarshal(msg, &f); err != nil {
+			b.log.Warn("replica inbox: message dropped", zap.Error(err))
+			continue
+		}
+		req := &route.Request{Kind: f.Kind, Name: f.Name, Feature: f.Feature, Channel: f.Channel, User: f.User,
+			Team: f.Team, ThreadTS: f.ThreadTS, MessageTS: f.MessageTS, Text: f.Text, ResponseURL: f.ResponseURL,
+			From: f.From}
+		select {
+		case out <- req:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sleepCtx waits d unless ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// alone is Replicas for a bot with nobody to share with (Options.Replicas nil: tests, tools): the
+// loop's own dedupe and thread turns are all there is, and nothing is journaled.
+type alone struct{}
+
+func (alone) Self() string                                               { return "" }
+func (alone) Claim(context.Context, string, time.Duration) (bool, error) { return true, nil }
+func (alone) Lease(context.Context, string) (string, error)              { return "", nil }
+func (alone) Release(context.Context, string) error                      { return nil }
+func (alone) Open(context.Context, state.Answer) error                   { return nil }
+func (alone) Close(context.Context, string) error                        { return nil }
+func (alone) Get(context.Context, string) (state.Answer, bool, error) {
+	return state.Answer{}, false, nil
+}
+func (alone) Alive(context.Context, string) (bool, error) { return false, nil }
+func (alone) Send(context.Context, string, []byte) error  { return state.ErrNoReplica }
+func (alone) Receive(ctx context.Context) ([]byte, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
