@@ -273,6 +273,7 @@ func (e *editSink) postPart(ctx context.Context, msg Msg) error {
 	if err != nil {
 		return err
 	}
+	a.posted(ts)
 	if len(e.ts) == 0 {
 		a.firstText = time.Since(a.start)
 	}

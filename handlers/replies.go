@@ -47,6 +47,9 @@ type ReplyOptions struct {
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
 	ChannelSettings func(channel string) (systemPrompt, model string)
+	// Journal records the messages each answer posts, so that a replica that dies mid-answer
+	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
+	Journal Journal
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)

@@ -184,6 +184,7 @@ func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.posted(ts)
 	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
 }
 

@@ -167,6 +167,7 @@ func (s *streamSink) startWith(ctx context.Context, call callCtxFunc, piece stri
 	if err != nil {
 		return startStopError{fmt.Errorf("chat.startStream: %w", err)}
 	}
+	a.posted(ts)
 	s.ts, s.sent = ts, len(piece)
 	s.streamed = append(s.streamed, ts)
 	s.starts++
@@ -420,6 +421,7 @@ func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg
 			}
 			if err == nil {
 				rp.posted = append(rp.posted, ts)
+				a.posted(ts)
 			}
 			rp.cut = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 			return err

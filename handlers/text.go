@@ -21,21 +21,26 @@ const (
 	// At shutdown, when the reply's own message cannot be edited in time (planClose): a note
 	// posted under an answer cut short, and a private word to the asker whose placeholder was deleted.
 	textInterruptedAbove = "The answer above was interrupted: the bot restarted. Mention me again to get a full answer."
-	textNotAnswered      = "I was restarting and could not answer this — please ask again."
-	textBusy             = "The model service is busy right now, please try again in a minute."
-	textQuota            = "The model service says the bot's account is out of credits or quota — tell the person who runs the bot."
-	textAuth             = "The bot's API key was rejected — tell the person who runs the bot."
-	textTruncated        = "The answer was cut off (the connection to the model service dropped)."
-	textStalled          = "The answer was cut off: the model service stopped sending for too long."
-	textTimeout          = "The model service took too long to answer, please try again."
-	textLength           = "The answer stopped at the length limit."
-	textFilter           = "The model service's content filter stopped the answer."
-	textEmpty            = "The model returned an empty answer."
-	textEmptyLength      = "The model used its whole length limit before writing an answer (it may have spent it thinking)."
-	textInvalid          = "The model service sent an answer the bot could not use, please try again."
-	textFailed           = "Something went wrong while answering, please try again."
-	textUnfinished       = "Slack did not take the rest of this answer, please ask again."
-	textThreadRead       = "I couldn't read this conversation"
+	// textOrphaned closes an answer whose replica died mid-answer (a crash, a lost node): another
+	// replica, or the restarted one, keeps what it showed and adds this.
+	textOrphaned = "Interrupted: the bot stopped before finishing this answer. Ask again to get a full answer."
+	// textOrphanedNothing is the same for an answer that showed nothing yet.
+	textOrphanedNothing = "I was interrupted before I could answer (the bot stopped). Please ask again."
+	textNotAnswered     = "I was restarting and could not answer this — please ask again."
+	textBusy            = "The model service is busy right now, please try again in a minute."
+	textQuota           = "The model service says the bot's account is out of credits or quota — tell the person who runs the bot."
+	textAuth            = "The bot's API key was rejected — tell the person who runs the bot."
+	textTruncated       = "The answer was cut off (the connection to the model service dropped)."
+	textStalled         = "The answer was cut off: the model service stopped sending for too long."
+	textTimeout         = "The model service took too long to answer, please try again."
+	textLength          = "The answer stopped at the length limit."
+	textFilter          = "The model service's content filter stopped the answer."
+	textEmpty           = "The model returned an empty answer."
+	textEmptyLength     = "The model used its whole length limit before writing an answer (it may have spent it thinking)."
+	textInvalid         = "The model service sent an answer the bot could not use, please try again."
+	textFailed          = "Something went wrong while answering, please try again."
+	textUnfinished      = "Slack did not take the rest of this answer, please ask again."
+	textThreadRead      = "I couldn't read this conversation"
 	// textReplacesAbove ends a regenerated answer that could not be written over the old one.
 	textReplacesAbove = "This answer replaces the one above."
 )

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/route"
 )
 
 // An answer's paced Slack writes outside the sinks' own: each waits for its turn in its method's
@@ -20,7 +24,22 @@ func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg 
 			ts, err = a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 			return err
 		})
+	if err == nil {
+		a.posted(ts)
+	}
 	return ts, err
+}
+
+// posted records a message the answer posted in the journal of answers in progress.
+func (a *answer) posted(ts string) {
+	if a.r.opt.Journal == nil || ts == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
+	defer cancel()
+	if err := a.r.opt.Journal.AddMessage(ctx, route.AnswerID(a.req.Channel, a.req.TS), ts); err != nil {
+		a.log.Warn("answer message not journaled", zap.Error(err))
+	}
 }
 
 // postTurn is a turn to post in channel: the channel's post budget, then the workspace's (postWait).

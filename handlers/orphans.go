@@ -1,0 +1,175 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/slackmd"
+	"github.com/llmbot/llmbot/state"
+	"github.com/slack-go/slack"
+)
+
+// Journal records the messages each answer in progress posts (the state package's journal of
+// open answers), named by route.AnswerID.
+type Journal interface {
+	AddMessage(ctx context.Context, id, ts string) error
+}
+
+// Orphans is the journal as the replica that closes other replicas' answers sees it: the answers
+// whose replica died, which one live replica adopts, closes in Slack and removes.
+type Orphans interface {
+	Orphans(ctx context.Context) ([]state.Answer, error)
+	Adopt(ctx context.Context, id string) (state.Answer, bool, error)
+	Close(ctx context.Context, id string) error
+}
+
+const (
+	// journalTimeout bounds one journal write. The state package answers from memory when its
+	// store is slow, so this is a last resort.
+	journalTimeout = 3 * time.Second
+	// orphanSweep is how often WatchOrphans looks for answers left open by a dead replica. With the
+	// state package's liveness TTL (15 s), such an answer is closed within about 20 s of the death.
+	orphanSweep = 5 * time.Second
+	// orphanTimeout bounds the closing of one orphan (a read and an edit or a post).
+	orphanTimeout = 30 * time.Second
+)
+
+// WatchOrphans closes the answers left open by replicas that died (a crash, an OOM kill, a lost
+// node), now and every few seconds until ctx ends: a restarted process finds its own earlier
+// answers at once. Each is adopted first, so exactly one replica closes it.
+func (r *Replies) WatchOrphans(ctx context.Context, j Orphans) {
+	for {
+		r.CloseOrphans(ctx, j)
+		t := time.NewTimer(orphanSweep)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// CloseOrphans closes, once, every answer in the journal whose replica is no longer alive: what
+// Slack shows of it stays, marked as interrupted, with Regenerate; an answer that showed nothing
+// yet gets a note saying so. Failures are logged: the asker is better served by the next answer
+// than by a retry storm.
+func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
+	list, err := j.Orphans(ctx)
+	if err != nil {
+		r.log.Warn("orphaned answers: journal not read", zap.Error(err))
+		return
+	}
+	for _, o := range list {
+		a, ok, err := j.Adopt(ctx, o.ID)
+		if err != nil || !ok {
+			continue // another replica took it, or it was closed meanwhile
+		}
+		log := r.log.With(zap.String("channel", a.Channel), zap.String("ts", a.TS), zap.String("owner_was", o.Owner))
+		cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
+		err = r.closeOrphan(cctx, a)
+		cancel()
+		if err != nil {
+			log.Warn("orphaned answer not closed", zap.Error(err))
+		} else {
+			log.Info("orphaned answer closed: its replica had stopped")
+		}
+		if err := j.Close(context.WithoutCancel(ctx), a.ID); err != nil {
+			log.Warn("orphaned answer: journal record not removed", zap.Error(err))
+		}
+	}
+}
+
+// closeOrphan closes one adopted answer in Slack.
+func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) error {
+	shown, err := r.shownOf(ctx, o)
+	if err != nil {
+		return err
+	}
+	ref := ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
+	var buttons []Button
+	if r.opt.Buttons {
+		buttons = []Button{regenerateButton(ref)}
+	}
+	if len(shown) == 0 {
+		return r.postOrphanNote(ctx, o, buttons)
+	}
+	m := shown[len(shown)-1]
+	mark, marked := convo.ReadMark(m)
+	switch {
+	case marked && mark.Note != "":
+		return nil // closed already: the replica died after its last write
+	case marked && mark.Kind != convo.MarkAnswer || !marked && m.Text == "":
+		// Only the placeholder (or a stream that had not shown anything): it becomes the note.
+		msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}}
+		return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
+	}
+	if !marked {
+		mark = convo.Mark{Kind: convo.MarkAnswer, Question: o.TS} // a native stream gets its mark when it stops
+		if m.Timestamp != shown[0].Timestamp {
+			mark.First = shown[0].Timestamp
+		}
+	}
+	mark.Note = textOrphaned
+	msg := Msg{Text: m.Text + convo.NoteSuffix(textOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
+	return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
+}
+
+// shownOf reads the messages of o that Slack still shows, in the journal's order.
+func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
+	if len(o.Messages) == 0 {
+		return nil, nil
+	}
+	var (
+		read []slack.Message
+		err  error
+	)
+	if o.ThreadTS != "" {
+		read, err = r.replies(ctx, o.Channel, o.ThreadTS)
+	} else {
+		read, err = r.history(ctx, o.Channel, r.opt.HistoryLimit, "")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("orphaned answer: %w", err)
+	}
+	var shown []slack.Message
+	for _, ts := range o.Messages {
+		if i := slices.IndexFunc(read, func(m slack.Message) bool { return m.Timestamp == ts }); i >= 0 {
+			shown = append(shown, read[i])
+		}
+	}
+	return shown, nil
+}
+
+// updateOrphan edits ts to msg within the edit budget, as a final write.
+func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg) error {
+	lane := r.opt.Budgets.Edits.Lane()
+	defer lane.Close()
+	err := retryWrite(ctx, closingRetry, nil, laneTurn(lane, pace.Final, time.Now()),
+		func(ctx context.Context) error { return r.msgs.Update(ctx, channel, ts, msg) })
+	if err != nil {
+		return fmt.Errorf("chat.update orphaned answer: %w", err)
+	}
+	return nil
+}
+
+// postOrphanNote posts the note of an answer that showed nothing before its replica died.
+func (r *Replies) postOrphanNote(ctx context.Context, o state.Answer, buttons []Button) error {
+	msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}}
+	err := retryWrite(ctx, closingRetry, nil, r.postTurn(o.Channel), func(ctx context.Context) error {
+		_, err := r.msgs.Post(ctx, o.Channel, o.ThreadTS, msg)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("chat.postMessage orphaned answer note: %w", err)
+	}
+	return nil
+}

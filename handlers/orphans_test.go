@@ -1,0 +1,179 @@
+package handlers
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/state"
+	"github.com/slack-go/slack"
+)
+
+// fakeJournal is the state package's journal as the handlers see it: answers by id, some of them
+// orphaned, adopted at most once.
+type fakeJournal struct {
+	mu       sync.Mutex
+	answers  map[string]state.Answer
+	orphaned []string // ids whose owner died
+	taken    []string // ids another replica adopts first
+	closed   []string
+}
+
+func (j *fakeJournal) AddMessage(_ context.Context, id, ts string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a := j.answers[id]
+	a.ID = id
+	if !slices.Contains(a.Messages, ts) {
+		a.Messages = append(a.Messages, ts)
+	}
+	j.answers[id] = a
+	return nil
+}
+
+func (j *fakeJournal) Orphans(context.Context) ([]state.Answer, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []state.Answer
+	for _, id := range j.orphaned {
+		out = append(out, j.answers[id])
+	}
+	return out, nil
+}
+
+func (j *fakeJournal) Adopt(_ context.Context, id string) (state.Answer, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if slices.Contains(j.taken, id) || slices.Contains(j.closed, id) {
+		return state.Answer{}, false, nil
+	}
+	a := j.answers[id]
+	a.Owner = "me"
+	return a, true, nil
+}
+
+func (j *fakeJournal) Close(_ context.Context, id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = append(j.closed, id)
+	return nil
+}
+
+// TestCloseOrphans: an answer left open by a replica that died keeps what Slack shows of it,
+// marked as interrupted, with Regenerate; one that showed nothing gets a note; one closed already
+// or adopted by another replica is left alone.
+func TestCloseOrphans(t *testing.T) {
+	const (
+		channel, thread = "C1", "1700000000.000001"
+		partial         = "The first half of an answer"
+	)
+	for _, tc := range []struct {
+		name string
+		// shown is what the dead replica left: "placeholder", "partial", "stream", "closed", "" (nothing)
+		shown     string
+		taken     bool
+		wantWrite string // "update", "post" or "" (none)
+		wantText  string // what the closing write shows (a substring)
+		wantMark  convo.Mark
+	}{
+		{name: "nothing shown", shown: "", wantWrite: "post", wantText: textOrphanedNothing,
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}},
+		{name: "placeholder", shown: "placeholder", wantWrite: "update", wantText: textOrphanedNothing,
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}},
+		{name: "partial answer", shown: "partial", wantWrite: "update", wantText: partial,
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+		{name: "native stream", shown: "stream", wantWrite: "update", wantText: partial,
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+		{name: "closed already", shown: "closed", wantWrite: ""},
+		{name: "another replica adopts it", shown: "partial", taken: true, wantWrite: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newFakeSlack()
+				ctx := t.Context()
+				id := route.AnswerID(channel, thread)
+				j := &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
+				j.answers[id] = state.Answer{ID: id, Channel: channel, ThreadTS: thread, TS: thread, Owner: "dead"}
+				var ts string
+				switch tc.shown {
+				case "placeholder":
+					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+				case "partial":
+					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
+				case "stream":
+					ts, _ = fs.StartStream(ctx, StreamStart{Channel: channel, ThreadTS: thread, Markdown: partial})
+				case "closed":
+					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: textStopped}})
+				}
+				if ts != "" {
+					mustNoErr(t, j.AddMessage(ctx, id, ts))
+				}
+				if tc.taken {
+					j.taken = []string{id}
+				}
+				before := len(fs.calls)
+				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+
+				var writes []call
+				for _, c := range fs.calls[before:] {
+					if c.method == "update" || c.method == "post" {
+						writes = append(writes, c)
+					}
+				}
+				if tc.wantWrite == "" {
+					if len(writes) != 0 {
+						t.Fatalf("writes %+v; want none", writes)
+					}
+					return
+				}
+				if len(writes) != 1 || writes[0].method != tc.wantWrite {
+					t.Fatalf("writes %+v; want one %s", writes, tc.wantWrite)
+				}
+				w := writes[0]
+				if !strings.Contains(w.text, tc.wantText) || w.mark != tc.wantMark {
+					t.Errorf("%s shows %q, mark %+v; want it to show %q, mark %+v", w.method, w.text, w.mark, tc.wantText, tc.wantMark)
+				}
+				if len(w.buttons) != 1 || w.buttons[0].ActionID != ActionRegenerate || w.buttons[0].Value != (ReplyRef{ThreadTS: thread, TS: thread}).Value() {
+					t.Errorf("buttons %+v; want Regenerate for the question", w.buttons)
+				}
+				if !slices.Equal(j.closed, []string{id}) {
+					t.Errorf("journal records removed: %v; want %v", j.closed, id)
+				}
+			})
+		})
+	}
+}
+
+// TestAnswerMessagesAreJournaled: every message an answer posts is recorded under its id, so the
+// replica closing it after a crash finds them.
+func TestAnswerMessagesAreJournaled(t *testing.T) {
+	for _, mode := range []ReplyMode{ModeEdit, ModeStream} {
+		t.Run(string(mode), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newFakeSlack()
+				j := &fakeJournal{answers: map[string]state.Answer{}}
+				opt := testOptions()
+				opt.Mode, opt.Journal = mode, j
+				chat := &fakeChat{steps: deltas(words(strings.Repeat("word ", 2000), 2000), 0)} // two messages long when edited
+				req := route.ReplyRequest{Channel: "C1", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"}
+				fs.threads["C1/"+req.ThreadTS] = []slack.Message{mention("<@UBOT> hi")}
+				mustNoErr(t, NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), req))
+				var want []string
+				for _, m := range fs.botMessages(req.ThreadTS) {
+					want = append(want, m.ts)
+				}
+				got := j.answers[route.AnswerID("C1", req.TS)].Messages
+				if len(want) == 0 || !slices.Equal(got, want) {
+					t.Errorf("journaled %v; want the answer's messages %v", got, want)
+				}
+			})
+		})
+	}
+}
