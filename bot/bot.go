@@ -193,6 +193,9 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
 		notes:     pace.NewBucket(notesPerMinute, notesBurst),
 	}
+	if s, ok := opt.Replicas.(pace.Shared); ok {
+		b.notes.Share(s, "chat.postEphemeral") // the same Slack method as handlers.Budgets.Ephemerals
+	}
 	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
 		Acked: opt.Hooks.Acked, State: b.socketState})
 	if opt.wrapSocket != nil {

@@ -92,3 +92,18 @@ func or[T any](a, b *T) *T {
 	}
 	return a
 }
+
+// Share makes every budget take its tokens from s as well, by Slack method name, so that replicas
+// together keep to the workspace's limits (pace.Shared). Posts are shared per channel, as Slack
+// limits them. Call it before the budgets are used.
+func (b Budgets) Share(s pace.Shared) {
+	b.Edits.Bucket().Share(s, "chat.update")
+	b.Appends.Bucket().Share(s, "chat.appendStream")
+	b.Posts.Share(s, "chat.postMessage:")
+	b.PostsWorkspace.Share(s, "chat.postMessage")
+	b.Reads.Share(s, "conversations.read")
+	b.Lookups.Share(s, "users.info")
+	b.Streams.Share(s, "chat.startStream")
+	b.Deletes.Share(s, "chat.delete")
+	b.Ephemerals.Share(s, "chat.postEphemeral")
+}

@@ -58,6 +58,8 @@ type Metrics struct {
 	slackSeconds  *prometheus.HistogramVec
 	connected     prometheus.Gauge
 	reconnects    prometheus.Counter
+	stateDegraded prometheus.Gauge
+	stateFailures *prometheus.CounterVec
 	denied        *prometheus.CounterVec
 
 	connMu        sync.Mutex
@@ -123,6 +125,10 @@ func NewMetrics() *Metrics {
 		Help: "1 while the Socket Mode connection is up."})
 	m.reconnects = f.NewCounter(prometheus.CounterOpts{Name: "llmbot_socket_reconnects_total",
 		Help: "Socket Mode connections made after the first (refreshes, dropped sockets)."})
+	m.stateDegraded = f.NewGauge(prometheus.GaugeOpts{Name: "llmbot_shared_state_degraded",
+		Help: "1 while Redis (REDIS_URL) cannot be reached and this replica answers with its own state (duplicates across replicas become possible)."})
+	m.stateFailures = f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_shared_state_failures_total",
+		Help: "Calls to Redis (REDIS_URL) that failed or timed out, by operation; each was served from this replica's own state."}, []string{"op"})
 	m.denied = f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_access_denied_total",
 		Help: "Requests refused by access control, by feature (mention, dm, imagine) and reason."}, []string{"feature", "reason"})
 
@@ -139,6 +145,18 @@ func NewMetrics() *Metrics {
 	m.inFlight.WithLabelValues("imagine")
 	return m
 }
+
+// StateDegraded records Redis becoming unreachable (true) or reachable again (false).
+func (m *Metrics) StateDegraded(degraded bool) {
+	v := 0.0
+	if degraded {
+		v = 1
+	}
+	m.stateDegraded.Set(v)
+}
+
+// StateFailed counts one failed call to Redis; op is the state operation (claim, lease, take, ...).
+func (m *Metrics) StateFailed(op string) { m.stateFailures.WithLabelValues(word(op)).Inc() }
 
 // Registry returns the registry the metrics live on, for Server's /metrics.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -21,6 +21,7 @@ type Readiness struct {
 	connected bool
 	everUp    bool
 	since     time.Time // when connected last changed
+	degraded  bool      // shared state (Redis) unreachable: ready, but said
 }
 
 // NewReadiness returns a Readiness that is not ready: auth not checked, not connected.
@@ -47,7 +48,16 @@ func (r *Readiness) Connection(up bool) {
 	}
 }
 
-// Ready reports whether the bot can work and, when it cannot, a short reason (for /readyz).
+// Degraded records that the replicas' shared state (Redis) cannot be reached (true) or can again.
+// The bot answers on with its own state meanwhile, so it stays ready; /readyz says so.
+func (r *Readiness) Degraded(degraded bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.degraded = degraded
+}
+
+// Ready reports whether the bot can work and, when it cannot, a short reason (for /readyz). A bot
+// that works degraded is ready, with the reason why it is degraded.
 func (r *Readiness) Ready() (bool, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -60,6 +70,8 @@ func (r *Readiness) Ready() (bool, string) {
 		return false, "Socket Mode not connected yet"
 	case !r.connected:
 		return false, "Socket Mode disconnected for " + time.Since(r.since).Round(time.Second).String()
+	case r.degraded:
+		return true, "Redis unreachable: answering with this replica's own state"
 	}
 	return true, ""
 }

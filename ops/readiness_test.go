@@ -71,3 +71,19 @@ func TestRecheckAuth(t *testing.T) {
 		}
 	})
 }
+
+// TestReadyButDegraded: with Redis unreachable the bot answers on with its own state, so /readyz
+// stays ready and says why it is degraded; it is plain ready again once Redis is back.
+func TestReadyButDegraded(t *testing.T) {
+	r := ops.NewReadiness()
+	r.Auth(nil)
+	r.Connection(true)
+	r.Degraded(true)
+	if ok, reason := r.Ready(); !ok || !strings.Contains(reason, "Redis") {
+		t.Errorf("Ready() = %v, %q; want ready, saying Redis is unreachable", ok, reason)
+	}
+	r.Degraded(false)
+	if ok, reason := r.Ready(); !ok || reason != "" {
+		t.Errorf("Ready() = %v, %q; want ready, nothing to say", ok, reason)
+	}
+}

@@ -53,11 +53,15 @@ func NewServer(addr string, ready func() (bool, string), metrics prometheus.Gath
 		writeText(w, http.StatusOK, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if ok, reason := ready(); !ok {
+		ok, reason := ready()
+		switch {
+		case !ok:
 			writeText(w, http.StatusServiceUnavailable, "not ready: "+reason)
-			return
+		case reason != "":
+			writeText(w, http.StatusOK, "ready, degraded: "+reason)
+		default:
+			writeText(w, http.StatusOK, "ready")
 		}
-		writeText(w, http.StatusOK, "ready")
 	})
 	if metrics != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{

@@ -65,12 +65,15 @@ type Config struct {
 
 	HealthAddr string `envconfig:"HEALTH_ADDR" desc:"Address of the health and metrics listener (/healthz, /readyz, /metrics), e.g. :8080. Unset: off."`
 
+	RedisURL string `envconfig:"REDIS_URL" secret:"true" desc:"Redis (7+) or Valkey shared by every replica: redis://[:password@]host:6379/0, rediss:// for TLS. Set it to run several replicas: they then share dedupe, one answer at a time per thread, Stop clicks, Slack's rate limits, the /imagine quota and the journal of answers in progress. Unset: one replica, state in memory and STATE_DIR. Never logged."`
+	StateDir string `envconfig:"STATE_DIR" desc:"Directory of the local journal of answers in progress, so a restarted process closes the answers it was writing when it died (kept in a folder per app and team). Unset: the user's cache directory (~/.cache/llmbot); the Kubernetes kit mounts an emptyDir."`
+
 	AllowChannels     string `envconfig:"ALLOW_CHANNELS" desc:"Channel IDs (C..., G...) where the bot works, comma-separated; add dm for direct messages (one-to-one; a group DM is a channel here, listed by its ID). Unset: everywhere."`
 	DenyChannels      string `envconfig:"DENY_CHANNELS" desc:"Channel IDs where the bot never works, comma-separated; dm turns one-to-one direct messages off (a group DM is denied by its ID). Wins over ALLOW_CHANNELS."`
 	AllowUsers        string `envconfig:"ALLOW_USERS" desc:"User IDs (U..., W...) who may use the bot, comma-separated. Unset: everyone."`
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
-	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted in memory per replica. 0: unlimited."`
+	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
 	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt and model overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
 
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
