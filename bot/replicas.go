@@ -24,9 +24,9 @@ type Replicas interface {
 	// the holder; Release frees it.
 	Lease(ctx context.Context, key string) (holder string, err error)
 	Release(ctx context.Context, key string) error
-	// Open records an answer in progress, Close removes it, Get finds it.
+	// Open records an answer in progress, CloseAnswer removes it, Get finds it.
 	Open(ctx context.Context, a state.Answer) error
-	Close(ctx context.Context, id string) error
+	CloseAnswer(ctx context.Context, id string) error
 	Get(ctx context.Context, id string) (state.Answer, bool, error)
 	Alive(ctx context.Context, replica string) (bool, error)
 	// Send hands msg to replica; Receive returns the next message handed to this one.
@@ -127,7 +127,7 @@ func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logg
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
 		defer cancel()
-		if err := b.shared.Close(ctx, id); err != nil {
+		if err := b.shared.CloseAnswer(ctx, id); err != nil {
 			log.Warn("answer journal record not removed", zap.Error(err))
 		}
 	}
@@ -224,7 +224,7 @@ func (alone) Claim(context.Context, string, time.Duration) (bool, error) { retur
 func (alone) Lease(context.Context, string) (string, error)              { return "", nil }
 func (alone) Release(context.Context, string) error                      { return nil }
 func (alone) Open(context.Context, state.Answer) error                   { return nil }
-func (alone) Close(context.Context, string) error                        { return nil }
+func (alone) CloseAnswer(context.Context, string) error                  { return nil }
 func (alone) Get(context.Context, string) (state.Answer, bool, error) {
 	return state.Answer{}, false, nil
 }

@@ -26,7 +26,7 @@ type Journal interface {
 type Orphans interface {
 	Orphans(ctx context.Context) ([]state.Answer, error)
 	Adopt(ctx context.Context, id string) (state.Answer, bool, error)
-	Close(ctx context.Context, id string) error
+	CloseAnswer(ctx context.Context, id string) error
 }
 
 const (
@@ -80,7 +80,7 @@ func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
 		} else {
 			log.Info("orphaned answer closed: its replica had stopped")
 		}
-		if err := j.Close(context.WithoutCancel(ctx), a.ID); err != nil {
+		if err := j.CloseAnswer(context.WithoutCancel(ctx), a.ID); err != nil {
 			log.Warn("orphaned answer: journal record not removed", zap.Error(err))
 		}
 	}

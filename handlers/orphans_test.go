@@ -59,7 +59,7 @@ func (j *fakeJournal) Adopt(_ context.Context, id string) (state.Answer, bool, e
 	return a, true, nil
 }
 
-func (j *fakeJournal) Close(_ context.Context, id string) error {
+func (j *fakeJournal) CloseAnswer(_ context.Context, id string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.closed = append(j.closed, id)
