@@ -69,6 +69,11 @@ type Input struct {
 	// The features whose scopes the bot token needs.
 	ReplyMode string // REPLY_MODE: "stream" writes with native streaming
 	FollowUps bool   // FOLLOW_UPS: thread messages without a mention
+
+	// RedisHost is REDIS_URL's host ("": not set, the Redis check is skipped), and PingRedis
+	// connects to it as the bot does and asks PING.
+	RedisHost string
+	PingRedis func(ctx context.Context) error
 }
 
 // status is the outcome of one check.
@@ -130,6 +135,7 @@ checklist with the fix for each failure. It exits non-zero when a check fails.
   5. Chat model: a one-word request to CHAT_MODEL, and to each model CHANNEL_CONFIG names (a few tokens each).
   6. Image model: IMAGE_MODEL is set, and listed by the service if it lists models (no image is
      generated: that costs money).
+  7. Redis, when REDIS_URL is set: connect and PING, as the replicas do to share their state.
 
 Every network step has a time limit; the whole run takes under 30 seconds. Tokens and keys are
 never printed.
@@ -166,6 +172,7 @@ func Run(ctx context.Context, args []string, in Input, stdout, stderr io.Writer)
 	for _, r := range <-modelResults {
 		out.print(r)
 	}
+	out.print(checkRedis(ctx, in))
 	return out.summary()
 }
 
@@ -818,4 +825,24 @@ func hostOf(raw string) string {
 		return ""
 	}
 	return u.Host
+}
+
+// redisTimeout bounds the Redis check.
+const redisTimeout = 5 * time.Second
+
+// checkRedis connects to REDIS_URL and asks PING. Without it there is nothing to check: one
+// replica keeps its state itself.
+func checkRedis(ctx context.Context, in Input) result {
+	const name = "Redis"
+	if in.RedisHost == "" || in.PingRedis == nil {
+		return ok(name, "REDIS_URL not set: fine for one replica (its state is kept by the process and STATE_DIR)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	if err := in.PingRedis(ctx); err != nil {
+		return fail(name, "cannot use Redis at "+in.RedisHost+": "+err.Error(),
+			"check REDIS_URL (redis://[:password@]host:6379/0, rediss:// for TLS) and that Redis answers from here; "+
+				"the bot runs without it, but replicas then answer twice and cannot stop each other's answers")
+	}
+	return ok(name, "%s answers PING; replicas share their state there", in.RedisHost)
 }
