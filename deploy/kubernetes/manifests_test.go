@@ -1,14 +1,17 @@
 // Package kubernetes_test checks the Kubernetes manifests without a cluster: each file decodes
 // strictly into the Kubernetes API types (an unknown or misspelt field fails), and what they
 // say agrees with the bot: setting names, the health listener's port and paths, the shutdown
-// grace, the Secret's keys, the ConfigMap's override file, and the security settings.
+// grace, the Secret's keys, the ConfigMap's override file, the security settings, and the
+// replicas' shared state (the Redis of redis.yaml, the disruption budget, STATE_DIR).
 package kubernetes_test
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,6 +24,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/llmbot/llmbot/access"
@@ -35,6 +40,37 @@ func decode(t *testing.T, file string, v any) {
 	}
 	if err := yaml.UnmarshalStrict(data, v); err != nil {
 		t.Fatalf("%s does not decode strictly into %T: %v", file, v, err)
+	}
+}
+
+// docSeparator is the line between two YAML documents in one file; commentLine is a line with
+// nothing but a comment (a file's trailing --- leaves a document of those, or of nothing).
+var (
+	docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+	commentLine  = regexp.MustCompile(`(?m)^\s*#.*$`)
+)
+
+// decodeDocs reads a file of several YAML documents strictly, the i-th into vs[i]; the file must
+// hold exactly len(vs) of them.
+func decodeDocs(t *testing.T, file string, vs ...any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs [][]byte
+	for _, d := range docSeparator.Split(string(data), -1) {
+		if b := []byte(d); len(bytes.TrimSpace(commentLine.ReplaceAll(b, nil))) > 0 {
+			docs = append(docs, b)
+		}
+	}
+	if len(docs) != len(vs) {
+		t.Fatalf("%s holds %d documents, want %d", file, len(docs), len(vs))
+	}
+	for i, d := range docs {
+		if err := yaml.UnmarshalStrict(d, vs[i]); err != nil {
+			t.Fatalf("%s document %d does not decode strictly into %T: %v", file, i+1, vs[i], err)
+		}
 	}
 }
 
@@ -121,8 +157,10 @@ func secretExample(t *testing.T) *corev1.Secret {
 
 func TestDeploymentShape(t *testing.T) {
 	d, c := deployment(t)
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("replicas = %v, want 1 by default", d.Spec.Replicas)
+	if d.Spec.Replicas == nil {
+		t.Error("replicas is not set; want 2 by default: a spare during drains and rollouts")
+	} else if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d, want 2 by default: a spare during drains and rollouts", *d.Spec.Replicas)
 	}
 	sel := d.Spec.Selector.MatchLabels
 	for k, v := range sel {
@@ -252,6 +290,9 @@ func TestSecretRefsMatchExample(t *testing.T) {
 		t.Error("secret.example.yaml uses data (base64); use stringData so the placeholders are readable")
 	}
 	for k, v := range s.StringData {
+		if k == "REDIS_URL" {
+			continue // the kit's own Redis, which has no password: TestRedisURLReachesRedis checks it
+		}
 		if v != "" && !strings.Contains(v, "REPLACE-ME") {
 			t.Errorf("secret.example.yaml %s = %q, want a REPLACE-ME placeholder", k, v)
 		}
@@ -288,28 +329,9 @@ func TestLooksSecret(t *testing.T) {
 
 func TestSecurityContext(t *testing.T) {
 	d, c := deployment(t)
-	pod := d.Spec.Template.Spec.SecurityContext
-	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot {
-		t.Error("pod: runAsNonRoot must be true")
-	}
-	if pod == nil || pod.RunAsUser == nil || *pod.RunAsUser != 65532 {
+	lockedDown(t, "llmbot", &d.Spec.Template.Spec, c)
+	if pod := d.Spec.Template.Spec.SecurityContext; pod == nil || pod.RunAsUser == nil || *pod.RunAsUser != 65532 {
 		t.Error("pod: runAsUser must be 65532, the image's nonroot user (Dockerfile USER)")
-	}
-	if pod == nil || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Error("pod: seccompProfile must be RuntimeDefault")
-	}
-	sc := c.SecurityContext
-	switch {
-	case sc == nil:
-		t.Fatal("container: no securityContext")
-	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
-		t.Error("container: allowPrivilegeEscalation must be false")
-	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
-		t.Error("container: readOnlyRootFilesystem must be true")
-	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
-		t.Error("container: capabilities must drop ALL and add none")
-	case sc.Privileged != nil && *sc.Privileged:
-		t.Error("container: must not be privileged")
 	}
 	// The image's user must be the one the manifest runs as.
 	dockerfile, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
@@ -318,6 +340,35 @@ func TestSecurityContext(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^USER 65532(:65532)?\s*$`).Match(dockerfile) {
 		t.Error("the Dockerfile's USER is not 65532: update runAsUser to match")
+	}
+}
+
+// lockedDown checks what every pod of the kit runs with: a non-root user, the runtime's default
+// seccomp profile, no privilege escalation, a read-only root filesystem and no capabilities.
+func lockedDown(t *testing.T, name string, spec *corev1.PodSpec, c *corev1.Container) {
+	t.Helper()
+	pod := spec.SecurityContext
+	if pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot {
+		t.Errorf("%s pod: runAsNonRoot must be true", name)
+	}
+	if pod == nil || pod.RunAsUser == nil || *pod.RunAsUser == 0 {
+		t.Errorf("%s pod: runAsUser must be a non-root user ID (runAsNonRoot cannot check a user name)", name)
+	}
+	if pod == nil || pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s pod: seccompProfile must be RuntimeDefault", name)
+	}
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Errorf("%s container: no securityContext", name)
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Errorf("%s container: allowPrivilegeEscalation must be false", name)
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Errorf("%s container: readOnlyRootFilesystem must be true", name)
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+		t.Errorf("%s container: capabilities must drop ALL and add none", name)
+	case sc.Privileged != nil && *sc.Privileged:
+		t.Errorf("%s container: must not be privileged", name)
 	}
 }
 
@@ -437,10 +488,15 @@ func TestKustomization(t *testing.T) {
 			t.Errorf("resource %s: %v", r, err)
 		}
 	}
-	for _, want := range []string{"deployment.yaml", "configmap.yaml"} {
+	for _, want := range []string{"deployment.yaml", "configmap.yaml", "pdb.yaml"} {
 		if !slices.Contains(k.Resources, want) {
 			t.Errorf("resources lack %s", want)
 		}
+	}
+	// The Secret example points the bot at the kit's Redis, so the kit must apply it.
+	if u, err := url.Parse(secretExample(t).StringData["REDIS_URL"]); err == nil && u.Hostname() == "llmbot-redis" &&
+		!slices.Contains(k.Resources, "redis.yaml") {
+		t.Error("resources lack redis.yaml, the Redis the Secret example's REDIS_URL names")
 	}
 	if slices.ContainsFunc(k.Resources, func(r string) bool { return strings.Contains(r, "secret") }) {
 		t.Error("the Secret example must not be a resource: apply -k would overwrite the real tokens with placeholders")
@@ -457,10 +513,280 @@ func TestEveryManifestIsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := []string{"configmap.yaml", "deployment.yaml", "kustomization.yaml", "secret.example.yaml"}
+	checked := []string{"configmap.yaml", "deployment.yaml", "kustomization.yaml", "pdb.yaml", "redis.yaml", "secret.example.yaml"}
 	for _, f := range files {
 		if !slices.Contains(checked, f) {
 			t.Errorf("%s is not checked by this test", f)
 		}
+	}
+}
+
+// matchLabels returns a selector's matchLabels, given how many matchExpressions it has: the tests
+// read only matchLabels, so a selector with expressions (or with nothing, which selects every pod
+// of the namespace) fails.
+func matchLabels(t *testing.T, what string, labels map[string]string, expressions int) map[string]string {
+	t.Helper()
+	if len(labels) == 0 || expressions > 0 {
+		t.Fatalf("%s: want a selector of matchLabels only", what)
+	}
+	return labels
+}
+
+// selects reports whether pods labelled labels are selected by sel's matchLabels.
+func selects(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
+
+// redis decodes redis.yaml: the Redis Deployment, its Service and its NetworkPolicy.
+func redis(t *testing.T) (*appsv1.Deployment, *corev1.Service, *networkingv1.NetworkPolicy) {
+	t.Helper()
+	var (
+		d   appsv1.Deployment
+		svc corev1.Service
+		np  networkingv1.NetworkPolicy
+	)
+	decodeDocs(t, "redis.yaml", &d, &svc, &np)
+	for _, o := range []struct{ got, want string }{
+		{d.APIVersion + " " + d.Kind, "apps/v1 Deployment"},
+		{svc.APIVersion + " " + svc.Kind, "v1 Service"},
+		{np.APIVersion + " " + np.Kind, "networking.k8s.io/v1 NetworkPolicy"},
+	} {
+		if o.got != o.want {
+			t.Fatalf("redis.yaml holds %s where %s was expected (documents: Deployment, Service, NetworkPolicy)", o.got, o.want)
+		}
+	}
+	if n := len(d.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("redis.yaml: %d containers, want 1", n)
+	}
+	return &d, &svc, &np
+}
+
+// The disruption budget covers the bot's pods, keeps one of them connected to Slack, and still
+// lets a drain evict one with the Deployment's replicas (with 2: exactly one).
+func TestPodDisruptionBudget(t *testing.T) {
+	var pdb policyv1.PodDisruptionBudget
+	decode(t, "pdb.yaml", &pdb)
+	if pdb.APIVersion != "policy/v1" || pdb.Kind != "PodDisruptionBudget" {
+		t.Fatalf("pdb.yaml is %s %s, want policy/v1 PodDisruptionBudget", pdb.APIVersion, pdb.Kind)
+	}
+	d, _ := deployment(t)
+	if pdb.Spec.Selector == nil {
+		t.Fatal("pdb.yaml has no selector")
+	}
+	sel := matchLabels(t, "pdb.yaml", pdb.Spec.Selector.MatchLabels, len(pdb.Spec.Selector.MatchExpressions))
+	if !selects(sel, d.Spec.Template.Labels) {
+		t.Errorf("the budget's selector %v does not select the bot's pods %v", sel, d.Spec.Template.Labels)
+	}
+	r, _, _ := redis(t)
+	if selects(sel, r.Spec.Template.Labels) {
+		t.Errorf("the budget's selector %v also selects the Redis pods %v", sel, r.Spec.Template.Labels)
+	}
+
+	replicas := int(*d.Spec.Replicas)
+	var keep int // pods a voluntary disruption must leave running
+	switch {
+	case pdb.Spec.MinAvailable != nil && pdb.Spec.MaxUnavailable == nil:
+		keep = scaled(t, pdb.Spec.MinAvailable.String(), replicas, true)
+	case pdb.Spec.MaxUnavailable != nil && pdb.Spec.MinAvailable == nil:
+		keep = replicas - scaled(t, pdb.Spec.MaxUnavailable.String(), replicas, true)
+	default:
+		t.Fatal("pdb.yaml: set exactly one of minAvailable and maxUnavailable")
+	}
+	if keep < 1 {
+		t.Errorf("the budget lets a drain evict every replica (%d kept of %d): the bot would leave Slack", keep, replicas)
+	}
+	if replicas-keep < 1 {
+		t.Errorf("the budget allows no disruption with %d replicas: it would block every node drain", replicas)
+	}
+	if p := pdb.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Error("unhealthyPodEvictionPolicy must be AlwaysAllow: during a Slack outage no replica is ready, and the budget would block every drain")
+	}
+}
+
+// scaled is Kubernetes' reading of an int-or-percent field (its text: "1", "25%") against total
+// pods.
+func scaled(t *testing.T, text string, total int, roundUp bool) int {
+	t.Helper()
+	pct, isPct := strings.CutSuffix(text, "%")
+	n, err := strconv.Atoi(pct)
+	if err != nil {
+		t.Fatalf("%q is neither a count nor a percentage", text)
+	}
+	if !isPct {
+		return n
+	}
+	if roundUp {
+		return (n*total + 99) / 100
+	}
+	return n * total / 100
+}
+
+// The kit's Redis: its Service reaches its pod, it runs locked down like the bot, it refuses
+// writes before its memory limit kills it, and only one runs at a time.
+func TestRedis(t *testing.T) {
+	d, svc, _ := redis(t)
+	spec := &d.Spec.Template.Spec
+	c := &spec.Containers[0]
+	podLabels := d.Spec.Template.Labels
+	if sel := matchLabels(t, "redis.yaml Deployment", d.Spec.Selector.MatchLabels, len(d.Spec.Selector.MatchExpressions)); !selects(sel, podLabels) {
+		t.Errorf("the Redis Deployment's selector %v does not match its pods %v", sel, podLabels)
+	}
+	if !selects(svc.Spec.Selector, podLabels) {
+		t.Errorf("the Service's selector %v does not select the Redis pods %v", svc.Spec.Selector, podLabels)
+	}
+	bot, _ := deployment(t)
+	if selects(bot.Spec.Selector.MatchLabels, podLabels) || selects(svc.Spec.Selector, bot.Spec.Template.Labels) {
+		t.Error("the bot's and Redis's selectors overlap: each Deployment would count the other's pods as its own")
+	}
+	if svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
+		t.Errorf("Service type %s: Redis has no password, keep it ClusterIP", svc.Spec.Type)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 6379 {
+		t.Fatalf("Service ports %v, want one: 6379", svc.Spec.Ports)
+	}
+	target := svc.Spec.Ports[0].TargetPort
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return p.ContainerPort == 6379 && (p.Name == target.String() || int(p.ContainerPort) == target.IntValue())
+	}) {
+		t.Errorf("the Service's targetPort %s is not the container's port 6379", target.String())
+	}
+
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
+		t.Errorf("Redis replicas = %v, want 1: two would each hold part of the shared state", d.Spec.Replicas)
+	}
+	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Error("Redis strategy must be Recreate: a rolling update runs two Redis behind the Service at once")
+	}
+	if a := spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Error("Redis: automountServiceAccountToken must be false")
+	}
+	lockedDown(t, "redis", spec, c)
+	if c.ReadinessProbe == nil || (c.ReadinessProbe.Exec == nil && c.ReadinessProbe.TCPSocket == nil) {
+		t.Error("Redis has no exec or tcpSocket readiness probe: the Service would send the bot to a Redis still starting")
+	}
+	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/data" && !m.ReadOnly }) {
+		t.Error("nothing writable is mounted at /data, the image's working directory")
+	}
+
+	// Persistence off: what Redis holds is of the moment (see redis.yaml).
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{`--save  `, `--appendonly no`} {
+		if !strings.Contains(args+" ", want) {
+			t.Errorf("Redis args %q lack %q: persistence should be off", c.Args, strings.TrimSpace(want))
+		}
+	}
+	if !strings.Contains(args, "--maxmemory-policy noeviction") {
+		t.Error("Redis must not evict keys (--maxmemory-policy noeviction): an evicted liveness key makes a live replica look dead")
+	}
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok {
+		t.Fatal("Redis has no memory limit")
+	}
+	if q, ok := c.Resources.Requests[corev1.ResourceMemory]; !ok || q.IsZero() {
+		t.Error("Redis has no memory request")
+	}
+	m := regexp.MustCompile(`--maxmemory (\d+)mb\b`).FindStringSubmatch(args)
+	if m == nil {
+		t.Fatal("Redis args lack --maxmemory <n>mb: a full Redis would be killed at its limit and lose everything")
+	}
+	maxmemory, _ := strconv.ParseInt(m[1], 10, 64)
+	if maxmemory<<20 > limit.Value()*3/4 {
+		t.Errorf("--maxmemory %dmb leaves too little of the %s limit for Redis's own overhead: keep it within 3/4", maxmemory, limit.String())
+	}
+}
+
+// REDIS_URL reaches the kit's Redis: the Secret example names the Service on its port, without a
+// password (that Redis has none), and the bot reads it from the Secret, not optionally.
+func TestRedisURLReachesRedis(t *testing.T) {
+	_, c := deployment(t)
+	e, ok := env(c, "REDIS_URL")
+	if !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+		t.Fatal("REDIS_URL must come from the Secret: a managed Redis's URL holds its password")
+	}
+	if o := e.ValueFrom.SecretKeyRef.Optional; o != nil && *o {
+		t.Error("REDIS_URL must not be optional: replicas without it answer redeliveries twice and overrun Slack's limits")
+	}
+	raw, ok := secretExample(t).StringData[e.ValueFrom.SecretKeyRef.Key]
+	if !ok {
+		t.Fatalf("secret.example.yaml has no %s", e.ValueFrom.SecretKeyRef.Key)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("secret.example.yaml REDIS_URL %q: %v", raw, err)
+	}
+	_, svc, _ := redis(t)
+	if u.Scheme != "redis" || u.Hostname() != svc.Name || u.Port() != strconv.Itoa(int(svc.Spec.Ports[0].Port)) {
+		t.Errorf("secret.example.yaml REDIS_URL = %q, want redis://%s:%d/0, the kit's Redis", raw, svc.Name, svc.Spec.Ports[0].Port)
+	}
+	if _, hasPassword := u.User.Password(); hasPassword || looksSecret(raw) {
+		t.Errorf("secret.example.yaml REDIS_URL holds a password; the example must not")
+	}
+}
+
+// Only the bot's pods may reach the passwordless Redis, on the Service's port.
+func TestRedisNetworkPolicy(t *testing.T) {
+	d, svc, np := redis(t)
+	ps := np.Spec.PodSelector
+	if sel := matchLabels(t, "the NetworkPolicy's podSelector", ps.MatchLabels, len(ps.MatchExpressions)); !selects(sel, d.Spec.Template.Labels) {
+		t.Errorf("the NetworkPolicy selects %v, not the Redis pods %v", sel, d.Spec.Template.Labels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policyTypes %v, want [Ingress]: the policy restricts who connects to Redis", np.Spec.PolicyTypes)
+	}
+	bot, _ := deployment(t)
+	if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || len(np.Spec.Ingress[0].Ports) != 1 {
+		t.Fatal("want one ingress rule: from the bot's pods, to Redis's port")
+	}
+	rule := np.Spec.Ingress[0]
+	from := rule.From[0]
+	if from.NamespaceSelector != nil || from.IPBlock != nil || from.PodSelector == nil {
+		t.Fatal("the ingress rule must admit pods of this namespace by podSelector only")
+	}
+	if sel := matchLabels(t, "the ingress rule's podSelector", from.PodSelector.MatchLabels, len(from.PodSelector.MatchExpressions)); !selects(sel, bot.Spec.Template.Labels) {
+		t.Errorf("the ingress rule admits %v, not the bot's pods %v: the bot could not reach Redis", sel, bot.Spec.Template.Labels)
+	}
+	if p := rule.Ports[0].Port; p == nil || p.IntValue() != int(svc.Spec.Ports[0].Port) {
+		t.Errorf("the ingress rule's port is not %d", svc.Spec.Ports[0].Port)
+	}
+}
+
+// STATE_DIR is on a volume the bot can write (the root filesystem is read-only) and that outlives
+// a container restart: an emptyDir, with a size limit.
+func TestStateDirIsWritable(t *testing.T) {
+	d, c := deployment(t)
+	e, ok := env(c, "STATE_DIR")
+	if !ok || !filepath.IsAbs(e.Value) {
+		t.Fatal("STATE_DIR must be an absolute path: its default, the user's cache directory, is on the read-only root filesystem")
+	}
+	dir := filepath.Clean(e.Value)
+	mi := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		rel, err := filepath.Rel(m.MountPath, dir)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	})
+	if mi < 0 {
+		t.Fatalf("nothing is mounted at STATE_DIR %s: the read-only root filesystem would refuse the journal", dir)
+	}
+	m := c.VolumeMounts[mi]
+	if m.ReadOnly {
+		t.Errorf("the mount at %s is readOnly: the bot writes its journal there", m.MountPath)
+	}
+	vi := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name })
+	if vi < 0 {
+		t.Fatalf("volume %s is mounted but not declared", m.Name)
+	}
+	ed := d.Spec.Template.Spec.Volumes[vi].EmptyDir
+	if ed == nil {
+		t.Fatalf("volume %s is not an emptyDir", m.Name)
+	}
+	if ed.Medium == corev1.StorageMediumMemory {
+		t.Error("the STATE_DIR emptyDir is in memory: it would count against the container's memory limit")
+	}
+	if ed.SizeLimit == nil || ed.SizeLimit.IsZero() {
+		t.Error("the STATE_DIR emptyDir has no sizeLimit")
 	}
 }
