@@ -1,0 +1,57 @@
+package redistest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestStopAndRestartOnTheSamePort(t *testing.T) {
+	s := New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := ping(ctx, s.Addr()); err != nil {
+		t.Fatalf("PING after New: %v", err)
+	}
+	addr := s.Addr()
+	s.Stop()
+	if err := ping(ctx, addr); err == nil {
+		t.Fatal("PING answered after Stop")
+	}
+	s.Stop() // idempotent
+	s.Restart()
+	if s.Addr() != addr {
+		t.Fatalf("restarted on %s, want %s", s.Addr(), addr)
+	}
+	if err := ping(ctx, addr); err != nil {
+		t.Fatalf("PING after Restart: %v", err)
+	}
+}
+
+func TestStartGivesAURLAndAStop(t *testing.T) {
+	url, stop := Start(t)
+	if len(url) < len("redis://127.0.0.1:1") || url[:18] != "redis://127.0.0.1:" {
+		t.Fatalf("url = %q", url)
+	}
+	addr := url[len("redis://"):]
+	stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := ping(ctx, addr); err == nil {
+		t.Fatal("PING answered after stop")
+	}
+}
+
+func TestSkipsWithoutRedisServer(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(RequireEnv, "")
+	var sub *testing.T
+	t.Run("without", func(t *testing.T) {
+		sub = t
+		New(t)
+		t.Error("New returned without redis-server on PATH")
+	})
+	if !sub.Skipped() {
+		t.Fatal("not skipped")
+	}
+}

@@ -1,0 +1,71 @@
+// Package state holds what the bot's replicas share: dedupe claims, flags and daily counters with a TTL,
+// token buckets for Slack's write budgets, per-thread leases, the journal of answers in progress, and messages
+// between replicas. Three stores have the same methods and the same behaviour (one contract test runs against
+// all of them):
+//
+//   - Memory: one process, in memory; given a directory, its journal of open answers lives there (a JSON file
+//     per answer under answers/) and its liveness is an flock on replicas/<self>.lock, so a restarted process
+//     finds the answers its previous life left open and closes them in Slack.
+//   - Redis: shared by every replica through one Redis 7 or Valkey server (REDIS_URL).
+//   - Fallback: Redis, served from a Memory while Redis cannot be reached.
+//
+// A replica is alive while it runs Run: in Redis a heartbeat renews its liveness key, in Memory it holds its
+// lock file. A lease or an open answer belongs to its holder only while the holder is alive, so a crashed
+// replica's leases free themselves and its answers become orphans that a survivor (or the restarted process)
+// adopts and closes.
+//
+// Redis keys, all under the namespace given to NewRedis (the wiring uses "llmbot:<app_id>:<team_id>:", so two
+// bots never share a key):
+//
+//	alive:<replica>   "1", PX 15 s, renewed every 5 s by Run, deleted when Run ends
+//	inbox:<replica>   list of messages for a replica (RPUSH, BLPOP); its TTL is renewed with its liveness
+//	claim:<key>       Claim (SET NX PX)
+//	mark:<key>        Mark
+//	count:<key>       Add (INCRBY; the TTL is set when the key is created)
+//	bucket:<name>     a token bucket's theoretical arrival time (GCRA), microseconds of Redis's clock
+//	pause:<name>      the end of a bucket's pause, microseconds of Redis's clock
+//	lease:<key>       the replica holding a thread; a safety TTL of 15 min
+//	answer:<id>       hash: an open answer (the Answer's fields); a safety TTL of 24 h, renewed on each change
+//	answers           set of the ids of open answers
+//
+// What a Redis outage means: a Fallback serves every call from its Memory until Redis answers again, and says
+// so (FallbackHooks, a warning in the log). Meanwhile each replica dedupes, counts, paces and leases on its own:
+// an event may be answered twice, a quota and the Slack budgets are per replica, and a click for another
+// replica's answer cannot reach it. A duplicate is better than silence, so no call fails because Redis is
+// down. What was written to the Memory during the outage is not copied to Redis afterwards.
+package state
+
+import (
+	"errors"
+	"time"
+)
+
+// Answer is the journal's record of one answer in progress.
+type Answer struct {
+	ID       string // channel + "/" + the asked message's ts
+	Team     string
+	Channel  string
+	ThreadTS string
+	TS       string // the asked message
+	Asker    string
+	Mode     string   // "edit" or "stream"
+	Messages []string // ts of the messages the answer posted, in order
+	Owner    string   // the replica writing it
+	Started  time.Time
+	Updated  time.Time
+}
+
+// ErrNoReplica is returned by Send for a replica that is not alive (or, for a Memory, any replica but itself).
+var ErrNoReplica = errors.New("state: no such replica alive")
+
+// errInvalid marks errors in a call's arguments: they are the caller's, so a Fallback passes them on rather
+// than taking them for an outage.
+var errInvalid = errors.New("invalid argument")
+
+// Times shared by the stores. Liveness and the heartbeat are fields of each store so tests can shorten them.
+const (
+	aliveTTL  = 15 * time.Second
+	heartbeat = 5 * time.Second
+	leaseTTL  = 15 * time.Minute // against a holder that never releases, through a bug
+	answerTTL = 24 * time.Hour   // an orphan nobody adopted for a day is not worth closing any more
+)
