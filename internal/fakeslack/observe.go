@@ -161,7 +161,13 @@ func (s *Server) Connections() ConnStats {
 	if !s.gapSince.IsZero() {
 		gapTime += time.Since(s.gapSince)
 	}
-	return ConnStats{Current: len(s.conns), Total: s.connTotal, Pongs: s.pongs, Gaps: s.gaps, GapTime: gapTime}
+	refused := 0
+	for _, c := range s.connLog {
+		if c.refused {
+			refused++
+		}
+	}
+	return ConnStats{Current: len(s.conns), Total: s.connTotal, Refused: refused, Pongs: s.pongs, Gaps: s.gaps, GapTime: gapTime}
 }
 
 // Status returns the assistant thread status set with assistant.threads.setStatus

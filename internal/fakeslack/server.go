@@ -54,15 +54,20 @@ type Config struct {
 	// Slack does (a plain message with bot_id for a post, subtype message_changed for an
 	// edit), for loop-prevention tests. Off by default.
 	EchoBotMessages bool
-	// RedeliverAfter, when > 0, re-queues an envelope delivered but not acked within this
-	// time (retry_attempt+1, retry_reason "timeout"), so it reaches the next connection.
-	// Slack does this for unacked events; off by default.
+	// RedeliverAfter, when > 0, re-queues an events_api envelope delivered but not acked within
+	// this time (retry_attempt+1, retry_reason "timeout", the same event_id), up to 3 times. As
+	// Slack's retries may land on any of the app's connections, the fake sends each to one other
+	// than the connection that did not ack it, when the app has another. Off by default.
 	RedeliverAfter time.Duration
 	// PageLimit caps the `limit` of conversations.replies/history (Slack: 1000 for
 	// internal apps, 15 for new commercially distributed ones). 0: 1000.
 	PageLimit int
 	// ResponseURLUses is how many posts a response_url accepts (Slack: 5). 0: 5.
 	ResponseURLUses int
+	// MaxConnections is how many Socket Mode connections the app may hold at once. A connection
+	// opened beyond it gets a disconnect with reason too_many_websockets as its only frame, no
+	// hello and no envelope, and is closed. 0: DefaultMaxConnections (10, as Slack).
+	MaxConnections int
 }
 
 // Limits configures the Web API's rate limits.
@@ -151,7 +156,10 @@ type Server struct {
 
 	// Socket Mode state.
 	tickets   map[string]bool
-	conns     map[*wsConn]bool
+	conns     map[*wsConn]bool // the app's open connections
+	connLog   []*wsConn        // every connection, by id (id-1)
+	refusing  map[*wsConn]bool // connections beyond MaxConnections, being told so
+	lastConn  int              // the connection the last envelope sent in turn went to
 	connTotal int
 	pongs     int
 	gaps      int           // see ConnStats.Gaps
@@ -163,6 +171,9 @@ type Server struct {
 	acks      []Ack
 	wg        sync.WaitGroup // Socket Mode goroutines
 	stop      chan struct{}  // closed by Close
+	// pinnedPending counts the envelopes in pending sent to a chosen connection (Via,
+	// RedeliverTo): while there are none, a connection looks no further than the first.
+	pinnedPending int
 }
 
 // New starts a fake workspace on 127.0.0.1. Close it when done.
@@ -183,6 +194,7 @@ func New(cfg Config) *Server {
 		statuses:    map[string]string{},
 		tickets:     map[string]bool{},
 		conns:       map[*wsConn]bool{},
+		refusing:    map[*wsConn]bool{},
 		envelopes:   map[string]*envelope{},
 		stop:        make(chan struct{}),
 	}
@@ -234,6 +246,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.ResponseURLUses <= 0 {
 		cfg.ResponseURLUses = 5
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
 	return cfg
 }
 
@@ -255,6 +270,9 @@ func (s *Server) Close() {
 	s.closed = true
 	close(s.stop)
 	for c := range s.conns {
+		c.ws.Close()
+	}
+	for c := range s.refusing {
 		c.ws.Close()
 	}
 	s.notifyLocked()
