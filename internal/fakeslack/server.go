@@ -68,6 +68,13 @@ type Config struct {
 	// opened beyond it gets a disconnect with reason too_many_websockets as its only frame, no
 	// hello and no envelope, and is closed. 0: DefaultMaxConnections (10, as Slack).
 	MaxConnections int
+	// StreamExpiry, when > 0, ends a native stream (chat.startStream) not stopped within this
+	// time of its start, as Slack does to an abandoned one: appendStream and stopStream then
+	// answer message_not_in_streaming_state, and chat.update may finish the message. Slack's
+	// limit is reported as roughly five minutes, but whether it counts from the start or from the
+	// last append is not known; the fake counts from the start. Off by default (see also
+	// ExpireStream).
+	StreamExpiry time.Duration
 }
 
 // Limits configures the Web API's rate limits.
@@ -151,7 +158,8 @@ type Server struct {
 	fileOrder []string
 	responses map[string]*responseURL
 	respPosts []ResponseURLPost
-	statuses  map[string]string // channel/thread -> assistant status
+	statuses  map[string]string      // channel/thread -> assistant status
+	streams   map[*Message]time.Time // messages streaming now -> when their stream started
 	seq       int
 
 	// Socket Mode state.
@@ -195,6 +203,7 @@ func New(cfg Config) *Server {
 		tickets:     map[string]bool{},
 		conns:       map[*wsConn]bool{},
 		refusing:    map[*wsConn]bool{},
+		streams:     map[*Message]time.Time{},
 		envelopes:   map[string]*envelope{},
 		stop:        make(chan struct{}),
 	}
