@@ -8,6 +8,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+	"github.com/slack-go/slack/socketmode"
 
 	"github.com/llmbot/llmbot/internal/fakeslack"
 )
@@ -312,5 +314,50 @@ func TestTooManyConnections(t *testing.T) {
 	fourth := dialRaw(t, srv, "d")
 	if f := readFrame(t, fourth); f["type"] != "hello" || f["num_connections"] != 2.0 {
 		t.Errorf("first frame %v, want a hello counting 2 connections", f)
+	}
+}
+
+// Two slack-go clients stand for two replicas: the event replica A read but did not ack is
+// retried on replica B's connection, with the same event_id.
+func TestUnackedEventIsRetriedOnTheOtherReplica(t *testing.T) {
+	srv := newServer(t, fakeslack.Config{Subscriptions: []string{"app_mention"}, RedeliverAfter: 100 * time.Millisecond})
+	a := runSocketMode(t, srv)
+	nextEvent(t, a, socketmode.EventTypeHello) // A holds connection 1: B opens after it
+	b := runSocketMode(t, srv)
+	nextEvent(t, b, socketmode.EventTypeHello)
+
+	srv.PostUserMessage("C1", "U1", "", "<@UBOT> who answers?")
+	first := nextEvent(t, a, socketmode.EventTypeEventsAPI) // A crashes before its ack
+	retry := nextEvent(t, b, socketmode.EventTypeEventsAPI)
+	if err := b.AckCtx(ctxFor(t), retry.Request.EnvelopeID, nil); err != nil {
+		t.Fatal(err)
+	}
+	eventID := func(e socketmode.Event) string {
+		return e.Data.(slackevents.EventsAPIEvent).Data.(*slackevents.EventsAPICallbackEvent).EventID
+	}
+	if eventID(retry) != eventID(first) || retry.Request.RetryAttempt != 1 || retry.Request.RetryReason != "timeout" {
+		t.Errorf("B got %+v, want A's event %s again (attempt 1, timeout)", retry.Request, eventID(first))
+	}
+	if err := srv.WaitFor(ctxFor(t), func() bool { return len(srv.Acks()) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if ack := srv.Acks()[0]; ack.EnvelopeID != retry.Request.EnvelopeID || ack.Conn != 2 {
+		t.Errorf("ack %+v, want B's (connection 2) of the retry", ack)
+	}
+}
+
+// Close does not wait for a refused client to close its connection.
+func TestCloseEndsARefusedConnection(t *testing.T) {
+	srv := fakeslack.New(fakeslack.Config{MaxConnections: 1})
+	defer srv.Close()
+	dialConn(t, srv, "a")
+	refused := dialRaw(t, srv, "b")
+	if f := readFrame(t, refused); f["reason"] != "too_many_websockets" {
+		t.Fatalf("frame %v", f)
+	}
+	start := time.Now()
+	srv.Close() // the refused client has not closed: the fake is waiting for it
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close took %v, want it to end the refused connection at once", d)
 	}
 }
