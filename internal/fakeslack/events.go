@@ -46,8 +46,17 @@ type UserFile struct {
 
 // Post stores m and delivers its events as PostUserMessage describes. It returns the ts.
 func (s *Server) Post(m UserMessage) string {
+	ts, _ := s.post(0, m) // to 0 never fails
+	return ts
+}
+
+// post is Post, with the events to the connection to (0: the one whose turn it is).
+func (s *Server) post(to int, m UserMessage) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkViaLocked(to); err != nil {
+		return "", err
+	}
 	now := time.Now()
 	if !m.Time.IsZero() {
 		now = m.Time
@@ -78,10 +87,10 @@ func (s *Server) Post(m UserMessage) string {
 		s.files[id].MessageTS = msg.TS
 	}
 	if m.Time.IsZero() {
-		s.deliverLocked(c, msg, now)
+		s.deliverLocked(c, msg, now, to)
 	}
 	s.notifyLocked()
-	return msg.TS
+	return msg.TS, nil
 }
 
 // addPastMessageLocked stores m with a ts of the time at (made unique), in its place in the
@@ -107,13 +116,14 @@ func (s *Server) addPastMessageLocked(m *Message, at time.Time) {
 	}
 }
 
-// deliverLocked queues the events Slack sends for a new or edited message.
-func (s *Server) deliverLocked(c *channel, m *Message, now time.Time) {
+// deliverLocked queues the events Slack sends for a new message, to the connection to (0: the
+// one whose turn it is).
+func (s *Server) deliverLocked(c *channel, m *Message, now time.Time, to int) {
 	if c.typ != ChannelIM && s.mentionsBot(m.Text) && s.subscribed("app_mention") {
-		s.enqueueEventLocked(s.eventLocked(c, m, "app_mention"), now)
+		s.enqueueEventLocked(s.eventLocked(c, m, "app_mention"), now, to)
 	}
 	if s.subscribed("message." + subscriptionOf(c.typ)) {
-		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now)
+		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now, to)
 	}
 }
 
@@ -137,10 +147,10 @@ func (s *Server) EditUserMessage(channelID, ts, text string) bool {
 		ev := s.eventLocked(c, m, "app_mention")
 		ev["edited"] = map[string]any{"user": m.User, "ts": m.EditedTS}
 		ev["event_ts"] = m.EditedTS
-		s.enqueueEventLocked(ev, now)
+		s.enqueueEventLocked(ev, now, 0)
 	}
 	if s.subscribed("message." + subscriptionOf(c.typ)) {
-		s.enqueueEventLocked(s.changedEventLocked(c, m, &prev, now), now)
+		s.enqueueEventLocked(s.changedEventLocked(c, m, &prev, now), now, 0)
 	}
 	s.notifyLocked()
 	return true
@@ -177,9 +187,18 @@ func (s *Server) EventOf(channelID, ts, typ string) map[string]any {
 // SendEvent wraps an inner event in an events_api envelope (a new event_id) and queues it.
 // It returns the envelope id.
 func (s *Server) SendEvent(event map[string]any) string {
+	id, _ := s.sendEvent(0, event) // to 0 never fails
+	return id
+}
+
+// sendEvent is SendEvent, to the connection to (0: the one whose turn it is).
+func (s *Server) sendEvent(to int, event map[string]any) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.enqueueEventLocked(event, time.Now()).ID
+	if err := s.checkViaLocked(to); err != nil {
+		return "", err
+	}
+	return s.enqueueEventLocked(event, time.Now(), to).ID, nil
 }
 
 func (s *Server) mentionsBot(text string) bool {
@@ -247,7 +266,9 @@ func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any 
 	return ev
 }
 
-func (s *Server) enqueueEventLocked(event map[string]any, now time.Time) *envelope {
+// enqueueEventLocked wraps event in an events_api envelope and queues it for the connection to
+// (0: the one whose turn it is).
+func (s *Server) enqueueEventLocked(event map[string]any, now time.Time, to int) *envelope {
 	s.seq++
 	eventID := "Ev" + itoa36(s.seq) + strings.ToUpper(newEnvelopeID()[:6])
 	payload, _ := json.Marshal(map[string]any{
@@ -270,6 +291,7 @@ func (s *Server) enqueueEventLocked(event map[string]any, now time.Time) *envelo
 	e := &envelope{
 		Envelope: Envelope{ID: newEnvelopeID(), Type: "events_api", EventID: eventID, EventType: typ},
 		payload:  payload,
+		to:       to,
 	}
 	s.enqueueLocked(e)
 	return e
@@ -282,17 +304,26 @@ func (s *Server) echoLocked(c *channel, m *Message, prev *Message, now time.Time
 		return
 	}
 	if prev == nil {
-		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now)
+		s.enqueueEventLocked(s.eventLocked(c, m, "message"), now, 0)
 		return
 	}
-	s.enqueueEventLocked(s.changedEventLocked(c, m, prev, now), now)
+	s.enqueueEventLocked(s.changedEventLocked(c, m, prev, now), now, 0)
 }
 
 // SlashCommand delivers a slash_commands envelope (accepts_response_payload true) as if
 // user typed `command text` in channelID, and returns its response_url (on this server).
 func (s *Server) SlashCommand(channelID, user, command, text string) string {
+	u, _ := s.slashCommand(0, channelID, user, command, text) // to 0 never fails
+	return u
+}
+
+// slashCommand is SlashCommand, to the connection to (0: the one whose turn it is).
+func (s *Server) slashCommand(to int, channelID, user, command, text string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkViaLocked(to); err != nil {
+		return "", err
+	}
 	c := s.channelLocked(channelID)
 	u := s.userLocked(user)
 	id := s.nextIDLocked("R")
@@ -317,8 +348,9 @@ func (s *Server) SlashCommand(channelID, user, command, text string) string {
 		Envelope: Envelope{ID: newEnvelopeID(), Type: "slash_commands"},
 		accepts:  true,
 		payload:  payload,
+		to:       to,
 	})
-	return respURL
+	return respURL, nil
 }
 
 // serveResponseURL takes posts to a slash command's or a click's response_url: JSON

@@ -135,8 +135,16 @@ var ErrNoButton = errors.New("fakeslack: no such button on the message")
 // answers, like a slash command's; replace_original and delete_original change the clicked
 // message) and the action with the button's value. It returns the envelope id.
 func (s *Server) Click(channelID, ts, user, actionID string) (string, error) {
+	return s.click(0, channelID, ts, user, actionID)
+}
+
+// click is Click, to the connection to (0: the one whose turn it is).
+func (s *Server) click(to int, channelID, ts, user, actionID string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkViaLocked(to); err != nil {
+		return "", err
+	}
 	c := s.channels[channelID]
 	if c == nil {
 		return "", fmt.Errorf("fakeslack: click on %s/%s: %w", channelID, ts, ErrNoButton)
@@ -197,7 +205,7 @@ func (s *Server) Click(channelID, ts, user, actionID string) (string, error) {
 	if !ephemeral {
 		payload["message"] = s.messageJSON(c, m, false)
 	}
-	return s.interactiveLocked(payload), nil
+	return s.interactiveLocked(payload, to), nil
 }
 
 // ErrNoMessage is returned by MessageShortcut when there is no such message.
@@ -209,8 +217,16 @@ var ErrNoMessage = errors.New("fakeslack: no such message")
 // user, team and channel, the message and its message_ts, a trigger_id and a response_url on this
 // server. It returns the envelope id.
 func (s *Server) MessageShortcut(channelID, ts, user, callbackID string) (string, error) {
+	return s.messageShortcut(0, channelID, ts, user, callbackID)
+}
+
+// messageShortcut is MessageShortcut, to the connection to (0: the one whose turn it is).
+func (s *Server) messageShortcut(to int, channelID, ts, user, callbackID string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkViaLocked(to); err != nil {
+		return "", err
+	}
 	c := s.channels[channelID]
 	if c == nil || c.byTS[ts] == nil {
 		return "", fmt.Errorf("fakeslack: shortcut on %s/%s: %w", channelID, ts, ErrNoMessage)
@@ -234,7 +250,7 @@ func (s *Server) MessageShortcut(channelID, ts, user, callbackID string) (string
 		"response_url":          respURL.url,
 		"message_ts":            m.TS,
 		"message":               s.messageJSON(c, m, false),
-	}), nil
+	}, to), nil
 }
 
 // responseURLLocked makes a response_url on this server for user in c (command: the slash
@@ -246,12 +262,14 @@ func (s *Server) responseURLLocked(c *channel, user, command string) *responseUR
 	return ru
 }
 
-// interactiveLocked queues an interactive envelope with payload and returns its id.
-func (s *Server) interactiveLocked(payload map[string]any) string {
+// interactiveLocked queues an interactive envelope with payload for the connection to (0: the
+// one whose turn it is) and returns its id.
+func (s *Server) interactiveLocked(payload map[string]any, to int) string {
 	raw, _ := json.Marshal(payload)
 	e := &envelope{
 		Envelope: Envelope{ID: newEnvelopeID(), Type: "interactive"},
 		payload:  raw,
+		to:       to,
 	}
 	s.enqueueLocked(e)
 	return e.ID

@@ -10,6 +10,7 @@ import (
 func (s *Server) Messages(channelID string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
 	c := s.channels[channelID]
 	if c == nil {
 		return nil
@@ -25,6 +26,7 @@ func (s *Server) Messages(channelID string) []Message {
 func (s *Server) Thread(channelID, ts string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
 	c := s.channels[channelID]
 	if c == nil {
 		return nil
@@ -42,6 +44,7 @@ func (s *Server) Thread(channelID, ts string) []Message {
 func (s *Server) Message(channelID, ts string) (Message, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireStreamsLocked(time.Now())
 	c := s.channels[channelID]
 	if c == nil || c.byTS[ts] == nil {
 		return Message{}, false
@@ -161,7 +164,13 @@ func (s *Server) Connections() ConnStats {
 	if !s.gapSince.IsZero() {
 		gapTime += time.Since(s.gapSince)
 	}
-	return ConnStats{Current: len(s.conns), Total: s.connTotal, Pongs: s.pongs, Gaps: s.gaps, GapTime: gapTime}
+	refused := 0
+	for _, c := range s.connLog {
+		if c.refused {
+			refused++
+		}
+	}
+	return ConnStats{Current: len(s.conns), Total: s.connTotal, Refused: refused, Pongs: s.pongs, Gaps: s.gaps, GapTime: gapTime}
 }
 
 // Status returns the assistant thread status set with assistant.threads.setStatus

@@ -54,15 +54,27 @@ type Config struct {
 	// Slack does (a plain message with bot_id for a post, subtype message_changed for an
 	// edit), for loop-prevention tests. Off by default.
 	EchoBotMessages bool
-	// RedeliverAfter, when > 0, re-queues an envelope delivered but not acked within this
-	// time (retry_attempt+1, retry_reason "timeout"), so it reaches the next connection.
-	// Slack does this for unacked events; off by default.
+	// RedeliverAfter, when > 0, re-queues an events_api envelope delivered but not acked within
+	// this time (retry_attempt+1, retry_reason "timeout", the same event_id), up to 3 times. As
+	// Slack's retries may land on any of the app's connections, the fake sends each to one other
+	// than the connection that did not ack it, when the app has another. Off by default.
 	RedeliverAfter time.Duration
 	// PageLimit caps the `limit` of conversations.replies/history (Slack: 1000 for
 	// internal apps, 15 for new commercially distributed ones). 0: 1000.
 	PageLimit int
 	// ResponseURLUses is how many posts a response_url accepts (Slack: 5). 0: 5.
 	ResponseURLUses int
+	// MaxConnections is how many Socket Mode connections the app may hold at once. A connection
+	// opened beyond it gets a disconnect with reason too_many_websockets as its only frame, no
+	// hello and no envelope, and is closed. 0: DefaultMaxConnections (10, as Slack).
+	MaxConnections int
+	// StreamExpiry, when > 0, ends a native stream (chat.startStream) not stopped within this
+	// time of its start, as Slack does to an abandoned one: appendStream and stopStream then
+	// answer message_not_in_streaming_state, and chat.update may finish the message. Slack's
+	// limit is reported as roughly five minutes, but whether it counts from the start or from the
+	// last append is not known; the fake counts from the start. Off by default (see also
+	// ExpireStream).
+	StreamExpiry time.Duration
 }
 
 // Limits configures the Web API's rate limits.
@@ -146,12 +158,16 @@ type Server struct {
 	fileOrder []string
 	responses map[string]*responseURL
 	respPosts []ResponseURLPost
-	statuses  map[string]string // channel/thread -> assistant status
+	statuses  map[string]string      // channel/thread -> assistant status
+	streams   map[*Message]time.Time // messages streaming now -> when their stream started
 	seq       int
 
 	// Socket Mode state.
 	tickets   map[string]bool
-	conns     map[*wsConn]bool
+	conns     map[*wsConn]bool // the app's open connections
+	connLog   []*wsConn        // every connection, by id (id-1)
+	refusing  map[*wsConn]bool // connections beyond MaxConnections, being told so
+	lastConn  int              // the connection the last envelope sent in turn went to
 	connTotal int
 	pongs     int
 	gaps      int           // see ConnStats.Gaps
@@ -163,6 +179,9 @@ type Server struct {
 	acks      []Ack
 	wg        sync.WaitGroup // Socket Mode goroutines
 	stop      chan struct{}  // closed by Close
+	// pinnedPending counts the envelopes in pending sent to a chosen connection (Via,
+	// RedeliverTo): while there are none, a connection looks no further than the first.
+	pinnedPending int
 }
 
 // New starts a fake workspace on 127.0.0.1. Close it when done.
@@ -183,6 +202,8 @@ func New(cfg Config) *Server {
 		statuses:    map[string]string{},
 		tickets:     map[string]bool{},
 		conns:       map[*wsConn]bool{},
+		refusing:    map[*wsConn]bool{},
+		streams:     map[*Message]time.Time{},
 		envelopes:   map[string]*envelope{},
 		stop:        make(chan struct{}),
 	}
@@ -234,6 +255,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.ResponseURLUses <= 0 {
 		cfg.ResponseURLUses = 5
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
 	return cfg
 }
 
@@ -255,6 +279,9 @@ func (s *Server) Close() {
 	s.closed = true
 	close(s.stop)
 	for c := range s.conns {
+		c.ws.Close()
+	}
+	for c := range s.refusing {
 		c.ws.Close()
 	}
 	s.notifyLocked()

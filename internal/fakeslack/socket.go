@@ -62,8 +62,9 @@ type Ack struct {
 
 // ConnStats counts Socket Mode connections.
 type ConnStats struct {
-	Current int
-	Total   int
+	Current int // the app's open connections
+	Total   int // every connection opened, refused ones included
+	Refused int // connections refused beyond Config.MaxConnections (too_many_websockets)
 	Pongs   int // pongs received for the server's pings, on all connections
 	// Gaps counts the times the last open connection closed: until the next one, Slack has no
 	// connection to send the app's envelopes to.
@@ -78,6 +79,11 @@ type envelope struct {
 	reason   string
 	payload  json.RawMessage
 	rawFrame []byte // SendRaw: written as is
+	// to is the connection a test sent it to (Via, RedeliverTo), 0 for Slack's choice.
+	to int
+	// avoid is the connection that did not ack the envelope this one retries: Slack's retry
+	// goes to any connection, so with several it prefers another.
+	avoid int
 }
 
 func (e *envelope) frame() []byte {
@@ -98,13 +104,19 @@ func (e *envelope) frame() []byte {
 	return b
 }
 
+// wsConn is one Socket Mode connection. Its fields after ws and done are guarded by Server.mu.
 type wsConn struct {
 	id       int
 	ws       *websocket.Conn
 	done     chan struct{} // closed when the connection is gone
-	control  [][]byte      // frames written before any envelope (disconnect), guarded by Server.mu
+	control  [][]byte      // frames written before any envelope (disconnect)
 	draining bool          // a disconnect was queued: envelopes only as takesEnvelopesLocked says
 	drainAt  time.Time     // when the first disconnect was queued
+	refused  bool          // beyond Config.MaxConnections: told too_many_websockets, never registered
+
+	opened, closed    time.Time
+	sent, acks        int // envelopes written to it, ack frames read on it
+	remote, userAgent string
 }
 
 func newEnvelopeID() string {
@@ -113,8 +125,9 @@ func newEnvelopeID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
-// enqueueLocked queues e for the next free connection. A slash command or a click that no
-// connection can take now fails at once, as in Slack; an event waits for the next connection.
+// enqueueLocked queues e for the connection whose turn it is (takeForLocked). A slash command
+// or a click that no connection can take now fails at once, as in Slack; an event waits for the
+// next connection.
 func (s *Server) enqueueLocked(e *envelope) {
 	e.Queued = time.Now()
 	s.envelopes[e.ID] = e
@@ -123,6 +136,9 @@ func (s *Server) enqueueLocked(e *envelope) {
 		e.Failed = FailedDispatch
 	} else {
 		s.pending = append(s.pending, e)
+		if e.to != 0 {
+			s.pinnedPending++
+		}
 	}
 	s.notifyLocked()
 }
@@ -172,6 +188,12 @@ func (s *Server) failPendingLocked(now time.Time) {
 		}
 		return false
 	})
+	s.pinnedPending = 0
+	for _, e := range s.pending {
+		if e.to != 0 {
+			s.pinnedPending++
+		}
+	}
 }
 
 // failedLocked is e's Failed at now: a slash command or a click not acked within AckDeadline
@@ -201,7 +223,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &wsConn{ws: ws, done: make(chan struct{})}
+	c := &wsConn{ws: ws, done: make(chan struct{}), opened: time.Now(), remote: r.RemoteAddr, userAgent: r.UserAgent()}
 	ws.SetPongHandler(func(string) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -217,6 +239,16 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	s.connTotal++
 	c.id = s.connTotal
+	s.connLog = append(s.connLog, c)
+	if len(s.conns) >= s.cfg.MaxConnections {
+		c.refused = true
+		s.refusing[c] = true
+		s.wg.Add(1)
+		s.notifyLocked()
+		s.mu.Unlock()
+		s.refuse(c)
+		return
+	}
 	if len(s.conns) == 0 && !s.gapSince.IsZero() {
 		s.gapTime += time.Since(s.gapSince)
 		s.gapSince = time.Time{}
@@ -237,6 +269,36 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	go s.writeLoop(c)
 	s.readLoop(c)
+}
+
+// closeWait is how long the fake waits for a client to close a connection it was told to leave.
+const closeWait = 2 * time.Second
+
+// refuse answers a connection beyond Config.MaxConnections as Slack is reported to: its only
+// frame is a disconnect with reason too_many_websockets (no hello), it is not one of the app's
+// connections (no envelope goes to it, num_connections does not count it), and it is closed.
+// Whether and when Slack closes such a socket itself is not published: the fake then sends a
+// close frame (code 1008, its own choice) and waits up to closeWait for the client's, so the
+// disconnect frame is read before the socket goes away.
+func (s *Server) refuse(c *wsConn) {
+	defer s.wg.Done()
+	deadline := time.Now().Add(writeTimeout)
+	_ = c.ws.SetWriteDeadline(deadline)
+	if c.ws.WriteMessage(websocket.TextMessage, disconnectFrame("too_many_websockets")) == nil &&
+		c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, "too_many_websockets"), deadline) == nil {
+		_ = c.ws.SetReadDeadline(time.Now().Add(closeWait))
+		for {
+			if _, _, err := c.ws.ReadMessage(); err != nil {
+				break
+			}
+		}
+	}
+	c.ws.Close()
+	s.mu.Lock()
+	delete(s.refusing, c)
+	c.closed = time.Now()
+	s.notifyLocked()
+	s.mu.Unlock()
 }
 
 // rawAck is a frame read from a connection and when it was read.
@@ -260,6 +322,7 @@ func (s *Server) readLoop(c *wsConn) {
 		c.ws.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
+		c.closed = time.Now()
 		if len(s.conns) == 0 && !s.closed {
 			s.gaps++
 			s.gapSince = time.Now()
@@ -291,6 +354,7 @@ func (s *Server) recordAcks(c *wsConn, acks <-chan rawAck) {
 		}
 		s.mu.Lock()
 		ack := Ack{EnvelopeID: a.EnvelopeID, Time: now, Payload: a.Payload, Conn: c.id}
+		c.acks++
 		if e := s.envelopes[a.EnvelopeID]; e != nil {
 			ack.Known, ack.Type = true, e.Type
 			if !e.Sent.IsZero() {
@@ -308,8 +372,8 @@ func (s *Server) recordAcks(c *wsConn, acks <-chan rawAck) {
 	}
 }
 
-// writeLoop is the connection's only data writer: hello and control frames, envelopes from
-// the shared queue, and pings.
+// writeLoop is the connection's only data writer: hello and control frames, the envelopes whose
+// turn it is to get (takeForLocked), and pings.
 func (s *Server) writeLoop(c *wsConn) {
 	defer s.wg.Done()
 	ping := time.NewTicker(s.cfg.PingInterval)
@@ -317,26 +381,27 @@ func (s *Server) writeLoop(c *wsConn) {
 	var closeAfter <-chan time.Time // after a disconnect frame: close if the client does not
 	for {
 		s.mu.Lock()
+		now := time.Now()
 		wake := s.changes.C()
 		var frame []byte
 		var env *envelope
-		switch {
-		case len(c.control) > 0:
+		if len(c.control) > 0 {
 			frame = c.control[0]
 			c.control = c.control[1:]
-		case len(s.pending) > 0 && s.takesEnvelopesLocked(c, time.Now()):
-			env = s.pending[0]
-			s.pending = s.pending[1:]
-			if now := time.Now(); answeredNow(env.Type) && now.Sub(env.Queued) > AckDeadline {
+		} else if env = s.takeForLocked(c, now); env != nil {
+			if answeredNow(env.Type) && now.Sub(env.Queued) > AckDeadline {
 				env.Failed = FailedTimeout // the person was told it failed: Slack no longer sends it
 				s.notifyLocked()
 				s.mu.Unlock()
 				continue
 			}
-			env.Sent, env.Conn = time.Now(), c.id
+			env.Sent, env.Conn = now, c.id
+			c.sent++
 			frame = env.frame()
+			s.notifyLocked() // the next envelope may be another connection's turn: wake its writer
 		}
 		draining := c.draining
+		graceEnds := s.graceEndsLocked(now)
 		s.mu.Unlock()
 
 		if frame != nil {
@@ -345,7 +410,11 @@ func (s *Server) writeLoop(c *wsConn) {
 				if env != nil { // not delivered: the next connection gets it
 					s.mu.Lock()
 					env.Sent, env.Conn = time.Time{}, 0
+					c.sent--
 					s.pending = slices.Insert(s.pending, 0, env)
+					if env.to != 0 {
+						s.pinnedPending++
+					}
 					s.notifyLocked()
 					s.mu.Unlock()
 				}
@@ -353,23 +422,39 @@ func (s *Server) writeLoop(c *wsConn) {
 				return
 			}
 			if draining && closeAfter == nil {
-				closeAfter = time.After(2 * time.Second)
+				closeAfter = time.After(closeWait)
 			}
 			continue
 		}
+		// A refreshed connection stops taking envelopes when its grace ends, which nothing
+		// announces: look again then, as the turn may have passed to this connection.
+		var recheck <-chan time.Time
+		var timer *time.Timer
+		if !graceEnds.IsZero() {
+			timer = time.NewTimer(graceEnds.Sub(now))
+			recheck = timer.C
+		}
+		stop := false
 		select {
 		case <-wake:
+		case <-recheck:
 		case <-ping.C:
 			if err := c.ws.WriteControl(websocket.PingMessage, []byte("ping"), time.Now().Add(writeTimeout)); err != nil {
 				c.ws.Close()
-				return
+				stop = true
 			}
 		case <-closeAfter:
 			c.ws.Close()
-			return
+			stop = true
 		case <-c.done:
-			return
+			stop = true
 		case <-s.stop:
+			stop = true
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if stop {
 			return
 		}
 	}
@@ -392,7 +477,7 @@ func (s *Server) redeliverLoop() {
 					e.Type != "events_api" || e.Attempt >= maxRetries || now.Sub(e.Sent) < s.cfg.RedeliverAfter {
 					continue
 				}
-				s.retryLocked(e, "timeout")
+				s.retryLocked(e, "timeout", 0)
 			}
 			s.mu.Unlock()
 		}
@@ -400,20 +485,24 @@ func (s *Server) redeliverLoop() {
 }
 
 // retryLocked queues a new delivery of e's payload: a new envelope id, the same event,
-// retry_attempt+1.
-func (s *Server) retryLocked(e *envelope, reason string) *envelope {
+// retry_attempt+1. It goes to the connection to (0: Slack's choice, which prefers one other
+// than the connection e went to).
+func (s *Server) retryLocked(e *envelope, reason string, to int) *envelope {
 	e.Redelivered = true
 	n := &envelope{
 		Envelope: Envelope{ID: newEnvelopeID(), Type: e.Type, EventID: e.EventID, EventType: e.EventType, Attempt: e.Attempt + 1},
 		accepts:  e.accepts, reason: reason, payload: e.payload, rawFrame: e.rawFrame,
+		to: to, avoid: e.Conn,
 	}
 	s.enqueueLocked(n)
 	return n
 }
 
 // Redeliver sends the envelope again as Slack retries an event: a new envelope id, the same
-// payload and event_id, retry_attempt+1, retry_reason "timeout". It returns the new envelope
-// id, or "" if envelopeID is unknown.
+// payload and event_id, retry_attempt+1, retry_reason "timeout". Like Slack's retry it may go to
+// any connection; with several, the fake sends it to one other than the connection the envelope
+// went to. It returns the new envelope id, or "" if envelopeID is unknown. RedeliverTo picks the
+// connection.
 func (s *Server) Redeliver(envelopeID string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -421,7 +510,7 @@ func (s *Server) Redeliver(envelopeID string) string {
 	if e == nil {
 		return ""
 	}
-	return s.retryLocked(e, "timeout").ID
+	return s.retryLocked(e, "timeout", 0).ID
 }
 
 // SendRaw queues frame to be written as is to one Socket Mode connection (now, or the next
@@ -449,10 +538,7 @@ func (s *Server) SendRaw(frame []byte) string {
 // connections get no further envelopes (after Config.RefreshGrace, or once the app has opened
 // another connection) and are closed 2 s after the frame if the client has not.
 func (s *Server) Disconnect(reason string) {
-	frame, _ := json.Marshal(map[string]any{
-		"type": "disconnect", "reason": reason,
-		"debug_info": map[string]any{"host": "applink-fake-1"},
-	})
+	frame := disconnectFrame(reason)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -462,6 +548,14 @@ func (s *Server) Disconnect(reason string) {
 		}
 	}
 	s.notifyLocked()
+}
+
+func disconnectFrame(reason string) []byte {
+	frame, _ := json.Marshal(map[string]any{
+		"type": "disconnect", "reason": reason,
+		"debug_info": map[string]any{"host": "applink-fake-1"},
+	})
+	return frame
 }
 
 // DropConnections closes every Socket Mode connection abruptly (no close frame).

@@ -32,8 +32,14 @@ type Message struct {
 	Files    []string        // file ids shared with the message
 	Edited   bool
 	EditedTS string
-	// Streaming is true between chat.startStream and chat.stopStream.
+	// Streaming is true between chat.startStream and chat.stopStream (or the stream's end,
+	// StreamExpired). Text is then the markdown streamed so far, and the fake's Web API returns
+	// it as the message's text (what Slack returns for a message mid-stream is not published).
 	Streaming bool
+	// StreamExpired: the stream ended without chat.stopStream (ExpireStream,
+	// Config.StreamExpiry), as Slack ends one its app abandoned. Slack shows such a message as
+	// stuck until chat.update replaces it.
+	StreamExpired bool
 	// StoppedByUser is set by PressStop: the next appendStream fails with stopped_by_user.
 	StoppedByUser bool
 	Reactions     []string
@@ -240,6 +246,7 @@ func (s *Server) addMessageLocked(m *Message, now time.Time) *Message {
 }
 
 func (s *Server) removeMessageLocked(c *channel, ts string) {
+	delete(s.streams, c.byTS[ts])
 	delete(c.byTS, ts)
 	c.msgs = slices.DeleteFunc(c.msgs, func(m *Message) bool { return m.TS == ts })
 }

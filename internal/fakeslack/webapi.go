@@ -52,6 +52,42 @@ func (s *Server) SetStreaming(slackError string) {
 	s.streamingErr = slackError
 }
 
+// ExpireStream ends the native stream of the message ts in channelID as Slack ends one that
+// its app abandoned (a bot that crashed mid-answer): the message keeps the text streamed so far
+// and no metadata (chat.stopStream never set it), chat.appendStream and chat.stopStream answer
+// message_not_in_streaming_state, and chat.update may finish it. It reports whether the message
+// was streaming.
+func (s *Server) ExpireStream(channelID, ts string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	if c == nil || c.byTS[ts] == nil || !c.byTS[ts].Streaming {
+		return false
+	}
+	s.endStreamLocked(c.byTS[ts])
+	s.notifyLocked()
+	return true
+}
+
+// endStreamLocked ends m's stream without chat.stopStream.
+func (s *Server) endStreamLocked(m *Message) {
+	m.Streaming, m.StreamExpired = false, true
+	delete(s.streams, m)
+}
+
+// expireStreamsLocked ends the streams older than Config.StreamExpiry. It runs whenever the
+// fake is asked about messages, so the end need not be announced.
+func (s *Server) expireStreamsLocked(now time.Time) {
+	if s.cfg.StreamExpiry <= 0 {
+		return
+	}
+	for m, start := range s.streams {
+		if now.Sub(start) >= s.cfg.StreamExpiry {
+			s.endStreamLocked(m)
+		}
+	}
+}
+
 // PressStop simulates the user pressing stop on a streaming message: the next
 // chat.appendStream on it fails with stopped_by_user.
 func (s *Server) PressStop(channelID, ts string) bool {
@@ -151,6 +187,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			errCode = apiError(s.streamingErr)
 			break
 		}
+		s.expireStreamsLocked(now)
 		body, errCode = h(s, params{vals}, now)
 	}
 	if status == http.StatusTooManyRequests {
@@ -596,6 +633,7 @@ func (s *Server) chatStartStream(p params, now time.Time) (map[string]any, apiEr
 		Channel: c.id, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID,
 		Text: md, Markdown: true, Streaming: true,
 	}, now)
+	s.streams[m] = now
 	s.recordWriteLocked(Write{Time: now, Kind: WriteStart, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: m.Text, Delta: md})
 	s.echoLocked(c, m, nil, now)
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
@@ -670,6 +708,7 @@ func (s *Server) chatStopStream(p params, now time.Time) (map[string]any, apiErr
 	}
 	m.Text += md
 	m.Streaming = false
+	delete(s.streams, m)
 	if meta != nil {
 		m.Metadata = meta
 	}
