@@ -743,7 +743,7 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 	defer b.slots.release()
 	started = time.Now()
 	rr := req.Reply
-	if !b.claim(work, rr, log) {
+	if !b.claim(work, req, log) {
 		return started, true, errDuplicate
 	}
 	release, err := b.lease(work, key, log)

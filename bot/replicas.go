@@ -46,15 +46,18 @@ const (
 	sharedTimeout = 3 * time.Second
 )
 
-// claim reports whether this replica is the first to answer rr's message: false for a redelivery
-// that another replica (or this one, before a restart) answers already.
-func (b *Bot) claim(ctx context.Context, rr *route.ReplyRequest, log *zap.Logger) bool {
+// claim reports whether this replica is the first to answer the message of req: false for a
+// redelivery that another replica (or this one, before a restart) answers already. Only events
+// are redelivered; a click or a shortcut (Regenerate, Summarize thread) answers a message again
+// on purpose.
+func (b *Bot) claim(ctx context.Context, req *route.Request, log *zap.Logger) bool {
+	rr := req.Reply
+	if req.Kind != route.Message {
+		return true
+	}
 	key := "answer:" + route.AnswerID(rr.Channel, rr.TS)
 	if rr.Edited {
 		key += ":edited"
-	}
-	if rr.Regenerate {
-		return true // a click, never redelivered; it answers the same message again on purpose
 	}
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()

@@ -38,6 +38,9 @@ const (
 	orphanSweep = 5 * time.Second
 	// orphanTimeout bounds the closing of one orphan (a read and an edit or a post).
 	orphanTimeout = 30 * time.Second
+	// orphanClockSkew is how far Slack's clock (message ts) may be behind the replica's (the
+	// journal's start time) when closeOrphan looks for the answer's messages by their marks.
+	orphanClockSkew = 30 * time.Second
 )
 
 // WatchOrphans closes the answers left open by replicas that died (a crash, an OOM kill, a lost
@@ -122,11 +125,10 @@ func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) error {
 	return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 }
 
-// shownOf reads the messages of o that Slack still shows, in the journal's order.
+// shownOf reads the messages of o that Slack still shows, oldest first: those the journal lists,
+// and the bot's messages marked as answering o's question since o started (a crash between a post
+// and its journal write leaves the message unlisted; its mark names the question all the same).
 func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
-	if len(o.Messages) == 0 {
-		return nil, nil
-	}
 	var (
 		read []slack.Message
 		err  error
@@ -139,10 +141,17 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 	if err != nil {
 		return nil, fmt.Errorf("orphaned answer: %w", err)
 	}
+	since := "" // a record without a start time: every answer to the question is a candidate
+	if !o.Started.IsZero() {
+		since = slackTS(o.Started.Add(-orphanClockSkew))
+	}
 	var shown []slack.Message
-	for _, ts := range o.Messages {
-		if i := slices.IndexFunc(read, func(m slack.Message) bool { return m.Timestamp == ts }); i >= 0 {
-			shown = append(shown, read[i])
+	for _, m := range read {
+		mark, _ := convo.ReadMark(m)
+		listed := slices.Contains(o.Messages, m.Timestamp)
+		ours := r.own(m) && mark.Question == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
+		if listed || ours {
+			shown = append(shown, m)
 		}
 	}
 	return shown, nil

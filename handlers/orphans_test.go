@@ -78,6 +78,7 @@ func TestCloseOrphans(t *testing.T) {
 		name string
 		// shown is what the dead replica left: "placeholder", "partial", "stream", "closed", "" (nothing)
 		shown     string
+		unlisted  bool // the replica died between the post and its journal write
 		taken     bool
 		wantWrite string // "update", "post" or "" (none)
 		wantText  string // what the closing write shows (a substring)
@@ -88,6 +89,8 @@ func TestCloseOrphans(t *testing.T) {
 		{name: "placeholder", shown: "placeholder", wantWrite: "update", wantText: textOrphanedNothing,
 			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}},
 		{name: "partial answer", shown: "partial", wantWrite: "update", wantText: partial,
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+		{name: "partial answer, not journaled", shown: "partial", unlisted: true, wantWrite: "update", wantText: partial,
 			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
 		{name: "native stream", shown: "stream", wantWrite: "update", wantText: partial,
 			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
@@ -112,7 +115,7 @@ func TestCloseOrphans(t *testing.T) {
 				case "closed":
 					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: textStopped}})
 				}
-				if ts != "" {
+				if ts != "" && !tc.unlisted {
 					mustNoErr(t, j.AddMessage(ctx, id, ts))
 				}
 				if tc.taken {

@@ -317,8 +317,14 @@ func (c Config) timeProblems(p *problemList) {
 	p.positive("SHUTDOWN_GRACE", c.ShutdownGrace)
 }
 
-// accessProblems checks the health listener, the quota and who may use the bot where.
+// accessProblems checks the health listener, REDIS_URL's form, the quota and who may use the bot where.
 func (c Config) accessProblems(p *problemList) {
+	if c.RedisURL != "" {
+		// The URL holds the password: only its form is told, never the value.
+		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			p.add("REDIS_URL: not a Redis URL: use redis://[:password@]host:6379/0, or rediss:// for TLS")
+		}
+	}
 	if c.HealthAddr != "" {
 		if _, port, err := net.SplitHostPort(c.HealthAddr); err != nil || port == "" {
 			p.add("HEALTH_ADDR: %q is not host:port (like :8080, or 127.0.0.1:8080)", c.HealthAddr)

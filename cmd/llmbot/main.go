@@ -16,6 +16,8 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/doctor"
+	"github.com/llmbot/llmbot/state"
+	"go.uber.org/zap"
 )
 
 // version is set at build time (the Dockerfile: -ldflags "-X main.version=$VERSION"); when it is
@@ -124,6 +126,14 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 		ChannelModels:   overrides.Models(),
 		ReplyMode:       cfg.ReplyMode,
 		FollowUps:       cfg.FollowUps,
+		RedisHost:       hostOf(cfg.RedisURL),
+		PingRedis: func(ctx context.Context) error {
+			r, err := state.NewRedis(ctx, cfg.RedisURL, "llmbot-doctor:", "doctor", zap.NewNop())
+			if err != nil {
+				return err
+			}
+			return r.Close()
+		},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -128,7 +129,24 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("model client: %w", err)
 	}
 
-	policy, _ := pace.ParsePolicy(cfg.EditPolicy)           // validated
+	shared, err := openState(ctx, cfg, id, metrics, ready, log.Named("state"))
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	defer shared.Close()
+	// The shared state lives until the bot has drained: the last answers close their journal records.
+	sctx, stopShared := context.WithCancel(context.WithoutCancel(ctx))
+	var sharedWG sync.WaitGroup
+	defer func() { stopShared(); sharedWG.Wait() }()
+	sharedWG.Go(func() {
+		if err := shared.Run(sctx); err != nil {
+			log.Error("shared state stopped", zap.Error(err))
+		}
+	})
+	policy, _ := pace.ParsePolicy(cfg.EditPolicy) // validated
+	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
+	budgets.Share(shared)
+
 	accessPolicy, _ := cfg.accessRules()                    // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
@@ -143,7 +161,8 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
 		Buttons:          cfg.Buttons,
 		PlaceholderAfter: cfg.PlaceholderAfter,
-		Budgets:          handlers.NewBudgets(cfg.EditBudgetPerMinute, policy),
+		Budgets:          budgets,
+		Journal:          shared,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
@@ -183,7 +202,10 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Grace:         cfg.ShutdownGrace,
 		FollowUps:     cfg.FollowUps,
 		AnswerBots:    cfg.AnswerBots,
+		Replicas:      shared,
 	})
+	// Answers left open by a replica that died (or by this one before a restart) are closed.
+	sharedWG.Go(func() { replies.WatchOrphans(sctx, shared) })
 	err = routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/state"
+)
+
+// sharedState is the state package's store as the wiring hands it to the bot, the replies and
+// Slack's budgets.
+type sharedState interface {
+	bot.Replicas
+	pace.Shared
+	handlers.Orphans
+	handlers.Journal
+	Run(ctx context.Context) error
+	Close() error
+}
+
+// openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from
+// this process's memory while Redis cannot be reached; without it, this process's memory and the
+// local journal in STATE_DIR. Keys and the journal's folder are per app and team, so two bots never
+// share them. A journal folder that cannot be made leaves the journal in memory (logged): the bot
+// still answers.
+func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Metrics, ready *ops.Readiness, log *zap.Logger) (sharedState, error) {
+	self := replicaName()
+	log = log.With(zap.String("replica", self))
+	scope := id.AppID + "-" + id.TeamID
+	dir := stateDir(cfg.StateDir, scope)
+	local, err := state.NewMemory(self, dir, log)
+	if err != nil {
+		log.Warn("STATE_DIR cannot be used: answers cut short by a crash will not be closed after a restart", zap.String("dir", dir), zap.Error(err))
+		if local, err = state.NewMemory(self, "", log); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.RedisURL == "" {
+		return local, nil
+	}
+	primary, err := state.NewRedis(ctx, cfg.RedisURL, "llmbot:"+id.AppID+":"+id.TeamID+":", self, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("replicas share their state in Redis")
+	return state.NewFallback(primary, local, log, state.FallbackHooks{
+		Degraded: func(d bool) { metrics.StateDegraded(d); ready.Degraded(d) },
+		Failed:   metrics.StateFailed,
+	}), nil
+}
+
+// stateDir is the local journal's folder for the app and team scope: under STATE_DIR, or under
+// the user's cache directory, which survives a restart of the process on the same machine.
+func stateDir(setting, scope string) string {
+	base := setting
+	if base == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		base = filepath.Join(cache, "llmbot")
+	}
+	return filepath.Join(base, scope)
+}
+
+// replicaName names this process among the replicas: its host (the pod's name in Kubernetes) and
+// a random part, new at each start, so a restarted process is told apart from the one that died.
+func replicaName() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	if host == "" {
+		host = "llmbot"
+	}
+	return host + "-" + hex.EncodeToString(b[:])
+}
