@@ -118,6 +118,7 @@ var contract = []struct {
 func TestContract(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			newWorld := b.setup(t)
 			for _, c := range contract {
 				if b.shares < c.needs {
@@ -175,7 +176,7 @@ func markUntilTTL(t *testing.T, w world) {
 
 func addWithTTL(t *testing.T, w world) {
 	a := w.replica("a")
-	const ttl = 500 * time.Millisecond
+	const ttl = 300 * time.Millisecond
 	created := time.Now()
 	for _, c := range []struct {
 		delta, want int64
@@ -189,7 +190,7 @@ func addWithTTL(t *testing.T, w world) {
 	if got := a.add("quota", 0, ttl); time.Since(created) < ttl && got != 2 {
 		t.Fatalf("Add(0) halfway = %d, want 2", got)
 	}
-	time.Sleep(time.Until(created.Add(ttl + 150*time.Millisecond)))
+	time.Sleep(time.Until(created.Add(ttl + 100*time.Millisecond)))
 	if got := a.add("quota", 1, ttl); got != 1 {
 		t.Fatalf("Add(1) after the ttl of the counter's creation = %d, want 1 (a new counter)", got)
 	}

@@ -53,6 +53,9 @@ type Fallback struct {
 
 // NewFallback returns primary backed by local (made with the same self).
 func NewFallback(primary *Redis, local *Memory, log *zap.Logger, hooks FallbackHooks) *Fallback {
+	if log == nil {
+		log = zap.NewNop()
+	}
 	return &Fallback{
 		primary: primary, local: local, log: log, hooks: hooks,
 		timeout: callTimeout, probeEvery: probeEvery,

@@ -49,6 +49,9 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 	if !validReplica(self) {
 		return nil, fmt.Errorf("new memory: replica id %q: %w", self, errInvalid)
 	}
+	if log == nil {
+		log = zap.NewNop()
+	}
 	m := &Memory{
 		self: self, dir: dir, log: log,
 		keys: map[string]entry{}, leases: map[string]time.Time{},

@@ -43,6 +43,9 @@ func NewRedis(ctx context.Context, rawURL, namespace, self string, log *zap.Logg
 	if self == "" {
 		return nil, fmt.Errorf("new redis: empty replica id: %w", errInvalid)
 	}
+	if log == nil {
+		log = zap.NewNop()
+	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, parseError(rawURL, err)
