@@ -213,7 +213,7 @@ func (f *Fallback) deliver(ctx context.Context, msg []byte) {
 	}
 }
 
-// Close closes both stores.
+// Close closes both stores, once Run has returned.
 func (f *Fallback) Close() error { return errors.Join(f.primary.Close(), f.local.Close()) }
 
 // call runs remote on Redis under the call timeout unless degraded; when Redis fails it degrades and serves

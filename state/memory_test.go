@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -22,8 +23,7 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	m := newTestMemory(t, "crashed", dir)
-	go m.Run(t.Context()) // ends with the process, killed
+	m := start(t, newTestMemory(t, "crashed", dir)).store.(*Memory) // runs until the process is killed
 	eventually(t, 5*time.Second, "the child holds its lock", func() bool {
 		held, err := lockHeld(m.replicaLock("crashed"))
 		return err == nil && held
@@ -52,13 +52,18 @@ func TestCrashedProcessLeavesOrphans(t *testing.T) {
 		}
 		close(ready)
 	}()
-	killed := false
-	t.Cleanup(func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	// kill ends the child as a crash would, and waits for it and for the reader (before Wait, which closes
+	// the pipe the reader reads).
+	var once sync.Once
+	kill := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill() // SIGKILL: nothing of the child's runs again (one that ended needs none)
+			for range ready {
+			}
+			_ = cmd.Wait() // killed: its error says so
+		})
+	}
+	t.Cleanup(kill)
 	select {
 	case ok := <-ready:
 		if !ok {
@@ -76,11 +81,7 @@ func TestCrashedProcessLeavesOrphans(t *testing.T) {
 		t.Fatalf("orphans while the child runs: %+v", o)
 	}
 
-	killed = true
-	check(t, cmd.Process.Kill()) // SIGKILL: nothing of the child's runs again
-	_ = cmd.Wait()               // killed: its error says so
-	for range ready {
-	}
+	kill()
 
 	orphans := next.orphans()
 	want := testAnswer("C1/1700000000.000200")

@@ -136,7 +136,7 @@ func (r *Redis) leave(ctx context.Context) {
 	}
 }
 
-// Close closes the connections to Redis.
+// Close closes the connections to Redis, once Run has returned.
 func (r *Redis) Close() error { return r.c.Close() }
 
 // Claim is true the first time key is claimed within ttl.
