@@ -345,7 +345,7 @@ func leaseCrashed(t *testing.T, w world) {
 	}
 }
 
-// waitAlive waits until observer sees replica alive (its Run has started).
+// waitAlive waits until observer sees other alive (its Run has started).
 func waitAlive(t *testing.T, observer replica, other string) {
 	t.Helper()
 	eventually(t, 3*time.Second, observer.Self()+" sees "+other+" alive", func() bool {
@@ -432,6 +432,7 @@ func orphansAdoptedOnce(t *testing.T, w world) {
 	check(t, dead.AddMessage(ctx, lost.ID, "1700000001.000100"))
 	check(t, b.Open(ctx, testAnswer("C1/2"))) // b's, alive: nobody's orphan
 	waitAlive(t, c, "dead")
+	waitAlive(t, c, "b")
 	if o := c.orphans(); len(o) != 0 {
 		t.Fatalf("orphans while their owners live: %v", o)
 	}
