@@ -144,9 +144,22 @@ func afterOutage(t *testing.T, a, b observed, opened string) {
 	if !ok || !slices.Equal(got.Messages, []string{"1700000001.000100"}) {
 		t.Fatalf("the answer opened during the outage after it = %+v, %v", got, ok)
 	}
+	if _, ok := b.get(opened); ok {
+		t.Error("b sees the answer a opened in its memory during the outage")
+	}
+	// Opened again (a Regenerate), it goes to Redis, and the memory's copy goes.
+	check(t, a.Open(ctx, testAnswer(opened)))
+	if got, ok := b.get(opened); !ok || got.Owner != "a" || got.Messages != nil {
+		t.Errorf("b.Get of the answer a opened again = %+v, %v", got, ok)
+	}
+	if _, ok, err := a.f.local.Get(ctx, opened); err != nil || ok {
+		t.Errorf("the memory's copy after the answer was opened again: %v, %v", ok, err)
+	}
 	check(t, a.CloseAnswer(ctx, opened))
-	if _, ok := a.get(opened); ok {
-		t.Error("the answer opened during the outage is still there after CloseAnswer")
+	for _, r := range []observed{a, b} {
+		if _, ok := r.get(opened); ok {
+			t.Errorf("%s: the answer is still there after CloseAnswer", r.Self())
+		}
 	}
 }
 
