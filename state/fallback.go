@@ -53,6 +53,9 @@ type Fallback struct {
 
 // NewFallback returns primary backed by local (made with the same self).
 func NewFallback(primary *Redis, local *Memory, log *zap.Logger, hooks FallbackHooks) *Fallback {
+	if log == nil {
+		log = zap.NewNop()
+	}
 	return &Fallback{
 		primary: primary, local: local, log: log, hooks: hooks,
 		timeout: callTimeout, probeEvery: probeEvery,
@@ -96,14 +99,20 @@ func (f *Fallback) Run(ctx context.Context) error {
 func (f *Fallback) keepAlive(ctx context.Context) {
 	tick := time.NewTicker(min(f.probeEvery, f.primary.heartbeat))
 	defer tick.Stop()
-	var beaten time.Time
+	var beaten, probed time.Time
 	for {
-		if f.Degraded() {
-			if f.probe(ctx) {
-				beaten = time.Now()
+		switch now := time.Now(); {
+		case f.Degraded():
+			if now.Sub(probed) >= f.probeEvery {
+				probed = now
+				if f.probe(ctx) {
+					beaten = now
+				}
 			}
-		} else if time.Since(beaten) >= f.primary.heartbeat && f.beat(ctx) {
-			beaten = time.Now()
+		case now.Sub(beaten) >= f.primary.heartbeat:
+			if f.beat(ctx) {
+				beaten = now
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -210,7 +219,7 @@ func (f *Fallback) deliver(ctx context.Context, msg []byte) {
 	}
 }
 
-// Close closes both stores.
+// Close closes both stores, once Run has returned.
 func (f *Fallback) Close() error { return errors.Join(f.primary.Close(), f.local.Close()) }
 
 // call runs remote on Redis under the call timeout unless degraded; when Redis fails it degrades and serves
@@ -316,13 +325,17 @@ func (f *Fallback) Alive(ctx context.Context, replica string) (bool, error) {
 
 // Open records a as in progress, owned by this replica.
 func (f *Fallback) Open(ctx context.Context, a Answer) error {
-	return do(ctx, f, "open", func(c context.Context) error {
-		if err := f.primary.Open(c, a); err != nil {
-			return err
-		}
-		// A copy left in the local store by an outage is out of date now.
-		return f.local.CloseAnswer(c, a.ID)
+	onRedis := false
+	err := do(ctx, f, "open", func(c context.Context) error {
+		err := f.primary.Open(c, a)
+		onRedis = err == nil
+		return err
 	}, func(c context.Context) error { return f.local.Open(c, a) })
+	if err != nil || !onRedis {
+		return err
+	}
+	// A copy left in the local store by an outage is out of date now.
+	return f.local.CloseAnswer(ctx, a.ID)
 }
 
 // AddMessage appends ts to the messages of answer id, once, wherever it is open.
@@ -366,17 +379,15 @@ func (f *Fallback) Get(ctx context.Context, id string) (Answer, bool, error) {
 
 // Orphans returns the open answers whose owner is not alive, from Redis and the local store.
 func (f *Fallback) Orphans(ctx context.Context) ([]Answer, error) {
-	return call(ctx, f, "orphans", func(c context.Context) ([]Answer, error) {
-		shared, err := f.primary.Orphans(c)
-		if err != nil {
-			return nil, err
-		}
-		local, err := f.local.Orphans(c)
-		if err != nil {
-			return nil, err
-		}
-		return mergeAnswers(shared, local), nil
-	}, f.local.Orphans)
+	shared, err := call(ctx, f, "orphans", f.primary.Orphans, func(context.Context) ([]Answer, error) { return nil, nil })
+	if err != nil {
+		return nil, err
+	}
+	local, err := f.local.Orphans(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return mergeAnswers(shared, local), nil
 }
 
 // mergeAnswers is shared and then those of local not in shared, oldest first.
@@ -422,7 +433,8 @@ func (f *Fallback) Send(ctx context.Context, replica string, msg []byte) error {
 		func(c context.Context) error { return f.local.Send(c, replica, msg) })
 }
 
-// Receive returns the next message for this replica from either inbox (read by Run), waiting until ctx ends.
+// Receive returns the next message for this replica from either inbox, waiting until ctx ends. The inboxes
+// are read by Run: without it, nothing arrives.
 func (f *Fallback) Receive(ctx context.Context) ([]byte, error) {
 	select {
 	case msg := <-f.inbox:

@@ -46,9 +46,9 @@ var (
 
 // Liveness times of the Redis stores in tests: a crashed replica is dead within a second.
 const (
-	testAliveTTL  = 900 * time.Millisecond
-	testHeartbeat = 150 * time.Millisecond
-	testPollBlock = 200 * time.Millisecond
+	testAliveTTL  = 600 * time.Millisecond
+	testHeartbeat = 100 * time.Millisecond
+	testPollBlock = 100 * time.Millisecond
 )
 
 // newTestRedis connects a Redis store to url under ns with the tests' short liveness times.

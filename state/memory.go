@@ -49,6 +49,9 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 	if !validReplica(self) {
 		return nil, fmt.Errorf("new memory: replica id %q: %w", self, errInvalid)
 	}
+	if log == nil {
+		log = zap.NewNop()
+	}
 	m := &Memory{
 		self: self, dir: dir, log: log,
 		keys: map[string]entry{}, leases: map[string]time.Time{},
@@ -99,7 +102,7 @@ func (m *Memory) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close releases the journal directory's lock file.
+// Close releases the journal directory's lock file, once Run has returned.
 func (m *Memory) Close() error { return m.jr.close() }
 
 // Claim is true the first time key is claimed within ttl.
@@ -109,7 +112,7 @@ func (m *Memory) Claim(_ context.Context, key string, ttl time.Duration) (bool, 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
+	now := m.writeTime()
 	if e, ok := m.keys["claim:"+key]; ok && now.Before(e.until) {
 		return false, nil
 	}
@@ -124,7 +127,7 @@ func (m *Memory) Mark(_ context.Context, key string, ttl time.Duration) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.keys["mark:"+key] = entry{n: 1, until: m.now().Add(ttl)}
+	m.keys["mark:"+key] = entry{n: 1, until: m.writeTime().Add(ttl)}
 	return nil
 }
 
@@ -143,7 +146,7 @@ func (m *Memory) Add(_ context.Context, key string, delta int64, ttl time.Durati
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
+	now := m.writeTime()
 	e, ok := m.keys["count:"+key]
 	if !ok || !now.Before(e.until) {
 		e = entry{until: now.Add(ttl)}
@@ -161,7 +164,7 @@ func (m *Memory) Take(_ context.Context, name string, perMinute float64, burst i
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
+	now := m.writeTime()
 	if p, ok := m.pauses[name]; ok && now.Before(p) {
 		return p.Sub(now), nil
 	}
@@ -181,7 +184,7 @@ func (m *Memory) Take(_ context.Context, name string, perMinute float64, burst i
 func (m *Memory) Pause(_ context.Context, name string, until time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
+	now := m.writeTime()
 	if d := time.Until(until); d > 0 && now.Add(d).After(m.pauses[name]) {
 		m.pauses[name] = now.Add(d)
 	}
@@ -192,7 +195,7 @@ func (m *Memory) Pause(_ context.Context, name string, until time.Time) error {
 func (m *Memory) Lease(_ context.Context, key string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.leases[key] = m.now().Add(leaseTTL)
+	m.leases[key] = m.writeTime().Add(leaseTTL)
 	return m.self, nil
 }
 
@@ -350,8 +353,8 @@ func (m *Memory) Receive(ctx context.Context) ([]byte, error) {
 	}
 }
 
-// now is the time of a write, which sweeps the maps now and then. Call it with m.mu held.
-func (m *Memory) now() time.Time {
+// writeTime is the time of a write, which sweeps the maps now and then. Call it with m.mu held.
+func (m *Memory) writeTime() time.Time {
 	now := time.Now()
 	if now.Sub(m.swept) < sweepEvery {
 		return now

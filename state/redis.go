@@ -43,6 +43,9 @@ func NewRedis(ctx context.Context, rawURL, namespace, self string, log *zap.Logg
 	if self == "" {
 		return nil, fmt.Errorf("new redis: empty replica id: %w", errInvalid)
 	}
+	if log == nil {
+		log = zap.NewNop()
+	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, parseError(rawURL, err)
@@ -133,7 +136,7 @@ func (r *Redis) leave(ctx context.Context) {
 	}
 }
 
-// Close closes the connections to Redis.
+// Close closes the connections to Redis, once Run has returned.
 func (r *Redis) Close() error { return r.c.Close() }
 
 // Claim is true the first time key is claimed within ttl.

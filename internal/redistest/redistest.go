@@ -37,6 +37,7 @@ const (
 type Server struct {
 	t    testing.TB
 	bin  string
+	args []string // more arguments for redis-server
 	dir  string
 	port int
 
@@ -53,9 +54,9 @@ func Start(t testing.TB) (url string, stop func()) {
 	return s.URL(), s.Stop
 }
 
-// New starts a redis-server for t, stopped when t ends. It skips t when redis-server is not installed (see
-// RequireEnv).
-func New(t testing.TB) *Server {
+// New starts a redis-server for t, stopped when t ends, with args added to its command line (such as
+// "--requirepass", "secret"). It skips t when redis-server is not installed (see RequireEnv).
+func New(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -66,7 +67,7 @@ func New(t testing.TB) *Server {
 		}
 		t.Skip(msg)
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, args: args, dir: t.TempDir()}
 	// Registered after TempDir, so it runs first: the server is gone before its directory is removed.
 	t.Cleanup(s.Stop)
 	var lastErr error
@@ -115,10 +116,12 @@ func (s *Server) Restart() {
 // start runs redis-server on s.port and waits until it answers PING, or fails when it exits or stays silent.
 func (s *Server) start() error {
 	logFile := filepath.Join(s.dir, "redis.log")
-	cmd := exec.Command(s.bin,
+	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", logFile)
+		"--dir", s.dir, "--logfile", logFile,
+	}, s.args...)
+	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("exec: %w", err)
 	}
@@ -158,7 +161,8 @@ func waitReady(addr string, done <-chan struct{}) error {
 	}
 }
 
-// ping sends PING over a new connection and wants +PONG (inline command, so no client library is needed).
+// ping sends PING over a new connection and wants +PONG, or -NOAUTH from a server started with a password:
+// either way it answers (an inline command, so no client library is needed).
 func ping(ctx context.Context, addr string) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
@@ -174,8 +178,8 @@ func ping(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(line) != "+PONG" {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	if line = strings.TrimSpace(line); line != "+PONG" && !strings.HasPrefix(line, "-NOAUTH") {
+		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
 }

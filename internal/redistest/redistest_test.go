@@ -55,3 +55,12 @@ func TestSkipsWithoutRedisServer(t *testing.T) {
 		t.Fatal("not skipped")
 	}
 }
+
+func TestServerWithAPassword(t *testing.T) {
+	s := New(t, "--requirepass", "secret")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := ping(ctx, s.Addr()); err != nil {
+		t.Fatalf("PING: %v", err)
+	}
+}

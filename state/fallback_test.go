@@ -1,0 +1,212 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/llmbot/llmbot/internal/redistest"
+)
+
+// hookLog records what a Fallback's hooks were told.
+type hookLog struct {
+	mu       sync.Mutex
+	degraded []bool
+	failed   []string
+}
+
+func (h *hookLog) hooks() FallbackHooks {
+	return FallbackHooks{
+		Degraded: func(d bool) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.degraded = append(h.degraded, d)
+		},
+		Failed: func(op string) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.failed = append(h.failed, op)
+		},
+	}
+}
+
+func (h *hookLog) seen() ([]bool, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.degraded), slices.Clone(h.failed)
+}
+
+// observed is a Fallback with what it logged and told its hooks.
+type observed struct {
+	replica
+	f     *Fallback
+	hooks *hookLog
+	logs  *observer.ObservedLogs
+}
+
+func newObserved(t *testing.T, url, ns, self string) observed {
+	core, logs := observer.New(zapcore.DebugLevel)
+	h := &hookLog{}
+	f := NewFallback(newTestRedis(t, url, ns, self), newTestMemory(t, self, ""), zap.New(core), h.hooks())
+	return observed{replica: start(t, f), f: f, hooks: h, logs: logs}
+}
+
+// secret is message text: it must never reach a log.
+const secret = "the asker's secret words"
+
+func TestFallbackServesThroughAnOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	a, b := newObserved(t, srv.URL(), "outage:", "a"), newObserved(t, srv.URL(), "outage:", "b")
+	waitAlive(t, a.replica, "b")
+	if !a.claim("before", time.Minute) || b.claim("before", time.Minute) {
+		t.Fatal("the claim is not shared before the outage")
+	}
+
+	srv.Stop()
+	opened := duringOutage(t, a, b)
+	for _, o := range []observed{a, b} {
+		degraded, failed := o.hooks.seen()
+		if !slices.Equal(degraded, []bool{true}) || len(failed) == 0 {
+			t.Errorf("%s: hooks told degraded %v, failed %v", o.Self(), degraded, failed)
+		}
+	}
+
+	srv.Restart()
+	eventually(t, 4*probeEvery, "both back on Redis", func() bool { return !a.f.Degraded() && !b.f.Degraded() })
+	afterOutage(t, a, b, opened)
+	for _, o := range []observed{a, b} {
+		if degraded, _ := o.hooks.seen(); !slices.Equal(degraded, []bool{true, false}) {
+			t.Errorf("%s: hooks told degraded %v, want [true false]", o.Self(), degraded)
+		}
+		checkLogs(t, o)
+	}
+}
+
+// duringOutage: every call works, from each replica's memory; it returns the id of an answer opened meanwhile.
+func duringOutage(t *testing.T, a, b observed) string {
+	ctx := t.Context()
+	began := time.Now()
+	if !a.claim("during", time.Minute) {
+		t.Fatal("a's claim during the outage refused")
+	}
+	if took := time.Since(began); took > 2*callTimeout {
+		t.Errorf("the first call of the outage took %v", took)
+	}
+	if !a.f.Degraded() {
+		t.Fatal("a not degraded with Redis down")
+	}
+	if a.claim("before", time.Minute) {
+		t.Error("a forgot its claim from before the outage")
+	}
+	if !b.claim("during", time.Minute) {
+		t.Error("b refused a claim only a made: a duplicate is better than silence")
+	}
+	if w := a.take("posts", 60, 1); w != 0 {
+		t.Errorf("Take during the outage waits %v", w)
+	}
+	if ha, hb := a.lease("thread"), b.lease("thread"); ha != "a" || hb != "b" {
+		t.Errorf("Lease during the outage: a got %q, b got %q; want each its own", ha, hb)
+	}
+	if err := a.Send(ctx, "b", []byte(secret)); !errors.Is(err, ErrNoReplica) {
+		t.Errorf("Send to b during the outage: %v, want ErrNoReplica", err)
+	}
+	check(t, a.Send(ctx, "a", []byte(secret)))
+	receive(t, a.replica, secret)
+	opened := testAnswer("C1/outage")
+	check(t, a.Open(ctx, opened))
+	check(t, a.AddMessage(ctx, opened.ID, "1700000001.000100"))
+	if _, ok := a.get(opened.ID); !ok {
+		t.Fatal("the answer opened during the outage is not found")
+	}
+	return opened.ID
+}
+
+// afterOutage: the state is shared again, and the answer opened during the outage can still be closed.
+func afterOutage(t *testing.T, a, b observed, opened string) {
+	ctx := t.Context()
+	waitAlive(t, a.replica, "b")
+	if !a.claim("after", time.Minute) || b.claim("after", time.Minute) {
+		t.Error("the claim is not shared after the outage")
+	}
+	check(t, a.Send(ctx, "b", []byte(secret)))
+	receive(t, b.replica, secret)
+	got, ok := a.get(opened)
+	if !ok || !slices.Equal(got.Messages, []string{"1700000001.000100"}) {
+		t.Fatalf("the answer opened during the outage after it = %+v, %v", got, ok)
+	}
+	if _, ok := b.get(opened); ok {
+		t.Error("b sees the answer a opened in its memory during the outage")
+	}
+	// Opened again (a Regenerate), it goes to Redis, and the memory's copy goes.
+	check(t, a.Open(ctx, testAnswer(opened)))
+	if got, ok := b.get(opened); !ok || got.Owner != "a" || got.Messages != nil {
+		t.Errorf("b.Get of the answer a opened again = %+v, %v", got, ok)
+	}
+	if _, ok, err := a.f.local.Get(ctx, opened); err != nil || ok {
+		t.Errorf("the memory's copy after the answer was opened again: %v, %v", ok, err)
+	}
+	check(t, a.CloseAnswer(ctx, opened))
+	for _, r := range []observed{a, b} {
+		if _, ok := r.get(opened); ok {
+			t.Errorf("%s: the answer is still there after CloseAnswer", r.Self())
+		}
+	}
+}
+
+// checkLogs: one warning for the outage, one line for the recovery, and no message text.
+func checkLogs(t *testing.T, o observed) {
+	t.Helper()
+	warns := o.logs.FilterLevelExact(zapcore.WarnLevel).Len()
+	infos := o.logs.FilterMessageSnippet("again").Len()
+	if warns != 1 || infos != 1 {
+		t.Errorf("%s: logged %d warnings and %d recoveries, want one of each", o.Self(), warns, infos)
+	}
+	for _, e := range o.logs.All() {
+		if strings.Contains(fmt.Sprint(e.Message, e.ContextMap()), secret) {
+			t.Errorf("%s: message text in the log: %v", o.Self(), e)
+		}
+	}
+}
+
+// receive wants msg as the next message of r, within a few seconds.
+func receive(t *testing.T, r replica, msg string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if got, err := r.Receive(ctx); err != nil || string(got) != msg {
+		t.Fatalf("%s.Receive = %q, %v; want %q", r.Self(), got, err, msg)
+	}
+}
+
+// TestFallbackTimesOutASlowRedis: a Redis that does not answer within the call timeout is as good as down.
+func TestFallbackTimesOutASlowRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	a := newObserved(t, srv.URL(), "slow:", "a")
+	admin := newTestRedis(t, srv.URL(), "slow:", "admin")
+	t.Cleanup(func() { admin.Close() })
+	a.claim("warm", time.Minute)
+	const pause = 2 * time.Second
+	check(t, admin.c.ClientPause(t.Context(), pause).Err())
+	began := time.Now()
+	if !a.claim("slow", time.Minute) {
+		t.Fatal("claim refused while Redis is paused")
+	}
+	if took := time.Since(began); took > 2*callTimeout {
+		t.Errorf("a call to a paused Redis took %v, want the call timeout %v", took, callTimeout)
+	}
+	if !a.f.Degraded() {
+		t.Fatal("not degraded while Redis does not answer")
+	}
+	eventually(t, pause+3*probeEvery, "back on Redis after its pause", func() bool { return !a.f.Degraded() })
+}
