@@ -63,6 +63,10 @@ func NewFallback(primary *Redis, local *Memory, log *zap.Logger, hooks FallbackH
 	}
 }
 
+// Degrade serves every call from the local store from now on, until Run's probe finds Redis
+// answering: for a bot that starts while Redis is down (OpenRedis, then a failed Ping).
+func (f *Fallback) Degrade(err error) { f.failed("start", err) }
+
 // Degraded reports whether calls are being served from the local store.
 func (f *Fallback) Degraded() bool { return f.degraded.Load() }
 

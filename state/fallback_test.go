@@ -210,3 +210,38 @@ func TestFallbackTimesOutASlowRedis(t *testing.T) {
 	}
 	eventually(t, pause+3*probeEvery, "back on Redis after its pause", func() bool { return !a.f.Degraded() })
 }
+
+// TestFallbackStartsWhileRedisIsDown: a replica that starts while Redis is down (OpenRedis, a
+// failed Ping, Degrade) serves from its memory, and shares its state once Redis answers.
+func TestFallbackStartsWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	srv.Stop()
+	r, err := OpenRedis(srv.URL(), "late:", "a", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.aliveTTL, r.heartbeat, r.pollBlock = testAliveTTL, testHeartbeat, testPollBlock
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if err := r.Ping(ctx); err == nil {
+		t.Fatal("Ping answered with Redis stopped")
+	}
+	h := &hookLog{}
+	f := NewFallback(r, newTestMemory(t, "a", ""), zap.NewNop(), h.hooks())
+	f.Degrade(errors.New("connection refused"))
+	a := start(t, f)
+	if !f.Degraded() || !a.claim("while down", time.Minute) {
+		t.Fatal("a replica started without Redis does not serve from memory")
+	}
+
+	srv.Restart()
+	eventually(t, 4*probeEvery, "back on Redis", func() bool { return !f.Degraded() })
+	other := start(t, newTestRedis(t, srv.URL(), "late:", "b"))
+	if !a.claim("after", time.Minute) || other.claim("after", time.Minute) {
+		t.Error("the claim is not shared once Redis answers")
+	}
+	if degraded, _ := h.seen(); !slices.Equal(degraded, []bool{true, false}) {
+		t.Errorf("hooks told degraded %v, want [true false]", degraded)
+	}
+}

@@ -30,6 +30,8 @@ type Redis struct {
 	self string
 	log  *zap.Logger
 	s    scripts
+	// url (its password redacted) and password, for errors that must never show the password.
+	url, password string
 
 	// Liveness and polling times, fields so tests can shorten them.
 	aliveTTL  time.Duration
@@ -40,6 +42,20 @@ type Redis struct {
 // NewRedis connects to the server at rawURL (redis:// or rediss://, with a password and TLS as the URL says)
 // and PINGs it. Every key is under namespace. Errors never show the URL's password.
 func NewRedis(ctx context.Context, rawURL, namespace, self string, log *zap.Logger) (*Redis, error) {
+	r, err := OpenRedis(rawURL, namespace, self, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Ping(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// OpenRedis is NewRedis without the PING: the URL is checked, nothing is sent. A bot that starts
+// while Redis is down opens it so, and a Fallback serves from memory until it answers (Degrade).
+func OpenRedis(rawURL, namespace, self string, log *zap.Logger) (*Redis, error) {
 	if self == "" {
 		return nil, fmt.Errorf("new redis: empty replica id: %w", errInvalid)
 	}
@@ -55,18 +71,21 @@ func NewRedis(ctx context.Context, rawURL, namespace, self string, log *zap.Logg
 	opt.ContextTimeoutEnabled = true
 	// Maintenance notifications are Redis Cloud's; a Redis 7 or Valkey server only refuses them.
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	c := redis.NewClient(opt)
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, &redactedError{
-			msg: scrub(fmt.Sprintf("new redis: PING %s: %v", redact(rawURL), err), opt.Password),
+	return &Redis{
+		c: redis.NewClient(opt), ns: namespace, self: self, log: log, s: newScripts(), url: redact(rawURL),
+		password: opt.Password, aliveTTL: aliveTTL, heartbeat: heartbeat, pollBlock: pollBlock,
+	}, nil
+}
+
+// Ping asks the server PING. Its error never shows the URL's password.
+func (r *Redis) Ping(ctx context.Context) error {
+	if err := r.c.Ping(ctx).Err(); err != nil {
+		return &redactedError{
+			msg: scrub(fmt.Sprintf("new redis: PING %s: %v", r.url, err), r.password),
 			err: err,
 		}
 	}
-	return &Redis{
-		c: c, ns: namespace, self: self, log: log, s: newScripts(),
-		aliveTTL: aliveTTL, heartbeat: heartbeat, pollBlock: pollBlock,
-	}, nil
+	return nil
 }
 
 // Self is this replica's id.

@@ -328,3 +328,19 @@ func TestReplicasAnswerThroughARedisOutage(t *testing.T) {
 		rs.wait("an answer after the outage", func() bool { return strings.Contains(rs.answer(ts), "Answered.") })
 	}
 }
+
+// TestReplicaStartsWhileRedisIsDown: Redis down at start-up does not keep the bot down: it
+// answers with its own state, and shares it once Redis is back.
+func TestReplicaStartsWhileRedisIsDown(t *testing.T) {
+	srv := redistest.New(t)
+	srv.Stop()
+	rs := newReplicaSet(t, "REDIS_URL="+srv.URL())
+	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Answered.") })
+	a := rs.start()
+	ts := rs.ask(a, "while Redis is down")
+	rs.wait("an answer without Redis", func() bool { return strings.Contains(rs.answer(ts), "Answered.") })
+	srv.Restart()
+	rs.wait("the replica back on Redis", func() bool { return strings.Contains(a.logs.String(), "Redis answers again") })
+	ts = rs.ask(a, "with Redis back")
+	rs.wait("an answer with Redis back", func() bool { return strings.Contains(rs.answer(ts), "Answered.") })
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -47,16 +48,27 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	if cfg.RedisURL == "" {
 		return local, nil
 	}
-	primary, err := state.NewRedis(ctx, cfg.RedisURL, "llmbot:"+id.AppID+":"+id.TeamID+":", self, log)
+	primary, err := state.OpenRedis(cfg.RedisURL, "llmbot:"+id.AppID+":"+id.TeamID+":", self, log)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("replicas share their state in Redis")
-	return state.NewFallback(primary, local, log, state.FallbackHooks{
+	shared := state.NewFallback(primary, local, log, state.FallbackHooks{
 		Degraded: func(d bool) { metrics.StateDegraded(d); ready.Degraded(d) },
 		Failed:   metrics.StateFailed,
-	}), nil
+	})
+	pctx, cancel := context.WithTimeout(ctx, redisStartTimeout)
+	defer cancel()
+	if err := primary.Ping(pctx); err != nil {
+		// Redis down must not keep the bot down: it answers with its own state until Redis is back.
+		shared.Degrade(err)
+		return shared, nil
+	}
+	log.Info("replicas share their state in Redis")
+	return shared, nil
 }
+
+// redisStartTimeout bounds the first PING to Redis at start-up.
+const redisStartTimeout = 5 * time.Second
 
 // stateDir is the local journal's folder for the app and team scope: under STATE_DIR, or under
 // the user's cache directory, which survives a restart of the process on the same machine.
