@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -10,8 +11,9 @@ import (
 const DefaultQuotaUsers = 50000
 
 // Quota is a per-user daily /imagine quota. Days are UTC calendar days: every count starts
-// again at 00:00 UTC. Counts live in memory, per process: with several replicas each keeps its
-// own, so a person may get up to limit × replicas pictures a day, and a restart forgets them.
+// again at 00:00 UTC. Counts live in memory, per process, unless the quota is shared (Share):
+// then every replica counts in one place (Redis), and this process's memory counts only while
+// that place cannot be reached.
 //
 // Memory is bounded: at most maxUsers people are tracked per day (about 100 bytes each). Beyond
 // that, new people are let through uncounted rather than refused, so the bound can never
@@ -21,6 +23,7 @@ const DefaultQuotaUsers = 50000
 type Quota struct {
 	limit    int
 	maxUsers int
+	shared   Counter // nil: counted here only
 
 	mu   sync.Mutex
 	day  time.Time      // the UTC day the counts are for (midnight)
@@ -41,8 +44,43 @@ func (q *Quota) Limit() int { return max(q.limit, 0) }
 
 // Taken is a picture Take counted, to give back with Refund.
 type Taken struct {
-	user string
-	day  time.Time // the day it counted on; zero: nothing was counted
+	user   string
+	day    time.Time // the day it counted on; zero: nothing was counted
+	shared string    // the shared counter's key it counted on; "": counted in memory
+}
+
+// Counter is a count shared by the replicas (the state package's Add): it adds delta to key and
+// returns the new value; ttl is set when the key is created.
+type Counter interface {
+	Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error)
+}
+
+// sharedTimeout bounds one call to the shared counter. Take runs in the bot's event loop, so a
+// slow Redis must not hold it: past this, the picture is counted in memory.
+const sharedTimeout = 300 * time.Millisecond
+
+// Share makes the replicas count pictures together in c. Call it before the quota is used.
+func (q *Quota) Share(c Counter) { q.shared = c }
+
+// takeShared counts one picture of user's in the shared counter. ok is false when the counter
+// cannot be reached: the caller counts in memory instead.
+func (q *Quota) takeShared(user string, now time.Time) (d Decision, t Taken, ok bool) {
+	day := now.Truncate(24 * time.Hour)
+	key := "imagine:" + day.Format(time.DateOnly) + ":" + user
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	n, err := q.shared.Add(ctx, key, 1, 48*time.Hour) // the day and the next: gone by then
+	if err != nil {
+		return Decision{}, Taken{}, false
+	}
+	if n > int64(q.limit) {
+		_, _ = q.shared.Add(ctx, key, -1, 48*time.Hour) // not counted: refused
+		q.mu.Lock()
+		q.rollLocked(now)
+		q.mu.Unlock()
+		return Decision{Reason: ReasonQuota, Message: q.message(now)}, Taken{}, true
+	}
+	return allow, Taken{user: user, day: day, shared: key}, true
 }
 
 // Take uses one of user's pictures for today, if any is left. When none is, the Decision says so
@@ -52,6 +90,11 @@ func (q *Quota) Take(user string) (Decision, Taken) {
 		return allow, Taken{}
 	}
 	now := time.Now().UTC()
+	if q.shared != nil {
+		if d, t, ok := q.takeShared(user, now); ok {
+			return d, t
+		}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.rollLocked(now)
@@ -72,6 +115,12 @@ func (q *Quota) Refund(t Taken) {
 	if q.limit <= 0 || t.day.IsZero() {
 		return
 	}
+	if t.shared != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		_, _ = q.shared.Add(ctx, t.shared, -1, 48*time.Hour) // a lost refund costs one picture, not an error
+		return
+	}
 	now := time.Now().UTC()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -87,7 +136,8 @@ func (q *Quota) Refund(t Taken) {
 	}
 }
 
-// Remaining returns how many pictures user may still make today (-1: unlimited).
+// Remaining returns how many pictures user may still make today as counted in this process's
+// memory (-1: unlimited); a shared quota counts elsewhere.
 func (q *Quota) Remaining(user string) int {
 	if q.limit <= 0 {
 		return -1

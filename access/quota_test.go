@@ -1,6 +1,8 @@
 package access_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -193,6 +195,63 @@ func TestQuotaRefundAfterMidnightLeavesNewDayAlone(t *testing.T) {
 		}
 		if d, _ := q.Take("U0ALICE"); d.Allowed {
 			t.Errorf("a second picture on day 2 with a quota of 1 was allowed")
+		}
+	})
+}
+
+// sharedCount is a hand-written shared counter (the state package's Add in Redis); fail makes
+// every call fail, as an unreachable Redis does.
+type sharedCount struct {
+	mu   sync.Mutex
+	n    map[string]int64
+	fail bool
+}
+
+func (c *sharedCount) Add(_ context.Context, key string, delta int64, _ time.Duration) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail {
+		return 0, errors.New("redis: connection refused")
+	}
+	c.n[key] += delta
+	return c.n[key], nil
+}
+
+// TestQuotaSharedByReplicas: two replicas sharing the count give a person the day's pictures
+// once between them, a refund on either gives one back, and a counter that cannot be reached
+// leaves each counting in its memory.
+func TestQuotaSharedByReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &sharedCount{n: map[string]int64{}}
+		a, b := access.NewQuota(2, 0), access.NewQuota(2, 0)
+		a.Share(c)
+		b.Share(c)
+		steps := []struct {
+			q     *access.Quota
+			allow bool
+		}{{a, true}, {b, true}, {a, false}, {b, false}}
+		var last access.Taken
+		for i, s := range steps {
+			d, taken := s.q.Take("U1")
+			if d.Allowed != s.allow {
+				t.Fatalf("picture %d: allowed %v, want %v", i+1, d.Allowed, s.allow)
+			}
+			if s.allow {
+				last = taken
+			}
+		}
+		b.Refund(last)
+		if d, _ := a.Take("U1"); !d.Allowed {
+			t.Error("a picture refunded on one replica is not available on the other")
+		}
+		c.fail = true
+		for i := range 2 {
+			if d, _ := a.Take("U1"); !d.Allowed {
+				t.Errorf("counter down: picture %d refused; want the memory's own count", i+1)
+			}
+		}
+		if d, _ := a.Take("U1"); d.Allowed {
+			t.Error("counter down: a third picture allowed; the memory counts too")
 		}
 	})
 }

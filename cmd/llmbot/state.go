@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
@@ -24,6 +25,7 @@ type sharedState interface {
 	pace.Shared
 	handlers.Orphans
 	handlers.Journal
+	access.Counter
 	Run(ctx context.Context) error
 	Close() error
 }

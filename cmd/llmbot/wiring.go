@@ -183,9 +183,11 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 	})
 
+	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
+	quota.Share(shared) // every replica counts a person's pictures in one place
 	guard := access.NewGuard(access.GuardOptions{
 		Policy: accessPolicy,
-		Quota:  access.NewQuota(cfg.ImagineDailyQuota, 0),
+		Quota:  quota,
 		Denied: metrics.AccessDenied,
 		// Refused follow-ups count only where the bot would have answered.
 		KnownFollowUp: replies.KnownFollowUp,
