@@ -50,6 +50,9 @@ type ReplyOptions struct {
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
 	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
 	Journal Journal
+	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
+	// on another replica than the answer is known there. nil: this process knows its own.
+	Threads ThreadMarks
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
@@ -190,7 +193,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		}
 	}
 	if threadTS != "" {
-		r.botThreads.put(req.Channel+"/"+threadTS, true)
+		r.joined(ctx, req.Channel+"/"+threadTS)
 	}
 	a := &answer{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
 		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model}
@@ -212,8 +215,11 @@ func (r *Replies) Triage(req route.ReplyRequest) (run, quiet bool) {
 	if !req.FollowUp {
 		return true, quiet
 	}
-	known, remembered := r.botThreads.get(req.Channel + "/" + req.ThreadTS)
-	return r.mayFollowUp(req, req.ThreadTS) && (!remembered || known), quiet
+	if !r.mayFollowUp(req, req.ThreadTS) {
+		return false, quiet
+	}
+	known, remembered := r.remembered(req.Channel + "/" + req.ThreadTS)
+	return !remembered || known, quiet
 }
 
 // KnownFollowUp reports, without I/O, whether Reply would answer the follow-up req as far as is
@@ -306,7 +312,7 @@ var thanksWords = map[string]thanksWord{
 // written in it. A cache miss fetches the thread once; the messages are returned for reuse as context.
 func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool, []slack.Message, error) {
 	key := channel + "/" + threadTS
-	if known, ok := r.botThreads.get(key); ok {
+	if known, ok := r.remembered(key); ok {
 		return known, nil, nil
 	}
 	thread, err := r.replies(ctx, channel, threadTS)
@@ -316,6 +322,45 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	known := r.involved(thread)
 	r.botThreads.put(key, known)
 	return known, thread, nil
+}
+
+// ThreadMarks are flags every replica sees (the state package's marks).
+type ThreadMarks interface {
+	Mark(ctx context.Context, key string, ttl time.Duration) error
+	Marked(ctx context.Context, key string) (bool, error)
+}
+
+// sharedMarkTimeout bounds one look at the shared thread marks: Triage runs in the bot's event
+// loop, so a slow Redis must not hold it; past this, the process's own memory decides.
+const sharedMarkTimeout = 300 * time.Millisecond
+
+// joined remembers that the bot answers in the thread key, here and for the other replicas.
+func (r *Replies) joined(ctx context.Context, key string) {
+	r.botThreads.put(key, true)
+	if r.opt.Threads == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedMarkTimeout)
+	defer cancel()
+	if err := r.opt.Threads.Mark(ctx, "thread:"+key, threadCacheTTL); err != nil {
+		r.log.Warn("thread not marked for the other replicas", zap.Error(err))
+	}
+}
+
+// remembered is what the process remembers of the thread key (see botThreads), a "no" checked
+// against the other replicas' marks: another replica may have answered there since.
+func (r *Replies) remembered(key string) (known, ok bool) {
+	known, ok = r.botThreads.get(key)
+	if !ok || known || r.opt.Threads == nil {
+		return known, ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
+	defer cancel()
+	if marked, err := r.opt.Threads.Marked(ctx, "thread:"+key); err == nil && marked {
+		r.botThreads.put(key, true)
+		return true, true
+	}
+	return false, true
 }
 
 // addressedToOthers reports whether a follow-up mentions people but not the bot: it is meant for them.

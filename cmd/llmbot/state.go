@@ -25,6 +25,7 @@ type sharedState interface {
 	pace.Shared
 	handlers.Orphans
 	handlers.Journal
+	handlers.ThreadMarks
 	access.Counter
 	Run(ctx context.Context) error
 	Close() error
