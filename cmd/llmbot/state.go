@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
@@ -51,6 +53,7 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	if cfg.RedisURL == "" {
 		return local, nil
 	}
+	redis.SetLogger(redisLog{log.Named("go-redis")}) // its own notices would go to stderr, unstructured
 	primary, err := state.OpenRedis(cfg.RedisURL, "llmbot:"+id.AppID+":"+id.TeamID+":", self, log)
 	if err != nil {
 		return nil, err
@@ -97,4 +100,12 @@ func replicaName() string {
 		host = "llmbot"
 	}
 	return host + "-" + hex.EncodeToString(b[:])
+}
+
+// redisLog takes go-redis's own notices (dial failures, pool events) into the bot's log, at debug:
+// the shared state says once, at warn, that Redis cannot be reached.
+type redisLog struct{ log *zap.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...))
 }
