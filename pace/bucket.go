@@ -38,7 +38,10 @@ type Bucket struct {
 	burst  float64   // capacity
 	tokens float64   // may go negative: reservations by Wait
 	last   time.Time // last refill
-	paused time.Time // no token is handed out before this
+	paused time.Time // no token is handed out before this (Pause, a 429)
+	// held is when the shared bucket (Share) will have a token again: no token is handed out before
+	// it either, but it is no 429: tokens are still earned and slots handed out stay fresh.
+	held time.Time
 	cutAt  time.Time // last time rate was lowered
 	// earned counts every token earned since the start; a waiter's place in line is the count at
 	// which its token is earned, so it can find its time again after a pause or a rate change,
@@ -191,7 +194,7 @@ var errTooLate = fmt.Errorf("pace: the next slot comes after the deadline: %w", 
 // untilLocked is how long until the bucket is not paused and place tokens have been earned.
 func (b *Bucket) untilLocked(now time.Time, place float64) time.Duration {
 	var d time.Duration
-	if p := b.paused.Sub(now); p > 0 {
+	if p := b.blockedLocked().Sub(now); p > 0 {
 		d = p
 	}
 	if short := place - b.earned; short > 0 {
@@ -206,7 +209,7 @@ func (b *Bucket) TryTake() bool {
 	b.mu.Lock()
 	now := time.Now()
 	b.refillLocked(now)
-	if b.tokens < 1 || now.Before(b.paused) {
+	if b.tokens < 1 || now.Before(b.blockedLocked()) {
 		b.mu.Unlock()
 		return false
 	}
@@ -263,7 +266,7 @@ func (b *Bucket) take(now time.Time, keep float64) time.Duration {
 	defer b.mu.Unlock()
 	b.refillLocked(now)
 	need := 1 + keep
-	if b.tokens >= need && !now.Before(b.paused) {
+	if b.tokens >= need && !now.Before(b.blockedLocked()) {
 		b.tokens--
 		return 0
 	}
@@ -287,13 +290,30 @@ func (b *Bucket) refund() {
 // earned only after the pause).
 func (b *Bucket) delayLocked(now time.Time) time.Duration {
 	var d time.Duration
-	if p := b.paused.Sub(now); p > 0 {
+	if p := b.blockedLocked().Sub(now); p > 0 {
 		d = p
 	}
 	if b.tokens < 0 {
 		d += time.Duration(math.Ceil(-b.tokens / b.rate * float64(time.Second)))
 	}
 	return d
+}
+
+// blockedLocked is when tokens may be handed out again: after a pause and after a hold.
+func (b *Bucket) blockedLocked() time.Time {
+	if b.held.After(b.paused) {
+		return b.held
+	}
+	return b.paused
+}
+
+// hold hands out no token before until, when the shared bucket will have one (see held).
+func (b *Bucket) hold(until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if until.After(b.held) {
+		b.held = until
+	}
 }
 
 // refillLocked adds the tokens earned since the last refill (none while paused) and restores the rate.

@@ -30,8 +30,9 @@ func (b *Bucket) Share(s Shared, name string) {
 }
 
 // gate takes the shared token for a local one just handed out. While the shared bucket has none,
-// this bucket is paused until it will: the other local waiters stay in their places behind this
-// one instead of all asking the shared bucket, so this process's order holds across replicas.
+// this bucket is held until it will (hold: not a pause, which means a 429): the other local
+// waiters stay in their places behind this one instead of all asking the shared bucket, so this
+// process's order holds across replicas.
 // An error of the shared bucket lets the write go: a possible 429 is better than silence.
 func (b *Bucket) gate(ctx context.Context) error {
 	b.mu.Lock()
@@ -46,7 +47,7 @@ func (b *Bucket) gate(ctx context.Context) error {
 		if err != nil || wait <= 0 {
 			return ctx.Err()
 		}
-		b.Pause(time.Now().Add(wait))
+		b.hold(time.Now().Add(wait))
 		if t == nil {
 			t = time.NewTimer(wait)
 			defer t.Stop()
@@ -61,7 +62,7 @@ func (b *Bucket) gate(ctx context.Context) error {
 	}
 }
 
-// tryGate is gate for TryTake: it takes the shared token if there is one now, else it pauses b
+// tryGate is gate for TryTake: it takes the shared token if there is one now, else it holds b
 // until there will be one and reports false.
 func (b *Bucket) tryGate() bool {
 	b.mu.Lock()
@@ -77,7 +78,7 @@ func (b *Bucket) tryGate() bool {
 		return true
 	}
 	b.refund()
-	b.Pause(time.Now().Add(wait))
+	b.hold(time.Now().Add(wait))
 	return false
 }
 

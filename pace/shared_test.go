@@ -165,3 +165,36 @@ func TestSharedTryTake(t *testing.T) {
 		}
 	})
 }
+
+// TestSharedWaitIsNoPause: waiting for the shared bucket is not a 429: a slot handed out before it
+// stays fresh, and a real 429 afterwards still lowers the rate.
+func TestSharedWaitIsNoPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGCRA()
+		a, b := NewBucket(60, 2), NewBucket(60, 2)
+		a.Share(g, "update")
+		b.Share(g, "update")
+		ctx := context.Background()
+		slot, err := a.WaitSlot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Wait(ctx); err != nil { // the shared burst is used up
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := a.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited < time.Second {
+			t.Errorf("waited %v for the shared bucket; want its next token, a second later", waited)
+		}
+		if slot.Stale() {
+			t.Error("a slot handed out before the shared wait is stale; want fresh: there was no 429")
+		}
+		a.Throttled(time.Second)
+		if r := a.Rate(); r >= 60 {
+			t.Errorf("rate %v after a 429; want it lowered", r)
+		}
+	})
+}
