@@ -3,6 +3,8 @@ package state
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,9 @@ type Fallback struct {
 	degraded  atomic.Bool
 
 	inbox chan []byte // Run's two readers hand messages to Receive, unbuffered: a message waits in its source
+
+	mu       sync.Mutex
+	unclosed map[string]bool // answers closed while Redis could not be reached (see CloseAnswer)
 }
 
 // NewFallback returns primary backed by local (made with the same self).
@@ -59,7 +64,7 @@ func NewFallback(primary *Redis, local *Memory, log *zap.Logger, hooks FallbackH
 	return &Fallback{
 		primary: primary, local: local, log: log, hooks: hooks,
 		timeout: callTimeout, probeEvery: probeEvery,
-		inbox: make(chan []byte),
+		inbox: make(chan []byte), unclosed: make(map[string]bool),
 	}
 }
 
@@ -111,6 +116,7 @@ func (f *Fallback) keepAlive(ctx context.Context) {
 				probed = now
 				if f.probe(ctx) {
 					beaten = now
+					f.closeLate(ctx)
 				}
 			}
 		case now.Sub(beaten) >= f.primary.heartbeat:
@@ -350,12 +356,43 @@ func (f *Fallback) AddMessage(ctx context.Context, id, ts string) error {
 	return do(ctx, f, "add_message", func(c context.Context) error { return f.primary.AddMessage(c, id, ts) }, none)
 }
 
-// CloseAnswer removes answer id from the journal, wherever it is open.
+// CloseAnswer removes answer id from the journal, wherever it is open. A close that does not reach
+// Redis is kept and made again once Redis answers: a record left there would make a finished answer
+// look orphaned when this replica leaves, and another would close it again as interrupted.
 func (f *Fallback) CloseAnswer(ctx context.Context, id string) error {
 	if err := f.local.CloseAnswer(ctx, id); err != nil {
 		return err
 	}
-	return do(ctx, f, "close_answer", func(c context.Context) error { return f.primary.CloseAnswer(c, id) }, none)
+	closed := false
+	err := do(ctx, f, "close_answer", func(c context.Context) error {
+		err := f.primary.CloseAnswer(c, id)
+		closed = err == nil
+		return err
+	}, none)
+	if !closed {
+		f.mu.Lock()
+		f.unclosed[id] = true
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// closeLate makes the closes that did not reach Redis during an outage, now that it answers.
+func (f *Fallback) closeLate(ctx context.Context) {
+	f.mu.Lock()
+	ids := slices.Collect(maps.Keys(f.unclosed))
+	f.mu.Unlock()
+	for _, id := range ids {
+		cctx, cancel := context.WithTimeout(ctx, f.timeout)
+		err := f.primary.CloseAnswer(cctx, id)
+		cancel()
+		if err != nil {
+			return // Redis failed again: the next recovery tries the rest
+		}
+		f.mu.Lock()
+		delete(f.unclosed, id)
+		f.mu.Unlock()
+	}
 }
 
 // found is Get's and Adopt's result, for call.

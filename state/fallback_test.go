@@ -245,3 +245,50 @@ func TestFallbackStartsWhileRedisIsDown(t *testing.T) {
 		t.Errorf("hooks told degraded %v, want [true false]", degraded)
 	}
 }
+
+// TestFallbackClosesLateAfterAnOutage: an answer closed while Redis is down is closed in Redis
+// once it answers again, so it never looks orphaned to the other replicas.
+func TestFallbackClosesLateAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	a := newObserved(t, srv.URL(), "late-close:", "a")
+	other := start(t, newTestRedis(t, srv.URL(), "late-close:", "b"))
+	ctx := t.Context()
+	if err := a.f.Open(ctx, Answer{ID: "C1/1.000001", Channel: "C1", TS: "1.000001"}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := a.f.CloseAnswer(ctx, "C1/1.000001"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	eventually(t, 4*probeEvery, "the close made in Redis", func() bool {
+		_, open := other.get("C1/1.000001")
+		return !a.f.Degraded() && !open
+	})
+}
+
+// TestCloseAnswerLeavesAnotherOwnersRecord: a replica's close of an answer another replica owns
+// now (it adopted it, or opened the same id again) leaves the record alone.
+func TestCloseAnswerLeavesAnotherOwnersRecord(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	a := start(t, newTestRedis(t, srv.URL(), "owner:", "a"))
+	b := start(t, newTestRedis(t, srv.URL(), "owner:", "b"))
+	ctx := t.Context()
+	if err := b.Open(ctx, Answer{ID: "C1/1.000002", Channel: "C1", TS: "1.000002"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CloseAnswer(ctx, "C1/1.000002"); err != nil {
+		t.Fatal(err)
+	}
+	if got, open := a.get("C1/1.000002"); !open || got.Owner != "b" {
+		t.Errorf("after another replica's close: open %v, owner %q; want b's record kept", open, got.Owner)
+	}
+	if err := b.CloseAnswer(ctx, "C1/1.000002"); err != nil {
+		t.Fatal(err)
+	}
+	if _, open := a.get("C1/1.000002"); open {
+		t.Error("the owner's close left the record")
+	}
+}

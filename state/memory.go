@@ -254,8 +254,16 @@ func (m *Memory) AddMessage(_ context.Context, id, ts string) error {
 	return nil
 }
 
-// CloseAnswer removes answer id from the journal; closing an answer that is not open does nothing.
+// CloseAnswer removes answer id from the journal unless another replica owns it; closing an answer
+// that is not open does nothing.
 func (m *Memory) CloseAnswer(_ context.Context, id string) error {
+	a, ok, err := m.jr.get(id)
+	if err != nil {
+		return fmt.Errorf("close answer: %w", err)
+	}
+	if ok && a.Owner != m.self {
+		return nil // adopted, or opened again, by someone else
+	}
 	if err := m.jr.remove(id); err != nil {
 		return fmt.Errorf("close answer: %w", err)
 	}

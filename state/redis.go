@@ -310,13 +310,10 @@ func (r *Redis) AddMessage(ctx context.Context, id, ts string) error {
 	return nil
 }
 
-// CloseAnswer removes answer id from the journal; closing an answer that is not open does nothing.
+// CloseAnswer removes answer id from the journal unless another replica owns it; closing an answer
+// that is not open does nothing.
 func (r *Redis) CloseAnswer(ctx context.Context, id string) error {
-	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Del(ctx, r.key("answer:", id))
-		p.SRem(ctx, r.key("answers", ""), id)
-		return nil
-	})
+	err := r.s.closeAnswer.Run(ctx, r.c, []string{r.key("answer:", id), r.key("answers", "")}, id, r.self).Err()
 	if err != nil {
 		return fmt.Errorf("close answer: %w", err)
 	}

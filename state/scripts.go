@@ -6,7 +6,7 @@ import "github.com/redis/go-redis/v9"
 // command comes between its check and its write. Times are Redis's own (TIME, in microseconds) wherever
 // replicas compare them.
 type scripts struct {
-	add, take, pause, lease, release, addMessage, adopt, send *redis.Script
+	add, take, pause, lease, release, addMessage, adopt, send, closeAnswer *redis.Script
 }
 
 func newScripts() scripts {
@@ -19,8 +19,23 @@ func newScripts() scripts {
 		addMessage: redis.NewScript(addMessageLua),
 		adopt:      redis.NewScript(adoptLua),
 		send:       redis.NewScript(sendLua),
+
+		closeAnswer: redis.NewScript(closeAnswerLua),
 	}
 }
+
+// closeAnswerLua: KEYS[1] answer hash, KEYS[2] the set of open ids; ARGV id, self. Removes the record unless
+// another replica owns it (it adopted the answer, or opened the same id again): a late close, replayed after
+// an outage, must not remove a record that is someone else's now.
+const closeAnswerLua = `
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner and owner ~= ARGV[2] then
+	return 0
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return 1
+`
 
 // addLua: KEYS[1] counter; ARGV delta, ttl ms. The TTL is set when the counter has none (it was just made).
 const addLua = `
