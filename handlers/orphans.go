@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -36,6 +37,9 @@ const (
 	// orphanSweep is how often WatchOrphans looks for answers left open by a dead replica. With the
 	// state package's liveness TTL (15 s), such an answer is closed within about 20 s of the death.
 	orphanSweep = 5 * time.Second
+	// orphansAtOnce bounds the orphans closed at once: each takes a read and a write from the
+	// shared budgets, which the answers in progress need too.
+	orphansAtOnce = 8
 	// orphanTimeout bounds the closing of one orphan (a read and an edit or a post).
 	orphanTimeout = 30 * time.Second
 	// orphanClockSkew is how far Slack's clock (message ts) may be behind the replica's (the
@@ -61,31 +65,53 @@ func (r *Replies) WatchOrphans(ctx context.Context, j Orphans) {
 
 // CloseOrphans closes, once, every answer in the journal whose replica is no longer alive: what
 // Slack shows of it stays, marked as interrupted, with Regenerate; an answer that showed nothing
-// yet gets a note saying so. Failures are logged: the asker is better served by the next answer
-// than by a retry storm.
+// yet gets a note saying so. Up to orphansAtOnce are closed at once: a replica that died with
+// many answers open must not leave the last of them waiting minutes. Failures are logged: the
+// asker is better served by the next answer than by a retry storm.
 func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
 	list, err := j.Orphans(ctx)
 	if err != nil {
 		r.log.Warn("orphaned answers: journal not read", zap.Error(err))
 		return
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	places := make(chan struct{}, orphansAtOnce) // a place per close in progress
 	for _, o := range list {
-		a, ok, err := j.Adopt(ctx, o.ID)
-		if err != nil || !ok {
-			continue // another replica took it, or it was closed meanwhile
+		select {
+		case places <- struct{}{}:
+		case <-ctx.Done():
+			return
 		}
-		log := r.log.With(zap.String("channel", a.Channel), zap.String("ts", a.TS), zap.String("owner_was", o.Owner))
-		cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
-		err = r.closeOrphan(cctx, a)
-		cancel()
-		if err != nil {
-			log.Warn("orphaned answer not closed", zap.Error(err))
-		} else {
-			log.Info("orphaned answer closed: its replica had stopped")
-		}
-		if err := j.CloseAnswer(context.WithoutCancel(ctx), a.ID); err != nil {
-			log.Warn("orphaned answer: journal record not removed", zap.Error(err))
-		}
+		wg.Go(func() {
+			defer func() { <-places }()
+			r.closeOrphanOf(ctx, j, o)
+		})
+	}
+}
+
+// closeOrphanOf adopts o and closes it. When ctx ends first (this replica is stopping), the record
+// stays: once this replica is gone it is an orphan again, for another to close.
+func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) {
+	a, ok, err := j.Adopt(ctx, o.ID)
+	if err != nil || !ok {
+		return // another replica took it, or it was closed meanwhile
+	}
+	log := r.log.With(zap.String("channel", a.Channel), zap.String("ts", a.TS), zap.String("owner_was", o.Owner))
+	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
+	err = r.closeOrphan(cctx, a)
+	cancel()
+	switch {
+	case ctx.Err() != nil:
+		log.Info("orphaned answer left for another replica: this one is stopping")
+		return
+	case err != nil:
+		log.Warn("orphaned answer not closed", zap.Error(err))
+	default:
+		log.Info("orphaned answer closed: its replica had stopped")
+	}
+	if err := j.CloseAnswer(context.WithoutCancel(ctx), a.ID); err != nil {
+		log.Warn("orphaned answer: journal record not removed", zap.Error(err))
 	}
 }
 

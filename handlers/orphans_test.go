@@ -2,15 +2,18 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 	"github.com/slack-go/slack"
@@ -24,6 +27,7 @@ type fakeJournal struct {
 	orphaned []string // ids whose owner died
 	taken    []string // ids another replica adopts first
 	closed   []string
+	slow     time.Duration // how long an adoption takes
 }
 
 func (j *fakeJournal) AddMessage(_ context.Context, id, ts string) error {
@@ -49,6 +53,7 @@ func (j *fakeJournal) Orphans(context.Context) ([]state.Answer, error) {
 }
 
 func (j *fakeJournal) Adopt(_ context.Context, id string) (state.Answer, bool, error) {
+	time.Sleep(j.slow)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if slices.Contains(j.taken, id) || slices.Contains(j.closed, id) {
@@ -179,4 +184,50 @@ func TestAnswerMessagesAreJournaled(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCloseOrphansStoppingLeavesTheRecords: a replica that stops while closing orphans leaves their
+// records, so another replica closes them once this one is gone.
+func TestCloseOrphansStoppingLeavesTheRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFakeSlack()
+		j := &fakeJournal{answers: map[string]state.Answer{}}
+		for i := range 20 {
+			id := route.AnswerID("C1", fmt.Sprintf("1700000000.%06d", i+1))
+			j.answers[id] = state.Answer{ID: id, Channel: "C1", ThreadTS: "1700000000.000001", TS: "1700000000.000001"}
+			j.orphaned = append(j.orphaned, id)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+		if len(j.closed) != 0 {
+			t.Errorf("records removed while stopping: %v; want them left for another replica", j.closed)
+		}
+	})
+}
+
+// TestCloseOrphansManyAtOnce: the answers of a replica that died with many open are closed
+// together, not one after the other.
+func TestCloseOrphansManyAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFakeSlack()
+		j := &fakeJournal{answers: map[string]state.Answer{}, slow: time.Second} // each adoption takes a second
+		const n = 16
+		for i := range n {
+			ts := fmt.Sprintf("1700000000.%06d", i+1)
+			id := route.AnswerID(fmt.Sprintf("C%d", i), ts)
+			j.answers[id] = state.Answer{ID: id, Channel: fmt.Sprintf("C%d", i), ThreadTS: ts, TS: ts}
+			j.orphaned = append(j.orphaned, id)
+		}
+		opt := buttonOptions()
+		opt.Budgets.Reads = pace.NewBucket(6000, 100) // the read budget is not what this test is about
+		start := time.Now()
+		NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
+		if len(j.closed) != n {
+			t.Fatalf("%d of %d closed", len(j.closed), n)
+		}
+		if took := time.Since(start); took > n*time.Second/2 {
+			t.Errorf("closing %d orphans took %v; want them closed %d at once", n, took, orphansAtOnce)
+		}
+	})
 }
