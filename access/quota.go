@@ -56,8 +56,9 @@ type Counter interface {
 }
 
 // sharedTimeout bounds one call to the shared counter. Take runs in the bot's event loop, so a
-// slow Redis must not hold it: past this, the picture is counted in memory.
-const sharedTimeout = 300 * time.Millisecond
+// slow Redis must not hold it for long; the state package gives up on Redis sooner (500 ms) and
+// answers from memory, so this is a last resort.
+const sharedTimeout = time.Second
 
 // Share makes the replicas count pictures together in c. Call it before the quota is used.
 func (q *Quota) Share(c Counter) { q.shared = c }
@@ -74,7 +75,9 @@ func (q *Quota) takeShared(user string, now time.Time) (d Decision, t Taken, ok 
 		return Decision{}, Taken{}, false
 	}
 	if n > int64(q.limit) {
-		_, _ = q.shared.Add(ctx, key, -1, 48*time.Hour) // not counted: refused
+		uncount, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+		defer cancel()
+		_, _ = q.shared.Add(uncount, key, -1, 48*time.Hour) // not counted: refused
 		q.mu.Lock()
 		q.rollLocked(now)
 		q.mu.Unlock()

@@ -79,6 +79,8 @@ func (b *Bot) lease(ctx context.Context, key string, log *zap.Logger) (release f
 	for {
 		holder, err := b.callShared(ctx, func(ctx context.Context) (string, error) { return b.shared.Lease(ctx, "thread:"+key) })
 		switch {
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx) // shutting down
 		case err != nil:
 			log.Warn("thread lease failed: answering", zap.Error(err))
 			return func() {}, nil

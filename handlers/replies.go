@@ -331,8 +331,9 @@ type ThreadMarks interface {
 }
 
 // sharedMarkTimeout bounds one look at the shared thread marks: Triage runs in the bot's event
-// loop, so a slow Redis must not hold it; past this, the process's own memory decides.
-const sharedMarkTimeout = 300 * time.Millisecond
+// loop, so a slow Redis must not hold it for long; the state package gives up on Redis sooner
+// (500 ms) and answers from memory, so this is a last resort.
+const sharedMarkTimeout = time.Second
 
 // joined remembers that the bot answers in the thread key, here and for the other replicas.
 func (r *Replies) joined(ctx context.Context, key string) {

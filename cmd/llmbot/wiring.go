@@ -138,9 +138,13 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	sctx, stopShared := context.WithCancel(context.WithoutCancel(ctx))
 	var sharedWG sync.WaitGroup
 	defer func() { stopShared(); sharedWG.Wait() }()
+	// Without its heartbeat this replica would look dead to the others, which would take over its
+	// answers while it writes them: the bot stops instead (and is restarted).
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
 	sharedWG.Go(func() {
 		if err := shared.Run(sctx); err != nil {
-			log.Error("shared state stopped", zap.Error(err))
+			stopRun(fmt.Errorf("shared state: %w", err))
 		}
 	})
 	policy, _ := pace.ParsePolicy(cfg.EditPolicy) // validated
@@ -234,8 +238,11 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
 		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies),
 		zap.Int("max_queued_replies", cfg.MaxQueuedReplies))
-	if err := b.Run(ctx); err != nil {
+	if err := b.Run(runCtx); err != nil {
 		return err // main prints it
+	}
+	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil
