@@ -49,6 +49,7 @@ type Fallback struct {
 
 	switching sync.Mutex // held through a change and its hook, so hooks see the changes in order
 	degraded  atomic.Bool
+	streak    atomic.Int32 // the bot's calls that failed in a row (see failuresToDegrade)
 
 	inbox chan []byte // Run's two readers hand messages to Receive, unbuffered: a message waits in its source
 
@@ -159,6 +160,7 @@ func (f *Fallback) probe(ctx context.Context) bool {
 		}
 		return false
 	}
+	f.streak.Store(0)
 	f.set(false, "", nil)
 	return true
 }
@@ -239,12 +241,31 @@ func call[T any](ctx context.Context, f *Fallback, op string, remote, local func
 		rctx, cancel := context.WithTimeout(ctx, f.timeout)
 		v, err := remote(rctx)
 		cancel()
+		if err == nil {
+			f.streak.Store(0)
+		}
 		if err == nil || ctx.Err() != nil || errors.Is(err, errInvalid) || errors.Is(err, ErrNoReplica) {
 			return v, err
 		}
-		f.failed(op, err)
+		f.failedCall(op, err)
 	}
 	return local(ctx)
+}
+
+// failuresToDegrade is how many calls in a row must fail before a replica serves every call from
+// its own state: one slow call alone (a blip) must not make it stop seeing the claims and leases
+// of the others for a probe's second, where a redelivered event could be answered twice.
+const failuresToDegrade = 2
+
+// failedCall is failed for one of the bot's calls (served locally either way).
+func (f *Fallback) failedCall(op string, err error) {
+	if f.streak.Add(1) < failuresToDegrade {
+		if f.hooks.Failed != nil {
+			f.hooks.Failed(op)
+		}
+		return
+	}
+	f.failed(op, err)
 }
 
 // do is call for operations without a result.

@@ -102,6 +102,10 @@ func duringOutage(t *testing.T, a, b observed) string {
 	if took := time.Since(began); took > 2*callTimeout {
 		t.Errorf("the first call of the outage took %v", took)
 	}
+	// One failed call alone (a blip) does not degrade; the second in a row does.
+	if !a.claim("during, again", time.Minute) {
+		t.Fatal("a's second claim during the outage refused")
+	}
 	if !a.f.Degraded() {
 		t.Fatal("a not degraded with Redis down")
 	}
@@ -205,8 +209,11 @@ func TestFallbackTimesOutASlowRedis(t *testing.T) {
 	if took := time.Since(began); took > 2*callTimeout {
 		t.Errorf("a call to a paused Redis took %v, want the call timeout %v", took, callTimeout)
 	}
+	if !a.claim("slow, again", time.Minute) {
+		t.Fatal("second claim refused while Redis is paused")
+	}
 	if !a.f.Degraded() {
-		t.Fatal("not degraded while Redis does not answer")
+		t.Fatal("not degraded while Redis does not answer (two calls in a row)")
 	}
 	eventually(t, pause+3*probeEvery, "back on Redis after its pause", func() bool { return !a.f.Degraded() })
 }
