@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/llmbot/llmbot/internal/fakellm"
 )
 
 // pixel is a 1×1 PNG as a data URL.
@@ -144,5 +146,33 @@ func TestAlternatingKeepsParts(t *testing.T) {
 	want := `[{"role":"user","content":[{"type":"text","text":"sys\n\na"},{"type":"image_url","image_url":{"url":"` + pixel + `"}},{"type":"text","text":"b"},{"type":"text","text":"file"}]}]`
 	if string(b) != want {
 		t.Errorf("alternating = %s\nwant %s", b, want)
+	}
+}
+
+// TestTextOnlyServers drives the client against the fake server's text-only models, one per
+// server the fake imitates: each refusal is understood, the request goes again without the picture,
+// and the second request to the model leaves it out at once.
+func TestTextOnlyServers(t *testing.T) {
+	for _, server := range fakellm.TextServers {
+		t.Run(string(server), func(t *testing.T) {
+			srv := fakellm.New()
+			defer srv.Close()
+			srv.SetAPIKey(testKey)
+			srv.SetChat(fakellm.TextOnly(server, func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("a cat") }))
+			c, err := New(Config{BaseURL: srv.URL(), APIKey: testKey, ChatModel: "m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := ChatRequest{Messages: []Message{{Role: RoleUser, Content: "what is it?", Parts: []Part{{Type: PartImage, ImageURL: pixel, Alt: "[not shown]"}}}}}
+			for range 2 {
+				if r := collect(t, c.Stream(t.Context(), req)); r.Err != nil || r.Content != "a cat" {
+					t.Fatalf("Stream: %s", show(r))
+				}
+			}
+			reqs := srv.ChatRequests()
+			if len(reqs) != 3 || len(reqs[0].Images()) != 1 || len(reqs[1].Images()) != 0 || len(reqs[2].Images()) != 0 {
+				t.Errorf("%d requests, want 3: with the picture, then twice without", len(reqs))
+			}
+		})
 	}
 }
