@@ -121,6 +121,7 @@ var scopesOfMethod = map[string][]string{
 	"AppendStreamContext":           {"chat:write"},
 	"StopStreamContext":             {"chat:write"},
 	"UploadFileContext":             {"files:write"},
+	"GetFileInfoContext":            {"files:read"},
 	"GetUserInfoContext":            {"users:read"},
 	"GetBotInfoContext":             {"users:read"},
 }

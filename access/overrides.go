@@ -15,11 +15,12 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 )
 
-// Override is what one channel changes: its system prompt, its chat model, or both. Empty
-// fields keep the bot's settings (SYSTEM_PROMPT, CHAT_MODEL).
+// Override is what one channel changes: its system prompt, its chat model, whether pictures are
+// sent to the model. Empty fields keep the bot's settings (SYSTEM_PROMPT, CHAT_MODEL, VISION).
 type Override struct {
 	SystemPrompt string `yaml:"system_prompt"` // may contain {bot_name} and {date}, as SYSTEM_PROMPT
 	Model        string `yaml:"model"`
+	Vision       string `yaml:"vision"` // auto, on or off, as VISION
 }
 
 // overridesFile is the shape of the YAML file:
@@ -91,7 +92,8 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 			problems = append(problems, p)
 			continue
 		}
-		out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model)}
+		out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model),
+			Vision: strings.TrimSpace(o.Vision)}
 	}
 	if len(problems) > maxOverrideErrors {
 		problems = append(problems[:maxOverrideErrors], fmt.Sprintf("and %d more", len(problems)-maxOverrideErrors))
@@ -112,8 +114,10 @@ func checkOverride(id string, o *Override) string {
 	switch {
 	case !ValidChannelID(id) || IsDM(id):
 		return fmt.Sprintf("channels: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", id)
-	case o == nil || strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "":
-		return fmt.Sprintf("channels.%s: sets neither system_prompt nor model", id)
+	case o == nil || strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "" && strings.TrimSpace(o.Vision) == "":
+		return fmt.Sprintf("channels.%s: sets neither system_prompt nor model (nor vision)", id)
+	case !slices.Contains([]string{"", "auto", "on", "off"}, strings.TrimSpace(o.Vision)):
+		return fmt.Sprintf("channels.%s.vision: %q is not auto, on or off", id, o.Vision)
 	case utf8.RuneCountInString(o.SystemPrompt) > maxSystemPrompt:
 		return fmt.Sprintf("channels.%s.system_prompt: longer than %d characters", id, maxSystemPrompt)
 	case len(o.Model) > maxModelName || strings.ContainsFunc(strings.TrimSpace(o.Model), unicode.IsSpace):
@@ -128,7 +132,7 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type
 // allowedKeys are the keys each Go type of the file accepts, for error messages.
 var allowedKeys = map[string]string{
 	"access.overridesFile": "channels",
-	"access.Override":      "system_prompt, model",
+	"access.Override":      "system_prompt, model, vision",
 }
 
 // yamlProblem shortens yaml.v2's errors ("yaml: unmarshal errors:\n  line 3: field modle not

@@ -69,6 +69,7 @@ type Input struct {
 	// The features whose scopes the bot token needs.
 	ReplyMode string // REPLY_MODE: "stream" writes with native streaming
 	FollowUps bool   // FOLLOW_UPS: thread messages without a mention
+	Vision    string // VISION: "off" reads no pictures (text files still need files:read)
 
 	// RedisHost is REDIS_URL's host ("": not set, the Redis check is skipped), and PingRedis
 	// connects to it as the bot does and asks PING.
@@ -402,8 +403,18 @@ func neededScopes(in Input) []scopeNeed {
 		{"mpim:history", followUps("group DMs the bot is added to" + summaries)},
 		{"chat:write", write},
 		{"files:write", "/imagine: uploading the picture"},
+		{"files:read", filesWhy(in.Vision)},
 		{"users:read", "people's names, so the model knows who said what"},
 	}
+}
+
+// filesWhy is why files:read is needed: the text files people share are always read, their
+// pictures unless VISION is off.
+func filesWhy(vision string) string {
+	if vision == "off" {
+		return "reading the text files people share (logs, code, CSV)"
+	}
+	return "reading the files people share: pictures for the model (VISION " + cmp.Or(vision, "auto") + "), text files"
 }
 
 // checkScopes compares the x-oauth-scopes header of auth.test with what the features need.

@@ -183,7 +183,7 @@ func TestDoctorMissingScopes(t *testing.T) {
 // follow-ups, /summarize and the Summarize thread shortcut.
 func TestDoctorMissingHistoryScopes(t *testing.T) {
 	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
-		"app_mentions:read", "chat:write", "im:history", "commands", "files:write", "users:read",
+		"app_mentions:read", "chat:write", "im:history", "commands", "files:write", "files:read", "users:read",
 	}})
 	out, err := runDoctor(t, f.in)
 	if err == nil {
@@ -192,10 +192,29 @@ func TestDoctorMissingHistoryScopes(t *testing.T) {
 	checkGolden(t, "missing_history_scopes", out)
 }
 
+// Without files:read the pictures and text files people share cannot be read: a failure whose note
+// says so, and names VISION; with VISION=off the text files still need it.
+func TestDoctorFilesScope(t *testing.T) {
+	for _, vision := range []string{"auto", "off"} {
+		t.Run(vision, func(t *testing.T) {
+			f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
+				"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history", "mpim:history",
+				"files:write", "users:read", "commands",
+			}})
+			f.in.Vision = vision
+			out, err := runDoctor(t, f.in)
+			if err == nil {
+				t.Error("doctor passed without files:read")
+			}
+			checkGolden(t, "missing_files_read_vision_"+vision, out)
+		})
+	}
+}
+
 func TestDoctorCommandsScopeNotListed(t *testing.T) {
 	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
 		"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history", "mpim:history",
-		"files:write", "users:read",
+		"files:write", "files:read", "users:read",
 	}})
 	out, err := runDoctor(t, f.in)
 	if err != nil {

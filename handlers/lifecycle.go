@@ -59,6 +59,9 @@ type answer struct {
 	// replacesAbove: a Regenerate could not be written in place of the old answer (its message
 	// refused the edit), so the new answer, posted below it, says that it replaces it.
 	replacesAbove bool
+	// imagesUnseen: the model refused the pictures and answered without them (VISION=auto); the
+	// answer says so.
+	imagesUnseen bool
 
 	ttft, firstText time.Duration
 	chunks          int
@@ -89,6 +92,9 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	}
 	md, finishReason, serr := a.stream(ctx, res.Messages, s)
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
+	if a.imagesUnseen && kind == convo.MarkAnswer {
+		note = strings.TrimSpace(textImagesSeen + " " + note)
+	}
 	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
 	a.report(s, res, md, finishReason, note, ferr)
 	if ferr != nil {
@@ -152,11 +158,15 @@ func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo
 		named = append(slices.Clip(thread), trigger)
 	}
 	names := a.r.resolve(ctx, a.log, convo.UserIDs(named))
+	thread, trigger, files := a.readFiles(ctx, thread, trigger)
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
 		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
-		IncludeOtherBots: a.r.opt.OtherBots,
+		IncludeOtherBots: a.r.opt.OtherBots, Files: files,
 	})
+	if res.FilesLeftOut > 0 {
+		a.log.Debug("files left out for the context budget", zap.Int("files", res.FilesLeftOut))
+	}
 	if res.EmptyMention {
 		a.noRegen = true
 		return res, &closing{md: emptyMentionHint(a.r.opt.BotName), kind: convo.MarkNotice}, nil

@@ -61,6 +61,9 @@ type ReplyOptions struct {
 	// default (see Budgets).
 	Budgets Budgets
 
+	// Files says what answers read of the files people share (text, pictures).
+	Files FileOptions
+
 	// PlaceholderAfter is how long an answer in edit mode waits for the model's first text before it
 	// shows the "Thinking…" placeholder. The first text is then posted as the answer's message (from
 	// the channel's post budget, not the workspace's scarce edit budget), so under load askers see
@@ -124,6 +127,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		opt.Mode = ModeEdit
 	}
 	opt.Budgets = opt.Budgets.withDefaults()
+	opt.Files = opt.Files.withDefaults()
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = 20
 	}

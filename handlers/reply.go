@@ -484,7 +484,8 @@ func (a *answer) stream(ctx context.Context, msgs []llm.Message, s sink) (string
 	var streamErr error
 	sinceLast := 0
 	begin := time.Now()
-	req := llm.ChatRequest{Model: a.model, Messages: msgs, Patience: a.patience(s, &answer)}
+	req := llm.ChatRequest{Model: a.model, Messages: msgs, Patience: a.patience(s, &answer),
+		KeepImages: a.vision() == VisionOn, ImagesDropped: func() { a.imagesUnseen = true }}
 	for c, err := range a.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
 		if err != nil {

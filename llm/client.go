@@ -70,6 +70,9 @@ type Hooks struct {
 	// AlternatingTurns is called once per model whose chat template refused the order of the
 	// roles: the request is sent again with alternating turns, and from then on for that model.
 	AlternatingTurns func(model string)
+	// ImagesDropped is called once per model that refused image parts (no vision): its requests
+	// go without images from then on (but for ChatRequest.KeepImages).
+	ImagesDropped func(model string)
 	// StreamUsageDropped is called once per model when it rejected stream_options (the
 	// request for a usage chunk): the stream is asked again without it, and from then on
 	// for that model, so its streams carry no usage unless the server sends it anyway.
@@ -369,7 +372,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 
 // chat sends a chat request and returns a 2xx response, after retries and, when the model
 // refuses part of the request, once more with each fallback its refusals call for (each at most
-// once, so at most three extra requests).
+// once, so at most four extra requests).
 func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.Response, error) {
 	model := cmp.Or(req.Model, c.cfg.ChatModel)
 	if model == "" {
@@ -383,6 +386,13 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 		accept = "text/event-stream"
 	}
 	taken := c.knownFallbacks(model, stream)
+	images := hasImages(req.Messages)
+	switch {
+	case !images:
+		taken = taken.with(noImages) // nothing to drop: a refusal naming images is final
+	case req.KeepImages:
+		taken = taken.without(noImages)
+	}
 	for {
 		body, err := json.Marshal(c.bodyFor(model, req.Messages, stream, taken))
 		if err != nil {
@@ -390,10 +400,13 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 		}
 		resp, e := c.send(ctx, c.chatHTTP, "chat", "/chat/completions", accept, body)
 		if e == nil {
+			if images && taken.has(noImages) && req.ImagesDropped != nil {
+				req.ImagesDropped()
+			}
 			return resp, nil
 		}
 		f, ok := taken.answer(e)
-		if !ok {
+		if !ok || f == noImages && req.KeepImages {
 			return nil, e
 		}
 		c.learn(model, f)
@@ -410,6 +423,7 @@ const (
 	noStreamUsage    fallback = iota // no stream_options; first: its refusals name the key exactly
 	noTemperature                    // no temperature (reasoning models)
 	alternatingTurns                 // turns folded by alternating (strict chat templates)
+	noImages                         // image parts as their Alt text (models without vision)
 	numFallbacks
 )
 
@@ -418,6 +432,7 @@ var calledFor = [numFallbacks]func(*Error) bool{
 	noStreamUsage:    rejectsStreamOptions,
 	noTemperature:    rejectsTemperature,
 	alternatingTurns: rejectsRoleOrder,
+	noImages:         rejectsImages,
 }
 
 // hook is the callback told when a model first needs f.
@@ -429,6 +444,8 @@ func (h Hooks) hook(f fallback) func(model string) {
 		return h.TemperatureDropped
 	case alternatingTurns:
 		return h.AlternatingTurns
+	case noImages:
+		return h.ImagesDropped
 	}
 	return nil
 }
@@ -436,8 +453,9 @@ func (h Hooks) hook(f fallback) func(model string) {
 // fallbacks is a set of fallbacks: those a request is sent with.
 type fallbacks uint8
 
-func (s fallbacks) has(f fallback) bool       { return s&(1<<f) != 0 }
-func (s fallbacks) with(f fallback) fallbacks { return s | 1<<f }
+func (s fallbacks) has(f fallback) bool          { return s&(1<<f) != 0 }
+func (s fallbacks) with(f fallback) fallbacks    { return s | 1<<f }
+func (s fallbacks) without(f fallback) fallbacks { return s &^ (1 << f) }
 
 // answer returns the first fallback not yet in s that e calls for.
 func (s fallbacks) answer(e *Error) (fallback, bool) {
@@ -482,6 +500,9 @@ func (c *Client) learn(model string, f fallback) {
 // bodyFor is the request for model with the fallbacks in taken.
 func (c *Client) bodyFor(model string, msgs []Message, stream bool, taken fallbacks) chatBody {
 	b := chatBody{Model: model, Messages: msgs, Temperature: c.cfg.Temperature, Stream: stream}
+	if taken.has(noImages) && hasImages(msgs) {
+		b.Messages = withoutImages(b.Messages)
+	}
 	if taken.has(alternatingTurns) {
 		b.Messages = alternating(msgs)
 	}
@@ -515,7 +536,7 @@ func alternating(msgs []Message) []Message {
 		case m.Role == RoleSystem:
 			system = append(system, m.Content)
 		case n > 0 && out[n-1].Role == m.Role:
-			out[n-1].Content += "\n\n" + m.Content
+			joinMessages(&out[n-1], m)
 		default:
 			out = append(out, m)
 		}
@@ -643,8 +664,8 @@ func (c *Client) endpoint(path string) string {
 // retryWait decides whether a failed attempt of op is retried, and after how long
 // (openai-wire.md §1.4, the official SDK's policy).
 func (c *Client) retryWait(op string, e *Error, h http.Header, attempt int) (time.Duration, bool) {
-	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota || rejectsRoleOrder(e) {
-		return 0, false // (a template's refusal, whatever its status, is answered by chat)
+	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota || rejectsRoleOrder(e) || rejectsImages(e) {
+		return 0, false // (a template's or a text-only model's refusal, whatever its status, is answered by chat)
 	}
 	if op == "image" && (e.Status == http.StatusGatewayTimeout || e.Status == 524) {
 		return 0, false // a gateway gave up waiting: the image may still be generated and billed

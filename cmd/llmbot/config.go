@@ -46,7 +46,11 @@ type Config struct {
 	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
 	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
 	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
-	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model; the oldest messages are left out first."`
+	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model, files included; the oldest messages are left out first, and the oldest files' contents before them."`
+	Vision               string        `envconfig:"VISION" default:"auto" desc:"auto: pictures shared in the thread are sent to the model; a model that refuses them is asked again without them (remembered per model) and the answer says it could not see them. on: always sent (a refusal is an error). off: never sent, only named. CHANNEL_CONFIG may set it per channel."`
+	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" default:"20971520" desc:"Largest file the bot downloads to read (pictures and text files); larger ones are named with a note."`
+	MaxFileText          int           `envconfig:"MAX_FILE_TEXT" default:"20000" desc:"Characters of one text file (logs, code, CSV, JSON, snippets) given to the model; the rest is cut with a note."`
+	ImageInputMaxSide    int           `envconfig:"IMAGE_INPUT_MAX_SIDE" default:"2048" desc:"Longest side, in pixels, of a picture sent to the model; larger ones are scaled down."`
 	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs in progress at once (model requests in flight); more wait in a queue, in arrival order."`
 	MaxQueuedReplies     int           `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
@@ -74,7 +78,7 @@ type Config struct {
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
-	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt and model overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
+	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model and vision overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
 
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
 	LogFormat string        `envconfig:"LOG_FORMAT" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
@@ -293,6 +297,12 @@ func (c Config) replyProblems(p *problemList) {
 	p.atLeast("MAX_QUEUED_REPLIES", c.MaxQueuedReplies, 0)
 	p.atLeast("IMAGINE_PER_USER", c.ImaginePerUser, 1)
 	p.atLeast("CONTEXT_TOKENS", c.ContextTokens, 500)
+	p.oneOf("VISION", c.Vision, "auto", "on", "off")
+	p.atLeast("MAX_FILE_TEXT", c.MaxFileText, 100)
+	p.atLeast("IMAGE_INPUT_MAX_SIDE", c.ImageInputMaxSide, 64)
+	if c.MaxFileBytes < 1024 {
+		p.add("MAX_FILE_BYTES: %d must be at least 1024", c.MaxFileBytes)
+	}
 	p.atLeast("LLM_MAX_RETRIES", c.LLMMaxRetries, 0)
 	if c.EditBudgetPerMinute <= 0 {
 		p.add("EDIT_BUDGET_PER_MINUTE: %v must be above 0", c.EditBudgetPerMinute)

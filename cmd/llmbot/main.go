@@ -126,6 +126,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 		ChannelModels:   overrides.Models(),
 		ReplyMode:       cfg.ReplyMode,
 		FollowUps:       cfg.FollowUps,
+		Vision:          cfg.Vision,
 		RedisHost:       hostOf(cfg.RedisURL),
 		PingRedis: func(ctx context.Context) error {
 			r, err := state.NewRedis(ctx, cfg.RedisURL, "llmbot-doctor:", "doctor", zap.NewNop())

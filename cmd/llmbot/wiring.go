@@ -74,6 +74,11 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		// bot.SlackAPI retries reads itself. No OptionDebug: it shortens Socket Mode connections.
 	)
 	api := bot.NewSlackAPI(slackClient)
+	files, err := bot.NewFiles(slackClient, bot.FilesOptions{Token: cfg.SlackBotToken, APIURL: cfg.SlackAPIURL,
+		MaxBytes: cfg.MaxFileBytes, Transport: slackHTTPClient().Transport})
+	if err != nil {
+		return err
+	}
 
 	id, err := api.IdentifyRetrying(ctx, identifyTimeout, func(err error, wait time.Duration) {
 		log.Warn("cannot reach Slack; trying again (is SLACK_API_URL right?)", zap.Error(err), zap.Duration("wait", wait))
@@ -117,6 +122,10 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		},
 		AlternatingTurns: func(model string) {
 			llmLog.Info("the model's chat template wants alternating user and assistant turns and no system message; sending them so",
+				zap.String("model", model))
+		},
+		ImagesDropped: func(model string) {
+			llmLog.Warn("the model refused pictures (no vision); sending requests without them (VISION=off says so at once)",
 				zap.String("model", model))
 		},
 		StreamUsageDropped: func(model string) {
@@ -176,6 +185,14 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		ChannelSettings: func(channel string) (string, string) {
 			o, _ := overrides.Lookup(channel)
 			return o.SystemPrompt, o.Model
+		},
+		Files: handlers.FileOptions{
+			Files: files, Vision: handlers.Vision(cfg.Vision),
+			ChannelVision: func(channel string) handlers.Vision {
+				o, _ := overrides.Lookup(channel)
+				return handlers.Vision(o.Vision)
+			},
+			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
 		},
 		Written: metrics.ReplyWritten,
 	})

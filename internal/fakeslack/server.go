@@ -113,6 +113,7 @@ func SlackLimits(burst int) Limits {
 			"conversations.replies":        tier(50),
 			"conversations.history":        tier(50),
 			"users.info":                   tier(100),
+			"files.info":                   tier(100),
 			"files.getUploadURLExternal":   tier(100),
 			"files.completeUploadExternal": tier(100),
 			"reactions.add":                tier(50),
@@ -133,6 +134,7 @@ func SlackLimits(burst int) Limits {
 type Server struct {
 	cfg  Config
 	http *httptest.Server
+	cdn  *cdn // the other host of RedirectOtherHost
 
 	mu      sync.Mutex
 	changes *watch.Changes // every state change wakes the waiters (WaitFor)
@@ -218,6 +220,7 @@ func New(cfg Config) *Server {
 	// process gives the race detector no happens-before edge from this assignment.
 	s.http = httptest.NewUnstartedServer(mux)
 	s.http.Start()
+	s.cdn = newCDN(s)
 	if cfg.RedeliverAfter > 0 {
 		s.wg.Add(1)
 		go s.redeliverLoop()
@@ -241,7 +244,7 @@ func withDefaults(cfg Config) Config {
 	def(&cfg.BotName, "llmbot")
 	if cfg.Scopes == nil {
 		cfg.Scopes = []string{"app_mentions:read", "chat:write", "channels:history", "groups:history",
-			"im:history", "mpim:history", "files:write", "commands", "users:read", "reactions:write"}
+			"im:history", "mpim:history", "files:write", "files:read", "commands", "users:read", "reactions:write"}
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 2 * time.Second
@@ -288,6 +291,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.http.Close()
+	s.cdn.srv.Close()
 }
 
 // notifyLocked wakes every waiter (WaitFor, connection writers). Call with s.mu held.

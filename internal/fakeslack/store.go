@@ -111,6 +111,12 @@ type File struct {
 	InitialComment string
 	MessageTS      string // the message the file was shared with
 	Time           time.Time
+	// A person's file (UserFile): its type, how url_private answers, whether the bot must ask
+	// files.info for it, whether it may see it at all.
+	Mimetype  string
+	Redirect  Redirect
+	CheckInfo bool
+	NoAccess  bool
 }
 
 // ResponseURLPost is one post to a slash command's or a click's response_url.
@@ -311,7 +317,7 @@ func (s *Server) messageJSON(c *channel, m *Message, withMetadata bool) map[stri
 		files := make([]map[string]any, 0, len(m.Files))
 		for _, id := range m.Files {
 			if f := s.files[id]; f != nil {
-				files = append(files, s.fileJSON(f))
+				files = append(files, s.fileRef(f))
 			}
 		}
 		out["files"] = files
@@ -355,7 +361,7 @@ func (s *Server) fileJSON(f *File) map[string]any {
 		"id":                   f.ID,
 		"name":                 f.Name,
 		"title":                f.Title,
-		"mimetype":             mimeType(f.Name),
+		"mimetype":             f.mimeType(),
 		"filetype":             strings.TrimPrefix(extension(f.Name), "."),
 		"size":                 len(f.Bytes),
 		"alt_txt":              f.AltText,
@@ -379,6 +385,16 @@ func mimeType(name string) string {
 		return "image/webp"
 	case ".gif":
 		return "image/gif"
+	case ".txt", ".log", ".md", ".go", ".py", ".js", ".ts", ".sh":
+		return "text/plain"
+	case ".csv":
+		return "text/csv"
+	case ".json":
+		return "application/json"
+	case ".yaml", ".yml":
+		return "application/x-yaml"
+	case ".pdf":
+		return "application/pdf"
 	}
 	return "application/octet-stream"
 }

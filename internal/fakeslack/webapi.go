@@ -120,6 +120,7 @@ var methods = map[string]handler{
 	"auth.test":                             (*Server).authTest,
 	"apps.connections.open":                 (*Server).connectionsOpen,
 	"users.info":                            (*Server).usersInfo,
+	"files.info":                            (*Server).filesInfo,
 	"conversations.info":                    (*Server).conversationsInfo,
 	"conversations.open":                    (*Server).conversationsOpen,
 	"conversations.join":                    (*Server).conversationsJoin,
@@ -902,16 +903,17 @@ func (s *Server) serveFileDownload(w http.ResponseWriter, r *http.Request) {
 	if f != nil && f.Uploaded {
 		data = f.Bytes
 	}
-	ok := bearer == s.cfg.BotToken
+	ok := bearer == s.cfg.BotToken && (f == nil || !f.NoAccess)
 	s.mu.Unlock()
 	switch {
+	case ok && data != nil && s.redirectFile(w, r, f):
 	case !ok:
 		// Slack redirects to a sign-in page; slack-go reports that. A 403 is as clear here.
 		http.Error(w, "not authorized", http.StatusForbidden)
 	case data == nil:
 		http.NotFound(w, r)
 	default:
-		w.Header().Set("Content-Type", mimeType(f.Name))
+		w.Header().Set("Content-Type", f.mimeType())
 		_, _ = w.Write(data)
 	}
 }
