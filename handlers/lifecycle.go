@@ -96,6 +96,9 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		note = strings.TrimSpace(textImagesSeen + " " + note)
 	}
 	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
+	if ferr == nil {
+		a.closedInJournal() // at once: a replica that dies now must not leave it to be closed as interrupted
+	}
 	a.report(s, res, md, finishReason, note, ferr)
 	if ferr != nil {
 		ferr = fmt.Errorf("final write: %w", ferr)
