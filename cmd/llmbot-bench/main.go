@@ -263,5 +263,6 @@ var toolSettings = map[string]string{
 	"REPLY_MODE":             "-mode, which also puts the questions where the bot streams: in DM threads",
 	"EDIT_BUDGET_PER_MINUTE": "-edit-budget, by default -updates-per-min",
 	"REDIS_URL":              "-replicas, which starts a redis-server for each scenario, since the state of one scenario must not reach the next (-no-redis: none)",
+	"STATE_DIR":              "a new folder for each bot process in each scenario",
 	"MAX_CONCURRENT_REPLIES": "N + 10, so that no question is refused as busy",
 }

@@ -50,7 +50,10 @@ func lagSeries(results []*result) []series {
 		}
 		name := r.policy
 		if r.replicas > 1 {
-			name += ", " + r.replicasCell() + " replicas"
+			name += fmt.Sprintf(", %d replicas", r.replicas)
+			if r.noRedis {
+				name += " without Redis"
+			}
 		}
 		if _, ok := points[name]; !ok {
 			order = append(order, name)

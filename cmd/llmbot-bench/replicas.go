@@ -28,17 +28,16 @@ type fleet []*botProcess
 
 // startFleet starts k bot processes with env, one after the other, and waits for each one's
 // Socket Mode connection before starting the next, so that all k take envelopes when the
-// questions come. With more than one, each has its own STATE_DIR, as each pod has its own
-// emptyDir: a folder shared by the replicas would let one read another's local journal as its
-// own. logPath(i) names replica i's log file. On an error every process started is stopped.
+// questions come. Each has its own STATE_DIR, new for the scenario: as each pod has its own
+// emptyDir, a folder shared by the replicas would let one read another's local journal as its
+// own; and a folder kept from the scenario before would hold the answers still open when its bot
+// was stopped, which the next bot would try to close in a fake Slack that never had them.
+// logPath(i) names replica i's log file. On an error every process started is stopped.
 func startFleet(ctx context.Context, path string, env []string, k int, logPath func(i int) string, slack *fakeslack.Server) (fleet, error) {
 	var bots fleet
 	for i := range k {
-		e := env
-		if k > 1 {
-			dir := strings.TrimSuffix(logPath(i), ".log") + "-state"
-			e = append(append([]string{}, env...), "STATE_DIR="+dir)
-		}
+		dir := strings.TrimSuffix(logPath(i), ".log") + "-state"
+		e := append(append([]string{}, env...), "STATE_DIR="+dir)
 		bot, err := startBot(path, e, logPath(i))
 		if err != nil {
 			bots.stop(10 * time.Second)

@@ -126,6 +126,9 @@ type result struct {
 	firstLog     string        // the bot's first warning or error line
 	wall         time.Duration // load start -> end of the run
 	note         string        // why the run ended before every reply was final, if it did
+	// troubles describes each conversation that was not answered exactly once: what its thread
+	// shows and how many model requests it had, to find the cause in the bot's logs.
+	troubles []string
 }
 
 // scripts caches the conversations' answers across scenarios (the same seeds every time).
@@ -494,6 +497,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 	}
 	n := len(convs)
 	tokenTimes := make([][]time.Time, n)
+	requests := make([]int, n)
 	for _, r := range model.Requests() {
 		if r.Chat == nil {
 			continue
@@ -502,6 +506,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		if !ok || i >= n {
 			continue
 		}
+		requests[i]++
 		res.tokens += len(r.Tokens)
 		if tokenTimes[i] != nil {
 			res.duplicates++ // a second model request for one question
@@ -543,6 +548,9 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		} else {
 			res.duplicates += max(o.messages-1, 0)
 		}
+		if o.status != complete || requests[i] != 1 {
+			res.troubles = append(res.troubles, trouble(i, res.replicas, o, requests[i], convs[i], writes[i], start, threads[i], chans[i]))
+		}
 		res.unmatched += o.unmatched
 		res.hidden += o.hidden
 		var way *[]time.Duration // the lags of answers written one way, kept apart as well
@@ -569,6 +577,33 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 			res.finalLags = append(res.finalLags, up(o.finalLag))
 		}
 	}
+}
+
+// trouble describes conversation i, which was not answered exactly once: its thread, the replica
+// its events went to, how it ended, its model requests, its writes in order (times from the
+// questions), and what its messages show at the end, cut short.
+func trouble(i, replicas int, o outcome, requests int, s *script, writes []botWrite, start time.Time, thread, channel string) string {
+	var r reply
+	var ws []string
+	for _, w := range writes {
+		r.add(s, w)
+		ws = append(ws, fmt.Sprintf("%s %s at %.2fs", w.kind, w.ts, w.at.Sub(start).Seconds()))
+	}
+	var shows []string
+	for _, ts := range r.order {
+		t := strings.ReplaceAll(r.msgs[ts].text, "\n", " ")
+		if len(t) > 60 {
+			t = t[:60] + "…"
+		}
+		shows = append(shows, fmt.Sprintf("%s %q", ts, t))
+	}
+	state := map[status]string{complete: "complete", wrong: "wrong", lost: "lost"}[o.status]
+	where := ""
+	if replicas > 1 {
+		where = fmt.Sprintf(", its events to replica %d", i%replicas+1)
+	}
+	return fmt.Sprintf("q%d (%s thread %s%s): %s, %d model requests, %d bot messages; writes: %s; shows: %s",
+		i, channel, thread, where, state, requests, o.messages, strings.Join(ws, ", "), strings.Join(shows, " | "))
 }
 
 func scaleDown(d time.Duration, scale float64) time.Duration {

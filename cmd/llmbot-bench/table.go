@@ -80,7 +80,10 @@ func (r *result) label() string {
 	if r.replicas <= 1 {
 		return fmt.Sprintf("N=%d %s", r.n, r.policy)
 	}
-	return fmt.Sprintf("N=%d %s replicas %s", r.n, r.replicasCell(), r.policy)
+	if r.noRedis {
+		return fmt.Sprintf("N=%d %d replicas without Redis %s", r.n, r.replicas, r.policy)
+	}
+	return fmt.Sprintf("N=%d %d replicas %s", r.n, r.replicas, r.policy)
 }
 
 // replicaDetails lists each replica's CPU, peak RSS and envelopes, and Redis's CPU; "" for one
@@ -125,6 +128,10 @@ func (r *result) writtenBy() string {
 	return fmt.Sprintf("answers streamed %s, edited %s, both %d", lags(r.streamed, r.streamLags), lags(r.edited, r.editLags), r.bothWays)
 }
 
+// maxTroubles is how many conversations not answered exactly once the details describe: enough to
+// find a cause in the logs, not a page per lost run.
+const maxTroubles = 10
+
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
 	length := fmt.Sprint(set.tokens)
 	if set.spread > 0 {
@@ -159,7 +166,7 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 			fmt.Fprint(w, " Several replicas share one redis-server (REDIS_URL), started for each scenario.")
 		}
 		fmt.Fprint(w, " With several replicas, CPU, wake-ups, RSS, goroutines and log lines are sums over the bot's processes"+
-			" (each one's CPU and peak RSS, and Redis's CPU, in the details); the fake Slack spreads the envelopes over their connections in turn.")
+			" (each one's CPU and peak RSS, and Redis's CPU, in the details); each question's events go to one replica's connection, question i's to replica i mod K + 1.")
 	}
 	fmt.Fprint(w, "\n\n")
 	fmt.Fprintln(w, "| N | replicas | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | wake-ups / 1k tokens | RSS idle / peak MB | goroutines after (HTTP conns) |")
@@ -200,6 +207,13 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		}
 		if r.note != "" {
 			fmt.Fprintf(w, "- %s: %s\n", r.label(), r.note)
+		}
+		for j, t := range r.troubles {
+			if j == maxTroubles {
+				fmt.Fprintf(w, "- %s: and %d more not answered exactly once\n", r.label(), len(r.troubles)-j)
+				break
+			}
+			fmt.Fprintf(w, "- %s: not answered exactly once: %s\n", r.label(), t)
 		}
 		if d := r.replicaDetails(); d != "" {
 			fmt.Fprintf(w, "- %s: %s\n", r.label(), d)
