@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
@@ -187,7 +188,7 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 		}
 		if err != nil {
 			b.log.Warn("replica inbox", zap.Error(err))
-			if sleepCtx(ctx, time.Second) != nil {
+			if watch.Sleep(ctx, time.Second) != nil {
 				return
 			}
 			continue
@@ -208,17 +209,6 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 	}
 }
 
-// sleepCtx waits d unless ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
 
 // alone is Replicas for a bot with nobody to share with (Options.Replicas nil: tests, tools): the
 // loop's own dedupe and thread turns are all there is, and nothing is journaled.
