@@ -209,7 +209,6 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 	}
 }
 
-
 // alone is Replicas for a bot with nobody to share with (Options.Replicas nil: tests, tools): the
 // loop's own dedupe and thread turns are all there is, and nothing is journaled.
 type alone struct{}
