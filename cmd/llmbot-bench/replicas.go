@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/redisping"
 )
 
 // With -replicas K the bot runs as K processes against the one fake Slack, which spreads the
@@ -172,7 +172,7 @@ func startRedis(ctx context.Context, path, dir string) (*redisServer, error) {
 			return nil, err
 		}
 		r := &redisServer{proc: p, port: port}
-		if lastErr = r.waitReady(ctx); lastErr == nil {
+		if lastErr = redisping.Wait(ctx, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), p.exited, redisStartTimeout); lastErr == nil {
 			return r, nil
 		}
 		p.stop(5 * time.Second)
@@ -187,49 +187,6 @@ func (r *redisServer) url() string { return "redis://127.0.0.1:" + strconv.Itoa(
 func (r *redisServer) pid() int { return r.proc.pid() }
 
 func (r *redisServer) stop() { r.proc.stop(10 * time.Second) }
-
-// waitReady polls the server with PING until it answers, exits, or redisStartTimeout passes.
-func (r *redisServer) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, redisStartTimeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port))
-	for {
-		if redisPing(ctx, addr) == nil {
-			return nil
-		}
-		select {
-		case <-r.proc.exited:
-			return errors.New("exited before answering")
-		case <-ctx.Done():
-			return fmt.Errorf("no answer to PING within %v", redisStartTimeout)
-		case <-tick.C:
-		}
-	}
-}
-
-// redisPing sends an inline PING over a new connection and wants +PONG (no client library needed).
-func redisPing(ctx context.Context, addr string) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line = strings.TrimSpace(line); line != "+PONG" {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
-}
 
 // freePort asks the kernel for a free loopback port. Another process may take it before
 // redis-server binds it; startRedis then tries another.
