@@ -75,6 +75,9 @@ type Config struct {
 	// last append is not known; the fake counts from the start. Off by default (see also
 	// ExpireStream).
 	StreamExpiry time.Duration
+	// NotAgent makes agents.sessions.setStatus answer not_authorized, as Slack does for an app
+	// not declared as an agent (features.agent_view).
+	NotAgent bool
 }
 
 // Limits configures the Web API's rate limits.
@@ -96,7 +99,7 @@ type Limit struct {
 
 // SlackLimits returns limits shaped like Slack's published tiers (slack-platform.md §3) for
 // the methods the bot uses: Tier 2 (20/min) chat.startStream and chat.stopStream; Tier 3
-// (50/min) chat.update, chat.delete, conversations.replies/history, reactions.*,
+// (50/min) chat.update, chat.delete, conversations.replies/history, reactions.*, agents.sessions.setStatus,
 // apps.connections.open; Tier 4 (100/min) chat.appendStream, chat.postEphemeral,
 // users.info, files.*, auth.test; and chat.postMessage 1/s per channel. Slack's "special"
 // workspace limits of chat.postMessage and assistant.threads.setStatus are not published;
@@ -123,6 +126,7 @@ func SlackLimits(burst int) Limits {
 			"reactions.remove":             tier(50),
 			"auth.test":                    tier(100),
 			"assistant.threads.setTitle":   tier(100),
+			"agents.sessions.setStatus":    tier(50),
 			"conversations.info":           tier(100),
 		},
 		PostMessagePerChannel: Limit{PerMinute: 60, Burst: burst},
@@ -159,6 +163,7 @@ type Server struct {
 	responses map[string]*responseURL
 	respPosts []ResponseURLPost
 	statuses  map[string]string      // channel/thread -> assistant status
+	sessions  map[string][]string    // channel/thread -> the agent session's statuses, in order
 	streams   map[*Message]time.Time // messages streaming now -> when their stream started
 	seq       int
 
@@ -200,6 +205,7 @@ func New(cfg Config) *Server {
 		files:       map[string]*File{},
 		responses:   map[string]*responseURL{},
 		statuses:    map[string]string{},
+		sessions:    map[string][]string{},
 		tickets:     map[string]bool{},
 		conns:       map[*wsConn]bool{},
 		refusing:    map[*wsConn]bool{},

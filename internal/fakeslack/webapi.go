@@ -137,6 +137,7 @@ var methods = map[string]handler{
 	"reactions.add":                         (*Server).reactionsAdd,
 	"reactions.remove":                      (*Server).reactionsRemove,
 	"assistant.threads.setStatus":           (*Server).setStatus,
+	"agents.sessions.setStatus":             (*Server).agentsSessionsSetStatus,
 	"files.getUploadURLExternal":            (*Server).getUploadURL,
 	"files.completeUploadExternal":          (*Server).completeUpload,
 }
