@@ -482,6 +482,11 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	case *slackevents.MessageEvent:
 		rr, reason = b.fromMessage(ev, e.TeamID)
 	default:
+		if req := fromEvent(e); req != nil && b.routes.Has(route.Event, req.Name) {
+			log = log.With(zap.String("event", req.Name), zap.String("channel", req.Channel), zap.String("user", req.User))
+			b.dispatch(work, req, read, log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
+			return
+		}
 		reason = "event type " + e.InnerEvent.Type
 	}
 	if reason != "" {
@@ -499,6 +504,18 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	msg := &route.Request{Kind: route.Message, Name: route.MessageRoute, Feature: rr.Feature(), Channel: rr.Channel,
 		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
 	b.dispatch(work, msg, read, log, b.tellLater(rr.Channel, rr.User, rr.ThreadTS, log))
+}
+
+// fromEvent turns an event that is no message to answer into a request for its route (route.Event,
+// named by the event's type), or nil for an event the bot has no use for.
+func fromEvent(e slackevents.EventsAPIEvent) *route.Request {
+	switch ev := e.InnerEvent.Data.(type) {
+	case *slackevents.AgentSessionStoppedEvent:
+		// Slack's own Stop on a session: the thread names the answer, as with our Stop button.
+		return &route.Request{Kind: route.Event, Name: string(slackevents.AgentSessionStopped), Channel: ev.Channel,
+			User: ev.User, Team: e.TeamID, ThreadTS: ev.ThreadTimestamp}
+	}
+	return nil
 }
 
 // fromMention turns an app_mention into a request, or says why it is ignored.

@@ -337,6 +337,17 @@ func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string,
 	return nil
 }
 
+// SetSessionStatus moves the agent session of the thread threadTS in channel to status
+// (agents.sessions.setStatus; it creates the session when there is none).
+func (a *SlackAPI) SetSessionStatus(ctx context.Context, channel, threadTS, status string) error {
+	_, err := a.c.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{Status: status,
+		ChannelID: channel, ThreadTS: threadTS})
+	if err != nil {
+		return fmt.Errorf("agents.sessions.setStatus: %w", err)
+	}
+	return nil
+}
+
 // UploadImage shares an image to a channel with the files v2 flow (getUploadURLExternal, the
 // bytes, completeUploadExternal). slack-go never retries the upload itself.
 func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {

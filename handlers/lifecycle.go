@@ -82,6 +82,8 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		return a.notOpened(ctx, err)
 	}
 	defer s.close()
+	a.session(ctx, s, SessionProcessing)
+	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
 
 	res, early, err := a.prepare(ctx, thread)
 	if early != nil {
@@ -195,6 +197,9 @@ func (a *answer) findQuestion(thread []slack.Message) (_ []slack.Message, trigge
 func (a *answer) finish(ctx context.Context, s sink, c closing) error {
 	if a.replacesAbove && c.kind == convo.MarkAnswer {
 		c.note = strings.TrimSpace(textReplacesAbove + " " + c.note)
+	}
+	if errors.Is(context.Cause(ctx), ErrStopped) {
+		s.stoppedByUser() // a stream's session was stopped in Slack: its text so far stays as it is
 	}
 	began := time.Now()
 	closeBy := func(cause error, cancelled time.Time) time.Time { return a.r.closeBy(cause, cancelled, began) }

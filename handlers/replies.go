@@ -50,6 +50,9 @@ type ReplyOptions struct {
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
 	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
 	Journal Journal
+	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
+	// processing while it is written, active once it has ended (closed at shutdown).
+	Sessions Sessions
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
@@ -115,6 +118,8 @@ type Replies struct {
 
 	mu           sync.Mutex
 	streamRefuse time.Time // native streaming refused until then
+	// sessionRefuse: agents.sessions.setStatus refused (the app is not an agent) until then
+	sessionRefuse time.Time
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when

@@ -37,6 +37,9 @@ type sink interface {
 	shows() showing
 	// placeholderTS is the message stepWithdraw deletes: the bare placeholder or the empty stream.
 	placeholderTS() string
+	// stoppedByUser says the person stopped the answer in Slack (a session's Stop), which also
+	// halted the stream: nothing more is appended, the answer closes with its note.
+	stoppedByUser()
 	// closeStep carries out one of the sink's own ways of closing the answer c (see planClose), on ctx
 	// (detached from cancellation and time-boxed). Called after the writer goroutine has ended.
 	closeStep(ctx context.Context, step closeStep, c closing) (closed bool, err error)

@@ -226,6 +226,14 @@ func (s *streamSink) shows() showing {
 
 func (s *streamSink) placeholderTS() string { return s.ts }
 
+// stoppedByUser: Slack halted the stream when its session was stopped, as when its stop was
+// pressed (stopped_by_user).
+func (s *streamSink) stoppedByUser() {
+	if s.ts != "" {
+		s.stopped = true
+	}
+}
+
 // closeStep carries out the ways of closing that only a stream has (see planClose).
 func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (bool, error) {
 	switch step {
@@ -255,8 +263,11 @@ func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (
 // the note and the mark if it still takes calls.
 func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 	a := s.answer
-	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, noteAlone(c.note, slackmd.FormatMarkdown),
-		s.mark(c.kind, c.note), s.buttons())
+	note := convo.NoteSuffix(c.note, slackmd.FormatMarkdown)
+	if s.sent == 0 {
+		note = noteAlone(c.note, slackmd.FormatMarkdown)
+	}
+	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, note, s.mark(c.kind, c.note), s.buttons())
 	if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
 		return fmt.Errorf("chat.stopStream: %w", err)
 	}

@@ -1,7 +1,8 @@
 // Package route is the vocabulary between the Socket Mode loop (package bot) and what the bot does:
-// a Request (a message to answer, a slash command, a button click, a shortcut), the one Handler type
-// that serves it, the one Middleware type that wraps handlers (access rules, metrics), and the Table
-// where every command, action and shortcut is registered once, at wiring time.
+// a Request (a message to answer, a slash command, a button click, a shortcut, another event), the
+// one Handler type that serves it, the one Middleware type that wraps handlers (access rules,
+// metrics), and the Table where every command, action, shortcut and event is registered once, at
+// wiring time.
 //
 // The loop turns each envelope into a Request, finds its Handler in the Table and calls Accept at
 // once, in the loop (no I/O: a slash command's ack carries its answer). Accept decides whether the
@@ -29,6 +30,9 @@ const (
 	Command  Kind = "command"  // a slash command (Name: "/imagine")
 	Action   Kind = "action"   // a block action, a button (Name: its action_id)
 	Shortcut Kind = "shortcut" // a message or global shortcut (Name: its callback_id)
+	// Event is an Events API event that is no message to answer (Name: its type, such as
+	// "agent_session_stopped"): Slack's own controls around the bot's answers.
+	Event Kind = "event"
 )
 
 // MessageRoute is the Name of the one route of Kind Message.

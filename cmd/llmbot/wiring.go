@@ -164,6 +164,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Budgets:          budgets,
 		Journal:          shared,
 		Threads:          shared,
+		Sessions:         api,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
@@ -193,7 +194,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		// Refused follow-ups count only where the bot would have answered.
 		KnownFollowUp: replies.KnownFollowUp,
 	})
-	// Every command, button and shortcut is one row here; access rules and metrics wrap them all.
+	// Every command, button, shortcut and event is one row here; access rules and metrics wrap them all.
 	routes := route.NewTable(guard.Middleware, metrics.Middleware)
 	b := bot.New(slackClient, id, routes, api, log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
@@ -213,6 +214,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
+		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},

@@ -1,0 +1,107 @@
+package main
+
+// End-to-end tests of Slack's agent surface: agent sessions and their Stop, the reply mode per
+// place, streams that outlive Slack's limit, feedback and the agent pane, against the fake Slack.
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakellm"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+// streamingAnswer waits for the bot's streamed message in the thread to show text, and returns it.
+func (e *e2e) streamingAnswer(t *testing.T, channel, threadTS string) fakeslack.Message {
+	t.Helper()
+	var msg fakeslack.Message
+	e.waitFor(t, "streamed text", func() bool {
+		m := e.slack.BotReplies(channel, threadTS)
+		if len(m) == 1 && m[0].Streaming && strings.HasPrefix(m[0].Text, "Four") {
+			msg = m[0]
+			return true
+		}
+		return false
+	})
+	return msg
+}
+
+func TestE2EAgentSessionStop(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	e.streamingAnswer(t, "C1", q)
+	e.waitFor(t, "the session processing", func() bool {
+		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{handlers.SessionProcessing})
+	})
+
+	// Someone else stops the session: told privately, the answer goes on.
+	e.slack.StopSession("C1", q, "U2")
+	e.waitFor(t, "refusal", func() bool { return len(e.privateTo("U2")) == 1 })
+	if got := e.privateTo("U2")[0]; got != handlers.TextNotAsker {
+		t.Errorf("U2 told %q, want %q", got, handlers.TextNotAsker)
+	}
+	if r := e.llm.Requests(); len(r) != 1 || r[0].ClientGone {
+		t.Fatalf("model request %+v: want it still streaming", r)
+	}
+
+	// The asker stops it: the model request is cancelled, what was shown stays, marked stopped,
+	// and the session is moved off processing.
+	shown := e.streamingAnswer(t, "C1", q).Text
+	e.slack.StopSession("C1", q, "U1")
+	e.waitFor(t, "model request cancelled", func() bool { r := e.llm.Requests(); return len(r) == 1 && r[0].ClientGone })
+	final := e.final(t, "C1", q, 1, 1)[0]
+	if mk := markOf(t, final); mk.Kind != convo.MarkAnswer || !strings.HasPrefix(mk.Note, "Stopped by ") {
+		t.Errorf("mark %+v, want an answer noted as stopped", mk)
+	}
+	if !strings.HasPrefix(final.Text, shown) || !strings.Contains(final.Text, "_Stopped by ") || strings.Contains(final.Text, "every base") {
+		t.Errorf("final text %q: want what was shown (%q) and the stop note", final.Text, shown)
+	}
+	e.waitFor(t, "the session active", func() bool {
+		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{handlers.SessionProcessing, handlers.SessionActive})
+	})
+	if got := e.privateTo("U1"); len(got) != 0 {
+		t.Errorf("asker told %q privately, want nothing", got)
+	}
+}
+
+func TestE2EAgentSessionStatusFollowsTheAnswer(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(answer).Paced(10*time.Millisecond, 20*time.Millisecond)
+	})
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	e.final(t, "C1", q, 1, 1)
+	e.waitFor(t, "the session active", func() bool {
+		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{handlers.SessionProcessing, handlers.SessionActive})
+	})
+
+	// A Stop pressed once the answer has ended: nothing runs, the session is moved off processing
+	// (Slack may show its Stop a moment longer), and nobody is told anything.
+	e.slack.StopSession("C1", q, "U1")
+	e.waitFor(t, "the session active again", func() bool { return len(e.slack.SessionStatuses("C1", q)) == 3 })
+	if got := e.slack.SessionStatuses("C1", q)[2]; got != handlers.SessionActive {
+		t.Errorf("status after a late Stop = %q, want active", got)
+	}
+	if got := e.privateTo("U1"); len(got) != 0 {
+		t.Errorf("asker told %q privately, want nothing", got)
+	}
+}
+
+func TestE2EAgentSessionsRefusedAreNotRetried(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{NotAgent: true}, map[string]string{"REPLY_MODE": "stream"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
+	for i := range 2 {
+		q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+		if got := e.final(t, "C1", q, 1, i+1)[0].Text; got != answer {
+			t.Errorf("answer %d = %q, want %q", i+1, got, answer)
+		}
+	}
+	if n := len(e.slack.CallsTo("agents.sessions.setStatus")); n != 1 {
+		t.Errorf("%d agents.sessions.setStatus calls, want 1: a refusal turns them off", n)
+	}
+}
