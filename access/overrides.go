@@ -15,12 +15,17 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 )
 
-// Override is what one channel changes: its system prompt, its chat model, or both. Empty
-// fields keep the bot's settings (SYSTEM_PROMPT, CHAT_MODEL).
+// Override is what one channel changes: its system prompt, its chat model, how answers are
+// written there, or any of them. Empty fields keep the bot's settings (SYSTEM_PROMPT,
+// CHAT_MODEL, REPLY_MODE).
 type Override struct {
 	SystemPrompt string `yaml:"system_prompt"` // may contain {bot_name} and {date}, as SYSTEM_PROMPT
 	Model        string `yaml:"model"`
+	ReplyMode    string `yaml:"reply_mode"` // one of ReplyModes, as REPLY_MODE
 }
+
+// ReplyModes are the values of an override's reply_mode (REPLY_MODE's).
+var ReplyModes = []string{"auto", "edit", "stream"}
 
 // overridesFile is the shape of the YAML file:
 //
@@ -28,6 +33,7 @@ type Override struct {
 //	  C0123ABCD:
 //	    system_prompt: "You answer questions about our API."
 //	    model: gpt-5.4
+//	    reply_mode: stream
 type overridesFile struct {
 	Channels map[string]*Override `yaml:"channels"`
 }
@@ -40,7 +46,7 @@ const (
 	maxOverrideErrors = 20
 )
 
-// Overrides are per-channel system prompt and model overrides. The zero value and nil have
+// Overrides are per-channel system prompt, model and reply mode overrides. The zero value and nil have
 // none. Immutable once loaded and safe for concurrent use.
 type Overrides struct {
 	channels map[string]Override
@@ -91,7 +97,8 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 			problems = append(problems, p)
 			continue
 		}
-		out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model)}
+		out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model),
+			ReplyMode: strings.TrimSpace(o.ReplyMode)}
 	}
 	if len(problems) > maxOverrideErrors {
 		problems = append(problems[:maxOverrideErrors], fmt.Sprintf("and %d more", len(problems)-maxOverrideErrors))
@@ -112,8 +119,10 @@ func checkOverride(id string, o *Override) string {
 	switch {
 	case !ValidChannelID(id) || IsDM(id):
 		return fmt.Sprintf("channels: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", id)
-	case o == nil || strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "":
-		return fmt.Sprintf("channels.%s: sets neither system_prompt nor model", id)
+	case o == nil || strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "" && strings.TrimSpace(o.ReplyMode) == "":
+		return fmt.Sprintf("channels.%s: sets none of system_prompt, model and reply_mode", id)
+	case strings.TrimSpace(o.ReplyMode) != "" && !slices.Contains(ReplyModes, strings.TrimSpace(o.ReplyMode)):
+		return fmt.Sprintf("channels.%s.reply_mode: %q is not one of %s", id, o.ReplyMode, strings.Join(ReplyModes, ", "))
 	case utf8.RuneCountInString(o.SystemPrompt) > maxSystemPrompt:
 		return fmt.Sprintf("channels.%s.system_prompt: longer than %d characters", id, maxSystemPrompt)
 	case len(o.Model) > maxModelName || strings.ContainsFunc(strings.TrimSpace(o.Model), unicode.IsSpace):
@@ -128,7 +137,7 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type
 // allowedKeys are the keys each Go type of the file accepts, for error messages.
 var allowedKeys = map[string]string{
 	"access.overridesFile": "channels",
-	"access.Override":      "system_prompt, model",
+	"access.Override":      "system_prompt, model, reply_mode",
 }
 
 // yamlProblem shortens yaml.v2's errors ("yaml: unmarshal errors:\n  line 3: field modle not

@@ -67,7 +67,7 @@ type Input struct {
 	ChannelModels map[string][]string
 
 	// The features whose scopes the bot token needs.
-	ReplyMode string // REPLY_MODE: "stream" writes with native streaming
+	ReplyMode string // REPLY_MODE: "stream" and "auto" write with native streaming (auto in DMs)
 	FollowUps bool   // FOLLOW_UPS: thread messages without a mention
 
 	// RedisHost is REDIS_URL's host ("": not set, the Redis check is skipped), and PingRedis
@@ -382,6 +382,10 @@ type scopeNeed struct {
 }
 
 // neededScopes lists the bot scopes the enabled features need, in the order of manifest.yaml.
+// Streams reports whether the bot writes some answers with Slack's native streaming: REPLY_MODE
+// stream everywhere, auto in DMs and the agent pane.
+func (in Input) Streams() bool { return in.ReplyMode == "stream" || in.ReplyMode == "auto" }
+
 func neededScopes(in Input) []scopeNeed {
 	followUps := func(s string) string {
 		if in.FollowUps {
@@ -390,8 +394,8 @@ func neededScopes(in Input) []scopeNeed {
 		return s
 	}
 	write := "posting and editing answers"
-	if in.ReplyMode == "stream" {
-		write += ", native streaming (REPLY_MODE stream)"
+	if in.Streams() {
+		write += ", native streaming (REPLY_MODE " + in.ReplyMode + ")"
 	}
 	summaries := "; /summarize and Summarize thread there"
 	return []scopeNeed{

@@ -28,6 +28,10 @@ const (
 	// ModeStream uses Slack's native streaming (chat.startStream / appendStream / stopStream, Markdown).
 	// When Slack refuses it, the reply falls back to ModeEdit by itself.
 	ModeStream ReplyMode = "stream"
+	// ModeAuto streams natively where the asker is the only one reading the answer as it is written
+	// (a DM with the bot, the agent pane), and edits elsewhere: in a channel Slack shows a native
+	// stream live only to its recipient, and everyone else sees its first words until it ends.
+	ModeAuto ReplyMode = "auto"
 )
 
 // ReplyOptions configure Replies. Zero values get the documented defaults.
@@ -47,6 +51,8 @@ type ReplyOptions struct {
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
 	ChannelSettings func(channel string) (systemPrompt, model string)
+	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
+	ChannelMode func(channel string) ReplyMode
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
 	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
 	Journal Journal
@@ -436,9 +442,26 @@ type nameMap map[string]string
 
 func (m nameMap) Name(id string) (string, bool) { n, ok := m[id]; return n, ok }
 
-// streamingAllowed reports whether native streaming is to be tried (not refused recently).
+// streams reports whether the answer to req is to be streamed natively: its reply mode (the
+// channel's, else Mode) says so there, and Slack has not refused it recently.
+func (r *Replies) streams(req route.ReplyRequest) bool {
+	mode := r.opt.Mode
+	if f := r.opt.ChannelMode; f != nil {
+		if m := f(req.Channel); m != "" {
+			mode = m
+		}
+	}
+	switch {
+	case mode == ModeAuto && req.InDM(), mode == ModeStream:
+	default:
+		return false
+	}
+	return r.streamingAllowed()
+}
+
+// streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	if r.opt.Mode != ModeStream || r.streamer == nil {
+	if r.streamer == nil {
 		return false
 	}
 	r.mu.Lock()

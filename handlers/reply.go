@@ -66,7 +66,7 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		a.replacesAbove = slackErr(err) != "message_not_found"
 		a.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
 	}
-	if a.threadTS != "" && a.r.streamingAllowed() {
+	if a.threadTS != "" && a.r.streams(a.req) {
 		if !a.r.opt.Budgets.Streams.TryTake() {
 			a.log.Debug("native streaming budget used up; answering by editing")
 			return a.openEdit(ctx)

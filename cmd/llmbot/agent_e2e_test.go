@@ -4,6 +4,8 @@ package main
 // place, streams that outlive Slack's limit, feedback and the agent pane, against the fake Slack.
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -39,8 +41,10 @@ func TestE2EAgentSessionStop(t *testing.T) {
 		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{handlers.SessionProcessing})
 	})
 
-	// Someone else stops the session: told privately, the answer goes on.
-	e.slack.StopSession("C1", q, "U2")
+	// A Stop from someone else (were Slack to show it to others than the asker; the event alone,
+	// without halting the stream): told privately, the answer goes on.
+	e.slack.SendEvent(map[string]any{"type": handlers.EventSessionStopped, "channel": "C1", "thread_ts": q, "user": "U2",
+		"event_ts": q})
 	e.waitFor(t, "refusal", func() bool { return len(e.privateTo("U2")) == 1 })
 	if got := e.privateTo("U2")[0]; got != handlers.TextNotAsker {
 		t.Errorf("U2 told %q, want %q", got, handlers.TextNotAsker)
@@ -103,5 +107,44 @@ func TestE2EAgentSessionsRefusedAreNotRetried(t *testing.T) {
 	}
 	if n := len(e.slack.CallsTo("agents.sessions.setStatus")); n != 1 {
 		t.Errorf("%d agents.sessions.setStatus calls, want 1: a refusal turns them off", n)
+	}
+}
+
+// TestE2EReplyModePerPlace: REPLY_MODE=auto streams natively where the asker alone reads the
+// answer live (a DM thread) and edits in channel threads; edit and stream force one, and
+// CHANNEL_CONFIG sets a channel's own.
+func TestE2EReplyModePerPlace(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "channels.yaml")
+	if err := os.WriteFile(config, []byte("channels:\n  C2:\n    reply_mode: stream\n  C3:\n    reply_mode: edit\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, mode, channel string
+		streamed            bool
+	}{
+		{"auto in a DM thread", "", "D1", true},
+		{"auto in a channel thread", "", "C1", false},
+		{"auto in a channel set to stream", "", "C2", true},
+		{"stream in a channel", "stream", "C1", true},
+		{"stream in a channel set to edit", "stream", "C3", false},
+		{"edit in a DM thread", "edit", "D1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"CHANNEL_CONFIG": config}
+			if tc.mode != "" {
+				env["REPLY_MODE"] = tc.mode
+			}
+			e := startE2E(t, fakeslack.Config{}, env)
+			e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
+			// The thread's first message from before the bot ran: no event, nothing to answer.
+			thread := e.slack.Post(fakeslack.UserMessage{Channel: tc.channel, User: "U1", Text: "an earlier message",
+				Time: time.Now().Add(-time.Minute)})
+			e.slack.PostUserMessage(tc.channel, "U1", thread, "<@UBOT> what is 2+2?")
+			msgs := e.final(t, tc.channel, thread, 1, 1)
+			starts := len(e.slack.CallsTo("chat.startStream"))
+			if got := starts == 1 && msgs[0].Markdown; got != tc.streamed || msgs[0].Text != answer {
+				t.Errorf("answer %q streamed = %v (%d chat.startStream), want %v", msgs[0].Text, got, starts, tc.streamed)
+			}
+		})
 	}
 }

@@ -42,7 +42,7 @@ type Config struct {
 	ImageSize     string   `envconfig:"IMAGE_SIZE" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
 	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
 
-	ReplyMode            string        `envconfig:"REPLY_MODE" default:"edit" desc:"edit: post a reply and edit it as the answer streams (works everywhere). stream: Slack's native streaming (chat.startStream), falling back to edit when Slack refuses it."`
+	ReplyMode            string        `envconfig:"REPLY_MODE" default:"auto" desc:"auto: Slack's native streaming where the asker is the only one reading the answer live (DMs, the agent pane), edit in channel threads (Slack shows a native stream live only to its recipient). edit: post a reply and edit it as the answer streams (works everywhere). stream: native streaming everywhere (chat.startStream). Streaming falls back to edit when Slack refuses it. CHANNEL_CONFIG may set reply_mode per channel."`
 	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
 	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
 	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
@@ -74,7 +74,7 @@ type Config struct {
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
-	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt and model overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
+	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model and reply_mode overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
 
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
 	LogFormat string        `envconfig:"LOG_FORMAT" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
@@ -284,7 +284,7 @@ func (c Config) modelProblems(p *problemList) {
 
 // replyProblems checks how answers are written, and how many at once.
 func (c Config) replyProblems(p *problemList) {
-	p.oneOf("REPLY_MODE", c.ReplyMode, "edit", "stream")
+	p.oneOf("REPLY_MODE", c.ReplyMode, access.ReplyModes...)
 	p.oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
 	if c.LogFormat != "" {
 		p.oneOf("LOG_FORMAT", c.LogFormat, "json", "console")

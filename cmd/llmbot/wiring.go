@@ -174,6 +174,10 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 			o, _ := overrides.Lookup(channel)
 			return o.SystemPrompt, o.Model
 		},
+		ChannelMode: func(channel string) handlers.ReplyMode {
+			o, _ := overrides.Lookup(channel)
+			return handlers.ReplyMode(o.ReplyMode)
+		},
 		Written: metrics.ReplyWritten,
 	})
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
