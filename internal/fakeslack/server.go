@@ -72,9 +72,13 @@ type Config struct {
 	// time of its start, as Slack does to an abandoned one: appendStream and stopStream then
 	// answer message_not_in_streaming_state, and chat.update may finish the message. Slack's
 	// limit is reported as roughly five minutes, but whether it counts from the start or from the
-	// last append is not known; the fake counts from the start. Off by default (see also
-	// ExpireStream).
+	// last append is not known; the fake counts from the start (StreamIdleExpiry counts from
+	// the last append). Off by default (see also ExpireStream).
 	StreamExpiry time.Duration
+	// StreamIdleExpiry, when > 0, ends a native stream that got no chat.startStream or
+	// chat.appendStream within this time, as StreamExpiry does: the other reading of Slack's
+	// limit. Off by default.
+	StreamIdleExpiry time.Duration
 	// NotAgent makes agents.sessions.setStatus answer not_authorized, as Slack does for an app
 	// not declared as an agent (features.agent_view).
 	NotAgent bool
@@ -165,6 +169,7 @@ type Server struct {
 	statuses  map[string]string      // channel/thread -> assistant status
 	sessions  map[string][]string    // channel/thread -> the agent session's statuses, in order
 	streams   map[*Message]time.Time // messages streaming now -> when their stream started
+	lastWrite map[*Message]time.Time // messages streaming now -> their last start or append
 	seq       int
 
 	// Socket Mode state.
@@ -210,6 +215,7 @@ func New(cfg Config) *Server {
 		conns:       map[*wsConn]bool{},
 		refusing:    map[*wsConn]bool{},
 		streams:     map[*Message]time.Time{},
+		lastWrite:   map[*Message]time.Time{},
 		envelopes:   map[string]*envelope{},
 		stop:        make(chan struct{}),
 	}

@@ -247,6 +247,7 @@ func (s *Server) addMessageLocked(m *Message, now time.Time) *Message {
 
 func (s *Server) removeMessageLocked(c *channel, ts string) {
 	delete(s.streams, c.byTS[ts])
+	delete(s.lastWrite, c.byTS[ts])
 	delete(c.byTS, ts)
 	c.msgs = slices.DeleteFunc(c.msgs, func(m *Message) bool { return m.TS == ts })
 }

@@ -92,12 +92,14 @@ func TestAbandonedStreamIsReadableAndCanBeFinished(t *testing.T) {
 	}
 }
 
-// Config.StreamExpiry ends a stream that old without a call: Slack ends streams after about five
-// minutes.
+// Config.StreamExpiry ends a stream that old without a call, Config.StreamIdleExpiry one that
+// long without an append: Slack ends streams after about five minutes (which of the two is not
+// known).
 func TestStreamExpiry(t *testing.T) {
 	tests := []struct {
 		name       string
 		expiry     time.Duration
+		idle       time.Duration
 		wait       time.Duration
 		appendErr  string
 		updateErr  string
@@ -105,12 +107,14 @@ func TestStreamExpiry(t *testing.T) {
 		streaming  bool
 		textBefore string
 	}{
-		{"within the expiry", time.Minute, 0, "", "streaming_state_conflict", false, true, "Hello more"},
-		{"past the expiry", 50 * time.Millisecond, 100 * time.Millisecond, "message_not_in_streaming_state", "", true, false, "Hello"},
+		{"within the expiry", time.Minute, 0, 0, "", "streaming_state_conflict", false, true, "Hello more"},
+		{"past the expiry", 50 * time.Millisecond, 0, 100 * time.Millisecond, "message_not_in_streaming_state", "", true, false, "Hello"},
+		{"within the idle expiry", 0, time.Minute, 0, "", "streaming_state_conflict", false, true, "Hello more"},
+		{"past the idle expiry", 0, 50 * time.Millisecond, 100 * time.Millisecond, "message_not_in_streaming_state", "", true, false, "Hello"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, fakeslack.Config{StreamExpiry: tt.expiry})
+			srv := newServer(t, fakeslack.Config{StreamExpiry: tt.expiry, StreamIdleExpiry: tt.idle})
 			api := newAPI(srv)
 			ts := startStream(t, api, srv.PostUserMessage("C1", "U1", "", "<@UBOT> stream please"))
 			time.Sleep(tt.wait)

@@ -73,16 +73,17 @@ func (s *Server) ExpireStream(channelID, ts string) bool {
 func (s *Server) endStreamLocked(m *Message) {
 	m.Streaming, m.StreamExpired = false, true
 	delete(s.streams, m)
+	delete(s.lastWrite, m)
 }
 
-// expireStreamsLocked ends the streams older than Config.StreamExpiry. It runs whenever the
-// fake is asked about messages, so the end need not be announced.
+// expireStreamsLocked ends the streams older than Config.StreamExpiry, or idle for
+// Config.StreamIdleExpiry. It runs whenever the fake is asked about messages, so the end need
+// not be announced.
 func (s *Server) expireStreamsLocked(now time.Time) {
-	if s.cfg.StreamExpiry <= 0 {
-		return
-	}
 	for m, start := range s.streams {
-		if now.Sub(start) >= s.cfg.StreamExpiry {
+		old := s.cfg.StreamExpiry > 0 && now.Sub(start) >= s.cfg.StreamExpiry
+		idle := s.cfg.StreamIdleExpiry > 0 && now.Sub(s.lastWrite[m]) >= s.cfg.StreamIdleExpiry
+		if old || idle {
 			s.endStreamLocked(m)
 		}
 	}
@@ -634,7 +635,7 @@ func (s *Server) chatStartStream(p params, now time.Time) (map[string]any, apiEr
 		Channel: c.id, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID,
 		Text: md, Markdown: true, Streaming: true,
 	}, now)
-	s.streams[m] = now
+	s.streams[m], s.lastWrite[m] = now, now
 	s.recordWriteLocked(Write{Time: now, Kind: WriteStart, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: m.Text, Delta: md})
 	s.echoLocked(c, m, nil, now)
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
@@ -684,6 +685,7 @@ func (s *Server) chatAppendStream(p params, now time.Time) (map[string]any, apiE
 		return nil, "msg_too_long"
 	}
 	m.Text += md
+	s.lastWrite[m] = now
 	s.recordWriteLocked(Write{Time: now, Kind: WriteAppend, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text, Delta: md})
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
 }
@@ -710,6 +712,7 @@ func (s *Server) chatStopStream(p params, now time.Time) (map[string]any, apiErr
 	m.Text += md
 	m.Streaming = false
 	delete(s.streams, m)
+	delete(s.lastWrite, m)
 	if meta != nil {
 		m.Metadata = meta
 	}
