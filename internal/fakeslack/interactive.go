@@ -28,14 +28,27 @@ type Button struct {
 	Style    string
 }
 
+// blockText is a block's text: a text object (a section's), or a plain string (a markdown
+// block's).
+type blockText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (t *blockText) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		t.Type = "markdown"
+		return json.Unmarshal(b, &t.Text)
+	}
+	type object blockText // without this method
+	return json.Unmarshal(b, (*object)(t))
+}
+
 // block is the part of a Block Kit block the fake reads.
 type block struct {
-	Type    string `json:"type"`
-	BlockID string `json:"block_id"`
-	Text    *struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"text"`
+	Type     string     `json:"type"`
+	BlockID  string     `json:"block_id"`
+	Text     *blockText `json:"text"`
 	Elements []struct {
 		Type     string `json:"type"`
 		ActionID string `json:"action_id"`
@@ -68,6 +81,10 @@ func checkBlocks(raw json.RawMessage) apiError {
 		switch b.Type {
 		case "section":
 			if b.Text == nil || b.Text.Text == "" || utf8.RuneCountInString(b.Text.Text) > SectionTextLimit {
+				return "invalid_blocks"
+			}
+		case "markdown":
+			if b.Text == nil || b.Text.Text == "" || utf8.RuneCountInString(b.Text.Text) > MarkdownTextLimit {
 				return "invalid_blocks"
 			}
 		case "actions":
