@@ -337,6 +337,34 @@ func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string,
 	return nil
 }
 
+// FinishStream rewrites with chat.update a streamed message Slack ended by itself: markdown as
+// its markdown_text, or, with buttons, in a markdown block above them (markdown_text takes no
+// blocks), its beginning as the notification text.
+func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []handlers.Button) error {
+	var opts []slack.MsgOption
+	if len(buttons) == 0 {
+		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
+	} else {
+		fallback := ""
+		if parts := cutRunes(markdown, finishFallbackLimit); len(parts) > 0 {
+			fallback = parts[0]
+		}
+		opts = append(opts, slack.MsgOptionText(fallback, false),
+			slack.MsgOptionBlocks(slack.NewMarkdownBlock("", markdown), actionsBlock(buttons)))
+	}
+	if mark.Kind != "" {
+		opts = append(opts, slack.MsgOptionMetadata(mark.Metadata()))
+	}
+	if _, _, _, err := a.c.UpdateMessageContext(ctx, channel, ts, opts...); err != nil {
+		return fmt.Errorf("chat.update streamed message: %w", err)
+	}
+	return nil
+}
+
+// finishFallbackLimit is how much of a finished stream's text is its notification text, within
+// chat.update's 4,000 characters.
+const finishFallbackLimit = 3000
+
 // SetSessionStatus moves the agent session of the thread threadTS in channel to status
 // (agents.sessions.setStatus; it creates the session when there is none).
 func (a *SlackAPI) SetSessionStatus(ctx context.Context, channel, threadTS, status string) error {

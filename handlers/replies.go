@@ -89,7 +89,16 @@ type ReplyOptions struct {
 	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration
 	StreamRefusal   time.Duration // how long a refusal of native streaming is remembered; default 10 min
+	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
+	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
+	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
+	// Defaults 4 min each.
+	StreamRollover, StreamIdle time.Duration
 }
+
+// DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
+// Slack is reported to end a stream.
+const DefaultStreamRollover = 4 * time.Minute
 
 // Bounds of the in-memory caches.
 const (
@@ -149,6 +158,12 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	if opt.StreamRefusal <= 0 {
 		opt.StreamRefusal = 10 * time.Minute
+	}
+	if opt.StreamRollover <= 0 {
+		opt.StreamRollover = DefaultStreamRollover
+	}
+	if opt.StreamIdle <= 0 {
+		opt.StreamIdle = DefaultStreamRollover
 	}
 	if log == nil {
 		log = zap.NewNop()

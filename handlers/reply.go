@@ -188,7 +188,9 @@ func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
 		return nil, err
 	}
 	a.posted(ts)
-	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
+	now := time.Now()
+	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts,
+		streamed: []string{ts}, starts: 1, opened: now, wrote: now}, nil
 }
 
 func (a *answer) streamStart(md string) StreamStart {

@@ -148,3 +148,96 @@ func TestE2EReplyModePerPlace(t *testing.T) {
 		})
 	}
 }
+
+// answerParts checks that the bot's messages in the thread are a finished answer in parts, written
+// without a rescue (no message posted anew, none deleted), and returns their texts.
+func (e *e2e) answerParts(t *testing.T, channel, threadTS string) []string {
+	t.Helper()
+	e.waitFor(t, "the reply to finish", func() bool { return e.finished(t) >= 1 })
+	var texts []string
+	for i, m := range e.slack.BotReplies(channel, threadTS) {
+		if k := markOf(t, m).Kind; k != convo.MarkAnswer || m.Streaming {
+			t.Errorf("message %d: mark %q, streaming %v: want a finished answer part", i, k, m.Streaming)
+		}
+		texts = append(texts, m.Text)
+	}
+	if n := len(e.slack.CallsTo("chat.postMessage")) + len(e.slack.CallsTo("chat.delete")); n != 0 {
+		t.Errorf("%d chat.postMessage/chat.delete calls: want none (no rescue)", n)
+	}
+	if got := strings.Join(texts, ""); got != answer {
+		t.Errorf("the answer's parts %q join to %q, want %q", texts, got, answer)
+	}
+	return texts
+}
+
+// TestE2EStreamRollsOverBeforeSlackEndsIt: a natively streamed answer that outlives Slack's limit
+// (its age, or its silence while the model thinks) goes on in a new message before Slack ends the
+// stream, so nothing is stuck and nothing needs rewriting.
+func TestE2EStreamRollsOverBeforeSlackEndsIt(t *testing.T) {
+	// Slack's limit is 5 minutes, the rollover 4: a minute apart, more than the pacing of appends
+	// and of chat.startStream/stopStream (about one every 3 s) ever holds a write back. Here 4 s and
+	// 2 s: one rollover.
+	slow := fakellm.Text(answer).Paced(10*time.Millisecond, 150*time.Millisecond)
+	for _, tc := range []struct {
+		name  string
+		slack fakeslack.Config
+		env   map[string]string
+		reply fakellm.Reply
+	}{
+		{"by age", fakeslack.Config{StreamExpiry: 4 * time.Second},
+			map[string]string{"STREAM_ROLLOVER_AFTER": "2s"}, slow},
+		{"by silence", fakeslack.Config{StreamIdleExpiry: 2 * time.Second},
+			map[string]string{"STREAM_IDLE_LIMIT": "1s"}, fakellm.Text(answer).PauseAfter(4, 3*time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["REPLY_MODE"] = "stream"
+			e := startE2E(t, tc.slack, tc.env)
+			e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return tc.reply })
+			q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+			if parts := e.answerParts(t, "C1", q); len(parts) < 2 {
+				t.Errorf("answer in %d message(s), want it rolled over to a second", len(parts))
+			}
+			if n := len(e.slack.CallsTo("chat.update")); n != 0 {
+				t.Errorf("%d chat.update calls: want none (no stream ended by Slack)", n)
+			}
+		})
+	}
+}
+
+// TestE2EStreamEndedBySlackIsFinishedInPlace: when Slack ends a stream all the same, the message
+// is finished with chat.update from what it took, and the answer goes on in a new message (or,
+// when the stream ended at the very end, ends in it), with its Regenerate button on the last.
+func TestE2EStreamEndedBySlackIsFinishedInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pauseAt int
+	}{
+		{"mid-answer", 4},
+		{"before the last words", len(fakellm.Split(answer)) - 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+			e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+				return fakellm.Text(answer).PauseAfter(tc.pauseAt, time.Second)
+			})
+			q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+			e.waitFor(t, "streamed text", func() bool {
+				m := e.slack.BotReplies("C1", q)
+				return len(m) == 1 && m[0].Streaming && m[0].Text != ""
+			})
+			time.Sleep(300 * time.Millisecond) // the model's first words appended
+			m := e.slack.BotReplies("C1", q)[0]
+			if !e.slack.ExpireStream("C1", m.TS) {
+				t.Fatal("the stream was not streaming")
+			}
+			e.answerParts(t, "C1", q)
+			if n := len(e.slack.CallsTo("chat.update")); n != 1 {
+				t.Errorf("%d chat.update calls, want 1 (the ended stream finished)", n)
+			}
+			msgs := e.slack.BotReplies("C1", q)
+			if got := buttonsOf(msgs[len(msgs)-1]); got != handlers.ActionRegenerate {
+				t.Errorf("last message's buttons %q, want Regenerate", got)
+			}
+		})
+	}
+}

@@ -43,6 +43,8 @@ type Config struct {
 	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
 
 	ReplyMode            string        `envconfig:"REPLY_MODE" default:"auto" desc:"auto: Slack's native streaming where the asker is the only one reading the answer live (DMs, the agent pane), edit in channel threads (Slack shows a native stream live only to its recipient). edit: post a reply and edit it as the answer streams (works everywhere). stream: native streaming everywhere (chat.startStream). Streaming falls back to edit when Slack refuses it. CHANNEL_CONFIG may set reply_mode per channel."`
+	StreamRolloverAfter  time.Duration `envconfig:"STREAM_ROLLOVER_AFTER" default:"4m" desc:"A natively streamed message this old is stopped and the answer goes on in a new one, before Slack ends the stream by itself (after about five minutes). Under 5m."`
+	StreamIdleLimit      time.Duration `envconfig:"STREAM_IDLE_LIMIT" default:"4m" desc:"A natively streamed message with no new text for this long (the model thinking) is stopped, the answer going on in a new one with its next text: Slack may count its limit from the last text rather than the start. Under 5m."`
 	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
 	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
 	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
@@ -299,6 +301,10 @@ func (c Config) replyProblems(p *problemList) {
 	}
 }
 
+// slackStreamLimit is about when Slack ends a native stream by itself (reported as roughly five
+// minutes, of age or of silence).
+const slackStreamLimit = 5 * time.Minute
+
 // timeProblems checks the timeouts and pauses.
 func (c Config) timeProblems(p *problemList) {
 	p.positive("LLM_CONNECT_TIMEOUT", c.LLMConnectTimeout)
@@ -314,6 +320,8 @@ func (c Config) timeProblems(p *problemList) {
 	if c.PlaceholderAfter < 0 || c.PlaceholderAfter > time.Minute {
 		p.add("PLACEHOLDER_AFTER: %v must be between 0 and 1m (an asker would see nothing meanwhile)", c.PlaceholderAfter)
 	}
+	p.streamLimit("STREAM_ROLLOVER_AFTER", c.StreamRolloverAfter)
+	p.streamLimit("STREAM_IDLE_LIMIT", c.StreamIdleLimit)
 	p.positive("SHUTDOWN_GRACE", c.ShutdownGrace)
 }
 
@@ -370,6 +378,13 @@ func (p *problemList) oneOf(name, value string, allowed ...string) {
 func (p *problemList) atLeast(name string, value, least int) {
 	if value < least {
 		p.add("%s: %d is below %d", name, value, least)
+	}
+}
+
+// streamLimit checks a native stream's rollover threshold: before Slack's own limit.
+func (p *problemList) streamLimit(name string, d time.Duration) {
+	if d < time.Second || d >= slackStreamLimit {
+		p.add("%s: %v must be at least 1s and under %v (Slack ends a native stream after about five minutes)", name, d, slackStreamLimit)
 	}
 }
 

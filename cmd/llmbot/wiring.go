@@ -167,7 +167,9 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Sessions:         api,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
-		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
+		StreamRollover: cfg.StreamRolloverAfter,
+		StreamIdle:     cfg.StreamIdleLimit,
+		StallTimeout:   max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
 		// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 		ChannelSettings: func(channel string) (string, string) {
