@@ -131,6 +131,8 @@ func SlackLimits(burst int) Limits {
 			"auth.test":                    tier(100),
 			"assistant.threads.setTitle":   tier(100),
 			"agents.sessions.setStatus":    tier(50),
+			"views.open":                   tier(100),
+			"chat.getPermalink":            tier(100),
 			"conversations.info":           tier(100),
 		},
 		PostMessagePerChannel: Limit{PerMinute: 60, Burst: burst},
@@ -168,6 +170,8 @@ type Server struct {
 	respPosts []ResponseURLPost
 	statuses  map[string]string      // channel/thread -> assistant status
 	sessions  map[string][]string    // channel/thread -> the agent session's statuses, in order
+	triggers  map[string]trigger     // trigger_id -> who clicked, and when
+	views     []View                 // modals opened
 	streams   map[*Message]time.Time // messages streaming now -> when their stream started
 	lastWrite map[*Message]time.Time // messages streaming now -> their last start or append
 	seq       int
@@ -211,6 +215,7 @@ func New(cfg Config) *Server {
 		responses:   map[string]*responseURL{},
 		statuses:    map[string]string{},
 		sessions:    map[string][]string{},
+		triggers:    map[string]trigger{},
 		tickets:     map[string]bool{},
 		conns:       map[*wsConn]bool{},
 		refusing:    map[*wsConn]bool{},

@@ -139,6 +139,8 @@ var methods = map[string]handler{
 	"reactions.remove":                      (*Server).reactionsRemove,
 	"assistant.threads.setStatus":           (*Server).setStatus,
 	"agents.sessions.setStatus":             (*Server).agentsSessionsSetStatus,
+	"views.open":                            (*Server).viewsOpen,
+	"chat.getPermalink":                     (*Server).chatGetPermalink,
 	"files.getUploadURLExternal":            (*Server).getUploadURL,
 	"files.completeUploadExternal":          (*Server).completeUpload,
 }
