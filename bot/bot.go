@@ -934,6 +934,9 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 		r.Kind, r.Name, r.Text = route.Shortcut, cb.CallbackID, cb.Message.Text
 		r.ThreadTS, r.MessageTS = cb.Message.ThreadTimestamp, cb.Message.Timestamp
 		req, log = &r, log.With(zap.String("callback_id", cb.CallbackID))
+	case slack.InteractionTypeViewSubmission:
+		req = fromView(base, cb)
+		log = log.With(zap.String("callback_id", cb.View.CallbackID))
 	}
 	if req == nil {
 		log.Debug("interactive envelope ignored")
@@ -944,6 +947,28 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 		return
 	}
 	b.dispatch(work, req, read, log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
+}
+
+// fromView turns a modal's submission into a request at the place the modal belongs (its
+// private_metadata, route.ViewPlace), or nil for a modal that is none of the bot's.
+func fromView(base route.Request, cb slack.InteractionCallback) *route.Request {
+	place, ok := route.ParseViewPlace(cb.View.PrivateMetadata)
+	if !ok {
+		return nil
+	}
+	r := base
+	r.Kind, r.Name, r.Channel = route.View, cb.View.CallbackID, place.Channel
+	r.ThreadTS, r.MessageTS, r.Text = place.ThreadTS, place.MessageTS, place.Text
+	r.Values = map[string]string{}
+	if cb.View.State == nil {
+		return &r
+	}
+	for _, actions := range cb.View.State.Values {
+		for id, a := range actions {
+			r.Values[id] = a.Value
+		}
+	}
+	return &r
 }
 
 // ephemeral is a slash command ack payload shown only to the person who typed the command.
