@@ -121,6 +121,8 @@ var scopesOfMethod = map[string][]string{
 	"AppendStreamContext":           {"chat:write"},
 	"StopStreamContext":             {"chat:write"},
 	"SetAgentSessionStatusContext":  {"chat:write"}, // and an app declared as an agent (features.agent_view)
+	"OpenViewContext":               nil,            // views.open needs only a trigger_id
+	"GetPermalinkContext":           nil,
 	"UploadFileContext":             {"files:write"},
 	"GetUserInfoContext":            {"users:read"},
 	"GetBotInfoContext":             {"users:read"},

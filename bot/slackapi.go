@@ -212,18 +212,39 @@ func buttonBlocks(text string, buttons []handlers.Button) []slack.Block {
 	for _, t := range cutRunes(text, sectionLimit) {
 		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, t, false, false), nil, nil))
 	}
-	return append(blocks, actionsBlock(buttons))
+	return append(blocks, controlBlocks(buttons)...)
 }
 
-// actionsBlock is an actions block with the buttons.
-func actionsBlock(buttons []handlers.Button) *slack.ActionBlock {
-	elems := make([]slack.BlockElement, 0, len(buttons))
+// controlBlocks are the buttons' blocks: an actions block with the buttons, and the feedback pair
+// (handlers.ActionFeedback) as Slack's feedback_buttons in a context_actions block below it.
+func controlBlocks(buttons []handlers.Button) []slack.Block {
+	var elems []slack.BlockElement
+	var blocks []slack.Block
 	for _, b := range buttons {
+		if b.ActionID == handlers.ActionFeedback {
+			blocks = append(blocks, feedbackBlock(b))
+			continue
+		}
 		btn := slack.NewButtonBlockElement(b.ActionID, b.Value, slack.NewTextBlockObject(slack.PlainTextType, b.Text, false, false))
 		btn.Style = slack.Style(b.Style)
 		elems = append(elems, btn)
 	}
-	return slack.NewActionBlock("llmbot_buttons", elems...)
+	if len(elems) > 0 {
+		blocks = append([]slack.Block{slack.NewActionBlock("llmbot_buttons", elems...)}, blocks...)
+	}
+	return blocks
+}
+
+// feedbackBlock is the 👍/👎 of the feedback Button b, each side carrying its rating.
+func feedbackBlock(b handlers.Button) *slack.ContextActionsBlock {
+	good, bad := handlers.FeedbackValues(b.Value)
+	goodLabel, badLabel := handlers.FeedbackLabels()
+	side := func(emoji, label, value string) *slack.FeedbackButton {
+		return slack.NewFeedbackButton(slack.NewTextBlockObject(slack.PlainTextType, emoji, true, false), value).
+			WithAccessibilityLabel(label)
+	}
+	return slack.NewContextActionsBlock("llmbot_feedback",
+		slack.NewFeedbackButtonsBlockElement(b.ActionID, side("👍", goodLabel, good), side("👎", badLabel, bad)))
 }
 
 // cutRunes cuts s into pieces of at most limit characters, at line ends when it can; none for "".
@@ -329,7 +350,7 @@ func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string,
 		opts = append(opts, slack.MsgOptionMetadata(mark.Metadata()))
 	}
 	if len(buttons) > 0 {
-		opts = append(opts, slack.MsgOptionBlocks(actionsBlock(buttons)))
+		opts = append(opts, slack.MsgOptionBlocks(controlBlocks(buttons)...))
 	}
 	if _, _, err := a.c.StopStreamContext(ctx, channel, ts, opts...); err != nil {
 		return fmt.Errorf("chat.stopStream: %w", err)
@@ -350,7 +371,7 @@ func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown strin
 			fallback = parts[0]
 		}
 		opts = append(opts, slack.MsgOptionText(fallback, false),
-			slack.MsgOptionBlocks(slack.NewMarkdownBlock("", markdown), actionsBlock(buttons)))
+			slack.MsgOptionBlocks(append([]slack.Block{slack.NewMarkdownBlock("", markdown)}, controlBlocks(buttons)...)...))
 	}
 	if mark.Kind != "" {
 		opts = append(opts, slack.MsgOptionMetadata(mark.Metadata()))
@@ -364,6 +385,38 @@ func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown strin
 // finishFallbackLimit is how much of a finished stream's text is its notification text, within
 // chat.update's 4,000 characters.
 const finishFallbackLimit = 3000
+
+// OpenModal opens m for the person whose interaction gave triggerID (views.open).
+func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m handlers.Modal) error {
+	input := slack.NewPlainTextInputBlockElement(nil, m.InputActionID)
+	input.Multiline = true
+	block := slack.NewInputBlock("llmbot_input", slack.NewTextBlockObject(slack.PlainTextType, m.InputLabel, false, false), nil, input)
+	block.Optional = true
+	view := slack.ModalViewRequest{
+		Type:            slack.VTModal,
+		Title:           slack.NewTextBlockObject(slack.PlainTextType, m.Title, false, false),
+		Submit:          slack.NewTextBlockObject(slack.PlainTextType, m.Submit, false, false),
+		CallbackID:      m.CallbackID,
+		PrivateMetadata: m.Metadata,
+		Blocks: slack.Blocks{BlockSet: []slack.Block{
+			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, m.Text, false, false), nil, nil),
+			block,
+		}},
+	}
+	if _, err := a.c.OpenViewContext(ctx, triggerID, view); err != nil {
+		return fmt.Errorf("views.open: %w", err)
+	}
+	return nil
+}
+
+// Permalink returns the permalink of the message ts in channel (chat.getPermalink).
+func (a *SlackAPI) Permalink(ctx context.Context, channel, ts string) (string, error) {
+	link, err := a.c.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: channel, Ts: ts})
+	if err != nil {
+		return "", fmt.Errorf("chat.getPermalink: %w", err)
+	}
+	return link, nil
+}
 
 // SetSessionStatus moves the agent session of the thread threadTS in channel to status
 // (agents.sessions.setStatus; it creates the session when there is none).

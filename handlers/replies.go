@@ -48,6 +48,9 @@ type ReplyOptions struct {
 	// editing (see the rules in buttons.go). Parts are then at most 2,600 bytes (a section block
 	// holds 3,000 characters).
 	Buttons bool
+	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
+	// feedback.go).
+	Feedback bool
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
 	ChannelSettings func(channel string) (systemPrompt, model string)

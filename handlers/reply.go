@@ -212,6 +212,8 @@ func (a *answer) buttons(final bool) []Button {
 		return []Button{stopButton(a.ref())}
 	case a.noRegen:
 		return []Button{}
+	case a.r.opt.Feedback:
+		return []Button{regenerateButton(a.ref()), feedbackButton(a.ref())}
 	}
 	return []Button{regenerateButton(a.ref())}
 }

@@ -241,3 +241,70 @@ func TestE2EStreamEndedBySlackIsFinishedInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EFeedback: a finished answer shows 👍/👎 (Slack's feedback buttons) under Regenerate;
+// ratings are counted by place and model; a 👎 opens the optional comment modal and is posted to
+// FEEDBACK_CHANNEL with a link to the answer, and so is its comment once sent. No comment is
+// logged above debug.
+func TestE2EFeedback(t *testing.T) {
+	e, h := startWithHealth(t, map[string]string{"FEEDBACK_CHANNEL": "C9", "LOG_LEVEL": "info"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	final := e.final(t, "C1", q, 1, 1)[0]
+	if _, ok := final.Feedback(); !ok || buttonsOf(final) != handlers.ActionRegenerate {
+		t.Fatalf("answer shows buttons %q and feedback %v: want Regenerate and 👍/👎", buttonsOf(final), ok)
+	}
+
+	if _, err := e.slack.ClickFeedback("C1", final.TS, "U2", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.slack.ClickFeedback("C1", final.TS, "U1", false); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "the comment modal", func() bool { return len(e.slack.Views()) == 1 })
+	v := e.slack.Views()[0]
+	if v.User != "U1" || v.CallbackID != handlers.ViewFeedback || len(v.Inputs) != 1 || !v.Inputs[0].Optional {
+		t.Errorf("modal %+v: want the optional comment for U1", v)
+	}
+	e.waitFor(t, "the 👎 in the feedback channel", func() bool { return len(e.slack.Messages("C9")) == 1 })
+	posted := e.slack.Messages("C9")[0].Text
+	link := "https://test-team.slack.com/archives/C1/p" + strings.ReplaceAll(final.TS, ".", "")
+	if !strings.Contains(posted, "👎") || !strings.Contains(posted, link) || !strings.Contains(posted, "U1") {
+		t.Errorf("feedback channel shows %q: want the 👎, U1 and a link to %s", posted, link)
+	}
+
+	const comment = "It forgot base three <!channel>"
+	if _, err := e.slack.SubmitView(v.ID, map[string]string{v.Inputs[0].ActionID: comment}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "the comment in the feedback channel", func() bool { return len(e.slack.Messages("C9")) == 2 })
+	got := e.slack.Messages("C9")[1].Text
+	if !strings.Contains(got, "It forgot base three") || strings.Contains(got, "<!channel>") || !strings.Contains(got, link) {
+		t.Errorf("comment posted as %q: want it quoted, defused, with the link", got)
+	}
+	if strings.Contains(e.logs.String(), "forgot base") {
+		t.Errorf("the comment appears in the logs (info level)")
+	}
+
+	m := h.scrape(t)
+	for _, tc := range []struct {
+		rating string
+		want   float64
+	}{{"good", 1}, {"bad", 1}} {
+		s, _ := series(m, "llmbot_feedback_total", map[string]string{"rating": tc.rating, "place": "channel", "model": "gpt-5.4-mini"})
+		if s.value != tc.want {
+			t.Errorf("llmbot_feedback_total{rating=%s} = %v, want %v", tc.rating, s.value, tc.want)
+		}
+	}
+}
+
+func TestE2EFeedbackOff(t *testing.T) {
+	for _, env := range []map[string]string{{"FEEDBACK": "false"}, {"BUTTONS": "false"}} {
+		e := startE2E(t, fakeslack.Config{}, env)
+		e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
+		q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+		if _, ok := e.final(t, "C1", q, 1, 1)[0].Feedback(); ok {
+			t.Errorf("%v: the answer shows feedback buttons", env)
+		}
+	}
+}

@@ -54,6 +54,8 @@ type Config struct {
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
 	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
 	AnswerBots           bool          `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
+	Feedback             bool          `envconfig:"FEEDBACK" default:"true" desc:"👍/👎 under finished answers (with BUTTONS), counted in llmbot_feedback_total; 👎 asks for an optional comment. false: none."`
+	FeedbackChannel      string        `envconfig:"FEEDBACK_CHANNEL" desc:"Channel ID (C..., G...) where each 👎, and its comment, is posted with a link to the answer (invite the bot there). Unset: they are only counted."`
 	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
 
 	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
@@ -339,6 +341,9 @@ func (c Config) accessProblems(p *problemList) {
 		}
 	}
 	p.atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
+	if c.FeedbackChannel != "" && (!access.ValidChannelID(c.FeedbackChannel) || access.IsDM(c.FeedbackChannel)) {
+		p.add("FEEDBACK_CHANNEL: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", c.FeedbackChannel)
+	}
 	if _, err := c.accessRules(); err != nil {
 		p.add("%v", err)
 	}

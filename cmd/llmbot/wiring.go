@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,6 +161,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		FollowUps:        cfg.FollowUps,
 		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
 		Buttons:          cfg.Buttons,
+		Feedback:         cfg.Buttons && cfg.Feedback,
 		PlaceholderAfter: cfg.PlaceholderAfter,
 		Budgets:          budgets,
 		Journal:          shared,
@@ -189,6 +191,15 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Buttons:    cfg.Buttons,
 		// At shutdown the private "interrupted" note must be sent within SHUTDOWN_GRACE.
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
+	})
+
+	feedback := handlers.NewFeedback(api, api, api, log.Named("feedback"), handlers.FeedbackOptions{
+		Channel: cfg.FeedbackChannel,
+		Model: func(channel string) string {
+			o, _ := overrides.Lookup(channel)
+			return cmp.Or(o.Model, cfg.ChatModel)
+		},
+		Rated: metrics.Feedback,
 	})
 
 	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
@@ -221,6 +232,8 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
+		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
+		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
