@@ -125,7 +125,7 @@ var methods = map[string]handler{
 	"conversations.open":                    (*Server).conversationsOpen,
 	"conversations.join":                    (*Server).conversationsJoin,
 	"assistant.threads.setTitle":            (*Server).assistantNoop,
-	"assistant.threads.setSuggestedPrompts": (*Server).assistantNoop,
+	"assistant.threads.setSuggestedPrompts": (*Server).setSuggestedPrompts,
 	"conversations.replies":                 (*Server).conversationsReplies,
 	"conversations.history":                 (*Server).conversationsHistory,
 	"chat.postMessage":                      (*Server).chatPostMessage,
@@ -352,6 +352,28 @@ func (s *Server) conversationsJoin(p params, now time.Time) (map[string]any, api
 func (s *Server) assistantNoop(p params, now time.Time) (map[string]any, apiError) {
 	if p.Get("channel_id") == "" || p.Get("thread_ts") == "" {
 		return nil, "invalid_arguments"
+	}
+	return nil, ""
+}
+
+// maxSuggestedPrompts is how many suggested prompts Slack shows.
+const maxSuggestedPrompts = 4
+
+// setSuggestedPrompts checks the prompts (at most four, each with a title and a message). The
+// thread is optional: in the agent pane (agent_view) the prompts sit at the top of the
+// conversation.
+func (s *Server) setSuggestedPrompts(p params, now time.Time) (map[string]any, apiError) {
+	if p.Get("channel_id") == "" {
+		return nil, "invalid_arguments"
+	}
+	var prompts []struct{ Title, Message string }
+	if err := json.Unmarshal([]byte(p.Get("prompts")), &prompts); err != nil || len(prompts) == 0 || len(prompts) > maxSuggestedPrompts {
+		return nil, "invalid_arguments"
+	}
+	for _, pr := range prompts {
+		if pr.Title == "" || pr.Message == "" {
+			return nil, "invalid_arguments"
+		}
 	}
 	return nil, ""
 }
