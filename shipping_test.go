@@ -123,9 +123,13 @@ var scopesOfMethod = map[string][]string{
 	"SetAgentSessionStatusContext":  {"chat:write"}, // and an app declared as an agent (features.agent_view)
 	"OpenViewContext":               nil,            // views.open needs only a trigger_id
 	"GetPermalinkContext":           nil,
-	"UploadFileContext":             {"files:write"},
-	"GetUserInfoContext":            {"users:read"},
-	"GetBotInfoContext":             {"users:read"},
+	// The agent pane: assistant:write comes with features.agent_view.
+	"SetAssistantThreadsSuggestedPromptsContext": {"assistant:write"},
+	"SetAssistantThreadsTitleContext":            {"assistant:write"},
+	"SetAssistantThreadsStatusContext":           {"assistant:write"},
+	"UploadFileContext":                          {"files:write"},
+	"GetUserInfoContext":                         {"users:read"},
+	"GetBotInfoContext":                          {"users:read"},
 }
 
 // slackMethodsCalled returns the *slack.Client methods called in the module's non-test code (the fakes and
@@ -218,6 +222,7 @@ func TestManifestScopesAndEvents(t *testing.T) {
 		"message.mpim":     "mpim:history",
 		// No scope of its own is documented: Slack sends it to apps that keep agent sessions.
 		handlers.EventSessionStopped: "",
+		handlers.EventAppHomeOpened:  "", // no scope: the messages tab is features.app_home
 	}
 	for _, e := range events {
 		scope, ok := needs[e]

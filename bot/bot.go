@@ -68,9 +68,13 @@ type Options struct {
 	MaxConcurrent int // answers and /imagine jobs running at once; default 50
 	// MaxQueued is how many answers may wait for a free place beyond MaxConcurrent, in arrival order;
 	// beyond that the asker is told the bot is busy. 0: none wait.
-	MaxQueued   int
-	Grace       time.Duration // shutdown: time for work in progress; default 8s
-	FollowUps   bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
+	MaxQueued int
+	Grace     time.Duration // shutdown: time for work in progress; default 8s
+	FollowUps bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
+	// AgentView: the app is declared as an agent (features.agent_view): each message in a DM with
+	// the bot (its agent pane) is its own thread root, answered in its thread, where native
+	// streaming and the agent session apply. Off: answered at the top of the DM.
+	AgentView   bool
 	AnswerBots  bool          // answer other bots' messages (never our own)
 	AckTimeout  time.Duration // most time the loop's ack (of a slash command) may take to write; default 2s
 	PingTimeout time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
@@ -514,6 +518,10 @@ func fromEvent(e slackevents.EventsAPIEvent) *route.Request {
 		// Slack's own Stop on a session: the thread names the answer, as with our Stop button.
 		return &route.Request{Kind: route.Event, Name: string(slackevents.AgentSessionStopped), Channel: ev.Channel,
 			User: ev.User, Team: e.TeamID, ThreadTS: ev.ThreadTimestamp}
+	case *slackevents.AppHomeOpenedEvent:
+		// The app opened: Text is the tab ("messages": the DM, the agent pane under agent_view).
+		return &route.Request{Kind: route.Event, Name: string(slackevents.AppHomeOpened), Channel: ev.Channel,
+			User: ev.User, Team: e.TeamID, Text: ev.Tab}
 	}
 	return nil
 }
@@ -537,8 +545,8 @@ func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (route.R
 		Files:       ev.Files,
 		Attachments: ev.Attachments,
 	}
-	if r.ThreadTS == "" && r.ChannelType != "im" {
-		r.ThreadTS = ev.TimeStamp // a mention in a channel starts a thread under it
+	if r.ThreadTS == "" && (r.ChannelType != "im" || b.opt.AgentView) {
+		r.ThreadTS = ev.TimeStamp // a mention in a channel starts a thread under it, as a message in the agent pane
 	}
 	return r, ""
 }
@@ -569,6 +577,9 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (route.Repl
 		r.Files, r.Attachments = ev.Message.Files, ev.Message.Attachments
 	}
 	if r.ChannelType == "im" {
+		if r.ThreadTS == "" && b.opt.AgentView {
+			r.ThreadTS = r.TS // in the agent pane each message is its own thread root
+		}
 		return r, ""
 	}
 	switch {

@@ -418,6 +418,42 @@ func (a *SlackAPI) Permalink(ctx context.Context, channel, ts string) (string, e
 	return link, nil
 }
 
+// SetSuggestedPrompts shows prompts at the top of the DM channel (threadTS "": the agent pane)
+// or of a thread (assistant.threads.setSuggestedPrompts).
+func (a *SlackAPI) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []handlers.Prompt) error {
+	ps := make([]slack.AssistantThreadsPrompt, len(prompts))
+	for i, p := range prompts {
+		ps[i] = slack.AssistantThreadsPrompt{Title: p.Title, Message: p.Message}
+	}
+	err := a.c.SetAssistantThreadsSuggestedPromptsContext(ctx, slack.AssistantThreadsSetSuggestedPromptsParameters{
+		ChannelID: channel, ThreadTS: threadTS, Prompts: ps})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setSuggestedPrompts: %w", err)
+	}
+	return nil
+}
+
+// SetTitle titles a DM thread (assistant.threads.setTitle).
+func (a *SlackAPI) SetTitle(ctx context.Context, channel, threadTS, title string) error {
+	err := a.c.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{
+		ChannelID: channel, ThreadTS: threadTS, Title: title})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setTitle: %w", err)
+	}
+	return nil
+}
+
+// SetStatus shows status under a DM thread with loading messages Slack rotates
+// (assistant.threads.setStatus; Slack clears it when the bot replies).
+func (a *SlackAPI) SetStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
+	err := a.c.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+		ChannelID: channel, ThreadTS: threadTS, Status: status, LoadingMessages: loading})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setStatus: %w", err)
+	}
+	return nil
+}
+
 // SetSessionStatus moves the agent session of the thread threadTS in channel to status
 // (agents.sessions.setStatus; it creates the session when there is none).
 func (a *SlackAPI) SetSessionStatus(ctx context.Context, channel, threadTS, status string) error {

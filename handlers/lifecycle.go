@@ -83,6 +83,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	}
 	defer s.close()
 	a.session(ctx, s, SessionProcessing)
+	a.pane(ctx)
 	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
 
 	res, early, err := a.prepare(ctx, thread)

@@ -59,6 +59,9 @@ type ReplyOptions struct {
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
 	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
 	Journal Journal
+	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
+	// and a thinking status, and serves the suggested prompts (PaneHandler).
+	Pane Pane
 	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
 	// processing while it is written, active once it has ended (closed at shutdown).
 	Sessions Sessions

@@ -308,3 +308,67 @@ func TestE2EFeedbackOff(t *testing.T) {
 		}
 	}
 }
+
+// openPane sends app_home_opened on the messages tab of user's DM with the bot, as Slack does
+// when the agent pane opens.
+func (e *e2e) openPane(channel, user string) {
+	e.slack.SendEvent(map[string]any{"type": handlers.EventAppHomeOpened, "user": user, "channel": channel,
+		"tab": "messages", "event_ts": "1700000000.000100"})
+}
+
+// TestE2EAgentPane: opening the pane shows the suggested prompts (once an hour per person); each
+// message there is answered in its own thread, natively streamed (REPLY_MODE=auto), the thread
+// titled from the question, "is thinking…" shown meanwhile, and the session moved with it.
+func TestE2EAgentPane(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{
+		"SUGGESTED_PROMPTS": "Summarize=Summarize what I paste next.;Translate this to French",
+	})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
+	e.openPane("D1", "U1")
+	e.waitFor(t, "suggested prompts", func() bool { return len(e.slack.CallsTo("assistant.threads.setSuggestedPrompts")) == 1 })
+	p := e.slack.CallsTo("assistant.threads.setSuggestedPrompts")[0].Params
+	want := `[{"title":"Summarize","message":"Summarize what I paste next."},{"title":"Translate this to French","message":"Translate this to French"}]`
+	if p.Get("channel_id") != "D1" || p.Get("thread_ts") != "" || p.Get("prompts") != want {
+		t.Errorf("setSuggestedPrompts %v, want D1's top with %s", p, want)
+	}
+
+	q := e.slack.PostUserMessage("D1", "U1", "", "What is <https://example.com|2+2>?\nPlease be brief.")
+	msgs := e.final(t, "D1", q, 1, 1)
+	if msgs[0].ThreadTS != q || msgs[0].Text != answer || !msgs[0].Markdown {
+		t.Errorf("answer %+v: want it streamed in the question's own thread", msgs[0])
+	}
+	if c := e.slack.CallsTo("assistant.threads.setTitle"); len(c) != 1 || c[0].Params.Get("title") != "What is 2+2?" || c[0].Params.Get("thread_ts") != q {
+		t.Errorf("setTitle calls %v, want the thread titled \"What is 2+2?\"", c)
+	}
+	if c := e.slack.CallsTo("assistant.threads.setStatus"); len(c) != 1 || c[0].Params.Get("status") == "" || c[0].Params.Get("loading_messages") == "" {
+		t.Errorf("setStatus calls %v, want a thinking status with loading messages", c)
+	}
+	e.waitFor(t, "the session active", func() bool {
+		return slices.Equal(e.slack.SessionStatuses("D1", q), []string{handlers.SessionProcessing, handlers.SessionActive})
+	})
+
+	// The pane opened again soon: no new call.
+	e.openPane("D1", "U1")
+	e.openPane("D2", "U2")
+	e.waitFor(t, "the other person's prompts", func() bool { return len(e.slack.CallsTo("assistant.threads.setSuggestedPrompts")) == 2 })
+	time.Sleep(100 * time.Millisecond)
+	if n := len(e.slack.CallsTo("assistant.threads.setSuggestedPrompts")); n != 2 {
+		t.Errorf("%d setSuggestedPrompts calls, want 2 (one per person)", n)
+	}
+}
+
+func TestE2EAgentViewOff(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"AGENT_VIEW": "false"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
+	e.openPane("D1", "U1")
+	q := e.slack.PostUserMessage("D1", "U1", "", "What is 2+2?")
+	e.waitFor(t, "the reply to finish", func() bool { return e.finished(t) >= 1 })
+	if got := e.slack.BotReplies("D1", q); len(got) != 0 {
+		t.Errorf("%d answers in the question's thread, want the answer at the top of the DM", len(got))
+	}
+	for _, m := range []string{"assistant.threads.setSuggestedPrompts", "assistant.threads.setTitle", "assistant.threads.setStatus"} {
+		if n := len(e.slack.CallsTo(m)); n != 0 {
+			t.Errorf("%d %s calls, want none", n, m)
+		}
+	}
+}

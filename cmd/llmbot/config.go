@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/handlers"
 )
 
 // Config is every setting of the bot, read from the environment by envconfig.Process after a
@@ -54,6 +55,8 @@ type Config struct {
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
 	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
 	AnswerBots           bool          `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
+	AgentView            bool          `envconfig:"AGENT_VIEW" default:"true" desc:"The app is declared as an agent (features.agent_view in manifest.yaml): each message in a DM with the bot (its agent pane) is answered in its own thread, titled from the question, with a thinking status and Slack's agent session and Stop; opening the pane shows SUGGESTED_PROMPTS. false: DMs are answered at the top, with the recent messages as context."`
+	SuggestedPrompts     string        `envconfig:"SUGGESTED_PROMPTS" desc:"Prompts shown when someone opens the agent pane (AGENT_VIEW): up to 4, separated by ;, each Title=Message (or a message alone). Unset: three general ones; none: set it to a single ;."`
 	Feedback             bool          `envconfig:"FEEDBACK" default:"true" desc:"👍/👎 under finished answers (with BUTTONS), counted in llmbot_feedback_total; 👎 asks for an optional comment. false: none."`
 	FeedbackChannel      string        `envconfig:"FEEDBACK_CHANNEL" desc:"Channel ID (C..., G...) where each 👎, and its comment, is posted with a link to the answer (invite the bot there). Unset: they are only counted."`
 	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
@@ -341,6 +344,9 @@ func (c Config) accessProblems(p *problemList) {
 		}
 	}
 	p.atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
+	if _, err := c.prompts(); err != nil {
+		p.add("SUGGESTED_PROMPTS: %v", err)
+	}
 	if c.FeedbackChannel != "" && (!access.ValidChannelID(c.FeedbackChannel) || access.IsDM(c.FeedbackChannel)) {
 		p.add("FEEDBACK_CHANNEL: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", c.FeedbackChannel)
 	}
@@ -404,6 +410,11 @@ func (p *problemList) positive(name string, d time.Duration) {
 const maxImageTimeout = 25 * time.Minute
 
 // accessRules returns the access policy of the settings.
+// prompts are the agent pane's suggested prompts (SUGGESTED_PROMPTS, or the defaults).
+func (c Config) prompts() ([]handlers.Prompt, error) {
+	return handlers.ParsePrompts(cmp.Or(c.SuggestedPrompts, handlers.DefaultPrompts))
+}
+
 func (c Config) accessRules() (*access.Policy, error) {
 	return access.NewPolicy(access.Rules{
 		AllowChannels: access.ParseIDs(c.AllowChannels),

@@ -149,6 +149,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	budgets.Share(shared)
 
 	accessPolicy, _ := cfg.accessRules()                    // validated
+	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
@@ -167,6 +168,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Journal:          shared,
 		Threads:          shared,
 		Sessions:         api,
+		Pane:             paneOf(cfg, api),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StreamRollover: cfg.StreamRolloverAfter,
@@ -222,6 +224,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		MaxQueued:     cfg.MaxQueuedReplies,
 		Grace:         cfg.ShutdownGrace,
 		FollowUps:     cfg.FollowUps,
+		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
 		Replicas:      shared,
 	})
@@ -232,6 +235,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
+		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: replies.PaneHandler(prompts)},
 		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
 		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
@@ -260,6 +264,14 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.
+func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
+	if !cfg.AgentView {
+		return nil
+	}
+	return api
 }
 
 // llmConfig is the model client's configuration from the settings, without hooks. The bot and doctor
