@@ -258,7 +258,7 @@ func withDefaults(cfg Config) Config {
 	def(&cfg.BotName, "llmbot")
 	if cfg.Scopes == nil {
 		cfg.Scopes = []string{"app_mentions:read", "chat:write", "channels:history", "groups:history",
-			"im:history", "mpim:history", "files:write", "commands", "users:read", "reactions:write"}
+			"im:history", "mpim:history", "files:write", "commands", "users:read", "reactions:write", "assistant:write"}
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 2 * time.Second
