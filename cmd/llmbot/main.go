@@ -125,6 +125,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 		BadHeaders:      headersErr != nil,
 		ChannelModels:   overrides.Models(),
 		ReplyMode:       cfg.ReplyMode,
+		AgentView:       cfg.AgentView,
 		FollowUps:       cfg.FollowUps,
 		RedisHost:       hostOf(cfg.RedisURL),
 		PingRedis: func(ctx context.Context) error {
