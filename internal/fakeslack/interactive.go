@@ -80,32 +80,41 @@ func checkBlocks(raw json.RawMessage) apiError {
 		return "invalid_blocks"
 	}
 	for _, b := range bs {
-		switch b.Type {
-		case "section":
-			if b.Text == nil || b.Text.Text == "" || utf8.RuneCountInString(b.Text.Text) > SectionTextLimit {
-				return "invalid_blocks"
-			}
-		case "markdown":
-			if b.Text == nil || b.Text.Text == "" || utf8.RuneCountInString(b.Text.Text) > MarkdownTextLimit {
-				return "invalid_blocks"
-			}
-		case "context_actions":
-			if e := checkContextActions(b); e != "" {
-				return e
-			}
-		case "actions":
-			if len(b.Elements) == 0 || len(b.Elements) > maxActionElements {
-				return "invalid_blocks"
-			}
-			for _, e := range b.Elements {
-				if e.Type != "button" {
-					continue
-				}
-				if e.Text == nil || e.Text.Text == "" || utf8.RuneCountInString(e.Text.Text) > ButtonTextLimit ||
-					utf8.RuneCountInString(e.Value) > ButtonValueLimit || len(e.ActionID) > ActionIDLimit {
-					return "invalid_blocks"
-				}
-			}
+		if e := checkBlock(b); e != "" {
+			return e
+		}
+	}
+	return ""
+}
+
+// checkBlock applies the limits of one block.
+func checkBlock(b block) apiError {
+	textWithin := func(limit int) bool {
+		return b.Text != nil && b.Text.Text != "" && utf8.RuneCountInString(b.Text.Text) <= limit
+	}
+	switch {
+	case b.Type == "section" && !textWithin(SectionTextLimit), b.Type == "markdown" && !textWithin(MarkdownTextLimit):
+		return "invalid_blocks"
+	case b.Type == "context_actions":
+		return checkContextActions(b)
+	case b.Type == "actions":
+		return checkActions(b)
+	}
+	return ""
+}
+
+// checkActions applies the limits of an actions block and its buttons.
+func checkActions(b block) apiError {
+	if len(b.Elements) == 0 || len(b.Elements) > maxActionElements {
+		return "invalid_blocks"
+	}
+	for _, e := range b.Elements {
+		if e.Type != "button" {
+			continue
+		}
+		if e.Text == nil || e.Text.Text == "" || utf8.RuneCountInString(e.Text.Text) > ButtonTextLimit ||
+			utf8.RuneCountInString(e.Value) > ButtonValueLimit || len(e.ActionID) > ActionIDLimit {
+			return "invalid_blocks"
 		}
 	}
 	return ""

@@ -1,9 +1,11 @@
 package fakeslack
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 )
 
 // Agent sessions (agents.sessions.setStatus) and Slack's Stop on them (agent_session_stopped).
@@ -76,4 +78,63 @@ func (s *Server) stopSession(to int, channelID, threadTS, user string) (string, 
 	}, now, to)
 	s.notifyLocked()
 	return e.ID, nil
+}
+
+// Stream chunks' limits (Slack's reference; the Vercel adapter's caps).
+const (
+	maxTasks       = 50
+	taskFieldLimit = 256
+)
+
+// applyChunks applies a chat.appendStream's chunks (JSON) to m: task_update chunks update its task
+// cards; markdown_text chunks return their text, to append.
+func applyChunks(m *Message, raw string) (string, apiError) {
+	if raw == "" {
+		return "", ""
+	}
+	var chunks []struct {
+		Type, ID, Title, Status, Details, Output, Text string
+	}
+	if err := json.Unmarshal([]byte(raw), &chunks); err != nil {
+		return "", "invalid_chunks"
+	}
+	var text string
+	for _, c := range chunks {
+		switch c.Type {
+		case "markdown_text":
+			text += c.Text
+		case "task_update":
+			if e := m.updateTask(c.ID, c.Title, c.Status, c.Details, c.Output); e != "" {
+				return "", e
+			}
+		case "plan_update", "blocks":
+		default:
+			return "", "invalid_chunks"
+		}
+	}
+	return text, ""
+}
+
+// updateTask applies one task_update to m's task cards.
+func (m *Message) updateTask(id, title, status, details, output string) apiError {
+	if id == "" || title == "" || !slices.Contains([]string{"", "pending", "in_progress", "complete", "error"}, status) {
+		return "invalid_chunks"
+	}
+	for _, f := range []string{id, title, details, output} {
+		if utf8.RuneCountInString(f) > taskFieldLimit {
+			return "invalid_chunks"
+		}
+	}
+	i := slices.IndexFunc(m.Tasks, func(t Task) bool { return t.ID == id })
+	if i < 0 {
+		if len(m.Tasks) == maxTasks {
+			return "too_many_tasks"
+		}
+		m.Tasks = append(m.Tasks, Task{ID: id})
+		i = len(m.Tasks) - 1
+	}
+	t := &m.Tasks[i]
+	t.Title, t.Status, t.Details, t.Output = title, status, details, output
+	t.Updates++
+	return ""
 }

@@ -708,6 +708,11 @@ func (s *Server) chatAppendStream(p params, now time.Time) (map[string]any, apiE
 	if utf8.RuneCountInString(md) > MarkdownTextLimit {
 		return nil, "msg_too_long"
 	}
+	text, e := applyChunks(m, p.Get("chunks"))
+	if e != "" {
+		return nil, e
+	}
+	md += text
 	m.Text += md
 	s.lastWrite[m] = now
 	s.recordWriteLocked(Write{Time: now, Kind: WriteAppend, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text, Delta: md})
