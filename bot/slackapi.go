@@ -418,6 +418,21 @@ func (a *SlackAPI) Permalink(ctx context.Context, channel, ts string) (string, e
 	return link, nil
 }
 
+// AppendTasks shows tasks as task cards on the streamed message ts (task_update chunks of
+// chat.appendStream).
+func (a *SlackAPI) AppendTasks(ctx context.Context, channel, ts string, tasks []handlers.Task) error {
+	chunks := make([]slack.StreamChunk, len(tasks))
+	for i, t := range tasks {
+		c := slack.NewTaskUpdateChunk(t.ID, t.Title)
+		c.Status, c.Details = slack.TaskCardStatus(t.Status), t.Details
+		chunks[i] = c
+	}
+	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, slack.MsgOptionChunks(chunks...)); err != nil {
+		return fmt.Errorf("chat.appendStream tasks: %w", err)
+	}
+	return nil
+}
+
 // SetSuggestedPrompts shows prompts at the top of the DM channel (threadTS "": the agent pane)
 // or of a thread (assistant.threads.setSuggestedPrompts).
 func (a *SlackAPI) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []handlers.Prompt) error {

@@ -612,6 +612,9 @@ func (e *editSink) shows() showing {
 
 func (e *editSink) placeholderTS() string { return e.firstTS() }
 
+// progress: an edited answer's placeholder says "Thinking…"; it shows no steps.
+func (e *editSink) progress(context.Context, ...Task) {}
+
 // stoppedByUser: an edited answer stopped by our Stop button closes like any other, with its text.
 func (e *editSink) stoppedByUser() {}
 

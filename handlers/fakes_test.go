@@ -316,6 +316,12 @@ func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string
 	return nil
 }
 
+func (f *fakeSlack) AppendTasks(ctx context.Context, channel, ts string, tasks []Task) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.record(call{method: "appendTasks", ts: ts}, nil)
+}
+
 func (f *fakeSlack) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -60,6 +60,9 @@ type answer struct {
 	// refused the edit), so the new answer, posted below it, says that it replaces it.
 	replacesAbove bool
 
+	// readStatus is how reading the thread ended, for its task card ("": it was not read).
+	readStatus string
+
 	ttft, firstText time.Duration
 	chunks          int
 	// unshown is when the oldest answer text Slack does not show yet arrived (zero: none known), set when
@@ -86,7 +89,13 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	a.pane(ctx)
 	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
 
+	if thread == nil && !a.startsThread() { // the thread is read: that is shown
+		s.progress(ctx, Task{ID: taskRead, Title: titleRead, Status: TaskInProgress})
+	}
 	res, early, err := a.prepare(ctx, thread)
+	if thread == nil && !a.startsThread() {
+		a.readStatus = doneStatus(err)
+	}
 	if early != nil {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}

@@ -37,6 +37,8 @@ type sink interface {
 	shows() showing
 	// placeholderTS is the message stepWithdraw deletes: the bare placeholder or the empty stream.
 	placeholderTS() string
+	// progress shows a step of the answer as a task card, where the sink can (progress.go).
+	progress(ctx context.Context, tasks ...Task)
 	// stoppedByUser says the person stopped the answer in Slack (a session's Stop), which also
 	// halted the stream: nothing more is appended, the answer closes with its note.
 	stoppedByUser()
@@ -451,7 +453,8 @@ func slackTS(t time.Time) string {
 // starts and waits for before returning. It returns the whole answer text, the finish reason and the
 // stream's error.
 func (a *answer) stream(ctx context.Context, msgs []llm.Message, s sink) (string, string, error) {
-	sctx, scancel := context.WithCancelCause(ctx)
+	s.progress(ctx, a.readTasks()...)
+	sctx, scancel := context.WithCancelCause(llm.WithRetries(ctx, retried(s, ctx)))
 	defer scancel(nil)
 	stall := a.r.opt.StallTimeout
 	watchdog := time.AfterFunc(stall, func() { scancel(errStalled) })

@@ -48,6 +48,8 @@ type streamSink struct {
 	appends int
 	expired int // streamed messages Slack ended by itself, finished by chat.update
 	rescued bool
+	// modelShown: the model task was marked done (its first words came, or the answer closed)
+	modelShown bool
 
 	// appendWait, when set (by the final write), is waited for before each chat.appendStream: the
 	// appends budget (the lane), which interim writes wait for before they write.
@@ -102,6 +104,7 @@ func (s *streamSink) due(now time.Time) bool {
 
 func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	a := s.answer
+	s.modelDone(ctx, TaskComplete)
 	s.feed(snap.md)
 	for s.pend != "" && !s.broken && !s.stopped {
 		prio := pace.Pending
@@ -365,6 +368,11 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 // c.turnBy (unless zero).
 func (s *streamSink) final(ctx context.Context, c closing) error {
 	a := s.answer
+	if c.kind == convo.MarkError {
+		s.modelDone(ctx, TaskError)
+	} else {
+		s.modelDone(ctx, TaskComplete)
+	}
 	s.feed(c.md)
 	rest := s.pend + s.ms.Flush()
 	s.pend = ""

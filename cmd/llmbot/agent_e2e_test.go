@@ -4,10 +4,12 @@ package main
 // place, streams that outlive Slack's limit, feedback and the agent pane, against the fake Slack.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,5 +372,42 @@ func TestE2EAgentViewOff(t *testing.T) {
 		if n := len(e.slack.CallsTo(m)); n != 0 {
 			t.Errorf("%d %s calls, want none", n, m)
 		}
+	}
+}
+
+// TestE2EProgressAsTasks: a natively streamed answer shows its steps as task cards while it has
+// no text: reading the thread, then waiting for the model, with a retry and its reason; both are
+// complete once the answer is.
+func TestE2EProgressAsTasks(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream", "LLM_MAX_RETRIES": "1"})
+	var calls atomic.Int32
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		if calls.Add(1) == 1 {
+			return fakellm.HTTPError(503, fakellm.APIError{Message: "overloaded", Type: "server_error"})
+		}
+		return fakellm.Text(answer)
+	})
+	thread := e.slack.Post(fakeslack.UserMessage{Channel: "C1", User: "U2", Text: "the build is red",
+		Time: time.Now().Add(-time.Minute)})
+	e.slack.PostUserMessage("C1", "U1", thread, "<@UBOT> why?")
+	msgs := e.final(t, "C1", thread, 1, 1)
+	want := []fakeslack.Task{
+		{ID: "read", Title: "Reading the conversation", Status: "complete", Updates: 2},
+		{ID: "model", Title: "Waiting for the model", Status: "complete", Updates: 3},
+	}
+	if got := msgs[0].Tasks; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("task cards %+v\nwant %+v", got, want)
+	}
+	if msgs[0].Text != answer {
+		t.Errorf("answer %q, want %q", msgs[0].Text, answer)
+	}
+	var retry string
+	for _, c := range e.slack.CallsTo("chat.appendStream") {
+		if ch := c.Params.Get("chunks"); strings.Contains(ch, "trying again") {
+			retry = ch
+		}
+	}
+	if !strings.Contains(retry, "HTTP 503") || !strings.Contains(retry, "attempt 2") {
+		t.Errorf("no task update saying the model is retried after a 503 (got %q)", retry)
 	}
 }
