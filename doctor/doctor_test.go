@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -641,5 +642,42 @@ func TestDoctorImageModelNotPassedUnderARefusedKeyWithAPublicModelList(t *testin
 	}
 	if strings.HasPrefix(image, "✓") {
 		t.Errorf("under %q the image check is %q: a ✓ under a refused key", chat, image)
+	}
+}
+
+// With native streaming (REPLY_MODE auto or stream) or the agent pane, the app must be declared as
+// an agent: its bot token then has assistant:write. Without either, nothing is checked.
+func TestDoctorAgentDeclared(t *testing.T) {
+	answers := []string{"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history",
+		"mpim:history", "files:write", "users:read", "commands"}
+	for _, tc := range []struct {
+		name      string
+		mode      string
+		agentView bool
+		agent     bool   // the token has assistant:write
+		want      string // the Agent line; "": none
+		fails     bool
+	}{
+		{"auto, declared", "auto", true, true, "declared as an agent (assistant:write granted)", false},
+		{"auto, not declared", "auto", false, false, "the app is not declared as an agent", true},
+		{"stream, not declared", "stream", false, false, "REPLY_MODE stream streams answers natively", true},
+		{"edit with the pane, not declared", "edit", true, false, "AGENT_VIEW: the DM's agent pane", true},
+		{"edit without the pane", "edit", false, false, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scopes := slices.Clone(answers)
+			if tc.agent {
+				scopes = append(scopes, "assistant:write")
+			}
+			f := newDoctorFakes(t, fakeslack.Config{Scopes: scopes})
+			f.in.ReplyMode, f.in.AgentView = tc.mode, tc.agentView
+			out, err := runDoctor(t, f.in)
+			if (err != nil) != tc.fails {
+				t.Errorf("doctor error %v, want failing %v:\n%s", err, tc.fails, out)
+			}
+			if has := strings.Contains(out, "Agent"); has != (tc.want != "") || !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q (or has an Agent line it should not):\n%s", tc.want, out)
+			}
+		})
 	}
 }

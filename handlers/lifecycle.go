@@ -63,6 +63,9 @@ type answer struct {
 	// answer says so.
 	imagesUnseen bool
 
+	// readStatus is how reading the thread ended, for its task card ("": it was not read).
+	readStatus string
+
 	ttft, firstText time.Duration
 	chunks          int
 	// unshown is when the oldest answer text Slack does not show yet arrived (zero: none known), set when
@@ -85,8 +88,17 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		return a.notOpened(ctx, err)
 	}
 	defer s.close()
+	a.session(ctx, s, SessionProcessing)
+	a.pane(ctx)
+	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
 
+	if thread == nil && !a.startsThread() { // the thread is read: that is shown
+		s.progress(ctx, Task{ID: taskRead, Title: titleRead, Status: TaskInProgress})
+	}
 	res, early, err := a.prepare(ctx, thread)
+	if thread == nil && !a.startsThread() {
+		a.readStatus = doneStatus(err)
+	}
 	if early != nil {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}
@@ -208,6 +220,9 @@ func (a *answer) findQuestion(thread []slack.Message) (_ []slack.Message, trigge
 func (a *answer) finish(ctx context.Context, s sink, c closing) error {
 	if a.replacesAbove && c.kind == convo.MarkAnswer {
 		c.note = strings.TrimSpace(textReplacesAbove + " " + c.note)
+	}
+	if errors.Is(context.Cause(ctx), ErrStopped) {
+		s.stoppedByUser() // a stream's session was stopped in Slack: its text so far stays as it is
 	}
 	began := time.Now()
 	closeBy := func(cause error, cancelled time.Time) time.Time { return a.r.closeBy(cause, cancelled, began) }

@@ -593,6 +593,20 @@ func rejectsTemperature(e *Error) bool {
 	return false
 }
 
+// RetryFunc learns of a retry of one request: its attempt (1 for the first retry), the wait
+// before it and the error that caused it. It must not block.
+type RetryFunc func(attempt int, wait time.Duration, err *Error)
+
+type retriesKey struct{}
+
+// WithRetries returns ctx whose requests report each of their retries to f, as well as to
+// Config.Hooks.Retry (which sees every request's): a caller showing one request's progress (the
+// bot's "waiting for the model" with its reason) learns of its own. f is called in the goroutine
+// that reads the request's results, before its first result.
+func WithRetries(ctx context.Context, f RetryFunc) context.Context {
+	return context.WithValue(ctx, retriesKey{}, f)
+}
+
 // send POSTs body to path until it gets a 2xx response, a final error, or runs out of
 // attempts. The caller closes the response body.
 func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept string, body []byte) (*http.Response, *Error) {
@@ -607,6 +621,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept str
 		}
 		if f := c.cfg.Hooks.Retry; f != nil {
 			f(op, attempt+1, wait, e)
+		}
+		if f, _ := ctx.Value(retriesKey{}).(RetryFunc); f != nil {
+			f(attempt+1, wait, e)
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return nil, errorFromTransport(ctx, err).redact(c.secrets)

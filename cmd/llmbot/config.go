@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/handlers"
 )
 
 // Config is every setting of the bot, read from the environment by envconfig.Process after a
@@ -42,7 +43,9 @@ type Config struct {
 	ImageSize     string   `envconfig:"IMAGE_SIZE" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
 	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
 
-	ReplyMode            string        `envconfig:"REPLY_MODE" default:"edit" desc:"edit: post a reply and edit it as the answer streams (works everywhere). stream: Slack's native streaming (chat.startStream), falling back to edit when Slack refuses it."`
+	ReplyMode            string        `envconfig:"REPLY_MODE" default:"auto" desc:"auto: Slack's native streaming where the asker is the only one reading the answer live (DMs, the agent pane), edit in channel threads (Slack shows a native stream live only to its recipient). edit: post a reply and edit it as the answer streams (works everywhere). stream: native streaming everywhere (chat.startStream). Streaming falls back to edit when Slack refuses it. CHANNEL_CONFIG may set reply_mode per channel."`
+	StreamRolloverAfter  time.Duration `envconfig:"STREAM_ROLLOVER_AFTER" default:"4m" desc:"A natively streamed message this old is stopped and the answer goes on in a new one, before Slack ends the stream by itself (after about five minutes). Under 5m."`
+	StreamIdleLimit      time.Duration `envconfig:"STREAM_IDLE_LIMIT" default:"4m" desc:"A natively streamed message with no new text for this long (the model thinking) is stopped, the answer going on in a new one with its next text: Slack may count its limit from the last text rather than the start. Under 5m."`
 	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
 	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
 	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
@@ -56,6 +59,10 @@ type Config struct {
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
 	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
 	AnswerBots           bool          `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
+	AgentView            bool          `envconfig:"AGENT_VIEW" default:"true" desc:"The app is declared as an agent (features.agent_view in manifest.yaml): each message in a DM with the bot (its agent pane) is answered in its own thread, titled from the question, with a thinking status and Slack's agent session and Stop; opening the pane shows SUGGESTED_PROMPTS. false: DMs are answered at the top, with the recent messages as context."`
+	SuggestedPrompts     string        `envconfig:"SUGGESTED_PROMPTS" desc:"Prompts shown when someone opens the agent pane (AGENT_VIEW): up to 4, separated by ;, each Title=Message (or a message alone). Unset: three general ones; none: set it to a single ;."`
+	Feedback             bool          `envconfig:"FEEDBACK" default:"true" desc:"👍/👎 under finished answers (with BUTTONS), counted in llmbot_feedback_total; 👎 asks for an optional comment. false: none."`
+	FeedbackChannel      string        `envconfig:"FEEDBACK_CHANNEL" desc:"Channel ID (C..., G...) where each 👎, and its comment, is posted with a link to the answer (invite the bot there). Unset: they are only counted."`
 	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
 
 	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
@@ -78,7 +85,7 @@ type Config struct {
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
-	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model and vision overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
+	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
 
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
 	LogFormat string        `envconfig:"LOG_FORMAT" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
@@ -288,7 +295,7 @@ func (c Config) modelProblems(p *problemList) {
 
 // replyProblems checks how answers are written, and how many at once.
 func (c Config) replyProblems(p *problemList) {
-	p.oneOf("REPLY_MODE", c.ReplyMode, "edit", "stream")
+	p.oneOf("REPLY_MODE", c.ReplyMode, access.ReplyModes...)
 	p.oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
 	if c.LogFormat != "" {
 		p.oneOf("LOG_FORMAT", c.LogFormat, "json", "console")
@@ -309,6 +316,10 @@ func (c Config) replyProblems(p *problemList) {
 	}
 }
 
+// slackStreamLimit is about when Slack ends a native stream by itself (reported as roughly five
+// minutes, of age or of silence).
+const slackStreamLimit = 5 * time.Minute
+
 // timeProblems checks the timeouts and pauses.
 func (c Config) timeProblems(p *problemList) {
 	p.positive("LLM_CONNECT_TIMEOUT", c.LLMConnectTimeout)
@@ -324,6 +335,8 @@ func (c Config) timeProblems(p *problemList) {
 	if c.PlaceholderAfter < 0 || c.PlaceholderAfter > time.Minute {
 		p.add("PLACEHOLDER_AFTER: %v must be between 0 and 1m (an asker would see nothing meanwhile)", c.PlaceholderAfter)
 	}
+	p.streamLimit("STREAM_ROLLOVER_AFTER", c.StreamRolloverAfter)
+	p.streamLimit("STREAM_IDLE_LIMIT", c.StreamIdleLimit)
 	p.positive("SHUTDOWN_GRACE", c.ShutdownGrace)
 }
 
@@ -341,6 +354,12 @@ func (c Config) accessProblems(p *problemList) {
 		}
 	}
 	p.atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
+	if _, err := c.prompts(); err != nil {
+		p.add("SUGGESTED_PROMPTS: %v", err)
+	}
+	if c.FeedbackChannel != "" && (!access.ValidChannelID(c.FeedbackChannel) || access.IsDM(c.FeedbackChannel)) {
+		p.add("FEEDBACK_CHANNEL: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", c.FeedbackChannel)
+	}
 	if _, err := c.accessRules(); err != nil {
 		p.add("%v", err)
 	}
@@ -383,6 +402,13 @@ func (p *problemList) atLeast(name string, value, least int) {
 	}
 }
 
+// streamLimit checks a native stream's rollover threshold: before Slack's own limit.
+func (p *problemList) streamLimit(name string, d time.Duration) {
+	if d < time.Second || d >= slackStreamLimit {
+		p.add("%s: %v must be at least 1s and under %v (Slack ends a native stream after about five minutes)", name, d, slackStreamLimit)
+	}
+}
+
 func (p *problemList) positive(name string, d time.Duration) {
 	if d <= 0 {
 		p.add("%s: %v must be above 0", name, d)
@@ -394,6 +420,11 @@ func (p *problemList) positive(name string, d time.Duration) {
 const maxImageTimeout = 25 * time.Minute
 
 // accessRules returns the access policy of the settings.
+// prompts are the agent pane's suggested prompts (SUGGESTED_PROMPTS, or the defaults).
+func (c Config) prompts() ([]handlers.Prompt, error) {
+	return handlers.ParsePrompts(cmp.Or(c.SuggestedPrompts, handlers.DefaultPrompts))
+}
+
 func (c Config) accessRules() (*access.Policy, error) {
 	return access.NewPolicy(access.Rules{
 		AllowChannels: access.ParseIDs(c.AllowChannels),

@@ -125,6 +125,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 		BadHeaders:      headersErr != nil,
 		ChannelModels:   overrides.Models(),
 		ReplyMode:       cfg.ReplyMode,
+		AgentView:       cfg.AgentView,
 		FollowUps:       cfg.FollowUps,
 		Vision:          cfg.Vision,
 		RedisHost:       hostOf(cfg.RedisURL),

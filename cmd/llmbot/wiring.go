@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -161,6 +162,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	budgets.Share(shared)
 
 	accessPolicy, _ := cfg.accessRules()                    // validated
+	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
@@ -173,13 +175,18 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		FollowUps:        cfg.FollowUps,
 		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
 		Buttons:          cfg.Buttons,
+		Feedback:         cfg.Buttons && cfg.Feedback,
 		PlaceholderAfter: cfg.PlaceholderAfter,
 		Budgets:          budgets,
 		Journal:          shared,
 		Threads:          shared,
+		Sessions:         api,
+		Pane:             paneOf(cfg, api),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
-		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
+		StreamRollover: cfg.StreamRolloverAfter,
+		StreamIdle:     cfg.StreamIdleLimit,
+		StallTimeout:   max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
 		// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 		ChannelSettings: func(channel string) (string, string) {
@@ -194,6 +201,10 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 			},
 			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
 		},
+		ChannelMode: func(channel string) handlers.ReplyMode {
+			o, _ := overrides.Lookup(channel)
+			return handlers.ReplyMode(o.ReplyMode)
+		},
 		Written: metrics.ReplyWritten,
 	})
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
@@ -205,6 +216,15 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 	})
 
+	feedback := handlers.NewFeedback(api, api, api, log.Named("feedback"), handlers.FeedbackOptions{
+		Channel: cfg.FeedbackChannel,
+		Model: func(channel string) string {
+			o, _ := overrides.Lookup(channel)
+			return cmp.Or(o.Model, cfg.ChatModel)
+		},
+		Rated: metrics.Feedback,
+	})
+
 	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
 	quota.Share(shared) // every replica counts a person's pictures in one place
 	guard := access.NewGuard(access.GuardOptions{
@@ -214,7 +234,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		// Refused follow-ups count only where the bot would have answered.
 		KnownFollowUp: replies.KnownFollowUp,
 	})
-	// Every command, button and shortcut is one row here; access rules and metrics wrap them all.
+	// Every command, button, shortcut and event is one row here; access rules and metrics wrap them all.
 	routes := route.NewTable(guard.Middleware, metrics.Middleware)
 	b := bot.New(slackClient, id, routes, api, log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
@@ -225,6 +245,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		MaxQueued:     cfg.MaxQueuedReplies,
 		Grace:         cfg.ShutdownGrace,
 		FollowUps:     cfg.FollowUps,
+		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
 		Replicas:      shared,
 	})
@@ -234,6 +255,10 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
+		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
+		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: replies.PaneHandler(prompts)},
+		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
+		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
@@ -263,6 +288,14 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.
+func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
+	if !cfg.AgentView {
+		return nil
+	}
+	return api
 }
 
 // llmConfig is the model client's configuration from the settings, without hooks. The bot and doctor

@@ -354,7 +354,7 @@ func (s *Server) slashCommand(to int, channelID, user, command, text string) (st
 		"api_app_id":            s.cfg.AppID,
 		"is_enterprise_install": false,
 		"response_url":          respURL,
-		"trigger_id":            "13345224609.738474920.8088930838d88f008e0",
+		"trigger_id":            s.triggerLocked(user, time.Now()),
 	})
 	s.enqueueLocked(&envelope{
 		Envelope: Envelope{ID: newEnvelopeID(), Type: "slash_commands"},

@@ -43,6 +43,15 @@ type Message struct {
 	// StoppedByUser is set by PressStop: the next appendStream fails with stopped_by_user.
 	StoppedByUser bool
 	Reactions     []string
+	// Tasks are the task cards of a streamed message (task_update chunks), in the order they
+	// first came, each as its last update left it.
+	Tasks []Task
+}
+
+// Task is a task card of a streamed message (a task_update chunk).
+type Task struct {
+	ID, Title, Status, Details, Output string
+	Updates                            int // task_update chunks received for it
 }
 
 // User is a workspace member known to users.info.
@@ -253,6 +262,7 @@ func (s *Server) addMessageLocked(m *Message, now time.Time) *Message {
 
 func (s *Server) removeMessageLocked(c *channel, ts string) {
 	delete(s.streams, c.byTS[ts])
+	delete(s.lastWrite, c.byTS[ts])
 	delete(c.byTS, ts)
 	c.msgs = slices.DeleteFunc(c.msgs, func(m *Message) bool { return m.TS == ts })
 }
@@ -403,5 +413,6 @@ func copyMessage(m *Message) Message {
 	c := *m
 	c.Files = slices.Clone(m.Files)
 	c.Reactions = slices.Clone(m.Reactions)
+	c.Tasks = slices.Clone(m.Tasks)
 	return c
 }
