@@ -14,7 +14,7 @@ func TestLoadOverridesGood(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadOverrides(good.yaml) = %v", err)
 	}
-	if got, want := o.Len(), 4; got != want {
+	if got, want := o.Len(), 5; got != want {
 		t.Errorf("Len = %d, want %d", got, want)
 	}
 	tests := []struct {

@@ -649,7 +649,7 @@ func TestDoctorImageModelNotPassedUnderARefusedKeyWithAPublicModelList(t *testin
 // an agent: its bot token then has assistant:write. Without either, nothing is checked.
 func TestDoctorAgentDeclared(t *testing.T) {
 	answers := []string{"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history",
-		"mpim:history", "files:write", "users:read", "commands"}
+		"mpim:history", "files:write", "files:read", "users:read", "commands"}
 	for _, tc := range []struct {
 		name      string
 		mode      string
