@@ -666,6 +666,15 @@ func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time,
 		b.startReply(work, h, req, d.Quiet, read, log, say)
 		return
 	}
+	if d.Now {
+		b.later(func() {
+			started := time.Now()
+			err := run(work, h, req)
+			b.failed(err, req.Channel, req.User, req.ThreadTS, log)
+			b.finished(req.Feature, err, read, started, log)
+		})
+		return
+	}
 	place := b.slots.join() // in the loop: in arrival order
 	b.later(func() {
 		err := place.wait(work)

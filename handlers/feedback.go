@@ -136,7 +136,8 @@ func (f *Feedback) Handler() route.Handler {
 				f.opt.Rated(good, place(req.Channel), f.model(req.Channel))
 			}
 			f.log.Info("feedback", zap.String("channel", req.Channel), zap.String("user", req.User), zap.Bool("good", good))
-			return route.Decision{Run: !good}
+			// Now: the modal must open within the trigger's 3 seconds, however many answers wait.
+			return route.Decision{Run: !good, Now: !good}
 		},
 		RunFunc: f.bad,
 	}

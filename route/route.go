@@ -113,6 +113,10 @@ type Decision struct {
 	// Quiet: when the request cannot run (the bot is full, or restarting), say nothing about it: a
 	// follow-up that may not have been meant for the bot at all.
 	Quiet bool
+	// Now: Run starts at once, without waiting for a place among the model requests: short work with
+	// Slack alone that must beat a deadline (a modal opened with a click's trigger, which Slack
+	// honours for 3 seconds). Never for work that calls the model.
+	Now bool
 }
 
 // Handler serves one route.
