@@ -37,10 +37,9 @@ func (b *Bot) acceptStop(req *route.Request) route.Decision {
 // the session's status is moved off "processing" instead of a note (Slack leaves that to the app,
 // and the person pressed Slack's Stop, not one of ours). sessions may be nil.
 //
-// Another replica's answer is found by the thread's first message, the question of a mention
-// answered in its own thread and of a message in the agent pane: a follow-up's answer written by
-// another replica is not found, and its session is moved off "processing" by that replica when
-// the answer ends.
+// Another replica's answer is found by the thread's first message (the question of a mention
+// answered in its own thread, or of a message in the agent pane) in the journal, else by the
+// holder of the thread (a follow-up's answer).
 func (b *Bot) SessionStopHandler(sessions handlers.Sessions) route.Handler {
 	return route.Funcs{AcceptFunc: func(req *route.Request) route.Decision {
 		log := b.log.With(zap.String("channel", req.Channel), zap.String("thread_ts", req.ThreadTS), zap.String("user", req.User))

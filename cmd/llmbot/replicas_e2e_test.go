@@ -260,6 +260,30 @@ func TestReplicasSessionStopOnAnotherReplica(t *testing.T) {
 	}
 }
 
+// TestReplicasSessionStopOfAFollowUpOnAnotherReplica: Slack's Stop names only the thread; when the
+// answer running there is a follow-up's (no journal record by the thread's first message), the
+// replica holding the thread gets the stop.
+func TestReplicasSessionStopOfAFollowUpOnAnotherReplica(t *testing.T) {
+	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "REPLY_MODE=stream")
+	a, b := rs.start(), rs.start()
+	rs.fl.SetChat(fakellm.Sequence(fakellm.Text("First."),
+		fakellm.Text(strings.Repeat(longAnswer+" ", 20)).Paced(100*time.Millisecond, 100*time.Millisecond)))
+	ts := rs.ask(a, "count for me")
+	rs.wait("the first answer", func() bool { return strings.Contains(rs.answer(ts), "First.") })
+	if _, err := rs.fs.Via(a.conn).Post(fakeslack.UserMessage{Channel: "C1", User: "U1", ThreadTS: ts, Text: "and then?"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the follow-up's partial answer", func() bool { return strings.Contains(rs.answer(ts), "One two") })
+	if _, err := rs.fs.Via(b.conn).StopSession("C1", ts, "U1"); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the model stream to close", func() bool { return rs.fl.Counts().ClientGone == 1 })
+	rs.wait("the stopped answer", func() bool { return strings.Contains(rs.answer(ts), "Stopped") })
+	if !strings.Contains(b.logs.String(), "stop handed to the replica writing the answer") {
+		t.Errorf("the replica that got the event did not hand it over")
+	}
+}
+
 // stopAction is the action id of the Stop button on m.
 func stopAction(t *testing.T, m fakeslack.Message) string {
 	t.Helper()
