@@ -29,6 +29,12 @@ const (
 	deletesPerMinute    = 50
 	ephemeralsPerMinute = 100
 	closingBurst        = 20
+	sessionsPerMinute   = 50 // agents.sessions.setStatus: Tier 3
+	sessionBurst        = 5
+	// assistant.threads.setStatus: Slack publishes no tier ("special"); 100 a minute (Tier 4) stays
+	// modest, and a status that gets no token at once is left out.
+	statusesPerMinute = 100
+	statusBurst       = 20
 )
 
 // Budgets pace the Slack methods the replies call, one budget per method (or per channel, for
@@ -52,6 +58,9 @@ type Budgets struct {
 	// Sessions is agents.sessions.setStatus: the "processing" status is set only with a token at
 	// once (the stream itself shows Slack the answer is under way); moving it off waits.
 	Sessions *pace.Bucket
+	// Statuses is assistant.threads.setStatus: "is thinking…" under an answer's thread is set only
+	// with a token at once, a sign of life that must cost no answer a moment.
+	Statuses *pace.Bucket
 	// Deletes (chat.delete) and Ephemerals (chat.postEphemeral) close replies at shutdown that the
 	// edit budget cannot serve in time (planClose).
 	Deletes, Ephemerals *pace.Bucket
@@ -69,6 +78,7 @@ func NewBudgets(editsPerMinute float64, policy pace.Policy) Budgets {
 		Lookups:        pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
 		Streams:        pace.NewBucket(streamsPerMinute, streamBurst),
 		Sessions:       pace.NewBucket(sessionsPerMinute, sessionBurst),
+		Statuses:       pace.NewBucket(statusesPerMinute, statusBurst),
 		Deletes:        pace.NewBucket(deletesPerMinute, closingBurst),
 		Ephemerals:     pace.NewBucket(ephemeralsPerMinute, closingBurst),
 	}
@@ -85,6 +95,7 @@ func (b Budgets) withDefaults() Budgets {
 	b.Lookups = or(b.Lookups, d.Lookups)
 	b.Streams = or(b.Streams, d.Streams)
 	b.Sessions = or(b.Sessions, d.Sessions)
+	b.Statuses = or(b.Statuses, d.Statuses)
 	b.Deletes = or(b.Deletes, d.Deletes)
 	b.Ephemerals = or(b.Ephemerals, d.Ephemerals)
 	return b
@@ -110,6 +121,7 @@ func (b Budgets) Share(s pace.Shared) {
 	b.Lookups.Share(s, "users.info")
 	b.Streams.Share(s, "chat.startStream")
 	b.Sessions.Share(s, "agents.sessions.setStatus")
+	b.Statuses.Share(s, "assistant.threads.setStatus")
 	b.Deletes.Share(s, "chat.delete")
 	b.Ephemerals.Share(s, "chat.postEphemeral")
 }

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
+	"github.com/slack-go/slack"
 )
 
 // The agent pane: an app declared as an agent (features.agent_view) has Slack's split-pane DM.
@@ -118,21 +120,34 @@ func (a *answer) inPane() bool {
 		!a.req.Regenerate && a.req.Task == ""
 }
 
-// pane titles the pane's thread from its question and shows that the bot is thinking. Both are
-// courtesies: a failure is logged, never the answer's.
+// pane titles the pane's thread from its question, and shows "is thinking…" under the answer's
+// thread: in the pane, and in channel threads, where Slack shows an agent's status too. The status
+// is the answer's first sign of life: set at once, before the thread is read or the model asked,
+// it costs none of the scarce budgets (its own, taken only when a token is there at once), and
+// Slack clears it when the answer's first message is posted. Both are courtesies: a failure is
+// logged, never the answer's; a refusal (the app is not an agent, a channel that does not allow
+// it) stops the statuses for a while.
 func (a *answer) pane(ctx context.Context) {
-	if !a.inPane() {
+	if a.r.opt.Pane == nil || a.threadTS == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
 	defer cancel()
-	if title := threadTitle(a.req.Text); title != "" {
+	if title := threadTitle(a.req.Text); title != "" && a.inPane() {
 		if err := a.r.opt.Pane.SetTitle(ctx, a.req.Channel, a.threadTS, title); err != nil {
 			a.log.Info("agent pane: thread not titled", zap.Error(err))
 		}
 	}
-	if err := a.r.opt.Pane.SetStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages); err != nil {
-		a.log.Info("agent pane: no thinking status", zap.Error(err))
+	if !a.r.statusAllowed() || !a.r.opt.Budgets.Statuses.TryTake() {
+		return
+	}
+	err := a.r.opt.Pane.SetStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages)
+	var refused slack.SlackErrorResponse
+	if errors.As(err, &refused) {
+		a.r.refuseStatus()
+	}
+	if err != nil {
+		a.log.Info("no thinking status", zap.Error(err))
 	}
 }
 

@@ -142,6 +142,7 @@ type Replies struct {
 
 	mu           sync.Mutex
 	streamRefuse time.Time // native streaming refused until then
+	statusRefuse time.Time // assistant.threads.setStatus refused until then
 	// sessionRefuse: agents.sessions.setStatus refused (the app is not an agent) until then
 	sessionRefuse time.Time
 }
@@ -499,4 +500,19 @@ func (r *Replies) refuseStreaming() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.streamRefuse = time.Now().Add(r.opt.StreamRefusal)
+}
+
+// statusAllowed reports whether "is thinking…" statuses are tried (see answer.pane).
+func (r *Replies) statusAllowed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !time.Now().Before(r.statusRefuse)
+}
+
+// refuseStatus stops the statuses for StreamRefusal: Slack refused one (the app is not declared an
+// agent, or the place does not allow it), and would refuse the next ones too.
+func (r *Replies) refuseStatus() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.statusRefuse = time.Now().Add(r.opt.StreamRefusal)
 }

@@ -35,12 +35,6 @@ const (
 	shutdownSessionTimeout = 500 * time.Millisecond
 )
 
-// sessionsPerMinute and sessionBurst pace agents.sessions.setStatus (Tier 3).
-const (
-	sessionsPerMinute = 50
-	sessionBurst      = 5
-)
-
 // session moves the agent session of the answer's thread to status, when the answer is streamed
 // natively (where Slack keeps a session; an answer written by editing shows our own Stop button).
 // A refusal that says the app cannot have sessions (not declared as an agent, the event not

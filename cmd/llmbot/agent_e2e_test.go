@@ -411,3 +411,20 @@ func TestE2EProgressAsTasks(t *testing.T) {
 		t.Errorf("no task update saying the model is retried after a 503 (got %q)", retry)
 	}
 }
+
+// TestE2EThinkingStatusInChannelThreads: an answer in a channel thread shows "is thinking…" under
+// the thread at once, before the thread is read or the model answers (a sign of life that costs
+// none of the scarce budgets); Slack clears it when the answer is posted.
+func TestE2EThinkingStatusInChannelThreads(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, nil)
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).Paced(2*time.Second, 0) })
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
+	e.waitFor(t, "the thinking status", func() bool { return e.slack.Status("C1", q) != "" })
+	if got := e.slack.BotReplies("C1", q); len(got) != 0 {
+		t.Errorf("bot messages %+v before the status; want the status first", got)
+	}
+	e.final(t, "C1", q, 1, 1)
+	if s := e.slack.Status("C1", q); s != "" {
+		t.Errorf("status %q after the answer; want it cleared", s)
+	}
+}
