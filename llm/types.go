@@ -10,12 +10,17 @@ const (
 	RoleSystem    Role = "system"
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool" // a tool's result (ToolCallID says which call's)
 )
 
 // Message is one entry of a chat request's messages array.
 type Message struct {
 	Role    Role   `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are the calls an assistant message made; ToolCallID is the call a RoleTool message
+	// answers (see tools.go).
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
 // ChatRequest is one chat completion call. Model overrides Config.ChatModel when set
@@ -29,6 +34,9 @@ type ChatRequest struct {
 	// while they stay within it, up to MaxCoalesce: fewer and larger reads of a stream whose text nobody
 	// would see sooner. Called in the goroutine that ranges over the stream. Not sent to the server.
 	Patience func() time.Duration
+	// Tools are offered to the model (nil: none). A model whose server refuses them is asked
+	// without them, from then on (Hooks.ToolsDropped).
+	Tools []Tool
 }
 
 // Chunk is one step of a streamed answer. Any field may be empty; a chunk may carry only
@@ -39,6 +47,9 @@ type Chunk struct {
 	Refusal      string // refusal text delta (delta.refusal)
 	FinishReason string // "stop", "length", "content_filter", ... on the last choice chunk
 	Usage        *Usage // usage, from the usage chunk when the provider sends one
+	// ToolCalls are the model's complete tool calls, delivered once, on a chunk of their own at
+	// the end of the stream (their deltas are assembled by the client).
+	ToolCalls []ToolCall
 }
 
 // Usage is token accounting as reported by the provider.
@@ -55,6 +66,7 @@ type Completion struct {
 	Refusal      string
 	FinishReason string
 	Usage        *Usage
+	ToolCalls    []ToolCall
 }
 
 // ImageRequest is one image generation call. Model overrides Config.ImageModel when set.
