@@ -87,7 +87,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	if early != nil {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}
-	md, finishReason, serr := a.stream(ctx, res.Messages, s)
+	md, finishReason, serr := a.generate(ctx, res.Messages, s)
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
 	a.report(s, res, md, finishReason, note, ferr)

@@ -80,6 +80,7 @@ type ReplyOptions struct {
 	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration
 	StreamRefusal   time.Duration // how long a refusal of native streaming is remembered; default 10 min
+	Tools           ToolOptions   // tools the model may use (tools.go); none by default
 }
 
 // Bounds of the in-memory caches.
@@ -112,6 +113,9 @@ type Replies struct {
 	// kept are results shown privately (a summary) until a button posts them to the channel, for
 	// the use cases built on Replies.
 	kept *keptResults
+	// approvals are the tool calls waiting for a click; allowed, the tools allowed for a thread.
+	approvals approvals
+	allowed   *ttlCache[bool]
 
 	mu           sync.Mutex
 	streamRefuse time.Time // native streaming refused until then
@@ -142,11 +146,13 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
+	opt.Tools = opt.Tools.withDefaults()
 	return &Replies{
 		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      newTTLCache[string](nameCacheSize, nameCacheTTL),
 		kept:       newKeptResults(keptMax, keptTTL),
+		allowed:    newTTLCache[bool](threadCacheSize, threadCacheTTL),
 	}
 }
 
