@@ -1,6 +1,7 @@
 package access
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,13 @@ type Override struct {
 //	    system_prompt: "You answer questions about our API."
 //	    model: gpt-5.4
 type overridesFile struct {
-	Channels map[string]*Override `yaml:"channels"`
+	Channels map[string]*channelEntry `yaml:"channels"`
+}
+
+// channelEntry is one channel of the file: its Override and its tools (tools.go).
+type channelEntry struct {
+	Override `yaml:",inline"`
+	Tools    []string `yaml:"tools"`
 }
 
 // Limits of an override file.
@@ -44,6 +51,7 @@ const (
 // none. Immutable once loaded and safe for concurrent use.
 type Overrides struct {
 	channels map[string]Override
+	tools    map[string][]string // the tools each channel may use (tools.go)
 }
 
 // LoadOverrides reads the override file at path (CHANNEL_CONFIG). An empty path means no
@@ -85,13 +93,23 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 	}
 	var problems []string
 	out := make(map[string]Override, len(file.Channels))
+	tools := map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(file.Channels)) {
-		o := file.Channels[id]
-		if p := checkOverride(id, o); p != "" {
+		e := file.Channels[id]
+		if e == nil {
+			e = &channelEntry{}
+		}
+		o := &e.Override
+		if p := cmp.Or(checkTools(id, e.Tools), checkOverride(id, o, len(e.Tools) > 0)); p != "" {
 			problems = append(problems, p)
 			continue
 		}
-		out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model)}
+		if len(e.Tools) > 0 {
+			tools[id] = e.Tools
+		}
+		if o.SystemPrompt != "" || o.Model != "" {
+			out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model)}
+		}
 	}
 	if len(problems) > maxOverrideErrors {
 		problems = append(problems[:maxOverrideErrors], fmt.Sprintf("and %d more", len(problems)-maxOverrideErrors))
@@ -99,7 +117,7 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %s", name, strings.Join(problems, "; "))
 	}
-	return &Overrides{channels: out}, nil
+	return &Overrides{channels: out, tools: tools}, nil
 }
 
 func hasKey(m map[string]any, k string) bool {
@@ -108,11 +126,11 @@ func hasKey(m map[string]any, k string) bool {
 }
 
 // checkOverride returns what is wrong with one channel's entry, or "".
-func checkOverride(id string, o *Override) string {
+func checkOverride(id string, o *Override, tools bool) string {
 	switch {
 	case !ValidChannelID(id) || IsDM(id):
 		return fmt.Sprintf("channels: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", id)
-	case o == nil || strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "":
+	case strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "" && !tools:
 		return fmt.Sprintf("channels.%s: sets neither system_prompt nor model", id)
 	case utf8.RuneCountInString(o.SystemPrompt) > maxSystemPrompt:
 		return fmt.Sprintf("channels.%s.system_prompt: longer than %d characters", id, maxSystemPrompt)
@@ -128,7 +146,7 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type
 // allowedKeys are the keys each Go type of the file accepts, for error messages.
 var allowedKeys = map[string]string{
 	"access.overridesFile": "channels",
-	"access.Override":      "system_prompt, model",
+	"access.channelEntry":  "system_prompt, model, tools",
 }
 
 // yamlProblem shortens yaml.v2's errors ("yaml: unmarshal errors:\n  line 3: field modle not

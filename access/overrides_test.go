@@ -42,7 +42,7 @@ func TestLoadOverridesErrors(t *testing.T) {
 		file string
 		want []string // substrings of the error
 	}{
-		{"unknown_key.yaml", []string{"unknown_key.yaml", `line 4: unknown key "modle" (allowed: system_prompt, model)`}},
+		{"unknown_key.yaml", []string{"unknown_key.yaml", `line 4: unknown key "modle" (allowed: system_prompt, model, tools)`}},
 		{"unknown_top.yaml", []string{`line 4: unknown key "channel_defaults" (allowed: channels)`}},
 		{"duplicate.yaml", []string{"line 5", `"C0123ABCD" already set`}}, // yaml.v2 names the line of the value
 		{"wrong_type.yaml", []string{"line 4", "cannot unmarshal !!seq into string"}},
