@@ -42,17 +42,27 @@ func (b *Bot) acceptStop(req *route.Request) route.Decision {
 // stopElsewhere hands a Stop click to the replica writing the answer id, or tells the person the
 // answer has ended when none is.
 func (b *Bot) stopElsewhere(req *route.Request, id string, log *zap.Logger) {
+	b.elsewhere(req, id, handoff{what: "stop", failed: handlers.TextStopFailed, ended: handlers.TextNotRunning}, log)
+}
+
+// handoff is what a click handed to another replica is, and what the person is told when it cannot
+// be handed over (failed) or nobody has the answer open any more (ended).
+type handoff struct{ what, failed, ended string }
+
+// elsewhere hands a click on the answer id (Stop, a tool approval) to the replica writing that answer,
+// or tells the person why it could not.
+func (b *Bot) elsewhere(req *route.Request, id string, h handoff, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(b.closing, sharedTimeout)
 	defer cancel()
 	handed, err := b.forward(ctx, req, id)
 	switch {
 	case err != nil:
-		log.Warn("stop: could not reach the replica writing the answer", zap.Error(err))
-		b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextStopFailed, log)
+		log.Warn(h.what+": could not reach the replica writing the answer", zap.Error(err))
+		b.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
 	case handed:
-		log.Info("stop handed to the replica writing the answer")
+		log.Info(h.what + " handed to the replica writing the answer")
 	default:
-		log.Debug("stop: the answer has already ended")
-		b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextNotRunning, log)
+		log.Debug(h.what + ": the answer has already ended")
+		b.tell(req.Channel, req.User, req.ThreadTS, h.ended, log)
 	}
 }
