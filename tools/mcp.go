@@ -182,7 +182,7 @@ func (m *Manager) list(ctx context.Context, s *server) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	var tools []*mcp.Tool
+	tools := []*mcp.Tool{} // listed, if none: not nil
 	for t, err := range cs.Tools(lctx, nil) {
 		if err != nil {
 			return fmt.Errorf("tools/list: %w", err)
@@ -404,7 +404,7 @@ type ServerStatus struct {
 	Name, Transport string
 	Up              bool
 	Err             string   // why it is down
-	Tools           []string // its allowed tools while up
+	Tools           []string // its allowed tools once listed (nil before)
 	AutoApprove     []string
 }
 
@@ -414,6 +414,9 @@ func (m *Manager) Status() []ServerStatus {
 	for _, s := range m.servers {
 		s.mu.Lock()
 		st := ServerStatus{Name: s.cfg.Name, Transport: s.cfg.Transport(), Up: s.up, Err: s.lastErr, AutoApprove: s.cfg.AutoApprove}
+		if s.tools != nil {
+			st.Tools = make([]string, 0, len(s.tools))
+		}
 		for _, t := range s.tools {
 			st.Tools = append(st.Tools, t.Name)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/tools"
 )
 
 // Time limits of the Slack client and the start-up (Slack's rate limits are handlers.Budgets).
@@ -36,7 +37,7 @@ const (
 )
 
 // start wires the parts together and runs the bot until ctx ends.
-func start(ctx context.Context, cfg Config, log *zap.Logger) error {
+func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) error {
 	if u, err := url.Parse(cfg.OpenAIBaseURL); err == nil && strings.Trim(u.Path, "/") == "" {
 		// The commonest set-up mistake (http://localhost:11434): every answer would fail with a 404.
 		log.Warn("OPENAI_BASE_URL has no path: OpenAI-compatible services serve their API under one, usually /v1 " +
@@ -123,6 +124,9 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 			llmLog.Warn("model rejected stream_options; streaming without token usage (set LLM_STREAM_USAGE=false to stop asking)",
 				zap.String("model", model))
 		},
+		ToolsDropped: func(model string) {
+			llmLog.Warn("the model service refused tools for this model; it answers without them", zap.String("model", model))
+		},
 	}
 	model, err := llm.New(llmCfg)
 	if err != nil {
@@ -153,6 +157,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	accessPolicy, _ := cfg.accessRules()                    // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
+	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
 		BotUserID:        id.UserID,
@@ -178,6 +183,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 			return o.SystemPrompt, o.Model
 		},
 		Written: metrics.ReplyWritten,
+		Tools:   toolOpts,
 	})
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
 		BotName:    id.Name,
@@ -217,6 +223,9 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
