@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/redistest"
 )
 
 const mcpServerEnv = "LLMBOT_E2E_MCP_SERVER"
@@ -259,5 +260,41 @@ func TestE2ENoToolsElsewhere(t *testing.T) {
 	}
 	if ms := e.slack.BotReplies("C2", q); len(ms) != 1 || ms[0].Text != "Done:" {
 		t.Errorf("answer %v", ms)
+	}
+}
+
+// TestReplicasToolApprovalOnAnotherReplica: the asker's Allow lands on the replica that is not
+// writing the answer; it is handed over as Stop is, and the call is made.
+func TestReplicasToolApprovalOnAnotherReplica(t *testing.T) {
+	dir := t.TempDir()
+	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
+	mustWrite(t, mcpFile, "servers:\n  - name: srv\n    command: "+os.Args[0]+"\n    args: [\"-test.run=^$\"]\n    env: {"+mcpServerEnv+": \"1\"}\n")
+	mustWrite(t, chFile, "channels:\n  C1:\n    tools: [srv]\n")
+	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "MCP_CONFIG="+mcpFile, "CHANNEL_CONFIG="+chFile)
+	a, b := rs.start(), rs.start()
+	rs.fl.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	rs.wait("the MCP servers", func() bool {
+		return strings.Contains(a.logs.String(), "MCP server up") && strings.Contains(b.logs.String(), "MCP server up")
+	})
+	ts := rs.ask(a, "is the Oslo ticket open?")
+	var prompt fakeslack.Message
+	rs.wait("the approval prompt", func() bool {
+		for _, m := range rs.fs.BotReplies("C1", ts) {
+			if strings.Contains(buttonsOf(m), handlers.ActionToolAllowOnce) {
+				prompt = m
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := rs.fs.Via(b.conn).Click("C1", prompt.TS, "U1", handlers.ActionToolAllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the answer with the tool's result", func() bool { return strings.Contains(rs.answer(ts), "ticket for Oslo is open") })
+	if !strings.Contains(b.logs.String(), "tool approval handed to the replica writing the answer") {
+		t.Error("the click was not handed over")
+	}
+	if _, ok := rs.fs.Private("C1", ts, "U1"); ok {
+		t.Error("the asker was told something privately")
 	}
 }
