@@ -125,16 +125,16 @@ func (a *answer) generate(ctx context.Context, msgs []llm.Message, s sink) (stri
 	msgs = withToolRules(msgs)
 	prefix := ""
 	for n := 0; ; n++ {
-		rd := round{msgs: msgs, tools: offer, prefix: prefix}
+		rd := round{msgs: msgs, tools: offer, prefix: separated(prefix)}
 		if n >= a.r.opt.Tools.MaxRounds {
 			rd.tools = nil // enough: the model answers with what it has
 		}
 		res := a.streamRound(ctx, rd, s)
 		if res.err != nil || len(res.calls) == 0 || rd.tools == nil || ctx.Err() != nil {
-			return prefix + res.md, res.finish, res.err
+			return rd.prefix + res.md, res.finish, res.err
 		}
 		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: res.md, ToolCalls: res.calls})
-		prefix = joinShown(prefix, res.md)
+		prefix = rd.prefix + res.md
 		for _, call := range res.calls {
 			out, line := a.useTool(ctx, call, byName, prefix, s)
 			msgs = append(msgs, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: out})
@@ -146,16 +146,25 @@ func (a *answer) generate(ctx context.Context, msgs []llm.Message, s sink) (stri
 	}
 }
 
-// joinShown puts the next block of an answer's text under what Slack shows.
+// joinShown puts the next block of an answer's text under what Slack shows, a blank line apart.
+// What an answer shows only grows (a native stream cannot take text back): the text before is kept
+// as it is.
 func joinShown(shown, next string) string {
-	next = strings.TrimSpace(next)
-	switch {
-	case next == "":
+	if strings.TrimSpace(next) == "" {
 		return shown
-	case shown == "":
-		return next + "\n\n"
 	}
-	return strings.TrimRight(shown, "\n") + "\n\n" + next + "\n\n"
+	return separated(shown) + strings.TrimSpace(next)
+}
+
+// separated is shown ready for a block under it: ending in a blank line (appended, never trimmed).
+func separated(shown string) string {
+	switch {
+	case shown == "" || strings.HasSuffix(shown, "\n\n"):
+		return shown
+	case strings.HasSuffix(shown, "\n"):
+		return shown + "\n"
+	}
+	return shown + "\n\n"
 }
 
 // toolRules tells the model how tool results come, so that text in them is not taken for orders.

@@ -409,3 +409,25 @@ func TestToolStopWhileWaitingForApproval(t *testing.T) {
 		}
 	})
 }
+
+// TestToolLoopNativeStream: in stream mode every round's text and the calls' lines are appended to
+// the one streamed message (its text only grows), and no status line is shown.
+func TestToolLoopNativeStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tt := newToolTest(t, weatherTools(true, sunny), callsThenAnswer(2, weatherCall), nil)
+		opt := tt.r.opt
+		opt.Mode = ModeStream
+		tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)
+		mustNoErr(t, tt.r.Reply(t.Context(), testRequest()))
+		want := "Checking.\n\n_Used `weather` (wx)._\n\nChecking.\n\n_Used `weather` (wx)._\n\nDone."
+		ms := tt.slack.botMessages(testTS)
+		if len(ms) != 1 || ms[0].text != streamed(want) || ms[0].streaming {
+			t.Errorf("streamed message %+v, want %q", ms, streamed(want))
+		}
+		for _, c := range tt.slack.callsOf("appendStream") {
+			if strings.Contains(c.text, "Using") {
+				t.Errorf("a status line was appended: %q", c.text)
+			}
+		}
+	})
+}
