@@ -16,12 +16,18 @@ import (
 	yaml "go.yaml.in/yaml/v2"
 )
 
-// Override is what one channel changes: its system prompt, its chat model, or both. Empty
-// fields keep the bot's settings (SYSTEM_PROMPT, CHAT_MODEL).
+// Override is what one channel changes: its system prompt, its chat model, how answers are
+// written there, whether pictures are sent to the model, or any of them. Empty fields keep the
+// bot's settings (SYSTEM_PROMPT, CHAT_MODEL, REPLY_MODE, VISION).
 type Override struct {
 	SystemPrompt string `yaml:"system_prompt"` // may contain {bot_name} and {date}, as SYSTEM_PROMPT
 	Model        string `yaml:"model"`
+	ReplyMode    string `yaml:"reply_mode"` // one of ReplyModes, as REPLY_MODE
+	Vision       string `yaml:"vision"`     // auto, on or off, as VISION
 }
+
+// ReplyModes are the values of an override's reply_mode (REPLY_MODE's).
+var ReplyModes = []string{"auto", "edit", "stream"}
 
 // overridesFile is the shape of the YAML file:
 //
@@ -29,6 +35,7 @@ type Override struct {
 //	  C0123ABCD:
 //	    system_prompt: "You answer questions about our API."
 //	    model: gpt-5.4
+//	    reply_mode: stream
 type overridesFile struct {
 	Channels map[string]*channelEntry `yaml:"channels"`
 }
@@ -47,7 +54,7 @@ const (
 	maxOverrideErrors = 20
 )
 
-// Overrides are per-channel system prompt and model overrides. The zero value and nil have
+// Overrides are per-channel system prompt, model and reply mode overrides. The zero value and nil have
 // none. Immutable once loaded and safe for concurrent use.
 type Overrides struct {
 	channels map[string]Override
@@ -107,8 +114,9 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 		if len(e.Tools) > 0 {
 			tools[id] = e.Tools
 		}
-		if o.SystemPrompt != "" || o.Model != "" {
-			out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model)}
+		if *o != (Override{}) {
+			out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model),
+				ReplyMode: strings.TrimSpace(o.ReplyMode), Vision: strings.TrimSpace(o.Vision)}
 		}
 	}
 	if len(problems) > maxOverrideErrors {
@@ -130,8 +138,13 @@ func checkOverride(id string, o *Override, tools bool) string {
 	switch {
 	case !ValidChannelID(id) || IsDM(id):
 		return fmt.Sprintf("channels: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", id)
-	case strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "" && !tools:
-		return fmt.Sprintf("channels.%s: sets neither system_prompt nor model", id)
+	case strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "" &&
+		strings.TrimSpace(o.ReplyMode) == "" && strings.TrimSpace(o.Vision) == "" && !tools:
+		return fmt.Sprintf("channels.%s: sets none of system_prompt, model, reply_mode, vision and tools", id)
+	case strings.TrimSpace(o.ReplyMode) != "" && !slices.Contains(ReplyModes, strings.TrimSpace(o.ReplyMode)):
+		return fmt.Sprintf("channels.%s.reply_mode: %q is not one of %s", id, o.ReplyMode, strings.Join(ReplyModes, ", "))
+	case !slices.Contains([]string{"", "auto", "on", "off"}, strings.TrimSpace(o.Vision)):
+		return fmt.Sprintf("channels.%s.vision: %q is not auto, on or off", id, o.Vision)
 	case utf8.RuneCountInString(o.SystemPrompt) > maxSystemPrompt:
 		return fmt.Sprintf("channels.%s.system_prompt: longer than %d characters", id, maxSystemPrompt)
 	case len(o.Model) > maxModelName || strings.ContainsFunc(strings.TrimSpace(o.Model), unicode.IsSpace):
@@ -146,7 +159,7 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type
 // allowedKeys are the keys each Go type of the file accepts, for error messages.
 var allowedKeys = map[string]string{
 	"access.overridesFile": "channels",
-	"access.channelEntry":  "system_prompt, model, tools",
+	"access.channelEntry":  "system_prompt, model, reply_mode, vision, tools",
 }
 
 // yamlProblem shortens yaml.v2's errors ("yaml: unmarshal errors:\n  line 3: field modle not

@@ -14,7 +14,7 @@ func TestLoadOverridesGood(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadOverrides(good.yaml) = %v", err)
 	}
-	if got, want := o.Len(), 3; got != want {
+	if got, want := o.Len(), 5; got != want {
 		t.Errorf("Len = %d, want %d", got, want)
 	}
 	tests := []struct {
@@ -25,6 +25,8 @@ func TestLoadOverridesGood(t *testing.T) {
 		{"C0123ABCD", access.Override{SystemPrompt: "You are {bot_name}, the API team's assistant. Answer with code samples in Go.", Model: "gpt-5.4"}, true},
 		{"G0456EFGH", access.Override{Model: "gpt-5.4-mini"}, true},
 		{"C0789IJKL", access.Override{SystemPrompt: "Answer in French."}, true},
+		{"C0999VISN", access.Override{Vision: "off"}, true},
+		{"C0999MNOP", access.Override{ReplyMode: "stream"}, true},
 		{"C9999ZZZZ", access.Override{}, false},
 		{"", access.Override{}, false},
 	}
@@ -42,12 +44,14 @@ func TestLoadOverridesErrors(t *testing.T) {
 		file string
 		want []string // substrings of the error
 	}{
-		{"unknown_key.yaml", []string{"unknown_key.yaml", `line 4: unknown key "modle" (allowed: system_prompt, model, tools)`}},
+		{"unknown_key.yaml", []string{"unknown_key.yaml", `line 4: unknown key "modle" (allowed: system_prompt, model, reply_mode, vision, tools)`}},
 		{"unknown_top.yaml", []string{`line 4: unknown key "channel_defaults" (allowed: channels)`}},
 		{"duplicate.yaml", []string{"line 5", `"C0123ABCD" already set`}}, // yaml.v2 names the line of the value
 		{"wrong_type.yaml", []string{"line 4", "cannot unmarshal !!seq into string"}},
 		{"bad_ids.yaml", []string{`"general" is not a channel ID like C0123ABCD`, `"c0123abcd" is not a channel ID`, `"D0123ABCD" is not a channel ID`}},
-		{"empty_override.yaml", []string{"channels.C0123ABCD: sets neither system_prompt nor model", "channels.C0456EFGH: sets neither"}},
+		{"empty_override.yaml", []string{"channels.C0123ABCD: sets none of system_prompt, model, reply_mode, vision and tools", "channels.C0456EFGH: sets none"}},
+		{"bad_vision.yaml", []string{`channels.C0123ABCD.vision: "sometimes" is not auto, on or off`}},
+		{"bad_reply_mode.yaml", []string{`channels.C0123ABCD.reply_mode: "chunks" is not one of auto, edit, stream`}},
 		{"bad_model.yaml", []string{`channels.C0123ABCD.model: "gpt 5.4 please" is not a model name`}},
 		{"empty.yaml", []string{"no channels key"}},
 		{"not_yaml.yaml", []string{"not_yaml.yaml", "line"}},

@@ -32,7 +32,9 @@ func (b *Bot) ApprovalHandler(a Approver) route.Handler {
 		case handlers.DecidedUnknown:
 			b.later(func() {
 				b.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "tool approval",
-					failed: handlers.TextApprovalFailed, ended: handlers.TextApprovalOver}, log)
+					failed: handlers.TextApprovalFailed, ended: func() {
+						b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextApprovalOver, log)
+					}}, log)
 			})
 			return route.Decision{}
 		}

@@ -68,9 +68,13 @@ type Options struct {
 	MaxConcurrent int // answers and /imagine jobs running at once; default 50
 	// MaxQueued is how many answers may wait for a free place beyond MaxConcurrent, in arrival order;
 	// beyond that the asker is told the bot is busy. 0: none wait.
-	MaxQueued   int
-	Grace       time.Duration // shutdown: time for work in progress; default 8s
-	FollowUps   bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
+	MaxQueued int
+	Grace     time.Duration // shutdown: time for work in progress; default 8s
+	FollowUps bool          // answer thread messages without a mention (the handler decides if the thread involves the bot)
+	// AgentView: the app is declared as an agent (features.agent_view): each message in a DM with
+	// the bot (its agent pane) is its own thread root, answered in its thread, where native
+	// streaming and the agent session apply. Off: answered at the top of the DM.
+	AgentView   bool
 	AnswerBots  bool          // answer other bots' messages (never our own)
 	AckTimeout  time.Duration // most time the loop's ack (of a slash command) may take to write; default 2s
 	PingTimeout time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
@@ -482,6 +486,11 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	case *slackevents.MessageEvent:
 		rr, reason = b.fromMessage(ev, e.TeamID)
 	default:
+		if req := fromEvent(e); req != nil && b.routes.Has(route.Event, req.Name) {
+			log = log.With(zap.String("event", req.Name), zap.String("channel", req.Channel), zap.String("user", req.User))
+			b.dispatch(work, req, read, log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
+			return
+		}
 		reason = "event type " + e.InnerEvent.Type
 	}
 	if reason != "" {
@@ -499,6 +508,22 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	msg := &route.Request{Kind: route.Message, Name: route.MessageRoute, Feature: rr.Feature(), Channel: rr.Channel,
 		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
 	b.dispatch(work, msg, read, log, b.tellLater(rr.Channel, rr.User, rr.ThreadTS, log))
+}
+
+// fromEvent turns an event that is no message to answer into a request for its route (route.Event,
+// named by the event's type), or nil for an event the bot has no use for.
+func fromEvent(e slackevents.EventsAPIEvent) *route.Request {
+	switch ev := e.InnerEvent.Data.(type) {
+	case *slackevents.AgentSessionStoppedEvent:
+		// Slack's own Stop on a session: the thread names the answer, as with our Stop button.
+		return &route.Request{Kind: route.Event, Name: string(slackevents.AgentSessionStopped), Channel: ev.Channel,
+			User: ev.User, Team: e.TeamID, ThreadTS: ev.ThreadTimestamp}
+	case *slackevents.AppHomeOpenedEvent:
+		// The app opened: Text is the tab ("messages": the DM, the agent pane under agent_view).
+		return &route.Request{Kind: route.Event, Name: string(slackevents.AppHomeOpened), Channel: ev.Channel,
+			User: ev.User, Team: e.TeamID, Text: ev.Tab}
+	}
+	return nil
 }
 
 // fromMention turns an app_mention into a request, or says why it is ignored.
@@ -520,8 +545,8 @@ func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (route.R
 		Files:       ev.Files,
 		Attachments: ev.Attachments,
 	}
-	if r.ThreadTS == "" && r.ChannelType != "im" {
-		r.ThreadTS = ev.TimeStamp // a mention in a channel starts a thread under it
+	if r.ThreadTS == "" && (r.ChannelType != "im" || b.opt.AgentView) {
+		r.ThreadTS = ev.TimeStamp // a mention in a channel starts a thread under it, as a message in the agent pane
 	}
 	return r, ""
 }
@@ -552,6 +577,9 @@ func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (route.Repl
 		r.Files, r.Attachments = ev.Message.Files, ev.Message.Attachments
 	}
 	if r.ChannelType == "im" {
+		if r.ThreadTS == "" && b.opt.AgentView {
+			r.ThreadTS = r.TS // in the agent pane each message is its own thread root
+		}
 		return r, ""
 	}
 	switch {
@@ -636,6 +664,15 @@ func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time,
 	}
 	if req.Reply != nil {
 		b.startReply(work, h, req, d.Quiet, read, log, say)
+		return
+	}
+	if d.Now {
+		b.later(func() {
+			started := time.Now()
+			err := run(work, h, req)
+			b.failed(err, req.Channel, req.User, req.ThreadTS, log)
+			b.finished(req.Feature, err, read, started, log)
+		})
 		return
 	}
 	place := b.slots.join() // in the loop: in arrival order
@@ -917,6 +954,9 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 		r.Kind, r.Name, r.Text = route.Shortcut, cb.CallbackID, cb.Message.Text
 		r.ThreadTS, r.MessageTS = cb.Message.ThreadTimestamp, cb.Message.Timestamp
 		req, log = &r, log.With(zap.String("callback_id", cb.CallbackID))
+	case slack.InteractionTypeViewSubmission:
+		req = fromView(base, cb)
+		log = log.With(zap.String("callback_id", cb.View.CallbackID))
 	}
 	if req == nil {
 		log.Debug("interactive envelope ignored")
@@ -927,6 +967,28 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 		return
 	}
 	b.dispatch(work, req, read, log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
+}
+
+// fromView turns a modal's submission into a request at the place the modal belongs (its
+// private_metadata, route.ViewPlace), or nil for a modal that is none of the bot's.
+func fromView(base route.Request, cb slack.InteractionCallback) *route.Request {
+	place, ok := route.ParseViewPlace(cb.View.PrivateMetadata)
+	if !ok {
+		return nil
+	}
+	r := base
+	r.Kind, r.Name, r.Channel = route.View, cb.View.CallbackID, place.Channel
+	r.ThreadTS, r.MessageTS, r.Text = place.ThreadTS, place.MessageTS, place.Text
+	r.Values = map[string]string{}
+	if cb.View.State == nil {
+		return &r
+	}
+	for _, actions := range cb.View.State.Values {
+		for id, a := range actions {
+			r.Values[id] = a.Value
+		}
+	}
+	return &r
 }
 
 // ephemeral is a slash command ack payload shown only to the person who typed the command.

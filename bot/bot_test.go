@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -796,7 +797,7 @@ func TestInteractiveEnvelope(t *testing.T) {
 		`"actions":[{"action_id":"stop","block_id":"b","type":"button","value":"1.0"}]}}`))
 	req := waitChan(t, "click", clicks)
 	want := route.Request{Kind: route.Action, Name: "stop", Feature: "stop", Channel: "C1", User: "U1", ThreadTS: "1.0", MessageTS: "1.2", Text: "1.0"}
-	if req != want {
+	if !reflect.DeepEqual(req, want) {
 		t.Errorf("request %+v\nwant    %+v", req, want)
 	}
 	h.waitFor(t, "ack", func() bool { return acked(fs, id) })

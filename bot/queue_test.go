@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
 )
@@ -252,4 +253,23 @@ func TestBusyNoteOncePerPersonAMinute(t *testing.T) {
 	if n := len(fs.Ephemerals()); n != 1 {
 		t.Errorf("%d busy notes to U2, want 1", n)
 	}
+}
+
+// A route whose Accept says Now runs at once, while every place is taken by answers: short work
+// with Slack alone (a modal's 3-second trigger) never waits behind model requests.
+func TestNowRunsWhileEveryPlaceIsTaken(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	r, started, release := holdingReplier("one", 1)
+	defer close(release)
+	ran := make(chan struct{}, 1)
+	now := route.Route{Kind: route.Action, Name: "now_action", Feature: "now", Handler: route.Funcs{
+		AcceptFunc: func(*route.Request) route.Decision { return route.Decision{Run: true, Now: true} },
+		RunFunc:    func(context.Context, *route.Request) error { ran <- struct{}{}; return nil },
+	}}
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1}, now)
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "the answer holding the only place", started)
+	ts := showButton(t, h, "C1", "", handlers.Button{ActionID: "now_action", Text: "Now", Value: "x"})
+	click(t, fs, "C1", ts, "U1", "now_action")
+	waitChan(t, "the Now route run while the place is taken", ran)
 }

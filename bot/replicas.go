@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
@@ -23,6 +24,7 @@ type Replicas interface {
 	// Lease takes the thread key for this replica if it is free (or its holder died) and returns
 	// the holder; Release frees it.
 	Lease(ctx context.Context, key string) (holder string, err error)
+	Holder(ctx context.Context, key string) (string, error)
 	Release(ctx context.Context, key string) error
 	// Open records an answer in progress, CloseAnswer removes it, Get finds it.
 	Open(ctx context.Context, a state.Answer) error
@@ -150,19 +152,21 @@ type forwarded struct {
 	From                string `json:"from"`
 }
 
-// forward hands req to the replica owning the answer id, if another live replica does. It
-// reports whether it did; false: nobody else has that answer open (it has ended).
+// forward hands req to the replica writing the answer id, if another live replica does: the one
+// the journal names, or, when no record has that id (the answer to a later message in the
+// thread), the one holding req's thread. It reports whether it did; false: no other replica
+// writes there (the answer has ended).
 func (b *Bot) forward(ctx context.Context, req *route.Request, id string) (bool, error) {
 	if req.From != "" {
 		return false, nil // forwarded here already: the answer has ended since
 	}
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
-	a, ok, err := b.shared.Get(ctx, id)
-	if err != nil || !ok || a.Owner == b.shared.Self() {
+	owner, err := b.writer(ctx, req, id)
+	if err != nil || owner == "" || owner == b.shared.Self() {
 		return false, err
 	}
-	if alive, err := b.shared.Alive(ctx, a.Owner); err != nil || !alive {
+	if alive, err := b.shared.Alive(ctx, owner); err != nil || !alive {
 		return false, err
 	}
 	msg, err := json.Marshal(forwarded{Kind: req.Kind, Name: req.Name, Feature: req.Feature, Channel: req.Channel,
@@ -171,10 +175,20 @@ func (b *Bot) forward(ctx context.Context, req *route.Request, id string) (bool,
 	if err != nil {
 		return false, fmt.Errorf("forward: %w", err)
 	}
-	if err := b.shared.Send(ctx, a.Owner, msg); err != nil {
-		return false, fmt.Errorf("forward to %s: %w", a.Owner, err)
+	if err := b.shared.Send(ctx, owner, msg); err != nil {
+		return false, fmt.Errorf("forward to %s: %w", owner, err)
 	}
 	return true, nil
+}
+
+// writer is the replica writing the answer id ("": none): its journal record's owner, else the
+// holder of req's thread.
+func (b *Bot) writer(ctx context.Context, req *route.Request, id string) (string, error) {
+	a, ok, err := b.shared.Get(ctx, id)
+	if err != nil || ok {
+		return a.Owner, err
+	}
+	return b.shared.Holder(ctx, "thread:"+threadKey(req.Channel, req.ThreadTS))
 }
 
 // receive reads the requests other replicas hand to this one and passes them to the loop, until
@@ -187,7 +201,7 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 		}
 		if err != nil {
 			b.log.Warn("replica inbox", zap.Error(err))
-			if sleepCtx(ctx, time.Second) != nil {
+			if watch.Sleep(ctx, time.Second) != nil {
 				return
 			}
 			continue
@@ -208,18 +222,6 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 	}
 }
 
-// sleepCtx waits d unless ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 // alone is Replicas for a bot with nobody to share with (Options.Replicas nil: tests, tools): the
 // loop's own dedupe and thread turns are all there is, and nothing is journaled.
 type alone struct{}
@@ -227,6 +229,7 @@ type alone struct{}
 func (alone) Self() string                                               { return "" }
 func (alone) Claim(context.Context, string, time.Duration) (bool, error) { return true, nil }
 func (alone) Lease(context.Context, string) (string, error)              { return "", nil }
+func (alone) Holder(context.Context, string) (string, error)             { return "", nil }
 func (alone) Release(context.Context, string) error                      { return nil }
 func (alone) Open(context.Context, state.Answer) error                   { return nil }
 func (alone) CloseAnswer(context.Context, string) error                  { return nil }

@@ -212,18 +212,39 @@ func buttonBlocks(text string, buttons []handlers.Button) []slack.Block {
 	for _, t := range cutRunes(text, sectionLimit) {
 		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, t, false, false), nil, nil))
 	}
-	return append(blocks, actionsBlock(buttons))
+	return append(blocks, controlBlocks(buttons)...)
 }
 
-// actionsBlock is an actions block with the buttons.
-func actionsBlock(buttons []handlers.Button) *slack.ActionBlock {
-	elems := make([]slack.BlockElement, 0, len(buttons))
+// controlBlocks are the buttons' blocks: an actions block with the buttons, and the feedback pair
+// (handlers.ActionFeedback) as Slack's feedback_buttons in a context_actions block below it.
+func controlBlocks(buttons []handlers.Button) []slack.Block {
+	var elems []slack.BlockElement
+	var blocks []slack.Block
 	for _, b := range buttons {
+		if b.ActionID == handlers.ActionFeedback {
+			blocks = append(blocks, feedbackBlock(b))
+			continue
+		}
 		btn := slack.NewButtonBlockElement(b.ActionID, b.Value, slack.NewTextBlockObject(slack.PlainTextType, b.Text, false, false))
 		btn.Style = slack.Style(b.Style)
 		elems = append(elems, btn)
 	}
-	return slack.NewActionBlock("llmbot_buttons", elems...)
+	if len(elems) > 0 {
+		blocks = append([]slack.Block{slack.NewActionBlock("llmbot_buttons", elems...)}, blocks...)
+	}
+	return blocks
+}
+
+// feedbackBlock is the 👍/👎 of the feedback Button b, each side carrying its rating.
+func feedbackBlock(b handlers.Button) *slack.ContextActionsBlock {
+	good, bad := handlers.FeedbackValues(b.Value)
+	goodLabel, badLabel := handlers.FeedbackLabels()
+	side := func(emoji, label, value string) *slack.FeedbackButton {
+		return slack.NewFeedbackButton(slack.NewTextBlockObject(slack.PlainTextType, emoji, true, false), value).
+			WithAccessibilityLabel(label)
+	}
+	return slack.NewContextActionsBlock("llmbot_feedback",
+		slack.NewFeedbackButtonsBlockElement(b.ActionID, side("👍", goodLabel, good), side("👎", badLabel, bad)))
 }
 
 // cutRunes cuts s into pieces of at most limit characters, at line ends when it can; none for "".
@@ -329,10 +350,132 @@ func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string,
 		opts = append(opts, slack.MsgOptionMetadata(mark.Metadata()))
 	}
 	if len(buttons) > 0 {
-		opts = append(opts, slack.MsgOptionBlocks(actionsBlock(buttons)))
+		opts = append(opts, slack.MsgOptionBlocks(controlBlocks(buttons)...))
 	}
 	if _, _, err := a.c.StopStreamContext(ctx, channel, ts, opts...); err != nil {
 		return fmt.Errorf("chat.stopStream: %w", err)
+	}
+	return nil
+}
+
+// FinishStream rewrites with chat.update a streamed message Slack ended by itself: markdown as
+// its markdown_text, or, with buttons, in a markdown block above them (markdown_text takes no
+// blocks), its beginning as the notification text.
+func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []handlers.Button) error {
+	var opts []slack.MsgOption
+	if len(buttons) == 0 {
+		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
+	} else {
+		fallback := ""
+		if parts := cutRunes(markdown, finishFallbackLimit); len(parts) > 0 {
+			fallback = parts[0]
+		}
+		opts = append(opts, slack.MsgOptionText(fallback, false),
+			slack.MsgOptionBlocks(append([]slack.Block{slack.NewMarkdownBlock("", markdown)}, controlBlocks(buttons)...)...))
+	}
+	if mark.Kind != "" {
+		opts = append(opts, slack.MsgOptionMetadata(mark.Metadata()))
+	}
+	if _, _, _, err := a.c.UpdateMessageContext(ctx, channel, ts, opts...); err != nil {
+		return fmt.Errorf("chat.update streamed message: %w", err)
+	}
+	return nil
+}
+
+// finishFallbackLimit is how much of a finished stream's text is its notification text, within
+// chat.update's 4,000 characters.
+const finishFallbackLimit = 3000
+
+// OpenModal opens m for the person whose interaction gave triggerID (views.open).
+func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m handlers.Modal) error {
+	input := slack.NewPlainTextInputBlockElement(nil, m.InputActionID)
+	input.Multiline = true
+	block := slack.NewInputBlock("llmbot_input", slack.NewTextBlockObject(slack.PlainTextType, m.InputLabel, false, false), nil, input)
+	block.Optional = true
+	view := slack.ModalViewRequest{
+		Type:            slack.VTModal,
+		Title:           slack.NewTextBlockObject(slack.PlainTextType, m.Title, false, false),
+		Submit:          slack.NewTextBlockObject(slack.PlainTextType, m.Submit, false, false),
+		CallbackID:      m.CallbackID,
+		PrivateMetadata: m.Metadata,
+		Blocks: slack.Blocks{BlockSet: []slack.Block{
+			slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, m.Text, false, false), nil, nil),
+			block,
+		}},
+	}
+	if _, err := a.c.OpenViewContext(ctx, triggerID, view); err != nil {
+		return fmt.Errorf("views.open: %w", err)
+	}
+	return nil
+}
+
+// Permalink returns the permalink of the message ts in channel (chat.getPermalink).
+func (a *SlackAPI) Permalink(ctx context.Context, channel, ts string) (string, error) {
+	link, err := a.c.GetPermalinkContext(ctx, &slack.PermalinkParameters{Channel: channel, Ts: ts})
+	if err != nil {
+		return "", fmt.Errorf("chat.getPermalink: %w", err)
+	}
+	return link, nil
+}
+
+// AppendTasks shows tasks as task cards on the streamed message ts (task_update chunks of
+// chat.appendStream).
+func (a *SlackAPI) AppendTasks(ctx context.Context, channel, ts string, tasks []handlers.Task) error {
+	chunks := make([]slack.StreamChunk, len(tasks))
+	for i, t := range tasks {
+		c := slack.NewTaskUpdateChunk(t.ID, t.Title)
+		c.Status, c.Details = slack.TaskCardStatus(t.Status), t.Details
+		chunks[i] = c
+	}
+	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, slack.MsgOptionChunks(chunks...)); err != nil {
+		return fmt.Errorf("chat.appendStream tasks: %w", err)
+	}
+	return nil
+}
+
+// SetSuggestedPrompts shows prompts at the top of the DM channel (threadTS "": the agent pane)
+// or of a thread (assistant.threads.setSuggestedPrompts).
+func (a *SlackAPI) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []handlers.Prompt) error {
+	ps := make([]slack.AssistantThreadsPrompt, len(prompts))
+	for i, p := range prompts {
+		ps[i] = slack.AssistantThreadsPrompt{Title: p.Title, Message: p.Message}
+	}
+	err := a.c.SetAssistantThreadsSuggestedPromptsContext(ctx, slack.AssistantThreadsSetSuggestedPromptsParameters{
+		ChannelID: channel, ThreadTS: threadTS, Prompts: ps})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setSuggestedPrompts: %w", err)
+	}
+	return nil
+}
+
+// SetTitle titles a DM thread (assistant.threads.setTitle).
+func (a *SlackAPI) SetTitle(ctx context.Context, channel, threadTS, title string) error {
+	err := a.c.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{
+		ChannelID: channel, ThreadTS: threadTS, Title: title})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setTitle: %w", err)
+	}
+	return nil
+}
+
+// SetStatus shows status under a DM thread with loading messages Slack rotates
+// (assistant.threads.setStatus; Slack clears it when the bot replies).
+func (a *SlackAPI) SetStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
+	err := a.c.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+		ChannelID: channel, ThreadTS: threadTS, Status: status, LoadingMessages: loading})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setStatus: %w", err)
+	}
+	return nil
+}
+
+// SetSessionStatus moves the agent session of the thread threadTS in channel to status
+// (agents.sessions.setStatus; it creates the session when there is none).
+func (a *SlackAPI) SetSessionStatus(ctx context.Context, channel, threadTS, status string) error {
+	_, err := a.c.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{Status: status,
+		ChannelID: channel, ThreadTS: threadTS})
+	if err != nil {
+		return fmt.Errorf("agents.sessions.setStatus: %w", err)
 	}
 	return nil
 }

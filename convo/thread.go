@@ -33,6 +33,9 @@ type Options struct {
 	// IncludeOtherBots replays other bots' messages as user messages labelled "[bot] Name: ";
 	// when false they are left out.
 	IncludeOtherBots bool
+	// Files is what the caller read of the files people shared, by file id: their text, their
+	// pictures, or why not. A file not in it is only noted, as is every file when it is nil.
+	Files map[string]FileContent
 }
 
 // Result is what Build produces.
@@ -47,6 +50,9 @@ type Result struct {
 	// EmptyMention is true when the trigger has no text (only whitespace or punctuation)
 	// beyond the bot's mention, no files and no forwarded message.
 	EmptyMention bool
+	// FilesLeftOut counts the files whose contents were read but left out for the budget (the
+	// messages they came with say so); the newest are kept first.
+	FilesLeftOut int
 }
 
 // DefaultBudget is the token budget when Options.Budget is 0.
@@ -125,24 +131,32 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 
 	var res Result
 	system := b.systemPrompt()
-	var triggerContent string
-	triggerContent, res.EmptyMention = b.triggerContent(trigger)
+	triggerContent, empty := b.triggerContent(trigger)
+	res.EmptyMention = empty
+	tm := b.withFiles(llm.Message{Role: llm.RoleUser, Content: triggerContent}, trigger, true)
 
-	// The trigger is always kept; it is cut only when it alone does not fit. The history's room
-	// keeps space for the widest note on omitted messages there could be.
+	// The trigger is always kept; its files' contents are left out when they do not fit, and its
+	// text is cut only when it alone does not fit. The history's room keeps space for the widest
+	// note on omitted messages there could be.
 	room := b.budget() - EstimateTokens(system)
 	if len(h.entries) > 0 {
 		room -= EstimateTokens(omittedNote(len(thread) + 1))
 	}
-	if EstimateTokens(triggerContent) > room {
-		res.TriggerCut = true
-		triggerContent = cutTrigger(triggerContent, room)
+	if tm.tokens > room && len(tm.msg.Parts) > 0 {
+		res.FilesLeftOut += tm.files
+		tm = b.withFiles(llm.Message{Role: llm.RoleUser, Content: triggerContent}, trigger, false)
 	}
-	room -= EstimateTokens(triggerContent)
+	if tm.tokens > room {
+		res.TriggerCut = true
+		tm.msg.Content = cutTrigger(tm.msg.Content, room-(tm.tokens-EstimateTokens(tm.msg.Content)))
+		tm.tokens = b.cost(tm.msg, 0)
+	}
+	room -= tm.tokens
 
-	history, omitted := b.fitHistory(thread, h.entries, room)
+	history, omitted, left := b.fitHistory(thread, h.entries, room)
 	res.Omitted = omitted
-	res.Messages = assemble(system, omitted, history, triggerContent)
+	res.FilesLeftOut += left
+	res.Messages = assemble(system, omitted, history, tm.msg)
 	return res
 }
 
@@ -245,34 +259,39 @@ func (b *builder) triggerContent(trigger slack.Message) (content string, empty b
 // fitHistory converts entries newest first while they fit in room tokens and returns them
 // oldest first. At the first that does not fit, it and every older entry with content are left
 // out, and omitted counts them.
-func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) (kept []llm.Message, omitted int) {
+// A message whose files' contents do not fit goes without them (and says so); left counts those
+// files.
+func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) (kept []llm.Message, omitted, left int) {
 	for k := len(entries) - 1; k >= 0; k-- {
-		msg, ok := b.entryMessage(thread, entries[k])
+		m, ok := b.entryMessage(thread, entries[k], true)
 		if !ok {
 			continue
 		}
-		cost := EstimateTokens(msg.Content)
-		if cost > room {
+		if m.tokens > room && len(m.msg.Parts) > 0 {
+			left += m.files
+			m, _ = b.entryMessage(thread, entries[k], false)
+		}
+		if m.tokens > room {
 			omitted = countWithContent(thread, entries[:k+1])
 			break
 		}
-		room -= cost
-		kept = append(kept, msg)
+		room -= m.tokens
+		kept = append(kept, m.msg)
 	}
 	slices.Reverse(kept)
-	return kept, omitted
+	return kept, omitted, left
 }
 
 // assemble puts the request together: the system prompt, the note on omitted messages, the
 // history (oldest first) and the trigger last.
-func assemble(system string, omitted int, history []llm.Message, trigger string) []llm.Message {
+func assemble(system string, omitted int, history []llm.Message, trigger llm.Message) []llm.Message {
 	msgs := make([]llm.Message, 0, len(history)+3)
 	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
 	if omitted > 0 {
 		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: omittedNote(omitted)})
 	}
 	msgs = append(msgs, history...)
-	return append(msgs, llm.Message{Role: llm.RoleUser, Content: trigger})
+	return append(msgs, trigger)
 }
 
 // addAnswer adds the bot's answer message i (ts, mark) to entries; asked is the question an answer
@@ -460,8 +479,9 @@ func (b *builder) replaced(thread []slack.Message) map[string]bool {
 	return out
 }
 
-// entryMessage converts one entry; ok is false when it has nothing to say.
-func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bool) {
+// entryMessage converts one entry, with what was read of its files when files is true; ok is
+// false when it has nothing to say.
+func (b *builder) entryMessage(thread []slack.Message, e entry, files bool) (costed, bool) {
 	switch e.who {
 	case speakerSelf:
 		var parts []string
@@ -481,16 +501,16 @@ func (b *builder) entryMessage(thread []slack.Message, e entry) (llm.Message, bo
 			}
 		}
 		if len(parts) == 0 {
-			return llm.Message{}, false
+			return costed{}, false
 		}
-		return llm.Message{Role: llm.RoleAssistant, Content: strings.Join(parts, "\n")}, true
+		return b.costed(llm.Message{Role: llm.RoleAssistant, Content: strings.Join(parts, "\n")}), true
 	case speakerSelfFile:
 		f := filesNote(latest(thread[e.idx[0]]).Files)
-		return llm.Message{Role: llm.RoleAssistant, Content: f}, f != ""
+		return b.costed(llm.Message{Role: llm.RoleAssistant, Content: f}), f != ""
 	default:
 		m := latest(thread[e.idx[0]])
 		c := b.content(e.who, m, b.plain(m))
-		return llm.Message{Role: llm.RoleUser, Content: c}, c != ""
+		return b.withFiles(llm.Message{Role: llm.RoleUser, Content: c}, m, files), c != ""
 	}
 }
 

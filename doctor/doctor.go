@@ -67,8 +67,10 @@ type Input struct {
 	ChannelModels map[string][]string
 
 	// The features whose scopes the bot token needs.
-	ReplyMode string // REPLY_MODE: "stream" writes with native streaming
+	ReplyMode string // REPLY_MODE: "stream" and "auto" write with native streaming (auto in DMs)
+	AgentView bool   // AGENT_VIEW: the DM is the agent pane
 	FollowUps bool   // FOLLOW_UPS: thread messages without a mention
+	Vision    string // VISION: "off" reads no pictures (text files still need files:read)
 
 	// RedisHost is REDIS_URL's host ("": not set, the Redis check is skipped), and PingRedis
 	// connects to it as the bot does and asks PING.
@@ -334,6 +336,9 @@ func slackChecks(ctx context.Context, in Input) []result {
 		} else {
 			out = append(out, ok(tokenCheck, "valid (bot @%s in %s, %s)", auth.User, auth.Team, auth.TeamID),
 				checkScopes(in, auth.Header))
+			if in.Streams() || in.AgentView {
+				out = append(out, checkAgent(in, auth.Header))
+			}
 			botApp = botAppID(ctx, api, auth.BotID)
 		}
 	}
@@ -389,6 +394,10 @@ type scopeNeed struct {
 }
 
 // neededScopes lists the bot scopes the enabled features need, in the order of manifest.yaml.
+// Streams reports whether the bot writes some answers with Slack's native streaming: REPLY_MODE
+// stream everywhere, auto in DMs and the agent pane.
+func (in Input) Streams() bool { return in.ReplyMode == "stream" || in.ReplyMode == "auto" }
+
 func neededScopes(in Input) []scopeNeed {
 	followUps := func(s string) string {
 		if in.FollowUps {
@@ -397,8 +406,8 @@ func neededScopes(in Input) []scopeNeed {
 		return s
 	}
 	write := "posting and editing answers"
-	if in.ReplyMode == "stream" {
-		write += ", native streaming (REPLY_MODE stream)"
+	if in.Streams() {
+		write += ", native streaming (REPLY_MODE " + in.ReplyMode + ")"
 	}
 	summaries := "; /summarize and Summarize thread there"
 	return []scopeNeed{
@@ -409,8 +418,18 @@ func neededScopes(in Input) []scopeNeed {
 		{"mpim:history", followUps("group DMs the bot is added to" + summaries)},
 		{"chat:write", write},
 		{"files:write", "/imagine: uploading the picture"},
+		{"files:read", filesWhy(in.Vision)},
 		{"users:read", "people's names, so the model knows who said what"},
 	}
+}
+
+// filesWhy is why files:read is needed: the text files people share are always read, their
+// pictures unless VISION is off.
+func filesWhy(vision string) string {
+	if vision == "off" {
+		return "reading the text files people share (logs, code, CSV)"
+	}
+	return "reading the files people share: pictures for the model (VISION " + cmp.Or(vision, "auto") + "), text files"
 }
 
 // checkScopes compares the x-oauth-scopes header of auth.test with what the features need.
@@ -455,6 +474,37 @@ func checkScopes(in Input, h http.Header) result {
 	return result{name: name, status: statusOK,
 		detail: fmt.Sprintf("all %d scopes the enabled features need are granted", len(need)+1),
 		notes:  []string{"note: " + eventsNote}}
+}
+
+// agentScope is the scope Slack grants an app declared as an agent (features.agent_view).
+const agentScope = "assistant:write"
+
+// checkAgent checks that the app is declared as an agent, as native streaming (Slack's agent
+// sessions and their Stop) and the agent pane need: its bot token then has assistant:write.
+func checkAgent(in Input, h http.Header) result {
+	const name = "Agent"
+	raw := h.Get("X-OAuth-Scopes")
+	if strings.TrimSpace(raw) == "" {
+		return result{name: name, status: statusWarn, detail: "not checked: Slack did not say which scopes the bot token has",
+			fix: "check that your app's manifest has features.agent_view, as manifest.yaml does"}
+	}
+	for s := range strings.SplitSeq(raw, ",") {
+		if strings.TrimSpace(s) == agentScope {
+			return ok(name, "declared as an agent (%s granted): agent sessions, their Stop and the agent pane work", agentScope)
+		}
+	}
+	var uses []string
+	if in.Streams() {
+		uses = append(uses, "REPLY_MODE "+in.ReplyMode+" streams answers natively: Slack shows its Stop on them, which does "+
+			"nothing and leaves a spinner for an hour unless the app keeps agent sessions, which only agents may")
+	}
+	if in.AgentView {
+		uses = append(uses, "AGENT_VIEW: the DM's agent pane (suggested prompts, titles, the thinking status) needs "+agentScope)
+	}
+	return fail(name, "the app is not declared as an agent (its bot token lacks "+agentScope+")",
+		"add features.agent_view to your app's manifest (App Manifest in your app's settings; manifest.yaml has it) and "+
+			"reinstall the app (Install App > Reinstall to Workspace); or set REPLY_MODE=edit and AGENT_VIEW=false",
+		uses...)
 }
 
 // appTokenFix is what to do about a bad app-level token.

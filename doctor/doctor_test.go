@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,7 +184,7 @@ func TestDoctorMissingScopes(t *testing.T) {
 // follow-ups, /summarize and the Summarize thread shortcut.
 func TestDoctorMissingHistoryScopes(t *testing.T) {
 	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
-		"app_mentions:read", "chat:write", "im:history", "commands", "files:write", "users:read",
+		"app_mentions:read", "chat:write", "im:history", "commands", "files:write", "files:read", "users:read",
 	}})
 	out, err := runDoctor(t, f.in)
 	if err == nil {
@@ -192,10 +193,29 @@ func TestDoctorMissingHistoryScopes(t *testing.T) {
 	checkGolden(t, "missing_history_scopes", out)
 }
 
+// Without files:read the pictures and text files people share cannot be read: a failure whose note
+// says so, and names VISION; with VISION=off the text files still need it.
+func TestDoctorFilesScope(t *testing.T) {
+	for _, vision := range []string{"auto", "off"} {
+		t.Run(vision, func(t *testing.T) {
+			f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
+				"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history", "mpim:history",
+				"files:write", "users:read", "commands",
+			}})
+			f.in.Vision = vision
+			out, err := runDoctor(t, f.in)
+			if err == nil {
+				t.Error("doctor passed without files:read")
+			}
+			checkGolden(t, "missing_files_read_vision_"+vision, out)
+		})
+	}
+}
+
 func TestDoctorCommandsScopeNotListed(t *testing.T) {
 	f := newDoctorFakes(t, fakeslack.Config{Scopes: []string{
 		"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history", "mpim:history",
-		"files:write", "users:read",
+		"files:write", "files:read", "users:read",
 	}})
 	out, err := runDoctor(t, f.in)
 	if err != nil {
@@ -622,5 +642,42 @@ func TestDoctorImageModelNotPassedUnderARefusedKeyWithAPublicModelList(t *testin
 	}
 	if strings.HasPrefix(image, "✓") {
 		t.Errorf("under %q the image check is %q: a ✓ under a refused key", chat, image)
+	}
+}
+
+// With native streaming (REPLY_MODE auto or stream) or the agent pane, the app must be declared as
+// an agent: its bot token then has assistant:write. Without either, nothing is checked.
+func TestDoctorAgentDeclared(t *testing.T) {
+	answers := []string{"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history",
+		"mpim:history", "files:write", "files:read", "users:read", "commands"}
+	for _, tc := range []struct {
+		name      string
+		mode      string
+		agentView bool
+		agent     bool   // the token has assistant:write
+		want      string // the Agent line; "": none
+		fails     bool
+	}{
+		{"auto, declared", "auto", true, true, "declared as an agent (assistant:write granted)", false},
+		{"auto, not declared", "auto", false, false, "the app is not declared as an agent", true},
+		{"stream, not declared", "stream", false, false, "REPLY_MODE stream streams answers natively", true},
+		{"edit with the pane, not declared", "edit", true, false, "AGENT_VIEW: the DM's agent pane", true},
+		{"edit without the pane", "edit", false, false, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scopes := slices.Clone(answers)
+			if tc.agent {
+				scopes = append(scopes, "assistant:write")
+			}
+			f := newDoctorFakes(t, fakeslack.Config{Scopes: scopes})
+			f.in.ReplyMode, f.in.AgentView = tc.mode, tc.agentView
+			out, err := runDoctor(t, f.in)
+			if (err != nil) != tc.fails {
+				t.Errorf("doctor error %v, want failing %v:\n%s", err, tc.fails, out)
+			}
+			if has := strings.Contains(out, "Agent"); has != (tc.want != "") || !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q (or has an Agent line it should not):\n%s", tc.want, out)
+			}
+		})
 	}
 }

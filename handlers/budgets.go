@@ -49,6 +49,9 @@ type Budgets struct {
 	// Streams is chat.startStream + chat.stopStream. A reply starts a native stream only when a token
 	// is available at once, else it answers by editing; stopStream waits.
 	Streams *pace.Bucket
+	// Sessions is agents.sessions.setStatus: the "processing" status is set only with a token at
+	// once (the stream itself shows Slack the answer is under way); moving it off waits.
+	Sessions *pace.Bucket
 	// Deletes (chat.delete) and Ephemerals (chat.postEphemeral) close replies at shutdown that the
 	// edit budget cannot serve in time (planClose).
 	Deletes, Ephemerals *pace.Bucket
@@ -65,6 +68,7 @@ func NewBudgets(editsPerMinute float64, policy pace.Policy) Budgets {
 		Reads:          pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
 		Lookups:        pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
 		Streams:        pace.NewBucket(streamsPerMinute, streamBurst),
+		Sessions:       pace.NewBucket(sessionsPerMinute, sessionBurst),
 		Deletes:        pace.NewBucket(deletesPerMinute, closingBurst),
 		Ephemerals:     pace.NewBucket(ephemeralsPerMinute, closingBurst),
 	}
@@ -80,6 +84,7 @@ func (b Budgets) withDefaults() Budgets {
 	b.Reads = or(b.Reads, d.Reads)
 	b.Lookups = or(b.Lookups, d.Lookups)
 	b.Streams = or(b.Streams, d.Streams)
+	b.Sessions = or(b.Sessions, d.Sessions)
 	b.Deletes = or(b.Deletes, d.Deletes)
 	b.Ephemerals = or(b.Ephemerals, d.Ephemerals)
 	return b
@@ -104,6 +109,7 @@ func (b Budgets) Share(s pace.Shared) {
 	b.Reads.Share(s, "conversations.read")
 	b.Lookups.Share(s, "users.info")
 	b.Streams.Share(s, "chat.startStream")
+	b.Sessions.Share(s, "agents.sessions.setStatus")
 	b.Deletes.Share(s, "chat.delete")
 	b.Ephemerals.Share(s, "chat.postEphemeral")
 }

@@ -78,6 +78,12 @@ type Streamer interface {
 	// StopStream ends the streamed message, appending markdown ("" = nothing), storing mark as metadata
 	// and showing buttons (nil: none) at the bottom of the message.
 	StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error
+	// FinishStream finishes with chat.update a streamed message Slack has ended by itself (its time
+	// limit: chat.appendStream and chat.stopStream then answer message_not_in_streaming_state and
+	// the message is stuck until it is rewritten): its whole markdown, mark and buttons (nil: none).
+	FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error
+	// AppendTasks shows tasks as task cards on the streamed message ts (chat.appendStream chunks).
+	AppendTasks(ctx context.Context, channel, ts string, tasks []Task) error
 }
 
 // StreamStart is a chat.startStream call.

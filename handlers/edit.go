@@ -612,6 +612,12 @@ func (e *editSink) shows() showing {
 
 func (e *editSink) placeholderTS() string { return e.firstTS() }
 
+// progress: an edited answer's placeholder says "Thinking…"; it shows no steps.
+func (e *editSink) progress(context.Context, ...Task) {}
+
+// stoppedByUser: an edited answer stopped by our Stop button closes like any other, with its text.
+func (e *editSink) stoppedByUser() {}
+
 // closeStep carries out stepFinal and stepFinalInTime; edit mode has no other steps of its own.
 // The final write has closed the answer once its last part, the one with the note, has landed.
 func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bool, error) {

@@ -316,6 +316,32 @@ func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string
 	return nil
 }
 
+func (f *fakeSlack) AppendTasks(ctx context.Context, channel, ts string, tasks []Task) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.record(call{method: "appendTasks", ts: ts}, nil)
+}
+
+func (f *fakeSlack) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := f.record(call{method: "finishStream", ts: ts, text: markdown, mark: mark, buttons: buttons}, f.updateErr); err != nil {
+		return err
+	}
+	msg := f.find(ts)
+	if msg == nil {
+		return slack.SlackErrorResponse{Err: "message_not_found"}
+	}
+	if msg.streaming {
+		return slack.SlackErrorResponse{Err: "streaming_state_conflict"}
+	}
+	msg.text, msg.mark, msg.buttons = markdown, mark, buttons
+	return nil
+}
+
 func (f *fakeSlack) Name(ctx context.Context, userID string) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

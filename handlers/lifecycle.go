@@ -59,6 +59,12 @@ type answer struct {
 	// replacesAbove: a Regenerate could not be written in place of the old answer (its message
 	// refused the edit), so the new answer, posted below it, says that it replaces it.
 	replacesAbove bool
+	// imagesUnseen: the model refused the pictures and answered without them (VISION=auto); the
+	// answer says so.
+	imagesUnseen bool
+
+	// readStatus is how reading the thread ended, for its task card ("": it was not read).
+	readStatus string
 
 	ttft, firstText time.Duration
 	chunks          int
@@ -82,14 +88,29 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		return a.notOpened(ctx, err)
 	}
 	defer s.close()
+	a.session(ctx, s, SessionProcessing)
+	a.pane(ctx)
+	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
 
+	if thread == nil && !a.startsThread() { // the thread is read: that is shown
+		s.progress(ctx, Task{ID: taskRead, Title: titleRead, Status: TaskInProgress})
+	}
 	res, early, err := a.prepare(ctx, thread)
+	if thread == nil && !a.startsThread() {
+		a.readStatus = doneStatus(err)
+	}
 	if early != nil {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}
 	md, finishReason, serr := a.generate(ctx, res.Messages, s)
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
+	if a.imagesUnseen && kind == convo.MarkAnswer {
+		note = strings.TrimSpace(textImagesSeen + " " + note)
+	}
 	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
+	if ferr == nil {
+		a.closedInJournal() // at once: a replica that dies now must not leave it to be closed as interrupted
+	}
 	a.report(s, res, md, finishReason, note, ferr)
 	if ferr != nil {
 		ferr = fmt.Errorf("final write: %w", ferr)
@@ -152,11 +173,15 @@ func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo
 		named = append(slices.Clip(thread), trigger)
 	}
 	names := a.r.resolve(ctx, a.log, convo.UserIDs(named))
+	thread, trigger, files := a.readFiles(ctx, thread, trigger)
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
 		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
-		IncludeOtherBots: a.r.opt.OtherBots,
+		IncludeOtherBots: a.r.opt.OtherBots, Files: files,
 	})
+	if res.FilesLeftOut > 0 {
+		a.log.Debug("files left out for the context budget", zap.Int("files", res.FilesLeftOut))
+	}
 	if res.EmptyMention {
 		a.noRegen = true
 		return res, &closing{md: emptyMentionHint(a.r.opt.BotName), kind: convo.MarkNotice}, nil
@@ -195,6 +220,9 @@ func (a *answer) findQuestion(thread []slack.Message) (_ []slack.Message, trigge
 func (a *answer) finish(ctx context.Context, s sink, c closing) error {
 	if a.replacesAbove && c.kind == convo.MarkAnswer {
 		c.note = strings.TrimSpace(textReplacesAbove + " " + c.note)
+	}
+	if errors.Is(context.Cause(ctx), ErrStopped) {
+		s.stoppedByUser() // a stream's session was stopped in Slack: its text so far stays as it is
 	}
 	began := time.Now()
 	closeBy := func(cause error, cancelled time.Time) time.Time { return a.r.closeBy(cause, cancelled, began) }

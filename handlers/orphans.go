@@ -17,9 +17,10 @@ import (
 )
 
 // Journal records the messages each answer in progress posts (the state package's journal of
-// open answers), named by route.AnswerID.
+// open answers), named by route.AnswerID, and forgets the answer once its final write is made.
 type Journal interface {
 	AddMessage(ctx context.Context, id, ts string) error
+	CloseAnswer(ctx context.Context, id string) error
 }
 
 // Orphans is the journal as the replica that closes other replicas' answers sees it: the answers

@@ -160,7 +160,8 @@ func TestCloseOrphans(t *testing.T) {
 }
 
 // TestAnswerMessagesAreJournaled: every message an answer posts is recorded under its id, so the
-// replica closing it after a crash finds them.
+// replica closing it after a crash finds them, and the record goes once the answer's final write is
+// made (a replica dying right after must not leave a finished answer to be closed as interrupted).
 func TestAnswerMessagesAreJournaled(t *testing.T) {
 	for _, mode := range []ReplyMode{ModeEdit, ModeStream} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -180,6 +181,9 @@ func TestAnswerMessagesAreJournaled(t *testing.T) {
 				got := j.answers[route.AnswerID("C1", req.TS)].Messages
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("journaled %v; want the answer's messages %v", got, want)
+				}
+				if !slices.Equal(j.closed, []string{route.AnswerID("C1", req.TS)}) {
+					t.Errorf("records closed %v; want the answer's, once its final write is made", j.closed)
 				}
 			})
 		})

@@ -28,6 +28,10 @@ const (
 	// ModeStream uses Slack's native streaming (chat.startStream / appendStream / stopStream, Markdown).
 	// When Slack refuses it, the reply falls back to ModeEdit by itself.
 	ModeStream ReplyMode = "stream"
+	// ModeAuto streams natively where the asker is the only one reading the answer as it is written
+	// (a DM with the bot, the agent pane), and edits elsewhere: in a channel Slack shows a native
+	// stream live only to its recipient, and everyone else sees its first words until it ends.
+	ModeAuto ReplyMode = "auto"
 )
 
 // ReplyOptions configure Replies. Zero values get the documented defaults.
@@ -44,12 +48,23 @@ type ReplyOptions struct {
 	// editing (see the rules in buttons.go). Parts are then at most 2,600 bytes (a section block
 	// holds 3,000 characters).
 	Buttons bool
+	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
+	// feedback.go).
+	Feedback bool
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
 	ChannelSettings func(channel string) (systemPrompt, model string)
+	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
+	ChannelMode func(channel string) ReplyMode
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
 	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
 	Journal Journal
+	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
+	// and a thinking status, and serves the suggested prompts (PaneHandler).
+	Pane Pane
+	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
+	// processing while it is written, active once it has ended (closed at shutdown).
+	Sessions Sessions
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
@@ -60,6 +75,9 @@ type ReplyOptions struct {
 	// Budgets pace every Slack method the replies call, shared by every reply; a nil budget gets its
 	// default (see Budgets).
 	Budgets Budgets
+
+	// Files says what answers read of the files people share (text, pictures).
+	Files FileOptions
 
 	// PlaceholderAfter is how long an answer in edit mode waits for the model's first text before it
 	// shows the "Thinking…" placeholder. The first text is then posted as the answer's message (from
@@ -80,8 +98,17 @@ type ReplyOptions struct {
 	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration
 	StreamRefusal   time.Duration // how long a refusal of native streaming is remembered; default 10 min
-	Tools           ToolOptions   // tools the model may use (tools.go); none by default
+	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
+	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
+	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
+	// Defaults 4 min each.
+	StreamRollover, StreamIdle time.Duration
+	Tools                      ToolOptions // tools the model may use (tools.go); none by default
 }
+
+// DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
+// Slack is reported to end a stream.
+const DefaultStreamRollover = 4 * time.Minute
 
 // Bounds of the in-memory caches.
 const (
@@ -119,6 +146,8 @@ type Replies struct {
 
 	mu           sync.Mutex
 	streamRefuse time.Time // native streaming refused until then
+	// sessionRefuse: agents.sessions.setStatus refused (the app is not an agent) until then
+	sessionRefuse time.Time
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
@@ -128,6 +157,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		opt.Mode = ModeEdit
 	}
 	opt.Budgets = opt.Budgets.withDefaults()
+	opt.Files = opt.Files.withDefaults()
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = 20
 	}
@@ -142,6 +172,12 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	if opt.StreamRefusal <= 0 {
 		opt.StreamRefusal = 10 * time.Minute
+	}
+	if opt.StreamRollover <= 0 {
+		opt.StreamRollover = DefaultStreamRollover
+	}
+	if opt.StreamIdle <= 0 {
+		opt.StreamIdle = DefaultStreamRollover
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -438,9 +474,26 @@ type nameMap map[string]string
 
 func (m nameMap) Name(id string) (string, bool) { n, ok := m[id]; return n, ok }
 
-// streamingAllowed reports whether native streaming is to be tried (not refused recently).
+// streams reports whether the answer to req is to be streamed natively: its reply mode (the
+// channel's, else Mode) says so there, and Slack has not refused it recently.
+func (r *Replies) streams(req route.ReplyRequest) bool {
+	mode := r.opt.Mode
+	if f := r.opt.ChannelMode; f != nil {
+		if m := f(req.Channel); m != "" {
+			mode = m
+		}
+	}
+	switch {
+	case mode == ModeAuto && req.InDM(), mode == ModeStream:
+	default:
+		return false
+	}
+	return r.streamingAllowed()
+}
+
+// streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	if r.opt.Mode != ModeStream || r.streamer == nil {
+	if r.streamer == nil {
 		return false
 	}
 	r.mu.Lock()

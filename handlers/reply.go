@@ -37,6 +37,11 @@ type sink interface {
 	shows() showing
 	// placeholderTS is the message stepWithdraw deletes: the bare placeholder or the empty stream.
 	placeholderTS() string
+	// progress shows a step of the answer as a task card, where the sink can (progress.go).
+	progress(ctx context.Context, tasks ...Task)
+	// stoppedByUser says the person stopped the answer in Slack (a session's Stop), which also
+	// halted the stream: nothing more is appended, the answer closes with its note.
+	stoppedByUser()
 	// closeStep carries out one of the sink's own ways of closing the answer c (see planClose), on ctx
 	// (detached from cancellation and time-boxed). Called after the writer goroutine has ended.
 	closeStep(ctx context.Context, step closeStep, c closing) (closed bool, err error)
@@ -63,7 +68,7 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		a.replacesAbove = slackErr(err) != "message_not_found"
 		a.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
 	}
-	if a.threadTS != "" && a.r.streamingAllowed() {
+	if a.threadTS != "" && a.r.streams(a.req) {
 		if !a.r.opt.Budgets.Streams.TryTake() {
 			a.log.Debug("native streaming budget used up; answering by editing")
 			return a.openEdit(ctx)
@@ -185,7 +190,9 @@ func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
 		return nil, err
 	}
 	a.posted(ts)
-	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts, streamed: []string{ts}, starts: 1}, nil
+	now := time.Now()
+	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts,
+		streamed: []string{ts}, starts: 1, opened: now, wrote: now}, nil
 }
 
 func (a *answer) streamStart(md string) StreamStart {
@@ -207,6 +214,8 @@ func (a *answer) buttons(final bool) []Button {
 		return []Button{stopButton(a.ref())}
 	case a.noRegen:
 		return []Button{}
+	case a.r.opt.Feedback:
+		return []Button{regenerateButton(a.ref()), feedbackButton(a.ref())}
 	}
 	return []Button{regenerateButton(a.ref())}
 }
@@ -445,7 +454,10 @@ func slackTS(t time.Time) string {
 // starts and waits for before returning. It returns the round's text, its finish reason, its tool
 // calls and the stream's error.
 func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult {
-	sctx, scancel := context.WithCancelCause(ctx)
+	if rd.prefix == "" { // the first round: the later ones follow their tools' tasks
+		s.progress(ctx, a.readTasks()...)
+	}
+	sctx, scancel := context.WithCancelCause(llm.WithRetries(ctx, retried(s, ctx)))
 	defer scancel(nil)
 	stall := a.r.opt.StallTimeout
 	watchdog := time.AfterFunc(stall, func() { scancel(errStalled) })
@@ -486,7 +498,8 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 	var calls []llm.ToolCall
 	sinceLast := 0
 	begin := time.Now()
-	req := llm.ChatRequest{Model: a.model, Messages: rd.msgs, Patience: a.patience(s, &answer), Tools: rd.tools}
+	req := llm.ChatRequest{Model: a.model, Messages: rd.msgs, Patience: a.patience(s, &answer), Tools: rd.tools,
+		KeepImages: a.vision() == VisionOn, ImagesDropped: func() { a.imagesUnseen = true }}
 	for c, err := range a.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
 		if err != nil {

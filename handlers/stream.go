@@ -19,16 +19,26 @@ import (
 // chat.appendStream with the safe-to-append Markdown (slackmd.MarkdownStream) paced by the appends
 // scheduler, chat.stopStream with the rest and the mark. A message that would pass slackmd.MarkdownLimit is
 // stopped and the answer continues in a new streamed message.
+//
+// Slack ends a stream by itself after about five minutes (whether of age or of silence is not
+// known), and the message is then stuck until chat.update rewrites it. So a streamed message is
+// also stopped, to go on in a new one, once it is ReplyOptions.StreamRollover old or has had no
+// append for StreamIdle (while the model is silent, the writer stops it then: idle); and one Slack
+// has ended all the same is finished with chat.update from what it took (finishExpired), the
+// answer going on in a new message. The rescue (re-posting the whole answer) stays the last resort.
 type streamSink struct {
 	answer   *answer
 	lane     *pace.Lane
 	ms       *slackmd.MarkdownStream
-	fed      int      // bytes of the answer fed to ms
-	pend     string   // ms output not yet appended
-	ts       string   // the streamed message being written ("" after it was stopped to continue in a new one)
-	sent     int      // characters in it
-	firstTS  string   // the answer's first streamed message, which later ones name (Mark.First)
-	streamed []string // every streamed message of the answer (rescue deletes them)
+	fed      int       // bytes of the answer fed to ms
+	pend     string    // ms output not yet appended
+	ts       string    // the streamed message being written ("" after it was stopped to continue in a new one)
+	sent     int       // characters in it
+	shown    string    // the markdown Slack took into it (what chat.update finishes it with if Slack ends it)
+	opened   time.Time // when it was started
+	wrote    time.Time // its last start or append
+	firstTS  string    // the answer's first streamed message, which later ones name (Mark.First)
+	streamed []string  // every streamed message of the answer (rescue deletes them)
 
 	// broken: appends failed repeatedly (not transiently): the final write rescues the answer
 	interimFailures
@@ -36,7 +46,10 @@ type streamSink struct {
 	stopped bool // the user pressed stop
 	starts  int
 	appends int
+	expired int // streamed messages Slack ended by itself, finished by chat.update
 	rescued bool
+	// modelShown: the model task was marked done (its first words came, or the answer closed)
+	modelShown bool
 
 	// appendWait, when set (by the final write), is waited for before each chat.appendStream: the
 	// appends budget (the lane), which interim writes wait for before they write.
@@ -50,12 +63,48 @@ func (s *streamSink) feed(md string) {
 	}
 }
 
-// A native stream shows life from its start: nothing to do while the model is silent.
-func (s *streamSink) idleDue() time.Time   { return time.Time{} }
-func (s *streamSink) idle(context.Context) {}
+// idleDue is when the open streamed message must be stopped, before Slack ends it, if no text has
+// come to go on in a new message: StreamRollover after its start, StreamIdle after its last
+// append. Zero while it shows no text yet (nothing to keep) or once it is stopped: a native stream
+// shows life from its start, so nothing else is done while the model is silent.
+func (s *streamSink) idleDue() time.Time {
+	if s.ts == "" || s.sent == 0 || s.stopped || s.broken {
+		return time.Time{}
+	}
+	o := s.answer.r.opt
+	due := s.opened.Add(o.StreamRollover)
+	if idle := s.wrote.Add(o.StreamIdle); idle.Before(due) {
+		due = idle
+	}
+	return due
+}
+
+// idle stops the open streamed message, due (idleDue) while the model is silent: the answer goes
+// on in a new message with its next text.
+func (s *streamSink) idle(ctx context.Context) {
+	a := s.answer
+	if s.idleDue().IsZero() {
+		return
+	}
+	err := s.stopFull(ctx, a.callCtx)
+	if ra, limited := rateLimited(err); limited {
+		s.throttled(err, ra)
+	}
+	if err != nil && ctx.Err() == nil {
+		a.log.Debug("streamed message not stopped before Slack's limit", zap.Error(err))
+		s.wrote = time.Now() // tried: the next try after StreamIdle, or the expiry is finished by chat.update
+	}
+}
+
+// due reports whether the open streamed message is to be stopped before the next append.
+func (s *streamSink) due(now time.Time) bool {
+	d := s.idleDue()
+	return !d.IsZero() && !now.Before(d)
+}
 
 func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	a := s.answer
+	s.modelDone(ctx, TaskComplete)
 	s.feed(snap.md)
 	for s.pend != "" && !s.broken && !s.stopped {
 		prio := pace.Pending
@@ -126,7 +175,7 @@ type callCtxFunc func(context.Context) (context.Context, context.CancelFunc)
 // writePiece appends piece to the streamed message, or starts a new one with it when none is open or
 // the open one is full (stopped first).
 func (s *streamSink) writePiece(ctx context.Context, call callCtxFunc, piece string) error {
-	if s.ts != "" && s.sent > 0 && s.sent+len(piece) > slackmd.MarkdownLimit {
+	if s.ts != "" && s.sent > 0 && (s.sent+len(piece) > slackmd.MarkdownLimit || s.due(time.Now())) {
 		if err := s.stopFull(ctx, call); err != nil {
 			return err
 		}
@@ -134,10 +183,22 @@ func (s *streamSink) writePiece(ctx context.Context, call callCtxFunc, piece str
 	if s.ts == "" {
 		return s.startWith(ctx, call, piece)
 	}
-	return s.appendPiece(ctx, call, piece)
+	err := s.appendPiece(ctx, call, piece)
+	if !streamEnded(err) {
+		return err
+	}
+	// Slack ended the stream by itself: the message keeps what it took, and the answer goes on.
+	if err := s.finishExpired(ctx, call, s.shown, s.mark(convo.MarkAnswer, ""), nil); err != nil {
+		return err
+	}
+	return s.startWith(ctx, call, piece)
 }
 
-// stopFull stops the open streamed message, full: the next piece starts a new one.
+// streamEnded reports the error of a call on a stream Slack has ended by itself.
+func streamEnded(err error) bool { return slackErr(err) == "message_not_in_streaming_state" }
+
+// stopFull stops the open streamed message, full or due: the next piece starts a new one. One
+// Slack has ended meanwhile is finished with chat.update.
 func (s *streamSink) stopFull(ctx context.Context, call callCtxFunc) error {
 	a := s.answer
 	if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
@@ -145,10 +206,34 @@ func (s *streamSink) stopFull(ctx context.Context, call callCtxFunc) error {
 	}
 	cctx, cancel := call(ctx)
 	defer cancel()
-	if err := a.r.streamer.StopStream(cctx, a.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil); err != nil {
+	err := a.r.streamer.StopStream(cctx, a.req.Channel, s.ts, "", s.mark(convo.MarkAnswer, ""), nil)
+	if streamEnded(err) {
+		return s.finishExpired(ctx, call, s.shown, s.mark(convo.MarkAnswer, ""), nil)
+	}
+	if err != nil {
 		return startStopError{fmt.Errorf("chat.stopStream: %w", err)}
 	}
-	s.ts, s.sent = "", 0
+	s.ts, s.sent, s.shown = "", 0, ""
+	return nil
+}
+
+// finishExpired finishes the open streamed message, which Slack has ended by itself, with
+// chat.update: md (what it took, and the rest of the answer when that is where it ends), mark and
+// buttons. The answer goes on in a new message. The edit waits for the chat.update budget.
+func (s *streamSink) finishExpired(ctx context.Context, call callCtxFunc, md string, mark convo.Mark, buttons []Button) error {
+	a := s.answer
+	a.log.Info("Slack ended a streamed message by itself; finishing it with chat.update",
+		zap.Duration("age", time.Since(s.opened)), zap.Duration("idle", time.Since(s.wrote)))
+	if err := a.r.opt.Budgets.Edits.Bucket().Wait(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := call(ctx)
+	defer cancel()
+	if err := a.r.streamer.FinishStream(cctx, a.req.Channel, s.ts, md, mark, buttons); err != nil {
+		return fmt.Errorf("finish ended stream: %w", err)
+	}
+	s.ts, s.sent, s.shown = "", 0, ""
+	s.expired++
 	return nil
 }
 
@@ -168,7 +253,9 @@ func (s *streamSink) startWith(ctx context.Context, call callCtxFunc, piece stri
 		return startStopError{fmt.Errorf("chat.startStream: %w", err)}
 	}
 	a.posted(ts)
-	s.ts, s.sent = ts, len(piece)
+	s.ts, s.sent, s.shown = ts, len(piece), piece
+	s.opened = time.Now()
+	s.wrote = s.opened
 	s.streamed = append(s.streamed, ts)
 	s.starts++
 	return nil
@@ -188,6 +275,8 @@ func (s *streamSink) appendPiece(ctx context.Context, call callCtxFunc, piece st
 		return fmt.Errorf("chat.appendStream: %w", err)
 	}
 	s.sent += len(piece)
+	s.shown += piece
+	s.wrote = time.Now()
 	s.appends++
 	return nil
 }
@@ -226,6 +315,14 @@ func (s *streamSink) shows() showing {
 
 func (s *streamSink) placeholderTS() string { return s.ts }
 
+// stoppedByUser: Slack halted the stream when its session was stopped, as when its stop was
+// pressed (stopped_by_user).
+func (s *streamSink) stoppedByUser() {
+	if s.ts != "" {
+		s.stopped = true
+	}
+}
+
 // closeStep carries out the ways of closing that only a stream has (see planClose).
 func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (bool, error) {
 	switch step {
@@ -255,8 +352,11 @@ func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (
 // the note and the mark if it still takes calls.
 func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 	a := s.answer
-	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, noteAlone(c.note, slackmd.FormatMarkdown),
-		s.mark(c.kind, c.note), s.buttons())
+	note := convo.NoteSuffix(c.note, slackmd.FormatMarkdown)
+	if s.sent == 0 {
+		note = noteAlone(c.note, slackmd.FormatMarkdown)
+	}
+	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, note, s.mark(c.kind, c.note), s.buttons())
 	if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
 		return fmt.Errorf("chat.stopStream: %w", err)
 	}
@@ -268,6 +368,11 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 // c.turnBy (unless zero).
 func (s *streamSink) final(ctx context.Context, c closing) error {
 	a := s.answer
+	if c.kind == convo.MarkError {
+		s.modelDone(ctx, TaskError)
+	} else {
+		s.modelDone(ctx, TaskComplete)
+	}
 	s.feed(c.md)
 	rest := s.pend + s.ms.Flush()
 	s.pend = ""
@@ -365,7 +470,21 @@ func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.
 	if s.ts == "" {
 		return nil // nothing was left to write: the last message was stopped full
 	}
-	if err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, *text, s.mark(kind, note), s.buttons()); err != nil {
+	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, *text, s.mark(kind, note), s.buttons())
+	switch {
+	case streamEnded(err) && s.sent+len(*text) <= slackmd.MarkdownLimit:
+		// Slack ended it by itself: it is finished with what it took and the rest, as the answer's last.
+		if err := s.finishExpired(ctx, sameCtx, s.shown+*text, s.mark(kind, note), s.buttons()); err != nil {
+			return err
+		}
+		*text = ""
+		return nil
+	case streamEnded(err):
+		if err := s.finishExpired(ctx, sameCtx, s.shown, s.mark(convo.MarkAnswer, ""), nil); err != nil {
+			return err
+		}
+		return s.finalAttempt(ctx, text, kind, note) // the rest in a new message
+	case err != nil:
 		return startStopError{fmt.Errorf("chat.stopStream: %w", err)}
 	}
 	return nil
@@ -483,7 +602,8 @@ func (s *streamSink) writes() int { return s.appends }
 
 func (s *streamSink) fields() []zap.Field {
 	return []zap.Field{zap.String("mode", string(ModeStream)), zap.Int("appends", s.appends),
-		zap.Int("streams", s.starts), zap.Bool("rescued", s.rescued), zap.Bool("stopped_by_user", s.stopped)}
+		zap.Int("streams", s.starts), zap.Int("streams_ended_by_slack", s.expired), zap.Bool("rescued", s.rescued),
+		zap.Bool("stopped_by_user", s.stopped)}
 }
 
 // splitLines cuts text into pieces of at most limit bytes, at line ends when it can.

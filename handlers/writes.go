@@ -30,6 +30,18 @@ func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg 
 	return ts, err
 }
 
+// closedInJournal removes the answer from the journal of answers in progress: Slack shows it closed.
+func (a *answer) closedInJournal() {
+	if a.r.opt.Journal == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
+	defer cancel()
+	if err := a.r.opt.Journal.CloseAnswer(ctx, route.AnswerID(a.req.Channel, a.req.TS)); err != nil {
+		a.log.Warn("answer journal record not removed", zap.Error(err))
+	}
+}
+
 // posted records a message the answer posted in the journal of answers in progress.
 func (a *answer) posted(ts string) {
 	if a.r.opt.Journal == nil || ts == "" {

@@ -70,6 +70,9 @@ type Hooks struct {
 	// AlternatingTurns is called once per model whose chat template refused the order of the
 	// roles: the request is sent again with alternating turns, and from then on for that model.
 	AlternatingTurns func(model string)
+	// ImagesDropped is called once per model that refused image parts (no vision): its requests
+	// go without images from then on (but for ChatRequest.KeepImages).
+	ImagesDropped func(model string)
 	// StreamUsageDropped is called once per model when it rejected stream_options (the
 	// request for a usage chunk): the stream is asked again without it, and from then on
 	// for that model, so its streams carry no usage unless the server sends it anyway.
@@ -377,7 +380,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 
 // chat sends a chat request and returns a 2xx response, after retries and, when the model
 // refuses part of the request, once more with each fallback its refusals call for (each at most
-// once, so at most three extra requests).
+// once, so at most four extra requests).
 func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.Response, error) {
 	model := cmp.Or(req.Model, c.cfg.ChatModel)
 	if model == "" {
@@ -391,6 +394,13 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 		accept = "text/event-stream"
 	}
 	taken := c.knownFallbacks(model, stream, len(req.Tools) > 0)
+	images := hasImages(req.Messages)
+	switch {
+	case !images:
+		taken = taken.with(noImages) // nothing to drop: a refusal naming images is final
+	case req.KeepImages:
+		taken = taken.without(noImages)
+	}
 	for {
 		body, err := json.Marshal(c.bodyFor(model, req, stream, taken))
 		if err != nil {
@@ -398,10 +408,13 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 		}
 		resp, e := c.send(ctx, c.chatHTTP, "chat", "/chat/completions", accept, body)
 		if e == nil {
+			if images && taken.has(noImages) && req.ImagesDropped != nil {
+				req.ImagesDropped()
+			}
 			return resp, nil
 		}
 		f, ok := taken.answer(e)
-		if !ok {
+		if !ok || f == noImages && req.KeepImages {
 			return nil, e
 		}
 		c.learn(model, f)
@@ -418,6 +431,7 @@ const (
 	noStreamUsage    fallback = iota // no stream_options; first: its refusals name the key exactly
 	noTemperature                    // no temperature (reasoning models)
 	alternatingTurns                 // turns folded by alternating (strict chat templates)
+	noImages                         // image parts as their Alt text (models without vision)
 	noTools                          // no tools (servers or models without tool calling)
 	numFallbacks
 )
@@ -427,6 +441,7 @@ var calledFor = [numFallbacks]func(*Error) bool{
 	noStreamUsage:    rejectsStreamOptions,
 	noTemperature:    rejectsTemperature,
 	alternatingTurns: rejectsRoleOrder,
+	noImages:         rejectsImages,
 	noTools:          rejectsTools,
 }
 
@@ -439,6 +454,8 @@ func (h Hooks) hook(f fallback) func(model string) {
 		return h.TemperatureDropped
 	case alternatingTurns:
 		return h.AlternatingTurns
+	case noImages:
+		return h.ImagesDropped
 	case noTools:
 		return h.ToolsDropped
 	}
@@ -448,8 +465,9 @@ func (h Hooks) hook(f fallback) func(model string) {
 // fallbacks is a set of fallbacks: those a request is sent with.
 type fallbacks uint8
 
-func (s fallbacks) has(f fallback) bool       { return s&(1<<f) != 0 }
-func (s fallbacks) with(f fallback) fallbacks { return s | 1<<f }
+func (s fallbacks) has(f fallback) bool          { return s&(1<<f) != 0 }
+func (s fallbacks) with(f fallback) fallbacks    { return s | 1<<f }
+func (s fallbacks) without(f fallback) fallbacks { return s &^ (1 << f) }
 
 // answer returns the first fallback not yet in s that e calls for.
 func (s fallbacks) answer(e *Error) (fallback, bool) {
@@ -497,8 +515,11 @@ func (c *Client) learn(model string, f fallback) {
 // bodyFor is the request for model with the fallbacks in taken.
 func (c *Client) bodyFor(model string, req ChatRequest, stream bool, taken fallbacks) chatBody {
 	b := chatBody{Model: model, Messages: req.Messages, Temperature: c.cfg.Temperature, Stream: stream}
+	if taken.has(noImages) && hasImages(b.Messages) {
+		b.Messages = withoutImages(b.Messages)
+	}
 	if taken.has(alternatingTurns) {
-		b.Messages = alternating(req.Messages)
+		b.Messages = alternating(b.Messages)
 	}
 	if !taken.has(noTools) {
 		b.Tools = req.Tools
@@ -533,7 +554,7 @@ func alternating(msgs []Message) []Message {
 		case m.Role == RoleSystem:
 			system = append(system, m.Content)
 		case n > 0 && joinable(out[n-1], m):
-			out[n-1].Content += "\n\n" + m.Content
+			joinMessages(&out[n-1], m)
 		default:
 			out = append(out, m)
 		}
@@ -590,6 +611,20 @@ func rejectsTemperature(e *Error) bool {
 	return false
 }
 
+// RetryFunc learns of a retry of one request: its attempt (1 for the first retry), the wait
+// before it and the error that caused it. It must not block.
+type RetryFunc func(attempt int, wait time.Duration, err *Error)
+
+type retriesKey struct{}
+
+// WithRetries returns ctx whose requests report each of their retries to f, as well as to
+// Config.Hooks.Retry (which sees every request's): a caller showing one request's progress (the
+// bot's "waiting for the model" with its reason) learns of its own. f is called in the goroutine
+// that reads the request's results, before its first result.
+func WithRetries(ctx context.Context, f RetryFunc) context.Context {
+	return context.WithValue(ctx, retriesKey{}, f)
+}
+
 // send POSTs body to path until it gets a 2xx response, a final error, or runs out of
 // attempts. The caller closes the response body.
 func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept string, body []byte) (*http.Response, *Error) {
@@ -604,6 +639,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, op, path, accept str
 		}
 		if f := c.cfg.Hooks.Retry; f != nil {
 			f(op, attempt+1, wait, e)
+		}
+		if f, _ := ctx.Value(retriesKey{}).(RetryFunc); f != nil {
+			f(attempt+1, wait, e)
 		}
 		if err := c.sleep(ctx, wait); err != nil {
 			return nil, errorFromTransport(ctx, err).redact(c.secrets)
@@ -661,8 +699,9 @@ func (c *Client) endpoint(path string) string {
 // retryWait decides whether a failed attempt of op is retried, and after how long
 // (openai-wire.md §1.4, the official SDK's policy).
 func (c *Client) retryWait(op string, e *Error, h http.Header, attempt int) (time.Duration, bool) {
-	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota || rejectsRoleOrder(e) || rejectsTools(e) {
-		return 0, false // (a template's or a tool refusal, whatever its status, is answered by chat)
+	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota || rejectsRoleOrder(e) ||
+		rejectsImages(e) || rejectsTools(e) {
+		return 0, false // (a template's, a text-only model's or a tool refusal, whatever its status, is answered by chat)
 	}
 	if op == "image" && (e.Status == http.StatusGatewayTimeout || e.Status == 524) {
 		return 0, false // a gateway gave up waiting: the image may still be generated and billed

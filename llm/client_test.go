@@ -233,7 +233,15 @@ func TestRetries(t *testing.T) {
 				}
 			})
 			c.now = func() time.Time { return now }
-			r := collect(t, c.Stream(t.Context(), hello))
+			// The request's own observer (WithRetries) sees the same retries as the hook.
+			var observed []time.Duration
+			ctx := WithRetries(t.Context(), func(attempt int, wait time.Duration, err *Error) {
+				if attempt != len(observed)+1 || err == nil {
+					t.Errorf("WithRetries(%d, %v, %v)", attempt, wait, err)
+				}
+				observed = append(observed, wait)
+			})
+			r := collect(t, c.Stream(ctx, hello))
 			var kind Kind
 			if r.Err != nil {
 				kind = r.Err.Kind
@@ -249,6 +257,9 @@ func TestRetries(t *testing.T) {
 			}
 			if !slices.Equal(hooked, tc.waits) {
 				t.Errorf("Retry hook saw %v, want %v", hooked, tc.waits)
+			}
+			if !slices.Equal(observed, tc.waits) {
+				t.Errorf("WithRetries saw %v, want %v", observed, tc.waits)
 			}
 		})
 	}

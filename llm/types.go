@@ -1,6 +1,9 @@
 package llm
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Role is the author of a chat message.
 type Role string
@@ -13,14 +16,77 @@ const (
 	RoleTool      Role = "tool" // a tool's result (ToolCallID says which call's)
 )
 
-// Message is one entry of a chat request's messages array.
+// Message is one entry of a chat request's messages array. A message whose Parts are all text
+// is sent as one string (Content, then each part a blank line apart), exactly as a message without
+// parts; only a message with an image is sent in the array form of content parts, which servers
+// without vision may refuse (see ChatRequest.KeepImages).
 type Message struct {
-	Role    Role   `json:"role"`
-	Content string `json:"content"`
+	Role    Role
+	Content string
+	// Parts follow Content: a file's text, an image. Images belong in user messages only (OpenAI's
+	// schema allows no image in system or assistant content).
+	Parts []Part
 	// ToolCalls are the calls an assistant message made; ToolCallID is the call a RoleTool message
 	// answers (see tools.go).
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
+	ToolCalls  []ToolCall
+	ToolCallID string
+}
+
+// PartType is the type of a content part.
+type PartType string
+
+// The content parts the bot sends.
+const (
+	PartText  PartType = "text"
+	PartImage PartType = "image_url"
+)
+
+// Part is one content part of a message.
+type Part struct {
+	Type PartType
+	Text string // PartText
+	// ImageURL is a PartImage's picture as a data: URL: the model service cannot fetch a
+	// private file.
+	ImageURL string
+	// Detail is "low", "high" or "auto"; empty leaves the key out (the server's default).
+	Detail string
+	// Alt stands for a PartImage as text when the request goes without its images (a model
+	// without vision); it is never sent with the image.
+	Alt string
+}
+
+// HasImages reports whether m has an image part.
+func (m Message) HasImages() bool {
+	for _, p := range m.Parts {
+		if p.Type == PartImage {
+			return true
+		}
+	}
+	return false
+}
+
+// Text is m's text as the string form sends it: Content and the text parts, a blank line apart
+// (an image counts as its Alt).
+func (m Message) Text() string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var b strings.Builder
+	b.WriteString(m.Content)
+	for _, p := range m.Parts {
+		t := p.Text
+		if p.Type == PartImage {
+			t = p.Alt
+		}
+		if t == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(t)
+	}
+	return b.String()
 }
 
 // ChatRequest is one chat completion call. Model overrides Config.ChatModel when set
@@ -37,6 +103,14 @@ type ChatRequest struct {
 	// Tools are offered to the model (nil: none). A model whose server refuses them is asked
 	// without them, from then on (Hooks.ToolsDropped).
 	Tools []Tool
+	// KeepImages sends the images of Messages whatever the model: a refusal of them is the
+	// error (VISION=on). Otherwise a model that refuses image parts is asked again once without
+	// them (each image then stands as its Part.Alt), and without them from then on.
+	KeepImages bool
+	// ImagesDropped, when set, is called once the request has gone without the images it had,
+	// because the model refused them (now or before), so the answer can say it did not see them.
+	// Called in the goroutine that calls Stream or Complete. Not sent to the server.
+	ImagesDropped func()
 }
 
 // Chunk is one step of a streamed answer. Any field may be empty; a chunk may carry only

@@ -61,6 +61,7 @@ type Metrics struct {
 	stateDegraded prometheus.Gauge
 	stateFailures *prometheus.CounterVec
 	denied        *prometheus.CounterVec
+	feedback      *prometheus.CounterVec
 
 	connMu        sync.Mutex
 	everConnected bool // guarded by connMu
@@ -131,6 +132,9 @@ func NewMetrics() *Metrics {
 		Help: "Calls to Redis (REDIS_URL) that failed or timed out, by operation; each was served from this replica's own state."}, []string{"op"})
 	m.denied = f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_access_denied_total",
 		Help: "Requests refused by access control, by feature (mention, dm, imagine) and reason."}, []string{"feature", "reason"})
+	m.feedback = f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_feedback_total",
+		Help: "Ratings of answers (👍 good, 👎 bad), by where the answer was (dm or channel) and the model that wrote it."},
+		[]string{"rating", "place", "model"})
 
 	// Series that dashboards divide by exist from the start, at 0.
 	for _, k := range []string{"envelope", "event", "message"} {
@@ -248,6 +252,16 @@ func (m *Metrics) Usage(model string, u llm.Usage) {
 // "imagine"; reason as access.Decision's Reason ("user_denied", "quota", ...).
 func (m *Metrics) AccessDenied(feature, reason string) {
 	m.denied.WithLabelValues(word(feature), word(reason)).Inc()
+}
+
+// Feedback counts a rating of an answer: place "dm" or "channel" (never a channel id: one label
+// value per channel would have no bound), model the chat model that answered there.
+func (m *Metrics) Feedback(good bool, place, model string) {
+	rating := "bad"
+	if good {
+		rating = "good"
+	}
+	m.feedback.WithLabelValues(rating, word(place), word(model)).Inc()
 }
 
 // SlackCall counts one Slack Web API call: method as "chat.update"; status the HTTP status (0

@@ -41,8 +41,8 @@ type Bucket struct {
 	paused time.Time // no token is handed out before this (Pause, a 429)
 	// held is when the shared bucket (Share) will have a token again: no token is handed out before
 	// it either, but it is no 429: tokens are still earned and slots handed out stay fresh.
-	held time.Time
-	cutAt  time.Time // last time rate was lowered
+	held  time.Time
+	cutAt time.Time // last time rate was lowered
 	// earned counts every token earned since the start; a waiter's place in line is the count at
 	// which its token is earned, so it can find its time again after a pause or a rate change,
 	// which epoch counts (pauses, see Slot).

@@ -1,7 +1,8 @@
 // Package route is the vocabulary between the Socket Mode loop (package bot) and what the bot does:
-// a Request (a message to answer, a slash command, a button click, a shortcut), the one Handler type
-// that serves it, the one Middleware type that wraps handlers (access rules, metrics), and the Table
-// where every command, action and shortcut is registered once, at wiring time.
+// a Request (a message to answer, a slash command, a button click, a shortcut, another event), the
+// one Handler type that serves it, the one Middleware type that wraps handlers (access rules,
+// metrics), and the Table where every command, action, shortcut and event is registered once, at
+// wiring time.
 //
 // The loop turns each envelope into a Request, finds its Handler in the Table and calls Accept at
 // once, in the loop (no I/O: a slash command's ack carries its answer). Accept decides whether the
@@ -13,6 +14,7 @@ package route
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,6 +31,12 @@ const (
 	Command  Kind = "command"  // a slash command (Name: "/imagine")
 	Action   Kind = "action"   // a block action, a button (Name: its action_id)
 	Shortcut Kind = "shortcut" // a message or global shortcut (Name: its callback_id)
+	// Event is an Events API event that is no message to answer (Name: its type, such as
+	// "agent_session_stopped"): Slack's own controls around the bot's answers.
+	Event Kind = "event"
+	// View is a modal the bot opened, submitted (Name: its callback_id). The modal carries its
+	// place (ViewPlace) in its private_metadata.
+	View Kind = "view"
 )
 
 // MessageRoute is the Name of the one route of Kind Message.
@@ -63,6 +71,32 @@ type Request struct {
 	// From is the replica that received the request from Slack and handed it to this one (a
 	// click on an answer this replica writes); "": Slack sent it here.
 	From string
+	// Values are a submitted modal's inputs, by their action_id.
+	Values map[string]string
+}
+
+// ViewPlace is where a modal the bot opens belongs, kept in its private_metadata: its submission
+// is routed like a click there (the access rules of the channel, the message it is about).
+type ViewPlace struct {
+	Channel   string `json:"c"`
+	ThreadTS  string `json:"t,omitempty"`
+	MessageTS string `json:"m,omitempty"`
+	Text      string `json:"x,omitempty"` // the opener's own, as a click's value
+}
+
+// Metadata is p as a modal's private_metadata (at most 3,000 characters: Text must be short).
+func (p ViewPlace) Metadata() string {
+	b, _ := json.Marshal(p) // strings only: cannot fail
+	return string(b)
+}
+
+// ParseViewPlace reads a modal's private_metadata; false when it is none of the bot's.
+func ParseViewPlace(metadata string) (ViewPlace, bool) {
+	var p ViewPlace
+	if err := json.Unmarshal([]byte(metadata), &p); err != nil || p.Channel == "" {
+		return ViewPlace{}, false
+	}
+	return p, true
 }
 
 // AnswerID names the answer to the message ts in channel, the same on every replica: the journal
@@ -79,6 +113,10 @@ type Decision struct {
 	// Quiet: when the request cannot run (the bot is full, or restarting), say nothing about it: a
 	// follow-up that may not have been meant for the bot at all.
 	Quiet bool
+	// Now: Run starts at once, without waiting for a place among the model requests: short work with
+	// Slack alone that must beat a deadline (a modal opened with a click's trigger, which Slack
+	// honours for 3 seconds). Never for work that calls the model.
+	Now bool
 }
 
 // Handler serves one route.

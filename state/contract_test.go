@@ -291,12 +291,26 @@ func shareBucket(t *testing.T, w world) {
 func leaseSelf(t *testing.T, w world) {
 	ctx := t.Context()
 	a := w.replica("a")
+	holder := func() string {
+		h, err := a.Holder(ctx, "thread")
+		check(t, err)
+		return h
+	}
+	if h := holder(); h != "" {
+		t.Fatalf("Holder before any lease = %q, want none", h)
+	}
 	for range 2 {
 		if h := a.lease("thread"); h != "a" {
 			t.Fatalf("Lease = %q, want a", h)
 		}
 	}
+	if h := holder(); h != "a" {
+		t.Fatalf("Holder = %q, want a", h)
+	}
 	check(t, a.Release(ctx, "thread"))
+	if h := holder(); h != "" {
+		t.Fatalf("Holder after Release = %q, want none", h)
+	}
 	check(t, a.Release(ctx, "thread")) // idempotent
 	if h := a.lease("thread"); h != "a" {
 		t.Fatalf("Lease after Release = %q, want a", h)
@@ -309,11 +323,12 @@ func leaseHeld(t *testing.T, w world) {
 	waitAlive(t, b, "a")
 	steps := []struct {
 		who       replica
-		op        string // "lease" or "release"
+		op        string // "lease", "holder" or "release"
 		key, want string
 	}{
 		{a, "lease", "t1", "a"},
 		{b, "lease", "t1", "a"}, // a is alive: refused
+		{b, "holder", "t1", "a"},
 		{b, "release", "t1", ""},
 		{b, "lease", "t1", "a"}, // b's release was not a's
 		{a, "release", "t1", ""},
@@ -321,13 +336,18 @@ func leaseHeld(t *testing.T, w world) {
 		{a, "lease", "t1", "b"},
 		{a, "lease", "t2", "a"},
 	}
+	ops := map[string]func(r replica, key string) string{
+		"lease": func(r replica, key string) string { return r.lease(key) },
+		"holder": func(r replica, key string) string {
+			h, err := r.Holder(ctx, key)
+			check(t, err)
+			return h
+		},
+		"release": func(r replica, key string) string { check(t, r.Release(ctx, key)); return "" },
+	}
 	for i, s := range steps {
-		if s.op == "release" {
-			check(t, s.who.Release(ctx, s.key))
-			continue
-		}
-		if h := s.who.lease(s.key); h != s.want {
-			t.Fatalf("step %d: %s.Lease(%s) = %q, want %q", i, s.who.Self(), s.key, h, s.want)
+		if h := ops[s.op](s.who, s.key); h != s.want {
+			t.Fatalf("step %d: %s.%s(%s) = %q, want %q", i, s.who.Self(), s.op, s.key, h, s.want)
 		}
 	}
 	a.stop() // a graceful exit frees a's leases at once

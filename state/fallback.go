@@ -339,6 +339,13 @@ func (f *Fallback) Lease(ctx context.Context, key string) (string, error) {
 		func(c context.Context) (string, error) { return f.local.Lease(c, key) })
 }
 
+// Holder returns the replica holding the lease key, from Redis or else the local store.
+func (f *Fallback) Holder(ctx context.Context, key string) (string, error) {
+	return call(ctx, f, "holder",
+		func(c context.Context) (string, error) { return f.primary.Holder(c, key) },
+		func(c context.Context) (string, error) { return f.local.Holder(c, key) })
+}
+
 // Release frees key if this replica holds it (in Redis, and in the local store for a lease of an outage).
 func (f *Fallback) Release(ctx context.Context, key string) error {
 	if err := f.local.Release(ctx, key); err != nil {

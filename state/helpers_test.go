@@ -26,6 +26,7 @@ type store interface {
 	Take(ctx context.Context, name string, perMinute float64, burst int) (time.Duration, error)
 	Pause(ctx context.Context, name string, until time.Time) error
 	Lease(ctx context.Context, key string) (string, error)
+	Holder(ctx context.Context, key string) (string, error)
 	Release(ctx context.Context, key string) error
 	Alive(ctx context.Context, replica string) (bool, error)
 	Open(ctx context.Context, a Answer) error

@@ -199,6 +199,16 @@ func (m *Memory) Lease(_ context.Context, key string) (string, error) {
 	return m.self, nil
 }
 
+// Holder returns the replica holding the lease key, "" when none does: a Memory knows only itself.
+func (m *Memory) Holder(_ context.Context, key string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if until, ok := m.leases[key]; ok && m.writeTime().Before(until) {
+		return m.self, nil
+	}
+	return "", nil
+}
+
 // Release frees key.
 func (m *Memory) Release(_ context.Context, key string) error {
 	m.mu.Lock()

@@ -233,6 +233,19 @@ func (r *Redis) Pause(ctx context.Context, name string, until time.Time) error {
 	return nil
 }
 
+// Holder returns the replica holding the lease key, "" when none does (a holder that died is
+// returned until its lease is taken again: the caller checks Alive when it matters).
+func (r *Redis) Holder(ctx context.Context, key string) (string, error) {
+	holder, err := r.c.Get(ctx, r.key("lease:", key)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("holder: %w", err)
+	}
+	return holder, nil
+}
+
 // Lease takes key for this replica if it is free, already this replica's, or held by a replica that is not
 // alive, and returns the holder.
 func (r *Redis) Lease(ctx context.Context, key string) (string, error) {

@@ -323,3 +323,17 @@ func TestScriptLengths(t *testing.T) {
 		t.Errorf("conversation 1's answer has %d tokens, want %d", got, want)
 	}
 }
+
+// TestTrouble: a conversation not answered exactly once is described with its replica, its model
+// requests, its writes from the questions on, and what its messages show.
+func TestTrouble(t *testing.T) {
+	s := mustScript(t, "Hello", " world.")
+	writes := []botWrite{post(1000, "1.1", "Hello"), post(2500, "1.2", "Hello world.")}
+	o := analyse(s, []time.Time{at(900), at(950)}, writes)
+	got := trouble(3, 2, o, 2, s, writes, t0, "9.9", "C0000")
+	want := `q3 (C0000 thread 9.9, its events to replica 2): wrong, 2 model requests, 2 bot messages; ` +
+		`writes: post 1.1 at 1.00s, post 1.2 at 2.50s; shows: 1.1 "Hello" | 1.2 "Hello world."`
+	if got != want {
+		t.Errorf("trouble =\n%s\nwant\n%s", got, want)
+	}
+}

@@ -12,6 +12,10 @@
 //
 //	go run ./cmd/llmbot-bench -n 1,10,50,200
 //	go run ./cmd/llmbot-bench -n 10,50 -mode stream
+//	go run ./cmd/llmbot-bench -n 50,200 -policies fair -replicas 1,2,3
+//
+// With -replicas K the bot runs as K processes sharing a redis-server (REDIS_URL), and the fake
+// Slack spreads the questions over their Socket Mode connections.
 //
 // Everything listens on 127.0.0.1; every wait is bounded; the bot is killed at the end of each
 // scenario. docs/benchmarks.md records its runs and what they showed.
@@ -26,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +60,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	spread := fs.Float64("spread", 0, "answers' lengths differ by up to this fraction of -tokens either way, spread evenly over the conversations (0.5: 200 to 600 tokens); 0: every answer has the same length, so answers started together end together (the worst case for the final edits)")
 	first := fs.Duration("first-token", 600*time.Millisecond, "model: time to the first token")
 	interval := fs.Duration("token-interval", 25*time.Millisecond, "model: time between tokens (25ms = 40 tokens/s)")
-	updates := fs.Float64("updates-per-min", 50, "Slack: chat.update calls per minute per workspace (the bot's EDIT_BUDGET_PER_MINUTE is set to the same)")
+	updates := fs.Float64("updates-per-min", 50, "Slack: chat.update calls per minute per workspace (the bot's EDIT_BUDGET_PER_MINUTE is set to the same, unless -edit-budget)")
+	editBudget := fs.Float64("edit-budget", 0, "the bot's EDIT_BUDGET_PER_MINUTE, each replica's; 0: -updates-per-min (with Redis the replicas share it: it is the workspace's figure). With -no-redis, the workspace's figure divided by the replicas is the old workaround")
+	replicaList := fs.String("replicas", "1", "numbers of bot processes (replicas), comma-separated: each runs every N and policy; above 1 they share a redis-server started for each scenario (REDIS_URL), and the fake Slack spreads the questions over their connections")
+	noRedis := fs.Bool("no-redis", false, "with -replicas above 1: no Redis, the replicas share nothing (dedupe, leases, Slack's budgets each their own), as they ran before it")
 	posts := fs.Float64("posts-per-min", 60, "Slack: chat.postMessage calls per minute per channel")
 	burst := fs.Int("burst", 5, "Slack: burst of every method's token bucket")
 	spent := fs.Bool("spent", false, "Slack: every budget is used up when the questions come (as when the bot restarts mid-load and its previous instance spent them), so the bot's first calls get 429s: measures that a 429 from a fresh start is honoured and not repeated")
@@ -78,6 +86,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-n: %w", err)
 	}
+	replicas, err := parseInts(*replicaList)
+	if err != nil {
+		return fmt.Errorf("-replicas: %w", err)
+	}
 	pols := strings.Split(*policies, ",")
 	for _, p := range pols {
 		if !contains(allPolicies, p) {
@@ -87,8 +99,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *mode != "edit" && *mode != "stream" {
 		return fmt.Errorf("-mode: %q is not edit or stream", *mode)
 	}
-	if *scale <= 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 || *spread < 0 || *spread >= 1 {
-		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1; -spread from 0 to below 1")
+	if *scale <= 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 || *spread < 0 || *spread >= 1 || *editBudget < 0 {
+		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1; -spread from 0 to below 1; -edit-budget not below 0")
+	}
+	var redisPath string
+	if slices.Max(replicas) > 1 && !*noRedis {
+		// Looked up before the bot is built, so a missing redis-server costs nothing.
+		if redisPath, err = findRedis(); err != nil {
+			return err
+		}
 	}
 
 	logf := func(format string, a ...any) {
@@ -121,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	set := settings{
 		scale: *scale, perChannel: *perChannel, tokens: *tokens, spread: *spread, firstToken: *first, tokenInterval: *interval,
-		updatesPerMin: *updates, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
+		updatesPerMin: *updates, editBudget: *editBudget, noRedis: *noRedis, redisPath: redisPath, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
 		timeout: *timeout, botPath: path, botEnv: botEnv, mode: *mode, workDir: work, verbose: logf,
 	}
 	if *imagine > 0 {
@@ -147,18 +166,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	began := time.Now()
 	var results []*result
 	for _, n := range counts {
-		for _, p := range pols {
-			logf("scenario N=%d policy=%s", n, p)
-			r, err := runScenario(ctx, set, sc, n, p)
-			if ctx.Err() != nil {
-				return ctx.Err()
+		for _, k := range replicas {
+			for _, p := range pols {
+				logf("scenario N=%d replicas=%d policy=%s", n, k, p)
+				r, err := runScenario(ctx, set, sc, n, k, p)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err != nil { // reported in the table; the other scenarios still run
+					r = &result{n: n, policy: p, replicas: k, noRedis: k > 1 && set.noRedis,
+						best: bestMeanLag(n, set.updatesPerMin), note: "failed: " + err.Error()}
+					fmt.Fprintf(stderr, "%s: %v\n", r.label(), err)
+				}
+				logf("  done in %v: %s", r.wall.Round(time.Millisecond), r.summary())
+				results = append(results, r)
 			}
-			if err != nil { // reported in the table; the other scenarios still run
-				fmt.Fprintf(stderr, "N=%d %s: %v\n", n, p, err)
-				r = &result{n: n, policy: p, best: bestMeanLag(n, set.updatesPerMin), note: "failed: " + err.Error()}
-			}
-			logf("  done in %v: %s", r.wall.Round(time.Millisecond), r.summary())
-			results = append(results, r)
 		}
 	}
 	fmt.Fprintf(stdout, "llmbot-bench %s\n", strings.Join(args, " "))
@@ -176,7 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // idleGoroutines starts the bot once with no load and counts its goroutines: the reference for
 // the count after each run (idle HTTP connections add two goroutines each).
 func idleGoroutines(ctx context.Context, set settings) (int, error) {
-	r, err := runScenario(ctx, set, newScripts(set), 0, "fair")
+	r, err := runScenario(ctx, set, newScripts(set), 0, 1, "fair")
 	if err != nil {
 		return 0, err
 	}
@@ -239,6 +261,8 @@ func (e *envList) Set(v string) error {
 var toolSettings = map[string]string{
 	"EDIT_POLICY":            "-policies",
 	"REPLY_MODE":             "-mode, which also puts the questions where the bot streams: in DM threads",
-	"EDIT_BUDGET_PER_MINUTE": "-updates-per-min",
+	"EDIT_BUDGET_PER_MINUTE": "-edit-budget, by default -updates-per-min",
+	"REDIS_URL":              "-replicas, which starts a redis-server for each scenario, since the state of one scenario must not reach the next (-no-redis: none)",
+	"STATE_DIR":              "a new folder for each bot process in each scenario",
 	"MAX_CONCURRENT_REPLIES": "N + 10, so that no question is refused as busy",
 }

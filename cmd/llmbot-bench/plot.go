@@ -30,8 +30,11 @@ var seriesColors = map[string]color.RGBA{
 	"every-20-chunks": {190, 0, 120, 255},
 }
 
-// lagSeries turns the results into one series per policy (mean visible lag, in seconds, against
-// N, never-shown tokens counted until the end of the run) and the best possible mean lag.
+var extraColors = []color.RGBA{{0, 150, 60, 255}, {200, 30, 30, 255}, {120, 60, 200, 255}, {0, 150, 160, 255}}
+
+// lagSeries turns the results into one series per policy and number of replicas (mean visible
+// lag, in seconds, against N, never-shown tokens counted until the end of the run) and the best
+// possible mean lag.
 func lagSeries(results []*result) []series {
 	var order []string
 	points := map[string][][2]float64{}
@@ -45,19 +48,30 @@ func lagSeries(results []*result) []series {
 		if len(r.lags) == 0 && r.hidden == 0 {
 			continue // nothing streamed
 		}
-		if _, ok := points[r.policy]; !ok {
-			order = append(order, r.policy)
-			lost[r.policy] = map[float64]bool{}
+		name := r.policy
+		if r.replicas > 1 {
+			name += fmt.Sprintf(", %d replicas", r.replicas)
+			if r.noRedis {
+				name += " without Redis"
+			}
+		}
+		if _, ok := points[name]; !ok {
+			order = append(order, name)
+			lost[name] = map[float64]bool{}
 		}
 		if !finite {
-			lost[r.policy][float64(r.n)] = true
+			lost[name][float64(r.n)] = true
 			m = 0
 		}
-		points[r.policy] = append(points[r.policy], [2]float64{float64(r.n), m.Seconds()})
+		points[name] = append(points[name], [2]float64{float64(r.n), m.Seconds()})
 	}
 	var out []series
-	for _, p := range order {
-		out = append(out, series{name: p, color: seriesColors[p], points: points[p], lost: lost[p]})
+	for i, name := range order {
+		c, ok := seriesColors[name]
+		if !ok { // several replicas: colours apart from the policies'
+			c = extraColors[i%len(extraColors)]
+		}
+		out = append(out, series{name: name, color: c, points: points[name], lost: lost[name]})
 	}
 	out = append(out, best)
 	for i := range out {

@@ -5,6 +5,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -39,6 +40,28 @@ func TestLagSeries(t *testing.T) {
 				t.Errorf("series %s point %d: lost %v, want %v", want[i].name, j, got[i].lost[p[0]], want[i].lost[p[0]])
 			}
 		}
+	}
+}
+
+// TestLagSeriesReplicas: results of several replicas are series of their own, in colours apart from
+// the policies'.
+func TestLagSeriesReplicas(t *testing.T) {
+	results := []*result{
+		{n: 50, policy: "fair", replicas: 1, lags: ms(9000), best: 30 * time.Second},
+		{n: 50, policy: "fair", replicas: 2, lags: ms(10000), best: 30 * time.Second},
+		{n: 50, policy: "fair", replicas: 2, noRedis: true, lags: ms(12000), best: 30 * time.Second},
+	}
+	got := lagSeries(results)
+	var names []string
+	for _, s := range got {
+		names = append(names, s.name)
+	}
+	want := []string{"fair", "fair, 2 replicas", "fair, 2 replicas without Redis", "best possible"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("series %q, want %q", names, want)
+	}
+	if got[1].color == got[0].color || got[2].color == got[1].color || got[1].color.A == 0 {
+		t.Errorf("colours %v, %v, %v: want three apart, none transparent", got[0].color, got[1].color, got[2].color)
 	}
 }
 

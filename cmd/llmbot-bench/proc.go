@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 // userHZ is the unit of utime and stime in /proc/<pid>/stat: USER_HZ, 100 on Linux.
 const userHZ = 100
 
-// botProcess is the bot binary running as a child process.
+// botProcess is the bot binary running as a child process (or redis-server, for -replicas).
 type botProcess struct {
 	cmd    *exec.Cmd
 	logs   string // stderr: the bot's logs, then the goroutine dump
@@ -29,17 +30,26 @@ type botProcess struct {
 
 // startBot starts the binary with exactly env (nothing inherited), its stderr in logPath.
 func startBot(path string, env []string, logPath string) (*botProcess, error) {
+	if env == nil {
+		env = []string{} // nil would inherit this process's environment
+	}
+	return startChild(path, nil, env, logPath)
+}
+
+// startChild starts the program at path with args and env (nil: this process's environment), its
+// stdout and stderr in logPath.
+func startChild(path string, args, env []string, logPath string) (*botProcess, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path)
+	cmd := exec.Command(path, args...)
 	cmd.Env = env
 	cmd.Stdout = f
 	cmd.Stderr = f
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("start bot: %w", err)
+		return nil, fmt.Errorf("start %s: %w", filepath.Base(path), err)
 	}
 	b := &botProcess{cmd: cmd, logs: logPath, exited: make(chan struct{})}
 	go func() { // owned by b: ends when the process does, which stop guarantees

@@ -28,6 +28,7 @@ type settings struct {
 	firstToken    time.Duration // model: request -> first token
 	tokenInterval time.Duration // model: between tokens
 	updatesPerMin float64       // chat.update per workspace
+	editBudget    float64       // the bot's EDIT_BUDGET_PER_MINUTE, each replica's (Slack time)
 	postsPerMin   float64       // chat.postMessage per channel
 	burst         int           // every bucket's burst
 	readLimits    bool          // enforce Slack's tiers on reads (conversations.*, users.info) too
@@ -37,6 +38,10 @@ type settings struct {
 	timeout       time.Duration // bound of one scenario; 0: from the expected duration
 	botPath       string
 	botEnv        []string // KEY=VALUE added to the bot's environment (-bot-env)
+	// noRedis: several replicas share nothing (no REDIS_URL), each with its own budgets, as they
+	// ran before Redis; otherwise they share a redis-server at redisPath, one per scenario.
+	noRedis   bool
+	redisPath string
 	// mode is the bot's REPLY_MODE. In stream mode the conversations are DMs, each question a reply
 	// in a thread of its asker's DM: native streaming writes into a thread, and in a DM the asker is
 	// its only reader (a top-level DM is answered below it, outside any thread, so by editing).
@@ -74,8 +79,10 @@ func (s settings) limits() fakeslack.Limits {
 // result is one scenario's measurements. Durations measured under a time scale are multiplied
 // back by it (Slack time), except the ack latencies and CPU, which do not scale.
 type result struct {
-	n      int
-	policy string
+	n        int
+	policy   string
+	replicas int  // bot processes
+	noRedis  bool // the replicas shared nothing
 
 	acks         []time.Duration
 	firstText    []time.Duration
@@ -103,8 +110,12 @@ type result struct {
 	toModel      []time.Duration // question posted -> the model request for it (not scaled)
 	httpConns    int             // of the goroutines after: idle HTTP connections' read/write loops
 	streamTime   []time.Duration // model: first token -> last token, per answer (not scaled)
-	cpu          time.Duration   // from the first question to the end of the run
+	cpu          time.Duration   // from the first question to the end of the run (summed over the replicas, as below)
 	wakeups      int64           // times the bot's threads were scheduled in, same span (-1: unknown)
+	replicaCPU   []time.Duration // each replica's part of cpu
+	replicaRSS   []int64         // each replica's peak RSS, kB
+	envelopes    []int           // envelopes the fake Slack wrote to each Socket Mode connection
+	redisCPU     time.Duration   // the redis-server's CPU over the same span (-1 without one)
 	idleCPU      time.Duration   // during the settle time before the load
 	idleFor      time.Duration   // how long that was
 	idleRSS      int64           // kB
@@ -115,6 +126,9 @@ type result struct {
 	firstLog     string        // the bot's first warning or error line
 	wall         time.Duration // load start -> end of the run
 	note         string        // why the run ended before every reply was final, if it did
+	// troubles describes each conversation that was not answered exactly once: what its thread
+	// shows and how many model requests it had, to find the cause in the bot's logs.
+	troubles []string
 }
 
 // scripts caches the conversations' answers across scenarios (the same seeds every time).
@@ -185,7 +199,7 @@ func conversationOf(msgs []fakellm.Message) (int, bool) {
 
 // runScenario starts the fakes and the bot with policy, asks n questions at once, waits until
 // every answer is final (or nothing moves any more), and measures.
-func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy string) (*result, error) {
+func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int, policy string) (*result, error) {
 	logf := set.verbose
 	convs := make([]*script, n)
 	for i := range n {
@@ -213,19 +227,36 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	env := append(fakesEnv(slack, model), // later entries win (os/exec keeps the last of a key)
 		"EDIT_POLICY="+policy,
 		"REPLY_MODE="+set.mode,
-		"EDIT_BUDGET_PER_MINUTE="+strconv.FormatFloat(set.updatesPerMin*set.scale, 'f', -1, 64),
+		"EDIT_BUDGET_PER_MINUTE="+strconv.FormatFloat(set.botEditBudget()*set.scale, 'f', -1, 64),
 		"MAX_CONCURRENT_REPLIES="+strconv.Itoa(n+10),
 		"GOTRACEBACK=all",
 		"HOME="+set.workDir,
 	)
+	res := &result{n: n, policy: policy, replicas: replicas, noRedis: replicas > 1 && set.noRedis,
+		best: bestMeanLag(n, set.updatesPerMin), redisCPU: -1}
+	var redis *redisServer
+	if replicas > 1 && !set.noRedis {
+		var err error
+		redis, err = startRedis(ctx, set.redisPath, filepath.Join(set.workDir, fmt.Sprintf("redis-%s-%d-%dx", policy, n, replicas)))
+		if err != nil {
+			return nil, err
+		}
+		defer redis.stop() // deferred before the bots' stop, so it runs after it
+		env = append(env, "REDIS_URL="+redis.url())
+	}
 	env = append(env, set.botEnv...)
-	logPath := filepath.Join(set.workDir, fmt.Sprintf("bot-%s-%d.log", policy, n))
-	bot, err := startConnected(ctx, set.botPath, env, logPath, slack)
+	logPath := func(i int) string {
+		if replicas == 1 {
+			return filepath.Join(set.workDir, fmt.Sprintf("bot-%s-%d.log", policy, n))
+		}
+		return filepath.Join(set.workDir, fmt.Sprintf("bot-%s-%d-%dx-r%d.log", policy, n, replicas, i+1))
+	}
+	bots, err := startFleet(ctx, set.botPath, env, replicas, logPath, slack)
 	if err != nil {
 		return nil, err
 	}
-	defer bot.stop(10 * time.Second)
-	idle0, err := cpuTime(bot.pid())
+	defer bots.stop(10 * time.Second)
+	idle0, _, err := bots.usage()
 	if err != nil {
 		return nil, err
 	}
@@ -233,16 +264,21 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if err := watch.Sleep(ctx, set.settle); err != nil { // idle RSS is measured after start-up
 		return nil, err
 	}
-	res := &result{n: n, policy: policy, best: bestMeanLag(n, set.updatesPerMin)}
-	if idle1, err := cpuTime(bot.pid()); err == nil {
-		res.idleCPU, res.idleFor = idle1-idle0, time.Since(settled)
+	if idle1, _, err := bots.usage(); err == nil {
+		res.idleCPU, res.idleFor = idle1.cpu-idle0.cpu, time.Since(settled)
 	}
-	if res.idleRSS, err = memKB(bot.pid(), "VmRSS"); err != nil {
+	if res.idleRSS, _, err = bots.memKB("VmRSS"); err != nil {
 		return nil, err
 	}
-	use0, err := cpuUsage(bot.pid())
+	use0, each0, err := bots.usage()
 	if err != nil {
 		return nil, err
+	}
+	var redis0 usage
+	if redis != nil {
+		if redis0, err = cpuUsage(redis.pid()); err != nil {
+			return nil, err
+		}
 	}
 
 	// The load: n mentions at once, each the start of its own thread; in stream mode n DM messages,
@@ -261,17 +297,25 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if set.spent {
 		slack.SpendBudgets()
 	}
+	post, err := spreader(slack, replicas)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	botUser := slack.Config().BotUserID
 	for i := range n {
 		user := fmt.Sprintf("U%04d", i)
 		asked[i] = time.Now()
 		if set.mode == "stream" {
-			slack.PostUserMessage(chans[i], user, threads[i], question("", i))
+			if _, err := post(i, fakeslack.UserMessage{Channel: chans[i], User: user, ThreadTS: threads[i], Text: question("", i)}); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		chans[i] = fmt.Sprintf("C%04d", i/set.perChannel)
-		threads[i] = slack.PostUserMessage(chans[i], user, "", question(botUser, i))
+		if threads[i], err = post(i, fakeslack.UserMessage{Channel: chans[i], User: user, Text: question(botUser, i)}); err != nil {
+			return nil, err
+		}
 	}
 	if set.mode == "stream" {
 		logf("  %s N=%d: %d questions asked in DM threads", policy, n, n)
@@ -279,15 +323,15 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 		logf("  %s N=%d: %d questions asked in %d channels", policy, n, n, (n+set.perChannel-1)/set.perChannel)
 	}
 
-	if err := waitDone(ctx, set, slack, model, bot, convs, chans, threads, start); err != nil {
-		if ctx.Err() != nil || !bot.running() {
+	if err := waitDone(ctx, set, slack, model, bots, convs, chans, threads, start); err != nil {
+		if ctx.Err() != nil || bots.exited() != nil {
 			return nil, err // interrupted, or the bot died: nothing more to measure
 		}
 		res.note = err.Error() // the scenario's time bound: measure what there is
 		logf("  %v", err)
 	}
 	res.wall = time.Since(start)
-	use1, err := cpuUsage(bot.pid())
+	use1, each1, err := bots.usage()
 	if err != nil {
 		return nil, err
 	}
@@ -295,14 +339,42 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n int, policy s
 	if use0.wakeup >= 0 && use1.wakeup >= 0 {
 		res.wakeups = use1.wakeup - use0.wakeup
 	}
-	if res.peakRSS, err = memKB(bot.pid(), "VmHWM"); err != nil {
+	for i := range each1 {
+		res.replicaCPU = append(res.replicaCPU, each1[i].cpu-each0[i].cpu)
+	}
+	if redis != nil {
+		if redis1, err := cpuUsage(redis.pid()); err == nil {
+			res.redisCPU = redis1.cpu - redis0.cpu
+		}
+	}
+	for _, c := range slack.Conns() {
+		res.envelopes = append(res.envelopes, c.Envelopes)
+	}
+	if res.peakRSS, res.replicaRSS, err = bots.memKB("VmHWM"); err != nil {
 		return nil, err
 	}
 	if err := watch.Sleep(ctx, set.settle); err != nil { // let finished replies' goroutines end
 		return nil, err
 	}
-	res.goroutines, res.httpConns, res.goroutineErr = bot.dumpGoroutines(10 * time.Second)
-	res.logs, res.firstLog = logLines(logPath)
+	res.logs = map[string]int{}
+	for i, bot := range bots {
+		g, h, err := bot.dumpGoroutines(10 * time.Second)
+		res.goroutines += g
+		res.httpConns += h
+		if err != nil && res.goroutineErr == nil {
+			res.goroutineErr = err
+		}
+		logs, first := logLines(logPath(i))
+		for level, k := range logs {
+			res.logs[level] += k
+		}
+		if res.firstLog == "" && first != "" {
+			res.firstLog = first
+			if replicas > 1 {
+				res.firstLog = fmt.Sprintf("replica %d: %s", i+1, first)
+			}
+		}
+	}
 
 	measure(res, set.scale, slack, model, convs, chans, threads, asked, start)
 	return res, nil
@@ -325,24 +397,26 @@ func fakesEnv(slack *fakeslack.Server, model *fakellm.Server) []string {
 // startConnected starts the bot and waits until it has connected to slack's Socket Mode. On an
 // error the bot is stopped.
 func startConnected(ctx context.Context, path string, env []string, logPath string, slack *fakeslack.Server) (*botProcess, error) {
-	bot, err := startBot(path, env, logPath)
+	bots, err := startFleet(ctx, path, env, 1, func(int) string { return logPath }, slack)
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err = slack.WaitFor(cctx, func() bool { return slack.Connections().Current > 0 || !bot.running() })
-	cancel()
-	if err != nil || !bot.running() {
-		bot.stop(10 * time.Second)
-		return nil, fmt.Errorf("bot did not connect to the fake Slack (log: %s): %v", logPath, err)
+	return bots[0], nil
+}
+
+// botEditBudget is the bot's EDIT_BUDGET_PER_MINUTE (each replica's): -edit-budget, or Slack's
+// own figure.
+func (s settings) botEditBudget() float64 {
+	if s.editBudget > 0 {
+		return s.editBudget
 	}
-	return bot, nil
+	return s.updatesPerMin
 }
 
 // waitDone waits until every reply shows its final text, or until no model stream is open and
 // nothing has happened in Slack for set.quiet, or the scenario's time bound.
 func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model *fakellm.Server,
-	bot *botProcess, convs []*script, chans, threads []string, start time.Time) error {
+	bots fleet, convs []*script, chans, threads []string, start time.Time) error {
 	n := len(convs)
 	limit := set.timeout
 	if limit <= 0 {
@@ -371,8 +445,8 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 			return fmt.Errorf("%d of %d replies not final after %v", remaining, n, time.Since(start).Round(time.Second))
 		case <-tick.C:
 		}
-		if !bot.running() {
-			return fmt.Errorf("bot exited during the run: %v", bot.err)
+		if err := bots.exited(); err != nil {
+			return err
 		}
 		ws := slack.WritesSince(seen)
 		seen += len(ws)
@@ -423,6 +497,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 	}
 	n := len(convs)
 	tokenTimes := make([][]time.Time, n)
+	requests := make([]int, n)
 	for _, r := range model.Requests() {
 		if r.Chat == nil {
 			continue
@@ -431,6 +506,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		if !ok || i >= n {
 			continue
 		}
+		requests[i]++
 		res.tokens += len(r.Tokens)
 		if tokenTimes[i] != nil {
 			res.duplicates++ // a second model request for one question
@@ -472,6 +548,9 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		} else {
 			res.duplicates += max(o.messages-1, 0)
 		}
+		if o.status != complete || requests[i] != 1 {
+			res.troubles = append(res.troubles, trouble(i, res.replicas, o, requests[i], convs[i], writes[i], start, threads[i], chans[i]))
+		}
 		res.unmatched += o.unmatched
 		res.hidden += o.hidden
 		var way *[]time.Duration // the lags of answers written one way, kept apart as well
@@ -498,6 +577,33 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 			res.finalLags = append(res.finalLags, up(o.finalLag))
 		}
 	}
+}
+
+// trouble describes conversation i, which was not answered exactly once: its thread, the replica
+// its events went to, how it ended, its model requests, its writes in order (times from the
+// questions), and what its messages show at the end, cut short.
+func trouble(i, replicas int, o outcome, requests int, s *script, writes []botWrite, start time.Time, thread, channel string) string {
+	var r reply
+	var ws []string
+	for _, w := range writes {
+		r.add(s, w)
+		ws = append(ws, fmt.Sprintf("%s %s at %.2fs", w.kind, w.ts, w.at.Sub(start).Seconds()))
+	}
+	var shows []string
+	for _, ts := range r.order {
+		t := strings.ReplaceAll(r.msgs[ts].text, "\n", " ")
+		if len(t) > 60 {
+			t = t[:60] + "…"
+		}
+		shows = append(shows, fmt.Sprintf("%s %q", ts, t))
+	}
+	state := map[status]string{complete: "complete", wrong: "wrong", lost: "lost"}[o.status]
+	where := ""
+	if replicas > 1 {
+		where = fmt.Sprintf(", its events to replica %d", i%replicas+1)
+	}
+	return fmt.Sprintf("q%d (%s thread %s%s): %s, %d model requests, %d bot messages; writes: %s; shows: %s",
+		i, channel, thread, where, state, requests, o.messages, strings.Join(ws, ", "), strings.Join(shows, " | "))
 }
 
 func scaleDown(d time.Duration, scale float64) time.Duration {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,14 +27,14 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
 	}
 	table := out.String()
-	for _, row := range []string{"| 2 | fair |", "| 2 | every-1s |", "| 2 | every-20-chunks |"} {
+	for _, row := range []string{"| 2 | 1 | fair |", "| 2 | 1 | every-1s |", "| 2 | 1 | every-20-chunks |"} {
 		if !strings.Contains(table, row) {
 			t.Errorf("no row %q in:\n%s", row, table)
 		}
 	}
 	// Two conversations, each complete, none wrong, lost or duplicated, with the bot's pacing.
 	for _, line := range strings.Split(table, "\n") {
-		if strings.HasPrefix(line, "| 2 | fair |") && !strings.Contains(line, "| 2 / 0 / 0 / 0 |") {
+		if strings.HasPrefix(line, "| 2 | 1 | fair |") && !strings.Contains(line, "| 2 / 0 / 0 / 0 |") {
 			t.Errorf("fair: not 2 complete answers: %s", line)
 		}
 	}
@@ -85,13 +86,62 @@ func TestSmokeStream(t *testing.T) {
 		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
 	}
 	table := out.String()
-	for _, want := range []string{"REPLY_MODE=stream", "| 2 | fair |", "| 2 / 0 / 0 / 0 |", "answers streamed 2 (lag mean / p95 ", "edited 0, both 0", "chat.startStream 2"} {
+	for _, want := range []string{"REPLY_MODE=stream", "| 2 | 1 | fair |", "| 2 / 0 / 0 / 0 |", "answers streamed 2 (lag mean / p95 ", "edited 0, both 0", "chat.startStream 2"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("no %q in:\n%s\nstderr:\n%s", want, table, errs.String())
 		}
 	}
 	if strings.Contains(table, "failed:") || strings.Contains(table, "not final after") {
 		t.Errorf("the scenario failed or timed out:\n%s\nstderr:\n%s", table, errs.String())
+	}
+}
+
+// TestSmokeReplicas: with -replicas 2 the bot runs as two processes sharing a redis-server; the
+// questions are spread over both (each question's two envelopes to one connection, in turn), and
+// every question gets exactly one complete answer without a 429.
+func TestSmokeReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bot binary")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("LLMBOT_REQUIRE_REDIS") == "1" {
+			t.Fatal("redis-server not found, and LLMBOT_REQUIRE_REDIS=1: install Debian's redis-server (apt-get install redis-server)")
+		}
+		t.Skip("redis-server not found: install Debian's redis-server (apt-get install redis-server), or set LLMBOT_REQUIRE_REDIS=1 to make this a failure")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errs bytes.Buffer
+	err := run(ctx, []string{"-n", "6", "-replicas", "2", "-policies", "fair", "-scale", "20", "-tokens", "120", "-settle", "200ms",
+		"-quiet", "3s", "-plot", ""}, &out, &errs)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
+	}
+	table := out.String()
+	// The row: 0 429s, then 6 complete, none wrong, lost or duplicated.
+	row := regexp.MustCompile(`(?m)^\| 6 \| 2 \| fair \| .*\| 0 \| 6 / 0 / 0 / 0 \| `)
+	if !row.MatchString(table) {
+		t.Errorf("no row of 6 answers from 2 replicas, each once, without a 429, in:\n%s\nstderr:\n%s", table, errs.String())
+	}
+	for _, want := range []string{"share one redis-server", "envelopes per Socket Mode connection 6, 6", "redis-server CPU"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("no %q in:\n%s\nstderr:\n%s", want, table, errs.String())
+		}
+	}
+	if strings.Contains(table, "failed:") || strings.Contains(table, "not final after") {
+		t.Errorf("the scenario failed or timed out:\n%s\nstderr:\n%s", table, errs.String())
+	}
+}
+
+// TestReplicasFlags: -replicas takes positive numbers, and -edit-budget no negative one, refused
+// before the bot is built.
+func TestReplicasFlags(t *testing.T) {
+	for _, args := range [][]string{{"-replicas", "0"}, {"-replicas", "1,x"}, {"-edit-budget", "-1"}} {
+		var out, errs bytes.Buffer
+		err := run(context.Background(), args, &out, &errs)
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: %v", args, err)
+		}
 	}
 }
 
@@ -123,7 +173,7 @@ func TestBotEnvFlag(t *testing.T) {
 	if got := e.String(); got != "GOMAXPROCS=1 LLM_STREAM_COALESCE=" {
 		t.Errorf("collected %q", got)
 	}
-	for _, bad := range []string{"GOMAXPROCS", "=1", "", "REPLY_MODE=stream", "REPLY_MODE=edit", "EDIT_POLICY=every-1s", "EDIT_BUDGET_PER_MINUTE=100", "MAX_CONCURRENT_REPLIES=5"} {
+	for _, bad := range []string{"GOMAXPROCS", "=1", "", "REPLY_MODE=stream", "REPLY_MODE=edit", "EDIT_POLICY=every-1s", "EDIT_BUDGET_PER_MINUTE=100", "MAX_CONCURRENT_REPLIES=5", "REDIS_URL=redis://127.0.0.1:6379/0", "STATE_DIR=/tmp"} {
 		if err := e.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted", bad)
 		}
@@ -152,6 +202,22 @@ func TestWrittenBy(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.r.writtenBy(); got != tt.want {
 			t.Errorf("writtenBy() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestReplicaLabels(t *testing.T) {
+	tests := []struct {
+		r           result
+		cell, label string
+	}{
+		{result{n: 50, policy: "fair", replicas: 1}, "1", "N=50 fair"},
+		{result{n: 50, policy: "fair", replicas: 2}, "2", "N=50 2 replicas fair"},
+		{result{n: 200, policy: "fair", replicas: 2, noRedis: true}, "2, no Redis", "N=200 2 replicas without Redis fair"},
+	}
+	for _, tt := range tests {
+		if cell, label := tt.r.replicasCell(), tt.r.label(); cell != tt.cell || label != tt.label {
+			t.Errorf("replicasCell, label = %q, %q; want %q, %q", cell, label, tt.cell, tt.label)
 		}
 	}
 }

@@ -66,6 +66,51 @@ func (r *result) idleCPUPerSec() float64 {
 	return float64(r.idleCPU) / float64(time.Millisecond) / r.idleFor.Seconds()
 }
 
+// replicasCell is the table's "replicas": how many bot processes, and whether they went without
+// Redis.
+func (r *result) replicasCell() string {
+	if r.noRedis {
+		return fmt.Sprintf("%d, no Redis", r.replicas)
+	}
+	return fmt.Sprint(r.replicas)
+}
+
+// label names the scenario in the details and on stderr: N, the replicas when several, the policy.
+func (r *result) label() string {
+	if r.replicas <= 1 {
+		return fmt.Sprintf("N=%d %s", r.n, r.policy)
+	}
+	if r.noRedis {
+		return fmt.Sprintf("N=%d %d replicas without Redis %s", r.n, r.replicas, r.policy)
+	}
+	return fmt.Sprintf("N=%d %d replicas %s", r.n, r.replicas, r.policy)
+}
+
+// replicaDetails lists each replica's CPU, peak RSS and envelopes, and Redis's CPU; "" for one
+// process.
+func (r *result) replicaDetails() string {
+	if r.replicas <= 1 {
+		return ""
+	}
+	var each []string
+	for i, c := range r.replicaCPU {
+		s := fmt.Sprintf("replica %d CPU %s ms", i+1, millis(c))
+		if i < len(r.replicaRSS) {
+			s += fmt.Sprintf(", peak RSS %.1f MB", float64(r.replicaRSS[i])/1024)
+		}
+		each = append(each, s)
+	}
+	envs := make([]string, len(r.envelopes))
+	for i, e := range r.envelopes {
+		envs[i] = fmt.Sprint(e)
+	}
+	out := strings.Join(each, "; ") + "; envelopes per Socket Mode connection " + strings.Join(envs, ", ")
+	if r.redisCPU >= 0 {
+		out += "; redis-server CPU " + millis(r.redisCPU) + " ms"
+	}
+	return out
+}
+
 func (r *result) summary() string {
 	return fmt.Sprintf("lag mean / p95 %s s (best %ss, ratio %s), complete %d wrong %d lost %d dup %d, %s, 429s %d, calls %d",
 		r.lagCell(), secs(r.best), r.ratio(), r.complete, r.wrong, r.lost, r.duplicates, r.writtenBy(), r.throttled, r.calls)
@@ -82,6 +127,10 @@ func (r *result) writtenBy() string {
 	}
 	return fmt.Sprintf("answers streamed %s, edited %s, both %d", lags(r.streamed, r.streamLags), lags(r.edited, r.editLags), r.bothWays)
 }
+
+// maxTroubles is how many conversations not answered exactly once the details describe: enough to
+// find a cause in the logs, not a page per lost run.
+const maxTroubles = 10
 
 func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int) {
 	length := fmt.Sprint(set.tokens)
@@ -107,16 +156,28 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 	if set.spent {
 		fmt.Fprint(w, " Every Slack budget was used up when the questions came (-spent).")
 	}
+	if set.botEditBudget() != set.updatesPerMin {
+		fmt.Fprintf(w, " The bot's EDIT_BUDGET_PER_MINUTE: %g (each replica's).", set.botEditBudget())
+	}
+	if slices.ContainsFunc(results, func(r *result) bool { return r.replicas > 1 }) {
+		if set.noRedis {
+			fmt.Fprint(w, " Several replicas share nothing (-no-redis): each holds its own budgets.")
+		} else {
+			fmt.Fprint(w, " Several replicas share one redis-server (REDIS_URL), started for each scenario.")
+		}
+		fmt.Fprint(w, " With several replicas, CPU, wake-ups, RSS, goroutines and log lines are sums over the bot's processes"+
+			" (each one's CPU and peak RSS, and Redis's CPU, in the details); each question's events go to one replica's connection, question i's to replica i mod K + 1.")
+	}
 	fmt.Fprint(w, "\n\n")
-	fmt.Fprintln(w, "| N | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | wake-ups / 1k tokens | RSS idle / peak MB | goroutines after (HTTP conns) |")
-	fmt.Fprintln(w, "|---:|---|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|---:|")
+	fmt.Fprintln(w, "| N | replicas | policy | ack p50 / p99 ms | first text p50 / p95 s | lag mean / p95 s | best s | ratio | final p50 / p95 / max s | calls / reply | 429s | complete / wrong / lost / dup | tokens never shown | CPU ms / 1k tokens | wake-ups / 1k tokens | RSS idle / peak MB | goroutines after (HTTP conns) |")
+	fmt.Fprintln(w, "|---:|---:|---|---|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---|---:|")
 	for _, r := range results {
 		g := fmt.Sprintf("%d (%d)", r.goroutines, r.httpConns)
 		if r.goroutineErr != nil {
 			g = "not measured"
 		}
-		fmt.Fprintf(w, "| %d | %s | %s / %s | %s / %s | %s | %s | %s | %s / %s / %s | %.1f | %d | %d / %d / %d / %d | %d | %s | %s | %.1f / %.1f | %s |\n",
-			r.n, r.policy,
+		fmt.Fprintf(w, "| %d | %s | %s | %s / %s | %s / %s | %s | %s | %s | %s / %s / %s | %.1f | %d | %d / %d / %d / %d | %d | %s | %s | %.1f / %.1f | %s |\n",
+			r.n, r.replicasCell(), r.policy,
 			millis(percentile(r.acks, 50)), millis(percentile(r.acks, 99)),
 			secs(percentile(r.firstText, 50)), secs(percentile(r.firstText, 95)),
 			r.lagCell(), secs(r.best), r.ratio(),
@@ -142,13 +203,23 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 			logs = append(logs, fmt.Sprintf("%s %d", l, r.logs[l]))
 		}
 		if r.firstLog != "" {
-			fmt.Fprintf(w, "- N=%d %s: first bot warning/error: `%s`\n", r.n, r.policy, r.firstLog)
+			fmt.Fprintf(w, "- %s: first bot warning/error: `%s`\n", r.label(), r.firstLog)
 		}
 		if r.note != "" {
-			fmt.Fprintf(w, "- N=%d %s: %s\n", r.n, r.policy, r.note)
+			fmt.Fprintf(w, "- %s: %s\n", r.label(), r.note)
 		}
-		fmt.Fprintf(w, "- N=%d %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak model streams %d; %s; answers ended in a second message %d; unmatched writes %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
-			r.n, r.policy, strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
+		for j, t := range r.troubles {
+			if j == maxTroubles {
+				fmt.Fprintf(w, "- %s: and %d more not answered exactly once\n", r.label(), len(r.troubles)-j)
+				break
+			}
+			fmt.Fprintf(w, "- %s: not answered exactly once: %s\n", r.label(), t)
+		}
+		if d := r.replicaDetails(); d != "" {
+			fmt.Fprintf(w, "- %s: %s\n", r.label(), d)
+		}
+		fmt.Fprintf(w, "- %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak model streams %d; %s; answers ended in a second message %d; unmatched writes %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
+			r.label(), strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
 			r.peakStreams, r.writtenBy(), r.continued, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
 	}
 }

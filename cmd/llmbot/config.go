@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/handlers"
 )
 
 // Config is every setting of the bot, read from the environment by envconfig.Process after a
@@ -42,16 +43,26 @@ type Config struct {
 	ImageSize     string   `envconfig:"IMAGE_SIZE" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
 	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
 
-	ReplyMode            string        `envconfig:"REPLY_MODE" default:"edit" desc:"edit: post a reply and edit it as the answer streams (works everywhere). stream: Slack's native streaming (chat.startStream), falling back to edit when Slack refuses it."`
+	ReplyMode            string        `envconfig:"REPLY_MODE" default:"auto" desc:"auto: Slack's native streaming where the asker is the only one reading the answer live (DMs, the agent pane), edit in channel threads (Slack shows a native stream live only to its recipient). edit: post a reply and edit it as the answer streams (works everywhere). stream: native streaming everywhere (chat.startStream). Streaming falls back to edit when Slack refuses it. CHANNEL_CONFIG may set reply_mode per channel."`
+	StreamRolloverAfter  time.Duration `envconfig:"STREAM_ROLLOVER_AFTER" default:"4m" desc:"A natively streamed message this old is stopped and the answer goes on in a new one, before Slack ends the stream by itself (after about five minutes). Under 5m."`
+	StreamIdleLimit      time.Duration `envconfig:"STREAM_IDLE_LIMIT" default:"4m" desc:"A natively streamed message with no new text for this long (the model thinking) is stopped, the answer going on in a new one with its next text: Slack may count its limit from the last text rather than the start. Under 5m."`
 	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Lower it when other apps or replicas edit in the same workspace."`
 	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
 	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
-	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model; the oldest messages are left out first."`
+	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model, files included; the oldest messages are left out first, and the oldest files' contents before them."`
+	Vision               string        `envconfig:"VISION" default:"auto" desc:"auto: pictures shared in the thread are sent to the model; a model that refuses them is asked again without them (remembered per model) and the answer says it could not see them. on: always sent (a refusal is an error). off: never sent, only named. CHANNEL_CONFIG may set it per channel."`
+	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" default:"20971520" desc:"Largest file the bot downloads to read (pictures and text files); larger ones are named with a note."`
+	MaxFileText          int           `envconfig:"MAX_FILE_TEXT" default:"20000" desc:"Characters of one text file (logs, code, CSV, JSON, snippets) given to the model; the rest is cut with a note."`
+	ImageInputMaxSide    int           `envconfig:"IMAGE_INPUT_MAX_SIDE" default:"2048" desc:"Longest side, in pixels, of a picture sent to the model; larger ones are scaled down."`
 	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs in progress at once (model requests in flight); more wait in a queue, in arrival order."`
 	MaxQueuedReplies     int           `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
 	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
 	AnswerBots           bool          `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
+	AgentView            bool          `envconfig:"AGENT_VIEW" default:"true" desc:"The app is declared as an agent (features.agent_view in manifest.yaml): each message in a DM with the bot (its agent pane) is answered in its own thread, titled from the question, with a thinking status and Slack's agent session and Stop; opening the pane shows SUGGESTED_PROMPTS. false: DMs are answered at the top, with the recent messages as context."`
+	SuggestedPrompts     string        `envconfig:"SUGGESTED_PROMPTS" desc:"Prompts shown when someone opens the agent pane (AGENT_VIEW): up to 4, separated by ;, each Title=Message (or a message alone). Unset: three general ones; none: set it to a single ;."`
+	Feedback             bool          `envconfig:"FEEDBACK" default:"true" desc:"👍/👎 under finished answers (with BUTTONS), counted in llmbot_feedback_total; 👎 asks for an optional comment. false: none."`
+	FeedbackChannel      string        `envconfig:"FEEDBACK_CHANNEL" desc:"Channel ID (C..., G...) where each 👎, and its comment, is posted with a link to the answer (invite the bot there). Unset: they are only counted."`
 	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
 
 	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
@@ -74,7 +85,7 @@ type Config struct {
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
-	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt and model overrides, and the MCP tools each channel may use (see deploy/kubernetes/configmap.yaml and Tools in README.md). Unset: none."`
+	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides, and the MCP tools each channel may use (see deploy/kubernetes/configmap.yaml and Tools in README.md). Unset: none."`
 
 	MCPConfig           string        `envconfig:"MCP_CONFIG" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
 	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
@@ -289,7 +300,7 @@ func (c Config) modelProblems(p *problemList) {
 
 // replyProblems checks how answers are written, and how many at once.
 func (c Config) replyProblems(p *problemList) {
-	p.oneOf("REPLY_MODE", c.ReplyMode, "edit", "stream")
+	p.oneOf("REPLY_MODE", c.ReplyMode, access.ReplyModes...)
 	p.oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
 	if c.LogFormat != "" {
 		p.oneOf("LOG_FORMAT", c.LogFormat, "json", "console")
@@ -298,11 +309,21 @@ func (c Config) replyProblems(p *problemList) {
 	p.atLeast("MAX_QUEUED_REPLIES", c.MaxQueuedReplies, 0)
 	p.atLeast("IMAGINE_PER_USER", c.ImaginePerUser, 1)
 	p.atLeast("CONTEXT_TOKENS", c.ContextTokens, 500)
+	p.oneOf("VISION", c.Vision, "auto", "on", "off")
+	p.atLeast("MAX_FILE_TEXT", c.MaxFileText, 100)
+	p.atLeast("IMAGE_INPUT_MAX_SIDE", c.ImageInputMaxSide, 64)
+	if c.MaxFileBytes < 1024 {
+		p.add("MAX_FILE_BYTES: %d must be at least 1024", c.MaxFileBytes)
+	}
 	p.atLeast("LLM_MAX_RETRIES", c.LLMMaxRetries, 0)
 	if c.EditBudgetPerMinute <= 0 {
 		p.add("EDIT_BUDGET_PER_MINUTE: %v must be above 0", c.EditBudgetPerMinute)
 	}
 }
+
+// slackStreamLimit is about when Slack ends a native stream by itself (reported as roughly five
+// minutes, of age or of silence).
+const slackStreamLimit = 5 * time.Minute
 
 // timeProblems checks the timeouts and pauses.
 func (c Config) timeProblems(p *problemList) {
@@ -319,6 +340,8 @@ func (c Config) timeProblems(p *problemList) {
 	if c.PlaceholderAfter < 0 || c.PlaceholderAfter > time.Minute {
 		p.add("PLACEHOLDER_AFTER: %v must be between 0 and 1m (an asker would see nothing meanwhile)", c.PlaceholderAfter)
 	}
+	p.streamLimit("STREAM_ROLLOVER_AFTER", c.StreamRolloverAfter)
+	p.streamLimit("STREAM_IDLE_LIMIT", c.StreamIdleLimit)
 	p.positive("SHUTDOWN_GRACE", c.ShutdownGrace)
 }
 
@@ -336,6 +359,12 @@ func (c Config) accessProblems(p *problemList) {
 		}
 	}
 	p.atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
+	if _, err := c.prompts(); err != nil {
+		p.add("SUGGESTED_PROMPTS: %v", err)
+	}
+	if c.FeedbackChannel != "" && (!access.ValidChannelID(c.FeedbackChannel) || access.IsDM(c.FeedbackChannel)) {
+		p.add("FEEDBACK_CHANNEL: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", c.FeedbackChannel)
+	}
 	if _, err := c.accessRules(); err != nil {
 		p.add("%v", err)
 	}
@@ -379,6 +408,13 @@ func (p *problemList) atLeast(name string, value, least int) {
 	}
 }
 
+// streamLimit checks a native stream's rollover threshold: before Slack's own limit.
+func (p *problemList) streamLimit(name string, d time.Duration) {
+	if d < time.Second || d >= slackStreamLimit {
+		p.add("%s: %v must be at least 1s and under %v (Slack ends a native stream after about five minutes)", name, d, slackStreamLimit)
+	}
+}
+
 func (p *problemList) positive(name string, d time.Duration) {
 	if d <= 0 {
 		p.add("%s: %v must be above 0", name, d)
@@ -390,6 +426,11 @@ func (p *problemList) positive(name string, d time.Duration) {
 const maxImageTimeout = 25 * time.Minute
 
 // accessRules returns the access policy of the settings.
+// prompts are the agent pane's suggested prompts (SUGGESTED_PROMPTS, or the defaults).
+func (c Config) prompts() ([]handlers.Prompt, error) {
+	return handlers.ParsePrompts(cmp.Or(c.SuggestedPrompts, handlers.DefaultPrompts))
+}
+
 func (c Config) accessRules() (*access.Policy, error) {
 	return access.NewPolicy(access.Rules{
 		AllowChannels: access.ParseIDs(c.AllowChannels),

@@ -46,8 +46,9 @@ func TestDefaults(t *testing.T) {
 		SlackBotToken: "xoxb-1-secret", SlackAppToken: "xapp-1-secret", OpenAIAPIKey: "sk-secret",
 		SlackAPIURL: "https://slack.com/api/", OpenAIBaseURL: "https://api.openai.com/v1",
 		ChatModel: "gpt-5.4-mini", ImageModel: "gpt-image-2",
-		ReplyMode: "edit", PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
-		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true,
+		ReplyMode: "auto", StreamRolloverAfter: 4 * time.Minute, StreamIdleLimit: 4 * time.Minute, PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
+		Vision: "auto", MaxFileBytes: 20 << 20, MaxFileText: 20000, ImageInputMaxSide: 2048,
+		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
 		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute,
@@ -120,6 +121,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_TIMEOUT":          "1h",
 		"PLACEHOLDER_AFTER":      "-1s",
 		"MAX_QUEUED_REPLIES":     "-5",
+		"STREAM_ROLLOVER_AFTER":  "5m",
+		"STREAM_IDLE_LIMIT":      "10ms",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -132,7 +135,9 @@ func TestBadValuesAllReported(t *testing.T) {
 		`SLACK_APP_TOKEN does not start with "xapp-"`,
 		`OPENAI_BASE_URL: "localhost:11434" is not an http(s) URL`,
 		"TEMPERATURE: 2.5 is outside 0 to 2",
-		`REPLY_MODE: "chunks" is not one of edit, stream`,
+		`REPLY_MODE: "chunks" is not one of auto, edit, stream`,
+		"STREAM_ROLLOVER_AFTER: 5m0s must be at least 1s and under 5m0s",
+		"STREAM_IDLE_LIMIT: 10ms must be at least 1s and under 5m0s",
 		`EDIT_POLICY: "fastest" is not one of fair, every-1s, every-20-chunks`,
 		`MAX_CONCURRENT_REPLIES: "many" is not a whole number`,
 		`SHUTDOWN_GRACE: "8" is not a duration`,
@@ -146,7 +151,7 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_TIMEOUT: 1h0m0s is over 25m0s",
 		"PLACEHOLDER_AFTER: -1s must be between 0 and 1m",
 		"MAX_QUEUED_REPLIES: -5 is below 0",
-		"18 problem(s)",
+		"20 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/openaischema"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -59,6 +60,26 @@ type e2e struct {
 
 // startE2E runs the bot with env over the defaults until the test ends. Every test also checks
 // at the end that no credential appears in the logs (which are at debug level).
+// checkModelRequests validates every chat and image request the fake model received against
+// OpenAI's schema: what the bot sends must be right for OpenAI, whatever compatible servers accept.
+func checkModelRequests(t *testing.T, fl *fakellm.Server) {
+	t.Helper()
+	doc, err := openaischema.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemas := map[string]string{"/v1/chat/completions": "CreateChatCompletionRequest", "/v1/images/generations": "CreateImageRequest"}
+	for i, r := range fl.Requests() {
+		name, ok := schemas[r.Path]
+		if !ok || r.Status == http.StatusUnauthorized {
+			continue
+		}
+		if err := doc.Validate(name, r.Body); err != nil {
+			t.Errorf("model request %d (%s) is not valid for OpenAI: %v\n%s", i, r.Path, err, r.Body)
+		}
+	}
+}
+
 func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
 	t.Helper()
 	scfg.BotToken, scfg.AppToken = botToken, appToken
@@ -91,6 +112,7 @@ func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
 		e.stop(t)
 		fl.Close()
 		fs.Close()
+		checkModelRequests(t, fl)
 		if strings.Contains(e.logs.String(), secret) {
 			t.Errorf("a credential appears in the logs:\n%s", e.logs.String())
 		}

@@ -136,7 +136,9 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 		BadHeaders:      headersErr != nil,
 		ChannelModels:   overrides.Models(),
 		ReplyMode:       cfg.ReplyMode,
+		AgentView:       cfg.AgentView,
 		FollowUps:       cfg.FollowUps,
+		Vision:          cfg.Vision,
 		RedisHost:       hostOf(cfg.RedisURL),
 		PingRedis: func(ctx context.Context) error {
 			r, err := state.NewRedis(ctx, cfg.RedisURL, "llmbot-doctor:", "doctor", zap.NewNop())

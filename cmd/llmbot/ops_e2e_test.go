@@ -301,7 +301,7 @@ func TestE2EAccessControl(t *testing.T) {
 
 	inChannel := e.slack.PostUserMessage("C1", "U0MALLORY", "", "<@UBOT> hello?")
 	e.waitFor(t, "the notice in the channel", func() bool { return len(e.privateTo("U0MALLORY")) == 1 })
-	e.slack.PostUserMessage("D1", "U0MALLORY", "", "hello?")
+	inDM := e.slack.PostUserMessage("D1", "U0MALLORY", "", "hello?")
 	e.waitFor(t, "the notice in the DM", func() bool { return len(e.privateTo("U0MALLORY")) == 2 })
 	for i, text := range e.privateTo("U0MALLORY") {
 		if text != refusal {
@@ -317,8 +317,9 @@ func TestE2EAccessControl(t *testing.T) {
 	for _, m := range e.slack.Ephemerals() {
 		where = append(where, m.Channel+"/"+m.ThreadTS)
 	}
-	if want := []string{"C1/" + inChannel, "D1/"}; fmt.Sprint(where) != fmt.Sprint(want) {
-		t.Errorf("private notices went to %v, want %v (the mention's thread, the DM)", where, want)
+	// In the agent pane (AGENT_VIEW) a DM message is its own thread: the notice goes there.
+	if want := []string{"C1/" + inChannel, "D1/" + inDM}; fmt.Sprint(where) != fmt.Sprint(want) {
+		t.Errorf("private notices went to %v, want %v (the mention's thread, the DM message's)", where, want)
 	}
 
 	// An allowed user: answered; one picture, then the quota.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/redistest"
@@ -228,6 +229,58 @@ func TestReplicasStopOnAnotherReplica(t *testing.T) {
 	rs.wait("the stopped answer", func() bool { return strings.Contains(rs.answer(ts), "Stopped") })
 	if _, ok := rs.fs.Private("C1", ts, "U1"); ok {
 		t.Errorf("the asker was told something privately; want only the stopped answer")
+	}
+}
+
+// TestReplicasSessionStopOnAnotherReplica: the asker presses Slack's Stop on the agent session
+// of a natively streamed answer, and the event lands on the replica that is not writing it: it
+// is handed over like a Stop click, and the writer moves the session off processing.
+func TestReplicasSessionStopOnAnotherReplica(t *testing.T) {
+	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "REPLY_MODE=stream")
+	a, b := rs.start(), rs.start()
+	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(strings.Repeat(longAnswer+" ", 20)).Paced(100*time.Millisecond, 100*time.Millisecond)
+	})
+	ts := rs.ask(a, "count for me")
+	rs.wait("a partial streamed answer", func() bool { return strings.Contains(rs.answer(ts), "One two") })
+	if _, err := rs.fs.Via(b.conn).StopSession("C1", ts, "U1"); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the model stream to close", func() bool { return rs.fl.Counts().ClientGone == 1 })
+	rs.wait("the stopped answer", func() bool { return strings.Contains(rs.answer(ts), "Stopped") })
+	rs.wait("the session moved off processing", func() bool {
+		st := rs.fs.SessionStatuses("C1", ts)
+		return len(st) > 0 && st[len(st)-1] == handlers.SessionActive
+	})
+	if !strings.Contains(b.logs.String(), "stop handed to the replica writing the answer") {
+		t.Errorf("the replica that got the event did not hand it over")
+	}
+	if _, ok := rs.fs.Private("C1", ts, "U1"); ok {
+		t.Errorf("the asker was told something privately; want only the stopped answer")
+	}
+}
+
+// TestReplicasSessionStopOfAFollowUpOnAnotherReplica: Slack's Stop names only the thread; when the
+// answer running there is a follow-up's (no journal record by the thread's first message), the
+// replica holding the thread gets the stop.
+func TestReplicasSessionStopOfAFollowUpOnAnotherReplica(t *testing.T) {
+	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "REPLY_MODE=stream")
+	a, b := rs.start(), rs.start()
+	rs.fl.SetChat(fakellm.Sequence(fakellm.Text("First."),
+		fakellm.Text(strings.Repeat(longAnswer+" ", 20)).Paced(100*time.Millisecond, 100*time.Millisecond)))
+	ts := rs.ask(a, "count for me")
+	rs.wait("the first answer", func() bool { return strings.Contains(rs.answer(ts), "First.") })
+	if _, err := rs.fs.Via(a.conn).Post(fakeslack.UserMessage{Channel: "C1", User: "U1", ThreadTS: ts, Text: "and then?"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the follow-up's partial answer", func() bool { return strings.Contains(rs.answer(ts), "One two") })
+	if _, err := rs.fs.Via(b.conn).StopSession("C1", ts, "U1"); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the model stream to close", func() bool { return rs.fl.Counts().ClientGone == 1 })
+	rs.wait("the stopped answer", func() bool { return strings.Contains(rs.answer(ts), "Stopped") })
+	if !strings.Contains(b.logs.String(), "stop handed to the replica writing the answer") {
+		t.Errorf("the replica that got the event did not hand it over")
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,11 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		// bot.SlackAPI retries reads itself. No OptionDebug: it shortens Socket Mode connections.
 	)
 	api := bot.NewSlackAPI(slackClient)
+	files, err := bot.NewFiles(slackClient, bot.FilesOptions{Token: cfg.SlackBotToken, APIURL: cfg.SlackAPIURL,
+		MaxBytes: cfg.MaxFileBytes, Transport: slackHTTPClient().Transport})
+	if err != nil {
+		return err
+	}
 
 	id, err := api.IdentifyRetrying(ctx, identifyTimeout, func(err error, wait time.Duration) {
 		log.Warn("cannot reach Slack; trying again (is SLACK_API_URL right?)", zap.Error(err), zap.Duration("wait", wait))
@@ -120,6 +126,10 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 			llmLog.Info("the model's chat template wants alternating user and assistant turns and no system message; sending them so",
 				zap.String("model", model))
 		},
+		ImagesDropped: func(model string) {
+			llmLog.Warn("the model refused pictures (no vision); sending requests without them (VISION=off says so at once)",
+				zap.String("model", model))
+		},
 		StreamUsageDropped: func(model string) {
 			llmLog.Warn("model rejected stream_options; streaming without token usage (set LLM_STREAM_USAGE=false to stop asking)",
 				zap.String("model", model))
@@ -156,6 +166,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 	budgets.Share(shared)
 
 	accessPolicy, _ := cfg.accessRules()                    // validated
+	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
@@ -169,18 +180,35 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		FollowUps:        cfg.FollowUps,
 		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
 		Buttons:          cfg.Buttons,
+		Feedback:         cfg.Buttons && cfg.Feedback,
 		PlaceholderAfter: cfg.PlaceholderAfter,
 		Budgets:          budgets,
 		Journal:          shared,
 		Threads:          shared,
+		Sessions:         api,
+		Pane:             paneOf(cfg, api),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
-		StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
+		StreamRollover: cfg.StreamRolloverAfter,
+		StreamIdle:     cfg.StreamIdleLimit,
+		StallTimeout:   max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
 		// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 		ChannelSettings: func(channel string) (string, string) {
 			o, _ := overrides.Lookup(channel)
 			return o.SystemPrompt, o.Model
+		},
+		Files: handlers.FileOptions{
+			Files: files, Vision: handlers.Vision(cfg.Vision),
+			ChannelVision: func(channel string) handlers.Vision {
+				o, _ := overrides.Lookup(channel)
+				return handlers.Vision(o.Vision)
+			},
+			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
+		},
+		ChannelMode: func(channel string) handlers.ReplyMode {
+			o, _ := overrides.Lookup(channel)
+			return handlers.ReplyMode(o.ReplyMode)
 		},
 		Written: metrics.ReplyWritten,
 		Tools:   toolOpts,
@@ -194,6 +222,15 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 	})
 
+	feedback := handlers.NewFeedback(api, api, api, log.Named("feedback"), handlers.FeedbackOptions{
+		Channel: cfg.FeedbackChannel,
+		Model: func(channel string) string {
+			o, _ := overrides.Lookup(channel)
+			return cmp.Or(o.Model, cfg.ChatModel)
+		},
+		Rated: metrics.Feedback,
+	})
+
 	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
 	quota.Share(shared) // every replica counts a person's pictures in one place
 	guard := access.NewGuard(access.GuardOptions{
@@ -203,7 +240,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		// Refused follow-ups count only where the bot would have answered.
 		KnownFollowUp: replies.KnownFollowUp,
 	})
-	// Every command, button and shortcut is one row here; access rules and metrics wrap them all.
+	// Every command, button, shortcut and event is one row here; access rules and metrics wrap them all.
 	routes := route.NewTable(guard.Middleware, metrics.Middleware)
 	b := bot.New(slackClient, id, routes, api, log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
@@ -214,6 +251,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		MaxQueued:     cfg.MaxQueuedReplies,
 		Grace:         cfg.ShutdownGrace,
 		FollowUps:     cfg.FollowUps,
+		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
 		Replicas:      shared,
 	})
@@ -226,6 +264,10 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
 		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
 		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
+		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: replies.PaneHandler(prompts)},
+		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
+		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
@@ -255,6 +297,14 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.
+func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
+	if !cfg.AgentView {
+		return nil
+	}
+	return api
 }
 
 // llmConfig is the model client's configuration from the settings, without hooks. The bot and doctor

@@ -63,7 +63,11 @@ type Reply struct {
 	HeaderDelay     time.Duration // before the response headers (for header timeouts)
 	FirstTokenDelay time.Duration // before the first content chunk (after the headers)
 	TokenInterval   time.Duration // between content chunks
-	FinishReason    string        // "" means "stop"
+	// Pause, when > 0, is a silence of that long before token PauseAt (a model thinking mid-answer;
+	// keep-alive comments meanwhile when KeepAlive is set).
+	Pause        time.Duration
+	PauseAt      int
+	FinishReason string // "" means "stop"
 	// Usage is sent as a last chunk with "choices": [] (and in a JSON completion). Nil:
 	// computed, and sent in a stream only when the request asks stream_options.include_usage.
 	Usage *Usage
@@ -112,6 +116,12 @@ func HTTPError(status int, e APIError) Reply { return Reply{Status: status, Erro
 // Paced returns r with a first-token delay and a steady interval between tokens.
 func (r Reply) Paced(first, interval time.Duration) Reply {
 	r.FirstTokenDelay, r.TokenInterval = first, interval
+	return r
+}
+
+// PauseAfter returns r falling silent for d after n tokens, then going on.
+func (r Reply) PauseAfter(n int, d time.Duration) Reply {
+	r.PauseAt, r.Pause = n, d
 	return r
 }
 
@@ -386,6 +396,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *Record, req
 		d := reply.TokenInterval
 		if i == 0 {
 			d = reply.FirstTokenDelay
+		}
+		if i == reply.PauseAt && reply.Pause > 0 {
+			d += reply.Pause
 		}
 		if !s.wait(r.Context(), w, fl, d, reply.KeepAlive) || !write(content(reply.Tokens[i])) {
 			gone()

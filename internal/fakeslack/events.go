@@ -42,6 +42,17 @@ type UserMessage struct {
 type UserFile struct {
 	Name  string
 	Bytes []byte
+	// Mimetype overrides the type guessed from Name's extension.
+	Mimetype string
+	// Redirect is how url_private answers (see Redirect).
+	Redirect Redirect
+	// CheckInfo makes the event and the thread carry only the file's id with
+	// "file_access": "check_file_info" (as for a file shared from another workspace): files.info
+	// has the rest.
+	CheckInfo bool
+	// NoAccess: files.info answers file_not_found and url_private 403, as for a file the bot
+	// cannot see.
+	NoAccess bool
 }
 
 // Post stores m and delivers its events as PostUserMessage describes. It returns the ts.
@@ -70,7 +81,8 @@ func (s *Server) post(to int, m UserMessage) (string, error) {
 	}
 	for _, uf := range m.Files {
 		f := &File{ID: s.nextIDLocked("F"), Name: uf.Name, Length: len(uf.Bytes), Bytes: uf.Bytes,
-			Uploaded: true, Shared: true, Channel: c.id, ThreadTS: m.ThreadTS, Time: now}
+			Uploaded: true, Shared: true, Channel: c.id, ThreadTS: m.ThreadTS, Time: now,
+			Mimetype: uf.Mimetype, Redirect: uf.Redirect, CheckInfo: uf.CheckInfo, NoAccess: uf.NoAccess}
 		s.files[f.ID] = f
 		s.fileOrder = append(s.fileOrder, f.ID)
 		msg.Files = append(msg.Files, f.ID)
@@ -258,7 +270,7 @@ func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any 
 		var files []map[string]any
 		for _, id := range m.Files {
 			if f := s.files[id]; f != nil {
-				files = append(files, s.fileJSON(f))
+				files = append(files, s.fileRef(f))
 			}
 		}
 		ev["files"] = files
@@ -342,7 +354,7 @@ func (s *Server) slashCommand(to int, channelID, user, command, text string) (st
 		"api_app_id":            s.cfg.AppID,
 		"is_enterprise_install": false,
 		"response_url":          respURL,
-		"trigger_id":            "13345224609.738474920.8088930838d88f008e0",
+		"trigger_id":            s.triggerLocked(user, time.Now()),
 	})
 	s.enqueueLocked(&envelope{
 		Envelope: Envelope{ID: newEnvelopeID(), Type: "slash_commands"},

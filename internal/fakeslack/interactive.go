@@ -28,14 +28,27 @@ type Button struct {
 	Style    string
 }
 
+// blockText is a block's text: a text object (a section's), or a plain string (a markdown
+// block's).
+type blockText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (t *blockText) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		t.Type = "markdown"
+		return json.Unmarshal(b, &t.Text)
+	}
+	type object blockText // without this method
+	return json.Unmarshal(b, (*object)(t))
+}
+
 // block is the part of a Block Kit block the fake reads.
 type block struct {
-	Type    string `json:"type"`
-	BlockID string `json:"block_id"`
-	Text    *struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"text"`
+	Type     string     `json:"type"`
+	BlockID  string     `json:"block_id"`
+	Text     *blockText `json:"text"`
 	Elements []struct {
 		Type     string `json:"type"`
 		ActionID string `json:"action_id"`
@@ -44,6 +57,8 @@ type block struct {
 		Text     *struct {
 			Text string `json:"text"`
 		} `json:"text"`
+		PositiveButton *feedbackButton `json:"positive_button"`
+		NegativeButton *feedbackButton `json:"negative_button"`
 	} `json:"elements"`
 }
 
@@ -65,24 +80,41 @@ func checkBlocks(raw json.RawMessage) apiError {
 		return "invalid_blocks"
 	}
 	for _, b := range bs {
-		switch b.Type {
-		case "section":
-			if b.Text == nil || b.Text.Text == "" || utf8.RuneCountInString(b.Text.Text) > SectionTextLimit {
-				return "invalid_blocks"
-			}
-		case "actions":
-			if len(b.Elements) == 0 || len(b.Elements) > maxActionElements {
-				return "invalid_blocks"
-			}
-			for _, e := range b.Elements {
-				if e.Type != "button" {
-					continue
-				}
-				if e.Text == nil || e.Text.Text == "" || utf8.RuneCountInString(e.Text.Text) > ButtonTextLimit ||
-					utf8.RuneCountInString(e.Value) > ButtonValueLimit || len(e.ActionID) > ActionIDLimit {
-					return "invalid_blocks"
-				}
-			}
+		if e := checkBlock(b); e != "" {
+			return e
+		}
+	}
+	return ""
+}
+
+// checkBlock applies the limits of one block.
+func checkBlock(b block) apiError {
+	textWithin := func(limit int) bool {
+		return b.Text != nil && b.Text.Text != "" && utf8.RuneCountInString(b.Text.Text) <= limit
+	}
+	switch {
+	case b.Type == "section" && !textWithin(SectionTextLimit), b.Type == "markdown" && !textWithin(MarkdownTextLimit):
+		return "invalid_blocks"
+	case b.Type == "context_actions":
+		return checkContextActions(b)
+	case b.Type == "actions":
+		return checkActions(b)
+	}
+	return ""
+}
+
+// checkActions applies the limits of an actions block and its buttons.
+func checkActions(b block) apiError {
+	if len(b.Elements) == 0 || len(b.Elements) > maxActionElements {
+		return "invalid_blocks"
+	}
+	for _, e := range b.Elements {
+		if e.Type != "button" {
+			continue
+		}
+		if e.Text == nil || e.Text.Text == "" || utf8.RuneCountInString(e.Text.Text) > ButtonTextLimit ||
+			utf8.RuneCountInString(e.Value) > ButtonValueLimit || len(e.ActionID) > ActionIDLimit {
+			return "invalid_blocks"
 		}
 	}
 	return ""
@@ -167,25 +199,52 @@ func (s *Server) click(to int, channelID, ts, user, actionID string) (string, er
 	if btn == nil {
 		return "", fmt.Errorf("fakeslack: click %s on %s/%s: %w", actionID, channelID, ts, ErrNoButton)
 	}
-	u := s.userLocked(user)
-	now := time.Now()
-	actionTS := fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000)
-	respURL := s.responseURLLocked(c, user, "")
-	respURL.original, respURL.ephemeral = m.TS, ephemeral
-	container := map[string]any{"type": "message", "message_ts": m.TS, "channel_id": c.id, "is_ephemeral": ephemeral}
-	if m.ThreadTS != "" {
-		container["thread_ts"] = m.ThreadTS
-	}
 	action := map[string]any{
 		"action_id": btn.ActionID,
 		"block_id":  btn.BlockID,
 		"text":      map[string]any{"type": "plain_text", "text": btn.Text, "emoji": true},
 		"value":     btn.Value,
 		"type":      "button",
-		"action_ts": actionTS,
 	}
 	if btn.Style != "" {
 		action["style"] = btn.Style
+	}
+	return s.blockActionsLocked(to, c, m, ephemeral, user, action), nil
+}
+
+// ClickFeedback delivers the block_actions envelope Slack sends when user presses 👍 (positive)
+// or 👎 on the feedback buttons of the message ts in channelID (ErrNoButton when it shows none):
+// an action of type feedback_buttons with the pressed button's value.
+func (s *Server) ClickFeedback(channelID, ts, user string, positive bool) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channelID]
+	var fb Feedback
+	ok := false
+	if c != nil && c.byTS[ts] != nil {
+		fb, ok = c.byTS[ts].Feedback()
+	}
+	if !ok {
+		return "", fmt.Errorf("fakeslack: feedback on %s/%s: %w", channelID, ts, ErrNoButton)
+	}
+	value := fb.NegativeValue
+	if positive {
+		value = fb.PositiveValue
+	}
+	action := map[string]any{"action_id": fb.ActionID, "block_id": fb.BlockID, "type": "feedback_buttons", "value": value}
+	return s.blockActionsLocked(0, c, c.byTS[ts], false, user, action), nil
+}
+
+// blockActionsLocked queues the block_actions envelope of user's action on the message m of c.
+func (s *Server) blockActionsLocked(to int, c *channel, m *Message, ephemeral bool, user string, action map[string]any) string {
+	u := s.userLocked(user)
+	now := time.Now()
+	action["action_ts"] = fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000)
+	respURL := s.responseURLLocked(c, user, "")
+	respURL.original, respURL.ephemeral = m.TS, ephemeral
+	container := map[string]any{"type": "message", "message_ts": m.TS, "channel_id": c.id, "is_ephemeral": ephemeral}
+	if m.ThreadTS != "" {
+		container["thread_ts"] = m.ThreadTS
 	}
 	payload := map[string]any{
 		"type":                  "block_actions",
@@ -193,7 +252,7 @@ func (s *Server) click(to int, channelID, ts, user, actionID string) (string, er
 		"api_app_id":            s.cfg.AppID,
 		"token":                 "verification-token",
 		"container":             container,
-		"trigger_id":            "13345224609.738474920.8088930838d88f008e0",
+		"trigger_id":            s.triggerLocked(user, now),
 		"team":                  map[string]any{"id": s.cfg.TeamID, "domain": "fake"},
 		"enterprise":            nil,
 		"is_enterprise_install": false,
@@ -205,7 +264,7 @@ func (s *Server) click(to int, channelID, ts, user, actionID string) (string, er
 	if !ephemeral {
 		payload["message"] = s.messageJSON(c, m, false)
 	}
-	return s.interactiveLocked(payload, to), nil
+	return s.interactiveLocked(payload, to)
 }
 
 // ErrNoMessage is returned by MessageShortcut when there is no such message.
@@ -246,7 +305,7 @@ func (s *Server) messageShortcut(to int, channelID, ts, user, callbackID string)
 		"is_enterprise_install": false,
 		"enterprise":            nil,
 		"callback_id":           callbackID,
-		"trigger_id":            "13345224609.738474920.8088930838d88f008e0",
+		"trigger_id":            s.triggerLocked(user, now),
 		"response_url":          respURL.url,
 		"message_ts":            m.TS,
 		"message":               s.messageJSON(c, m, false),
@@ -302,4 +361,65 @@ func (s *Server) privateLocked(channel, ts, user string) (m Message, ok bool) {
 		m, ok = Message{Channel: channel, TS: ts, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Text: p.Text, Blocks: p.Blocks}, true
 	}
 	return m, ok
+}
+
+// feedbackButton is one side of a feedback_buttons element.
+type feedbackButton struct {
+	Text *struct {
+		Text string `json:"text"`
+	} `json:"text"`
+	Value string `json:"value"`
+}
+
+func (b *feedbackButton) valid() bool {
+	return b != nil && b.Text != nil && b.Text.Text != "" && utf8.RuneCountInString(b.Text.Text) <= ButtonTextLimit &&
+		b.Value != "" && utf8.RuneCountInString(b.Value) <= ButtonValueLimit
+}
+
+// maxContextActions is how many elements a context_actions block holds.
+const maxContextActions = 5
+
+// checkContextActions applies the limits of a context_actions block: feedback_buttons (both
+// buttons, each with its text and value) and icon_button elements, at most five.
+func checkContextActions(b block) apiError {
+	if len(b.Elements) == 0 || len(b.Elements) > maxContextActions {
+		return "invalid_blocks"
+	}
+	for _, e := range b.Elements {
+		switch e.Type {
+		case "feedback_buttons":
+			if !e.PositiveButton.valid() || !e.NegativeButton.valid() || len(e.ActionID) > ActionIDLimit {
+				return "invalid_blocks"
+			}
+		case "icon_button":
+		default:
+			return "invalid_blocks"
+		}
+	}
+	return ""
+}
+
+// Feedback is a feedback_buttons element (👍/👎) of a stored message's context_actions blocks.
+type Feedback struct {
+	BlockID, ActionID            string
+	PositiveText, NegativeText   string
+	PositiveValue, NegativeValue string
+}
+
+// Feedback returns the message's feedback buttons; false when it shows none.
+func (m Message) Feedback() (Feedback, bool) {
+	bs, _ := parseBlocks(m.Blocks)
+	for _, b := range bs {
+		if b.Type != "context_actions" {
+			continue
+		}
+		for _, e := range b.Elements {
+			if e.Type == "feedback_buttons" && e.PositiveButton.valid() && e.NegativeButton.valid() {
+				return Feedback{BlockID: b.BlockID, ActionID: e.ActionID,
+					PositiveText: e.PositiveButton.Text.Text, NegativeText: e.NegativeButton.Text.Text,
+					PositiveValue: e.PositiveButton.Value, NegativeValue: e.NegativeButton.Value}, true
+			}
+		}
+	}
+	return Feedback{}, false
 }

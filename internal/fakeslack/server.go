@@ -72,9 +72,16 @@ type Config struct {
 	// time of its start, as Slack does to an abandoned one: appendStream and stopStream then
 	// answer message_not_in_streaming_state, and chat.update may finish the message. Slack's
 	// limit is reported as roughly five minutes, but whether it counts from the start or from the
-	// last append is not known; the fake counts from the start. Off by default (see also
-	// ExpireStream).
+	// last append is not known; the fake counts from the start (StreamIdleExpiry counts from
+	// the last append). Off by default (see also ExpireStream).
 	StreamExpiry time.Duration
+	// StreamIdleExpiry, when > 0, ends a native stream that got no chat.startStream or
+	// chat.appendStream within this time, as StreamExpiry does: the other reading of Slack's
+	// limit. Off by default.
+	StreamIdleExpiry time.Duration
+	// NotAgent makes agents.sessions.setStatus answer not_authorized, as Slack does for an app
+	// not declared as an agent (features.agent_view).
+	NotAgent bool
 }
 
 // Limits configures the Web API's rate limits.
@@ -96,7 +103,7 @@ type Limit struct {
 
 // SlackLimits returns limits shaped like Slack's published tiers (slack-platform.md §3) for
 // the methods the bot uses: Tier 2 (20/min) chat.startStream and chat.stopStream; Tier 3
-// (50/min) chat.update, chat.delete, conversations.replies/history, reactions.*,
+// (50/min) chat.update, chat.delete, conversations.replies/history, reactions.*, agents.sessions.setStatus,
 // apps.connections.open; Tier 4 (100/min) chat.appendStream, chat.postEphemeral,
 // users.info, files.*, auth.test; and chat.postMessage 1/s per channel. Slack's "special"
 // workspace limits of chat.postMessage and assistant.threads.setStatus are not published;
@@ -113,6 +120,7 @@ func SlackLimits(burst int) Limits {
 			"conversations.replies":        tier(50),
 			"conversations.history":        tier(50),
 			"users.info":                   tier(100),
+			"files.info":                   tier(100),
 			"files.getUploadURLExternal":   tier(100),
 			"files.completeUploadExternal": tier(100),
 			"reactions.add":                tier(50),
@@ -123,6 +131,9 @@ func SlackLimits(burst int) Limits {
 			"reactions.remove":             tier(50),
 			"auth.test":                    tier(100),
 			"assistant.threads.setTitle":   tier(100),
+			"agents.sessions.setStatus":    tier(50),
+			"views.open":                   tier(100),
+			"chat.getPermalink":            tier(100),
 			"conversations.info":           tier(100),
 		},
 		PostMessagePerChannel: Limit{PerMinute: 60, Burst: burst},
@@ -133,6 +144,7 @@ func SlackLimits(burst int) Limits {
 type Server struct {
 	cfg  Config
 	http *httptest.Server
+	cdn  *cdn // the other host of RedirectOtherHost
 
 	mu      sync.Mutex
 	changes *watch.Changes // every state change wakes the waiters (WaitFor)
@@ -159,7 +171,11 @@ type Server struct {
 	responses map[string]*responseURL
 	respPosts []ResponseURLPost
 	statuses  map[string]string      // channel/thread -> assistant status
+	sessions  map[string][]string    // channel/thread -> the agent session's statuses, in order
+	triggers  map[string]trigger     // trigger_id -> who clicked, and when
+	views     []View                 // modals opened
 	streams   map[*Message]time.Time // messages streaming now -> when their stream started
+	lastWrite map[*Message]time.Time // messages streaming now -> their last start or append
 	seq       int
 
 	// Socket Mode state.
@@ -200,10 +216,13 @@ func New(cfg Config) *Server {
 		files:       map[string]*File{},
 		responses:   map[string]*responseURL{},
 		statuses:    map[string]string{},
+		sessions:    map[string][]string{},
+		triggers:    map[string]trigger{},
 		tickets:     map[string]bool{},
 		conns:       map[*wsConn]bool{},
 		refusing:    map[*wsConn]bool{},
 		streams:     map[*Message]time.Time{},
+		lastWrite:   map[*Message]time.Time{},
 		envelopes:   map[string]*envelope{},
 		stop:        make(chan struct{}),
 	}
@@ -218,6 +237,7 @@ func New(cfg Config) *Server {
 	// process gives the race detector no happens-before edge from this assignment.
 	s.http = httptest.NewUnstartedServer(mux)
 	s.http.Start()
+	s.cdn = newCDN(s)
 	if cfg.RedeliverAfter > 0 {
 		s.wg.Add(1)
 		go s.redeliverLoop()
@@ -241,7 +261,7 @@ func withDefaults(cfg Config) Config {
 	def(&cfg.BotName, "llmbot")
 	if cfg.Scopes == nil {
 		cfg.Scopes = []string{"app_mentions:read", "chat:write", "channels:history", "groups:history",
-			"im:history", "mpim:history", "files:write", "commands", "users:read", "reactions:write"}
+			"im:history", "mpim:history", "files:write", "files:read", "commands", "users:read", "reactions:write", "assistant:write"}
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 2 * time.Second
@@ -288,6 +308,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.http.Close()
+	s.cdn.srv.Close()
 }
 
 // notifyLocked wakes every waiter (WaitFor, connection writers). Call with s.mu held.

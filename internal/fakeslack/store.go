@@ -43,6 +43,15 @@ type Message struct {
 	// StoppedByUser is set by PressStop: the next appendStream fails with stopped_by_user.
 	StoppedByUser bool
 	Reactions     []string
+	// Tasks are the task cards of a streamed message (task_update chunks), in the order they
+	// first came, each as its last update left it.
+	Tasks []Task
+}
+
+// Task is a task card of a streamed message (a task_update chunk).
+type Task struct {
+	ID, Title, Status, Details, Output string
+	Updates                            int // task_update chunks received for it
 }
 
 // User is a workspace member known to users.info.
@@ -111,6 +120,12 @@ type File struct {
 	InitialComment string
 	MessageTS      string // the message the file was shared with
 	Time           time.Time
+	// A person's file (UserFile): its type, how url_private answers, whether the bot must ask
+	// files.info for it, whether it may see it at all.
+	Mimetype  string
+	Redirect  Redirect
+	CheckInfo bool
+	NoAccess  bool
 }
 
 // ResponseURLPost is one post to a slash command's or a click's response_url.
@@ -247,6 +262,7 @@ func (s *Server) addMessageLocked(m *Message, now time.Time) *Message {
 
 func (s *Server) removeMessageLocked(c *channel, ts string) {
 	delete(s.streams, c.byTS[ts])
+	delete(s.lastWrite, c.byTS[ts])
 	delete(c.byTS, ts)
 	c.msgs = slices.DeleteFunc(c.msgs, func(m *Message) bool { return m.TS == ts })
 }
@@ -311,7 +327,7 @@ func (s *Server) messageJSON(c *channel, m *Message, withMetadata bool) map[stri
 		files := make([]map[string]any, 0, len(m.Files))
 		for _, id := range m.Files {
 			if f := s.files[id]; f != nil {
-				files = append(files, s.fileJSON(f))
+				files = append(files, s.fileRef(f))
 			}
 		}
 		out["files"] = files
@@ -355,7 +371,7 @@ func (s *Server) fileJSON(f *File) map[string]any {
 		"id":                   f.ID,
 		"name":                 f.Name,
 		"title":                f.Title,
-		"mimetype":             mimeType(f.Name),
+		"mimetype":             f.mimeType(),
 		"filetype":             strings.TrimPrefix(extension(f.Name), "."),
 		"size":                 len(f.Bytes),
 		"alt_txt":              f.AltText,
@@ -379,6 +395,16 @@ func mimeType(name string) string {
 		return "image/webp"
 	case ".gif":
 		return "image/gif"
+	case ".txt", ".log", ".md", ".go", ".py", ".js", ".ts", ".sh":
+		return "text/plain"
+	case ".csv":
+		return "text/csv"
+	case ".json":
+		return "application/json"
+	case ".yaml", ".yml":
+		return "application/x-yaml"
+	case ".pdf":
+		return "application/pdf"
 	}
 	return "application/octet-stream"
 }
@@ -387,5 +413,6 @@ func copyMessage(m *Message) Message {
 	c := *m
 	c.Files = slices.Clone(m.Files)
 	c.Reactions = slices.Clone(m.Reactions)
+	c.Tasks = slices.Clone(m.Tasks)
 	return c
 }

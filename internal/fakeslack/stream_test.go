@@ -2,6 +2,7 @@ package fakeslack_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -92,12 +93,14 @@ func TestAbandonedStreamIsReadableAndCanBeFinished(t *testing.T) {
 	}
 }
 
-// Config.StreamExpiry ends a stream that old without a call: Slack ends streams after about five
-// minutes.
+// Config.StreamExpiry ends a stream that old without a call, Config.StreamIdleExpiry one that
+// long without an append: Slack ends streams after about five minutes (which of the two is not
+// known).
 func TestStreamExpiry(t *testing.T) {
 	tests := []struct {
 		name       string
 		expiry     time.Duration
+		idle       time.Duration
 		wait       time.Duration
 		appendErr  string
 		updateErr  string
@@ -105,12 +108,14 @@ func TestStreamExpiry(t *testing.T) {
 		streaming  bool
 		textBefore string
 	}{
-		{"within the expiry", time.Minute, 0, "", "streaming_state_conflict", false, true, "Hello more"},
-		{"past the expiry", 50 * time.Millisecond, 100 * time.Millisecond, "message_not_in_streaming_state", "", true, false, "Hello"},
+		{"within the expiry", time.Minute, 0, 0, "", "streaming_state_conflict", false, true, "Hello more"},
+		{"past the expiry", 50 * time.Millisecond, 0, 100 * time.Millisecond, "message_not_in_streaming_state", "", true, false, "Hello"},
+		{"within the idle expiry", 0, time.Minute, 0, "", "streaming_state_conflict", false, true, "Hello more"},
+		{"past the idle expiry", 0, 50 * time.Millisecond, 100 * time.Millisecond, "message_not_in_streaming_state", "", true, false, "Hello"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newServer(t, fakeslack.Config{StreamExpiry: tt.expiry})
+			srv := newServer(t, fakeslack.Config{StreamExpiry: tt.expiry, StreamIdleExpiry: tt.idle})
 			api := newAPI(srv)
 			ts := startStream(t, api, srv.PostUserMessage("C1", "U1", "", "<@UBOT> stream please"))
 			time.Sleep(tt.wait)
@@ -181,6 +186,45 @@ func TestRepliesAndHistoryReturnMetadata(t *testing.T) {
 			}
 			if got := types(history.Messages); !slices.Equal(got, tt.wantHistory) {
 				t.Errorf("history metadata %q, want %q", got, tt.wantHistory)
+			}
+		})
+	}
+}
+
+// chat.appendStream's chunks: task_update chunks update the message's task cards (each as its last
+// update left it), markdown_text chunks append text, and a chunk Slack would refuse is refused.
+func TestAppendStreamChunks(t *testing.T) {
+	task := func(id, title string, status slack.TaskCardStatus) slack.TaskUpdateChunk {
+		c := slack.NewTaskUpdateChunk(id, title)
+		c.Status = status
+		return c
+	}
+	tests := []struct {
+		name   string
+		chunks []slack.StreamChunk
+		err    string
+		text   string
+		tasks  []fakeslack.Task
+	}{
+		{"a task, then its update", []slack.StreamChunk{task("a", "Reading", "in_progress"), task("a", "Reading", "complete")}, "", "Hello",
+			[]fakeslack.Task{{ID: "a", Title: "Reading", Status: "complete", Updates: 2}}},
+		{"text and a task", []slack.StreamChunk{slack.NewMarkdownTextChunk(" world"), task("b", "Thinking", "in_progress")}, "", "Hello world",
+			[]fakeslack.Task{{ID: "b", Title: "Thinking", Status: "in_progress", Updates: 1}}},
+		{"an unknown status", []slack.StreamChunk{task("c", "Odd", "finished")}, "invalid_chunks", "Hello", nil},
+		{"a task without a title", []slack.StreamChunk{task("d", "", "complete")}, "invalid_chunks", "Hello", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, fakeslack.Config{})
+			api := newAPI(srv)
+			ts := startStream(t, api, srv.PostUserMessage("C1", "U1", "", "<@UBOT> stream please"))
+			_, _, err := api.AppendStreamContext(ctxFor(t), "C1", ts, slack.MsgOptionChunks(tt.chunks...))
+			if got := slackError(err); got != tt.err {
+				t.Errorf("append: %q, want %q", got, tt.err)
+			}
+			m, _ := srv.Message("C1", ts)
+			if m.Text != tt.text || fmt.Sprint(m.Tasks) != fmt.Sprint(tt.tasks) {
+				t.Errorf("message text %q tasks %+v, want %q %+v", m.Text, m.Tasks, tt.text, tt.tasks)
 			}
 		})
 	}

@@ -73,16 +73,17 @@ func (s *Server) ExpireStream(channelID, ts string) bool {
 func (s *Server) endStreamLocked(m *Message) {
 	m.Streaming, m.StreamExpired = false, true
 	delete(s.streams, m)
+	delete(s.lastWrite, m)
 }
 
-// expireStreamsLocked ends the streams older than Config.StreamExpiry. It runs whenever the
-// fake is asked about messages, so the end need not be announced.
+// expireStreamsLocked ends the streams older than Config.StreamExpiry, or idle for
+// Config.StreamIdleExpiry. It runs whenever the fake is asked about messages, so the end need
+// not be announced.
 func (s *Server) expireStreamsLocked(now time.Time) {
-	if s.cfg.StreamExpiry <= 0 {
-		return
-	}
 	for m, start := range s.streams {
-		if now.Sub(start) >= s.cfg.StreamExpiry {
+		old := s.cfg.StreamExpiry > 0 && now.Sub(start) >= s.cfg.StreamExpiry
+		idle := s.cfg.StreamIdleExpiry > 0 && now.Sub(s.lastWrite[m]) >= s.cfg.StreamIdleExpiry
+		if old || idle {
 			s.endStreamLocked(m)
 		}
 	}
@@ -120,11 +121,12 @@ var methods = map[string]handler{
 	"auth.test":                             (*Server).authTest,
 	"apps.connections.open":                 (*Server).connectionsOpen,
 	"users.info":                            (*Server).usersInfo,
+	"files.info":                            (*Server).filesInfo,
 	"conversations.info":                    (*Server).conversationsInfo,
 	"conversations.open":                    (*Server).conversationsOpen,
 	"conversations.join":                    (*Server).conversationsJoin,
 	"assistant.threads.setTitle":            (*Server).assistantNoop,
-	"assistant.threads.setSuggestedPrompts": (*Server).assistantNoop,
+	"assistant.threads.setSuggestedPrompts": (*Server).setSuggestedPrompts,
 	"conversations.replies":                 (*Server).conversationsReplies,
 	"conversations.history":                 (*Server).conversationsHistory,
 	"chat.postMessage":                      (*Server).chatPostMessage,
@@ -137,6 +139,9 @@ var methods = map[string]handler{
 	"reactions.add":                         (*Server).reactionsAdd,
 	"reactions.remove":                      (*Server).reactionsRemove,
 	"assistant.threads.setStatus":           (*Server).setStatus,
+	"agents.sessions.setStatus":             (*Server).agentsSessionsSetStatus,
+	"views.open":                            (*Server).viewsOpen,
+	"chat.getPermalink":                     (*Server).chatGetPermalink,
 	"files.getUploadURLExternal":            (*Server).getUploadURL,
 	"files.completeUploadExternal":          (*Server).completeUpload,
 }
@@ -348,6 +353,28 @@ func (s *Server) conversationsJoin(p params, now time.Time) (map[string]any, api
 func (s *Server) assistantNoop(p params, now time.Time) (map[string]any, apiError) {
 	if p.Get("channel_id") == "" || p.Get("thread_ts") == "" {
 		return nil, "invalid_arguments"
+	}
+	return nil, ""
+}
+
+// maxSuggestedPrompts is how many suggested prompts Slack shows.
+const maxSuggestedPrompts = 4
+
+// setSuggestedPrompts checks the prompts (at most four, each with a title and a message). The
+// thread is optional: in the agent pane (agent_view) the prompts sit at the top of the
+// conversation.
+func (s *Server) setSuggestedPrompts(p params, now time.Time) (map[string]any, apiError) {
+	if p.Get("channel_id") == "" {
+		return nil, "invalid_arguments"
+	}
+	var prompts []struct{ Title, Message string }
+	if err := json.Unmarshal([]byte(p.Get("prompts")), &prompts); err != nil || len(prompts) == 0 || len(prompts) > maxSuggestedPrompts {
+		return nil, "invalid_arguments"
+	}
+	for _, pr := range prompts {
+		if pr.Title == "" || pr.Message == "" {
+			return nil, "invalid_arguments"
+		}
 	}
 	return nil, ""
 }
@@ -633,7 +660,7 @@ func (s *Server) chatStartStream(p params, now time.Time) (map[string]any, apiEr
 		Channel: c.id, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID,
 		Text: md, Markdown: true, Streaming: true,
 	}, now)
-	s.streams[m] = now
+	s.streams[m], s.lastWrite[m] = now, now
 	s.recordWriteLocked(Write{Time: now, Kind: WriteStart, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: m.Text, Delta: md})
 	s.echoLocked(c, m, nil, now)
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
@@ -682,7 +709,13 @@ func (s *Server) chatAppendStream(p params, now time.Time) (map[string]any, apiE
 	if utf8.RuneCountInString(md) > MarkdownTextLimit {
 		return nil, "msg_too_long"
 	}
+	text, e := applyChunks(m, p.Get("chunks"))
+	if e != "" {
+		return nil, e
+	}
+	md += text
 	m.Text += md
+	s.lastWrite[m] = now
 	s.recordWriteLocked(Write{Time: now, Kind: WriteAppend, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text, Delta: md})
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
 }
@@ -709,6 +742,7 @@ func (s *Server) chatStopStream(p params, now time.Time) (map[string]any, apiErr
 	m.Text += md
 	m.Streaming = false
 	delete(s.streams, m)
+	delete(s.lastWrite, m)
 	if meta != nil {
 		m.Metadata = meta
 	}
@@ -902,16 +936,17 @@ func (s *Server) serveFileDownload(w http.ResponseWriter, r *http.Request) {
 	if f != nil && f.Uploaded {
 		data = f.Bytes
 	}
-	ok := bearer == s.cfg.BotToken
+	ok := bearer == s.cfg.BotToken && (f == nil || !f.NoAccess)
 	s.mu.Unlock()
 	switch {
+	case ok && data != nil && s.redirectFile(w, r, f):
 	case !ok:
 		// Slack redirects to a sign-in page; slack-go reports that. A 403 is as clear here.
 		http.Error(w, "not authorized", http.StatusForbidden)
 	case data == nil:
 		http.NotFound(w, r)
 	default:
-		w.Header().Set("Content-Type", mimeType(f.Name))
+		w.Header().Set("Content-Type", f.mimeType())
 		_, _ = w.Write(data)
 	}
 }

@@ -7,9 +7,7 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmbot/llmbot/internal/redisping"
 )
 
 // RequireEnv, set to 1, makes a missing redis-server a test failure instead of a skip.
@@ -29,7 +29,6 @@ const RequireEnv = "LLMBOT_REQUIRE_REDIS"
 // at once (its port taken between our probe and its bind) is started again on another port a few times.
 const (
 	startTimeout  = 10 * time.Second
-	pingEvery     = 20 * time.Millisecond
 	startAttempts = 3
 )
 
@@ -130,7 +129,7 @@ func (s *Server) start() error {
 		_ = cmd.Wait()
 		close(done)
 	}()
-	if err := waitReady(s.Addr(), done); err != nil {
+	if err := redisping.Wait(context.Background(), s.Addr(), done, startTimeout); err != nil {
 		_ = cmd.Process.Kill()
 		<-done
 		return fmt.Errorf("%w (log: %s)", err, tail(logFile))
@@ -138,49 +137,6 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
-	return nil
-}
-
-// waitReady polls addr with PING until it answers PONG, the process exits (done) or startTimeout passes.
-func waitReady(addr string, done <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	tick := time.NewTicker(pingEvery)
-	defer tick.Stop()
-	for {
-		if ping(ctx, addr) == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			return errors.New("redis-server exited before answering")
-		case <-ctx.Done():
-			return fmt.Errorf("no answer to PING within %v", startTimeout)
-		case <-tick.C:
-		}
-	}
-}
-
-// ping sends PING over a new connection and wants +PONG, or -NOAUTH from a server started with a password:
-// either way it answers (an inline command, so no client library is needed).
-func ping(ctx context.Context, addr string) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line = strings.TrimSpace(line); line != "+PONG" && !strings.HasPrefix(line, "-NOAUTH") {
-		return fmt.Errorf("PING answered %q", line)
-	}
 	return nil
 }
 

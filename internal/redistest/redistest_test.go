@@ -4,18 +4,20 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/llmbot/llmbot/internal/redisping"
 )
 
 func TestStopAndRestartOnTheSamePort(t *testing.T) {
 	s := New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if err := ping(ctx, s.Addr()); err != nil {
+	if err := redisping.Ping(ctx, s.Addr()); err != nil {
 		t.Fatalf("PING after New: %v", err)
 	}
 	addr := s.Addr()
 	s.Stop()
-	if err := ping(ctx, addr); err == nil {
+	if err := redisping.Ping(ctx, addr); err == nil {
 		t.Fatal("PING answered after Stop")
 	}
 	s.Stop() // idempotent
@@ -23,7 +25,7 @@ func TestStopAndRestartOnTheSamePort(t *testing.T) {
 	if s.Addr() != addr {
 		t.Fatalf("restarted on %s, want %s", s.Addr(), addr)
 	}
-	if err := ping(ctx, addr); err != nil {
+	if err := redisping.Ping(ctx, addr); err != nil {
 		t.Fatalf("PING after Restart: %v", err)
 	}
 }
@@ -37,7 +39,7 @@ func TestStartGivesAURLAndAStop(t *testing.T) {
 	stop()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if err := ping(ctx, addr); err == nil {
+	if err := redisping.Ping(ctx, addr); err == nil {
 		t.Fatal("PING answered after stop")
 	}
 }
@@ -60,7 +62,7 @@ func TestServerWithAPassword(t *testing.T) {
 	s := New(t, "--requirepass", "secret")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if err := ping(ctx, s.Addr()); err != nil {
+	if err := redisping.Ping(ctx, s.Addr()); err != nil {
 		t.Fatalf("PING: %v", err)
 	}
 }

@@ -1,0 +1,99 @@
+package bot
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+// sharedFile posts a message with uf in the fake and returns its file as conversations.replies
+// shows it.
+func sharedFile(t *testing.T, fs *fakeslack.Server, c *slack.Client, uf fakeslack.UserFile) slack.File {
+	t.Helper()
+	ts := fs.Post(fakeslack.UserMessage{Channel: "C1", User: "U1", Text: "look", Files: []fakeslack.UserFile{uf}})
+	msgs, _, _, err := c.GetConversationRepliesContext(t.Context(), &slack.GetConversationRepliesParameters{ChannelID: "C1", Timestamp: ts})
+	if err != nil || len(msgs) != 1 || len(msgs[0].Files) != 1 {
+		t.Fatalf("conversations.replies: %v, %d messages", err, len(msgs))
+	}
+	return msgs[0].Files[0]
+}
+
+// TestFilesDownload: private files come with the bot token, through Slack's redirects; the token
+// never reaches another host, a file over the limit is refused before or while it is read, and a
+// file the bot may not see, or that lives elsewhere, is ErrFileNoAccess.
+func TestFilesDownload(t *testing.T) {
+	picture := bytes.Repeat([]byte("P"), 1000)
+	for _, tc := range []struct {
+		name     string
+		file     fakeslack.UserFile
+		maxBytes int64
+		edit     func(*slack.File)
+		want     error // nil: the bytes
+	}{
+		{"plain", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 0, nil, nil},
+		{"same-host redirect", fakeslack.UserFile{Name: "a.png", Bytes: picture, Redirect: fakeslack.RedirectSameHost}, 0, nil, nil},
+		{"redirect to another host", fakeslack.UserFile{Name: "a.png", Bytes: picture, Redirect: fakeslack.RedirectOtherHost}, 0, nil, nil},
+		{"size known too large", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 999, nil, handlers.ErrFileTooLarge},
+		{"size unknown, body too large", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 999, func(f *slack.File) { f.Size = 0 }, handlers.ErrFileTooLarge},
+		{"no access", fakeslack.UserFile{Name: "a.png", Bytes: picture, NoAccess: true}, 0, nil, handlers.ErrFileNoAccess},
+		{"external", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 0, func(f *slack.File) { f.IsExternal = true }, handlers.ErrFileNoAccess},
+		{"not Slack's URL", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 0, func(f *slack.File) {
+			f.URLPrivateDownload, f.URLPrivate = "https://evil.example/a.png", ""
+		}, handlers.ErrFileNoAccess},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := fakeslack.New(fakeslack.Config{})
+			t.Cleanup(fs.Close)
+			c := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()))
+			files, err := NewFiles(c, FilesOptions{Token: "xoxb-test", APIURL: fs.URL(), MaxBytes: tc.maxBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := sharedFile(t, fs, c, tc.file)
+			if tc.edit != nil {
+				tc.edit(&f)
+			}
+			data, mt, err := files.Download(t.Context(), f)
+			switch {
+			case tc.want == nil && (err != nil || !bytes.Equal(data, picture) || mt != "image/png"):
+				t.Errorf("Download = %d bytes, %q, %v; want the picture", len(data), mt, err)
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Errorf("Download = %v, want %v", err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "xoxb-test") {
+				t.Errorf("error names the token: %v", err)
+			}
+			if leaks := fs.TokenLeaks(); len(leaks) > 0 {
+				t.Errorf("the bot token reached another host: %v", leaks)
+			}
+		})
+	}
+}
+
+// TestFilesInfo: a file shared from elsewhere comes in events and threads as its id only;
+// files.info has the rest, or says the bot may not see it.
+func TestFilesInfo(t *testing.T) {
+	fs := fakeslack.New(fakeslack.Config{})
+	t.Cleanup(fs.Close)
+	c := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()))
+	files, _ := NewFiles(c, FilesOptions{Token: "xoxb-test", APIURL: fs.URL()})
+
+	ref := sharedFile(t, fs, c, fakeslack.UserFile{Name: "b.png", Bytes: []byte("x"), CheckInfo: true})
+	if ref.FileAccess != "check_file_info" || ref.URLPrivate != "" {
+		t.Fatalf("file in the thread = %+v, want only its id", ref)
+	}
+	got, err := files.Info(t.Context(), ref.ID)
+	if err != nil || got.Name != "b.png" || got.URLPrivateDownload == "" {
+		t.Errorf("Info = %+v, %v; want the whole file", got, err)
+	}
+	hidden := sharedFile(t, fs, c, fakeslack.UserFile{Name: "c.png", Bytes: []byte("x"), CheckInfo: true, NoAccess: true})
+	if _, err := files.Info(t.Context(), hidden.ID); !errors.Is(err, handlers.ErrFileNoAccess) {
+		t.Errorf("Info of a file the bot may not see = %v, want ErrFileNoAccess", err)
+	}
+}

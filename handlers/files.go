@@ -1,0 +1,302 @@
+package handlers
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/media"
+)
+
+// Files reads the files people share (implemented by bot.Files over Slack's url_private and
+// files.info). Errors wrap ErrFileTooLarge and ErrFileNoAccess where those apply.
+type Files interface {
+	// Download returns a file's bytes and their Content-Type.
+	Download(ctx context.Context, f slack.File) (data []byte, mimeType string, err error)
+	// Info returns the whole file object (files.info), for events and messages that carry only
+	// a file's id ("file_access": "check_file_info").
+	Info(ctx context.Context, id string) (slack.File, error)
+}
+
+var (
+	// ErrFileTooLarge: the file is over the size the bot reads (MAX_FILE_BYTES).
+	ErrFileTooLarge = errors.New("file too large")
+	// ErrFileNoAccess: Slack does not let the bot read the file (not shared with it, another
+	// workspace's, deleted, or the files:read scope is missing).
+	ErrFileNoAccess = errors.New("no access to the file")
+)
+
+// Vision says whether answers send pictures to the model.
+type Vision string
+
+// The vision settings.
+const (
+	// VisionAuto sends pictures; a model that refuses them is asked again without them (and
+	// from then on), and the answer says it could not see them.
+	VisionAuto Vision = "auto"
+	// VisionOn always sends pictures: a model's refusal is the answer's error.
+	VisionOn Vision = "on"
+	// VisionOff never sends pictures: they are noted by name, as any other file.
+	VisionOff Vision = "off"
+)
+
+// FileOptions configure what answers read of the files people share.
+type FileOptions struct {
+	// Files downloads them; nil: files are only noted by name.
+	Files  Files
+	Vision Vision // "": VisionAuto
+	// ChannelVision, when set, returns a channel's own Vision; "" keeps Vision (CHANNEL_CONFIG).
+	ChannelVision func(channel string) Vision
+	MaxImageSide  int   // longest side of a picture sent; default 2048
+	MaxText       int   // characters of one text file; default 20,000
+	MaxBytes      int64 // for the note on a file too large; the limit itself is Files'
+	// MaxFiles is how many files one answer reads, newest first; default 20.
+	MaxFiles int
+}
+
+func (o FileOptions) withDefaults() FileOptions {
+	o.Vision = cmp.Or(o.Vision, VisionAuto)
+	o.MaxImageSide = cmp.Or(o.MaxImageSide, 2048)
+	o.MaxText = cmp.Or(o.MaxText, 20000)
+	o.MaxFiles = cmp.Or(o.MaxFiles, 20)
+	return o
+}
+
+// Notes the model reads next to a file's name when its contents are not given.
+const (
+	notePDF        = "PDFs are not read; ask the person to paste the text that matters"
+	noteNoAccess   = "the bot cannot open this file (it may be shared from elsewhere or restricted)"
+	noteNotImage   = "could not be read as an image"
+	noteNotText    = "not readable as text"
+	noteTooMany    = "not read: too many files in this conversation"
+	noteNotRead    = "could not be downloaded"
+	textImagesSeen = "The model could not see the images in this conversation."
+)
+
+// fileKind is what the bot makes of a file.
+type fileKind int
+
+const (
+	kindOther fileKind = iota // noted by name only
+	kindImage
+	kindText
+	kindPDF
+)
+
+func kindOf(f slack.File) fileKind {
+	mt := strings.ToLower(f.Mimetype)
+	switch {
+	case mt == "image/png" || mt == "image/jpeg" || mt == "image/gif" || mt == "image/webp":
+		return kindImage
+	case mt == "application/pdf" || f.Filetype == "pdf":
+		return kindPDF
+	case strings.HasPrefix(mt, "text/") || textTypes[mt] || textFiletypes[strings.ToLower(f.Filetype)]:
+		return kindText
+	}
+	return kindOther
+}
+
+// textTypes and textFiletypes are the files inlined as text besides text/*: data formats, and
+// Slack's filetypes of snippets and source code (which Slack often types application/octet-stream).
+var (
+	textTypes = map[string]bool{"application/json": true, "application/x-yaml": true, "application/yaml": true,
+		"application/xml": true, "application/x-sh": true, "application/javascript": true, "application/toml": true,
+		"application/x-ndjson": true, "application/sql": true}
+	textFiletypes = map[string]bool{"text": true, "json": true, "yaml": true, "csv": true, "tsv": true, "xml": true,
+		"markdown": true, "go": true, "python": true, "javascript": true, "typescript": true, "java": true, "c": true,
+		"cpp": true, "csharp": true, "rust": true, "ruby": true, "php": true, "shell": true, "sql": true, "diff": true,
+		"kotlin": true, "swift": true, "scala": true, "toml": true, "ini": true, "log": true, "html": true, "css": true,
+		"dockerfile": true, "terraform": true, "post": true}
+)
+
+// vision is the answer's channel's setting.
+func (a *answer) vision() Vision {
+	o := a.r.opt.Files
+	if o.ChannelVision != nil {
+		if v := o.ChannelVision(a.req.Channel); v != "" {
+			return v
+		}
+	}
+	return o.Vision
+}
+
+// fileRef is one file to read: the message it came with (an index into the thread, or -1: the
+// trigger) and its place there.
+type fileRef struct {
+	msg, idx int
+	file     slack.File
+}
+
+// readFiles reads the files of the trigger and of the thread's messages before it, newest first,
+// up to MaxFiles: text files, and pictures unless vision is off. Files known only by id are looked
+// up (files.info), and the messages get the whole objects, so that their names show. Failures
+// become notes to the model, never the answer's failure.
+func (a *answer) readFiles(ctx context.Context, thread []slack.Message, trigger slack.Message) ([]slack.Message, slack.Message, map[string]convo.FileContent) {
+	o := a.r.opt.Files
+	if o.Files == nil {
+		return thread, trigger, nil
+	}
+	refs := a.fileRefs(thread, trigger)
+	if len(refs) == 0 {
+		return thread, trigger, nil
+	}
+	thread = slices.Clone(thread)
+	out := make(map[string]convo.FileContent, len(refs))
+	contents := make([]convo.FileContent, len(refs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, fileReaders)
+	for i := range refs {
+		if i >= o.MaxFiles {
+			contents[i] = convo.FileContent{Note: noteTooMany}
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			refs[i].file, contents[i] = a.readFile(ctx, refs[i].file)
+		})
+	}
+	wg.Wait()
+	for i, r := range refs {
+		m := &trigger
+		if r.msg >= 0 {
+			m = &thread[r.msg]
+		}
+		m.Files = slices.Clone(m.Files)
+		m.Files[r.idx] = r.file
+		if c := contents[i]; c != (convo.FileContent{}) {
+			out[r.file.ID] = c
+		}
+	}
+	return thread, trigger, out
+}
+
+// fileReaders is how many files one answer reads at once.
+const fileReaders = 4
+
+// fileRefs lists the files to read, the trigger's first, then the thread's newest first: the bot's
+// own are left out (an assistant message carries no picture), and so are other bots' when the
+// context leaves them out.
+func (a *answer) fileRefs(thread []slack.Message, trigger slack.Message) []fileRef {
+	var refs []fileRef
+	add := func(msg int, m slack.Message) {
+		for j, f := range m.Files {
+			if f.ID != "" && f.Mode != "tombstone" {
+				refs = append(refs, fileRef{msg: msg, idx: j, file: f})
+			}
+		}
+	}
+	add(-1, trigger)
+	for i := len(thread) - 1; i >= 0; i-- {
+		m := thread[i]
+		if m.Timestamp == trigger.Timestamp || trigger.Timestamp != "" && !convo.TSBefore(m.Timestamp, trigger.Timestamp) ||
+			a.r.own(m) || m.BotID != "" && !a.r.opt.OtherBots {
+			continue
+		}
+		add(i, m)
+	}
+	return refs
+}
+
+// readFile reads one file: its whole object when it came as an id only, and its content or a note.
+func (a *answer) readFile(ctx context.Context, f slack.File) (slack.File, convo.FileContent) {
+	o := a.r.opt.Files
+	if f.FileAccess == "check_file_info" || f.URLPrivate == "" && f.URLPrivateDownload == "" && !f.IsExternal {
+		full, err := o.Files.Info(ctx, f.ID)
+		if err != nil {
+			a.log.Debug("files.info; the file is noted, not read", zap.String("file", f.ID), zap.Error(err))
+			return f, convo.FileContent{Note: noteNoAccess}
+		}
+		f = full
+	}
+	switch kindOf(f) {
+	case kindPDF:
+		return f, convo.FileContent{Note: notePDF}
+	case kindImage:
+		if a.vision() == VisionOff {
+			return f, convo.FileContent{}
+		}
+		return f, a.readImage(ctx, f)
+	case kindText:
+		return f, a.readText(ctx, f)
+	}
+	return f, convo.FileContent{}
+}
+
+// download fetches f, or says in a note why not.
+func (a *answer) download(ctx context.Context, f slack.File) ([]byte, string) {
+	data, _, err := a.r.opt.Files.Files.Download(ctx, f)
+	switch {
+	case err == nil:
+		return data, ""
+	case errors.Is(err, ErrFileTooLarge):
+		return nil, tooLargeNote(f.Size, a.r.opt.Files.MaxBytes)
+	case errors.Is(err, ErrFileNoAccess):
+		a.log.Debug("file not readable", zap.String("file", f.ID), zap.Error(err))
+		return nil, noteNoAccess
+	}
+	a.log.Warn("file download failed; the model is told", zap.String("file", f.ID), zap.Error(err))
+	return nil, noteNotRead
+}
+
+func tooLargeNote(size int, limit int64) string {
+	mb := func(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MB" }
+	if size > 0 {
+		return "too large to read (" + mb(int64(size)) + "; the limit is " + mb(limit) + ")"
+	}
+	return "too large to read (the limit is " + mb(limit) + ")"
+}
+
+func (a *answer) readImage(ctx context.Context, f slack.File) convo.FileContent {
+	data, note := a.download(ctx, f)
+	if note != "" {
+		return convo.FileContent{Note: note}
+	}
+	img, err := media.Prepare(data, a.r.opt.Files.MaxImageSide)
+	if err != nil {
+		a.log.Debug("picture not decoded", zap.String("file", f.ID), zap.Error(err))
+		return convo.FileContent{Note: noteNotImage}
+	}
+	return convo.FileContent{
+		Image:  "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data),
+		Tokens: media.Tokens(img.Width, img.Height),
+	}
+}
+
+func (a *answer) readText(ctx context.Context, f slack.File) convo.FileContent {
+	data, note := a.download(ctx, f)
+	if note != "" {
+		return convo.FileContent{Note: note}
+	}
+	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
+		return convo.FileContent{Note: noteNotText}
+	}
+	return convo.FileContent{Text: capText(string(data), a.r.opt.Files.MaxText)}
+}
+
+// capText keeps the first max characters of s and says how much was cut.
+func capText(s string, max int) string {
+	n := utf8.RuneCountInString(s)
+	if n <= max {
+		return s
+	}
+	i := 0
+	for k := range s {
+		if i == max {
+			return s[:k] + "\n[cut here: only the first " + strconv.Itoa(max) + " of its " + strconv.Itoa(n) + " characters are included]"
+		}
+		i++
+	}
+	return s
+}

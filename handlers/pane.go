@@ -1,0 +1,161 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slackmd"
+)
+
+// The agent pane: an app declared as an agent (features.agent_view) has Slack's split-pane DM.
+// Opening it sends app_home_opened (tab "messages"): the bot shows its suggested prompts there.
+// Each message a person writes there is its own thread root, answered in its thread (bot sets
+// route.ReplyRequest.ThreadTS), so native streaming, the agent session and its Stop apply; the
+// thread is titled from its first question and shows "is thinking…" with rotating loading
+// messages until the answer's first words.
+
+// EventAppHomeOpened is the event Slack sends when a person opens the app (route.Event); its
+// route.Request.Text is the tab ("messages": the agent pane).
+const EventAppHomeOpened = "app_home_opened"
+
+// Pane is Slack's assistant calls on a DM thread (assistant.threads.*).
+type Pane interface {
+	// SetSuggestedPrompts shows prompts at the top of the DM (threadTS "") or of a thread.
+	SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []Prompt) error
+	// SetTitle titles a DM thread.
+	SetTitle(ctx context.Context, channel, threadTS, title string) error
+	// SetStatus shows status under the thread ("": none) with loading messages Slack rotates.
+	SetStatus(ctx context.Context, channel, threadTS, status string, loading []string) error
+}
+
+// Prompt is a suggested prompt: its title, and the message it sends.
+type Prompt struct {
+	Title, Message string
+}
+
+// MaxPrompts is how many suggested prompts Slack shows.
+const MaxPrompts = 4
+
+// ParsePrompts reads SUGGESTED_PROMPTS: prompts separated by ";", each "Title=Message" or a message
+// alone (its title is its beginning). At most MaxPrompts; empty items are skipped.
+func ParsePrompts(s string) ([]Prompt, error) {
+	var out []Prompt
+	for item := range strings.SplitSeq(s, ";") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		title, msg, ok := strings.Cut(item, "=")
+		title, msg = strings.TrimSpace(title), strings.TrimSpace(msg)
+		if !ok {
+			title, msg = clip(item, promptTitleLimit), item
+		}
+		if title == "" || msg == "" {
+			return nil, fmt.Errorf("prompt %q: want Title=Message", item)
+		}
+		out = append(out, Prompt{Title: clip(title, promptTitleLimit), Message: msg})
+	}
+	if len(out) > MaxPrompts {
+		return nil, fmt.Errorf("%d prompts: Slack shows at most %d", len(out), MaxPrompts)
+	}
+	return out, nil
+}
+
+// DefaultPrompts are the suggested prompts when SUGGESTED_PROMPTS is unset.
+const DefaultPrompts = "What can you do?=What can you help me with?;" +
+	"Draft a message=Help me draft a short, friendly message to my team.;" +
+	"Explain simply=Explain a tricky technical idea to me in plain words, with an example."
+
+const (
+	promptTitleLimit = 40
+	titleLimit       = 60 // characters of a thread's title
+	paneTimeout      = 3 * time.Second
+	// promptsEvery: a person who opens the pane again within this gets no new call.
+	promptsEvery = time.Hour
+	thinking     = "is thinking…"
+)
+
+// loadingMessages rotate under a thread while the model has not written yet.
+var loadingMessages = []string{"Reading the conversation…", "Thinking…", "Putting the answer together…"}
+
+// PaneHandler serves app_home_opened: on the messages tab, the suggested prompts at the top of the
+// person's DM with the bot, at most once per person per promptsEvery (on any other tab: nothing).
+func (r *Replies) PaneHandler(prompts []Prompt) route.Handler {
+	shown := newTTLCache[bool](nameCacheSize, promptsEvery)
+	return route.Funcs{
+		AcceptFunc: func(req *route.Request) route.Decision {
+			if req.Text != "messages" || len(prompts) == 0 || r.opt.Pane == nil || req.Channel == "" {
+				return route.Decision{}
+			}
+			if _, ok := shown.get(req.User); ok {
+				return route.Decision{}
+			}
+			shown.put(req.User, true)
+			return route.Decision{Run: true}
+		},
+		RunFunc: func(ctx context.Context, req *route.Request) error {
+			ctx, cancel := context.WithTimeout(ctx, paneTimeout)
+			defer cancel()
+			if err := r.opt.Pane.SetSuggestedPrompts(ctx, req.Channel, "", prompts); err != nil {
+				return fmt.Errorf("assistant.threads.setSuggestedPrompts: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// inPane reports whether the answer is to a message in the agent pane: a DM message answered in
+// its own thread (not a Regenerate, nor a task).
+func (a *answer) inPane() bool {
+	return a.r.opt.Pane != nil && a.req.InDM() && a.threadTS != "" && a.threadTS == a.req.TS &&
+		!a.req.Regenerate && a.req.Task == ""
+}
+
+// pane titles the pane's thread from its question and shows that the bot is thinking. Both are
+// courtesies: a failure is logged, never the answer's.
+func (a *answer) pane(ctx context.Context) {
+	if !a.inPane() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
+	defer cancel()
+	if title := threadTitle(a.req.Text); title != "" {
+		if err := a.r.opt.Pane.SetTitle(ctx, a.req.Channel, a.threadTS, title); err != nil {
+			a.log.Info("agent pane: thread not titled", zap.Error(err))
+		}
+	}
+	if err := a.r.opt.Pane.SetStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages); err != nil {
+		a.log.Info("agent pane: no thinking status", zap.Error(err))
+	}
+}
+
+// slackToken is a Slack token in a message's text: <@U…>, <#C…|name>, <https://…|label>.
+var slackToken = regexp.MustCompile(`<([^<>|]*)(?:\|([^<>]*))?>`)
+
+// threadTitle is a thread's title from its first question: its first line, links and channels by
+// their labels and mentions left out, cut to titleLimit characters.
+func threadTitle(text string) string {
+	text = slackToken.ReplaceAllStringFunc(text, func(tok string) string {
+		m := slackToken.FindStringSubmatch(tok)
+		switch {
+		case m[2] != "":
+			return m[2]
+		case strings.HasPrefix(m[1], "@"), strings.HasPrefix(m[1], "!"), strings.HasPrefix(m[1], "#"):
+			return ""
+		}
+		return m[1]
+	})
+	line, _, _ := strings.Cut(strings.TrimSpace(slackmd.StripControls(text)), "\n")
+	line = strings.Join(strings.Fields(line), " ")
+	if utf8.RuneCountInString(line) <= titleLimit {
+		return line
+	}
+	return clip(line, titleLimit-1)
+}

@@ -1,0 +1,115 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Sessions move the agent session Slack keeps for a thread the bot streams in
+// (agents.sessions.setStatus). Slack shows its own Stop on a session while it is "processing"
+// and leaves moving it off that status to the app: a session left "processing" shows a spinner and
+// a Stop that does nothing until Slack's own timeout (an hour).
+type Sessions interface {
+	SetSessionStatus(ctx context.Context, channel, threadTS, status string) error
+}
+
+// EventSessionStopped is the event Slack sends when a person presses its Stop on an agent session
+// (route.Event; bot.SessionStopHandler serves it).
+const EventSessionStopped = "agent_session_stopped"
+
+// The statuses of an agent session.
+const (
+	SessionProcessing = "processing" // the bot is answering: Slack shows a spinner and its Stop
+	SessionActive     = "active"     // the answer has ended; the person may ask more
+	SessionClosed     = "closed"     // the bot will not go on here (it is shutting down mid-answer)
+)
+
+// sessionTimeout bounds one session status call: the status is a courtesy that must not hold an
+// answer up.
+// At shutdown the closing writes have had the grace period: the status gets a moment more.
+const (
+	sessionTimeout         = 3 * time.Second
+	shutdownSessionTimeout = 500 * time.Millisecond
+)
+
+// sessionsPerMinute and sessionBurst pace agents.sessions.setStatus (Tier 3).
+const (
+	sessionsPerMinute = 50
+	sessionBurst      = 5
+)
+
+// session moves the agent session of the answer's thread to status, when the answer is streamed
+// natively (where Slack keeps a session; an answer written by editing shows our own Stop button).
+// A refusal that says the app cannot have sessions (not declared as an agent, the event not
+// subscribed, an older Slack) turns the calls off for StreamRefusal, once logged.
+func (a *answer) session(ctx context.Context, s sink, status string) {
+	r := a.r
+	if r.opt.Sessions == nil || s.mode() != ModeStream || a.threadTS == "" || !r.sessionsAllowed() {
+		return
+	}
+	timeout, shutdown := sessionTimeout, errors.Is(context.Cause(ctx), ErrShutdown)
+	if shutdown {
+		timeout = shutdownSessionTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if (status == SessionProcessing || shutdown) && !r.opt.Budgets.Sessions.TryTake() {
+		// Processing: the stream itself has Slack show the answer is under way. At shutdown the
+		// grace period is for the answers' closing writes.
+		return
+	}
+	if status != SessionProcessing && !shutdown {
+		if err := r.opt.Budgets.Sessions.Wait(ctx); err != nil {
+			a.log.Info("agent session status not set: no agents.sessions.setStatus turn in time", zap.String("status", status))
+			return
+		}
+	}
+	err := r.opt.Sessions.SetSessionStatus(ctx, a.req.Channel, a.threadTS, status)
+	switch ra, limited := rateLimited(err); {
+	case err == nil:
+		a.log.Debug("agent session status set", zap.String("status", status))
+	case limited:
+		r.opt.Budgets.Sessions.Throttled(ra)
+		a.log.Info("agent session status rate limited", zap.String("status", status))
+	case refusesSessions(err):
+		r.refuseSessions()
+		a.log.Warn("agent sessions refused: is the app declared as an agent (features.agent_view) and subscribed to agent_session_stopped?",
+			zap.Error(err), zap.Duration("for", r.opt.StreamRefusal))
+	default:
+		a.log.Info("agent session status not set", zap.String("status", status), zap.Error(err))
+	}
+}
+
+// endStatus is the session status an answer leaves its thread in once closed with cause (the
+// answer's context's cause, nil when it was not cancelled).
+func endStatus(cause error) string {
+	if errors.Is(cause, ErrShutdown) {
+		return SessionClosed
+	}
+	return SessionActive
+}
+
+// refusesSessions reports a setStatus error that will not go away by trying again.
+func refusesSessions(err error) bool {
+	switch slackErr(err) {
+	case "not_authorized", "missing_scope", "unknown_method", "not_allowed", "feature_not_enabled",
+		"missing_agent_session_stopped_event_subscription", "invalid_auth":
+		return true
+	}
+	return false
+}
+
+func (r *Replies) sessionsAllowed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !time.Now().Before(r.sessionRefuse)
+}
+
+func (r *Replies) refuseSessions() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sessionRefuse = time.Now().Add(r.opt.StreamRefusal)
+}
