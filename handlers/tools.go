@@ -207,8 +207,10 @@ func (a *answer) useTool(ctx context.Context, call llm.ToolCall, tools map[strin
 		return toolError(call.Name, "the arguments are not valid JSON; call it again with a JSON object"), ""
 	}
 	log := a.log.With(zap.String("tool", call.Name), zap.String("server", info.Server))
+	task := Task{ID: "tool_" + call.ID, Title: fmt.Sprintf(titleTool, call.Name, info.Server)}
+	defer func() { a.toolDone(ctx, s, task, ev.Outcome) }()
 	if !info.AutoApprove && !a.r.threadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name) {
-		a.status(ctx, s, shown, fmt.Sprintf(textToolAsking, call.Name, info.Server))
+		a.status(ctx, s, shown, fmt.Sprintf(textToolAsking, call.Name, info.Server), task, detailAsking)
 		begin := time.Now()
 		v := a.approve(ctx, info, args, log)
 		ev.Approval = time.Since(begin)
@@ -221,7 +223,7 @@ func (a *answer) useTool(ctx context.Context, call llm.ToolCall, tools map[strin
 			a.r.allowThread(a.req.Channel, a.threadTS, a.req.User, call.Name)
 		}
 	}
-	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, call.Name, info.Server))
+	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, call.Name, info.Server), task, "")
 	cctx, cancel := context.WithTimeout(ctx, a.r.opt.Tools.CallTimeout)
 	defer cancel()
 	begin := time.Now()
@@ -252,6 +254,9 @@ const (
 	textToolNotAllowed = "_`%s` was not used: %s._"
 	textToolAsking     = "_Waiting for approval to use `%s` (%s)…_"
 	textToolRunning    = "_Using `%s` (%s)…_"
+	// A native stream shows a task card per call instead of a status line.
+	titleTool    = "Using %s (%s)"
+	detailAsking = "Waiting for the approval of the person who asked."
 )
 
 func deniedReason(v verdict) string {
@@ -285,15 +290,31 @@ func (r *Replies) delimit(name, out string) string {
 	return resultOpen + " tool=" + name + "\n" + out + "\n" + resultClose
 }
 
-// status shows a line under the answer so far while a call waits or runs (edit mode only: a native
-// stream cannot take text back). The write is brief: a call does not wait for it.
-func (a *answer) status(ctx context.Context, s sink, shown, line string) {
+// status shows a line under the answer so far while a call waits or runs; a native stream, which
+// cannot take text back, shows the call's task card instead (task, with details). The write is brief:
+// a call does not wait for it.
+func (a *answer) status(ctx context.Context, s sink, shown, line string, task Task, details string) {
 	if s.mode() != ModeEdit {
+		task.Status, task.Details = TaskInProgress, details
+		s.progress(ctx, task)
 		return
 	}
 	wctx, cancel := context.WithTimeout(ctx, statusWait)
 	defer cancel()
 	s.interim(ctx, wctx, snapshot{md: joinShown(shown, line), since: time.Now()}, newMailbox())
+}
+
+// toolDone closes a call's task card in a native stream: complete when the call was made and
+// answered, else error.
+func (a *answer) toolDone(ctx context.Context, s sink, task Task, outcome string) {
+	if s.mode() == ModeEdit {
+		return
+	}
+	task.Status = TaskComplete
+	if outcome != "ok" {
+		task.Status, task.Details = TaskError, outcome
+	}
+	s.progress(ctx, task)
 }
 
 // statusWait bounds the wait for a status line's turn in the edit budget.

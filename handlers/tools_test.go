@@ -429,5 +429,18 @@ func TestToolLoopNativeStream(t *testing.T) {
 				t.Errorf("a status line was appended: %q", c.text)
 			}
 		}
+		// Each call shows as a task card: under way, then complete.
+		var cards []string
+		for _, c := range tt.slack.callsOf("appendTasks") {
+			for _, task := range c.tasks {
+				if strings.HasPrefix(task.ID, "tool_") {
+					cards = append(cards, task.Title+":"+task.Status)
+				}
+			}
+		}
+		want2 := []string{"Using weather (wx):" + TaskInProgress, "Using weather (wx):" + TaskComplete}
+		if len(cards) != 4 || !slices.Equal(cards[:2], want2) || !slices.Equal(cards[2:], want2) {
+			t.Errorf("task cards %v, want %v twice", cards, want2)
+		}
 	})
 }
