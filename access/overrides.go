@@ -1,6 +1,7 @@
 package access
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,13 @@ var ReplyModes = []string{"auto", "edit", "stream"}
 //	    model: gpt-5.4
 //	    reply_mode: stream
 type overridesFile struct {
-	Channels map[string]*Override `yaml:"channels"`
+	Channels map[string]*channelEntry `yaml:"channels"`
+}
+
+// channelEntry is one channel of the file: its Override and its tools (tools.go).
+type channelEntry struct {
+	Override `yaml:",inline"`
+	Tools    []string `yaml:"tools"`
 }
 
 // Limits of an override file.
@@ -51,6 +58,7 @@ const (
 // none. Immutable once loaded and safe for concurrent use.
 type Overrides struct {
 	channels map[string]Override
+	tools    map[string][]string // the tools each channel may use (tools.go)
 }
 
 // LoadOverrides reads the override file at path (CHANNEL_CONFIG). An empty path means no
@@ -92,14 +100,24 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 	}
 	var problems []string
 	out := make(map[string]Override, len(file.Channels))
+	tools := map[string][]string{}
 	for _, id := range slices.Sorted(maps.Keys(file.Channels)) {
-		o := file.Channels[id]
-		if p := checkOverride(id, o); p != "" {
+		e := file.Channels[id]
+		if e == nil {
+			e = &channelEntry{}
+		}
+		o := &e.Override
+		if p := cmp.Or(checkTools(id, e.Tools), checkOverride(id, o, len(e.Tools) > 0)); p != "" {
 			problems = append(problems, p)
 			continue
 		}
-		out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model),
-			ReplyMode: strings.TrimSpace(o.ReplyMode), Vision: strings.TrimSpace(o.Vision)}
+		if len(e.Tools) > 0 {
+			tools[id] = e.Tools
+		}
+		if *o != (Override{}) {
+			out[id] = Override{SystemPrompt: strings.TrimSpace(o.SystemPrompt), Model: strings.TrimSpace(o.Model),
+				ReplyMode: strings.TrimSpace(o.ReplyMode), Vision: strings.TrimSpace(o.Vision)}
+		}
 	}
 	if len(problems) > maxOverrideErrors {
 		problems = append(problems[:maxOverrideErrors], fmt.Sprintf("and %d more", len(problems)-maxOverrideErrors))
@@ -107,7 +125,7 @@ func ParseOverrides(data []byte, name string) (*Overrides, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("CHANNEL_CONFIG %s: %s", name, strings.Join(problems, "; "))
 	}
-	return &Overrides{channels: out}, nil
+	return &Overrides{channels: out, tools: tools}, nil
 }
 
 func hasKey(m map[string]any, k string) bool {
@@ -116,13 +134,13 @@ func hasKey(m map[string]any, k string) bool {
 }
 
 // checkOverride returns what is wrong with one channel's entry, or "".
-func checkOverride(id string, o *Override) string {
+func checkOverride(id string, o *Override, tools bool) string {
 	switch {
 	case !ValidChannelID(id) || IsDM(id):
 		return fmt.Sprintf("channels: %q is not a channel ID like C0123ABCD (channel details > About, at the bottom)", id)
-	case o == nil || strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "" &&
-		strings.TrimSpace(o.ReplyMode) == "" && strings.TrimSpace(o.Vision) == "":
-		return fmt.Sprintf("channels.%s: sets none of system_prompt, model, reply_mode and vision", id)
+	case strings.TrimSpace(o.SystemPrompt) == "" && strings.TrimSpace(o.Model) == "" &&
+		strings.TrimSpace(o.ReplyMode) == "" && strings.TrimSpace(o.Vision) == "" && !tools:
+		return fmt.Sprintf("channels.%s: sets none of system_prompt, model, reply_mode, vision and tools", id)
 	case strings.TrimSpace(o.ReplyMode) != "" && !slices.Contains(ReplyModes, strings.TrimSpace(o.ReplyMode)):
 		return fmt.Sprintf("channels.%s.reply_mode: %q is not one of %s", id, o.ReplyMode, strings.Join(ReplyModes, ", "))
 	case !slices.Contains([]string{"", "auto", "on", "off"}, strings.TrimSpace(o.Vision)):
@@ -141,7 +159,7 @@ var unknownField = regexp.MustCompile(`^line (\d+): field (.+) not found in type
 // allowedKeys are the keys each Go type of the file accepts, for error messages.
 var allowedKeys = map[string]string{
 	"access.overridesFile": "channels",
-	"access.Override":      "system_prompt, model, reply_mode, vision",
+	"access.channelEntry":  "system_prompt, model, reply_mode, vision, tools",
 }
 
 // yamlProblem shortens yaml.v2's errors ("yaml: unmarshal errors:\n  line 3: field modle not

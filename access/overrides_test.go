@@ -44,12 +44,12 @@ func TestLoadOverridesErrors(t *testing.T) {
 		file string
 		want []string // substrings of the error
 	}{
-		{"unknown_key.yaml", []string{"unknown_key.yaml", `line 4: unknown key "modle" (allowed: system_prompt, model, reply_mode, vision)`}},
+		{"unknown_key.yaml", []string{"unknown_key.yaml", `line 4: unknown key "modle" (allowed: system_prompt, model, reply_mode, vision, tools)`}},
 		{"unknown_top.yaml", []string{`line 4: unknown key "channel_defaults" (allowed: channels)`}},
 		{"duplicate.yaml", []string{"line 5", `"C0123ABCD" already set`}}, // yaml.v2 names the line of the value
 		{"wrong_type.yaml", []string{"line 4", "cannot unmarshal !!seq into string"}},
 		{"bad_ids.yaml", []string{`"general" is not a channel ID like C0123ABCD`, `"c0123abcd" is not a channel ID`, `"D0123ABCD" is not a channel ID`}},
-		{"empty_override.yaml", []string{"channels.C0123ABCD: sets none of system_prompt, model, reply_mode and vision", "channels.C0456EFGH: sets none"}},
+		{"empty_override.yaml", []string{"channels.C0123ABCD: sets none of system_prompt, model, reply_mode, vision and tools", "channels.C0456EFGH: sets none"}},
 		{"bad_vision.yaml", []string{`channels.C0123ABCD.vision: "sometimes" is not auto, on or off`}},
 		{"bad_reply_mode.yaml", []string{`channels.C0123ABCD.reply_mode: "chunks" is not one of auto, edit, stream`}},
 		{"bad_model.yaml", []string{`channels.C0123ABCD.model: "gpt 5.4 please" is not a model name`}},

@@ -76,6 +76,10 @@ type Input struct {
 	// connects to it as the bot does and asks PING.
 	RedisHost string
 	PingRedis func(ctx context.Context) error
+
+	// MCPServers starts the MCP servers of MCP_CONFIG as the bot does and reports each one and its
+	// tools (tools.go); nil: none configured.
+	MCPServers func(ctx context.Context) []MCPServer
 }
 
 // status is the outcome of one check.
@@ -175,6 +179,9 @@ func Run(ctx context.Context, args []string, in Input, stdout, stderr io.Writer)
 		out.print(r)
 	}
 	out.print(checkRedis(ctx, in))
+	for _, r := range checkTools(ctx, in) {
+		out.print(r)
+	}
 	return out.summary()
 }
 

@@ -42,6 +42,7 @@ type call struct {
 	err     error    // what the fake answered
 	start   StreamStart
 	upload  Upload
+	tasks   []Task // appendTasks
 }
 
 // fakeMsg is a message the fake holds.
@@ -319,7 +320,7 @@ func (f *fakeSlack) StopStream(ctx context.Context, channel, ts, markdown string
 func (f *fakeSlack) AppendTasks(ctx context.Context, channel, ts string, tasks []Task) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.record(call{method: "appendTasks", ts: ts}, nil)
+	return f.record(call{method: "appendTasks", ts: ts, tasks: tasks}, nil)
 }
 
 func (f *fakeSlack) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {

@@ -102,7 +102,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	if early != nil {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}
-	md, finishReason, serr := a.stream(ctx, res.Messages, s)
+	md, finishReason, serr := a.generate(ctx, res.Messages, s)
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	if a.imagesUnseen && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textImagesSeen + " " + note)

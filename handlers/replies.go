@@ -103,6 +103,7 @@ type ReplyOptions struct {
 	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
 	// Defaults 4 min each.
 	StreamRollover, StreamIdle time.Duration
+	Tools                      ToolOptions // tools the model may use (tools.go); none by default
 }
 
 // DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
@@ -139,6 +140,9 @@ type Replies struct {
 	// kept are results shown privately (a summary) until a button posts them to the channel, for
 	// the use cases built on Replies.
 	kept *keptResults
+	// approvals are the tool calls waiting for a click; allowed, the tools allowed for a thread.
+	approvals approvals
+	allowed   *ttlCache[bool]
 
 	mu           sync.Mutex
 	streamRefuse time.Time // native streaming refused until then
@@ -179,11 +183,13 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
+	opt.Tools = opt.Tools.withDefaults()
 	return &Replies{
 		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      newTTLCache[string](nameCacheSize, nameCacheTTL),
 		kept:       newKeptResults(keptMax, keptTTL),
+		allowed:    newTTLCache[bool](threadCacheSize, threadCacheTTL),
 	}
 }
 

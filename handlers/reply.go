@@ -449,11 +449,14 @@ func slackTS(t time.Time) string {
 	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
 }
 
-// stream pulls the model's answer in this goroutine and hands snapshots to the writer goroutine, which it
-// starts and waits for before returning. It returns the whole answer text, the finish reason and the
-// stream's error.
-func (a *answer) stream(ctx context.Context, msgs []llm.Message, s sink) (string, string, error) {
-	s.progress(ctx, a.readTasks()...)
+// streamRound pulls the model's answer to one round (tools.go; an answer without tools has one) in
+// this goroutine and hands snapshots (after the round's prefix) to the writer goroutine, which it
+// starts and waits for before returning. It returns the round's text, its finish reason, its tool
+// calls and the stream's error.
+func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult {
+	if rd.prefix == "" { // the first round: the later ones follow their tools' tasks
+		s.progress(ctx, a.readTasks()...)
+	}
 	sctx, scancel := context.WithCancelCause(llm.WithRetries(ctx, retried(s, ctx)))
 	defer scancel(nil)
 	stall := a.r.opt.StallTimeout
@@ -492,9 +495,10 @@ func (a *answer) stream(ctx context.Context, msgs []llm.Message, s sink) (string
 	var answer string           // the answer so far
 	var finishReason string
 	var streamErr error
+	var calls []llm.ToolCall
 	sinceLast := 0
 	begin := time.Now()
-	req := llm.ChatRequest{Model: a.model, Messages: msgs, Patience: a.patience(s, &answer),
+	req := llm.ChatRequest{Model: a.model, Messages: rd.msgs, Patience: a.patience(s, &answer), Tools: rd.tools,
 		KeepImages: a.vision() == VisionOn, ImagesDropped: func() { a.imagesUnseen = true }}
 	for c, err := range a.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
@@ -506,6 +510,7 @@ func (a *answer) stream(ctx context.Context, msgs []llm.Message, s sink) (string
 		if c.FinishReason != "" {
 			finishReason = c.FinishReason
 		}
+		calls = append(calls, c.ToolCalls...)
 		text := c.Content + c.Refusal
 		if text == "" {
 			continue // reasoning, usage: the placeholder keeps saying "Thinking…"
@@ -516,19 +521,19 @@ func (a *answer) stream(ctx context.Context, msgs []llm.Message, s sink) (string
 			continue // reasoning in the content, or whitespace after it: still "Thinking…"
 		}
 		now := time.Now()
-		if shown == 0 {
+		if shown == 0 && a.ttft == 0 {
 			a.ttft = now.Sub(begin)
 		}
 		sinceLast++
 		if policy.Publish(sinceLast) {
-			mb.put(snapshot{md: answer, since: now})
+			mb.put(snapshot{md: rd.prefix + answer, since: now})
 			sinceLast = 0
 		}
 	}
 	if (streamErr != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
 		streamErr = errStalled // the watchdog ended the stream, whatever error that produced
 	}
-	return think.Final(b.String()), finishReason, streamErr
+	return roundResult{md: think.Final(b.String()), finish: finishReason, calls: calls, err: streamErr}
 }
 
 // scheduler is the budget s writes from.

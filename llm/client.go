@@ -77,6 +77,9 @@ type Hooks struct {
 	// request for a usage chunk): the stream is asked again without it, and from then on
 	// for that model, so its streams carry no usage unless the server sends it anyway.
 	StreamUsageDropped func(model string)
+	// ToolsDropped is called once per model whose server refused the tools: the request is sent
+	// again without them, and from then on for that model (it answers without tools).
+	ToolsDropped func(model string)
 }
 
 // The defaults of Config.
@@ -223,6 +226,7 @@ type chatBody struct {
 	Temperature   *float64       `json:"temperature,omitempty"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options,omitempty"` // only with stream:true
+	Tools         []Tool         `json:"tools,omitempty"`
 }
 
 // streamOptions asks for a last chunk with usage (choices: []) before [DONE]; OpenAI
@@ -296,7 +300,7 @@ func (c *Client) completionAsChunk(ctx context.Context, h http.Header, r io.Read
 		return Chunk{}, err
 	}
 	return Chunk{Content: comp.Content, Reasoning: comp.Reasoning, Refusal: comp.Refusal,
-		FinishReason: comp.FinishReason, Usage: comp.Usage}, nil
+		FinishReason: comp.FinishReason, Usage: comp.Usage, ToolCalls: comp.ToolCalls}, nil
 }
 
 // yieldEvents yields the chunks of the event stream br reads from body, then at most one error.
@@ -307,6 +311,9 @@ func (c *Client) yieldEvents(ctx, sctx context.Context, h http.Header, body *idl
 		chunk, err := dec.next()
 		if err == io.EOF || endsAnswer(ctx, dec, err) {
 			body.finish(br)
+			if calls := dec.takeCalls(); len(calls) > 0 {
+				yield(Chunk{ToolCalls: calls}, nil)
+			}
 			return
 		}
 		if err != nil {
@@ -353,6 +360,7 @@ func (c *Client) Complete(ctx context.Context, req ChatRequest) (Completion, err
 		chunk, err := dec.next()
 		if err == io.EOF || endsAnswer(ctx, dec, err) {
 			body.finish(br)
+			comp.ToolCalls = dec.takeCalls()
 			break
 		}
 		if err != nil {
@@ -385,7 +393,7 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 	if stream {
 		accept = "text/event-stream"
 	}
-	taken := c.knownFallbacks(model, stream)
+	taken := c.knownFallbacks(model, stream, len(req.Tools) > 0)
 	images := hasImages(req.Messages)
 	switch {
 	case !images:
@@ -394,7 +402,7 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 		taken = taken.without(noImages)
 	}
 	for {
-		body, err := json.Marshal(c.bodyFor(model, req.Messages, stream, taken))
+		body, err := json.Marshal(c.bodyFor(model, req, stream, taken))
 		if err != nil {
 			return nil, &Error{Kind: KindBadRequest, Message: "encode request: " + err.Error()}
 		}
@@ -424,6 +432,7 @@ const (
 	noTemperature                    // no temperature (reasoning models)
 	alternatingTurns                 // turns folded by alternating (strict chat templates)
 	noImages                         // image parts as their Alt text (models without vision)
+	noTools                          // no tools (servers or models without tool calling)
 	numFallbacks
 )
 
@@ -433,6 +442,7 @@ var calledFor = [numFallbacks]func(*Error) bool{
 	noTemperature:    rejectsTemperature,
 	alternatingTurns: rejectsRoleOrder,
 	noImages:         rejectsImages,
+	noTools:          rejectsTools,
 }
 
 // hook is the callback told when a model first needs f.
@@ -446,6 +456,8 @@ func (h Hooks) hook(f fallback) func(model string) {
 		return h.AlternatingTurns
 	case noImages:
 		return h.ImagesDropped
+	case noTools:
+		return h.ToolsDropped
 	}
 	return nil
 }
@@ -471,7 +483,7 @@ func (s fallbacks) answer(e *Error) (fallback, bool) {
 // need, and those that drop what the request would not carry anyway (usage outside a stream or
 // when Config.NoStreamUsage says so, a temperature when none is configured), so a refusal naming
 // them is not answered by sending the same request again.
-func (c *Client) knownFallbacks(model string, stream bool) fallbacks {
+func (c *Client) knownFallbacks(model string, stream, tools bool) fallbacks {
 	var s fallbacks
 	for f := range numFallbacks {
 		if _, ok := c.refused[f].Load(model); ok {
@@ -483,6 +495,9 @@ func (c *Client) knownFallbacks(model string, stream bool) fallbacks {
 	}
 	if c.cfg.Temperature == nil {
 		s = s.with(noTemperature)
+	}
+	if !tools {
+		s = s.with(noTools)
 	}
 	return s
 }
@@ -498,13 +513,16 @@ func (c *Client) learn(model string, f fallback) {
 }
 
 // bodyFor is the request for model with the fallbacks in taken.
-func (c *Client) bodyFor(model string, msgs []Message, stream bool, taken fallbacks) chatBody {
-	b := chatBody{Model: model, Messages: msgs, Temperature: c.cfg.Temperature, Stream: stream}
-	if taken.has(noImages) && hasImages(msgs) {
+func (c *Client) bodyFor(model string, req ChatRequest, stream bool, taken fallbacks) chatBody {
+	b := chatBody{Model: model, Messages: req.Messages, Temperature: c.cfg.Temperature, Stream: stream}
+	if taken.has(noImages) && hasImages(b.Messages) {
 		b.Messages = withoutImages(b.Messages)
 	}
 	if taken.has(alternatingTurns) {
-		b.Messages = alternating(msgs)
+		b.Messages = alternating(b.Messages)
+	}
+	if !taken.has(noTools) {
+		b.Tools = req.Tools
 	}
 	if taken.has(noTemperature) {
 		b.Temperature = nil
@@ -535,7 +553,7 @@ func alternating(msgs []Message) []Message {
 		switch n := len(out); {
 		case m.Role == RoleSystem:
 			system = append(system, m.Content)
-		case n > 0 && out[n-1].Role == m.Role:
+		case n > 0 && joinable(out[n-1], m):
 			joinMessages(&out[n-1], m)
 		default:
 			out = append(out, m)
@@ -681,8 +699,9 @@ func (c *Client) endpoint(path string) string {
 // retryWait decides whether a failed attempt of op is retried, and after how long
 // (openai-wire.md §1.4, the official SDK's policy).
 func (c *Client) retryWait(op string, e *Error, h http.Header, attempt int) (time.Duration, bool) {
-	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota || rejectsRoleOrder(e) || rejectsImages(e) {
-		return 0, false // (a template's or a text-only model's refusal, whatever its status, is answered by chat)
+	if attempt >= c.cfg.MaxRetries || e.Kind == KindCanceled || e.Kind == KindQuota || rejectsRoleOrder(e) ||
+		rejectsImages(e) || rejectsTools(e) {
+		return 0, false // (a template's, a text-only model's or a tool refusal, whatever its status, is answered by chat)
 	}
 	if op == "image" && (e.Status == http.StatusGatewayTimeout || e.Status == 524) {
 		return 0, false // a gateway gave up waiting: the image may still be generated and billed
@@ -804,8 +823,14 @@ func parseCompletion(h http.Header, data []byte, secrets []string) (Completion, 
 		return Completion{}, &Error{Kind: KindServer, Status: http.StatusOK, RequestID: requestID(h),
 			Message: `the server ended the answer with finish_reason "error"`}
 	}
-	return Completion{Content: chunk.Content, Reasoning: chunk.Reasoning, Refusal: chunk.Refusal,
-		FinishReason: chunk.FinishReason, Usage: chunk.Usage}, nil
+	comp := Completion{Content: chunk.Content, Reasoning: chunk.Reasoning, Refusal: chunk.Refusal,
+		FinishReason: chunk.FinishReason, Usage: chunk.Usage}
+	if d := w.pick(false); d != nil && len(d.ToolCalls) > 0 {
+		var calls callAssembler
+		calls.add(d.ToolCalls)
+		comp.ToolCalls = calls.take()
+	}
+	return comp, nil
 }
 
 // utf8BOM is the UTF-8 byte order mark.

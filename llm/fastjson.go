@@ -105,8 +105,12 @@ func (j *jsonWalk) delta(d *wireDelta) bool {
 			return j.str(&d.Reasoning)
 		case "refusal":
 			return j.str(&d.Refusal)
+		case "tool_calls":
+			// null or [] (some servers send them on every chunk) pass; calls go to encoding/json,
+			// which the assembler's fragments need whole.
+			return j.null() || j.literal("[]")
 		}
-		return !folds(key, "content", "reasoning_content", "reasoning", "refusal") && j.skip()
+		return !folds(key, "content", "reasoning_content", "reasoning", "refusal", "tool_calls") && j.skip()
 	})
 }
 

@@ -271,6 +271,7 @@ var hello = ChatRequest{Messages: []Message{{Role: RoleSystem, Content: "Be brie
 type streamResult struct {
 	Content, Reasoning, Refusal, Finish string
 	Usage                               *Usage
+	Calls                               []ToolCall
 	Err                                 *Error // without Err (the cause), compared field by field
 }
 
@@ -284,7 +285,7 @@ func collect(t *testing.T, seq func(func(Chunk, error) bool)) streamResult {
 			t.Fatalf("stream yielded after its error: %+v, %v", c, err)
 		}
 		if err != nil {
-			if c != (Chunk{}) {
+			if !c.empty() {
 				t.Errorf("error yielded with a non-empty chunk %+v", c)
 			}
 			e, ok := errors.AsType[*Error](err)
@@ -305,6 +306,12 @@ func collect(t *testing.T, seq func(func(Chunk, error) bool)) streamResult {
 		}
 		if c.Usage != nil {
 			r.Usage = c.Usage
+		}
+		if len(c.ToolCalls) > 0 {
+			if r.Calls != nil {
+				t.Errorf("tool calls delivered twice: %+v, then %+v", r.Calls, c.ToolCalls)
+			}
+			r.Calls = c.ToolCalls
 		}
 	}
 	r.Content, r.Reasoning, r.Refusal = content.String(), reasoning.String(), refusal.String()

@@ -9,8 +9,10 @@ import (
 
 // wireMessage is a message whose content is a string: the form of every message without an image.
 type wireMessage struct {
-	Role    Role   `json:"role"`
-	Content string `json:"content"`
+	Role       Role       `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`   // an assistant message's calls (tools.go)
+	ToolCallID string     `json:"tool_call_id,omitempty"` // a tool message's call
 }
 
 // wirePartsMessage is a message whose content is an array of parts.
@@ -34,7 +36,7 @@ type wireURL struct {
 // thread without pictures reaches every server exactly as before parts existed.
 func (m Message) MarshalJSON() ([]byte, error) {
 	if !m.HasImages() {
-		return json.Marshal(wireMessage{Role: m.Role, Content: m.Text()})
+		return json.Marshal(wireMessage{Role: m.Role, Content: m.Text(), ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
 	}
 	parts := make([]wirePart, 0, len(m.Parts)+1)
 	if m.Content != "" {

@@ -117,10 +117,16 @@ type wireChoice struct {
 }
 
 type wireDelta struct {
-	Content          string `json:"content"`
-	ReasoningContent string `json:"reasoning_content"` // DeepSeek, llama.cpp, LiteLLM, older vLLM
-	Reasoning        string `json:"reasoning"`         // OpenRouter, Ollama, vLLM
-	Refusal          string `json:"refusal"`
+	Content          string         `json:"content"`
+	ReasoningContent string         `json:"reasoning_content"` // DeepSeek, llama.cpp, LiteLLM, older vLLM
+	Reasoning        string         `json:"reasoning"`         // OpenRouter, Ollama, vLLM
+	Refusal          string         `json:"refusal"`
+	ToolCalls        []wireToolCall `json:"tool_calls"`
+}
+
+// empty reports a delta that carries nothing the client reads.
+func (d *wireDelta) empty() bool {
+	return d.Content == "" && d.ReasoningContent == "" && d.Reasoning == "" && d.Refusal == "" && len(d.ToolCalls) == 0
 }
 
 type wireUsage struct {
@@ -186,7 +192,11 @@ type streamDecoder struct {
 	pending    error    // an error to return after the chunk that came with it
 	secrets    []string // redacted from an event before any of it goes into an error
 	w          wireChunk
+	calls      callAssembler // the tool calls so far, delivered at the end (takeCalls)
 }
+
+// takeCalls returns the tool calls assembled from the stream, once.
+func (s *streamDecoder) takeCalls() []ToolCall { return s.calls.take() }
 
 func newStreamDecoder(r io.Reader, h http.Header, secrets []string) *streamDecoder {
 	return &streamDecoder{lines: newLineReader(r), header: h, secrets: secrets}
@@ -284,7 +294,12 @@ func (s *streamDecoder) dispatch() (c Chunk, ok bool, err error) {
 			Message: "the server reported an error"}
 	}
 	c = s.w.chunk(true)
-	text := c.Content != "" || c.Reasoning != "" || c.Refusal != ""
+	var calling bool // tool call fragments: like text, the answer goes on
+	if d := s.w.pick(true); d != nil && len(d.ToolCalls) > 0 {
+		s.calls.add(d.ToolCalls)
+		calling = true
+	}
+	text := c.Content != "" || c.Reasoning != "" || c.Refusal != "" || calling
 	if text && s.finished { // an earlier chunk's finish reason was not the end
 		s.everyChunk = true
 	}
@@ -305,13 +320,19 @@ func (s *streamDecoder) dispatch() (c Chunk, ok bool, err error) {
 		c.FinishReason = ""
 		s.pending = &Error{Kind: KindServer, Status: http.StatusOK, RequestID: requestID(s.header),
 			Message: `the server ended the answer with finish_reason "error"`}
-		if c == (Chunk{}) {
+		if c.empty() {
 			err := s.pending
 			s.pending = nil
 			return Chunk{}, false, err
 		}
 	}
-	return c, c != (Chunk{}), nil
+	return c, !c.empty(), nil
+}
+
+// empty reports a chunk that carries nothing.
+func (c *Chunk) empty() bool {
+	return c.Content == "" && c.Reasoning == "" && c.Refusal == "" && c.FinishReason == "" && c.Usage == nil &&
+		len(c.ToolCalls) == 0
 }
 
 // chunk converts the decoded event. delta selects the streamed field (delta) or the whole
@@ -321,18 +342,27 @@ func (w *wireChunk) chunk(delta bool) Chunk {
 	if c.Usage == nil && w.XGroq != nil {
 		c.Usage = w.XGroq.Usage.usage()
 	}
-	if len(w.Choices) > 0 {
-		ch := &w.Choices[0]
-		d, alt := &ch.Delta, &ch.Message
-		if !delta {
-			d, alt = alt, d
-		}
-		if *d == (wireDelta{}) { // a whole message where a delta was expected, or the reverse
-			d = alt
-		}
-		c.Content, c.Reasoning, c.Refusal, c.FinishReason = d.Content, d.reasoning(), d.Refusal, ch.FinishReason
+	if d := w.pick(delta); d != nil {
+		c.Content, c.Reasoning, c.Refusal, c.FinishReason = d.Content, d.reasoning(), d.Refusal, w.Choices[0].FinishReason
 	}
 	return c
+}
+
+// pick returns the first choice's delta (delta) or whole message, or the other one when that is
+// empty (a whole message where a delta was expected, or the reverse); nil without choices.
+func (w *wireChunk) pick(delta bool) *wireDelta {
+	if len(w.Choices) == 0 {
+		return nil
+	}
+	ch := &w.Choices[0]
+	d, alt := &ch.Delta, &ch.Message
+	if !delta {
+		d, alt = alt, d
+	}
+	if d.empty() {
+		d = alt
+	}
+	return d
 }
 
 // errorFrom builds the error of an "event: error" event or an old llama.cpp "error:" line.

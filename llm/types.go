@@ -13,6 +13,7 @@ const (
 	RoleSystem    Role = "system"
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool" // a tool's result (ToolCallID says which call's)
 )
 
 // Message is one entry of a chat request's messages array. A message whose Parts are all text
@@ -25,6 +26,10 @@ type Message struct {
 	// Parts follow Content: a file's text, an image. Images belong in user messages only (OpenAI's
 	// schema allows no image in system or assistant content).
 	Parts []Part
+	// ToolCalls are the calls an assistant message made; ToolCallID is the call a RoleTool message
+	// answers (see tools.go).
+	ToolCalls  []ToolCall
+	ToolCallID string
 }
 
 // PartType is the type of a content part.
@@ -95,6 +100,9 @@ type ChatRequest struct {
 	// while they stay within it, up to MaxCoalesce: fewer and larger reads of a stream whose text nobody
 	// would see sooner. Called in the goroutine that ranges over the stream. Not sent to the server.
 	Patience func() time.Duration
+	// Tools are offered to the model (nil: none). A model whose server refuses them is asked
+	// without them, from then on (Hooks.ToolsDropped).
+	Tools []Tool
 	// KeepImages sends the images of Messages whatever the model: a refusal of them is the
 	// error (VISION=on). Otherwise a model that refuses image parts is asked again once without
 	// them (each image then stands as its Part.Alt), and without them from then on.
@@ -113,6 +121,9 @@ type Chunk struct {
 	Refusal      string // refusal text delta (delta.refusal)
 	FinishReason string // "stop", "length", "content_filter", ... on the last choice chunk
 	Usage        *Usage // usage, from the usage chunk when the provider sends one
+	// ToolCalls are the model's complete tool calls, delivered once, on a chunk of their own at
+	// the end of the stream (their deltas are assembled by the client).
+	ToolCalls []ToolCall
 }
 
 // Usage is token accounting as reported by the provider.
@@ -129,6 +140,7 @@ type Completion struct {
 	Refusal      string
 	FinishReason string
 	Usage        *Usage
+	ToolCalls    []ToolCall
 }
 
 // ImageRequest is one image generation call. Model overrides Config.ImageModel when set.

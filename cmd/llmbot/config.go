@@ -85,7 +85,12 @@ type Config struct {
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
-	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides (see deploy/kubernetes/configmap.yaml). Unset: none."`
+	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides, and the MCP tools each channel may use (see deploy/kubernetes/configmap.yaml and Tools in README.md). Unset: none."`
+
+	MCPConfig           string        `envconfig:"MCP_CONFIG" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
+	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
+	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" default:"2m" desc:"How long a tool call not on an auto-approve list waits for the asker's Allow or Deny; no answer in time denies it."`
+	ToolCallTimeout     time.Duration `envconfig:"TOOL_CALL_TIMEOUT" default:"60s" desc:"Longest time of one tool call; a call that takes longer is reported to the model as failed."`
 
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
 	LogFormat string        `envconfig:"LOG_FORMAT" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
@@ -366,6 +371,7 @@ func (c Config) accessProblems(p *problemList) {
 	if _, err := access.LoadOverrides(c.ChannelConfig); err != nil {
 		p.add("%v", err)
 	}
+	p.atLeast("MAX_TOOL_ROUNDS", c.MaxToolRounds, 1)
 }
 
 // problemList gathers the problems of the settings; its checks each add one when the value fails.

@@ -51,6 +51,7 @@ func TestDefaults(t *testing.T) {
 		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
+		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute,
 		LogLevel: zapcore.InfoLevel,
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/doctor"
 	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/tools"
 	"go.uber.org/zap"
 )
 
@@ -95,19 +96,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if fs.Arg(0) == "doctor" {
 		cfg, problems := loadConfig(getenv)
-		return doctor.Run(ctx, fs.Args()[1:], doctorInput(cfg, append(problems, cfg.problems()...)), stdout, stderr)
+		mcp, err := tools.LoadConfig(cfg.MCPConfig, getenv)
+		if err != nil {
+			problems = append(problems, err.Error())
+		}
+		in := doctorInput(cfg, append(problems, cfg.problems()...))
+		in.MCPServers = mcpServers(mcp)
+		return doctor.Run(ctx, fs.Args()[1:], in, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unknown argument %q (run with --help)", fs.Arg(0))
 	}
 
 	cfg, problems := loadConfig(getenv)
+	mcp, err := tools.LoadConfig(cfg.MCPConfig, getenv) // its ${VAR}s come from the environment
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
 	if err := problemsError(append(problems, cfg.problems()...)); err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	defer func() { _ = log.Sync() }()
-	return start(ctx, cfg, log)
+	return start(ctx, cfg, mcp, log)
 }
 
 // doctorInput is what `llmbot doctor` checks: the settings as the bot would run with them, and

@@ -22,6 +22,7 @@ import (
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/tools"
 )
 
 // Time limits of the Slack client and the start-up (Slack's rate limits are handlers.Budgets).
@@ -37,7 +38,7 @@ const (
 )
 
 // start wires the parts together and runs the bot until ctx ends.
-func start(ctx context.Context, cfg Config, log *zap.Logger) error {
+func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) error {
 	if u, err := url.Parse(cfg.OpenAIBaseURL); err == nil && strings.Trim(u.Path, "/") == "" {
 		// The commonest set-up mistake (http://localhost:11434): every answer would fail with a 404.
 		log.Warn("OPENAI_BASE_URL has no path: OpenAI-compatible services serve their API under one, usually /v1 " +
@@ -133,6 +134,9 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 			llmLog.Warn("model rejected stream_options; streaming without token usage (set LLM_STREAM_USAGE=false to stop asking)",
 				zap.String("model", model))
 		},
+		ToolsDropped: func(model string) {
+			llmLog.Warn("the model service refused tools for this model; it answers without them", zap.String("model", model))
+		},
 	}
 	model, err := llm.New(llmCfg)
 	if err != nil {
@@ -164,6 +168,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 	accessPolicy, _ := cfg.accessRules()                    // validated
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
+	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
 	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
 		BotUserID:        id.UserID,
@@ -206,6 +211,7 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 			return handlers.ReplyMode(o.ReplyMode)
 		},
 		Written: metrics.ReplyWritten,
+		Tools:   toolOpts,
 	})
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
 		BotName:    id.Name,
@@ -255,6 +261,9 @@ func start(ctx context.Context, cfg Config, log *zap.Logger) error {
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
 		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: replies.PaneHandler(prompts)},
 		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},

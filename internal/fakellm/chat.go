@@ -22,6 +22,7 @@ type ChatRequest struct {
 	Fields map[string]json.RawMessage
 	Raw    json.RawMessage
 	Header http.Header
+	Tools  []Tool // the tools offered (see tools.go)
 }
 
 // Has reports whether the request body has the top-level key.
@@ -34,6 +35,8 @@ type Message struct {
 	Content    string
 	Name       string
 	RawContent json.RawMessage
+	ToolCalls  []ToolCall // an assistant message's calls
+	ToolCallID string     // a tool message's call
 }
 
 // Failure is how a streamed reply goes wrong after Reply.After tokens.
@@ -88,6 +91,10 @@ type Reply struct {
 	// (default text/event-stream), for malformed or unusual streams.
 	Raw            string
 	RawContentType string
+
+	// ToolCalls are sent after the tokens, in the wire variant ToolWire (tools.go).
+	ToolCalls []ToolCall
+	ToolWire  ToolWire
 }
 
 // Usage is a completion's token usage.
@@ -147,12 +154,15 @@ func decodeChat(body []byte, h http.Header) (*ChatRequest, error) {
 	var wire struct {
 		Model    string `json:"model"`
 		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-			Name    string          `json:"name"`
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			Name       string          `json:"name"`
+			ToolCalls  []wireCall      `json:"tool_calls"`
+			ToolCallID string          `json:"tool_call_id"`
 		} `json:"messages"`
-		Temperature   *float64 `json:"temperature"`
-		Stream        bool     `json:"stream"`
+		Tools         []wireTool `json:"tools"`
+		Temperature   *float64   `json:"temperature"`
+		Stream        bool       `json:"stream"`
 		StreamOptions *struct {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
@@ -166,8 +176,10 @@ func decodeChat(body []byte, h http.Header) (*ChatRequest, error) {
 		req.IncludeUsage = wire.StreamOptions.IncludeUsage
 	}
 	for _, m := range wire.Messages {
-		req.Messages = append(req.Messages, Message{Role: m.Role, Content: contentText(m.Content), Name: m.Name, RawContent: m.Content})
+		req.Messages = append(req.Messages, Message{Role: m.Role, Content: contentText(m.Content), Name: m.Name,
+			RawContent: m.Content, ToolCalls: callsOf(m.ToolCalls), ToolCallID: m.ToolCallID})
 	}
+	req.Tools = toolsOf(wire.Tools)
 	return req, nil
 }
 
@@ -227,7 +239,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		reply.Model = req.Model
 	}
 	if reply.FinishReason == "" {
-		reply.FinishReason = "stop"
+		reply.FinishReason = reply.toolFinish()
 	}
 	if reply.Raw != "" {
 		ct := reply.RawContentType
@@ -294,7 +306,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, rec *Record, r
 		"id": s.newID("chatcmpl"), "object": "chat.completion", "created": time.Now().Unix(), "model": reply.Model,
 		"choices": []map[string]any{{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": content, "refusal": nil, "annotations": []any{}},
+			"message":       reply.wholeMessage(content),
 			"logprobs":      nil,
 			"finish_reason": reply.FinishReason,
 		}},
@@ -414,6 +426,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *Record, req
 	case FailStall:
 		s.stall(w, r, rec, fl, reply)
 		return
+	}
+	for _, f := range reply.toolFrames(head, usageNull) {
+		if !write(f) {
+			gone()
+			return
+		}
 	}
 	frames := chunk(map[string]any{}, reply.FinishReason)
 	if withUsage {

@@ -1,0 +1,44 @@
+package bot
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/route"
+)
+
+// Approver delivers a click on a tool call's approval buttons to the call waiting for it in this
+// process (*handlers.Replies).
+type Approver interface {
+	Decide(ref handlers.ApprovalRef, user, action string) handlers.Decided
+}
+
+// ApprovalHandler serves the tool approval buttons (handlers.ActionToolAllowOnce, AllowThread,
+// Deny) with a: like Stop, at once in Accept (an approval never waits for a place). Someone other
+// than the asker is told privately; a click on a call this replica is not waiting for is handed to
+// the replica writing the answer, as a Stop is.
+func (b *Bot) ApprovalHandler(a Approver) route.Handler {
+	return route.Funcs{AcceptFunc: func(req *route.Request) route.Decision {
+		log := b.log.With(zap.String("channel", req.Channel), zap.String("user", req.User), zap.String("action", req.Name))
+		ref, err := handlers.ParseApprovalRef(req.Text)
+		if err != nil {
+			log.Warn("approval click ignored", zap.Error(err))
+			return route.Decision{}
+		}
+		switch a.Decide(ref, req.User, req.Name) {
+		case handlers.DecidedNotAsker:
+			log.Info("approval refused: not the person who asked")
+			return route.Decision{Say: handlers.TextNotAskerApproval}
+		case handlers.DecidedUnknown:
+			b.later(func() {
+				b.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "tool approval",
+					failed: handlers.TextApprovalFailed, ended: func() {
+						b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextApprovalOver, log)
+					}}, log)
+			})
+			return route.Decision{}
+		}
+		log.Info("tool approval decided", zap.String("verdict", handlers.VerdictOf(req.Name)))
+		return route.Decision{}
+	}}
+}

@@ -1,0 +1,300 @@
+package main
+
+// End-to-end tests of tools: the real wiring against the fake Slack, the fake model (which calls
+// tools in the wire variants of tool calls) and a real MCP server built with the SDK: this test
+// binary started again as a stdio server (TestMain).
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/internal/fakellm"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/redistest"
+)
+
+const mcpServerEnv = "LLMBOT_E2E_MCP_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(mcpServerEnv) == "1" {
+		if err := e2eMCPServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type cityArgs struct {
+	City string `json:"city"`
+}
+
+// e2eMCPServer has weather (auto-approved), lookup (asks first) and crash (the server dies mid-call).
+func e2eMCPServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	text := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "weather", Description: "The weather in a city"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in cityArgs) (*mcp.CallToolResult, any, error) {
+			return text("sunny in " + in.City + " <!channel>"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "lookup", Description: "Looks a ticket up"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in cityArgs) (*mcp.CallToolResult, any, error) {
+			return text("ticket for " + in.City + " is open"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "Dies"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			os.Exit(3)
+			return nil, nil, nil
+		})
+	return s
+}
+
+// startToolsE2E runs the bot with the e2e MCP server as "srv", its tools for channel C1 only.
+func startToolsE2E(t *testing.T, env map[string]string) *e2e {
+	t.Helper()
+	dir := t.TempDir()
+	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
+	mustWrite(t, mcpFile, `servers:
+  - name: srv
+    command: `+os.Args[0]+`
+    args: ["-test.run=^$"]
+    env: {`+mcpServerEnv+`: "1"}
+    auto_approve: [weather]
+`)
+	mustWrite(t, chFile, "channels:\n  C1:\n    tools: [srv]\n")
+	full := map[string]string{"MCP_CONFIG": mcpFile, "CHANNEL_CONFIG": chFile}
+	for k, v := range env {
+		full[k] = v
+	}
+	e := startE2E(t, fakeslack.Config{}, full)
+	e.waitFor(t, "the MCP server", func() bool { return strings.Contains(e.logs.String(), `"msg":"MCP server up"`) })
+	return e
+}
+
+func mustWrite(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// toolModel calls tools while the answer has made fewer than rounds rounds of calls (-1: always,
+// while tools are offered), then answers with the results it got.
+func toolModel(rounds int, wire fakellm.ToolWire, calls ...fakellm.ToolCall) func(fakellm.ChatRequest) fakellm.Reply {
+	return func(req fakellm.ChatRequest) fakellm.Reply {
+		made := 0
+		var results []string
+		for _, m := range req.Messages {
+			if len(m.ToolCalls) > 0 {
+				made++
+			}
+			if m.Role == "tool" {
+				results = append(results, m.Content)
+			}
+		}
+		if len(req.Tools) > 0 && (rounds < 0 || made < rounds) {
+			r := fakellm.Calls(wire, calls...)
+			r.Tokens = []string{"Let me check."}
+			return r
+		}
+		return fakellm.Text("Done: " + strings.Join(results, " | "))
+	}
+}
+
+// prompt waits for the approval prompt in the thread.
+func (e *e2e) prompt(t *testing.T, q string) fakeslack.Message {
+	t.Helper()
+	var p fakeslack.Message
+	e.waitFor(t, "the approval prompt", func() bool {
+		for _, m := range e.slack.BotReplies("C1", q) {
+			if strings.Contains(buttonsOf(m), handlers.ActionToolAllowOnce) {
+				p = m
+				return true
+			}
+		}
+		return false
+	})
+	return p
+}
+
+// answerOf is the answer in the thread once the reply finished (not the approval prompts).
+func (e *e2e) answerOf(t *testing.T, q string) string {
+	t.Helper()
+	e.waitFor(t, "the reply to finish", func() bool { return e.finished(t) >= 1 })
+	var answer string
+	for _, m := range e.slack.BotReplies("C1", q) {
+		if markOf(t, m).Kind == convo.MarkAnswer {
+			answer = m.Text
+		}
+	}
+	return answer
+}
+
+func lookupCall() fakellm.ToolCall {
+	return fakellm.ToolCall{ID: "call_1", Name: "srv__lookup", Arguments: `{"city":"Oslo"}`}
+}
+
+func TestE2EToolApproved(t *testing.T) {
+	e := startToolsE2E(t, nil)
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
+	p := e.prompt(t, q)
+	for _, want := range []string{"<@U1>", "`srv__lookup`", "*srv*", `"city": "Oslo"`} {
+		if !strings.Contains(p.Text, want) {
+			t.Errorf("prompt %q lacks %q", p.Text, want)
+		}
+	}
+	// Someone else clicks Allow: told privately, nothing happens.
+	e.click(t, "C1", p.TS, "U2", handlers.ActionToolAllowOnce)
+	e.waitFor(t, "U2 told", func() bool { return len(e.privateTo("U2")) == 1 })
+	if got := e.privateTo("U2")[0]; got != handlers.TextNotAskerApproval {
+		t.Errorf("U2 told %q", got)
+	}
+	if n := len(e.llm.ChatRequests()); n != 1 {
+		t.Fatalf("%d model requests after a non-asker's click, want 1", n)
+	}
+	e.click(t, "C1", p.TS, "U1", handlers.ActionToolAllowOnce)
+	got := e.answerOf(t, q)
+	if !strings.Contains(got, "Used `srv__lookup` (srv)") || !strings.Contains(got, "tool=srv__lookup\nticket for Oslo is open") {
+		t.Errorf("answer %q", got)
+	}
+	if m, _ := e.slack.Message("C1", p.TS); !strings.Contains(m.Text, "Allowed once") || buttonsOf(m) != "" {
+		t.Errorf("settled prompt %q with buttons %q", m.Text, buttonsOf(m))
+	}
+}
+
+func TestE2EToolDeniedAndTimedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name, click, want string
+	}{
+		{"deny", handlers.ActionToolDeny, "the person who asked denied it"},
+		{"time out", "", "nobody approved it in time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startToolsE2E(t, map[string]string{"TOOL_APPROVAL_TIMEOUT": "500ms"})
+			e.llm.SetChat(toolModel(1, fakellm.WireWhole, lookupCall()))
+			q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
+			p := e.prompt(t, q)
+			if tc.click != "" {
+				e.click(t, "C1", p.TS, "U1", tc.click)
+			}
+			got := e.answerOf(t, q)
+			if !strings.Contains(got, "was not used: "+tc.want) || !strings.Contains(got, "Done: The tool srv__lookup could not be used") {
+				t.Errorf("answer %q", got)
+			}
+		})
+	}
+}
+
+func TestE2EToolAutoApprovedParallel(t *testing.T) {
+	e := startToolsE2E(t, nil)
+	e.llm.SetChat(toolModel(1, fakellm.WireInterleaved,
+		fakellm.ToolCall{ID: "a", Name: "srv__weather", Arguments: `{"city":"Paris"}`},
+		fakellm.ToolCall{ID: "b", Name: "srv__weather", Arguments: `{"city":"Oslo"}`}))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> weather in Paris and Oslo?")
+	got := e.answerOf(t, q)
+	if strings.Count(got, "Used `srv__weather` (srv)") != 2 || !strings.Contains(got, "sunny in Paris") || !strings.Contains(got, "sunny in Oslo") {
+		t.Errorf("answer %q", got)
+	}
+	if strings.Contains(got, "<!channel>") {
+		t.Errorf("a live mention from a tool's output reached Slack: %q", got)
+	}
+	for _, m := range e.slack.BotReplies("C1", q) {
+		if strings.Contains(buttonsOf(m), handlers.ActionToolAllowOnce) {
+			t.Errorf("an auto-approved call asked: %q", m.Text)
+		}
+	}
+}
+
+func TestE2EToolLoopBounded(t *testing.T) {
+	e := startToolsE2E(t, map[string]string{"MAX_TOOL_ROUNDS": "2"})
+	e.llm.SetChat(toolModel(-1, fakellm.WireNoIndex, fakellm.ToolCall{ID: "w", Name: "srv__weather", Arguments: `{"city":"Rome"}`}))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> weather forever")
+	got := e.answerOf(t, q)
+	reqs := e.llm.ChatRequests()
+	if len(reqs) != 3 || len(reqs[2].Tools) != 0 || len(reqs[1].Tools) == 0 {
+		t.Fatalf("%d model requests (want 3, the last without tools)", len(reqs))
+	}
+	if strings.Count(got, "Used `srv__weather`") != 2 || !strings.Contains(got, "Done: ") {
+		t.Errorf("answer %q", got)
+	}
+}
+
+func TestE2EToolServerCrashesMidCall(t *testing.T) {
+	e := startToolsE2E(t, nil)
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, fakellm.ToolCall{ID: "x", Name: "srv__crash", Arguments: `{}`}))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> crash it")
+	p := e.prompt(t, q)
+	e.click(t, "C1", p.TS, "U1", handlers.ActionToolAllowOnce)
+	got := e.answerOf(t, q)
+	if !strings.Contains(got, "`srv__crash` failed: the MCP server srv went away during the call") || !strings.Contains(got, "Done:") {
+		t.Errorf("answer %q", got)
+	}
+	// The server is started again, and its tools serve the next question.
+	e.waitFor(t, "the MCP server again", func() bool { return strings.Count(e.logs.String(), `"msg":"MCP server up"`) == 2 })
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, fakellm.ToolCall{ID: "y", Name: "srv__weather", Arguments: `{"city":"Lima"}`}))
+	q2 := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> and the weather?")
+	e.waitFor(t, "the second reply", func() bool { return e.finished(t) >= 2 })
+	ms := e.slack.BotReplies("C1", q2)
+	if len(ms) == 0 || !strings.Contains(ms[len(ms)-1].Text, "sunny in Lima") {
+		t.Errorf("after the restart: %v", ms)
+	}
+}
+
+func TestE2ENoToolsElsewhere(t *testing.T) {
+	e := startToolsE2E(t, nil)
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	q := e.slack.PostUserMessage("C2", "U1", "", "<@UBOT> hello")
+	e.waitFor(t, "the reply", func() bool { return e.finished(t) >= 1 })
+	if reqs := e.llm.ChatRequests(); len(reqs) != 1 || len(reqs[0].Tools) != 0 {
+		t.Errorf("a channel without tools in CHANNEL_CONFIG was offered %v", reqs[0].Tools)
+	}
+	if ms := e.slack.BotReplies("C2", q); len(ms) != 1 || ms[0].Text != "Done:" {
+		t.Errorf("answer %v", ms)
+	}
+}
+
+// TestReplicasToolApprovalOnAnotherReplica: the asker's Allow lands on the replica that is not
+// writing the answer; it is handed over as Stop is, and the call is made.
+func TestReplicasToolApprovalOnAnotherReplica(t *testing.T) {
+	dir := t.TempDir()
+	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
+	mustWrite(t, mcpFile, "servers:\n  - name: srv\n    command: "+os.Args[0]+"\n    args: [\"-test.run=^$\"]\n    env: {"+mcpServerEnv+": \"1\"}\n")
+	mustWrite(t, chFile, "channels:\n  C1:\n    tools: [srv]\n")
+	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "MCP_CONFIG="+mcpFile, "CHANNEL_CONFIG="+chFile)
+	a, b := rs.start(), rs.start()
+	rs.fl.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	rs.wait("the MCP servers", func() bool {
+		return strings.Contains(a.logs.String(), "MCP server up") && strings.Contains(b.logs.String(), "MCP server up")
+	})
+	ts := rs.ask(a, "is the Oslo ticket open?")
+	var prompt fakeslack.Message
+	rs.wait("the approval prompt", func() bool {
+		for _, m := range rs.fs.BotReplies("C1", ts) {
+			if strings.Contains(buttonsOf(m), handlers.ActionToolAllowOnce) {
+				prompt = m
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := rs.fs.Via(b.conn).Click("C1", prompt.TS, "U1", handlers.ActionToolAllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the answer with the tool's result", func() bool { return strings.Contains(rs.answer(ts), "ticket for Oslo is open") })
+	if !strings.Contains(b.logs.String(), "tool approval handed to the replica writing the answer") {
+		t.Error("the click was not handed over")
+	}
+	if _, ok := rs.fs.Private("C1", ts, "U1"); ok {
+		t.Error("the asker was told something privately")
+	}
+}

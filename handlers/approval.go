@@ -1,0 +1,243 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/slackmd"
+)
+
+// Approval of tool calls. A call not on its server's auto-approve list (and not allowed for the
+// thread already) is shown in the thread: the tool, its server and its arguments (indented, cut),
+// with Allow once / Allow for this thread / Deny. Only the person who asked may decide; anyone else
+// who clicks is told so privately. No click within ToolOptions.ApprovalTimeout denies the call. The
+// model is told the outcome either way, and the prompt is rewritten to say it.
+//
+// The click may reach another replica than the one writing the answer: bot hands it over the way it
+// hands over Stop (the button's value names the answer), and Decide delivers it here.
+
+// The approval buttons' action ids.
+const (
+	ActionToolAllowOnce   = "llmbot_tool_allow_once"
+	ActionToolAllowThread = "llmbot_tool_allow_thread"
+	ActionToolDeny        = "llmbot_tool_deny"
+)
+
+// ApprovalRef is an approval button's value: the answer it belongs to (as in ReplyRef) and the call.
+type ApprovalRef struct {
+	ThreadTS string `json:"thread_ts,omitempty"`
+	TS       string `json:"ts"`    // the message the answer answers (route.AnswerID with the channel)
+	ID       string `json:"id"`    // the call's approval
+	Asker    string `json:"asker"` // the only person who may decide
+}
+
+// Value is r as a button value.
+func (r ApprovalRef) Value() string {
+	b, _ := json.Marshal(r) // strings only: cannot fail
+	return string(b)
+}
+
+// ParseApprovalRef reads an approval button's value.
+func ParseApprovalRef(value string) (ApprovalRef, error) {
+	var r ApprovalRef
+	if err := json.Unmarshal([]byte(value), &r); err != nil || r.TS == "" || r.ID == "" {
+		return ApprovalRef{}, fmt.Errorf("approval button value: %w", errBadValue)
+	}
+	return r, nil
+}
+
+// verdict is how an approval ended.
+type verdict string
+
+const (
+	verdictAllowOnce   verdict = "allow_once"
+	verdictAllowThread verdict = "allow_thread"
+	verdictDenied      verdict = "denied"
+	verdictTimeout     verdict = "timeout"
+	verdictCancelled   verdict = "cancelled" // the answer stopped meanwhile
+)
+
+// VerdictOf is the verdict of an approval button's action id ("" for another action).
+func VerdictOf(action string) string {
+	switch action {
+	case ActionToolAllowOnce:
+		return string(verdictAllowOnce)
+	case ActionToolAllowThread:
+		return string(verdictAllowThread)
+	case ActionToolDeny:
+		return string(verdictDenied)
+	}
+	return ""
+}
+
+// Decided is what became of a click on an approval button.
+type Decided int
+
+const (
+	DecidedHere     Decided = iota // delivered to the call waiting here
+	DecidedNotAsker                // the clicker is not the asker: nothing changes
+	DecidedUnknown                 // no call waits for it here (another replica's, or over)
+)
+
+// What people are told about approvals.
+const (
+	TextNotAskerApproval = "Only the person who asked can approve or deny this tool call."
+	TextApprovalOver     = "That tool call is no longer waiting for an answer."
+	TextApprovalFailed   = "I couldn't pass your answer on just now — please click again."
+)
+
+// approvals are the calls waiting for a click in this process.
+type approvals struct {
+	mu      sync.Mutex
+	waiting map[string]chan verdict // by ApprovalRef.ID; size 1: the first click wins
+}
+
+// Decide delivers the click of user on an approval button (action, see VerdictOf) to the call that
+// waits for it here.
+func (r *Replies) Decide(ref ApprovalRef, user, action string) Decided {
+	if user != ref.Asker {
+		return DecidedNotAsker
+	}
+	v := verdict(VerdictOf(action))
+	if v == "" {
+		return DecidedUnknown
+	}
+	r.approvals.mu.Lock()
+	ch, ok := r.approvals.waiting[ref.ID]
+	r.approvals.mu.Unlock()
+	if !ok {
+		return DecidedUnknown
+	}
+	select {
+	case ch <- v:
+	default: // a second click: the first decided
+	}
+	return DecidedHere
+}
+
+func (p *approvals) add(id string) chan verdict {
+	ch := make(chan verdict, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting == nil {
+		p.waiting = map[string]chan verdict{}
+	}
+	p.waiting[id] = ch
+	return ch
+}
+
+func (p *approvals) remove(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.waiting, id)
+}
+
+// approve asks the asker whether the call may be made, and waits for the answer.
+func (a *answer) approve(ctx context.Context, info ToolInfo, args []byte, log *zap.Logger) verdict {
+	ref := ApprovalRef{ThreadTS: a.req.ThreadTS, TS: a.req.TS, ID: newApprovalID(), Asker: a.req.User}
+	ch := a.r.approvals.add(ref.ID)
+	defer a.r.approvals.remove(ref.ID)
+	prompt := approvalText(a.req.User, info, args)
+	var ts string
+	err := retryWrite(ctx, interimRetry, nil, a.r.postTurn(a.req.Channel), func(ctx context.Context) (err error) {
+		ts, err = a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, Msg{Text: prompt,
+			Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref)})
+		return err
+	})
+	if err != nil {
+		log.Warn("tool approval not asked: denied", zap.Error(err))
+		return verdictDenied
+	}
+	t := time.NewTimer(a.r.opt.Tools.ApprovalTimeout)
+	defer t.Stop()
+	var v verdict
+	select {
+	case v = <-ch:
+	case <-t.C:
+		v = verdictTimeout
+	case <-ctx.Done():
+		v = verdictCancelled
+	}
+	a.settlePrompt(ctx, ts, prompt, v, log)
+	return v
+}
+
+// settlePrompt rewrites the approval prompt with its outcome and without buttons (best effort, on a
+// context that outlives a stop for a moment).
+func (a *answer) settlePrompt(ctx context.Context, ts, prompt string, v verdict, log *zap.Logger) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.r.opt.FinalTimeout)
+	defer cancel()
+	lane := a.r.opt.Budgets.Edits.Lane()
+	defer lane.Close()
+	text := prompt + "\n" + verdictLine(v)
+	err := retryWrite(uctx, interimRetry, nil, laneTurn(lane, pace.Final, time.Now()), func(ctx context.Context) error {
+		return idempotent(a.r.msgs.Update(ctx, a.req.Channel, ts, Msg{Text: text,
+			Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: []Button{}}))
+	})
+	if err != nil {
+		log.Warn("tool approval prompt not updated", zap.Error(err))
+	}
+}
+
+func verdictLine(v verdict) string {
+	switch v {
+	case verdictAllowOnce:
+		return "_Allowed once._"
+	case verdictAllowThread:
+		return "_Allowed for this thread._"
+	case verdictTimeout:
+		return "_Not answered in time: denied._"
+	case verdictCancelled:
+		return "_The answer was stopped._"
+	}
+	return "_Denied._"
+}
+
+// maxShownArgs bounds the arguments an approval prompt shows (a section block holds 3,000).
+const maxShownArgs = 1500
+
+// approvalText is the prompt (mrkdwn). The tool's name, its server and the arguments come from the
+// model and the servers, so they are escaped (no mention, link or control reaches Slack) and the
+// arguments cannot close their code block.
+func approvalText(asker string, info ToolInfo, args []byte) string {
+	safe := func(s string) string { return slackmd.EscapeMrkdwn(slackmd.StripControls(s)) }
+	shown := strings.ReplaceAll(safe(prettyArgs(args, maxShownArgs)), "```", "`\u200b``")
+	return fmt.Sprintf("<@%s>, may I use the tool `%s` of *%s*?\n```\n%s\n```", asker,
+		strings.ReplaceAll(safe(info.Name), "`", "'"), safe(info.Server), shown)
+}
+
+func approvalButtons(ref ApprovalRef) []Button {
+	v := ref.Value()
+	return []Button{
+		{ActionID: ActionToolAllowOnce, Text: "Allow once", Value: v, Style: "primary"},
+		{ActionID: ActionToolAllowThread, Text: "Allow for this thread", Value: v},
+		{ActionID: ActionToolDeny, Text: "Deny", Value: v, Style: "danger"},
+	}
+}
+
+func newApprovalID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// threadAllowed reports whether the asker allowed tool for the whole thread (Allow for this thread).
+// It is the asker's word: another person asking in the thread is asked again.
+func (r *Replies) threadAllowed(channel, threadTS, user, tool string) bool {
+	_, ok := r.allowed.get(channel + "/" + threadTS + "/" + user + "/" + tool)
+	return ok
+}
+
+func (r *Replies) allowThread(channel, threadTS, user, tool string) {
+	r.allowed.put(channel+"/"+threadTS+"/"+user+"/"+tool, true)
+}
