@@ -232,12 +232,31 @@ func newApprovalID() string {
 }
 
 // threadAllowed reports whether the asker allowed tool for the whole thread (Allow for this thread).
-// It is the asker's word: another person asking in the thread is asked again.
+// It is the asker's word: another person asking in the thread is asked again. The word is kept for
+// every replica (ReplyOptions.Threads): the thread's next answer may be another replica's.
 func (r *Replies) threadAllowed(channel, threadTS, user, tool string) bool {
-	_, ok := r.allowed.get(channel + "/" + threadTS + "/" + user + "/" + tool)
-	return ok
+	key := channel + "/" + threadTS + "/" + user + "/" + tool
+	if _, ok := r.allowed.get(key); ok || r.opt.Threads == nil {
+		return ok
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
+	defer cancel()
+	marked, err := r.opt.Threads.Marked(ctx, "tool-allowed:"+key)
+	if err == nil && marked {
+		r.allowed.put(key, true)
+	}
+	return err == nil && marked
 }
 
 func (r *Replies) allowThread(channel, threadTS, user, tool string) {
-	r.allowed.put(channel+"/"+threadTS+"/"+user+"/"+tool, true)
+	key := channel + "/" + threadTS + "/" + user + "/" + tool
+	r.allowed.put(key, true)
+	if r.opt.Threads == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
+	defer cancel()
+	if err := r.opt.Threads.Mark(ctx, "tool-allowed:"+key, threadCacheTTL); err != nil {
+		r.log.Warn("tool allowed for the thread on this replica only", zap.Error(err))
+	}
 }

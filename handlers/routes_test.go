@@ -81,3 +81,22 @@ func TestFollowUpInAThreadAnotherReplicaAnswered(t *testing.T) {
 		t.Error("a follow-up in a thread another replica answers in does not run")
 	}
 }
+
+// TestToolAllowedForTheThreadOnEveryReplica: "Allow for this thread" given on one replica holds on
+// the other (the shared marks): the thread's next answer may be the other's.
+func TestToolAllowedForTheThreadOnEveryReplica(t *testing.T) {
+	shared := &marks{set: map[string]bool{}}
+	opt := testOptions()
+	opt.Threads = shared
+	a, b := newReplyTest(t, nil, opt), newReplyTest(t, nil, opt)
+	if b.r.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
+		t.Fatal("allowed before anyone allowed it")
+	}
+	a.r.allowThread(testCh, "1700000000.000001", "U1", "wiki/search")
+	if !b.r.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
+		t.Error("allowed for the thread on one replica, not on the other")
+	}
+	if b.r.threadAllowed(testCh, "1700000000.000001", "U2", "wiki/search") {
+		t.Error("allowed for another person")
+	}
+}
