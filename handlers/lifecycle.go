@@ -62,6 +62,9 @@ type answer struct {
 	// imagesUnseen: the model refused the pictures and answered without them (VISION=auto); the
 	// answer says so.
 	imagesUnseen bool
+	// toolsUnavailable: the model's server refused the tools, learned by this answer (said once
+	// per model: later answers simply go without them).
+	toolsUnavailable bool
 
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
@@ -106,6 +109,9 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	if a.imagesUnseen && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textImagesSeen + " " + note)
+	}
+	if a.toolsUnavailable && kind == convo.MarkAnswer {
+		note = strings.TrimSpace(textToolsUnavailable + " " + note)
 	}
 	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
 	if ferr == nil {

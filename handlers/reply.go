@@ -499,7 +499,7 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 	sinceLast := 0
 	begin := time.Now()
 	req := llm.ChatRequest{Model: a.model, Messages: rd.msgs, Patience: a.patience(s, &answer), Tools: rd.tools,
-		KeepImages: a.vision() == VisionOn, ImagesDropped: func() { a.imagesUnseen = true }}
+		KeepImages: a.vision() == VisionOn, ImagesDropped: func() { a.imagesUnseen = true }, ToolsDropped: func() { a.toolsUnavailable = true }}
 	for c, err := range a.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
 		if err != nil {

@@ -344,3 +344,7 @@ func prettyArgs(args []byte, n int) string {
 	}
 	return clipRunes(cmp.Or(b.String(), "{}"), n)
 }
+
+// textToolsUnavailable ends the first answer after the model's server refused the tools (the
+// answer went without them, as will the next ones, without saying so again).
+const textToolsUnavailable = "The model service does not take tools, so I answered without them."

@@ -394,6 +394,7 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 		accept = "text/event-stream"
 	}
 	taken := c.knownFallbacks(model, stream, len(req.Tools) > 0)
+	toolsKnownRefused := taken.has(noTools)
 	images := hasImages(req.Messages)
 	switch {
 	case !images:
@@ -410,6 +411,9 @@ func (c *Client) chat(ctx context.Context, req ChatRequest, stream bool) (*http.
 		if e == nil {
 			if images && taken.has(noImages) && req.ImagesDropped != nil {
 				req.ImagesDropped()
+			}
+			if len(req.Tools) > 0 && taken.has(noTools) && !toolsKnownRefused && req.ToolsDropped != nil {
+				req.ToolsDropped()
 			}
 			return resp, nil
 		}

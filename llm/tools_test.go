@@ -209,10 +209,16 @@ func TestToolsRefused(t *testing.T) {
 			})
 			var dropped hookCalls
 			c, waits := newTestClient(t, srv.URL, func(cfg *Config) { cfg.Hooks.ToolsDropped = dropped.add })
+			var told []int // the requests told that they went without tools
 			for i := range 2 {
-				if got := collect(t, c.Stream(t.Context(), weather)); got.Content != "No tools here." {
+				req := weather
+				req.ToolsDropped = func() { told = append(told, i) }
+				if got := collect(t, c.Stream(t.Context(), req)); got.Content != "No tools here." {
 					t.Fatalf("call %d: %s", i, show(got))
 				}
+			}
+			if !reflect.DeepEqual(told, []int{0}) {
+				t.Errorf("requests told of the dropped tools: %v; want the first only (the one that learned it)", told)
 			}
 			if got, want := n.Load(), int32(3); got != want {
 				t.Errorf("%d requests, want %d (refused, again without tools, then without at once)", got, want)

@@ -111,6 +111,10 @@ type ChatRequest struct {
 	// because the model refused them (now or before), so the answer can say it did not see them.
 	// Called in the goroutine that calls Stream or Complete. Not sent to the server.
 	ImagesDropped func()
+	// ToolsDropped, when set, is called when this request is the one that learned the model's
+	// server refuses tools (it went without them): once per model, so the answer can say so once.
+	// Called in the goroutine that calls Stream or Complete. Not sent to the server.
+	ToolsDropped func()
 }
 
 // Chunk is one step of a streamed answer. Any field may be empty; a chunk may carry only

@@ -298,3 +298,29 @@ func TestReplicasToolApprovalOnAnotherReplica(t *testing.T) {
 		t.Error("the asker was told something privately")
 	}
 }
+
+// TestE2EToolsRefusedByTheModel: a model whose server refuses tools is answered without them, and
+// the first answer says so; the next answer goes without them, saying nothing more.
+func TestE2EToolsRefusedByTheModel(t *testing.T) {
+	e := startToolsE2E(t, nil)
+	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
+		if len(r.Tools) > 0 {
+			return fakellm.HTTPError(400, fakellm.APIError{Message: "Unrecognized request argument supplied: tools",
+				Type: "invalid_request_error", Param: "tools"})
+		}
+		return fakellm.Text("Answered without tools.")
+	})
+	first := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> look it up")
+	msgs := e.final(t, "C1", first, 1, 1)
+	if note := markOf(t, msgs[0]).Note; !strings.Contains(note, "does not take tools") || !strings.Contains(msgs[0].Text, "Answered without tools.") {
+		t.Errorf("first answer %q (note %q); want it, saying the model takes no tools", msgs[0].Text, note)
+	}
+	second := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> and again")
+	msgs = e.final(t, "C1", second, 1, 2)
+	if note := markOf(t, msgs[0]).Note; note != "" {
+		t.Errorf("second answer's note %q; want none (said once)", note)
+	}
+	if n := len(e.llm.ChatRequests()); n != 3 {
+		t.Errorf("%d chat requests; want 3 (refused, again without tools, the next without at once)", n)
+	}
+}
