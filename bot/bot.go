@@ -253,7 +253,6 @@ func (b *Bot) setConnected(up bool) {
 // its messages with a note, and returns once every goroutine has ended: nil after ctx was
 // cancelled, otherwise the connection's error.
 func (b *Bot) Run(ctx context.Context) error {
-	b.log.Debug("event decoders warmed", zap.Duration("took", warmDecoders()))
 	// The socket stops reading when ctx ends; its last connection stays open for the acks the
 	// loop still writes (slash commands read before), and is closed once they are written.
 	sockErr := make(chan error, 1) // size 1: the socket goroutine never waits for us

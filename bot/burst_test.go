@@ -18,7 +18,7 @@ func mentionFrame(t *testing.T, envelopeID, ts string) slacksocket.Frame {
 	t.Helper()
 	env := fmt.Sprintf(`{"envelope_id":%q,"type":"events_api","payload":{"team_id":"T1","type":"event_callback","event_id":"Ev%s","event_time":1,`+
 		`"event":{"type":"app_mention","user":"U1","text":"<@UBOT> hi","ts":%q,"channel":"C1","event_ts":%q}}}`, envelopeID, envelopeID, ts, ts)
-	if _, err := decodeSample(env); err != nil {
+	if _, err := parseEnvelope([]byte(env)); err != nil {
 		t.Fatal(err)
 	}
 	return slacksocket.Frame{Data: []byte(env), EnvelopeID: envelopeID, Type: "events_api", Read: time.Now()}
