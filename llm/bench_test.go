@@ -30,49 +30,41 @@ func realisticStream() []byte {
 }
 
 // BenchmarkStreamDecode decodes a whole realistic stream from memory (no network): SSE
-// framing, JSON decoding of every chunk, error checks. Reports MB/s and allocations per
-// chunk, for the client as built (fast) and with encoding/json alone (for comparison).
+// framing, JSON decoding of every chunk, error checks. Reports MB/s and allocations per chunk.
 func BenchmarkStreamDecode(b *testing.B) {
-	for _, bc := range []struct {
-		name string
-		slow bool
-	}{{"fast", false}, {"encoding-json", true}} {
-		b.Run(bc.name, func(b *testing.B) {
-			data := realisticStream()
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			r := bytes.NewReader(data)
-			var chunks int
-			decodeAll := func() {
-				r.Reset(data)
-				dec := newStreamDecoder(r, nil, nil)
-				dec.w.slow = bc.slow
-				chunks = 0
-				for {
-					_, err := dec.next()
-					if err == io.EOF {
-						return
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					chunks++
-				}
+	data := realisticStream()
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	r := bytes.NewReader(data)
+	var chunks int
+	decodeAll := func() {
+		r.Reset(data)
+		dec := newStreamDecoder(r, nil, nil)
+		chunks = 0
+		for {
+			_, err := dec.next()
+			if err == io.EOF {
+				return
 			}
-			for b.Loop() {
-				decodeAll()
+			if err != nil {
+				b.Fatal(err)
 			}
-			if chunks != benchChunks+2 { // content chunks + finish + usage
-				b.Fatalf("%d chunks", chunks)
-			}
-			b.StopTimer()
-			b.ReportMetric(testing.AllocsPerRun(3, decodeAll)/float64(chunks), "allocs/chunk")
-		})
+			chunks++
+		}
 	}
+	for b.Loop() {
+		decodeAll()
+	}
+	if chunks != benchChunks+2 { // content chunks + finish + usage
+		b.Fatalf("%d chunks", chunks)
+	}
+	b.StopTimer()
+	b.ReportMetric(testing.AllocsPerRun(3, decodeAll)/float64(chunks), "allocs/chunk")
 }
 
-// TestStreamDecodeAllocations keeps the decoder's per-chunk allocations in check: the only
-// allocation a content chunk may cost is its delta text.
+// TestStreamDecodeAllocations keeps the decoder's per-chunk allocations in check: encoding/json
+// into the one reused chunk costs about 9 per content chunk; a change that makes it cost more
+// (a fresh chunk per event, a copy of the data) shows here.
 func TestStreamDecodeAllocations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation count")
@@ -88,7 +80,7 @@ func TestStreamDecodeAllocations(t *testing.T) {
 			}
 		}
 	})
-	if perChunk := allocs / benchChunks; perChunk > 1.05 {
-		t.Errorf("%.2f allocations per chunk, want at most 1 (the delta text)", perChunk)
+	if perChunk := allocs / benchChunks; perChunk > 10 {
+		t.Errorf("%.2f allocations per chunk, want at most 10", perChunk)
 	}
 }

@@ -105,9 +105,6 @@ type wireChunk struct {
 		Usage *wireUsage `json:"usage"`
 	} `json:"x_groq"`
 	Error json.RawMessage `json:"error"`
-
-	scratch []byte // decodeFast's buffer for unescaping
-	slow    bool   // skip decodeFast (benchmarks compare the two)
 }
 
 type wireChoice struct {
@@ -161,9 +158,6 @@ func (w *wireChunk) reset() {
 // decode parses one JSON value into w. A field of an unexpected type (content as an array
 // of parts, say) is left empty rather than failing the whole event.
 func (w *wireChunk) decode(data []byte) error {
-	if !w.slow && w.decodeFast(data) {
-		return nil
-	}
 	w.reset()
 	err := json.Unmarshal(data, w)
 	if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {

@@ -292,23 +292,20 @@ func FuzzToolCallArguments(f *testing.F) {
 		}
 		payloads = append(payloads, delta(`{}`, "tool_calls"))
 		body := sseOf(payloads...)
-		for _, slow := range []bool{false, true} {
-			r := iotest.HalfReader(strings.NewReader(body))
-			if read%2 == 1 {
-				r = iotest.OneByteReader(strings.NewReader(body))
+		r := iotest.HalfReader(strings.NewReader(body))
+		if read%2 == 1 {
+			r = iotest.OneByteReader(strings.NewReader(body))
+		}
+		dec := newStreamDecoder(r, http.Header{}, nil)
+		for {
+			if _, err := dec.next(); err != nil {
+				break
 			}
-			dec := newStreamDecoder(r, http.Header{}, nil)
-			dec.w.slow = slow
-			for {
-				if _, err := dec.next(); err != nil {
-					break
-				}
-			}
-			calls := dec.takeCalls()
-			want := []ToolCall{{ID: "call_9", Name: "f", Arguments: strings.ToValidUTF8(args, "\uFFFD")}}
-			if !reflect.DeepEqual(calls, want) {
-				t.Fatalf("slow=%v: calls %+v, want %+v (fragments %q)", slow, calls, want, frags)
-			}
+		}
+		calls := dec.takeCalls()
+		want := []ToolCall{{ID: "call_9", Name: "f", Arguments: strings.ToValidUTF8(args, "\uFFFD")}}
+		if !reflect.DeepEqual(calls, want) {
+			t.Fatalf("calls %+v, want %+v (fragments %q)", calls, want, frags)
 		}
 	})
 }
