@@ -101,7 +101,7 @@ func TestShutdownJustAfterTheDialConnects(t *testing.T) {
 	s := New(stalledOpener{url: "ws://" + ln.Addr().String() + "/link"}, zaptest.NewLogger(t), Options{})
 	s.dialer.HandshakeTimeout = 5 * time.Second
 	s.dialer.NetDialContext = func(dctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dialHeld(dctx, network, addr)
+		c, err := (&net.Dialer{}).DialContext(dctx, network, addr)
 		cancel()                          // shutdown, just as the connect completes
 		time.Sleep(50 * time.Millisecond) // the AfterFunc runs before dial's wrapper sees c
 		return c, err

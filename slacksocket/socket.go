@@ -97,8 +97,8 @@ type Options struct {
 	// AppID is the Slack app of the bot token ("" when unknown): a hello from another app ends
 	// Run with an error that says the two tokens come from different apps.
 	AppID string
-	// Acked is told of each envelope acked on read, once its ack is written or held for the
-	// next write (see heldConn), with the time since it was read. May be nil; must not block.
+	// Acked is told of each envelope acked on read, once its ack is written, with the time since
+	// it was read. May be nil; must not block.
 	Acked func(envelopeType string, latency time.Duration)
 	// State is told of every change of the connection's state, from Run's goroutine. May be nil;
 	// must not block.
@@ -108,9 +108,7 @@ type Options struct {
 // Client is a Socket Mode client. One goroutine (Run's) dials, reads every frame and acks an
 // envelope from its raw bytes right after reading it, before anything is decoded (a refresh
 // dials the next connection in a second goroutine while it still reads the old one): the ack of
-// the last envelope of a burst waits only for the reads and writes of those before it. The acks
-// of envelopes read together from one read of the network go out together, in one write
-// (heldConn). Slash commands are acked by the consumer, with the command's answer as payload
+// the last envelope of a burst waits only for the reads and writes of those before it. Slash commands are acked by the consumer, with the command's answer as payload
 // (Ack).
 //
 // It reconnects on its own: when Slack asks (a disconnect frame other than "warning"), when a
@@ -161,7 +159,7 @@ func New(open Opener, log *zap.Logger, opt Options) *Client {
 	return &Client{
 		open: open, log: log, pingTimeout: opt.PingTimeout, acked: opt.Acked, onState: opt.State, app: opt.AppID,
 		dialer: &websocket.Dialer{
-			NetDialContext:   dialHeld,
+			NetDialContext:   (&net.Dialer{}).DialContext, // dial wraps it to close a dial that shutdown overtakes
 			Proxy:            http.ProxyFromEnvironment,
 			HandshakeTimeout: handshakeTimeout,
 			ReadBufferSize:   readBufferSize,
@@ -532,12 +530,6 @@ func (s *Client) drainBy(conn *websocket.Conn, until time.Time) {
 func (s *Client) readFrames(ctx context.Context, conn *websocket.Conn) (hello time.Time, err error) {
 	defer s.stopReadingWith(ctx, conn)()
 	conn.SetPingHandler(func(data string) error { return s.pong(conn, data) })
-	held := heldOf(conn)
-	defer func() {
-		if err := held.flush(); err != nil {
-			s.log.Debug("socket mode: last acks not written (Slack will redeliver)", zap.Error(err))
-		}
-	}()
 	for {
 		s.extend(conn)
 		typ, frame, err := conn.ReadMessage()
@@ -563,7 +555,7 @@ func (s *Client) readFrames(ctx context.Context, conn *websocket.Conn) (hello ti
 			return hello, errDisconnect{h.reason}
 		default:
 			f := Frame{Data: frame, EnvelopeID: h.id, Type: h.typ, Read: read, Acked: h.id != "" && h.typ != slashCommands}
-			if err := s.deliver(ctx, conn, held, f); err != nil {
+			if err := s.deliver(ctx, conn, f); err != nil {
 				return hello, err
 			}
 		}
@@ -605,33 +597,24 @@ func (s *Client) checkHello(frame []byte) error {
 }
 
 // deliver hands f to the consumer, then acks it when it is to be acked on read. A consumer that
-// is behind holds the reader back; the acks held are written before it waits.
-func (s *Client) deliver(ctx context.Context, conn *websocket.Conn, held *heldConn, f Frame) error {
+// is behind holds the reader back.
+func (s *Client) deliver(ctx context.Context, conn *websocket.Conn, f Frame) error {
 	select {
 	case s.frames <- f:
-	default:
-		if err := held.flush(); err != nil {
-			return fmt.Errorf("ack: %w", err)
-		}
-		select {
-		case s.frames <- f:
-		case <-ctx.Done():
-			return ctx.Err() // shutting down: not acked, so Slack sends it again
-		}
+	case <-ctx.Done():
+		return ctx.Err() // shutting down: not acked, so Slack sends it again
 	}
 	if !f.Acked {
 		return nil
 	}
-	held.hold() // sent with the next read from the network (see heldConn)
 	err := s.write(conn, ackFrame(f.EnvelopeID), time.Now().Add(ackWriteTimeout))
-	held.release()
 	if err != nil {
 		// The consumer has it anyway; Slack redelivers it on the next connection, and the
 		// consumer must drop that as a duplicate.
 		return fmt.Errorf("ack: %w", err)
 	}
 	if s.acked != nil {
-		s.acked(f.Type, time.Since(f.Read)) // written, or held for the next read's write (heldConn)
+		s.acked(f.Type, time.Since(f.Read))
 	}
 	return nil
 }
