@@ -409,8 +409,7 @@ type fakeChat struct {
 	mu       sync.Mutex
 	steps    []step
 	requests []llm.ChatRequest
-	ctxErr   error           // context.Cause seen when the stream was cancelled
-	patience []time.Duration // req.Patience() before each step, when set
+	ctxErr   error // context.Cause seen when the stream was cancelled
 }
 
 func (c *fakeChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
@@ -420,11 +419,6 @@ func (c *fakeChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[ll
 	c.mu.Unlock()
 	return func(yield func(llm.Chunk, error) bool) {
 		for _, s := range steps {
-			if req.Patience != nil {
-				c.mu.Lock()
-				c.patience = append(c.patience, req.Patience())
-				c.mu.Unlock()
-			}
 			if s.wait > 0 {
 				t := time.NewTimer(s.wait)
 				select {

@@ -133,36 +133,6 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 	})
 }
 
-// The model client may gather a reply's text for a twentieth of how far apart the reply's writes come
-// (the shared budget over the replies in flight), so it reads the stream less often when Slack shows the
-// reply less often; not before the answer has text (the first text jumps the queue).
-func TestReplyStreamPatienceFollowsTheBudget(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		opt := testOptions()
-		opt.Budgets.Edits = pace.NewScheduler(50, 3)
-		other := opt.Budgets.Edits.Lane() // a second reply in flight: each gets half the budget
-		defer other.Close()
-		rt := newReplyTest(t, deltas(numbered(3), 100*time.Millisecond), opt)
-		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		perMinute := 50 * pace.RateMargin                                // 48.5
-		want := time.Duration(2 / perMinute * float64(time.Minute) / 20) // 2 lanes
-		rt.chat.mu.Lock()
-		defer rt.chat.mu.Unlock()
-		got := rt.chat.patience // asked before each of the 3 words and the finish
-		if len(got) < 2 {
-			t.Fatalf("patience asked %d times (%v), want before every step", len(got), got)
-		}
-		if got[0] != 0 {
-			t.Errorf("patience %v before any text, want 0 (the first text is not held back)", got[0])
-		}
-		for _, d := range got[1:] {
-			if d.Round(time.Millisecond) != want.Round(time.Millisecond) {
-				t.Errorf("patience %v once the answer has text, want %v (a twentieth of 2 replies' spacing at 48.5 a minute)", d, want)
-			}
-		}
-	})
-}
-
 func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := numbered(20)

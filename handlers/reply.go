@@ -498,7 +498,7 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 	var calls []llm.ToolCall
 	sinceLast := 0
 	begin := time.Now()
-	req := llm.ChatRequest{Model: a.model, Messages: rd.msgs, Patience: a.patience(s, &answer), Tools: rd.tools,
+	req := llm.ChatRequest{Model: a.model, Messages: rd.msgs, Tools: rd.tools,
 		KeepImages: a.vision() == VisionOn, ImagesDropped: func() { a.imagesUnseen = true }, ToolsDropped: func() { a.toolsUnavailable = true }}
 	for c, err := range a.r.chat.Stream(sctx, req) {
 		watchdog.Reset(stall)
@@ -545,28 +545,6 @@ func (a *answer) scheduler(s sink) *pace.Scheduler {
 }
 
 func (a *answer) policy(s sink) pace.Policy { return a.scheduler(s).Policy() }
-
-// patienceShare is the share of an answer's write spacing its stream may gather text for between reads.
-// A write shows the text read before it, so reads every C apart make a token wait C/2 longer on average
-// than reads as it arrives, while the best possible mean wait for the budget is half the spacing: 1/20
-// costs at most 5% of it, and saves most of the reads (each one wakes the bot) once Slack shows an answer
-// every few seconds or less often.
-const patienceShare = 20
-
-// patience tells the model client how long s can do without new text (llm.ChatRequest.Patience): a
-// share of how far apart its writes come while the budget is shared by the replies in flight. Until the
-// answer has visible text (*answer, the answer so far) it is 0: the first text jumps the queue
-// (pace.First), so it must not wait for a long pause (a stream's first event often carries only the
-// role, and reasoning may come first).
-func (a *answer) patience(s sink, answer *string) func() time.Duration {
-	sched := a.scheduler(s)
-	return func() time.Duration {
-		if *answer == "" {
-			return 0
-		}
-		return sched.Spacing() / patienceShare
-	}
-}
 
 // mark is the Mark of message part (0 for the first) of this answer: kind and note, the
 // question it answers, and on a later part the ts of the first (convo.Build replays an answer by

@@ -49,8 +49,8 @@ type Config struct {
 	// this much later (half to one and a half times it, at instants shared by every stream of the
 	// process: see alignedPause), and the events that arrived in between are read together, one
 	// wake-up for several tokens instead of one each (a model sends 20-100 a second). There is no
-	// pause after the finish reason. A token reaches the caller up to 1.5 times this much later
-	// (longer pauses only with ChatRequest.Patience). 0: read bytes as they arrive.
+	// pause after the finish reason. A token reaches the caller up to 1.5 times this much later.
+	// 0: read bytes as they arrive.
 	StreamCoalesce time.Duration
 	ImageTimeout   time.Duration // default 180s for the whole image call incl. download; never retried after timeout
 	MaxRetries     int           // default 2 (so 3 attempts); negative means no retry
@@ -285,7 +285,6 @@ func (c *Client) openStream(ctx context.Context, cancel context.CancelCauseFunc,
 		return nil, nil, err
 	}
 	body := c.watch(ctx, resp.Body, cancel, c.cfg.StreamCoalesce)
-	body.patience = req.Patience
 	body.partial = resp.TLS != nil && resp.ProtoMajor == 1 // one TLS record per Read
 	if coalesce && resp.ProtoMajor == 1 {                  // HTTP/2 shares the connection with other requests
 		body.conn = conn.get()
@@ -914,12 +913,11 @@ type idleReader struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc // cancels ctx (the request)
 	coalesce time.Duration
-	patience func() time.Duration // ChatRequest.Patience; nil: pauses of coalesce
-	conn     net.Conn             // the body's own connection (HTTP/1.x), to hold back wake-ups during pauses; nil: none
-	pause    *time.Timer          // nil until the first wait
-	last     time.Time            // when the last Read that returned data returned
-	drained  bool                 // all that had arrived has been read: the next Read pauses first
-	partial  bool                 // a short Read may leave data waiting (TLS with HTTP/1.x: one record per Read)
+	conn     net.Conn    // the body's own connection (HTTP/1.x), to hold back wake-ups during pauses; nil: none
+	pause    *time.Timer // nil until the first wait
+	last     time.Time   // when the last Read that returned data returned
+	drained  bool        // all that had arrived has been read: the next Read pauses first
+	partial  bool        // a short Read may leave data waiting (TLS with HTTP/1.x: one record per Read)
 }
 
 // caughtUp is how long a Read must have waited for data to count as having caught up with the
@@ -945,7 +943,7 @@ func newIdleReader(ctx context.Context, r io.Reader, cancel context.CancelCauseF
 func (r *idleReader) Read(p []byte) (int, error) {
 	if r.drained && r.coalesce > 0 {
 		r.quiet(true)
-		err := r.wait(alignedPause(r.last, r.every()))
+		err := r.wait(alignedPause(r.last, r.coalesce))
 		r.quiet(false)
 		if err != nil {
 			return 0, err
@@ -967,26 +965,6 @@ func (r *idleReader) Read(p []byte) (int, error) {
 }
 
 func (r *idleReader) endCoalescing() { r.coalesce = 0 }
-
-// MaxCoalesce bounds the pauses ChatRequest.Patience lengthens: the end of an answer (and any text)
-// is read at most 1.5 times the pause after it came, so a caller asks for patience only while it
-// would not show the text sooner anyway.
-const MaxCoalesce = 4 * time.Second
-
-// every is the pause to use now: coalesce, doubled while the caller's patience allows, at most
-// MaxCoalesce. Every length is a multiple of coalesce, so the pauses of all streams still end at shared
-// instants (alignedPause), whatever each one's length.
-func (r *idleReader) every() time.Duration {
-	e := r.coalesce
-	if r.patience == nil {
-		return e
-	}
-	limit := min(r.patience(), MaxCoalesce)
-	for e*2 <= limit {
-		e *= 2
-	}
-	return e
-}
 
 // endGrace bounds the wait for the end of a body after [DONE]: servers end the response right
 // after it, but the end (HTTP/1.1's last chunk) may come in a packet of its own.

@@ -95,11 +95,6 @@ func coalescedRead(t *testing.T, coalesce time.Duration, tokens int, every time.
 
 func coalescedReadFrom(t *testing.T, sock *socket, coalesce time.Duration, tokens int, every time.Duration) (string, int) {
 	t.Helper()
-	return coalescedReadWith(t, sock, coalesce, nil, tokens, every)
-}
-
-func coalescedReadWith(t *testing.T, sock *socket, coalesce time.Duration, patience func() time.Duration, tokens int, every time.Duration) (string, int) {
-	t.Helper()
 	go func() { // the model: one token every `every`
 		for range tokens {
 			time.Sleep(every)
@@ -112,7 +107,6 @@ func coalescedReadWith(t *testing.T, sock *socket, coalesce time.Duration, patie
 	defer cancel(nil)
 	r := c.watch(ctx, sock, cancel, coalesce)
 	r.partial = sock.records // as Stream marks a TLS HTTP/1.x body
-	r.patience = patience
 	defer r.stop()
 	var got []byte
 	p := make([]byte, 64)
@@ -146,34 +140,6 @@ func TestStreamCoalesceReadsLessOften(t *testing.T) {
 			t.Errorf("coalesced: %d socket reads, want about one per 100 ms", coalesced)
 		}
 		t.Logf("socket reads: %d plain, %d coalesced (100 ms)", plain, coalesced)
-	})
-}
-
-// A caller that can wait longer (ChatRequest.Patience) gets longer pauses, in doublings of
-// StreamCoalesce: 100 tokens over 1 s with a patience of 450 ms are read in pauses of 400 ms.
-func TestStreamCoalesceFollowsPatience(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		calls := 0
-		patience := func() time.Duration { calls++; return 450 * time.Millisecond }
-		sock := newSocket()
-		text, _ := coalescedReadWith(t, sock, 100*time.Millisecond, patience, 100, 10*time.Millisecond)
-		if len(text) != 400 {
-			t.Fatalf("read %d bytes, want 400", len(text))
-		}
-		// Reads at distinct instants (a pause's backlog takes several 64-byte reads at one instant):
-		// the first, one per 400 ms over 1 s, the end.
-		var instants []time.Time
-		for _, at := range sock.times {
-			if len(instants) == 0 || !at.Equal(instants[len(instants)-1]) {
-				instants = append(instants, at)
-			}
-		}
-		if len(instants) > 5 {
-			t.Errorf("reads at %d instants, want about one per 400 ms (at most 5)", len(instants))
-		}
-		if calls == 0 || calls > len(instants) {
-			t.Errorf("patience asked %d times for reads at %d instants, want once per pause", calls, len(instants))
-		}
 	})
 }
 
@@ -216,27 +182,6 @@ func TestStreamCoalesceReadsABacklogAtOnce(t *testing.T) {
 		t.Errorf("%d batches for about 250 KB, want a few", batches)
 	}
 	t.Logf("%d batches", batches)
-}
-
-func TestCoalescePause(t *testing.T) {
-	for _, tc := range []struct {
-		coalesce, patience, want time.Duration
-	}{
-		{200 * time.Millisecond, 0, 200 * time.Millisecond},
-		{200 * time.Millisecond, 399 * time.Millisecond, 200 * time.Millisecond},
-		{200 * time.Millisecond, 400 * time.Millisecond, 400 * time.Millisecond},
-		{200 * time.Millisecond, 3 * time.Second, 1600 * time.Millisecond},
-		{200 * time.Millisecond, time.Hour, 3200 * time.Millisecond}, // MaxCoalesce (4 s)
-		{5 * time.Second, time.Hour, 5 * time.Second},                // never below StreamCoalesce
-	} {
-		r := &idleReader{coalesce: tc.coalesce, patience: func() time.Duration { return tc.patience }}
-		if got := r.every(); got != tc.want {
-			t.Errorf("coalesce %v, patience %v: pause %v, want %v", tc.coalesce, tc.patience, got, tc.want)
-		}
-	}
-	if got := (&idleReader{coalesce: time.Second}).every(); got != time.Second {
-		t.Errorf("no patience: pause %v, want StreamCoalesce", got)
-	}
 }
 
 // Over TLS a Read returns one record (one event) even when many have arrived: the reads that find

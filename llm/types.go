@@ -94,12 +94,6 @@ func (m Message) Text() string {
 type ChatRequest struct {
 	Model    string
 	Messages []Message
-	// Patience, when set on a streamed request, says how long the caller can do without the stream's
-	// new text at the moment (for example how far apart Slack will show this answer); it is asked before
-	// every pause. With Config.StreamCoalesce above 0 the pauses then grow from StreamCoalesce, doubling
-	// while they stay within it, up to MaxCoalesce: fewer and larger reads of a stream whose text nobody
-	// would see sooner. Called in the goroutine that ranges over the stream. Not sent to the server.
-	Patience func() time.Duration
 	// Tools are offered to the model (nil: none). A model whose server refuses them is asked
 	// without them, from then on (Hooks.ToolsDropped).
 	Tools []Tool

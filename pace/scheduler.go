@@ -126,8 +126,8 @@ func (s *Scheduler) Lanes() int {
 }
 
 // Spacing is how far apart one reply's writes come when the replies in flight share the budget equally
-// (lanes / effective rate), under PolicyFair; 0 under the baselines, which write on their own clocks. A
-// reply's stream need not be read much more often than this (see llm.ChatRequest.Patience).
+// (lanes / effective rate), under PolicyFair; 0 under the baselines, which write on their own clocks.
+// Replies use it to tell when they are under load (continuation by post).
 func (s *Scheduler) Spacing() time.Duration {
 	if s.policy != PolicyFair {
 		return 0
