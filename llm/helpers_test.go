@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlclark/regexp2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/llmbot/llmbot/internal/openaischema"
 )
 
 // testKey is the API key of every test client. Tests grep every error string for it.
@@ -24,120 +25,31 @@ const testKey = "sk-test-SECRET-0123456789abcdef"
 
 // --- OpenAPI schema validation (test only) ---
 
-const schemaPath = "../../shared/schemas/openai-openapi.json"
-
-// requireSchemas, set by CI (.ci/run), makes a missing schema document a failure. Elsewhere (a
-// clone without shared/ beside it) validateJSON checks nothing and the tests that only check
-// shapes skip (skipWithoutSchema), so the README's test command passes on a fresh machine.
-const requireSchemas = "LLMBOT_REQUIRE_SCHEMAS"
-
-var (
-	schemaMissing bool // the document is not there and requireSchemas is unset
-	schemaOnce    sync.Once
-	schemaComp    *jsonschema.Compiler
-	schemaErr     error
-	schemaMu      sync.Mutex
-	schemas       = map[string]*jsonschema.Schema{}
+// schemaPath and requireSchemas, for the skip message: see internal/openaischema.
+const (
+	schemaPath     = "../../shared/schemas/openai-openapi.json"
+	requireSchemas = openaischema.Require
 )
 
-// openAPISchema compiles components/schemas/<name> of OpenAI's OpenAPI document, after
-// rewriting OAS 3.0 "nullable: true" into JSON Schema 2020-12 (see shared/schemas/README.md).
-// It returns nil when the document is missing and not required (schemaMissing).
+var (
+	schemaOnce sync.Once
+	schemaDoc  *openaischema.Doc // nil: the document is missing and not required
+	schemaErr  error
+)
+
+// openAPISchema compiles components/schemas/<name> of OpenAI's OpenAPI document. It returns nil
+// when the document is missing and not required.
 func openAPISchema(tb testing.TB, name string) *jsonschema.Schema {
 	tb.Helper()
-	schemaOnce.Do(func() {
-		f, err := os.Open(schemaPath)
-		if errors.Is(err, os.ErrNotExist) && os.Getenv(requireSchemas) == "" {
-			schemaMissing = true
-			return
-		}
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		defer f.Close()
-		doc, err := jsonschema.UnmarshalJSON(f)
-		if err != nil {
-			schemaErr = err
-			return
-		}
-		doc = rewriteNullable(doc)
-		c := jsonschema.NewCompiler()
-		c.DefaultDraft(jsonschema.Draft2020)
-		c.UseRegexpEngine(ecmaRegexp)
-		if err := c.AddResource("https://openai.test/openapi.json", doc); err != nil {
-			schemaErr = err
-			return
-		}
-		schemaComp = c
-	})
+	schemaOnce.Do(func() { schemaDoc, schemaErr = openaischema.Load() })
 	if schemaErr != nil {
 		tb.Fatalf("load OpenAPI schema: %v", schemaErr)
 	}
-	if schemaMissing {
-		return nil
-	}
-	schemaMu.Lock()
-	defer schemaMu.Unlock()
-	if s, ok := schemas[name]; ok {
-		return s
-	}
-	s, err := schemaComp.Compile("https://openai.test/openapi.json#/components/schemas/" + name)
+	s, err := schemaDoc.Schema(name)
 	if err != nil {
-		tb.Fatalf("compile schema %s: %v", name, err)
+		tb.Fatal(err)
 	}
-	schemas[name] = s
 	return s
-}
-
-// rewriteNullable turns {type: T, nullable: true} into {type: [T, "null"]} (adding null to
-// an enum), and a nullable schema without a type into anyOf [schema, {type: null}].
-func rewriteNullable(v any) any {
-	switch v := v.(type) {
-	case []any:
-		for i := range v {
-			v[i] = rewriteNullable(v[i])
-		}
-		return v
-	case map[string]any:
-		for k, x := range v {
-			v[k] = rewriteNullable(x)
-		}
-		if n, _ := v["nullable"].(bool); !n {
-			delete(v, "nullable")
-			return v
-		}
-		delete(v, "nullable")
-		if enum, ok := v["enum"].([]any); ok {
-			v["enum"] = append(enum, nil)
-		}
-		switch t := v["type"].(type) {
-		case string:
-			v["type"] = []any{t, "null"}
-			return v
-		case []any:
-			v["type"] = append(t, "null")
-			return v
-		}
-		return map[string]any{"anyOf": []any{v, map[string]any{"type": "null"}}}
-	}
-	return v
-}
-
-type ecma regexp2.Regexp
-
-func (re *ecma) MatchString(s string) bool {
-	ok, err := (*regexp2.Regexp)(re).MatchString(s)
-	return err == nil && ok
-}
-func (re *ecma) String() string { return (*regexp2.Regexp)(re).String() }
-
-func ecmaRegexp(s string) (jsonschema.Regexp, error) {
-	re, err := regexp2.Compile(s, regexp2.ECMAScript)
-	if err != nil {
-		return nil, err
-	}
-	return (*ecma)(re), nil
 }
 
 // validateJSON checks one JSON document against a named OpenAPI schema.
@@ -149,13 +61,13 @@ func validateJSON(tb testing.TB, name string, data []byte) error {
 	}
 	s := openAPISchema(tb, name)
 	if s == nil {
-		return nil // no document (schemaMissing): nothing to check against
+		return nil // no document: nothing to check against
 	}
 	return s.Validate(v)
 }
 
 // skipWithoutSchema skips a test that only checks shapes against OpenAI's document when the
-// document is not beside the checkout (schemaMissing).
+// document is not beside the checkout.
 func skipWithoutSchema(t *testing.T) {
 	t.Helper()
 	if openAPISchema(t, "CreateChatCompletionRequest") == nil {
