@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/waittest"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slacksocket"
 )
@@ -173,26 +174,13 @@ func (h *harness) waitFor(t testing.TB, what string, cond func() bool) {
 // eventually polls cond until it holds, failing the test after waitTimeout.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.Eventually(t, waitTimeout, what, cond)
 }
 
 // waitChan waits for a value from c.
 func waitChan[T any](t *testing.T, what string, c <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
+	return waittest.Receive(t, waitTimeout, what, c)
 }
 
 // acked reports whether envelope id was acked.

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/waittest"
 	"github.com/llmbot/llmbot/internal/watch"
 )
 
@@ -34,26 +35,13 @@ func slackAPI(fs *fakeslack.Server) *slack.Client {
 // eventually polls cond until it holds, failing the test after waitTimeout.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waittest.Eventually(t, waitTimeout, what, cond)
 }
 
 // waitChan waits for a value from c.
 func waitChan[T any](t *testing.T, what string, c <-chan T) T {
 	t.Helper()
-	select {
-	case v := <-c:
-		return v
-	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
-		var zero T
-		return zero
-	}
+	return waittest.Receive(t, waitTimeout, what, c)
 }
 
 // app runs a Client against the fake as the bot does, and keeps what it got: the frames, in

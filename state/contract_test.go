@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/internal/waittest"
 )
 
 // sharing is what the replicas of one backend share with each other.
@@ -146,7 +148,7 @@ func claimOnce(t *testing.T, w world) {
 	if !a.claim("short", 150*time.Millisecond) {
 		t.Fatal("first Claim(short) = false")
 	}
-	eventually(t, 2*time.Second, "Claim(short) true again after its ttl", func() bool {
+	waittest.Eventually(t, 2*time.Second, "Claim(short) true again after its ttl", func() bool {
 		return a.claim("short", time.Minute)
 	})
 }
@@ -173,7 +175,7 @@ func markUntilTTL(t *testing.T, w world) {
 	if !a.marked("thread") && time.Since(marked) < ttl {
 		t.Fatal("not marked after Mark")
 	}
-	eventually(t, 2*time.Second, "mark gone after its ttl", func() bool { return !a.marked("thread") })
+	waittest.Eventually(t, 2*time.Second, "mark gone after its ttl", func() bool { return !a.marked("thread") })
 }
 
 func addWithTTL(t *testing.T, w world) {
@@ -371,7 +373,7 @@ func leaseCrashed(t *testing.T, w world) {
 		t.Fatalf("b.Lease just after a's crash = %q, want a (still alive)", h)
 	}
 	began := time.Now()
-	eventually(t, 3*time.Second, "b takes the lease of crashed a", func() bool { return b.lease("t") == "b" })
+	waittest.Eventually(t, 3*time.Second, "b takes the lease of crashed a", func() bool { return b.lease("t") == "b" })
 	if took := time.Since(began); took > 2*testAliveTTL {
 		t.Errorf("the lease took %v to free, want about the liveness TTL %v", took, testAliveTTL)
 	}
@@ -380,7 +382,7 @@ func leaseCrashed(t *testing.T, w world) {
 // waitAlive waits until observer sees other alive (its Run has started).
 func waitAlive(t *testing.T, observer replica, other string) {
 	t.Helper()
-	eventually(t, 3*time.Second, observer.Self()+" sees "+other+" alive", func() bool {
+	waittest.Eventually(t, 3*time.Second, observer.Self()+" sees "+other+" alive", func() bool {
 		return observer.alive(other)
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/llmbot/llmbot/internal/redistest"
+	"github.com/llmbot/llmbot/internal/waittest"
 )
 
 // hookLog records what a Fallback's hooks were told.
@@ -82,7 +83,7 @@ func TestFallbackServesThroughAnOutage(t *testing.T) {
 	}
 
 	srv.Restart()
-	eventually(t, 4*probeEvery, "both back on Redis", func() bool { return !a.f.Degraded() && !b.f.Degraded() })
+	waittest.Eventually(t, 4*probeEvery, "both back on Redis", func() bool { return !a.f.Degraded() && !b.f.Degraded() })
 	afterOutage(t, a, b, opened)
 	for _, o := range []observed{a, b} {
 		if degraded, _ := o.hooks.seen(); !slices.Equal(degraded, []bool{true, false}) {
@@ -215,7 +216,7 @@ func TestFallbackTimesOutASlowRedis(t *testing.T) {
 	if !a.f.Degraded() {
 		t.Fatal("not degraded while Redis does not answer (two calls in a row)")
 	}
-	eventually(t, pause+3*probeEvery, "back on Redis after its pause", func() bool { return !a.f.Degraded() })
+	waittest.Eventually(t, pause+3*probeEvery, "back on Redis after its pause", func() bool { return !a.f.Degraded() })
 }
 
 // TestFallbackStartsWhileRedisIsDown: a replica that starts while Redis is down (OpenRedis, a
@@ -243,7 +244,7 @@ func TestFallbackStartsWhileRedisIsDown(t *testing.T) {
 	}
 
 	srv.Restart()
-	eventually(t, 4*probeEvery, "back on Redis", func() bool { return !f.Degraded() })
+	waittest.Eventually(t, 4*probeEvery, "back on Redis", func() bool { return !f.Degraded() })
 	other := start(t, newTestRedis(t, srv.URL(), "late:", "b"))
 	if !a.claim("after", time.Minute) || other.claim("after", time.Minute) {
 		t.Error("the claim is not shared once Redis answers")
@@ -269,7 +270,7 @@ func TestFallbackClosesLateAfterAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Restart()
-	eventually(t, 4*probeEvery, "the close made in Redis", func() bool {
+	waittest.Eventually(t, 4*probeEvery, "the close made in Redis", func() bool {
 		_, open := other.get("C1/1.000001")
 		return !a.f.Degraded() && !open
 	})

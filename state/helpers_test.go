@@ -173,18 +173,6 @@ func startWith(t *testing.T, s store, run func(context.Context) error) replica {
 	return replica{store: s, t: t, stop: stop}
 }
 
-// eventually calls cond every 10 ms until it is true, failing t after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // check fails t on err.
 func check(t *testing.T, err error) {
 	t.Helper()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/llmbot/llmbot/internal/waittest"
 )
 
 // crashChildEnv names the journal directory of the child process of TestCrashedProcessLeavesOrphans.
@@ -24,7 +26,7 @@ func TestCrashChild(t *testing.T) {
 		return
 	}
 	m := start(t, newTestMemory(t, "crashed", dir)).store.(*Memory) // runs until the process is killed
-	eventually(t, 5*time.Second, "the child holds its lock", func() bool {
+	waittest.Eventually(t, 5*time.Second, "the child holds its lock", func() bool {
 		held, err := lockHeld(m.replicaLock("crashed"))
 		return err == nil && held
 	})
@@ -105,7 +107,7 @@ func TestRunRemovesDeadReplicasLocks(t *testing.T) {
 	dead := filepath.Join(dir, "replicas", "gone.lock")
 	check(t, os.WriteFile(dead, nil, 0o600))
 	m := start(t, newTestMemory(t, "me", dir))
-	eventually(t, 3*time.Second, "the dead replica's lock file removed", func() bool {
+	waittest.Eventually(t, 3*time.Second, "the dead replica's lock file removed", func() bool {
 		_, err := os.Stat(dead)
 		return os.IsNotExist(err)
 	})

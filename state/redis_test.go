@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/internal/redistest"
+	"github.com/llmbot/llmbot/internal/waittest"
 )
 
 func TestNewRedisErrorsHideThePassword(t *testing.T) {
@@ -95,7 +96,7 @@ func TestDeadReplicasInboxExpires(t *testing.T) {
 		t.Fatal("b's inbox is empty after a Send")
 	}
 	b.stop()
-	eventually(t, 3*testAliveTTL, "the crashed replica's inbox expires", func() bool {
+	waittest.Eventually(t, 3*testAliveTTL, "the crashed replica's inbox expires", func() bool {
 		return !exists(t, bs, inbox)
 	})
 }
