@@ -138,13 +138,13 @@ func (a *answer) pane(ctx context.Context) {
 			a.log.Info("agent pane: thread not titled", zap.Error(err))
 		}
 	}
-	if !a.r.statusAllowed() || !a.r.opt.Budgets.Statuses.TryTake() {
+	if !a.r.statuses.allowed() || !a.r.opt.Budgets.Statuses.TryTake() {
 		return
 	}
 	err := a.r.opt.Pane.SetStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages)
 	var refused slack.SlackErrorResponse
 	if errors.As(err, &refused) {
-		a.r.refuseStatus()
+		a.r.statuses.refuse(a.r.opt.StreamRefusal)
 	}
 	if err != nil {
 		a.log.Info("no thinking status", zap.Error(err))

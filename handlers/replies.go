@@ -144,11 +144,31 @@ type Replies struct {
 	approvals approvals
 	allowed   *ttlCache[bool]
 
-	mu           sync.Mutex
-	streamRefuse time.Time // native streaming refused until then
-	statusRefuse time.Time // assistant.threads.setStatus refused until then
-	// sessionRefuse: agents.sessions.setStatus refused (the app is not an agent) until then
-	sessionRefuse time.Time
+	// What Slack refused lately, not tried again for StreamRefusal: native streaming,
+	// assistant.threads.setStatus (the "is thinking…" status) and agents.sessions.setStatus (the app
+	// is not an agent, or the place does not allow it).
+	streaming, statuses, sessions refused
+}
+
+// refused remembers that Slack refused something the bot may do without, so that it is not tried
+// again for a while. Safe for concurrent use.
+type refused struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+// allowed reports whether it may be tried: not refused in the last while.
+func (f *refused) allowed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !time.Now().Before(f.until)
+}
+
+// refuse records a refusal: it is not tried again for d.
+func (f *refused) refuse(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.until = time.Now().Add(d)
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
@@ -494,31 +514,5 @@ func (r *Replies) streams(req route.ReplyRequest) bool {
 
 // streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	if r.streamer == nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !time.Now().Before(r.streamRefuse)
-}
-
-func (r *Replies) refuseStreaming() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.streamRefuse = time.Now().Add(r.opt.StreamRefusal)
-}
-
-// statusAllowed reports whether "is thinking…" statuses are tried (see answer.pane).
-func (r *Replies) statusAllowed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !time.Now().Before(r.statusRefuse)
-}
-
-// refuseStatus stops the statuses for StreamRefusal: Slack refused one (the app is not declared an
-// agent, or the place does not allow it), and would refuse the next ones too.
-func (r *Replies) refuseStatus() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.statusRefuse = time.Now().Add(r.opt.StreamRefusal)
+	return r.streamer != nil && r.streaming.allowed()
 }

@@ -85,7 +85,7 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 			a.r.opt.Budgets.Streams.Throttled(ra)
 			a.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		case refusesStreaming(err):
-			a.r.refuseStreaming()
+			a.r.streaming.refuse(a.r.opt.StreamRefusal)
 			a.log.Warn("native streaming refused; answering by editing", zap.Error(err),
 				zap.Duration("for", a.r.opt.StreamRefusal))
 		default:

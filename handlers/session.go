@@ -41,7 +41,7 @@ const (
 // subscribed, an older Slack) turns the calls off for StreamRefusal, once logged.
 func (a *answer) session(ctx context.Context, s sink, status string) {
 	r := a.r
-	if r.opt.Sessions == nil || s.mode() != ModeStream || a.threadTS == "" || !r.sessionsAllowed() {
+	if r.opt.Sessions == nil || s.mode() != ModeStream || a.threadTS == "" || !r.sessions.allowed() {
 		return
 	}
 	timeout, shutdown := sessionTimeout, errors.Is(context.Cause(ctx), ErrShutdown)
@@ -69,7 +69,7 @@ func (a *answer) session(ctx context.Context, s sink, status string) {
 		r.opt.Budgets.Sessions.Throttled(ra)
 		a.log.Info("agent session status rate limited", zap.String("status", status))
 	case refusesSessions(err):
-		r.refuseSessions()
+		r.sessions.refuse(r.opt.StreamRefusal)
 		a.log.Warn("agent sessions refused: is the app declared as an agent (features.agent_view) and subscribed to agent_session_stopped?",
 			zap.Error(err), zap.Duration("for", r.opt.StreamRefusal))
 	default:
@@ -94,16 +94,4 @@ func refusesSessions(err error) bool {
 		return true
 	}
 	return false
-}
-
-func (r *Replies) sessionsAllowed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !time.Now().Before(r.sessionRefuse)
-}
-
-func (r *Replies) refuseSessions() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.sessionRefuse = time.Now().Add(r.opt.StreamRefusal)
 }
