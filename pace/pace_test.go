@@ -343,6 +343,7 @@ func TestSchedulerPriorities(t *testing.T) {
 		}
 		reqs := []req{ // arrival order
 			{"pending-new", Pending, t0},
+			{"tidy", Tidy, t0},
 			{"pending-old", Pending, t0.Add(-30 * time.Second)},
 			{"first", First, t0},
 			{"final", Final, t0},
@@ -363,7 +364,7 @@ func TestSchedulerPriorities(t *testing.T) {
 			synctest.Wait()
 		}
 		wg.Wait()
-		if got, want := fmt.Sprint(order), "[final first pending-old pending-new]"; got != want {
+		if got, want := fmt.Sprint(order), "[final first tidy pending-old pending-new]"; got != want {
 			t.Errorf("grant order = %s, want %s", got, want)
 		}
 	})

@@ -17,17 +17,23 @@ const (
 	// Pending: a streaming reply with text not yet shown; among these, the oldest pending text goes first
 	// (max lag first), which makes the grants a round robin: every reply gets an equal, evenly spaced share.
 	Pending Priority = iota
+	// Tidy: a write that shows no new text (a finished part losing its Stop button). It goes after
+	// every first and final text, but before pending text: starved behind streaming replies, it would
+	// hold its finished reply open under sustained load.
+	Tidy
 	// First: a reply's first visible text (the placeholder is all the user sees so far).
 	First
 	// Final: the last write of a reply part (full text, status note). Final writes go before everything.
 	Final
 )
 
-// String returns "pending", "first" or "final" (for logs).
+// String returns "pending", "tidy", "first" or "final" (for logs).
 func (p Priority) String() string {
 	switch p {
 	case Pending:
 		return "pending"
+	case Tidy:
+		return "tidy"
 	case First:
 		return "first"
 	case Final:
@@ -37,10 +43,11 @@ func (p Priority) String() string {
 }
 
 // Scheduler grants write slots from one Bucket to the replies in flight (one Lane each), fairest first:
-// final writes, then first text, then the reply whose pending text has waited longest. Text is coalesced by
+// final writes, then first text, then writes that show no new text, then the reply whose pending text
+// has waited longest. Text is coalesced by
 // the callers (a reply writes its latest snapshot when granted), never queued here.
 //
-// Pending writes leave a reserve of tokens in the bucket (by default (burst-1)/2, e.g. 2 of a burst of 5)
+// Pending and tidy writes leave a reserve of tokens in the bucket (by default (burst-1)/2, e.g. 2 of a burst of 5)
 // for final and first writes: a reply that ends or starts while others stream writes at once instead of
 // waiting for the next token. The reserve costs no throughput (the bucket still refills at the same rate;
 // streaming replies just run with it banked), only that many edits once at start.
@@ -195,7 +202,7 @@ func (s *Scheduler) dispatchLocked() {
 		i := s.bestLocked()
 		w := s.waiters[i]
 		var keep float64
-		if w.p == Pending {
+		if w.p < First {
 			keep = s.reserve
 		}
 		if d := s.b.take(now, keep); d > 0 {
