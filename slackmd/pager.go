@@ -100,12 +100,8 @@ func (p *Pager) Update(md string, final bool) []string {
 // shows exactly what md renders to: otherwise nothing changes and Break returns false. The next part is md's continuation rendered on its own (after a cut inside a quote
 // or a list item, with the line's prefix).
 func (p *Pager) Break(md, shown string) bool {
-	if p.src > len(md) || shown == "" || !strings.HasSuffix(md, " ") && !strings.HasSuffix(md, "\n") {
-		return false
-	}
-	stripped, _ := stripControls(md[p.src:])
-	src, _ := neutralise(stripped)
-	if !cuttableEnd(src) {
+	src, ok := p.cuttable(md)
+	if !ok || shown == "" {
 		return false
 	}
 	r := renderSorted(src, p.f, false)
@@ -119,6 +115,24 @@ func (p *Pager) Break(md, shown string) bool {
 	p.sealed = append(p.sealed, shown)
 	p.src, p.pos, p.carry = len(md), 0, carry
 	return true
+}
+
+// MayBreak reports whether Break could seal a part that shows md: md ends at a boundary the Pager may
+// cut at. A writer that will want to break shows text up to such a boundary.
+func (p *Pager) MayBreak(md string) bool {
+	_, ok := p.cuttable(md)
+	return ok
+}
+
+// cuttable returns the source of the part being written when md ends at a boundary the Pager may cut
+// at (after a space or a line break, outside a code block, a table and unclosed spans).
+func (p *Pager) cuttable(md string) (string, bool) {
+	if p.src > len(md) || !strings.HasSuffix(md, " ") && !strings.HasSuffix(md, "\n") {
+		return "", false
+	}
+	stripped, _ := stripControls(md[p.src:])
+	src, _ := neutralise(stripped)
+	return src, cuttableEnd(src)
 }
 
 // SentenceEnd reports whether md ends after a line or a sentence: a line break, or ".", "!", "?" or

@@ -42,6 +42,9 @@ func TestPagerBreak(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := NewPager(FormatMrkdwn, MrkdwnLimit)
 			shown := p.Update(tc.shownFrom, false)
+			if got := p.MayBreak(tc.shownFrom); got != tc.ok {
+				t.Errorf("MayBreak = %t, want %t", got, tc.ok)
+			}
 			if got := p.Break(tc.shownFrom, shown[len(shown)-1]); got != tc.ok {
 				t.Fatalf("Break = %t, want %t", got, tc.ok)
 			}
