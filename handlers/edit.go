@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,12 @@ type editSink struct {
 	tailMD string
 	// slotHeld: the final write holds a chat.update turn already (taken by continueByPost).
 	slotHeld bool
+	// replaceDue: under load no edit turn came soon for the text the placeholder waits for, so the
+	// next write of the first part posts it in a new message instead, from the channel's post
+	// budget (replacePlaceholder).
+	replaceDue bool
+	// withdrawn is the placeholder a post replaced, until it is deleted ("": none).
+	withdrawn string
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -100,25 +107,32 @@ const (
 )
 
 // visible is the part of the answer md the next interim write shows: all of it, or under load up to
-// the end of its last complete block, else of its last sentence, when what follows is short (at
-// most wholeBlocksSlack bytes: an answer that shows text keeps showing progress). The first text
-// always shows at once, and never less is shown than was rendered before (the Pager takes growing
-// text).
+// the last place where a part may be cut (the Pager's MayBreak), preferring the end of a block, then
+// of a sentence, then of a word, among the last wholeBlocksSlack bytes (an answer that shows text
+// keeps showing progress). The first text under load too: it may be all its message shows when the
+// answer ends. With no such place, all of md; never less than was rendered before (the Pager takes
+// growing text).
 func (e *editSink) visible(md string) string {
-	if len(e.ts) == 0 || e.shown[len(e.shown)-1] == "" || !e.underLoad() {
+	if !e.underLoad() {
 		return md
 	}
 	lo := max(len(e.renderedMD), len(md)-wholeBlocksSlack)
-	if lo >= len(md) {
-		return md
-	}
-	if i := strings.LastIndex(md[lo:], "\n\n"); i >= 0 {
-		return md[:lo+i+2]
-	}
+	var sentence, word int
 	for i := len(md); i > lo; i-- {
-		if slackmd.SentenceEnd(md[:i]) {
-			return md[:i]
+		if c := md[i-1]; c != ' ' && c != '\n' || !e.pager.MayBreak(md[:i]) {
+			continue
 		}
+		switch {
+		case strings.HasSuffix(md[:i], "\n\n"):
+			return md[:i]
+		case sentence == 0 && slackmd.SentenceEnd(md[:i]):
+			sentence = i
+		case word == 0:
+			word = i
+		}
+	}
+	if i := cmp.Or(sentence, word); i > 0 {
+		return md[:i]
 	}
 	return md
 }
@@ -128,22 +142,27 @@ func (e *editSink) underLoad() bool {
 	return e.answer.r.opt.Budgets.Edits.Spacing() >= wholeBlocksSpacing
 }
 
-// continueByPost decides how a finished answer's last message gets its end. When an edit turn comes
-// within continueWait, the final write takes it (slotHeld). Otherwise, if what the message shows
-// (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that, sealed as it is,
-// and the rest of the answer goes in new messages (the final write posts them); else the final
-// write waits for its turn as usual.
+// continueByPost decides how a finished answer's last message gets its end, under load. When an
+// edit turn comes within continueWait, the final write takes it (slotHeld). Otherwise, if what the
+// message shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that,
+// sealed as it is, and the rest of the answer goes in new messages (the final write posts them); a
+// bare placeholder is replaced by a post of the answer (replaceDue); else the final write waits for
+// its turn as usual.
 func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
-	if k < 0 || e.shown[k] == "" || !by.IsZero() || e.slotHeld || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD) ||
-		!e.underLoad() {
+	if k < 0 || !by.IsZero() || e.slotHeld || !e.underLoad() {
 		return // not under load: the last edit's turn comes soon enough
 	}
-	wctx, cancel := context.WithTimeout(ctx, continueWait)
-	err := e.lane.Wait(wctx, pace.Final, e.answer.unshown)
-	cancel()
-	if err == nil {
+	placeholder := e.shows() == showsPlaceholder && e.withdrawn == ""
+	if !placeholder && (e.shown[k] == "" || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD)) {
+		return
+	}
+	if e.turnSoon(ctx, pace.Final, e.answer.unshown) {
 		e.slotHeld = true
+		return
+	}
+	if placeholder {
+		e.replaceDue = true
 		return
 	}
 	at := e.tailMD
@@ -192,10 +211,12 @@ func (e *editSink) idleDue() time.Time {
 }
 
 // idle posts the placeholder: the model has sent no text within PlaceholderAfter. A placeholder that
-// cannot be posted is not tried again: the answer's first text will be.
+// cannot be posted is not tried again: the answer's first text will be. Under load an answer whose
+// thread shows its "is thinking…" status posts none: the status is sign of life enough, and a
+// placeholder would clear it and then wait long for the edit that gives it text.
 func (e *editSink) idle(ctx context.Context) {
 	e.placeholderDue = time.Time{}
-	if len(e.ts) > 0 {
+	if len(e.ts) > 0 || e.answer.thinking && e.underLoad() {
 		return
 	}
 	cctx, cancel := e.answer.callCtx(ctx)
@@ -228,12 +249,13 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			e.postDue = needPost // the other kind of slot is needed (once per part at most)
 			continue
 		}
+		posting := post || e.replaceDue
 		cut, err := e.writePart(ctx, parts, i, post)
 		if err == nil {
 			e.wrote(parts, i, snap.md)
 			continue
 		}
-		if !e.goOnAfter(ctx, wctx, err, post, cut, i, snap.since) {
+		if !e.goOnAfter(ctx, wctx, err, posting, cut, i, snap.since) {
 			return
 		}
 	}
@@ -243,12 +265,26 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 // the answer's lane of the edit budget. A post keeps its place in the channel's line after the
 // answer is complete (ctx, not wctx): given up, its slot would stay unused behind the posts queued
 // after it (a bucket hands out a place once), and the final write would queue again at the back;
-// kept, it posts the whole answer when its turn comes.
+// kept, it posts the whole answer when its turn comes. The first text for a placeholder under load
+// waits continueWait for an edit turn, then for a post (replaceDue).
 func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, since time.Time) error {
+	if !post && e.shows() == showsPlaceholder && e.underLoad() {
+		if e.turnSoon(wctx, pace.First, since) || wctx.Err() != nil {
+			return context.Cause(wctx)
+		}
+		e.replaceDue, post = true, true
+	}
 	if post {
 		return e.answer.r.postWait(ctx, e.answer.req.Channel)
 	}
 	return e.lane.Wait(wctx, e.priority(), since)
+}
+
+// turnSoon reports whether an edit turn at prio came within continueWait; the turn is then taken.
+func (e *editSink) turnSoon(ctx context.Context, prio pace.Priority, since time.Time) bool {
+	ctx, cancel := context.WithTimeout(ctx, continueWait)
+	defer cancel()
+	return e.lane.Wait(ctx, prio, since) == nil
 }
 
 // writePart writes part i of parts as it is now: a post of its message (post) or an edit. cut: the
@@ -258,12 +294,38 @@ func (e *editSink) writePart(ctx context.Context, parts []string, i int, post bo
 	msg := Msg{Text: parts[i], Mark: a.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	if post {
+	switch {
+	case post:
 		err = e.postPart(cctx, msg)
-	} else {
+	case e.replaceDue:
+		var ts string
+		if ts, err = a.r.msgs.Post(cctx, a.req.Channel, a.threadTS, msg); err == nil {
+			a.posted(ts)
+			e.replacePlaceholder(cctx, ts, msg)
+		}
+	default:
 		err = e.editPart(cctx, i, msg)
 	}
 	return cctx.Err() != nil, err
+}
+
+// replacePlaceholder records that the first part, msg, was posted as message ts in place of the
+// placeholder, and deletes the placeholder if the Deletes budget has a token now (else the final
+// write does, after the answer's text).
+func (e *editSink) replacePlaceholder(ctx context.Context, ts string, msg Msg) {
+	a := e.answer
+	e.withdrawn = e.ts[0]
+	e.ts[0], e.shown[0], e.btn[0] = ts, msg.Text, buttonKey(msg.Buttons)
+	e.replaceDue = false
+	e.posts++
+	a.firstText = time.Since(a.start)
+	if !a.r.opt.Budgets.Deletes.TryTake() {
+		return
+	}
+	err := a.r.msgs.Delete(ctx, a.req.Channel, e.withdrawn)
+	if err == nil || slackErr(err) == "message_not_found" {
+		e.withdrawn = ""
+	}
 }
 
 // postPart posts msg as the answer's next message.
@@ -379,7 +441,9 @@ func interimBackoff(n int) time.Duration {
 func (e *editSink) final(ctx context.Context, c closing) error {
 	parts := e.finalParts(ctx, c.md, c.note, c.turnBy)
 	var errs []error
-	var later []int // parts whose text is shown and whose buttons only change: edited once the rest landed
+	// Parts whose text is shown and whose buttons only change (an earlier part losing Stop) are
+	// edited once the rest landed, after every other answer's text (pace.Tidy).
+	var later []int
 	for i := range parts {
 		deferred, stop, err := e.finalPart(ctx, parts, i, c)
 		if deferred {
@@ -394,10 +458,16 @@ func (e *editSink) final(ctx context.Context, c closing) error {
 	}
 	for _, i := range later {
 		msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
-		if err := e.finalEdit(ctx, i, msg, c.turnBy); err != nil {
+		if err := e.finalEdit(ctx, i, msg, pace.Tidy, c.turnBy); err != nil {
 			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
 			break
 		}
+	}
+	if e.withdrawn != "" && e.closed {
+		if err := e.answer.deleteMessage(ctx, replaceRetry, c.turnBy, e.withdrawn); err != nil {
+			e.answer.log.Warn("a placeholder replaced by the answer's first message could not be deleted", zap.Error(err))
+		}
+		e.withdrawn = ""
 	}
 	return errors.Join(errs...)
 }
@@ -439,7 +509,7 @@ func withNote(parts []string, note string) []string {
 func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closing) (deferred, stop bool, err error) {
 	msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 	switch {
-	case i >= len(e.ts):
+	case i >= len(e.ts), i == 0 && e.replaceDue:
 		err = e.postFinal(ctx, i, msg)
 		stop = err != nil // later parts would come out of order
 	case msg.Text == e.shown[i] && c.kind == convo.MarkAnswer && msg.Mark.Note == "":
@@ -453,12 +523,17 @@ func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closi
 	return false, stop, err
 }
 
-// postFinal posts msg as the message of part i, the next after those shown.
+// postFinal posts msg as the message of part i: the next after those shown, or the first in the
+// placeholder's place (replaceDue).
 func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 	a := e.answer
 	ts, err := a.postRetry(ctx, closingRetry, &a.outage, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
+	}
+	if i < len(e.ts) {
+		e.replacePlaceholder(ctx, ts, msg)
+		return nil
 	}
 	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
 	e.posts++
@@ -469,7 +544,7 @@ func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 // its part is posted anew in its place (repost); the edit's error is returned even then, and stop
 // when the final write cannot go on.
 func (e *editSink) editFinal(ctx context.Context, i int, msg Msg, by time.Time) (stop bool, err error) {
-	if err = e.finalEdit(ctx, i, msg, by); err == nil {
+	if err = e.finalEdit(ctx, i, msg, pace.Final, by); err == nil {
 		return false, nil
 	}
 	err = fmt.Errorf("chat.update part %d: %w", i+1, err)
@@ -519,12 +594,12 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 	return mark
 }
 
-// finalEdit writes msg into part i's message, waiting its turn in the edit budget (until by at
-// shutdown; at once when a turn is held, see continueByPost) and retrying under closingRetry.
-func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, by time.Time) error {
+// finalEdit writes msg into part i's message, waiting its turn in the edit budget at prio (until by
+// at shutdown; at once when a turn is held, see continueByPost) and retrying under closingRetry.
+func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, prio pace.Priority, by time.Time) error {
 	a := e.answer
 	ts := e.ts[i]
-	edits := laneTurn(e.lane, pace.Final, a.unshown).by(by)
+	edits := laneTurn(e.lane, prio, a.unshown).by(by)
 	held := turn{wait: func(ctx context.Context) error {
 		if e.slotHeld { // taken by continueByPost: this write goes at once
 			e.slotHeld = false
@@ -545,6 +620,13 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, by time.Time) 
 // message of this answer (marked with its question and first message) after the last one known. Found,
 // it becomes that part, which the final write then edits instead of posting it again.
 func (e *editSink) adoptLost(ctx context.Context) {
+	if e.replaceDue { // the lost post was the first part, posted in the placeholder's place
+		strays, _ := e.answer.strayParts(ctx, "", e.ts)
+		if n := len(strays); n > 0 && convo.TSBefore(e.ts[0], strays[n-1]) {
+			e.withdrawn, e.ts[0], e.btn[0], e.replaceDue = e.ts[0], strays[n-1], "?", false
+		}
+		return
+	}
 	strays, _ := e.answer.strayParts(ctx, e.firstTS(), e.ts)
 	if len(e.ts) == 0 {
 		// The first part's post was lost: the newest first part of an answer to this question is it.

@@ -66,6 +66,10 @@ type answer struct {
 	// per model: later answers simply go without them).
 	toolsUnavailable bool
 
+	// thinking: the thread shows the answer's "is thinking…" status (pane), a sign of life until its
+	// first message is posted.
+	thinking bool
+
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
 

@@ -117,8 +117,10 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 
 // TestVisibleLagUnderLoad simulates 1, 10 and 50 answers streaming at once under Slack's chat.update
 // limit in fake time (deterministic: no machine speed is measured) and checks the fair policy against
-// the best possible lag and the baselines.
+// the best possible lag and the baselines, and that every answer's end shows within finalWithin of
+// the model's last token (the end goes in a new message when no edit turn comes soon).
 func TestVisibleLagUnderLoad(t *testing.T) {
+	const finalWithin = 8 * time.Second
 	for _, n := range []int{1, 10, 50} {
 		fair := simulate(t, n, 400, pace.PolicyFair)
 		every1s := simulate(t, n, 400, pace.PolicyEvery1s)
@@ -132,6 +134,9 @@ func TestVisibleLagUnderLoad(t *testing.T) {
 		}
 		if fair.throttled != 0 {
 			t.Errorf("N=%d: fair policy got %d 429s", n, fair.throttled)
+		}
+		if fair.finalDelayMax > finalWithin {
+			t.Errorf("N=%d: an answer's end showed %v after the model's last token, want within %v", n, fair.finalDelayMax, finalWithin)
 		}
 		if fair.meanLag > fair.bestLag*5/4 {
 			t.Errorf("N=%d: fair mean lag %v is over 1.25x the best possible %v", n, fair.meanLag, fair.bestLag)

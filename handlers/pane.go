@@ -148,7 +148,9 @@ func (a *answer) pane(ctx context.Context) {
 	}
 	if err != nil {
 		a.log.Info("no thinking status", zap.Error(err))
+		return
 	}
+	a.thinking = true
 }
 
 // slackToken is a Slack token in a message's text: <@U…>, <#C…|name>, <https://…|label>.

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -243,4 +244,56 @@ func (f *fakeSlack) messagesIn(channel string) []fakeMsg {
 		}
 	}
 	return out
+}
+
+// Under load (the answer's edits a minute apart) a model slow to start: an answer whose thread shows
+// "is thinking…" posts no placeholder (it would clear the status and wait long for its edit) and
+// posts its first text; one without the status posts the placeholder, and when its first text gets
+// no edit turn within a second, posts that text in a new message and deletes the placeholder. Either
+// way the end of the answer is posted below the first text, and no "Thinking…" is left.
+func TestPlaceholderUnderLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		statusErr error
+		posts     []string // the texts posted, in order; the last two are what the thread shows
+		deleted   int      // the placeholder's deletes (and posts before the first text)
+	}{
+		{"the thread shows the thinking status", nil, []string{"Token", "buckets refill at a steady rate."}, 0},
+		{"no thinking status", errors.New("network down"),
+			[]string{textThinking, "Token buckets", "refill at a steady rate."}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opt := lazyOptions()
+				opt.Pane = &statusPane{err: tc.statusErr}
+				opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
+				busy := opt.Budgets.Edits.Lane()            // another answer, which just took this minute's edit
+				mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
+				steps := append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
+					{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets "}}},
+					deltas([]string{"refill ", "at ", "a ", "steady ", "rate."}, 2*time.Second)...)
+				rt := newReplyTest(t, steps, opt)
+				start := time.Now()
+				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+
+				var posted []string
+				for _, c := range rt.slack.callsOf("post") {
+					posted = append(posted, c.text)
+				}
+				if strings.Join(posted, "|") != strings.Join(tc.posts, "|") {
+					t.Errorf("posts %q, want %q", posted, tc.posts)
+				}
+				if got := len(rt.slack.callsOf("delete")); got != tc.deleted {
+					t.Errorf("%d deletes, want %d", got, tc.deleted)
+				}
+				if got := rt.texts(); strings.Join(got, "|") != strings.Join(tc.posts[len(tc.posts)-2:], "|") {
+					t.Errorf("thread shows %q, want the answer in two messages", got)
+				}
+				// The first text shows within the second its edit turn is waited for.
+				if first := rt.slack.callsOf("post")[tc.deleted]; first.at.Sub(start) > 4*time.Second {
+					t.Errorf("first text posted %v after the question, want within a second of the model's", first.at.Sub(start))
+				}
+			})
+		})
+	}
 }
