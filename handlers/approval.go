@@ -148,12 +148,8 @@ func (a *answer) approve(ctx context.Context, info ToolInfo, args []byte, log *z
 	ch := a.r.approvals.add(ref.ID)
 	defer a.r.approvals.remove(ref.ID)
 	prompt := approvalText(a.req.User, info, args)
-	var ts string
-	err := retryWrite(ctx, interimRetry, nil, a.r.postTurn(a.req.Channel), func(ctx context.Context) (err error) {
-		ts, err = a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, Msg{Text: prompt,
-			Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref)})
-		return err
-	})
+	ts, err := a.r.paced.post(ctx, interimRetry, nil, a.req.Channel, a.threadTS, Msg{Text: prompt,
+		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref)})
 	if err != nil {
 		log.Warn("tool approval not asked: denied", zap.Error(err))
 		return verdictDenied
@@ -177,13 +173,11 @@ func (a *answer) approve(ctx context.Context, info ToolInfo, args []byte, log *z
 func (a *answer) settlePrompt(ctx context.Context, ts, prompt string, v verdict, log *zap.Logger) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.r.opt.FinalTimeout)
 	defer cancel()
-	lane := a.r.opt.Budgets.Edits.Lane()
+	lane := a.r.paced.editLane()
 	defer lane.Close()
 	text := prompt + "\n" + verdictLine(v)
-	err := retryWrite(uctx, interimRetry, nil, laneTurn(lane, pace.Final, time.Now()), func(ctx context.Context) error {
-		return idempotent(a.r.msgs.Update(ctx, a.req.Channel, ts, Msg{Text: text,
-			Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: []Button{}}))
-	})
+	err := a.r.paced.update(uctx, interimRetry, nil, a.r.paced.editTurn(lane, pace.Final, time.Now()), a.req.Channel, ts,
+		Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: []Button{}})
 	if err != nil {
 		log.Warn("tool approval prompt not updated", zap.Error(err))
 	}

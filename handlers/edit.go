@@ -139,7 +139,7 @@ func (e *editSink) visible(md string) string {
 
 // underLoad reports whether the answer's edits come wholeBlocksSpacing or more apart.
 func (e *editSink) underLoad() bool {
-	return e.answer.r.opt.Budgets.Edits.Spacing() >= wholeBlocksSpacing
+	return e.answer.r.paced.editSpacing() >= wholeBlocksSpacing
 }
 
 // continueByPost decides how a finished answer's last message gets its end, under load. When an
@@ -275,7 +275,7 @@ func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, since time.Tim
 		e.replaceDue, post = true, true
 	}
 	if post {
-		return e.answer.r.postWait(ctx, e.answer.req.Channel)
+		return e.answer.r.paced.postWait(ctx, e.answer.req.Channel)
 	}
 	return e.lane.Wait(wctx, e.priority(), since)
 }
@@ -319,11 +319,7 @@ func (e *editSink) replacePlaceholder(ctx context.Context, ts string, msg Msg) {
 	e.replaceDue = false
 	e.posts++
 	a.firstText = time.Since(a.start)
-	if !a.r.opt.Budgets.Deletes.TryTake() {
-		return
-	}
-	err := a.r.msgs.Delete(ctx, a.req.Channel, e.withdrawn)
-	if err == nil || slackErr(err) == "message_not_found" {
+	if a.r.paced.deleteNow(ctx, a.req.Channel, e.withdrawn) {
 		e.withdrawn = ""
 	}
 }
@@ -387,7 +383,7 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 	}
 	if ra, ok := rateLimited(err); ok {
 		if post {
-			a.r.postThrottled(a.req.Channel, ra)
+			a.r.paced.postThrottled(a.req.Channel, ra)
 		} else {
 			e.lane.Throttled(ra)
 		}
@@ -599,7 +595,7 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, prio pace.Priority, by time.Time) error {
 	a := e.answer
 	ts := e.ts[i]
-	edits := laneTurn(e.lane, prio, a.unshown).by(by)
+	edits := a.r.paced.editTurn(e.lane, prio, a.unshown).by(by)
 	held := turn{wait: func(ctx context.Context) error {
 		if e.slotHeld { // taken by continueByPost: this write goes at once
 			e.slotHeld = false
@@ -607,8 +603,7 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, prio pace.Prio
 		}
 		return edits.wait(ctx)
 	}, throttled: edits.throttled}
-	err := retryWrite(ctx, closingRetry, &a.outage, held,
-		func(ctx context.Context) error { return idempotent(a.r.msgs.Update(ctx, a.req.Channel, ts, msg)) })
+	err := a.r.paced.update(ctx, closingRetry, &a.outage, held, a.req.Channel, ts, msg)
 	if err == nil {
 		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
 		e.edits++
@@ -651,19 +646,18 @@ func (e *editSink) adoptLost(ctx context.Context) {
 func (a *answer) strayParts(ctx context.Context, first string, known []string) (strays []string, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, adoptReadTimeout)
 	defer cancel()
-	if !a.r.opt.Budgets.Reads.TryTake() {
+	var msgs []slack.Message
+	read, err := a.r.paced.readOnce(ctx, func(ctx context.Context) (err error) {
+		if a.threadTS != "" {
+			msgs, err = a.r.thread.Replies(ctx, a.req.Channel, a.threadTS)
+		} else {
+			msgs, err = a.r.thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
+		}
+		return err
+	})
+	if !read {
 		a.log.Debug("no read budget to look for parts whose post may have landed")
 		return nil, false
-	}
-	var msgs []slack.Message
-	var err error
-	if a.threadTS != "" {
-		msgs, err = a.r.thread.Replies(ctx, a.req.Channel, a.threadTS)
-	} else {
-		msgs, err = a.r.thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
-	}
-	if ra, limited := rateLimited(err); limited {
-		a.r.opt.Budgets.Reads.Throttled(ra) // not retried, but every reader waits it out
 	}
 	if err != nil {
 		a.log.Debug("looking for parts whose post may have landed", zap.Error(err))

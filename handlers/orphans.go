@@ -186,10 +186,9 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 
 // updateOrphan edits ts to msg within the edit budget, as a final write.
 func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg) error {
-	lane := r.opt.Budgets.Edits.Lane()
+	lane := r.paced.editLane()
 	defer lane.Close()
-	err := retryWrite(ctx, closingRetry, nil, laneTurn(lane, pace.Final, time.Now()),
-		func(ctx context.Context) error { return r.msgs.Update(ctx, channel, ts, msg) })
+	err := r.paced.update(ctx, closingRetry, nil, r.paced.editTurn(lane, pace.Final, time.Now()), channel, ts, msg)
 	if err != nil {
 		return fmt.Errorf("chat.update orphaned answer: %w", err)
 	}
@@ -200,10 +199,7 @@ func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg)
 func (r *Replies) postOrphanNote(ctx context.Context, o state.Answer, buttons []Button) error {
 	msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}}
-	err := retryWrite(ctx, closingRetry, nil, r.postTurn(o.Channel), func(ctx context.Context) error {
-		_, err := r.msgs.Post(ctx, o.Channel, o.ThreadTS, msg)
-		return err
-	})
+	_, err := r.paced.post(ctx, closingRetry, nil, o.Channel, o.ThreadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage orphaned answer note: %w", err)
 	}

@@ -138,7 +138,7 @@ func (a *answer) pane(ctx context.Context) {
 			a.log.Info("agent pane: thread not titled", zap.Error(err))
 		}
 	}
-	if !a.r.statuses.allowed() || !a.r.opt.Budgets.Statuses.TryTake() {
+	if !a.r.statuses.allowed() || !a.r.paced.tryStatus() {
 		return
 	}
 	err := a.r.opt.Pane.SetStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages)

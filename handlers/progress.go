@@ -42,7 +42,7 @@ const (
 // first words (a retry), and by the writer itself: never two at once.
 func (s *streamSink) progress(ctx context.Context, tasks ...Task) {
 	a := s.answer
-	if len(tasks) == 0 || s.ts == "" || s.stopped || s.broken || !a.r.opt.Budgets.Appends.Bucket().TryTake() {
+	if len(tasks) == 0 || s.ts == "" || s.stopped || s.broken || !a.r.paced.tryAppend() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), progressTimeout)

@@ -134,6 +134,8 @@ type Replies struct {
 	chat     Chat
 	log      *zap.Logger
 	opt      ReplyOptions
+	// paced is how every call gets through Slack's rate limits (opt.Budgets).
+	paced *writer
 
 	botThreads *ttlCache[bool]   // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *ttlCache[string] // user id -> display name
@@ -206,6 +208,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	opt.Tools = opt.Tools.withDefaults()
 	return &Replies{
 		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
+		paced:      &writer{budgets: opt.Budgets, msgs: m},
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      newTTLCache[string](nameCacheSize, nameCacheTTL),
 		kept:       newKeptResults(keptMax, keptTTL),
@@ -474,14 +477,15 @@ func (r *Replies) resolve(ctx context.Context, log *zap.Logger, ids []string) na
 			names[id] = n
 			continue
 		}
-		if err := r.opt.Budgets.Lookups.Wait(ctx); err != nil {
+		var n string
+		turn, err := r.paced.lookup(ctx, func(ctx context.Context) (err error) {
+			n, err = r.users.Name(ctx, id)
+			return err
+		})
+		if !turn {
 			break // the names time limit: the rest keep their ids
 		}
-		n, err := r.users.Name(ctx, id)
 		if err != nil {
-			if ra, ok := rateLimited(err); ok {
-				r.opt.Budgets.Lookups.Throttled(ra) // every reply's look-ups wait it out, none retries into a storm
-			}
 			log.Debug("users.info", zap.String("user_id", id), zap.Error(err))
 			continue
 		}

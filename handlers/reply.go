@@ -69,7 +69,7 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		a.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
 	}
 	if a.threadTS != "" && a.r.streams(a.req) {
-		if !a.r.opt.Budgets.Streams.TryTake() {
+		if !a.r.paced.tryStream() {
 			a.log.Debug("native streaming budget used up; answering by editing")
 			return a.openEdit(ctx)
 		}
@@ -82,7 +82,7 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		}
 		switch ra, limited := rateLimited(err); {
 		case limited:
-			a.r.opt.Budgets.Streams.Throttled(ra)
+			a.r.paced.streamThrottled(ra)
 			a.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		case refusesStreaming(err):
 			a.r.streaming.refuse(a.r.opt.StreamRefusal)
@@ -105,7 +105,7 @@ func (a *answer) placeholder() Msg {
 // placeholder is posted now.
 func (a *answer) openEdit(ctx context.Context) (*editSink, error) {
 	if after := a.r.opt.PlaceholderAfter; after > 0 {
-		e := a.editSink(a.r.opt.Budgets.Edits.Lane(), "")
+		e := a.editSink(a.r.paced.editLane(), "")
 		e.placeholderDue = a.start.Add(after)
 		return e, nil
 	}
@@ -113,7 +113,7 @@ func (a *answer) openEdit(ctx context.Context) (*editSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
-	e := a.editSink(a.r.opt.Budgets.Edits.Lane(), ts)
+	e := a.editSink(a.r.paced.editLane(), ts)
 	e.posts = 1
 	return e, nil
 }
@@ -144,11 +144,8 @@ func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
 // new messages when it is longer. Returned errors are the edit's: the caller then answers in a new
 // message. An old part that cannot be deleted stays (logged).
 func (a *answer) openInPlace(ctx context.Context, old []string) (*editSink, error) {
-	lane := a.r.opt.Budgets.Edits.Lane()
-	err := retryWrite(ctx, interimRetry, nil, laneTurn(lane, pace.First, time.Now()),
-		func(ctx context.Context) error {
-			return idempotent(a.r.msgs.Update(ctx, a.req.Channel, old[0], a.placeholder()))
-		})
+	lane := a.r.paced.editLane()
+	err := a.r.paced.update(ctx, interimRetry, nil, a.r.paced.editTurn(lane, pace.First, time.Now()), a.req.Channel, old[0], a.placeholder())
 	if err != nil {
 		lane.Close()
 		return nil, fmt.Errorf("chat.update old answer: %w", err)
@@ -182,7 +179,7 @@ func (a *answer) oldAnswer(thread []slack.Message) []string {
 }
 
 func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
-	if err := a.r.postWait(ctx, a.req.Channel); err != nil {
+	if err := a.r.paced.postWait(ctx, a.req.Channel); err != nil {
 		return nil, err
 	}
 	ts, err := a.r.streamer.StartStream(ctx, a.streamStart(""))
@@ -191,7 +188,7 @@ func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
 	}
 	a.posted(ts)
 	now := time.Now()
-	return &streamSink{answer: a, lane: a.r.opt.Budgets.Appends.Lane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts,
+	return &streamSink{answer: a, lane: a.r.paced.appendLane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts,
 		streamed: []string{ts}, starts: 1, opened: now, wrote: now}, nil
 }
 
@@ -323,7 +320,7 @@ func tsPlus(ts string, d time.Duration) string {
 // replies reads a thread (conversations.replies) within the read budget (read).
 func (r *Replies) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
 	var msgs []slack.Message
-	err := r.read(ctx, func(ctx context.Context) (err error) {
+	err := r.paced.read(ctx, func(ctx context.Context) (err error) {
 		msgs, err = r.thread.Replies(ctx, channel, threadTS)
 		return err
 	})
@@ -337,7 +334,7 @@ func (r *Replies) replies(ctx context.Context, channel, threadTS string) ([]slac
 // budget (read).
 func (r *Replies) history(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
 	var msgs []slack.Message
-	err := r.read(ctx, func(ctx context.Context) (err error) {
+	err := r.paced.read(ctx, func(ctx context.Context) (err error) {
 		msgs, err = r.thread.History(ctx, channel, limit, latest)
 		return err
 	})
@@ -345,57 +342,6 @@ func (r *Replies) history(ctx context.Context, channel string, limit int, latest
 		return nil, fmt.Errorf("conversations.history: %w", err)
 	}
 	return msgs, nil
-}
-
-// read makes a thread or history read within the shared read budget (ReplyOptions.Reads): it waits
-// for a token, and a 429 pauses every reader for its Retry-After (and lowers the rate) before this
-// one tries again, so concurrent replies queue for reads instead of retrying into a storm. Only 429s
-// are retried (at most maxRateLimited), until ctx ends.
-func (r *Replies) read(ctx context.Context, f func(context.Context) error) error {
-	for limited := 0; ; {
-		if err := r.opt.Budgets.Reads.Wait(ctx); err != nil {
-			return err
-		}
-		err := f(ctx)
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		ra, ok := rateLimited(err)
-		if limited++; !ok || limited == maxRateLimited {
-			return err
-		}
-		r.opt.Budgets.Reads.Throttled(ra)
-	}
-}
-
-// postWait waits for a chat.postMessage (or chat.startStream) slot: the channel's, then the workspace's.
-// When the channel gets a 429 while the post queues for the workspace, the channel's slot it holds was
-// handed out before that 429 said the channel's budget is spent: it queues for the channel again. (Else
-// every post holding a slot would go as the pause ends, and draw another 429: seen in the load benchmark
-// when Slack's budgets were spent at start-up.)
-//
-// The workspace's slot taken in a round that goes back to the channel's line is not given back (a token
-// returned to a bucket with waiters could put two calls on one slot); a round costs one only after a
-// 429 in the channel.
-func (r *Replies) postWait(ctx context.Context, channel string) error {
-	for {
-		slot, err := r.opt.Budgets.Posts.WaitSlot(ctx, channel)
-		if err != nil {
-			return err
-		}
-		if err := r.opt.Budgets.PostsWorkspace.Wait(ctx); err != nil {
-			return err
-		}
-		if !slot.Stale() {
-			return nil
-		}
-	}
-}
-
-// postThrottled records a post's 429 in both budgets: Slack does not say which limit was hit.
-func (r *Replies) postThrottled(channel string, retryAfter time.Duration) {
-	r.opt.Budgets.Posts.Throttled(channel, retryAfter)
-	r.opt.Budgets.PostsWorkspace.Throttled(retryAfter)
 }
 
 // trigger returns the triggering message from the thread (found), or builds it from the request when
@@ -538,10 +484,8 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 
 // scheduler is the budget s writes from.
 func (a *answer) scheduler(s sink) *pace.Scheduler {
-	if _, ok := s.(*streamSink); ok {
-		return a.r.opt.Budgets.Appends
-	}
-	return a.r.opt.Budgets.Edits
+	_, stream := s.(*streamSink)
+	return a.r.paced.scheduler(stream)
 }
 
 func (a *answer) policy(s sink) pace.Policy { return a.scheduler(s).Policy() }

@@ -6,14 +6,12 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
-
-	"github.com/llmbot/llmbot/internal/watch"
-	"github.com/llmbot/llmbot/pace"
 )
 
-// retryPolicy is how long a Slack write keeps trying: 429s are waited out (Slack says when to come
-// back, after the write's turn has paused its budget for every answer), and transient failures (5xx,
-// network) are retried with backoff. Each is bounded by a count or, when that is 0, by a window.
+// retryPolicy is how long a Slack write keeps trying (writer.do): 429s are waited out (Slack says
+// when to come back, after the write's turn has paused its budget for every answer), and transient
+// failures (5xx, network) are retried with backoff. Each is bounded by a count or, when that is 0,
+// by a window.
 type retryPolicy struct {
 	attempts int // tries in all while the failures are transient (0: bounded by outage)
 	// outage is how long transient failures are retried after the first of an outage (see outage).
@@ -71,68 +69,6 @@ func (o *outage) begin() time.Duration {
 
 // end records that Slack took a write: a later failure starts a new outage.
 func (o *outage) end() { o.since = time.Time{} }
-
-// retryWrite waits for its turn t and writes, retrying under pol until the write succeeds, ctx ends
-// or pol gives up. o is the outage the write shares with others (nil: its own).
-func retryWrite(ctx context.Context, pol retryPolicy, o *outage, t turn, write func(context.Context) error) error {
-	if o == nil {
-		o = new(outage)
-	}
-	r := retries{policy: pol, outage: o, backoff: firstBackoff}
-	for {
-		if err := t.wait(ctx); err != nil {
-			return err
-		}
-		err := write(ctx)
-		if err == nil {
-			o.end()
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		if ra, ok := rateLimited(err); ok {
-			if !r.waitOut() {
-				return err
-			}
-			t.throttled(ra)
-			continue
-		}
-		if !transient(err) {
-			return err
-		}
-		pause, ok := r.retry()
-		if !ok || watch.Sleep(ctx, pause) != nil {
-			return err
-		}
-	}
-}
-
-// turn is where a Slack write waits for its turn, and records a 429 for every answer: the budget of
-// its method (Budgets), or the budgets it takes a slot in one after the other.
-type turn struct {
-	wait      func(context.Context) error
-	throttled func(time.Duration)
-}
-
-// bucketTurn is a turn in budget b.
-func bucketTurn(b *pace.Bucket) turn { return turn{wait: b.Wait, throttled: b.Throttled} }
-
-// laneTurn is a turn in lane l at priority prio, for text waiting since since.
-func laneTurn(l *pace.Lane, prio pace.Priority, since time.Time) turn {
-	return turn{wait: func(ctx context.Context) error { return l.Wait(ctx, prio, since) }, throttled: l.Throttled}
-}
-
-// by is t with its wait ended at by (unless zero): a wait for a turn bounded more tightly than the
-// write that follows it.
-func (t turn) by(by time.Time) turn {
-	if by.IsZero() {
-		return t
-	}
-	wait := t.wait
-	t.wait = func(ctx context.Context) error { return waitBy(ctx, by, wait) }
-	return t
-}
 
 // retries counts one write's failures against its policy.
 type retries struct {

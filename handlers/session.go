@@ -50,13 +50,13 @@ func (a *answer) session(ctx context.Context, s sink, status string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if (status == SessionProcessing || shutdown) && !r.opt.Budgets.Sessions.TryTake() {
+	if (status == SessionProcessing || shutdown) && !r.paced.trySession() {
 		// Processing: the stream itself has Slack show the answer is under way. At shutdown the
 		// grace period is for the answers' closing writes.
 		return
 	}
 	if status != SessionProcessing && !shutdown {
-		if err := r.opt.Budgets.Sessions.Wait(ctx); err != nil {
+		if err := r.paced.sessionTurn().wait(ctx); err != nil {
 			a.log.Info("agent session status not set: no agents.sessions.setStatus turn in time", zap.String("status", status))
 			return
 		}
@@ -66,7 +66,7 @@ func (a *answer) session(ctx context.Context, s sink, status string) {
 	case err == nil:
 		a.log.Debug("agent session status set", zap.String("status", status))
 	case limited:
-		r.opt.Budgets.Sessions.Throttled(ra)
+		r.paced.sessionTurn().throttled(ra)
 		a.log.Info("agent session status rate limited", zap.String("status", status))
 	case refusesSessions(err):
 		r.sessions.refuse(r.opt.StreamRefusal)

@@ -201,7 +201,7 @@ func streamEnded(err error) bool { return slackErr(err) == "message_not_in_strea
 // Slack has ended meanwhile is finished with chat.update.
 func (s *streamSink) stopFull(ctx context.Context, call callCtxFunc) error {
 	a := s.answer
-	if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
+	if err := a.r.paced.streamTurn().wait(ctx); err != nil {
 		return err
 	}
 	cctx, cancel := call(ctx)
@@ -224,7 +224,7 @@ func (s *streamSink) finishExpired(ctx context.Context, call callCtxFunc, md str
 	a := s.answer
 	a.log.Info("Slack ended a streamed message by itself; finishing it with chat.update",
 		zap.Duration("age", time.Since(s.opened)), zap.Duration("idle", time.Since(s.wrote)))
-	if err := a.r.opt.Budgets.Edits.Bucket().Wait(ctx); err != nil {
+	if err := a.r.paced.editWait(ctx); err != nil {
 		return err
 	}
 	cctx, cancel := call(ctx)
@@ -240,10 +240,7 @@ func (s *streamSink) finishExpired(ctx context.Context, call callCtxFunc, md str
 // startWith starts a new streamed message of the answer with piece.
 func (s *streamSink) startWith(ctx context.Context, call callCtxFunc, piece string) error {
 	a := s.answer
-	if err := a.r.opt.Budgets.Streams.Wait(ctx); err != nil {
-		return err
-	}
-	if err := a.r.postWait(ctx, a.req.Channel); err != nil {
+	if err := a.r.paced.startTurn(a.req.Channel).wait(ctx); err != nil {
 		return err
 	}
 	cctx, cancel := call(ctx)
@@ -293,7 +290,7 @@ func (e startStopError) Unwrap() error { return e.err }
 // answer continues in a new message), so that the budget that was spent is the one that pauses.
 func (s *streamSink) throttled(err error, retryAfter time.Duration) {
 	if errors.As(err, new(startStopError)) {
-		s.answer.r.opt.Budgets.Streams.Throttled(retryAfter)
+		s.answer.r.paced.streamThrottled(retryAfter)
 		return
 	}
 	s.lane.Throttled(retryAfter)
@@ -389,10 +386,10 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 	}
 	whole := len(text)
 	// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
-	s.appendWait = laneTurn(s.lane, pace.Final, time.Time{}).by(c.turnBy).wait
+	s.appendWait = a.r.paced.editTurn(s.lane, pace.Final, time.Time{}).by(c.turnBy).wait
 	var last error // the attempt's error, whose 429 throttled charges
-	streams := turn{wait: a.r.opt.Budgets.Streams.Wait, throttled: func(d time.Duration) { s.throttled(last, d) }}
-	err := retryWrite(ctx, closingRetry, &a.outage, streams.by(c.turnBy),
+	streams := turn{wait: a.r.paced.streamTurn().wait, throttled: func(d time.Duration) { s.throttled(last, d) }}
+	err := a.r.paced.do(ctx, closingRetry, &a.outage, streams.by(c.turnBy),
 		func(ctx context.Context) error {
 			last = s.finalAttempt(ctx, &text, c.kind, c.note)
 			return last
@@ -413,14 +410,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.ts == "" && note != "" {
 		// No streamed message is open: the note goes in a new one (the budgets of any start).
 		var ts string
-		streams := bucketTurn(a.r.opt.Budgets.Streams).by(by)
-		start := turn{wait: func(ctx context.Context) error {
-			if err := streams.wait(ctx); err != nil {
-				return err
-			}
-			return a.r.postWait(ctx, a.req.Channel)
-		}, throttled: streams.throttled}
-		err := retryWrite(ctx, closingRetry, &a.outage, start,
+		err := a.r.paced.do(ctx, closingRetry, &a.outage, a.r.paced.startTurn(a.req.Channel).by(by),
 			func(ctx context.Context) (err error) {
 				ts, err = a.r.streamer.StartStream(ctx, a.streamStart(""))
 				return err
@@ -438,7 +428,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.sent == 0 {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
-	err := retryWrite(ctx, closingRetry, &a.outage, bucketTurn(a.r.opt.Budgets.Streams).by(by),
+	err := a.r.paced.do(ctx, closingRetry, &a.outage, a.r.paced.streamTurn().by(by),
 		func(ctx context.Context) error {
 			var bs []Button
 			if note != "" {
@@ -532,7 +522,7 @@ type rescuePosts struct {
 // rescuePost posts msg, part i of the rescued answer, and records it in rp.
 func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg Msg) error {
 	a := s.answer
-	return retryWrite(ctx, closingRetry, &a.outage, a.r.postTurn(a.req.Channel),
+	return a.r.paced.do(ctx, closingRetry, &a.outage, a.r.paced.postTurn(a.req.Channel),
 		func(ctx context.Context) error {
 			ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 			if i == 0 {

@@ -10,20 +10,14 @@ import (
 	"github.com/llmbot/llmbot/route"
 )
 
-// An answer's paced Slack writes outside the sinks' own: each waits for its turn in its method's
-// budget (Budgets), records a 429 there for every answer, and is retried under a policy (retry.go)
-// within the context its caller gives it, whose deadline derives from closeBy once the answer is
-// cancelled (deadline.go).
+// An answer's Slack writes outside the sinks' own, through the writer (writer.go), within the
+// context its caller gives them, whose deadline derives from closeBy once the answer is cancelled
+// (deadline.go).
 
 // postRetry posts msg in the answer's thread under the channel's post budgets, retried under pol
 // within outage o (nil: its own), and returns its ts (the last attempt's).
 func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
-	var ts string
-	err := retryWrite(ctx, pol, o, a.r.postTurn(a.req.Channel),
-		func(ctx context.Context) (err error) {
-			ts, err = a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
-			return err
-		})
+	ts, err := a.r.paced.post(ctx, pol, o, a.req.Channel, a.threadTS, msg)
 	if err == nil {
 		a.posted(ts)
 	}
@@ -54,14 +48,6 @@ func (a *answer) posted(ts string) {
 	}
 }
 
-// postTurn is a turn to post in channel: the channel's post budget, then the workspace's (postWait).
-func (r *Replies) postTurn(channel string) turn {
-	return turn{
-		wait:      func(ctx context.Context) error { return r.postWait(ctx, channel) },
-		throttled: func(d time.Duration) { r.postThrottled(channel, d) },
-	}
-}
-
 // writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
 const writeCallTimeout = 10 * time.Second
 
@@ -79,24 +65,9 @@ func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFu
 	return cctx, func() { cancel(); ocancel() }
 }
 
-// deleteMessage deletes one of the answer's messages, retried under pol; its wait for the Deletes
-// budget ends at by (unless zero). A message already gone counts as deleted, so a timed-out delete is
-// repeated: one that landed answers message_not_found the next time.
+// deleteMessage deletes one of the answer's messages (writer.delete).
 func (a *answer) deleteMessage(ctx context.Context, pol retryPolicy, by time.Time, ts string) error {
-	err := retryWrite(ctx, pol, nil, bucketTurn(a.r.opt.Budgets.Deletes).by(by),
-		func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, writeCallTimeout)
-			defer cancel()
-			err := a.r.msgs.Delete(ctx, a.req.Channel, ts)
-			if slackErr(err) == "message_not_found" {
-				return nil
-			}
-			return idempotent(err)
-		})
-	if err != nil {
-		return fmt.Errorf("chat.delete: %w", err)
-	}
-	return nil
+	return a.r.paced.delete(ctx, pol, by, a.req.Channel, ts)
 }
 
 // withdraw takes back a bare placeholder at shutdown: it tells the asker privately that the question
@@ -114,14 +85,7 @@ func (a *answer) withdraw(ctx context.Context, by time.Time, ts string) error {
 // question was not answered because the bot is restarting. The wait for the budget ends at by
 // (unless zero); the write may use all of ctx.
 func (a *answer) tellNotAnswered(ctx context.Context, by time.Time) error {
-	err := retryWrite(ctx, interimRetry, nil, bucketTurn(a.r.opt.Budgets.Ephemerals).by(by),
-		func(ctx context.Context) error {
-			return a.r.msgs.Ephemeral(ctx, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
-		})
-	if err != nil {
-		return fmt.Errorf("chat.postEphemeral: %w", err)
-	}
-	return nil
+	return a.r.paced.ephemeral(ctx, interimRetry, by, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
 }
 
 // notAnswered is for an answer shut down before it opened (no placeholder or stream yet): the asker
@@ -135,15 +99,4 @@ func (a *answer) notAnswered(ctx context.Context) error {
 	}
 	a.log.Info("shutdown before the placeholder; asker told privately")
 	return nil
-}
-
-// waitBy runs wait on ctx, ended at by unless by is zero: a wait for a slot bounded more tightly than
-// the write that follows it.
-func waitBy(ctx context.Context, by time.Time, wait func(context.Context) error) error {
-	if by.IsZero() {
-		return wait(ctx)
-	}
-	ctx, cancel := context.WithDeadline(ctx, by)
-	defer cancel()
-	return wait(ctx)
 }
