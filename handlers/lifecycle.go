@@ -102,7 +102,9 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	if thread == nil && !a.startsThread() { // the thread is read: that is shown
 		s.progress(ctx, Task{ID: taskRead, Title: titleRead, Status: TaskInProgress})
 	}
+	stopIdle := a.idleDuring(ctx, s)
 	res, early, err := a.prepare(ctx, thread)
+	stopIdle()
 	if thread == nil && !a.startsThread() {
 		a.readStatus = doneStatus(err)
 	}
@@ -126,6 +128,27 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		ferr = fmt.Errorf("final write: %w", ferr)
 	}
 	return errors.Join(serr, ferr)
+}
+
+// idleDuring has s show life (its idle work: the placeholder) if it falls due while the answer
+// is still being prepared, before the writer starts: a thread read waits for the read budget (Tier
+// 3, about 50 a minute for the whole workspace), so under load it may take long, and the asker must
+// not be left without a sign meanwhile. The returned func stops it, or waits for it to end.
+func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
+	due := s.idleDue()
+	if due.IsZero() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	t := time.AfterFunc(time.Until(due), func() {
+		defer close(done)
+		s.idle(ctx)
+	})
+	return func() {
+		if !t.Stop() {
+			<-done
+		}
+	}
 }
 
 // replaced reads, for a Regenerate, the thread first to find the old answer's messages (old), which

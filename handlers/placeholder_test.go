@@ -297,3 +297,32 @@ func TestPlaceholderUnderLoad(t *testing.T) {
 		})
 	}
 }
+
+// A question in a thread whose read waits for the read budget (spent by other answers): the
+// placeholder shows after PlaceholderAfter while the thread is still being read, and becomes the
+// answer.
+func TestPlaceholderWhileTheThreadIsRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := lazyOptions()
+		opt.Budgets.Reads = pace.NewBucket(1, 1) // one read a minute
+		opt.Budgets.Reads.TryTake()              // spent by another answer a moment ago
+		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt.req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
+		start := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+
+		posts := rt.slack.callsOf("post")
+		if len(posts) == 0 || posts[0].text != textThinking {
+			t.Fatalf("posts %+v, want the placeholder first", posts)
+		}
+		if got := posts[0].at.Sub(start); got != time.Second {
+			t.Errorf("placeholder posted %v after the question, want PlaceholderAfter (1s) while the thread is read", got)
+		}
+		if reads := rt.slack.callsOf("replies"); len(reads) != 1 || !reads[0].at.After(posts[0].at) {
+			t.Errorf("thread reads %+v, want one, after the placeholder", reads)
+		}
+		if got := rt.texts(); strings.Join(got, "|") != "Token buckets refill." {
+			t.Errorf("thread shows %q, want the answer in the placeholder's message", got)
+		}
+	})
+}

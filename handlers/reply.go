@@ -47,7 +47,8 @@ type sink interface {
 	closeStep(ctx context.Context, step closeStep, c closing) (closed bool, err error)
 	// idleDue is when the writer, still without text, calls idle (zero: never).
 	idleDue() time.Time
-	// idle shows life while the model has sent no text yet; called only by the writer goroutine.
+	// idle shows life while the model has sent no text yet; called by the writer goroutine, or
+	// before it starts while the answer is prepared (idleDuring).
 	idle(ctx context.Context)
 	// close releases the sink's lane.
 	close()
