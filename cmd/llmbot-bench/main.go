@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	policies := fs.String("policies", strings.Join(allPolicies, ","), "EDIT_POLICY values to compare")
 	mode := fs.String("mode", "edit", "the bot's REPLY_MODE: edit (mentions in channels, answers posted and edited) or stream (questions in DM threads, answers streamed natively while Slack's stream budget lasts, else edited)")
 	scale := fs.Float64("scale", 1, "time scale: multiplies Slack's rates and the model's token rate (ratios kept); reported lags are converted back to Slack time")
+	maxConcurrent := fs.Int("max-concurrent", 0, "the bot's MAX_CONCURRENT_REPLIES (50 is its default: answers beyond it wait in line, and the table reports the wait per place); 0: N + 10, so that no question waits")
 	perChannel := fs.Int("per-channel", 4, "conversations per channel (N=200 -> 50 channels)")
 	tokens := fs.Int("tokens", 400, "tokens per answer (about)")
 	spread := fs.Float64("spread", 0, "answers' lengths differ by up to this fraction of -tokens either way, spread evenly over the conversations (0.5: 200 to 600 tokens); 0: every answer has the same length, so answers started together end together (the worst case for the final edits)")
@@ -99,8 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *mode != "edit" && *mode != "stream" {
 		return fmt.Errorf("-mode: %q is not edit or stream", *mode)
 	}
-	if *scale <= 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 || *spread < 0 || *spread >= 1 || *editBudget < 0 {
-		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1; -spread from 0 to below 1; -edit-budget not below 0")
+	if *scale <= 0 || *maxConcurrent < 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 || *spread < 0 || *spread >= 1 || *editBudget < 0 {
+		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1; -spread from 0 to below 1; -edit-budget and -max-concurrent not below 0")
 	}
 	var redisPath string
 	if slices.Max(replicas) > 1 && !*noRedis {
@@ -141,7 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	set := settings{
 		scale: *scale, perChannel: *perChannel, tokens: *tokens, spread: *spread, firstToken: *first, tokenInterval: *interval,
 		updatesPerMin: *updates, editBudget: *editBudget, noRedis: *noRedis, redisPath: redisPath, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
-		timeout: *timeout, botPath: path, botEnv: botEnv, mode: *mode, workDir: work, verbose: logf,
+		timeout: *timeout, botPath: path, botEnv: botEnv, mode: *mode, workDir: work, verbose: logf, maxConcurrent: *maxConcurrent,
 	}
 	if *imagine > 0 {
 		if *imageMiB < 1 {
@@ -264,5 +265,5 @@ var toolSettings = map[string]string{
 	"EDIT_BUDGET_PER_MINUTE": "-edit-budget, by default -updates-per-min",
 	"REDIS_URL":              "-replicas, which starts a redis-server for each scenario, since the state of one scenario must not reach the next (-no-redis: none)",
 	"STATE_DIR":              "a new folder for each bot process in each scenario",
-	"MAX_CONCURRENT_REPLIES": "N + 10, so that no question is refused as busy",
+	"MAX_CONCURRENT_REPLIES": "N + 10, so that no question waits in line (or -max-concurrent)",
 }

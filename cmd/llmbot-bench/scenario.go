@@ -48,6 +48,16 @@ type settings struct {
 	mode    string
 	workDir string
 	verbose func(format string, args ...any)
+	// maxConcurrent is the bot's MAX_CONCURRENT_REPLIES; 0: N + 10, so that no question waits in line.
+	maxConcurrent int
+}
+
+// concurrent is MAX_CONCURRENT_REPLIES for n conversations.
+func (s settings) concurrent(n int) int {
+	if s.maxConcurrent > 0 {
+		return s.maxConcurrent
+	}
+	return n + 10
 }
 
 // limits are the fake's rate limits: Slack's published tiers (fakeslack.SlackLimits), with
@@ -84,48 +94,51 @@ type result struct {
 	replicas int  // bot processes
 	noRedis  bool // the replicas shared nothing
 
-	acks         []time.Duration
-	firstText    []time.Duration
-	lags         []time.Duration // per token shown
-	finalLags    []time.Duration
-	best         time.Duration
-	hidden       int // tokens never shown
-	tokens       int // tokens the model streamed
-	calls        int // Slack Web API calls after the first question
-	callsBy      map[string]int
-	throttled    int // 429s answered
-	throttledBy  map[string]int
-	last429      map[string]time.Duration // per method: its last 429, from the load's start (Slack time)
-	complete     int
-	wrong, lost  int
-	duplicates   int             // extra bot messages in threads that do not show the answer, and extra model requests
-	continued    int             // answers whose end was posted in a second message (the edit budget was spent)
-	streamed     int             // answers written with native streaming alone
-	edited       int             // answers written by posting and editing alone
-	bothWays     int             // answers streamed, then posted (a stream that could not be finished)
-	streamLags   []time.Duration // lags of the tokens of answers written with native streaming alone
-	editLags     []time.Duration // lags of the tokens of answers written by posting and editing alone
-	unmatched    int
-	peakStreams  int             // most model streams open at once
-	toModel      []time.Duration // question posted -> the model request for it (not scaled)
-	httpConns    int             // of the goroutines after: idle HTTP connections' read/write loops
-	streamTime   []time.Duration // model: first token -> last token, per answer (not scaled)
-	cpu          time.Duration   // from the first question to the end of the run (summed over the replicas, as below)
-	wakeups      int64           // times the bot's threads were scheduled in, same span (-1: unknown)
-	replicaCPU   []time.Duration // each replica's part of cpu
-	replicaRSS   []int64         // each replica's peak RSS, kB
-	envelopes    []int           // envelopes the fake Slack wrote to each Socket Mode connection
-	redisCPU     time.Duration   // the redis-server's CPU over the same span (-1 without one)
-	idleCPU      time.Duration   // during the settle time before the load
-	idleFor      time.Duration   // how long that was
-	idleRSS      int64           // kB
-	peakRSS      int64           // kB
-	goroutines   int
-	goroutineErr error
-	logs         map[string]int
-	firstLog     string        // the bot's first warning or error line
-	wall         time.Duration // load start -> end of the run
-	note         string        // why the run ended before every reply was final, if it did
+	acks        []time.Duration
+	firstText   []time.Duration
+	lags        []time.Duration // per token shown
+	finalLags   []time.Duration
+	best        time.Duration
+	hidden      int // tokens never shown
+	tokens      int // tokens the model streamed
+	calls       int // Slack Web API calls after the first question
+	callsBy     map[string]int
+	throttled   int // 429s answered
+	throttledBy map[string]int
+	last429     map[string]time.Duration // per method: its last 429, from the load's start (Slack time)
+	complete    int
+	wrong, lost int
+	duplicates  int             // extra bot messages in threads that do not show the answer, and extra model requests
+	continued   int             // answers whose end was posted in a second message (the edit budget was spent)
+	streamed    int             // answers written with native streaming alone
+	edited      int             // answers written by posting and editing alone
+	bothWays    int             // answers streamed, then posted (a stream that could not be finished)
+	streamLags  []time.Duration // lags of the tokens of answers written with native streaming alone
+	editLags    []time.Duration // lags of the tokens of answers written by posting and editing alone
+	unmatched   int
+	peakStreams int             // most model streams open at once
+	toModel     []time.Duration // question posted -> the model request for it (not scaled)
+	// concurrent is the bot's MAX_CONCURRENT_REPLIES; toldPlace counts the askers told their place
+	// in line privately.
+	concurrent, toldPlace int
+	httpConns             int             // of the goroutines after: idle HTTP connections' read/write loops
+	streamTime            []time.Duration // model: first token -> last token, per answer (not scaled)
+	cpu                   time.Duration   // from the first question to the end of the run (summed over the replicas, as below)
+	wakeups               int64           // times the bot's threads were scheduled in, same span (-1: unknown)
+	replicaCPU            []time.Duration // each replica's part of cpu
+	replicaRSS            []int64         // each replica's peak RSS, kB
+	envelopes             []int           // envelopes the fake Slack wrote to each Socket Mode connection
+	redisCPU              time.Duration   // the redis-server's CPU over the same span (-1 without one)
+	idleCPU               time.Duration   // during the settle time before the load
+	idleFor               time.Duration   // how long that was
+	idleRSS               int64           // kB
+	peakRSS               int64           // kB
+	goroutines            int
+	goroutineErr          error
+	logs                  map[string]int
+	firstLog              string        // the bot's first warning or error line
+	wall                  time.Duration // load start -> end of the run
+	note                  string        // why the run ended before every reply was final, if it did
 	// troubles describes each conversation that was not answered exactly once: what its thread
 	// shows and how many model requests it had, to find the cause in the bot's logs.
 	troubles []string
@@ -228,7 +241,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 		"EDIT_POLICY="+policy,
 		"REPLY_MODE="+set.mode,
 		"EDIT_BUDGET_PER_MINUTE="+strconv.FormatFloat(set.botEditBudget()*set.scale, 'f', -1, 64),
-		"MAX_CONCURRENT_REPLIES="+strconv.Itoa(n+10),
+		"MAX_CONCURRENT_REPLIES="+strconv.Itoa(set.concurrent(n)),
 		"GOTRACEBACK=all",
 		"HOME="+set.workDir,
 	)
@@ -377,6 +390,12 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 	}
 
 	measure(res, set.scale, slack, model, convs, chans, threads, asked, start)
+	res.concurrent = set.concurrent(n)
+	for _, e := range slack.Ephemerals() {
+		if strings.Contains(e.Text, "in line") {
+			res.toldPlace++
+		}
+	}
 	return res, nil
 }
 

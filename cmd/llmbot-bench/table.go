@@ -215,6 +215,9 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 			}
 			fmt.Fprintf(w, "- %s: not answered exactly once: %s\n", r.label(), t)
 		}
+		if q := r.queueDetails(); q != "" {
+			fmt.Fprintf(w, "- %s: %s\n", r.label(), q)
+		}
 		if d := r.replicaDetails(); d != "" {
 			fmt.Fprintf(w, "- %s: %s\n", r.label(), d)
 		}
@@ -222,4 +225,21 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 			r.label(), strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
 			r.peakStreams, r.writtenBy(), r.continued, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
 	}
+}
+
+// queueDetails reports the questions that waited in line for one of the bot's
+// MAX_CONCURRENT_REPLIES places: how many, how long they waited for their model request, and that
+// wait per place (the k-th question past the places is k-th in line), or "" when none could wait.
+func (r *result) queueDetails() string {
+	waits := slices.Sorted(slices.Values(r.toModel))
+	if len(waits) <= r.concurrent {
+		return ""
+	}
+	queued := waits[r.concurrent:]
+	var perPlace []time.Duration
+	for k, w := range queued {
+		perPlace = append(perPlace, w/time.Duration(k+1))
+	}
+	return fmt.Sprintf("waited in line for one of %d places %d (told their place privately %d): question -> model request p50 %ss max %ss; per place ahead mean %ss",
+		r.concurrent, len(queued), r.toldPlace, secs(percentile(queued, 50)), secs(maxOf(queued)), secs(mean(perPlace)))
 }
