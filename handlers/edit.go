@@ -38,12 +38,9 @@ type editSink struct {
 	tailMD string
 	// slotHeld: the final write holds a chat.update turn already (taken by continueByPost).
 	slotHeld bool
-	// replaceDue: under load no edit turn came soon for the text the placeholder waits for, so the
-	// next write of the first part posts it in a new message instead, from the channel's post
-	// budget (replacePlaceholder).
-	replaceDue bool
-	// withdrawn is the placeholder a post replaced, until it is deleted ("": none).
-	withdrawn string
+	// inPlace: the placeholder is an old answer's first message (a Regenerate written in its place),
+	// whose place in the thread is kept: it is never withdrawn (withdrawPlaceholder).
+	inPlace bool
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -146,14 +143,14 @@ func (e *editSink) underLoad() bool {
 // edit turn comes within continueWait, the final write takes it (slotHeld). Otherwise, if what the
 // message shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that,
 // sealed as it is, and the rest of the answer goes in new messages (the final write posts them); a
-// bare placeholder is replaced by a post of the answer (replaceDue); else the final write waits for
-// its turn as usual.
+// bare placeholder is withdrawn, and the whole answer posted (withdrawPlaceholder); else the final
+// write waits for its turn as usual.
 func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
 	if k < 0 || !by.IsZero() || e.slotHeld || !e.underLoad() {
 		return // not under load: the last edit's turn comes soon enough
 	}
-	placeholder := e.shows() == showsPlaceholder && e.withdrawn == ""
+	placeholder := e.shows() == showsPlaceholder && !e.inPlace
 	if !placeholder && (e.shown[k] == "" || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD)) {
 		return
 	}
@@ -161,8 +158,12 @@ func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) 
 		e.slotHeld = true
 		return
 	}
+	if placeholder && !e.answer.cancelled() && e.answer.r.paced.tryDelete() {
+		// The answer ended on its own, so its final write has all the time the post needs.
+		e.withdrawPlaceholder(ctx)
+		return
+	}
 	if placeholder {
-		e.replaceDue = true
 		return
 	}
 	at := e.tailMD
@@ -233,8 +234,8 @@ func (e *editSink) idle(ctx context.Context) {
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	for !e.broken && snap.md != e.doneMD {
-		post := e.postDue
-		if err := e.waitTurn(ctx, wctx, post, snap.since); err != nil {
+		post, err := e.waitTurn(ctx, wctx, e.postDue, snap.since)
+		if err != nil {
 			e.answer.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
 		}
@@ -249,13 +250,12 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 			e.postDue = needPost // the other kind of slot is needed (once per part at most)
 			continue
 		}
-		posting := post || e.replaceDue
 		cut, err := e.writePart(ctx, parts, i, post)
 		if err == nil {
 			e.wrote(parts, i, snap.md)
 			continue
 		}
-		if !e.goOnAfter(ctx, wctx, err, posting, cut, i, snap.since) {
+		if !e.goOnAfter(ctx, wctx, err, post, cut, i, snap.since) {
 			return
 		}
 	}
@@ -265,19 +265,50 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 // the answer's lane of the edit budget. A post keeps its place in the channel's line after the
 // answer is complete (ctx, not wctx): given up, its slot would stay unused behind the posts queued
 // after it (a bucket hands out a place once), and the final write would queue again at the back;
-// kept, it posts the whole answer when its turn comes. The first text for a placeholder under load
-// waits continueWait for an edit turn, then for a post (replaceDue).
-func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, since time.Time) error {
-	if !post && e.shows() == showsPlaceholder && e.underLoad() {
-		if e.turnSoon(wctx, pace.First, since) || wctx.Err() != nil {
-			return context.Cause(wctx)
+// kept, it posts the whole answer when its turn comes. Under load the first text for a bare
+// placeholder waits continueWait for an edit turn; with none, and a chat.delete token at once, it
+// waits for a post turn, and then the placeholder is withdrawn and the text posted
+// (withdrawPlaceholder): the placeholder goes only when the post can follow at once. post reports
+// which slot was taken.
+func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, since time.Time) (bool, error) {
+	if !post && e.shows() == showsPlaceholder && !e.inPlace && e.underLoad() {
+		if e.turnSoon(wctx, pace.First, since) {
+			return false, nil
 		}
-		e.replaceDue, post = true, true
+		if wctx.Err() != nil {
+			return false, context.Cause(wctx)
+		}
+		if e.answer.r.paced.tryDelete() {
+			if err := e.answer.r.paced.postWait(ctx, e.answer.req.Channel); err != nil {
+				return true, err
+			}
+			if e.withdrawPlaceholder(ctx) {
+				return true, nil
+			}
+			// Not deleted: the post turn is lost, and the text waits for an edit as usual.
+		}
 	}
 	if post {
-		return e.answer.r.paced.postWait(ctx, e.answer.req.Channel)
+		return true, e.answer.r.paced.postWait(ctx, e.answer.req.Channel)
 	}
-	return e.lane.Wait(wctx, e.priority(), since)
+	return false, e.lane.Wait(wctx, e.priority(), since)
+}
+
+// withdrawPlaceholder deletes the bare placeholder, its chat.delete turn taken already, so that the
+// answer's text is posted instead of waiting long for an edit: the answer is then as if it had
+// posted nothing yet (its next write posts its first part). It reports whether the placeholder is
+// gone. The delete comes before the post: a post that fails after it leaves nothing to clean up,
+// only an answer not shown yet, which every closing path knows.
+func (e *editSink) withdrawPlaceholder(ctx context.Context) bool {
+	a := e.answer
+	cctx, cancel := a.callCtx(ctx)
+	defer cancel()
+	if !a.r.paced.deleteHeld(cctx, a.req.Channel, e.ts[0]) {
+		return false
+	}
+	a.log.Debug("no edit turn soon: the placeholder is withdrawn and the text posted")
+	e.ts, e.shown, e.btn, e.postDue = nil, nil, nil, true
+	return true
 }
 
 // turnSoon reports whether an edit turn at prio came within continueWait; the turn is then taken.
@@ -294,34 +325,12 @@ func (e *editSink) writePart(ctx context.Context, parts []string, i int, post bo
 	msg := Msg{Text: parts[i], Mark: a.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	switch {
-	case post:
+	if post {
 		err = e.postPart(cctx, msg)
-	case e.replaceDue:
-		var ts string
-		if ts, err = a.r.msgs.Post(cctx, a.req.Channel, a.threadTS, msg); err == nil {
-			a.posted(ts)
-			e.replacePlaceholder(cctx, ts, msg)
-		}
-	default:
+	} else {
 		err = e.editPart(cctx, i, msg)
 	}
 	return cctx.Err() != nil, err
-}
-
-// replacePlaceholder records that the first part, msg, was posted as message ts in place of the
-// placeholder, and deletes the placeholder if the Deletes budget has a token now (else the final
-// write does, after the answer's text).
-func (e *editSink) replacePlaceholder(ctx context.Context, ts string, msg Msg) {
-	a := e.answer
-	e.withdrawn = e.ts[0]
-	e.ts[0], e.shown[0], e.btn[0] = ts, msg.Text, buttonKey(msg.Buttons)
-	e.replaceDue = false
-	e.posts++
-	a.firstText = time.Since(a.start)
-	if a.r.paced.deleteNow(ctx, a.req.Channel, e.withdrawn) {
-		e.withdrawn = ""
-	}
 }
 
 // postPart posts msg as the answer's next message.
@@ -459,12 +468,6 @@ func (e *editSink) final(ctx context.Context, c closing) error {
 			break
 		}
 	}
-	if e.withdrawn != "" && e.closed {
-		if err := e.answer.deleteMessage(ctx, replaceRetry, c.turnBy, e.withdrawn); err != nil {
-			e.answer.log.Warn("a placeholder replaced by the answer's first message could not be deleted", zap.Error(err))
-		}
-		e.withdrawn = ""
-	}
 	return errors.Join(errs...)
 }
 
@@ -505,7 +508,7 @@ func withNote(parts []string, note string) []string {
 func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closing) (deferred, stop bool, err error) {
 	msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 	switch {
-	case i >= len(e.ts), i == 0 && e.replaceDue:
+	case i >= len(e.ts):
 		err = e.postFinal(ctx, i, msg)
 		stop = err != nil // later parts would come out of order
 	case msg.Text == e.shown[i] && c.kind == convo.MarkAnswer && msg.Mark.Note == "":
@@ -519,17 +522,12 @@ func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closi
 	return false, stop, err
 }
 
-// postFinal posts msg as the message of part i: the next after those shown, or the first in the
-// placeholder's place (replaceDue).
+// postFinal posts msg as the message of part i, the next after those shown.
 func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 	a := e.answer
 	ts, err := a.postRetry(ctx, closingRetry, &a.outage, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
-	}
-	if i < len(e.ts) {
-		e.replacePlaceholder(ctx, ts, msg)
-		return nil
 	}
 	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
 	e.posts++
@@ -615,13 +613,6 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, prio pace.Prio
 // message of this answer (marked with its question and first message) after the last one known. Found,
 // it becomes that part, which the final write then edits instead of posting it again.
 func (e *editSink) adoptLost(ctx context.Context) {
-	if e.replaceDue { // the lost post was the first part, posted in the placeholder's place
-		strays, _ := e.answer.strayParts(ctx, "", e.ts)
-		if n := len(strays); n > 0 && convo.TSBefore(e.ts[0], strays[n-1]) {
-			e.withdrawn, e.ts[0], e.btn[0], e.replaceDue = e.ts[0], strays[n-1], "?", false
-		}
-		return
-	}
 	strays, _ := e.answer.strayParts(ctx, e.firstTS(), e.ts)
 	if len(e.ts) == 0 {
 		// The first part's post was lost: the newest first part of an answer to this question is it.
@@ -678,6 +669,8 @@ func (e *editSink) mode() ReplyMode { return ModeEdit }
 
 func (e *editSink) shows() showing {
 	switch {
+	case len(e.ts) == 0 && e.lostPost:
+		return showsText // the first part's post timed out, and may have landed (adoptLost)
 	case len(e.ts) == 0:
 		return showsNothing
 	case len(e.ts) == 1 && e.shown[0] == "":

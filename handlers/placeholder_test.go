@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
@@ -323,6 +326,181 @@ func TestPlaceholderWhileTheThreadIsRead(t *testing.T) {
 		}
 		if got := rt.texts(); strings.Join(got, "|") != "Token buckets refill." {
 			t.Errorf("thread shows %q, want the answer in the placeholder's message", got)
+		}
+	})
+}
+
+// underLoad is opt with one chat.update a minute for the whole workspace, this minute's just taken
+// by another answer, and no thinking status: a placeholder's text cannot have its edit soon.
+func underLoad(t *testing.T, opt ReplyOptions) ReplyOptions {
+	opt.Pane = &statusPane{err: errors.New("network down")}
+	opt.Budgets.Edits = pace.NewScheduler(1, 1)
+	busy := opt.Budgets.Edits.Lane()
+	mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
+	return opt
+}
+
+// slowStart is a model that writes its first words after 3 s (the placeholder shows from 1 s).
+func slowStart(rest ...string) []step {
+	return append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
+		{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets "}}}, deltas(rest, time.Second)...)
+}
+
+// The post that follows a withdrawn placeholder gets a 429: it waits out the Retry-After in the
+// channel's post budget (it does not take an edit turn instead).
+func TestWithdrawnPlaceholderPostWaitsOutA429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, slowStart("refill ", "steadily."), underLoad(t, lazyOptions()))
+		rt.slack.postErr = func(n int, c call) error {
+			if n == 2 { // the first text, after the placeholder was deleted
+				return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
+			}
+			return nil
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		posts := rt.slack.callsOf("post")
+		if len(posts) < 3 {
+			t.Fatalf("%d posts, want the placeholder, the refused first text and its retry", len(posts))
+		}
+		if d := posts[2].at.Sub(posts[1].at); d < 30*time.Second {
+			t.Errorf("post retried %v after a 429 with Retry-After 30 s", d)
+		}
+		if got := rt.texts(); strings.Join(got, " ") != "Token buckets refill steadily." || len(rt.slack.callsOf("delete")) != 1 {
+			t.Errorf("thread %q after %d deletes, want the answer and the placeholder deleted", got, len(rt.slack.callsOf("delete")))
+		}
+	})
+}
+
+// Stop pressed while the first text waits for the post that follows the placeholder's withdrawal:
+// the placeholder is still there (it goes only when the post can follow), and the answer closes in
+// it with what was written and the stop note. No "Thinking…" is left.
+func TestStopWhileAPlaceholderWaitsUnderLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.Budgets.Edits = pace.NewScheduler(13.5, 1) // an edit every 4.4 s, under load with two answers
+		busy := opt.Budgets.Edits.Lane()
+		mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
+		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
+		rt := newReplyTest(t, slowStart("refill ", "steadily."), opt)
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(4500*time.Millisecond, func() { cancel(ErrStopped) })
+		_ = rt.r.Reply(ctx, rt.req)
+		ms := rt.slack.botMessages(testTS)
+		if len(ms) != 1 || !strings.HasPrefix(ms[0].text, "Token buckets") || ms[0].mark.Note == "" {
+			t.Errorf("thread %q, want the text so far with its note in the placeholder's message", rt.texts())
+		}
+	})
+}
+
+// A first snapshot inside a heading ("## Over") under load: the first text is not cut after the
+// heading's marker (it would show "**" alone, and lose the heading).
+func TestFirstTextUnderLoadIsNeverABlockMarkerAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := append([]step{{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "## Over"}}},
+			deltas([]string{"view\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
+		rt := newReplyTest(t, steps, underLoad(t, lazyOptions()))
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		for _, s := range rt.texts() {
+			if strings.Trim(s, "*• ") == "" {
+				t.Errorf("a message of the answer shows only %q; thread %q", s, rt.texts())
+			}
+		}
+	})
+}
+
+// The first text's post (after the placeholder was withdrawn) lands but times out, and a shutdown
+// comes: the answer may show text, so the close looks for that message and keeps it, with the
+// note that the answer was interrupted below (the edit budget being spent), not a second copy.
+func TestLostFirstPostThenShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		posts := 0
+		chat := &fakeChat{steps: slowStart(numbered(30)...)}
+		r := NewReplies(fs, landedTimeoutPoster{fs, 2, &posts}, fs, fs, chat, nil, underLoad(t, lazyOptions()))
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(5*time.Second, func() { cancel(ErrShutdown) })
+		_ = r.Reply(ctx, testRequest())
+		ms := fs.botMessages(testTS)
+		if len(ms) != 2 || ms[0].text != "Token buckets" || ms[1].mark.Note != textInterruptedAbove {
+			var got []string
+			for _, m := range ms {
+				got = append(got, m.text)
+			}
+			t.Errorf("thread %q, want the landed first text and the interrupted note", got)
+		}
+	})
+}
+
+// sortedThread answers conversations.replies in ts order, as Slack does (the fake lists people's
+// messages first).
+type sortedThread struct{ *fakeSlack }
+
+func (s sortedThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+	ms, err := s.fakeSlack.Replies(ctx, channel, threadTS)
+	slices.SortStableFunc(ms, func(a, b slack.Message) int {
+		switch {
+		case convo.TSBefore(a.Timestamp, b.Timestamp):
+			return -1
+		case convo.TSBefore(b.Timestamp, a.Timestamp):
+			return 1
+		}
+		return 0
+	})
+	return ms, err
+}
+
+// A Regenerate of an earlier answer under load is written in place of the old answer (its
+// placeholder is never withdrawn), so the thread and the next question's context keep their order.
+func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
+		rt.r = NewReplies(sortedThread{rt.slack}, rt.slack, rt.slack, rt.slack, rt.chat, nil, buttonOptions())
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		a1 := rt.slack.botMessages(testTS)[0]
+
+		key := testCh + "/" + testTS
+		var q2 slack.Message
+		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and leaky buckets?", "1700000000.000500", testTS
+		rt.slack.mu.Lock()
+		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		rt.slack.nextTS = 600
+		rt.slack.mu.Unlock()
+		rt.setSteps(deltas([]string{"Leaky buckets drain."}, time.Millisecond))
+		req2 := rt.req
+		req2.TS, req2.Text = q2.Timestamp, q2.Text
+		mustNoErr(t, rt.r.Reply(t.Context(), req2))
+
+		busy := underLoad(t, buttonOptions())
+		r2 := NewReplies(sortedThread{rt.slack}, rt.slack, rt.slack, rt.slack, rt.chat, nil, busy)
+		rt.setSteps(append([]step{{wait: 2 * time.Second, chunk: llm.Chunk{Content: "Second "}}},
+			deltas([]string{"answer: tokens ", "refill over time."}, 100*time.Millisecond)...))
+		regen := rt.req
+		regen.User, regen.Text, regen.Regenerate, regen.Replace = "U2", "", true, a1.ts
+		mustNoErr(t, r2.Reply(t.Context(), regen))
+		for _, m := range rt.slack.botMessages(testTS) {
+			if strings.HasPrefix(m.text, "Second") && m.ts != a1.ts {
+				t.Errorf("the regenerated answer is at %s, below the later question (%s), not in place of %s", m.ts, q2.Timestamp, a1.ts)
+			}
+		}
+
+		var q3 slack.Message
+		q3.User, q3.Text, q3.Timestamp, q3.ThreadTimestamp = "U1", "<@UBOT> thanks", "1700000000.000900", testTS
+		rt.slack.mu.Lock()
+		rt.slack.threads[key] = append(rt.slack.threads[key], q3)
+		rt.slack.mu.Unlock()
+		rt.setSteps(deltas([]string{"ok"}, time.Millisecond))
+		req3 := rt.req
+		req3.TS, req3.Text = q3.Timestamp, q3.Text
+		mustNoErr(t, r2.Reply(t.Context(), req3))
+		reqs := rt.chat.calls()
+		var roles []string
+		for _, m := range reqs[len(reqs)-1].Messages[1:] {
+			roles = append(roles, string(m.Role)+": "+m.Content)
+		}
+		want := []string{"user: explain token buckets", "assistant: Second answer: tokens refill over time.",
+			"user: and leaky buckets?", "assistant: Leaky buckets drain.", "user: thanks"}
+		if fmt.Sprint(roles) != fmt.Sprint(want) {
+			t.Errorf("next question's context = %q\nwant %q", roles, want)
 		}
 	})
 }

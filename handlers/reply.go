@@ -156,7 +156,9 @@ func (a *answer) openInPlace(ctx context.Context, old []string) (*editSink, erro
 			a.log.Warn("regenerate: a part of the old answer could not be deleted", zap.Error(err))
 		}
 	}
-	return a.editSink(lane, old[0]), nil
+	e := a.editSink(lane, old[0])
+	e.inPlace = true
+	return e, nil
 }
 
 // oldAnswer is the messages of the answer a Regenerate was pressed on (route.ReplyRequest.Replace), oldest

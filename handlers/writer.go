@@ -95,12 +95,9 @@ func (w *writer) delete(ctx context.Context, pol retryPolicy, by time.Time, chan
 	return nil
 }
 
-// deleteNow deletes message ts if the Deletes budget has a token at once, with one call; it reports
+// deleteHeld deletes message ts with one call, its turn taken already (tryDelete); it reports
 // whether the message is gone.
-func (w *writer) deleteNow(ctx context.Context, channel, ts string) bool {
-	if !w.budgets.Deletes.TryTake() {
-		return false
-	}
+func (w *writer) deleteHeld(ctx context.Context, channel, ts string) bool {
 	err := w.msgs.Delete(ctx, channel, ts)
 	return err == nil || slackErr(err) == "message_not_found"
 }
@@ -277,11 +274,12 @@ func (w *writer) lookup(ctx context.Context, f func(context.Context) error) (tur
 
 // Calls that are made only when their budget has a token at once, because they are courtesies or
 // have a way around: a native stream (else the answer is edited), a thinking status, an agent
-// session's "processing", a stream's task cards.
+// session's "processing", a stream's task cards, a placeholder withdrawn under load.
 func (w *writer) tryStream() bool  { return w.budgets.Streams.TryTake() }
 func (w *writer) tryStatus() bool  { return w.budgets.Statuses.TryTake() }
 func (w *writer) trySession() bool { return w.budgets.Sessions.TryTake() }
 func (w *writer) tryAppend() bool  { return w.budgets.Appends.Bucket().TryTake() }
+func (w *writer) tryDelete() bool  { return w.budgets.Deletes.TryTake() }
 
 // sessionTurn is a turn for agents.sessions.setStatus.
 func (w *writer) sessionTurn() turn { return bucketTurn(w.budgets.Sessions) }

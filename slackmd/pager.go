@@ -150,7 +150,9 @@ func SentenceEnd(md string) bool {
 }
 
 // cuttableEnd reports whether a part may end where src ends: not inside a code block or a table,
-// and with no bold, strike or code span left open in its last paragraph.
+// not after a line's block marker alone (a heading's #, a list item's -, a quote's >: the part would
+// show the marker, or nothing, and the next would lose the block), and with no bold, strike or code
+// span left open in its last paragraph.
 func cuttableEnd(src string) bool {
 	fences := 0
 	last := ""
@@ -164,7 +166,8 @@ func cuttableEnd(src string) bool {
 	}
 	block := src[strings.LastIndex(src, "\n\n")+1:] // spans may run over the lines of a paragraph
 	open := strings.Count(block, "`")%2 == 1 || strings.Count(block, "**")%2 == 1 || strings.Count(block, "~~")%2 == 1
-	return fences%2 == 0 && !strings.HasPrefix(strings.TrimSpace(containerless(last)), "|") && !open
+	body := strings.TrimSpace(containerless(last))
+	return fences%2 == 0 && !strings.HasPrefix(body, "|") && strings.TrimLeft(body, "#") != "" && !open
 }
 
 // fits reports whether the unsealed rest of r fits in one part.

@@ -36,6 +36,9 @@ func TestPagerBreak(t *testing.T) {
 			usual("```go\nx := 1\ny := 2\n```\n")},
 		{"inside a table", "| a | b |\n|---|---|\n| 1 | 2 |\n", "| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n", false,
 			usual("| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n")},
+		{"after a heading's marker", "## ", "## Overview\n\nBuckets refill.", false, usual("## Overview\n\nBuckets refill.")},
+		{"after a list item's marker", "Steps:\n- ", "Steps:\n- fill the bucket\n", false, usual("Steps:\n- fill the bucket\n")},
+		{"after a quote's marker", "They say:\n\n> ", "They say:\n\n> Token buckets refill.", false, usual("They say:\n\n> Token buckets refill.")},
 		{"inside bold", "Token **buckets. ", "Token **buckets. Refill** at a steady rate.", false,
 			usual("Token **buckets. Refill** at a steady rate.")},
 	} {
