@@ -44,6 +44,16 @@ type Notifier interface {
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error
 }
 
+// QueueStatus shows a waiting question's place in line where its answer will be written: under its
+// thread, as the thread's assistant status (*handlers.Replies).
+type QueueStatus interface {
+	// ShowQueued shows that the question answered in threadTS waits, place-th in line (1: next),
+	// and reports whether it is shown (when not, the asker is told privately).
+	ShowQueued(ctx context.Context, channel, threadTS string, place int) bool
+	// ClearQueued takes the status down from a thread where no answer will clear it.
+	ClearQueued(ctx context.Context, channel, threadTS string)
+}
+
 // Identity is who the bot is, from auth.test.
 type Identity struct {
 	UserID string // the bot user, U...
@@ -82,7 +92,10 @@ type Options struct {
 	DedupeMax   int           // most ids remembered per kind; default 20000
 	// Replicas is what this bot shares with its other replicas (the state package); nil: nobody.
 	Replicas Replicas
-	Hooks    Hooks
+	// Queue shows a waiting question's place in line under its thread; nil (or a question with no
+	// thread): the asker is told privately.
+	Queue QueueStatus
+	Hooks Hooks
 
 	burstHold  time.Duration       // the most work is held while its burst is acked; default burstHold (tests set it)
 	wrapSocket func(socket) socket // tests: stands between the loop and the socket
@@ -735,15 +748,28 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 	key := threadKey(rr.Channel, rr.ThreadTS)
 	prev, done := b.turns.take(key)
 	var place *ticket
+	inLine := 0 // the place shown under the thread by the answer's goroutine (0: none)
 	if prev == nil {
 		place = b.slots.join() // in the loop: in arrival order (after a turn, the line is joined then)
 		if n, waits := place.queued(); waits && !quiet {
-			say(queuedText(n)) // a sign of life while the answer waits its turn
+			// A sign of life while the answer waits its turn.
+			if b.opt.Queue != nil && rr.ThreadTS != "" {
+				inLine = n
+			} else {
+				say(queuedText(n))
+			}
 		}
 	}
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
 	b.later(func() {
-		started, ran, err := b.answer(work, h, req, key, prev, place, done, log)
+		shown := inLine > 0 && b.showPlace(req, inLine, log)
+		started, ran, err := b.answer(work, h, req, key, prev, place, log)
+		if shown && ran && errors.Is(err, handlers.ErrIgnored) {
+			// Nothing is posted to clear it: taken down before the thread's next answer may show
+			// its own status.
+			b.clearPlace(rr)
+		}
+		done()
 		b.replies.Add(-1) // before finished: once its end is reported, the answer no longer counts
 		if ran {
 			b.failed(err, rr.Channel, rr.User, rr.ThreadTS, log)
@@ -751,15 +777,43 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 		} else if !quiet {
 			log.Info("reply not started: shutting down")
 			b.tell(rr.Channel, rr.User, rr.ThreadTS, RestartText, log)
+			if shown {
+				b.clearPlace(rr) // the thread must not say the question waits once the asker is told to ask again
+			}
 		}
 	})
 }
 
+// showPlace shows a queued asker their place in line under the answer's thread (Options.Queue), or,
+// when it cannot be shown there (no token at once, statuses refused, the call failed), tells them
+// privately as a question without a thread is: nobody waits without a sign. It runs in the
+// answer's goroutine before the answer waits for its place, so the answer's own "is thinking…"
+// never lands before it and is overwritten; the private note goes in a goroutine of its own, out of
+// the answer's way. It reports whether the status is shown.
+func (b *Bot) showPlace(req *route.Request, place int, log *zap.Logger) bool {
+	rr := req.Reply
+	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
+	defer cancel()
+	if b.opt.Queue.ShowQueued(ctx, rr.Channel, rr.ThreadTS, place) {
+		log.Debug("place in line shown in the thread's status", zap.Int("place", place))
+		return true
+	}
+	// Where say would have told it (a click's or a command's request names the place).
+	b.wg.Go(func() { b.tell(req.Channel, req.User, req.ThreadTS, queuedText(place), log) })
+	return false
+}
+
+// clearPlace takes a shown place in line down from the answer's thread.
+func (b *Bot) clearPlace(rr *route.ReplyRequest) {
+	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
+	defer cancel()
+	b.opt.Queue.ClearQueued(ctx, rr.Channel, rr.ThreadTS)
+}
+
 // answer waits for the thread's turn and a place (place: the one taken at arrival; nil: take one
-// after the turn), and runs the reply; it frees both before returning. started is when it started;
-// ran is false when shutdown came first.
-func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, key string, prev <-chan struct{}, place *ticket, done func(), log *zap.Logger) (started time.Time, ran bool, err error) {
-	defer done()
+// after the turn), and runs the reply; it frees the place before returning, and the caller the
+// thread's turn. started is when it started; ran is false when shutdown came first.
+func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, key string, prev <-chan struct{}, place *ticket, log *zap.Logger) (started time.Time, ran bool, err error) {
 	if prev != nil {
 		select {
 		case <-prev:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,123 @@ func TestQueuedAnswersRunInArrivalOrder(t *testing.T) {
 		if got := waitChan(t, want+" started", started); got != want {
 			t.Errorf("started %q, want %q (arrival order)", got, want)
 		}
+	}
+}
+
+// fakeQueue is a QueueStatus that shows every place (or none: refuse) and records its calls.
+type fakeQueue struct {
+	refuse bool
+	mu     sync.Mutex
+	calls  []string // "show C1/1.0 at 1", "clear C1/1.0"
+}
+
+func (q *fakeQueue) ShowQueued(_ context.Context, channel, threadTS string, place int) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.calls = append(q.calls, fmt.Sprintf("show %s/%s at %d", channel, threadTS, place))
+	return !q.refuse
+}
+
+func (q *fakeQueue) ClearQueued(_ context.Context, channel, threadTS string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.calls = append(q.calls, fmt.Sprintf("clear %s/%s", channel, threadTS))
+}
+
+func (q *fakeQueue) seen() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.calls)
+}
+
+// A question that waits for a place in a thread shows its place there (the thread's status), and
+// its asker gets no private note; when the status is not shown, or the question has no thread (a
+// top-level DM), the asker is told privately as before. A question that turns out to need no
+// answer takes its status down: nothing will be posted to clear it.
+func TestQueuedPlaceShownInTheThread(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		channel   string // where the second question is asked, at the top: a mention in C2 is answered in its thread
+		refuse    bool   // the status cannot be shown
+		ignored   bool   // the second question needs no answer
+		wantCalls []string
+		wantNote  bool // U2 is told their place privately
+	}{
+		{name: "in a thread: the status", channel: "C2", wantCalls: []string{"show C2/{ts} at 1"}},
+		{name: "status not shown: the note", channel: "C2", refuse: true, wantCalls: []string{"show C2/{ts} at 1"}, wantNote: true},
+		{name: "no thread: the note", channel: "D2", wantNote: true},
+		{name: "nothing to answer: taken down", channel: "C2", ignored: true,
+			wantCalls: []string{"show C2/{ts} at 1", "clear C2/{ts}"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := newFakeSlack(t, fakeslack.Config{})
+			r, started, release := holdingReplier("one", 2)
+			held := r.fn
+			r.fn = func(ctx context.Context, req route.ReplyRequest) error {
+				err := held(ctx, req)
+				if tc.ignored && req.User == "U2" {
+					return handlers.ErrIgnored
+				}
+				return err
+			}
+			q := &fakeQueue{refuse: tc.refuse}
+			h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 1, Queue: q})
+			fs.PostUserMessage("D1", "U1", "", "one")
+			waitChan(t, "first reply", started)
+			ts := fs.PostUserMessage(tc.channel, "U2", "", "<@UBOT> two")
+			h.waitFor(t, "second waiting", func() bool { return h.bot.slots.queued() == 1 })
+			if tc.wantNote {
+				h.waitFor(t, "the note", func() bool { return len(fs.Ephemerals()) == 1 })
+			}
+			close(release)
+			waitChan(t, "second reply", started)
+			h.waitFor(t, "both done", func() bool { return h.bot.replies.Load() == 0 })
+			var want []string
+			for _, c := range tc.wantCalls {
+				want = append(want, strings.ReplaceAll(c, "{ts}", ts))
+			}
+			if got := q.seen(); !slices.Equal(got, want) {
+				t.Errorf("statuses %q, want %q", got, want)
+			}
+			var notes []string
+			for _, e := range fs.Ephemerals() {
+				notes = append(notes, e.Channel+" "+e.User+": "+e.Text)
+			}
+			var wantNotes []string
+			if tc.wantNote {
+				wantNotes = []string{tc.channel + " U2: " + queuedText(1)}
+			}
+			if !slices.Equal(notes, wantNotes) {
+				t.Errorf("notes %q, want %q", notes, wantNotes)
+			}
+		})
+	}
+}
+
+// At shutdown a question whose place shows under its thread is told to ask again, and its status is
+// taken down: it must not say the question waits.
+func TestShutdownClearsTheWaitingStatus(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	started := make(chan string, 2) // at most two replies start
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- req.Text
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}}
+	q := &fakeQueue{}
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 1, Grace: time.Second, Queue: q})
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	ts := fs.PostUserMessage("C2", "U2", "", "<@UBOT> two")
+	h.waitFor(t, "the status", func() bool { return len(q.seen()) == 1 })
+	if err := h.shutdown(t); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := q.seen(), []string{"show C2/" + ts + " at 1", "clear C2/" + ts}; !slices.Equal(got, want) {
+		t.Errorf("statuses %q, want %q", got, want)
+	}
+	if e := fs.Ephemerals(); len(e) != 1 || e[0].User != "U2" || e[0].Text != RestartText {
+		t.Errorf("notes %+v, want only the restart note to U2", e)
 	}
 }
 

@@ -126,7 +126,9 @@ func (a *answer) inPane() bool {
 // it costs none of the scarce budgets (its own, taken only when a token is there at once), and
 // Slack clears it when the answer's first message is posted. Both are courtesies: a failure is
 // logged, never the answer's; a refusal (the app is not an agent, a channel that does not allow
-// it) stops the statuses for a while.
+// it) stops the statuses for a while. It replaces the waiting status of a question that waited
+// for a place (Replies.ShowQueued); when it cannot, the waiting status stays until Slack clears it
+// with the answer's first message, which is no long wait.
 func (a *answer) pane(ctx context.Context) {
 	if a.r.opt.Pane == nil || a.threadTS == "" {
 		return
@@ -141,16 +143,76 @@ func (a *answer) pane(ctx context.Context) {
 	if !a.r.statuses.allowed() || !a.r.paced.tryStatus() {
 		return
 	}
-	err := a.r.opt.Pane.SetStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages)
-	var refused slack.SlackErrorResponse
-	if errors.As(err, &refused) {
-		a.r.statuses.refuse(a.r.opt.StreamRefusal)
-	}
-	if err != nil {
+	if err := a.r.setStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages); err != nil {
 		a.log.Info("no thinking status", zap.Error(err))
 		return
 	}
 	a.thinking = true
+}
+
+// setStatus sets a thread's assistant status. A refusal is remembered: Slack refuses statuses for
+// the app or the place, not for one call, so none is asked for again for a while.
+func (r *Replies) setStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
+	err := r.opt.Pane.SetStatus(ctx, channel, threadTS, status, loading)
+	var refused slack.SlackErrorResponse
+	if errors.As(err, &refused) {
+		r.statuses.refuse(r.opt.StreamRefusal)
+	}
+	return err
+}
+
+// ShowQueued shows under a thread that its question waits for a place to be answered, place-th in
+// line (1: next), as the thread's assistant status ("<App> is waiting: 2 questions ahead of yours"),
+// under the thinking status's rules: its budget, a token only when one is free at once, and the
+// memory of Slack's refusals. It reports whether the status was set; when not (no pane, no thread,
+// no token, statuses refused lately, the call failed) the caller tells the asker another way.
+// When the answer starts, pane replaces it with "is thinking…"; when that cannot be set, Slack
+// clears the waiting status as the answer's first message is posted. Slack also drops a status by
+// itself after two minutes without a message, so a longer wait loses its sign.
+func (r *Replies) ShowQueued(ctx context.Context, channel, threadTS string, place int) bool {
+	if r.opt.Pane == nil || threadTS == "" || place < 1 || !r.statuses.allowed() || !r.opt.Budgets.Statuses.TryTake() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
+	defer cancel()
+	// No loading messages: Slack would rotate them in the status's place, and the place in line is
+	// what the asker is waiting to read.
+	if err := r.setStatus(ctx, channel, threadTS, waitingStatus(place), nil); err != nil {
+		r.log.Info("no waiting status", zap.String("channel", channel), zap.String("thread_ts", threadTS), zap.Error(err))
+		return false
+	}
+	return true
+}
+
+// ClearQueued takes a waiting status down (ShowQueued) from a thread where no answer will be posted
+// to clear it (shutdown came first, or there was nothing to answer), so it does not promise an
+// answer. It waits for a status token, bounded by ctx and paneTimeout; failing that, Slack drops the
+// status after two minutes.
+func (r *Replies) ClearQueued(ctx context.Context, channel, threadTS string) {
+	if r.opt.Pane == nil || threadTS == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
+	defer cancel()
+	err := r.opt.Budgets.Statuses.Wait(ctx)
+	if err == nil {
+		err = r.setStatus(ctx, channel, threadTS, "", nil)
+	}
+	if err != nil {
+		r.log.Info("waiting status not cleared", zap.String("channel", channel), zap.String("thread_ts", threadTS), zap.Error(err))
+	}
+}
+
+// waitingStatus is the status under a question's thread while it waits for a place, place-th in
+// line (1: next). Slack shows it after the app's name, so it reads as a short sentence.
+func waitingStatus(place int) string {
+	switch {
+	case place <= 1:
+		return "is waiting: next in line"
+	case place == 2:
+		return "is waiting: 1 question ahead of yours"
+	}
+	return fmt.Sprintf("is waiting: %d questions ahead of yours", place-1)
 }
 
 // slackToken is a Slack token in a message's text: <@U…>, <#C…|name>, <https://…|label>.

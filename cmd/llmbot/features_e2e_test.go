@@ -5,6 +5,7 @@ package main
 // roles.
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,9 +321,10 @@ func TestE2ERefusedEditAddsMention(t *testing.T) {
 }
 
 // With every place taken, a question waits its turn (MAX_QUEUED_REPLIES), its asker told privately
-// their place in line, and is answered once the answer before it ends.
+// their place in line where the thread cannot show it (no agent view: no statuses), and is answered
+// once the answer before it ends.
 func TestE2EQueuedQuestionIsAnsweredAfterTheFirst(t *testing.T) {
-	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1"})
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1", "AGENT_VIEW": "false"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Slow.").Paced(time.Second, 10*time.Millisecond), fakellm.Text("Second.")))
 	first := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> slow one")
 	e.waitFor(t, "slow start", func() bool { return len(e.llm.ChatRequests()) == 1 })
@@ -335,5 +337,36 @@ func TestE2EQueuedQuestionIsAnsweredAfterTheFirst(t *testing.T) {
 	}
 	if p := e.privateTo("U2"); len(p) != 1 || !strings.Contains(p[0], "number 1 in line") {
 		t.Errorf("the waiting asker was told %q, want their place in line", p)
+	}
+}
+
+// With every place taken, a question in a channel thread shows its place in line under the thread
+// ("is waiting: next in line") and its asker gets no private note; when its turn comes "is
+// thinking…" replaces it, and the answer clears it.
+func TestE2EQueuedQuestionShowsItsPlaceInItsThread(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1"})
+	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Slow.").Paced(time.Second, 10*time.Millisecond), fakellm.Text("Second.")))
+	first := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> slow one")
+	e.waitFor(t, "slow start", func() bool { return len(e.llm.ChatRequests()) == 1 })
+	second := e.slack.PostUserMessage("C2", "U2", "", "<@UBOT> and me?")
+	e.waitFor(t, "the waiting status", func() bool { return e.slack.Status("C2", second) == "is waiting: next in line" })
+	if got := e.final(t, "C2", second, 1, 2)[0].Text; got != "Second." {
+		t.Errorf("second answer %q", got)
+	}
+	e.final(t, "C1", first, 1, 2)
+	var statuses []string
+	for _, c := range e.slack.CallsTo("assistant.threads.setStatus") {
+		if c.Params.Get("channel_id") == "C2" && c.Params.Get("thread_ts") == second {
+			statuses = append(statuses, c.Params.Get("status"))
+		}
+	}
+	if want := []string{"is waiting: next in line", "is thinking…"}; !slices.Equal(statuses, want) {
+		t.Errorf("statuses under the second question %q, want %q", statuses, want)
+	}
+	if s := e.slack.Status("C2", second); s != "" {
+		t.Errorf("status %q after the answer; want it cleared", s)
+	}
+	if p := e.privateTo("U2"); len(p) != 0 {
+		t.Errorf("the waiting asker was told %q privately, want the status only", p)
 	}
 }
