@@ -213,11 +213,15 @@ func (e *editSink) idleDue() time.Time {
 
 // idle posts the placeholder: the model has sent no text within PlaceholderAfter. A placeholder that
 // cannot be posted is not tried again: the answer's first text will be. Under load an answer whose
-// thread shows its "is thinking…" status posts none: the status is sign of life enough, and a
-// placeholder would clear it and then wait long for the edit that gives it text.
+// thread shows its "is thinking…" status posts none while the status lasts: the status is sign of
+// life enough, and a placeholder would clear it and then wait long for the edit that gives it text.
 func (e *editSink) idle(ctx context.Context) {
 	e.placeholderDue = time.Time{}
-	if len(e.ts) > 0 || e.answer.thinking && e.underLoad() {
+	if len(e.ts) > 0 {
+		return
+	}
+	if since := e.answer.thinkingSince; !since.IsZero() && e.underLoad() && time.Since(since) < thinkingLasts {
+		e.placeholderDue = since.Add(thinkingLasts) // then the placeholder, if still no text
 		return
 	}
 	cctx, cancel := e.answer.callCtx(ctx)
@@ -664,6 +668,11 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 }
 
 const adoptReadTimeout = time.Second
+
+// thinkingLasts is how long a thread's "is thinking…" status is counted on as the answer's sign of
+// life: Slack drops a status after two minutes without a message, and the placeholder that takes
+// over must be posted before that.
+const thinkingLasts = 100 * time.Second
 
 func (e *editSink) mode() ReplyMode { return ModeEdit }
 

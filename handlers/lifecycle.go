@@ -66,9 +66,10 @@ type answer struct {
 	// per model: later answers simply go without them).
 	toolsUnavailable bool
 
-	// thinking: the thread shows the answer's "is thinking…" status (pane), a sign of life until its
-	// first message is posted.
-	thinking bool
+	// thinkingSince is when the thread was given the answer's "is thinking…" status (pane; zero:
+	// it was not), a sign of life until the answer's first message is posted, or Slack drops it
+	// (thinkingLasts).
+	thinkingSince time.Time
 
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string

@@ -147,7 +147,7 @@ func (a *answer) pane(ctx context.Context) {
 		a.log.Info("no thinking status", zap.Error(err))
 		return
 	}
-	a.thinking = true
+	a.thinkingSince = time.Now()
 }
 
 // setStatus sets a thread's assistant status. A refusal is remembered: Slack refuses statuses for
@@ -170,7 +170,7 @@ func (r *Replies) setStatus(ctx context.Context, channel, threadTS, status strin
 // clears the waiting status as the answer's first message is posted. Slack also drops a status by
 // itself after two minutes without a message, so a longer wait loses its sign.
 func (r *Replies) ShowQueued(ctx context.Context, channel, threadTS string, place int) bool {
-	if r.opt.Pane == nil || threadTS == "" || place < 1 || !r.statuses.allowed() || !r.opt.Budgets.Statuses.TryTake() {
+	if r.opt.Pane == nil || threadTS == "" || place < 1 || !r.statuses.allowed() || !r.paced.tryStatus() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
@@ -194,7 +194,7 @@ func (r *Replies) ClearQueued(ctx context.Context, channel, threadTS string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
 	defer cancel()
-	err := r.opt.Budgets.Statuses.Wait(ctx)
+	err := r.paced.statusTurn().wait(ctx)
 	if err == nil {
 		err = r.setStatus(ctx, channel, threadTS, "", nil)
 	}

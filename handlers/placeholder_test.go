@@ -504,3 +504,22 @@ func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 		}
 	})
 }
+
+// Under load, a thread showing "is thinking…" gets no placeholder while the status lasts; a model
+// silent for longer than Slack keeps a status (two minutes without a message) gets the placeholder
+// before the status is gone.
+func TestPlaceholderOnceTheThinkingStatusLapses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.Pane = &statusPane{}
+		steps := append([]step{{wait: 150 * time.Second, chunk: llm.Chunk{Content: "Token "}}},
+			deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
+		rt := newReplyTest(t, steps, opt)
+		start := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		posts := rt.slack.callsOf("post")
+		if len(posts) == 0 || posts[0].text != textThinking || posts[0].at.Sub(start) != thinkingLasts {
+			t.Errorf("posts %+v, want the placeholder first, %v after the question", posts, thinkingLasts)
+		}
+	})
+}

@@ -281,6 +281,9 @@ func (w *writer) trySession() bool { return w.budgets.Sessions.TryTake() }
 func (w *writer) tryAppend() bool  { return w.budgets.Appends.Bucket().TryTake() }
 func (w *writer) tryDelete() bool  { return w.budgets.Deletes.TryTake() }
 
+// statusTurn is a turn for assistant.threads.setStatus.
+func (w *writer) statusTurn() turn { return bucketTurn(w.budgets.Statuses) }
+
 // sessionTurn is a turn for agents.sessions.setStatus.
 func (w *writer) sessionTurn() turn { return bucketTurn(w.budgets.Sessions) }
 
