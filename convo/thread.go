@@ -673,6 +673,18 @@ func stripNote(text, note string) string {
 	return strings.TrimRight(t[:len(t)-len(note)], " _*(\n")
 }
 
+// CompareTS orders Slack timestamps numerically: -1 when a is earlier than b, 1 when later, 0 when
+// the same (for slices.SortFunc).
+func CompareTS(a, b string) int {
+	switch {
+	case TSBefore(a, b):
+		return -1
+	case TSBefore(b, a):
+		return 1
+	}
+	return 0
+}
+
 // TSBefore reports whether Slack timestamp a ("1700000000.000100") is earlier than b, compared
 // numerically.
 func TSBefore(a, b string) bool {

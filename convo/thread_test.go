@@ -282,20 +282,25 @@ func TestSystemPrompt(t *testing.T) {
 	}
 }
 
-func TestTSLess(t *testing.T) {
+func TestTSOrder(t *testing.T) {
 	tests := []struct {
-		a, b string
-		want bool
+		a, b    string
+		before  bool
+		compare int
 	}{
-		{"1763700000.000100", "1763700000.000200", true},
-		{"1763700000.000200", "1763700000.000100", false},
-		{"999999999.000100", "1000000000.000000", true},
-		{"1763700000.1", "1763700000.000200", false},
-		{"1763700000.000100", "1763700000.000100", false},
+		{"1763700000.000100", "1763700000.000200", true, -1},
+		{"1763700000.000200", "1763700000.000100", false, 1},
+		{"999999999.000100", "1000000000.000000", true, -1},
+		{"1763700000.1", "1763700000.000200", false, 1},
+		{"1763700000.000100", "1763700000.000100", false, 0},
+		{"1763700000.1", "1763700000.100000", false, 0},
 	}
 	for _, tt := range tests {
-		if got := TSBefore(tt.a, tt.b); got != tt.want {
-			t.Errorf("TSBefore(%s, %s) = %t, want %t", tt.a, tt.b, got, tt.want)
+		if got := TSBefore(tt.a, tt.b); got != tt.before {
+			t.Errorf("TSBefore(%s, %s) = %t, want %t", tt.a, tt.b, got, tt.before)
+		}
+		if got := CompareTS(tt.a, tt.b); got != tt.compare {
+			t.Errorf("CompareTS(%s, %s) = %d, want %d", tt.a, tt.b, got, tt.compare)
 		}
 	}
 }

@@ -437,15 +437,7 @@ type sortedThread struct{ *fakeSlack }
 
 func (s sortedThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
 	ms, err := s.fakeSlack.Replies(ctx, channel, threadTS)
-	slices.SortStableFunc(ms, func(a, b slack.Message) int {
-		switch {
-		case convo.TSBefore(a.Timestamp, b.Timestamp):
-			return -1
-		case convo.TSBefore(b.Timestamp, a.Timestamp):
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(ms, func(a, b slack.Message) int { return convo.CompareTS(a.Timestamp, b.Timestamp) })
 	return ms, err
 }
 

@@ -295,15 +295,7 @@ func (a *answer) withAnswerContext(ctx context.Context, thread []slack.Message, 
 		}
 	}
 	out = append(out, thread...)
-	slices.SortStableFunc(out, func(a, b slack.Message) int {
-		switch {
-		case convo.TSBefore(a.Timestamp, b.Timestamp):
-			return -1
-		case convo.TSBefore(b.Timestamp, a.Timestamp):
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(out, func(a, b slack.Message) int { return convo.CompareTS(a.Timestamp, b.Timestamp) })
 	return out
 }
 
