@@ -36,6 +36,18 @@ type fakeReplier struct {
 	calls []route.ReplyRequest
 }
 
+// runsUntilCancelled is a Replier whose answers run until they are cancelled (a shutdown), each
+// reporting report(request) on started as it starts (buffered for the two that may start).
+func runsUntilCancelled(report func(route.ReplyRequest) string) (r *fakeReplier, started chan string) {
+	started = make(chan string, 2)
+	r = &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- report(req)
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}}
+	return r, started
+}
+
 func (f *fakeReplier) Reply(ctx context.Context, req route.ReplyRequest) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, req)
@@ -649,12 +661,7 @@ func TestSlashCommandAck(t *testing.T) {
 
 func TestShutdownTellsQueuedAsker(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	started := make(chan string, 2) // at most two replies start
-	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
-		started <- req.TS
-		<-ctx.Done()
-		return context.Cause(ctx)
-	}}
+	r, started := runsUntilCancelled(func(req route.ReplyRequest) string { return req.TS })
 	h := startBot(t, fs, r, nil, Options{Grace: time.Second})
 	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
 	waitChan(t, "first reply", started)

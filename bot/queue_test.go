@@ -157,12 +157,7 @@ func TestQueuedPlaceShownInTheThread(t *testing.T) {
 // taken down: it must not say the question waits.
 func TestShutdownClearsTheWaitingStatus(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	started := make(chan string, 2) // at most two replies start
-	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
-		started <- req.Text
-		<-ctx.Done()
-		return context.Cause(ctx)
-	}}
+	r, started := runsUntilCancelled(func(req route.ReplyRequest) string { return req.Text })
 	q := &fakeQueue{}
 	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 1, Grace: time.Second, Queue: q})
 	fs.PostUserMessage("D1", "U1", "", "one")
@@ -183,12 +178,7 @@ func TestShutdownClearsTheWaitingStatus(t *testing.T) {
 // An answer still waiting for a place at shutdown is not started; its asker is told to ask again.
 func TestShutdownTellsAskerWaitingForAPlace(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	started := make(chan string, 2) // at most two replies start
-	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
-		started <- req.Text
-		<-ctx.Done()
-		return context.Cause(ctx)
-	}}
+	r, started := runsUntilCancelled(func(req route.ReplyRequest) string { return req.Text })
 	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 1, Grace: time.Second})
 	fs.PostUserMessage("D1", "U1", "", "one")
 	waitChan(t, "first reply", started)
