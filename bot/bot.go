@@ -764,7 +764,7 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 	b.later(func() {
 		shown := inLine > 0 && b.showPlace(req, inLine, log)
 		started, ran, err := b.answer(work, h, req, key, prev, place, log)
-		if shown && ran && errors.Is(err, handlers.ErrIgnored) {
+		if shown && ran && (errors.Is(err, handlers.ErrIgnored) || errors.Is(err, errDuplicate)) {
 			// Nothing is posted to clear it: taken down before the thread's next answer may show
 			// its own status.
 			b.clearPlace(rr)

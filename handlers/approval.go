@@ -148,7 +148,7 @@ func (a *answer) approve(ctx context.Context, info ToolInfo, args []byte, log *z
 	ch := a.r.approvals.add(ref.ID)
 	defer a.r.approvals.remove(ref.ID)
 	prompt := approvalText(a.req.User, info, args)
-	ts, err := a.r.paced.post(ctx, interimRetry, nil, a.req.Channel, a.threadTS, Msg{Text: prompt,
+	ts, err := a.r.paced.post(ctx, interimRetry, nil, a.r.paced.postTurn(a.req.Channel), a.req.Channel, a.threadTS, Msg{Text: prompt,
 		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref)})
 	if err != nil {
 		log.Warn("tool approval not asked: denied", zap.Error(err))

@@ -35,9 +35,6 @@ func later(a, b time.Time) time.Time {
 
 // cancelledAt is when the answer's context was cancelled (call it only once it is): fixed by the
 // first to ask, so that every time box counts from the same moment.
-// cancelled reports whether the answer was cancelled (Stop, shutdown), not ended on its own.
-func (a *answer) cancelled() bool { return a.cancelNanos.Load() != 0 }
-
 func (a *answer) cancelledAt() time.Time {
 	a.cancelNanos.CompareAndSwap(0, time.Now().UnixNano())
 	return time.Unix(0, a.cancelNanos.Load())

@@ -36,8 +36,9 @@ type editSink struct {
 	placeholderDue time.Time
 	// tailMD is the answer text the last message was last written from (see continueByPost).
 	tailMD string
-	// slotHeld: the final write holds a chat.update turn already (taken by continueByPost).
-	slotHeld bool
+	// slotHeld: the final write holds a chat.update turn already (taken by continueByPost); postHeld:
+	// it holds a post turn (the placeholder was withdrawn for it).
+	slotHeld, postHeld bool
 	// inPlace: the placeholder is an old answer's first message (a Regenerate written in its place),
 	// whose place in the thread is kept: it is never withdrawn (withdrawPlaceholder).
 	inPlace bool
@@ -143,8 +144,8 @@ func (e *editSink) underLoad() bool {
 // edit turn comes within continueWait, the final write takes it (slotHeld). Otherwise, if what the
 // message shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that,
 // sealed as it is, and the rest of the answer goes in new messages (the final write posts them); a
-// bare placeholder is withdrawn, and the whole answer posted (withdrawPlaceholder); else the final
-// write waits for its turn as usual.
+// bare placeholder is withdrawn when a chat.delete token and a post turn come at once, the answer
+// then posted on that turn (postHeld); else the final write waits for its turn as usual.
 func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
 	if k < 0 || !by.IsZero() || e.slotHeld || !e.underLoad() {
@@ -158,12 +159,8 @@ func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) 
 		e.slotHeld = true
 		return
 	}
-	if placeholder && !e.answer.cancelled() && e.answer.r.paced.tryDelete() {
-		// The answer ended on its own, so its final write has all the time the post needs.
-		e.withdrawPlaceholder(ctx)
-		return
-	}
 	if placeholder {
+		e.postHeld = e.answer.r.paced.tryDelete() && e.withdrawOnPost(ctx)
 		return
 	}
 	at := e.tailMD
@@ -211,26 +208,37 @@ func (e *editSink) idleDue() time.Time {
 	return e.placeholderDue
 }
 
-// idle posts the placeholder: the model has sent no text within PlaceholderAfter. A placeholder that
-// cannot be posted is not tried again: the answer's first text will be. Under load an answer whose
-// thread shows its "is thinking…" status posts none while the status lasts: the status is sign of
-// life enough, and a placeholder would clear it and then wait long for the edit that gives it text.
-func (e *editSink) idle(ctx context.Context) {
+// idle posts the placeholder: the model has sent no text within PlaceholderAfter.
+func (e *editSink) idle(ctx context.Context) { e.idleUntil(ctx, nil) }
+
+// idleUntil posts the placeholder, its wait for a post turn called off when stop ends (nil: never;
+// then the placeholder stays due). A placeholder that cannot be posted otherwise is not tried again:
+// the answer's first text will be. Under load an answer whose thread shows its "is thinking…"
+// status posts none while the status lasts: the status is sign of life enough, and a placeholder
+// would clear it and then wait long for the edit that gives it text.
+func (e *editSink) idleUntil(ctx, stop context.Context) {
+	a := e.answer
+	due := e.placeholderDue
 	e.placeholderDue = time.Time{}
 	if len(e.ts) > 0 {
 		return
 	}
-	if since := e.answer.thinkingSince; !since.IsZero() && e.underLoad() && time.Since(since) < thinkingLasts {
+	if since := a.thinkingSince; !since.IsZero() && e.underLoad() && time.Since(since) < thinkingLasts {
 		e.placeholderDue = since.Add(thinkingLasts) // then the placeholder, if still no text
 		return
 	}
-	cctx, cancel := e.answer.callCtx(ctx)
+	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	ts, err := e.answer.postRetry(cctx, interimRetry, nil, e.answer.placeholder())
-	if err != nil {
-		e.answer.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
+	ts, err := a.r.paced.post(cctx, interimRetry, nil, a.r.paced.postTurn(a.req.Channel).until(stop), a.req.Channel, a.threadTS, a.placeholder())
+	if stop != nil && stop.Err() != nil && errors.Is(err, context.Cause(stop)) {
+		e.placeholderDue = due // called off before its turn came: still due
 		return
 	}
+	if err != nil {
+		a.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
+		return
+	}
+	a.posted(ts)
 	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.answer.buttons(false))}
 	e.postDue = false
 	e.posts++
@@ -238,7 +246,7 @@ func (e *editSink) idle(ctx context.Context) {
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	for !e.broken && snap.md != e.doneMD {
-		post, err := e.waitTurn(ctx, wctx, e.postDue, snap.since)
+		post, err := e.waitTurn(ctx, wctx, e.postDue, snap)
 		if err != nil {
 			e.answer.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
@@ -274,28 +282,43 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 // waits for a post turn, and then the placeholder is withdrawn and the text posted
 // (withdrawPlaceholder): the placeholder goes only when the post can follow at once. post reports
 // which slot was taken.
-func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, since time.Time) (bool, error) {
-	if !post && e.shows() == showsPlaceholder && !e.inPlace && e.underLoad() {
+func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap snapshot) (bool, error) {
+	since := snap.since
+	for !post && e.shows() == showsPlaceholder && !e.inPlace && e.underLoad() && e.hasFirstText(snap.md) {
 		if e.turnSoon(wctx, pace.First, since) {
 			return false, nil
 		}
 		if wctx.Err() != nil {
 			return false, context.Cause(wctx)
 		}
-		if e.answer.r.paced.tryDelete() {
-			if err := e.answer.r.paced.postWait(ctx, e.answer.req.Channel); err != nil {
-				return true, err
-			}
-			if e.withdrawPlaceholder(ctx) {
-				return true, nil
-			}
-			// Not deleted: the post turn is lost, and the text waits for an edit as usual.
+		if !e.answer.r.paced.tryDelete() {
+			continue // no chat.delete token now: an edit turn again, or the next try
 		}
+		if e.withdrawOnPost(ctx) {
+			return true, nil
+		}
+		break // not deleted (the token is spent): the text waits for an edit as usual
 	}
 	if post {
 		return true, e.answer.r.paced.postWait(ctx, e.answer.req.Channel)
 	}
 	return false, e.lane.Wait(wctx, e.priority(), since)
+}
+
+// hasFirstText reports whether md, shown now, has text for the answer's first message (a lone "**" or
+// "> " renders to nothing: no reason to withdraw the placeholder for it).
+func (e *editSink) hasFirstText(md string) bool {
+	parts := e.render(e.visible(md))
+	return len(parts) > 0 && parts[0] != ""
+}
+
+// withdrawOnPost withdraws the bare placeholder, its chat.delete token taken, once a post turn
+// comes, and reports whether it did: the post turn is then held for the answer's text. The post
+// turn comes first, so the placeholder goes only when the text can follow (under load a post turn
+// in the channel comes sooner than an edit turn in the workspace).
+func (e *editSink) withdrawOnPost(ctx context.Context) bool {
+	a := e.answer
+	return a.r.paced.postWait(ctx, a.req.Channel) == nil && e.withdrawPlaceholder(ctx)
 }
 
 // withdrawPlaceholder deletes the bare placeholder, its chat.delete turn taken already, so that the
@@ -386,8 +409,8 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 	a := e.answer
 	if post && (cut || errors.Is(err, context.DeadlineExceeded)) {
 		// Slack may have posted it: another post could show the part twice. The final write takes
-		// over, and looks for it first.
-		e.broken, e.lostPost = true, true
+		// over, and looks for it first; no placeholder follows a first text that may show.
+		e.broken, e.lostPost, e.placeholderDue = true, true, time.Time{}
 		a.noteUnshown(since)
 		return false
 	}
@@ -529,10 +552,19 @@ func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closi
 // postFinal posts msg as the message of part i, the next after those shown.
 func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 	a := e.answer
-	ts, err := a.postRetry(ctx, closingRetry, &a.outage, msg)
+	posts := a.r.paced.postTurn(a.req.Channel)
+	held := turn{wait: func(ctx context.Context) error {
+		if e.postHeld { // taken by continueByPost: this post goes at once
+			e.postHeld = false
+			return nil
+		}
+		return posts.wait(ctx)
+	}, throttled: posts.throttled}
+	ts, err := a.r.paced.post(ctx, closingRetry, &a.outage, held, a.req.Channel, a.threadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 	}
+	a.posted(ts)
 	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
 	e.posts++
 	return nil
@@ -678,8 +710,6 @@ func (e *editSink) mode() ReplyMode { return ModeEdit }
 
 func (e *editSink) shows() showing {
 	switch {
-	case len(e.ts) == 0 && e.lostPost:
-		return showsText // the first part's post timed out, and may have landed (adoptLost)
 	case len(e.ts) == 0:
 		return showsNothing
 	case len(e.ts) == 1 && e.shown[0] == "":

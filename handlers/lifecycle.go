@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -104,6 +106,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		s.progress(ctx, Task{ID: taskRead, Title: titleRead, Status: TaskInProgress})
 	}
 	stopIdle := a.idleDuring(ctx, s)
+	defer stopIdle() // a panic in prepare must not leave it running
 	res, early, err := a.prepare(ctx, thread)
 	stopIdle()
 	if thread == nil && !a.startsThread() {
@@ -131,26 +134,41 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	return errors.Join(serr, ferr)
 }
 
-// idleDuring has s show life (its idle work: the placeholder) if it falls due while the answer
-// is still being prepared, before the writer starts: a thread read waits for the read budget (Tier
-// 3, about 50 a minute for the whole workspace), so under load it may take long, and the asker must
-// not be left without a sign meanwhile. The returned func stops it, or waits for it to end.
+// idleDuring has an answer in edit mode post its placeholder when it falls due while the answer is
+// still being prepared, before the writer starts: a thread read waits for the read budget (Tier 3,
+// about 50 a minute for the whole workspace), so under load it may take long, and the asker must
+// not be left without a sign meanwhile. A goroutine of its own, the only one to touch the sink until
+// stop returns, waits for each time the placeholder is due (a thinking status moves it on). stop
+// calls off a wait for the placeholder's post turn (it stays due, for the writer), waits for the
+// goroutine, and may be called more than once.
 func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
-	due := s.idleDue()
-	if due.IsZero() {
+	e, ok := s.(*editSink)
+	if !ok || e.idleDue().IsZero() {
 		return func() {}
 	}
+	prepared, callOff := context.WithCancelCause(context.Background())
 	done := make(chan struct{})
-	t := time.AfterFunc(time.Until(due), func() {
+	go func() {
 		defer close(done)
-		s.idle(ctx)
-	})
-	return func() {
-		if !t.Stop() {
-			<-done
+		for due := e.idleDue(); !due.IsZero(); due = e.idleDue() {
+			if watch.Sleep(prepared, time.Until(due)) != nil || ctx.Err() != nil {
+				return
+			}
+			e.idleUntil(ctx, prepared)
 		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			callOff(errPrepared)
+			<-done
+		})
 	}
 }
+
+// errPrepared calls off the placeholder's wait for a post turn once the answer is prepared: the
+// writer takes over.
+var errPrepared = errors.New("the answer is prepared")
 
 // replaced reads, for a Regenerate, the thread first to find the old answer's messages (old), which
 // the new answer is written over; a failed read is read again and told in the reading state. A

@@ -199,7 +199,7 @@ func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg)
 func (r *Replies) postOrphanNote(ctx context.Context, o state.Answer, buttons []Button) error {
 	msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}}
-	_, err := r.paced.post(ctx, closingRetry, nil, o.Channel, o.ThreadTS, msg)
+	_, err := r.paced.post(ctx, closingRetry, nil, r.paced.postTurn(o.Channel), o.Channel, o.ThreadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage orphaned answer note: %w", err)
 	}

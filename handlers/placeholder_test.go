@@ -408,29 +408,6 @@ func TestFirstTextUnderLoadIsNeverABlockMarkerAlone(t *testing.T) {
 	})
 }
 
-// The first text's post (after the placeholder was withdrawn) lands but times out, and a shutdown
-// comes: the answer may show text, so the close looks for that message and keeps it, with the
-// note that the answer was interrupted below (the edit budget being spent), not a second copy.
-func TestLostFirstPostThenShutdown(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fs := newQuestionSlack()
-		posts := 0
-		chat := &fakeChat{steps: slowStart(numbered(30)...)}
-		r := NewReplies(fs, landedTimeoutPoster{fs, 2, &posts}, fs, fs, chat, nil, underLoad(t, lazyOptions()))
-		ctx, cancel := context.WithCancelCause(t.Context())
-		time.AfterFunc(5*time.Second, func() { cancel(ErrShutdown) })
-		_ = r.Reply(ctx, testRequest())
-		ms := fs.botMessages(testTS)
-		if len(ms) != 2 || ms[0].text != "Token buckets" || ms[1].mark.Note != textInterruptedAbove {
-			var got []string
-			for _, m := range ms {
-				got = append(got, m.text)
-			}
-			t.Errorf("thread %q, want the landed first text and the interrupted note", got)
-		}
-	})
-}
-
 // sortedThread answers conversations.replies in ts order, as Slack does (the fake lists people's
 // messages first).
 type sortedThread struct{ *fakeSlack }

@@ -850,7 +850,7 @@ func (r *Replies) PostSummaryHandler(resp PrivateResponder) route.Handler {
 func (r *Replies) postSummary(ctx context.Context, k keptResult) error {
 	thread := ""
 	for _, part := range splitLines(k.Post, slackmd.MrkdwnLimit) { // bytes: at most as many characters
-		ts, err := r.paced.post(ctx, interimRetry, nil, k.Channel, thread, Msg{Text: part, Mark: convo.Mark{Kind: markSummary}})
+		ts, err := r.paced.post(ctx, interimRetry, nil, r.paced.postTurn(k.Channel), k.Channel, thread, Msg{Text: part, Mark: convo.Mark{Kind: markSummary}})
 		if err != nil {
 			return fmt.Errorf("post summary: %w", err)
 		}

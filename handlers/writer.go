@@ -56,12 +56,12 @@ func (w *writer) do(ctx context.Context, pol retryPolicy, o *outage, t turn, wri
 	}
 }
 
-// post posts msg in channel (in thread, "" for the top level) at its turn in the channel's post
-// budgets, retried under pol within outage o (nil: its own), and returns its ts (the last
+// post posts msg in channel (in thread, "" for the top level) at its turn t (postTurn, maybe
+// bounded), retried under pol within outage o (nil: its own), and returns its ts (the last
 // attempt's).
-func (w *writer) post(ctx context.Context, pol retryPolicy, o *outage, channel, thread string, msg Msg) (string, error) {
+func (w *writer) post(ctx context.Context, pol retryPolicy, o *outage, t turn, channel, thread string, msg Msg) (string, error) {
 	var ts string
-	err := w.do(ctx, pol, o, w.postTurn(channel), func(ctx context.Context) (err error) {
+	err := w.do(ctx, pol, o, t, func(ctx context.Context) (err error) {
 		ts, err = w.msgs.Post(ctx, channel, thread, msg)
 		return err
 	})
@@ -132,6 +132,22 @@ func (t turn) by(by time.Time) turn {
 	}
 	wait := t.wait
 	t.wait = func(ctx context.Context) error { return waitBy(ctx, by, wait) }
+	return t
+}
+
+// until is t with its wait ended when stop ends (nil: never), with stop's cause: a wait for a turn
+// that another part of the answer may call off, the write itself never cut.
+func (t turn) until(stop context.Context) turn {
+	if stop == nil {
+		return t
+	}
+	wait := t.wait
+	t.wait = func(ctx context.Context) error {
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(stop, func() { cancel(context.Cause(stop)) })()
+		return wait(ctx)
+	}
 	return t
 }
 

@@ -17,7 +17,7 @@ import (
 // postRetry posts msg in the answer's thread under the channel's post budgets, retried under pol
 // within outage o (nil: its own), and returns its ts (the last attempt's).
 func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
-	ts, err := a.r.paced.post(ctx, pol, o, a.req.Channel, a.threadTS, msg)
+	ts, err := a.r.paced.post(ctx, pol, o, a.r.paced.postTurn(a.req.Channel), a.req.Channel, a.threadTS, msg)
 	if err == nil {
 		a.posted(ts)
 	}

@@ -150,9 +150,9 @@ func SentenceEnd(md string) bool {
 }
 
 // cuttableEnd reports whether a part may end where src ends: not inside a code block or a table,
-// not after a line's block marker alone (a heading's #, a list item's -, a quote's >: the part would
-// show the marker, or nothing, and the next would lose the block), and with no bold, strike or code
-// span left open in its last paragraph.
+// not inside a heading's line, not after a line's block marker alone (a list item's -, a task's
+// [ ], a quote's >: the part would show the marker, or nothing, and the next would lose the block),
+// and with no bold, strike or code span left open in its last paragraph.
 func cuttableEnd(src string) bool {
 	fences := 0
 	last := ""
@@ -167,7 +167,10 @@ func cuttableEnd(src string) bool {
 	block := src[strings.LastIndex(src, "\n\n")+1:] // spans may run over the lines of a paragraph
 	open := strings.Count(block, "`")%2 == 1 || strings.Count(block, "**")%2 == 1 || strings.Count(block, "~~")%2 == 1
 	body := strings.TrimSpace(containerless(last))
-	return fences%2 == 0 && !strings.HasPrefix(body, "|") && strings.TrimLeft(body, "#") != "" && !open
+	hashes := len(body) - len(strings.TrimLeft(body, "#"))
+	heading := hashes >= 1 && hashes <= 6 && (len(body) == hashes || body[hashes] == ' ')
+	marker := body == "" || body == "[ ]" || body == "[x]" || body == "[X]"
+	return fences%2 == 0 && !strings.HasPrefix(body, "|") && !(heading && !strings.HasSuffix(src, "\n")) && !marker && !open
 }
 
 // fits reports whether the unsealed rest of r fits in one part.

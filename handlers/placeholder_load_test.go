@@ -1,0 +1,217 @@
+package handlers
+
+import (
+	"context"
+	"iter"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
+)
+
+// Under load an answer that ends within a second of its first text while its placeholder shows, in
+// a channel whose post budget is spent: the placeholder is withdrawn only when the post of the
+// answer can follow at once, so the thread never shows nothing meanwhile.
+func TestPlaceholderKeptWhenTheAnswerEndsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
+		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets refill."}},
+			{chunk: llm.Chunk{FinishReason: "stop"}}}
+		rt := newReplyTest(t, steps, opt)
+		start := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		posts, dels := rt.slack.callsOf("post"), rt.slack.callsOf("delete")
+		for _, d := range dels {
+			if i := slices.IndexFunc(posts, func(p call) bool { return !p.at.Before(d.at) }); i < 0 || posts[i].at.Sub(d.at) > time.Second {
+				t.Errorf("placeholder deleted at %v with no post of the answer within a second", d.at.Sub(start))
+			}
+		}
+		if got := rt.texts(); strings.Join(got, " ") != "Token buckets refill." {
+			t.Errorf("thread %q, want the answer", got)
+		}
+	})
+}
+
+// The first text's post timed out and did not land, and a shutdown comes while the channel's post
+// budget is spent: the asker is told privately that the question was not answered.
+func TestLostFirstPostNotLandedThenShutdownTellsTheAsker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := lazyOptions()
+		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
+		steps := []step{{wait: 200 * time.Millisecond, chunk: llm.Chunk{Content: "Token "}},
+			{wait: time.Minute, chunk: llm.Chunk{Content: "buckets."}}}
+		rt := newReplyTest(t, steps, opt)
+		rt.slack.postErr = nthTimesOut(1, "chat.postMessage") // did not land
+		start := time.Now()
+		ctx, cancel := context.WithCancelCause(t.Context())
+		time.AfterFunc(500*time.Millisecond, func() { cancel(ErrShutdown) })
+		_ = rt.r.Reply(ctx, rt.req)
+		for _, c := range append(append(rt.slack.callsOf("post"), rt.slack.callsOf("delete")...), rt.slack.callsOf("ephemeral")...) {
+			t.Logf("%s at %v: %q %v", c.method, c.at.Sub(start), c.text, c.err)
+		}
+		if len(rt.texts()) == 0 && len(rt.slack.callsOf("ephemeral")) == 0 {
+			t.Errorf("nothing shows and the asker was not told privately")
+		}
+	})
+}
+
+// timedChat records when each model request is made.
+type timedChat struct {
+	*fakeChat
+	at *[]time.Time
+}
+
+func (c timedChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
+	*c.at = append(*c.at, time.Now())
+	return c.fakeChat.Stream(ctx, req)
+}
+
+// The placeholder's post, due while the thread is read, waits for the channel's post turn; the
+// read ends meanwhile: the model is asked at once (the writer takes the placeholder over), not
+// after that post.
+func TestModelAskedWhileThePlaceholderWaitsForItsPost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := lazyOptions()
+		opt.Budgets.Reads = pace.NewBucket(50, 1)                 // a read every 1.2 s
+		opt.Budgets.Reads.TryTake()                               // spent a moment ago: this read at 1.2 s
+		opt.Budgets.Posts = pace.NewKeyed(6, 1)                   // a post every 10 s in the channel
+		mustNoErr(t, opt.Budgets.Posts.Wait(t.Context(), testCh)) // spent by another answer
+		fs := newQuestionSlack()
+		var at []time.Time
+		chat := timedChat{&fakeChat{steps: deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond)}, &at}
+		r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
+		req := testRequest()
+		req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
+		start := time.Now()
+		mustNoErr(t, r.Reply(t.Context(), req))
+		for _, c := range fs.callsOf("replies") {
+			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+		}
+		if len(at) != 1 {
+			t.Fatalf("%d model requests", len(at))
+		}
+		t.Logf("model request at %v", at[0].Sub(start))
+		if d := at[0].Sub(start); d > 2*time.Second {
+			t.Errorf("model asked %v after the question; the thread was read at 1.2 s: it waited for the placeholder's post turn", d)
+		}
+	})
+}
+
+// panickyThread panics on a thread read after a pause (a bug in the read, the thread's content).
+type panickyThread struct{ *fakeSlack }
+
+func (p panickyThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+	time.Sleep(500 * time.Millisecond)
+	panic("boom")
+}
+
+// Reading the thread panics (the bot recovers and tells the asker): no placeholder is posted after
+// Reply has returned, where nobody would close it.
+func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		r := NewReplies(panickyThread{fs}, fs, fs, fs, &fakeChat{}, nil, lazyOptions())
+		req := testRequest()
+		req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
+		func() {
+			defer func() { _ = recover() }() // as bot.run does
+			_ = r.Reply(t.Context(), req)
+		}()
+		returned := time.Now()
+		time.Sleep(5 * time.Second)
+		for _, c := range fs.callsOf("post") {
+			if c.at.After(returned) {
+				t.Errorf("%q posted %v after Reply returned (panicked)", c.text, c.at.Sub(returned))
+			}
+		}
+	})
+}
+
+// Under load with the thinking status, a thread read longer than the status lasts: the placeholder
+// comes when the status would lapse, while the thread is still being read.
+func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.Pane = &statusPane{}
+		opt.Budgets.Reads = pace.NewBucket(0.4, 1) // a read every 150 s
+		opt.Budgets.Reads.TryTake()                // spent a moment ago
+		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt.req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
+		start := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		posts := rt.slack.callsOf("post")
+		for _, c := range append(posts, rt.slack.callsOf("replies")...) {
+			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+		}
+		if len(posts) == 0 || posts[0].text != textThinking || posts[0].at.Sub(start) > thinkingLasts {
+			t.Errorf("first post %+v, want the placeholder by %v (the status lapses at two minutes)", posts[0], thinkingLasts)
+		}
+	})
+}
+
+// Under load the first snapshot renders to nothing yet ("**", the start of a bold lead-in): the
+// placeholder stays until there is text to post in its place.
+func TestPlaceholderKeptForTextThatShowsNothingYet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "**"}},
+			{wait: 20 * time.Second, chunk: llm.Chunk{Content: "Token buckets** refill."}},
+			{chunk: llm.Chunk{FinishReason: "stop"}}}
+		rt := newReplyTest(t, steps, opt)
+		start := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		posts, dels := rt.slack.callsOf("post"), rt.slack.callsOf("delete")
+		for _, c := range append(posts, dels...) {
+			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+		}
+		if len(dels) > 0 && len(posts) > 1 {
+			if gap := posts[1].at.Sub(dels[0].at); gap > 2*time.Second {
+				t.Errorf("placeholder withdrawn %v before any text was posted", gap)
+			}
+		}
+	})
+}
+
+// The first text's post times out but landed, before PlaceholderAfter, and the model goes on past
+// it: no placeholder is posted below that text (the final write finds the text and ends the
+// answer in it), so the text shows once.
+func TestLostFirstPostGetsNoPlaceholder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		posts := 0
+		chat := &fakeChat{steps: []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "The "}},
+			{wait: 3 * time.Second, chunk: llm.Chunk{Content: "answer."}}, {chunk: llm.Chunk{FinishReason: "stop"}}}}
+		r := NewReplies(fs, landedTimeoutPoster{fs, 1, &posts}, fs, fs, chat, nil, lazyOptions())
+		_ = r.Reply(t.Context(), testRequest())
+		var got []string
+		for _, m := range fs.botMessages(testTS) {
+			got = append(got, m.text)
+		}
+		if len(got) != 1 || got[0] != "The answer." {
+			t.Errorf("thread = %q, want the answer once", got)
+		}
+	})
+}
+
+// Under load the first text ends inside a heading ("## Overview of "), and the answer ends with no
+// edit turn soon: the heading is never split between two messages.
+func TestFirstTextUnderLoadNotCutInsideAHeading(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		steps := append([]step{{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "## Overview of token"}}},
+			deltas([]string{"s\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
+		rt := newReplyTest(t, steps, underLoad(t, lazyOptions()))
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		got := rt.texts()
+		if len(got) > 1 && strings.HasPrefix(got[1], "tokens") {
+			t.Errorf("heading split across messages: %q", got)
+		}
+	})
+}
