@@ -123,9 +123,11 @@ const (
 	closeReserve  = 2 * time.Second // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
 	noticeTimeout = 10 * time.Second
 	busyNoteEvery = time.Minute // one "busy" note per person at most this often
-	// chat.postEphemeral is Tier 4 (about 100 a minute); Slack allows short bursts over a tier's rate.
+	// chat.postEphemeral is Tier 4 (about 100 a minute). Slack allows short bursts over a tier's rate
+	// but publishes no size: 10 (6 s of the rate) stays modest, and a burst of queued questions is
+	// told in turn rather than by 429s (a note that gets one is sent again after it).
 	notesPerMinute = 100
-	notesBurst     = 20
+	notesBurst     = 10
 
 	// Work is started once the envelopes arriving with it are acked: held until no envelope came
 	// for burstGap, never longer than burstHold (see Bot.later).
@@ -748,21 +750,16 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 	key := threadKey(rr.Channel, rr.ThreadTS)
 	prev, done := b.turns.take(key)
 	var place *ticket
-	inLine := 0 // the place shown under the thread by the answer's goroutine (0: none)
+	inLine := 0 // the place in line the answer's goroutine shows its asker (0: none)
 	if prev == nil {
 		place = b.slots.join() // in the loop: in arrival order (after a turn, the line is joined then)
 		if n, waits := place.queued(); waits && !quiet {
-			// A sign of life while the answer waits its turn.
-			if b.opt.Queue != nil && rr.ThreadTS != "" {
-				inLine = n
-			} else {
-				say(queuedText(n))
-			}
+			inLine = n // a sign of life while the answer waits its turn
 		}
 	}
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
 	b.later(func() {
-		shown := inLine > 0 && b.showPlace(req, inLine, log)
+		shown := inLine > 0 && b.showPlace(req, inLine, place, log)
 		started, ran, err := b.answer(work, h, req, key, prev, place, log)
 		if shown && ran && (errors.Is(err, handlers.ErrIgnored) || errors.Is(err, errDuplicate)) {
 			// Nothing is posted to clear it: taken down before the thread's next answer may show
@@ -785,21 +782,37 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 }
 
 // showPlace shows a queued asker their place in line under the answer's thread (Options.Queue), or,
-// when it cannot be shown there (no token at once, statuses refused, the call failed), tells them
-// privately as a question without a thread is: nobody waits without a sign. It runs in the
-// answer's goroutine before the answer waits for its place, so the answer's own "is thinking…"
-// never lands before it and is overwritten; the private note goes in a goroutine of its own, out of
-// the answer's way. It reports whether the status is shown.
-func (b *Bot) showPlace(req *route.Request, place int, log *zap.Logger) bool {
+// when it cannot be shown there (no thread, no token at once, statuses refused, the call failed),
+// tells them privately: nobody waits without a sign. It runs in the answer's goroutine before the
+// answer waits for its place t, so the answer's own "is thinking…" never lands before it and is
+// overwritten. The private note goes in a goroutine of its own, out of the answer's way, and may
+// wait for its turn in the notices' budget until the answer starts (a burst of questions queues
+// more notes than that budget serves in seconds; once the answer shows itself, the note is moot).
+// It reports whether the status is shown.
+func (b *Bot) showPlace(req *route.Request, place int, t *ticket, log *zap.Logger) bool {
 	rr := req.Reply
-	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
-	defer cancel()
-	if b.opt.Queue.ShowQueued(ctx, rr.Channel, rr.ThreadTS, place) {
-		log.Debug("place in line shown in the thread's status", zap.Int("place", place))
-		return true
+	if b.opt.Queue != nil && rr.ThreadTS != "" {
+		ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
+		shown := b.opt.Queue.ShowQueued(ctx, rr.Channel, rr.ThreadTS, place)
+		cancel()
+		if shown {
+			log.Debug("place in line shown in the thread's status", zap.Int("place", place))
+			return true
+		}
 	}
-	// Where say would have told it (a click's or a command's request names the place).
-	b.wg.Go(func() { b.tell(req.Channel, req.User, req.ThreadTS, queuedText(place), log) })
+	b.wg.Go(func() {
+		ctx, cancel := context.WithCancel(b.closing)
+		defer cancel()
+		go func() { // ends with ctx, which ends when the note is sent at the latest
+			select {
+			case <-t.ready:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		// Where say would have told it (a click's or a command's request names the place).
+		b.tellBy(ctx, req.Channel, req.User, req.ThreadTS, queuedText(place), log)
+	})
 	return false
 }
 
@@ -830,9 +843,13 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 		b.slots.release()
 		return time.Now(), false, nil
 	}
-	defer b.slots.release()
+	// The place bounds the model requests in flight: it is freed once the answer is done with the
+	// model (its last Slack writes, paced by the budgets, can take a while under load), or at the end.
+	free := sync.OnceFunc(b.slots.release)
+	defer free()
 	started = time.Now()
 	rr := req.Reply
+	rr.ModelDone = free
 	if !b.claim(work, req, log) {
 		return started, true, errDuplicate
 	}
@@ -922,22 +939,35 @@ func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap
 // from work and time-boxed (and ended with the grace period at shutdown). Notices are not bounded
 // in number: each is short and time-boxed, and nobody who asked is left without a word.
 func (b *Bot) tell(channel, user, threadTS, text string, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
+	defer cancel()
+	b.tellBy(ctx, channel, user, threadTS, text, log)
+}
+
+// tellBy is tell within ctx: a 429 pauses every notice for its Retry-After, and this one is tried
+// again after it.
+func (b *Bot) tellBy(ctx context.Context, channel, user, threadTS, text string, log *zap.Logger) {
 	if b.notify == nil || text == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
-	defer cancel()
-	if err := b.notes.Wait(ctx); err != nil {
-		log.Warn("notice not sent: no chat.postEphemeral turn in time", zap.Error(err))
+	for {
+		if err := b.notes.Wait(ctx); errors.Is(err, context.Canceled) {
+			log.Debug("notice not sent: no longer needed", zap.Error(err))
+			return
+		} else if err != nil {
+			log.Warn("notice not sent: no chat.postEphemeral turn in time", zap.Error(err))
+			return
+		}
+		err := b.notify.Ephemeral(ctx, channel, user, threadTS, text)
+		var rl *slack.RateLimitedError
+		if errors.As(err, &rl) {
+			b.notes.Throttled(rl.RetryAfter) // every notice waits it out, this one again after it
+			continue
+		}
+		if err != nil {
+			log.Warn("notice failed", zap.Error(err))
+		}
 		return
-	}
-	err := b.notify.Ephemeral(ctx, channel, user, threadTS, text)
-	var rl *slack.RateLimitedError
-	if errors.As(err, &rl) {
-		b.notes.Throttled(rl.RetryAfter) // every notice waits it out
-	}
-	if err != nil {
-		log.Warn("notice failed", zap.Error(err))
 	}
 }
 

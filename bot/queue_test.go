@@ -381,3 +381,46 @@ func TestNowRunsWhileEveryPlaceIsTaken(t *testing.T) {
 	click(t, fs, "C1", ts, "U1", "now_action")
 	waitChan(t, "the Now route run while the place is taken", ran)
 }
+
+// Private notes of their place that Slack refuses with a 429 (its chat.postEphemeral limit is
+// tighter than the bot's budget thought) are sent again after the Retry-After: every queued asker
+// gets theirs.
+func TestQueuedNotesRefusedBySlackAreSentAgain(t *testing.T) {
+	limits := fakeslack.Limits{Methods: map[string]fakeslack.Limit{"chat.postEphemeral": {PerMinute: 120, Burst: 1}}}
+	fs := newFakeSlack(t, fakeslack.Config{Limits: limits})
+	r, started, release := holdingReplier("one", 4)
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 3})
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	for i, text := range []string{"two", "three", "four"} {
+		fs.PostUserMessage(fmt.Sprint("D", i+2), fmt.Sprint("U", i+2), "", text)
+	}
+	h.waitFor(t, "a note for each asker in line", func() bool { return len(fs.Ephemerals()) == 3 })
+	if fs.Count429("chat.postEphemeral") == 0 {
+		t.Error("Slack refused no note: the case under test did not happen")
+	}
+	close(release)
+}
+
+// An answer done with the model gives its place to the next question in line at once, while its own
+// last writes (paced by Slack's budgets) go on.
+func TestPlaceFreedWhenTheModelIsDone(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	started, release := make(chan string, 2), make(chan struct{})
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- req.Text
+		if req.Text == "one" {
+			req.ModelDone() // the model has answered; the answer's last edits wait for their turn
+			<-release
+		}
+		return nil
+	}}
+	startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 1})
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	fs.PostUserMessage("D2", "U2", "", "two")
+	if got := waitChan(t, "second reply, while the first still writes", started); got != "two" {
+		t.Errorf("started %q, want two", got)
+	}
+	close(release)
+}

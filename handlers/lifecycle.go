@@ -116,6 +116,9 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}
 	md, finishReason, serr := a.generate(ctx, res.Messages, s)
+	if a.req.ModelDone != nil {
+		a.req.ModelDone()
+	}
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	if a.imagesUnseen && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textImagesSeen + " " + note)

@@ -215,3 +215,25 @@ func TestFirstTextUnderLoadNotCutInsideAHeading(t *testing.T) {
 		}
 	})
 }
+
+// The answer says it is done with the model (ModelDone, which frees its place in the bot's line)
+// when the model's stream ends, not after its last writes, which under load wait for their turn.
+func TestModelDoneBeforeTheLastWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.PlaceholderAfter = 0 // the placeholder at once: its text needs an edit turn
+		opt.Budgets.Deletes = pace.NewBucket(1, 1)
+		opt.Budgets.Deletes.TryTake() // and it cannot be withdrawn for a post
+		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		start := time.Now()
+		var done []time.Duration
+		rt.req.ModelDone = func() { done = append(done, time.Since(start)) }
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		if len(done) != 1 || done[0] > time.Second {
+			t.Errorf("ModelDone at %v, want once, as the model's stream ends (0.3 s)", done)
+		}
+		if took := time.Since(start); took < 10*time.Second {
+			t.Errorf("the answer's writes took %v: the case under test (a long wait for the last writes) did not happen", took)
+		}
+	})
+}

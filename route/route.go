@@ -264,6 +264,9 @@ type ReplyRequest struct {
 	// what it wrote). The whole thread is read and the task's instruction stands in for the
 	// question; TS only names the message the shortcut was used on. User is the person who asked.
 	Task string
+	// ModelDone, when set, is called once the answer asks the model no more (its last writes may
+	// still be under way): its place among MAX_CONCURRENT_REPLIES goes to the next question in line.
+	ModelDone func()
 }
 
 // InDM reports whether the request comes from a direct message with the bot (channel type "im", or a

@@ -54,7 +54,7 @@ type Config struct {
 	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" default:"20971520" desc:"Largest file the bot downloads to read (pictures and text files); larger ones are named with a note."`
 	MaxFileText          int           `envconfig:"MAX_FILE_TEXT" default:"20000" desc:"Characters of one text file (logs, code, CSV, JSON, snippets) given to the model; the rest is cut with a note."`
 	ImageInputMaxSide    int           `envconfig:"IMAGE_INPUT_MAX_SIDE" default:"2048" desc:"Longest side, in pixels, of a picture sent to the model; larger ones are scaled down."`
-	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs in progress at once (model requests in flight); more wait in a queue, in arrival order."`
+	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs asking the model at once (model requests in flight; an answer gives its place up once the model is done, while its last Slack writes go on); more wait in a queue, in arrival order."`
 	MaxQueuedReplies     int           `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
 	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
