@@ -144,8 +144,11 @@ type Bot struct {
 	log    *zap.Logger
 	opt    Options
 
-	slots   *slots       // MaxConcurrent places for running work, and the queue for them
-	replies atomic.Int64 // answers admitted and not finished (running or waiting): at most MaxConcurrent + MaxQueued
+	slots *slots // MaxConcurrent places for running work, and the queue for them
+	// replies counts the answers admitted and not done with the model (waiting for a place, or
+	// holding one): at most MaxConcurrent + MaxQueued. An answer whose last writes are under way
+	// no longer counts: its place is someone else's.
+	replies atomic.Int64
 	turns   *turns
 	shared  Replicas       // Options.Replicas
 	wg      sync.WaitGroup // every goroutine started for work
@@ -758,16 +761,17 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 		}
 	}
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
+	leave := sync.OnceFunc(func() { b.replies.Add(-1) })
 	b.later(func() {
-		shown := inLine > 0 && b.showPlace(req, inLine, place, log)
-		started, ran, err := b.answer(work, h, req, key, prev, place, log)
+		shown := inLine > 0 && b.showPlace(req, inLine, log)
+		started, ran, err := b.answer(work, h, req, key, prev, place, leave, log)
 		if shown && ran && (errors.Is(err, handlers.ErrIgnored) || errors.Is(err, errDuplicate)) {
 			// Nothing is posted to clear it: taken down before the thread's next answer may show
 			// its own status.
 			b.clearPlace(rr)
 		}
 		done()
-		b.replies.Add(-1) // before finished: once its end is reported, the answer no longer counts
+		leave() // before finished: once its end is reported, the answer no longer counts
 		if ran {
 			b.failed(err, rr.Channel, rr.User, rr.ThreadTS, log)
 			b.finished("reply", err, read, started, log) // after the place and the thread are free
@@ -784,12 +788,12 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 // showPlace shows a queued asker their place in line under the answer's thread (Options.Queue), or,
 // when it cannot be shown there (no thread, no token at once, statuses refused, the call failed),
 // tells them privately: nobody waits without a sign. It runs in the answer's goroutine before the
-// answer waits for its place t, so the answer's own "is thinking…" never lands before it and is
-// overwritten. The private note goes in a goroutine of its own, out of the answer's way, and may
-// wait for its turn in the notices' budget until the answer starts (a burst of questions queues
-// more notes than that budget serves in seconds; once the answer shows itself, the note is moot).
-// It reports whether the status is shown.
-func (b *Bot) showPlace(req *route.Request, place int, t *ticket, log *zap.Logger) bool {
+// answer waits for its place, so the answer's own "is thinking…" never lands before it and is
+// overwritten. The private note goes in a goroutine of its own, out of the answer's way, within the
+// notices' time limit: a burst of questions queues more notes than Slack's budgets serve in
+// seconds, and those beyond are not told their place (their answers start in their turn). It
+// reports whether the status is shown.
+func (b *Bot) showPlace(req *route.Request, place int, log *zap.Logger) bool {
 	rr := req.Reply
 	if b.opt.Queue != nil && rr.ThreadTS != "" {
 		ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
@@ -800,19 +804,8 @@ func (b *Bot) showPlace(req *route.Request, place int, t *ticket, log *zap.Logge
 			return true
 		}
 	}
-	b.wg.Go(func() {
-		ctx, cancel := context.WithCancel(b.closing)
-		defer cancel()
-		go func() { // ends with ctx, which ends when the note is sent at the latest
-			select {
-			case <-t.ready:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		// Where say would have told it (a click's or a command's request names the place).
-		b.tellBy(ctx, req.Channel, req.User, req.ThreadTS, queuedText(place), log)
-	})
+	// Where say would have told it (a click's or a command's request names the place).
+	b.wg.Go(func() { b.tell(req.Channel, req.User, req.ThreadTS, queuedText(place), log) })
 	return false
 }
 
@@ -824,9 +817,10 @@ func (b *Bot) clearPlace(rr *route.ReplyRequest) {
 }
 
 // answer waits for the thread's turn and a place (place: the one taken at arrival; nil: take one
-// after the turn), and runs the reply; it frees the place before returning, and the caller the
-// thread's turn. started is when it started; ran is false when shutdown came first.
-func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, key string, prev <-chan struct{}, place *ticket, log *zap.Logger) (started time.Time, ran bool, err error) {
+// after the turn), and runs the reply; it frees the place (and the answer leaves the admitted
+// count: leave) once the reply is done with the model, at the latest before returning, and the
+// caller the thread's turn. started is when it started; ran is false when shutdown came first.
+func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, key string, prev <-chan struct{}, place *ticket, leave func(), log *zap.Logger) (started time.Time, ran bool, err error) {
 	if prev != nil {
 		select {
 		case <-prev:
@@ -845,7 +839,7 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 	}
 	// The place bounds the model requests in flight: it is freed once the answer is done with the
 	// model (its last Slack writes, paced by the budgets, can take a while under load), or at the end.
-	free := sync.OnceFunc(b.slots.release)
+	free := sync.OnceFunc(func() { b.slots.release(); leave() })
 	defer free()
 	started = time.Now()
 	rr := req.Reply

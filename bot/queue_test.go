@@ -424,3 +424,31 @@ func TestPlaceFreedWhenTheModelIsDone(t *testing.T) {
 	}
 	close(release)
 }
+
+// An answer done with the model no longer counts against MAX_CONCURRENT_REPLIES + MAX_QUEUED_REPLIES:
+// with no queue, a question that comes while its last writes go on takes the free place, and is not
+// told the bot is busy.
+func TestFreedPlaceTakenWithoutAQueue(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	started, release := make(chan string, 2), make(chan struct{})
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		started <- req.Text
+		if req.Text == "one" {
+			req.ModelDone() // the model has answered; the last writes wait for their turn
+			<-release
+		}
+		return nil
+	}}
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1})
+	fs.PostUserMessage("D1", "U1", "", "one")
+	waitChan(t, "first reply", started)
+	h.waitFor(t, "the place freed", func() bool { return h.bot.replies.Load() == 0 })
+	fs.PostUserMessage("D2", "U2", "", "two")
+	if got := waitChan(t, "second reply", started); got != "two" {
+		t.Errorf("started %q, want two", got)
+	}
+	if e := fs.Ephemerals(); len(e) != 0 {
+		t.Errorf("notes %+v, want none (no busy note)", e)
+	}
+	close(release)
+}

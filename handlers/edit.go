@@ -209,14 +209,14 @@ func (e *editSink) idleDue() time.Time {
 }
 
 // idle posts the placeholder: the model has sent no text within PlaceholderAfter.
-func (e *editSink) idle(ctx context.Context) { e.idleUntil(ctx, nil) }
+func (e *editSink) idle(ctx context.Context) { e.idleBy(ctx, time.Time{}) }
 
-// idleUntil posts the placeholder, its wait for a post turn called off when stop ends (nil: never;
-// then the placeholder stays due). A placeholder that cannot be posted otherwise is not tried again:
-// the answer's first text will be. Under load an answer whose thread shows its "is thinking…"
-// status posts none while the status lasts: the status is sign of life enough, and a placeholder
-// would clear it and then wait long for the edit that gives it text.
-func (e *editSink) idleUntil(ctx, stop context.Context) {
+// idleBy posts the placeholder, its wait for a post turn ended at by (zero: never; the placeholder
+// then stays due). A placeholder that cannot be posted otherwise is not tried again: the answer's
+// first text will be. Under load an answer whose thread shows its "is thinking…" status posts none
+// while the status lasts: the status is sign of life enough, and a placeholder would clear it and
+// then wait long for the edit that gives it text.
+func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 	a := e.answer
 	due := e.placeholderDue
 	e.placeholderDue = time.Time{}
@@ -229,9 +229,16 @@ func (e *editSink) idleUntil(ctx, stop context.Context) {
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	ts, err := a.r.paced.post(cctx, interimRetry, nil, a.r.paced.postTurn(a.req.Channel).until(stop), a.req.Channel, a.threadTS, a.placeholder())
-	if stop != nil && stop.Err() != nil && errors.Is(err, context.Cause(stop)) {
-		e.placeholderDue = due // called off before its turn came: still due
+	posts := a.r.paced.postTurn(a.req.Channel).by(by)
+	noTurn := false
+	t := turn{wait: func(ctx context.Context) error {
+		err := posts.wait(ctx)
+		noTurn = err != nil
+		return err
+	}, throttled: posts.throttled}
+	ts, err := a.r.paced.post(cctx, interimRetry, nil, t, a.req.Channel, a.threadTS, a.placeholder())
+	if noTurn && !by.IsZero() && cctx.Err() == nil {
+		e.placeholderDue = due // no post turn by then: still due, for the writer
 		return
 	}
 	if err != nil {
@@ -246,7 +253,7 @@ func (e *editSink) idleUntil(ctx, stop context.Context) {
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	for !e.broken && snap.md != e.doneMD {
-		post, err := e.waitTurn(ctx, wctx, e.postDue, snap)
+		post, err := e.waitTurn(ctx, wctx, e.postDue, &snap, mb)
 		if err != nil {
 			e.answer.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
@@ -280,19 +287,19 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 // kept, it posts the whole answer when its turn comes. Under load the first text for a bare
 // placeholder waits continueWait for an edit turn; with none, and a chat.delete token at once, it
 // waits for a post turn, and then the placeholder is withdrawn and the text posted
-// (withdrawPlaceholder): the placeholder goes only when the post can follow at once. post reports
-// which slot was taken.
-func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap snapshot) (bool, error) {
+// (withdrawPlaceholder): the placeholder goes only when the post can follow at once. Text that
+// shows nothing yet ("**") waits for more, a second at a time. post reports which slot was taken.
+func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot, mb *mailbox) (bool, error) {
 	since := snap.since
-	for !post && e.shows() == showsPlaceholder && !e.inPlace && e.underLoad() && e.hasFirstText(snap.md) {
+	for !post && e.shows() == showsPlaceholder && !e.inPlace && e.underLoad() {
 		if e.turnSoon(wctx, pace.First, since) {
 			return false, nil
 		}
 		if wctx.Err() != nil {
 			return false, context.Cause(wctx)
 		}
-		if !e.answer.r.paced.tryDelete() {
-			continue // no chat.delete token now: an edit turn again, or the next try
+		if *snap = mb.latest(*snap); !e.hasFirstText(snap.md) || !e.answer.r.paced.tryDelete() {
+			continue // nothing to show yet, or no chat.delete token now: an edit turn again, or the next try
 		}
 		if e.withdrawOnPost(ctx) {
 			return true, nil
@@ -328,9 +335,7 @@ func (e *editSink) withdrawOnPost(ctx context.Context) bool {
 // only an answer not shown yet, which every closing path knows.
 func (e *editSink) withdrawPlaceholder(ctx context.Context) bool {
 	a := e.answer
-	cctx, cancel := a.callCtx(ctx)
-	defer cancel()
-	if !a.r.paced.deleteHeld(cctx, a.req.Channel, e.ts[0]) {
+	if !a.r.paced.deleteHeld(ctx, a.callCtx, a.req.Channel, e.ts[0]) {
 		return false
 	}
 	a.log.Debug("no edit turn soon: the placeholder is withdrawn and the text posted")

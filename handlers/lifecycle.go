@@ -116,9 +116,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}
 	md, finishReason, serr := a.generate(ctx, res.Messages, s)
-	if a.req.ModelDone != nil {
-		a.req.ModelDone()
-	}
+	a.modelDone()
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	if a.imagesUnseen && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textImagesSeen + " " + note)
@@ -137,41 +135,49 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	return errors.Join(serr, ferr)
 }
 
+// modelDone tells the bot, once, that the answer asks the model no more (route.ReplyRequest.ModelDone):
+// its place goes to the next question in line while its last writes go on.
+func (a *answer) modelDone() {
+	if a.req.ModelDone != nil {
+		a.req.ModelDone()
+		a.req.ModelDone = nil
+	}
+}
+
 // idleDuring has an answer in edit mode post its placeholder when it falls due while the answer is
 // still being prepared, before the writer starts: a thread read waits for the read budget (Tier 3,
 // about 50 a minute for the whole workspace), so under load it may take long, and the asker must
 // not be left without a sign meanwhile. A goroutine of its own, the only one to touch the sink until
-// stop returns, waits for each time the placeholder is due (a thinking status moves it on). stop
-// calls off a wait for the placeholder's post turn (it stays due, for the writer), waits for the
-// goroutine, and may be called more than once.
+// stop returns, waits for each time the placeholder is due (a thinking status moves it on); it waits
+// at most continueWait for the placeholder's post turn (else it stays due, for the writer), so stop,
+// which ends its waits and waits for it, holds the model's request back a second at most. stop may
+// be called more than once.
 func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
 	e, ok := s.(*editSink)
 	if !ok || e.idleDue().IsZero() {
 		return func() {}
 	}
-	prepared, callOff := context.WithCancelCause(context.Background())
+	prepared, callOff := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for due := e.idleDue(); !due.IsZero(); due = e.idleDue() {
-			if watch.Sleep(prepared, time.Until(due)) != nil || ctx.Err() != nil {
+			if watch.Sleep(prepared, time.Until(due)) != nil {
 				return
 			}
-			e.idleUntil(ctx, prepared)
+			if e.idleBy(ctx, time.Now().Add(continueWait)); e.idleDue().Equal(due) {
+				return // no post turn soon: the writer posts it
+			}
 		}
 	}()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			callOff(errPrepared)
+			callOff()
 			<-done
 		})
 	}
 }
-
-// errPrepared calls off the placeholder's wait for a post turn once the answer is prepared: the
-// writer takes over.
-var errPrepared = errors.New("the answer is prepared")
 
 // replaced reads, for a Regenerate, the thread first to find the old answer's messages (old), which
 // the new answer is written over; a failed read is read again and told in the reading state. A

@@ -237,3 +237,87 @@ func TestModelDoneBeforeTheLastWrites(t *testing.T) {
 		}
 	})
 }
+
+// The model's stream ends while the writer waits for a post turn to withdraw the placeholder: the
+// answer says it is done with the model at once (its place goes to the next question), not when the
+// post turn comes.
+func TestModelDoneAsTheStreamEndsWhileTheWriterWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
+		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
+			{wait: 2 * time.Second, chunk: llm.Chunk{Content: "buckets refill."}},
+			{wait: 100 * time.Millisecond, chunk: llm.Chunk{FinishReason: "stop"}}}
+		rt := newReplyTest(t, steps, opt)
+		start := time.Now()
+		var done time.Duration
+		rt.req.ModelDone = func() { done = time.Since(start) }
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		logCalls(t, rt.slack, start)
+		if done > 6*time.Second {
+			t.Errorf("ModelDone at %v; the model's stream ended at 5.1 s", done)
+		}
+	})
+}
+
+// Under load the first snapshot renders to nothing ("**"); the text that comes two seconds later
+// still gets the placeholder withdrawn for it, rather than waiting a minute for an edit.
+func TestTextAfterAnEmptySnapshotWithdrawsThePlaceholder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		steps := append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "**"}},
+			{wait: 2 * time.Second, chunk: llm.Chunk{Content: "Token buckets** refill. "}}},
+			deltas(numbered(30), time.Second)...)
+		rt := newReplyTest(t, steps, opt)
+		start := time.Now()
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		logCalls(t, rt.slack, start)
+		var first time.Duration
+		for _, c := range append(rt.slack.callsOf("post"), rt.slack.callsOf("update")...) {
+			if c.text != textThinking && (first == 0 || c.at.Sub(start) < first) {
+				first = c.at.Sub(start)
+			}
+		}
+		if first > 10*time.Second {
+			t.Errorf("first text shown at %v; it came at 5 s (the withdrawal takes a second)", first)
+		}
+	})
+}
+
+// landedTimeoutDeleter is a Slack whose first chat.delete deletes the message but answers with
+// net/http's timeout, as a slow Slack does.
+type landedTimeoutDeleter struct {
+	*fakeSlack
+	deletes *int
+}
+
+func (s landedTimeoutDeleter) Delete(ctx context.Context, channel, ts string) error {
+	err := s.fakeSlack.Delete(ctx, channel, ts)
+	if *s.deletes++; *s.deletes == 1 && err == nil {
+		return timedOut("chat.delete")
+	}
+	return err
+}
+
+// The withdrawal's delete times out but landed: it is made again (message_not_found: gone), so
+// the answer is posted rather than edited into a message that is no more.
+func TestWithdrawalDeleteThatTimedOutButLanded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.Budgets.Deletes = pace.NewBucket(1, 1) // one delete token: the withdrawal's
+		fs := newQuestionSlack()
+		n := 0
+		chat := &fakeChat{steps: slowStart("refill ", "steadily.")}
+		r := NewReplies(fs, landedTimeoutDeleter{fs, &n}, fs, fs, chat, nil, opt)
+		start := time.Now()
+		err := r.Reply(t.Context(), testRequest())
+		logCalls(t, fs, start)
+		var got []string
+		for _, m := range fs.botMessages(testTS) {
+			got = append(got, m.text)
+		}
+		if len(got) == 0 {
+			t.Errorf("the thread shows nothing of the answer (Reply: %v; ephemerals %d)", err, len(fs.callsOf("ephemeral")))
+		}
+	})
+}

@@ -474,6 +474,9 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 	if (streamErr != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
 		streamErr = errStalled // the watchdog ended the stream, whatever error that produced
 	}
+	if len(calls) == 0 || rd.tools == nil || streamErr != nil || ctx.Err() != nil {
+		a.modelDone() // no round follows: at once, not after the writer's last interim write
+	}
 	return roundResult{md: think.Final(b.String()), finish: finishReason, calls: calls, err: streamErr}
 }
 

@@ -95,11 +95,23 @@ func (w *writer) delete(ctx context.Context, pol retryPolicy, by time.Time, chan
 	return nil
 }
 
-// deleteHeld deletes message ts with one call, its turn taken already (tryDelete); it reports
-// whether the message is gone.
-func (w *writer) deleteHeld(ctx context.Context, channel, ts string) bool {
-	err := w.msgs.Delete(ctx, channel, ts)
-	return err == nil || slackErr(err) == "message_not_found"
+// deleteHeld deletes message ts, its turn taken already (tryDelete), each call on a context of
+// call(ctx); it reports whether the message is gone. A call that timed out or failed in passing is
+// made once more (a delete that landed answers message_not_found then): thought still there, a
+// deleted message would be edited in vain.
+func (w *writer) deleteHeld(ctx context.Context, call callCtxFunc, channel, ts string) bool {
+	for range 2 {
+		cctx, cancel := call(ctx)
+		err := w.msgs.Delete(cctx, channel, ts)
+		cancel()
+		if err == nil || slackErr(err) == "message_not_found" {
+			return true
+		}
+		if ctx.Err() != nil || !transient(idempotent(err)) {
+			return false
+		}
+	}
+	return false
 }
 
 // ephemeral shows text to user alone in channel (in thread), retried under pol; its wait for the
@@ -132,22 +144,6 @@ func (t turn) by(by time.Time) turn {
 	}
 	wait := t.wait
 	t.wait = func(ctx context.Context) error { return waitBy(ctx, by, wait) }
-	return t
-}
-
-// until is t with its wait ended when stop ends (nil: never), with stop's cause: a wait for a turn
-// that another part of the answer may call off, the write itself never cut.
-func (t turn) until(stop context.Context) turn {
-	if stop == nil {
-		return t
-	}
-	wait := t.wait
-	t.wait = func(ctx context.Context) error {
-		ctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		defer context.AfterFunc(stop, func() { cancel(context.Cause(stop)) })()
-		return wait(ctx)
-	}
 	return t
 }
 
