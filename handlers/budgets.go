@@ -24,11 +24,13 @@ const (
 	lookupBurst             = 10
 	streamsPerMinute        = 20 // chat.startStream + chat.stopStream: Tier 2
 	streamBurst             = 3
-	// chat.delete (Tier 3) and chat.postEphemeral (Tier 4) are used in bursts, at shutdown: Slack
-	// allows short bursts over a tier's rate, and a 429 only sends that reply to the edit.
+	// chat.delete (Tier 3) withdraws placeholders under load and at shutdown; chat.postEphemeral
+	// (Tier 4) tells askers at shutdown. Slack allows short bursts over a tier's rate but publishes
+	// no size: 6 s of the rate stays modest (the bot's own notices use the same for the latter).
 	deletesPerMinute    = 50
+	deletesBurst        = 5
 	ephemeralsPerMinute = 100
-	closingBurst        = 20
+	ephemeralsBurst     = 10
 	sessionsPerMinute   = 50 // agents.sessions.setStatus: Tier 3
 	sessionBurst        = 5
 	// assistant.threads.setStatus: Slack publishes no tier ("special"); 100 a minute (Tier 4) stays
@@ -79,8 +81,8 @@ func NewBudgets(editsPerMinute float64, policy pace.Policy) Budgets {
 		Streams:        pace.NewBucket(streamsPerMinute, streamBurst),
 		Sessions:       pace.NewBucket(sessionsPerMinute, sessionBurst),
 		Statuses:       pace.NewBucket(statusesPerMinute, statusBurst),
-		Deletes:        pace.NewBucket(deletesPerMinute, closingBurst),
-		Ephemerals:     pace.NewBucket(ephemeralsPerMinute, closingBurst),
+		Deletes:        pace.NewBucket(deletesPerMinute, deletesBurst),
+		Ephemerals:     pace.NewBucket(ephemeralsPerMinute, ephemeralsBurst),
 	}
 }
 

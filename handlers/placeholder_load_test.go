@@ -321,3 +321,26 @@ func TestWithdrawalDeleteThatTimedOutButLanded(t *testing.T) {
 		}
 	})
 }
+
+// A withdrawal's delete refused with a 429 pauses the chat.delete budget for every answer (the next
+// withdrawal waits it out), and the text waits for its edit instead.
+func TestWithdrawalDeleteRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := underLoad(t, lazyOptions())
+		opt.Budgets.Deletes = pace.NewBucket(50, 5)
+		rt := newReplyTest(t, slowStart("refill ", "steadily."), opt)
+		rt.slack.deleteErr = func(n int, _ call) error {
+			return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
+		}
+		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
+		dels := rt.slack.callsOf("delete")
+		for i := 1; i < len(dels); i++ {
+			if d := dels[i].at.Sub(dels[i-1].at); d < 30*time.Second {
+				t.Errorf("a delete %v after a 429 with Retry-After 30 s", d)
+			}
+		}
+		if got := rt.texts(); strings.Join(got, " ") != "Token buckets refill steadily." {
+			t.Errorf("thread %q, want the answer", got)
+		}
+	})
+}

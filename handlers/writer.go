@@ -107,6 +107,10 @@ func (w *writer) deleteHeld(ctx context.Context, call callCtxFunc, channel, ts s
 		if err == nil || slackErr(err) == "message_not_found" {
 			return true
 		}
+		if ra, limited := rateLimited(err); limited {
+			w.budgets.Deletes.Throttled(ra) // every delete waits it out; this one is not tried again
+			return false
+		}
 		if ctx.Err() != nil || !transient(idempotent(err)) {
 			return false
 		}
