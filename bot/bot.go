@@ -213,7 +213,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
-		notes:     pace.NewBucket(notesPerMinute, notesBurst),
+		notes:     pace.NewBucket(notesPerMinute*pace.RateMargin, notesBurst),
 	}
 	if s, ok := opt.Replicas.(pace.Shared); ok {
 		b.notes.Share(s, "chat.postEphemeral") // the same Slack method as handlers.Budgets.Ephemerals

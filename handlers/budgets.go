@@ -81,8 +81,8 @@ func NewBudgets(editsPerMinute float64, policy pace.Policy) Budgets {
 		Streams:        pace.NewBucket(streamsPerMinute, streamBurst),
 		Sessions:       pace.NewBucket(sessionsPerMinute, sessionBurst),
 		Statuses:       pace.NewBucket(statusesPerMinute, statusBurst),
-		Deletes:        pace.NewBucket(deletesPerMinute, deletesBurst),
-		Ephemerals:     pace.NewBucket(ephemeralsPerMinute, ephemeralsBurst),
+		Deletes:        pace.NewBucket(deletesPerMinute*pace.RateMargin, deletesBurst),
+		Ephemerals:     pace.NewBucket(ephemeralsPerMinute*pace.RateMargin, ephemeralsBurst),
 	}
 }
 
