@@ -471,13 +471,25 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 			sinceLast = 0
 		}
 	}
-	if (streamErr != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
-		streamErr = errStalled // the watchdog ended the stream, whatever error that produced
+	res := roundResult{md: think.Final(b.String()), finish: finishReason, calls: calls, err: stalled(ctx, sctx, streamErr, finishReason)}
+	if lastRound(ctx, rd, res) {
+		a.modelDone() // at once, not after the writer's last interim write
 	}
-	if len(calls) == 0 || rd.tools == nil || streamErr != nil || ctx.Err() != nil {
-		a.modelDone() // no round follows: at once, not after the writer's last interim write
+	return res
+}
+
+// stalled is the error of a round's stream that ended with err and finishReason: errStalled when
+// the watchdog ended it (sctx's cause), whatever error that produced.
+func stalled(ctx, sctx context.Context, err error, finishReason string) error {
+	if (err != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
+		return errStalled
 	}
-	return roundResult{md: think.Final(b.String()), finish: finishReason, calls: calls, err: streamErr}
+	return err
+}
+
+// lastRound reports whether no model round follows rd, which ended with res (generate's test).
+func lastRound(ctx context.Context, rd round, res roundResult) bool {
+	return len(res.calls) == 0 || rd.tools == nil || res.err != nil || ctx.Err() != nil
 }
 
 // scheduler is the budget s writes from.

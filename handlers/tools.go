@@ -130,7 +130,7 @@ func (a *answer) generate(ctx context.Context, msgs []llm.Message, s sink) (stri
 			rd.tools = nil // enough: the model answers with what it has
 		}
 		res := a.streamRound(ctx, rd, s)
-		if res.err != nil || len(res.calls) == 0 || rd.tools == nil || ctx.Err() != nil {
+		if lastRound(ctx, rd, res) {
 			return rd.prefix + res.md, res.finish, res.err
 		}
 		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: res.md, ToolCalls: res.calls})
