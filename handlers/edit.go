@@ -557,15 +557,8 @@ func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closi
 // postFinal posts msg as the message of part i, the next after those shown.
 func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 	a := e.answer
-	posts := a.r.paced.postTurn(a.req.Channel)
-	held := turn{wait: func(ctx context.Context) error {
-		if e.postHeld { // taken by continueByPost: this post goes at once
-			e.postHeld = false
-			return nil
-		}
-		return posts.wait(ctx)
-	}, throttled: posts.throttled}
-	ts, err := a.r.paced.post(ctx, closingRetry, &a.outage, held, a.req.Channel, a.threadTS, msg)
+	posts := a.r.paced.postTurn(a.req.Channel).held(&e.postHeld) // held: taken by continueByPost
+	ts, err := a.r.paced.post(ctx, closingRetry, &a.outage, posts, a.req.Channel, a.threadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 	}
@@ -634,15 +627,8 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, prio pace.Priority, by time.Time) error {
 	a := e.answer
 	ts := e.ts[i]
-	edits := a.r.paced.editTurn(e.lane, prio, a.unshown).by(by)
-	held := turn{wait: func(ctx context.Context) error {
-		if e.slotHeld { // taken by continueByPost: this write goes at once
-			e.slotHeld = false
-			return nil
-		}
-		return edits.wait(ctx)
-	}, throttled: edits.throttled}
-	err := a.r.paced.update(ctx, closingRetry, &a.outage, held, a.req.Channel, ts, msg)
+	edits := a.r.paced.editTurn(e.lane, prio, a.unshown).by(by).held(&e.slotHeld) // held: taken by continueByPost
+	err := a.r.paced.update(ctx, closingRetry, &a.outage, edits, a.req.Channel, ts, msg)
 	if err == nil {
 		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
 		e.edits++

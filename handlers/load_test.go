@@ -45,6 +45,9 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 		}
 		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
 		opt := testOptions()
+		// The model writes before a placeholder would be due, as in the load tool's scenario (the
+		// product's default waits a second for it): every answer's first text is a post.
+		opt.PlaceholderAfter = 2 * time.Second
 		opt.Budgets.Edits = pace.NewScheduler(perMinute, burst, pace.WithPolicy(policy))
 		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
 		for i := range n {

@@ -151,6 +151,20 @@ func (t turn) by(by time.Time) turn {
 	return t
 }
 
+// held is t whose next wait returns at once when *taken is set (the turn was taken earlier, for
+// this write), clearing it.
+func (t turn) held(taken *bool) turn {
+	wait := t.wait
+	t.wait = func(ctx context.Context) error {
+		if *taken {
+			*taken = false
+			return nil
+		}
+		return wait(ctx)
+	}
+	return t
+}
+
 // waitBy runs wait on ctx, ended at by unless by is zero.
 func waitBy(ctx context.Context, by time.Time, wait func(context.Context) error) error {
 	if by.IsZero() {
