@@ -933,22 +933,13 @@ func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap
 // from work and time-boxed (and ended with the grace period at shutdown). Notices are not bounded
 // in number: each is short and time-boxed, and nobody who asked is left without a word.
 func (b *Bot) tell(channel, user, threadTS, text string, log *zap.Logger) {
-	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
-	defer cancel()
-	b.tellBy(ctx, channel, user, threadTS, text, log)
-}
-
-// tellBy is tell within ctx: a 429 pauses every notice for its Retry-After, and this one is tried
-// again after it.
-func (b *Bot) tellBy(ctx context.Context, channel, user, threadTS, text string, log *zap.Logger) {
 	if b.notify == nil || text == "" {
 		return
 	}
-	for {
-		if err := b.notes.Wait(ctx); errors.Is(err, context.Canceled) {
-			log.Debug("notice not sent: no longer needed", zap.Error(err))
-			return
-		} else if err != nil {
+	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
+	defer cancel()
+	for { // a 429 pauses every notice for its Retry-After, and this one is tried again after it
+		if err := b.notes.Wait(ctx); err != nil {
 			log.Warn("notice not sent: no chat.postEphemeral turn in time", zap.Error(err))
 			return
 		}

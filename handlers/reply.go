@@ -83,7 +83,7 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		}
 		switch ra, limited := rateLimited(err); {
 		case limited:
-			a.r.paced.streamThrottled(ra)
+			a.r.paced.streamTurn().throttled(ra)
 			a.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		case refusesStreaming(err):
 			a.r.streaming.refuse(a.r.opt.StreamRefusal)

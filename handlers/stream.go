@@ -290,7 +290,7 @@ func (e startStopError) Unwrap() error { return e.err }
 // answer continues in a new message), so that the budget that was spent is the one that pauses.
 func (s *streamSink) throttled(err error, retryAfter time.Duration) {
 	if errors.As(err, new(startStopError)) {
-		s.answer.r.paced.streamThrottled(retryAfter)
+		s.answer.r.paced.streamTurn().throttled(retryAfter)
 		return
 	}
 	s.lane.Throttled(retryAfter)

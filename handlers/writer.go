@@ -316,6 +316,3 @@ func (w *writer) statusTurn() turn { return bucketTurn(w.budgets.Statuses) }
 
 // sessionTurn is a turn for agents.sessions.setStatus.
 func (w *writer) sessionTurn() turn { return bucketTurn(w.budgets.Sessions) }
-
-// streamThrottled records a 429 of chat.startStream or chat.stopStream.
-func (w *writer) streamThrottled(d time.Duration) { w.budgets.Streams.Throttled(d) }
