@@ -403,6 +403,7 @@ func (b *Bot) drain(cancelWork context.CancelCauseFunc, endClosing context.Cance
 // handle processes one frame from the socket. It never blocks for long: it decodes, decides and
 // hands work to a goroutine (the socket has acked every envelope but a slash command already).
 func (b *Bot) handle(work context.Context, f slacksocket.Frame) {
+	defer b.survive(f)
 	read := f.Read
 	evt, err := parseEnvelope(f.Data)
 	if err != nil {
@@ -452,6 +453,17 @@ func (b *Bot) ack(req *socketmode.Request, payload any, read time.Time, log *zap
 	}
 	if b.opt.Hooks.Acked != nil {
 		b.opt.Hooks.Acked(req.Type, time.Since(read))
+	}
+}
+
+// survive, deferred by handle, drops a frame whose handling panicked (a payload shape that the
+// decoding or the routing cannot take) with the stack in the log: the loop goes on with the next
+// frame, and the person who sent it sees no answer to it, as for any envelope that cannot be read.
+func (b *Bot) survive(f slacksocket.Frame) {
+	if r := recover(); r != nil {
+		b.log.Error("socket mode: handling an envelope panicked; dropped",
+			zap.String("envelope_id", f.EnvelopeID), zap.String("type", f.Type),
+			zap.String("panic", fmt.Sprint(r)), zap.ByteString("stack", debug.Stack()))
 	}
 }
 

@@ -910,3 +910,28 @@ func TestPingTimeoutMidReply(t *testing.T) {
 		t.Errorf("Reply called %d times, want 2 (no repeats)", n)
 	}
 }
+
+// TestPanickingEnvelopeDoesNotStopTheLoop: a panic while the loop itself handles a frame (here the
+// duplicate hook, which runs in the loop) drops that frame, and the loop reads the next one.
+func TestPanickingEnvelopeDoesNotStopTheLoop(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{})
+	done := make(chan string, 10) // more than the replies expected
+	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
+		done <- req.Text
+		return nil
+	}}
+	var panics atomic.Int32
+	h := startBot(t, fs, r, nil, Options{Hooks: Hooks{Duplicate: func(string) {
+		panics.Add(1)
+		panic("a payload the loop cannot take")
+	}}})
+	fs.PostUserMessage("D1", "U1", "", "first")
+	waitChan(t, "first reply", done)
+	retry := fs.Redeliver(fs.Envelopes()[0].ID) // a duplicate: the hook panics in the loop
+	h.waitFor(t, "the retry's ack", func() bool { return acked(fs, retry) })
+	eventually(t, "the hook's panic", func() bool { return panics.Load() == 1 })
+	fs.PostUserMessage("D1", "U1", "", "still alive?")
+	if got := waitChan(t, "next reply", done); got != "still alive?" {
+		t.Errorf("got %q", got)
+	}
+}

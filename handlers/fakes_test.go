@@ -401,6 +401,7 @@ type step struct {
 	wait  time.Duration
 	chunk llm.Chunk
 	err   error
+	panic any // a stream reader meeting bytes it cannot take
 }
 
 // fakeChat streams scripted steps, sleeping (fake time under synctest) between them. A cancelled context
@@ -410,6 +411,7 @@ type fakeChat struct {
 	steps    []step
 	requests []llm.ChatRequest
 	ctxErr   error // context.Cause seen when the stream was cancelled
+	yielded  int   // chunks the caller took
 }
 
 func (c *fakeChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
@@ -436,6 +438,12 @@ func (c *fakeChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[ll
 				yield(llm.Chunk{}, s.err)
 				return
 			}
+			if s.panic != nil {
+				panic(s.panic)
+			}
+			c.mu.Lock()
+			c.yielded++
+			c.mu.Unlock()
 			if !yield(s.chunk, nil) {
 				return
 			}

@@ -85,7 +85,7 @@ type answer struct {
 
 // run takes the answer through its lifecycle, and always ends with its closing writes once
 // anything shows.
-func (a *answer) run(parent context.Context, thread []slack.Message) error {
+func (a *answer) run(parent context.Context, thread []slack.Message) (err error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	a.cancel = cancel
@@ -98,6 +98,11 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 		return a.notOpened(ctx, err)
 	}
 	defer s.close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = a.panicked(ctx, s, asPanic(r))
+		}
+	}()
 	a.session(ctx, s, SessionProcessing)
 	a.pane(ctx)
 	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
@@ -135,6 +140,19 @@ func (a *answer) run(parent context.Context, thread []slack.Message) error {
 	return errors.Join(serr, ferr)
 }
 
+// panicked closes an answer whose code panicked (a renderer, a decoder or a goroutine of its own
+// meeting bytes it could not take): the stack goes to the log, the asker sees a short note where the
+// answer stands, with Regenerate, and the bot goes on. A second panic while closing goes up to the
+// bot, which tells the asker privately.
+func (a *answer) panicked(ctx context.Context, s sink, pe *panicError) error {
+	a.log.Error("answer panicked", zap.String("panic", fmt.Sprint(pe.value)), zap.ByteString("stack", pe.stack))
+	a.modelDone()
+	if err := a.finish(ctx, s, closing{note: textPanicked, kind: convo.MarkError}); err == nil {
+		a.closedInJournal()
+	}
+	return fmt.Errorf("answer: %w", pe)
+}
+
 // modelDone tells the bot, once, that the answer asks the model no more (route.ReplyRequest.ModelDone):
 // its place goes to the next question in line while its last writes go on.
 func (a *answer) modelDone() {
@@ -159,8 +177,10 @@ func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
 	}
 	prepared, callOff := context.WithCancel(ctx)
 	done := make(chan struct{})
+	var perr error // a panic of the goroutine's, raised again by stop in the answer's goroutine
 	go func() {
 		defer close(done)
+		defer caught(&perr, nil)
 		for due := e.idleDue(); !due.IsZero(); due = e.idleDue() {
 			if watch.Sleep(prepared, time.Until(due)) != nil {
 				return
@@ -175,6 +195,9 @@ func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
 		once.Do(func() {
 			callOff()
 			<-done
+			if perr != nil {
+				panic(perr)
+			}
 		})
 	}
 }

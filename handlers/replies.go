@@ -123,6 +123,9 @@ const (
 var (
 	errStalled   = errors.New("model stream stalled")
 	errWriteDone = errors.New("answer complete") // ends the writer goroutine's waits
+	// errWriterFailed ends the model's stream when the writer goroutine panicked: nothing more of
+	// the answer could be shown.
+	errWriterFailed = errors.New("answer writer failed")
 )
 
 // Replies answers mentions, DMs and follow-ups.

@@ -404,31 +404,8 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 	watchdog := time.AfterFunc(stall, func() { scancel(errStalled) })
 	defer watchdog.Stop()
 
-	// The writer: one goroutine owns the Slack message(s) while the answer streams. It is fed through a
-	// size-1 mailbox holding only the latest snapshot, ends when wctx does, and is waited for below.
 	mb := newMailbox()
-	wctx, wcancel := context.WithCancelCause(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			snap, ok := mb.takeBy(wctx, s.idleDue())
-			switch {
-			case ok:
-				s.interim(ctx, wctx, snap, mb)
-			case wctx.Err() != nil:
-				return
-			default:
-				s.idle(ctx) // no text yet by idleDue
-			}
-		}
-	})
-	defer func() {
-		wcancel(errWriteDone)
-		wg.Wait()
-		if n, ok := mb.poll(); ok { // text the writer never took
-			a.noteUnshown(n.since)
-		}
-	}()
+	defer a.startWriter(ctx, s, mb, func() { scancel(errWriterFailed) })()
 
 	policy := a.policy(s)
 	var b strings.Builder       // the model's content so far
@@ -437,6 +414,7 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 	var finishReason string
 	var streamErr error
 	var calls []llm.ToolCall
+	var capped bool // the answer reached maxAnswerBytes: the rest of the stream is not read
 	sinceLast := 0
 	begin := time.Now()
 	req := llm.ChatRequest{Model: a.model, Messages: rd.msgs, Tools: rd.tools,
@@ -461,6 +439,11 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 		if answer = think.Answer(b.String()); len(answer) == shown {
 			continue // reasoning in the content, or whitespace after it: still "Thinking…"
 		}
+		if answer, capped = capAnswer(rd.prefix, answer); capped {
+			finishReason, calls = finishCapped, nil
+			mb.put(snapshot{md: rd.prefix + answer, since: time.Now()})
+			break // closes the model's stream: nothing more of it is shown
+		}
 		now := time.Now()
 		if shown == 0 && a.ttft == 0 {
 			a.ttft = now.Sub(begin)
@@ -471,11 +454,49 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 			sinceLast = 0
 		}
 	}
-	res := roundResult{md: think.Final(b.String()), finish: finishReason, calls: calls, err: stalled(ctx, sctx, streamErr, finishReason)}
+	md := think.Final(b.String())
+	if capped {
+		md = answer
+	}
+	res := roundResult{md: md, finish: finishReason, calls: calls, err: stalled(ctx, sctx, streamErr, finishReason)}
 	if lastRound(ctx, rd, res) {
 		a.modelDone() // at once, not after the writer's last interim write
 	}
 	return res
+}
+
+// startWriter starts the writer: one goroutine owns the Slack message(s) while the answer streams.
+// It is fed through mb, a size-1 mailbox holding only the latest snapshot. wait ends it and waits
+// for it; a panic of the writer's calls failed (to end the model's stream) and is raised again by
+// wait in the answer's goroutine, whose recover closes the answer with a note (run).
+func (a *answer) startWriter(ctx context.Context, s sink, mb *mailbox, failed func()) (wait func()) {
+	wctx, wcancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	var wpanic error
+	wg.Go(func() {
+		defer caught(&wpanic, failed)
+		for {
+			snap, ok := mb.takeBy(wctx, s.idleDue())
+			switch {
+			case ok:
+				s.interim(ctx, wctx, snap, mb)
+			case wctx.Err() != nil:
+				return
+			default:
+				s.idle(ctx) // no text yet by idleDue
+			}
+		}
+	})
+	return func() {
+		wcancel(errWriteDone)
+		wg.Wait()
+		if wpanic != nil {
+			panic(wpanic)
+		}
+		if n, ok := mb.poll(); ok { // text the writer never took
+			a.noteUnshown(n.since)
+		}
+	}
 }
 
 // stalled is the error of a round's stream that ended with err and finishReason: errStalled when

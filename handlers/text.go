@@ -34,6 +34,8 @@ const (
 	textStalled         = "The answer was cut off: the model service stopped sending for too long."
 	textTimeout         = "The model service took too long to answer, please try again."
 	textLength          = "The answer stopped at the length limit."
+	textCapped          = "The answer was cut here: it reached the bot's length limit."
+	textPanicked        = "Something went wrong while writing this answer."
 	textFilter          = "The model service's content filter stopped the answer."
 	textEmpty           = "The model returned an empty answer."
 	textEmptyLength     = "The model used its whole length limit before writing an answer (it may have spent it thinking)."
@@ -120,6 +122,8 @@ func finishNote(reason string, empty bool) string {
 		return textLength
 	case "content_filter":
 		return textFilter
+	case finishCapped:
+		return textCapped
 	}
 	if empty {
 		return textEmpty
