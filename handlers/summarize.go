@@ -687,6 +687,10 @@ func (j *summaryJob) systemPrompt() string {
 	return strings.NewReplacer("{bot_name}", name, "{date}", time.Now().Format("Monday, 2 January 2006")).Replace(summarySystem)
 }
 
+// maxSummaryRead bounds what is read of one summary request's stream, reasoning included, so that
+// a model that never stops cannot grow it without end (what is shown of a summary is cut further).
+const maxSummaryRead = 1 << 20
+
 // minSummaryRoom is the least room a part's text gets (estimated tokens), whatever the budget.
 const minSummaryRoom = 100
 
@@ -710,6 +714,9 @@ func (j *summaryJob) ask(ctx context.Context, system, user string) (string, erro
 		}
 		b.WriteString(c.Content)
 		b.WriteString(c.Refusal)
+		if b.Len() > maxSummaryRead {
+			break // a model that does not stop: what it said so far is more than a summary
+		}
 	}
 	var think convo.ThinkFilter
 	text := strings.TrimSpace(think.Final(b.String()))

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -492,5 +493,41 @@ func TestChunkTranscript(t *testing.T) {
 	}
 	if !strings.HasPrefix(parts[len(parts)-1], "— Monday 2 June 2025 —\n[10:00] Bob: next topic") {
 		t.Errorf("last part:\n%s", parts[len(parts)-1])
+	}
+}
+
+// A summary request's stream is read up to maxSummaryRead: a model that does not stop is cut off.
+func TestSummaryReadIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newSummaryTest(t, buttonOptions(), nil)
+		endless := &endlessChat{chunk: strings.Repeat("all work and no play ", 500)}
+		st.r.chat = endless
+		st.say("U1", "shall we release on Friday?", time.Hour)
+		if d := st.command(t, "U1", ""); !d.Run {
+			t.Fatalf("ack %+v", d)
+		}
+		if n := endless.yielded.Load(); n*int64(len(endless.chunk)) > 2*maxSummaryRead {
+			t.Errorf("read %d chunks of %d bytes: more than the bound of %d", n, len(endless.chunk), maxSummaryRead)
+		}
+		if priv := st.resp.all(); len(priv) != 1 {
+			t.Errorf("private messages %+v, want the summary", priv)
+		}
+	})
+}
+
+// endlessChat streams chunk until the caller stops reading (or a million chunks, a bound of its own).
+type endlessChat struct {
+	chunk   string
+	yielded atomic.Int64
+}
+
+func (c *endlessChat) Stream(ctx context.Context, _ llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		for range 1_000_000 {
+			c.yielded.Add(1)
+			if ctx.Err() != nil || !yield(llm.Chunk{Content: c.chunk}, nil) {
+				return
+			}
+		}
 	}
 }
