@@ -254,7 +254,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
 		Replicas:      shared,
-		Queue:         replies, // a waiting question's place under its thread, with the thinking status
+		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
+		Queue:         replies,                         // a waiting question's place under its thread, with the thinking status
 	})
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	sharedWG.Go(func() { replies.WatchOrphans(sctx, shared) })
