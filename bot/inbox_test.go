@@ -85,7 +85,8 @@ func mustSeal(t *testing.T, key []byte, h handover) []byte {
 
 // TestInboxDispatchesOnlySignedHandovers: whatever is pushed onto a replica's inbox is refused unless
 // it is a hand-over (a click on one of the bot's answers, Slack's Stop on an agent session) signed
-// with the bot's inbox key, for this replica, sent within the last minute, and made of ids alone.
+// with the bot's inbox key, for this replica, sent within the last minute, made of ids alone, and
+// not had before.
 // Forged pushes go first; the real hand-over behind them is dispatched, and nothing else is.
 func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	const self = "r1"
@@ -145,7 +146,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 			t.Fatalf("%s: %v", f.name, err)
 		}
 	}
-	for _, h := range []handover{approval, session} {
+	for _, h := range []handover{approval, approval, session} { // the second approval: a copy, refused
 		if err := mem.Send(ctx, self, mustSeal(t, key, h)); err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -197,9 +198,12 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 			continue
 		}
 		h, err := unseal(b.opt.InboxKey, msg, b.shared.Self(), time.Now())
+		if err == nil {
+			err = b.firstDelivery(ctx, msg)
+		}
 		if err != nil {
-			// Not from a replica of this bot (or too old to act on): whoever can write to Redis
-			// could have pushed it. Its contents are not logged.
+			// Not from a replica of this bot, too old to act on, or a copy: whoever can write to
+			// Redis could have pushed it. Its contents are not logged.
 			b.log.Warn("replica inbox: message refused", zap.String("reason", err.Error()), zap.Int("bytes", len(msg)))
 			continue
 		}
@@ -210,6 +214,22 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 			return
 		}
 	}
+}
+
+// firstDelivery refuses a signed hand-over this replica has had before (a copy pushed again while
+// it is fresh), by claiming its signature for as long as it could be accepted. When the claim
+// cannot be made, the hand-over goes through: a Stop or an approval acts at most once anyway.
+func (b *Bot) firstDelivery(ctx context.Context, msg []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	first, err := b.shared.Claim(ctx, "handover:"+string(msg[:macLen]), 2*handoverMaxAge)
+	switch {
+	case err != nil:
+		b.log.Warn("replica inbox: hand-over not checked for copies", zap.Error(err))
+	case !first:
+		return errors.New("a copy of a hand-over already received")
+	}
+	return nil
 }
 
 // alone is Replicas for a bot with nobody to share with (Options.Replicas nil: tests, tools): the
