@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/state"
 )
 
 // The replica inbox is a list in Redis that anyone able to write to Redis can push onto. Redis is
@@ -25,9 +26,7 @@ import (
 // token: the token itself never leaves the process, and a key derived for this one use says
 // nothing about it.
 func InboxKey(botToken string) []byte {
-	m := hmac.New(sha256.New, []byte(botToken))
-	m.Write([]byte("llmbot replica inbox v1"))
-	return m.Sum(nil)
+	return state.DeriveKey(botToken, "llmbot replica inbox v1")
 }
 
 // handoverMaxAge is how old a hand-over may be (by the time inside it) and still be dispatched; it

@@ -22,6 +22,7 @@ import (
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/tools"
 )
 
@@ -185,6 +186,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		Budgets:          budgets,
 		Journal:          shared,
 		Threads:          shared,
+		GrantKey:         state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), // Redis never sees the token
 		Sessions:         api,
 		Pane:             paneOf(cfg, api),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
