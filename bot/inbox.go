@@ -19,8 +19,9 @@ import (
 // The replica inbox is a list in Redis that anyone able to write to Redis can push onto. Redis is
 // therefore no trust root: what one replica hands another is signed with a key derived from the
 // bot token (which every replica has and Redis never sees), names the replica it is for, is refused
-// once older than handoverMaxAge, and carries only the ids a hand-over needs. The receiver rebuilds
-// the request from those ids; it never dispatches anything it was not built to hand over.
+// once older than handoverMaxAge (and, by the receiver's claim, when a copy came before), and
+// carries only the ids a hand-over needs. The receiver rebuilds the request from those ids; it
+// never dispatches anything it was not built to hand over.
 
 // InboxKey is the key the replicas of one bot sign their hand-overs with, derived from its bot
 // token: the token itself never leaves the process, and a key derived for this one use says
