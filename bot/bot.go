@@ -92,6 +92,9 @@ type Options struct {
 	DedupeMax   int           // most ids remembered per kind; default 20000
 	// Replicas is what this bot shares with its other replicas (the state package); nil: nobody.
 	Replicas Replicas
+	// InboxKey signs what this replica hands another and checks what it is handed (InboxKey of
+	// the bot token); nil: nothing is handed over either way.
+	InboxKey []byte
 	// Queue shows a waiting question's place in line under its thread; nil (or a question with no
 	// thread): the asker is told privately.
 	Queue QueueStatus

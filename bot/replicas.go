@@ -2,7 +2,7 @@ package bot
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -140,18 +140,6 @@ func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logg
 	}
 }
 
-// forwarded is a request handed from the replica that received it to the one it is for.
-type forwarded struct {
-	Kind                route.Kind `json:"kind"`
-	Name                string     `json:"name"`
-	Feature             string     `json:"feature,omitempty"`
-	Channel, User, Team string
-	ThreadTS, MessageTS string
-	Text                string `json:"text,omitempty"`
-	ResponseURL         string `json:"response_url,omitempty"`
-	From                string `json:"from"`
-}
-
 // forward hands req to the replica writing the answer id, if another live replica does: the one
 // the journal names, or, when no record has that id (the answer to a later message in the
 // thread), the one holding req's thread. It reports whether it did; false: no other replica
@@ -169,11 +157,13 @@ func (b *Bot) forward(ctx context.Context, req *route.Request, id string) (bool,
 	if alive, err := b.shared.Alive(ctx, owner); err != nil || !alive {
 		return false, err
 	}
-	msg, err := json.Marshal(forwarded{Kind: req.Kind, Name: req.Name, Feature: req.Feature, Channel: req.Channel,
-		User: req.User, Team: req.Team, ThreadTS: req.ThreadTS, MessageTS: req.MessageTS, Text: req.Text,
-		ResponseURL: req.ResponseURL, From: b.shared.Self()})
+	h, err := handoverOf(req, b.shared.Self(), owner, time.Now())
 	if err != nil {
 		return false, fmt.Errorf("forward: %w", err)
+	}
+	msg, err := seal(b.opt.InboxKey, h)
+	if err != nil {
+		return false, err
 	}
 	if err := b.shared.Send(ctx, owner, msg); err != nil {
 		return false, fmt.Errorf("forward to %s: %w", owner, err)
@@ -192,7 +182,8 @@ func (b *Bot) writer(ctx context.Context, req *route.Request, id string) (string
 }
 
 // receive reads the requests other replicas hand to this one and passes them to the loop, until
-// ctx ends. The loop dispatches them as if Slack had sent them here.
+// ctx ends. The loop dispatches them as if Slack had sent them here; only hand-overs signed with
+// the inbox key, fresh and for this replica, are passed on (inbox.go).
 func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 	for {
 		msg, err := b.shared.Receive(ctx)
@@ -206,20 +197,39 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 			}
 			continue
 		}
-		var f forwarded
-		if err := json.Unmarshal(msg, &f); err != nil {
-			b.log.Warn("replica inbox: message dropped", zap.Error(err))
+		h, err := unseal(b.opt.InboxKey, msg, b.shared.Self(), time.Now())
+		if err == nil {
+			err = b.firstDelivery(ctx, msg)
+		}
+		if err != nil {
+			// Not from a replica of this bot, too old to act on, or a copy: whoever can write to
+			// Redis could have pushed it. Its contents are not logged.
+			b.log.Warn("replica inbox: message refused", zap.String("reason", err.Error()), zap.Int("bytes", len(msg)))
 			continue
 		}
-		req := &route.Request{Kind: f.Kind, Name: f.Name, Feature: f.Feature, Channel: f.Channel, User: f.User,
-			Team: f.Team, ThreadTS: f.ThreadTS, MessageTS: f.MessageTS, Text: f.Text, ResponseURL: f.ResponseURL,
-			From: f.From}
+		req := h.request()
 		select {
 		case out <- req:
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// firstDelivery refuses a signed hand-over this replica has had before (a copy pushed again while
+// it is fresh), by claiming its signature for as long as it could be accepted. When the claim
+// cannot be made, the hand-over goes through: a Stop or an approval acts at most once anyway.
+func (b *Bot) firstDelivery(ctx context.Context, msg []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	first, err := b.shared.Claim(ctx, "handover:"+string(msg[:macLen]), 2*handoverMaxAge)
+	switch {
+	case err != nil:
+		b.log.Warn("replica inbox: hand-over not checked for copies", zap.Error(err))
+	case !first:
+		return errors.New("a copy of a hand-over already received")
+	}
+	return nil
 }
 
 // alone is Replicas for a bot with nobody to share with (Options.Replicas nil: tests, tools): the

@@ -2,7 +2,9 @@ package handlers
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -230,27 +232,41 @@ func newApprovalID() string {
 // every replica (ReplyOptions.Threads): the thread's next answer may be another replica's.
 func (r *Replies) threadAllowed(channel, threadTS, user, tool string) bool {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
-	if _, ok := r.allowed.get(key); ok || r.opt.Threads == nil {
+	mark, shared := r.grantMark(key)
+	if _, ok := r.allowed.get(key); ok || !shared {
 		return ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
 	defer cancel()
-	marked, err := r.opt.Threads.Marked(ctx, "tool-allowed:"+key)
+	marked, err := r.opt.Threads.Marked(ctx, mark)
 	if err == nil && marked {
 		r.allowed.put(key, true)
 	}
 	return err == nil && marked
 }
 
+// grantMark is the shared mark that grants key ("Allow for this thread"): named by an HMAC of key
+// under ReplyOptions.GrantKey, so a mark written into the shared store by anyone but a replica of
+// this bot grants nothing. false: grants are not shared (no Threads or no GrantKey).
+func (r *Replies) grantMark(key string) (string, bool) {
+	if r.opt.Threads == nil || len(r.opt.GrantKey) == 0 {
+		return "", false
+	}
+	m := hmac.New(sha256.New, r.opt.GrantKey)
+	m.Write([]byte(key))
+	return "tool-allowed:" + hex.EncodeToString(m.Sum(nil)), true
+}
+
 func (r *Replies) allowThread(channel, threadTS, user, tool string) {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
 	r.allowed.put(key, true)
-	if r.opt.Threads == nil {
+	mark, shared := r.grantMark(key)
+	if !shared {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
 	defer cancel()
-	if err := r.opt.Threads.Mark(ctx, "tool-allowed:"+key, threadCacheTTL); err != nil {
+	if err := r.opt.Threads.Mark(ctx, mark, threadCacheTTL); err != nil {
 		r.log.Warn("tool allowed for the thread on this replica only", zap.Error(err))
 	}
 }

@@ -175,13 +175,21 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 	var shown []slack.Message
 	for _, m := range read {
 		mark, _ := convo.ReadMark(m)
-		listed := slices.Contains(o.Messages, m.Timestamp)
+		listed := slices.Contains(o.Messages, m.Timestamp) && r.answerMessage(m, mark)
 		ours := r.own(m) && mark.Question == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
 		if listed || ours {
 			shown = append(shown, m)
 		}
 	}
 	return shown, nil
+}
+
+// answerMessage reports whether m, with its mark, may be a message an answer posted: the bot's own,
+// and not a /summarize post (never an answer's). A journal record comes back from the shared store,
+// which vouches for nothing: whatever messages a record lists, the adopter never edits another
+// person's, nor a summary the bot posted.
+func (r *Replies) answerMessage(m slack.Message, mark convo.Mark) bool {
+	return r.own(m) && mark.Kind != markSummary
 }
 
 // updateOrphan edits ts to msg within the edit budget, as a final write.

@@ -235,3 +235,39 @@ func TestCloseOrphansManyAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseOrphansTouchesOnlyAnswerMessages: a journal record is read back from the shared store,
+// which anyone able to write to Redis can fill. Whatever a record lists, the adopter edits none of
+// another person's messages in its thread, nor a summary the bot posted there; with nothing of the
+// answer's own to close, it only posts its note.
+func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
+	const channel, thread = "C1", "1700000000.000001"
+	for _, listed := range []string{"a person's message", "the bot's summary"} {
+		t.Run(listed, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newFakeSlack()
+				ctx := t.Context()
+				person := slack.Message{}
+				person.User, person.Text, person.Timestamp, person.ThreadTimestamp = "U2", "my own words", "1700000000.000050", thread
+				fs.threads[channel+"/"+thread] = append(fs.threads[channel+"/"+thread], person)
+				summary, err := fs.Post(ctx, channel, thread, Msg{Text: "the day's summary", Mark: convo.Mark{Kind: markSummary}})
+				mustNoErr(t, err)
+				target := map[string]string{"a person's message": person.Timestamp, "the bot's summary": summary}[listed]
+				id := route.AnswerID(channel, thread)
+				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: channel, ThreadTS: thread, TS: thread,
+					Owner: "dead", Messages: []string{target}}}, orphaned: []string{id}}
+
+				before := len(fs.calls)
+				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+				for _, c := range fs.calls[before:] {
+					if c.method == "update" || c.method == "delete" {
+						t.Errorf("the adopter called %s on %s: a record's list made it touch a message no answer wrote", c.method, c.ts)
+					}
+				}
+				if posts := fs.callsOf("post"); len(posts) != 2 || posts[1].mark != (convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}) {
+					t.Errorf("%d posts; want the summary, then only the note that the answer showed nothing", len(posts))
+				}
+			})
+		})
+	}
+}

@@ -68,6 +68,11 @@ type ReplyOptions struct {
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
+	// GrantKey names the shared marks that grant something ("Allow for this thread"), so that
+	// whoever can write to the shared store cannot make one up: a grant's mark is named by an HMAC
+	// of what it grants under this key (state.DeriveKey of the bot token). Empty: grants are kept
+	// in this process only.
+	GrantKey []byte
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)

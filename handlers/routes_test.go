@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -88,6 +90,7 @@ func TestToolAllowedForTheThreadOnEveryReplica(t *testing.T) {
 	shared := &marks{set: map[string]bool{}}
 	opt := testOptions()
 	opt.Threads = shared
+	opt.GrantKey = []byte("the replicas' grant key")
 	a, b := newReplyTest(t, nil, opt), newReplyTest(t, nil, opt)
 	if b.r.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
 		t.Fatal("allowed before anyone allowed it")
@@ -98,5 +101,26 @@ func TestToolAllowedForTheThreadOnEveryReplica(t *testing.T) {
 	}
 	if b.r.threadAllowed(testCh, "1700000000.000001", "U2", "wiki/search") {
 		t.Error("allowed for another person")
+	}
+}
+
+// TestToolAllowedForTheThreadNotByAForgedMark: the shared marks live in Redis, where anyone who can
+// write could add one. A mark the replicas did not name with their key grants nothing: the asker is
+// asked as before.
+func TestToolAllowedForTheThreadNotByAForgedMark(t *testing.T) {
+	const thread, user, tool = "1700000000.000001", "U1", "wiki/search"
+	key := testCh + "/" + thread + "/" + user + "/" + tool
+	shared := &marks{set: map[string]bool{}}
+	opt := testOptions()
+	opt.Threads = shared
+	opt.GrantKey = []byte("the replicas' grant key")
+	forger := opt
+	forger.GrantKey = []byte("a key guessed by whoever writes to Redis")
+	for _, mark := range []string{"tool-allowed:" + key, "tool-allowed:" + testCh + "/" + thread + "/" + user + "/*"} {
+		shared.set[mark] = true
+	}
+	newReplyTest(t, nil, forger).r.allowThread(testCh, thread, user, tool)
+	if newReplyTest(t, nil, opt).r.threadAllowed(testCh, thread, user, tool) {
+		t.Errorf("marks %v, none named with the replicas' key, allowed %s for the thread", slices.Sorted(maps.Keys(shared.set)), tool)
 	}
 }

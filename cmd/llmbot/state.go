@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -35,14 +36,14 @@ type sharedState interface {
 
 // openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from
 // this process's memory while Redis cannot be reached; without it, this process's memory and the
-// local journal in STATE_DIR. Keys and the journal's folder are per app and team, so two bots never
+// local journal in STATE_DIR. Keys and the journal's folder are per app (stateOwner) and team, so two bots never
 // share them. A journal folder that cannot be made leaves the journal in memory (logged): the bot
 // still answers.
 func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Metrics, ready *ops.Readiness, log *zap.Logger) (sharedState, error) {
 	self := replicaName()
 	log = log.With(zap.String("replica", self))
-	scope := id.AppID + "-" + id.TeamID
-	dir := stateDir(cfg.StateDir, scope)
+	owner := stateOwner(id)
+	dir := stateDir(cfg.StateDir, owner+"-"+id.TeamID)
 	local, err := state.NewMemory(self, dir, log)
 	if err != nil {
 		log.Warn("STATE_DIR cannot be used: answers cut short by a crash will not be closed after a restart", zap.String("dir", dir), zap.Error(err))
@@ -54,7 +55,7 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 		return local, nil
 	}
 	redis.SetLogger(redisLog{log.Named("go-redis")}) // its own notices would go to stderr, unstructured
-	primary, err := state.OpenRedis(cfg.RedisURL, "llmbot:"+id.AppID+":"+id.TeamID+":", self, log)
+	primary, err := state.OpenRedis(cfg.RedisURL, "llmbot:"+owner+":"+id.TeamID+":", self, log)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +72,14 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	}
 	log.Info("replicas share their state in Redis")
 	return shared, nil
+}
+
+// stateOwner is who the shared state belongs to within its team: the app, or when bots.info did not
+// say which (it needs users:read, and may fail), the bot, which is the app's one bot in the team. An
+// empty owner would put two apps of one team under one namespace, each then taking the other's
+// messages for ones it has answered already.
+func stateOwner(id bot.Identity) string {
+	return cmp.Or(id.AppID, id.BotID, id.UserID)
 }
 
 // redisStartTimeout bounds the first PING to Redis at start-up.

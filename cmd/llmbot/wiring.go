@@ -22,6 +22,7 @@ import (
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/tools"
 )
 
@@ -185,6 +186,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		Budgets:          budgets,
 		Journal:          shared,
 		Threads:          shared,
+		GrantKey:         state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), // Redis never sees the token
 		Sessions:         api,
 		Pane:             paneOf(cfg, api),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
@@ -254,7 +256,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
 		Replicas:      shared,
-		Queue:         replies, // a waiting question's place under its thread, with the thinking status
+		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
+		Queue:         replies,                         // a waiting question's place under its thread, with the thinking status
 	})
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	sharedWG.Go(func() { replies.WatchOrphans(sctx, shared) })

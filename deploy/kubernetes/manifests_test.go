@@ -290,9 +290,6 @@ func TestSecretRefsMatchExample(t *testing.T) {
 		t.Error("secret.example.yaml uses data (base64); use stringData so the placeholders are readable")
 	}
 	for k, v := range s.StringData {
-		if k == "REDIS_URL" {
-			continue // the kit's own Redis, which has no password: TestRedisURLReachesRedis checks it
-		}
 		if v != "" && !strings.Contains(v, "REPLACE-ME") {
 			t.Errorf("secret.example.yaml %s = %q, want a REPLACE-ME placeholder", k, v)
 		}
@@ -475,6 +472,7 @@ type kustomizeImage struct {
 	Name    string `json:"name"`
 	NewName string `json:"newName"`
 	NewTag  string `json:"newTag"`
+	Digest  string `json:"digest"`
 }
 
 func TestKustomization(t *testing.T) {
@@ -488,7 +486,7 @@ func TestKustomization(t *testing.T) {
 			t.Errorf("resource %s: %v", r, err)
 		}
 	}
-	for _, want := range []string{"deployment.yaml", "configmap.yaml", "pdb.yaml"} {
+	for _, want := range []string{"deployment.yaml", "configmap.yaml", "pdb.yaml", "networkpolicy.yaml"} {
 		if !slices.Contains(k.Resources, want) {
 			t.Errorf("resources lack %s", want)
 		}
@@ -513,7 +511,8 @@ func TestEveryManifestIsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := []string{"configmap.yaml", "deployment.yaml", "kustomization.yaml", "pdb.yaml", "redis.yaml", "secret.example.yaml"}
+	checked := []string{"configmap.yaml", "deployment.yaml", "kustomization.yaml", "networkpolicy.yaml", "pdb.yaml",
+		"redis.yaml", "secret.example.yaml"}
 	for _, f := range files {
 		if !slices.Contains(checked, f) {
 			t.Errorf("%s is not checked by this test", f)
@@ -644,7 +643,7 @@ func TestRedis(t *testing.T) {
 		t.Error("the bot's and Redis's selectors overlap: each Deployment would count the other's pods as its own")
 	}
 	if svc.Spec.Type != "" && svc.Spec.Type != corev1.ServiceTypeClusterIP {
-		t.Errorf("Service type %s: Redis has no password, keep it ClusterIP", svc.Spec.Type)
+		t.Errorf("Service type %s: only the bot connects to Redis, keep it ClusterIP", svc.Spec.Type)
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 6379 {
 		t.Fatalf("Service ports %v, want one: 6379", svc.Spec.Ports)
@@ -700,18 +699,20 @@ func TestRedis(t *testing.T) {
 	}
 }
 
-// REDIS_URL reaches the kit's Redis: the Secret example names the Service on its port, without a
-// password (that Redis has none), and the bot reads it from the Secret, not optionally.
+// REDIS_URL reaches the kit's Redis: the Secret example names the Service on its port, with the
+// password Redis requires (the example's REDIS_PASSWORD placeholder), and the bot reads it from
+// the Secret, not optionally.
 func TestRedisURLReachesRedis(t *testing.T) {
 	_, c := deployment(t)
 	e, ok := env(c, "REDIS_URL")
 	if !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-		t.Fatal("REDIS_URL must come from the Secret: a managed Redis's URL holds its password")
+		t.Fatal("REDIS_URL must come from the Secret: it holds Redis's password")
 	}
 	if o := e.ValueFrom.SecretKeyRef.Optional; o != nil && *o {
 		t.Error("REDIS_URL must not be optional: replicas without it answer redeliveries twice and overrun Slack's limits")
 	}
-	raw, ok := secretExample(t).StringData[e.ValueFrom.SecretKeyRef.Key]
+	secret := secretExample(t)
+	raw, ok := secret.StringData[e.ValueFrom.SecretKeyRef.Key]
 	if !ok {
 		t.Fatalf("secret.example.yaml has no %s", e.ValueFrom.SecretKeyRef.Key)
 	}
@@ -721,14 +722,62 @@ func TestRedisURLReachesRedis(t *testing.T) {
 	}
 	_, svc, _ := redis(t)
 	if u.Scheme != "redis" || u.Hostname() != svc.Name || u.Port() != strconv.Itoa(int(svc.Spec.Ports[0].Port)) {
-		t.Errorf("secret.example.yaml REDIS_URL = %q, want redis://%s:%d/0, the kit's Redis", raw, svc.Name, svc.Spec.Ports[0].Port)
+		t.Errorf("secret.example.yaml REDIS_URL = %q, want redis://:PASSWORD@%s:%d/0, the kit's Redis", raw, svc.Name, svc.Spec.Ports[0].Port)
 	}
-	if _, hasPassword := u.User.Password(); hasPassword || looksSecret(raw) {
-		t.Errorf("secret.example.yaml REDIS_URL holds a password; the example must not")
+	password, hasPassword := u.User.Password()
+	if want := secret.StringData[redisPasswordKey(t)]; !hasPassword || password != want {
+		t.Errorf("secret.example.yaml REDIS_URL's password is %q, want the Redis password's placeholder %q", password, want)
 	}
 }
 
-// Only the bot's pods may reach the passwordless Redis, on the Service's port.
+// redisPasswordKey is the Secret key the kit's Redis takes its password from: the one its
+// --requirepass argument names through an env var read from the Secret "llmbot".
+func redisPasswordKey(t *testing.T) string {
+	t.Helper()
+	d, _, _ := redis(t)
+	c := &d.Spec.Template.Spec.Containers[0]
+	i := slices.Index(c.Args, "--requirepass")
+	if i < 0 || i+1 >= len(c.Args) {
+		t.Fatalf("Redis args %q lack --requirepass: any pod that reaches it could read and write the bot's state", c.Args)
+	}
+	m := regexp.MustCompile(`^\$\(([A-Z_]+)\)$`).FindStringSubmatch(c.Args[i+1])
+	if m == nil {
+		t.Fatalf("--requirepass %q: want $(VAR), an env var from the Secret, never a literal", c.Args[i+1])
+	}
+	e, ok := env(c, m[1])
+	if !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+		t.Fatalf("Redis env %s must come from the Secret", m[1])
+	}
+	ref := e.ValueFrom.SecretKeyRef
+	if ref.Name != secretExample(t).Name || (ref.Optional != nil && *ref.Optional) {
+		t.Fatalf("Redis env %s reads Secret %q (optional %v), want %q, not optional", m[1], ref.Name, ref.Optional, secretExample(t).Name)
+	}
+	return ref.Key
+}
+
+// The kit's Redis requires a password from the Secret, which the example has as a placeholder,
+// and its readiness probe authenticates with it (a PING without it is refused, so the probe
+// would keep Redis out of its Service for good).
+func TestRedisRequiresPassword(t *testing.T) {
+	key := redisPasswordKey(t)
+	v, ok := secretExample(t).StringData[key]
+	if !ok || !strings.Contains(v, "REPLACE-ME") {
+		t.Errorf("secret.example.yaml %s = %q, want a REPLACE-ME placeholder", key, v)
+	}
+	d, _, _ := redis(t)
+	c := &d.Spec.Template.Spec.Containers[0]
+	e, ok := env(c, "REDISCLI_AUTH")
+	if !ok || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Key != key {
+		t.Errorf("Redis env REDISCLI_AUTH must come from the Secret's %s: the probe's redis-cli authenticates with it", key)
+	}
+	for _, a := range c.Args {
+		if looksSecret(a) {
+			t.Errorf("Redis arg %q looks like a credential", a)
+		}
+	}
+}
+
+// Only the bot's pods may reach Redis, on the Service's port.
 func TestRedisNetworkPolicy(t *testing.T) {
 	d, svc, np := redis(t)
 	ps := np.Spec.PodSelector
