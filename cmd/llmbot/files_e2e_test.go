@@ -146,7 +146,7 @@ func TestE2ETextOnlyModel(t *testing.T) {
 			Files: []fakeslack.UserFile{{Name: "chart.png", Bytes: screenshot(64, 64)}}})
 		msgs := e.final(t, "C1", ts, 1, 1)
 		reqs := e.llm.ChatRequests()
-		if len(reqs) != 1 || len(reqs[0].Images()) != 0 || !strings.Contains(requestText(reqs[0]), "[shared an image: chart.png") {
+		if len(reqs) != 1 || len(reqs[0].Images()) != 0 || !strings.Contains(requestText(reqs[0]), `[shared an image: "chart.png"`) {
 			t.Errorf("%d requests: want one, naming the picture without it", len(reqs))
 		}
 		if note := markOf(t, msgs[0]).Note; strings.Contains(note, "could not see") {
