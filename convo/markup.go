@@ -246,11 +246,11 @@ func (b *builder) sharedNote(m slack.Message, fenced bool) string {
 		}
 		switch {
 		case fenced && (t != "" || files != ""):
-			src := "a message"
+			src := "a forwarded message"
 			if a.AuthorName != "" {
 				src += " by " + quote(a.AuthorName)
 			}
-			notes = append(notes, b.fence.Wrap(src+" that the person asking forwarded", joinNonEmpty(t, files)))
+			notes = append(notes, b.fence.Wrap(src, joinNonEmpty(t, files)))
 		case t != "":
 			notes = append(notes, joinNonEmpty("[shared a message"+from+": "+t+"]", files))
 		default:
