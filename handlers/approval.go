@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -17,9 +18,9 @@ import (
 	"github.com/llmbot/llmbot/slackmd"
 )
 
-// Approval of tool calls. The calls of one round that need a click (approval.go's caller says
-// which: those not on their server's auto-approve list nor allowed for the thread, and every call
-// while the context holds more than the asker's words) are shown in the thread in one prompt: each
+// Approval of tool calls. The calls of one round that need a click (checkCall decides which: those
+// not on their server's auto-approve list nor allowed for the thread, and every call while the
+// context holds more than the asker's words) are shown in the thread in one prompt: each
 // tool, its server and its arguments (indented, cut), with Allow once / Allow for this thread / Deny
 // for them all (without Allow for this thread when the context holds more than the asker's words:
 // it would not apply). Only the person who asked may decide; anyone else who clicks is told so
@@ -167,7 +168,7 @@ func (a *answer) approve(ctx context.Context, calls []*toolCall, foreign string)
 		v = verdictTimeout
 	case <-ctx.Done():
 		v = verdictCancelled
-		if context.Cause(ctx) == context.DeadlineExceeded {
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			v = verdictTimeout // the answer's time for tools ran out
 		}
 	}

@@ -287,7 +287,9 @@ func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, sho
 		c.ev.Approval = waited
 		switch v {
 		case verdictAllowThread:
-			a.r.allowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
+			if st.foreign == "" { // the prompt offers it only then: the word is for the asker's own threads
+				a.r.allowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
+			}
 		case verdictAllowOnce:
 		default:
 			c.decided, c.ev.Outcome = true, string(v)
