@@ -14,17 +14,23 @@
 //     split answer merge into one, without the answer's note) unless their mark (see Mark)
 //     says they are no answer: placeholders, notices and errors are left out. An unmarked
 //     message of its own is an answer (an older version of the bot's, a script's with the
-//     same token), but for one that shares files, which is only noted ("[shared an image:
-//     cat.png (PNG)]").
-//     People become user messages, prefixed "Name: " when more than one person takes part.
-//     Other bots become user messages prefixed "[bot] Name: ", or are left out.
+//     same token), but for one that shares files, which is only noted (`[shared an image:
+//     "cat.png" (PNG)]`).
+//     The asker's messages (Options.Asker, else the trigger's author) become user messages,
+//     prefixed "Name: " when more than one person takes part.
+//   - Provenance: only the asker's words are requests. Everything else is data, fenced with a
+//     boundary drawn at random for each request (Fence): other people's messages (named),
+//     other bots' and apps' (or left out), forwarded messages, files' contents; the answer's
+//     tool results go in the same fence. The system prompt ends with the fence's rules, and
+//     Result.Foreign says what, if anything, the request holds besides the asker's words and
+//     the bot's answers (the handlers then run no tool call without the asker's click).
 //   - Text: Slack markup becomes plain text (the bot's mention at the start or end removed,
 //     <@U…> -> @name, <#C…|name> -> #name, <url|label> -> label (url), <!here> -> @here,
 //     <!subteam^…|@team> -> @team, <!date^…|fallback> -> fallback), then &amp; &lt; &gt;
 //     are unescaped. Joins, leaves, topic changes and other non-content subtypes are
 //     skipped; file_share, thread_broadcast, bot_message and me_message are kept. Files are
-//     noted by name and type: "[shared a file: report.pdf (PDF)]"; forwarded messages by
-//     author and text: "[shared a message from Bob: deploy failed]".
+//     noted by name (quoted) and type: `[shared a file: "report.pdf" (PDF)]`; forwarded messages
+//     by author and text, fenced.
 //   - Budget: tokens are estimated (EstimateTokens: bytes/4 plus 4 per message). The system
 //     prompt and the trigger are always kept (the trigger is cut, saying so, only when it
 //     alone does not fit); older messages are dropped first and replaced by one note

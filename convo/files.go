@@ -24,11 +24,13 @@ const (
 	imageAltSuffix   = ": this model cannot see images, so it is not shown]"
 )
 
-// costed is a message and its estimated tokens; files counts the files whose contents it carries.
+// costed is a message and its estimated tokens; files counts the files whose contents it carries,
+// and foreign says what in it is not the asker's words (see Result.Foreign).
 type costed struct {
-	msg    llm.Message
-	tokens int
-	files  int
+	msg     llm.Message
+	tokens  int
+	files   int
+	foreign string
 }
 
 func (b *builder) costed(m llm.Message) costed { return costed{msg: m, tokens: b.cost(m, 0)} }
@@ -39,7 +41,8 @@ func (b *builder) cost(m llm.Message, images int) int {
 }
 
 // withFiles adds to m (the message of s) what was read of s's files, or, when files is false and
-// something was read, the note that it is left out.
+// something was read, the note that it is left out. A file's contents are fenced as data from the
+// file, whoever shared it; a note on a file names it quoted, on one line.
 func (b *builder) withFiles(m llm.Message, s slack.Message, files bool) costed {
 	var parts []llm.Part
 	images, read := 0, 0
@@ -48,30 +51,36 @@ func (b *builder) withFiles(m llm.Message, s slack.Message, files bool) costed {
 		if !ok {
 			continue
 		}
-		name := fileName(f)
+		name := quote(fileName(f))
+		src := "the file " + name + " shared by " + b.sharer(s)
 		switch {
 		case c.Note != "":
-			parts = append(parts, llm.Part{Type: llm.PartText, Text: "[" + name + ": " + c.Note + "]"})
+			parts = append(parts, llm.Part{Type: llm.PartText, Text: "[" + b.fence.Neutral(name) + ": " + c.Note + "]"})
 			continue
 		case !files:
 			read++
 			continue
 		case c.Image != "":
-			parts = append(parts, llm.Part{Type: llm.PartImage, ImageURL: c.Image, Alt: "[" + name + imageAltSuffix})
+			parts = append(parts, llm.Part{Type: llm.PartText, Text: b.fence.Open(src)},
+				llm.Part{Type: llm.PartImage, ImageURL: c.Image, Alt: "[" + b.fence.Neutral(name) + imageAltSuffix},
+				llm.Part{Type: llm.PartText, Text: b.fence.Close()})
 			images += c.Tokens
 		case c.Text != "":
-			parts = append(parts, llm.Part{Type: llm.PartText, Text: "[contents of " + name + "]\n" + c.Text + "\n[end of " + name + "]"})
+			parts = append(parts, llm.Part{Type: llm.PartText, Text: b.fence.Wrap(src, c.Text)})
 		default:
 			continue
 		}
 		read++
 	}
+	var foreign string
 	if !files && read > 0 {
 		parts = append(parts, llm.Part{Type: llm.PartText, Text: filesLeftOutNote})
 		read = 0
+	} else if read > 0 {
+		foreign = ForeignFile
 	}
 	m.Parts = parts
-	return costed{msg: m, tokens: b.cost(m, images), files: read}
+	return costed{msg: m, tokens: b.cost(m, images), files: read, foreign: foreign}
 }
 
 // fileName is how a file is named to the model.

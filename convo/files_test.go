@@ -14,7 +14,7 @@ import (
 // dumpParts shows a Result with its messages' parts, an image as its URL's first bytes.
 func dumpParts(r Result) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "omitted=%d trigger_cut=%t files_left_out=%d\n", r.Omitted, r.TriggerCut, r.FilesLeftOut)
+	fmt.Fprintf(&sb, "omitted=%d trigger_cut=%t files_left_out=%d foreign=%q\n", r.Omitted, r.TriggerCut, r.FilesLeftOut, r.Foreign)
 	for _, m := range r.Messages {
 		fmt.Fprintf(&sb, "\n--- %s\n%s\n", m.Role, m.Content)
 		for _, p := range m.Parts {
@@ -76,7 +76,7 @@ func TestBuildWithoutFiles(t *testing.T) {
 	m := fileMsg("100.000300", "U01ALICE", "<@U0BOT> what is this?", slack.File{ID: "F1", Name: "shot.png", Mimetype: "image/png", PrettyType: "PNG"})
 	r := Build(nil, m, testNames, testOptions())
 	last := r.Messages[len(r.Messages)-1]
-	if len(last.Parts) != 0 || !strings.Contains(last.Content, "[shared an image: shot.png (PNG)]") {
+	if len(last.Parts) != 0 || !strings.Contains(last.Content, `[shared an image: "shot.png" (PNG)]`) {
 		t.Errorf("trigger = %+v, want the note only", last)
 	}
 }

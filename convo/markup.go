@@ -225,32 +225,42 @@ func unescape(s string) string {
 // isShared reports the attachment Slack adds for a message forwarded (shared) into another.
 func isShared(a slack.Attachment) bool { return a.IsShare || a.IsMsgUnfurl }
 
-// sharedNote notes the messages forwarded into m, with their author, text and files:
-// "[shared a message from Bob: deploy failed]".
-func (b *builder) sharedNote(m slack.Message) string {
+// sharedNote notes the messages forwarded into m, with their author, text and files. fenced
+// (the asker's message): each is fenced as data from its author; else (inside the fence of
+// someone else's message) noted as "[shared a message from "Bob": deploy failed]".
+func (b *builder) sharedNote(m slack.Message, fenced bool) string {
 	var notes []string
 	for _, a := range m.Attachments {
 		if !isShared(a) {
 			continue
 		}
-		head := "[shared a message"
-		if a.AuthorName != "" {
-			head += " from " + a.AuthorName
-		}
-		note := head + "]"
 		text := a.Text
 		if strings.TrimSpace(text) == "" {
 			text = a.Fallback
 		}
-		if t := strings.TrimSpace(b.plain(slack.Message{Msg: slack.Msg{Text: text}})); t != "" {
-			note = head + ": " + t + "]"
+		t := strings.TrimSpace(b.plain(slack.Message{Msg: slack.Msg{Text: text}}))
+		files := filesNote(a.Files)
+		from := ""
+		if a.AuthorName != "" {
+			from = " from " + quote(a.AuthorName)
 		}
-		notes = append(notes, joinNonEmpty(note, filesNote(a.Files)))
+		switch {
+		case fenced && (t != "" || files != ""):
+			src := "a forwarded message"
+			if a.AuthorName != "" {
+				src += " by " + quote(a.AuthorName)
+			}
+			notes = append(notes, b.fence.Wrap(src, joinNonEmpty(t, files)))
+		case t != "":
+			notes = append(notes, joinNonEmpty("[shared a message"+from+": "+t+"]", files))
+		default:
+			notes = append(notes, joinNonEmpty("[shared a message"+from+"]", files))
+		}
 	}
 	return strings.Join(notes, "\n")
 }
 
-// filesNote notes shared files by name and type: "[shared a file: report.pdf (PDF)]".
+// filesNote notes shared files by name and type: `[shared a file: "report.pdf" (PDF)]`.
 func filesNote(files []slack.File) string {
 	var notes []string
 	for _, f := range files {
@@ -266,15 +276,16 @@ func filesNote(files []slack.File) string {
 		if strings.HasPrefix(f.Mimetype, "image/") {
 			what = "an image"
 		}
+		// The name is whoever made the file's choice: quoted, on one line.
 		switch {
 		case f.Mode == "tombstone" || (name == "" && kind == ""):
 			notes = append(notes, "[shared "+what+" that is no longer available]")
 		case kind == "" || strings.EqualFold(kind, name):
-			notes = append(notes, "[shared "+what+": "+name+"]")
+			notes = append(notes, "[shared "+what+": "+quote(name)+"]")
 		case name == "":
 			notes = append(notes, "[shared "+what+" ("+kind+")]")
 		default:
-			notes = append(notes, "[shared "+what+": "+name+" ("+kind+")]")
+			notes = append(notes, "[shared "+what+": "+quote(name)+" ("+kind+")]")
 		}
 	}
 	return strings.Join(notes, "\n")

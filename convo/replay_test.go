@@ -106,16 +106,16 @@ func TestBlocksText(t *testing.T) {
 	opt.IncludeOtherBots = true
 	q := slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1700000000.000002", Text: "<@U0BOT> why?"}}
 	r := Build([]slack.Message{m, q}, q, testNames, opt)
-	want := "[bot] Grafana: [FIRING:1] HighCPU <web-3>\n" +
-		"CPU at *97%* for 10m & rising\n" +
-		"*Severity:* critical\n" +
-		"Team: infra & ops\n" +
-		"Runbook: CPU runbook (https://wiki.example/cpu)\n" +
-		"On call: @Bob in #C0OPS:fire:\n" +
-		"• check `load < 4`\n" +
-		"• status page (https://status.example)\n" +
-		"> last deploy: 10:02\n" +
-		"```\ntop -b -n1\n```"
+	want := fenced(`a message by the app "Grafana"`, "[FIRING:1] HighCPU <web-3>\n"+
+		"CPU at *97%* for 10m & rising\n"+
+		"*Severity:* critical\n"+
+		"Team: infra & ops\n"+
+		"Runbook: CPU runbook (https://wiki.example/cpu)\n"+
+		"On call: @Bob in #C0OPS:fire:\n"+
+		"• check `load < 4`\n"+
+		"• status page (https://status.example)\n"+
+		"> last deploy: 10:02\n"+
+		"```\ntop -b -n1\n```")
 	if len(r.Messages) != 3 || r.Messages[1].Content != want {
 		t.Errorf("got %q\nwant %q", r.Messages[1].Content, want)
 	}

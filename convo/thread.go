@@ -2,6 +2,7 @@ package convo
 
 import (
 	"cmp"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +37,11 @@ type Options struct {
 	// Files is what the caller read of the files people shared, by file id: their text, their
 	// pictures, or why not. A file not in it is only noted, as is every file when it is nil.
 	Files map[string]FileContent
+	// Asker is the person whose words are requests: the one who asked (empty: the trigger's
+	// author). Everything else the request holds is fenced as data (see Fence).
+	Asker string
+	// Rand is what the fence's boundary is drawn from; nil: crypto/rand (tests pass a fixed one).
+	Rand io.Reader
 }
 
 // Result is what Build produces.
@@ -53,16 +59,32 @@ type Result struct {
 	// FilesLeftOut counts the files whose contents were read but left out for the budget (the
 	// messages they came with say so); the newest are kept first.
 	FilesLeftOut int
+	// Fence is the request's fence: its data is between its lines, and the system prompt says so.
+	// The answer's tool results go in it too.
+	Fence Fence
+	// Foreign says what the request holds besides the asker's own words and the bot's own answers
+	// ("" when nothing): another person's message, an app's, a file's contents, a forwarded message,
+	// a question someone else asked. While it holds any, no tool call runs without the asker's click.
+	Foreign string
 }
+
+// What makes a request not the asker's alone (Result.Foreign).
+const (
+	ForeignPerson   = "another person's message"
+	ForeignApp      = "a message of an app or a bot"
+	ForeignFile     = "a file's contents"
+	ForeignForward  = "a forwarded message"
+	ForeignQuestion = "a question someone else asked"
+)
 
 // DefaultBudget is the token budget when Options.Budget is 0.
 const DefaultBudget = 12000
 
 // DefaultSystemPrompt is the system prompt when Options.SystemPrompt is empty.
 const DefaultSystemPrompt = "You are {bot_name}, a helpful assistant in a Slack workspace. Today is {date}.\n" +
-	"You are reading a Slack thread. When several people take part, each of their messages starts " +
-	"with the speaker's name and a colon (\"Alice: ...\"); messages from other bots start with " +
-	"\"[bot] Name: \". Shared files are noted in square brackets. Do not start your answer with a name.\n" +
+	"You are reading a Slack thread. When several people take part, the messages of the person asking " +
+	"start with their name and a colon (\"Alice: ...\"). Shared files are noted in square brackets. " +
+	"Do not start your answer with a name.\n" +
 	"Write your answer in Markdown. Be concise and helpful."
 
 // emptyMentionText stands for the trigger's text when it is only the bot's mention.
@@ -120,8 +142,11 @@ type entry struct {
 // but for the bot's answers to earlier questions (two questions asked before the first answer
 // was posted). The trigger may or may not be part of thread. names may be nil.
 func Build(thread []slack.Message, trigger slack.Message, names Names, opt Options) Result {
-	b := builder{names: names, opt: opt}
+	b := builder{names: names, opt: opt, fence: NewFence(opt.Rand), asker: opt.Asker}
 	trigger = latest(trigger)
+	if b.asker == "" && !isBot(&trigger) {
+		b.asker = trigger.User
+	}
 
 	h := b.classify(thread, trigger)
 	if !isBot(&trigger) {
@@ -129,11 +154,12 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	}
 	b.multi = len(h.people) > 1
 
-	var res Result
+	res := Result{Fence: b.fence}
 	system := b.systemPrompt()
-	triggerContent, empty := b.triggerContent(trigger)
+	triggerContent, foreign, empty := b.triggerContent(trigger)
 	res.EmptyMention = empty
 	tm := b.withFiles(llm.Message{Role: llm.RoleUser, Content: triggerContent}, trigger, true)
+	tm.foreign = cmp.Or(foreign, tm.foreign)
 
 	// The trigger is always kept; its files' contents are left out when they do not fit, and its
 	// text is cut only when it alone does not fit. The history's room keeps space for the widest
@@ -145,6 +171,7 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	if tm.tokens > room && len(tm.msg.Parts) > 0 {
 		res.FilesLeftOut += tm.files
 		tm = b.withFiles(llm.Message{Role: llm.RoleUser, Content: triggerContent}, trigger, false)
+		tm.foreign = foreign
 	}
 	if tm.tokens > room {
 		res.TriggerCut = true
@@ -153,9 +180,10 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	}
 	room -= tm.tokens
 
-	history, omitted, left := b.fitHistory(thread, h.entries, room)
+	history, omitted, left, histForeign := b.fitHistory(thread, h.entries, room)
 	res.Omitted = omitted
 	res.FilesLeftOut += left
+	res.Foreign = cmp.Or(tm.foreign, histForeign)
 	res.Messages = assemble(system, omitted, history, tm.msg)
 	return res
 }
@@ -245,15 +273,24 @@ func (b *builder) budget() int {
 	return b.opt.Budget
 }
 
-// triggerContent is the trigger as the model sees it; empty reports a trigger that says nothing
-// beyond the bot's mention, which then stands in for its text.
-func (b *builder) triggerContent(trigger slack.Message) (content string, empty bool) {
+// triggerContent is the trigger as the model sees it: the question, never fenced (foreign says
+// when it is not the asker's own, or holds a forwarded message); empty reports a trigger that
+// says nothing beyond the bot's mention, which then stands in for its text.
+func (b *builder) triggerContent(trigger slack.Message) (content, foreign string, empty bool) {
 	text := b.plain(trigger)
 	empty = len(trigger.Files) == 0 && isEmptyText(text) && !slices.ContainsFunc(trigger.Attachments, isShared)
 	if empty {
 		text = emptyMentionText
 	}
-	return b.content(speakerOf(trigger), trigger, text), empty
+	who := speakerOf(trigger)
+	content, foreign = b.askerContent(who, trigger, text)
+	switch {
+	case who == speakerBot:
+		foreign = ForeignApp
+	case trigger.User != b.asker:
+		foreign = ForeignQuestion
+	}
+	return content, foreign, empty
 }
 
 // fitHistory converts entries newest first while they fit in room tokens and returns them
@@ -261,7 +298,8 @@ func (b *builder) triggerContent(trigger slack.Message) (content string, empty b
 // out, and omitted counts them.
 // A message whose files' contents do not fit goes without them (and says so); left counts those
 // files.
-func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) (kept []llm.Message, omitted, left int) {
+// foreign says what the kept messages hold besides the asker's words and the bot's answers.
+func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) (kept []llm.Message, omitted, left int, foreign string) {
 	for k := len(entries) - 1; k >= 0; k-- {
 		m, ok := b.entryMessage(thread, entries[k], true)
 		if !ok {
@@ -277,9 +315,10 @@ func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) 
 		}
 		room -= m.tokens
 		kept = append(kept, m.msg)
+		foreign = cmp.Or(foreign, m.foreign)
 	}
 	slices.Reverse(kept)
-	return kept, omitted, left
+	return kept, omitted, left, foreign
 }
 
 // assemble puts the request together: the system prompt, the note on omitted messages, the
@@ -406,6 +445,8 @@ type builder struct {
 	names Names
 	opt   Options
 	multi bool // more than one person in the thread: label people's messages
+	fence Fence
+	asker string // whose words are requests (Options.Asker, else the trigger's author)
 }
 
 func (b *builder) own(m *slack.Message) bool {
@@ -440,7 +481,8 @@ func (b *builder) systemPrompt() string {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	return strings.NewReplacer("{bot_name}", name, "{date}", now.Format("Monday, 2 January 2006")).Replace(p)
+	p = strings.NewReplacer("{bot_name}", name, "{date}", now.Format("Monday, 2 January 2006")).Replace(p)
+	return strings.TrimRight(p, "\n") + "\n\n" + b.fence.Rules()
 }
 
 // answerMark reads the mark of one of the bot's own messages; answer says whether the message is
@@ -509,27 +551,68 @@ func (b *builder) entryMessage(thread []slack.Message, e entry, files bool) (cos
 		return b.costed(llm.Message{Role: llm.RoleAssistant, Content: f}), f != ""
 	default:
 		m := latest(thread[e.idx[0]])
-		c := b.content(e.who, m, b.plain(m))
-		return b.withFiles(llm.Message{Role: llm.RoleUser, Content: c}, m, files), c != ""
+		var c, foreign string
+		if e.who == speakerPerson && m.User == b.asker {
+			c, foreign = b.askerContent(e.who, m, b.plain(m))
+		} else {
+			c, foreign = b.dataContent(e.who, m, b.plain(m))
+		}
+		cm := b.withFiles(llm.Message{Role: llm.RoleUser, Content: c}, m, files)
+		cm.foreign = cmp.Or(foreign, cm.foreign)
+		return cm, c != ""
 	}
 }
 
-// content is a person's or another bot's message as the model sees it: label, text, files.
-func (b *builder) content(who speaker, m slack.Message, text string) string {
-	text = strings.TrimSpace(text)
-	if m.SubType == slack.MsgSubTypeMeMessage && text != "" {
-		text = "/me " + text
+// askerContent is a message of the asker's (or the question) as the model sees it: its label,
+// its text, forwarded messages fenced, files noted. foreign is ForeignForward when it forwards one.
+func (b *builder) askerContent(who speaker, m slack.Message, text string) (content, foreign string) {
+	text = meText(m, text)
+	if shared := b.sharedNote(m, true); shared != "" {
+		text, foreign = joinNonEmpty(text, shared), ForeignForward
 	}
-	text = joinNonEmpty(text, b.sharedNote(m))
 	text = joinNonEmpty(text, filesNote(m.Files))
 	if text == "" {
-		return ""
+		return "", ""
 	}
 	switch {
 	case who == speakerBot:
-		return "[bot] " + b.botName(m) + ": " + text
+		return "[bot] " + b.botName(m) + ": " + text, foreign
 	case b.multi:
-		return b.userName(m.User) + ": " + text
+		return b.userName(m.User) + ": " + text, foreign
+	}
+	return text, foreign
+}
+
+// dataContent is someone else's message (another person's, an app's) as the model sees it: all of
+// it fenced as data from them.
+func (b *builder) dataContent(who speaker, m slack.Message, text string) (content, foreign string) {
+	text = joinNonEmpty(meText(m, text), b.sharedNote(m, false))
+	text = joinNonEmpty(text, filesNote(m.Files))
+	if text == "" {
+		return "", ""
+	}
+	if who == speakerBot {
+		return b.fence.Wrap("a message by the app "+quote(b.botName(m)), text), ForeignApp
+	}
+	return b.fence.Wrap("a message by "+quote(b.userName(m.User))+" (another person)", text), ForeignPerson
+}
+
+// sharer names who shared m's files, in a fence's source.
+func (b *builder) sharer(m slack.Message) string {
+	switch {
+	case isBot(&m):
+		return "the app " + quote(b.botName(m))
+	case m.User == b.asker:
+		return "the person asking"
+	}
+	return quote(b.userName(m.User))
+}
+
+// meText is a message's text, "/me " first for a me_message.
+func meText(m slack.Message, text string) string {
+	text = strings.TrimSpace(text)
+	if m.SubType == slack.MsgSubTypeMeMessage && text != "" {
+		text = "/me " + text
 	}
 	return text
 }

@@ -28,7 +28,26 @@ var testNames = nameBook{"U01ALICE": "Alice", "U01BOB": "Bob", "U01CAROL": "Caro
 var testNow = time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)
 
 func testOptions() Options {
-	return Options{BotUserID: "U0BOT", BotID: "B0BOT", BotName: "Ada", Now: testNow}
+	return Options{BotUserID: "U0BOT", BotID: "B0BOT", BotName: "Ada", Now: testNow, Rand: sameBytes(0x5a)}
+}
+
+// sameBytes is a source of "randomness" that always gives the same byte: the fence's boundary in
+// the tests is 5a5a5a5a5a5a5a5a.
+type sameBytes byte
+
+func (b sameBytes) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
+
+// testBoundary is the boundary testOptions' fences draw.
+const testBoundary = "5a5a5a5a5a5a5a5a"
+
+// fenced is text as Build fences data from source in the tests.
+func fenced(source, text string) string {
+	return "<<<" + testBoundary + " data from " + source + ">>>\n" + text + "\n<<<" + testBoundary + " end>>>"
 }
 
 // loadReplies decodes a conversations.replies response from testdata.
@@ -54,7 +73,7 @@ func loadReplies(tb testing.TB, name string) []slack.Message {
 // dump shows a Result for golden files.
 func dump(r Result) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "omitted=%d trigger_cut=%t empty_mention=%t\n", r.Omitted, r.TriggerCut, r.EmptyMention)
+	fmt.Fprintf(&sb, "omitted=%d trigger_cut=%t empty_mention=%t foreign=%q\n", r.Omitted, r.TriggerCut, r.EmptyMention, r.Foreign)
 	for _, m := range r.Messages {
 		fmt.Fprintf(&sb, "\n--- %s\n%s\n", m.Role, m.Content)
 	}
@@ -149,8 +168,9 @@ func TestBuildBudget(t *testing.T) {
 	}{
 		{"everything fits", 10, 12000, "question", 0, 10, false},
 		{"default budget when zero", 10, 0, "question", 0, 10, false},
-		// With the system prompt "You are Ada." (7 tokens), history messages of 14 tokens,
-		// the trigger of 6 and 12 kept for the omission note: 100-7-6-12 = 75 = 5*14 + 5.
+		// The budgets are beyond the fence's rules, which every system prompt ends with. With the
+		// system prompt "You are Ada." (7 tokens), history messages of 14 tokens, the trigger of 6
+		// and 12 kept for the omission note: 100-7-6-12 = 75 = 5*14 + 5.
 		{"oldest dropped first", 10, 100, "question", 5, 5, false},
 		{"only the trigger fits", 10, 25, "question", 10, 0, false},
 		{"trigger alone over budget is cut", 10, 2000, long, 10, 0, true},
@@ -169,6 +189,9 @@ func TestBuildBudget(t *testing.T) {
 			thread = append(thread, trigger)
 			opt := testOptions()
 			opt.Budget = tt.budget
+			if tt.budget != 0 {
+				opt.Budget += EstimateTokens("You are Ada.\n\n"+NewFence(opt.Rand).Rules()) - EstimateTokens("You are Ada.")
+			}
 			opt.SystemPrompt = "You are {bot_name}."
 			r := Build(thread, trigger, testNames, opt)
 			if r.Omitted != tt.wantOmitted {
@@ -194,7 +217,7 @@ func TestBuildBudget(t *testing.T) {
 			if tt.wantCut && !strings.Contains(last.Content, "was too long and was cut:") {
 				t.Errorf("cut trigger does not say so: ...%q", last.Content[max(0, len(last.Content)-120):])
 			}
-			budget := tt.budget
+			budget := opt.Budget
 			if budget == 0 {
 				budget = DefaultBudget
 			}
@@ -318,7 +341,7 @@ func TestBuildUsesLatestVersionOfChangedMessages(t *testing.T) {
 		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "<@U0BOT> well?"}},
 	}
 	r := Build(thread, thread[2], testNames, testOptions())
-	if got, want := r.Messages[2].Content, "Bob: the new text"; got != want {
+	if got, want := r.Messages[2].Content, fenced(`a message by "Bob" (another person)`, "the new text"); got != want {
 		t.Errorf("changed message = %q, want %q", got, want)
 	}
 }
@@ -342,7 +365,7 @@ func TestBuildSlackbotIsABot(t *testing.T) {
 		{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000003", Text: "<@U0BOT> when is standup?"}},
 	}
 	r := Build(thread, thread[2], testNames, opt)
-	if got, want := r.Messages[2].Content, "[bot] Slackbot: Reminder: standup at 10."; got != want {
+	if got, want := r.Messages[2].Content, fenced(`a message by the app "Slackbot"`, "Reminder: standup at 10."); got != want {
 		t.Errorf("Slackbot message = %q, want %q", got, want)
 	}
 	if got, want := r.Messages[3].Content, "when is standup?"; got != want {

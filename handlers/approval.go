@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -19,11 +20,14 @@ import (
 	"github.com/llmbot/llmbot/slackmd"
 )
 
-// Approval of tool calls. A call not on its server's auto-approve list (and not allowed for the
-// thread already) is shown in the thread: the tool, its server and its arguments (indented, cut),
-// with Allow once / Allow for this thread / Deny. Only the person who asked may decide; anyone else
-// who clicks is told so privately. No click within ToolOptions.ApprovalTimeout denies the call. The
-// model is told the outcome either way, and the prompt is rewritten to say it.
+// Approval of tool calls. The calls of one round that need a click (checkCall decides which: those
+// not on their server's auto-approve list nor allowed for the thread, and every call while the
+// context holds more than the asker's words) are shown in the thread in one prompt: each
+// tool, its server and its arguments (indented, cut), with Allow once / Allow for this thread / Deny
+// for them all (without Allow for this thread when the context holds more than the asker's words:
+// it would not apply). Only the person who asked may decide; anyone else who clicks is told so
+// privately. No click within ToolOptions.ApprovalTimeout denies them. The model is told the outcome
+// either way, and the prompt is rewritten to say it.
 //
 // The click may reach another replica than the one writing the answer: bot hands it over the way it
 // hands over Stop (the button's value names the answer), and Decide delivers it here.
@@ -144,16 +148,17 @@ func (p *approvals) remove(id string) {
 	delete(p.waiting, id)
 }
 
-// approve asks the asker whether the call may be made, and waits for the answer.
-func (a *answer) approve(ctx context.Context, info ToolInfo, args []byte, log *zap.Logger) verdict {
+// approve asks the asker whether the calls may be made, in one prompt, and waits for the answer.
+// foreign is what the context holds besides the asker's words ("" when nothing), said in the prompt.
+func (a *answer) approve(ctx context.Context, calls []*toolCall, foreign string) verdict {
 	ref := ApprovalRef{ThreadTS: a.req.ThreadTS, TS: a.req.TS, ID: newApprovalID(), Asker: a.req.User}
 	ch := a.r.approvals.add(ref.ID)
 	defer a.r.approvals.remove(ref.ID)
-	prompt := approvalText(a.req.User, info, args)
+	prompt := approvalText(a.req.User, calls, foreign)
 	ts, err := a.r.paced.post(ctx, interimRetry, nil, a.r.paced.postTurn(a.req.Channel), a.req.Channel, a.threadTS, Msg{Text: prompt,
-		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref)})
+		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref, foreign == "")})
 	if err != nil {
-		log.Warn("tool approval not asked: denied", zap.Error(err))
+		a.log.Warn("tool approval not asked: denied", zap.Error(err))
 		return verdictDenied
 	}
 	t := time.NewTimer(a.r.opt.Tools.ApprovalTimeout)
@@ -165,8 +170,11 @@ func (a *answer) approve(ctx context.Context, info ToolInfo, args []byte, log *z
 		v = verdictTimeout
 	case <-ctx.Done():
 		v = verdictCancelled
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			v = verdictTimeout // the answer's time for tools ran out
+		}
 	}
-	a.settlePrompt(ctx, ts, prompt, v, log)
+	a.settlePrompt(ctx, ts, prompt, v, a.log)
 	return v
 }
 
@@ -199,26 +207,44 @@ func verdictLine(v verdict) string {
 	return "_Denied._"
 }
 
-// maxShownArgs bounds the arguments an approval prompt shows (a section block holds 3,000).
-const maxShownArgs = 1500
+// maxShownArgs bounds the arguments an approval prompt shows, of all its calls together (a section
+// block holds 3,000 characters); each call shows at least minShownArgs.
+const (
+	maxShownArgs = 1500
+	minShownArgs = 120
+)
 
-// approvalText is the prompt (mrkdwn). The tool's name, its server and the arguments come from the
-// model and the servers, so they are escaped (no mention, link or control reaches Slack) and the
-// arguments cannot close their code block.
-func approvalText(asker string, info ToolInfo, args []byte) string {
+// approvalText is the prompt (mrkdwn). The tools' names, their servers and the arguments come from
+// the model and the servers, so they are escaped (no mention, link or control reaches Slack) and the
+// arguments cannot close their code block. foreign (Build's words, not a person's) says why a call
+// that would run without a click is asked for.
+func approvalText(asker string, calls []*toolCall, foreign string) string {
 	safe := func(s string) string { return slackmd.EscapeMrkdwn(slackmd.StripControls(s)) }
-	shown := strings.ReplaceAll(safe(prettyArgs(args, maxShownArgs)), "```", "`\u200b``")
-	return fmt.Sprintf("<@%s>, may I use the tool `%s` of *%s*?\n```\n%s\n```", asker,
-		strings.ReplaceAll(safe(info.Name), "`", "'"), safe(info.Server), shown)
+	var b strings.Builder
+	if len(calls) == 1 {
+		fmt.Fprintf(&b, "<@%s>, may I use this tool?", asker)
+	} else {
+		fmt.Fprintf(&b, "<@%s>, may I use these %d tools?", asker, len(calls))
+	}
+	each := max(maxShownArgs/len(calls), minShownArgs)
+	for _, c := range calls {
+		shown := strings.ReplaceAll(safe(prettyArgs(c.args, each)), "```", "`\u200b``")
+		fmt.Fprintf(&b, "\n`%s` of *%s*\n```\n%s\n```", strings.ReplaceAll(safe(c.info.Name), "`", "'"), safe(c.info.Server), shown)
+	}
+	if foreign != "" {
+		fmt.Fprintf(&b, "\n_Asked because this conversation holds %s, not only your words: tools run without asking only on yours._", foreign)
+	}
+	return b.String()
 }
 
-func approvalButtons(ref ApprovalRef) []Button {
+// approvalButtons are the prompt's buttons; forThread offers Allow for this thread too.
+func approvalButtons(ref ApprovalRef, forThread bool) []Button {
 	v := ref.Value()
-	return []Button{
-		{ActionID: ActionToolAllowOnce, Text: "Allow once", Value: v, Style: "primary"},
-		{ActionID: ActionToolAllowThread, Text: "Allow for this thread", Value: v},
-		{ActionID: ActionToolDeny, Text: "Deny", Value: v, Style: "danger"},
+	bs := []Button{{ActionID: ActionToolAllowOnce, Text: "Allow once", Value: v, Style: "primary"}}
+	if forThread {
+		bs = append(bs, Button{ActionID: ActionToolAllowThread, Text: "Allow for this thread", Value: v})
 	}
+	return append(bs, Button{ActionID: ActionToolDeny, Text: "Deny", Value: v, Style: "danger"})
 }
 
 func newApprovalID() string {

@@ -515,7 +515,7 @@ func mention(text string) slack.Message {
 }
 
 func testOptions() ReplyOptions {
-	return ReplyOptions{BotUserID: "UBOT", BotID: "BBOT", BotName: "llmbot", TeamID: "T1", FollowUps: true}
+	return ReplyOptions{BotUserID: "UBOT", BotID: "BBOT", BotName: "llmbot", TeamID: "T1", FollowUps: true, Rand: sameBytes(0x5a)}
 }
 
 func mustNoErr(tb testing.TB, err error) {
@@ -649,4 +649,23 @@ func (s landedTimeoutPoster) Post(ctx context.Context, channel, threadTS string,
 		return "", timedOut("chat.postMessage")
 	}
 	return ts, err
+}
+
+// sameBytes is a source of "randomness" that always gives the same byte: every request's fence
+// boundary in the tests is testBoundary, so two requests can be compared.
+type sameBytes byte
+
+func (b sameBytes) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(b)
+	}
+	return len(p), nil
+}
+
+// testBoundary is the boundary testOptions' fences draw.
+const testBoundary = "5a5a5a5a5a5a5a5a"
+
+// fenced is text as a request fences data from source in the tests.
+func fenced(source, text string) string {
+	return "<<<" + testBoundary + " data from " + source + ">>>\n" + text + "\n<<<" + testBoundary + " end>>>"
 }

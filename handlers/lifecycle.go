@@ -120,7 +120,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 	if early != nil {
 		return errors.Join(err, a.finish(ctx, s, *early))
 	}
-	md, finishReason, serr := a.generate(ctx, res.Messages, s)
+	md, finishReason, serr := a.generate(ctx, res, s)
 	a.modelDone()
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	if a.imagesUnseen && kind == convo.MarkAnswer {
@@ -261,7 +261,7 @@ func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
 		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
-		IncludeOtherBots: a.r.opt.OtherBots, Files: files,
+		IncludeOtherBots: a.r.opt.OtherBots, Files: files, Asker: a.req.User, Rand: a.r.opt.Rand,
 	})
 	if res.FilesLeftOut > 0 {
 		a.log.Debug("files left out for the context budget", zap.Int("files", res.FilesLeftOut))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,8 @@ type ReplyOptions struct {
 	FollowUps                         bool      // answer thread messages without a mention in bot threads
 	OtherBots                         bool      // include other bots' messages in the context
 	Model                             string    // chat model; "": the client's default
+	// Rand is what each request's fence boundary is drawn from (convo.Fence); nil: crypto/rand.
+	Rand io.Reader
 	// Buttons puts Stop (while writing) and Regenerate (when done) buttons on answers written by
 	// editing (see the rules in buttons.go). Parts are then at most 2,600 bytes (a section block
 	// holds 3,000 characters).

@@ -602,8 +602,9 @@ func TestReplyNamesTheAskerMissingFromTheRead(t *testing.T) {
 		for _, m := range rt.chat.calls()[0].Messages {
 			all.WriteString(m.Content + "\n")
 		}
-		if !strings.Contains(all.String(), "Alice: ") || !strings.Contains(all.String(), "Bob: ") {
-			t.Errorf("request %q does not label Alice and Bob", all.String())
+		// The asker's words are labelled; Bob's are fenced as data from him, by name.
+		if !strings.Contains(all.String(), "Alice: ") || !strings.Contains(all.String(), `a message by "Bob"`) {
+			t.Errorf("request %q does not name Alice and Bob", all.String())
 		}
 	})
 }

@@ -49,8 +49,11 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 		task := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
 			ThreadTS: testTS, Task: TaskSummarize}
 		mustNoErr(t, rt.r.Reply(t.Context(), task))
+		// Whoever asks for the summary, the others' messages are data from them.
+		aliceSaid := "user: " + fenced(`a message by "Alice" (another person)`, "explain token buckets")
+		bobSaid := "user: " + fenced(`a message by "Bob" (another person)`, "we'll use them for the API")
 		want := []string{
-			"user: Alice: explain token buckets",
+			aliceSaid,
 			"user: Bob: we'll use them for the API",
 			"assistant: Tokens refill at a steady rate.",
 			"user: Bob: " + taskInstructions[TaskSummarize],
@@ -83,6 +86,7 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 			t.Fatalf("regenerate accepted %+v with %+v: want the task again in place of the summary", d, click.Reply)
 		}
 		mustNoErr(t, h.Run(t.Context(), click))
+		want[0], want[1] = "user: Alice: explain token buckets", bobSaid
 		want[len(want)-1] = "user: Alice: " + taskInstructions[TaskSummarize]
 		if got := turnsOf(rt, 2); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("regenerated summary request = %q\nwant %q (the old summary left out)", got, want)
@@ -105,7 +109,7 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 		mustNoErr(t, rt.r.Reply(t.Context(), next))
 		want = []string{
 			"user: Alice: explain token buckets",
-			"user: Bob: we'll use them for the API",
+			bobSaid,
 			"assistant: Tokens refill at a steady rate.",
 			"assistant: Token buckets: Bob adopts them for the API.",
 			"user: Alice: and leaky buckets?",
@@ -126,7 +130,8 @@ func TestTaskOnATopLevelMessageReadsIt(t *testing.T) {
 		if n := len(rt.slack.callsOf("replies")); n != 1 {
 			t.Errorf("%d thread reads, want 1", n)
 		}
-		if got := turnsOf(rt, 0); len(got) != 2 || got[0] != "user: Alice: explain token buckets" || !strings.Contains(got[1], "Summarize this thread") {
+		if got := turnsOf(rt, 0); len(got) != 2 || got[0] != "user: "+fenced(`a message by "Alice" (another person)`, "explain token buckets") ||
+			!strings.Contains(got[1], "Summarize this thread") {
 			t.Errorf("request %q: want the message, then the instruction", got)
 		}
 	})

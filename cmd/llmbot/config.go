@@ -89,7 +89,7 @@ type Config struct {
 
 	MCPConfig           string        `envconfig:"MCP_CONFIG" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
 	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
-	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" default:"2m" desc:"How long a tool call not on an auto-approve list waits for the asker's Allow or Deny; no answer in time denies it."`
+	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" default:"2m" desc:"How long a round's tool calls that need a click wait for the asker's Allow or Deny; no answer in time denies them."`
 	ToolCallTimeout     time.Duration `envconfig:"TOOL_CALL_TIMEOUT" default:"60s" desc:"Longest time of one tool call; a call that takes longer is reported to the model as failed."`
 
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`

@@ -86,9 +86,10 @@ func TestE2EFilesAndImages(t *testing.T) {
 	}
 	text := requestText(reqs[0])
 	for _, want := range []string{
-		"[contents of deploy.log]\n12:01 rollout started\n12:02 rollout finished",
-		"[spec.pdf: PDFs are not read",
-		"[photo.png: too large to read",
+		// A file's contents are fenced as data from it (the boundary is random per request).
+		" data from the file \"deploy.log\" shared by the person asking>>>\n12:01 rollout started\n12:02 rollout finished\n",
+		`["spec.pdf": PDFs are not read`,
+		`["photo.png": too large to read`,
 		"what changed?",
 	} {
 		if !strings.Contains(text, want) {
@@ -123,7 +124,7 @@ func TestE2ETextOnlyModel(t *testing.T) {
 			if len(reqs) != 3 || len(reqs[0].Images()) != 1 || len(reqs[1].Images()) != 0 || len(reqs[2].Images()) != 0 {
 				t.Fatalf("%d chat requests, want 3: with the picture, again without, and the next question without", len(reqs))
 			}
-			if text := requestText(reqs[1]); !strings.Contains(text, "[chart.png: this model cannot see images") {
+			if text := requestText(reqs[1]); !strings.Contains(text, `["chart.png": this model cannot see images`) {
 				t.Errorf("the request without the picture does not say it is left out:\n%s", text)
 			}
 			checkNoSlackToken(t, e)
@@ -146,7 +147,7 @@ func TestE2ETextOnlyModel(t *testing.T) {
 			Files: []fakeslack.UserFile{{Name: "chart.png", Bytes: screenshot(64, 64)}}})
 		msgs := e.final(t, "C1", ts, 1, 1)
 		reqs := e.llm.ChatRequests()
-		if len(reqs) != 1 || len(reqs[0].Images()) != 0 || !strings.Contains(requestText(reqs[0]), "[shared an image: chart.png") {
+		if len(reqs) != 1 || len(reqs[0].Images()) != 0 || !strings.Contains(requestText(reqs[0]), `[shared an image: "chart.png"`) {
 			t.Errorf("%d requests: want one, naming the picture without it", len(reqs))
 		}
 		if note := markOf(t, msgs[0]).Note; strings.Contains(note, "could not see") {
