@@ -73,6 +73,9 @@ type answer struct {
 	// (thinkingLasts).
 	thinkingSince time.Time
 
+	// unjournaled: the answer's journal record is closed (closedInJournal), which is done once.
+	unjournaled bool
+
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
 

@@ -85,21 +85,25 @@ func TestCloseOrphans(t *testing.T) {
 		shown     string
 		unlisted  bool // the replica died between the post and its journal write
 		taken     bool
+		readErr   string // what Slack answers the thread read
 		wantWrite string // "update", "post" or "" (none)
 		wantText  string // what the closing write shows (a substring)
 		wantMark  convo.Mark
 	}{
 		{name: "nothing shown", shown: "", wantWrite: "post", wantText: textOrphanedNothing,
-			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}},
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}},
 		{name: "placeholder", shown: "placeholder", wantWrite: "update", wantText: textOrphanedNothing,
-			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}},
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}},
 		{name: "partial answer", shown: "partial", wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
 		{name: "partial answer, not journaled", shown: "partial", unlisted: true, wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
 		{name: "native stream", shown: "stream", wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
 		{name: "closed already", shown: "closed", wantWrite: ""},
+		{name: "whole, marked done", shown: "done", wantWrite: ""},
+		{name: "the bot left the channel", shown: "partial", readErr: "channel_not_found", wantWrite: ""},
+		{name: "the channel is archived", shown: "partial", readErr: "is_archived", wantWrite: ""},
 		{name: "another replica adopts it", shown: "partial", taken: true, wantWrite: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,6 +121,8 @@ func TestCloseOrphans(t *testing.T) {
 					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
 				case "stream":
 					ts, _ = fs.StartStream(ctx, StreamStart{Channel: channel, ThreadTS: thread, Markdown: partial})
+				case "done":
+					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}})
 				case "closed":
 					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: textStopped}})
 				}
@@ -125,6 +131,9 @@ func TestCloseOrphans(t *testing.T) {
 				}
 				if tc.taken {
 					j.taken = []string{id}
+				}
+				if tc.readErr != "" {
+					fs.repliesErr = func(int, call) error { return slack.SlackErrorResponse{Err: tc.readErr} }
 				}
 				before := len(fs.calls)
 				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
@@ -138,6 +147,12 @@ func TestCloseOrphans(t *testing.T) {
 				if tc.wantWrite == "" {
 					if len(writes) != 0 {
 						t.Fatalf("writes %+v; want none", writes)
+					}
+					if reads := len(fs.callsOf("replies")); reads > 1 {
+						t.Errorf("thread read %d times; want once", reads)
+					}
+					if wantClosed := !tc.taken; wantClosed != slices.Contains(j.closed, id) {
+						t.Errorf("journal records removed: %v; want the answer's removed: %t", j.closed, wantClosed)
 					}
 					return
 				}
