@@ -499,7 +499,13 @@ func (e *editSink) final(ctx context.Context, c closing) error {
 	for _, i := range later {
 		msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 		if err := e.finalEdit(ctx, i, msg, pace.Tidy, c.turnBy); err != nil {
-			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+			if !e.closed {
+				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+				break
+			}
+			// The answer shows whole: a stale Stop button (it answers "ended" when pressed) is no
+			// reason to close the answer again, nor, at shutdown, to post a note under it.
+			e.answer.log.Debug("a finished part keeps its Stop button", zap.Int("part", i+1), zap.Error(err))
 			break
 		}
 	}
