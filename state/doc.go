@@ -24,7 +24,7 @@
 //	count:<key>       Add (INCRBY; the TTL is set when the key is created)
 //	bucket:<name>     a token bucket's theoretical arrival time (GCRA), microseconds of Redis's clock
 //	pause:<name>      the end of a bucket's pause, microseconds of Redis's clock
-//	lease:<key>       the replica holding a thread; a safety TTL of 15 min
+//	lease:<key>       the replica holding a thread; a safety TTL of 15 min (LeaseTTL), renewed by its holder
 //	answer:<id>       hash: an open answer (the Answer's fields); a safety TTL of 24 h, renewed on each change
 //	answers           set of the ids of open answers
 //
@@ -66,6 +66,10 @@ var errInvalid = errors.New("invalid argument")
 const (
 	aliveTTL  = 15 * time.Second
 	heartbeat = 5 * time.Second
-	leaseTTL  = 15 * time.Minute // against a holder that never releases, through a bug
-	answerTTL = 24 * time.Hour   // an orphan nobody adopted for a day is not worth closing any more
+	answerTTL = 24 * time.Hour // an orphan nobody adopted for a day is not worth closing any more
 )
+
+// LeaseTTL is how long a thread's lease lasts unless its holder takes it again (Lease renews it):
+// against a holder that never releases it, through a bug. A holder whose answer runs longer renews
+// it well within this.
+const LeaseTTL = 15 * time.Minute

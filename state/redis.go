@@ -258,7 +258,7 @@ func (r *Redis) Lease(ctx context.Context, key string) (string, error) {
 	// holder changed in between, it is read again.
 	for range leaseTries {
 		holder, err := r.s.lease.Run(ctx, r.c, []string{lk, r.key("alive:", seen)},
-			r.self, seen, leaseTTL.Milliseconds()).Text()
+			r.self, seen, LeaseTTL.Milliseconds()).Text()
 		if err != nil {
 			return "", fmt.Errorf("lease: %w", err)
 		}
