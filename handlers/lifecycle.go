@@ -89,7 +89,7 @@ type answer struct {
 // run takes the answer through its lifecycle, and always ends with its closing writes once
 // anything shows.
 func (a *answer) run(parent context.Context, thread []slack.Message) error {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(withFence(parent, route.AnswerID(a.req.Channel, a.req.TS)))
 	defer cancel(nil)
 	a.cancel = cancel
 	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })

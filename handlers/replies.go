@@ -59,6 +59,9 @@ type ReplyOptions struct {
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
 	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
 	Journal Journal
+	// Fence, when set, holds back the writes of this replica's answers while other replicas could
+	// take it for dead (see Fence); nil: never.
+	Fence Fence
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
 	// and a thinking status, and serves the suggested prompts (PaneHandler).
 	Pane Pane
@@ -206,6 +209,9 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		log = zap.NewNop()
 	}
 	opt.Tools = opt.Tools.withDefaults()
+	if opt.Fence != nil {
+		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
+	}
 	return &Replies{
 		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
 		paced:      &writer{budgets: opt.Budgets, msgs: m},

@@ -27,6 +27,7 @@ type sharedState interface {
 	pace.Shared
 	handlers.Orphans
 	handlers.Journal
+	handlers.Fence
 	handlers.ThreadMarks
 	access.Counter
 	Run(ctx context.Context) error

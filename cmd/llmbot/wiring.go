@@ -184,6 +184,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		PlaceholderAfter: cfg.PlaceholderAfter,
 		Budgets:          budgets,
 		Journal:          shared,
+		Fence:            shared,
 		Threads:          shared,
 		Sessions:         api,
 		Pane:             paneOf(cfg, api),
