@@ -3,10 +3,7 @@ package state
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,78 +11,16 @@ import (
 	"github.com/llmbot/llmbot/internal/waittest"
 )
 
-// cutter is a TCP proxy to a Redis server that can cut this replica off (a network partition: the
-// server goes on serving the others) and let it through again.
-type cutter struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	cut      bool
-	conns    []net.Conn
-	wg       sync.WaitGroup
-}
-
-func newCutter(t *testing.T, upstream string) *cutter {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	check(t, err)
-	c := &cutter{ln: ln, upstream: upstream}
-	c.wg.Go(c.serve)
-	t.Cleanup(func() {
-		ln.Close()
-		c.setCut(true)
-		c.wg.Wait()
-	})
-	return c
-}
-
-func (c *cutter) url() string { return "redis://" + c.ln.Addr().String() }
-
-func (c *cutter) serve() {
-	for {
-		in, err := c.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.DialTimeout("tcp", c.upstream, time.Second)
-		c.mu.Lock()
-		if err != nil || c.cut {
-			c.mu.Unlock()
-			in.Close()
-			if out != nil {
-				out.Close()
-			}
-			continue
-		}
-		c.conns = append(c.conns, in, out)
-		c.mu.Unlock()
-		c.wg.Go(func() { _, _ = io.Copy(out, in); out.Close() })
-		c.wg.Go(func() { _, _ = io.Copy(in, out); in.Close() })
-	}
-}
-
-// setCut cuts the replica off (every connection closed, new ones refused) or lets it through.
-func (c *cutter) setCut(cut bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = cut
-	if cut {
-		for _, conn := range c.conns {
-			conn.Close()
-		}
-		c.conns = nil
-	}
-}
-
 // A replica cut off from Redis stops writing its answers once its liveness is half the TTL old
 // (Fence waits), before any other replica can take it for dead; once back, it writes again only
 // the answers still its own: one another replica adopted meanwhile is ErrFenced. An answer opened
 // while cut off (in its local store, which nobody else sees) is never held back.
 func TestFenceHoldsACutOffReplicasWrites(t *testing.T) {
-	url, _ := redistest.Start(t)
-	upstream := url[len("redis://"):]
-	c := newCutter(t, upstream)
+	srv := redistest.New(t)
+	url := srv.URL()
+	c := redistest.NewProxy(t, srv.Addr())
 	ns := "fence:"
-	a := NewFallback(newTestRedis(t, c.url(), ns, "a"), newTestMemory(t, "a", ""), nil, FallbackHooks{})
+	a := NewFallback(newTestRedis(t, c.URL(), ns, "a"), newTestMemory(t, "a", ""), nil, FallbackHooks{})
 	a.probeEvery, a.timeout = 50*time.Millisecond, 100*time.Millisecond
 	start(t, a)
 	b := start(t, newTestRedis(t, url, ns, "b"))
@@ -103,7 +38,7 @@ func TestFenceHoldsACutOffReplicasWrites(t *testing.T) {
 		t.Fatalf("Fence of a live replica: %v; want nil at once", err)
 	}
 
-	c.setCut(true)
+	c.Cut()
 	cutAt := time.Now()
 	waittest.Eventually(t, 5*time.Second, "a degraded", a.Degraded)
 	check(t, a.Open(ctx, Answer{ID: "local", Channel: "C1", TS: "1.2"}))
@@ -121,7 +56,7 @@ func TestFenceHoldsACutOffReplicasWrites(t *testing.T) {
 		t.Fatalf("b adopts: %v, %v", ok, err)
 	}
 
-	c.setCut(false)
+	c.Restore()
 	if err := fenceWithin("adopted", 5*time.Second); !errors.Is(err, ErrFenced) {
 		t.Errorf("Fence of the answer b adopted, once a is back: %v; want ErrFenced", err)
 	}

@@ -147,3 +147,43 @@ func openAnswers(t *testing.T, url string) int {
 	}
 	return n
 }
+
+// TestReplicaCutOffFromRedisStopsWriting: replica A writes a slow answer and is cut off from Redis (a
+// network partition: B still reaches it). B takes A for dead and closes the answer as interrupted;
+// A, fenced from half its liveness TTL on, writes nothing over B's note, neither while cut off nor
+// once it reaches Redis again (the answer is B's now), though its model goes on answering.
+func TestReplicaCutOffFromRedisStopsWriting(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	rs := newReplicaSet(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	t.Cleanup(cancel)
+	rs.ctx = ctx
+	words := strings.Repeat("word ", 64) + "end."
+	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		return fakellm.Text(words).Paced(200*time.Millisecond, 500*time.Millisecond) // about 30 s
+	})
+	a := rs.start("REDIS_URL=" + proxy.URL())
+	rs.start("REDIS_URL=" + srv.URL())
+	ts := rs.ask(a, "count slowly")
+	rs.wait("a partial answer", func() bool { return strings.Contains(rs.answer(ts), "word word") })
+	proxy.Cut()
+	cut := time.Now()
+	rs.wait("the answer closed by the other replica", func() bool { return strings.Contains(rs.answer(ts), "Interrupted") })
+	t.Logf("closed %v after the cut", time.Since(cut).Round(100*time.Millisecond))
+	noted := len(rs.fs.Writes())
+	proxy.Restore()
+	rs.wait("the cut-off replica back on Redis and done with its model", func() bool {
+		logs := a.logs.String()
+		return strings.Contains(logs, "Redis answers again") && strings.Contains(logs, `"msg":"reply done"`)
+	})
+	for _, w := range rs.fs.WritesSince(noted) {
+		if w.ThreadTS == ts {
+			t.Errorf("a write over the closed answer: %+v", w)
+		}
+	}
+	if got := rs.answer(ts); !strings.Contains(got, "Interrupted") || strings.Contains(got, "end.") {
+		t.Errorf("answer %q; want what it showed when cut off, with the interrupted note", got)
+	}
+}
