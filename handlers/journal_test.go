@@ -174,3 +174,31 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 		}
 	})
 }
+
+// A streamed answer whose stream cannot be stopped is rescued (posted whole as ordinary messages):
+// its record goes once those posts have landed, before its streamed messages are deleted, and its
+// last post is marked done.
+func TestRescuedAnswerLeavesTheJournalBeforeItsDeletes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		opt := streamOptions()
+		j := &fakeJournal{answers: map[string]state.Answer{}}
+		opt.Journal = j
+		deletesAtClose := -1
+		j.onClose = func() { deletesAtClose = len(fs.callsOf("delete")) }
+		fs.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
+		ws := lines(6)
+		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		_ = NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
+		posts, deletes := fs.callsOf("post"), fs.callsOf("delete")
+		if len(posts) == 0 || len(deletes) == 0 {
+			t.Fatalf("posts %d, deletes %d: the answer was not rescued", len(posts), len(deletes))
+		}
+		if deletesAtClose != 0 {
+			t.Errorf("the record was removed after %d of the streamed messages' deletes; want before them", deletesAtClose)
+		}
+		if last := posts[len(posts)-1]; !last.mark.Done {
+			t.Errorf("the rescue's last post is marked %+v; want done", last.mark)
+		}
+	})
+}

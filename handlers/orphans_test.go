@@ -28,6 +28,7 @@ type fakeJournal struct {
 	taken    []string // ids another replica adopts first
 	closed   []string
 	slow     time.Duration // how long an adoption takes
+	onClose  func()        // called as a record is removed
 }
 
 func (j *fakeJournal) AddMessage(_ context.Context, id, ts string) error {
@@ -68,6 +69,9 @@ func (j *fakeJournal) CloseAnswer(_ context.Context, id string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.closed = append(j.closed, id)
+	if j.onClose != nil {
+		j.onClose()
+	}
 	return nil
 }
 
