@@ -110,17 +110,31 @@ func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
 	}
 }
 
-// closeOrphanOf adopts o and closes it. When ctx ends first (this replica is stopping), the record
-// stays: once this replica is gone it is an orphan again, for another to close.
+// closeOrphanOf closes o. It reads what Slack shows of it first (with read budget nobody waits for,
+// once its messages are quiet), and only then adopts it: an orphan that could not be read in time
+// stays for a later sweep, here or on another replica, rather than being taken and dropped. It then
+// writes the close, unless Slack shows the answer closed already, and removes the record. When ctx
+// ends first (this replica is stopping), the record stays: once this replica is gone it is an orphan
+// again, for another to close.
 func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) {
-	a, ok, err := j.Adopt(ctx, o.ID)
-	if err != nil || !ok {
+	log := r.log.With(zap.String("channel", o.Channel), zap.String("ts", o.TS), zap.String("owner_was", o.Owner))
+	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
+	defer cancel()
+	shown, err := r.quietShownOf(cctx, o)
+	if err != nil && !goneForGood(err) {
+		if ctx.Err() == nil {
+			log.Debug("orphaned answer not read yet; left for the next sweep", zap.Error(err))
+		}
+		return
+	}
+	a, ok, aerr := j.Adopt(ctx, o.ID)
+	if aerr != nil || !ok {
 		return // another replica took it, or it was closed meanwhile
 	}
-	log := r.log.With(zap.String("channel", a.Channel), zap.String("ts", a.TS), zap.String("owner_was", o.Owner))
-	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
-	whole, err := r.closeOrphan(cctx, a)
-	cancel()
+	whole := err == nil && closedIn(shown)
+	if err == nil && !whole {
+		err = r.closeShown(cctx, a, shown)
+	}
 	switch {
 	case ctx.Err() != nil:
 		log.Info("orphaned answer left for another replica: this one is stopping")
@@ -140,20 +154,15 @@ func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) 
 	}
 }
 
-// closeOrphan closes one adopted answer in Slack. whole: Slack shows the answer closed already (its
-// last message carries a closing write's mark), so nothing is written.
-func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) (whole bool, err error) {
-	shown, err := r.quietShownOf(ctx, o)
-	if err != nil || closedIn(shown) {
-		return err == nil, err
-	}
+// closeShown closes the adopted answer o in Slack, which shows shown of it (none: it showed nothing).
+func (r *Replies) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
 	ref := ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
 	var buttons []Button
 	if r.opt.Buttons {
 		buttons = []Button{regenerateButton(ref)}
 	}
 	if len(shown) == 0 {
-		return false, r.postOrphanNote(ctx, o, buttons)
+		return r.postOrphanNote(ctx, o, buttons)
 	}
 	m := shown[len(shown)-1]
 	mark, marked := convo.ReadMark(m)
@@ -161,7 +170,7 @@ func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) (whole bool, 
 		// Only the placeholder (or a stream that had not shown anything): it becomes the note.
 		msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
-		return false, r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
+		return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 	}
 	if !marked {
 		mark = convo.Mark{Kind: convo.MarkAnswer, Question: o.TS} // a native stream gets its mark when it stops
@@ -171,7 +180,7 @@ func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) (whole bool, 
 	}
 	mark.Note, mark.Done = textOrphaned, true
 	msg := Msg{Text: m.Text + convo.NoteSuffix(textOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
-	return false, r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
+	return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 }
 
 // closedIn reports whether the last of an answer's messages shows it closed: the mark of a closing
