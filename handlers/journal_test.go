@@ -106,7 +106,7 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 }
 
 // TestCloseOrphansWaitsForQuietMessages: an orphan whose message changed within the liveness TTL
-// (a write of its replica's was on its way) is closed only once orphanQuiet has passed since; one
+// (a write of its replica's was on its way) is closed only once OrphanQuiet has passed since; one
 // left unchanged longer is closed at once.
 func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 	for _, tc := range []struct {
@@ -115,7 +115,7 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 		wantWait time.Duration
 	}{
 		{name: "changed long ago", age: time.Hour, wantWait: 0},
-		{name: "changed just now", age: time.Second, wantWait: orphanQuiet - time.Second},
+		{name: "changed just now", age: time.Second, wantWait: 14 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -129,7 +129,9 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: testCh, ThreadTS: testTS,
 					TS: testTS, Owner: "dead", Messages: []string{ts}}}, orphaned: []string{id}}
 				start := time.Now()
-				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(t.Context(), j)
+				opt := buttonOptions()
+				opt.OrphanQuiet = 15 * time.Second
+				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
 				ups := fs.callsOf("update")
 				if len(ups) != 1 || ups[0].mark.Note != textOrphaned {
 					t.Fatalf("updates %+v; want the interrupted note", ups)

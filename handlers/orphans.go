@@ -47,11 +47,6 @@ const (
 	// orphanClockSkew is how far Slack's clock (message ts) may be behind the replica's (the
 	// journal's start time) when closeOrphan looks for the answer's messages by their marks.
 	orphanClockSkew = 30 * time.Second
-	// orphanQuiet is how long an orphan's messages must have been unchanged before it is closed: the
-	// state package's liveness TTL. A replica cut off from the others stops writing once its liveness
-	// is half that old (state's Fence), so a write of its that was already on its way lands within
-	// this; closing over it would let that write land after the note.
-	orphanQuiet = 15 * time.Second
 	// orphanReadPoll is how often an orphan's thread read looks for a spare read token: the read
 	// budget (Tier 3) serves the answers in progress first.
 	orphanReadPoll = 500 * time.Millisecond
@@ -193,15 +188,16 @@ func closedIn(shown []slack.Message) bool {
 	return marked && (mark.Done || mark.Note != "")
 }
 
-// quietShownOf is shownOf once the messages have been left unchanged for orphanQuiet, unless they
-// show the answer closed: a write the dead (or cut off) replica had on its way when it stopped has
-// landed by then. It reads again at most once, after waiting for the rest of that time.
+// quietShownOf is shownOf once the messages have been left unchanged for ReplyOptions.OrphanQuiet,
+// unless they show the answer closed: a write the dead (or cut off) replica had on its way when it
+// stopped has landed by then. It reads again at most once, after waiting for the rest of that time.
 func (r *Replies) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
 	shown, err := r.shownOf(ctx, o)
 	if err != nil || closedIn(shown) {
 		return shown, err
 	}
-	wait := min(time.Until(lastChange(shown).Add(orphanQuiet)), orphanQuiet) // Slack's clock may be ahead
+	quiet := r.opt.OrphanQuiet
+	wait := min(time.Until(lastChange(shown).Add(quiet)), quiet) // Slack's clock may be ahead
 	if wait <= 0 {
 		return shown, nil
 	}

@@ -64,10 +64,14 @@ var errInvalid = errors.New("invalid argument")
 
 // Times shared by the stores. Liveness and the heartbeat are fields of each store so tests can shorten them.
 const (
-	aliveTTL  = 15 * time.Second
 	heartbeat = 5 * time.Second
 	answerTTL = 24 * time.Hour // an orphan nobody adopted for a day is not worth closing any more
 )
+
+// AliveTTL is how long a replica sharing Redis counts as alive after its last heartbeat: another
+// replica may adopt its answers only then. A Memory's liveness is a lock the kernel releases when the
+// process ends.
+const AliveTTL = 15 * time.Second
 
 // LeaseTTL is how long a thread's lease lasts unless its holder takes it again (Lease renews it):
 // against a holder that never releases it, through a bug. A holder whose answer runs longer renews

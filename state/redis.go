@@ -81,7 +81,7 @@ func OpenRedis(rawURL, namespace, self string, log *zap.Logger) (*Redis, error) 
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return &Redis{
 		c: redis.NewClient(opt), ns: namespace, self: self, log: log, s: newScripts(), url: redact(rawURL),
-		password: opt.Password, aliveTTL: aliveTTL, heartbeat: heartbeat, pollBlock: pollBlock,
+		password: opt.Password, aliveTTL: AliveTTL, heartbeat: heartbeat, pollBlock: pollBlock,
 	}, nil
 }
 

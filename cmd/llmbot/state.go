@@ -74,6 +74,16 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	return shared, nil
 }
 
+// orphanQuiet is how long an orphaned answer's messages must be unchanged before it is closed
+// (handlers.ReplyOptions.OrphanQuiet): with Redis the liveness TTL, for its owner may be a replica cut
+// off rather than gone; with the local journal none, for its owner was this process before it died.
+func orphanQuiet(cfg Config) time.Duration {
+	if cfg.RedisURL == "" {
+		return 0
+	}
+	return state.AliveTTL
+}
+
 // redisStartTimeout bounds the first PING to Redis at start-up.
 const redisStartTimeout = 5 * time.Second
 

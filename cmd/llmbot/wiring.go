@@ -185,6 +185,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		Budgets:          budgets,
 		Journal:          shared,
 		Fence:            shared,
+		OrphanQuiet:      orphanQuiet(cfg),
 		Threads:          shared,
 		Sessions:         api,
 		Pane:             paneOf(cfg, api),
