@@ -12,7 +12,8 @@
 // A replica is alive while it runs Run: in Redis a heartbeat renews its liveness key, in Memory it holds its
 // lock file. A lease or an open answer belongs to its holder only while the holder is alive, so a crashed
 // replica's leases free themselves and its answers become orphans that a survivor (or the restarted process)
-// adopts and closes.
+// adopts and closes. A replica whose heartbeats do not reach Redis fences itself (Fence): its answers' writes
+// wait from half the liveness TTL on, before anyone can take it for dead.
 //
 // Redis keys, all under the namespace given to NewRedis (the wiring uses "llmbot:<app_id>:<team_id>:", so two
 // bots never share a key):
