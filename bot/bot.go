@@ -101,6 +101,7 @@ type Options struct {
 	Hooks Hooks
 
 	burstHold  time.Duration       // the most work is held while its burst is acked; default burstHold (tests set it)
+	leaseRenew time.Duration       // how often a running answer renews its thread's lease; default leaseRenew (tests set it)
 	wrapSocket func(socket) socket // tests: stands between the loop and the socket
 }
 
@@ -200,6 +201,9 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 	}
 	if opt.Replicas == nil {
 		opt.Replicas = alone{}
+	}
+	if opt.leaseRenew <= 0 {
+		opt.leaseRenew = leaseRenew
 	}
 	if opt.DedupeMax <= 0 {
 		opt.DedupeMax = 20000
@@ -869,6 +873,7 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 	defer release()
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
+	defer b.holdLease(ctx, key, log)()
 	defer b.journal(ctx, rr, log)()
 	b.setActive(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
 	defer b.setActive(key, activeReply{})

@@ -43,6 +43,9 @@ const (
 	// leasePoll is how often an answer waits to see its thread's lease free, while another
 	// replica answers there (a holder that dies frees it within the state package's liveness TTL).
 	leasePoll = 500 * time.Millisecond
+	// leaseRenew is how often an answer renews its thread's lease while it runs: a third of its TTL,
+	// so an answer that runs long (tools, approvals) keeps it through two failed renewals.
+	leaseRenew = state.LeaseTTL / 3
 	// sharedTimeout bounds one call to the shared state; the state package answers from this
 	// process's memory when Redis is slow or gone, so this is a last resort.
 	sharedTimeout = 3 * time.Second
@@ -107,6 +110,40 @@ func (b *Bot) lease(ctx context.Context, key string, log *zap.Logger) (release f
 		case <-ctx.Done():
 			return nil, context.Cause(ctx)
 		}
+	}
+}
+
+// holdLease renews the thread's lease every Options.leaseRenew while the answer runs (until ctx ends
+// or stop is called; stop waits for the renewing goroutine). A renewal that finds another replica
+// holding the thread (this one was taken for dead meanwhile) is logged: the answer goes on, and its
+// writes are fenced by the shared state's liveness.
+func (b *Bot) holdLease(ctx context.Context, key string, log *zap.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(b.opt.leaseRenew)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			holder, err := b.callShared(ctx, func(ctx context.Context) (string, error) { return b.shared.Lease(ctx, "thread:"+key) })
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				log.Warn("thread lease not renewed", zap.Error(err))
+			case holder != b.shared.Self():
+				log.Warn("thread lease held by another replica", zap.String("holder", holder))
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

@@ -36,17 +36,24 @@ type Mark struct {
 	// Replaces is the ts of a message of the same answer that this one was posted in place of (it
 	// refused its final edit, and could not be deleted): Build skips that one.
 	Replaces string
+	// Done is on the last message of an answer's closing write only, never on an interim write: Slack
+	// shows the answer as it ends (its whole text, or its note). A replica that closes the answers of
+	// one that died leaves such an answer as it is. False in marks written before it existed.
+	Done bool
 }
 
 // Metadata is the Slack message metadata for m: event_type MetadataEventType and
-// event_payload {"kind": ..., "note": ..., "q": ..., "first": ..., "replaces": ...} (all but "kind"
-// only when set).
+// event_payload {"kind": ..., "note": ..., "q": ..., "first": ..., "replaces": ..., "done": true} (all
+// but "kind" only when set).
 func (m Mark) Metadata() slack.SlackMetadata {
 	payload := map[string]any{"kind": string(m.Kind)}
 	for k, v := range map[string]string{"note": m.Note, "q": m.Question, "first": m.First, "replaces": m.Replaces} {
 		if v != "" {
 			payload[k] = v
 		}
+	}
+	if m.Done {
+		payload["done"] = true
 	}
 	return slack.SlackMetadata{EventType: MetadataEventType, EventPayload: payload}
 }
@@ -66,7 +73,8 @@ func ReadMark(msg slack.Message) (Mark, bool) {
 	q, _ := md.EventPayload["q"].(string)
 	first, _ := md.EventPayload["first"].(string)
 	replaces, _ := md.EventPayload["replaces"].(string)
-	return Mark{Kind: MarkKind(kind), Note: note, Question: q, First: first, Replaces: replaces}, true
+	done, _ := md.EventPayload["done"].(bool)
+	return Mark{Kind: MarkKind(kind), Note: note, Question: q, First: first, Replaces: replaces, Done: done}, true
 }
 
 // NoteSuffix is how an answer's Mark.Note is appended to its text in format f: a blank line

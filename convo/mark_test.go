@@ -18,6 +18,8 @@ func TestMarkRoundTrip(t *testing.T) {
 		{Kind: MarkAnswer, Question: "1700000000.000100"},
 		{Kind: MarkAnswer, Note: "stopped", Question: "1700000000.000100", First: "1700000000.000200"},
 		{Kind: MarkAnswer, Question: "1700000000.000100", First: "1700000000.000200", Replaces: "1700000000.000300"},
+		{Kind: MarkAnswer, Question: "1700000000.000100", Done: true},
+		{Kind: MarkError, Note: "model unavailable", Done: true},
 	}
 	for _, m := range tests {
 		// Through JSON, as chat.postMessage sends it and conversations.replies returns it.
@@ -42,6 +44,10 @@ func TestMarkMetadataShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := string(data), `{"event_type":"llmbot_message","event_payload":{"kind":"answer","note":"cut off"}}`; got != want {
+		t.Errorf("metadata JSON = %s, want %s", got, want)
+	}
+	data, _ = json.Marshal(Mark{Kind: MarkAnswer, Question: "1700000000.000100", Done: true}.Metadata())
+	if got, want := string(data), `{"event_type":"llmbot_message","event_payload":{"done":true,"kind":"answer","q":"1700000000.000100"}}`; got != want {
 		t.Errorf("metadata JSON = %s, want %s", got, want)
 	}
 	data, _ = json.Marshal(Mark{Kind: MarkPlaceholder}.Metadata())

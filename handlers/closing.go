@@ -183,7 +183,7 @@ func (a *answer) closeStep(ctx context.Context, s sink, step closeStep, c closin
 // answer's thread, marked as a notice (never replayed to the model).
 func (a *answer) postInterrupted(ctx context.Context) error {
 	text := noteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
-	_, err := a.postRetry(ctx, closingRetry, &a.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove}})
+	_, err := a.postRetry(ctx, closingRetry, &a.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove, Done: true}})
 	if err != nil {
 		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
 	}

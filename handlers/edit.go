@@ -493,10 +493,19 @@ func (e *editSink) final(ctx context.Context, c closing) error {
 			break
 		}
 	}
+	if e.closed {
+		e.answer.closedInJournal() // the tidy edits below need no record: a crash now leaves the answer whole
+	}
 	for _, i := range later {
 		msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 		if err := e.finalEdit(ctx, i, msg, pace.Tidy, c.turnBy); err != nil {
-			errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+			if !e.closed {
+				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
+				break
+			}
+			// The answer shows whole: a stale Stop button (it answers "ended" when pressed) is no
+			// reason to close the answer again, nor, at shutdown, to post a note under it.
+			e.answer.log.Debug("a finished part keeps its Stop button", zap.Int("part", i+1), zap.Error(err))
 			break
 		}
 	}
@@ -543,7 +552,7 @@ func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closi
 	case i >= len(e.ts):
 		err = e.postFinal(ctx, i, msg)
 		stop = err != nil // later parts would come out of order
-	case msg.Text == e.shown[i] && c.kind == convo.MarkAnswer && msg.Mark.Note == "":
+	case msg.Text == e.shown[i] && c.kind == convo.MarkAnswer && msg.Mark.Note == "" && !msg.Mark.Done:
 		return e.btn[i] != buttonKey(msg.Buttons), false, nil // already shown, with the same mark
 	default:
 		stop, err = e.editFinal(ctx, i, msg, c.turnBy)
@@ -612,11 +621,13 @@ func (e *editSink) repost(ctx context.Context, i int, msg Msg) error {
 	return nil
 }
 
-// finalMark is the mark of part i of n in the final write: the note goes on the last part.
+// finalMark is the mark of part i of n in the final write: the note, and that the answer is done, go
+// on the last part. So the last part is always written by the final write, even when its text shows
+// already: its mark is what tells a replica closing this one's answers after a crash that it is whole.
 func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.Mark {
 	mark := e.answer.mark(kind, "", i, e.firstTS())
 	if i == n-1 {
-		mark.Note = note
+		mark.Note, mark.Done = note, true
 	}
 	mark.Replaces = e.replaces[i]
 	return mark

@@ -73,6 +73,9 @@ type answer struct {
 	// (thinkingLasts).
 	thinkingSince time.Time
 
+	// unjournaled: the answer's journal record is closed (closedInJournal), which is done once.
+	unjournaled bool
+
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
 
@@ -86,7 +89,7 @@ type answer struct {
 // run takes the answer through its lifecycle, and always ends with its closing writes once
 // anything shows.
 func (a *answer) run(parent context.Context, thread []slack.Message) (err error) {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(withFence(parent, route.AnswerID(a.req.Channel, a.req.TS)))
 	defer cancel(nil)
 	a.cancel = cancel
 	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
 	"github.com/llmbot/llmbot/state"
@@ -46,7 +47,20 @@ const (
 	// orphanClockSkew is how far Slack's clock (message ts) may be behind the replica's (the
 	// journal's start time) when closeOrphan looks for the answer's messages by their marks.
 	orphanClockSkew = 30 * time.Second
+	// orphanReadPoll is how often an orphan's thread read looks for a spare read token: the read
+	// budget (Tier 3) serves the answers in progress first.
+	orphanReadPoll = 500 * time.Millisecond
 )
+
+// goneForGood reports a Slack error after which an orphan cannot be closed however often it is
+// tried: the bot left the channel, the channel or the message is gone, or the channel is archived.
+func goneForGood(err error) bool {
+	switch slackErr(err) {
+	case "channel_not_found", "not_in_channel", "message_not_found", "is_archived":
+		return true
+	}
+	return false
+}
 
 // WatchOrphans closes the answers left open by replicas that died (a crash, an OOM kill, a lost
 // node), now and every few seconds until ctx ends: a restarted process finds its own earlier
@@ -91,23 +105,42 @@ func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
 	}
 }
 
-// closeOrphanOf adopts o and closes it. When ctx ends first (this replica is stopping), the record
-// stays: once this replica is gone it is an orphan again, for another to close.
+// closeOrphanOf closes o. It reads what Slack shows of it first (with read budget nobody waits for,
+// once its messages are quiet), and only then adopts it: an orphan that could not be read in time
+// stays for a later sweep, here or on another replica, rather than being taken and dropped. It then
+// writes the close, unless Slack shows the answer closed already, and removes the record. When ctx
+// ends first (this replica is stopping), the record stays: once this replica is gone it is an orphan
+// again, for another to close.
 func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) {
-	a, ok, err := j.Adopt(ctx, o.ID)
-	if err != nil || !ok {
+	log := r.log.With(zap.String("channel", o.Channel), zap.String("ts", o.TS), zap.String("owner_was", o.Owner))
+	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
+	defer cancel()
+	shown, err := r.quietShownOf(cctx, o)
+	if err != nil && !goneForGood(err) {
+		if ctx.Err() == nil {
+			log.Debug("orphaned answer not read yet; left for the next sweep", zap.Error(err))
+		}
+		return
+	}
+	a, ok, aerr := j.Adopt(ctx, o.ID)
+	if aerr != nil || !ok {
 		return // another replica took it, or it was closed meanwhile
 	}
-	log := r.log.With(zap.String("channel", a.Channel), zap.String("ts", a.TS), zap.String("owner_was", o.Owner))
-	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
-	err = r.closeOrphan(cctx, a)
-	cancel()
+	whole := err == nil && closedIn(shown)
+	if err == nil && !whole {
+		err = r.closeShown(cctx, a, shown)
+	}
 	switch {
 	case ctx.Err() != nil:
 		log.Info("orphaned answer left for another replica: this one is stopping")
 		return
+	case goneForGood(err):
+		// One line, and the record goes: tried again, it would fail the same way at every sweep.
+		log.Info("orphaned answer dropped: Slack no longer lets it be written", zap.String("reason", slackErr(err)))
 	case err != nil:
 		log.Warn("orphaned answer not closed", zap.Error(err))
+	case whole:
+		log.Info("orphaned answer was whole already: its replica had closed it in Slack")
 	default:
 		log.Info("orphaned answer closed: its replica had stopped")
 	}
@@ -116,12 +149,8 @@ func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) 
 	}
 }
 
-// closeOrphan closes one adopted answer in Slack.
-func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) error {
-	shown, err := r.shownOf(ctx, o)
-	if err != nil {
-		return err
-	}
+// closeShown closes the adopted answer o in Slack, which shows shown of it (none: it showed nothing).
+func (r *Replies) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
 	ref := ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
 	var buttons []Button
 	if r.opt.Buttons {
@@ -132,13 +161,10 @@ func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) error {
 	}
 	m := shown[len(shown)-1]
 	mark, marked := convo.ReadMark(m)
-	switch {
-	case marked && mark.Note != "":
-		return nil // closed already: the replica died after its last write
-	case marked && mark.Kind != convo.MarkAnswer || !marked && m.Text == "":
+	if marked && mark.Kind != convo.MarkAnswer || !marked && m.Text == "" {
 		// Only the placeholder (or a stream that had not shown anything): it becomes the note.
 		msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
-			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}}
+			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
 		return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 	}
 	if !marked {
@@ -147,9 +173,58 @@ func (r *Replies) closeOrphan(ctx context.Context, o state.Answer) error {
 			mark.First = shown[0].Timestamp
 		}
 	}
-	mark.Note = textOrphaned
+	mark.Note, mark.Done = textOrphaned, true
 	msg := Msg{Text: m.Text + convo.NoteSuffix(textOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
 	return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
+}
+
+// closedIn reports whether the last of an answer's messages shows it closed: the mark of a closing
+// write (Done), or, on messages written before that mark existed, a note.
+func closedIn(shown []slack.Message) bool {
+	if len(shown) == 0 {
+		return false
+	}
+	mark, marked := convo.ReadMark(shown[len(shown)-1])
+	return marked && (mark.Done || mark.Note != "")
+}
+
+// quietShownOf is shownOf once the messages have been left unchanged for ReplyOptions.OrphanQuiet,
+// unless they show the answer closed: a write the dead (or cut off) replica had on its way when it
+// stopped has landed by then. It reads again at most once, after waiting for the rest of that time.
+func (r *Replies) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
+	shown, err := r.shownOf(ctx, o)
+	if err != nil || closedIn(shown) {
+		return shown, err
+	}
+	quiet := r.opt.OrphanQuiet
+	wait := min(time.Until(lastChange(shown).Add(quiet)), quiet) // Slack's clock may be ahead
+	if wait <= 0 {
+		return shown, nil
+	}
+	if err := watch.Sleep(ctx, wait); err != nil {
+		return nil, fmt.Errorf("orphaned answer: %w", err)
+	}
+	return r.shownOf(ctx, o)
+}
+
+// lastChange is when the newest of msgs was posted or last edited, by Slack's clock (zero: none).
+func lastChange(msgs []slack.Message) time.Time {
+	var last time.Time
+	for _, m := range msgs {
+		for _, ts := range []string{m.Timestamp, editedTS(m)} {
+			if t := tsTime(ts); t.After(last) {
+				last = t
+			}
+		}
+	}
+	return last
+}
+
+func editedTS(m slack.Message) string {
+	if m.Edited == nil {
+		return ""
+	}
+	return m.Edited.Timestamp
 }
 
 // shownOf reads the messages of o that Slack still shows, oldest first: those the journal lists,
@@ -160,11 +235,14 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 		read []slack.Message
 		err  error
 	)
-	if o.ThreadTS != "" {
-		read, err = r.replies(ctx, o.Channel, o.ThreadTS)
-	} else {
-		read, err = r.history(ctx, o.Channel, r.opt.HistoryLimit, "")
-	}
+	err = r.spareRead(ctx, func(ctx context.Context) (err error) {
+		if o.ThreadTS != "" {
+			read, err = r.thread.Replies(ctx, o.Channel, o.ThreadTS)
+		} else {
+			read, err = r.thread.History(ctx, o.Channel, r.opt.HistoryLimit, "")
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("orphaned answer: %w", err)
 	}
@@ -192,11 +270,27 @@ func (r *Replies) answerMessage(m slack.Message, mark convo.Mark) bool {
 	return r.own(m) && mark.Kind != markSummary
 }
 
-// updateOrphan edits ts to msg within the edit budget, as a final write.
+// spareRead makes the read f of an orphan with a read token nobody waits for (the answers in
+// progress queue for theirs), looking again every orphanReadPoll until ctx ends: recovery never
+// stands in front of people asking now.
+func (r *Replies) spareRead(ctx context.Context, f func(context.Context) error) error {
+	for {
+		read, err := r.paced.readOnce(ctx, f)
+		if read {
+			return err
+		}
+		if err := watch.Sleep(ctx, orphanReadPoll); err != nil {
+			return err
+		}
+	}
+}
+
+// updateOrphan edits ts to msg within the edit budget, after the first and final texts of the
+// answers in progress (pace.Tidy): an orphan's note can wait a moment, a person asking now cannot.
 func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg) error {
 	lane := r.paced.editLane()
 	defer lane.Close()
-	err := r.paced.update(ctx, closingRetry, nil, r.paced.editTurn(lane, pace.Final, time.Now()), channel, ts, msg)
+	err := r.paced.update(ctx, closingRetry, nil, r.paced.editTurn(lane, pace.Tidy, time.Now()), channel, ts, msg)
 	if err != nil {
 		return fmt.Errorf("chat.update orphaned answer: %w", err)
 	}
@@ -206,7 +300,7 @@ func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg)
 // postOrphanNote posts the note of an answer that showed nothing before its replica died.
 func (r *Replies) postOrphanNote(ctx context.Context, o state.Answer, buttons []Button) error {
 	msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
-		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}}
+		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
 	_, err := r.paced.post(ctx, closingRetry, nil, r.paced.postTurn(o.Channel), o.Channel, o.ThreadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage orphaned answer note: %w", err)

@@ -28,6 +28,7 @@ type fakeJournal struct {
 	taken    []string // ids another replica adopts first
 	closed   []string
 	slow     time.Duration // how long an adoption takes
+	onClose  func()        // called as a record is removed
 }
 
 func (j *fakeJournal) AddMessage(_ context.Context, id, ts string) error {
@@ -68,6 +69,9 @@ func (j *fakeJournal) CloseAnswer(_ context.Context, id string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.closed = append(j.closed, id)
+	if j.onClose != nil {
+		j.onClose()
+	}
 	return nil
 }
 
@@ -85,22 +89,28 @@ func TestCloseOrphans(t *testing.T) {
 		shown     string
 		unlisted  bool // the replica died between the post and its journal write
 		taken     bool
+		readErr   string // what Slack answers the thread read
+		kept      bool   // the record stays: another replica adopted it, or a later sweep will close it
 		wantWrite string // "update", "post" or "" (none)
 		wantText  string // what the closing write shows (a substring)
 		wantMark  convo.Mark
 	}{
 		{name: "nothing shown", shown: "", wantWrite: "post", wantText: textOrphanedNothing,
-			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}},
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}},
 		{name: "placeholder", shown: "placeholder", wantWrite: "update", wantText: textOrphanedNothing,
-			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}},
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}},
 		{name: "partial answer", shown: "partial", wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
 		{name: "partial answer, not journaled", shown: "partial", unlisted: true, wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
 		{name: "native stream", shown: "stream", wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
 		{name: "closed already", shown: "closed", wantWrite: ""},
-		{name: "another replica adopts it", shown: "partial", taken: true, wantWrite: ""},
+		{name: "whole, marked done", shown: "done", wantWrite: ""},
+		{name: "the bot left the channel", shown: "partial", readErr: "channel_not_found", wantWrite: ""},
+		{name: "the channel is archived", shown: "partial", readErr: "is_archived", wantWrite: ""},
+		{name: "another replica adopts it", shown: "partial", taken: true, kept: true, wantWrite: ""},
+		{name: "the thread cannot be read now", shown: "partial", readErr: "internal_error", kept: true, wantWrite: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -117,6 +127,8 @@ func TestCloseOrphans(t *testing.T) {
 					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
 				case "stream":
 					ts, _ = fs.StartStream(ctx, StreamStart{Channel: channel, ThreadTS: thread, Markdown: partial})
+				case "done":
+					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}})
 				case "closed":
 					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: textStopped}})
 				}
@@ -125,6 +137,9 @@ func TestCloseOrphans(t *testing.T) {
 				}
 				if tc.taken {
 					j.taken = []string{id}
+				}
+				if tc.readErr != "" {
+					fs.repliesErr = func(int, call) error { return slack.SlackErrorResponse{Err: tc.readErr} }
 				}
 				before := len(fs.calls)
 				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
@@ -138,6 +153,12 @@ func TestCloseOrphans(t *testing.T) {
 				if tc.wantWrite == "" {
 					if len(writes) != 0 {
 						t.Fatalf("writes %+v; want none", writes)
+					}
+					if reads := len(fs.callsOf("replies")); reads > 1 && !tc.kept {
+						t.Errorf("thread read %d times; want once", reads)
+					}
+					if wantClosed := !tc.kept; wantClosed != slices.Contains(j.closed, id) {
+						t.Errorf("journal records removed: %v; want the answer's removed: %t", j.closed, wantClosed)
 					}
 					return
 				}

@@ -62,6 +62,15 @@ type ReplyOptions struct {
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
 	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
 	Journal Journal
+	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
+	// unchanged before it is closed (CloseOrphans): the shared state's liveness TTL with Redis, where
+	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
+	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
+	// process before a restart): at once.
+	OrphanQuiet time.Duration
+	// Fence, when set, holds back the writes of this replica's answers while other replicas could
+	// take it for dead (see Fence); nil: never.
+	Fence Fence
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
 	// and a thinking status, and serves the suggested prompts (PaneHandler).
 	Pane Pane
@@ -217,6 +226,9 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		log = zap.NewNop()
 	}
 	opt.Tools = opt.Tools.withDefaults()
+	if opt.Fence != nil {
+		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
+	}
 	return &Replies{
 		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
 		paced:      &writer{budgets: opt.Budgets, msgs: m},

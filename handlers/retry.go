@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/state"
 )
 
 // retryPolicy is how long a Slack write keeps trying (writer.do): 429s are waited out (Slack says
@@ -134,8 +136,8 @@ func transient(err error) bool {
 	if errors.As(err, new(idempotentTimeout)) {
 		return true
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, state.ErrFenced) {
+		return false // ErrFenced: another replica owns the answer now
 	}
 	var sc slack.StatusCodeError
 	if errors.As(err, &sc) {

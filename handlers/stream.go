@@ -353,7 +353,7 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 	if s.sent == 0 {
 		note = noteAlone(c.note, slackmd.FormatMarkdown)
 	}
-	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, note, s.mark(c.kind, c.note), s.buttons())
+	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, note, s.doneMark(c.kind, c.note), s.buttons())
 	if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
 		return fmt.Errorf("chat.stopStream: %w", err)
 	}
@@ -430,11 +430,11 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	}
 	err := a.r.paced.do(ctx, closingRetry, &a.outage, a.r.paced.streamTurn().by(by),
 		func(ctx context.Context) error {
-			var bs []Button
+			mark, bs := s.mark(convo.MarkAnswer, note), []Button(nil)
 			if note != "" {
-				bs = s.buttons() // the answer's last message
+				mark, bs = s.doneMark(convo.MarkAnswer, note), s.buttons() // the answer's last message
 			}
-			return a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, text, s.mark(convo.MarkAnswer, note), bs)
+			return a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, text, mark, bs)
 		})
 	if err != nil {
 		return fmt.Errorf("chat.stopStream: %w", err)
@@ -460,11 +460,11 @@ func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.
 	if s.ts == "" {
 		return nil // nothing was left to write: the last message was stopped full
 	}
-	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, *text, s.mark(kind, note), s.buttons())
+	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, *text, s.doneMark(kind, note), s.buttons())
 	switch {
 	case streamEnded(err) && s.sent+len(*text) <= slackmd.MarkdownLimit:
 		// Slack ended it by itself: it is finished with what it took and the rest, as the answer's last.
-		if err := s.finishExpired(ctx, sameCtx, s.shown+*text, s.mark(kind, note), s.buttons()); err != nil {
+		if err := s.finishExpired(ctx, sameCtx, s.shown+*text, s.doneMark(kind, note), s.buttons()); err != nil {
 			return err
 		}
 		*text = ""
@@ -498,7 +498,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	for i, text := range parts {
 		msg := Msg{Text: text, Mark: a.mark(kind, "", i, rp.first)}
 		if i == len(parts)-1 {
-			msg.Mark.Note, msg.Buttons = note, s.buttons()
+			msg.Mark.Note, msg.Mark.Done, msg.Buttons = note, true, s.buttons()
 		}
 		if err := s.rescuePost(ctx, &rp, i, msg); err != nil {
 			// The streamed messages stay (stopped as they stand, with a note): the parts posted would
@@ -507,6 +507,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
 	}
+	a.closedInJournal() // the whole answer shows: deleting the streamed messages is tidying
 	s.deleteStreamed(ctx)
 	return nil
 }
@@ -576,6 +577,14 @@ func (s *streamSink) deleteStreamed(ctx context.Context) {
 // mark is the Mark of the streamed message being written.
 func (s *streamSink) mark(kind convo.MarkKind, note string) convo.Mark {
 	return s.answer.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
+}
+
+// doneMark is the mark of the answer's last streamed message, stopped by a closing write: the
+// answer ends there (convo.Mark.Done).
+func (s *streamSink) doneMark(kind convo.MarkKind, note string) convo.Mark {
+	m := s.mark(kind, note)
+	m.Done = true
+	return m
 }
 
 // buttons of the finished answer's last message: Regenerate (Slack's own stop serves while it streams).

@@ -76,8 +76,8 @@ func TestStreamModeAppendsAndStops(t *testing.T) {
 			t.Errorf("streamed message = %+v, want the whole answer, stopped", ms)
 		}
 		stops := rt.slack.callsOf("stopStream")
-		if len(stops) != 1 || stops[0].mark != (convo.Mark{Kind: convo.MarkAnswer, Question: testTS}) {
-			t.Errorf("stopStream = %+v, want one with an answer mark", stops)
+		if len(stops) != 1 || stops[0].mark != (convo.Mark{Kind: convo.MarkAnswer, Question: testTS, Done: true}) {
+			t.Errorf("stopStream = %+v, want one with an answer mark, done", stops)
 		}
 	})
 }

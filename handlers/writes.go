@@ -24,11 +24,15 @@ func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg 
 	return ts, err
 }
 
-// closedInJournal removes the answer from the journal of answers in progress: Slack shows it closed.
+// closedInJournal removes the answer from the journal of answers in progress, once: Slack shows it
+// closed. The sinks call it as soon as the answer's closing text has landed, whatever the way (a
+// final edit, a continuation post, a stream's stop, a rescue), before any tidying they still do, so
+// that a replica dying then leaves nothing for another to mark as interrupted.
 func (a *answer) closedInJournal() {
-	if a.r.opt.Journal == nil {
+	if a.r.opt.Journal == nil || a.unjournaled {
 		return
 	}
+	a.unjournaled = true
 	ctx, cancel := context.WithTimeout(context.Background(), journalTimeout)
 	defer cancel()
 	if err := a.r.opt.Journal.CloseAnswer(ctx, route.AnswerID(a.req.Channel, a.req.TS)); err != nil {

@@ -12,7 +12,8 @@
 // A replica is alive while it runs Run: in Redis a heartbeat renews its liveness key, in Memory it holds its
 // lock file. A lease or an open answer belongs to its holder only while the holder is alive, so a crashed
 // replica's leases free themselves and its answers become orphans that a survivor (or the restarted process)
-// adopts and closes.
+// adopts and closes. A replica whose heartbeats do not reach Redis fences itself (Fence): its answers' writes
+// wait from half the liveness TTL on, before anyone can take it for dead.
 //
 // Redis keys, all under the namespace given to NewRedis (the wiring uses "llmbot:<app_id>:<team_id>:", so two
 // bots never share a key):
@@ -24,7 +25,7 @@
 //	count:<key>       Add (INCRBY; the TTL is set when the key is created)
 //	bucket:<name>     a token bucket's theoretical arrival time (GCRA), microseconds of Redis's clock
 //	pause:<name>      the end of a bucket's pause, microseconds of Redis's clock
-//	lease:<key>       the replica holding a thread; a safety TTL of 15 min
+//	lease:<key>       the replica holding a thread; a safety TTL of 15 min (LeaseTTL), renewed by its holder
 //	answer:<id>       hash: an open answer (the Answer's fields); a safety TTL of 24 h, renewed on each change
 //	answers           set of the ids of open answers
 //
@@ -64,8 +65,16 @@ var errInvalid = errors.New("invalid argument")
 
 // Times shared by the stores. Liveness and the heartbeat are fields of each store so tests can shorten them.
 const (
-	aliveTTL  = 15 * time.Second
 	heartbeat = 5 * time.Second
-	leaseTTL  = 15 * time.Minute // against a holder that never releases, through a bug
-	answerTTL = 24 * time.Hour   // an orphan nobody adopted for a day is not worth closing any more
+	answerTTL = 24 * time.Hour // an orphan nobody adopted for a day is not worth closing any more
 )
+
+// AliveTTL is how long a replica sharing Redis counts as alive after its last heartbeat: another
+// replica may adopt its answers only then. A Memory's liveness is a lock the kernel releases when the
+// process ends.
+const AliveTTL = 15 * time.Second
+
+// LeaseTTL is how long a thread's lease lasts unless its holder takes it again (Lease renews it):
+// against a holder that never releases it, through a bug. A holder whose answer runs longer renews
+// it well within this.
+const LeaseTTL = 15 * time.Minute

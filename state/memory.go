@@ -195,7 +195,7 @@ func (m *Memory) Pause(_ context.Context, name string, until time.Time) error {
 func (m *Memory) Lease(_ context.Context, key string) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.leases[key] = m.writeTime().Add(leaseTTL)
+	m.leases[key] = m.writeTime().Add(LeaseTTL)
 	return m.self, nil
 }
 

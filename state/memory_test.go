@@ -171,7 +171,7 @@ func TestMemorySweepsExpired(t *testing.T) {
 			_, _ = m.Take(ctx, key, 60, 1)
 			_ = m.Pause(ctx, key, time.Now().Add(time.Second))
 		}
-		time.Sleep(leaseTTL + time.Second)
+		time.Sleep(LeaseTTL + time.Second)
 		_, _ = m.Claim(ctx, "late", time.Second)
 		m.mu.Lock()
 		defer m.mu.Unlock()

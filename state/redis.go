@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +39,12 @@ type Redis struct {
 	aliveTTL  time.Duration
 	heartbeat time.Duration
 	pollBlock time.Duration
+
+	// beaten is when the last heartbeat that reached Redis began, lapsed when the liveness last lapsed
+	// (Unix ns; 0: never), and owned the answers Fence found still this replica's after that lapse
+	// (id -> lapsed). See Fence.
+	beaten, lapsed atomic.Int64
+	owned          sync.Map
 }
 
 // NewRedis connects to the server at rawURL (redis:// or rediss://, with a password and TLS as the URL says)
@@ -73,7 +81,7 @@ func OpenRedis(rawURL, namespace, self string, log *zap.Logger) (*Redis, error) 
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return &Redis{
 		c: redis.NewClient(opt), ns: namespace, self: self, log: log, s: newScripts(), url: redact(rawURL),
-		password: opt.Password, aliveTTL: aliveTTL, heartbeat: heartbeat, pollBlock: pollBlock,
+		password: opt.Password, aliveTTL: AliveTTL, heartbeat: heartbeat, pollBlock: pollBlock,
 	}, nil
 }
 
@@ -135,6 +143,7 @@ func (r *Redis) logBeat(err error, failing bool) bool {
 
 // beat renews this replica's liveness and its inbox's TTL.
 func (r *Redis) beat(ctx context.Context) error {
+	start := time.Now()
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.Set(ctx, r.key("alive:", r.self), "1", r.aliveTTL)
 		p.PExpire(ctx, r.key("inbox:", r.self), r.aliveTTL)
@@ -143,6 +152,7 @@ func (r *Redis) beat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
+	r.beatAt(start)
 	return nil
 }
 
@@ -258,7 +268,7 @@ func (r *Redis) Lease(ctx context.Context, key string) (string, error) {
 	// holder changed in between, it is read again.
 	for range leaseTries {
 		holder, err := r.s.lease.Run(ctx, r.c, []string{lk, r.key("alive:", seen)},
-			r.self, seen, leaseTTL.Milliseconds()).Text()
+			r.self, seen, LeaseTTL.Milliseconds()).Text()
 		if err != nil {
 			return "", fmt.Errorf("lease: %w", err)
 		}
@@ -330,6 +340,7 @@ func (r *Redis) CloseAnswer(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("close answer: %w", err)
 	}
+	r.owned.Delete(id)
 	return nil
 }
 

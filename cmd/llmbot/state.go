@@ -28,6 +28,7 @@ type sharedState interface {
 	pace.Shared
 	handlers.Orphans
 	handlers.Journal
+	handlers.Fence
 	handlers.ThreadMarks
 	access.Counter
 	Run(ctx context.Context) error
@@ -80,6 +81,16 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 // messages for ones it has answered already.
 func stateOwner(id bot.Identity) string {
 	return cmp.Or(id.AppID, id.BotID, id.UserID)
+}
+
+// orphanQuiet is how long an orphaned answer's messages must be unchanged before it is closed
+// (handlers.ReplyOptions.OrphanQuiet): with Redis the liveness TTL, for its owner may be a replica cut
+// off rather than gone; with the local journal none, for its owner was this process before it died.
+func orphanQuiet(cfg Config) time.Duration {
+	if cfg.RedisURL == "" {
+		return 0
+	}
+	return state.AliveTTL
 }
 
 // redisStartTimeout bounds the first PING to Redis at start-up.

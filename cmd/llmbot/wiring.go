@@ -185,6 +185,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		PlaceholderAfter: cfg.PlaceholderAfter,
 		Budgets:          budgets,
 		Journal:          shared,
+		Fence:            shared,
+		OrphanQuiet:      orphanQuiet(cfg),
 		Threads:          shared,
 		GrantKey:         state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), // Redis never sees the token
 		Sessions:         api,

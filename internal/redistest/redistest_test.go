@@ -66,3 +66,25 @@ func TestServerWithAPassword(t *testing.T) {
 		t.Fatalf("PING: %v", err)
 	}
 }
+
+func TestProxyCutsItsClientsOffAndLetsThemBack(t *testing.T) {
+	s := New(t)
+	p := NewProxy(t, s.Addr())
+	addr := p.URL()[len("redis://"):]
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := redisping.Ping(ctx, addr); err != nil {
+		t.Fatalf("PING through the proxy: %v", err)
+	}
+	p.Cut()
+	if err := redisping.Ping(ctx, addr); err == nil {
+		t.Fatal("PING answered through a cut proxy")
+	}
+	if err := redisping.Ping(ctx, s.Addr()); err != nil {
+		t.Fatalf("PING to the server while the proxy is cut: %v; want it to serve the others", err)
+	}
+	p.Restore()
+	if err := redisping.Ping(ctx, addr); err != nil {
+		t.Fatalf("PING through the restored proxy: %v", err)
+	}
+}

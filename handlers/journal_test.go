@@ -1,0 +1,206 @@
+package handlers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/state"
+)
+
+// closedIDs is the ids whose records the journal has removed so far.
+func (j *fakeJournal) closedIDs() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.closed)
+}
+
+// TestAnswerLeavesTheJournalWhenItsTextLands: under load the answers end by a continuation post and
+// their stale Stop buttons wait long for the edit budget; each answer's record goes as soon as its
+// whole text shows, not once that tidying is done, and the last message of each says the answer is
+// done. A replica that dies then leaves nothing for another to mark as interrupted: one that closes
+// orphans right then writes nothing.
+func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const answers = 10
+		opt := lazyOptions()
+		opt.Budgets.Edits = pace.NewScheduler(6, 2) // the Stop buttons' edits wait about a minute
+		fs := newQuestionSlack()
+		j := &fakeJournal{answers: map[string]state.Answer{}}
+		opt.Journal = j
+		ws := paragraphs(12)
+		chat := &fakeChat{steps: deltas(ws, 150*time.Millisecond)}
+		r := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt)
+		var wg sync.WaitGroup
+		var ids []string
+		for i := range answers {
+			req := testRequest()
+			req.Channel = fmt.Sprint("C", i)
+			fs.threads[req.Channel+"/"+testTS] = fs.threads[testCh+"/"+testTS]
+			id := route.AnswerID(req.Channel, req.TS)
+			ids = append(ids, id)
+			j.answers[id] = state.Answer{ID: id, Channel: req.Channel, ThreadTS: testTS, TS: testTS, Owner: "me"}
+			wg.Go(func() { _ = r.Reply(t.Context(), req) })
+		}
+		lastToken := time.Now().Add(time.Duration(len(ws)) * 150 * time.Millisecond)
+		time.Sleep(time.Until(lastToken) + 3*time.Second)
+		want := strings.TrimSpace(strings.ReplaceAll(joined(ws), "\n\n", " "))
+		stale := 0
+		for i := range answers {
+			ms := fs.messagesIn(fmt.Sprint("C", i))
+			if got := shownText(fs, fmt.Sprint("C", i)); got != want {
+				t.Fatalf("answer %d shows %q 3 s after the model's last token\nwant %q", i, got, want)
+			}
+			if last := ms[len(ms)-1]; !last.mark.Done {
+				t.Errorf("answer %d: its last message's mark %+v; want it done", i, last.mark)
+			}
+			for _, m := range ms[:len(ms)-1] {
+				if m.mark.Done {
+					t.Errorf("answer %d: an earlier message is marked done: %+v", i, m.mark)
+				}
+				if buttonKey(m.buttons) != "" {
+					stale++
+				}
+			}
+		}
+		if stale == 0 {
+			t.Fatal("no stale Stop button left to tidy: the test does not show what it is about")
+		}
+		closed := j.closedIDs()
+		slices.Sort(closed)
+		slices.Sort(ids)
+		if !slices.Equal(closed, ids) {
+			t.Errorf("records removed once the answers show whole (%d Stop buttons still to tidy): %v; want all %d",
+				stale, closed, answers)
+		}
+		// A survivor closing them now (as orphans) finds every answer done: it writes nothing.
+		orphans := &fakeJournal{answers: map[string]state.Answer{}}
+		for _, id := range ids {
+			ch, _, _ := strings.Cut(id, "/")
+			orphans.answers[id] = state.Answer{ID: id, Channel: ch, ThreadTS: testTS, TS: testTS, Owner: "dead"}
+			orphans.orphaned = append(orphans.orphaned, id)
+		}
+		survivor := opt
+		survivor.Journal = nil
+		NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), survivor).CloseOrphans(t.Context(), orphans)
+		for _, c := range append(fs.callsOf("post"), fs.callsOf("update")...) {
+			if c.mark.Note == textOrphaned || c.mark.Note == textOrphanedNothing {
+				t.Errorf("the survivor wrote over a finished answer: %s %s %q", c.method, c.ts, c.text)
+			}
+		}
+		if got := orphans.closedIDs(); len(got) != answers {
+			t.Errorf("the survivor removed %d records; want all %d", len(got), answers)
+		}
+		wg.Wait()
+	})
+}
+
+// TestCloseOrphansWaitsForQuietMessages: an orphan whose message changed within the liveness TTL
+// (a write of its replica's was on its way) is closed only once OrphanQuiet has passed since; one
+// left unchanged longer is closed at once.
+func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		age      time.Duration // how long ago the message last changed
+		wantWait time.Duration
+	}{
+		{name: "changed long ago", age: time.Hour, wantWait: 0},
+		{name: "changed just now", age: time.Second, wantWait: 14 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newFakeSlack()
+				ts := slackTS(time.Now().Add(-tc.age))
+				m := slack.Message{}
+				m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", "Half an answer", ts, testTS
+				m.Metadata = convo.Mark{Kind: convo.MarkAnswer, Question: testTS}.Metadata()
+				fs.threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion), m}
+				id := route.AnswerID(testCh, testTS)
+				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: testCh, ThreadTS: testTS,
+					TS: testTS, Owner: "dead", Messages: []string{ts}}}, orphaned: []string{id}}
+				start := time.Now()
+				opt := buttonOptions()
+				opt.OrphanQuiet = 15 * time.Second
+				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
+				ups := fs.callsOf("update")
+				if len(ups) != 1 || ups[0].mark.Note != textOrphaned {
+					t.Fatalf("updates %+v; want the interrupted note", ups)
+				}
+				if got := ups[0].at.Sub(start); got != tc.wantWait {
+					t.Errorf("closed %v after the sweep; want %v", got, tc.wantWait)
+				}
+			})
+		})
+	}
+}
+
+// TestOrphanReadsTakeOnlySpareTokens: closing many orphans at start-up never puts their thread reads
+// in front of the read of a person asking now: with the read budget at a read a second, the answer's
+// read comes with the next token, not after every orphan's.
+func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFakeSlack()
+		opt := buttonOptions()
+		opt.Budgets.Reads = pace.NewBucket(60, 1) // a read a second
+		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt)
+		const orphans = 6
+		j := &fakeJournal{answers: map[string]state.Answer{}}
+		for i := range orphans {
+			ts := fmt.Sprintf("1700000000.%06d", i+1)
+			id := route.AnswerID(testCh, ts)
+			j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: ts, TS: ts, Owner: "dead"}
+			j.orphaned = append(j.orphaned, id)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { r.CloseOrphans(t.Context(), j) })
+		time.Sleep(1500 * time.Millisecond) // the orphans are being closed, a read a second
+		asked := time.Now()
+		_, err := r.replies(t.Context(), testCh, testTS)
+		mustNoErr(t, err)
+		if took := time.Since(asked); took > time.Second {
+			t.Errorf("the read of an answer asking now waited %v behind the orphans; want the next token, within 1s", took)
+		}
+		wg.Wait()
+		if got := len(j.closedIDs()); got != orphans {
+			t.Errorf("%d orphans closed; want %d", got, orphans)
+		}
+	})
+}
+
+// A streamed answer whose stream cannot be stopped is rescued (posted whole as ordinary messages):
+// its record goes once those posts have landed, before its streamed messages are deleted, and its
+// last post is marked done.
+func TestRescuedAnswerLeavesTheJournalBeforeItsDeletes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		opt := streamOptions()
+		j := &fakeJournal{answers: map[string]state.Answer{}}
+		opt.Journal = j
+		deletesAtClose := -1
+		j.onClose = func() { deletesAtClose = len(fs.callsOf("delete")) }
+		fs.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
+		ws := lines(6)
+		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		_ = NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
+		posts, deletes := fs.callsOf("post"), fs.callsOf("delete")
+		if len(posts) == 0 || len(deletes) == 0 {
+			t.Fatalf("posts %d, deletes %d: the answer was not rescued", len(posts), len(deletes))
+		}
+		if deletesAtClose != 0 {
+			t.Errorf("the record was removed after %d of the streamed messages' deletes; want before them", deletesAtClose)
+		}
+		if last := posts[len(posts)-1]; !last.mark.Done {
+			t.Errorf("the rescue's last post is marked %+v; want done", last.mark)
+		}
+	})
+}
