@@ -204,7 +204,7 @@ const maxShownArgs = 1500
 // model and the servers, so they are escaped (no mention, link or control reaches Slack) and the
 // arguments cannot close their code block.
 func approvalText(asker string, info ToolInfo, args []byte) string {
-	safe := func(s string) string { return slackmd.EscapeMrkdwn(slackmd.StripControls(s)) }
+	safe := func(s string) string { return slackmd.EscapeMrkdwn(slackmd.Neutralise(s)) }
 	shown := strings.ReplaceAll(safe(prettyArgs(args, maxShownArgs)), "```", "`\u200b``")
 	return fmt.Sprintf("<@%s>, may I use the tool `%s` of *%s*?\n```\n%s\n```", asker,
 		strings.ReplaceAll(safe(info.Name), "`", "'"), safe(info.Server), shown)
