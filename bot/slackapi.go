@@ -196,8 +196,9 @@ func (a *SlackAPI) History(ctx context.Context, channel string, limit int, lates
 // noUnfurl turns off both of Slack's previews of the links in a message: of pages
 // (unfurl_links) and of pictures and media (unfurl_media). Slack fetches a link to preview it
 // without anyone clicking it, so a link the model wrote could carry the thread's text out in
-// its query string. Every call that writes text sends it; Slack ignores it where it does not
-// apply (it documents the flags for chat.postMessage and response_url posts only).
+// its query string. Every call that writes text sends it: Slack documents the flags for
+// chat.postMessage and message payloads; the other methods are sent them too (Slack ignores
+// arguments a method does not take), so no write depends on which ones preview links.
 var noUnfurl = []slack.MsgOption{slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
 
 // withText is opts followed by noUnfurl: the options of a call that writes text.
