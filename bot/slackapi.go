@@ -9,9 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,11 +46,18 @@ var (
 // each 429 to slow everyone down, so a 429 comes back at once, typed, and slack.OptionRetry must not
 // be set on the client.
 type SlackAPI struct {
-	c *slack.Client
+	c  *slack.Client
+	hc *http.Client // for response_url posts, which slack-go writes without the unfurl flags
 }
 
-// NewSlackAPI wraps c (built without slack.OptionRetry and without slack.OptionDebug).
-func NewSlackAPI(c *slack.Client) *SlackAPI { return &SlackAPI{c: c} }
+// NewSlackAPI wraps c (built without slack.OptionRetry and without slack.OptionDebug); hc is the
+// HTTP client c was built with (nil: http.DefaultClient), for the posts to a response_url.
+func NewSlackAPI(c *slack.Client, hc *http.Client) *SlackAPI {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &SlackAPI{c: c, hc: hc}
+}
 
 // Identify calls auth.test: who the bot token belongs to.
 func (a *SlackAPI) Identify(ctx context.Context) (Identity, error) {
@@ -183,12 +193,25 @@ func (a *SlackAPI) History(ctx context.Context, channel string, limit int, lates
 	return newestFirst, nil
 }
 
+// noUnfurl turns off both of Slack's previews of the links in a message: of pages
+// (unfurl_links) and of pictures and media (unfurl_media). Slack fetches a link to preview it
+// without anyone clicking it, so a link the model wrote could carry the thread's text out in
+// its query string. Every call that writes text sends it: Slack documents the flags for
+// chat.postMessage and message payloads; the other methods are sent them too (Slack ignores
+// arguments a method does not take), so no write depends on which ones preview links.
+var noUnfurl = []slack.MsgOption{slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl()}
+
+// withText is opts followed by noUnfurl: the options of a call that writes text.
+func withText(opts ...slack.MsgOption) []slack.MsgOption {
+	return append(opts, noUnfurl...)
+}
+
 // msgOptions are the options every message the bot writes carries: mrkdwn text as is (already
-// escaped by convo), the mark as metadata, and no link previews (answers cite links often). With
+// escaped by convo), the mark as metadata, and no link previews (noUnfurl). With
 // buttons, Slack shows the blocks (the text in sections, then the buttons) and text is the
 // notification fallback; an empty, non-nil Buttons sends "blocks=[]" to take earlier buttons off.
 func msgOptions(m handlers.Msg) []slack.MsgOption {
-	opts := []slack.MsgOption{slack.MsgOptionText(m.Text, false), slack.MsgOptionDisableLinkUnfurl()}
+	opts := withText(slack.MsgOptionText(m.Text, false))
 	if m.Mark.Kind != "" {
 		opts = append(opts, slack.MsgOptionMetadata(m.Mark.Metadata()))
 	}
@@ -301,7 +324,7 @@ func (a *SlackAPI) Delete(ctx context.Context, channel, ts string) error {
 
 // Ephemeral shows text to user only, in channel (and thread threadTS unless "").
 func (a *SlackAPI) Ephemeral(ctx context.Context, channel, user, threadTS, text string) error {
-	opts := []slack.MsgOption{slack.MsgOptionText(text, false)}
+	opts := withText(slack.MsgOptionText(text, false))
 	if threadTS != "" {
 		opts = append(opts, slack.MsgOptionTS(threadTS))
 	}
@@ -314,10 +337,10 @@ func (a *SlackAPI) Ephemeral(ctx context.Context, channel, user, threadTS, text 
 // StartStream calls chat.startStream, always with the recipient user and team (Slack requires
 // them in channels), and returns the message's ts.
 func (a *SlackAPI) StartStream(ctx context.Context, s handlers.StreamStart) (string, error) {
-	opts := []slack.MsgOption{
+	opts := withText(
 		slack.MsgOptionRecipientUserID(s.RecipientUserID),
 		slack.MsgOptionRecipientTeamID(s.RecipientTeamID),
-	}
+	)
 	if s.ThreadTS != "" {
 		opts = append(opts, slack.MsgOptionTS(s.ThreadTS))
 	}
@@ -333,7 +356,7 @@ func (a *SlackAPI) StartStream(ctx context.Context, s handlers.StreamStart) (str
 
 // AppendStream appends markdown to the streamed message ts.
 func (a *SlackAPI) AppendStream(ctx context.Context, channel, ts, markdown string) error {
-	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, slack.MsgOptionMarkdownText(markdown)); err != nil {
+	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, withText(slack.MsgOptionMarkdownText(markdown))...); err != nil {
 		return fmt.Errorf("chat.appendStream: %w", err)
 	}
 	return nil
@@ -342,7 +365,7 @@ func (a *SlackAPI) AppendStream(ctx context.Context, channel, ts, markdown strin
 // StopStream ends the streamed message ts, appending markdown (unless "") and storing mark;
 // buttons are an actions block at the bottom of the finished message.
 func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []handlers.Button) error {
-	var opts []slack.MsgOption
+	opts := withText()
 	if markdown != "" {
 		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
 	}
@@ -362,7 +385,7 @@ func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string,
 // its markdown_text, or, with buttons, in a markdown block above them (markdown_text takes no
 // blocks), its beginning as the notification text.
 func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []handlers.Button) error {
-	var opts []slack.MsgOption
+	opts := withText()
 	if len(buttons) == 0 {
 		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
 	} else {
@@ -427,7 +450,7 @@ func (a *SlackAPI) AppendTasks(ctx context.Context, channel, ts string, tasks []
 		c.Status, c.Details = slack.TaskCardStatus(t.Status), t.Details
 		chunks[i] = c
 	}
-	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, slack.MsgOptionChunks(chunks...)); err != nil {
+	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, withText(slack.MsgOptionChunks(chunks...))...); err != nil {
 		return fmt.Errorf("chat.appendStream tasks: %w", err)
 	}
 	return nil
@@ -515,29 +538,49 @@ func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {
 // Respond posts text privately to the person who ran a slash command, through its response_url
 // (works where the bot is not a member; at most 5 uses in 30 minutes).
 func (a *SlackAPI) Respond(ctx context.Context, responseURL, text string) error {
-	_, _, err := a.c.PostMessageContext(ctx, "",
-		slack.MsgOptionResponseURL(responseURL, slack.ResponseTypeEphemeral),
-		slack.MsgOptionText(text, false))
-	if err != nil {
-		return fmt.Errorf("response_url: %w", hideURL(err))
-	}
-	return nil
+	return a.respond(ctx, responseURL, handlers.Private{Text: text})
 }
 
 // RespondPrivate shows m to the person a response_url belongs to (see Respond): its text in
 // section blocks with the buttons under them, in place of the message the response_url came from
 // when m says so.
 func (a *SlackAPI) RespondPrivate(ctx context.Context, responseURL string, m handlers.Private) error {
-	opts := []slack.MsgOption{slack.MsgOptionResponseURL(responseURL, slack.ResponseTypeEphemeral),
-		slack.MsgOptionText(m.Text, false)}
+	return a.respond(ctx, responseURL, m)
+}
+
+// respond posts m to responseURL as JSON, ephemeral, with both unfurl flags off (slack-go's
+// response_url post has no field for them). A refusal comes back as slack-go's types do:
+// *slack.RateLimitedError for a 429 with Retry-After, else slack.StatusCodeError (Slack answers
+// a used or expired response_url with a 404).
+func (a *SlackAPI) respond(ctx context.Context, responseURL string, m handlers.Private) error {
+	off := false
+	msg := slack.WebhookMessage{Text: m.Text, ResponseType: slack.ResponseTypeEphemeral,
+		ReplaceOriginal: m.ReplaceOriginal, UnfurlLinks: &off, UnfurlMedia: &off}
 	if len(m.Buttons) > 0 {
-		opts = append(opts, slack.MsgOptionBlocks(buttonBlocks(m.Text, m.Buttons)...))
+		msg.Blocks = &slack.Blocks{BlockSet: buttonBlocks(m.Text, m.Buttons)}
 	}
-	if m.ReplaceOriginal {
-		opts = append(opts, slack.MsgOptionReplaceOriginal(responseURL))
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("response_url: %w", err)
 	}
-	if _, _, err := a.c.PostMessageContext(ctx, "", opts...); err != nil {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, responseURL, bytes.NewReader(body))
+	if err != nil {
+		return errors.New("response_url: the URL is not usable") // the URL itself is the secret
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.hc.Do(req)
+	if err != nil {
 		return fmt.Errorf("response_url: %w", hideURL(err))
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode == http.StatusTooManyRequests {
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			return fmt.Errorf("response_url: %w", &slack.RateLimitedError{RetryAfter: time.Duration(secs) * time.Second})
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("response_url: %w", slack.StatusCodeError{Code: resp.StatusCode, Status: resp.Status})
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func newAPI(t *testing.T, cfg fakeslack.Config) (*SlackAPI, *fakeslack.Server, c
 	fs := newFakeSlack(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	t.Cleanup(cancel)
-	return NewSlackAPI(newClient(fs)), fs, ctx
+	return NewSlackAPI(newClient(fs), nil), fs, ctx
 }
 
 func TestIdentify(t *testing.T) {
@@ -39,7 +39,7 @@ func TestIdentify(t *testing.T) {
 
 func TestIdentifyBadToken(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	api := NewSlackAPI(slack.New("xoxb-wrong-secret", slack.OptionAPIURL(fs.URL())))
+	api := NewSlackAPI(slack.New("xoxb-wrong-secret", slack.OptionAPIURL(fs.URL())), nil)
 	_, err := api.Identify(context.Background())
 	var se slack.SlackErrorResponse
 	if !errors.As(err, &se) || se.Err != "invalid_auth" {
@@ -328,12 +328,64 @@ func TestRespondErrorHidesResponseURL(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	api := NewSlackAPI(slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/")))
+	api := NewSlackAPI(slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/")), nil)
 	err := api.Respond(context.Background(), srv.URL+"/commands/T1/1234/s3cr3tR3spons3T0k3n", "It failed")
 	if err == nil {
 		t.Fatal("Respond = nil, want the error")
 	}
 	if strings.Contains(err.Error(), "s3cr3tR3spons3T0k3n") {
 		t.Errorf("Respond error %q carries the response_url's secret into the logs", err)
+	}
+}
+
+// Slack fetches the links of a message to preview them unless the message turns both
+// previews off: every call that writes text sends unfurl_links=false and unfurl_media=false,
+// so no link the model wrote is fetched without a click (its query string could carry the
+// thread's text out).
+func TestEveryWriteTurnsOffUnfurls(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> q")
+	respURL := fs.SlashCommand("C1", "U1", "/summarize", "")
+	const link = "see https://example.com/pic.png?q=thread+text"
+	mark := convo.Mark{Kind: convo.MarkAnswer}
+	buttons := []handlers.Button{{ActionID: "llmbot_stop", Text: "Stop", Value: "v"}}
+	var posted, streamed string
+	for _, step := range []struct {
+		name  string
+		kind  fakeslack.WriteKind
+		write func() error
+	}{
+		{"chat.postMessage", fakeslack.WritePost, func() (err error) {
+			posted, err = api.Post(ctx, "C1", parent, handlers.Msg{Text: link, Mark: mark})
+			return err
+		}},
+		{"chat.update", fakeslack.WriteUpdate, func() error { return api.Update(ctx, "C1", posted, handlers.Msg{Text: link, Buttons: buttons}) }},
+		{"chat.postEphemeral", fakeslack.WriteEphemeral, func() error { return api.Ephemeral(ctx, "C1", "U1", parent, link) }},
+		{"chat.startStream", fakeslack.WriteStart, func() (err error) {
+			streamed, err = api.StartStream(ctx, handlers.StreamStart{Channel: "C1", ThreadTS: parent, RecipientUserID: "U1", RecipientTeamID: "T1", Markdown: link})
+			return err
+		}},
+		{"chat.appendStream", fakeslack.WriteAppend, func() error { return api.AppendStream(ctx, "C1", streamed, link) }},
+		{"chat.appendStream tasks", fakeslack.WriteAppend, func() error {
+			return api.AppendTasks(ctx, "C1", streamed, []handlers.Task{{ID: "t1", Title: link, Status: handlers.TaskInProgress}})
+		}},
+		{"chat.stopStream", fakeslack.WriteStop, func() error { return api.StopStream(ctx, "C1", streamed, link, mark, buttons) }},
+		{"chat.update of a streamed message", fakeslack.WriteUpdate, func() error { return api.FinishStream(ctx, "C1", streamed, link, mark, buttons) }},
+		{"response_url", fakeslack.WriteResponseURL, func() error { return api.Respond(ctx, respURL, link) }},
+		{"response_url with buttons", fakeslack.WriteResponseURL, func() error {
+			return api.RespondPrivate(ctx, respURL, handlers.Private{Text: link, Buttons: buttons})
+		}},
+	} {
+		n := len(fs.Writes())
+		if err := step.write(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		ws := fs.WritesSince(n)
+		if len(ws) != 1 || ws[0].Kind != step.kind {
+			t.Fatalf("%s: writes %+v, want one %s", step.name, ws, step.kind)
+		}
+		if ws[0].UnfurlLinks != "false" || ws[0].UnfurlMedia != "false" {
+			t.Errorf("%s sent unfurl_links=%q unfurl_media=%q, want both false", step.name, ws[0].UnfurlLinks, ws[0].UnfurlMedia)
+		}
 	}
 }

@@ -80,7 +80,7 @@ func ReadMark(msg slack.Message) (Mark, bool) {
 // NoteSuffix is how an answer's Mark.Note is appended to its text in format f: a blank line
 // and the note in italics. Build recognises and strips it when replaying the answer.
 func NoteSuffix(note string, f slackmd.Format) string {
-	note = slackmd.StripControls(note) // a provider's error message may carry them
+	note = slackmd.Neutralise(note) // a provider's error message may carry controls, or a mention
 	if note == "" {
 		return ""
 	}

@@ -106,3 +106,25 @@ func TestNoteSuffixIsStrippedFromReplayedAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A note may carry a provider's error message: what Slack shows of it mentions no one, in either
+// format, character references included.
+func TestNoteSuffixNeutralisesMentions(t *testing.T) {
+	const wj = "\u2060"
+	for _, tt := range []struct {
+		note string
+		f    slackmd.Format
+		want string
+	}{
+		{"the service said <!here>", slackmd.FormatMrkdwn, "\n\n_the service said &lt;" + wj + "!here&gt;_"},
+		{"the service said <!here>", slackmd.FormatMarkdown, "\n\n_the service said <" + wj + "!here>_"},
+		{"&#0060;!channel> failed", slackmd.FormatMarkdown, "\n\n_&#0060;" + wj + "!channel> failed_"},
+		{"&#64;everyone, it failed", slackmd.FormatMrkdwn, "\n\n_&amp;#64;" + wj + "everyone, it failed_"},
+		{"&#64;everyone, it failed", slackmd.FormatMarkdown, "\n\n_&#64;" + wj + "everyone, it failed_"},
+		{"@here please retry", slackmd.FormatMarkdown, "\n\n_@" + wj + "here please retry_"},
+	} {
+		if got := NoteSuffix(tt.note, tt.f); got != tt.want {
+			t.Errorf("NoteSuffix(%q, %d) = %q, want %q", tt.note, tt.f, got, tt.want)
+		}
+	}
+}

@@ -741,7 +741,7 @@ func joinNonEmpty(a, b string) string {
 
 // stripNote removes an answer's note (see NoteSuffix) from the end of its replayed text.
 func stripNote(text, note string) string {
-	note = slackmd.StripControls(note) // as NoteSuffix writes it
+	note = slackmd.Neutralise(note) // as NoteSuffix writes it
 	if note == "" {
 		return text
 	}

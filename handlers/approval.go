@@ -219,7 +219,7 @@ const (
 // arguments cannot close their code block. foreign (Build's words, not a person's) says why a call
 // that would run without a click is asked for.
 func approvalText(asker string, calls []*toolCall, foreign string) string {
-	safe := func(s string) string { return slackmd.EscapeMrkdwn(slackmd.StripControls(s)) }
+	safe := func(s string) string { return slackmd.EscapeMrkdwn(slackmd.Neutralise(s)) }
 	var b strings.Builder
 	if len(calls) == 1 {
 		fmt.Fprintf(&b, "<@%s>, may I use this tool?", asker)

@@ -163,7 +163,7 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	}
 	comment := fmt.Sprintf("<@%s> asked for: %s", req.User, escape(prompt))
 	if rp := strings.TrimSpace(img.RevisedPrompt); rp != "" && rp != prompt {
-		comment += "\n_Revised prompt: " + escape(oneLine(slackmd.StripControls(rp), 1000)) + "_"
+		comment += "\n_Revised prompt: " + escape(oneLine(slackmd.Neutralise(rp), 1000)) + "_"
 	}
 	var buttons []Button
 	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {

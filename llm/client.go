@@ -113,9 +113,13 @@ type Client struct {
 	cfg       Config
 	base      url.URL // BaseURL; endpoint paths are appended to its path, its query is kept
 	chatHTTP  *http.Client
-	imageHTTP *http.Client           // no response-header timeout: images take minutes
-	refused   [numFallbacks]sync.Map // per fallback, the models known to need it: model name -> struct{}
-	secrets   []string               // redacted from every error: the key, secret-looking extra headers
+	imageHTTP *http.Client // no response-header timeout: images take minutes
+	// download fetches the pictures an image model answers with a URL of: imageHTTP as
+	// given, following redirects anywhere (it sends no key). chatHTTP and imageHTTP follow
+	// only redirects to the base URL's server (sameServer).
+	downloadHTTP *http.Client
+	refused      [numFallbacks]sync.Map // per fallback, the models known to need it: model name -> struct{}
+	secrets      []string               // redacted from every error: the key, secret-looking extra headers
 
 	// imageMem is a semaphore of imageBodiesAtOnce slots (its capacity; it says how many image
 	// responses may be held in memory at once): one is taken while a response is read, parsed and
@@ -184,7 +188,57 @@ func New(cfg Config) (*Client, error) {
 		image.ResponseHeaderTimeout = 0 // bounded by ImageTimeout for the whole call
 		c.chatHTTP, c.imageHTTP = &http.Client{Transport: chat}, &http.Client{Transport: image}
 	}
+	c.downloadHTTP = c.imageHTTP
+	c.chatHTTP, c.imageHTTP = sameServerOnly(c.chatHTTP), sameServerOnly(c.imageHTTP)
 	return c, nil
+}
+
+// maxRedirects is how many redirects a request follows, as net/http's default policy.
+const maxRedirects = 10
+
+// errOtherServer is why a redirect to another server is not followed.
+var errOtherServer = errors.New("the model service redirected the request to another server; it is not sent there (check the base URL)")
+
+// sameServerOnly is a copy of hc that follows a redirect only to the server the request was
+// made to: a request carries the API key, the extra headers (Azure's api-key) and the
+// conversation, and net/http, which drops Authorization on a redirect to another domain, keeps
+// the other headers, and re-sends the body on a 307 or 308.
+func sameServerOnly(hc *http.Client) *http.Client {
+	c := *hc
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		if !sameServer(via[0].URL, req.URL) {
+			return errOtherServer
+		}
+		return nil
+	}
+	return &c
+}
+
+// sameServer reports whether a redirect from from to to stays on the same server: the same
+// host name and port, or the same host name from http to https on the default ports (an
+// upgrade). A change to another port is another server: anyone on the host may listen there.
+func sameServer(from, to *url.URL) bool {
+	if !strings.EqualFold(from.Hostname(), to.Hostname()) {
+		return false
+	}
+	if from.Scheme == to.Scheme {
+		return portOf(from) == portOf(to)
+	}
+	return from.Scheme == "http" && to.Scheme == "https" && from.Port() == "" && to.Port() == ""
+}
+
+// portOf is u's port, or its scheme's default.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
 }
 
 // minHeaderSecret is the shortest value of an extra header not named as a credential that is
@@ -669,6 +723,10 @@ func (c *Client) post(ctx context.Context, hc *http.Client, path, accept string,
 		req.Header[http.CanonicalHeaderKey(k)] = vs
 	}
 	resp, err := hc.Do(req)
+	if errors.Is(err, errOtherServer) {
+		// Not retried: the service would redirect it again.
+		return nil, nil, &Error{Kind: KindBadRequest, Message: errOtherServer.Error(), Err: errOtherServer}
+	}
 	if err != nil {
 		return nil, nil, errorFromTransport(ctx, err).redact(c.secrets)
 	}

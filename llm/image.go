@@ -230,7 +230,7 @@ func (c *Client) download(ctx context.Context, raw string) ([]byte, error) {
 		return nil, fmt.Errorf("the image URL is not usable")
 	}
 	req.Header.Set("User-Agent", "llmbot")
-	resp, err := c.imageHTTP.Do(req)
+	resp, err := c.downloadHTTP.Do(req)
 	if err != nil {
 		e := errorFromTransport(ctx, err)
 		e.Message = "image download: " + e.Message

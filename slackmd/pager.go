@@ -291,8 +291,9 @@ func fitRunes(out []byte, pos, stable, budget int) int {
 	return x
 }
 
-// avoidSplits moves a hard cut x back out of a link, an &amp; escape or an emoji sequence
-// (ZWJ sequences, skin tones, flags), unless that would leave nothing before it. A link that
+// avoidSplits moves a hard cut x back out of a link, an &amp; escape, an emoji sequence (ZWJ
+// sequences, skin tones, flags) or a word that an "@" starts (cut after "@here", "@heretic"
+// would end its part as a bare @here), unless that would leave nothing before it. A link that
 // starts at pos is longer than a whole part: it is cut where it must be.
 func avoidSplits(r *rendered, pos, x int) int {
 	out := r.out
@@ -312,6 +313,7 @@ func avoidSplits(r *rendered, pos, x int) int {
 			y = amp
 		}
 	}
+	y = beforeBroadcast(out, pos, y)
 	for y > pos {
 		ru, _ := utf8.DecodeRune(out[y:])
 		prev, _ := utf8.DecodeLastRune(out[:y])
@@ -338,6 +340,22 @@ func avoidSplits(r *rendered, pos, x int) int {
 	}
 	if y <= pos {
 		return x
+	}
+	return y
+}
+
+// maxBroadcastBytes bounds how far back of a cut beforeBroadcast looks: "@everyone" with every
+// character written as a long reference.
+const maxBroadcastBytes = 160
+
+// beforeBroadcast moves a cut y back to the "@" of a broadcast word that out[pos:y] ends with,
+// as Slack could show it.
+func beforeBroadcast(out []byte, pos, y int) int {
+	s := string(out[max(pos, y-maxBroadcastBytes):y])
+	for i := len(s) - 1; i >= 0; i-- {
+		if c, n := charAt(s, i); c == '@' && startsBroadcast(s, i+n) {
+			return y - len(s) + i
+		}
 	}
 	return y
 }

@@ -3,6 +3,7 @@ package slackmd
 import (
 	"bytes"
 	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -66,11 +67,15 @@ var mdParser = goldmark.New(
 // before anything else, also where a character reference such as &#2; resolves to one.
 //
 // Mention safety: model text can never ping anyone. Before parsing, a word joiner (U+2060,
-// invisible) is put after every "<" that starts "<!" or "<@" (also a "<" written as &lt;
-// or &#60;, which Markdown resolves) and after the "@" of a bare @here, @channel or
-// @everyone, so <!channel>, <!here>, <!everyone>, <!subteam^…> and <@U…> read exactly as
-// written but are no longer Slack tokens, and no bare word can be turned into a mention
-// (even with link_names). In mrkdwn, &, < and > are also escaped as
+// invisible) is put after every "<" that starts "<!" or "<@" and after the "@" of a bare
+// @here, @channel or @everyone, reading the text as Slack could show it: any of those
+// characters may be written as a character reference (&lt; &#60; &#0060; &#x3C; &#64;
+// &commat; &excl;, with or without the ";") or a backslash escape, and the joiner then goes
+// after the reference. So <!channel>, <!here>, <!everyone>, <!subteam^…> and <@U…> read
+// exactly as written but are no longer Slack tokens, and no bare word can be turned into a
+// mention (even with link_names). The rendered text is neutralised again where dropped markup
+// joined the pieces of one (a bare broadcast word in mrkdwn; any mention in Markdown), and a
+// part is never cut right after a broadcast word (see Pager). In mrkdwn, &, < and > are also escaped as
 // &amp; &lt; &gt; everywhere except inside the <url|text> links Render writes itself (whose
 // URLs must be absolute http(s), mailto or ftp; other link targets are shown as text) and
 // the channel links the model wrote (<#C…|name>, which ping no one).
@@ -176,7 +181,50 @@ func render(src []byte, f Format, final bool) *rendered {
 	if !final {
 		w.r.stable = w.stableEnd(doc, endsWithBlankLine(src))
 	}
+	w.r.neutraliseOut(f)
 	return &w.r
+}
+
+// neutraliseOut neutralises the mentions the rendering joined: the source was neutralised, but
+// markup the output drops can bring their pieces together (in mrkdwn a code span holding a
+// backtick is written as plain text: "@`channel ``` `"; a link to a target Slack cannot link
+// is written as its text: "<[!here>](x)"). In mrkdwn only bare broadcast words: it escapes
+// every "<" of the text, and "&lt;" makes no token. It rarely inserts anything; the offsets
+// into out move past what it inserts.
+func (r *rendered) neutraliseOut(f Format) {
+	out, at := insertJoiners(string(r.out), f == FormatMarkdown)
+	if at == nil {
+		return
+	}
+	old := make([]int, len(at)) // where each joiner went in the old out
+	for k, a := range at {
+		old[k] = a - k*len(wordJoiner)
+	}
+	shift := func(x *int) {
+		n, _ := slices.BinarySearch(old, *x) // the joiners before x
+		*x += n * len(wordJoiner)
+	}
+	for i := range r.cuts {
+		shift(&r.cuts[i].at)
+		shift(&r.cuts[i].next)
+	}
+	for i := range r.codes {
+		shift(&r.codes[i].start)
+		shift(&r.codes[i].end)
+		shift(&r.codes[i].fenceEnd)
+	}
+	for i := range r.lines {
+		shift(&r.lines[i].start)
+	}
+	for i := range r.atoms {
+		shift(&r.atoms[i].start)
+		shift(&r.atoms[i].end)
+	}
+	for i := range r.tops {
+		shift(&r.tops[i].out)
+	}
+	shift(&r.stable)
+	r.out = append(r.out[:0], out...)
 }
 
 // endsWithBlankLine reports whether the last complete line of src is blank.

@@ -2,6 +2,7 @@ package slackmd
 
 import (
 	"strings"
+	"unicode"
 )
 
 // wordJoiner (U+2060) is invisible and keeps the text reading exactly as written, but a
@@ -10,31 +11,39 @@ const wordJoiner = "\u2060"
 
 var broadcastWords = []string{"here", "channel", "everyone"}
 
-// ltEntities are the HTML character references of "<" (lower case), which Markdown
-// resolves: "&lt;!here>" reads as "<!here>".
-var ltEntities = []string{"&lt;", "&#60;", "&#060;", "&#x3c;"}
-
-// neutralise puts a word joiner after each "<" that starts "<!" or "<@" (also when the "<"
-// is written as a character reference such as &lt;) and after the "@" of a bare @here,
-// @channel or @everyone (any case). It returns the new text and the offsets (in the new
-// text) of the inserted joiners.
+// neutralise puts a word joiner wherever Slack could show a mention: after each "<" that opens
+// "<!" or "<@" (or "<#" when either character is written as a reference), and after the "@" of a
+// bare @here, @channel or @everyone (any case, followed by no letter, digit, "_" or "-"). It looks
+// at the text as Slack could show it: each character may be written as a character reference
+// (&lt; &LT; &#60; &#0060; &#x3C; &#X3c, with or without the ";"; &#64; &commat; &excl; &num;)
+// or a Markdown backslash escape ("\!"), which markdown_text and Markdown resolve; the joiner
+// goes after the whole reference. Mrkdwn escapes every "<" besides, but a reference to "@"
+// resolves to a bare "@" there. It returns the new text and the offsets (in the new text) of the
+// inserted joiners.
 func neutralise(s string) (string, []int) {
-	if !strings.ContainsAny(s, "<@&") {
+	return insertJoiners(s, true)
+}
+
+// insertJoiners is neutralise, or with tokens false only its bare broadcast words (for rendered
+// mrkdwn, whose "&lt;" is an escape that makes no token).
+func insertJoiners(s string, tokens bool) (string, []int) {
+	if !strings.ContainsAny(s, "<@&\\") {
 		return s, nil
 	}
 	var sb strings.Builder
 	var at []int
 	last := 0
-	for i := 0; i < len(s); i++ {
-		j := joinerAt(s, i)
-		if j < 0 {
+	for i := 0; i < len(s); {
+		c, n := charAt(s, i)
+		j := joinerAt(s, i, c, n)
+		if j < 0 || !tokens && c != '@' {
+			i += n
 			continue
 		}
 		sb.WriteString(s[last:j])
 		at = append(at, sb.Len())
 		sb.WriteString(wordJoiner)
-		last = j
-		i = j - 1
+		last, i = j, j
 	}
 	if last == 0 {
 		return s, nil
@@ -43,37 +52,47 @@ func neutralise(s string) (string, []int) {
 	return sb.String(), at
 }
 
-// joinerAt is where a word joiner goes when s[i] starts what Slack could read as a mention: after
-// a "<" (or a reference to it) that opens "<!" or "<@", after the "@" of a broadcast word; else -1.
-func joinerAt(s string, i int) int {
-	switch s[i] {
-	case '&':
-		for _, ent := range ltEntities {
-			if end := i + len(ent); opensToken(s, end) && strings.EqualFold(s[i:end], ent) {
-				return end
+// joinerAt is where a word joiner goes when the character c, written as s[i:i+n], starts what
+// Slack could read as a mention: after it when it is a "<" that opens a token, or the "@" of a
+// broadcast word; else -1.
+func joinerAt(s string, i int, c byte, n int) int {
+	switch c {
+	case '<':
+		if i+n < len(s) {
+			d, m := charAt(s, i+n)
+			if d == '!' || d == '@' || d == '#' && (n > 1 || m > 1) {
+				return i + n
 			}
 		}
-	case '<':
-		if opensToken(s, i+1) {
-			return i + 1
-		}
 	case '@':
-		if startsBroadcast(s[i+1:]) {
-			return i + 1
+		if startsBroadcast(s, i+n) {
+			return i + n
 		}
 	}
 	return -1
 }
 
-// opensToken reports whether s[i] is the "!" or "@" that follows the "<" of a Slack token.
-func opensToken(s string, i int) bool {
-	return i < len(s) && (s[i] == '!' || s[i] == '@')
-}
-
-// startsBroadcast reports whether rest, what follows an "@", starts with a whole broadcast word.
-func startsBroadcast(rest string) bool {
+// startsBroadcast reports whether s[j:], what follows an "@", starts with a whole broadcast word
+// as Slack could show it.
+func startsBroadcast(s string, j int) bool {
 	for _, w := range broadcastWords {
-		if len(rest) >= len(w) && strings.EqualFold(rest[:len(w)], w) && (len(rest) == len(w) || !isWordByte(rest[len(w)])) {
+		k, x := j, 0
+		for ; x < len(w) && k < len(s); x++ {
+			c, n := charAt(s, k)
+			if c|0x20 != w[x] { // ASCII letters in either case
+				break
+			}
+			k += n
+		}
+		if x < len(w) {
+			continue
+		}
+		// What follows must end the word. A reference or an escape may be shown as written,
+		// its "&" or "\\" ending the word, or resolved: both are read.
+		if k == len(s) || s[k] == '&' || s[k] == '\\' {
+			return true
+		}
+		if c, _ := charAt(s, k); !isWordByte(c) {
 			return true
 		}
 	}
@@ -82,6 +101,97 @@ func startsBroadcast(rest string) bool {
 
 func isWordByte(c byte) bool {
 	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+// charAt returns the character s[i:] starts with as Slack could show it, and how many bytes
+// write it: a character reference or a Markdown backslash escape stands for the character it
+// resolves to (any character beyond ASCII as 0x80, a word byte), any other byte for itself.
+func charAt(s string, i int) (byte, int) {
+	switch s[i] {
+	case '&':
+		if c, n := reference(s[i:]); n > 0 {
+			return c, n
+		}
+	case '\\':
+		// A backslash before a reference escapes its "&" in CommonMark, but goldmark resolves the
+		// reference first: it is read as the character, whichever way Slack reads it.
+		if i+1 < len(s) && s[i+1] == '&' {
+			if c, n := reference(s[i+1:]); n > 0 {
+				return c, 1 + n
+			}
+		}
+		if i+1 < len(s) && isASCIIPunct(s[i+1]) {
+			return s[i+1], 2
+		}
+	}
+	return s[i], 1
+}
+
+// namedRefs are the named character references of the characters a mention is made of, as
+// HTML resolves them (case matters; "&lt" and "&LT" also without their ";").
+var namedRefs = []struct {
+	name string
+	c    byte
+}{{"lt;", '<'}, {"LT;", '<'}, {"lt", '<'}, {"LT", '<'}, {"excl;", '!'}, {"commat;", '@'}, {"num;", '#'}}
+
+// reference reads the character reference s starts with (s[0] is "&"): the character it stands
+// for (beyond ASCII: 0x80) and its length, or a length of 0. Numeric references may have any
+// number of leading zeros and no ";".
+func reference(s string) (byte, int) {
+	if len(s) < 3 {
+		return 0, 0
+	}
+	if s[1] != '#' {
+		for _, r := range namedRefs {
+			if strings.HasPrefix(s[1:], r.name) {
+				return r.c, 1 + len(r.name)
+			}
+		}
+		return 0, 0
+	}
+	j, base := 2, 10
+	if s[j] == 'x' || s[j] == 'X' {
+		j, base = 3, 16
+	}
+	v, digits := 0, 0
+	for ; j < len(s); j++ {
+		d := digitValue(s[j])
+		if d < 0 || d >= base {
+			break
+		}
+		if v <= unicode.MaxRune {
+			v = v*base + d
+		}
+		digits++
+	}
+	if digits == 0 {
+		return 0, 0
+	}
+	if j < len(s) && s[j] == ';' {
+		j++
+	}
+	if v >= 0x80 {
+		return 0x80, j
+	}
+	return byte(v), j
+}
+
+// digitValue is the value of the hexadecimal digit c, or -1.
+func digitValue(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// isASCIIPunct reports the characters a Markdown backslash escapes.
+func isASCIIPunct(c byte) bool {
+	return c >= '!' && c <= '/' || c >= ':' && c <= '@' || c >= '[' && c <= '`' || c >= '{' && c <= '~'
 }
 
 // stripControls removes the control characters a model can emit (a random-weights model
@@ -150,6 +260,13 @@ func controlLen(s string, i int) int {
 func StripControls(s string) string {
 	out, _ := stripControls(s)
 	return out
+}
+
+// Neutralise is s as the renderers write model text, without rendering it: its control
+// characters removed and its mentions neutralised (see Render). For model or provider text
+// written to Slack outside the renderers, in either format (a note under an answer).
+func Neutralise(s string) string {
+	return clean(s)
 }
 
 // clean is model text as the renderers take it: controls stripped, then mentions

@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -234,9 +236,11 @@ func (m *Manager) transport(s *server, log *zap.Logger) (mcp.Transport, error) {
 		return m.opt.Dial(s.cfg)
 	}
 	if s.cfg.URL != "" {
-		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{
-			Transport: headers{h: s.cfg.Headers, next: http.DefaultTransport},
-		}}, nil
+		hc, err := originClient(s.cfg.URL, s.cfg.Headers, http.DefaultTransport)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil
 	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 	// Not the bot's environment: it holds the Slack and model credentials. The program gets a PATH
@@ -249,13 +253,51 @@ func (m *Manager) transport(s *server, log *zap.Logger) (mcp.Transport, error) {
 	return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil
 }
 
-// headers adds the configured headers to every request to an HTTP server.
+// originClient is the HTTP client of the MCP server at endpoint. Its configured headers (a
+// bearer token) are for that server alone: they are added only to requests to endpoint's origin
+// (scheme, host and port), and a redirect to another origin is refused rather than followed
+// without them, since the request also carries the tool call's arguments, taken from the
+// conversation (net/http re-sends the body on a 307 or 308).
+func originClient(endpoint string, h map[string]string, next http.RoundTripper) (*http.Client, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("mcp url: %w", err)
+	}
+	home := originOf(u)
+	return &http.Client{
+		Transport: headers{h: h, origin: home, next: next},
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if o := originOf(req.URL); o != home {
+				return fmt.Errorf("the server redirected to %s, another origin than its url's: not followed", o)
+			}
+			if len(via) >= 10 { // net/http's own limit
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		},
+	}, nil
+}
+
+// originOf is u's origin: scheme://host:port, the port written out, the host in lower case.
+func originOf(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// headers adds the configured headers to every request to origin.
 type headers struct {
-	h    map[string]string
-	next http.RoundTripper
+	h      map[string]string
+	origin string
+	next   http.RoundTripper
 }
 
 func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.h) == 0 || originOf(r.URL) != h.origin {
+		return h.next.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range h.h {
 		r.Header.Set(k, v)

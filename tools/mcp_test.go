@@ -264,3 +264,79 @@ func TestParseConfig(t *testing.T) {
 		})
 	}
 }
+
+// An MCP server's headers (a bearer token) go to its url's origin alone. A redirect to another
+// origin (another port of the same host is one) is not followed, so neither the token nor the
+// tool call's arguments reach it; the same server's tools still work (TestHTTPServer).
+func TestHTTPServerRedirectElsewhere(t *testing.T) {
+	var mu sync.Mutex
+	var reached []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		reached = append(reached, r.Method+" "+r.URL.Path+" Authorization="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	t.Cleanup(other.Close)
+	for _, status := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.Path, status)
+		}))
+		t.Cleanup(moved.Close)
+		cfg, err := ParseConfig([]byte(`
+servers:
+  - name: remote
+    url: `+moved.URL+`/mcp
+    headers: {Authorization: "Bearer ${REMOTE_TOKEN}"}
+`), "test.yaml", func(k string) string { return map[string]string{"REMOTE_TOKEN": "tok-123"}[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := New(cfg, zaptest.NewLogger(t), Options{Allowed: all, MinBackoff: 20 * time.Millisecond})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { m.Run(ctx); close(done) }()
+		waitFor(t, "the connection to fail", func() bool { return m.Status()[0].Err != "" })
+		cancel()
+		<-done
+		if st := m.Status()[0]; st.Up || !strings.Contains(st.Err, "another origin") {
+			t.Errorf("redirect %d: status %+v, want down, the redirect refused", status, st)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reached) != 0 {
+		t.Errorf("the other origin was reached: %q", reached)
+	}
+}
+
+// The headers transport adds the configured headers only to requests to the server's origin,
+// whatever sends them there.
+func TestHeadersOnlyForTheOrigin(t *testing.T) {
+	var got []string
+	record := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = append(got, r.URL.String()+" "+r.Header.Get("Authorization"))
+		return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
+	})
+	hc, err := originClient("https://tools.example.com/mcp", map[string]string{"Authorization": "Bearer tok"}, record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"https://tools.example.com/mcp", "https://TOOLS.example.com:443/other", "http://tools.example.com/mcp",
+		"https://tools.example.com:8443/mcp", "https://evil.example.net/mcp"} {
+		resp, err := hc.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	want := []string{"https://tools.example.com/mcp Bearer tok", "https://TOOLS.example.com:443/other Bearer tok", "http://tools.example.com/mcp ",
+		"https://tools.example.com:8443/mcp ", "https://evil.example.net/mcp "}
+	if !slices.Equal(got, want) {
+		t.Errorf("requests %q, want %q", got, want)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

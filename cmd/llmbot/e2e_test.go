@@ -80,6 +80,18 @@ func checkModelRequests(t *testing.T, fl *fakellm.Server) {
 	}
 }
 
+// checkNoUnfurls checks that every write of text to Slack turned off both link previews: Slack
+// fetches a previewed link without anyone clicking it, and the model writes links. (A file's
+// comment has no such flags.)
+func checkNoUnfurls(t *testing.T, fs *fakeslack.Server) {
+	t.Helper()
+	for _, w := range fs.Writes() {
+		if w.Kind != fakeslack.WriteDelete && w.Kind != fakeslack.WriteFile && (w.UnfurlLinks != "false" || w.UnfurlMedia != "false") {
+			t.Errorf("a %s write sent unfurl_links=%q unfurl_media=%q, want both false", w.Kind, w.UnfurlLinks, w.UnfurlMedia)
+		}
+	}
+}
+
 func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
 	t.Helper()
 	scfg.BotToken, scfg.AppToken = botToken, appToken
@@ -113,6 +125,7 @@ func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
 		fl.Close()
 		fs.Close()
 		checkModelRequests(t, fl)
+		checkNoUnfurls(t, fs)
 		if strings.Contains(e.logs.String(), secret) {
 			t.Errorf("a credential appears in the logs:\n%s", e.logs.String())
 		}

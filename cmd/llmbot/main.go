@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/doctor"
+	"github.com/llmbot/llmbot/internal/nodump"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/tools"
 	"go.uber.org/zap"
@@ -67,6 +68,11 @@ func main() {
 // run is the whole program: flags, configuration, logger, wiring, and the bot until ctx ends.
 // It returns nil after a clean shutdown. Tests call it as main does, with their own environment.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// First: the programs the bot starts (stdio MCP servers) run as its user and must not read
+	// its environment, which holds the tokens, through /proc.
+	if err := nodump.Set(); err != nil {
+		return err
+	}
 	fs := flag.NewFlagSet("llmbot", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // a wrong flag is said once, by the error returned below
 	markdown := fs.Bool("help-markdown", false, "print the settings table in Markdown and exit")

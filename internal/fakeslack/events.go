@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -400,6 +401,16 @@ type responsePost struct {
 	DeleteOriginal  bool            `json:"delete_original"`
 	ThreadTS        string          `json:"thread_ts"`
 	Blocks          json.RawMessage `json:"blocks"`
+	UnfurlLinks     *bool           `json:"unfurl_links"`
+	UnfurlMedia     *bool           `json:"unfurl_media"`
+}
+
+// flag is a JSON flag as a form would carry it: "" when absent.
+func flag(b *bool) string {
+	if b == nil {
+		return ""
+	}
+	return strconv.FormatBool(*b)
 }
 
 // respond applies one response_url post and returns the HTTP answer. An ephemeral post adds a
@@ -460,6 +471,7 @@ func (s *Server) respond(id, path string, msg responsePost, body []byte) (int, m
 		}
 	}
 	s.respPosts = append(s.respPosts, post)
-	s.recordWriteLocked(Write{Time: now, Kind: WriteResponseURL, Channel: ru.channel, TS: ts, ThreadTS: msg.ThreadTS, User: ru.user, Text: msg.Text})
+	s.recordWriteLocked(Write{Time: now, Kind: WriteResponseURL, Channel: ru.channel, TS: ts, ThreadTS: msg.ThreadTS, User: ru.user, Text: msg.Text,
+		UnfurlLinks: flag(msg.UnfurlLinks), UnfurlMedia: flag(msg.UnfurlMedia)})
 	return http.StatusOK, map[string]any{"ok": true}
 }

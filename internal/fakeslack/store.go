@@ -92,6 +92,9 @@ type Write struct {
 	User     string // ephemeral and response_url: the user who sees it
 	Text     string // the full text after the write
 	Delta    string // append/stop: the markdown appended by this call
+	// The unfurl_links and unfurl_media flags the call sent, as sent ("false", "true"; "" when
+	// absent): Slack previews the links of a message unless both are false.
+	UnfurlLinks, UnfurlMedia string
 }
 
 // Ephemeral is a chat.postEphemeral message.

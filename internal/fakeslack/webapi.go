@@ -110,6 +110,12 @@ type params struct {
 	url.Values
 }
 
+// unfurl returns w with the unfurl flags p carries.
+func (p params) unfurl(w Write) Write {
+	w.UnfurlLinks, w.UnfurlMedia = p.Get("unfurl_links"), p.Get("unfurl_media")
+	return w
+}
+
 func (p params) bool(key string) bool {
 	v := p.Get(key)
 	return v == "1" || v == "true"
@@ -545,7 +551,7 @@ func (s *Server) chatPostMessage(p params, now time.Time) (map[string]any, apiEr
 		Channel: c.id, ThreadTS: threadTS, User: s.cfg.BotUserID, BotID: s.cfg.BotID, Subtype: subtype,
 		Text: text, Markdown: md, Blocks: blocks, Metadata: meta,
 	}, now)
-	s.recordWriteLocked(Write{Time: now, Kind: WritePost, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: text})
+	s.recordWriteLocked(p.unfurl(Write{Time: now, Kind: WritePost, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: text}))
 	s.echoLocked(c, m, nil, now)
 	return map[string]any{"channel": c.id, "ts": m.TS, "message": s.messageJSON(c, m, true)}, ""
 }
@@ -587,7 +593,7 @@ func (s *Server) chatUpdate(p params, now time.Time) (map[string]any, apiError) 
 		m.Metadata = meta
 	}
 	m.Edited, m.EditedTS = true, s.newTSLocked(now)
-	s.recordWriteLocked(Write{Time: now, Kind: WriteUpdate, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text})
+	s.recordWriteLocked(p.unfurl(Write{Time: now, Kind: WriteUpdate, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text}))
 	s.echoLocked(c, m, &prev, now)
 	return map[string]any{"channel": c.id, "ts": m.TS, "text": m.Text, "message": s.messageJSON(c, m, true)}, ""
 }
@@ -618,7 +624,7 @@ func (s *Server) chatPostEphemeral(p params, now time.Time) (map[string]any, api
 	}
 	ts := s.newTSLocked(now)
 	s.ephemeral = append(s.ephemeral, Ephemeral{Time: now, Channel: c.id, User: user, ThreadTS: p.Get("thread_ts"), Text: text, Blocks: blocks, TS: ts})
-	s.recordWriteLocked(Write{Time: now, Kind: WriteEphemeral, Channel: c.id, TS: ts, ThreadTS: p.Get("thread_ts"), User: user, Text: text})
+	s.recordWriteLocked(p.unfurl(Write{Time: now, Kind: WriteEphemeral, Channel: c.id, TS: ts, ThreadTS: p.Get("thread_ts"), User: user, Text: text}))
 	return map[string]any{"message_ts": ts}, ""
 }
 
@@ -661,7 +667,7 @@ func (s *Server) chatStartStream(p params, now time.Time) (map[string]any, apiEr
 		Text: md, Markdown: true, Streaming: true,
 	}, now)
 	s.streams[m], s.lastWrite[m] = now, now
-	s.recordWriteLocked(Write{Time: now, Kind: WriteStart, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: m.Text, Delta: md})
+	s.recordWriteLocked(p.unfurl(Write{Time: now, Kind: WriteStart, Channel: c.id, TS: m.TS, ThreadTS: threadTS, Text: m.Text, Delta: md}))
 	s.echoLocked(c, m, nil, now)
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
 }
@@ -716,7 +722,7 @@ func (s *Server) chatAppendStream(p params, now time.Time) (map[string]any, apiE
 	md += text
 	m.Text += md
 	s.lastWrite[m] = now
-	s.recordWriteLocked(Write{Time: now, Kind: WriteAppend, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text, Delta: md})
+	s.recordWriteLocked(p.unfurl(Write{Time: now, Kind: WriteAppend, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text, Delta: md}))
 	return map[string]any{"channel": c.id, "ts": m.TS}, ""
 }
 
@@ -746,7 +752,7 @@ func (s *Server) chatStopStream(p params, now time.Time) (map[string]any, apiErr
 	if meta != nil {
 		m.Metadata = meta
 	}
-	s.recordWriteLocked(Write{Time: now, Kind: WriteStop, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text, Delta: md})
+	s.recordWriteLocked(p.unfurl(Write{Time: now, Kind: WriteStop, Channel: c.id, TS: m.TS, ThreadTS: threadOf(m), Text: m.Text, Delta: md}))
 	return map[string]any{"channel": c.id, "ts": m.TS, "message": s.messageJSON(c, m, true)}, ""
 }
 
