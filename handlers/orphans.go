@@ -161,7 +161,7 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 		err  error
 	)
 	if o.ThreadTS != "" {
-		read, err = r.replies(ctx, o.Channel, o.ThreadTS)
+		read, _, err = r.replies(ctx, o.Channel, o.ThreadTS)
 	} else {
 		read, err = r.history(ctx, o.Channel, r.opt.HistoryLimit, "")
 	}

@@ -76,7 +76,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		// No OptionRetry: writes are paced by package pace, which must see every 429;
 		// bot.SlackAPI retries reads itself. No OptionDebug: it shortens Socket Mode connections.
 	)
-	api := bot.NewSlackAPI(slackClient)
+	api := bot.NewSlackAPI(slackClient, bot.ThreadBytes(cfg.ContextTokens))
 	files, err := bot.NewFiles(slackClient, bot.FilesOptions{Token: cfg.SlackBotToken, APIURL: cfg.SlackAPIURL,
 		MaxBytes: cfg.MaxFileBytes, Transport: slackHTTPClient().Transport})
 	if err != nil {
