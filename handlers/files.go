@@ -63,7 +63,7 @@ type FileOptions struct {
 	MaxImageSide  int   // longest side of a picture sent; default 2048
 	MaxText       int   // characters of one text file; default 20,000
 	MaxBytes      int64 // for the note on a file too large; the limit itself is Files'
-	// Pictures readies pictures for the model; nil: a Preparer of its own, decoding 2 at once.
+	// Pictures readies pictures for the model; nil: a Preparer of its own, reading 2 at once.
 	// One Preparer for the process bounds the memory all answers' pictures take together.
 	Pictures Pictures
 	// MaxFiles is how many files one answer reads, newest first; default 20.
@@ -81,10 +81,11 @@ func (o FileOptions) withDefaults() FileOptions {
 	return o
 }
 
-// Pictures readies a shared picture for the model (media.Preparer): decoded, scaled to maxSide,
-// encoded; an error wrapping media.ErrTooLarge when its header declares more than can be read.
+// Pictures readies a shared picture for the model (media.Preparer): fetched, decoded, scaled to
+// maxSide and encoded within one of a few slots for the process; an error wrapping
+// media.ErrTooLarge when its header declares more than can be read, fetch's error as it is.
 type Pictures interface {
-	Prepare(ctx context.Context, data []byte, maxSide int) (media.Image, error)
+	Prepare(ctx context.Context, fetch media.Fetch, maxSide int) (media.Image, error)
 }
 
 // Notes the model reads next to a file's name when its contents are not given.
@@ -249,6 +250,9 @@ func (a *answer) readFile(ctx context.Context, f slack.File) (slack.File, convo.
 	return f, convo.FileContent{}
 }
 
+// errNotDownloaded is a picture's fetch that failed with a note already (download).
+var errNotDownloaded = errors.New("not downloaded")
+
 // download fetches f (its first prefix bytes when prefix > 0: see Files.Download), or says in a
 // note why not.
 func (a *answer) download(ctx context.Context, f slack.File, prefix int64) ([]byte, bool, string) {
@@ -274,13 +278,20 @@ func tooLargeNote(size int, limit int64) string {
 	return "too large to read (the limit is " + mb(limit) + ")"
 }
 
+// readImage downloads and readies a picture within one of the process's picture slots, so that
+// the bytes of pictures being read are bounded however many answers read them.
 func (a *answer) readImage(ctx context.Context, f slack.File) convo.FileContent {
-	data, _, note := a.download(ctx, f, 0)
-	if note != "" {
-		return convo.FileContent{Note: note}
-	}
-	img, err := a.r.opt.Files.Pictures.Prepare(ctx, data, a.r.opt.Files.MaxImageSide)
+	var note string
+	img, err := a.r.opt.Files.Pictures.Prepare(ctx, func(ctx context.Context) ([]byte, error) {
+		data, _, n := a.download(ctx, f, 0)
+		if note = n; n != "" {
+			return nil, errNotDownloaded
+		}
+		return data, nil
+	}, a.r.opt.Files.MaxImageSide)
 	switch {
+	case note != "":
+		return convo.FileContent{Note: note}
 	case errors.Is(err, media.ErrTooLarge):
 		a.log.Debug("picture too large to decode", zap.String("file", f.ID), zap.Error(err))
 		return convo.FileContent{Note: noteBigPicture}

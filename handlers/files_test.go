@@ -12,11 +12,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -28,11 +31,20 @@ type fakeFiles struct {
 	info      map[string]slack.File
 	downloads []string
 	prefixes  []int64
+	// pause makes each download take that long; inflight and peak count those under way.
+	pause          time.Duration
+	inflight, peak int
 }
 
 func (f *fakeFiles) Download(_ context.Context, file slack.File, prefix int64) ([]byte, string, bool, error) {
 	f.mu.Lock()
+	f.inflight++
+	f.peak = max(f.peak, f.inflight)
+	f.mu.Unlock()
+	time.Sleep(f.pause)
+	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.inflight--
 	f.downloads = append(f.downloads, file.ID)
 	f.prefixes = append(f.prefixes, prefix)
 	if err := f.errs[file.ID]; err != nil {
@@ -128,6 +140,27 @@ func TestReadFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadFilesPictureSlots: pictures are downloaded within the process's picture slots (one
+// here), however many an answer reads at once: their bytes are not all held together.
+func TestReadFilesPictureSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		files := &fakeFiles{data: map[string][]byte{}, pause: 100 * time.Millisecond}
+		opt := testOptions()
+		opt.Files = FileOptions{Files: files, Pictures: media.NewPreparer(1)}
+		r := NewReplies(newFakeSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
+		a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
+		trigger := mention("<@UBOT> compare")
+		for _, id := range []string{"P1", "P2", "P3", "P4"} {
+			trigger.Files = append(trigger.Files, privateFile(id, id+".png", "image/png", 100))
+			files.data[id] = testPNG(30, 20)
+		}
+		_, _, got := a.readFiles(t.Context(), nil, trigger)
+		if len(got) != 4 || files.peak != 1 {
+			t.Errorf("%d pictures read, at most %d downloads at once; want 4, one at a time", len(got), files.peak)
+		}
+	})
 }
 
 func showContent(c convo.FileContent) string {

@@ -98,7 +98,7 @@ func TestScaleMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	img, err := p.Prepare(t.Context(), data, 512)
+	img, err := p.Prepare(t.Context(), bytesOf(data), 512)
 	runtime.ReadMemStats(&after)
 	if err != nil || img.Width != 512 || img.Height != 384 {
 		t.Fatalf("Prepare = %dx%d, %v", img.Width, img.Height, err)
@@ -145,28 +145,40 @@ func TestPrepareRecoversPanic(t *testing.T) {
 		_ = pix[len(pix)+3] // what a decoder's bounds mistake looks like
 		return nil, nil
 	}
-	_, err := p.Prepare(t.Context(), animated(40, 30), 2048)
+	_, err := p.Prepare(t.Context(), bytesOf(animated(40, 30)), 2048)
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Prepare = %v, want ErrCorrupt", err)
 	}
 	// the slot was given back
 	p.decode = decodeImage
-	if _, err := p.Prepare(t.Context(), animated(40, 30), 2048); err != nil {
+	if _, err := p.Prepare(t.Context(), bytesOf(animated(40, 30)), 2048); err != nil {
 		t.Fatalf("Prepare after a panic = %v", err)
 	}
 }
 
-// TestPrepareWaitsForSlot: a picture to decode waits while the slots are taken, until its context
-// ends; one that needs no decoding does not wait.
+// bytesOf is a Fetch of data.
+func bytesOf(data []byte) Fetch {
+	return func(context.Context) ([]byte, error) { return data, nil }
+}
+
+// TestPrepareWaitsForSlot: a picture waits, before it is fetched, while the slots are taken by
+// others being read, until its context ends; a fetch's error is returned as it is.
 func TestPrepareWaitsForSlot(t *testing.T) {
 	p := NewPreparer(1)
-	p.slots <- struct{}{} // another picture being decoded
+	fetched := false
+	fetch := func(context.Context) ([]byte, error) { fetched = true; return pngOf(30, 20), nil }
+	p.slots <- struct{}{} // another picture being read
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := p.Prepare(ctx, animated(40, 30), 2048); !errors.Is(err, context.Canceled) {
-		t.Errorf("Prepare while the slot is taken = %v, want context.Canceled", err)
+	if _, err := p.Prepare(ctx, fetch, 2048); !errors.Is(err, context.Canceled) || fetched {
+		t.Errorf("Prepare while the slot is taken = %v, fetched %v; want context.Canceled, not fetched", err, fetched)
 	}
-	if _, err := p.Prepare(ctx, pngOf(30, 20), 2048); err != nil {
-		t.Errorf("Prepare of a png as is = %v, want no wait", err)
+	<-p.slots
+	notThere := errors.New("no access")
+	if _, err := p.Prepare(t.Context(), func(context.Context) ([]byte, error) { return nil, notThere }, 2048); !errors.Is(err, notThere) {
+		t.Errorf("Prepare of a failed fetch = %v, want its error", err)
+	}
+	if _, err := p.Prepare(t.Context(), fetch, 2048); err != nil || !fetched {
+		t.Errorf("Prepare with the slot free = %v, fetched %v", err, fetched)
 	}
 }

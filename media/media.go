@@ -52,25 +52,45 @@ type Image struct {
 	Scaled        bool   // it was larger than the longest side allowed
 }
 
-// Preparer readies pictures for a model, decoding at most a few at once: a decoded picture is what
-// costs memory (up to MaxDecodeBytes each), so the number decoded at once bounds what all answers'
-// pictures take together. One Preparer serves the whole process.
+// Preparer readies pictures for a model, reading at most a few at once: a picture's bytes and its
+// decoding are what cost memory (the download, and up to MaxDecodeBytes decoded), so the number
+// read at once bounds what all answers' pictures take together, however many answers read them.
+// One Preparer serves the whole process.
 type Preparer struct {
-	// slots is a semaphore: its capacity is the number of pictures decoded at once.
+	// slots is a semaphore: its capacity is the number of pictures read at once.
 	slots  chan struct{}
 	decode func(data []byte, format string) (image.Image, error) // decodeImage; tests put a panicking one
 }
 
-// NewPreparer returns a Preparer that decodes at most concurrent pictures at once (at least 1).
+// NewPreparer returns a Preparer that reads at most concurrent pictures at once (at least 1).
 func NewPreparer(concurrent int) *Preparer {
 	return &Preparer{slots: make(chan struct{}, max(1, concurrent)), decode: decodeImage}
 }
 
-// Prepare decodes data and returns it with its longest side at most maxSide (0: as it is). A PNG or
-// JPEG that needs no scaling is returned as it came, without decoding; anything else waits for a
-// decoding slot (or ctx) and is encoded anew. A picture over MaxPixels or MaxDecodeBytes is refused
-// from its header (ErrTooLarge); one whose decoder panics is ErrCorrupt.
-func (p *Preparer) Prepare(ctx context.Context, data []byte, maxSide int) (Image, error) {
+// Fetch returns a picture's bytes (a download).
+type Fetch func(ctx context.Context) ([]byte, error)
+
+// Prepare waits for a slot (or ctx), fetches a picture and returns it with its longest side at
+// most maxSide (0: as it is), all within the slot. A PNG or JPEG that needs no scaling is returned
+// as it came, without decoding; anything else is decoded and encoded anew. A picture over
+// MaxPixels or MaxDecodeBytes is refused from its header (ErrTooLarge); one whose decoder panics is
+// ErrCorrupt; fetch's error is returned as it is.
+func (p *Preparer) Prepare(ctx context.Context, fetch Fetch, maxSide int) (Image, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Image{}, fmt.Errorf("picture: wait: %w", context.Cause(ctx))
+	}
+	defer func() { <-p.slots }()
+	data, err := fetch(ctx)
+	if err != nil {
+		return Image{}, err
+	}
+	return p.prepare(data, maxSide)
+}
+
+// prepare is Prepare once the bytes are there.
+func (p *Preparer) prepare(data []byte, maxSide int) (Image, error) {
 	cfg, format, err := decodeConfig(data)
 	if err != nil {
 		return Image{}, err
@@ -89,12 +109,6 @@ func (p *Preparer) Prepare(ctx context.Context, data []byte, maxSide int) (Image
 	if !scaled && (format == "png" || format == "jpeg") {
 		return Image{Data: data, MIMEType: "image/" + format, Width: w, Height: h}, nil
 	}
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return Image{}, fmt.Errorf("decode: wait: %w", context.Cause(ctx))
-	}
-	defer func() { <-p.slots }()
 	img, err := p.convert(data, format, w, h)
 	if err != nil {
 		return Image{}, err

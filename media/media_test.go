@@ -80,7 +80,7 @@ func TestPrepare(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.data(t)
-			img, err := NewPreparer(2).Prepare(t.Context(), in, tc.maxSide)
+			img, err := NewPreparer(2).Prepare(t.Context(), bytesOf(in), tc.maxSide)
 			if err != nil {
 				t.Fatalf("Prepare: %v", err)
 			}
@@ -118,7 +118,7 @@ func TestPrepareRefuses(t *testing.T) {
 		{"16-bit 4200×3000 png (101 MB decoded)", pngHeader(4200, 3000, 6, 16), ErrTooLarge},
 		{"48-megapixel progressive jpeg (360 MB decoded)", jpegHeader(t, 8000, 6000, true), ErrTooLarge},
 	} {
-		if _, err := NewPreparer(2).Prepare(t.Context(), tc.data, 2048); !errors.Is(err, tc.want) {
+		if _, err := NewPreparer(2).Prepare(t.Context(), bytesOf(tc.data), 2048); !errors.Is(err, tc.want) {
 			t.Errorf("%s: Prepare = %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -176,7 +176,7 @@ func FuzzPrepare(f *testing.F) {
 		if side < 1 {
 			side = -side + 1
 		}
-		img, err := NewPreparer(1).Prepare(t.Context(), data, side)
+		img, err := NewPreparer(1).Prepare(t.Context(), bytesOf(data), side)
 		if err != nil {
 			return
 		}
