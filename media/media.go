@@ -89,8 +89,15 @@ func (p *Preparer) Prepare(ctx context.Context, fetch Fetch, maxSide int) (Image
 	return p.prepare(data, maxSide)
 }
 
-// prepare is Prepare once the bytes are there.
-func (p *Preparer) prepare(data []byte, maxSide int) (Image, error) {
+// prepare is Prepare once the bytes are there. Decoders run on bytes anyone in a thread may have
+// shared: a panic in one (its header's reading included) is this picture's error, not the
+// process's end.
+func (p *Preparer) prepare(data []byte, maxSide int) (img Image, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			img, err = Image{}, fmt.Errorf("decode: %w (panic: %v)", ErrCorrupt, v)
+		}
+	}()
 	cfg, format, err := decodeConfig(data)
 	if err != nil {
 		return Image{}, err
@@ -109,22 +116,15 @@ func (p *Preparer) prepare(data []byte, maxSide int) (Image, error) {
 	if !scaled && (format == "png" || format == "jpeg") {
 		return Image{Data: data, MIMEType: "image/" + format, Width: w, Height: h}, nil
 	}
-	img, err := p.convert(data, format, w, h)
-	if err != nil {
+	if img, err = p.convert(data, format, w, h); err != nil {
 		return Image{}, err
 	}
 	img.Width, img.Height, img.Scaled = w, h, scaled
 	return img, nil
 }
 
-// convert decodes data, scales it to w×h when that differs, and encodes it. Decoders run on bytes
-// anyone in a thread may have shared: a panic in one is this picture's error, not the process's end.
-func (p *Preparer) convert(data []byte, format string, w, h int) (img Image, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			img, err = Image{}, fmt.Errorf("decode %s: %w (panic: %v)", format, ErrCorrupt, v)
-		}
-	}()
+// convert decodes data, scales it to w×h when that differs, and encodes it.
+func (p *Preparer) convert(data []byte, format string, w, h int) (Image, error) {
 	src, err := p.decode(data, format)
 	if err != nil {
 		return Image{}, fmt.Errorf("decode %s: %w", format, err)
