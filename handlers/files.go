@@ -305,11 +305,11 @@ func (a *answer) readImage(ctx context.Context, f slack.File) convo.FileContent 
 	}
 }
 
-// readText reads a text file's start only: MaxText characters are at most 4 bytes each in UTF-8,
-// and one byte more tells whether there are more characters than kept.
+// readText reads a text file's start only: MaxText characters take at most 4 bytes each in UTF-8,
+// so a file longer than that has more characters than are kept.
 func (a *answer) readText(ctx context.Context, f slack.File) convo.FileContent {
 	max := a.r.opt.Files.MaxText
-	data, cut, note := a.download(ctx, f, int64(4*max+1))
+	data, cut, note := a.download(ctx, f, int64(4*max))
 	if note != "" {
 		return convo.FileContent{Note: note}
 	}

@@ -131,8 +131,8 @@ func TestReadFiles(t *testing.T) {
 				t.Errorf("%d downloads, want %d", len(files.downloads), tc.downloads)
 			}
 			for i, p := range files.prefixes {
-				if kindOf(tc.file) == kindText && (p <= 0 || p > 4*12+1) {
-					t.Errorf("download %d of a text file asked for %d bytes, want at most %d (12 characters)", i, p, 4*12+1)
+				if kindOf(tc.file) == kindText && (p <= 0 || p > 4*12) {
+					t.Errorf("download %d of a text file asked for %d bytes, want at most %d (12 characters)", i, p, 4*12)
 				}
 			}
 			if tc.name == "known by id only" && trig.Files[0].Name != "notes.txt" {
