@@ -53,7 +53,7 @@ func newWired(t *testing.T) *wired {
 	w.ctx = ctx
 	w.sc = slack.New("xoxb-test", slack.OptionAPIURL(w.fs.URL()), slack.OptionAppLevelToken("xapp-test"),
 		slack.OptionHTTPClient(&http.Client{Timeout: wiredWait}))
-	w.api = bot.NewSlackAPI(w.sc, nil)
+	w.api = bot.NewSlackAPI(w.sc, nil, 0)
 	var err error
 	if w.id, err = w.api.Identify(ctx); err != nil {
 		t.Fatal(err)

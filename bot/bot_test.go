@@ -137,7 +137,7 @@ func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im handlers.Im
 func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.ImageJobs, opt Options, more ...route.Route) *harness {
 	t.Helper()
 	client := newClient(fs)
-	api := NewSlackAPI(client, nil)
+	api := NewSlackAPI(client, nil, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	id, err := api.Identify(ctx)
@@ -812,7 +812,7 @@ func (n *hangingNotifier) Ephemeral(ctx context.Context, _, _, _, _ string) erro
 func TestShutdownNoticesEndWithTheGracePeriod(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	client := newClient(fs)
-	api := NewSlackAPI(client, nil)
+	api := NewSlackAPI(client, nil, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	id, err := api.Identify(ctx)
@@ -864,7 +864,7 @@ func TestShutdownNoticesEndWithTheGracePeriod(t *testing.T) {
 func TestPingTimeoutMidReply(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{PingInterval: time.Hour}) // Slack goes quiet
 	client := newClient(fs)
-	api := NewSlackAPI(client, nil)
+	api := NewSlackAPI(client, nil, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	id, err := api.Identify(ctx)

@@ -96,55 +96,66 @@ func (f *Files) slackHost(u *url.URL) bool {
 }
 
 // Download fetches file's bytes from url_private_download (or url_private) within the size and
-// time bounds. A file on another service (is_external), or whose URL is not Slack's, is refused
-// with ErrFileNoAccess: the bot neither sends its token there nor fetches what people only link.
-func (f *Files) Download(ctx context.Context, file slack.File) ([]byte, string, error) {
+// time bounds: with prefix > 0, its first prefix bytes (at most MaxBytes), whatever its size;
+// with prefix 0, the whole file, refused over MaxBytes. A file on another service (is_external),
+// or whose URL is not Slack's, is refused with ErrFileNoAccess: the bot neither sends its token
+// there nor fetches what people only link.
+func (f *Files) Download(ctx context.Context, file slack.File, prefix int64) ([]byte, string, bool, error) {
 	raw := cmp.Or(file.URLPrivateDownload, file.URLPrivate)
-	if file.Size > 0 && int64(file.Size) > f.maxBytes {
-		return nil, "", fmt.Errorf("download %s: %d bytes: %w", file.ID, file.Size, handlers.ErrFileTooLarge)
+	if prefix <= 0 && file.Size > 0 && int64(file.Size) > f.maxBytes {
+		return nil, "", false, fmt.Errorf("download %s: %d bytes: %w", file.ID, file.Size, handlers.ErrFileTooLarge)
 	}
 	u, err := url.Parse(raw)
 	if raw == "" || err != nil || file.IsExternal || !f.slackHost(u) {
-		return nil, "", fmt.Errorf("download %s: not a file on Slack: %w", file.ID, handlers.ErrFileNoAccess)
+		return nil, "", false, fmt.Errorf("download %s: not a file on Slack: %w", file.ID, handlers.ErrFileNoAccess)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, "", fmt.Errorf("download %s: %w", file.ID, err)
+		return nil, "", false, fmt.Errorf("download %s: %w", file.ID, err)
 	}
 	f.authorize(req)
 	resp, err := f.http.Do(req)
 	if err != nil {
-		return nil, "", fmt.Errorf("download %s: %w", file.ID, err)
+		return nil, "", false, fmt.Errorf("download %s: %w", file.ID, err)
 	}
 	defer resp.Body.Close()
-	return f.read(file, resp)
+	return f.read(file, resp, prefix)
 }
 
-// read takes a download's answer: the bytes, or why not.
-func (f *Files) read(file slack.File, resp *http.Response) ([]byte, string, error) {
+// read takes a download's answer: the bytes (the first prefix when prefix > 0), or why not.
+func (f *Files) read(file slack.File, resp *http.Response, prefix int64) ([]byte, string, bool, error) {
 	ct := resp.Header.Get("Content-Type")
 	mt, _, _ := mime.ParseMediaType(ct)
 	switch {
 	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound:
-		return nil, "", fmt.Errorf("download %s: HTTP %d: %w", file.ID, resp.StatusCode, handlers.ErrFileNoAccess)
+		return nil, "", false, fmt.Errorf("download %s: HTTP %d: %w", file.ID, resp.StatusCode, handlers.ErrFileNoAccess)
 	case resp.StatusCode != http.StatusOK:
-		return nil, "", fmt.Errorf("download %s: HTTP %d", file.ID, resp.StatusCode)
+		return nil, "", false, fmt.Errorf("download %s: HTTP %d", file.ID, resp.StatusCode)
 	case mt == "text/html" && !strings.Contains(file.Mimetype, "html"):
 		// Slack answers a token it will not serve (no files:read) with its sign-in page.
-		return nil, "", fmt.Errorf("download %s: Slack sent a sign-in page (is the files:read scope granted?): %w", file.ID, handlers.ErrFileNoAccess)
-	case resp.ContentLength > f.maxBytes:
-		return nil, "", fmt.Errorf("download %s: %d bytes: %w", file.ID, resp.ContentLength, handlers.ErrFileTooLarge)
+		return nil, "", false, fmt.Errorf("download %s: Slack sent a sign-in page (is the files:read scope granted?): %w", file.ID, handlers.ErrFileNoAccess)
+	case prefix <= 0 && resp.ContentLength > f.maxBytes:
+		return nil, "", false, fmt.Errorf("download %s: %d bytes: %w", file.ID, resp.ContentLength, handlers.ErrFileTooLarge)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBytes+1))
+	keep := f.maxBytes
+	if prefix > 0 {
+		keep = min(prefix, f.maxBytes)
+	}
+	// One byte more than kept tells a longer file from one of exactly that size.
+	data, err := io.ReadAll(io.LimitReader(resp.Body, keep+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("download %s: %w", file.ID, err)
+		return nil, "", false, fmt.Errorf("download %s: %w", file.ID, err)
 	}
-	if int64(len(data)) > f.maxBytes {
-		return nil, "", fmt.Errorf("download %s: over %d bytes: %w", file.ID, f.maxBytes, handlers.ErrFileTooLarge)
+	over := int64(len(data)) > keep
+	if over && prefix <= 0 {
+		return nil, "", false, fmt.Errorf("download %s: over %d bytes: %w", file.ID, f.maxBytes, handlers.ErrFileTooLarge)
 	}
-	return data, cmp.Or(mt, file.Mimetype), nil
+	if over {
+		data = data[:keep]
+	}
+	return data, cmp.Or(mt, file.Mimetype), over, nil
 }
 
 // Info calls files.info.

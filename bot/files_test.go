@@ -59,7 +59,7 @@ func TestFilesDownload(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&f)
 			}
-			data, mt, err := files.Download(t.Context(), f)
+			data, mt, _, err := files.Download(t.Context(), f, 0)
 			switch {
 			case tc.want == nil && (err != nil || !bytes.Equal(data, picture) || mt != "image/png"):
 				t.Errorf("Download = %d bytes, %q, %v; want the picture", len(data), mt, err)
@@ -73,6 +73,40 @@ func TestFilesDownload(t *testing.T) {
 				t.Errorf("the bot token reached another host: %v", leaks)
 			}
 		})
+	}
+}
+
+// TestFilesDownloadPrefix: a text file is read only as far as it is kept: a 20 MB log (over the
+// download limit, too) gives its first bytes and says it was cut; a file within the prefix comes
+// whole and uncut.
+func TestFilesDownloadPrefix(t *testing.T) {
+	fs := fakeslack.New(fakeslack.Config{})
+	t.Cleanup(fs.Close)
+	c := slack.New("xoxb-test", slack.OptionAPIURL(fs.URL()))
+	files, err := NewFiles(c, FilesOptions{Token: "xoxb-test", APIURL: fs.URL(), MaxBytes: 10 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := bytes.Repeat([]byte("0123456789abcdef"), 20<<20/16)
+	for _, tc := range []struct {
+		name    string
+		bytes   []byte
+		prefix  int64
+		want    []byte
+		wantCut bool
+	}{
+		{"20 MB log", log, 80_001, log[:80_001], true},
+		{"short file", log[:100], 80_001, log[:100], false},
+		{"exactly the prefix", log[:100], 100, log[:100], false},
+	} {
+		f := sharedFile(t, fs, c, fakeslack.UserFile{Name: "app.log", Bytes: tc.bytes})
+		data, _, cut, err := files.Download(t.Context(), f, tc.prefix)
+		if err != nil || cut != tc.wantCut || !bytes.Equal(data, tc.want) {
+			t.Errorf("%s: Download = %d bytes, cut %v, %v; want %d bytes, cut %v", tc.name, len(data), cut, err, len(tc.want), tc.wantCut)
+		}
+		if cap(data) > int(tc.prefix)+4096 {
+			t.Errorf("%s: %d bytes held for a prefix of %d", tc.name, cap(data), tc.prefix)
+		}
 	}
 }
 

@@ -54,7 +54,7 @@ func TestIdentifyRetryingStopsOnPermanentTransportErrors(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tr := &failingTransport{err: tc.err}
 				api := NewSlackAPI(slack.New("xoxb-test", slack.OptionAPIURL("https://slack.example/api/"),
-					slack.OptionHTTPClient(&http.Client{Transport: tr})), nil)
+					slack.OptionHTTPClient(&http.Client{Transport: tr})), nil, 0)
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				defer cancel()
 				var retried int
@@ -88,7 +88,7 @@ func TestIdentifyRetryingRetriesTransientErrors(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				tr := &failingTransport{err: tc.err}
 				api := NewSlackAPI(slack.New("xoxb-test", slack.OptionAPIURL("https://slack.example/api/"),
-					slack.OptionHTTPClient(&http.Client{Transport: tr})), nil)
+					slack.OptionHTTPClient(&http.Client{Transport: tr})), nil, 0)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
 				var waits []time.Duration

@@ -46,17 +46,19 @@ var (
 // each 429 to slow everyone down, so a 429 comes back at once, typed, and slack.OptionRetry must not
 // be set on the client.
 type SlackAPI struct {
-	c  *slack.Client
-	hc *http.Client // for response_url posts, which slack-go writes without the unfurl flags
+	c           *slack.Client
+	hc          *http.Client // for response_url posts, which slack-go writes without the unfurl flags
+	threadBytes int          // what Replies keeps of a thread (0: all); see ThreadBytes
 }
 
 // NewSlackAPI wraps c (built without slack.OptionRetry and without slack.OptionDebug); hc is the
-// HTTP client c was built with (nil: http.DefaultClient), for the posts to a response_url.
-func NewSlackAPI(c *slack.Client, hc *http.Client) *SlackAPI {
+// HTTP client c was built with (nil: http.DefaultClient), for the posts to a response_url. Replies
+// keeps a thread's parent and its newest messages within threadBytes (0: the whole thread).
+func NewSlackAPI(c *slack.Client, hc *http.Client, threadBytes int) *SlackAPI {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &SlackAPI{c: c, hc: hc}
+	return &SlackAPI{c: c, hc: hc, threadBytes: threadBytes}
 }
 
 // Identify calls auth.test: who the bot token belongs to.
@@ -148,24 +150,79 @@ func identifyTransient(err error) bool {
 // maxThreadPages bounds conversations.replies pagination (200 messages a page).
 const maxThreadPages = 50
 
-// Replies returns every message of a thread, parent first, with metadata.
-func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
-	var all []slack.Message
+// Replies returns a thread's parent and its newest messages, oldest first, with metadata: as many
+// as fit in the byte budget the SlackAPI was made with (all, when it is 0), and at least the
+// newest. Slack pages a thread oldest first, so the whole thread is paged through, but older
+// messages are dropped as newer pages arrive: what is held is the parent, the budget and a page.
+// It also returns how many messages it left out.
+func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
+	var w threadWindow
+	w.budget = a.threadBytes
 	cursor := ""
 	for range maxThreadPages {
 		msgs, hasMore, next, err := a.c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
 			ChannelID: channel, Timestamp: threadTS, Cursor: cursor, Limit: 200, IncludeAllMetadata: true,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("conversations.replies: %w", err)
+			return nil, 0, fmt.Errorf("conversations.replies: %w", err)
 		}
-		all = append(all, msgs...)
+		w.add(msgs)
 		if !hasMore || next == "" {
-			return all, nil
+			break
 		}
-		cursor = next
+		cursor = next // past maxThreadPages (10,000 messages), the newest of those read are enough
 	}
-	return all, nil // a thread of over 10,000 messages: the oldest part is enough context
+	return w.msgs, w.leftOut, nil
+}
+
+// threadWindow holds what Replies keeps of a thread as its pages arrive: the first message (the
+// parent) and the newest messages within budget bytes (0: all).
+type threadWindow struct {
+	budget  int
+	msgs    []slack.Message
+	bytes   int // of msgs[1:]
+	leftOut int // messages dropped
+}
+
+// add appends a page and drops the oldest messages after the parent until the rest fit the
+// budget, the newest always kept.
+func (w *threadWindow) add(page []slack.Message) {
+	for _, m := range page {
+		w.msgs = append(w.msgs, m)
+		if len(w.msgs) > 1 {
+			w.bytes += messageBytes(m)
+		}
+	}
+	if w.budget <= 0 {
+		return
+	}
+	drop := 0
+	for w.bytes > w.budget && len(w.msgs)-drop > 2 {
+		w.bytes -= messageBytes(w.msgs[1+drop])
+		drop++
+	}
+	if drop > 0 {
+		// A new slice, so that the dropped messages' array is not kept alive under the window.
+		w.msgs = append([]slack.Message{w.msgs[0]}, w.msgs[1+drop:]...)
+		w.leftOut += drop
+	}
+}
+
+// messageBytes estimates what a message holds in memory: its text (twice: its blocks mostly say
+// it again), its attachments' text, its files' objects and a fixed part for the rest.
+func messageBytes(m slack.Message) int {
+	n := 512 + 2*len(m.Text) + 1024*len(m.Files)
+	for _, at := range m.Attachments {
+		n += len(at.Text) + len(at.Fallback) + len(at.Pretext) + len(at.Title)
+	}
+	return n
+}
+
+// ThreadBytes is the budget of a thread read for a context of contextTokens tokens: 4 bytes a
+// token of text, twice (messageBytes counts the text twice), and room for the fixed parts of the
+// messages, so that the read always holds more than the context can take.
+func ThreadBytes(contextTokens int) int {
+	return 2*4*contextTokens + 256<<10
 }
 
 // History returns the latest limit messages of a channel, oldest first, with metadata.

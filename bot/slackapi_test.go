@@ -23,7 +23,7 @@ func newAPI(t *testing.T, cfg fakeslack.Config) (*SlackAPI, *fakeslack.Server, c
 	fs := newFakeSlack(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	t.Cleanup(cancel)
-	return NewSlackAPI(newClient(fs), nil), fs, ctx
+	return NewSlackAPI(newClient(fs), nil, 0), fs, ctx
 }
 
 func TestIdentify(t *testing.T) {
@@ -39,7 +39,7 @@ func TestIdentify(t *testing.T) {
 
 func TestIdentifyBadToken(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	api := NewSlackAPI(slack.New("xoxb-wrong-secret", slack.OptionAPIURL(fs.URL())), nil)
+	api := NewSlackAPI(slack.New("xoxb-wrong-secret", slack.OptionAPIURL(fs.URL())), nil, 0)
 	_, err := api.Identify(context.Background())
 	var se slack.SlackErrorResponse
 	if !errors.As(err, &se) || se.Err != "invalid_auth" {
@@ -60,7 +60,7 @@ func TestRepliesPaginatesAndKeepsMetadata(t *testing.T) {
 	if _, err := api.Post(ctx, "C1", parent, handlers.Msg{Text: "answer", Mark: mark}); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := api.Replies(ctx, "C1", parent)
+	msgs, _, err := api.Replies(ctx, "C1", parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +85,45 @@ func TestRepliesPaginatesAndKeepsMetadata(t *testing.T) {
 		if c.Params.Get("include_all_metadata") != "1" {
 			t.Errorf("conversations.replies without include_all_metadata: %v", c.Params)
 		}
+	}
+}
+
+// TestRepliesKeepsParentAndNewest: a long thread is read as its parent and its newest messages
+// within the byte budget; what it left out is counted, and the bytes held stay near the budget
+// while all of the thread's pages are read.
+func TestRepliesKeepsParentAndNewest(t *testing.T) {
+	fs := newFakeSlack(t, fakeslack.Config{PageLimit: 100})
+	const budget = 100_000
+	api := NewSlackAPI(newClient(fs), nil, budget)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> question")
+	const replies = 1000
+	for i := range replies {
+		fs.PostUserMessage("C1", "U2", parent, fmt.Sprintf("reply %04d %s", i, strings.Repeat("x", 1000)))
+	}
+	msgs, leftOut, err := api.Replies(ctx, "C1", parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) < 2 || msgs[0].Timestamp != parent || !strings.HasPrefix(msgs[len(msgs)-1].Text, fmt.Sprintf("reply %04d", replies-1)) {
+		t.Fatalf("Replies = %d messages, first %q, last %.10q; want the parent first and the newest last", len(msgs), msgs[0].Text, msgs[len(msgs)-1].Text)
+	}
+	if len(msgs)-1+leftOut != replies || leftOut == 0 {
+		t.Errorf("Replies kept %d replies and left out %d, want %d in all, some left out", len(msgs)-1, leftOut, replies)
+	}
+	held := 0
+	for i, m := range msgs[1:] {
+		held += messageBytes(m)
+		if want := fmt.Sprintf("reply %04d", leftOut+i); !strings.HasPrefix(m.Text, want) {
+			t.Fatalf("message %d is %.10q, want %q: the newest, in order", i+1, m.Text, want)
+		}
+	}
+	if held > budget || held < budget-2*messageBytes(msgs[1]) {
+		t.Errorf("kept %d bytes of replies, want just within %d", held, budget)
+	}
+	if n := len(fs.CallsTo("conversations.replies")); n != 11 {
+		t.Errorf("conversations.replies called %d times, want every page (11)", n)
 	}
 }
 
@@ -158,7 +197,7 @@ func TestStreamCalls(t *testing.T) {
 	if m.Text != "Hello, world." || m.Streaming {
 		t.Errorf("streamed message %+v: want text %q, stopped", m, "Hello, world.")
 	}
-	msgs, err := api.Replies(ctx, "C1", parent)
+	msgs, _, err := api.Replies(ctx, "C1", parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +343,7 @@ func TestRateLimitedThreadReadIsNotRetried(t *testing.T) {
 	for _, method := range []string{"conversations.replies", "conversations.history"} {
 		fs.RateLimitNext(method, time.Second)
 	}
-	_, rerr := api.Replies(ctx, "C1", "1.0")
+	_, _, rerr := api.Replies(ctx, "C1", "1.0")
 	_, herr := api.History(ctx, "C1", 20, "")
 	for method, err := range map[string]error{"conversations.replies": rerr, "conversations.history": herr} {
 		var rl *slack.RateLimitedError
@@ -328,7 +367,7 @@ func TestRespondErrorHidesResponseURL(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	api := NewSlackAPI(slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/")), nil)
+	api := NewSlackAPI(slack.New("xoxb-test", slack.OptionAPIURL(srv.URL+"/api/")), nil, 0)
 	err := api.Respond(context.Background(), srv.URL+"/commands/T1/1234/s3cr3tR3spons3T0k3n", "It failed")
 	if err == nil {
 		t.Fatal("Respond = nil, want the error")

@@ -42,13 +42,17 @@ type Options struct {
 	Asker string
 	// Rand is what the fence's boundary is drawn from; nil: crypto/rand (tests pass a fixed one).
 	Rand io.Reader
+	// LeftOut is how many messages the thread's read left out already (a long thread is read as
+	// its parent and its newest messages): they count in Result.Omitted and its note.
+	LeftOut int
 }
 
 // Result is what Build produces.
 type Result struct {
 	Messages []llm.Message
-	// Omitted is how many older messages were left out for the budget (a note
-	// "[N earlier messages omitted]" is put in their place).
+	// Omitted is how many older messages were left out for the budget, by Build or before it by
+	// the thread's read (Options.LeftOut); a note "[N earlier messages omitted]" is put in their
+	// place.
 	Omitted int
 	// TriggerCut is true when the triggering message alone was over budget and was cut
 	// (its text then says so).
@@ -165,8 +169,8 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	// text is cut only when it alone does not fit. The history's room keeps space for the widest
 	// note on omitted messages there could be.
 	room := b.budget() - EstimateTokens(system)
-	if len(h.entries) > 0 {
-		room -= EstimateTokens(omittedNote(len(thread) + 1))
+	if len(h.entries) > 0 || opt.LeftOut > 0 {
+		room -= EstimateTokens(omittedNote(len(thread) + 1 + opt.LeftOut))
 	}
 	if tm.tokens > room && len(tm.msg.Parts) > 0 {
 		res.FilesLeftOut += tm.files
@@ -181,10 +185,10 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	room -= tm.tokens
 
 	history, omitted, left, histForeign := b.fitHistory(thread, h.entries, room)
-	res.Omitted = omitted
+	res.Omitted = omitted + opt.LeftOut
 	res.FilesLeftOut += left
 	res.Foreign = cmp.Or(tm.foreign, histForeign)
-	res.Messages = assemble(system, omitted, history, tm.msg)
+	res.Messages = assemble(system, res.Omitted, history, tm.msg)
 	return res
 }
 

@@ -160,21 +160,24 @@ func TestBuildBudget(t *testing.T) {
 	tests := []struct {
 		name        string
 		history     int
+		leftOut     int // older messages the thread's read left out
 		budget      int
 		trigger     string
 		wantOmitted int
 		wantKept    int // history messages kept
 		wantCut     bool
 	}{
-		{"everything fits", 10, 12000, "question", 0, 10, false},
-		{"default budget when zero", 10, 0, "question", 0, 10, false},
+		{"everything fits", 10, 0, 12000, "question", 0, 10, false},
+		{"default budget when zero", 10, 0, 0, "question", 0, 10, false},
 		// The budgets are beyond the fence's rules, which every system prompt ends with. With the
 		// system prompt "You are Ada." (7 tokens), history messages of 14 tokens, the trigger of 6
 		// and 12 kept for the omission note: 100-7-6-12 = 75 = 5*14 + 5.
-		{"oldest dropped first", 10, 100, "question", 5, 5, false},
-		{"only the trigger fits", 10, 25, "question", 10, 0, false},
-		{"trigger alone over budget is cut", 10, 2000, long, 10, 0, true},
-		{"trigger cut keeps some text even when the system prompt uses the budget", 3, 10, long, 3, 0, true},
+		{"oldest dropped first", 10, 0, 100, "question", 5, 5, false},
+		{"only the trigger fits", 10, 0, 25, "question", 10, 0, false},
+		{"trigger alone over budget is cut", 10, 0, 2000, long, 10, 0, true},
+		{"left out by the read", 10, 40, 12000, "question", 40, 10, false},
+		{"left out by the read and for the budget", 10, 40, 100, "question", 45, 5, false},
+		{"trigger cut keeps some text even when the system prompt uses the budget", 3, 0, 10, long, 3, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,6 +195,7 @@ func TestBuildBudget(t *testing.T) {
 			if tt.budget != 0 {
 				opt.Budget += EstimateTokens("You are Ada.\n\n"+NewFence(opt.Rand).Rules()) - EstimateTokens("You are Ada.")
 			}
+			opt.LeftOut = tt.leftOut
 			opt.SystemPrompt = "You are {bot_name}."
 			r := Build(thread, trigger, testNames, opt)
 			if r.Omitted != tt.wantOmitted {

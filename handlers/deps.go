@@ -40,8 +40,10 @@ import (
 
 // Thread reads conversations.
 type Thread interface {
-	// Replies returns every message of a thread (all pages), parent first, with metadata.
-	Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error)
+	// Replies returns a thread's messages, parent first, with metadata: of a long thread, the
+	// parent and the newest messages within a bound on the bytes held, and how many it left out
+	// between them (leftOut).
+	Replies(ctx context.Context, channel, threadTS string) (msgs []slack.Message, leftOut int, err error)
 	// History returns the channel's last limit messages up to latest (a ts, itself included; "":
 	// now), oldest first, with metadata.
 	History(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error)

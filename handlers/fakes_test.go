@@ -70,6 +70,7 @@ type fakeSlack struct {
 	postErr    hook
 	updateErr  hook
 	repliesErr hook
+	leftOut    int  // what Replies says its read left out of the thread
 	namesErr   hook // users.info
 	startErr   hook
 	appendErr  hook
@@ -149,11 +150,11 @@ func (f *fakeSlack) find(ts string) *fakeMsg {
 	return nil
 }
 
-func (f *fakeSlack) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+func (f *fakeSlack) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.record(call{method: "replies", thread: threadTS}, f.repliesErr); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := append([]slack.Message(nil), f.threads[channel+"/"+threadTS]...)
 	for _, m := range f.msgs {
@@ -161,7 +162,7 @@ func (f *fakeSlack) Replies(ctx context.Context, channel, threadTS string) ([]sl
 			out = append(out, f.asMessage(m))
 		}
 	}
-	return out, nil
+	return out, f.leftOut, nil
 }
 
 func (f *fakeSlack) History(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {

@@ -22,8 +22,10 @@ import (
 // Files reads the files people share (implemented by bot.Files over Slack's url_private and
 // files.info). Errors wrap ErrFileTooLarge and ErrFileNoAccess where those apply.
 type Files interface {
-	// Download returns a file's bytes and their Content-Type.
-	Download(ctx context.Context, f slack.File) (data []byte, mimeType string, err error)
+	// Download returns a file's bytes and their Content-Type. With prefix > 0 it reads at most the
+	// first prefix bytes, whatever the file's size, and cut says there were more; with prefix 0 it
+	// reads the whole file, which must be within the download limit (ErrFileTooLarge).
+	Download(ctx context.Context, f slack.File, prefix int64) (data []byte, mimeType string, cut bool, err error)
 	// Info returns the whole file object (files.info), for events and messages that carry only
 	// a file's id ("file_access": "check_file_info").
 	Info(ctx context.Context, id string) (slack.File, error)
@@ -61,6 +63,9 @@ type FileOptions struct {
 	MaxImageSide  int   // longest side of a picture sent; default 2048
 	MaxText       int   // characters of one text file; default 20,000
 	MaxBytes      int64 // for the note on a file too large; the limit itself is Files'
+	// Pictures readies pictures for the model; nil: a Preparer of its own, reading 2 at once.
+	// One Preparer for the process bounds the memory all answers' pictures take together.
+	Pictures Pictures
 	// MaxFiles is how many files one answer reads, newest first; default 20.
 	MaxFiles int
 }
@@ -70,7 +75,17 @@ func (o FileOptions) withDefaults() FileOptions {
 	o.MaxImageSide = cmp.Or(o.MaxImageSide, 2048)
 	o.MaxText = cmp.Or(o.MaxText, 20000)
 	o.MaxFiles = cmp.Or(o.MaxFiles, 20)
+	if o.Pictures == nil {
+		o.Pictures = media.NewPreparer(2)
+	}
 	return o
+}
+
+// Pictures readies a shared picture for the model (media.Preparer): fetched, decoded, scaled to
+// maxSide and encoded within one of a few slots for the process; an error wrapping
+// media.ErrTooLarge when its header declares more than can be read, fetch's error as it is.
+type Pictures interface {
+	Prepare(ctx context.Context, fetch media.Fetch, maxSide int) (media.Image, error)
 }
 
 // Notes the model reads next to a file's name when its contents are not given.
@@ -78,6 +93,7 @@ const (
 	notePDF        = "PDFs are not read; ask the person to paste the text that matters"
 	noteNoAccess   = "the bot cannot open this file (it may be shared from elsewhere or restricted)"
 	noteNotImage   = "could not be read as an image"
+	noteBigPicture = "picture too large to read (too many pixels); ask for a smaller one or a crop"
 	noteNotText    = "not readable as text"
 	noteTooMany    = "not read: too many files in this conversation"
 	noteNotRead    = "could not be downloaded"
@@ -234,20 +250,24 @@ func (a *answer) readFile(ctx context.Context, f slack.File) (slack.File, convo.
 	return f, convo.FileContent{}
 }
 
-// download fetches f, or says in a note why not.
-func (a *answer) download(ctx context.Context, f slack.File) ([]byte, string) {
-	data, _, err := a.r.opt.Files.Files.Download(ctx, f)
+// errNotDownloaded is a picture's fetch that failed with a note already (download).
+var errNotDownloaded = errors.New("not downloaded")
+
+// download fetches f (its first prefix bytes when prefix > 0: see Files.Download), or says in a
+// note why not.
+func (a *answer) download(ctx context.Context, f slack.File, prefix int64) ([]byte, bool, string) {
+	data, _, cut, err := a.r.opt.Files.Files.Download(ctx, f, prefix)
 	switch {
 	case err == nil:
-		return data, ""
+		return data, cut, ""
 	case errors.Is(err, ErrFileTooLarge):
-		return nil, tooLargeNote(f.Size, a.r.opt.Files.MaxBytes)
+		return nil, false, tooLargeNote(f.Size, a.r.opt.Files.MaxBytes)
 	case errors.Is(err, ErrFileNoAccess):
 		a.log.Debug("file not readable", zap.String("file", f.ID), zap.Error(err))
-		return nil, noteNoAccess
+		return nil, false, noteNoAccess
 	}
 	a.log.Warn("file download failed; the model is told", zap.String("file", f.ID), zap.Error(err))
-	return nil, noteNotRead
+	return nil, false, noteNotRead
 }
 
 func tooLargeNote(size int, limit int64) string {
@@ -258,13 +278,24 @@ func tooLargeNote(size int, limit int64) string {
 	return "too large to read (the limit is " + mb(limit) + ")"
 }
 
+// readImage downloads and readies a picture within one of the process's picture slots, so that
+// the bytes of pictures being read are bounded however many answers read them.
 func (a *answer) readImage(ctx context.Context, f slack.File) convo.FileContent {
-	data, note := a.download(ctx, f)
-	if note != "" {
+	var note string
+	img, err := a.r.opt.Files.Pictures.Prepare(ctx, func(ctx context.Context) ([]byte, error) {
+		data, _, n := a.download(ctx, f, 0)
+		if note = n; n != "" {
+			return nil, errNotDownloaded
+		}
+		return data, nil
+	}, a.r.opt.Files.MaxImageSide)
+	switch {
+	case note != "":
 		return convo.FileContent{Note: note}
-	}
-	img, err := media.Prepare(data, a.r.opt.Files.MaxImageSide)
-	if err != nil {
+	case errors.Is(err, media.ErrTooLarge):
+		a.log.Debug("picture too large to decode", zap.String("file", f.ID), zap.Error(err))
+		return convo.FileContent{Note: noteBigPicture}
+	case err != nil:
 		a.log.Debug("picture not decoded", zap.String("file", f.ID), zap.Error(err))
 		return convo.FileContent{Note: noteNotImage}
 	}
@@ -274,15 +305,55 @@ func (a *answer) readImage(ctx context.Context, f slack.File) convo.FileContent 
 	}
 }
 
+// readText reads a text file's start only: MaxText characters take at most 4 bytes each in UTF-8,
+// so a file longer than that has more characters than are kept.
 func (a *answer) readText(ctx context.Context, f slack.File) convo.FileContent {
-	data, note := a.download(ctx, f)
+	max := a.r.opt.Files.MaxText
+	data, cut, note := a.download(ctx, f, int64(4*max))
 	if note != "" {
 		return convo.FileContent{Note: note}
+	}
+	if cut {
+		data = dropPartialRune(data)
 	}
 	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
 		return convo.FileContent{Note: noteNotText}
 	}
-	return convo.FileContent{Text: capText(string(data), a.r.opt.Files.MaxText)}
+	if cut {
+		return convo.FileContent{Text: capStart(string(data), max, f.Size)}
+	}
+	return convo.FileContent{Text: capText(string(data), max)}
+}
+
+// dropPartialRune drops the bytes of a character cut in two at the end of b.
+func dropPartialRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
+}
+
+// capStart keeps the first max characters of s, the start of a file of size bytes that was not
+// read to its end, and says so.
+func capStart(s string, max, size int) string {
+	i := 0
+	for k := range s {
+		if i == max {
+			s = s[:k]
+			break
+		}
+		i++
+	}
+	note := "\n[cut here: only the first " + strconv.Itoa(i) + " characters are included"
+	if size > 0 {
+		note += " of its " + strconv.FormatFloat(float64(size)/(1<<20), 'f', 1, 64) + " MB"
+	}
+	return s + note + "]"
 }
 
 // capText keeps the first max characters of s and says how much was cut.

@@ -3,18 +3,23 @@ package handlers
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/color"
 	"image/png"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -25,16 +30,31 @@ type fakeFiles struct {
 	errs      map[string]error
 	info      map[string]slack.File
 	downloads []string
+	prefixes  []int64
+	// pause makes each download take that long; inflight and peak count those under way.
+	pause          time.Duration
+	inflight, peak int
 }
 
-func (f *fakeFiles) Download(_ context.Context, file slack.File) ([]byte, string, error) {
+func (f *fakeFiles) Download(_ context.Context, file slack.File, prefix int64) ([]byte, string, bool, error) {
+	f.mu.Lock()
+	f.inflight++
+	f.peak = max(f.peak, f.inflight)
+	f.mu.Unlock()
+	time.Sleep(f.pause)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.inflight--
 	f.downloads = append(f.downloads, file.ID)
+	f.prefixes = append(f.prefixes, prefix)
 	if err := f.errs[file.ID]; err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
-	return f.data[file.ID], file.Mimetype, nil
+	data := f.data[file.ID]
+	if prefix > 0 && int64(len(data)) > prefix {
+		return data[:prefix], file.Mimetype, true, nil
+	}
+	return data, file.Mimetype, false, nil
 }
 
 func (f *fakeFiles) Info(_ context.Context, id string) (slack.File, error) {
@@ -50,6 +70,14 @@ func testPNG(w, h int) []byte {
 	var b bytes.Buffer
 	png.Encode(&b, img)
 	return b.Bytes()
+}
+
+// pngDeclaring is the start of a PNG (RGBA) that declares w×h pixels: all its header says.
+func pngDeclaring(w, h int) []byte {
+	ihdr := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, uint32(w)), uint32(h))
+	ihdr = append(ihdr, 8, 6, 0, 0, 0)
+	b := append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"), ihdr...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(append([]byte("IHDR"), ihdr...)))
 }
 
 func privateFile(id, name, mimetype string, size int) slack.File {
@@ -75,11 +103,13 @@ func TestReadFiles(t *testing.T) {
 		{"text", VisionAuto, privateFile("F2", "app.log", "text/plain", 5), []byte("boom!"), nil, "text boom!", 1},
 		{"code snippet typed octet-stream", VisionAuto, slack.File{ID: "F2", Name: "main.go", Filetype: "go", Mimetype: "application/octet-stream", URLPrivate: "https://files.slack.com/F2"}, []byte("package main"), nil, "text package main", 1},
 		{"text cut", VisionAuto, privateFile("F2", "big.csv", "text/csv", 30), []byte(strings.Repeat("ab", 15)), nil, "text abababababab\n[cut here: only the first 12 of its 30 characters are included]", 1},
+		{"text read in part", VisionAuto, privateFile("F2", "big.log", "text/plain", 3<<20), bytes.Repeat([]byte("é"), 1<<20), nil, "text éééééééééééé\n[cut here: only the first 12 characters are included of its 3.0 MB]", 1},
 		{"binary as text", VisionAuto, privateFile("F2", "x.txt", "text/plain", 3), []byte("a\x00b"), nil, "note " + noteNotText, 1},
 		{"pdf", VisionAuto, privateFile("F3", "spec.pdf", "application/pdf", 10), nil, nil, "note " + notePDF, 0},
 		{"too large", VisionAuto, privateFile("F4", "huge.png", "image/png", 30<<20), nil, fmt.Errorf("download: %w", ErrFileTooLarge), "note too large to read (30.0 MB; the limit is 20.0 MB)", 1},
 		{"no access", VisionAuto, privateFile("F5", "x.png", "image/png", 10), nil, fmt.Errorf("download: %w", ErrFileNoAccess), "note " + noteNoAccess, 1},
 		{"not a picture", VisionAuto, privateFile("F6", "x.png", "image/png", 4), []byte("nope"), nil, "note " + noteNotImage, 1},
+		{"picture declaring 20000×20000", VisionAuto, privateFile("F6", "bomb.png", "image/png", 150<<10), pngDeclaring(20000, 20000), nil, "note " + noteBigPicture, 1},
 		{"known by id only", VisionAuto, slack.File{ID: "F7", FileAccess: "check_file_info"}, []byte("hello"), nil, "text hello", 1},
 		{"known by id, not found", VisionAuto, slack.File{ID: "F8", FileAccess: "check_file_info"}, nil, nil, "note " + noteNoAccess, 0},
 		{"other kinds are noted only", VisionAuto, privateFile("F9", "a.zip", "application/zip", 10), nil, nil, "none", 0},
@@ -100,11 +130,37 @@ func TestReadFiles(t *testing.T) {
 			if len(files.downloads) != tc.downloads {
 				t.Errorf("%d downloads, want %d", len(files.downloads), tc.downloads)
 			}
+			for i, p := range files.prefixes {
+				if kindOf(tc.file) == kindText && (p <= 0 || p > 4*12) {
+					t.Errorf("download %d of a text file asked for %d bytes, want at most %d (12 characters)", i, p, 4*12)
+				}
+			}
 			if tc.name == "known by id only" && trig.Files[0].Name != "notes.txt" {
 				t.Errorf("trigger's file = %+v, want the whole object from files.info", trig.Files[0])
 			}
 		})
 	}
+}
+
+// TestReadFilesPictureSlots: pictures are downloaded within the process's picture slots (one
+// here), however many an answer reads at once: their bytes are not all held together.
+func TestReadFilesPictureSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		files := &fakeFiles{data: map[string][]byte{}, pause: 100 * time.Millisecond}
+		opt := testOptions()
+		opt.Files = FileOptions{Files: files, Pictures: media.NewPreparer(1)}
+		r := NewReplies(newFakeSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
+		a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
+		trigger := mention("<@UBOT> compare")
+		for _, id := range []string{"P1", "P2", "P3", "P4"} {
+			trigger.Files = append(trigger.Files, privateFile(id, id+".png", "image/png", 100))
+			files.data[id] = testPNG(30, 20)
+		}
+		_, _, got := a.readFiles(t.Context(), nil, trigger)
+		if len(got) != 4 || files.peak != 1 {
+			t.Errorf("%d pictures read, at most %d downloads at once; want 4, one at a time", len(got), files.peak)
+		}
+	})
 }
 
 func showContent(c convo.FileContent) string {

@@ -45,8 +45,11 @@ type answer struct {
 	r        *Replies
 	req      route.ReplyRequest
 	threadTS string
-	log      *zap.Logger
-	start    time.Time
+	// leftOut is how many of the thread's older messages its read left out (Thread.Replies): the
+	// context's note on omitted messages counts them.
+	leftOut int
+	log     *zap.Logger
+	start   time.Time
 	// cancel ends the answer's context with a cause; the writer calls it with ErrStopped when the user
 	// presses stop on a streamed message.
 	cancel context.CancelCauseFunc
@@ -264,7 +267,7 @@ func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
 		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
-		IncludeOtherBots: a.r.opt.OtherBots, Files: files, Asker: a.req.User, Rand: a.r.opt.Rand,
+		IncludeOtherBots: a.r.opt.OtherBots, Files: files, Asker: a.req.User, Rand: a.r.opt.Rand, LeftOut: a.leftOut,
 	})
 	if res.FilesLeftOut > 0 {
 		a.log.Debug("files left out for the context budget", zap.Int("files", res.FilesLeftOut))

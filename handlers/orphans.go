@@ -237,7 +237,7 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 	)
 	err = r.spareRead(ctx, func(ctx context.Context) (err error) {
 		if o.ThreadTS != "" {
-			read, err = r.thread.Replies(ctx, o.Channel, o.ThreadTS)
+			read, _, err = r.thread.Replies(ctx, o.Channel, o.ThreadTS)
 		} else {
 			read, err = r.thread.History(ctx, o.Channel, r.opt.HistoryLimit, "")
 		}

@@ -108,7 +108,7 @@ func TestModelAskedWhileThePlaceholderWaitsForItsPost(t *testing.T) {
 // panickyThread panics on a thread read after a pause (a bug in the read, the thread's content).
 type panickyThread struct{ *fakeSlack }
 
-func (p panickyThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+func (p panickyThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
 	time.Sleep(500 * time.Millisecond)
 	panic("boom")
 }

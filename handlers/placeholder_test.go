@@ -412,10 +412,10 @@ func TestFirstTextUnderLoadIsNeverABlockMarkerAlone(t *testing.T) {
 // messages first).
 type sortedThread struct{ *fakeSlack }
 
-func (s sortedThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
-	ms, err := s.fakeSlack.Replies(ctx, channel, threadTS)
+func (s sortedThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
+	ms, leftOut, err := s.fakeSlack.Replies(ctx, channel, threadTS)
 	slices.SortStableFunc(ms, func(a, b slack.Message) int { return convo.CompareTS(a.Timestamp, b.Timestamp) })
-	return ms, err
+	return ms, leftOut, err
 }
 
 // A Regenerate of an earlier answer under load is written in place of the old answer (its

@@ -253,24 +253,25 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		zap.String("ts", req.TS), zap.String("user", req.User))
 
 	var thread []slack.Message
+	var leftOut int // of thread's older messages, by its read
 	if req.FollowUp {
 		if !r.mayFollowUp(req, threadTS) {
 			return ErrIgnored
 		}
-		known, fetched, err := r.botThread(ctx, req.Channel, threadTS)
+		known, fetched, n, err := r.botThread(ctx, req.Channel, threadTS)
 		if err != nil {
 			return fmt.Errorf("follow-up check: %w", err)
 		}
 		if !known {
 			return ErrIgnored
 		}
-		thread = fetched
+		thread, leftOut = fetched, n
 	}
 	if req.Edited {
 		// An edit that added the mention: not when the message was answered already (as a follow-up, for
 		// an earlier edit, or as a mention before the mention was edited out and back in).
 		var err error
-		thread, err = r.replies(ctx, req.Channel, threadTS)
+		thread, leftOut, err = r.replies(ctx, req.Channel, threadTS)
 		switch {
 		case err != nil:
 			// Answered as if the mention were new: the reply reads the thread again (and shows why
@@ -285,7 +286,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		r.joined(ctx, req.Channel+"/"+threadTS)
 	}
 	a := &answer{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
-		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model}
+		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model, leftOut: leftOut}
 	if f := r.opt.ChannelSettings; f != nil {
 		sp, m := f(req.Channel)
 		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
@@ -398,19 +399,20 @@ var thanksWords = map[string]thanksWord{
 }
 
 // botThread reports whether the bot takes part in a thread: its parent mentions the bot or the bot has
-// written in it. A cache miss fetches the thread once; the messages are returned for reuse as context.
-func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool, []slack.Message, error) {
+// written in it. A cache miss fetches the thread once; the messages are returned for reuse as context,
+// with how many older ones the read left out.
+func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool, []slack.Message, int, error) {
 	key := channel + "/" + threadTS
 	if known, ok := r.remembered(key); ok {
-		return known, nil, nil
+		return known, nil, 0, nil
 	}
-	thread, err := r.replies(ctx, channel, threadTS)
+	thread, leftOut, err := r.replies(ctx, channel, threadTS)
 	if err != nil {
-		return false, nil, err
+		return false, nil, 0, err
 	}
 	known := r.involved(thread)
 	r.botThreads.put(key, known)
-	return known, thread, nil
+	return known, thread, leftOut, nil
 }
 
 // ThreadMarks are flags every replica sees (the state package's marks).

@@ -324,6 +324,29 @@ func TestFollowUpIgnored(t *testing.T) {
 	})
 }
 
+// TestReplyCountsWhatTheReadLeftOut: the messages a long thread's read left out are counted in
+// the context's note on omitted messages, as if Build had left them out.
+func TestReplyCountsWhatTheReadLeftOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newReplyTest(t, deltas([]string{"ok"}, 100*time.Millisecond), testOptions())
+		rt.slack.leftOut = 37
+		var q slack.Message // a question in the thread, after the messages left out
+		q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
+		key := testCh + "/" + testTS
+		rt.slack.threads[key] = append(rt.slack.threads[key], q)
+		req := rt.req
+		req.TS, req.Text = q.Timestamp, q.Text
+		mustNoErr(t, rt.r.Reply(t.Context(), req))
+		reqs := rt.chat.calls()
+		if len(reqs) != 1 {
+			t.Fatalf("model calls = %d, want 1", len(reqs))
+		}
+		if msgs := reqs[0].Messages; len(msgs) < 3 || msgs[1].Content != "[37 earlier messages omitted]" {
+			t.Errorf("request messages = %+v, want the note on 37 omitted after the system prompt", msgs)
+		}
+	})
+}
+
 func TestReplyTopLevelDM(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, deltas([]string{"Hello ", "there."}, 100*time.Millisecond), testOptions())

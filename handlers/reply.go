@@ -233,15 +233,17 @@ func (a *answer) startsThread() bool {
 	return a.threadTS != "" && a.threadTS == a.req.TS && !a.req.Regenerate && a.req.Task == ""
 }
 
-// readContext reads the thread (or, for a top-level DM, the recent history).
+// readContext reads the thread (or, for a top-level DM, the recent history), and notes how many
+// of the thread's older messages the read left out (answer.leftOut).
 func (a *answer) readContext(ctx context.Context) ([]slack.Message, error) {
 	if a.threadTS == "" {
 		return a.r.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 	}
-	msgs, err := a.r.replies(ctx, a.req.Channel, a.threadTS)
+	msgs, leftOut, err := a.r.replies(ctx, a.req.Channel, a.threadTS)
 	if err != nil {
 		return nil, err
 	}
+	a.leftOut = leftOut
 	if a.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == a.threadTS && a.r.own(msgs[0]) {
 		if mark, ok := convo.ReadMark(msgs[0]); ok && (mark.Kind == convo.MarkAnswer || mark.Kind == convo.MarkError) {
 			msgs = a.withAnswerContext(ctx, msgs, cmp.Or(mark.First, msgs[0].Timestamp))
@@ -312,17 +314,19 @@ func tsPlus(ts string, d time.Duration) string {
 	return strconv.FormatInt(n+int64(d/time.Second), 10) + "." + frac
 }
 
-// replies reads a thread (conversations.replies) within the read budget (read).
-func (r *Replies) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, error) {
+// replies reads a thread (conversations.replies) within the read budget (read), and says how many
+// of its older messages the read left out (Thread.Replies).
+func (r *Replies) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
 	var msgs []slack.Message
+	var leftOut int
 	err := r.paced.read(ctx, func(ctx context.Context) (err error) {
-		msgs, err = r.thread.Replies(ctx, channel, threadTS)
+		msgs, leftOut, err = r.thread.Replies(ctx, channel, threadTS)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("conversations.replies: %w", err)
+		return nil, 0, fmt.Errorf("conversations.replies: %w", err)
 	}
-	return msgs, nil
+	return msgs, leftOut, nil
 }
 
 // history reads a channel's last HistoryLimit messages up to latest ("": now) within the read

@@ -488,7 +488,7 @@ func (j *summaryJob) busiest(top []slack.Message) []slack.Message {
 func (j *summaryJob) replies(ctx context.Context, threads []slack.Message) map[string][]slack.Message {
 	out := map[string][]slack.Message{}
 	for _, t := range threads {
-		msgs, err := j.s.r.replies(ctx, j.req.Channel, t.Timestamp)
+		msgs, _, err := j.s.r.replies(ctx, j.req.Channel, t.Timestamp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return out

@@ -5,22 +5,26 @@ package media
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
 	"image/color"
-	"image/draw"
 	"image/gif"
 	"image/jpeg"
 	"image/png"
 
-	xdraw "golang.org/x/image/draw"
 	"golang.org/x/image/webp"
 )
 
-// MaxPixels bounds what is decoded: a small file may declare an enormous picture (a
-// decompression bomb), and decoding allocates 4 bytes per pixel before anything can be checked.
-const MaxPixels = 40_000_000
+// MaxPixels bounds the pictures read: a 48-megapixel phone photo (8000×6000) is read, a small file
+// declaring an enormous picture (a decompression bomb) is refused before anything is decoded.
+const MaxPixels = 50_000_000
+
+// MaxDecodeBytes bounds the memory one picture's decoding may take, as estimated from its header
+// (decodeCost): a 48-megapixel JPEG as phones write them (4:2:0, about 72 MB) is read; a PNG of
+// the same size (4 bytes a pixel, 192 MB) is not.
+const MaxDecodeBytes = 96 << 20
 
 // jpegQuality keeps screenshot text legible at a fraction of PNG's size for photos.
 const jpegQuality = 85
@@ -32,8 +36,13 @@ const bigPNG = 1 << 20
 // ErrUnsupported is a file that is not a PNG, JPEG, GIF or WebP picture.
 var ErrUnsupported = errors.New("not a PNG, JPEG, GIF or WebP image")
 
-// ErrTooLarge is a picture of more than MaxPixels.
-var ErrTooLarge = errors.New("image has too many pixels")
+// ErrTooLarge is a picture of more than MaxPixels, or whose decoding would take more than
+// MaxDecodeBytes.
+var ErrTooLarge = errors.New("image too large to read")
+
+// ErrCorrupt is a picture whose decoder failed in a way it does not report as an error (a panic
+// on hostile bytes): the picture is not read, the process goes on.
+var ErrCorrupt = errors.New("image could not be decoded")
 
 // Image is a picture ready for a model.
 type Image struct {
@@ -43,9 +52,52 @@ type Image struct {
 	Scaled        bool   // it was larger than the longest side allowed
 }
 
-// Prepare decodes data and returns it with its longest side at most maxSide (0: as it is). A PNG or
-// JPEG that needs no scaling is returned as it came; anything else is encoded anew.
-func Prepare(data []byte, maxSide int) (Image, error) {
+// Preparer readies pictures for a model, reading at most a few at once: a picture's bytes and its
+// decoding are what cost memory (the download, and up to MaxDecodeBytes decoded), so the number
+// read at once bounds what all answers' pictures take together, however many answers read them.
+// One Preparer serves the whole process.
+type Preparer struct {
+	// slots is a semaphore: its capacity is the number of pictures read at once.
+	slots  chan struct{}
+	decode func(data []byte, format string) (image.Image, error) // decodeImage; tests put a panicking one
+}
+
+// NewPreparer returns a Preparer that reads at most concurrent pictures at once (at least 1).
+func NewPreparer(concurrent int) *Preparer {
+	return &Preparer{slots: make(chan struct{}, max(1, concurrent)), decode: decodeImage}
+}
+
+// Fetch returns a picture's bytes (a download).
+type Fetch func(ctx context.Context) ([]byte, error)
+
+// Prepare waits for a slot (or ctx), fetches a picture and returns it with its longest side at
+// most maxSide (0: as it is), all within the slot. A PNG or JPEG that needs no scaling is returned
+// as it came, without decoding; anything else is decoded and encoded anew. A picture over
+// MaxPixels or MaxDecodeBytes is refused from its header (ErrTooLarge); one whose decoder panics is
+// ErrCorrupt; fetch's error is returned as it is.
+func (p *Preparer) Prepare(ctx context.Context, fetch Fetch, maxSide int) (Image, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Image{}, fmt.Errorf("picture: wait: %w", context.Cause(ctx))
+	}
+	defer func() { <-p.slots }()
+	data, err := fetch(ctx)
+	if err != nil {
+		return Image{}, err
+	}
+	return p.prepare(data, maxSide)
+}
+
+// prepare is Prepare once the bytes are there. Decoders run on bytes anyone in a thread may have
+// shared: a panic in one (its header's reading included) is this picture's error, not the
+// process's end.
+func (p *Preparer) prepare(data []byte, maxSide int) (img Image, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			img, err = Image{}, fmt.Errorf("decode: %w (panic: %v)", ErrCorrupt, v)
+		}
+	}()
 	cfg, format, err := decodeConfig(data)
 	if err != nil {
 		return Image{}, err
@@ -56,26 +108,33 @@ func Prepare(data []byte, maxSide int) (Image, error) {
 	if int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
 		return Image{}, fmt.Errorf("decode %dx%d: %w", cfg.Width, cfg.Height, ErrTooLarge)
 	}
+	if c := decodeCost(data, cfg, format); c > MaxDecodeBytes {
+		return Image{}, fmt.Errorf("decode %dx%d %s (%d MB decoded): %w", cfg.Width, cfg.Height, format, c>>20, ErrTooLarge)
+	}
 	w, h := Fit(cfg.Width, cfg.Height, maxSide)
 	scaled := w != cfg.Width || h != cfg.Height
 	if !scaled && (format == "png" || format == "jpeg") {
 		return Image{Data: data, MIMEType: "image/" + format, Width: w, Height: h}, nil
 	}
-	src, err := decode(data, format)
-	if err != nil {
-		return Image{}, fmt.Errorf("decode %s: %w", format, err)
-	}
-	if scaled {
-		dst := image.NewRGBA(image.Rect(0, 0, w, h))
-		xdraw.CatmullRom.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
-		src = dst
-	}
-	img, err := encode(src, format == "jpeg")
-	if err != nil {
+	if img, err = p.convert(data, format, w, h); err != nil {
 		return Image{}, err
 	}
 	img.Width, img.Height, img.Scaled = w, h, scaled
 	return img, nil
+}
+
+// convert decodes data, scales it to w×h when that differs, and encodes it.
+func (p *Preparer) convert(data []byte, format string, w, h int) (Image, error) {
+	src, err := p.decode(data, format)
+	if err != nil {
+		return Image{}, fmt.Errorf("decode %s: %w", format, err)
+	}
+	if b := src.Bounds(); b.Dx() != w || b.Dy() != h {
+		dst := image.NewRGBA(image.Rect(0, 0, w, h))
+		scale(dst, src)
+		src = dst
+	}
+	return encode(src, format == "jpeg")
 }
 
 func decodeConfig(data []byte) (image.Config, string, error) {
@@ -104,8 +163,8 @@ func wrapDecode(err error) error {
 	return nil
 }
 
-// decode reads the picture; of an animated GIF, the first frame (gif.Decode).
-func decode(data []byte, format string) (image.Image, error) {
+// decodeImage reads the picture; of an animated GIF, the first frame (gif.Decode).
+func decodeImage(data []byte, format string) (image.Image, error) {
 	r := bytes.NewReader(data)
 	switch format {
 	case "png":

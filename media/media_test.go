@@ -80,7 +80,7 @@ func TestPrepare(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.data(t)
-			img, err := Prepare(in, tc.maxSide)
+			img, err := NewPreparer(2).Prepare(t.Context(), bytesOf(in), tc.maxSide)
 			if err != nil {
 				t.Fatalf("Prepare: %v", err)
 			}
@@ -113,8 +113,12 @@ func TestPrepareRefuses(t *testing.T) {
 		{"text", []byte("hello, world"), ErrUnsupported},
 		{"pdf", []byte("%PDF-1.7\n"), ErrUnsupported},
 		{"65535×65535 gif", bomb, ErrTooLarge},
+		{"20000×20000 png", pngHeader(20000, 20000, 6, 0), ErrTooLarge},
+		{"6300×6300 png (160 MB decoded)", pngHeader(6300, 6300, 6, 0), ErrTooLarge},
+		{"16-bit 4200×3000 png (101 MB decoded)", pngHeader(4200, 3000, 6, 16), ErrTooLarge},
+		{"48-megapixel progressive jpeg (360 MB decoded)", jpegHeader(t, 8000, 6000, true), ErrTooLarge},
 	} {
-		if _, err := Prepare(tc.data, 2048); !errors.Is(err, tc.want) {
+		if _, err := NewPreparer(2).Prepare(t.Context(), bytesOf(tc.data), 2048); !errors.Is(err, tc.want) {
 			t.Errorf("%s: Prepare = %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -172,7 +176,7 @@ func FuzzPrepare(f *testing.F) {
 		if side < 1 {
 			side = -side + 1
 		}
-		img, err := Prepare(data, side)
+		img, err := NewPreparer(1).Prepare(t.Context(), bytesOf(data), side)
 		if err != nil {
 			return
 		}

@@ -73,7 +73,7 @@ func TestWiredBot(t *testing.T) {
 		slack.OptionAPIURL(fs.URL()),
 		slack.OptionAppLevelToken("xapp-test"),
 		slack.OptionHTTPClient(&http.Client{Transport: m.SlackTransport(nil), Timeout: wiredWait}))
-	api := bot.NewSlackAPI(sc, nil)
+	api := bot.NewSlackAPI(sc, nil, 0)
 	id, err := api.Identify(ctx)
 	ready.Auth(err)
 	if err != nil {

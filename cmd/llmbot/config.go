@@ -51,9 +51,9 @@ type Config struct {
 	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
 	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model, files included; the oldest messages are left out first, and the oldest files' contents before them."`
 	Vision               string        `envconfig:"VISION" default:"auto" desc:"auto: pictures shared in the thread are sent to the model; a model that refuses them is asked again without them (remembered per model) and the answer says it could not see them. on: always sent (a refusal is an error). off: never sent, only named. CHANNEL_CONFIG may set it per channel."`
-	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" default:"20971520" desc:"Largest file the bot downloads to read (pictures and text files); larger ones are named with a note."`
+	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" default:"20971520" desc:"Largest picture the bot downloads to read (at most 50 MiB); larger ones are named with a note. Of a text file, only the start that MAX_FILE_TEXT keeps is downloaded."`
 	MaxFileText          int           `envconfig:"MAX_FILE_TEXT" default:"20000" desc:"Characters of one text file (logs, code, CSV, JSON, snippets) given to the model; the rest is cut with a note."`
-	ImageInputMaxSide    int           `envconfig:"IMAGE_INPUT_MAX_SIDE" default:"2048" desc:"Longest side, in pixels, of a picture sent to the model; larger ones are scaled down."`
+	ImageInputMaxSide    int           `envconfig:"IMAGE_INPUT_MAX_SIDE" default:"2048" desc:"Longest side, in pixels, of a picture sent to the model (64 to 4096); larger ones are scaled down."`
 	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs asking the model at once (model requests in flight; an answer gives its place up once the model is done, while its last Slack writes go on); more wait in a queue, in arrival order."`
 	MaxQueuedReplies     int           `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
 	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
@@ -312,8 +312,11 @@ func (c Config) replyProblems(p *problemList) {
 	p.oneOf("VISION", c.Vision, "auto", "on", "off")
 	p.atLeast("MAX_FILE_TEXT", c.MaxFileText, 100)
 	p.atLeast("IMAGE_INPUT_MAX_SIDE", c.ImageInputMaxSide, 64)
-	if c.MaxFileBytes < 1024 {
-		p.add("MAX_FILE_BYTES: %d must be at least 1024", c.MaxFileBytes)
+	if c.ImageInputMaxSide > maxImageInputSide {
+		p.add("IMAGE_INPUT_MAX_SIDE: %d must be at most %d", c.ImageInputMaxSide, maxImageInputSide)
+	}
+	if c.MaxFileBytes < 1024 || c.MaxFileBytes > maxFileBytes {
+		p.add("MAX_FILE_BYTES: %d must be from 1024 to %d", c.MaxFileBytes, maxFileBytes)
 	}
 	p.atLeast("LLM_MAX_RETRIES", c.LLMMaxRetries, 0)
 	if c.EditBudgetPerMinute <= 0 {
@@ -376,6 +379,14 @@ func (c Config) accessProblems(p *problemList) {
 
 // problemList gathers the problems of the settings; its checks each add one when the value fails.
 type problemList []string
+
+// maxFileBytes bounds MAX_FILE_BYTES: a picture is held whole while it is read, and an answer
+// reads several at once.
+const maxFileBytes = 50 << 20
+
+// maxImageInputSide bounds IMAGE_INPUT_MAX_SIDE: a scaled picture is held whole (4 bytes a pixel,
+// 64 MB at 4096×4096) while it is encoded.
+const maxImageInputSide = 4096
 
 func (p *problemList) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
 

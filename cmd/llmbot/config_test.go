@@ -123,6 +123,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		"MAX_QUEUED_REPLIES":     "-5",
 		"STREAM_ROLLOVER_AFTER":  "5m",
 		"STREAM_IDLE_LIMIT":      "10ms",
+		"MAX_FILE_BYTES":         "1073741824",
+		"IMAGE_INPUT_MAX_SIDE":   "10000",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -151,7 +153,9 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_TIMEOUT: 1h0m0s is over 25m0s",
 		"PLACEHOLDER_AFTER: -1s must be between 0 and 1m",
 		"MAX_QUEUED_REPLIES: -5 is below 0",
-		"20 problem(s)",
+		"MAX_FILE_BYTES: 1073741824 must be from 1024 to 52428800",
+		"IMAGE_INPUT_MAX_SIDE: 10000 must be at most 4096",
+		"22 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

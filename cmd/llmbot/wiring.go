@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
@@ -76,12 +77,15 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		// No OptionRetry: writes are paced by package pace, which must see every 429;
 		// bot.SlackAPI retries reads itself. No OptionDebug: it shortens Socket Mode connections.
 	)
-	api := bot.NewSlackAPI(slackClient, httpClient)
+	api := bot.NewSlackAPI(slackClient, httpClient, bot.ThreadBytes(cfg.ContextTokens))
 	files, err := bot.NewFiles(slackClient, bot.FilesOptions{Token: cfg.SlackBotToken, APIURL: cfg.SlackAPIURL,
 		MaxBytes: cfg.MaxFileBytes, Transport: slackHTTPClient().Transport})
 	if err != nil {
 		return err
 	}
+	// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
+	// the number of answers reading them, so their memory is bounded together.
+	pictures := media.NewPreparer(picturesDecoded)
 
 	id, err := api.IdentifyRetrying(ctx, identifyTimeout, func(err error, wait time.Duration) {
 		log.Warn("cannot reach Slack; trying again (is SLACK_API_URL right?)", zap.Error(err), zap.Duration("wait", wait))
@@ -209,6 +213,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 				return handlers.Vision(o.Vision)
 			},
 			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
+			Pictures: pictures,
 		},
 		ChannelMode: func(channel string) handlers.ReplyMode {
 			o, _ := overrides.Lookup(channel)
@@ -382,3 +387,7 @@ func hostOf(raw string) string {
 	}
 	return u.Host
 }
+
+// picturesDecoded is how many pictures the process decodes at once: each may take up to
+// media.MaxDecodeBytes while decoded, and answers wait a moment for a slot rather than add up.
+const picturesDecoded = 2
