@@ -285,7 +285,7 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 						t.Errorf("the adopter called %s on %s: a record's list made it touch a message no answer wrote", c.method, c.ts)
 					}
 				}
-				if posts := fs.callsOf("post"); len(posts) != 2 || posts[1].mark != (convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing}) {
+				if posts := fs.callsOf("post"); len(posts) != 2 || posts[1].mark != (convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}) {
 					t.Errorf("%d posts; want the summary, then only the note that the answer showed nothing", len(posts))
 				}
 			})

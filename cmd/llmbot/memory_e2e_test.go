@@ -63,7 +63,7 @@ func TestProcessMemoryFiles(t *testing.T) {
 		t.Errorf("%d images in the request, want the 4 photos", n)
 	}
 	text := requestText(reqs[0])
-	for _, want := range []string{"[bomb.png: picture too large to read", "[contents of site.log]\n0000000 site log line", "characters are included of its 19.1 MB]"} {
+	for _, want := range []string{`["bomb.png": picture too large to read`, ` data from the file "site.log" shared by `, ">>>\n0000000 site log line", "characters are included of its 19.1 MB]"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the request lacks %q", want)
 		}
