@@ -1,0 +1,165 @@
+package access_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/access"
+)
+
+// directory is a Directory that answers from a table of users (users.info) and records who was
+// looked up; a user not in the table is a failed look-up.
+type directory struct {
+	users map[string]slack.User
+
+	mu     sync.Mutex
+	looked []string
+}
+
+var errLookup = errors.New("users.info: ratelimited")
+
+func (d *directory) UserInfo(_ context.Context, user string) (*slack.User, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.looked = append(d.looked, user)
+	u, ok := d.users[user]
+	if !ok {
+		return nil, errLookup
+	}
+	return &u, nil
+}
+
+func (d *directory) lookups() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.looked)
+}
+
+// people are users.info's answers in the tests below, for a workspace T1 (alone, or in org E1).
+var people = map[string]slack.User{
+	"U0ALICE":   {ID: "U0ALICE", TeamID: "T1"},
+	"U0GUEST":   {ID: "U0GUEST", TeamID: "T1", IsRestricted: true},
+	"U0SINGLE":  {ID: "U0SINGLE", TeamID: "T1", IsRestricted: true, IsUltraRestricted: true},
+	"U0OUT":     {ID: "U0OUT", TeamID: "T9"},
+	"W0ORG":     {ID: "W0ORG", TeamID: "T2", Enterprise: slack.EnterpriseUser{EnterpriseID: "E1"}},
+	"W0OTHER":   {ID: "W0OTHER", TeamID: "T8", Enterprise: slack.EnterpriseUser{EnterpriseID: "E8"}},
+	"U0STRANGE": {ID: "U0STRANGE", TeamID: "T1", IsStranger: true},
+}
+
+// How a person is placed and decided: from the request's team alone where it says enough, else by
+// users.info, and what happens when users.info fails (nobody locked out, no outsider let in).
+func TestMembersVerify(t *testing.T) {
+	tests := []struct {
+		name             string
+		enterprise       string // the workspace's org
+		external, guests string // EXTERNAL_USERS, GUEST_USERS ("": defaults)
+		user, team       string // the request's
+		want             access.Reason
+		wantKnown        bool     // Check decides without a look-up
+		wantLooked       []string // users.info calls
+	}{
+		{"another team, told by the request", "", "", "", "U0OUT", "T9", access.ReasonExternal, true, nil},
+		{"another team, told only by users.info", "", "", "", "U0OUT", "T1", access.ReasonExternal, false, []string{"U0OUT"}},
+		{"a member is looked up once", "", "", "", "U0ALICE", "T1", "", false, []string{"U0ALICE"}},
+		{"users.info's stranger is an outsider", "", "", "", "U0STRANGE", "T1", access.ReasonExternal, false, []string{"U0STRANGE"}},
+		{"a guest follows the members' rules", "", "", "", "U0GUEST", "T1", "", false, []string{"U0GUEST"}},
+		{"GUEST_USERS=refused: a guest", "", "", access.Refused, "U0GUEST", "T1", access.ReasonGuest, false, []string{"U0GUEST"}},
+		{"GUEST_USERS=refused: a single-channel guest", "", "", access.Refused, "U0SINGLE", "T1", access.ReasonGuest, false, []string{"U0SINGLE"}},
+		{"GUEST_USERS=refused: an outsider is no guest", "", access.AsMembers, access.Refused, "U0OUT", "T9", "", true, nil},
+		{"EXTERNAL_USERS=members: nobody looked up", "", access.AsMembers, "", "U0OUT", "T9", "", true, nil},
+		{"look-up failed, the request named the workspace: let in", "", "", "", "U0NOBODY", "T1", "", false, []string{"U0NOBODY"}},
+		{"look-up failed, the request named nobody: let in", "", "", "", "U0NOBODY", "", "", false, []string{"U0NOBODY"}},
+		{"org: another workspace of the org is a member", "E1", "", "", "W0ORG", "T2", "", false, []string{"W0ORG"}},
+		{"org: another org is outside", "E1", "", "", "W0OTHER", "T8", access.ReasonExternal, false, []string{"W0OTHER"}},
+		{"org: look-up failed, the request named another team", "E1", "", "", "W0NOBODY", "T7", access.ReasonUnchecked, false, []string{"W0NOBODY"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := &directory{users: people}
+			m, err := access.NewMembers(access.MembersOptions{Team: "T1", Enterprise: tt.enterprise, Workspace: "Acme",
+				External: tt.external, Guests: tt.guests, Directory: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, known := m.Check(tt.user, tt.team); known != tt.wantKnown {
+				t.Errorf("Check knows = %v, want %v", known, tt.wantKnown)
+			}
+			d, _ := m.Verify(t.Context(), tt.user, tt.team)
+			if d.Reason != tt.want || d.Allowed != (tt.want == "") || (d.Message == "") != d.Allowed {
+				t.Errorf("Verify = %+v, want reason %q", d, tt.want)
+			}
+			if got := dir.lookups(); !slices.Equal(got, tt.wantLooked) {
+				t.Errorf("looked up %v, want %v", got, tt.wantLooked)
+			}
+		})
+	}
+}
+
+// What outsiders are told names the workspace, and says nothing of the bot's rules beyond that.
+func TestMembersRefusalNamesTheWorkspace(t *testing.T) {
+	m, err := access.NewMembers(access.MembersOptions{Team: "T1", Workspace: "Acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := m.Check("U0OUT", "T9")
+	const want = "Sorry, I only answer people of Acme; people of other organisations in shared channels can't use me here."
+	if d.Message != want {
+		t.Errorf("an outsider is told %q, want %q", d.Message, want)
+	}
+}
+
+// A look-up is kept for its TTL, then made again; the people kept are bounded, a failed look-up is
+// not kept (the next request asks again).
+func TestMembersRemembers(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	dir := &directory{users: people}
+	m, err := access.NewMembers(access.MembersOptions{Team: "T1", Directory: dir, TTL: time.Minute, Max: 2,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(users ...string) {
+		for _, u := range users {
+			if _, err := m.Verify(t.Context(), u, "T1"); err != nil && u != "U0NOBODY" {
+				t.Fatalf("Verify(%s): %v", u, err)
+			}
+		}
+	}
+	ask("U0ALICE", "U0ALICE", "U0NOBODY", "U0NOBODY")
+	if _, known := m.Check("U0OUT", "T1"); known {
+		t.Error("someone never looked up is known")
+	}
+	if d, known := m.Check("U0ALICE", "T1"); !known || !d.Allowed {
+		t.Errorf("Alice, looked up, Check = %+v, %v; want allowed and known", d, known)
+	}
+	now = now.Add(time.Minute)
+	ask("U0ALICE")
+	ask("U0GUEST", "U0OUT") // three kept at most two: one goes
+	want := []string{"U0ALICE", "U0NOBODY", "U0NOBODY", "U0ALICE", "U0GUEST", "U0OUT"}
+	if got := dir.lookups(); !slices.Equal(got, want) {
+		t.Errorf("looked up %v, want %v", got, want)
+	}
+	kept := 0
+	for _, u := range []string{"U0ALICE", "U0GUEST", "U0OUT"} {
+		if _, known := m.Check(u, "T1"); known {
+			kept++
+		}
+	}
+	if kept != 2 {
+		t.Errorf("%d people kept, want 2 (the bound)", kept)
+	}
+}
+
+func TestNewMembersRefusesUnknownValues(t *testing.T) {
+	for _, opt := range []access.MembersOptions{{External: "allowed"}, {Guests: "no"}} {
+		if _, err := access.NewMembers(opt); err == nil {
+			t.Errorf("NewMembers(%+v) accepted a value that is neither refused nor members", opt)
+		}
+	}
+}
