@@ -11,6 +11,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/route"
 )
 
 // directory is a Directory that answers from a table of users (users.info) and records who was
@@ -161,5 +163,83 @@ func TestNewMembersRefusesUnknownValues(t *testing.T) {
 		if _, err := access.NewMembers(opt); err == nil {
 			t.Errorf("NewMembers(%+v) accepted a value that is neither refused nor members", opt)
 		}
+	}
+}
+
+// notes records what a Guard tells people after Accept (GuardOptions.Notifier).
+type notes struct {
+	mu  sync.Mutex
+	got []string // user: text
+}
+
+func (n *notes) Ephemeral(_ context.Context, _, user, _, text string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.got = append(n.got, user+": "+text)
+	return nil
+}
+
+func (n *notes) list() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.got)
+}
+
+// A person only users.info can place is looked up when their request runs, not in Accept (no
+// I/O there): refused, they are told privately (a follow-up without a mention silently), the
+// wrapped handler does not run, the refusal is counted, the run ends as ErrIgnored (nothing to
+// answer) and an /imagine picture goes back to the quota. Allowed, the handler runs.
+func TestGuardLooksUpBeforeRun(t *testing.T) {
+	outsiderMention := message(route.ReplyRequest{Channel: "C1", ChannelType: "channel", User: "U0OUT", Team: "T1", TS: "1.1", ThreadTS: "1.1", Text: "<@UBOT> hi"})
+	outsiderFollowUp := message(route.ReplyRequest{Channel: "C1", ChannelType: "channel", User: "U0OUT", Team: "T1", TS: "1.2", ThreadTS: "1.1", Text: "and?", FollowUp: true})
+	tests := []struct {
+		name        string
+		req         *route.Request
+		wantRun     bool
+		wantNotes   []string
+		wantDenials [][2]string
+	}{
+		{"an outsider's mention", outsiderMention, false,
+			[]string{"U0OUT: Sorry, I only answer people of Acme; people of other organisations in shared channels can't use me here."},
+			[][2]string{{access.FeatureMention, string(access.ReasonExternal)}}},
+		{"an outsider's follow-up", outsiderFollowUp, false, nil,
+			[][2]string{{access.FeatureFollowUp, string(access.ReasonExternal)}}},
+		{"an outsider's /imagine", imagine("C1", "U0OUT", "a cat"), false,
+			[]string{"U0OUT: Sorry, I only answer people of Acme; people of other organisations in shared channels can't use me here."},
+			[][2]string{{access.FeatureImagine, string(access.ReasonExternal)}}},
+		{"a member's /imagine", imagine("C1", "U0ALICE", "a cat"), true, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			next := &fakeRoute{decision: route.Decision{Run: true, Say: "Working on it…"}}
+			members, err := access.NewMembers(access.MembersOptions{Team: "T1", Workspace: "Acme", Directory: &directory{users: people}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d denials
+			told := &notes{}
+			quota := access.NewQuota(1, 0)
+			h := access.NewGuard(access.GuardOptions{Quota: quota, Denied: d.denied, Members: members, Notifier: told}).Middleware(next)
+
+			if got := h.Accept(tt.req); got != next.decision {
+				t.Fatalf("Accept = %+v, want the handler's %+v (the look-up comes when it runs)", got, next.decision)
+			}
+			err = h.Run(t.Context(), tt.req)
+			if ran := len(next.ran) == 1; ran != tt.wantRun {
+				t.Errorf("the handler ran = %v, want %v", ran, tt.wantRun)
+			}
+			if wantErr := !tt.wantRun; errors.Is(err, handlers.ErrIgnored) != wantErr {
+				t.Errorf("Run = %v, want ErrIgnored %v", err, wantErr)
+			}
+			if got := told.list(); !slices.Equal(got, tt.wantNotes) {
+				t.Errorf("told %q, want %q", got, tt.wantNotes)
+			}
+			if got := d.list(); !slices.Equal(got, tt.wantDenials) {
+				t.Errorf("denials = %v, want %v", got, tt.wantDenials)
+			}
+			if got, want := quota.Remaining(tt.req.User), 1; got != want && !tt.wantRun {
+				t.Errorf("%d pictures left after a refused /imagine, want %d (given back)", got, want)
+			}
+		})
 	}
 }
