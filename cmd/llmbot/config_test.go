@@ -52,6 +52,7 @@ func TestDefaults(t *testing.T) {
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
 		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute,
+		ExternalUsers: "refused", GuestUsers: "members",
 		LogLevel: zapcore.InfoLevel,
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -123,6 +124,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		"MAX_QUEUED_REPLIES":     "-5",
 		"STREAM_ROLLOVER_AFTER":  "5m",
 		"STREAM_IDLE_LIMIT":      "10ms",
+		"EXTERNAL_USERS":         "allowed",
+		"GUEST_USERS":            "no",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -151,7 +154,9 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_TIMEOUT: 1h0m0s is over 25m0s",
 		"PLACEHOLDER_AFTER: -1s must be between 0 and 1m",
 		"MAX_QUEUED_REPLIES: -5 is below 0",
-		"20 problem(s)",
+		`EXTERNAL_USERS: "allowed" is not one of refused, members`,
+		`GUEST_USERS: "no" is not one of members, refused`,
+		"22 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

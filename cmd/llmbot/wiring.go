@@ -232,7 +232,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 	})
 
 	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
-	quota.Share(shared) // every replica counts a person's pictures in one place
+	quota.Share(shared)                                    // every replica counts a person's pictures in one place
 	members, _ := access.NewMembers(access.MembersOptions{ // validated
 		Team: id.TeamID, Enterprise: id.EnterpriseID, Workspace: id.TeamName,
 		External: cfg.ExternalUsers, Guests: cfg.GuestUsers, Directory: api,
