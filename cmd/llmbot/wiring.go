@@ -232,8 +232,11 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 	})
 
 	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
-	quota.Share(shared)                                    // every replica counts a person's pictures in one place
-	members, _ := access.NewMembers(access.MembersOptions{ // validated
+	quota.Share(shared) // every replica counts a person's pictures in one place
+
+	// Validated with the settings. Who is of the workspace's organisation is told from auth.test's
+	// team and Enterprise Grid org.
+	members, _ := access.NewMembers(access.MembersOptions{
 		Team: id.TeamID, Enterprise: id.EnterpriseID, Workspace: id.TeamName,
 		External: cfg.ExternalUsers, Guests: cfg.GuestUsers, Directory: api,
 	})
