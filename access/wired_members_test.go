@@ -98,6 +98,11 @@ func TestWiredOutsiderRefused(t *testing.T) {
 			w.fs.SlashCommand("C1", outsider.ID, "/imagine", "a lighthouse")
 		}},
 		{"/summarize", func(t *testing.T, w *wired, _ asked) { w.fs.SlashCommand("C1", outsider.ID, "/summarize", "") }},
+		{"Summarize thread on a member's thread", func(t *testing.T, w *wired, a asked) {
+			if _, err := w.fs.MessageShortcut("C1", a.question, outsider.ID, handlers.ShortcutSummarizeThread); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"Regenerate on a member's answer", func(t *testing.T, w *wired, a asked) {
 			click(t, w, a.answer, outsider.ID, handlers.ActionRegenerate)
 		}},
