@@ -3,6 +3,7 @@ package access
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -20,6 +21,12 @@ const (
 // does.
 type Directory interface {
 	UserInfo(ctx context.Context, user string) (*slack.User, error)
+}
+
+// Budget is a share of Slack's rate limit for users.info (*pace.Bucket).
+type Budget interface {
+	Wait(ctx context.Context) error
+	Throttled(retryAfter time.Duration)
 }
 
 // Standing is where a person stands to the workspace the bot is installed in.
@@ -42,9 +49,12 @@ type MembersOptions struct {
 	// Directory answers for people the request alone does not place. Nil: nobody is looked up,
 	// and only what the request says is known.
 	Directory Directory
-	TTL       time.Duration    // how long a look-up is trusted; default 1 h
-	Max       int              // people remembered at most; default 10,000
-	Now       func() time.Time // default time.Now
+	// Budget, when set, paces the look-ups with the bot's other users.info calls (the look-up
+	// budget: a 429 pauses them all). Nil: not paced.
+	Budget Budget
+	TTL    time.Duration    // how long a look-up is trusted; default 1 h
+	Max    int              // people remembered at most; default 10,000
+	Now    func() time.Time // default time.Now
 }
 
 // Members tells the workspace's members from its guests and from people of other organisations
@@ -126,13 +136,30 @@ func (m *Members) Verify(ctx context.Context, user, team string) (d Decision, er
 	if m.opt.Directory == nil {
 		return m.unchecked(team), nil
 	}
-	u, err := m.opt.Directory.UserInfo(ctx, user)
+	u, err := m.lookUp(ctx, user)
 	if err != nil {
 		return m.unchecked(team), fmt.Errorf("look up %s: %w", user, err)
 	}
 	s := m.standingOf(u)
 	m.remember(user, s)
 	return m.decide(s), nil
+}
+
+// lookUp calls users.info at its turn in the budget; a 429 pauses the budget for everyone.
+func (m *Members) lookUp(ctx context.Context, user string) (*slack.User, error) {
+	b := m.opt.Budget
+	if b == nil {
+		return m.opt.Directory.UserInfo(ctx, user)
+	}
+	if err := b.Wait(ctx); err != nil {
+		return nil, err
+	}
+	u, err := m.opt.Directory.UserInfo(ctx, user)
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		b.Throttled(rl.RetryAfter)
+	}
+	return u, err
 }
 
 // unchecked is the decision for someone nobody could look up: refused only when their request

@@ -3,6 +3,7 @@ package access_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -239,6 +240,57 @@ func TestGuardLooksUpBeforeRun(t *testing.T) {
 			}
 			if got, want := quota.Remaining(tt.req.User), 1; got != want && !tt.wantRun {
 				t.Errorf("%d pictures left after a refused /imagine, want %d (given back)", got, want)
+			}
+		})
+	}
+}
+
+// budget is a Budget that records its turns and pauses; refuse makes Wait fail, as a budget
+// whose turn does not come within the look-up's time.
+type budget struct {
+	refuse error
+	waits  int
+	paused []time.Duration
+}
+
+func (b *budget) Wait(context.Context) error { b.waits++; return b.refuse }
+func (b *budget) Throttled(d time.Duration)  { b.paused = append(b.paused, d) }
+
+// limited is a directory whose users.info answers 429 with Retry-After 30 s.
+type limited struct{}
+
+func (limited) UserInfo(context.Context, string) (*slack.User, error) {
+	return nil, fmt.Errorf("users.info: %w", &slack.RateLimitedError{RetryAfter: 30 * time.Second})
+}
+
+// Look-ups take their turn in the budget users.info shares with the names' look-ups, and a 429
+// pauses it for everyone; a look-up without a turn in time is a failed one (the member is let in).
+func TestMembersLookUpsPaced(t *testing.T) {
+	tests := []struct {
+		name       string
+		b          *budget
+		dir        access.Directory
+		wantPaused []time.Duration
+		wantLooked int
+	}{
+		{"a turn, then users.info", &budget{}, &directory{users: people}, nil, 1},
+		{"a 429 pauses the budget", &budget{}, limited{}, []time.Duration{30 * time.Second}, 0},
+		{"no turn in time: no call", &budget{refuse: context.DeadlineExceeded}, &directory{users: people}, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := access.NewMembers(access.MembersOptions{Team: "T1", Directory: tt.dir, Budget: tt.b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := m.Verify(t.Context(), "U0ALICE", "T1"); !d.Allowed {
+				t.Errorf("a member of the workspace refused: %+v", d)
+			}
+			if tt.b.waits != 1 || !slices.Equal(tt.b.paused, tt.wantPaused) {
+				t.Errorf("budget: %d turns, paused %v; want 1 turn, paused %v", tt.b.waits, tt.b.paused, tt.wantPaused)
+			}
+			if d, ok := tt.dir.(*directory); ok && len(d.lookups()) != tt.wantLooked {
+				t.Errorf("%d look-ups, want %d", len(d.lookups()), tt.wantLooked)
 			}
 		})
 	}

@@ -239,6 +239,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 	members, _ := access.NewMembers(access.MembersOptions{
 		Team: id.TeamID, Enterprise: id.EnterpriseID, Workspace: id.TeamName,
 		External: cfg.ExternalUsers, Guests: cfg.GuestUsers, Directory: api,
+		Budget: budgets.Lookups, // with the names' look-ups, shared by the replicas
 	})
 	guard := access.NewGuard(access.GuardOptions{
 		Policy: accessPolicy,
