@@ -59,9 +59,6 @@ type Guard struct {
 
 	mu      sync.Mutex
 	pending map[*route.Request]Taken // pictures taken from the quota for requests accepted and not yet run
-	// unplaced are requests accepted whose person only a look-up can place (Members): looked up
-	// when they run.
-	unplaced map[*route.Request]bool
 }
 
 // NewGuard returns a Guard with opt.
@@ -69,7 +66,7 @@ func NewGuard(opt GuardOptions) *Guard {
 	if opt.Log == nil {
 		opt.Log = zap.NewNop()
 	}
-	return &Guard{opt: opt, pending: map[*route.Request]Taken{}, unplaced: map[*route.Request]bool{}}
+	return &Guard{opt: opt, pending: map[*route.Request]Taken{}}
 }
 
 // Middleware wraps next with the access rules (route.Middleware).
@@ -80,22 +77,21 @@ func (g *Guard) Middleware(next route.Handler) route.Handler {
 	}
 }
 
-// check applies the policy, then the person's standing where it is known without I/O; later is
-// true when only a look-up can tell (verify, before the request runs).
-func (g *Guard) check(req *route.Request) (d Decision, later bool) {
+// check applies the policy, then the person's standing where it is known without I/O (when only a
+// look-up can tell, the person is looked up before the request runs: placed).
+func (g *Guard) check(req *route.Request) Decision {
 	if g.opt.Policy != nil {
 		if d := g.opt.Policy.Check(req.Channel, req.User); !d.Allowed {
-			return d, false
+			return d
 		}
 	}
 	if g.opt.Members == nil {
-		return allow, false
+		return allow
 	}
-	d, known := g.opt.Members.Check(req.User, req.Team)
-	if !known {
-		return allow, true
+	if d, known := g.opt.Members.Check(req.User, req.Team); known {
+		return d
 	}
-	return d, false
+	return allow
 }
 
 // refused counts a refusal of req and returns what its person is told: nothing for a follow-up
@@ -111,9 +107,17 @@ func (g *Guard) refused(req *route.Request, d Decision) route.Decision {
 	return route.Decision{Say: d.Message}
 }
 
-// verify looks up the person of a request Accept could not place, before it runs, and tells them
-// privately when they are refused. It reports whether the request may run.
-func (g *Guard) verify(ctx context.Context, req *route.Request) bool {
+// placed looks up the person of a request about to run whom Accept could not place (nothing is
+// kept between Accept and Run: a request accepted and never run, a duplicate or one refused as
+// busy, leaves nothing behind), and tells them privately when they are refused. It reports
+// whether the request may run.
+func (g *Guard) placed(ctx context.Context, req *route.Request) bool {
+	if g.opt.Members == nil {
+		return true
+	}
+	if _, known := g.opt.Members.Check(req.User, req.Team); known {
+		return true // decided in Accept
+	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	d, err := g.opt.Members.Verify(ctx, req.User, req.Team)
@@ -145,17 +149,10 @@ func (g *Guard) denied(feature string, r Reason) {
 // Accept does no I/O. What next does in Accept itself (Stop, tool approvals) is the asker's own,
 // and an asker was placed when their question ran.
 func (g *Guard) accept(next route.Handler, req *route.Request) route.Decision {
-	d, later := g.check(req)
-	if !d.Allowed {
+	if d := g.check(req); !d.Allowed {
 		return g.refused(req, d)
 	}
-	nd := g.acceptQuota(next, req)
-	if later && nd.Run {
-		g.mu.Lock()
-		g.unplaced[req] = true
-		g.mu.Unlock()
-	}
-	return nd
+	return g.acceptQuota(next, req)
 }
 
 // acceptQuota takes a picture from the /imagine quota, when the request is one, and is next's
@@ -195,8 +192,6 @@ func (g *Guard) run(ctx context.Context, next route.Handler, req *route.Request)
 	g.mu.Lock()
 	taken, ok := g.pending[req]
 	delete(g.pending, req)
-	unplaced := g.unplaced[req]
-	delete(g.unplaced, req)
 	g.mu.Unlock()
 	delivered := false
 	defer func() { // also when next panics
@@ -204,7 +199,7 @@ func (g *Guard) run(ctx context.Context, next route.Handler, req *route.Request)
 			g.opt.Quota.Refund(taken)
 		}
 	}()
-	if unplaced && !g.verify(ctx, req) {
+	if !g.placed(ctx, req) {
 		// Told, and nothing ran (a picture taken from the quota goes back): nothing to answer,
 		// which also takes down a place in line shown under the thread.
 		return handlers.ErrIgnored
