@@ -51,9 +51,9 @@ const lookupTimeout = 5 * time.Second
 // or their standing (Members: people of other organisations, guests), are told why (privately, by
 // the bot: the refusal is Accept's answer, or a note before the request would run when only a
 // look-up could place them) and their request does not run; a refused follow-up without a mention
-// is refused silently, since the person did not address the bot. Refusal comes first, so a refused person hears it whether or not the bot is busy. The
-// /imagine daily quota is taken when a picture is accepted and given back when it fails. Safe for
-// concurrent use.
+// is refused silently, since the person did not address the bot. Refusal comes first, so a
+// refused person hears it whether or not the bot is busy. The /imagine daily quota is taken when
+// a picture is accepted and given back when it fails. Safe for concurrent use.
 type Guard struct {
 	opt GuardOptions
 

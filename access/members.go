@@ -177,14 +177,12 @@ func (m *Members) otherTeam(team string) bool { return team != "" && team != m.o
 func (m *Members) workspace() string { return cmp.Or(m.opt.Workspace, "this workspace") }
 
 // standingOf places a user object. In an Enterprise Grid org, people of its other workspaces are
-// members; users.info's is_stranger marks someone of another organisation whatever their ids say.
+// members whatever else users.info says; anyone else of another team, or marked is_stranger (of a
+// workspace other than the token's), is an outsider.
 func (m *Members) standingOf(u *slack.User) Standing {
+	org := m.opt.Enterprise != "" && u.Enterprise.EnterpriseID == m.opt.Enterprise
 	switch {
-	case u.IsStranger:
-		return Outsider
-	case m.opt.Enterprise != "" && u.Enterprise.EnterpriseID != m.opt.Enterprise && u.TeamID != m.opt.Team:
-		return Outsider
-	case m.opt.Enterprise == "" && u.TeamID != "" && u.TeamID != m.opt.Team:
+	case !org && (u.IsStranger || u.TeamID != "" && u.TeamID != m.opt.Team):
 		return Outsider
 	case u.IsRestricted || u.IsUltraRestricted:
 		return Guest

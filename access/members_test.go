@@ -46,13 +46,14 @@ func (d *directory) lookups() []string {
 
 // people are users.info's answers in the tests below, for a workspace T1 (alone, or in org E1).
 var people = map[string]slack.User{
-	"U0ALICE":   {ID: "U0ALICE", TeamID: "T1"},
-	"U0GUEST":   {ID: "U0GUEST", TeamID: "T1", IsRestricted: true},
-	"U0SINGLE":  {ID: "U0SINGLE", TeamID: "T1", IsRestricted: true, IsUltraRestricted: true},
-	"U0OUT":     {ID: "U0OUT", TeamID: "T9"},
-	"W0ORG":     {ID: "W0ORG", TeamID: "T2", Enterprise: slack.EnterpriseUser{EnterpriseID: "E1"}},
-	"W0OTHER":   {ID: "W0OTHER", TeamID: "T8", Enterprise: slack.EnterpriseUser{EnterpriseID: "E8"}},
-	"U0STRANGE": {ID: "U0STRANGE", TeamID: "T1", IsStranger: true},
+	"U0ALICE":      {ID: "U0ALICE", TeamID: "T1"},
+	"U0GUEST":      {ID: "U0GUEST", TeamID: "T1", IsRestricted: true},
+	"U0SINGLE":     {ID: "U0SINGLE", TeamID: "T1", IsRestricted: true, IsUltraRestricted: true},
+	"U0OUT":        {ID: "U0OUT", TeamID: "T9"},
+	"W0ORG":        {ID: "W0ORG", TeamID: "T2", Enterprise: slack.EnterpriseUser{EnterpriseID: "E1"}},
+	"W0OTHER":      {ID: "W0OTHER", TeamID: "T8", Enterprise: slack.EnterpriseUser{EnterpriseID: "E8"}},
+	"U0STRANGE":    {ID: "U0STRANGE", TeamID: "T1", IsStranger: true},
+	"W0ORGSTRANGE": {ID: "W0ORGSTRANGE", TeamID: "T3", IsStranger: true, Enterprise: slack.EnterpriseUser{EnterpriseID: "E1"}},
 }
 
 // How a person is placed and decided: from the request's team alone where it says enough, else by
@@ -79,6 +80,7 @@ func TestMembersVerify(t *testing.T) {
 		{"look-up failed, the request named the workspace: let in", "", "", "", "U0NOBODY", "T1", "", false, []string{"U0NOBODY"}},
 		{"look-up failed, the request named nobody: let in", "", "", "", "U0NOBODY", "", "", false, []string{"U0NOBODY"}},
 		{"org: another workspace of the org is a member", "E1", "", "", "W0ORG", "T2", "", false, []string{"W0ORG"}},
+		{"org: the org's own, though a stranger to the workspace", "E1", "", "", "W0ORGSTRANGE", "T3", "", false, []string{"W0ORGSTRANGE"}},
 		{"org: another org is outside", "E1", "", "", "W0OTHER", "T8", access.ReasonExternal, false, []string{"W0OTHER"}},
 		{"org: look-up failed, the request named another team", "E1", "", "", "W0NOBODY", "T7", access.ReasonUnchecked, false, []string{"W0NOBODY"}},
 	}
