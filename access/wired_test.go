@@ -41,9 +41,12 @@ type wired struct {
 	ctx   context.Context // ends with the test, at most 2*wiredWait on
 }
 
-func newWired(t *testing.T) *wired {
+func newWired(t *testing.T) *wired { return newWiredSlack(t, fakeslack.Config{}) }
+
+// newWiredSlack is newWired with a fake Slack of cfg (a workspace of an Enterprise Grid org).
+func newWiredSlack(t *testing.T, cfg fakeslack.Config) *wired {
 	t.Helper()
-	w := &wired{fs: fakeslack.New(fakeslack.Config{}), fl: fakellm.New()}
+	w := &wired{fs: fakeslack.New(cfg), fl: fakellm.New()}
 	t.Cleanup(w.fs.Close)
 	t.Cleanup(w.fl.Close)
 	w.fl.SetAPIKey("sk-wired-test")
@@ -86,10 +89,14 @@ type wiredConfig struct {
 	// Bot: MaxConcurrent, MaxQueued, Grace, FollowUps (also the answers': as cmd/llmbot sets
 	// both from FOLLOW_UPS). Hooks are wiredBot's.
 	Bot bot.Options
+	// External and Guests are EXTERNAL_USERS and GUEST_USERS ("": their defaults).
+	External, Guests string
+	Buttons          bool // Stop and Regenerate on answers (BUTTONS)
 }
 
-// wiredBot builds the bot as cmd/llmbot wires it (handlers, Guard with policy and a quota, one
-// route table for every route, the Guard's refusals counted), runs it until the test ends and
+// wiredBot builds the bot as cmd/llmbot wires it (handlers, Guard with policy, a quota and the
+// standing of people (Members, looking them up in the fake Slack), one route table for every
+// route, the Guard's refusals counted), runs it until the test ends and
 // returns what it reports. The table's only addition is botEvents.observe in front, which records
 // each request's Decision and changes nothing; ops' metrics middleware is left out.
 func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *botEvents {
@@ -98,11 +105,18 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	log := zaptest.NewLogger(t)
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
+		Buttons: cfg.Buttons,
 	})
 	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
 	ev := newBotEvents()
+	members, err := access.NewMembers(access.MembersOptions{Team: id.TeamID, Enterprise: id.EnterpriseID,
+		Workspace: id.TeamName, External: cfg.External, Guests: cfg.Guests, Directory: api})
+	if err != nil {
+		t.Fatal(err)
+	}
 	guard := access.NewGuard(access.GuardOptions{Policy: policy, Quota: access.NewQuota(cfg.Quota, 0),
-		Denied: ev.denied, KnownFollowUp: replies.KnownFollowUp})
+		Denied: ev.denied, KnownFollowUp: replies.KnownFollowUp, Members: members, Notifier: api,
+		Log: log.Named("access")})
 	routes := route.NewTable(ev.observe, guard.Middleware)
 	opt := cfg.Bot
 	opt.Hooks = ev.hooks()
@@ -113,6 +127,9 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
+		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeThreadHandler(api)},
 	); err != nil {
 		t.Fatal(err)
 	}

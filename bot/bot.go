@@ -59,8 +59,10 @@ type Identity struct {
 	UserID string // the bot user, U...
 	BotID  string // the bot, B...
 	TeamID string
-	Name   string // the bot user's name
-	AppID  string // the Slack app, A... ("" when unknown): Socket Mode must connect to the same one
+	// TeamName is the workspace's name; EnterpriseID its Enterprise Grid org ("": none).
+	TeamName, EnterpriseID string
+	Name                   string // the bot user's name
+	AppID                  string // the Slack app, A... ("" when unknown): Socket Mode must connect to the same one
 }
 
 // What a person is told privately when the bot cannot take their message.

@@ -67,7 +67,8 @@ func (a *SlackAPI) Identify(ctx context.Context) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("auth.test: %w", err)
 	}
-	return Identity{UserID: r.UserID, BotID: r.BotID, TeamID: r.TeamID, Name: r.User}, nil
+	return Identity{UserID: r.UserID, BotID: r.BotID, TeamID: r.TeamID, Name: r.User, TeamName: r.Team,
+		EnterpriseID: r.EnterpriseID}, nil
 }
 
 // AppID returns the Slack app a bot belongs to (bots.info, with users:read), or "" when Slack does
@@ -655,6 +656,16 @@ func hideURL(err error) error {
 		}
 	}
 	return err
+}
+
+// UserInfo calls users.info: who a person is (their team, enterprise, guest flags). It does not
+// cache (access.Members does) and a 429 comes back at once, typed.
+func (a *SlackAPI) UserInfo(ctx context.Context, userID string) (*slack.User, error) {
+	u, err := a.c.GetUserInfoContext(ctx, userID)
+	if err != nil {
+		return nil, fmt.Errorf("users.info: %w", err)
+	}
+	return u, nil
 }
 
 // Name returns a user's display name (users.info), else their real name, else their user name. It

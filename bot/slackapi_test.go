@@ -27,13 +27,53 @@ func newAPI(t *testing.T, cfg fakeslack.Config) (*SlackAPI, *fakeslack.Server, c
 }
 
 func TestIdentify(t *testing.T) {
-	api, _, ctx := newAPI(t, fakeslack.Config{})
-	id, err := api.Identify(ctx)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		cfg  fakeslack.Config
+		want Identity
+	}{
+		{"a workspace", fakeslack.Config{},
+			Identity{UserID: "UBOT", BotID: "BBOT", TeamID: "T1", TeamName: "Test Team", Name: "llmbot"}},
+		{"a workspace of an Enterprise Grid org", fakeslack.Config{EnterpriseID: "E1"},
+			Identity{UserID: "UBOT", BotID: "BBOT", TeamID: "T1", TeamName: "Test Team", EnterpriseID: "E1", Name: "llmbot"}},
 	}
-	if want := (Identity{UserID: "UBOT", BotID: "BBOT", TeamID: "T1", Name: "llmbot"}); id != want {
-		t.Errorf("Identify = %+v, want %+v", id, want)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api, _, ctx := newAPI(t, tt.cfg)
+			id, err := api.Identify(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id != tt.want {
+				t.Errorf("Identify = %+v, want %+v", id, tt.want)
+			}
+		})
+	}
+}
+
+// users.info as the access rules read it: the person's team, enterprise and guest flags.
+func TestUserInfo(t *testing.T) {
+	api, fs, ctx := newAPI(t, fakeslack.Config{})
+	fs.AddUser(fakeslack.User{ID: "U0OUT", Name: "out", Team: "T0OTHER", Enterprise: "E9"})
+	fs.AddUser(fakeslack.User{ID: "U0GUEST", Name: "guest", UltraGuest: true})
+	tests := []struct {
+		user                   string
+		team, enterprise       string
+		restricted, ultra, ext bool
+	}{
+		{"U0OUT", "T0OTHER", "E9", false, false, false},
+		{"U0GUEST", "T1", "", true, true, false},
+		{"U0ALICE", "T1", "", false, false, false},
+	}
+	for _, tt := range tests {
+		u, err := api.UserInfo(ctx, tt.user)
+		if err != nil {
+			t.Fatalf("UserInfo(%s): %v", tt.user, err)
+		}
+		got := [...]any{u.TeamID, u.Enterprise.EnterpriseID, u.IsRestricted, u.IsUltraRestricted, u.IsStranger}
+		if want := [...]any{tt.team, tt.enterprise, tt.restricted, tt.ultra, tt.ext}; got != want {
+			t.Errorf("UserInfo(%s) = team, enterprise, restricted, ultra, stranger %v, want %v", tt.user, got, want)
+		}
 	}
 }
 

@@ -83,6 +83,8 @@ type Config struct {
 	DenyChannels      string `envconfig:"DENY_CHANNELS" desc:"Channel IDs where the bot never works, comma-separated; dm turns one-to-one direct messages off (a group DM is denied by its ID). Wins over ALLOW_CHANNELS."`
 	AllowUsers        string `envconfig:"ALLOW_USERS" desc:"User IDs (U..., W...) who may use the bot, comma-separated. Unset: everyone."`
 	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
+	ExternalUsers     string `envconfig:"EXTERNAL_USERS" default:"refused" desc:"People of other organisations in Slack Connect channels and DMs. refused: told privately that the bot answers only the workspace's people, for messages, slash commands, shortcuts and buttons alike. members: served as members are (the same lists and quota)."`
+	GuestUsers        string `envconfig:"GUEST_USERS" default:"members" desc:"The workspace's guests (multi- and single-channel). members: served as members are (the same lists and quota). refused: told privately that the bot is not for guests."`
 	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
 	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides, and the MCP tools each channel may use (see deploy/kubernetes/configmap.yaml and Tools in README.md). Unset: none."`
@@ -362,6 +364,8 @@ func (c Config) accessProblems(p *problemList) {
 		}
 	}
 	p.atLeast("IMAGINE_DAILY_QUOTA", c.ImagineDailyQuota, 0)
+	p.oneOf("EXTERNAL_USERS", c.ExternalUsers, access.Refused, access.AsMembers)
+	p.oneOf("GUEST_USERS", c.GuestUsers, access.AsMembers, access.Refused)
 	if _, err := c.prompts(); err != nil {
 		p.add("SUGGESTED_PROMPTS: %v", err)
 	}

@@ -52,6 +52,7 @@ func TestDefaults(t *testing.T) {
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
 		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute,
+		ExternalUsers: "refused", GuestUsers: "members",
 		LogLevel: zapcore.InfoLevel,
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -125,6 +126,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		"STREAM_IDLE_LIMIT":      "10ms",
 		"MAX_FILE_BYTES":         "1073741824",
 		"IMAGE_INPUT_MAX_SIDE":   "10000",
+		"EXTERNAL_USERS":         "allowed",
+		"GUEST_USERS":            "no",
 	}
 	cfg, problems := loadConfig(envFunc(env))
 	err := problemsError(append(problems, cfg.problems()...))
@@ -155,7 +158,9 @@ func TestBadValuesAllReported(t *testing.T) {
 		"MAX_QUEUED_REPLIES: -5 is below 0",
 		"MAX_FILE_BYTES: 1073741824 must be from 1024 to 52428800",
 		"IMAGE_INPUT_MAX_SIDE: 10000 must be at most 4096",
-		"22 problem(s)",
+		`EXTERNAL_USERS: "allowed" is not one of refused, members`,
+		`GUEST_USERS: "no" is not one of members, refused`,
+		"24 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

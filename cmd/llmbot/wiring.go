@@ -242,12 +242,23 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 
 	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
 	quota.Share(shared) // every replica counts a person's pictures in one place
+
+	// Validated with the settings. Who is of the workspace's organisation is told from auth.test's
+	// team and Enterprise Grid org.
+	members, _ := access.NewMembers(access.MembersOptions{
+		Team: id.TeamID, Enterprise: id.EnterpriseID, Workspace: id.TeamName,
+		External: cfg.ExternalUsers, Guests: cfg.GuestUsers, Directory: api,
+		Budget: budgets.Lookups, // with the names' look-ups, shared by the replicas
+	})
 	guard := access.NewGuard(access.GuardOptions{
 		Policy: accessPolicy,
 		Quota:  quota,
 		Denied: metrics.AccessDenied,
 		// Refused follow-ups count only where the bot would have answered.
 		KnownFollowUp: replies.KnownFollowUp,
+		Members:       members, // Slack Connect outsiders and guests, by EXTERNAL_USERS and GUEST_USERS
+		Notifier:      api,
+		Log:           log.Named("access"),
 	})
 	// Every command, button, shortcut and event is one row here; access rules and metrics wrap them all.
 	routes := route.NewTable(guard.Middleware, metrics.Middleware)

@@ -243,6 +243,12 @@ func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any 
 	}
 	if m.User != "" {
 		ev["user"] = m.User
+		if team := s.teamOfLocked(m.User); team != s.cfg.TeamID {
+			// Someone of another workspace in a shared channel: their message names their team.
+			// Unverified which of these fields Slack sets on every such event (slack-go reads
+			// user_team and source_team; Slack's examples of shared-channel messages show them).
+			ev["team"], ev["user_team"], ev["source_team"] = team, team, team
+		}
 	}
 	if m.BotID != "" {
 		ev["bot_id"] = m.BotID
@@ -342,6 +348,9 @@ func (s *Server) slashCommand(to int, channelID, user, command, text string) (st
 	id := s.nextIDLocked("R")
 	respURL := s.http.URL + "/response/" + id
 	s.responses[id] = &responseURL{url: respURL, channel: c.id, user: user, command: command}
+	// team_id is the workspace's even for someone of another organisation: unverified whether
+	// Slack sends theirs there (the payload has no other field for the user's team), so the fake
+	// sends what tells the bot nothing, and the bot must look them up.
 	payload, _ := json.Marshal(map[string]any{
 		"token":                 "verification-token",
 		"team_id":               s.cfg.TeamID,

@@ -248,7 +248,7 @@ func (s *Server) blockActionsLocked(to int, c *channel, m *Message, ephemeral bo
 	}
 	payload := map[string]any{
 		"type":                  "block_actions",
-		"user":                  map[string]any{"id": user, "username": u.Name, "name": u.Name, "team_id": s.cfg.TeamID},
+		"user":                  map[string]any{"id": user, "username": u.Name, "name": u.Name, "team_id": s.teamOfLocked(user)},
 		"api_app_id":            s.cfg.AppID,
 		"token":                 "verification-token",
 		"container":             container,
@@ -300,7 +300,7 @@ func (s *Server) messageShortcut(to int, channelID, ts, user, callbackID string)
 		"token":                 "verification-token",
 		"action_ts":             fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000),
 		"team":                  map[string]any{"id": s.cfg.TeamID, "domain": "fake"},
-		"user":                  map[string]any{"id": user, "username": u.Name, "name": u.Name, "team_id": s.cfg.TeamID},
+		"user":                  map[string]any{"id": user, "username": u.Name, "name": u.Name, "team_id": s.teamOfLocked(user)},
 		"channel":               map[string]any{"id": c.id, "name": c.name},
 		"is_enterprise_install": false,
 		"enterprise":            nil,

@@ -32,7 +32,10 @@ type Config struct {
 	BotUserID string // "UBOT"
 	BotID     string // "BBOT"
 	AppID     string // "A1"
-	BotName   string // "llmbot"
+	// EnterpriseID, when set, makes the workspace part of an Enterprise Grid org: auth.test
+	// returns it as enterprise_id. "": a workspace on its own.
+	EnterpriseID string
+	BotName      string // "llmbot"
 	// Scopes are returned in the x-oauth-scopes header of auth.test (comma separated).
 	// Nil: the scopes of the project's manifest.
 	Scopes []string

@@ -63,6 +63,20 @@ type User struct {
 	TZ          string
 	IsBot       bool
 	BotID       string
+	// Team is the user's own workspace: "" for the fake's (Config.TeamID); another team's ID for
+	// someone of another organisation in a Slack Connect channel, whose messages then carry it
+	// as user_team (and team, source_team), and whose clicks carry it as user.team_id.
+	Team string
+	// Enterprise is the Enterprise Grid org of the user's workspace (users.info's
+	// enterprise_user.enterprise_id); "": none (the object is left out).
+	Enterprise string
+	// Guest, UltraGuest: a multi-channel guest (is_restricted) or a single-channel guest
+	// (is_ultra_restricted) of the workspace.
+	Guest, UltraGuest bool
+	// Stranger is users.info's is_stranger. Unverified what Slack means by it exactly: the
+	// library's field is documented as a user of a workspace other than the token's that shares
+	// no channel with it; the fake sets it only when a test asks.
+	Stranger bool
 }
 
 // WriteKind says which call applied a Write.
@@ -213,6 +227,14 @@ func (s *Server) AddUser(u User) {
 	s.users[u.ID] = &u
 }
 
+// teamOfLocked is the workspace user belongs to (User.Team, else the fake's).
+func (s *Server) teamOfLocked(user string) string {
+	if u, ok := s.users[user]; ok && u.Team != "" {
+		return u.Team
+	}
+	return s.cfg.TeamID
+}
+
 func (s *Server) channelLocked(id string) *channel {
 	if c, ok := s.channels[id]; ok {
 		return c
@@ -291,6 +313,11 @@ func (s *Server) messageJSON(c *channel, m *Message, withMetadata bool) map[stri
 		}
 	}
 	out["team"] = s.cfg.TeamID
+	if m.User != "" {
+		if team := s.teamOfLocked(m.User); team != s.cfg.TeamID {
+			out["team"], out["user_team"], out["source_team"] = team, team, team // as in its event
+		}
+	}
 	if m.Subtype != "" {
 		out["subtype"] = m.Subtype
 	}

@@ -120,7 +120,7 @@ func (s *Server) SubmitView(id string, values map[string]string) (string, error)
 	return s.interactiveLocked(map[string]any{
 		"type":       "view_submission",
 		"team":       map[string]any{"id": s.cfg.TeamID, "domain": "fake"},
-		"user":       map[string]any{"id": v.User, "username": u.Name, "name": u.Name, "team_id": s.cfg.TeamID},
+		"user":       map[string]any{"id": v.User, "username": u.Name, "name": u.Name, "team_id": s.teamOfLocked(v.User)},
 		"api_app_id": s.cfg.AppID,
 		"token":      "verification-token",
 		"trigger_id": s.triggerLocked(v.User, time.Now()),

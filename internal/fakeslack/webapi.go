@@ -279,7 +279,7 @@ func (s *Server) authLocked(method, token string) apiError {
 }
 
 func (s *Server) authTest(p params, now time.Time) (map[string]any, apiError) {
-	return map[string]any{
+	out := map[string]any{
 		"url":                   s.http.URL + "/",
 		"team":                  s.cfg.TeamName,
 		"user":                  s.cfg.BotName,
@@ -287,7 +287,11 @@ func (s *Server) authTest(p params, now time.Time) (map[string]any, apiError) {
 		"user_id":               s.cfg.BotUserID,
 		"bot_id":                s.cfg.BotID,
 		"is_enterprise_install": false,
-	}, ""
+	}
+	if s.cfg.EnterpriseID != "" {
+		out["enterprise_id"] = s.cfg.EnterpriseID
+	}
+	return out, ""
 }
 
 func (s *Server) connectionsOpen(p params, now time.Time) (map[string]any, apiError) {
@@ -304,11 +308,20 @@ func (s *Server) usersInfo(p params, now time.Time) (map[string]any, apiError) {
 		return nil, "user_not_found"
 	}
 	u := s.userLocked(id)
-	return map[string]any{"user": map[string]any{
-		"id": u.ID, "team_id": s.cfg.TeamID, "name": u.Name, "real_name": u.RealName,
+	user := map[string]any{
+		"id": u.ID, "team_id": s.teamOfLocked(id), "name": u.Name, "real_name": u.RealName,
 		"tz": u.TZ, "is_bot": u.IsBot, "deleted": false,
+		"is_restricted": u.Guest || u.UltraGuest, "is_ultra_restricted": u.UltraGuest,
 		"profile": map[string]any{"real_name": u.RealName, "display_name": u.DisplayName, "bot_id": u.BotID},
-	}}, ""
+	}
+	if u.Stranger {
+		user["is_stranger"] = true
+	}
+	if u.Enterprise != "" {
+		// The user object's enterprise_user, for a workspace of an Enterprise Grid org.
+		user["enterprise_user"] = map[string]any{"id": u.ID, "enterprise_id": u.Enterprise, "teams": []string{s.teamOfLocked(id)}}
+	}
+	return map[string]any{"user": user}, ""
 }
 
 func (s *Server) conversationsInfo(p params, now time.Time) (map[string]any, apiError) {
