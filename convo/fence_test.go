@@ -156,3 +156,36 @@ func TestBuildForeign(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildNamesOutsiders: another person's message says when its author is of another workspace
+// (a Slack Connect channel's outsider), so that the model does not take them for a colleague.
+func TestBuildNamesOutsiders(t *testing.T) {
+	q := slack.Message{Msg: slack.Msg{User: "U01ALICE", Timestamp: "1.000004", Text: "<@U0BOT> go on", Team: "T0HOME"}}
+	tests := []struct {
+		name, team, userTeam string
+		outsider             bool
+	}{
+		{"of the workspace", "T0HOME", "T0HOME", false},
+		{"of another workspace", "T0HOME", "T0OTHER", true},
+		{"no team in the message", "T0HOME", "", false},
+		{"the workspace not known", "", "T0OTHER", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bob := slack.Message{Msg: slack.Msg{User: "U01BOB", Timestamp: "1.000003", Text: "hello", Team: tt.userTeam}}
+			opt := testOptions()
+			opt.TeamID = tt.team
+			r := Build([]slack.Message{bob, q}, q, testNames, opt)
+			var all strings.Builder
+			for _, m := range r.Messages {
+				all.WriteString(m.Content)
+			}
+			if got := strings.Contains(all.String(), "(another person, of another workspace)"); got != tt.outsider {
+				t.Errorf("named of another workspace: %v, want %v:\n%s", got, tt.outsider, all.String())
+			}
+			if r.Foreign != ForeignPerson {
+				t.Errorf("Foreign = %q, want %q", r.Foreign, ForeignPerson)
+			}
+		})
+	}
+}

@@ -45,6 +45,10 @@ type Options struct {
 	// LeftOut is how many messages the thread's read left out already (a long thread is read as
 	// its parent and its newest messages): they count in Result.Omitted and its note.
 	LeftOut int
+	// TeamID is the bot's workspace: a message whose team (a message's `team`, its author's
+	// workspace in a channel shared with another) is another is named as one of another workspace
+	// ("": none is).
+	TeamID string
 }
 
 // Result is what Build produces.
@@ -598,7 +602,16 @@ func (b *builder) dataContent(who speaker, m slack.Message, text string) (conten
 	if who == speakerBot {
 		return b.fence.Wrap("a message by the app "+quote(b.botName(m)), text), ForeignApp
 	}
-	return b.fence.Wrap("a message by "+quote(b.userName(m.User))+" (another person)", text), ForeignPerson
+	return b.fence.Wrap("a message by "+quote(b.userName(m.User))+" ("+b.person(m)+")", text), ForeignPerson
+}
+
+// person says who wrote m, a message of someone but the asker: another person, or one of another
+// workspace (a Slack Connect channel's outsider, whom the model should not take for a colleague).
+func (b *builder) person(m slack.Message) string {
+	if b.opt.TeamID != "" && m.Team != "" && m.Team != b.opt.TeamID {
+		return "another person, of another workspace"
+	}
+	return "another person"
 }
 
 // sharer names who shared m's files, in a fence's source.
