@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/toolinfo"
 )
 
 // Tools the model may use while it answers (MCP servers, package tools, behind the Tools interface:
@@ -40,18 +41,11 @@ import (
 // call is one short line per call in the answer (its name, and how it went), rendered like the
 // answer's text (mention safety included).
 
-// ToolInfo is one tool a channel may use.
-type ToolInfo struct {
-	llm.Tool           // Name is unique among the channel's tools (what the model calls)
-	Server      string // the MCP server it is on (shown to people, metrics)
-	AutoApprove bool   // called without asking (the server's auto-approve list)
-}
-
 // Tools lists and calls tools (package tools over MCP, fakes in tests).
 type Tools interface {
 	// List returns the tools channel may use now (none: the answer has no tools).
-	List(channel string) []ToolInfo
-	// Call calls the tool name (a ToolInfo.Name) with its JSON arguments and returns its output as
+	List(channel string) []toolinfo.Info
+	// Call calls the tool name (a toolinfo.Info.Name) with its JSON arguments and returns its output as
 	// text. The error's text goes to the model (as data) and the log, never to Slack: it names no
 	// secret, but a server may write anything in it.
 	Call(ctx context.Context, name string, args json.RawMessage) (string, error)
@@ -131,7 +125,7 @@ type roundResult struct {
 // rounds. It returns the whole answer text, the last finish reason and the stream's error.
 func (a *answer) generate(ctx context.Context, res convo.Result, s sink) (string, string, error) {
 	msgs := res.Messages
-	var infos []ToolInfo
+	var infos []toolinfo.Info
 	if t := a.r.opt.Tools.Tools; t != nil {
 		infos = t.List(a.req.Channel)
 	}
@@ -139,7 +133,7 @@ func (a *answer) generate(ctx context.Context, res convo.Result, s sink) (string
 		r := a.streamRound(ctx, round{msgs: msgs}, s)
 		return r.md, r.finish, r.err
 	}
-	st := &toolState{fence: res.Fence, foreign: res.Foreign, tools: make(map[string]ToolInfo, len(infos)),
+	st := &toolState{fence: res.Fence, foreign: res.Foreign, tools: make(map[string]toolinfo.Info, len(infos)),
 		left: a.r.opt.Tools.MaxToolTime}
 	offer := make([]llm.Tool, len(infos))
 	for i, in := range infos {
@@ -175,8 +169,8 @@ type toolState struct {
 	// foreign says what the context holds besides the asker's words ("" while nothing): then no
 	// call runs without a click. The first tool result sets it for the rest of the answer.
 	foreign string
-	tools   map[string]ToolInfo // by name, what the model was offered
-	left    time.Duration       // of ToolOptions.MaxToolTime
+	tools   map[string]toolinfo.Info // by name, what the model was offered
+	left    time.Duration            // of ToolOptions.MaxToolTime
 }
 
 // foreignResult is what a tool's result makes the context hold (toolState.foreign).
@@ -185,7 +179,7 @@ const foreignResult = "a tool's result"
 // toolCall is one call of a round and what became of it.
 type toolCall struct {
 	call    llm.ToolCall
-	info    ToolInfo
+	info    toolinfo.Info
 	args    []byte
 	ev      ToolEvent
 	decided bool   // not to be made: result and line say why

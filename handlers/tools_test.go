@@ -16,17 +16,18 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/toolinfo"
 )
 
 // fakeTools serves tools by name; a tool's func answers its calls.
 type fakeTools struct {
 	mu    sync.Mutex
-	tools []ToolInfo
+	tools []toolinfo.Info
 	run   map[string]func(ctx context.Context, args string) (string, error)
 	calls []string // name(args), in order
 }
 
-func (f *fakeTools) List(channel string) []ToolInfo {
+func (f *fakeTools) List(channel string) []toolinfo.Info {
 	if channel != testCh {
 		return nil
 	}
@@ -91,7 +92,7 @@ var weatherCall = llm.ToolCall{ID: "c1", Name: "weather", Arguments: `{"city":"P
 
 func weatherTools(auto bool, run func(ctx context.Context, args string) (string, error)) *fakeTools {
 	return &fakeTools{
-		tools: []ToolInfo{{Tool: llm.Tool{Name: "weather", Description: "Weather now"}, Server: "wx", AutoApprove: auto}},
+		tools: []toolinfo.Info{{Tool: llm.Tool{Name: "weather", Description: "Weather now"}, Server: "wx", AutoApprove: auto}},
 		run:   map[string]func(context.Context, string) (string, error){"weather": run},
 	}
 }

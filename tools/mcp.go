@@ -1,5 +1,7 @@
 // Package tools connects the bot to MCP servers (the Model Context Protocol, through the official
-// Go SDK) and offers their tools to the model: it implements handlers.Tools.
+// Go SDK) and offers their tools to the model: it satisfies the Tools interface the answers
+// declare (handlers), speaking only the vocabulary below both (toolinfo), so this plumbing imports
+// no use case.
 //
 // Each server of the MCP_CONFIG file (config.go) is kept connected by a goroutine of Run: a stdio
 // server is started as a program, an HTTP one dialled; its tools are listed (again when it says they
@@ -29,8 +31,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/toolinfo"
 )
 
 // Options tune a Manager. Zero values take the defaults.
@@ -345,16 +347,16 @@ func redact(err error, secrets []string) error {
 	return errors.New(msg)
 }
 
-// List returns the tools channel may use now (handlers.Tools).
-func (m *Manager) List(channel string) []handlers.ToolInfo {
-	var out []handlers.ToolInfo
+// List returns the tools channel may use now.
+func (m *Manager) List(channel string) []toolinfo.Info {
+	var out []toolinfo.Info
 	for _, s := range m.servers {
 		for _, t := range s.listed() {
 			if m.opt.Allowed == nil || !m.opt.Allowed(channel, s.cfg.Name, t.Name) {
 				continue
 			}
 			params, _ := json.Marshal(t.InputSchema)
-			out = append(out, handlers.ToolInfo{
+			out = append(out, toolinfo.Info{
 				Tool:        llm.Tool{Name: s.cfg.Name + sep + t.Name, Description: clip(t.Description, maxDescription), Parameters: params},
 				Server:      s.cfg.Name,
 				AutoApprove: slices.Contains(s.cfg.AutoApprove, t.Name),
@@ -380,8 +382,8 @@ func clip(s string, n int) string {
 // maxOutput bounds what a call's result is read into (the handlers cut it further for the model).
 const maxOutput = 1 << 20
 
-// Call calls the tool name ("<server>__<tool>") with args (handlers.Tools). A result the server marks
-// as an error is an error, with the result's text.
+// Call calls the tool name ("<server>__<tool>") with args. A result the server marks as an error
+// is an error, with the result's text.
 func (m *Manager) Call(ctx context.Context, name string, args json.RawMessage) (string, error) {
 	srvName, tool, ok := strings.Cut(name, sep)
 	s := m.byName[srvName]

@@ -15,7 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/toolinfo"
 )
 
 // The tests run real MCP servers built with the same SDK: over stdio (this test binary started
@@ -111,7 +111,7 @@ servers:
 	waitFor(t, "the tools", func() bool { return len(m.List("C1")) == 4 })
 
 	got := m.List("C1")
-	slices.SortFunc(got, func(a, b handlers.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(got, func(a, b toolinfo.Info) int { return strings.Compare(a.Name, b.Name) })
 	if got[1].Name != "local__echo" || !got[1].AutoApprove || got[0].AutoApprove || got[1].Server != "local" {
 		t.Errorf("tools %+v", got)
 	}
