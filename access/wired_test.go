@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -103,10 +104,12 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	t.Helper()
 	api, id, model := w.api, w.id, w.model
 	log := zaptest.NewLogger(t)
+	budgets := handlers.NewBudgets(handlers.DefaultEditsPerMinute, pace.PolicyFair)
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
-		Buttons: cfg.Buttons,
+		Buttons: cfg.Buttons, Budgets: budgets,
 	})
+	notices := handlers.NewNotices(api, budgets)
 	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
 	ev := newBotEvents()
 	members, err := access.NewMembers(access.MembersOptions{Team: id.TeamID, Enterprise: id.EnterpriseID,
@@ -115,12 +118,12 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 		t.Fatal(err)
 	}
 	guard := access.NewGuard(access.GuardOptions{Policy: policy, Quota: access.NewQuota(cfg.Quota, 0),
-		Denied: ev.denied, KnownFollowUp: replies.KnownFollowUp, Members: members, Notifier: api,
+		Denied: ev.denied, KnownFollowUp: replies.KnownFollowUp, Members: members, Notifier: notices,
 		Log: log.Named("access")})
 	routes := route.NewTable(ev.observe, guard.Middleware)
 	opt := cfg.Bot
 	opt.Hooks = ev.hooks()
-	b := bot.New(w.sc, id, routes, api, log.Named("bot"), opt)
+	b := bot.New(w.sc, id, routes, notices, log.Named("bot"), opt)
 	if err := routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},

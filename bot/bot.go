@@ -20,7 +20,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/handlers"
-	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slacksocket"
 )
@@ -39,7 +38,9 @@ type socket interface {
 	Close()
 }
 
-// Notifier tells one person something privately (the busy notice).
+// Notifier tells one person something privately (the busy notice, a place in line, the restart
+// note): *handlers.Notices, which waits for its turn in Slack's chat.postEphemeral budget (the one
+// the replies' own notes take from) and rides out 429s until ctx ends.
 type Notifier interface {
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error
 }
@@ -129,11 +130,6 @@ const (
 	closeReserve  = 2 * time.Second // of the grace period, kept for writing "interrupted" notes (see CloseReserve)
 	noticeTimeout = 10 * time.Second
 	busyNoteEvery = time.Minute // one "busy" note per person at most this often
-	// chat.postEphemeral is Tier 4 (about 100 a minute). Slack allows short bursts over a tier's rate
-	// but publishes no size: 10 (6 s of the rate) stays modest, and a burst of queued questions is
-	// told in turn rather than by 429s (a note that gets one is sent again after it).
-	notesPerMinute = 100
-	notesBurst     = 10
 
 	// Work is started once the envelopes arriving with it are acked: held until no envelope came
 	// for burstGap, never longer than burstHold (see Bot.later).
@@ -164,11 +160,8 @@ type Bot struct {
 
 	// Only the event loop goroutine touches these.
 	envelopes, events, messages *seen
-	busyTold                    *seen // people told the bot is busy in the last busyNoteEvery
-	// notes paces the bot's private notices (chat.postEphemeral, Tier 4): a burst of questions while
-	// the bot is full must not draw 429s from Slack.
-	notes *pace.Bucket
-	held  []func() // work handled but not started yet (see later)
+	busyTold                    *seen    // people told the bot is busy in the last busyNoteEvery
+	held                        []func() // work handled but not started yet (see later)
 
 	mu     sync.Mutex
 	state  State
@@ -222,10 +215,6 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
-		notes:     pace.NewBucket(notesPerMinute*pace.RateMargin, notesBurst),
-	}
-	if s, ok := opt.Replicas.(pace.Shared); ok {
-		b.notes.Share(s, "chat.postEphemeral") // the same Slack method as handlers.Budgets.Ephemerals
 	}
 	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
 		Acked: opt.Hooks.Acked, State: b.socketState})
@@ -952,29 +941,17 @@ func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap
 }
 
 // tell shows text privately to user in channel (in the thread threadTS), on a context detached
-// from work and time-boxed (and ended with the grace period at shutdown). Notices are not bounded
-// in number: each is short and time-boxed, and nobody who asked is left without a word.
+// from work and time-boxed (and ended with the grace period at shutdown): within it the notifier
+// waits for its turn in Slack's budget and rides out 429s. Notices are not bounded in number: each
+// is short and time-boxed, and nobody who asked is left without a word.
 func (b *Bot) tell(channel, user, threadTS, text string, log *zap.Logger) {
 	if b.notify == nil || text == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
 	defer cancel()
-	for { // a 429 pauses every notice for its Retry-After, and this one is tried again after it
-		if err := b.notes.Wait(ctx); err != nil {
-			log.Warn("notice not sent: no chat.postEphemeral turn in time", zap.Error(err))
-			return
-		}
-		err := b.notify.Ephemeral(ctx, channel, user, threadTS, text)
-		var rl *slack.RateLimitedError
-		if errors.As(err, &rl) {
-			b.notes.Throttled(rl.RetryAfter) // every notice waits it out, this one again after it
-			continue
-		}
-		if err != nil {
-			log.Warn("notice failed", zap.Error(err))
-		}
-		return
+	if err := b.notify.Ephemeral(ctx, channel, user, threadTS, text); err != nil {
+		log.Warn("notice not sent", zap.Error(err))
 	}
 }
 

@@ -148,7 +148,7 @@ func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.Im
 	if _, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(t)
 	}
-	b := newBot(client, id, r, im, api, log, opt, more...)
+	b := newBot(client, id, r, im, handlers.NewNotices(api, handlers.Budgets{}), log, opt, more...)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()
@@ -880,7 +880,7 @@ func TestPingTimeoutMidReply(t *testing.T) {
 		done <- req.Text
 		return nil
 	}}
-	b := newBot(client, id, r, nil, api, zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
+	b := newBot(client, id, r, nil, handlers.NewNotices(api, handlers.Budgets{}), zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
 	runCtx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- b.Run(runCtx) }()

@@ -26,7 +26,7 @@ const (
 	streamBurst             = 3
 	// chat.delete (Tier 3) withdraws placeholders under load and at shutdown; chat.postEphemeral
 	// (Tier 4) tells askers at shutdown. Slack allows short bursts over a tier's rate but publishes
-	// no size: 6 s of the rate stays modest (the bot's own notices use the same for the latter).
+	// no size: 6 s of the rate stays modest (the latter is every private note's: Notices).
 	deletesPerMinute    = 50
 	deletesBurst        = 5
 	ephemeralsPerMinute = 100
@@ -64,7 +64,8 @@ type Budgets struct {
 	// with a token at once, a sign of life that must cost no answer a moment.
 	Statuses *pace.Bucket
 	// Deletes (chat.delete) and Ephemerals (chat.postEphemeral) close replies at shutdown that the
-	// edit budget cannot serve in time (planClose).
+	// edit budget cannot serve in time (planClose). Ephemerals paces the rest of the bot's private
+	// notes too (Notices), so the process keeps that method's limit once.
 	Deletes, Ephemerals *pace.Bucket
 }
 

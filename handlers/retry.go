@@ -54,6 +54,10 @@ var (
 	// replaceRetry is for the post that replaces a message that refused its final edit, and for the
 	// deletes that take back a message whose text shows elsewhere.
 	replaceRetry = retryPolicy{outage: repostOutage, rateLimitWindow: finalRateLimited}
+	// noticeRetry is for a private notice of the rest of the bot (Notices): its caller bounds it in
+	// time, 429s are waited out within that, and any other failure ends it (one short note is not
+	// worth a retry's wait, and one whose call timed out may have been shown).
+	noticeRetry = retryPolicy{attempts: 1, rateLimitWindow: finalRateLimited}
 )
 
 // outage is when Slack's current run of transient failures began (zero: none), shared by the

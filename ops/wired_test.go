@@ -89,7 +89,7 @@ func TestWiredBot(t *testing.T) {
 	})
 	imagine := handlers.NewImagine(m.Imager(model), api, api, log, handlers.ImagineOptions{BotName: id.Name})
 	routes := route.NewTable(m.Middleware)
-	b := bot.New(sc, id, routes, api, log, bot.Options{Hooks: hooks})
+	b := bot.New(sc, id, routes, handlers.NewNotices(api, handlers.Budgets{}), log, bot.Options{Hooks: hooks})
 	if err := routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Handler: imagine.Handler()},

@@ -169,6 +169,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 	policy, _ := pace.ParsePolicy(cfg.EditPolicy) // validated
 	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
 	budgets.Share(shared)
+	// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
+	// replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
+	notices := handlers.NewNotices(api, budgets)
 
 	accessPolicy, _ := cfg.accessRules()                    // validated
 	prompts, _ := cfg.prompts()                             // validated
@@ -257,12 +260,12 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		// Refused follow-ups count only where the bot would have answered.
 		KnownFollowUp: replies.KnownFollowUp,
 		Members:       members, // Slack Connect outsiders and guests, by EXTERNAL_USERS and GUEST_USERS
-		Notifier:      api,
+		Notifier:      notices,
 		Log:           log.Named("access"),
 	})
 	// Every command, button, shortcut and event is one row here; access rules and metrics wrap them all.
 	routes := route.NewTable(guard.Middleware, metrics.Middleware)
-	b := bot.New(slackClient, id, routes, api, log.Named("bot"), bot.Options{
+	b := bot.New(slackClient, id, routes, notices, log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
 			Acked: metrics.Acked, Duplicate: metrics.Duplicate, Busy: metrics.Busy, Done: metrics.Done,
 			Connection: func(up bool) { metrics.Connection(up); ready.Connection(up) },
