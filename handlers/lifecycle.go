@@ -78,6 +78,8 @@ type answer struct {
 
 	// unjournaled: the answer's journal record is closed (closedInJournal), which is done once.
 	unjournaled bool
+	// fence marks the answer's writes for the Fence (nil: before run).
+	fence *fenceMark
 
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
@@ -92,7 +94,8 @@ type answer struct {
 // run takes the answer through its lifecycle, and always ends with its closing writes once
 // anything shows.
 func (a *answer) run(parent context.Context, thread []slack.Message) (err error) {
-	ctx, cancel := context.WithCancelCause(withFence(parent, route.AnswerID(a.req.Channel, a.req.TS)))
+	a.fence = &fenceMark{id: route.AnswerID(a.req.Channel, a.req.TS)}
+	ctx, cancel := context.WithCancelCause(withFence(parent, a.fence))
 	defer cancel(nil)
 	a.cancel = cancel
 	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })
