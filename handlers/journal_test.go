@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -203,4 +204,32 @@ func TestRescuedAnswerLeavesTheJournalBeforeItsDeletes(t *testing.T) {
 			t.Errorf("the rescue's last post is marked %+v; want done", last.mark)
 		}
 	})
+}
+
+// An answer whose closing write does not land (here Slack refuses every edit for longer than the
+// final write waits) says so (ErrUnclosed), so that its record is handed over rather than removed;
+// one whose closing write landed does not.
+func TestAnswerSaysWhenItsCloseDidNotLand(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		refuse   bool
+		unclosed bool
+	}{
+		{name: "closed", refuse: false, unclosed: false},
+		{name: "Slack refuses the edits", refuse: true, unclosed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newQuestionSlack()
+				if tc.refuse {
+					fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
+				}
+				chat := &fakeChat{steps: deltas(paragraphs(4), 500*time.Millisecond)}
+				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), testOptions()).Reply(t.Context(), testRequest())
+				if got := errors.Is(err, ErrUnclosed); got != tc.unclosed {
+					t.Errorf("Reply: %v; ErrUnclosed %v, want %v", err, got, tc.unclosed)
+				}
+			})
+		})
+	}
 }

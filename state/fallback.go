@@ -429,6 +429,19 @@ type found struct {
 	ok bool
 }
 
+// Abandon hands answer id over for adoption where it is open: in the local store if it was opened there
+// during an outage, else in Redis (a Redis that cannot be reached leaves it this replica's: it becomes an
+// orphan when this replica stops).
+func (f *Fallback) Abandon(ctx context.Context, id string) error {
+	if _, ok, err := f.local.Get(ctx, id); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return f.local.Abandon(ctx, id)
+	}
+	return do(ctx, f, "abandon", func(c context.Context) error { return f.primary.Abandon(c, id) }, none)
+}
+
 // Get returns open answer id, from Redis or else the local store.
 func (f *Fallback) Get(ctx context.Context, id string) (Answer, bool, error) {
 	get := func(s interface {

@@ -341,6 +341,19 @@ func (r *Redis) CloseAnswer(ctx context.Context, id string) error {
 	return nil
 }
 
+// Abandon hands answer id, if this replica owns it, over for adoption: it becomes nobody's, an orphan
+// that the next sweep of any replica (this one included) adopts and closes. For an answer whose closing
+// write did not land, or whose adopter could not write its close.
+func (r *Redis) Abandon(ctx context.Context, id string) error {
+	err := r.s.abandon.Run(ctx, r.c, []string{r.key("answer:", id)},
+		r.self, now().Format(time.RFC3339Nano), answerTTL.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("abandon answer: %w", err)
+	}
+	r.book.closed(id)
+	return nil
+}
+
 // Get returns open answer id.
 func (r *Redis) Get(ctx context.Context, id string) (Answer, bool, error) {
 	h, err := r.c.HGetAll(ctx, r.key("answer:", id)).Result()

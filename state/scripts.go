@@ -6,7 +6,7 @@ import "github.com/redis/go-redis/v9"
 // command comes between its check and its write. Times are Redis's own (TIME, in microseconds) wherever
 // replicas compare them.
 type scripts struct {
-	add, take, pause, lease, release, addMessage, adopt, send, closeAnswer, beat *redis.Script
+	add, take, pause, lease, release, addMessage, adopt, send, closeAnswer, beat, abandon *redis.Script
 }
 
 func newScripts() scripts {
@@ -22,6 +22,7 @@ func newScripts() scripts {
 
 		closeAnswer: redis.NewScript(closeAnswerLua),
 		beat:        redis.NewScript(beatLua),
+		abandon:     redis.NewScript(abandonLua),
 	}
 }
 
@@ -121,6 +122,16 @@ else
 	msgs = msgs .. ',' .. ARGV[1]
 end
 redis.call('HSET', KEYS[1], 'messages', msgs, 'updated', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`
+
+// abandonLua: KEYS[1] answer; ARGV self, updated, ttl ms. Makes the answer nobody's if it is self's.
+const abandonLua = `
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
+	return 0
+end
+redis.call('HSET', KEYS[1], 'owner', '', 'updated', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `
