@@ -198,21 +198,23 @@ func closedIn(shown []slack.Message) bool {
 
 // quietShownOf is shownOf once the messages have been left unchanged for ReplyOptions.OrphanQuiet,
 // unless they show the answer closed: a write the dead (or cut off) replica had on its way when it
-// stopped has landed by then. It reads again at most once, after waiting for the rest of that time.
+// stopped has landed by then. Messages that changed again during the wait are waited for again: an
+// answer still being written is no orphan to close (ctx bounds it; the next sweep tries again).
 func (r *Replies) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
-	shown, err := r.shownOf(ctx, o)
-	if err != nil || closedIn(shown) {
-		return shown, err
-	}
 	quiet := r.opt.OrphanQuiet
-	wait := min(time.Until(lastChange(shown).Add(quiet)), quiet) // Slack's clock may be ahead
-	if wait <= 0 {
-		return shown, nil
+	for {
+		shown, err := r.shownOf(ctx, o)
+		if err != nil || closedIn(shown) {
+			return shown, err
+		}
+		wait := min(time.Until(lastChange(shown).Add(quiet)), quiet) // Slack's clock may be ahead
+		if wait <= 0 {
+			return shown, nil
+		}
+		if err := watch.Sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("orphaned answer: %w", err)
+		}
 	}
-	if err := watch.Sleep(ctx, wait); err != nil {
-		return nil, fmt.Errorf("orphaned answer: %w", err)
-	}
-	return r.shownOf(ctx, o)
 }
 
 // lastChange is when the newest of msgs was posted or last edited, by Slack's clock (zero: none).
