@@ -118,8 +118,11 @@ func (b *Bot) lease(ctx context.Context, key string, log *zap.Logger) (release f
 
 // holdLease renews the thread's lease every Options.leaseRenew while the answer runs (until ctx ends
 // or stop is called; stop waits for the renewing goroutine). A renewal that finds another replica
-// holding the thread (this one was taken for dead meanwhile) is logged: the answer goes on, and its
-// writes are fenced by the shared state's liveness.
+// holding the thread (this one was taken for dead meanwhile, and the other took the thread for a later
+// question) is logged, and the answer goes on: if another replica adopted it, the fence stops its next
+// write; if not, it is still this replica's and answers an earlier question its asker waits for, and
+// stopping it would only leave that question with a half answer. The two answers then overlap in the
+// thread once, the later one written without the earlier one's end in its context.
 func (b *Bot) holdLease(ctx context.Context, key string, log *zap.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -54,7 +54,7 @@ type Fallback struct {
 	inbox chan []byte // Run's two readers hand messages to Receive, unbuffered: a message waits in its source
 
 	mu       sync.Mutex
-	unclosed map[string]bool // answers closed while Redis could not be reached (see CloseAnswer)
+	unclosed map[string]bool // answers closed, or opened locally, while Redis could not be reached (see CloseAnswer, Open)
 }
 
 // NewFallback returns primary backed by local (made with the same self).
@@ -123,6 +123,7 @@ func (f *Fallback) keepAlive(ctx context.Context) {
 		case now.Sub(beaten) >= f.primary.heartbeat:
 			if f.beat(ctx) {
 				beaten = now
+				f.closeLate(ctx) // those left by a failed call while not degraded (a blip)
 			}
 		}
 		select {
@@ -369,6 +370,17 @@ func (f *Fallback) Open(ctx context.Context, a Answer) error {
 		onRedis = err == nil
 		return err
 	}, func(c context.Context) error { return f.local.Open(c, a) })
+	f.mu.Lock()
+	switch {
+	case err == nil && !onRedis:
+		// The Redis call that failed may have run there all the same (a timeout): that copy would be
+		// a second record of the answer, adopted by another replica if this one died. It goes at the
+		// next heartbeat (closeLate); the answer lives in the local store.
+		f.unclosed[a.ID] = true
+	case onRedis:
+		delete(f.unclosed, a.ID) // opened again on Redis: an earlier close left to make must not remove it
+	}
+	f.mu.Unlock()
 	if err != nil || !onRedis {
 		return err
 	}
@@ -410,6 +422,9 @@ func (f *Fallback) closeLate(ctx context.Context) {
 	f.mu.Lock()
 	ids := slices.Collect(maps.Keys(f.unclosed))
 	f.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
 	for _, id := range ids {
 		cctx, cancel := context.WithTimeout(ctx, f.timeout)
 		err := f.primary.CloseAnswer(cctx, id)

@@ -276,6 +276,39 @@ func TestFallbackClosesLateAfterAnOutage(t *testing.T) {
 	})
 }
 
+// An answer whose open in Redis failed (a timeout, which may have run there all the same) is opened
+// in the local store, and the copy that may have landed in Redis goes once Redis answers again: one
+// answer never has two records, for two replicas to close.
+func TestFallbackOpenThatFailedLeavesNoRedisCopy(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	c := redistest.NewProxy(t, srv.Addr())
+	ns := "open-failed:"
+	a := NewFallback(newTestRedis(t, c.URL(), ns, "a"), newTestMemory(t, "a", ""), nil, FallbackHooks{})
+	a.probeEvery, a.timeout = 50*time.Millisecond, 100*time.Millisecond
+	start(t, a)
+	landed := newTestRedis(t, srv.URL(), ns, "a") // the failed call, as it ran in Redis after all
+	t.Cleanup(func() { landed.Close() })
+	b := start(t, newTestRedis(t, srv.URL(), ns, "b"))
+	ctx := t.Context()
+	want := Answer{ID: "C1/1.1", Channel: "C1", TS: "1.1"}
+
+	c.Cut()
+	check(t, landed.Open(ctx, want))
+	check(t, a.Open(ctx, want))
+	if _, local, err := a.local.Get(ctx, want.ID); err != nil || !local {
+		t.Fatalf("the answer in the local store: %v, %v; want it there", local, err)
+	}
+	c.Restore()
+	waittest.Eventually(t, 5*time.Second, "the copy in Redis removed", func() bool {
+		_, open := b.get(want.ID)
+		return !open
+	})
+	if _, local, err := a.local.Get(ctx, want.ID); err != nil || !local {
+		t.Errorf("the answer in the local store once Redis is back: %v, %v; want it still open", local, err)
+	}
+}
+
 // TestCloseAnswerLeavesAnotherOwnersRecord: a replica's close of an answer another replica owns
 // now (it adopted it, or opened the same id again) leaves the record alone.
 func TestCloseAnswerLeavesAnotherOwnersRecord(t *testing.T) {
