@@ -130,6 +130,13 @@ func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) 
 	}
 	whole := err == nil && closedIn(shown)
 	if err == nil && !whole {
+		// Its owner's closing write may have landed between the read and the adoption (a write already
+		// on its way as its liveness ran out): read once more, and leave an answer shown done as it is.
+		if again, rerr := r.shownOf(cctx, a); rerr == nil {
+			shown, whole = again, closedIn(again)
+		}
+	}
+	if err == nil && !whole {
 		err = r.closeShown(cctx, a, shown)
 	}
 	switch {
