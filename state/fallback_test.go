@@ -259,17 +259,24 @@ func TestFallbackStartsWhileRedisIsDown(t *testing.T) {
 func TestFallbackClosesLateAfterAnOutage(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
-	a := newObserved(t, srv.URL(), "late-close:", "a")
+	c := redistest.NewProxy(t, srv.Addr()) // a cut, not a restart: a restarted redistest server comes back empty
+	a := newObserved(t, c.URL(), "late-close:", "a")
 	other := start(t, newTestRedis(t, srv.URL(), "late-close:", "b"))
 	ctx := t.Context()
 	if err := a.f.Open(ctx, Answer{ID: "C1/1.000001", Channel: "C1", TS: "1.000001"}); err != nil {
 		t.Fatal(err)
 	}
-	srv.Stop()
+	if _, open := other.get("C1/1.000001"); !open {
+		t.Fatal("the answer is not open in Redis before the outage")
+	}
+	c.Cut()
 	if err := a.f.CloseAnswer(ctx, "C1/1.000001"); err != nil {
 		t.Fatal(err)
 	}
-	srv.Restart()
+	if _, open := other.get("C1/1.000001"); !open {
+		t.Fatal("the close reached Redis through the cut")
+	}
+	c.Restore()
 	waittest.Eventually(t, 4*probeEvery, "the close made in Redis", func() bool {
 		_, open := other.get("C1/1.000001")
 		return !a.f.Degraded() && !open
