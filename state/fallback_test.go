@@ -316,6 +316,29 @@ func TestFallbackOpenThatFailedLeavesNoRedisCopy(t *testing.T) {
 	}
 }
 
+// An answer handed over for adoption while Redis cannot be reached (its closing write waited for the
+// fence through the outage, and was stopped) is handed over once Redis answers: not left to a live
+// replica that will never close it.
+func TestFallbackAbandonsLateAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	c := redistest.NewProxy(t, srv.Addr())
+	ns := "late-abandon:"
+	a := NewFallback(newTestRedis(t, c.URL(), ns, "a"), newTestMemory(t, "a", ""), nil, FallbackHooks{})
+	a.probeEvery, a.timeout = 50*time.Millisecond, 100*time.Millisecond
+	start(t, a)
+	b := start(t, newTestRedis(t, srv.URL(), ns, "b"))
+	ctx := t.Context()
+	check(t, a.Open(ctx, Answer{ID: "C1/1.1", Channel: "C1", TS: "1.1"}))
+	c.Cut()
+	check(t, a.Abandon(ctx, "C1/1.1"))
+	c.Restore()
+	waittest.Eventually(t, 5*time.Second, "the answer handed over in Redis", func() bool {
+		o := b.orphans()
+		return len(o) == 1 && o[0].ID == "C1/1.1" && o[0].Owner == ""
+	})
+}
+
 // TestCloseAnswerLeavesAnotherOwnersRecord: a replica's close of an answer another replica owns
 // now (it adopted it, or opened the same id again) leaves the record alone.
 func TestCloseAnswerLeavesAnotherOwnersRecord(t *testing.T) {
