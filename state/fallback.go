@@ -52,7 +52,7 @@ type Fallback struct {
 
 	inbox chan []byte // Run's two readers hand messages to Receive, unbuffered: a message waits in its source
 
-	mu       sync.Mutex
+	mu sync.Mutex
 	// late is what is still to be done in Redis to answers closed, abandoned or opened locally while it
 	// could not be reached (see CloseAnswer, Abandon, Open), made at the next heartbeat or recovery.
 	late map[string]lateOp
