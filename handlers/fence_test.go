@@ -188,3 +188,27 @@ func TestWritesAfterTheAnswersOwnCloseAreNotFenced(t *testing.T) {
 		}
 	})
 }
+
+// An answer stopped while its writes wait for a fence that does not come back (Redis stays away)
+// ends at its closing deadline, reported ErrUnclosed: its record is then handed over for adoption.
+func TestStoppedWhileFencedAnswerIsUnclosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		start := time.Now()
+		fence := &cutFence{from: start.Add(2 * time.Second), until: start.Add(24 * time.Hour)}
+		opt := testOptions()
+		opt.Fence, opt.FinalTimeout = fence, 10*time.Second
+		chat := &fakeChat{steps: deltas(paragraphs(20), 250*time.Millisecond)}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		time.AfterFunc(5*time.Second, func() { cancel(ErrStopped) })
+		err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(ctx, testRequest())
+		if !errors.Is(err, ErrUnclosed) {
+			t.Errorf("Reply: %v; want ErrUnclosed", err)
+		}
+		// An interim call waiting at the Stop keeps its own time box; the final write then has its own.
+		if took := time.Since(start); took > 5*time.Second+writeCallTimeout+opt.FinalTimeout {
+			t.Errorf("the answer ended %v after it began; want by its closing deadline", took)
+		}
+	})
+}
