@@ -865,10 +865,12 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
 	defer b.holdLease(ctx, key, log)()
-	defer b.journal(ctx, rr, log)()
+	endRecord := b.journal(ctx, rr, log)
 	b.setActive(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
-	defer b.setActive(key, activeReply{})
-	return started, true, run(ctx, h, req)
+	err = run(ctx, h, req)
+	b.setActive(key, activeReply{})
+	endRecord(err)
+	return started, true, err
 }
 
 // errDuplicate ends an answer that another replica (or this one before a restart) gives already.

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -26,9 +27,11 @@ type Replicas interface {
 	Lease(ctx context.Context, key string) (holder string, err error)
 	Holder(ctx context.Context, key string) (string, error)
 	Release(ctx context.Context, key string) error
-	// Open records an answer in progress, CloseAnswer removes it, Get finds it.
+	// Open records an answer in progress, CloseAnswer removes it, Abandon hands it over for adoption,
+	// Get finds it.
 	Open(ctx context.Context, a state.Answer) error
 	CloseAnswer(ctx context.Context, id string) error
+	Abandon(ctx context.Context, id string) error
 	Get(ctx context.Context, id string) (state.Answer, bool, error)
 	Alive(ctx context.Context, replica string) (bool, error)
 	// Send hands msg to replica; Receive returns the next message handed to this one.
@@ -115,8 +118,11 @@ func (b *Bot) lease(ctx context.Context, key string, log *zap.Logger) (release f
 
 // holdLease renews the thread's lease every Options.leaseRenew while the answer runs (until ctx ends
 // or stop is called; stop waits for the renewing goroutine). A renewal that finds another replica
-// holding the thread (this one was taken for dead meanwhile) is logged: the answer goes on, and its
-// writes are fenced by the shared state's liveness.
+// holding the thread (this one was taken for dead meanwhile, and the other took the thread for a later
+// question) is logged, and the answer goes on: if another replica adopted it, the fence stops its next
+// write; if not, it is still this replica's and answers an earlier question its asker waits for, and
+// stopping it would only leave that question with a half answer. The two answers then overlap in the
+// thread once, the later one written without the earlier one's end in its context.
 func (b *Bot) holdLease(ctx context.Context, key string, log *zap.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -153,10 +159,14 @@ func (b *Bot) callShared(ctx context.Context, f func(context.Context) (string, e
 	return f(ctx)
 }
 
-// journal records rr's answer as in progress on this replica, and returns a func that removes the
-// record once the answer is closed. A replica that dies leaves its record: a live replica, or this
-// one restarted, closes the answer in Slack (handlers.Replies.CloseOrphans).
-func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logger) (closeRecord func()) {
+// journal records rr's answer as in progress on this replica, and returns a func that ends the
+// record once the answer has run (runErr: how it ended). A replica that dies leaves its record: a live
+// replica, or this one restarted, closes the answer in Slack (handlers.Replies.CloseOrphans). An answer
+// whose closing write did not land (handlers.ErrUnclosed: a Slack outage longer than the final write's,
+// a Stop while its writes waited for the fence) or whose handler panicked may show unfinished: its
+// record is handed over for adoption rather than removed, so that the next sweep closes it with the
+// interrupted note (or leaves it, if its last message shows it done after all).
+func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logger) (endRecord func(runErr error)) {
 	id := route.AnswerID(rr.Channel, rr.TS)
 	a := state.Answer{ID: id, Team: rr.Team, Channel: rr.Channel, ThreadTS: rr.ThreadTS, TS: rr.TS, Asker: rr.User,
 		Started: time.Now()}
@@ -168,9 +178,15 @@ func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logg
 	if err := b.shared.Open(octx, a); err != nil {
 		log.Warn("answer not journaled", zap.Error(err))
 	}
-	return func() {
+	return func(runErr error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
 		defer cancel()
+		if errors.Is(runErr, handlers.ErrUnclosed) || errors.Is(runErr, errPanic) {
+			if err := b.shared.Abandon(ctx, id); err != nil {
+				log.Warn("unfinished answer's journal record not handed over", zap.Error(err))
+			}
+			return
+		}
 		if err := b.shared.CloseAnswer(ctx, id); err != nil {
 			log.Warn("answer journal record not removed", zap.Error(err))
 		}
@@ -280,6 +296,7 @@ func (alone) Holder(context.Context, string) (string, error)             { retur
 func (alone) Release(context.Context, string) error                      { return nil }
 func (alone) Open(context.Context, state.Answer) error                   { return nil }
 func (alone) CloseAnswer(context.Context, string) error                  { return nil }
+func (alone) Abandon(context.Context, string) error                      { return nil }
 func (alone) Get(context.Context, string) (state.Answer, bool, error) {
 	return state.Answer{}, false, nil
 }

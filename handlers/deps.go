@@ -171,4 +171,8 @@ var (
 	ErrShutdown = errors.New("bot shutting down")
 	// ErrStopped: the user stopped the answer; the reply is closed with "Stopped by <name>.".
 	ErrStopped = errors.New("stopped by user")
+	// ErrUnclosed: the answer's closing write did not land, so Slack may show it unfinished: its
+	// journal record must not simply be removed, but handed over for adoption (a replica then closes
+	// it with the interrupted note, unless its last message shows it done).
+	ErrUnclosed = errors.New("the answer's closing write did not land")
 )

@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/llmbot/llmbot/convo"
 )
@@ -10,30 +12,47 @@ import (
 // Fence holds back the Slack writes of this replica's answers while the other replicas could take it
 // for dead and adopt them (the state package's Fence): a write waits until the replica's liveness is
 // renewed, and fails for good (state.ErrFenced) when another replica has adopted the answer meanwhile.
+// until is the deadline of the write (zero: none): past it, the others could take this replica for dead.
 type Fence interface {
-	Fence(ctx context.Context, id string) error
+	Fence(ctx context.Context, id string) (until time.Time, err error)
 }
 
-// fencedKey is the context key under which an answer's writes carry its journal id.
+// fencedKey is the context key under which an answer's writes carry its fenceMark.
 type fencedKey struct{}
 
-// withFence marks ctx as the context of the writes of the answer id (route.AnswerID): fencedMessenger
-// and fencedStreamer hold them back by the Fence. Writes that are no answer's (notices, summaries,
-// an orphan's close) carry no id and are never held back.
-func withFence(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, fencedKey{}, id)
+// fenceMark is the answer whose writes are fenced. Once its closing text has landed and its journal
+// record is closed by this replica (closedInJournal), no other replica can adopt it any more: its
+// remaining writes (tidying Stop buttons, a rescue's deletes) go without the fence.
+type fenceMark struct {
+	id     string
+	closed atomic.Bool
 }
 
-// fenceWait waits until the write under ctx may go (see Fence).
-func fenceWait(ctx context.Context, f Fence) error {
-	id, ok := ctx.Value(fencedKey{}).(string)
-	if !ok {
-		return nil
+// withFence marks ctx as the context of the writes of the answer m: fencedMessenger and
+// fencedStreamer hold them back by the Fence. Writes that are no answer's (notices, summaries, an
+// orphan's close) carry no mark and are never held back.
+func withFence(ctx context.Context, m *fenceMark) context.Context {
+	return context.WithValue(ctx, fencedKey{}, m)
+}
+
+// fenceWait waits until the write under ctx may go (see Fence), and returns the context of the
+// write, which ends at the fence's deadline. Call cancel once the write returns.
+func fenceWait(ctx context.Context, f Fence) (wctx context.Context, cancel context.CancelFunc, err error) {
+	m, ok := ctx.Value(fencedKey{}).(*fenceMark)
+	if !ok || m.closed.Load() {
+		return ctx, func() {}, nil
 	}
-	if err := f.Fence(ctx, id); err != nil {
-		return fmt.Errorf("answer fenced: %w", err)
+	until, err := f.Fence(ctx, m.id)
+	if err != nil {
+		return ctx, func() {}, fmt.Errorf("answer fenced: %w", err)
 	}
-	return nil
+	if until.IsZero() {
+		return ctx, func() {}, nil
+	}
+	// A write still under way at until could land after another replica adopted the answer and wrote
+	// its note: it is cut off then, and its caller handles it as any timed-out call.
+	wctx, cancel = context.WithDeadline(ctx, until)
+	return wctx, cancel, nil
 }
 
 // fencedMessenger is a Messenger whose writes of an answer wait for its Fence.
@@ -43,23 +62,29 @@ type fencedMessenger struct {
 }
 
 func (m fencedMessenger) Post(ctx context.Context, channel, threadTS string, msg Msg) (string, error) {
-	if err := fenceWait(ctx, m.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, m.f)
+	if err != nil {
 		return "", err
 	}
+	defer cancel()
 	return m.Messenger.Post(ctx, channel, threadTS, msg)
 }
 
 func (m fencedMessenger) Update(ctx context.Context, channel, ts string, msg Msg) error {
-	if err := fenceWait(ctx, m.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, m.f)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	return m.Messenger.Update(ctx, channel, ts, msg)
 }
 
 func (m fencedMessenger) Delete(ctx context.Context, channel, ts string) error {
-	if err := fenceWait(ctx, m.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, m.f)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	return m.Messenger.Delete(ctx, channel, ts)
 }
 
@@ -70,36 +95,46 @@ type fencedStreamer struct {
 }
 
 func (s fencedStreamer) StartStream(ctx context.Context, st StreamStart) (string, error) {
-	if err := fenceWait(ctx, s.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, s.f)
+	if err != nil {
 		return "", err
 	}
+	defer cancel()
 	return s.Streamer.StartStream(ctx, st)
 }
 
 func (s fencedStreamer) AppendStream(ctx context.Context, channel, ts, markdown string) error {
-	if err := fenceWait(ctx, s.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, s.f)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	return s.Streamer.AppendStream(ctx, channel, ts, markdown)
 }
 
 func (s fencedStreamer) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
-	if err := fenceWait(ctx, s.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, s.f)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	return s.Streamer.StopStream(ctx, channel, ts, markdown, mark, buttons)
 }
 
 func (s fencedStreamer) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
-	if err := fenceWait(ctx, s.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, s.f)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	return s.Streamer.FinishStream(ctx, channel, ts, markdown, mark, buttons)
 }
 
 func (s fencedStreamer) AppendTasks(ctx context.Context, channel, ts string, tasks []Task) error {
-	if err := fenceWait(ctx, s.f); err != nil {
+	ctx, cancel, err := fenceWait(ctx, s.f)
+	if err != nil {
 		return err
 	}
+	defer cancel()
 	return s.Streamer.AppendTasks(ctx, channel, ts, tasks)
 }

@@ -3,11 +3,14 @@ package handlers
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/route"
@@ -20,25 +23,36 @@ import (
 type cutFence struct {
 	from, until time.Time
 	result      error
-	ids         []string
+
+	mu  sync.Mutex
+	ids []string
 }
 
-func (f *cutFence) Fence(ctx context.Context, id string) error {
-	f.ids = append(f.ids, id) // the answer's writes come one at a time
+func (f *cutFence) Fence(ctx context.Context, id string) (time.Time, error) {
+	f.mu.Lock()
+	f.ids = append(f.ids, id)
+	f.mu.Unlock()
 	now := time.Now()
 	if now.Before(f.from) {
-		return nil
+		return time.Time{}, nil
 	}
 	if now.Before(f.until) {
 		t := time.NewTimer(f.until.Sub(now))
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return time.Time{}, context.Cause(ctx)
 		case <-t.C:
 		}
 	}
-	return f.result
+	return time.Time{}, f.result
+}
+
+// seen is the ids of the answers whose writes came to the fence so far.
+func (f *cutFence) seen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.ids)
 }
 
 // A replica cut off from the others writes nothing to its answer while it is (the Fence waits);
@@ -82,10 +96,119 @@ func TestFencedAnswerWaitsAndStopsWhenAdopted(t *testing.T) {
 				case !tc.wantWhole && (len(after) != 0 || !errors.Is(err, state.ErrFenced)):
 					t.Errorf("calls once back %+v, Reply: %v; want none, and ErrFenced", after, err)
 				}
-				if len(fence.ids) == 0 || fence.ids[0] != route.AnswerID(testCh, testTS) {
-					t.Errorf("fenced ids %v; want the answer's", fence.ids)
+				if ids := fence.seen(); len(ids) == 0 || ids[0] != route.AnswerID(testCh, testTS) {
+					t.Errorf("fenced ids %v; want the answer's", ids)
 				}
 			})
 		})
 	}
+}
+
+// fixedFence answers every write the same: until, err.
+type fixedFence struct {
+	until time.Time
+	err   error
+}
+
+func (f fixedFence) Fence(context.Context, string) (time.Time, error) { return f.until, f.err }
+
+// deadlineMessenger records the deadline of the one write it is given.
+type deadlineMessenger struct {
+	Messenger
+	called   bool
+	deadline time.Time
+}
+
+func (m *deadlineMessenger) Update(ctx context.Context, _, _ string, _ Msg) error {
+	m.called = true
+	m.deadline, _ = ctx.Deadline()
+	return nil
+}
+
+// A write that passed the fence must land before the other replicas could take this one for dead:
+// it carries the fence's deadline. Once the answer's own record is closed (its text shows whole), no
+// replica can adopt it any more, and its last writes (tidying) no longer ask the fence, which may
+// refuse them after a lapse of the liveness.
+func TestFencedWrites(t *testing.T) {
+	until := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name         string
+		fence        fixedFence
+		closed       bool
+		wantErr      error
+		wantDeadline time.Time
+	}{
+		{name: "fresh", fence: fixedFence{until: until}, wantDeadline: until},
+		{name: "no deadline", fence: fixedFence{}},
+		{name: "adopted", fence: fixedFence{err: state.ErrFenced}, wantErr: state.ErrFenced},
+		{name: "closed by this replica", fence: fixedFence{err: state.ErrFenced}, closed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mark := &fenceMark{id: "C1/1.1"}
+			mark.closed.Store(tc.closed)
+			m := &deadlineMessenger{}
+			err := fencedMessenger{m, tc.fence}.Update(withFence(t.Context(), mark), "C1", "1.2", Msg{Text: "x"})
+			if !errors.Is(err, tc.wantErr) || (err == nil) != m.called {
+				t.Errorf("Update: %v, written %v; want %v", err, m.called, tc.wantErr)
+			}
+			if !m.deadline.Equal(tc.wantDeadline) {
+				t.Errorf("the write's deadline %v; want %v", m.deadline, tc.wantDeadline)
+			}
+		})
+	}
+}
+
+// journalFence refuses the writes of an answer once the journal has no record of it, as a replica's
+// fence did after a lapse of its liveness.
+type journalFence struct{ j *fakeJournal }
+
+func (f journalFence) Fence(_ context.Context, id string) (time.Time, error) {
+	if slices.Contains(f.j.closedIDs(), id) {
+		return time.Time{}, state.ErrFenced
+	}
+	return time.Time{}, nil
+}
+
+// A rescued stream deletes its streamed messages after its record is closed: those deletes are the
+// answer's own, which no fence refuses.
+func TestWritesAfterTheAnswersOwnCloseAreNotFenced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		opt := streamOptions()
+		j := &fakeJournal{answers: map[string]state.Answer{}}
+		opt.Journal, opt.Fence = j, journalFence{j}
+		fs.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
+		chat := &fakeChat{steps: deltas(lines(6), 100*time.Millisecond)}
+		err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
+		if err != nil {
+			t.Errorf("Reply: %v", err)
+		}
+		if len(fs.callsOf("delete")) == 0 {
+			t.Error("the rescued answer's streamed messages were not deleted")
+		}
+	})
+}
+
+// An answer stopped while its writes wait for a fence that does not come back (Redis stays away)
+// ends at its closing deadline, reported ErrUnclosed: its record is then handed over for adoption.
+func TestStoppedWhileFencedAnswerIsUnclosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newQuestionSlack()
+		start := time.Now()
+		fence := &cutFence{from: start.Add(2 * time.Second), until: start.Add(24 * time.Hour)}
+		opt := testOptions()
+		opt.Fence, opt.FinalTimeout = fence, 10*time.Second
+		chat := &fakeChat{steps: deltas(paragraphs(20), 250*time.Millisecond)}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		time.AfterFunc(5*time.Second, func() { cancel(ErrStopped) })
+		err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(ctx, testRequest())
+		if !errors.Is(err, ErrUnclosed) {
+			t.Errorf("Reply: %v; want ErrUnclosed", err)
+		}
+		// An interim call waiting at the Stop keeps its own time box; the final write then has its own.
+		if took := time.Since(start); took > 5*time.Second+writeCallTimeout+opt.FinalTimeout {
+			t.Errorf("the answer ended %v after it began; want by its closing deadline", took)
+		}
+	})
 }

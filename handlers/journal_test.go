@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -106,16 +107,18 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 }
 
 // TestCloseOrphansWaitsForQuietMessages: an orphan whose message changed within the liveness TTL
-// (a write of its replica's was on its way) is closed only once OrphanQuiet has passed since; one
-// left unchanged longer is closed at once.
+// (a write of its replica's was on its way) is closed only once OrphanQuiet has passed since, also
+// when it changes again during that wait; one left unchanged longer is closed at once.
 func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		age      time.Duration // how long ago the message last changed
+		editedIn time.Duration // when it is edited again after the sweep began (0: never)
 		wantWait time.Duration
 	}{
 		{name: "changed long ago", age: time.Hour, wantWait: 0},
 		{name: "changed just now", age: time.Second, wantWait: 14 * time.Second},
+		{name: "changed again during the wait", age: time.Second, editedIn: 10 * time.Second, wantWait: 25 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -131,6 +134,16 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 				start := time.Now()
 				opt := buttonOptions()
 				opt.OrphanQuiet = 15 * time.Second
+				if tc.editedIn > 0 {
+					go func() {
+						time.Sleep(tc.editedIn)
+						fs.mu.Lock()
+						defer fs.mu.Unlock()
+						edited := fs.threads[testCh+"/"+testTS][1]
+						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: slackTS(time.Now())}
+						fs.threads[testCh+"/"+testTS][1] = edited
+					}()
+				}
 				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
 				ups := fs.callsOf("update")
 				if len(ups) != 1 || ups[0].mark.Note != textOrphaned {
@@ -203,4 +216,32 @@ func TestRescuedAnswerLeavesTheJournalBeforeItsDeletes(t *testing.T) {
 			t.Errorf("the rescue's last post is marked %+v; want done", last.mark)
 		}
 	})
+}
+
+// An answer whose closing write does not land (here Slack refuses every edit for longer than the
+// final write waits) says so (ErrUnclosed), so that its record is handed over rather than removed;
+// one whose closing write landed does not.
+func TestAnswerSaysWhenItsCloseDidNotLand(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		refuse   bool
+		unclosed bool
+	}{
+		{name: "closed", refuse: false, unclosed: false},
+		{name: "Slack refuses the edits", refuse: true, unclosed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := newQuestionSlack()
+				if tc.refuse {
+					fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
+				}
+				chat := &fakeChat{steps: deltas(paragraphs(4), 500*time.Millisecond)}
+				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), testOptions()).Reply(t.Context(), testRequest())
+				if got := errors.Is(err, ErrUnclosed); got != tc.unclosed {
+					t.Errorf("Reply: %v; ErrUnclosed %v, want %v", err, got, tc.unclosed)
+				}
+			})
+		})
+	}
 }

@@ -78,6 +78,8 @@ type answer struct {
 
 	// unjournaled: the answer's journal record is closed (closedInJournal), which is done once.
 	unjournaled bool
+	// fence marks the answer's writes for the Fence (nil: before run).
+	fence *fenceMark
 
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
@@ -92,7 +94,8 @@ type answer struct {
 // run takes the answer through its lifecycle, and always ends with its closing writes once
 // anything shows.
 func (a *answer) run(parent context.Context, thread []slack.Message) (err error) {
-	ctx, cancel := context.WithCancelCause(withFence(parent, route.AnswerID(a.req.Channel, a.req.TS)))
+	a.fence = &fenceMark{id: route.AnswerID(a.req.Channel, a.req.TS)}
+	ctx, cancel := context.WithCancelCause(withFence(parent, a.fence))
 	defer cancel(nil)
 	a.cancel = cancel
 	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })
@@ -124,7 +127,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 		a.readStatus = doneStatus(err)
 	}
 	if early != nil {
-		return errors.Join(err, a.finish(ctx, s, *early))
+		return errors.Join(err, unclosed(a.finish(ctx, s, *early)))
 	}
 	md, finishReason, serr := a.generate(ctx, res, s)
 	a.modelDone()
@@ -141,9 +144,17 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 	}
 	a.report(s, res, md, finishReason, note, ferr)
 	if ferr != nil {
-		ferr = fmt.Errorf("final write: %w", ferr)
+		ferr = fmt.Errorf("final write: %w", unclosed(ferr))
 	}
 	return errors.Join(serr, ferr)
+}
+
+// unclosed marks err, from an answer's closing write, as ErrUnclosed (nil stays nil).
+func unclosed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrUnclosed, err)
 }
 
 // panicked closes an answer whose code panicked (a renderer, a decoder or a goroutine of its own
@@ -153,10 +164,11 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 func (a *answer) panicked(ctx context.Context, s sink, pe *panicError) error {
 	a.log.Error("answer panicked", zap.String("panic", fmt.Sprint(pe.value)), zap.ByteString("stack", pe.stack))
 	a.modelDone()
-	if err := a.finish(ctx, s, closing{note: textPanicked, kind: convo.MarkError}); err == nil {
+	err := a.finish(ctx, s, closing{note: textPanicked, kind: convo.MarkError})
+	if err == nil {
 		a.closedInJournal()
 	}
-	return fmt.Errorf("answer: %w", pe)
+	return errors.Join(fmt.Errorf("answer: %w", pe), unclosed(err))
 }
 
 // modelDone tells the bot, once, that the answer asks the model no more (route.ReplyRequest.ModelDone):

@@ -30,6 +30,8 @@ type Orphans interface {
 	Orphans(ctx context.Context) ([]state.Answer, error)
 	Adopt(ctx context.Context, id string) (state.Answer, bool, error)
 	CloseAnswer(ctx context.Context, id string) error
+	// Abandon hands an adopted answer back, an orphan again for the next sweep of any replica.
+	Abandon(ctx context.Context, id string) error
 }
 
 const (
@@ -110,7 +112,7 @@ func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
 // stays for a later sweep, here or on another replica, rather than being taken and dropped. It then
 // writes the close, unless Slack shows the answer closed already, and removes the record. When ctx
 // ends first (this replica is stopping), the record stays: once this replica is gone it is an orphan
-// again, for another to close.
+// again, for another to close. A close that failed for a reason that may pass hands the record back.
 func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) {
 	log := r.log.With(zap.String("channel", o.Channel), zap.String("ts", o.TS), zap.String("owner_was", o.Owner))
 	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
@@ -128,6 +130,13 @@ func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) 
 	}
 	whole := err == nil && closedIn(shown)
 	if err == nil && !whole {
+		// Its owner's closing write may have landed between the read and the adoption (a write already
+		// on its way as its liveness ran out): read once more, and leave an answer shown done as it is.
+		if again, rerr := r.shownOf(cctx, a); rerr == nil {
+			shown, whole = again, closedIn(again)
+		}
+	}
+	if err == nil && !whole {
 		err = r.closeShown(cctx, a, shown)
 	}
 	switch {
@@ -138,7 +147,13 @@ func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) 
 		// One line, and the record goes: tried again, it would fail the same way at every sweep.
 		log.Info("orphaned answer dropped: Slack no longer lets it be written", zap.String("reason", slackErr(err)))
 	case err != nil:
-		log.Warn("orphaned answer not closed", zap.Error(err))
+		// It may work in a moment (a Slack outage): handed back, it is adopted again at a later sweep,
+		// here or on another replica. Kept, it would name a live replica, and nobody would try again.
+		log.Warn("orphaned answer not closed; handed back for a later sweep", zap.Error(err))
+		if err := j.Abandon(context.WithoutCancel(ctx), a.ID); err != nil {
+			log.Warn("orphaned answer: not handed back", zap.Error(err))
+		}
+		return
 	case whole:
 		log.Info("orphaned answer was whole already: its replica had closed it in Slack")
 	default:
@@ -190,21 +205,23 @@ func closedIn(shown []slack.Message) bool {
 
 // quietShownOf is shownOf once the messages have been left unchanged for ReplyOptions.OrphanQuiet,
 // unless they show the answer closed: a write the dead (or cut off) replica had on its way when it
-// stopped has landed by then. It reads again at most once, after waiting for the rest of that time.
+// stopped has landed by then. Messages that changed again during the wait are waited for again: an
+// answer still being written is no orphan to close (ctx bounds it; the next sweep tries again).
 func (r *Replies) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
-	shown, err := r.shownOf(ctx, o)
-	if err != nil || closedIn(shown) {
-		return shown, err
-	}
 	quiet := r.opt.OrphanQuiet
-	wait := min(time.Until(lastChange(shown).Add(quiet)), quiet) // Slack's clock may be ahead
-	if wait <= 0 {
-		return shown, nil
+	for {
+		shown, err := r.shownOf(ctx, o)
+		if err != nil || closedIn(shown) {
+			return shown, err
+		}
+		wait := min(time.Until(lastChange(shown).Add(quiet)), quiet) // Slack's clock may be ahead
+		if wait <= 0 {
+			return shown, nil
+		}
+		if err := watch.Sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("orphaned answer: %w", err)
+		}
 	}
-	if err := watch.Sleep(ctx, wait); err != nil {
-		return nil, fmt.Errorf("orphaned answer: %w", err)
-	}
-	return r.shownOf(ctx, o)
 }
 
 // lastChange is when the newest of msgs was posted or last edited, by Slack's clock (zero: none).

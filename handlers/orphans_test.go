@@ -27,8 +27,10 @@ type fakeJournal struct {
 	orphaned []string // ids whose owner died
 	taken    []string // ids another replica adopts first
 	closed   []string
+	given    []string      // ids handed back (Abandon)
 	slow     time.Duration // how long an adoption takes
 	onClose  func()        // called as a record is removed
+	onAdopt  func()        // called as a record is adopted
 }
 
 func (j *fakeJournal) AddMessage(_ context.Context, id, ts string) error {
@@ -62,7 +64,20 @@ func (j *fakeJournal) Adopt(_ context.Context, id string) (state.Answer, bool, e
 	}
 	a := j.answers[id]
 	a.Owner = "me"
+	if j.onAdopt != nil {
+		j.onAdopt()
+	}
 	return a, true, nil
+}
+
+func (j *fakeJournal) Abandon(_ context.Context, id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.given = append(j.given, id)
+	a := j.answers[id]
+	a.Owner = ""
+	j.answers[id] = a
+	return nil
 }
 
 func (j *fakeJournal) CloseAnswer(_ context.Context, id string) error {
@@ -291,4 +306,66 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 			})
 		})
 	}
+}
+
+// An orphan whose close Slack refuses for a reason that may pass (an outage) is handed back rather
+// than dropped: the next sweep, once Slack answers again, closes it.
+func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const thread = "1700000000.000001"
+		fs := newFakeSlack()
+		ctx := t.Context()
+		id := route.AnswerID(testCh, thread)
+		j := &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
+		j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: thread, TS: thread, Owner: "dead"}
+		ts, _ := fs.Post(ctx, testCh, thread, Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
+		mustNoErr(t, j.AddMessage(ctx, id, ts))
+		fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
+		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions())
+
+		r.CloseOrphans(ctx, j)
+		if len(j.closedIDs()) != 0 || !slices.Equal(j.given, []string{id}) {
+			t.Fatalf("after a failed close: records removed %v, handed back %v; want none removed, %s handed back",
+				j.closedIDs(), j.given, id)
+		}
+		fs.mu.Lock()
+		fs.updateErr = nil
+		fs.mu.Unlock()
+		r.CloseOrphans(ctx, j)
+		if got := j.closedIDs(); !slices.Equal(got, []string{id}) {
+			t.Errorf("after the next sweep: records removed %v; want %s", got, id)
+		}
+		if ups := fs.callsOf("update"); len(ups) == 0 || ups[len(ups)-1].mark.Note != textOrphaned {
+			t.Errorf("updates %+v; want the interrupted note last", ups)
+		}
+	})
+}
+
+// The owner's closing write that lands between the adopter's read and its adoption (it was on its way
+// as the owner's liveness ran out) is seen: the adopter reads again once it holds the record, and
+// leaves an answer shown done as it is.
+func TestCloseOrphansLeavesAnAnswerClosedDuringTheAdoption(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const thread = "1700000000.000001"
+		fs := newFakeSlack()
+		ctx := t.Context()
+		id := route.AnswerID(testCh, thread)
+		j := &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
+		j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: thread, TS: thread, Owner: "dead"}
+		ts, _ := fs.Post(ctx, testCh, thread, Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
+		mustNoErr(t, j.AddMessage(ctx, id, ts))
+		j.onAdopt = func() {
+			done := Msg{Text: "The whole answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}}
+			mustNoErr(t, fs.Update(ctx, testCh, ts, done))
+		}
+		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions())
+		before := len(fs.callsOf("update"))
+		r.CloseOrphans(ctx, j)
+		if ups := fs.callsOf("update"); len(ups) != before+1 {
+			t.Errorf("updates %+v; want only the owner's closing write, no note over it", ups[before:])
+		}
+		if got := j.closedIDs(); !slices.Equal(got, []string{id}) {
+			t.Errorf("records removed %v; want %s", got, id)
+		}
+	})
 }

@@ -29,6 +29,9 @@ func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg 
 // final edit, a continuation post, a stream's stop, a rescue), before any tidying they still do, so
 // that a replica dying then leaves nothing for another to mark as interrupted.
 func (a *answer) closedInJournal() {
+	if a.fence != nil {
+		a.fence.closed.Store(true) // nobody can adopt it now: the writes left are this replica's alone
+	}
 	if a.r.opt.Journal == nil || a.unjournaled {
 		return
 	}

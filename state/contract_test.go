@@ -112,6 +112,7 @@ var contract = []struct {
 	{"alive while running", journaled, aliveWhileRunning},
 	{"journal open, add, get, close", alone, journalLifecycle},
 	{"orphans adopted once", journaled, orphansAdoptedOnce},
+	{"an abandoned answer is an orphan", alone, abandonedIsOrphan},
 	{"send to self and receive", alone, sendToSelf},
 	{"receive ends with its ctx", alone, receiveEnds},
 	{"send between replicas", everything, sendBetween},
@@ -512,6 +513,29 @@ func orphansAdoptedOnce(t *testing.T, w world) {
 	check(t, winner.CloseAnswer(ctx, lost.ID))
 	if _, ok, err := c.Adopt(ctx, lost.ID); err != nil || ok {
 		t.Fatalf("Adopt of a closed answer = %v, %v", ok, err)
+	}
+}
+
+// An answer handed over for adoption (its closing write did not land, or its adopter's close failed
+// for a while) is an orphan for every replica, the one that abandoned it included, until one adopts it.
+func abandonedIsOrphan(t *testing.T, w world) {
+	ctx := t.Context()
+	a := w.replica("a")
+	open := testAnswer("C1/1")
+	check(t, a.Open(ctx, open))
+	check(t, a.Abandon(ctx, open.ID))
+	check(t, a.Abandon(ctx, "C1/none")) // nothing open: nothing to do
+	if o := a.orphans(); len(o) != 1 || o[0].ID != open.ID || o[0].Owner != "" {
+		t.Fatalf("orphans after Abandon = %+v; want the answer, nobody's", o)
+	}
+	for range 2 { // adopted, handed back, adopted again
+		if got, ok, err := a.Adopt(ctx, open.ID); err != nil || !ok || got.Owner != "a" {
+			t.Fatalf("Adopt of an abandoned answer = %+v, %v, %v", got, ok, err)
+		}
+		if o := a.orphans(); len(o) != 0 {
+			t.Fatalf("orphans once adopted = %+v", o)
+		}
+		check(t, a.Abandon(ctx, open.ID))
 	}
 }
 

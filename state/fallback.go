@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,8 +52,10 @@ type Fallback struct {
 
 	inbox chan []byte // Run's two readers hand messages to Receive, unbuffered: a message waits in its source
 
-	mu       sync.Mutex
-	unclosed map[string]bool // answers closed while Redis could not be reached (see CloseAnswer)
+	mu sync.Mutex
+	// late is what is still to be done in Redis to answers closed, abandoned or opened locally while it
+	// could not be reached (see CloseAnswer, Abandon, Open), made at the next heartbeat or recovery.
+	late map[string]lateOp
 }
 
 // NewFallback returns primary backed by local (made with the same self).
@@ -65,7 +66,7 @@ func NewFallback(primary *Redis, local *Memory, log *zap.Logger, hooks FallbackH
 	return &Fallback{
 		primary: primary, local: local, log: log, hooks: hooks,
 		timeout: callTimeout, probeEvery: probeEvery,
-		inbox: make(chan []byte), unclosed: make(map[string]bool),
+		inbox: make(chan []byte), late: make(map[string]lateOp),
 	}
 }
 
@@ -117,12 +118,13 @@ func (f *Fallback) keepAlive(ctx context.Context) {
 				probed = now
 				if f.probe(ctx) {
 					beaten = now
-					f.closeLate(ctx)
+					f.catchUp(ctx)
 				}
 			}
 		case now.Sub(beaten) >= f.primary.heartbeat:
 			if f.beat(ctx) {
 				beaten = now
+				f.catchUp(ctx) // those left by a failed call while not degraded (a blip)
 			}
 		}
 		select {
@@ -369,6 +371,17 @@ func (f *Fallback) Open(ctx context.Context, a Answer) error {
 		onRedis = err == nil
 		return err
 	}, func(c context.Context) error { return f.local.Open(c, a) })
+	f.mu.Lock()
+	switch {
+	case err == nil && !onRedis:
+		// The Redis call that failed may have run there all the same (a timeout): that copy would be
+		// a second record of the answer, adopted by another replica if this one died. It goes at the
+		// next heartbeat (catchUp); the answer lives in the local store.
+		f.late[a.ID] = lateClose
+	case onRedis:
+		delete(f.late, a.ID) // opened again on Redis: an earlier close left to make must not remove it
+	}
+	f.mu.Unlock()
 	if err != nil || !onRedis {
 		return err
 	}
@@ -399,26 +412,41 @@ func (f *Fallback) CloseAnswer(ctx context.Context, id string) error {
 	}, none)
 	if !closed {
 		f.mu.Lock()
-		f.unclosed[id] = true
+		f.late[id] = lateClose
 		f.mu.Unlock()
 	}
 	return err
 }
 
-// closeLate makes the closes that did not reach Redis during an outage, now that it answers.
-func (f *Fallback) closeLate(ctx context.Context) {
+// lateOp is what is left to do in Redis to an answer (Fallback.late).
+type lateOp int
+
+const (
+	lateClose   lateOp = iota // CloseAnswer
+	lateAbandon               // Abandon
+)
+
+// catchUp makes in Redis the closes and hand-overs that did not reach it, now that it answers.
+func (f *Fallback) catchUp(ctx context.Context) {
 	f.mu.Lock()
-	ids := slices.Collect(maps.Keys(f.unclosed))
+	ops := maps.Clone(f.late)
 	f.mu.Unlock()
-	for _, id := range ids {
+	for id, op := range ops {
 		cctx, cancel := context.WithTimeout(ctx, f.timeout)
-		err := f.primary.CloseAnswer(cctx, id)
+		var err error
+		if op == lateAbandon {
+			err = f.primary.Abandon(cctx, id)
+		} else {
+			err = f.primary.CloseAnswer(cctx, id)
+		}
 		cancel()
 		if err != nil {
 			return // Redis failed again: the next recovery tries the rest
 		}
 		f.mu.Lock()
-		delete(f.unclosed, id)
+		if f.late[id] == op {
+			delete(f.late, id)
+		}
 		f.mu.Unlock()
 	}
 }
@@ -427,6 +455,29 @@ func (f *Fallback) closeLate(ctx context.Context) {
 type found struct {
 	a  Answer
 	ok bool
+}
+
+// Abandon hands answer id over for adoption where it is open: in the local store if it was opened there
+// during an outage, else in Redis (once Redis answers, if it cannot be reached now).
+func (f *Fallback) Abandon(ctx context.Context, id string) error {
+	if _, ok, err := f.local.Get(ctx, id); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return f.local.Abandon(ctx, id)
+	}
+	done := false
+	err := do(ctx, f, "abandon", func(c context.Context) error {
+		err := f.primary.Abandon(c, id)
+		done = err == nil
+		return err
+	}, none)
+	if !done {
+		f.mu.Lock()
+		f.late[id] = lateAbandon
+		f.mu.Unlock()
+	}
+	return err
 }
 
 // Get returns open answer id, from Redis or else the local store.

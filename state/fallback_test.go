@@ -259,20 +259,83 @@ func TestFallbackStartsWhileRedisIsDown(t *testing.T) {
 func TestFallbackClosesLateAfterAnOutage(t *testing.T) {
 	t.Parallel()
 	srv := redistest.New(t)
-	a := newObserved(t, srv.URL(), "late-close:", "a")
+	c := redistest.NewProxy(t, srv.Addr()) // a cut, not a restart: a restarted redistest server comes back empty
+	a := newObserved(t, c.URL(), "late-close:", "a")
 	other := start(t, newTestRedis(t, srv.URL(), "late-close:", "b"))
 	ctx := t.Context()
 	if err := a.f.Open(ctx, Answer{ID: "C1/1.000001", Channel: "C1", TS: "1.000001"}); err != nil {
 		t.Fatal(err)
 	}
-	srv.Stop()
+	if _, open := other.get("C1/1.000001"); !open {
+		t.Fatal("the answer is not open in Redis before the outage")
+	}
+	c.Cut()
 	if err := a.f.CloseAnswer(ctx, "C1/1.000001"); err != nil {
 		t.Fatal(err)
 	}
-	srv.Restart()
+	if _, open := other.get("C1/1.000001"); !open {
+		t.Fatal("the close reached Redis through the cut")
+	}
+	c.Restore()
 	waittest.Eventually(t, 4*probeEvery, "the close made in Redis", func() bool {
 		_, open := other.get("C1/1.000001")
 		return !a.f.Degraded() && !open
+	})
+}
+
+// An answer whose open in Redis failed (a timeout, which may have run there all the same) is opened
+// in the local store, and the copy that may have landed in Redis goes once Redis answers again: one
+// answer never has two records, for two replicas to close.
+func TestFallbackOpenThatFailedLeavesNoRedisCopy(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	c := redistest.NewProxy(t, srv.Addr())
+	ns := "open-failed:"
+	a := NewFallback(newTestRedis(t, c.URL(), ns, "a"), newTestMemory(t, "a", ""), nil, FallbackHooks{})
+	a.probeEvery, a.timeout = 50*time.Millisecond, 100*time.Millisecond
+	start(t, a)
+	landed := newTestRedis(t, srv.URL(), ns, "a") // the failed call, as it ran in Redis after all
+	t.Cleanup(func() { landed.Close() })
+	b := start(t, newTestRedis(t, srv.URL(), ns, "b"))
+	ctx := t.Context()
+	want := Answer{ID: "C1/1.1", Channel: "C1", TS: "1.1"}
+
+	c.Cut()
+	check(t, landed.Open(ctx, want))
+	check(t, a.Open(ctx, want))
+	if _, local, err := a.local.Get(ctx, want.ID); err != nil || !local {
+		t.Fatalf("the answer in the local store: %v, %v; want it there", local, err)
+	}
+	c.Restore()
+	waittest.Eventually(t, 5*time.Second, "the copy in Redis removed", func() bool {
+		_, open := b.get(want.ID)
+		return !open
+	})
+	if _, local, err := a.local.Get(ctx, want.ID); err != nil || !local {
+		t.Errorf("the answer in the local store once Redis is back: %v, %v; want it still open", local, err)
+	}
+}
+
+// An answer handed over for adoption while Redis cannot be reached (its closing write waited for the
+// fence through the outage, and was stopped) is handed over once Redis answers: not left to a live
+// replica that will never close it.
+func TestFallbackAbandonsLateAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	c := redistest.NewProxy(t, srv.Addr())
+	ns := "late-abandon:"
+	a := NewFallback(newTestRedis(t, c.URL(), ns, "a"), newTestMemory(t, "a", ""), nil, FallbackHooks{})
+	a.probeEvery, a.timeout = 50*time.Millisecond, 100*time.Millisecond
+	start(t, a)
+	b := start(t, newTestRedis(t, srv.URL(), ns, "b"))
+	ctx := t.Context()
+	check(t, a.Open(ctx, Answer{ID: "C1/1.1", Channel: "C1", TS: "1.1"}))
+	c.Cut()
+	check(t, a.Abandon(ctx, "C1/1.1"))
+	c.Restore()
+	waittest.Eventually(t, 5*time.Second, "the answer handed over in Redis", func() bool {
+		o := b.orphans()
+		return len(o) == 1 && o[0].ID == "C1/1.1" && o[0].Owner == ""
 	})
 }
 

@@ -35,6 +35,7 @@ type store interface {
 	Get(ctx context.Context, id string) (Answer, bool, error)
 	Orphans(ctx context.Context) ([]Answer, error)
 	Adopt(ctx context.Context, id string) (Answer, bool, error)
+	Abandon(ctx context.Context, id string) error
 	Send(ctx context.Context, replica string, msg []byte) error
 	Receive(ctx context.Context) ([]byte, error)
 }

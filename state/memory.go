@@ -280,6 +280,21 @@ func (m *Memory) CloseAnswer(_ context.Context, id string) error {
 	return nil
 }
 
+// Abandon hands answer id, if this replica owns it, over for adoption (see Redis.Abandon).
+func (m *Memory) Abandon(_ context.Context, id string) error {
+	_, _, err := m.jr.update(id, func(a *Answer) (bool, error) {
+		if a.Owner != m.self {
+			return false, nil
+		}
+		a.Owner, a.Updated = "", now()
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("abandon answer: %w", err)
+	}
+	return nil
+}
+
 // Get returns open answer id.
 func (m *Memory) Get(_ context.Context, id string) (Answer, bool, error) {
 	a, ok, err := m.jr.get(id)

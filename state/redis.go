@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,11 +39,10 @@ type Redis struct {
 	heartbeat time.Duration
 	pollBlock time.Duration
 
-	// beaten is when the last heartbeat that reached Redis began, lapsed when the liveness last lapsed
-	// (Unix ns; 0: never), and owned the answers Fence found still this replica's after that lapse
-	// (id -> lapsed). See Fence.
-	beaten, lapsed atomic.Int64
-	owned          sync.Map
+	// beaten is when the last heartbeat that reached Redis began (Unix ns; 0: none yet), book what the
+	// fence knows of this replica's answers. See Fence.
+	beaten atomic.Int64
+	book   fenceBook
 }
 
 // NewRedis connects to the server at rawURL (redis:// or rediss://, with a password and TLS as the URL says)
@@ -141,18 +139,16 @@ func (r *Redis) logBeat(err error, failing bool) bool {
 	return err != nil
 }
 
-// beat renews this replica's liveness and its inbox's TTL.
+// beat renews this replica's liveness and its inbox's TTL, and learns whether the liveness key had
+// expired (or been lost) since the previous beat: then the liveness lapsed, whatever the local clocks say.
 func (r *Redis) beat(ctx context.Context) error {
 	start := time.Now()
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, r.key("alive:", r.self), "1", r.aliveTTL)
-		p.PExpire(ctx, r.key("inbox:", r.self), r.aliveTTL)
-		return nil
-	})
+	existed, err := r.s.beat.Run(ctx, r.c, []string{r.key("alive:", r.self), r.key("inbox:", r.self)},
+		r.aliveTTL.Milliseconds()).Int()
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
-	r.beatAt(start)
+	r.beatAt(start, time.Now(), existed == 0)
 	return nil
 }
 
@@ -317,6 +313,7 @@ func (r *Redis) Open(ctx context.Context, a Answer) error {
 	if err != nil {
 		return fmt.Errorf("open answer: %w", err)
 	}
+	r.book.opened(a)
 	return nil
 }
 
@@ -340,7 +337,20 @@ func (r *Redis) CloseAnswer(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("close answer: %w", err)
 	}
-	r.owned.Delete(id)
+	r.book.closed(id)
+	return nil
+}
+
+// Abandon hands answer id, if this replica owns it, over for adoption: it becomes nobody's, an orphan
+// that the next sweep of any replica (this one included) adopts and closes. For an answer whose closing
+// write did not land, or whose adopter could not write its close.
+func (r *Redis) Abandon(ctx context.Context, id string) error {
+	err := r.s.abandon.Run(ctx, r.c, []string{r.key("answer:", id)},
+		r.self, now().Format(time.RFC3339Nano), answerTTL.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("abandon answer: %w", err)
+	}
+	r.book.closed(id)
 	return nil
 }
 
@@ -443,7 +453,7 @@ func (r *Redis) Adopt(ctx context.Context, id string) (Answer, bool, error) {
 	}
 	// The script adopts only if the owner is still the one read here, so of two replicas adopting at once
 	// the second finds the first as owner, alive.
-	fields, err := r.s.adopt.Run(ctx, r.c, []string{k, r.key("alive:", owner)},
+	fields, err := r.s.adopt.Run(ctx, r.c, []string{k, r.key("alive:", owner), r.key("adopted:", id)},
 		owner, r.self, now().Format(time.RFC3339Nano), answerTTL.Milliseconds()).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return Answer{}, false, nil

@@ -6,7 +6,7 @@ import "github.com/redis/go-redis/v9"
 // command comes between its check and its write. Times are Redis's own (TIME, in microseconds) wherever
 // replicas compare them.
 type scripts struct {
-	add, take, pause, lease, release, addMessage, adopt, send, closeAnswer *redis.Script
+	add, take, pause, lease, release, addMessage, adopt, send, closeAnswer, beat, abandon *redis.Script
 }
 
 func newScripts() scripts {
@@ -21,6 +21,8 @@ func newScripts() scripts {
 		send:       redis.NewScript(sendLua),
 
 		closeAnswer: redis.NewScript(closeAnswerLua),
+		beat:        redis.NewScript(beatLua),
+		abandon:     redis.NewScript(abandonLua),
 	}
 }
 
@@ -124,9 +126,30 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `
 
-// adoptLua: KEYS[1] answer, KEYS[2] the liveness key of ARGV[1]; ARGV the owner the caller read, self,
-// updated, ttl ms. Makes self the owner if the owner is still that one and not alive; returns the answer's
-// fields, or nil.
+// abandonLua: KEYS[1] answer; ARGV self, updated, ttl ms. Makes the answer nobody's if it is self's.
+const abandonLua = `
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
+	return 0
+end
+redis.call('HSET', KEYS[1], 'owner', '', 'updated', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`
+
+// beatLua: KEYS[1] this replica's liveness key, KEYS[2] its inbox; ARGV ttl ms. Renews both, and returns 1
+// when the liveness key was still there, 0 when it had expired or been lost (a lapse, see Fence).
+const beatLua = `
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return existed
+`
+
+// adoptLua: KEYS[1] answer, KEYS[2] the liveness key of ARGV[1], KEYS[3] the answer's tombstone; ARGV the
+// owner the caller read, self, updated, ttl ms. Makes self the owner if the owner is still that one and not
+// alive; returns the answer's fields, or nil. The tombstone names the adopter for as long as the record
+// could have lived: the replica cut off learns from it, once the adopter has closed the record, that its
+// answer was taken rather than lost by Redis.
 const adoptLua = `
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then
 	return false
@@ -136,6 +159,7 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[2], 'updated', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[4])
 return redis.call('HGETALL', KEYS[1])
 `
 
