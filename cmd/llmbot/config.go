@@ -2,32 +2,30 @@ package main
 
 import (
 	"cmp"
-	"errors"
+	"encoding"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/handlers"
 )
 
-// Config is every setting of the bot, read from the environment by envconfig.Process after a
-// normalising pass (see normaliseValue). The struct tags are the one source of truth for names,
-// defaults and descriptions: envconfig, Validate and --help all read them.
+// Config is every setting of the bot, read from the environment by loadConfig: a normalising pass
+// (see normaliseValue), then each value decoded as envconfig.Process would. The struct tags, in
+// envconfig's form, are the one source of truth for names, defaults and descriptions: loadConfig,
+// Validate and --help all read them.
 type Config struct {
 	SlackBotToken string `envconfig:"SLACK_BOT_TOKEN" secret:"true" desc:"Bot token (xoxb-...): Slack app settings > OAuth & Permissions > Bot User OAuth Token (install the app first)."`
 	SlackAppToken string `envconfig:"SLACK_APP_TOKEN" secret:"true" desc:"App-level token (xapp-...) with connections:write: Slack app settings > Basic Information > App-Level Tokens."`
@@ -124,29 +122,79 @@ func settings() []setting {
 	return out
 }
 
-// loadConfig reads every setting through getenv with envconfig. Values that cannot be parsed are
-// reported together, one line each (the value is shown only for settings that are not secret),
-// in the order of the settings.
+// loadConfig reads every setting through getenv: each value is normalised (normaliseValue), then
+// decoded by the type of its field as envconfig would decode it (decodeSetting); a setting left
+// unset takes its default. Values that cannot be parsed are reported together, one line each
+// (the value is shown only for settings that are not secret), in the order of the settings.
+//
+// envconfig itself reads only the process environment, and run takes its environment as a
+// function (main passes the real one, tests their own): decoding here reads getenv alone, so
+// loading never writes the process environment. TestEnvconfigAgrees holds the decoding to
+// envconfig's.
 func loadConfig(getenv func(string) string) (Config, []string) {
-	all := settings()
-	values := make(map[string]string, len(all))
-	found := make([][]string, len(all)) // problems of each setting, listed in the settings' order
-	for i, s := range all {
-		value, set, problems := normaliseValue(s, getenv(s.Name))
-		if set {
-			values[s.Name] = value
-		}
-		found[i] = problems
-	}
-	cfg, unparsed := processEnv(values)
+	var cfg Config
+	fields := reflect.ValueOf(&cfg).Elem()
 	var problems []string
-	for i, s := range all {
-		problems = append(problems, found[i]...)
-		if value, ok := unparsed[s.Name]; ok {
-			problems = append(problems, s.notA(value))
+	for i, s := range settings() {
+		value, set, found := normaliseValue(s, getenv(s.Name))
+		problems = append(problems, found...)
+		if set {
+			if v, err := decodeSetting(s.typ, value); err == nil {
+				fields.Field(i).Set(v)
+				continue
+			}
+			problems = append(problems, s.notA(value)) // the default applies, so Validate does not report it again
 		}
+		if s.Default == "" {
+			continue
+		}
+		v, err := decodeSetting(s.typ, s.Default)
+		if err != nil {
+			panic("config: the default of " + s.Name + " does not parse") // a programmer error
+		}
+		fields.Field(i).Set(v)
 	}
 	return cfg, problems
+}
+
+// decodeSetting parses value as a setting of type t, the way envconfig does for the types Config
+// uses: a TextUnmarshaler by its method, a pointer to a new value, a duration by
+// time.ParseDuration, numbers in Go's notation (normaliseValue has already made an int decimal).
+func decodeSetting(t reflect.Type, value string) (reflect.Value, error) {
+	v := reflect.New(t)
+	if u, ok := v.Interface().(encoding.TextUnmarshaler); ok {
+		return v.Elem(), u.UnmarshalText([]byte(value))
+	}
+	v = v.Elem()
+	var err error
+	switch {
+	case t.Kind() == reflect.Pointer:
+		var elem reflect.Value
+		elem, err = decodeSetting(t.Elem(), value)
+		v.Set(reflect.New(t.Elem()))
+		v.Elem().Set(elem)
+	case t == reflect.TypeFor[time.Duration]():
+		var d time.Duration
+		d, err = time.ParseDuration(value)
+		v.SetInt(int64(d))
+	case t.Kind() == reflect.String:
+		v.SetString(value)
+	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
+		var n int64
+		n, err = strconv.ParseInt(value, 0, t.Bits())
+		v.SetInt(n)
+	case t.Kind() == reflect.Float64:
+		var f float64
+		f, err = strconv.ParseFloat(value, 64)
+		v.SetFloat(f)
+	case t.Kind() == reflect.Bool:
+		var b bool
+		b, err = strconv.ParseBool(value)
+		v.SetBool(b)
+	default:
+		panic("config: no decoding for settings of type " + t.String()) // a programmer error
+	}
+	return v, err
 }
 
 // normaliseValue turns a raw value into what envconfig is given, where envconfig alone would read
@@ -178,55 +226,6 @@ func normaliseValue(s setting, raw string) (value string, set bool, problems []s
 		value = strconv.Itoa(n)
 	}
 	return value, true, problems
-}
-
-// envMu serialises processEnv's use of the process environment.
-var envMu sync.Mutex
-
-// processEnv fills a Config with envconfig.Process from values (unset: the default) and returns
-// the values it could not parse, by setting name. envconfig reads only the process environment,
-// while run takes its environment as a function (tests pass their own), so the values are put
-// there for the time of the call and what was there is put back.
-//
-// envconfig stops at the first value it cannot parse; that variable is then unset (its default
-// applies, so Validate does not report it again) and Process runs again, until every bad value
-// is known.
-func processEnv(values map[string]string) (Config, map[string]string) {
-	envMu.Lock()
-	defer envMu.Unlock()
-	for _, s := range settings() {
-		old, had := os.LookupEnv(s.Name)
-		defer setEnv(s.Name, old, had)
-		value, set := values[s.Name]
-		setEnv(s.Name, value, set)
-	}
-	unparsed := map[string]string{}
-	for {
-		var cfg Config
-		err := envconfig.Process("", &cfg)
-		var pe *envconfig.ParseError
-		if !errors.As(err, &pe) {
-			if err != nil {
-				panic("config: " + err.Error()) // Config is not a struct envconfig can fill: a programmer error
-			}
-			return cfg, unparsed
-		}
-		if _, set := os.LookupEnv(pe.KeyName); !set {
-			panic("config: the default of " + pe.KeyName + " does not parse") // a programmer error
-		}
-		unparsed[pe.KeyName] = pe.Value
-		setEnv(pe.KeyName, "", false)
-	}
-}
-
-// setEnv sets the variable name to value, or unsets it when set is false. It cannot fail: the
-// names are Config's and no value holds a NUL byte.
-func setEnv(name, value string, set bool) {
-	if set {
-		_ = os.Setenv(name, value)
-		return
-	}
-	_ = os.Unsetenv(name)
 }
 
 // quoted reports a value wrapped in quotes (docker --env-file and Kubernetes keep them). Free text

@@ -262,9 +262,8 @@ func settingField(cfg Config, name string) any {
 	return nil
 }
 
-// TestLoadLeavesTheProcessEnvironment: envconfig reads only the process environment, so
-// loadConfig puts getenv's values there for the time of the call: they win over what was there,
-// and what was there is there again afterwards.
+// TestLoadLeavesTheProcessEnvironment: loadConfig reads getenv's values, not the process
+// environment's, and the process environment is as it was afterwards.
 func TestLoadLeavesTheProcessEnvironment(t *testing.T) {
 	t.Setenv("CHAT_MODEL", "from-outside")
 	t.Setenv("SHUTDOWN_GRACE", "1m")
@@ -282,6 +281,40 @@ func TestLoadLeavesTheProcessEnvironment(t *testing.T) {
 	if os.Getenv("CHAT_MODEL") != "from-outside" || os.Getenv("SHUTDOWN_GRACE") != "1m" || imageSet {
 		t.Errorf("after loadConfig: CHAT_MODEL %q, SHUTDOWN_GRACE %q, IMAGE_MODEL set %v; want them as they were",
 			os.Getenv("CHAT_MODEL"), os.Getenv("SHUTDOWN_GRACE"), imageSet)
+	}
+}
+
+// TestLoadNeverWritesTheEnvironment: loading reads getenv alone and never writes the process
+// environment, not even for a moment, so other goroutines (a test beside it, a stdio MCP server
+// being started, which inherits the environment) never see another setting's value there.
+func TestLoadNeverWritesTheEnvironment(t *testing.T) {
+	t.Setenv("CHAT_MODEL", "")
+	os.Unsetenv("CHAT_MODEL")
+	env := validEnv()
+	env["CHAT_MODEL"] = "from-getenv"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Bounded: loads go on for 300ms, or until the watcher below has seen a write.
+		for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+			loadConfig(envFunc(env))
+			if _, set := os.LookupEnv("CHAT_MODEL"); set {
+				return
+			}
+		}
+	}()
+	seen := false
+	for watching := true; watching && !seen; {
+		select {
+		case <-done:
+			watching = false
+		default:
+			_, seen = os.LookupEnv("CHAT_MODEL")
+		}
+	}
+	<-done
+	if seen {
+		t.Error("CHAT_MODEL was set in the process environment while settings were loaded")
 	}
 }
 
