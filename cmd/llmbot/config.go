@@ -46,7 +46,6 @@ type Config struct {
 	StreamIdleLimit      time.Duration `envconfig:"STREAM_IDLE_LIMIT" default:"4m" desc:"A natively streamed message with no new text for this long (the model thinking) is stopped, the answer going on in a new one with its next text: Slack may count its limit from the last text rather than the start. Under 5m."`
 	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Replicas sharing REDIS_URL share it (it stays the workspace's figure); lower it when other apps edit in the same workspace, or divide it among replicas that run without Redis."`
 	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
-	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
 	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model, files included; the oldest messages are left out first, and the oldest files' contents before them."`
 	Vision               string        `envconfig:"VISION" default:"auto" desc:"auto: pictures shared in the thread are sent to the model; a model that refuses them is asked again without them (remembered per model) and the answer says it could not see them. on: always sent (a refusal is an error). off: never sent, only named. CHANNEL_CONFIG may set it per channel."`
 	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" default:"20971520" desc:"Largest picture the bot downloads to read (at most 50 MiB); larger ones are named with a note. Of a text file, only the start that MAX_FILE_TEXT keeps is downloaded."`
@@ -302,7 +301,6 @@ func (c Config) modelProblems(p *problemList) {
 // replyProblems checks how answers are written, and how many at once.
 func (c Config) replyProblems(p *problemList) {
 	p.oneOf("REPLY_MODE", c.ReplyMode, access.ReplyModes...)
-	p.oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
 	if c.LogFormat != "" {
 		p.oneOf("LOG_FORMAT", c.LogFormat, "json", "console")
 	}

@@ -46,7 +46,7 @@ func TestDefaults(t *testing.T) {
 		SlackBotToken: "xoxb-1-secret", SlackAppToken: "xapp-1-secret", OpenAIAPIKey: "sk-secret",
 		SlackAPIURL: "https://slack.com/api/", OpenAIBaseURL: "https://api.openai.com/v1",
 		ChatModel: "gpt-5.4-mini", ImageModel: "gpt-image-2",
-		ReplyMode: "auto", StreamRolloverAfter: 4 * time.Minute, StreamIdleLimit: 4 * time.Minute, PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
+		ReplyMode: "auto", StreamRolloverAfter: 4 * time.Minute, StreamIdleLimit: 4 * time.Minute, PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, ContextTokens: 12000,
 		Vision: "auto", MaxFileBytes: 20 << 20, MaxFileText: 20000, ImageInputMaxSide: 2048,
 		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
@@ -109,7 +109,6 @@ func TestBadValuesAllReported(t *testing.T) {
 		"OPENAI_BASE_URL":        "localhost:11434",
 		"TEMPERATURE":            "2.5",
 		"REPLY_MODE":             "chunks",
-		"EDIT_POLICY":            "fastest",
 		"MAX_CONCURRENT_REPLIES": "many",
 		"SHUTDOWN_GRACE":         "8",
 		"FOLLOW_UPS":             "maybe",
@@ -143,7 +142,6 @@ func TestBadValuesAllReported(t *testing.T) {
 		`REPLY_MODE: "chunks" is not one of auto, edit, stream`,
 		"STREAM_ROLLOVER_AFTER: 5m0s must be at least 1s and under 5m0s",
 		"STREAM_IDLE_LIMIT: 10ms must be at least 1s and under 5m0s",
-		`EDIT_POLICY: "fastest" is not one of fair, every-1s, every-20-chunks`,
 		`MAX_CONCURRENT_REPLIES: "many" is not a whole number`,
 		`SHUTDOWN_GRACE: "8" is not a duration`,
 		`FOLLOW_UPS: "maybe" is not true or false`,
@@ -160,7 +158,7 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_INPUT_MAX_SIDE: 10000 must be at most 4096",
 		`EXTERNAL_USERS: "allowed" is not one of refused, members`,
 		`GUEST_USERS: "no" is not one of members, refused`,
-		"24 problem(s)",
+		"23 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

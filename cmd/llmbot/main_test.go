@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/llmbot/llmbot/doctor"
+	"github.com/llmbot/llmbot/internal/fakeslack"
 )
 
 func TestDoctorHelp(t *testing.T) {
@@ -67,4 +68,30 @@ func TestDoctorChecksTheBotsSettings(t *testing.T) {
 	if !strings.Contains(out, "Chat model model-a (CHANNEL_CONFIG: C0123ABCD)") {
 		t.Errorf("doctor did not ask the CHANNEL_CONFIG model:\n%s", out)
 	}
+}
+
+// TestBenchEditPolicy: the edit policy is the load benchmark's flag, not a setting: neither the
+// settings nor --help name it, a wrong one stops the bot before it starts, and the one given is
+// the policy the bot runs with.
+func TestBenchEditPolicy(t *testing.T) {
+	for _, s := range settings() {
+		if s.Name == "EDIT_POLICY" {
+			t.Error("EDIT_POLICY is a setting of the bot")
+		}
+	}
+	var stdout bytes.Buffer
+	if err := run(t.Context(), []string{"llmbot", "--help"}, envFunc(nil), &stdout, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if out := stdout.String(); strings.Contains(out, "EDIT_POLICY") || strings.Contains(out, "bench-edit-policy") {
+		t.Errorf("--help names the benchmark's edit policy:\n%s", out)
+	}
+	err := run(t.Context(), []string{"llmbot", "--bench-edit-policy=fastest"}, envFunc(validEnv()), io.Discard, io.Discard)
+	if err == nil || !strings.HasPrefix(err.Error(), "--bench-edit-policy: ") {
+		t.Errorf("a wrong policy: run = %v, want an error naming --bench-edit-policy", err)
+	}
+	e := startE2E(t, fakeslack.Config{}, nil, "--bench-edit-policy=every-20-chunks")
+	e.waitFor(t, "the starting line with the policy", func() bool {
+		return strings.Contains(e.logs.String(), `"edit_policy":"every-20-chunks"`)
+	})
 }
