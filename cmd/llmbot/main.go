@@ -142,7 +142,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 	_, headersErr := parseHeaders(cfg.LLMHeaders)
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // a bad file is one of problems
 	return doctor.Input{
-		Problems:        problems,
+		Problems:        tieredProblems(problems),
 		SlackBotToken:   cfg.SlackBotToken,
 		SlackAppToken:   cfg.SlackAppToken,
 		SlackAPIURL:     cfg.SlackAPIURL,
