@@ -47,8 +47,9 @@ var ErrReported = errors.New("already reported")
 
 // Input is what the checks need from the bot's settings.
 type Input struct {
-	// Problems are those a normal start would refuse to start with (none: the settings are valid).
-	Problems []string
+	// Problems are those a normal start would refuse to start with (none: the settings are
+	// valid), in the order they are listed: grouped by the tiers of their settings.
+	Problems []Problem
 
 	SlackBotToken string // SLACK_BOT_TOKEN
 	SlackAppToken string // SLACK_APP_TOKEN
@@ -80,6 +81,13 @@ type Input struct {
 	// MCPServers starts the MCP servers of MCP_CONFIG as the bot does and reports each one and its
 	// tools (tools.go); nil: none configured.
 	MCPServers func(ctx context.Context) []MCPServer
+}
+
+// Problem is one problem of the settings, with the heading of its setting's tier (Essentials,
+// Features, ...; "": it names no setting). The checklist prints a heading where it changes.
+type Problem struct {
+	Tier string
+	Text string
 }
 
 // status is the outcome of one check.
@@ -132,7 +140,8 @@ func printUsage(w io.Writer) {
 Checks the configuration end to end, with the same environment as the bot, and prints a
 checklist with the fix for each failure. It exits non-zero when a check fails.
 
-  1. Settings: the same validation as a normal start.
+  1. Settings: the same validation as a normal start, its problems under the headings of
+     llmbot --help (essentials, features, limits, operations).
   2. Slack bot token: auth.test.
   3. Slack scopes: those granted to the bot token against those the enabled features need.
   4. Socket Mode: apps.connections.open with the app token, then the WebSocket until Slack's hello.
@@ -277,7 +286,7 @@ func checkSettings(in Input) result {
 	if len(in.Problems) > 0 {
 		return fail("Settings", plural(len(in.Problems), "problem", "problems"),
 			"set the variables named above (llmbot --help lists every setting with its default)",
-			bulleted(in.Problems)...)
+			grouped(in.Problems)...)
 	}
 	follow := "off"
 	if in.FollowUps {
@@ -287,10 +296,14 @@ func checkSettings(in Input) result {
 		in.ReplyMode, follow, in.LLM.ChatModel, in.LLM.ImageModel)
 }
 
-func bulleted(lines []string) []string {
-	out := make([]string, len(lines))
-	for i, l := range lines {
-		out[i] = "- " + l
+// grouped lists problems as bullets, each group of one tier under its heading.
+func grouped(problems []Problem) []string {
+	var out []string
+	for i, p := range problems {
+		if p.Tier != "" && (i == 0 || problems[i-1].Tier != p.Tier) {
+			out = append(out, p.Tier+":")
+		}
+		out = append(out, "- "+p.Text)
 	}
 	return out
 }

@@ -417,11 +417,11 @@ func TestDoctorSettingsProblems(t *testing.T) {
 	f.in.SlackBotToken, f.in.SlackAppToken = "", ""
 	f.in.LLM.Temperature = new(7.0)
 	f.in.ReplyMode = "fast"
-	f.in.Problems = []string{
-		"SLACK_BOT_TOKEN is missing: the Bot User OAuth Token (xoxb-...) under OAuth & Permissions in your Slack app's settings (https://api.slack.com/apps); install the app to the workspace first",
-		"SLACK_APP_TOKEN is missing: an app-level token (xapp-...) with the connections:write scope under Basic Information > App-Level Tokens in your Slack app's settings (https://api.slack.com/apps)",
-		"TEMPERATURE: 7 is outside 0 to 2 (leave it unset to use the model's default)",
-		`REPLY_MODE: "fast" is not one of edit, stream`,
+	f.in.Problems = []Problem{
+		{"Essentials", "SLACK_BOT_TOKEN is missing: the Bot User OAuth Token (xoxb-...) under OAuth & Permissions in your Slack app's settings (https://api.slack.com/apps); install the app to the workspace first"},
+		{"Essentials", "SLACK_APP_TOKEN is missing: an app-level token (xapp-...) with the connections:write scope under Basic Information > App-Level Tokens in your Slack app's settings (https://api.slack.com/apps)"},
+		{"Features", "TEMPERATURE: 7 is outside 0 to 2 (leave it unset to use the model's default)"},
+		{"Features", `REPLY_MODE: "fast" is not one of edit, stream`},
 	}
 	out, err := runDoctor(t, f.in)
 	if err == nil {

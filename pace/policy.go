@@ -4,7 +4,7 @@ import "fmt"
 
 // Policy is how replies pace their edits. PolicyFair is the bot's policy; the two baselines imitate the
 // cadences of well-known Slack LLM bots and exist only so the load benchmark can compare them on the same
-// budget (setting EDIT_POLICY, documented as "for comparison only").
+// budget (the bot's --bench-edit-policy flag, which cmd/llmbot-bench sets and --help does not show).
 type Policy string
 
 // The edit policies.
@@ -19,7 +19,7 @@ const (
 	PolicyEvery20Chunks Policy = "every-20-chunks"
 )
 
-// ParsePolicy parses an EDIT_POLICY value; "" is PolicyFair.
+// ParsePolicy parses a policy's name; "" is PolicyFair.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(s); p {
 	case "":

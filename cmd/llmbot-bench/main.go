@@ -4,9 +4,10 @@
 // fake model (SSE, tokens at a steady rate), asks N questions at once, and reports how fresh the
 // answers were next to the best the edit budget allows, what Slack calls they cost, whether any
 // answer was lost or wrong, and the bot's CPU, memory and goroutines. The same load runs with the
-// bot's pacing (EDIT_POLICY=fair) and the two baselines (every-1s, every-20-chunks). With -mode
-// stream the bot writes with Slack's native streaming (REPLY_MODE=stream) and the questions are
-// asked in DM threads, where it streams; streamed answers are rebuilt from their chat.startStream,
+// bot's pacing (fair) and the two baselines (every-1s, every-20-chunks), chosen with the bot's
+// --bench-edit-policy flag (not a setting, and not in its --help). With -mode stream the bot
+// writes with Slack's native streaming (REPLY_MODE=stream) and the questions are asked in DM
+// threads, where it streams; streamed answers are rebuilt from their chat.startStream,
 // appendStream and stopStream writes, and those the bot wrote by editing (the stream budget used
 // up) are measured as in edit mode.
 //
@@ -52,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("llmbot-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	ns := fs.String("n", "1,10,50,200", "numbers of conversations started together, comma-separated")
-	policies := fs.String("policies", strings.Join(allPolicies, ","), "EDIT_POLICY values to compare")
+	policies := fs.String("policies", strings.Join(allPolicies, ","), "edit policies to compare (the bot's --bench-edit-policy)")
 	mode := fs.String("mode", "edit", "the bot's REPLY_MODE: edit (mentions in channels, answers posted and edited) or stream (questions in DM threads, answers streamed natively while Slack's stream budget lasts, else edited)")
 	scale := fs.Float64("scale", 1, "time scale: multiplies Slack's rates and the model's token rate (ratios kept); reported lags are converted back to Slack time")
 	maxConcurrent := fs.Int("max-concurrent", 0, "the bot's MAX_CONCURRENT_REPLIES (50 is its default: answers beyond it wait in line, and the table reports the wait per place); 0: N + 10, so that no question waits")
@@ -260,7 +261,6 @@ func (e *envList) Set(v string) error {
 
 // toolSettings are the bot's settings each scenario sets itself, with the flag that sets them.
 var toolSettings = map[string]string{
-	"EDIT_POLICY":            "-policies",
 	"REPLY_MODE":             "-mode, which also puts the questions where the bot streams: in DM threads",
 	"EDIT_BUDGET_PER_MINUTE": "-edit-budget, by default -updates-per-min",
 	"REDIS_URL":              "-replicas, which starts a redis-server for each scenario, since the state of one scenario must not reach the next (-no-redis: none)",

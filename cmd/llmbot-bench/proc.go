@@ -28,12 +28,12 @@ type botProcess struct {
 	err    error // Wait's result, set before exited is closed
 }
 
-// startBot starts the binary with exactly env (nothing inherited), its stderr in logPath.
-func startBot(path string, env []string, logPath string) (*botProcess, error) {
+// startBot starts the binary with args and exactly env (nothing inherited), its stderr in logPath.
+func startBot(path string, args, env []string, logPath string) (*botProcess, error) {
 	if env == nil {
 		env = []string{} // nil would inherit this process's environment
 	}
-	return startChild(path, nil, env, logPath)
+	return startChild(path, args, env, logPath)
 }
 
 // startChild starts the program at path with args and env (nil: this process's environment), its

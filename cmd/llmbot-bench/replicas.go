@@ -33,12 +33,12 @@ type fleet []*botProcess
 // own; and a folder kept from the scenario before would hold the answers still open when its bot
 // was stopped, which the next bot would try to close in a fake Slack that never had them.
 // logPath(i) names replica i's log file. On an error every process started is stopped.
-func startFleet(ctx context.Context, path string, env []string, k int, logPath func(i int) string, slack *fakeslack.Server) (fleet, error) {
+func startFleet(ctx context.Context, path string, args, env []string, k int, logPath func(i int) string, slack *fakeslack.Server) (fleet, error) {
 	var bots fleet
 	for i := range k {
 		dir := strings.TrimSuffix(logPath(i), ".log") + "-state"
 		e := append(append([]string{}, env...), "STATE_DIR="+dir)
-		bot, err := startBot(path, e, logPath(i))
+		bot, err := startBot(path, args, e, logPath(i))
 		if err != nil {
 			bots.stop(10 * time.Second)
 			return nil, err

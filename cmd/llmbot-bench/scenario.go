@@ -238,7 +238,6 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 	})
 
 	env := append(fakesEnv(slack, model), // later entries win (os/exec keeps the last of a key)
-		"EDIT_POLICY="+policy,
 		"REPLY_MODE="+set.mode,
 		"EDIT_BUDGET_PER_MINUTE="+strconv.FormatFloat(set.botEditBudget()*set.scale, 'f', -1, 64),
 		"MAX_CONCURRENT_REPLIES="+strconv.Itoa(set.concurrent(n)),
@@ -264,7 +263,7 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 		}
 		return filepath.Join(set.workDir, fmt.Sprintf("bot-%s-%d-%dx-r%d.log", policy, n, replicas, i+1))
 	}
-	bots, err := startFleet(ctx, set.botPath, env, replicas, logPath, slack)
+	bots, err := startFleet(ctx, set.botPath, []string{"--bench-edit-policy=" + policy}, env, replicas, logPath, slack)
 	if err != nil {
 		return nil, err
 	}
@@ -416,7 +415,7 @@ func fakesEnv(slack *fakeslack.Server, model *fakellm.Server) []string {
 // startConnected starts the bot and waits until it has connected to slack's Socket Mode. On an
 // error the bot is stopped.
 func startConnected(ctx context.Context, path string, env []string, logPath string, slack *fakeslack.Server) (*botProcess, error) {
-	bots, err := startFleet(ctx, path, env, 1, func(int) string { return logPath }, slack)
+	bots, err := startFleet(ctx, path, nil, env, 1, func(int) string { return logPath }, slack)
 	if err != nil {
 		return nil, err
 	}

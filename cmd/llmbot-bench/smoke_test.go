@@ -173,7 +173,7 @@ func TestBotEnvFlag(t *testing.T) {
 	if got := e.String(); got != "GOMAXPROCS=1 LLM_STREAM_COALESCE=" {
 		t.Errorf("collected %q", got)
 	}
-	for _, bad := range []string{"GOMAXPROCS", "=1", "", "REPLY_MODE=stream", "REPLY_MODE=edit", "EDIT_POLICY=every-1s", "EDIT_BUDGET_PER_MINUTE=100", "MAX_CONCURRENT_REPLIES=5", "REDIS_URL=redis://127.0.0.1:6379/0", "STATE_DIR=/tmp"} {
+	for _, bad := range []string{"GOMAXPROCS", "=1", "", "REPLY_MODE=stream", "REPLY_MODE=edit", "EDIT_BUDGET_PER_MINUTE=100", "MAX_CONCURRENT_REPLIES=5", "REDIS_URL=redis://127.0.0.1:6379/0", "STATE_DIR=/tmp"} {
 		if err := e.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted", bad)
 		}

@@ -2,108 +2,175 @@ package main
 
 import (
 	"cmp"
-	"errors"
+	"encoding"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/doctor"
 	"github.com/llmbot/llmbot/handlers"
 )
 
-// Config is every setting of the bot, read from the environment by envconfig.Process after a
-// normalising pass (see normaliseValue). The struct tags are the one source of truth for names,
-// defaults and descriptions: envconfig, Validate and --help all read them.
+// Config is every setting of the bot, read from the environment by loadConfig: a normalising pass
+// (see normaliseValue), then each value decoded as envconfig.Process would. The struct tags, in
+// envconfig's form, are the one source of truth for names, defaults and descriptions: loadConfig,
+// Validate and --help all read them. Each field also names its tier (see tiers), the heading it
+// is listed under.
 type Config struct {
-	SlackBotToken string `envconfig:"SLACK_BOT_TOKEN" secret:"true" desc:"Bot token (xoxb-...): Slack app settings > OAuth & Permissions > Bot User OAuth Token (install the app first)."`
-	SlackAppToken string `envconfig:"SLACK_APP_TOKEN" secret:"true" desc:"App-level token (xapp-...) with connections:write: Slack app settings > Basic Information > App-Level Tokens."`
-	SlackAPIURL   string `envconfig:"SLACK_API_URL" default:"https://slack.com/api/" desc:"Slack Web API base URL (GovSlack: https://slack-gov.com/api/)."`
+	SlackBotToken string `envconfig:"SLACK_BOT_TOKEN" tier:"essentials" secret:"true" desc:"Bot token (xoxb-...): Slack app settings > OAuth & Permissions > Bot User OAuth Token (install the app first)."`
+	SlackAppToken string `envconfig:"SLACK_APP_TOKEN" tier:"essentials" secret:"true" desc:"App-level token (xapp-...) with connections:write: Slack app settings > Basic Information > App-Level Tokens."`
+	SlackAPIURL   string `envconfig:"SLACK_API_URL" tier:"essentials" default:"https://slack.com/api/" desc:"Slack Web API base URL (GovSlack: https://slack-gov.com/api/)."`
 
-	OpenAIAPIKey  string   `envconfig:"OPENAI_API_KEY" secret:"true" desc:"API key of the model service (OpenAI: platform.openai.com > API keys). May be empty for local servers (Ollama, vLLM) that need none."`
-	OpenAIBaseURL string   `envconfig:"OPENAI_BASE_URL" default:"https://api.openai.com/v1" desc:"Base URL of the OpenAI-compatible API, ending in /v1 (Ollama: http://localhost:11434/v1)."`
-	LLMHeaders    string   `envconfig:"LLM_HEADERS" secret:"true" desc:"Extra HTTP headers for the model service, comma-separated Name=value (Azure: api-key=...). Never logged."`
-	ChatModel     string   `envconfig:"CHAT_MODEL" default:"gpt-5.4-mini" desc:"Chat model for answers."`
-	ImageModel    string   `envconfig:"IMAGE_MODEL" default:"gpt-image-2" desc:"Image model for /imagine."`
-	Temperature   *float64 `envconfig:"TEMPERATURE" desc:"Sampling temperature, 0 to 2. Unset: not sent (the model's own default; some models accept no other)."`
-	SystemPrompt  string   `envconfig:"SYSTEM_PROMPT" text:"true" desc:"System prompt; {bot_name} and {date} are filled in. Unset: a built-in prompt."`
-	ImageSize     string   `envconfig:"IMAGE_SIZE" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
-	ImageQuality  string   `envconfig:"IMAGE_QUALITY" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
+	OpenAIAPIKey  string   `envconfig:"OPENAI_API_KEY" tier:"essentials" secret:"true" desc:"API key of the model service (OpenAI: platform.openai.com > API keys). May be empty for local servers (Ollama, vLLM) that need none."`
+	OpenAIBaseURL string   `envconfig:"OPENAI_BASE_URL" tier:"essentials" default:"https://api.openai.com/v1" desc:"Base URL of the OpenAI-compatible API, ending in /v1 (Ollama: http://localhost:11434/v1)."`
+	LLMHeaders    string   `envconfig:"LLM_HEADERS" tier:"essentials" secret:"true" desc:"Extra HTTP headers for the model service, comma-separated Name=value (Azure: api-key=...). Never logged."`
+	ChatModel     string   `envconfig:"CHAT_MODEL" tier:"essentials" default:"gpt-5.4-mini" desc:"Chat model for answers."`
+	ImageModel    string   `envconfig:"IMAGE_MODEL" tier:"essentials" default:"gpt-image-2" desc:"Image model for /imagine."`
+	Temperature   *float64 `envconfig:"TEMPERATURE" tier:"features" desc:"Sampling temperature, 0 to 2. Unset: not sent (the model's own default; some models accept no other)."`
+	SystemPrompt  string   `envconfig:"SYSTEM_PROMPT" tier:"features" text:"true" desc:"System prompt; {bot_name} and {date} are filled in. Unset: a built-in prompt."`
+	ImageSize     string   `envconfig:"IMAGE_SIZE" tier:"features" desc:"Image size sent with /imagine (e.g. 1024x1024). Unset: the provider's default."`
+	ImageQuality  string   `envconfig:"IMAGE_QUALITY" tier:"features" desc:"Image quality sent with /imagine (e.g. low, medium, high). Unset: the provider's default."`
 
-	ReplyMode            string        `envconfig:"REPLY_MODE" default:"auto" desc:"auto: Slack's native streaming where the asker is the only one reading the answer live (DMs, the agent pane), edit in channel threads (Slack shows a native stream live only to its recipient). edit: post a reply and edit it as the answer streams (works everywhere). stream: native streaming everywhere (chat.startStream). Streaming falls back to edit when Slack refuses it. CHANNEL_CONFIG may set reply_mode per channel."`
-	StreamRolloverAfter  time.Duration `envconfig:"STREAM_ROLLOVER_AFTER" default:"4m" desc:"A natively streamed message this old is stopped and the answer goes on in a new one, before Slack ends the stream by itself (after about five minutes). Under 5m."`
-	StreamIdleLimit      time.Duration `envconfig:"STREAM_IDLE_LIMIT" default:"4m" desc:"A natively streamed message with no new text for this long (the model thinking) is stopped, the answer going on in a new one with its next text: Slack may count its limit from the last text rather than the start. Under 5m."`
-	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Replicas sharing REDIS_URL share it (it stays the workspace's figure); lower it when other apps edit in the same workspace, or divide it among replicas that run without Redis."`
-	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
-	EditPolicy           string        `envconfig:"EDIT_POLICY" default:"fair" desc:"fair: edits are granted from the shared budget, freshest-first. every-1s and every-20-chunks: fixed cadences, for comparison only (benchmarks)."`
-	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" default:"12000" desc:"Most estimated tokens of thread context sent to the model, files included; the oldest messages are left out first, and the oldest files' contents before them."`
-	Vision               string        `envconfig:"VISION" default:"auto" desc:"auto: pictures shared in the thread are sent to the model; a model that refuses them is asked again without them (remembered per model) and the answer says it could not see them. on: always sent (a refusal is an error). off: never sent, only named. CHANNEL_CONFIG may set it per channel."`
-	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" default:"20971520" desc:"Largest picture the bot downloads to read (at most 50 MiB); larger ones are named with a note. Of a text file, only the start that MAX_FILE_TEXT keeps is downloaded."`
-	MaxFileText          int           `envconfig:"MAX_FILE_TEXT" default:"20000" desc:"Characters of one text file (logs, code, CSV, JSON, snippets) given to the model; the rest is cut with a note."`
-	ImageInputMaxSide    int           `envconfig:"IMAGE_INPUT_MAX_SIDE" default:"2048" desc:"Longest side, in pixels, of a picture sent to the model (64 to 4096); larger ones are scaled down."`
-	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" default:"50" desc:"Answers and /imagine jobs asking the model at once (model requests in flight; an answer gives its place up once the model is done, while its last Slack writes go on); more wait in a queue, in arrival order."`
-	MaxQueuedReplies     int           `envconfig:"MAX_QUEUED_REPLIES" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
-	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" default:"2" desc:"/imagine jobs one person may have running at once."`
-	FollowUps            bool          `envconfig:"FOLLOW_UPS" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
-	AnswerBots           bool          `envconfig:"ANSWER_BOTS" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
-	AgentView            bool          `envconfig:"AGENT_VIEW" default:"true" desc:"The app is declared as an agent (features.agent_view in manifest.yaml): each message in a DM with the bot (its agent pane) is answered in its own thread, titled from the question, with a thinking status and Slack's agent session and Stop; opening the pane shows SUGGESTED_PROMPTS. false: DMs are answered at the top, with the recent messages as context."`
-	SuggestedPrompts     string        `envconfig:"SUGGESTED_PROMPTS" desc:"Prompts shown when someone opens the agent pane (AGENT_VIEW): up to 4, separated by ;, each Title=Message (or a message alone). Unset: three general ones; none: set it to a single ;."`
-	Feedback             bool          `envconfig:"FEEDBACK" default:"true" desc:"👍/👎 under finished answers (with BUTTONS), counted in llmbot_feedback_total; 👎 asks for an optional comment. false: none."`
-	FeedbackChannel      string        `envconfig:"FEEDBACK_CHANNEL" desc:"Channel ID (C..., G...) where each 👎, and its comment, is posted with a link to the answer (invite the bot there). Unset: they are only counted."`
-	Buttons              bool          `envconfig:"BUTTONS" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
+	ReplyMode            string        `envconfig:"REPLY_MODE" tier:"features" default:"auto" desc:"auto: Slack's native streaming where the asker is the only one reading the answer live (DMs, the agent pane), edit in channel threads (Slack shows a native stream live only to its recipient). edit: post a reply and edit it as the answer streams (works everywhere). stream: native streaming everywhere (chat.startStream). Streaming falls back to edit when Slack refuses it. CHANNEL_CONFIG may set reply_mode per channel."`
+	StreamRolloverAfter  time.Duration `envconfig:"STREAM_ROLLOVER_AFTER" tier:"limits" default:"4m" desc:"A natively streamed message this old is stopped and the answer goes on in a new one, before Slack ends the stream by itself (after about five minutes). Under 5m."`
+	StreamIdleLimit      time.Duration `envconfig:"STREAM_IDLE_LIMIT" tier:"limits" default:"4m" desc:"A natively streamed message with no new text for this long (the model thinking) is stopped, the answer going on in a new one with its next text: Slack may count its limit from the last text rather than the start. Under 5m."`
+	EditBudgetPerMinute  float64       `envconfig:"EDIT_BUDGET_PER_MINUTE" tier:"limits" default:"50" desc:"chat.update calls per minute shared by all answers in flight (Slack allows about 50 per workspace). Replicas sharing REDIS_URL share it (it stays the workspace's figure); lower it when other apps edit in the same workspace, or divide it among replicas that run without Redis."`
+	PlaceholderAfter     time.Duration `envconfig:"PLACEHOLDER_AFTER" tier:"features" default:"1s" desc:"In edit mode, how long an answer waits for the model's first text before it shows a Thinking… message; text that comes sooner is posted as the answer straight away (under load it shows at once instead of waiting for an edit). 0: Thinking… at once."`
+	ContextTokens        int           `envconfig:"CONTEXT_TOKENS" tier:"limits" default:"12000" desc:"Most estimated tokens of thread context sent to the model, files included; the oldest messages are left out first, and the oldest files' contents before them."`
+	Vision               string        `envconfig:"VISION" tier:"features" default:"auto" desc:"auto: pictures shared in the thread are sent to the model; a model that refuses them is asked again without them (remembered per model) and the answer says it could not see them. on: always sent (a refusal is an error). off: never sent, only named. CHANNEL_CONFIG may set it per channel."`
+	MaxFileBytes         int64         `envconfig:"MAX_FILE_BYTES" tier:"limits" default:"20971520" desc:"Largest picture the bot downloads to read (at most 50 MiB); larger ones are named with a note. Of a text file, only the start that MAX_FILE_TEXT keeps is downloaded."`
+	MaxFileText          int           `envconfig:"MAX_FILE_TEXT" tier:"limits" default:"20000" desc:"Characters of one text file (logs, code, CSV, JSON, snippets) given to the model; the rest is cut with a note."`
+	ImageInputMaxSide    int           `envconfig:"IMAGE_INPUT_MAX_SIDE" tier:"limits" default:"2048" desc:"Longest side, in pixels, of a picture sent to the model (64 to 4096); larger ones are scaled down."`
+	MaxConcurrentReplies int           `envconfig:"MAX_CONCURRENT_REPLIES" tier:"limits" default:"50" desc:"Answers and /imagine jobs asking the model at once (model requests in flight; an answer gives its place up once the model is done, while its last Slack writes go on); more wait in a queue, in arrival order."`
+	MaxQueuedReplies     int           `envconfig:"MAX_QUEUED_REPLIES" tier:"limits" default:"500" desc:"Answers that may wait for a free place beyond MAX_CONCURRENT_REPLIES; beyond them people get a short busy reply. 0: none wait."`
+	ImaginePerUser       int           `envconfig:"IMAGINE_PER_USER" tier:"limits" default:"2" desc:"/imagine jobs one person may have running at once."`
+	FollowUps            bool          `envconfig:"FOLLOW_UPS" tier:"features" default:"true" desc:"Answer thread messages without a mention when the bot is part of the thread (needs the message.channels/message.groups events)."`
+	AnswerBots           bool          `envconfig:"ANSWER_BOTS" tier:"features" default:"false" desc:"Answer messages from other bots (never its own). Other apps' messages in a thread are context either way."`
+	AgentView            bool          `envconfig:"AGENT_VIEW" tier:"features" default:"true" desc:"The app is declared as an agent (features.agent_view in manifest.yaml): each message in a DM with the bot (its agent pane) is answered in its own thread, titled from the question, with a thinking status and Slack's agent session and Stop; opening the pane shows SUGGESTED_PROMPTS. false: DMs are answered at the top, with the recent messages as context."`
+	SuggestedPrompts     string        `envconfig:"SUGGESTED_PROMPTS" tier:"features" desc:"Prompts shown when someone opens the agent pane (AGENT_VIEW): up to 4, separated by ;, each Title=Message (or a message alone). Unset: three general ones; none: set it to a single ;."`
+	Feedback             bool          `envconfig:"FEEDBACK" tier:"features" default:"true" desc:"👍/👎 under finished answers (with BUTTONS), counted in llmbot_feedback_total; 👎 asks for an optional comment. false: none."`
+	FeedbackChannel      string        `envconfig:"FEEDBACK_CHANNEL" tier:"features" desc:"Channel ID (C..., G...) where each 👎, and its comment, is posted with a link to the answer (invite the bot there). Unset: they are only counted."`
+	Buttons              bool          `envconfig:"BUTTONS" tier:"features" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
 
-	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
-	LLMHeaderTimeout  time.Duration `envconfig:"LLM_HEADER_TIMEOUT" default:"120s" desc:"Time to the first response headers of a chat request."`
-	LLMIdleTimeout    time.Duration `envconfig:"LLM_IDLE_TIMEOUT" default:"90s" desc:"Longest silence inside a streamed answer before it is given up as stalled."`
-	LLMStreamCoalesce time.Duration `envconfig:"LLM_STREAM_COALESCE" default:"200ms" desc:"How long a streamed answer gathers between reads: once it has read all that arrived, the next read comes about this much later (half to one and a half times it, at instants shared by all answers, so the bot wakes once for all of them) and takes all that arrived meanwhile: one wake-up for several tokens. Tokens reach Slack up to 1.5 times the pause later. 0: read tokens as they arrive."`
-	ImageTimeout      time.Duration `envconfig:"IMAGE_TIMEOUT" default:"180s" desc:"Time for one image generation, download included (at most 25m)."`
-	LLMMaxRetries     int           `envconfig:"LLM_MAX_RETRIES" default:"2" desc:"Retries of a model request on 429/5xx/connection errors before the first byte (0: none)."`
-	LLMStreamUsage    bool          `envconfig:"LLM_STREAM_USAGE" default:"true" desc:"Ask for token usage in streamed answers (stream_options.include_usage), for the token metrics. A server that rejects it is asked again without it, once per model; false: never ask."`
-	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" default:"8s" desc:"On SIGTERM, the time to finish answers in progress and close the rest with an interrupted note (its last 2s, at most half of it, are kept for closing); the process exits 0 within it. Keep the pod's terminationGracePeriodSeconds at least 5s longer (15s in deploy/kubernetes)."`
+	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" tier:"limits" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
+	LLMHeaderTimeout  time.Duration `envconfig:"LLM_HEADER_TIMEOUT" tier:"limits" default:"120s" desc:"Time to the first response headers of a chat request."`
+	LLMIdleTimeout    time.Duration `envconfig:"LLM_IDLE_TIMEOUT" tier:"limits" default:"90s" desc:"Longest silence inside a streamed answer before it is given up as stalled."`
+	LLMStreamCoalesce time.Duration `envconfig:"LLM_STREAM_COALESCE" tier:"operations" default:"200ms" desc:"How long a streamed answer gathers between reads: once it has read all that arrived, the next read comes about this much later (half to one and a half times it, at instants shared by all answers, so the bot wakes once for all of them) and takes all that arrived meanwhile: one wake-up for several tokens. Tokens reach Slack up to 1.5 times the pause later. 0: read tokens as they arrive."`
+	ImageTimeout      time.Duration `envconfig:"IMAGE_TIMEOUT" tier:"limits" default:"180s" desc:"Time for one image generation, download included (at most 25m)."`
+	LLMMaxRetries     int           `envconfig:"LLM_MAX_RETRIES" tier:"limits" default:"2" desc:"Retries of a model request on 429/5xx/connection errors before the first byte (0: none)."`
+	LLMStreamUsage    bool          `envconfig:"LLM_STREAM_USAGE" tier:"operations" default:"true" desc:"Ask for token usage in streamed answers (stream_options.include_usage), for the token metrics. A server that rejects it is asked again without it, once per model; false: never ask."`
+	ShutdownGrace     time.Duration `envconfig:"SHUTDOWN_GRACE" tier:"operations" default:"8s" desc:"On SIGTERM, the time to finish answers in progress and close the rest with an interrupted note (its last 2s, at most half of it, are kept for closing); the process exits 0 within it. Keep the pod's terminationGracePeriodSeconds at least 5s longer (15s in deploy/kubernetes)."`
 
-	HealthAddr string `envconfig:"HEALTH_ADDR" desc:"Address of the health and metrics listener (/healthz, /readyz, /metrics), e.g. :8080. Unset: off."`
+	HealthAddr string `envconfig:"HEALTH_ADDR" tier:"operations" desc:"Address of the health and metrics listener (/healthz, /readyz, /metrics), e.g. :8080. Unset: off."`
 
-	RedisURL string `envconfig:"REDIS_URL" secret:"true" desc:"Redis (7+) or Valkey shared by every replica: redis://[:password@]host:6379/0, rediss:// for TLS. Set it to run several replicas: they then share dedupe, one answer at a time per thread, Stop clicks, Slack's rate limits, the /imagine quota and the journal of answers in progress. Unset: one replica, state in memory and STATE_DIR. Never logged."`
-	StateDir string `envconfig:"STATE_DIR" desc:"Directory of the local journal of answers in progress, so a restarted process closes the answers it was writing when it died (kept in a folder per app and team). Unset: the user's cache directory (~/.cache/llmbot); the Kubernetes kit mounts an emptyDir."`
+	RedisURL string `envconfig:"REDIS_URL" tier:"operations" secret:"true" desc:"Redis (7+) or Valkey shared by every replica: redis://[:password@]host:6379/0, rediss:// for TLS. Set it to run several replicas: they then share dedupe, one answer at a time per thread, Stop clicks, Slack's rate limits, the /imagine quota and the journal of answers in progress. Unset: one replica, state in memory and STATE_DIR. Never logged."`
+	StateDir string `envconfig:"STATE_DIR" tier:"operations" desc:"Directory of the local journal of answers in progress, so a restarted process closes the answers it was writing when it died (kept in a folder per app and team). Unset: the user's cache directory (~/.cache/llmbot); the Kubernetes kit mounts an emptyDir."`
 
-	AllowChannels     string `envconfig:"ALLOW_CHANNELS" desc:"Channel IDs (C..., G...) where the bot works, comma-separated; add dm for direct messages (one-to-one; a group DM is a channel here, listed by its ID). Unset: everywhere."`
-	DenyChannels      string `envconfig:"DENY_CHANNELS" desc:"Channel IDs where the bot never works, comma-separated; dm turns one-to-one direct messages off (a group DM is denied by its ID). Wins over ALLOW_CHANNELS."`
-	AllowUsers        string `envconfig:"ALLOW_USERS" desc:"User IDs (U..., W...) who may use the bot, comma-separated. Unset: everyone."`
-	DenyUsers         string `envconfig:"DENY_USERS" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
-	ExternalUsers     string `envconfig:"EXTERNAL_USERS" default:"refused" desc:"People of other organisations in Slack Connect channels and DMs. refused: told privately that the bot answers only the workspace's people, for messages, slash commands, shortcuts and buttons alike. members: served as members are (the same lists and quota)."`
-	GuestUsers        string `envconfig:"GUEST_USERS" default:"members" desc:"The workspace's guests (multi- and single-channel). members: served as members are (the same lists and quota). refused: told privately that the bot is not for guests."`
-	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
-	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
-	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides, and the MCP tools each channel may use (see deploy/kubernetes/configmap.yaml and Tools in README.md). Unset: none."`
+	AllowChannels     string `envconfig:"ALLOW_CHANNELS" tier:"features" desc:"Channel IDs (C..., G...) where the bot works, comma-separated; add dm for direct messages (one-to-one; a group DM is a channel here, listed by its ID). Unset: everywhere."`
+	DenyChannels      string `envconfig:"DENY_CHANNELS" tier:"features" desc:"Channel IDs where the bot never works, comma-separated; dm turns one-to-one direct messages off (a group DM is denied by its ID). Wins over ALLOW_CHANNELS."`
+	AllowUsers        string `envconfig:"ALLOW_USERS" tier:"features" desc:"User IDs (U..., W...) who may use the bot, comma-separated. Unset: everyone."`
+	DenyUsers         string `envconfig:"DENY_USERS" tier:"features" desc:"User IDs who may not use the bot, comma-separated. Wins over ALLOW_USERS."`
+	ExternalUsers     string `envconfig:"EXTERNAL_USERS" tier:"features" default:"refused" desc:"People of other organisations in Slack Connect channels and DMs. refused: told privately that the bot answers only the workspace's people, for messages, slash commands, shortcuts and buttons alike. members: served as members are (the same lists and quota)."`
+	GuestUsers        string `envconfig:"GUEST_USERS" tier:"features" default:"members" desc:"The workspace's guests (multi- and single-channel). members: served as members are (the same lists and quota). refused: told privately that the bot is not for guests."`
+	AccessDeniedText  string `envconfig:"ACCESS_DENIED_TEXT" tier:"features" text:"true" desc:"What a refused person is told, privately. Unset: a short built-in sentence; say where to ask, e.g. ask in #it-help."`
+	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" tier:"limits" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
+	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" tier:"features" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides, and the MCP tools each channel may use (see deploy/kubernetes/configmap.yaml and Tools in README.md). Unset: none."`
 
-	MCPConfig           string        `envconfig:"MCP_CONFIG" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
-	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
-	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" default:"2m" desc:"How long a round's tool calls that need a click wait for the asker's Allow or Deny; no answer in time denies them."`
-	ToolCallTimeout     time.Duration `envconfig:"TOOL_CALL_TIMEOUT" default:"60s" desc:"Longest time of one tool call; a call that takes longer is reported to the model as failed."`
+	MCPConfig           string        `envconfig:"MCP_CONFIG" tier:"features" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
+	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" tier:"limits" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
+	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" tier:"limits" default:"2m" desc:"How long a round's tool calls that need a click wait for the asker's Allow or Deny; no answer in time denies them."`
+	ToolCallTimeout     time.Duration `envconfig:"TOOL_CALL_TIMEOUT" tier:"limits" default:"60s" desc:"Longest time of one tool call; a call that takes longer is reported to the model as failed."`
 
-	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
-	LogFormat string        `envconfig:"LOG_FORMAT" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
+	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" tier:"operations" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
+	LogFormat string        `envconfig:"LOG_FORMAT" tier:"operations" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
 }
 
 // setting is one Config field as described by its tags.
 type setting struct {
 	Name, Default, Desc string
+	Tier                string // the name of its tier: one of tiers
 	Secret              bool
 	Text                bool // free text, which may open and close with a quotation of its own
 	typ                 reflect.Type
+}
+
+// tier is a heading the settings are listed under, in --help, the README and doctor: a newcomer
+// sets the essentials and reads the features; limits and operations have defaults that fit most.
+type tier struct {
+	Name  string // the value of the fields' tier tag
+	Title string // the heading
+	About string // what its settings decide, for the line under the heading
+}
+
+// tiers are the headings, in the order they are listed.
+var tiers = []tier{
+	{"essentials", "Essentials", "how the bot reaches Slack and the model service, and which models it asks"},
+	{"features", "Features", "what the bot does, how its answers look, and who may use it where"},
+	{"limits", "Limits", "budgets, sizes, concurrency, quotas and time limits"},
+	{"operations", "Operations", "logging, health, shared state, shutdown, and how the model's stream is read"},
+}
+
+// tiered lists the settings tier by tier, in declaration order within each.
+func tiered() [][]setting {
+	all := settings()
+	out := make([][]setting, len(tiers))
+	for i, t := range tiers {
+		for _, s := range all {
+			if s.Tier == t.Name {
+				out[i] = append(out[i], s)
+			}
+		}
+	}
+	return out
+}
+
+// tieredProblems are the problems of the settings for doctor, grouped by their settings' tiers
+// (in the order of tiers; those that name no setting first), in their order within each.
+func tieredProblems(problems []string) []doctor.Problem {
+	type ranked struct {
+		tier int
+		text string
+	}
+	all := make([]ranked, len(problems))
+	for i, p := range problems {
+		all[i] = ranked{tierOf(p), p}
+	}
+	slices.SortStableFunc(all, func(a, b ranked) int { return cmp.Compare(a.tier, b.tier) })
+	out := make([]doctor.Problem, len(all))
+	for i, r := range all {
+		out[i] = doctor.Problem{Text: r.text}
+		if r.tier >= 0 {
+			out[i].Tier = tiers[r.tier].Title
+		}
+	}
+	return out
+}
+
+// tierOf is the index in tiers of the setting a problem is about (the name it begins with), or
+// -1 when it names none.
+func tierOf(problem string) int {
+	end := strings.IndexFunc(problem, func(r rune) bool { return (r < 'A' || r > 'Z') && r != '_' })
+	if end < 0 {
+		end = len(problem)
+	}
+	for _, s := range settings() {
+		if s.Name == problem[:end] {
+			return slices.IndexFunc(tiers, func(t tier) bool { return t.Name == s.Tier })
+		}
+	}
+	return -1
 }
 
 // settings lists the Config fields in declaration order.
@@ -116,6 +183,7 @@ func settings() []setting {
 			Name:    f.Tag.Get("envconfig"),
 			Default: f.Tag.Get("default"),
 			Desc:    f.Tag.Get("desc"),
+			Tier:    f.Tag.Get("tier"),
 			Secret:  f.Tag.Get("secret") == "true",
 			Text:    f.Tag.Get("text") == "true",
 			typ:     f.Type,
@@ -124,29 +192,79 @@ func settings() []setting {
 	return out
 }
 
-// loadConfig reads every setting through getenv with envconfig. Values that cannot be parsed are
-// reported together, one line each (the value is shown only for settings that are not secret),
-// in the order of the settings.
+// loadConfig reads every setting through getenv: each value is normalised (normaliseValue), then
+// decoded by the type of its field as envconfig would decode it (decodeSetting); a setting left
+// unset takes its default. Values that cannot be parsed are reported together, one line each
+// (the value is shown only for settings that are not secret), in the order of the settings.
+//
+// envconfig itself reads only the process environment, and run takes its environment as a
+// function (main passes the real one, tests their own): decoding here reads getenv alone, so
+// loading never writes the process environment. TestEnvconfigAgrees holds the decoding to
+// envconfig's.
 func loadConfig(getenv func(string) string) (Config, []string) {
-	all := settings()
-	values := make(map[string]string, len(all))
-	found := make([][]string, len(all)) // problems of each setting, listed in the settings' order
-	for i, s := range all {
-		value, set, problems := normaliseValue(s, getenv(s.Name))
-		if set {
-			values[s.Name] = value
-		}
-		found[i] = problems
-	}
-	cfg, unparsed := processEnv(values)
+	var cfg Config
+	fields := reflect.ValueOf(&cfg).Elem()
 	var problems []string
-	for i, s := range all {
-		problems = append(problems, found[i]...)
-		if value, ok := unparsed[s.Name]; ok {
-			problems = append(problems, s.notA(value))
+	for i, s := range settings() {
+		value, set, found := normaliseValue(s, getenv(s.Name))
+		problems = append(problems, found...)
+		if set {
+			if v, err := decodeSetting(s.typ, value); err == nil {
+				fields.Field(i).Set(v)
+				continue
+			}
+			problems = append(problems, s.notA(value)) // the default applies, so Validate does not report it again
 		}
+		if s.Default == "" {
+			continue
+		}
+		v, err := decodeSetting(s.typ, s.Default)
+		if err != nil {
+			panic("config: the default of " + s.Name + " does not parse") // a programmer error
+		}
+		fields.Field(i).Set(v)
 	}
 	return cfg, problems
+}
+
+// decodeSetting parses value as a setting of type t, the way envconfig does for the types Config
+// uses: a TextUnmarshaler by its method, a pointer to a new value, a duration by
+// time.ParseDuration, numbers in Go's notation (normaliseValue has already made an int decimal).
+func decodeSetting(t reflect.Type, value string) (reflect.Value, error) {
+	v := reflect.New(t)
+	if u, ok := v.Interface().(encoding.TextUnmarshaler); ok {
+		return v.Elem(), u.UnmarshalText([]byte(value))
+	}
+	v = v.Elem()
+	var err error
+	switch {
+	case t.Kind() == reflect.Pointer:
+		var elem reflect.Value
+		elem, err = decodeSetting(t.Elem(), value)
+		v.Set(reflect.New(t.Elem()))
+		v.Elem().Set(elem)
+	case t == reflect.TypeFor[time.Duration]():
+		var d time.Duration
+		d, err = time.ParseDuration(value)
+		v.SetInt(int64(d))
+	case t.Kind() == reflect.String:
+		v.SetString(value)
+	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
+		var n int64
+		n, err = strconv.ParseInt(value, 0, t.Bits())
+		v.SetInt(n)
+	case t.Kind() == reflect.Float64:
+		var f float64
+		f, err = strconv.ParseFloat(value, 64)
+		v.SetFloat(f)
+	case t.Kind() == reflect.Bool:
+		var b bool
+		b, err = strconv.ParseBool(value)
+		v.SetBool(b)
+	default:
+		panic("config: no decoding for settings of type " + t.String()) // a programmer error
+	}
+	return v, err
 }
 
 // normaliseValue turns a raw value into what envconfig is given, where envconfig alone would read
@@ -178,55 +296,6 @@ func normaliseValue(s setting, raw string) (value string, set bool, problems []s
 		value = strconv.Itoa(n)
 	}
 	return value, true, problems
-}
-
-// envMu serialises processEnv's use of the process environment.
-var envMu sync.Mutex
-
-// processEnv fills a Config with envconfig.Process from values (unset: the default) and returns
-// the values it could not parse, by setting name. envconfig reads only the process environment,
-// while run takes its environment as a function (tests pass their own), so the values are put
-// there for the time of the call and what was there is put back.
-//
-// envconfig stops at the first value it cannot parse; that variable is then unset (its default
-// applies, so Validate does not report it again) and Process runs again, until every bad value
-// is known.
-func processEnv(values map[string]string) (Config, map[string]string) {
-	envMu.Lock()
-	defer envMu.Unlock()
-	for _, s := range settings() {
-		old, had := os.LookupEnv(s.Name)
-		defer setEnv(s.Name, old, had)
-		value, set := values[s.Name]
-		setEnv(s.Name, value, set)
-	}
-	unparsed := map[string]string{}
-	for {
-		var cfg Config
-		err := envconfig.Process("", &cfg)
-		var pe *envconfig.ParseError
-		if !errors.As(err, &pe) {
-			if err != nil {
-				panic("config: " + err.Error()) // Config is not a struct envconfig can fill: a programmer error
-			}
-			return cfg, unparsed
-		}
-		if _, set := os.LookupEnv(pe.KeyName); !set {
-			panic("config: the default of " + pe.KeyName + " does not parse") // a programmer error
-		}
-		unparsed[pe.KeyName] = pe.Value
-		setEnv(pe.KeyName, "", false)
-	}
-}
-
-// setEnv sets the variable name to value, or unsets it when set is false. It cannot fail: the
-// names are Config's and no value holds a NUL byte.
-func setEnv(name, value string, set bool) {
-	if set {
-		_ = os.Setenv(name, value)
-		return
-	}
-	_ = os.Unsetenv(name)
 }
 
 // quoted reports a value wrapped in quotes (docker --env-file and Kubernetes keep them). Free text
@@ -303,7 +372,6 @@ func (c Config) modelProblems(p *problemList) {
 // replyProblems checks how answers are written, and how many at once.
 func (c Config) replyProblems(p *problemList) {
 	p.oneOf("REPLY_MODE", c.ReplyMode, access.ReplyModes...)
-	p.oneOf("EDIT_POLICY", c.EditPolicy, "fair", "every-1s", "every-20-chunks")
 	if c.LogFormat != "" {
 		p.oneOf("LOG_FORMAT", c.LogFormat, "json", "console")
 	}
@@ -482,40 +550,52 @@ func parseHeaders(s string) (http.Header, error) {
 	return h, nil
 }
 
-// printHelp writes the settings table: name, default, description.
+// printHelp writes the settings, tier by tier: name, default, description.
 func printHelp(w io.Writer) error {
 	fmt.Fprintln(w, "llmbot: a Slack bot (Socket Mode) that answers threads and DMs with an OpenAI-compatible model,")
-	fmt.Fprintln(w, "and makes pictures with /imagine. Configured by environment variables:")
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDEFAULT\tDESCRIPTION")
-	for _, s := range settings() {
-		def := s.Default
-		if def == "" {
-			def = "-"
+	fmt.Fprintln(w, "and makes pictures with /imagine. Configured by environment variables, in four groups.")
+	for i, group := range tiered() {
+		fmt.Fprintf(w, "\n%s: %s\n", tiers[i].Title, tiers[i].About)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  NAME\tDEFAULT\tDESCRIPTION")
+		for _, s := range group {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, cmp.Or(s.Default, "-"), s.Desc)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, def, s.Desc)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Required: SLACK_BOT_TOKEN, SLACK_APP_TOKEN, and OPENAI_API_KEY for api.openai.com.")
-	_, err := fmt.Fprintln(w, "--help-markdown prints the same table in Markdown (for the README).")
+	_, err := fmt.Fprintln(w, "--help-markdown prints the same tables in Markdown (for the README).")
 	return err
 }
 
-// printHelpMarkdown writes the settings table as Markdown.
+// printHelpMarkdown writes the settings as Markdown: a heading and a table for each tier.
 func printHelpMarkdown(w io.Writer) error {
 	var b strings.Builder
-	b.WriteString("| Setting | Default | Description |\n|---|---|---|\n")
-	for _, s := range settings() {
-		def := ""
-		if s.Default != "" {
-			def = "`" + s.Default + "`"
+	for i, group := range tiered() {
+		if i > 0 {
+			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, def, strings.ReplaceAll(s.Desc, "|", `\|`))
+		fmt.Fprintf(&b, "### %s\n\n%s.\n\n", tiers[i].Title, upperFirst(tiers[i].About))
+		b.WriteString("| Setting | Default | Description |\n|---|---|---|\n")
+		for _, s := range group {
+			def := ""
+			if s.Default != "" {
+				def = "`" + s.Default + "`"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, def, strings.ReplaceAll(s.Desc, "|", `\|`))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// upperFirst is s with its first letter in upper case (the tiers' descriptions are ASCII).
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

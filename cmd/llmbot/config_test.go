@@ -46,7 +46,7 @@ func TestDefaults(t *testing.T) {
 		SlackBotToken: "xoxb-1-secret", SlackAppToken: "xapp-1-secret", OpenAIAPIKey: "sk-secret",
 		SlackAPIURL: "https://slack.com/api/", OpenAIBaseURL: "https://api.openai.com/v1",
 		ChatModel: "gpt-5.4-mini", ImageModel: "gpt-image-2",
-		ReplyMode: "auto", StreamRolloverAfter: 4 * time.Minute, StreamIdleLimit: 4 * time.Minute, PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, EditPolicy: "fair", ContextTokens: 12000,
+		ReplyMode: "auto", StreamRolloverAfter: 4 * time.Minute, StreamIdleLimit: 4 * time.Minute, PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, ContextTokens: 12000,
 		Vision: "auto", MaxFileBytes: 20 << 20, MaxFileText: 20000, ImageInputMaxSide: 2048,
 		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
@@ -109,7 +109,6 @@ func TestBadValuesAllReported(t *testing.T) {
 		"OPENAI_BASE_URL":        "localhost:11434",
 		"TEMPERATURE":            "2.5",
 		"REPLY_MODE":             "chunks",
-		"EDIT_POLICY":            "fastest",
 		"MAX_CONCURRENT_REPLIES": "many",
 		"SHUTDOWN_GRACE":         "8",
 		"FOLLOW_UPS":             "maybe",
@@ -143,7 +142,6 @@ func TestBadValuesAllReported(t *testing.T) {
 		`REPLY_MODE: "chunks" is not one of auto, edit, stream`,
 		"STREAM_ROLLOVER_AFTER: 5m0s must be at least 1s and under 5m0s",
 		"STREAM_IDLE_LIMIT: 10ms must be at least 1s and under 5m0s",
-		`EDIT_POLICY: "fastest" is not one of fair, every-1s, every-20-chunks`,
 		`MAX_CONCURRENT_REPLIES: "many" is not a whole number`,
 		`SHUTDOWN_GRACE: "8" is not a duration`,
 		`FOLLOW_UPS: "maybe" is not true or false`,
@@ -160,7 +158,7 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_INPUT_MAX_SIDE: 10000 must be at most 4096",
 		`EXTERNAL_USERS: "allowed" is not one of refused, members`,
 		`GUEST_USERS: "no" is not one of members, refused`,
-		"24 problem(s)",
+		"23 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
@@ -262,9 +260,8 @@ func settingField(cfg Config, name string) any {
 	return nil
 }
 
-// TestLoadLeavesTheProcessEnvironment: envconfig reads only the process environment, so
-// loadConfig puts getenv's values there for the time of the call: they win over what was there,
-// and what was there is there again afterwards.
+// TestLoadLeavesTheProcessEnvironment: loadConfig reads getenv's values, not the process
+// environment's, and the process environment is as it was afterwards.
 func TestLoadLeavesTheProcessEnvironment(t *testing.T) {
 	t.Setenv("CHAT_MODEL", "from-outside")
 	t.Setenv("SHUTDOWN_GRACE", "1m")
@@ -282,6 +279,40 @@ func TestLoadLeavesTheProcessEnvironment(t *testing.T) {
 	if os.Getenv("CHAT_MODEL") != "from-outside" || os.Getenv("SHUTDOWN_GRACE") != "1m" || imageSet {
 		t.Errorf("after loadConfig: CHAT_MODEL %q, SHUTDOWN_GRACE %q, IMAGE_MODEL set %v; want them as they were",
 			os.Getenv("CHAT_MODEL"), os.Getenv("SHUTDOWN_GRACE"), imageSet)
+	}
+}
+
+// TestLoadNeverWritesTheEnvironment: loading reads getenv alone and never writes the process
+// environment, not even for a moment, so other goroutines (a test beside it, a stdio MCP server
+// being started, which inherits the environment) never see another setting's value there.
+func TestLoadNeverWritesTheEnvironment(t *testing.T) {
+	t.Setenv("CHAT_MODEL", "")
+	os.Unsetenv("CHAT_MODEL")
+	env := validEnv()
+	env["CHAT_MODEL"] = "from-getenv"
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Bounded: loads go on for 300ms, or until the watcher below has seen a write.
+		for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+			loadConfig(envFunc(env))
+			if _, set := os.LookupEnv("CHAT_MODEL"); set {
+				return
+			}
+		}
+	}()
+	seen := false
+	for watching := true; watching && !seen; {
+		select {
+		case <-done:
+			watching = false
+		default:
+			_, seen = os.LookupEnv("CHAT_MODEL")
+		}
+	}
+	<-done
+	if seen {
+		t.Error("CHAT_MODEL was set in the process environment while settings were loaded")
 	}
 }
 

@@ -92,7 +92,7 @@ func checkNoUnfurls(t *testing.T, fs *fakeslack.Server) {
 	}
 }
 
-func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
+func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string, flags ...string) *e2e {
 	t.Helper()
 	scfg.BotToken, scfg.AppToken = botToken, appToken
 	fs := fakeslack.New(scfg)
@@ -119,7 +119,8 @@ func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string) *e2e {
 	e := &e2e{slack: fs, llm: fl, logs: &syncBuffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
-	go func() { e.done <- run(ctx, []string{"llmbot"}, envFunc(full), io.Discard, e.logs) }()
+	args := append([]string{"llmbot"}, flags...)
+	go func() { e.done <- run(ctx, args, envFunc(full), io.Discard, e.logs) }()
 	t.Cleanup(func() {
 		e.stop(t)
 		fl.Close()

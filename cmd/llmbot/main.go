@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/doctor"
 	"github.com/llmbot/llmbot/internal/nodump"
+	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/tools"
 	"go.uber.org/zap"
@@ -79,12 +80,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	help := fs.Bool("help", false, "print the settings and commands and exit")
 	fs.BoolVar(help, "h", false, "the same as --help")
+	// The load benchmark (cmd/llmbot-bench) compares the bot's pacing with two baselines on the
+	// same binary. A flag, not a setting, and left out of --help: the baselines are there to be
+	// measured against, not to be deployed.
+	benchPolicy := fs.String("bench-edit-policy", string(pace.PolicyFair), "the edit policy, for the load benchmark")
 	fs.Usage = func() {} // the help is printed on --help only; a wrong flag gets the error alone
 	if len(args) > 0 {
 		args = args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w (run with --help)", err)
+	}
+	policy, err := pace.ParsePolicy(*benchPolicy)
+	if err != nil {
+		return fmt.Errorf("--bench-edit-policy: %w", err)
 	}
 	if *help {
 		if err := printHelp(stdout); err != nil {
@@ -124,7 +133,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	defer func() { _ = log.Sync() }()
-	return start(ctx, cfg, mcp, log)
+	return start(ctx, cfg, mcp, policy, log)
 }
 
 // doctorInput is what `llmbot doctor` checks: the settings as the bot would run with them, and
@@ -133,7 +142,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 	_, headersErr := parseHeaders(cfg.LLMHeaders)
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // a bad file is one of problems
 	return doctor.Input{
-		Problems:        problems,
+		Problems:        tieredProblems(problems),
 		SlackBotToken:   cfg.SlackBotToken,
 		SlackAppToken:   cfg.SlackAppToken,
 		SlackAPIURL:     cfg.SlackAPIURL,

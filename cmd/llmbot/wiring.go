@@ -40,7 +40,7 @@ const (
 )
 
 // start wires the parts together and runs the bot until ctx ends.
-func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) error {
+func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy, log *zap.Logger) error {
 	if u, err := url.Parse(cfg.OpenAIBaseURL); err == nil && strings.Trim(u.Path, "/") == "" {
 		// The commonest set-up mistake (http://localhost:11434): every answer would fail with a 404.
 		log.Warn("OPENAI_BASE_URL has no path: OpenAI-compatible services serve their API under one, usually /v1 " +
@@ -166,7 +166,6 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 			stopRun(fmt.Errorf("shared state: %w", err))
 		}
 	})
-	policy, _ := pace.ParsePolicy(cfg.EditPolicy) // validated
 	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
 	budgets.Share(shared)
 	// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
@@ -310,7 +309,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, log *zap.Logger) e
 		zap.String("model_host", hostOf(cfg.OpenAIBaseURL)),
 		zap.String("reply_mode", cfg.ReplyMode),
 		zap.Bool("buttons", cfg.Buttons),
-		zap.String("edit_policy", cfg.EditPolicy),
+		zap.String("edit_policy", string(policy)),
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
 		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies),
 		zap.Int("max_queued_replies", cfg.MaxQueuedReplies))
