@@ -2,13 +2,14 @@ package main
 
 import (
 	"cmp"
-	"encoding"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/llmbot/llmbot/access"
@@ -24,9 +26,8 @@ import (
 )
 
 // Config is every setting of the bot, read from the environment by loadConfig: a normalising pass
-// (see normaliseValue), then each value decoded as envconfig.Process would. The struct tags, in
-// envconfig's form, are the one source of truth for names, defaults and descriptions: loadConfig,
-// Validate and --help all read them. Each field also names its tier (see tiers), the heading it
+// (see normaliseValue), then envconfig.Process. The struct tags are the one source of truth for
+// names, defaults and descriptions: envconfig, Validate and --help all read them. Each field also names its tier (see tiers), the heading it
 // is listed under.
 type Config struct {
 	SlackBotToken string `envconfig:"SLACK_BOT_TOKEN" tier:"essentials" secret:"true" desc:"Bot token (xoxb-...): Slack app settings > OAuth & Permissions > Bot User OAuth Token (install the app first)."`
@@ -192,79 +193,64 @@ func settings() []setting {
 	return out
 }
 
-// loadConfig reads every setting through getenv: each value is normalised (normaliseValue), then
-// decoded by the type of its field as envconfig would decode it (decodeSetting); a setting left
-// unset takes its default. Values that cannot be parsed are reported together, one line each
-// (the value is shown only for settings that are not secret), in the order of the settings.
+// loadConfig reads every setting from the process environment with envconfig. Each value is
+// first read as a person means it (normaliseValue: quotes kept by docker --env-file and Kubernetes,
+// numbers in decimal, a blank value unset) and, where that differs from what is there, put back in
+// its place: the process's environment is the bot's own, read once at start. Values that cannot be
+// parsed are reported together, one line each (the value is shown only for settings that are not
+// secret), in the order of the settings, and their defaults apply.
 //
-// envconfig itself reads only the process environment, and run takes its environment as a
-// function (main passes the real one, tests their own): decoding here reads getenv alone, so
-// loading never writes the process environment. TestEnvconfigAgrees holds the decoding to
-// envconfig's.
-func loadConfig(getenv func(string) string) (Config, []string) {
-	var cfg Config
-	fields := reflect.ValueOf(&cfg).Elem()
-	var problems []string
-	for i, s := range settings() {
-		value, set, found := normaliseValue(s, getenv(s.Name))
-		problems = append(problems, found...)
-		if set {
-			if v, err := decodeSetting(s.typ, value); err == nil {
-				fields.Field(i).Set(v)
-				continue
-			}
-			problems = append(problems, s.notA(value)) // the default applies, so Validate does not report it again
-		}
-		if s.Default == "" {
+// Tests give run its environment with t.Setenv, which puts the test process's back when they end.
+func loadConfig() (Config, []string) {
+	all := settings()
+	found := make([][]string, len(all)) // problems of each setting, listed in the settings' order
+	for i, s := range all {
+		raw, ok := os.LookupEnv(s.Name)
+		if !ok {
 			continue
 		}
-		v, err := decodeSetting(s.typ, s.Default)
-		if err != nil {
-			panic("config: the default of " + s.Name + " does not parse") // a programmer error
+		value, set, problems := normaliseValue(s, raw)
+		found[i] = problems
+		switch {
+		case !set:
+			_ = os.Unsetenv(s.Name)
+		case value != raw:
+			_ = os.Setenv(s.Name, value) // cannot fail: the name is Config's and the value holds no NUL
 		}
-		fields.Field(i).Set(v)
+	}
+	cfg, unparsed := processEnv()
+	var problems []string
+	for i, s := range all {
+		problems = append(problems, found[i]...)
+		if value, ok := unparsed[s.Name]; ok {
+			problems = append(problems, s.notA(value))
+		}
 	}
 	return cfg, problems
 }
 
-// decodeSetting parses value as a setting of type t, the way envconfig does for the types Config
-// uses: a TextUnmarshaler by its method, a pointer to a new value, a duration by
-// time.ParseDuration, numbers in Go's notation (normaliseValue has already made an int decimal).
-func decodeSetting(t reflect.Type, value string) (reflect.Value, error) {
-	v := reflect.New(t)
-	if u, ok := v.Interface().(encoding.TextUnmarshaler); ok {
-		return v.Elem(), u.UnmarshalText([]byte(value))
+// processEnv fills a Config with envconfig.Process and returns the values it could not parse, by
+// setting name. envconfig stops at the first value it cannot parse; that variable is then unset
+// (its default applies, so Validate does not report it again) and Process runs again, until every
+// bad value is known.
+func processEnv() (Config, map[string]string) {
+	unparsed := map[string]string{}
+	for {
+		var cfg Config
+		err := envconfig.Process("", &cfg)
+		var pe *envconfig.ParseError
+		if !errors.As(err, &pe) {
+			if err != nil {
+				panic("config: " + err.Error()) // Config is not a struct envconfig can fill: a programmer error
+			}
+			return cfg, unparsed
+		}
+		if _, set := os.LookupEnv(pe.KeyName); !set {
+			panic("config: the default of " + pe.KeyName + " does not parse") // a programmer error
+		}
+		unparsed[pe.KeyName] = pe.Value
+		_ = os.Unsetenv(pe.KeyName)
 	}
-	v = v.Elem()
-	var err error
-	switch {
-	case t.Kind() == reflect.Pointer:
-		var elem reflect.Value
-		elem, err = decodeSetting(t.Elem(), value)
-		v.Set(reflect.New(t.Elem()))
-		v.Elem().Set(elem)
-	case t == reflect.TypeFor[time.Duration]():
-		var d time.Duration
-		d, err = time.ParseDuration(value)
-		v.SetInt(int64(d))
-	case t.Kind() == reflect.String:
-		v.SetString(value)
-	case t.Kind() == reflect.Int || t.Kind() == reflect.Int64:
-		var n int64
-		n, err = strconv.ParseInt(value, 0, t.Bits())
-		v.SetInt(n)
-	case t.Kind() == reflect.Float64:
-		var f float64
-		f, err = strconv.ParseFloat(value, 64)
-		v.SetFloat(f)
-	case t.Kind() == reflect.Bool:
-		var b bool
-		b, err = strconv.ParseBool(value)
-		v.SetBool(b)
-	default:
-		panic("config: no decoding for settings of type " + t.String()) // a programmer error
-	}
-	return v, err
 }
 
 // normaliseValue turns a raw value into what envconfig is given, where envconfig alone would read

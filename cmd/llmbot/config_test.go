@@ -14,15 +14,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
 	"go.uber.org/zap/zapcore"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
-// envFunc turns a map into a getenv.
-func envFunc(env map[string]string) func(string) string {
-	return func(k string) string { return env[k] }
+// setEnv makes env the test's process environment for every setting, and for any other name it
+// gives (an MCP config's ${VAR}s): a setting it does not name is unset, so the environment the tests
+// run in never leaks into them. t.Setenv puts everything back when the test ends.
+func setEnv(t testing.TB, env map[string]string) {
+	t.Helper()
+	for _, s := range settings() {
+		t.Setenv(s.Name, "")
+		if err := os.Unsetenv(s.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 }
 
 // validEnv is a complete, valid environment.
@@ -35,7 +45,8 @@ func validEnv() map[string]string {
 }
 
 func TestDefaults(t *testing.T) {
-	cfg, problems := loadConfig(envFunc(validEnv()))
+	setEnv(t, validEnv())
+	cfg, problems := loadConfig()
 	if len(problems) != 0 {
 		t.Fatalf("problems: %v", problems)
 	}
@@ -65,7 +76,8 @@ func TestEmptyCountsAsUnset(t *testing.T) {
 	env["CHAT_MODEL"] = "  "
 	env["SHUTDOWN_GRACE"] = ""
 	env["TEMPERATURE"] = ""
-	cfg, problems := loadConfig(envFunc(env))
+	setEnv(t, env)
+	cfg, problems := loadConfig()
 	if len(problems) != 0 || cfg.ChatModel != "gpt-5.4-mini" || cfg.ShutdownGrace != 8*time.Second || cfg.Temperature != nil {
 		t.Errorf("empty values: %+v, %v", cfg, problems)
 	}
@@ -74,7 +86,8 @@ func TestEmptyCountsAsUnset(t *testing.T) {
 func TestTemperatureZeroIsSent(t *testing.T) {
 	env := validEnv()
 	env["TEMPERATURE"] = "0"
-	cfg, _ := loadConfig(envFunc(env))
+	setEnv(t, env)
+	cfg, _ := loadConfig()
 	if cfg.Temperature == nil || *cfg.Temperature != 0 {
 		t.Errorf("TEMPERATURE=0 gave %v, want a pointer to 0", cfg.Temperature)
 	}
@@ -82,7 +95,8 @@ func TestTemperatureZeroIsSent(t *testing.T) {
 
 func TestMissingConfigListsEverything(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"llmbot"}, envFunc(nil), &stdout, &stderr)
+	setEnv(t, nil)
+	err := run(context.Background(), []string{"llmbot"}, &stdout, &stderr)
 	if err == nil {
 		t.Fatal("run with no configuration returned nil")
 	}
@@ -128,7 +142,8 @@ func TestBadValuesAllReported(t *testing.T) {
 		"EXTERNAL_USERS":         "allowed",
 		"GUEST_USERS":            "no",
 	}
-	cfg, problems := loadConfig(envFunc(env))
+	setEnv(t, env)
+	cfg, problems := loadConfig()
 	err := problemsError(append(problems, cfg.problems()...))
 	if err == nil {
 		t.Fatal("no error")
@@ -173,36 +188,10 @@ func TestLocalServerNeedsNoKey(t *testing.T) {
 	env := validEnv()
 	delete(env, "OPENAI_API_KEY")
 	env["OPENAI_BASE_URL"] = "http://localhost:11434/v1"
-	cfg, problems := loadConfig(envFunc(env))
+	setEnv(t, env)
+	cfg, problems := loadConfig()
 	if len(problems) != 0 || cfg.Validate() != nil {
 		t.Errorf("a local server without a key: %v %v", problems, cfg.Validate())
-	}
-}
-
-// TestEnvconfigAgrees: for values written as envconfig reads them, loadConfig gives what
-// envconfig.Process alone gives (its normalising pass changes nothing there).
-func TestEnvconfigAgrees(t *testing.T) {
-	env := map[string]string{
-		"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "OPENAI_API_KEY": "sk-1",
-		"TEMPERATURE": "0.7", "MAX_CONCURRENT_REPLIES": "7", "FOLLOW_UPS": "false", "SHUTDOWN_GRACE": "3s",
-		"LOG_LEVEL": "debug", "EDIT_BUDGET_PER_MINUTE": "40.5", "LLM_HEADERS": "api-key=x,X-Org=y",
-	}
-	for _, s := range settings() {
-		t.Setenv(s.Name, env[s.Name])
-		if env[s.Name] == "" {
-			os.Unsetenv(s.Name) // unset, not empty: envconfig treats an empty variable as set
-		}
-	}
-	var viaEnvconfig Config
-	if err := envconfig.Process("", &viaEnvconfig); err != nil {
-		t.Fatal(err)
-	}
-	mine, problems := loadConfig(os.Getenv)
-	if len(problems) != 0 {
-		t.Fatal(problems)
-	}
-	if !reflect.DeepEqual(mine, viaEnvconfig) {
-		t.Errorf("loadConfig and envconfig differ:\n mine %+v\n envc %+v", mine, viaEnvconfig)
 	}
 }
 
@@ -233,7 +222,8 @@ func TestValuesReadAsWritten(t *testing.T) {
 	} {
 		env := validEnv()
 		env[tc.name] = tc.value
-		cfg, problems := loadConfig(envFunc(env))
+		setEnv(t, env)
+		cfg, problems := loadConfig()
 		if got := settingField(cfg, tc.name); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s=%q: %#v, want %#v", tc.name, tc.value, got, tc.want)
 		}
@@ -260,59 +250,24 @@ func settingField(cfg Config, name string) any {
 	return nil
 }
 
-// TestLoadLeavesTheProcessEnvironment: loadConfig reads getenv's values, not the process
-// environment's, and the process environment is as it was afterwards.
-func TestLoadLeavesTheProcessEnvironment(t *testing.T) {
-	t.Setenv("CHAT_MODEL", "from-outside")
-	t.Setenv("SHUTDOWN_GRACE", "1m")
-	t.Setenv("IMAGE_MODEL", "")
-	os.Unsetenv("IMAGE_MODEL")
+// TestLoadReadsTheEnvironmentAsMeant: loadConfig reads the process environment with envconfig,
+// and leaves there what it read: a value in quotes without them, a blank value unset, a number in
+// decimal, so whatever reads the environment after it (a stdio MCP server inherits it) reads the same.
+func TestLoadReadsTheEnvironmentAsMeant(t *testing.T) {
 	env := validEnv()
-	env["CHAT_MODEL"] = "from-getenv"
-	env["IMAGE_MODEL"] = "image-from-getenv"
-	cfg, problems := loadConfig(envFunc(env))
-	if len(problems) != 0 || cfg.ChatModel != "from-getenv" || cfg.ImageModel != "image-from-getenv" || cfg.ShutdownGrace != 8*time.Second {
-		t.Errorf("loaded CHAT_MODEL %q, IMAGE_MODEL %q, SHUTDOWN_GRACE %v (problems %q), want getenv's values and the default",
-			cfg.ChatModel, cfg.ImageModel, cfg.ShutdownGrace, problems)
+	env["CHAT_MODEL"] = `"quoted-model"`
+	env["IMAGE_MODEL"] = "  "
+	env["CONTEXT_TOKENS"] = "08000"
+	setEnv(t, env)
+	cfg, problems := loadConfig()
+	if cfg.ChatModel != "quoted-model" || cfg.ImageModel != "gpt-image-2" || cfg.ContextTokens != 8000 || len(problems) != 1 {
+		t.Errorf("loaded CHAT_MODEL %q, IMAGE_MODEL %q, CONTEXT_TOKENS %d (problems %q); want the model unquoted, the default, 8000 and the quotes said once",
+			cfg.ChatModel, cfg.ImageModel, cfg.ContextTokens, problems)
 	}
 	_, imageSet := os.LookupEnv("IMAGE_MODEL")
-	if os.Getenv("CHAT_MODEL") != "from-outside" || os.Getenv("SHUTDOWN_GRACE") != "1m" || imageSet {
-		t.Errorf("after loadConfig: CHAT_MODEL %q, SHUTDOWN_GRACE %q, IMAGE_MODEL set %v; want them as they were",
-			os.Getenv("CHAT_MODEL"), os.Getenv("SHUTDOWN_GRACE"), imageSet)
-	}
-}
-
-// TestLoadNeverWritesTheEnvironment: loading reads getenv alone and never writes the process
-// environment, not even for a moment, so other goroutines (a test beside it, a stdio MCP server
-// being started, which inherits the environment) never see another setting's value there.
-func TestLoadNeverWritesTheEnvironment(t *testing.T) {
-	t.Setenv("CHAT_MODEL", "")
-	os.Unsetenv("CHAT_MODEL")
-	env := validEnv()
-	env["CHAT_MODEL"] = "from-getenv"
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Bounded: loads go on for 300ms, or until the watcher below has seen a write.
-		for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
-			loadConfig(envFunc(env))
-			if _, set := os.LookupEnv("CHAT_MODEL"); set {
-				return
-			}
-		}
-	}()
-	seen := false
-	for watching := true; watching && !seen; {
-		select {
-		case <-done:
-			watching = false
-		default:
-			_, seen = os.LookupEnv("CHAT_MODEL")
-		}
-	}
-	<-done
-	if seen {
-		t.Error("CHAT_MODEL was set in the process environment while settings were loaded")
+	if os.Getenv("CHAT_MODEL") != "quoted-model" || imageSet || os.Getenv("CONTEXT_TOKENS") != "8000" {
+		t.Errorf("after loadConfig: CHAT_MODEL %q, IMAGE_MODEL set %v, CONTEXT_TOKENS %q; want them as read",
+			os.Getenv("CHAT_MODEL"), imageSet, os.Getenv("CONTEXT_TOKENS"))
 	}
 }
 
@@ -329,7 +284,8 @@ func TestParseHeaders(t *testing.T) {
 func TestHelp(t *testing.T) {
 	for _, arg := range []string{"-h", "--help"} {
 		var stdout, stderr bytes.Buffer
-		if err := run(context.Background(), []string{"llmbot", arg}, envFunc(nil), &stdout, &stderr); err != nil {
+		setEnv(t, nil)
+		if err := run(context.Background(), []string{"llmbot", arg}, &stdout, &stderr); err != nil {
 			t.Fatalf("%s: %v", arg, err)
 		}
 		for _, s := range settings() {
@@ -344,14 +300,16 @@ func TestHelp(t *testing.T) {
 // --help, with nothing printed besides (main prints the error once).
 func TestVersionAndUnknownFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"llmbot", "--version"}, envFunc(nil), &stdout, &stderr); err != nil {
+	setEnv(t, nil)
+	if err := run(context.Background(), []string{"llmbot", "--version"}, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if out := stdout.String(); !strings.HasPrefix(out, "llmbot ") || strings.Count(out, "\n") != 1 || len(out) < len("llmbot x\n") {
 		t.Errorf("--version printed %q, want one line \"llmbot <version>\"", out)
 	}
 	stdout.Reset()
-	err := run(context.Background(), []string{"llmbot", "--verbose"}, envFunc(nil), &stdout, &stderr)
+	setEnv(t, nil)
+	err := run(context.Background(), []string{"llmbot", "--verbose"}, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "-verbose") || !strings.Contains(err.Error(), "run with --help") {
 		t.Errorf("unknown flag: error %v, want it named with a pointer to --help", err)
 	}
@@ -371,7 +329,8 @@ func TestHealthAddrInUse(t *testing.T) {
 	env := validEnv()
 	env["HEALTH_ADDR"] = ln.Addr().String()
 	env["SLACK_API_URL"] = "http://127.0.0.1:1/api/" // never reached
-	err = run(t.Context(), []string{"llmbot"}, envFunc(env), io.Discard, io.Discard)
+	setEnv(t, env)
+	err = run(t.Context(), []string{"llmbot"}, io.Discard, io.Discard)
 	if err == nil || !strings.HasPrefix(err.Error(), "HEALTH_ADDR: ") || !strings.Contains(err.Error(), "address already in use") {
 		t.Errorf("run = %v, want a HEALTH_ADDR error saying the address is in use", err)
 	}
@@ -394,7 +353,8 @@ func TestBaseURLWithoutPathWarns(t *testing.T) {
 		env["SLACK_API_URL"] = "http://127.0.0.1:1/api/" // refused: run waits at auth.test until stopped
 		var stderr bytes.Buffer
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-		if err := run(ctx, []string{"llmbot"}, envFunc(env), io.Discard, &stderr); err != nil {
+		setEnv(t, env)
+		if err := run(ctx, []string{"llmbot"}, io.Discard, &stderr); err != nil {
 			t.Errorf("%s: run stopped while starting = %v, want nil", tc.url, err)
 		}
 		cancel()
@@ -408,7 +368,8 @@ func TestBaseURLWithoutPathWarns(t *testing.T) {
 // struct tags; go test ./cmd/llmbot -run HelpMarkdown -update rewrites it.
 func TestHelpMarkdown(t *testing.T) {
 	var stdout bytes.Buffer
-	if err := run(context.Background(), []string{"llmbot", "--help-markdown"}, envFunc(nil), &stdout, &bytes.Buffer{}); err != nil {
+	setEnv(t, nil)
+	if err := run(context.Background(), []string{"llmbot", "--help-markdown"}, &stdout, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
 	golden := filepath.Join("testdata", "settings.md")

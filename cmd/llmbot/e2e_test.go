@@ -120,7 +120,8 @@ func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string, flags 
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	args := append([]string{"llmbot"}, flags...)
-	go func() { e.done <- run(ctx, args, envFunc(full), io.Discard, e.logs) }()
+	setEnv(t, full)
+	go func() { e.done <- run(ctx, args, io.Discard, e.logs) }()
 	t.Cleanup(func() {
 		e.stop(t)
 		fl.Close()
@@ -553,7 +554,8 @@ func TestE2EBadBotToken(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
 	defer cancel()
-	err := run(ctx, []string{"llmbot"}, envFunc(env), io.Discard, logs)
+	setEnv(t, env)
+	err := run(ctx, []string{"llmbot"}, io.Discard, logs)
 	if err == nil || !strings.Contains(err.Error(), "rejected SLACK_BOT_TOKEN (invalid_auth)") {
 		t.Errorf("run with a bad bot token: %v", err)
 	}

@@ -56,7 +56,7 @@ func versionString() string {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop) // the first signal starts a graceful stop; a second one ends the process
-	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		if !errors.Is(err, doctor.ErrReported) { // doctor's checklist already said it
@@ -68,7 +68,7 @@ func main() {
 
 // run is the whole program: flags, configuration, logger, wiring, and the bot until ctx ends.
 // It returns nil after a clean shutdown. Tests call it as main does, with their own environment.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// First: the programs the bot starts (stdio MCP servers) run as its user and must not read
 	// its environment, which holds the tokens, through /proc.
 	if err := nodump.Set(); err != nil {
@@ -110,8 +110,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	if fs.Arg(0) == "doctor" {
-		cfg, problems := loadConfig(getenv)
-		mcp, err := tools.LoadConfig(cfg.MCPConfig, getenv)
+		cfg, problems := loadConfig()
+		mcp, err := tools.LoadConfig(cfg.MCPConfig, os.Getenv)
 		if err != nil {
 			problems = append(problems, err.Error())
 		}
@@ -123,8 +123,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("unknown argument %q (run with --help)", fs.Arg(0))
 	}
 
-	cfg, problems := loadConfig(getenv)
-	mcp, err := tools.LoadConfig(cfg.MCPConfig, getenv) // its ${VAR}s come from the environment
+	cfg, problems := loadConfig()
+	mcp, err := tools.LoadConfig(cfg.MCPConfig, os.Getenv) // its ${VAR}s come from the environment
 	if err != nil {
 		problems = append(problems, err.Error())
 	}

@@ -19,20 +19,23 @@ import (
 
 func TestDoctorHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if err := run(context.Background(), []string{"llmbot", "doctor", "--help"}, envFunc(nil), &stdout, &stderr); err != nil {
+	setEnv(t, nil)
+	if err := run(context.Background(), []string{"llmbot", "doctor", "--help"}, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stdout.String(), "Usage: llmbot doctor") {
 		t.Errorf("doctor --help:\n%s", stdout.String())
 	}
 	stdout.Reset()
-	if err := run(context.Background(), []string{"llmbot", "--help"}, envFunc(nil), &stdout, &stderr); err != nil {
+	setEnv(t, nil)
+	if err := run(context.Background(), []string{"llmbot", "--help"}, &stdout, &stderr); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stdout.String(), "llmbot doctor") {
 		t.Errorf("--help does not mention the doctor:\n%s", stdout.String())
 	}
-	if err := run(context.Background(), []string{"llmbot", "doctor", "extra"}, envFunc(nil), &stdout, &stderr); err == nil {
+	setEnv(t, nil)
+	if err := run(context.Background(), []string{"llmbot", "doctor", "extra"}, &stdout, &stderr); err == nil {
 		t.Error("doctor accepted an unknown argument")
 	}
 }
@@ -50,12 +53,14 @@ func TestDoctorChecksTheBotsSettings(t *testing.T) {
 	env := map[string]string{
 		"OPENAI_BASE_URL": dead.URL + "/v1", "TEMPERATURE": "7", "REPLY_MODE": "fast", "CHANNEL_CONFIG": path,
 	}
-	startErr := run(t.Context(), []string{"llmbot"}, envFunc(env), io.Discard, io.Discard)
+	setEnv(t, env)
+	startErr := run(t.Context(), []string{"llmbot"}, io.Discard, io.Discard)
 	if startErr == nil {
 		t.Fatal("a start with these settings did not stop")
 	}
 	var stdout bytes.Buffer
-	err := run(t.Context(), []string{"llmbot", "doctor"}, envFunc(env), &stdout, io.Discard)
+	setEnv(t, env)
+	err := run(t.Context(), []string{"llmbot", "doctor"}, &stdout, io.Discard)
 	if !errors.Is(err, doctor.ErrReported) {
 		t.Errorf("doctor = %v, want its checklist's failure", err)
 	}
@@ -81,13 +86,15 @@ func TestBenchEditPolicy(t *testing.T) {
 		}
 	}
 	var stdout bytes.Buffer
-	if err := run(t.Context(), []string{"llmbot", "--help"}, envFunc(nil), &stdout, io.Discard); err != nil {
+	setEnv(t, nil)
+	if err := run(t.Context(), []string{"llmbot", "--help"}, &stdout, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if out := stdout.String(); strings.Contains(out, "EDIT_POLICY") || strings.Contains(out, "bench-edit-policy") {
 		t.Errorf("--help names the benchmark's edit policy:\n%s", out)
 	}
-	err := run(t.Context(), []string{"llmbot", "--bench-edit-policy=fastest"}, envFunc(validEnv()), io.Discard, io.Discard)
+	setEnv(t, validEnv())
+	err := run(t.Context(), []string{"llmbot", "--bench-edit-policy=fastest"}, io.Discard, io.Discard)
 	if err == nil || !strings.HasPrefix(err.Error(), "--bench-edit-policy: ") {
 		t.Errorf("a wrong policy: run = %v, want an error naming --bench-edit-policy", err)
 	}
@@ -111,7 +118,8 @@ func TestDoctorGroupsProblemsByTier(t *testing.T) {
 		"MAX_QUEUED_REPLIES": "-5",
 	}
 	var stdout bytes.Buffer
-	if err := run(t.Context(), []string{"llmbot", "doctor"}, envFunc(env), &stdout, io.Discard); !errors.Is(err, doctor.ErrReported) {
+	setEnv(t, env)
+	if err := run(t.Context(), []string{"llmbot", "doctor"}, &stdout, io.Discard); !errors.Is(err, doctor.ErrReported) {
 		t.Errorf("doctor = %v, want its checklist's failure", err)
 	}
 	headingOf := map[string]string{} // the beginning of each problem line: the heading above it
@@ -163,7 +171,8 @@ func TestHelpGroupsByTier(t *testing.T) {
 		{"--help-markdown", []string{"### Essentials\n", "\n### Features\n", "\n### Limits\n", "\n### Operations\n"}},
 	} {
 		var stdout bytes.Buffer
-		if err := run(t.Context(), []string{"llmbot", tc.flag}, envFunc(nil), &stdout, io.Discard); err != nil {
+		setEnv(t, nil)
+		if err := run(t.Context(), []string{"llmbot", tc.flag}, &stdout, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		out := stdout.String()

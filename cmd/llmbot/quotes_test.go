@@ -16,7 +16,8 @@ func TestQuotedValuesAreExplained(t *testing.T) {
 	env := validEnv()
 	env["SLACK_BOT_TOKEN"] = `"xoxb-1-secret"`
 	env["SLACK_APP_TOKEN"] = `'xapp-1-secret'`
-	err := run(context.Background(), []string{"llmbot"}, envFunc(env), io.Discard, io.Discard)
+	setEnv(t, env)
+	err := run(context.Background(), []string{"llmbot"}, io.Discard, io.Discard)
 	if err == nil {
 		t.Fatal("run accepted quoted tokens without a word")
 	}
@@ -51,7 +52,8 @@ func TestQuotedFreeTextIsKept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := validEnv()
 			env[tc.name] = tc.value
-			cfg, problems := loadConfig(envFunc(env))
+			setEnv(t, env)
+			cfg, problems := loadConfig()
 			if len(problems) > 0 {
 				t.Errorf("%s=%s: problems %q, want none", tc.name, tc.value, problems)
 			}
@@ -77,7 +79,8 @@ func TestEmptyQuotedFreeTextIsEmpty(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := validEnv()
 			env[tc.name] = tc.value
-			cfg, problems := loadConfig(envFunc(env))
+			setEnv(t, env)
+			cfg, problems := loadConfig()
 			if got := tc.setting(cfg); got != "" && len(problems) == 0 {
 				t.Errorf("%s=%s: the setting is %q (not the built-in default) and nothing is reported", tc.name, tc.value, got)
 			}

@@ -63,7 +63,8 @@ func TestStartupSurvivesASlackBlip(t *testing.T) {
 	defer cancel()
 	logs := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"llmbot"}, envFunc(env), io.Discard, logs) }()
+	setEnv(t, env)
+	go func() { done <- run(ctx, []string{"llmbot"}, io.Discard, logs) }()
 
 	wctx, wcancel := context.WithTimeout(context.Background(), e2eWait)
 	defer wcancel()
@@ -113,7 +114,8 @@ func TestStopDuringStartupIsClean(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"llmbot"}, envFunc(env), io.Discard, io.Discard) }()
+	setEnv(t, env)
+	go func() { done <- run(ctx, []string{"llmbot"}, io.Discard, io.Discard) }()
 	select {
 	case <-inAuth:
 	case <-time.After(e2eWait):
@@ -152,7 +154,8 @@ func TestTokensOfTwoAppsStop(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
 	defer cancel()
-	err := run(ctx, []string{"llmbot"}, envFunc(env), io.Discard, io.Discard)
+	setEnv(t, env)
+	err := run(ctx, []string{"llmbot"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "app A1") || !strings.Contains(err.Error(), "app A2") {
 		t.Errorf("run = %v, want a stop naming both apps", err)
 	}
