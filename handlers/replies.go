@@ -103,7 +103,7 @@ type ReplyOptions struct {
 	// 0: the placeholder is posted at once.
 	PlaceholderAfter time.Duration
 
-	HistoryLimit int // messages of context for a top-level DM; default 20
+	HistoryLimit int // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
 	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
 	// before the reply gives up. Keep-alive comments reset the model client's own idle timeout but not
 	// this one, so it must exceed the client's header and idle timeouts together (a reasoning model may
@@ -126,6 +126,9 @@ type ReplyOptions struct {
 // DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
 // Slack is reported to end a stream.
 const DefaultStreamRollover = 4 * time.Minute
+
+// defaultHistoryLimit is ReplyOptions.HistoryLimit's default.
+const defaultHistoryLimit = 20
 
 // Bounds of the in-memory caches.
 const (
@@ -202,7 +205,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	opt.Budgets = opt.Budgets.withDefaults()
 	opt.Files = opt.Files.withDefaults()
 	if opt.HistoryLimit <= 0 {
-		opt.HistoryLimit = 20
+		opt.HistoryLimit = defaultHistoryLimit
 	}
 	if opt.StallTimeout <= 0 {
 		opt.StallTimeout = 5 * time.Minute
@@ -485,7 +488,15 @@ func (r *Replies) answered(thread []slack.Message, ts string) bool {
 
 // own reports whether the bot posted m.
 func (r *Replies) own(m slack.Message) bool {
-	return (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID)
+	return botIdentity{userID: r.opt.BotUserID, botID: r.opt.BotID}.own(m)
+}
+
+// botIdentity is who the bot is in Slack (auth.test), to recognise its own messages.
+type botIdentity struct{ userID, botID string }
+
+// own reports whether the bot posted m.
+func (id botIdentity) own(m slack.Message) bool {
+	return (id.userID != "" && m.User == id.userID) || (id.botID != "" && m.BotID == id.botID)
 }
 
 // resolve returns the display names of ids, from the cache or users.info (failures are left out: convo

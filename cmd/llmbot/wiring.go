@@ -176,7 +176,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
-	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
+	replyOpts := handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
 		BotUserID:        id.UserID,
 		BotID:            id.BotID,
@@ -223,7 +223,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		},
 		Written: metrics.ReplyWritten,
 		Tools:   toolOpts,
-	})
+	}
+	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), replyOpts)
+	orphans := handlers.NewOrphanCloser(api, api, log.Named("orphans"), replyOpts)
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
 		BotName:    id.Name,
 		MaxPerUser: cfg.ImaginePerUser,
@@ -280,7 +282,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		Queue:         replies,                         // a waiting question's place under its thread, with the thinking status
 	})
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
-	sharedWG.Go(func() { replies.WatchOrphans(sctx, shared) })
+	sharedWG.Go(func() { orphans.WatchOrphans(sctx, shared) })
 	err = routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
