@@ -127,8 +127,11 @@ type ReplyOptions struct {
 // Slack is reported to end a stream.
 const DefaultStreamRollover = 4 * time.Minute
 
-// defaultHistoryLimit is ReplyOptions.HistoryLimit's default.
-const defaultHistoryLimit = 20
+// Defaults of ReplyOptions.HistoryLimit and ShutdownTimeout.
+const (
+	defaultHistoryLimit    = 20
+	defaultShutdownTimeout = 2 * time.Second
+)
 
 // Bounds of the in-memory caches.
 const (
@@ -150,21 +153,17 @@ var (
 
 // Replies answers mentions, DMs and follow-ups.
 type Replies struct {
-	thread   Thread
+	reads    threadReads
 	msgs     Messenger
 	streamer Streamer
-	users    Users
 	chat     Chat
 	log      *zap.Logger
 	opt      ReplyOptions
 	// paced is how every call gets through Slack's rate limits (opt.Budgets).
 	paced *writer
 
-	botThreads *ttlCache[bool]   // channel/thread_ts -> the bot takes part (positive and negative)
-	names      *ttlCache[string] // user id -> display name
-	// kept are results shown privately (a summary) until a button posts them to the channel, for
-	// the use cases built on Replies.
-	kept *keptResults
+	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
+	names      *names
 	// approvals are the tool calls waiting for a click; allowed, the tools allowed for a thread.
 	approvals approvals
 	allowed   *ttlCache[bool]
@@ -214,7 +213,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		opt.FinalTimeout = 10 * time.Second
 	}
 	if opt.ShutdownTimeout <= 0 {
-		opt.ShutdownTimeout = 2 * time.Second
+		opt.ShutdownTimeout = defaultShutdownTimeout
 	}
 	if opt.StreamRefusal <= 0 {
 		opt.StreamRefusal = 10 * time.Minute
@@ -232,12 +231,12 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	if opt.Fence != nil {
 		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
 	}
+	paced := &writer{budgets: opt.Budgets, msgs: m}
 	return &Replies{
-		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
-		paced:      &writer{budgets: opt.Budgets, msgs: m},
+		reads: threadReads{thread: t, paced: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		paced:      paced,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
-		names:      newTTLCache[string](nameCacheSize, nameCacheTTL),
-		kept:       newKeptResults(keptMax, keptTTL),
+		names:      newNames(u, paced, opt.BotUserID),
 		allowed:    newTTLCache[bool](threadCacheSize, threadCacheTTL),
 	}
 }
@@ -274,7 +273,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		// An edit that added the mention: not when the message was answered already (as a follow-up, for
 		// an earlier edit, or as a mention before the mention was edited out and back in).
 		var err error
-		thread, leftOut, err = r.replies(ctx, req.Channel, threadTS)
+		thread, leftOut, err = r.reads.replies(ctx, req.Channel, threadTS)
 		switch {
 		case err != nil:
 			// Answered as if the mention were new: the reply reads the thread again (and shows why
@@ -409,7 +408,7 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	if known, ok := r.remembered(key); ok {
 		return known, nil, 0, nil
 	}
-	thread, leftOut, err := r.replies(ctx, channel, threadTS)
+	thread, leftOut, err := r.reads.replies(ctx, channel, threadTS)
 	if err != nil {
 		return false, nil, 0, err
 	}
@@ -498,42 +497,6 @@ type botIdentity struct{ userID, botID string }
 func (id botIdentity) own(m slack.Message) bool {
 	return (id.userID != "" && m.User == id.userID) || (id.botID != "" && m.BotID == id.botID)
 }
-
-// resolve returns the display names of ids, from the cache or users.info (failures are left out: convo
-// then shows the id).
-func (r *Replies) resolve(ctx context.Context, log *zap.Logger, ids []string) nameMap {
-	ctx, cancel := context.WithTimeout(ctx, namesTimeout)
-	defer cancel()
-	names := make(nameMap, len(ids))
-	for _, id := range ids {
-		if id == r.opt.BotUserID {
-			continue // convo names the bot itself
-		}
-		if n, ok := r.names.get(id); ok {
-			names[id] = n
-			continue
-		}
-		var n string
-		turn, err := r.paced.lookup(ctx, func(ctx context.Context) (err error) {
-			n, err = r.users.Name(ctx, id)
-			return err
-		})
-		if !turn {
-			break // the names time limit: the rest keep their ids
-		}
-		if err != nil {
-			log.Debug("users.info", zap.String("user_id", id), zap.Error(err))
-			continue
-		}
-		r.names.put(id, n)
-		names[id] = n
-	}
-	return names
-}
-
-type nameMap map[string]string
-
-func (m nameMap) Name(id string) (string, bool) { n, ok := m[id]; return n, ok }
 
 // streams reports whether the answer to req is to be streamed natively: its reply mode (the
 // channel's, else Mode) says so there, and Slack has not refused it recently.

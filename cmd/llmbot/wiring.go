@@ -224,8 +224,10 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		Written: metrics.ReplyWritten,
 		Tools:   toolOpts,
 	}
-	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), replyOpts)
+	chat := metrics.Chat(model, cfg.ChatModel)
+	replies := handlers.NewReplies(api, api, api, api, chat, log.Named("replies"), replyOpts)
 	orphans := handlers.NewOrphanCloser(api, api, log.Named("orphans"), replyOpts)
+	summarize := handlers.NewSummarize(api, api, api, chat, replies, log.Named("summarize"), replyOpts)
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
 		BotName:    id.Name,
 		MaxPerUser: cfg.ImaginePerUser,
@@ -296,9 +298,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
-		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
-		route.Route{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: replies.PostSummaryHandler(api)},
-		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeThreadHandler(api)},
+		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeHandler(api)},
+		route.Route{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: summarize.PostSummaryHandler(api)},
+		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeThreadHandler(api)},
 	)
 	if err != nil {
 		return fmt.Errorf("routes: %w", err)
