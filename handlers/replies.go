@@ -80,11 +80,10 @@ type ReplyOptions struct {
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
-	// GrantKey names the shared marks that grant something ("Allow for this thread"), so that
-	// whoever can write to the shared store cannot make one up: a grant's mark is named by an HMAC
-	// of what it grants under this key (state.DeriveKey of the bot token). Empty: grants are kept
-	// in this process only.
-	GrantKey []byte
+	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
+	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
+	// nil: this Replies' own, grants kept in this process only.
+	Approvals *Approvals
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
@@ -164,9 +163,8 @@ type Replies struct {
 
 	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *names
-	// approvals are the tool calls waiting for a click; allowed, the tools allowed for a thread.
-	approvals approvals
-	allowed   *ttlCache[bool]
+	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
+	approvals *Approvals
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming,
 	// assistant.threads.setStatus (the "is thinking…" status) and agents.sessions.setStatus (the app
@@ -232,12 +230,16 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
 	}
 	paced := &writer{budgets: opt.Budgets, msgs: m}
+	approvals := opt.Approvals
+	if approvals == nil {
+		approvals = NewApprovals(nil, nil, log)
+	}
 	return &Replies{
 		reads: threadReads{thread: t, paced: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      newNames(u, paced, opt.BotUserID),
-		allowed:    newTTLCache[bool](threadCacheSize, threadCacheTTL),
+		approvals:  approvals,
 	}
 }
 

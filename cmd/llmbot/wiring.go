@@ -176,6 +176,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
+	// Redis never sees the token the grants' key is derived from.
+	approvals := handlers.NewApprovals(shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), log.Named("approvals"))
 	replyOpts := handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
 		BotUserID:        id.UserID,
@@ -194,7 +196,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		Fence:            shared,
 		OrphanQuiet:      orphanQuiet(cfg),
 		Threads:          shared,
-		GrantKey:         state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), // Redis never sees the token
+		Approvals:        approvals,
 		Sessions:         api,
 		Pane:             paneOf(cfg, api),
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
@@ -289,9 +291,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
 		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: replies.PaneHandler(prompts)},
 		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
