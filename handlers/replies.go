@@ -72,8 +72,8 @@ type ReplyOptions struct {
 	// take it for dead (see Fence); nil: never.
 	Fence Fence
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
-	// and a thinking status, and serves the suggested prompts (PaneHandler).
-	Pane Pane
+	// and every answer in a thread a thinking status (AgentPane); nil: none.
+	Pane *AgentPane
 	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
 	// processing while it is written, active once it has ended (closed at shutdown).
 	Sessions Sessions
@@ -130,6 +130,9 @@ const DefaultStreamRollover = 4 * time.Minute
 const (
 	defaultHistoryLimit    = 20
 	defaultShutdownTimeout = 2 * time.Second
+	// defaultRefusal is how long a refusal by Slack of something the bot may do without is
+	// remembered (ReplyOptions.StreamRefusal's default; the agent pane's statuses).
+	defaultRefusal = 10 * time.Minute
 )
 
 // Bounds of the in-memory caches.
@@ -166,10 +169,9 @@ type Replies struct {
 	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
 	approvals *Approvals
 
-	// What Slack refused lately, not tried again for StreamRefusal: native streaming,
-	// assistant.threads.setStatus (the "is thinking…" status) and agents.sessions.setStatus (the app
-	// is not an agent, or the place does not allow it).
-	streaming, statuses, sessions refused
+	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
+	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
+	streaming, sessions refused
 }
 
 // refused remembers that Slack refused something the bot may do without, so that it is not tried
@@ -214,7 +216,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		opt.ShutdownTimeout = defaultShutdownTimeout
 	}
 	if opt.StreamRefusal <= 0 {
-		opt.StreamRefusal = 10 * time.Minute
+		opt.StreamRefusal = defaultRefusal
 	}
 	if opt.StreamRollover <= 0 {
 		opt.StreamRollover = DefaultStreamRollover

@@ -176,6 +176,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
+	pane := handlers.NewAgentPane(paneOf(cfg, api), budgets.Statuses, log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
 	approvals := handlers.NewApprovals(shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), log.Named("approvals"))
 	replyOpts := handlers.ReplyOptions{
@@ -198,7 +199,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		Threads:          shared,
 		Approvals:        approvals,
 		Sessions:         api,
-		Pane:             paneOf(cfg, api),
+		Pane:             pane,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StreamRollover: cfg.StreamRolloverAfter,
@@ -283,7 +284,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		AnswerBots:    cfg.AnswerBots,
 		Replicas:      shared,
 		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
-		Queue:         replies,                         // a waiting question's place under its thread, with the thinking status
+		Queue:         pane,                            // a waiting question's place under its thread, with the thinking status
 	})
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	sharedWG.Go(func() { orphans.WatchOrphans(sctx, shared) })
@@ -295,7 +296,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
 		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
-		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: replies.PaneHandler(prompts)},
+		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: pane.PaneHandler(prompts)},
 		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
 		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
