@@ -60,10 +60,10 @@ type ReplyOptions struct {
 	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
 	ChannelMode func(channel string) ReplyMode
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
+	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
 	Journal Journal
 	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (CloseOrphans): the shared state's liveness TTL with Redis, where
+	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
 	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
 	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
 	// process before a restart): at once.
