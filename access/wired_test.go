@@ -108,9 +108,10 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	replyOpts := handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
 		Buttons: cfg.Buttons, Budgets: budgets, Approvals: handlers.NewApprovals(nil, nil, log.Named("approvals")),
+		Names: handlers.NewNames(api, budgets.Lookups, id.UserID),
 	}
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), replyOpts)
-	summarize := handlers.NewSummarize(api, api, api, model, replies, log.Named("summarize"), replyOpts)
+	summarize := handlers.NewSummarize(api, api, replyOpts.Names, model, replies, log.Named("summarize"), replyOpts)
 	notices := handlers.NewNotices(api, budgets)
 	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
 	ev := newBotEvents()

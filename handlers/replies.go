@@ -80,6 +80,9 @@ type ReplyOptions struct {
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
+	// Names resolves the people an answer names, shared with the other use cases that name people
+	// (Summarize). nil: Replies' own, over the Users it is given.
+	Names *Names
 	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
 	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
 	// nil: this Replies' own, grants kept in this process only.
@@ -165,7 +168,7 @@ type Replies struct {
 	paced *writer
 
 	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
-	names      *names
+	names      *Names
 	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
 	approvals *Approvals
 
@@ -232,6 +235,10 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
 	}
 	paced := &writer{budgets: opt.Budgets, msgs: m}
+	names := opt.Names
+	if names == nil {
+		names = NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
+	}
 	approvals := opt.Approvals
 	if approvals == nil {
 		approvals = NewApprovals(nil, nil, log)
@@ -240,7 +247,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		reads: threadReads{thread: t, paced: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
-		names:      newNames(u, paced, opt.BotUserID),
+		names:      names,
 		approvals:  approvals,
 	}
 }

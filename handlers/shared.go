@@ -6,6 +6,8 @@ import (
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/pace"
 )
 
 // threadReads reads conversations within the read budget: the pieces of reading that answers and
@@ -44,22 +46,28 @@ func (t threadReads) history(ctx context.Context, channel string, limit int, lat
 	return msgs, nil
 }
 
-// names resolves user ids to display names (users.info) within the look-ups budget, remembering
-// them for nameCacheTTL.
-type names struct {
+// Names resolves user ids to display names (users.info) within the look-ups budget, remembering
+// them for nameCacheTTL. One Names serves the use cases that show people's names (the answers and
+// /summarize), so a name looked up for one is known to the other.
+type Names struct {
 	users     Users
-	paced     *writer
+	lookups   *pace.Bucket      // users.info (Budgets.Lookups)
 	cache     *ttlCache[string] // user id -> display name
 	botUserID string            // convo names the bot itself
 }
 
-func newNames(u Users, paced *writer, botUserID string) *names {
-	return &names{users: u, paced: paced, cache: newTTLCache[string](nameCacheSize, nameCacheTTL), botUserID: botUserID}
+// NewNames returns Names looking people up with u, paced by lookups (Budgets.Lookups; nil: a budget
+// of its own), leaving the bot itself (botUserID) to convo.
+func NewNames(u Users, lookups *pace.Bucket, botUserID string) *Names {
+	if lookups == nil {
+		lookups = pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst)
+	}
+	return &Names{users: u, lookups: lookups, cache: newTTLCache[string](nameCacheSize, nameCacheTTL), botUserID: botUserID}
 }
 
 // resolve returns the display names of ids, from the cache or users.info (failures are left out: convo
 // then shows the id).
-func (n *names) resolve(ctx context.Context, log *zap.Logger, ids []string) nameMap {
+func (n *Names) resolve(ctx context.Context, log *zap.Logger, ids []string) nameMap {
 	ctx, cancel := context.WithTimeout(ctx, namesTimeout)
 	defer cancel()
 	got := make(nameMap, len(ids))
@@ -71,11 +79,7 @@ func (n *names) resolve(ctx context.Context, log *zap.Logger, ids []string) name
 			got[id] = name
 			continue
 		}
-		var name string
-		turn, err := n.paced.lookup(ctx, func(ctx context.Context) (err error) {
-			name, err = n.users.Name(ctx, id)
-			return err
-		})
+		name, turn, err := n.lookup(ctx, id)
 		if !turn {
 			break // the names time limit: the rest keep their ids
 		}
@@ -87,6 +91,19 @@ func (n *names) resolve(ctx context.Context, log *zap.Logger, ids []string) name
 		got[id] = name
 	}
 	return got
+}
+
+// lookup makes one users.info call at its turn in the look-ups budget; a 429 pauses every look-up
+// (none is retried: a name is a nicety). turn is false when ctx ended before a turn came.
+func (n *Names) lookup(ctx context.Context, id string) (name string, turn bool, err error) {
+	if err := n.lookups.Wait(ctx); err != nil {
+		return "", false, err
+	}
+	name, err = n.users.Name(ctx, id)
+	if ra, ok := rateLimited(err); ok {
+		n.lookups.Throttled(ra)
+	}
+	return name, true, err
 }
 
 type nameMap map[string]string

@@ -182,10 +182,10 @@ func parseSummarySpan(text string) (summarySpan, error) {
 // Summarize is the /summarize use case: a channel's summary shown privately with a button that
 // posts it, and the Summarize thread shortcut, which asks the answers (Answerer) to summarise a
 // thread in place. It reads and writes under the same Slack budgets as the answers (the reply
-// settings it is built from) and remembers names on its own.
+// settings it is built from) and names people with the answers' Names.
 type Summarize struct {
 	reads   threadReads
-	names   *names
+	names   *Names
 	paced   *writer
 	chat    Chat
 	answers Answerer
@@ -197,9 +197,9 @@ type Summarize struct {
 }
 
 // NewSummarize returns the /summarize use case reading with t, posting with m, naming people with
-// u, summarising with c, and handing the thread shortcut to a, under opt (the reply settings:
+// n (the Names the answers use), summarising with c, and handing the thread shortcut to a, under opt (the reply settings:
 // identity, model, budgets, fence, buttons, the channels' models).
-func NewSummarize(t Thread, m Messenger, u Users, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
+func NewSummarize(t Thread, m Messenger, n *Names, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -210,7 +210,7 @@ func NewSummarize(t Thread, m Messenger, u Users, c Chat, a Answerer, log *zap.L
 	}
 	paced := &writer{budgets: opt.Budgets, msgs: m}
 	return &Summarize{
-		reads: threadReads{thread: t, paced: paced}, names: newNames(u, paced, opt.BotUserID), paced: paced,
+		reads: threadReads{thread: t, paced: paced}, names: n, paced: paced,
 		chat: c, answers: a, id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, log: log, opt: opt,
 		kept: newKeptResults(keptMax, keptTTL),
 	}

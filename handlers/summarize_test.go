@@ -130,7 +130,8 @@ func newSummaryTest(t *testing.T, opt ReplyOptions, answer func(int, llm.ChatReq
 	chat := &scriptChat{answer: answer}
 	resp := &privateFake{}
 	log := zaptest.NewLogger(t)
-	r := NewSummarize(fs, fs, fs, chat, NewReplies(fs, fs, fs, fs, chat, log, opt), log, opt)
+	opt.Names = NewNames(fs, opt.Budgets.Lookups, opt.BotUserID)
+	r := NewSummarize(fs, fs, opt.Names, chat, NewReplies(fs, fs, fs, fs, chat, log, opt), log, opt)
 	return &summaryTest{slack: fs, chat: chat, resp: resp, r: r, cmd: r.SummarizeHandler(resp), post: r.PostSummaryHandler(resp)}
 }
 

@@ -176,6 +176,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
+	names := handlers.NewNames(api, budgets.Lookups, id.UserID)
 	pane := handlers.NewAgentPane(paneOf(cfg, api), budgets.Statuses, log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
 	approvals := handlers.NewApprovals(shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), log.Named("approvals"))
@@ -198,6 +199,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		OrphanQuiet:      orphanQuiet(cfg),
 		Threads:          shared,
 		Approvals:        approvals,
+		Names:            names,
 		Sessions:         api,
 		Pane:             pane,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
@@ -230,7 +232,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	chat := metrics.Chat(model, cfg.ChatModel)
 	replies := handlers.NewReplies(api, api, api, api, chat, log.Named("replies"), replyOpts)
 	orphans := handlers.NewOrphanCloser(api, api, log.Named("orphans"), replyOpts)
-	summarize := handlers.NewSummarize(api, api, api, chat, replies, log.Named("summarize"), replyOpts)
+	summarize := handlers.NewSummarize(api, api, names, chat, replies, log.Named("summarize"), replyOpts)
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
 		BotName:    id.Name,
 		MaxPerUser: cfg.ImaginePerUser,
