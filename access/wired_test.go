@@ -105,10 +105,13 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	api, id, model := w.api, w.id, w.model
 	log := zaptest.NewLogger(t)
 	budgets := handlers.NewBudgets(handlers.DefaultEditsPerMinute, pace.PolicyFair)
-	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), handlers.ReplyOptions{
+	replyOpts := handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
-		Buttons: cfg.Buttons, Budgets: budgets,
-	})
+		Buttons: cfg.Buttons, Budgets: budgets, Approvals: handlers.NewApprovals(nil, nil, log.Named("approvals")),
+		Names: handlers.NewNames(api, budgets.Lookups, id.UserID),
+	}
+	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), replyOpts)
+	summarize := handlers.NewSummarize(api, api, replyOpts.Names, model, replies, log.Named("summarize"), replyOpts)
 	notices := handlers.NewNotices(api, budgets)
 	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
 	ev := newBotEvents()
@@ -130,9 +133,9 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
-		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
-		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeThreadHandler(api)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replyOpts.Approvals)},
+		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeHandler(api)},
+		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeThreadHandler(api)},
 	); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // Approver delivers a click on a tool call's approval buttons to the call waiting for it in this
-// process (*handlers.Replies).
+// process (*handlers.Approvals).
 type Approver interface {
 	Decide(ref handlers.ApprovalRef, user, action string) handlers.Decided
 }

@@ -102,15 +102,35 @@ const (
 	TextApprovalFailed   = "I couldn't pass your answer on just now — please click again."
 )
 
-// approvals are the calls waiting for a click in this process.
-type approvals struct {
+// Approvals is the tool approvals use case: the calls waiting for a click in this process, which
+// the approval buttons' clicks reach through Decide, and the tools people allowed for a thread
+// ("Allow for this thread"), kept for every replica. The answers that ask for a click and the
+// click handler share one Approvals (ReplyOptions.Approvals).
+type Approvals struct {
 	mu      sync.Mutex
 	waiting map[string]chan verdict // by ApprovalRef.ID; size 1: the first click wins
+
+	allowed *ttlCache[bool] // channel/thread/user/tool -> allowed for the thread, in this process
+	// marks keep the grants for the other replicas, named with grantKey (grantMark); nil marks or
+	// an empty key: grants are kept in this process only.
+	marks    ThreadMarks
+	grantKey []byte
+	log      *zap.Logger
+}
+
+// NewApprovals returns Approvals keeping thread grants in marks under marks named with grantKey
+// (state.DeriveKey of the bot token, so that whoever can write to the shared store cannot make a
+// grant up); nil marks or an empty key: grants are kept in this process only.
+func NewApprovals(marks ThreadMarks, grantKey []byte, log *zap.Logger) *Approvals {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Approvals{allowed: newTTLCache[bool](threadCacheSize, threadCacheTTL), marks: marks, grantKey: grantKey, log: log}
 }
 
 // Decide delivers the click of user on an approval button (action, see VerdictOf) to the call that
 // waits for it here.
-func (r *Replies) Decide(ref ApprovalRef, user, action string) Decided {
+func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 	if user != ref.Asker {
 		return DecidedNotAsker
 	}
@@ -118,9 +138,9 @@ func (r *Replies) Decide(ref ApprovalRef, user, action string) Decided {
 	if v == "" {
 		return DecidedUnknown
 	}
-	r.approvals.mu.Lock()
-	ch, ok := r.approvals.waiting[ref.ID]
-	r.approvals.mu.Unlock()
+	p.mu.Lock()
+	ch, ok := p.waiting[ref.ID]
+	p.mu.Unlock()
 	if !ok {
 		return DecidedUnknown
 	}
@@ -131,7 +151,7 @@ func (r *Replies) Decide(ref ApprovalRef, user, action string) Decided {
 	return DecidedHere
 }
 
-func (p *approvals) add(id string) chan verdict {
+func (p *Approvals) add(id string) chan verdict {
 	ch := make(chan verdict, 1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -142,7 +162,7 @@ func (p *approvals) add(id string) chan verdict {
 	return ch
 }
 
-func (p *approvals) remove(id string) {
+func (p *Approvals) remove(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.waiting, id)
@@ -255,44 +275,44 @@ func newApprovalID() string {
 
 // threadAllowed reports whether the asker allowed tool for the whole thread (Allow for this thread).
 // It is the asker's word: another person asking in the thread is asked again. The word is kept for
-// every replica (ReplyOptions.Threads): the thread's next answer may be another replica's.
-func (r *Replies) threadAllowed(channel, threadTS, user, tool string) bool {
+// every replica (the shared marks): the thread's next answer may be another replica's.
+func (p *Approvals) threadAllowed(channel, threadTS, user, tool string) bool {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
-	mark, shared := r.grantMark(key)
-	if _, ok := r.allowed.get(key); ok || !shared {
+	mark, shared := p.grantMark(key)
+	if _, ok := p.allowed.get(key); ok || !shared {
 		return ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
 	defer cancel()
-	marked, err := r.opt.Threads.Marked(ctx, mark)
+	marked, err := p.marks.Marked(ctx, mark)
 	if err == nil && marked {
-		r.allowed.put(key, true)
+		p.allowed.put(key, true)
 	}
 	return err == nil && marked
 }
 
 // grantMark is the shared mark that grants key ("Allow for this thread"): named by an HMAC of key
-// under ReplyOptions.GrantKey, so a mark written into the shared store by anyone but a replica of
-// this bot grants nothing. false: grants are not shared (no Threads or no GrantKey).
-func (r *Replies) grantMark(key string) (string, bool) {
-	if r.opt.Threads == nil || len(r.opt.GrantKey) == 0 {
+// under the grant key, so a mark written into the shared store by anyone but a replica of
+// this bot grants nothing. false: grants are not shared (no marks or no key).
+func (p *Approvals) grantMark(key string) (string, bool) {
+	if p.marks == nil || len(p.grantKey) == 0 {
 		return "", false
 	}
-	m := hmac.New(sha256.New, r.opt.GrantKey)
+	m := hmac.New(sha256.New, p.grantKey)
 	m.Write([]byte(key))
 	return "tool-allowed:" + hex.EncodeToString(m.Sum(nil)), true
 }
 
-func (r *Replies) allowThread(channel, threadTS, user, tool string) {
+func (p *Approvals) allowThread(channel, threadTS, user, tool string) {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
-	r.allowed.put(key, true)
-	mark, shared := r.grantMark(key)
+	p.allowed.put(key, true)
+	mark, shared := p.grantMark(key)
 	if !shared {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
 	defer cancel()
-	if err := r.opt.Threads.Mark(ctx, mark, threadCacheTTL); err != nil {
-		r.log.Warn("tool allowed for the thread on this replica only", zap.Error(err))
+	if err := p.marks.Mark(ctx, mark, threadCacheTTL); err != nil {
+		p.log.Warn("tool allowed for the thread on this replica only", zap.Error(err))
 	}
 }

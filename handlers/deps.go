@@ -1,6 +1,9 @@
-// Package handlers holds the bot's use cases: Replies answers mentions, DMs and follow-ups by streaming a
-// chat completion into Slack under the shared write budget (package pace); Imagine makes a picture for
-// /imagine and uploads it to the channel.
+// Package handlers holds the bot's use cases, each a type of its own built from the small interfaces
+// it uses: Replies answers mentions, DMs and follow-ups by streaming a chat completion into Slack under
+// the shared write budget (package pace); Summarize serves /summarize and its thread shortcut;
+// Approvals takes the clicks on tool approvals; AgentPane serves the agent pane and the assistant
+// statuses; OrphanCloser closes the answers of replicas that died; Imagine makes a picture for
+// /imagine and uploads it to the channel; Feedback takes 👍/👎.
 //
 // The I/O the handlers need is behind the small interfaces below, implemented by bot.SlackAPI over slack-go
 // and by in-memory fakes in tests. Slack errors cross them as slack-go's own types (*slack.RateLimitedError,

@@ -678,9 +678,9 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 	var msgs []slack.Message
 	read, err := a.r.paced.readOnce(ctx, func(ctx context.Context) (err error) {
 		if a.threadTS != "" {
-			msgs, _, err = a.r.thread.Replies(ctx, a.req.Channel, a.threadTS)
+			msgs, _, err = a.r.reads.thread.Replies(ctx, a.req.Channel, a.threadTS)
 		} else {
-			msgs, err = a.r.thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
+			msgs, err = a.r.reads.thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 		}
 		return err
 	})

@@ -93,7 +93,7 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 		}
 		survivor := opt
 		survivor.Journal = nil
-		NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), survivor).CloseOrphans(t.Context(), orphans)
+		NewOrphanCloser(fs, fs, zap.NewNop(), survivor).CloseOrphans(t.Context(), orphans)
 		for _, c := range append(fs.callsOf("post"), fs.callsOf("update")...) {
 			if c.mark.Note == textOrphaned || c.mark.Note == textOrphanedNothing {
 				t.Errorf("the survivor wrote over a finished answer: %s %s %q", c.method, c.ts, c.text)
@@ -144,7 +144,7 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 						fs.threads[testCh+"/"+testTS][1] = edited
 					}()
 				}
-				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
+				NewOrphanCloser(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
 				ups := fs.callsOf("update")
 				if len(ups) != 1 || ups[0].mark.Note != textOrphaned {
 					t.Fatalf("updates %+v; want the interrupted note", ups)
@@ -166,6 +166,7 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 		opt := buttonOptions()
 		opt.Budgets.Reads = pace.NewBucket(60, 1) // a read a second
 		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt)
+		oc := NewOrphanCloser(fs, fs, zap.NewNop(), opt)
 		const orphans = 6
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		for i := range orphans {
@@ -175,10 +176,10 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 			j.orphaned = append(j.orphaned, id)
 		}
 		var wg sync.WaitGroup
-		wg.Go(func() { r.CloseOrphans(t.Context(), j) })
+		wg.Go(func() { oc.CloseOrphans(t.Context(), j) })
 		time.Sleep(1500 * time.Millisecond) // the orphans are being closed, a read a second
 		asked := time.Now()
-		_, _, err := r.replies(t.Context(), testCh, testTS)
+		_, _, err := r.reads.replies(t.Context(), testCh, testTS)
 		mustNoErr(t, err)
 		if took := time.Since(asked); took > time.Second {
 			t.Errorf("the read of an answer asking now waited %v behind the orphans; want the next token, within 1s", took)

@@ -274,7 +274,7 @@ func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo
 	if !found { // the trigger's author and mentions count too
 		named = append(slices.Clip(thread), trigger)
 	}
-	names := a.r.resolve(ctx, a.log, convo.UserIDs(named))
+	names := a.r.names.resolve(ctx, a.log, convo.UserIDs(named))
 	thread, trigger, files := a.readFiles(ctx, thread, trigger)
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,

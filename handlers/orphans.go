@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -54,6 +55,38 @@ const (
 	orphanReadPoll = 500 * time.Millisecond
 )
 
+// OrphanCloser closes the answers other replicas (or this one before a restart) left open when
+// they died. It is its own use case beside Replies: it shares with the answers only the Slack
+// budgets (ReplyOptions.Budgets, the same pace values) and the fence, so its reads and writes queue
+// behind the answers in progress and never for them.
+type OrphanCloser struct {
+	thread Thread
+	paced  *writer
+	log    *zap.Logger
+	id     botIdentity
+	// buttons puts Regenerate on a closed orphan (ReplyOptions.Buttons).
+	buttons bool
+	// quiet is ReplyOptions.OrphanQuiet; historyLimit, the messages read of a top-level DM.
+	quiet        time.Duration
+	historyLimit int
+}
+
+// NewOrphanCloser returns an OrphanCloser reading t and writing with m, under opt's budgets,
+// fence, identity, buttons and OrphanQuiet (the settings the answers it closes were written with).
+func NewOrphanCloser(t Thread, m Messenger, log *zap.Logger, opt ReplyOptions) *OrphanCloser {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if opt.Fence != nil {
+		m = fencedMessenger{m, opt.Fence}
+	}
+	return &OrphanCloser{
+		thread: t, paced: &writer{budgets: opt.Budgets.withDefaults(), msgs: m}, log: log,
+		id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, buttons: opt.Buttons,
+		quiet: opt.OrphanQuiet, historyLimit: cmp.Or(max(opt.HistoryLimit, 0), defaultHistoryLimit),
+	}
+}
+
 // goneForGood reports a Slack error after which an orphan cannot be closed however often it is
 // tried: the bot left the channel, the channel or the message is gone, or the channel is archived.
 func goneForGood(err error) bool {
@@ -67,7 +100,7 @@ func goneForGood(err error) bool {
 // WatchOrphans closes the answers left open by replicas that died (a crash, an OOM kill, a lost
 // node), now and every few seconds until ctx ends: a restarted process finds its own earlier
 // answers at once. Each is adopted first, so exactly one replica closes it.
-func (r *Replies) WatchOrphans(ctx context.Context, j Orphans) {
+func (r *OrphanCloser) WatchOrphans(ctx context.Context, j Orphans) {
 	for {
 		r.CloseOrphans(ctx, j)
 		t := time.NewTimer(orphanSweep)
@@ -85,7 +118,7 @@ func (r *Replies) WatchOrphans(ctx context.Context, j Orphans) {
 // yet gets a note saying so. Up to orphansAtOnce are closed at once: a replica that died with
 // many answers open must not leave the last of them waiting minutes. Failures are logged: the
 // asker is better served by the next answer than by a retry storm.
-func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
+func (r *OrphanCloser) CloseOrphans(ctx context.Context, j Orphans) {
 	list, err := j.Orphans(ctx)
 	if err != nil {
 		r.log.Warn("orphaned answers: journal not read", zap.Error(err))
@@ -113,7 +146,7 @@ func (r *Replies) CloseOrphans(ctx context.Context, j Orphans) {
 // writes the close, unless Slack shows the answer closed already, and removes the record. When ctx
 // ends first (this replica is stopping), the record stays: once this replica is gone it is an orphan
 // again, for another to close. A close that failed for a reason that may pass hands the record back.
-func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) {
+func (r *OrphanCloser) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) {
 	log := r.log.With(zap.String("channel", o.Channel), zap.String("ts", o.TS), zap.String("owner_was", o.Owner))
 	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
 	defer cancel()
@@ -165,10 +198,10 @@ func (r *Replies) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) 
 }
 
 // closeShown closes the adopted answer o in Slack, which shows shown of it (none: it showed nothing).
-func (r *Replies) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
+func (r *OrphanCloser) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
 	ref := ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
 	var buttons []Button
-	if r.opt.Buttons {
+	if r.buttons {
 		buttons = []Button{regenerateButton(ref)}
 	}
 	if len(shown) == 0 {
@@ -203,12 +236,12 @@ func closedIn(shown []slack.Message) bool {
 	return marked && (mark.Done || mark.Note != "")
 }
 
-// quietShownOf is shownOf once the messages have been left unchanged for ReplyOptions.OrphanQuiet,
+// quietShownOf is shownOf once the messages have been left unchanged for quiet (OrphanQuiet),
 // unless they show the answer closed: a write the dead (or cut off) replica had on its way when it
 // stopped has landed by then. Messages that changed again during the wait are waited for again: an
 // answer still being written is no orphan to close (ctx bounds it; the next sweep tries again).
-func (r *Replies) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
-	quiet := r.opt.OrphanQuiet
+func (r *OrphanCloser) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
+	quiet := r.quiet
 	for {
 		shown, err := r.shownOf(ctx, o)
 		if err != nil || closedIn(shown) {
@@ -247,7 +280,7 @@ func editedTS(m slack.Message) string {
 // shownOf reads the messages of o that Slack still shows, oldest first: those the journal lists,
 // and the bot's messages marked as answering o's question since o started (a crash between a post
 // and its journal write leaves the message unlisted; its mark names the question all the same).
-func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
+func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
 	var (
 		read []slack.Message
 		err  error
@@ -256,7 +289,7 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 		if o.ThreadTS != "" {
 			read, _, err = r.thread.Replies(ctx, o.Channel, o.ThreadTS)
 		} else {
-			read, err = r.thread.History(ctx, o.Channel, r.opt.HistoryLimit, "")
+			read, err = r.thread.History(ctx, o.Channel, r.historyLimit, "")
 		}
 		return err
 	})
@@ -271,7 +304,7 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 	for _, m := range read {
 		mark, _ := convo.ReadMark(m)
 		listed := slices.Contains(o.Messages, m.Timestamp) && r.answerMessage(m, mark)
-		ours := r.own(m) && mark.Question == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
+		ours := r.id.own(m) && mark.Question == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
 		if listed || ours {
 			shown = append(shown, m)
 		}
@@ -283,14 +316,14 @@ func (r *Replies) shownOf(ctx context.Context, o state.Answer) ([]slack.Message,
 // and not a /summarize post (never an answer's). A journal record comes back from the shared store,
 // which vouches for nothing: whatever messages a record lists, the adopter never edits another
 // person's, nor a summary the bot posted.
-func (r *Replies) answerMessage(m slack.Message, mark convo.Mark) bool {
-	return r.own(m) && mark.Kind != markSummary
+func (r *OrphanCloser) answerMessage(m slack.Message, mark convo.Mark) bool {
+	return r.id.own(m) && mark.Kind != markSummary
 }
 
 // spareRead makes the read f of an orphan with a read token nobody waits for (the answers in
 // progress queue for theirs), looking again every orphanReadPoll until ctx ends: recovery never
 // stands in front of people asking now.
-func (r *Replies) spareRead(ctx context.Context, f func(context.Context) error) error {
+func (r *OrphanCloser) spareRead(ctx context.Context, f func(context.Context) error) error {
 	for {
 		read, err := r.paced.readOnce(ctx, f)
 		if read {
@@ -304,7 +337,7 @@ func (r *Replies) spareRead(ctx context.Context, f func(context.Context) error) 
 
 // updateOrphan edits ts to msg within the edit budget, after the first and final texts of the
 // answers in progress (pace.Tidy): an orphan's note can wait a moment, a person asking now cannot.
-func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg) error {
+func (r *OrphanCloser) updateOrphan(ctx context.Context, channel, ts string, msg Msg) error {
 	lane := r.paced.editLane()
 	defer lane.Close()
 	err := r.paced.update(ctx, closingRetry, nil, r.paced.editTurn(lane, pace.Tidy, time.Now()), channel, ts, msg)
@@ -315,7 +348,7 @@ func (r *Replies) updateOrphan(ctx context.Context, channel, ts string, msg Msg)
 }
 
 // postOrphanNote posts the note of an answer that showed nothing before its replica died.
-func (r *Replies) postOrphanNote(ctx context.Context, o state.Answer, buttons []Button) error {
+func (r *OrphanCloser) postOrphanNote(ctx context.Context, o state.Answer, buttons []Button) error {
 	msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
 	_, err := r.paced.post(ctx, closingRetry, nil, r.paced.postTurn(o.Channel), o.Channel, o.ThreadTS, msg)

@@ -157,7 +157,7 @@ func TestCloseOrphans(t *testing.T) {
 					fs.repliesErr = func(int, call) error { return slack.SlackErrorResponse{Err: tc.readErr} }
 				}
 				before := len(fs.calls)
-				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+				NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
 
 				var writes []call
 				for _, c := range fs.calls[before:] {
@@ -239,7 +239,7 @@ func TestCloseOrphansStoppingLeavesTheRecords(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+		NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
 		if len(j.closed) != 0 {
 			t.Errorf("records removed while stopping: %v; want them left for another replica", j.closed)
 		}
@@ -262,7 +262,7 @@ func TestCloseOrphansManyAtOnce(t *testing.T) {
 		opt := buttonOptions()
 		opt.Budgets.Reads = pace.NewBucket(6000, 100) // the read budget is not what this test is about
 		start := time.Now()
-		NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
+		NewOrphanCloser(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
 		if len(j.closed) != n {
 			t.Fatalf("%d of %d closed", len(j.closed), n)
 		}
@@ -294,7 +294,7 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 					Owner: "dead", Messages: []string{target}}}, orphaned: []string{id}}
 
 				before := len(fs.calls)
-				NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+				NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
 				for _, c := range fs.calls[before:] {
 					if c.method == "update" || c.method == "delete" {
 						t.Errorf("the adopter called %s on %s: a record's list made it touch a message no answer wrote", c.method, c.ts)
@@ -321,7 +321,7 @@ func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
 		ts, _ := fs.Post(ctx, testCh, thread, Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
 		mustNoErr(t, j.AddMessage(ctx, id, ts))
 		fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions())
+		r := NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions())
 
 		r.CloseOrphans(ctx, j)
 		if len(j.closedIDs()) != 0 || !slices.Equal(j.given, []string{id}) {
@@ -358,7 +358,7 @@ func TestCloseOrphansLeavesAnAnswerClosedDuringTheAdoption(t *testing.T) {
 			done := Msg{Text: "The whole answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}}
 			mustNoErr(t, fs.Update(ctx, testCh, ts, done))
 		}
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), buttonOptions())
+		r := NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions())
 		before := len(fs.callsOf("update"))
 		r.CloseOrphans(ctx, j)
 		if ups := fs.callsOf("update"); len(ups) != before+1 {

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 	"github.com/slack-go/slack"
@@ -87,13 +88,43 @@ const (
 // loadingMessages rotate under a thread while the model has not written yet.
 var loadingMessages = []string{"Reading the conversation…", "Thinking…", "Putting the answer together…"}
 
+// AgentPane is the agent pane use case: the suggested prompts (PaneHandler), the thread titles and
+// the assistant statuses under a thread ("is thinking…" for an answer, a waiting question's place in
+// line), with the memory of Slack's refusals and the statuses' budget that they all share. The
+// answers are given it (ReplyOptions.Pane) and the bot's queue shows places with it. A nil
+// AgentPane, or one without Slack's calls, is off.
+type AgentPane struct {
+	pane     Pane
+	statuses *pace.Bucket // assistant.threads.setStatus (Budgets.Statuses)
+	refused  refused      // Slack refused statuses lately (the app is not an agent, or the place)
+	log      *zap.Logger
+}
+
+// NewAgentPane returns the agent pane over Slack's calls p (nil: off), its statuses paced by
+// statuses (Budgets.Statuses; nil: a budget of its own).
+func NewAgentPane(p Pane, statuses *pace.Bucket, log *zap.Logger) *AgentPane {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if statuses == nil {
+		statuses = pace.NewBucket(statusesPerMinute, statusBurst)
+	}
+	return &AgentPane{pane: p, statuses: statuses, log: log}
+}
+
+// on reports whether the agent pane is there: the app is declared as an agent.
+func (p *AgentPane) on() bool { return p != nil && p.pane != nil }
+
+// statusTurn reports whether a status may be set now: not refused lately, and a token at once.
+func (p *AgentPane) statusTurn() bool { return p.refused.allowed() && p.statuses.TryTake() }
+
 // PaneHandler serves app_home_opened: on the messages tab, the suggested prompts at the top of the
 // person's DM with the bot, at most once per person per promptsEvery (on any other tab: nothing).
-func (r *Replies) PaneHandler(prompts []Prompt) route.Handler {
+func (p *AgentPane) PaneHandler(prompts []Prompt) route.Handler {
 	shown := newTTLCache[bool](nameCacheSize, promptsEvery)
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
-			if req.Text != "messages" || len(prompts) == 0 || r.opt.Pane == nil || req.Channel == "" {
+			if req.Text != "messages" || len(prompts) == 0 || !p.on() || req.Channel == "" {
 				return route.Decision{}
 			}
 			if _, ok := shown.get(req.User); ok {
@@ -105,7 +136,7 @@ func (r *Replies) PaneHandler(prompts []Prompt) route.Handler {
 		RunFunc: func(ctx context.Context, req *route.Request) error {
 			ctx, cancel := context.WithTimeout(ctx, paneTimeout)
 			defer cancel()
-			if err := r.opt.Pane.SetSuggestedPrompts(ctx, req.Channel, "", prompts); err != nil {
+			if err := p.pane.SetSuggestedPrompts(ctx, req.Channel, "", prompts); err != nil {
 				return fmt.Errorf("assistant.threads.setSuggestedPrompts: %w", err)
 			}
 			return nil
@@ -116,7 +147,7 @@ func (r *Replies) PaneHandler(prompts []Prompt) route.Handler {
 // inPane reports whether the answer is to a message in the agent pane: a DM message answered in
 // its own thread (not a Regenerate, nor a task).
 func (a *answer) inPane() bool {
-	return a.r.opt.Pane != nil && a.req.InDM() && a.threadTS != "" && a.threadTS == a.req.TS &&
+	return a.r.opt.Pane.on() && a.req.InDM() && a.threadTS != "" && a.threadTS == a.req.TS &&
 		!a.req.Regenerate && a.req.Task == ""
 }
 
@@ -127,23 +158,24 @@ func (a *answer) inPane() bool {
 // Slack clears it when the answer's first message is posted. Both are courtesies: a failure is
 // logged, never the answer's; a refusal (the app is not an agent, a channel that does not allow
 // it) stops the statuses for a while. It replaces the waiting status of a question that waited
-// for a place (Replies.ShowQueued); when it cannot, the waiting status stays until Slack clears it
+// for a place (AgentPane.ShowQueued); when it cannot, the waiting status stays until Slack clears it
 // with the answer's first message, which is no long wait.
 func (a *answer) pane(ctx context.Context) {
-	if a.r.opt.Pane == nil || a.threadTS == "" {
+	p := a.r.opt.Pane
+	if !p.on() || a.threadTS == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
 	defer cancel()
 	if title := threadTitle(a.req.Text); title != "" && a.inPane() {
-		if err := a.r.opt.Pane.SetTitle(ctx, a.req.Channel, a.threadTS, title); err != nil {
+		if err := p.pane.SetTitle(ctx, a.req.Channel, a.threadTS, title); err != nil {
 			a.log.Info("agent pane: thread not titled", zap.Error(err))
 		}
 	}
-	if !a.r.statuses.allowed() || !a.r.paced.tryStatus() {
+	if !p.statusTurn() {
 		return
 	}
-	if err := a.r.setStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages); err != nil {
+	if err := p.setStatus(ctx, a.req.Channel, a.threadTS, thinking, loadingMessages); err != nil {
 		a.log.Info("no thinking status", zap.Error(err))
 		return
 	}
@@ -152,11 +184,11 @@ func (a *answer) pane(ctx context.Context) {
 
 // setStatus sets a thread's assistant status. A refusal is remembered: Slack refuses statuses for
 // the app or the place, not for one call, so none is asked for again for a while.
-func (r *Replies) setStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
-	err := r.opt.Pane.SetStatus(ctx, channel, threadTS, status, loading)
+func (p *AgentPane) setStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
+	err := p.pane.SetStatus(ctx, channel, threadTS, status, loading)
 	var refused slack.SlackErrorResponse
 	if errors.As(err, &refused) {
-		r.statuses.refuse(r.opt.StreamRefusal)
+		p.refused.refuse(defaultRefusal)
 	}
 	return err
 }
@@ -169,16 +201,16 @@ func (r *Replies) setStatus(ctx context.Context, channel, threadTS, status strin
 // When the answer starts, pane replaces it with "is thinking…"; when that cannot be set, Slack
 // clears the waiting status as the answer's first message is posted. Slack also drops a status by
 // itself after two minutes without a message, so a longer wait loses its sign.
-func (r *Replies) ShowQueued(ctx context.Context, channel, threadTS string, place int) bool {
-	if r.opt.Pane == nil || threadTS == "" || place < 1 || !r.statuses.allowed() || !r.paced.tryStatus() {
+func (p *AgentPane) ShowQueued(ctx context.Context, channel, threadTS string, place int) bool {
+	if !p.on() || threadTS == "" || place < 1 || !p.statusTurn() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
 	defer cancel()
 	// No loading messages: Slack would rotate them in the status's place, and the place in line is
 	// what the asker is waiting to read.
-	if err := r.setStatus(ctx, channel, threadTS, waitingStatus(place), nil); err != nil {
-		r.log.Info("no waiting status", zap.String("channel", channel), zap.String("thread_ts", threadTS), zap.Error(err))
+	if err := p.setStatus(ctx, channel, threadTS, waitingStatus(place), nil); err != nil {
+		p.log.Info("no waiting status", zap.String("channel", channel), zap.String("thread_ts", threadTS), zap.Error(err))
 		return false
 	}
 	return true
@@ -188,18 +220,18 @@ func (r *Replies) ShowQueued(ctx context.Context, channel, threadTS string, plac
 // to clear it (shutdown came first, or there was nothing to answer), so it does not promise an
 // answer. It waits for a status token, bounded by ctx and paneTimeout; failing that, Slack drops the
 // status after two minutes.
-func (r *Replies) ClearQueued(ctx context.Context, channel, threadTS string) {
-	if r.opt.Pane == nil || threadTS == "" {
+func (p *AgentPane) ClearQueued(ctx context.Context, channel, threadTS string) {
+	if !p.on() || threadTS == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
 	defer cancel()
-	err := r.paced.statusTurn().wait(ctx)
+	err := bucketTurn(p.statuses).wait(ctx)
 	if err == nil {
-		err = r.setStatus(ctx, channel, threadTS, "", nil)
+		err = p.setStatus(ctx, channel, threadTS, "", nil)
 	}
 	if err != nil {
-		r.log.Info("waiting status not cleared", zap.String("channel", channel), zap.String("thread_ts", threadTS), zap.Error(err))
+		p.log.Info("waiting status not cleared", zap.String("channel", channel), zap.String("thread_ts", threadTS), zap.Error(err))
 	}
 }
 

@@ -50,7 +50,7 @@ func TestThinkingStatus(t *testing.T) {
 				fs := newFakeSlack()
 				pane := &statusPane{err: tc.err}
 				opt := testOptions()
-				opt.Pane = pane
+				opt.Pane = NewAgentPane(pane, nil, nil)
 				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: deltas(words("Four.", 1), 0)}, zap.NewNop(), opt)
 				for _, q := range []route.ReplyRequest{
 					{Channel: "C1", ChannelType: "channel", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"},
@@ -99,18 +99,17 @@ func TestShowQueued(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
 				pane := &statusPane{err: tc.err}
-				opt := testOptions()
-				if !tc.noPane {
-					opt.Pane = pane
+				var slackPane Pane = pane
+				if tc.noPane {
+					slackPane = nil
 				}
-				opt.Budgets.Statuses = pace.NewBucket(1, 2)
+				statuses := pace.NewBucket(1, 2)
 				if tc.noToken {
-					opt.Budgets.Statuses.TryTake()
-					opt.Budgets.Statuses.TryTake()
+					statuses.TryTake()
+					statuses.TryTake()
 				}
-				r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt)
+				r := NewAgentPane(slackPane, statuses, zap.NewNop())
 				for i := range 2 {
 					if got := r.ShowQueued(t.Context(), "C1", tc.threadTS, tc.place); got != tc.want {
 						t.Errorf("question %d: shown %v, want %v", i+1, got, tc.want)
@@ -127,11 +126,8 @@ func TestShowQueued(t *testing.T) {
 // TestClearQueued: a waiting status is taken down (an empty status) from the thread it was shown in.
 func TestClearQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
 		pane := &statusPane{}
-		opt := testOptions()
-		opt.Pane = pane
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt)
+		r := NewAgentPane(pane, nil, zap.NewNop())
 		r.ClearQueued(t.Context(), "C1", "1700000000.000001")
 		if !slices.Equal(pane.statuses, []string{"C1/1700000000.000001"}) || !slices.Equal(pane.texts, []string{""}) {
 			t.Errorf("calls %v with statuses %q, want one empty status in C1/1700000000.000001", pane.statuses, pane.texts)

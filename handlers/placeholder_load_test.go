@@ -140,7 +140,7 @@ func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
 func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		opt.Pane = &statusPane{}
+		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
 		opt.Budgets.Reads = pace.NewBucket(0.4, 1) // a read every 150 s
 		opt.Budgets.Reads.TryTake()                // spent a moment ago
 		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)

@@ -268,7 +268,7 @@ func TestPlaceholderUnderLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opt := lazyOptions()
-				opt.Pane = &statusPane{err: tc.statusErr}
+				opt.Pane = NewAgentPane(&statusPane{err: tc.statusErr}, nil, nil)
 				opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
 				busy := opt.Budgets.Edits.Lane()            // another answer, which just took this minute's edit
 				mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
@@ -333,7 +333,7 @@ func TestPlaceholderWhileTheThreadIsRead(t *testing.T) {
 // underLoad is opt with one chat.update a minute for the whole workspace, this minute's just taken
 // by another answer, and no thinking status: a placeholder's text cannot have its edit soon.
 func underLoad(t *testing.T, opt ReplyOptions) ReplyOptions {
-	opt.Pane = &statusPane{err: errors.New("network down")}
+	opt.Pane = NewAgentPane(&statusPane{err: errors.New("network down")}, nil, nil)
 	opt.Budgets.Edits = pace.NewScheduler(1, 1)
 	busy := opt.Budgets.Edits.Lane()
 	mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
@@ -480,7 +480,7 @@ func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 func TestPlaceholderOnceTheThinkingStatusLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		opt.Pane = &statusPane{}
+		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
 		steps := append([]step{{wait: 150 * time.Second, chunk: llm.Chunk{Content: "Token "}}},
 			deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
 		rt := newReplyTest(t, steps, opt)

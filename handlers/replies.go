@@ -60,10 +60,10 @@ type ReplyOptions struct {
 	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
 	ChannelMode func(channel string) ReplyMode
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (CloseOrphans). nil: not recorded.
+	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
 	Journal Journal
 	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (CloseOrphans): the shared state's liveness TTL with Redis, where
+	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
 	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
 	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
 	// process before a restart): at once.
@@ -72,19 +72,21 @@ type ReplyOptions struct {
 	// take it for dead (see Fence); nil: never.
 	Fence Fence
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
-	// and a thinking status, and serves the suggested prompts (PaneHandler).
-	Pane Pane
+	// and every answer in a thread a thinking status (AgentPane); nil: none.
+	Pane *AgentPane
 	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
 	// processing while it is written, active once it has ended (closed at shutdown).
 	Sessions Sessions
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
-	// GrantKey names the shared marks that grant something ("Allow for this thread"), so that
-	// whoever can write to the shared store cannot make one up: a grant's mark is named by an HMAC
-	// of what it grants under this key (state.DeriveKey of the bot token). Empty: grants are kept
-	// in this process only.
-	GrantKey []byte
+	// Names resolves the people an answer names, shared with the other use cases that name people
+	// (Summarize). nil: Replies' own, over the Users it is given.
+	Names *Names
+	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
+	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
+	// nil: this Replies' own, grants kept in this process only.
+	Approvals *Approvals
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
@@ -103,7 +105,7 @@ type ReplyOptions struct {
 	// 0: the placeholder is posted at once.
 	PlaceholderAfter time.Duration
 
-	HistoryLimit int // messages of context for a top-level DM; default 20
+	HistoryLimit int // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
 	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
 	// before the reply gives up. Keep-alive comments reset the model client's own idle timeout but not
 	// this one, so it must exceed the client's header and idle timeouts together (a reasoning model may
@@ -127,6 +129,15 @@ type ReplyOptions struct {
 // Slack is reported to end a stream.
 const DefaultStreamRollover = 4 * time.Minute
 
+// Defaults of ReplyOptions.HistoryLimit and ShutdownTimeout.
+const (
+	defaultHistoryLimit    = 20
+	defaultShutdownTimeout = 2 * time.Second
+	// defaultRefusal is how long a refusal by Slack of something the bot may do without is
+	// remembered (ReplyOptions.StreamRefusal's default; the agent pane's statuses).
+	defaultRefusal = 10 * time.Minute
+)
+
 // Bounds of the in-memory caches.
 const (
 	threadCacheSize = 10000
@@ -147,29 +158,23 @@ var (
 
 // Replies answers mentions, DMs and follow-ups.
 type Replies struct {
-	thread   Thread
+	reads    threadReads
 	msgs     Messenger
 	streamer Streamer
-	users    Users
 	chat     Chat
 	log      *zap.Logger
 	opt      ReplyOptions
 	// paced is how every call gets through Slack's rate limits (opt.Budgets).
 	paced *writer
 
-	botThreads *ttlCache[bool]   // channel/thread_ts -> the bot takes part (positive and negative)
-	names      *ttlCache[string] // user id -> display name
-	// kept are results shown privately (a summary) until a button posts them to the channel, for
-	// the use cases built on Replies.
-	kept *keptResults
-	// approvals are the tool calls waiting for a click; allowed, the tools allowed for a thread.
-	approvals approvals
-	allowed   *ttlCache[bool]
+	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
+	names      *Names
+	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
+	approvals *Approvals
 
-	// What Slack refused lately, not tried again for StreamRefusal: native streaming,
-	// assistant.threads.setStatus (the "is thinking…" status) and agents.sessions.setStatus (the app
-	// is not an agent, or the place does not allow it).
-	streaming, statuses, sessions refused
+	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
+	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
+	streaming, sessions refused
 }
 
 // refused remembers that Slack refused something the bot may do without, so that it is not tried
@@ -202,7 +207,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	opt.Budgets = opt.Budgets.withDefaults()
 	opt.Files = opt.Files.withDefaults()
 	if opt.HistoryLimit <= 0 {
-		opt.HistoryLimit = 20
+		opt.HistoryLimit = defaultHistoryLimit
 	}
 	if opt.StallTimeout <= 0 {
 		opt.StallTimeout = 5 * time.Minute
@@ -211,10 +216,10 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		opt.FinalTimeout = 10 * time.Second
 	}
 	if opt.ShutdownTimeout <= 0 {
-		opt.ShutdownTimeout = 2 * time.Second
+		opt.ShutdownTimeout = defaultShutdownTimeout
 	}
 	if opt.StreamRefusal <= 0 {
-		opt.StreamRefusal = 10 * time.Minute
+		opt.StreamRefusal = defaultRefusal
 	}
 	if opt.StreamRollover <= 0 {
 		opt.StreamRollover = DefaultStreamRollover
@@ -229,13 +234,21 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	if opt.Fence != nil {
 		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
 	}
+	paced := &writer{budgets: opt.Budgets, msgs: m}
+	names := opt.Names
+	if names == nil {
+		names = NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
+	}
+	approvals := opt.Approvals
+	if approvals == nil {
+		approvals = NewApprovals(nil, nil, log)
+	}
 	return &Replies{
-		thread: t, msgs: m, streamer: s, users: u, chat: c, log: log, opt: opt,
-		paced:      &writer{budgets: opt.Budgets, msgs: m},
+		reads: threadReads{thread: t, paced: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		paced:      paced,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
-		names:      newTTLCache[string](nameCacheSize, nameCacheTTL),
-		kept:       newKeptResults(keptMax, keptTTL),
-		allowed:    newTTLCache[bool](threadCacheSize, threadCacheTTL),
+		names:      names,
+		approvals:  approvals,
 	}
 }
 
@@ -271,7 +284,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		// An edit that added the mention: not when the message was answered already (as a follow-up, for
 		// an earlier edit, or as a mention before the mention was edited out and back in).
 		var err error
-		thread, leftOut, err = r.replies(ctx, req.Channel, threadTS)
+		thread, leftOut, err = r.reads.replies(ctx, req.Channel, threadTS)
 		switch {
 		case err != nil:
 			// Answered as if the mention were new: the reply reads the thread again (and shows why
@@ -406,7 +419,7 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	if known, ok := r.remembered(key); ok {
 		return known, nil, 0, nil
 	}
-	thread, leftOut, err := r.replies(ctx, channel, threadTS)
+	thread, leftOut, err := r.reads.replies(ctx, channel, threadTS)
 	if err != nil {
 		return false, nil, 0, err
 	}
@@ -485,44 +498,16 @@ func (r *Replies) answered(thread []slack.Message, ts string) bool {
 
 // own reports whether the bot posted m.
 func (r *Replies) own(m slack.Message) bool {
-	return (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID)
+	return botIdentity{userID: r.opt.BotUserID, botID: r.opt.BotID}.own(m)
 }
 
-// resolve returns the display names of ids, from the cache or users.info (failures are left out: convo
-// then shows the id).
-func (r *Replies) resolve(ctx context.Context, log *zap.Logger, ids []string) nameMap {
-	ctx, cancel := context.WithTimeout(ctx, namesTimeout)
-	defer cancel()
-	names := make(nameMap, len(ids))
-	for _, id := range ids {
-		if id == r.opt.BotUserID {
-			continue // convo names the bot itself
-		}
-		if n, ok := r.names.get(id); ok {
-			names[id] = n
-			continue
-		}
-		var n string
-		turn, err := r.paced.lookup(ctx, func(ctx context.Context) (err error) {
-			n, err = r.users.Name(ctx, id)
-			return err
-		})
-		if !turn {
-			break // the names time limit: the rest keep their ids
-		}
-		if err != nil {
-			log.Debug("users.info", zap.String("user_id", id), zap.Error(err))
-			continue
-		}
-		r.names.put(id, n)
-		names[id] = n
-	}
-	return names
+// botIdentity is who the bot is in Slack (auth.test), to recognise its own messages.
+type botIdentity struct{ userID, botID string }
+
+// own reports whether the bot posted m.
+func (id botIdentity) own(m slack.Message) bool {
+	return (id.userID != "" && m.User == id.userID) || (id.botID != "" && m.BotID == id.botID)
 }
-
-type nameMap map[string]string
-
-func (m nameMap) Name(id string) (string, bool) { n, ok := m[id]; return n, ok }
 
 // streams reports whether the answer to req is to be streamed natively: its reply mode (the
 // channel's, else Mode) says so there, and Slack has not refused it recently.

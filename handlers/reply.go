@@ -237,9 +237,9 @@ func (a *answer) startsThread() bool {
 // of the thread's older messages the read left out (answer.leftOut).
 func (a *answer) readContext(ctx context.Context) ([]slack.Message, error) {
 	if a.threadTS == "" {
-		return a.r.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
+		return a.r.reads.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 	}
-	msgs, leftOut, err := a.r.replies(ctx, a.req.Channel, a.threadTS)
+	msgs, leftOut, err := a.r.reads.replies(ctx, a.req.Channel, a.threadTS)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ const dmAnswerSpan = 15 * time.Minute
 // fails, the thread goes with what there is.
 func (a *answer) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
 	history := func(latest string) ([]slack.Message, error) {
-		hist, err := a.r.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, latest)
+		hist, err := a.r.reads.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, latest)
 		if err != nil {
 			a.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
 		}
@@ -312,35 +312,6 @@ func tsPlus(ts string, d time.Duration) string {
 		frac = "000000"
 	}
 	return strconv.FormatInt(n+int64(d/time.Second), 10) + "." + frac
-}
-
-// replies reads a thread (conversations.replies) within the read budget (read), and says how many
-// of its older messages the read left out (Thread.Replies).
-func (r *Replies) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
-	var msgs []slack.Message
-	var leftOut int
-	err := r.paced.read(ctx, func(ctx context.Context) (err error) {
-		msgs, leftOut, err = r.thread.Replies(ctx, channel, threadTS)
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("conversations.replies: %w", err)
-	}
-	return msgs, leftOut, nil
-}
-
-// history reads a channel's last HistoryLimit messages up to latest ("": now) within the read
-// budget (read).
-func (r *Replies) history(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
-	var msgs []slack.Message
-	err := r.paced.read(ctx, func(ctx context.Context) (err error) {
-		msgs, err = r.thread.History(ctx, channel, limit, latest)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("conversations.history: %w", err)
-	}
-	return msgs, nil
 }
 
 // trigger returns the triggering message from the thread (found), or builds it from the request when
@@ -542,7 +513,7 @@ func (a *answer) mark(kind convo.MarkKind, note string, part int, first string) 
 func (a *answer) askerName(ctx context.Context) (string, bool) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopNameTimeout)
 	defer cancel()
-	return a.r.resolve(lctx, a.log, []string{a.req.User}).Name(a.req.User)
+	return a.r.names.resolve(lctx, a.log, []string{a.req.User}).Name(a.req.User)
 }
 
 // outcome decides the status note and mark kind of a finished stream, and the error Reply returns.

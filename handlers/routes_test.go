@@ -88,18 +88,16 @@ func TestFollowUpInAThreadAnotherReplicaAnswered(t *testing.T) {
 // the other (the shared marks): the thread's next answer may be the other's.
 func TestToolAllowedForTheThreadOnEveryReplica(t *testing.T) {
 	shared := &marks{set: map[string]bool{}}
-	opt := testOptions()
-	opt.Threads = shared
-	opt.GrantKey = []byte("the replicas' grant key")
-	a, b := newReplyTest(t, nil, opt), newReplyTest(t, nil, opt)
-	if b.r.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
+	key := []byte("the replicas' grant key")
+	a, b := NewApprovals(shared, key, nil), NewApprovals(shared, key, nil)
+	if b.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
 		t.Fatal("allowed before anyone allowed it")
 	}
-	a.r.allowThread(testCh, "1700000000.000001", "U1", "wiki/search")
-	if !b.r.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
+	a.allowThread(testCh, "1700000000.000001", "U1", "wiki/search")
+	if !b.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
 		t.Error("allowed for the thread on one replica, not on the other")
 	}
-	if b.r.threadAllowed(testCh, "1700000000.000001", "U2", "wiki/search") {
+	if b.threadAllowed(testCh, "1700000000.000001", "U2", "wiki/search") {
 		t.Error("allowed for another person")
 	}
 }
@@ -111,16 +109,13 @@ func TestToolAllowedForTheThreadNotByAForgedMark(t *testing.T) {
 	const thread, user, tool = "1700000000.000001", "U1", "wiki/search"
 	key := testCh + "/" + thread + "/" + user + "/" + tool
 	shared := &marks{set: map[string]bool{}}
-	opt := testOptions()
-	opt.Threads = shared
-	opt.GrantKey = []byte("the replicas' grant key")
-	forger := opt
-	forger.GrantKey = []byte("a key guessed by whoever writes to Redis")
+	replica := NewApprovals(shared, []byte("the replicas' grant key"), nil)
+	forger := NewApprovals(shared, []byte("a key guessed by whoever writes to Redis"), nil)
 	for _, mark := range []string{"tool-allowed:" + key, "tool-allowed:" + testCh + "/" + thread + "/" + user + "/*"} {
 		shared.set[mark] = true
 	}
-	newReplyTest(t, nil, forger).r.allowThread(testCh, thread, user, tool)
-	if newReplyTest(t, nil, opt).r.threadAllowed(testCh, thread, user, tool) {
+	forger.allowThread(testCh, thread, user, tool)
+	if replica.threadAllowed(testCh, thread, user, tool) {
 		t.Errorf("marks %v, none named with the replicas' key, allowed %s for the thread", slices.Sorted(maps.Keys(shared.set)), tool)
 	}
 }

@@ -179,17 +179,54 @@ func parseSummarySpan(text string) (summarySpan, error) {
 	return summarySpan{period: time.Duration(n) * unit}, nil
 }
 
+// Summarize is the /summarize use case: a channel's summary shown privately with a button that
+// posts it, and the Summarize thread shortcut, which asks the answers (Answerer) to summarise a
+// thread in place. It reads and writes under the same Slack budgets as the answers (the reply
+// settings it is built from) and names people with the answers' Names.
+type Summarize struct {
+	reads   threadReads
+	names   *Names
+	paced   *writer
+	chat    Chat
+	answers Answerer
+	id      botIdentity
+	log     *zap.Logger
+	opt     ReplyOptions
+	// kept are summaries shown privately until their button posts them to the channel.
+	kept *keptResults
+}
+
+// NewSummarize returns the /summarize use case reading with t, posting with m, naming people with
+// n (the Names the answers use), summarising with c, and handing the thread shortcut to a, under opt (the reply settings:
+// identity, model, budgets, fence, buttons, the channels' models).
+func NewSummarize(t Thread, m Messenger, n *Names, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	opt.Budgets = opt.Budgets.withDefaults()
+	opt.ShutdownTimeout = cmp.Or(max(opt.ShutdownTimeout, 0), defaultShutdownTimeout)
+	if opt.Fence != nil {
+		m = fencedMessenger{m, opt.Fence}
+	}
+	paced := &writer{budgets: opt.Budgets, msgs: m}
+	return &Summarize{
+		reads: threadReads{thread: t, paced: paced}, names: n, paced: paced,
+		chat: c, answers: a, id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, log: log, opt: opt,
+		kept: newKeptResults(keptMax, keptTTL),
+	}
+}
+
 // SummarizeHandler serves /summarize with r: Accept acks at once ("Summarizing the last 24 hours
 // of this channel…", or the usage line for a bad argument); Run reads the channel, summarises it
 // and shows the summary privately through the command's response_url (resp), with a button that
 // posts it (PostSummaryHandler). One summary per person at a time.
-func (r *Replies) SummarizeHandler(resp PrivateResponder) route.Handler {
+func (r *Summarize) SummarizeHandler(resp PrivateResponder) route.Handler {
 	s := &summarizer{r: r, resp: resp, running: map[string]time.Time{}}
 	return route.Funcs{AcceptFunc: s.accept, RunFunc: s.run}
 }
 
 type summarizer struct {
-	r    *Replies
+	r    *Summarize
 	resp PrivateResponder
 
 	mu      sync.Mutex
@@ -325,7 +362,7 @@ func (j *summaryJob) run(ctx context.Context) error {
 	if j.truncated {
 		note = "\n\n_Some of the oldest messages were left out: there were more than a summary reads._"
 	}
-	asker, ok := r.resolve(ctx, j.log, []string{j.req.User}).Name(j.req.User)
+	asker, ok := r.names.resolve(ctx, j.log, []string{j.req.User}).Name(j.req.User)
 	if !ok {
 		asker = "<@" + j.req.User + ">"
 	} else {
@@ -410,7 +447,7 @@ func (j *summaryJob) history(ctx context.Context) ([]slack.Message, error) {
 			j.truncated = true
 			break
 		}
-		msgs, err := r.history(ctx, j.req.Channel, summaryPage, latest)
+		msgs, err := r.reads.history(ctx, j.req.Channel, summaryPage, latest)
 		if err != nil {
 			return nil, err
 		}
@@ -452,7 +489,7 @@ func (j *summaryJob) worth(m slack.Message) bool {
 	default:
 		return false
 	}
-	if j.s.r.own(m) {
+	if j.s.r.id.own(m) {
 		mark, ok := convo.ReadMark(m)
 		return !ok || mark.Kind == convo.MarkAnswer
 	}
@@ -488,7 +525,7 @@ func (j *summaryJob) busiest(top []slack.Message) []slack.Message {
 func (j *summaryJob) replies(ctx context.Context, threads []slack.Message) map[string][]slack.Message {
 	out := map[string][]slack.Message{}
 	for _, t := range threads {
-		msgs, _, err := j.s.r.replies(ctx, j.req.Channel, t.Timestamp)
+		msgs, _, err := j.s.r.reads.replies(ctx, j.req.Channel, t.Timestamp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return out
@@ -540,7 +577,7 @@ func (j *summaryJob) names(ctx context.Context, top []slack.Message, replies map
 				missing = append(missing, id)
 			}
 		}
-		got := j.s.r.resolve(ctx, j.log, missing)
+		got := j.s.r.names.resolve(ctx, j.log, missing)
 		for id, n := range got {
 			names[id] = n
 		}
@@ -604,7 +641,7 @@ func (j *summaryJob) messageText(m slack.Message, names nameMap) (string, bool) 
 	if n, ok := names.Name(m.User); ok {
 		who = n
 	}
-	if r.own(m) { // the bot's own answer: by its name, not as another app's
+	if r.id.own(m) { // the bot's own answer: by its name, not as another app's
 		who = cmp.Or(r.opt.BotName, "the bot")
 		m.BotID, m.BotProfile, m.Username = "", nil, ""
 		if m.SubType == slack.MsgSubTypeBotMessage {
@@ -833,7 +870,7 @@ func cutRunes(s string, n int) string {
 // to the channel (marked a summary, so it is never replayed to the model as an answer), and their
 // private message says so. A summary kept no more (an hour went by, or the bot restarted) is told
 // privately; so is anyone else (the button is on a message only its person sees).
-func (r *Replies) PostSummaryHandler(resp PrivateResponder) route.Handler {
+func (r *Summarize) PostSummaryHandler(resp PrivateResponder) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			k, ok := r.kept.get(req.Text)
@@ -870,7 +907,7 @@ func (r *Replies) PostSummaryHandler(resp PrivateResponder) route.Handler {
 
 // postSummary posts k to its channel, under the channel's post budgets: the first part at the top
 // level, any further ones in its thread.
-func (r *Replies) postSummary(ctx context.Context, k keptResult) error {
+func (r *Summarize) postSummary(ctx context.Context, k keptResult) error {
 	thread := ""
 	for _, part := range splitLines(k.Post, slackmd.MrkdwnLimit) { // bytes: at most as many characters
 		ts, err := r.paced.post(ctx, interimRetry, nil, r.paced.postTurn(k.Channel), k.Channel, thread, Msg{Text: part, Mark: convo.Mark{Kind: markSummary}})
@@ -901,7 +938,7 @@ func tell(ctx context.Context, resp PrivateResponder, responseURL string, m Priv
 // streaming, Stop and Regenerate as for a mention), in the thread's turn. Where the bot can
 // neither read nor write (not a member), the person is told privately through the shortcut's
 // response_url (resp).
-func (r *Replies) SummarizeThreadHandler(resp PrivateResponder) route.Handler {
+func (r *Summarize) SummarizeThreadHandler(resp PrivateResponder) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			if req.MessageTS == "" {
@@ -913,7 +950,7 @@ func (r *Replies) SummarizeThreadHandler(resp PrivateResponder) route.Handler {
 			return route.Decision{Run: true}
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error {
-			err := r.Reply(ctx, *req.Reply)
+			err := r.answers.Reply(ctx, *req.Reply)
 			if n := slackErr(err); (n == "not_in_channel" || n == "channel_not_found") && req.ResponseURL != "" {
 				log := r.log.With(zap.String("channel", req.Channel), zap.String("user", req.User))
 				tell(ctx, resp, req.ResponseURL, Private{Text: fmt.Sprintf(textSummaryNoThread, cmp.Or(r.opt.BotName, "llmbot"))},

@@ -119,7 +119,7 @@ type summaryTest struct {
 	slack *fakeSlack
 	chat  *scriptChat
 	resp  *privateFake
-	r     *Replies
+	r     *Summarize
 	cmd   route.Handler
 	post  route.Handler
 }
@@ -129,7 +129,9 @@ func newSummaryTest(t *testing.T, opt ReplyOptions, answer func(int, llm.ChatReq
 	fs := newFakeSlack()
 	chat := &scriptChat{answer: answer}
 	resp := &privateFake{}
-	r := NewReplies(fs, fs, fs, fs, chat, zaptest.NewLogger(t), opt)
+	log := zaptest.NewLogger(t)
+	opt.Names = NewNames(fs, opt.Budgets.Lookups, opt.BotUserID)
+	r := NewSummarize(fs, fs, opt.Names, chat, NewReplies(fs, fs, fs, fs, chat, log, opt), log, opt)
 	return &summaryTest{slack: fs, chat: chat, resp: resp, r: r, cmd: r.SummarizeHandler(resp), post: r.PostSummaryHandler(resp)}
 }
 
@@ -397,7 +399,7 @@ func TestSummarizeRefusalsAndEmpty(t *testing.T) {
 					st.say("U1", "long ago", 13*time.Hour)
 				}
 				if tc.readErr != "" {
-					st.r.thread = failingHistory{st.slack, slack.SlackErrorResponse{Err: tc.readErr}}
+					st.r.reads.thread = failingHistory{st.slack, slack.SlackErrorResponse{Err: tc.readErr}}
 				}
 				d := st.command(t, "U1", tc.arg)
 				if d.Say != tc.ack {

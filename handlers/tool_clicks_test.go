@@ -56,7 +56,7 @@ func (tt *toolTest) clickThrough(t *testing.T, req route.ReplyRequest) (before i
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tt.r.Decide(ref, "U1", ActionToolAllowOnce); got != DecidedHere {
+			if got := tt.approvals.Decide(ref, "U1", ActionToolAllowOnce); got != DecidedHere {
 				t.Fatalf("Decide = %v", got)
 			}
 			clicked++

@@ -261,7 +261,7 @@ func (a *answer) checkCall(st *toolState, call llm.ToolCall, index int) toolCall
 		c.decided, c.ev.Outcome, c.result = true, "invalid", toolError(call.Name, why)
 		return c
 	}
-	c.ask = st.foreign != "" || !info.AutoApprove && !a.r.threadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)
+	c.ask = st.foreign != "" || !info.AutoApprove && !a.r.approvals.threadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)
 	return c
 }
 
@@ -282,7 +282,7 @@ func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, sho
 		switch v {
 		case verdictAllowThread:
 			if st.foreign == "" { // the prompt offers it only then: the word is for the asker's own threads
-				a.r.allowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
+				a.r.approvals.allowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
 			}
 		case verdictAllowOnce:
 		default:

@@ -100,12 +100,14 @@ func weatherTools(auto bool, run func(ctx context.Context, args string) (string,
 func sunny(context.Context, string) (string, error) { return "sunny, 21 °C", nil }
 
 type toolTest struct {
-	slack  *fakeSlack
-	chat   *roundChat
-	tools  *fakeTools
-	r      *Replies
-	events []ToolEvent
-	mu     sync.Mutex
+	slack *fakeSlack
+	chat  *roundChat
+	tools *fakeTools
+	r     *Replies
+	// approvals are where the answers' approval prompts wait for the clicks (Decide).
+	approvals *Approvals
+	events    []ToolEvent
+	mu        sync.Mutex
 }
 
 func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatRequest) []step, edit func(*ToolOptions)) *toolTest {
@@ -119,6 +121,8 @@ func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatReques
 	if edit != nil {
 		edit(&opt.Tools)
 	}
+	tt.approvals = NewApprovals(nil, nil, zaptest.NewLogger(t))
+	opt.Approvals = tt.approvals
 	tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)
 	return tt
 }
@@ -232,7 +236,7 @@ func TestToolApproval(t *testing.T) {
 				time.Sleep(tc.wait)
 				for _, c := range tc.clicks {
 					user, action, _ := strings.Cut(c, " ")
-					got := tt.r.Decide(ref, user, action)
+					got := tt.approvals.Decide(ref, user, action)
 					if user != "U1" && got != DecidedNotAsker {
 						t.Errorf("click by %s: %v, want DecidedNotAsker", user, got)
 					}
@@ -282,7 +286,7 @@ func TestToolAllowForThread(t *testing.T) {
 			t.Fatalf("%d prompts (want 1, with 3 buttons)", len(ps))
 		}
 		ref, _ := ParseApprovalRef(ps[0].Value())
-		if got := tt.r.Decide(ref, "U1", ActionToolAllowThread); got != DecidedHere {
+		if got := tt.approvals.Decide(ref, "U1", ActionToolAllowThread); got != DecidedHere {
 			t.Fatalf("Decide = %v", got)
 		}
 		mustNoErr(t, <-done)

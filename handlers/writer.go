@@ -289,30 +289,13 @@ func (w *writer) readOnce(ctx context.Context, f func(context.Context) error) (o
 	return true, err
 }
 
-// lookup makes one users.info call f at its turn in the Lookups budget; a 429 pauses every
-// look-up (none is retried: a name is a nicety). turn is false when ctx ended before a turn came.
-func (w *writer) lookup(ctx context.Context, f func(context.Context) error) (turn bool, err error) {
-	if err := w.budgets.Lookups.Wait(ctx); err != nil {
-		return false, err
-	}
-	err = f(ctx)
-	if ra, ok := rateLimited(err); ok {
-		w.budgets.Lookups.Throttled(ra)
-	}
-	return true, err
-}
-
 // Calls that are made only when their budget has a token at once, because they are courtesies or
-// have a way around: a native stream (else the answer is edited), a thinking status, an agent
-// session's "processing", a stream's task cards, a placeholder withdrawn under load.
+// have a way around: a native stream (else the answer is edited), an agent session's "processing",
+// a stream's task cards, a placeholder withdrawn under load (the thinking status: AgentPane).
 func (w *writer) tryStream() bool  { return w.budgets.Streams.TryTake() }
-func (w *writer) tryStatus() bool  { return w.budgets.Statuses.TryTake() }
 func (w *writer) trySession() bool { return w.budgets.Sessions.TryTake() }
 func (w *writer) tryAppend() bool  { return w.budgets.Appends.Bucket().TryTake() }
 func (w *writer) tryDelete() bool  { return w.budgets.Deletes.TryTake() }
-
-// statusTurn is a turn for assistant.threads.setStatus.
-func (w *writer) statusTurn() turn { return bucketTurn(w.budgets.Statuses) }
 
 // sessionTurn is a turn for agents.sessions.setStatus.
 func (w *writer) sessionTurn() turn { return bucketTurn(w.budgets.Sessions) }

@@ -176,7 +176,11 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
-	replies := handlers.NewReplies(api, api, api, api, metrics.Chat(model, cfg.ChatModel), log.Named("replies"), handlers.ReplyOptions{
+	names := handlers.NewNames(api, budgets.Lookups, id.UserID)
+	pane := handlers.NewAgentPane(paneOf(cfg, api), budgets.Statuses, log.Named("pane"))
+	// Redis never sees the token the grants' key is derived from.
+	approvals := handlers.NewApprovals(shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), log.Named("approvals"))
+	replyOpts := handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
 		BotUserID:        id.UserID,
 		BotID:            id.BotID,
@@ -194,9 +198,10 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		Fence:            shared,
 		OrphanQuiet:      orphanQuiet(cfg),
 		Threads:          shared,
-		GrantKey:         state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), // Redis never sees the token
+		Approvals:        approvals,
+		Names:            names,
 		Sessions:         api,
-		Pane:             paneOf(cfg, api),
+		Pane:             pane,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
 		StreamRollover: cfg.StreamRolloverAfter,
@@ -223,7 +228,11 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		},
 		Written: metrics.ReplyWritten,
 		Tools:   toolOpts,
-	})
+	}
+	chat := metrics.Chat(model, cfg.ChatModel)
+	replies := handlers.NewReplies(api, api, api, api, chat, log.Named("replies"), replyOpts)
+	orphans := handlers.NewOrphanCloser(api, api, log.Named("orphans"), replyOpts)
+	summarize := handlers.NewSummarize(api, api, names, chat, replies, log.Named("summarize"), replyOpts)
 	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
 		BotName:    id.Name,
 		MaxPerUser: cfg.ImaginePerUser,
@@ -277,26 +286,26 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		AnswerBots:    cfg.AnswerBots,
 		Replicas:      shared,
 		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
-		Queue:         replies,                         // a waiting question's place under its thread, with the thinking status
+		Queue:         pane,                            // a waiting question's place under its thread, with the thinking status
 	})
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
-	sharedWG.Go(func() { replies.WatchOrphans(sctx, shared) })
+	sharedWG.Go(func() { orphans.WatchOrphans(sctx, shared) })
 	err = routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(replies)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
+		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
-		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: replies.PaneHandler(prompts)},
+		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: pane.PaneHandler(prompts)},
 		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
 		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
-		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeHandler(api)},
-		route.Route{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: replies.PostSummaryHandler(api)},
-		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: replies.SummarizeThreadHandler(api)},
+		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeHandler(api)},
+		route.Route{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: summarize.PostSummaryHandler(api)},
+		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeThreadHandler(api)},
 	)
 	if err != nil {
 		return fmt.Errorf("routes: %w", err)
