@@ -64,7 +64,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		return err
 	}
 	log = log.With(zap.String("bot_user", id.UserID), zap.String("team", id.TeamID))
-	defer startAuthRecheck(ctx, cfg.HealthAddr, api, ready)()
+	stopRecheck := startAuthRecheck(ctx, cfg.HealthAddr, api, ready)
+	defer stopRecheck()
 	model, err := newModel(cfg, metrics, log.Named("llm"))
 	if err != nil {
 		return fmt.Errorf("model client: %w", err)
@@ -81,19 +82,19 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	// answers while it writes them: the bot stops instead (and is restarted).
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
-	bg.wg.Go(func() {
-		if err := shared.Run(bg.ctx); err != nil {
+	bg.run(func(ctx context.Context) {
+		if err := shared.Run(ctx); err != nil {
 			stopRun(fmt.Errorf("shared state: %w", err))
 		}
 	})
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
-	replies := p.replies(files, startTools(bg.ctx, &bg.wg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
+	replies := p.replies(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
 	// Every command, button, shortcut and event is one row of routes; access rules and metrics wrap them all.
 	table := route.NewTable(p.guard(replies.KnownFollowUp).Middleware, metrics.Middleware)
 	b := p.bot(sc, table, ready, replies)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
-	bg.wg.Go(func() { replies.WatchOrphans(bg.ctx, shared) })
+	bg.run(func(ctx context.Context) { replies.WatchOrphans(ctx, shared) })
 	uses := useCases{bot: b, replies: replies, imagine: p.imagine(), feedback: p.feedback(), slack: api, prompts: p.prompts}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
@@ -158,6 +159,12 @@ func newBackground(ctx context.Context) *background {
 	return &background{ctx: c, cancel: cancel}
 }
 
+// run runs f in the background; f returns when its ctx ends.
+func (b *background) run(f func(ctx context.Context)) {
+	b.wg.Go(func() { f(b.ctx) })
+}
+
+// stop ends the background's goroutines and waits for them.
 func (b *background) stop() {
 	b.cancel()
 	b.wg.Wait()
