@@ -37,6 +37,8 @@ const (
 	ActionToolAllowOnce   = "llmbot_tool_allow_once"
 	ActionToolAllowThread = "llmbot_tool_allow_thread"
 	ActionToolDeny        = "llmbot_tool_deny"
+	// FeatureToolApproval is what access rules and metrics call the three buttons.
+	FeatureToolApproval = "tool_approval"
 )
 
 // ApprovalRef is an approval button's value: the answer it belongs to (as in ReplyRef) and the call.

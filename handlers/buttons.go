@@ -36,6 +36,13 @@ const (
 	ActionImagineAgain = "llmbot_imagine_again"
 )
 
+// What access rules and metrics call the Stop and Regenerate buttons (Stop also names Slack's
+// agent_session_stopped, which stops the answer the same way).
+const (
+	FeatureStop       = "stop"
+	FeatureRegenerate = "regenerate"
+)
+
 // MaxButtonValue is Slack's limit on a button's value, in characters.
 const MaxButtonValue = 2000
 

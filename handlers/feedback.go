@@ -27,6 +27,8 @@ const (
 	ViewFeedback   = "llmbot_feedback_comment"
 	// FeedbackCommentInput is the action_id of the modal's comment input.
 	FeedbackCommentInput = "comment"
+	// FeatureFeedback is what access rules and metrics call the buttons and the modal.
+	FeatureFeedback = "feedback"
 )
 
 // Feedback's labels and texts.

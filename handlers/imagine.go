@@ -38,6 +38,10 @@ const (
 	respondTimeout = 10 * time.Second
 )
 
+// CommandImagine is the slash command Imagine serves (with ActionImagineAgain); access rules and
+// metrics call both access.FeatureImagine, the feature the daily quota counts.
+const CommandImagine = "/imagine"
+
 // Imagine makes a picture for /imagine and uploads it to the channel.
 type Imagine struct {
 	img  Imager

@@ -28,6 +28,9 @@ import (
 // route.Request.Text is the tab ("messages": the agent pane).
 const EventAppHomeOpened = "app_home_opened"
 
+// FeatureAgentPane is what access rules and metrics call EventAppHomeOpened.
+const FeatureAgentPane = "agent_pane"
+
 // Pane is Slack's assistant calls on a DM thread (assistant.threads.*).
 type Pane interface {
 	// SetSuggestedPrompts shows prompts at the top of the DM (threadTS "") or of a thread.

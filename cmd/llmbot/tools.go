@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,17 +13,16 @@ import (
 	"github.com/llmbot/llmbot/tools"
 )
 
-// startTools starts the MCP servers of MCP_CONFIG in wg (until ctx ends: they outlive the bot's
-// drain, so the last answers can still call them) and returns the answers' tool options. No servers:
-// no tools.
-func startTools(ctx context.Context, wg *sync.WaitGroup, cfg Config, mcp tools.Config, overrides *access.Overrides,
+// startTools starts the MCP servers of MCP_CONFIG in bg (they outlive the bot's drain, so the last
+// answers can still call them) and returns the answers' tool options. No servers: no tools.
+func startTools(bg *background, cfg Config, mcp tools.Config, overrides *access.Overrides,
 	metrics *ops.Metrics, log *zap.Logger) handlers.ToolOptions {
 	if len(mcp.Servers) == 0 {
 		return handlers.ToolOptions{}
 	}
 	tm := metrics.ToolMetrics()
 	m := tools.New(mcp, log, tools.Options{Allowed: overrides.ToolAllowed, Version: versionString(), Changed: tm.ServerTools})
-	wg.Go(func() { _ = m.Run(ctx) })
+	bg.run(func(ctx context.Context) { _ = m.Run(ctx) })
 	return handlers.ToolOptions{Tools: m, MaxRounds: cfg.MaxToolRounds, ApprovalTimeout: cfg.ToolApprovalTimeout,
 		CallTimeout: cfg.ToolCallTimeout, Observe: tm.Observe}
 }

@@ -39,37 +39,177 @@ const (
 	imageUploadTime   = time.Minute // added to IMAGE_TIMEOUT for the whole /imagine job
 )
 
-// start wires the parts together and runs the bot until ctx ends.
+// start wires the parts together and runs the bot until ctx ends. Each part is made by a builder of
+// its own; what runs in the background is stopped by start's defers, in the reverse order of their
+// starts: when the bot has drained, the background work the last answers used (the shared state's
+// heartbeat, the MCP servers, the orphan watch) stops, then the shared state closes, then the
+// token's recheck and, last, the health probes, which answer from the start until the end.
 func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy, log *zap.Logger) error {
-	if u, err := url.Parse(cfg.OpenAIBaseURL); err == nil && strings.Trim(u.Path, "/") == "" {
-		// The commonest set-up mistake (http://localhost:11434): every answer would fail with a 404.
+	warnBaseURL(cfg.OpenAIBaseURL, log)
+	metrics, ready := ops.NewMetrics(), ops.NewReadiness()
+	stopHealth, err := startHealth(ctx, cfg.HealthAddr, metrics, ready, log.Named("health"))
+	if err != nil {
+		return fmt.Errorf("HEALTH_ADDR: %w", err)
+	}
+	defer stopHealth()
+	sc, api, files, err := newSlack(cfg, metrics, log)
+	if err != nil {
+		return err
+	}
+	id, err := identify(ctx, api, ready, log)
+	if errors.Is(err, errStopped) {
+		return nil // stopped while starting (SIGTERM): a clean stop
+	}
+	if err != nil {
+		return err
+	}
+	log = log.With(zap.String("bot_user", id.UserID), zap.String("team", id.TeamID))
+	stopRecheck := startAuthRecheck(ctx, cfg.HealthAddr, api, ready)
+	defer stopRecheck()
+	model, err := newModel(cfg, metrics, log.Named("llm"))
+	if err != nil {
+		return fmt.Errorf("model client: %w", err)
+	}
+
+	shared, err := openState(ctx, cfg, id, metrics, ready, log.Named("state"))
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	defer shared.Close()
+	bg := newBackground(ctx)
+	defer bg.stop()
+	// Without its heartbeat this replica would look dead to the others, which would take over its
+	// answers while it writes them: the bot stops instead (and is restarted).
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	bg.run(func(ctx context.Context) {
+		if err := shared.Run(ctx); err != nil {
+			stopRun(fmt.Errorf("shared state: %w", err))
+		}
+	})
+
+	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
+	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
+	// Every command, button, shortcut and event is one row of routes; access rules and metrics wrap them all.
+	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, metrics.Middleware)
+	b := p.bot(sc, table, ready, a.pane)
+	// Answers left open by a replica that died (or by this one before a restart) are closed.
+	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared) })
+	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, prompts: p.prompts}
+	if err := table.Add(uses.routes()...); err != nil {
+		return fmt.Errorf("routes: %w", err)
+	}
+	logStarting(log, cfg, id, policy)
+	if err := b.Run(runCtx); err != nil {
+		return err // main prints it
+	}
+	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// useCases are what the routes serve.
+type useCases struct {
+	bot *bot.Bot // Stop: it knows which answers run here, and hands the others' to their replica
+	answering
+	imagine  *handlers.Imagine
+	feedback *handlers.Feedback
+	slack    *bot.SlackAPI // private responses and the agent session's status
+	prompts  []handlers.Prompt
+}
+
+// routes is the route table: every message, command, button, shortcut, modal and event the bot
+// serves, one row each. A feature with no row is one Slack never reaches.
+func (u useCases) routes() []route.Route {
+	approve := u.bot.ApprovalHandler(u.approvals) // the click reaches the call waiting for it, or its replica
+	return []route.Route{
+		{Kind: route.Message, Name: route.MessageRoute, Handler: u.replies.Handler()},
+		{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: handlers.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
+		{Kind: route.Action, Name: handlers.ActionStop, Feature: handlers.FeatureStop, Handler: u.bot.StopHandler()},
+		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.FeatureStop, Handler: u.bot.SessionStopHandler(u.slack)},
+		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
+		{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: handlers.FeatureAgentPane, Handler: u.pane.PaneHandler(u.prompts)},
+		{Kind: route.Action, Name: handlers.ActionFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.Handler()},
+		{Kind: route.View, Name: handlers.ViewFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.CommentHandler()},
+		{Kind: route.Command, Name: handlers.CommandImagine, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeHandler(u.slack)},
+		{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: u.summarize.PostSummaryHandler(u.slack)},
+		{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
+	}
+}
+
+// background is the goroutines that serve the answers and so outlive the bot's drain: the last
+// answers close their journal records and may still call the MCP servers. stop ends them and
+// waits for them; start defers it.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newBackground returns a background whose context is ctx's values without its end: start's
+// deferred stop ends it, after the bot has drained.
+func newBackground(ctx context.Context) *background {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &background{ctx: c, cancel: cancel}
+}
+
+// run runs f in the background; f returns when its ctx ends.
+func (b *background) run(f func(ctx context.Context)) {
+	b.wg.Go(func() { f(b.ctx) })
+}
+
+// stop ends the background's goroutines and waits for them.
+func (b *background) stop() {
+	b.cancel()
+	b.wg.Wait()
+}
+
+// warnBaseURL warns of the commonest set-up mistake (http://localhost:11434): a model service URL
+// without a path, with which every answer would fail with a 404.
+func warnBaseURL(baseURL string, log *zap.Logger) {
+	if u, err := url.Parse(baseURL); err == nil && strings.Trim(u.Path, "/") == "" {
 		log.Warn("OPENAI_BASE_URL has no path: OpenAI-compatible services serve their API under one, usually /v1 " +
 			"(http://localhost:11434/v1 for Ollama); without it every request gets 404")
 	}
-	metrics, ready := ops.NewMetrics(), ops.NewReadiness()
-	if cfg.HealthAddr != "" {
-		health := ops.NewServer(cfg.HealthAddr, ready.Ready, metrics.Registry(), log.Named("health"))
-		// Listening first: a port that cannot be had stops the bot with a clear message, instead of
-		// a bot whose probes fail for no reason it says.
-		ln, err := health.Listen(ctx)
-		if err != nil {
-			return fmt.Errorf("HEALTH_ADDR: %w", err)
-		}
-		// Probes answer from the start (auth.test, connecting) until the bot has drained.
-		hctx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
-		healthDone := make(chan struct{})
-		go func() {
-			defer close(healthDone)
-			if err := health.Serve(hctx, ln); err != nil {
-				log.Error("health listener failed", zap.Error(err)) // probes will fail and say so
-			}
-		}()
-		defer func() { stopHealth(); <-healthDone }()
+}
+
+// startHealth serves the health probes and the metrics on addr ("": none) until the returned stop
+// is called. It listens first: a port that cannot be had stops the bot with a clear message,
+// instead of a bot whose probes fail for no reason it says. The probes answer from the start
+// (auth.test, connecting) until the bot has drained, so ctx's end does not stop them.
+func startHealth(ctx context.Context, addr string, metrics *ops.Metrics, ready *ops.Readiness, log *zap.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
 	}
+	health := ops.NewServer(addr, ready.Ready, metrics.Registry(), log)
+	ln, err := health.Listen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := health.Serve(hctx, ln); err != nil {
+			log.Error("health listener failed", zap.Error(err)) // probes will fail and say so
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// newSlack returns the Slack clients: slack-go's (the Socket Mode connection, and under the
+// adapter), the Web API adapter and the files' reader.
+func newSlack(cfg Config, metrics *ops.Metrics, log *zap.Logger) (*slack.Client, *bot.SlackAPI, *bot.Files, error) {
 	httpClient := slackHTTPClient()
 	// Metrics count what reaches Slack; FirstCalls answers some calls without sending them.
 	httpClient.Transport = bot.NewFirstCalls(metrics.SlackTransport(httpClient.Transport))
-	slackClient := slack.New(cfg.SlackBotToken,
+	sc := slack.New(cfg.SlackBotToken,
 		slack.OptionAPIURL(strings.TrimRight(cfg.SlackAPIURL, "/")+"/"), // slack-go appends the method name
 		slack.OptionAppLevelToken(cfg.SlackAppToken),
 		slack.OptionHTTPClient(httpClient),
@@ -77,45 +217,57 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		// No OptionRetry: writes are paced by package pace, which must see every 429;
 		// bot.SlackAPI retries reads itself. No OptionDebug: it shortens Socket Mode connections.
 	)
-	api := bot.NewSlackAPI(slackClient, httpClient, bot.ThreadBytes(cfg.ContextTokens))
-	files, err := bot.NewFiles(slackClient, bot.FilesOptions{Token: cfg.SlackBotToken, APIURL: cfg.SlackAPIURL,
+	api := bot.NewSlackAPI(sc, httpClient, bot.ThreadBytes(cfg.ContextTokens))
+	files, err := bot.NewFiles(sc, bot.FilesOptions{Token: cfg.SlackBotToken, APIURL: cfg.SlackAPIURL,
 		MaxBytes: cfg.MaxFileBytes, Transport: slackHTTPClient().Transport})
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
-	// the number of answers reading them, so their memory is bounded together.
-	pictures := media.NewPreparer(picturesDecoded)
+	return sc, api, files, nil
+}
 
+// errStopped is identify's error when ctx ended while it waited for Slack.
+var errStopped = errors.New("stopped while starting")
+
+// identify asks Slack who the bot is (auth.test, retried while Slack cannot be reached), tells the
+// readiness probe, and finds the bot's app, which Socket Mode must connect to (unknown: not checked).
+func identify(ctx context.Context, api *bot.SlackAPI, ready *ops.Readiness, log *zap.Logger) (bot.Identity, error) {
 	id, err := api.IdentifyRetrying(ctx, identifyTimeout, func(err error, wait time.Duration) {
 		log.Warn("cannot reach Slack; trying again (is SLACK_API_URL right?)", zap.Error(err), zap.Duration("wait", wait))
 	})
 	if ctx.Err() != nil {
-		return nil // stopped while starting (SIGTERM): a clean stop
+		return bot.Identity{}, errStopped
 	}
 	ready.Auth(err)
 	if err != nil {
-		return explainAuth(err)
+		return bot.Identity{}, explainAuth(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, appIDTimeout)
-	id.AppID = api.AppID(actx, id.BotID) // Socket Mode must connect to this app (unknown: not checked)
-	cancel()
-	log = log.With(zap.String("bot_user", id.UserID), zap.String("team", id.TeamID))
-	if cfg.HealthAddr != "" {
-		// /readyz turns red if Slack revokes the bot token while the bot runs (app uninstalled).
-		actx, stopRecheck := context.WithCancel(ctx)
-		recheckDone := make(chan struct{})
-		go func() {
-			defer close(recheckDone)
-			ready.RecheckAuth(actx, authRecheckEvery, func(ctx context.Context) error {
-				_, err := api.Identify(ctx)
-				return err
-			})
-		}()
-		defer func() { stopRecheck(); <-recheckDone }()
-	}
+	defer cancel()
+	id.AppID = api.AppID(actx, id.BotID)
+	return id, nil
+}
 
-	llmLog := log.Named("llm")
+// startAuthRecheck turns /readyz red if Slack revokes the bot token while the bot runs (the app
+// uninstalled), with health probes only (HEALTH_ADDR, healthAddr ""). It returns its stop.
+func startAuthRecheck(ctx context.Context, healthAddr string, api *bot.SlackAPI, ready *ops.Readiness) (stop func()) {
+	if healthAddr == "" {
+		return func() {}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ready.RecheckAuth(rctx, authRecheckEvery, func(ctx context.Context) error {
+			_, err := api.Identify(ctx)
+			return err
+		})
+	}()
+	return func() { cancel(); <-done }
+}
+
+// newModel returns the model client, its retries and fallbacks logged and counted.
+func newModel(cfg Config, metrics *ops.Metrics, llmLog *zap.Logger) (*llm.Client, error) {
 	llmCfg := cfg.llmConfig()
 	llmCfg.Hooks = llm.Hooks{
 		Retry: func(op string, attempt int, wait time.Duration, e *llm.Error) {
@@ -143,44 +295,71 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 			llmLog.Warn("the model service refused tools for this model; it answers without them", zap.String("model", model))
 		},
 	}
-	model, err := llm.New(llmCfg)
-	if err != nil {
-		return fmt.Errorf("model client: %w", err)
-	}
+	return llm.New(llmCfg)
+}
 
-	shared, err := openState(ctx, cfg, id, metrics, ready, log.Named("state"))
-	if err != nil {
-		return fmt.Errorf("REDIS_URL: %w", err)
-	}
-	defer shared.Close()
-	// The shared state lives until the bot has drained: the last answers close their journal records.
-	sctx, stopShared := context.WithCancel(context.WithoutCancel(ctx))
-	var sharedWG sync.WaitGroup
-	defer func() { stopShared(); sharedWG.Wait() }()
-	// Without its heartbeat this replica would look dead to the others, which would take over its
-	// answers while it writes them: the bot stops instead (and is restarted).
-	runCtx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
-	sharedWG.Go(func() {
-		if err := shared.Run(sctx); err != nil {
-			stopRun(fmt.Errorf("shared state: %w", err))
-		}
-	})
+// parts are what the use cases are built from, made once by start; each of its methods builds one
+// use case (or the bot) from them.
+type parts struct {
+	cfg       Config
+	id        bot.Identity
+	api       *bot.SlackAPI
+	model     *llm.Client
+	metrics   *ops.Metrics
+	shared    sharedState
+	budgets   handlers.Budgets
+	notices   *handlers.Notices
+	overrides *access.Overrides
+	prompts   []handlers.Prompt
+	log       *zap.Logger
+}
+
+func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
+	shared sharedState, policy pace.Policy, log *zap.Logger) *parts {
 	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
 	budgets.Share(shared)
-	// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
-	// replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
-	notices := handlers.NewNotices(api, budgets)
-
-	accessPolicy, _ := cfg.accessRules()                    // validated
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
-	toolOpts := startTools(sctx, &sharedWG, cfg, mcp, overrides, metrics, log.Named("tools"))
-	names := handlers.NewNames(api, budgets.Lookups, id.UserID)
-	pane := handlers.NewAgentPane(paneOf(cfg, api), budgets.Statuses, log.Named("pane"))
+	return &parts{cfg: cfg, id: id, api: api, model: model, metrics: metrics, shared: shared, budgets: budgets,
+		// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
+		// replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
+		notices:   handlers.NewNotices(api, budgets),
+		overrides: overrides, prompts: prompts, log: log}
+}
+
+// answering is what answers messages, and the use cases beside it that share its options: the
+// orphans' recovery, /summarize, the tool approvals and the agent pane.
+type answering struct {
+	replies   *handlers.Replies
+	orphans   *handlers.OrphanCloser
+	summarize *handlers.Summarize
+	approvals *handlers.Approvals
+	pane      *handlers.AgentPane
+}
+
+// answering builds the answers and the use cases beside them.
+func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answering {
+	cfg, api := p.cfg, p.api
+	names := handlers.NewNames(api, p.budgets.Lookups, p.id.UserID)
+	pane := handlers.NewAgentPane(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
-	approvals := handlers.NewApprovals(shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), log.Named("approvals"))
-	replyOpts := handlers.ReplyOptions{
+	approvals := handlers.NewApprovals(p.shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
+	opt := p.replyOptions(files, toolOpts, names, pane, approvals)
+	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
+	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
+	return answering{
+		replies:   replies,
+		orphans:   handlers.NewOrphanCloser(api, api, p.log.Named("orphans"), opt),
+		summarize: handlers.NewSummarize(api, api, names, chat, replies, p.log.Named("summarize"), opt),
+		approvals: approvals,
+		pane:      pane,
+	}
+}
+
+// replyOptions are the answers' options, which the orphans' recovery and /summarize share.
+func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *handlers.Names, pane *handlers.AgentPane, approvals *handlers.Approvals) handlers.ReplyOptions {
+	cfg, id, overrides := p.cfg, p.id, p.overrides
+	return handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,
 		BotUserID:        id.UserID,
 		BotID:            id.BotID,
@@ -193,14 +372,14 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		Buttons:          cfg.Buttons,
 		Feedback:         cfg.Buttons && cfg.Feedback,
 		PlaceholderAfter: cfg.PlaceholderAfter,
-		Budgets:          budgets,
-		Journal:          shared,
-		Fence:            shared,
+		Budgets:          p.budgets,
+		Journal:          p.shared,
+		Fence:            p.shared,
 		OrphanQuiet:      orphanQuiet(cfg),
-		Threads:          shared,
+		Threads:          p.shared,
 		Approvals:        approvals,
 		Names:            names,
-		Sessions:         api,
+		Sessions:         p.api,
 		Pane:             pane,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
@@ -220,63 +399,75 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 				return handlers.Vision(o.Vision)
 			},
 			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
-			Pictures: pictures,
+			// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
+			// the number of answers reading them, so their memory is bounded together.
+			Pictures: media.NewPreparer(picturesDecoded),
 		},
 		ChannelMode: func(channel string) handlers.ReplyMode {
 			o, _ := overrides.Lookup(channel)
 			return handlers.ReplyMode(o.ReplyMode)
 		},
-		Written: metrics.ReplyWritten,
+		Written: p.metrics.ReplyWritten,
 		Tools:   toolOpts,
 	}
-	chat := metrics.Chat(model, cfg.ChatModel)
-	replies := handlers.NewReplies(api, api, api, api, chat, log.Named("replies"), replyOpts)
-	orphans := handlers.NewOrphanCloser(api, api, log.Named("orphans"), replyOpts)
-	summarize := handlers.NewSummarize(api, api, names, chat, replies, log.Named("summarize"), replyOpts)
-	imagine := handlers.NewImagine(metrics.Imager(model), api, api, log.Named("imagine"), handlers.ImagineOptions{
-		BotName:    id.Name,
-		MaxPerUser: cfg.ImaginePerUser,
-		Timeout:    cfg.ImageTimeout + imageUploadTime,
-		Buttons:    cfg.Buttons,
+}
+
+// imagine makes pictures for /imagine and its "Another one" button.
+func (p *parts) imagine() *handlers.Imagine {
+	return handlers.NewImagine(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), handlers.ImagineOptions{
+		BotName:    p.id.Name,
+		MaxPerUser: p.cfg.ImaginePerUser,
+		Timeout:    p.cfg.ImageTimeout + imageUploadTime,
+		Buttons:    p.cfg.Buttons,
 		// At shutdown the private "interrupted" note must be sent within SHUTDOWN_GRACE.
-		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
+		ShutdownTimeout: bot.CloseReserve(p.cfg.ShutdownGrace),
 	})
+}
 
-	feedback := handlers.NewFeedback(api, api, api, log.Named("feedback"), handlers.FeedbackOptions{
-		Channel: cfg.FeedbackChannel,
+// feedback takes the 👍/👎 on answers and their comments.
+func (p *parts) feedback() *handlers.Feedback {
+	return handlers.NewFeedback(p.api, p.api, p.api, p.log.Named("feedback"), handlers.FeedbackOptions{
+		Channel: p.cfg.FeedbackChannel,
 		Model: func(channel string) string {
-			o, _ := overrides.Lookup(channel)
-			return cmp.Or(o.Model, cfg.ChatModel)
+			o, _ := p.overrides.Lookup(channel)
+			return cmp.Or(o.Model, p.cfg.ChatModel)
 		},
-		Rated: metrics.Feedback,
+		Rated: p.metrics.Feedback,
 	})
+}
 
-	quota := access.NewQuota(cfg.ImagineDailyQuota, 0)
-	quota.Share(shared) // every replica counts a person's pictures in one place
-
+// guard is the access rules' middleware: who may ask what where, the /imagine quota, and the
+// standing of people (EXTERNAL_USERS, GUEST_USERS). knownFollowUp says whether a refused follow-up
+// would have been answered: refused follow-ups count only then.
+func (p *parts) guard(knownFollowUp func(route.ReplyRequest) bool) *access.Guard {
+	accessPolicy, _ := p.cfg.accessRules() // validated
+	quota := access.NewQuota(p.cfg.ImagineDailyQuota, 0)
+	quota.Share(p.shared) // every replica counts a person's pictures in one place
 	// Validated with the settings. Who is of the workspace's organisation is told from auth.test's
 	// team and Enterprise Grid org.
 	members, _ := access.NewMembers(access.MembersOptions{
-		Team: id.TeamID, Enterprise: id.EnterpriseID, Workspace: id.TeamName,
-		External: cfg.ExternalUsers, Guests: cfg.GuestUsers, Directory: api,
-		Budget: budgets.Lookups, // with the names' look-ups, shared by the replicas
+		Team: p.id.TeamID, Enterprise: p.id.EnterpriseID, Workspace: p.id.TeamName,
+		External: p.cfg.ExternalUsers, Guests: p.cfg.GuestUsers, Directory: p.api,
+		Budget: p.budgets.Lookups, // with the names' look-ups, shared by the replicas
 	})
-	guard := access.NewGuard(access.GuardOptions{
-		Policy: accessPolicy,
-		Quota:  quota,
-		Denied: metrics.AccessDenied,
-		// Refused follow-ups count only where the bot would have answered.
-		KnownFollowUp: replies.KnownFollowUp,
-		Members:       members, // Slack Connect outsiders and guests, by EXTERNAL_USERS and GUEST_USERS
-		Notifier:      notices,
-		Log:           log.Named("access"),
+	return access.NewGuard(access.GuardOptions{
+		Policy:        accessPolicy,
+		Quota:         quota,
+		Denied:        p.metrics.AccessDenied,
+		KnownFollowUp: knownFollowUp,
+		Members:       members,
+		Notifier:      p.notices,
+		Log:           p.log.Named("access"),
 	})
-	// Every command, button, shortcut and event is one row here; access rules and metrics wrap them all.
-	routes := route.NewTable(guard.Middleware, metrics.Middleware)
-	b := bot.New(slackClient, id, routes, notices, log.Named("bot"), bot.Options{
+}
+
+// bot is the Socket Mode loop over routes; queue shows a waiting question's place under its thread.
+func (p *parts) bot(sc *slack.Client, routes *route.Table, ready *ops.Readiness, queue bot.QueueStatus) *bot.Bot {
+	m, cfg := p.metrics, p.cfg
+	return bot.New(sc, p.id, routes, p.notices, p.log.Named("bot"), bot.Options{
 		Hooks: bot.Hooks{
-			Acked: metrics.Acked, Duplicate: metrics.Duplicate, Busy: metrics.Busy, Done: metrics.Done,
-			Connection: func(up bool) { metrics.Connection(up); ready.Connection(up) },
+			Acked: m.Acked, Duplicate: m.Duplicate, Busy: m.Busy, Done: m.Done,
+			Connection: func(up bool) { m.Connection(up); ready.Connection(up) },
 		},
 		MaxConcurrent: cfg.MaxConcurrentReplies,
 		MaxQueued:     cfg.MaxQueuedReplies,
@@ -284,32 +475,14 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		FollowUps:     cfg.FollowUps,
 		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
-		Replicas:      shared,
+		Replicas:      p.shared,
 		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
-		Queue:         pane,                            // a waiting question's place under its thread, with the thinking status
+		Queue:         queue,
 	})
-	// Answers left open by a replica that died (or by this one before a restart) are closed.
-	sharedWG.Go(func() { orphans.WatchOrphans(sctx, shared) })
-	err = routes.Add(
-		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: "tool_approval", Handler: b.ApprovalHandler(approvals)},
-		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: "stop", Handler: b.SessionStopHandler(api)},
-		route.Route{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: "agent_pane", Handler: pane.PaneHandler(prompts)},
-		route.Route{Kind: route.Action, Name: handlers.ActionFeedback, Feature: "feedback", Handler: feedback.Handler()},
-		route.Route{Kind: route.View, Name: handlers.ViewFeedback, Feature: "feedback", Handler: feedback.CommentHandler()},
-		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
-		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeHandler(api)},
-		route.Route{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: summarize.PostSummaryHandler(api)},
-		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeThreadHandler(api)},
-	)
-	if err != nil {
-		return fmt.Errorf("routes: %w", err)
-	}
+}
+
+// logStarting says, once, what the bot runs with (no secrets: the model service's host only).
+func logStarting(log *zap.Logger, cfg Config, id bot.Identity, policy pace.Policy) {
 	log.Info("starting",
 		zap.String("version", versionString()),
 		zap.String("bot_name", id.Name),
@@ -322,14 +495,6 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
 		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies),
 		zap.Int("max_queued_replies", cfg.MaxQueuedReplies))
-	if err := b.Run(runCtx); err != nil {
-		return err // main prints it
-	}
-	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
-		return err
-	}
-	log.Info("stopped")
-	return nil
 }
 
 // paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/route"
+)
+
+// The route table is every message, command, button, shortcut, modal and event the bot serves,
+// each once: its rows (kind, name, the feature access rules and metrics see) are those of
+// testdata/routes.txt, and route.Table takes them all (no row without a name or a handler, none
+// twice). A row lost or renamed changes what Slack can reach, so it shows here.
+func TestRouteTable(t *testing.T) {
+	log := zap.NewNop()
+	u := useCases{
+		bot:      &bot.Bot{},
+		replies:  handlers.NewReplies(nil, nil, nil, nil, nil, log, handlers.ReplyOptions{}),
+		imagine:  handlers.NewImagine(nil, nil, nil, log, handlers.ImagineOptions{}),
+		feedback: handlers.NewFeedback(nil, nil, nil, log, handlers.FeedbackOptions{}),
+	}
+	rows := u.routes()
+	if err := route.NewTable().Add(rows...); err != nil {
+		t.Fatalf("the table refused a row: %v", err)
+	}
+	var got bytes.Buffer
+	for _, r := range rows {
+		fmt.Fprintf(&got, "%-8s %-26s %s\n", r.Kind, r.Name, cmp.Or(r.Feature, "-"))
+	}
+	golden := filepath.Join("testdata", "routes.txt")
+	if *update {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("the route table differs from %s (run with -update):\n%s", golden, got.String())
+	}
+}
