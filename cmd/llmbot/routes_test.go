@@ -21,9 +21,15 @@ import (
 // twice). A row lost or renamed changes what Slack can reach, so it shows here.
 func TestRouteTable(t *testing.T) {
 	log := zap.NewNop()
+	replies := handlers.NewReplies(nil, nil, nil, nil, nil, log, handlers.ReplyOptions{})
 	u := useCases{
-		bot:      &bot.Bot{},
-		replies:  handlers.NewReplies(nil, nil, nil, nil, nil, log, handlers.ReplyOptions{}),
+		bot: &bot.Bot{},
+		answering: answering{
+			replies:   replies,
+			summarize: handlers.NewSummarize(nil, nil, nil, nil, replies, log, handlers.ReplyOptions{}),
+			approvals: handlers.NewApprovals(nil, nil, log),
+			pane:      handlers.NewAgentPane(nil, nil, log),
+		},
 		imagine:  handlers.NewImagine(nil, nil, nil, log, handlers.ImagineOptions{}),
 		feedback: handlers.NewFeedback(nil, nil, nil, log, handlers.FeedbackOptions{}),
 	}
