@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,6 +181,7 @@ func (a *answer) readFiles(ctx context.Context, thread []slack.Message, trigger 
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			defer a.unreadable(&contents[i], refs[i].file.ID)
 			refs[i].file, contents[i] = a.readFile(ctx, refs[i].file)
 		})
 	}
@@ -196,6 +198,17 @@ func (a *answer) readFiles(ctx context.Context, thread []slack.Message, trigger 
 		}
 	}
 	return thread, trigger, out
+}
+
+// unreadable, deferred by a goroutine reading one file, turns its panic (a file whose bytes the
+// reading code could not take) into that file's note, with the stack in the log: the answer goes on
+// without the file, and the process lives.
+func (a *answer) unreadable(c *convo.FileContent, id string) {
+	if r := recover(); r != nil {
+		pe := asPanic(r)
+		a.log.Error("reading a file panicked", zap.String("file", id), zap.String("panic", fmt.Sprint(pe.value)), zap.ByteString("stack", pe.stack))
+		*c = convo.FileContent{Note: noteNotRead}
+	}
 }
 
 // fileReaders is how many files one answer reads at once.

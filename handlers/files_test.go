@@ -215,3 +215,35 @@ func TestReadFilesOrder(t *testing.T) {
 		t.Errorf("notes %v, want one file over MaxFiles; the bot's and the later file untouched", notes)
 	}
 }
+
+// TestReadFilePanicIsItsNote: a file whose reading panics is noted as not read, the other files of
+// the answer are read, and the process goes on.
+func TestReadFilePanicIsItsNote(t *testing.T) {
+	files := &panickyFiles{fakeFiles: fakeFiles{data: map[string][]byte{"F2": []byte("boom!")}, errs: map[string]error{}}, panics: "F1"}
+	opt := testOptions()
+	opt.Files = FileOptions{Files: files, Vision: VisionAuto, MaxText: 12, MaxBytes: 20 << 20}
+	r := NewReplies(newFakeSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
+	a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
+	trigger := mention("<@UBOT> look")
+	trigger.Files = []slack.File{privateFile("F1", "evil.txt", "text/plain", 5), privateFile("F2", "app.log", "text/plain", 5)}
+	_, _, got := a.readFiles(t.Context(), nil, trigger)
+	if s := showContent(got["F1"]); s != "note "+noteNotRead {
+		t.Errorf("the panicking file: %q, want its note", s)
+	}
+	if s := showContent(got["F2"]); s != "text boom!" {
+		t.Errorf("the other file: %q, want it read", s)
+	}
+}
+
+// panickyFiles is fakeFiles whose download of the file panics names panics.
+type panickyFiles struct {
+	fakeFiles
+	panics string
+}
+
+func (f *panickyFiles) Download(ctx context.Context, file slack.File, prefix int64) ([]byte, string, bool, error) {
+	if file.ID == f.panics {
+		panic("a decoder met bytes it cannot take")
+	}
+	return f.fakeFiles.Download(ctx, file, prefix)
+}

@@ -135,8 +135,27 @@ func (r *OrphanCloser) CloseOrphans(ctx context.Context, j Orphans) {
 		}
 		wg.Go(func() {
 			defer func() { <-places }()
+			defer r.survive(ctx, j, o)
 			r.closeOrphanOf(ctx, j, o)
 		})
+	}
+}
+
+// survive, deferred by the goroutine closing o, turns its panic (a message or a record whose bytes
+// the closing code could not take) into one error line with the stack, and drops the record: a close
+// that panicked would panic again at every sweep, and the bot goes on either way.
+func (r *OrphanCloser) survive(ctx context.Context, j Orphans, o state.Answer) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	pe := asPanic(p)
+	r.log.Error("closing an orphaned answer panicked; its record is dropped", zap.String("id", o.ID),
+		zap.String("panic", fmt.Sprint(pe.value)), zap.ByteString("stack", pe.stack))
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalTimeout)
+	defer cancel()
+	if err := j.CloseAnswer(cctx, o.ID); err != nil {
+		r.log.Warn("orphaned answer's record not dropped", zap.String("id", o.ID), zap.Error(err))
 	}
 }
 

@@ -369,3 +369,20 @@ func TestCloseOrphansLeavesAnAnswerClosedDuringTheAdoption(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseOrphanPanicDropsItsRecord: a close that panics (a message or a record whose bytes the
+// closing code cannot take) is logged and its record dropped, and the process goes on.
+func TestCloseOrphanPanicDropsItsRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const channel, thread = "C1", "1700000000.000001"
+		fs := newFakeSlack()
+		fs.repliesErr = func(int, call) error { panic("a message the closing code cannot take") }
+		id := route.AnswerID(channel, thread)
+		j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: channel, ThreadTS: thread, TS: thread,
+			Owner: "dead"}}, orphaned: []string{id}}
+		NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(t.Context(), j)
+		if got := j.closedIDs(); len(got) != 1 || got[0] != id {
+			t.Errorf("records closed %v, want %s dropped", got, id)
+		}
+	})
+}
