@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"unicode/utf8"
+
+	"go.uber.org/zap"
 )
 
 // maxAnswerBytes bounds what one answer shows. A model that never stops (one repeating itself, or
@@ -35,6 +37,11 @@ type panicError struct {
 }
 
 func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
+
+// fields are the panic's value and stack for the log line that reports it.
+func (p *panicError) fields() []zap.Field {
+	return []zap.Field{zap.String("panic", fmt.Sprint(p.value)), zap.ByteString("stack", p.stack)}
+}
 
 // asPanic is r, recovered, as a *panicError (the stack is the caller's: call it from the deferred
 // function itself, while the panicking frames are still on the stack).

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,7 +205,7 @@ func (a *answer) readFiles(ctx context.Context, thread []slack.Message, trigger 
 func (a *answer) unreadable(c *convo.FileContent, id string) {
 	if r := recover(); r != nil {
 		pe := asPanic(r)
-		a.log.Error("reading a file panicked", zap.String("file", id), zap.String("panic", fmt.Sprint(pe.value)), zap.ByteString("stack", pe.stack))
+		a.log.Error("reading a file panicked", append(pe.fields(), zap.String("file", id))...)
 		*c = convo.FileContent{Note: noteNotRead}
 	}
 }

@@ -162,7 +162,7 @@ func unclosed(err error) error {
 // answer stands, with Regenerate, and the bot goes on. A second panic while closing goes up to the
 // bot, which tells the asker privately.
 func (a *answer) panicked(ctx context.Context, s sink, pe *panicError) error {
-	a.log.Error("answer panicked", zap.String("panic", fmt.Sprint(pe.value)), zap.ByteString("stack", pe.stack))
+	a.log.Error("answer panicked", pe.fields()...)
 	a.modelDone()
 	err := a.finish(ctx, s, closing{note: textPanicked, kind: convo.MarkError})
 	if err == nil {

@@ -150,8 +150,7 @@ func (r *OrphanCloser) survive(ctx context.Context, j Orphans, o state.Answer) {
 		return
 	}
 	pe := asPanic(p)
-	r.log.Error("closing an orphaned answer panicked; its record is dropped", zap.String("id", o.ID),
-		zap.String("panic", fmt.Sprint(pe.value)), zap.ByteString("stack", pe.stack))
+	r.log.Error("closing an orphaned answer panicked; its record is dropped", append(pe.fields(), zap.String("id", o.ID))...)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalTimeout)
 	defer cancel()
 	if err := j.CloseAnswer(cctx, o.ID); err != nil {
