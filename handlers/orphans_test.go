@@ -315,11 +315,7 @@ func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
 		const thread = "1700000000.000001"
 		fs := newFakeSlack()
 		ctx := t.Context()
-		id := route.AnswerID(testCh, thread)
-		j := &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
-		j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: thread, TS: thread, Owner: "dead"}
-		ts, _ := fs.Post(ctx, testCh, thread, Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
-		mustNoErr(t, j.AddMessage(ctx, id, ts))
+		j, id, _ := halfAnswerOrphan(t, fs, thread)
 		fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
 		r := NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions())
 
@@ -349,11 +345,7 @@ func TestCloseOrphansLeavesAnAnswerClosedDuringTheAdoption(t *testing.T) {
 		const thread = "1700000000.000001"
 		fs := newFakeSlack()
 		ctx := t.Context()
-		id := route.AnswerID(testCh, thread)
-		j := &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
-		j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: thread, TS: thread, Owner: "dead"}
-		ts, _ := fs.Post(ctx, testCh, thread, Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
-		mustNoErr(t, j.AddMessage(ctx, id, ts))
+		j, id, ts := halfAnswerOrphan(t, fs, thread)
 		j.onAdopt = func() {
 			done := Msg{Text: "The whole answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}}
 			mustNoErr(t, fs.Update(ctx, testCh, ts, done))
@@ -385,4 +377,17 @@ func TestCloseOrphanPanicDropsItsRecord(t *testing.T) {
 			t.Errorf("records closed %v, want %s dropped", got, id)
 		}
 	})
+}
+
+// halfAnswerOrphan is a journal holding one orphan, the answer to thread's question in testCh, whose
+// one message (ts) shows half an answer: posted in fs, listed in the record.
+func halfAnswerOrphan(t *testing.T, fs *fakeSlack, thread string) (j *fakeJournal, id, ts string) {
+	t.Helper()
+	id = route.AnswerID(testCh, thread)
+	j = &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
+	j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: thread, TS: thread, Owner: "dead"}
+	ts, err := fs.Post(t.Context(), testCh, thread, Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
+	mustNoErr(t, err)
+	mustNoErr(t, j.AddMessage(t.Context(), id, ts))
+	return j, id, ts
 }
