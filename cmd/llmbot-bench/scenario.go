@@ -627,6 +627,3 @@ func trouble(i, replicas int, o outcome, requests int, s *script, writes []botWr
 func scaleDown(d time.Duration, scale float64) time.Duration {
 	return time.Duration(float64(d) / scale)
 }
-
-// policyName shortens a policy for narrow tables.
-func policyName(p string) string { return strings.TrimSpace(p) }
