@@ -17,6 +17,7 @@ const (
 	MarkPlaceholder MarkKind = "placeholder" // "thinking…" before the first text arrives
 	MarkNotice      MarkKind = "notice"      // busy, /imagine notices, help for an empty mention
 	MarkError       MarkKind = "error"       // a short human reason why there is no answer
+	MarkSummary     MarkKind = "summary"     // a /summarize post to a channel, never a part of an answer
 )
 
 // Mark is what the bot attaches to a message it posts (as Slack message metadata) so that

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -692,13 +691,7 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 		a.log.Debug("looking for parts whose post may have landed", zap.Error(err))
 		return nil, false
 	}
-	for _, m := range msgs {
-		mk, marked := convo.ReadMark(m)
-		if marked && mk.Question == a.questionTS() && mk.First == first && !slices.Contains(known, m.Timestamp) {
-			strays = append(strays, m.Timestamp)
-		}
-	}
-	return strays, true
+	return convo.StrayParts(msgs, a.questionTS(), first, known), true
 }
 
 const adoptReadTimeout = time.Second

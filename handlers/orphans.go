@@ -179,12 +179,12 @@ func (r *OrphanCloser) closeOrphanOf(ctx context.Context, j Orphans, o state.Ans
 	if aerr != nil || !ok {
 		return // another replica took it, or it was closed meanwhile
 	}
-	whole := err == nil && closedIn(shown)
+	whole := err == nil && convo.ShowsClosed(shown)
 	if err == nil && !whole {
 		// Its owner's closing write may have landed between the read and the adoption (a write already
 		// on its way as its liveness ran out): read once more, and leave an answer shown done as it is.
 		if again, rerr := r.shownOf(cctx, a); rerr == nil {
-			shown, whole = again, closedIn(again)
+			shown, whole = again, convo.ShowsClosed(again)
 		}
 	}
 	if err == nil && !whole {
@@ -226,32 +226,15 @@ func (r *OrphanCloser) closeShown(ctx context.Context, o state.Answer, shown []s
 		return r.postOrphanNote(ctx, o, buttons)
 	}
 	m := shown[len(shown)-1]
-	mark, marked := convo.ReadMark(m)
-	if marked && mark.Kind != convo.MarkAnswer || !marked && m.Text == "" {
+	mark, answer := convo.ClosingMark(shown, o.TS, textOrphaned)
+	if !answer {
 		// Only the placeholder (or a stream that had not shown anything): it becomes the note.
 		msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
 		return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 	}
-	if !marked {
-		mark = convo.Mark{Kind: convo.MarkAnswer, Question: o.TS} // a native stream gets its mark when it stops
-		if m.Timestamp != shown[0].Timestamp {
-			mark.First = shown[0].Timestamp
-		}
-	}
-	mark.Note, mark.Done = textOrphaned, true
 	msg := Msg{Text: m.Text + convo.NoteSuffix(textOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
 	return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
-}
-
-// closedIn reports whether the last of an answer's messages shows it closed: the mark of a closing
-// write (Done), or, on messages written before that mark existed, a note.
-func closedIn(shown []slack.Message) bool {
-	if len(shown) == 0 {
-		return false
-	}
-	mark, marked := convo.ReadMark(shown[len(shown)-1])
-	return marked && (mark.Done || mark.Note != "")
 }
 
 // quietShownOf is shownOf once the messages have been left unchanged for quiet (OrphanQuiet),
@@ -262,7 +245,7 @@ func (r *OrphanCloser) quietShownOf(ctx context.Context, o state.Answer) ([]slac
 	quiet := r.quiet
 	for {
 		shown, err := r.shownOf(ctx, o)
-		if err != nil || closedIn(shown) {
+		if err != nil || convo.ShowsClosed(shown) {
 			return shown, err
 		}
 		wait := min(time.Until(lastChange(shown).Add(quiet)), quiet) // Slack's clock may be ahead
@@ -320,9 +303,8 @@ func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Mes
 	}
 	var shown []slack.Message
 	for _, m := range read {
-		mark, _ := convo.ReadMark(m)
-		listed := slices.Contains(o.Messages, m.Timestamp) && r.answerMessage(m, mark)
-		ours := r.id.own(m) && mark.Question == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
+		listed := slices.Contains(o.Messages, m.Timestamp) && r.answerMessage(m)
+		ours := r.id.own(m) && convo.QuestionOf(m) == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
 		if listed || ours {
 			shown = append(shown, m)
 		}
@@ -330,12 +312,12 @@ func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Mes
 	return shown, nil
 }
 
-// answerMessage reports whether m, with its mark, may be a message an answer posted: the bot's own,
+// answerMessage reports whether m may be a message an answer posted: the bot's own,
 // and not a /summarize post (never an answer's). A journal record comes back from the shared store,
 // which vouches for nothing: whatever messages a record lists, the adopter never edits another
 // person's, nor a summary the bot posted.
-func (r *OrphanCloser) answerMessage(m slack.Message, mark convo.Mark) bool {
-	return r.id.own(m) && mark.Kind != markSummary
+func (r *OrphanCloser) answerMessage(m slack.Message) bool {
+	return r.id.own(m) && !convo.IsSummary(m)
 }
 
 // spareRead makes the read f of an orphan with a read token nobody waits for (the answers in

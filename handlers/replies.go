@@ -489,7 +489,7 @@ func (r *Replies) involved(thread []slack.Message) bool {
 // answered reports whether thread holds the bot's answer to the message at ts.
 func (r *Replies) answered(thread []slack.Message, ts string) bool {
 	for _, m := range thread {
-		if mark, ok := convo.ReadMark(m); ok && r.own(m) && mark.Kind == convo.MarkAnswer && mark.Question == ts {
+		if r.own(m) && convo.AnswersTo(m, ts) {
 			return true
 		}
 	}

@@ -165,20 +165,7 @@ func (a *answer) openInPlace(ctx context.Context, old []string) (*editSink, erro
 // first: the pressed message and the other parts of its answer (those that name the same first
 // part, Mark.First). nil when the pressed message is not one of the bot's in the thread.
 func (a *answer) oldAnswer(thread []slack.Message) []string {
-	i := slices.IndexFunc(thread, func(m slack.Message) bool { return m.Timestamp == a.req.Replace })
-	if i < 0 || !a.r.own(thread[i]) {
-		return nil
-	}
-	mark, _ := convo.ReadMark(thread[i])
-	first := cmp.Or(mark.First, a.req.Replace)
-	var out []string
-	for _, m := range thread {
-		mk, _ := convo.ReadMark(m)
-		if a.r.own(m) && (m.Timestamp == first || m.Timestamp == a.req.Replace || mk.First == first) {
-			out = append(out, m.Timestamp)
-		}
-	}
-	return out
+	return convo.AnswerParts(thread, a.req.Replace, a.r.own)
 }
 
 func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
@@ -245,8 +232,8 @@ func (a *answer) readContext(ctx context.Context) ([]slack.Message, error) {
 	}
 	a.leftOut = leftOut
 	if a.req.ChannelType == "im" && len(msgs) > 0 && msgs[0].Timestamp == a.threadTS && a.r.own(msgs[0]) {
-		if mark, ok := convo.ReadMark(msgs[0]); ok && (mark.Kind == convo.MarkAnswer || mark.Kind == convo.MarkError) {
-			msgs = a.withAnswerContext(ctx, msgs, cmp.Or(mark.First, msgs[0].Timestamp))
+		if first, ok := convo.FirstPart(msgs[0]); ok {
+			msgs = a.withAnswerContext(ctx, msgs, first)
 		}
 	}
 	return msgs, nil
@@ -291,8 +278,7 @@ func (a *answer) withAnswerContext(ctx context.Context, thread []slack.Message, 
 		if m.Timestamp == a.threadTS {
 			continue // the thread's parent, which the thread holds
 		}
-		mark, ok := convo.ReadMark(m)
-		if convo.TSBefore(m.Timestamp, a.threadTS) || ok && mark.Kind == convo.MarkAnswer && mark.First == first {
+		if convo.TSBefore(m.Timestamp, a.threadTS) || convo.LaterPartOf(m, first) {
 			out = append(out, m)
 		}
 	}
@@ -348,8 +334,8 @@ func (a *answer) taskTrigger(instruction string) slack.Message {
 func (a *answer) taskQuestion(thread []slack.Message, old []string) string {
 	if len(old) > 0 {
 		for _, m := range thread {
-			if mk, ok := convo.ReadMark(m); ok && m.Timestamp == old[0] && mk.Question != "" {
-				return mk.Question
+			if q := convo.QuestionOf(m); m.Timestamp == old[0] && q != "" {
+				return q
 			}
 		}
 	}

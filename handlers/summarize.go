@@ -85,7 +85,7 @@ const (
 	labelPostSummary     = "Post to channel"
 	// markSummary marks a summary posted to a channel. convo replays only answers, so it is never
 	// replayed as something the bot answered (see the README's /summarize section).
-	markSummary convo.MarkKind = "summary"
+	markSummary = convo.MarkSummary
 )
 
 // The model's instructions.
@@ -490,8 +490,7 @@ func (j *summaryJob) worth(m slack.Message) bool {
 		return false
 	}
 	if j.s.r.id.own(m) {
-		mark, ok := convo.ReadMark(m)
-		return !ok || mark.Kind == convo.MarkAnswer
+		return convo.AnswerOrUnmarked(m)
 	}
 	return m.BotID == "" && m.SubType != slack.MsgSubTypeBotMessage || j.s.r.opt.OtherBots
 }
