@@ -2,11 +2,9 @@ package slackmd
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/yuin/goldmark"
@@ -139,23 +137,14 @@ type rendered struct {
 	stable int // out[:stable] can no longer change as more source is appended
 }
 
-type level struct {
-	first, cont string // prefix of an item's first line, and of its other lines
-	pending     bool   // the next line is the first
-}
-
+// writer writes a document's blocks (paragraphs, headings, code, quotes, lists, tables) to an
+// output, their inline content through an inlineWriter, and notes where the still-growing last
+// block begins (stableEnd).
 type writer struct {
 	f       Format
 	src     []byte
-	r       rendered
-	levels  []level
-	prefix  string // the continuation prefixes of levels, joined
-	lineBeg bool   // the next write starts a line (and writes the prefix)
-	protect int    // > 0 inside inline spans: no word or sentence cuts
-	bold    int    // mrkdwn: inside bold (headings, **): inner bold markers are dropped
-	italic  int
-	strike  int
-	open    []string          // mrkdwn: the style markers open on the current line, outermost first
+	o       *output
+	in      *inlineWriter
 	chain   map[ast.Node]bool // the last child at each depth: the part still growing
 	starts  map[ast.Node]int
 	ends    map[ast.Node]int
@@ -166,10 +155,12 @@ type writer struct {
 // render renders src (already cleaned: see clean). final says src is the whole answer.
 func render(src []byte, f Format, final bool) *rendered {
 	doc := mdParser.Parse(text.NewReader(src))
-	w := &writer{f: f, src: src, chain: map[ast.Node]bool{}, starts: map[ast.Node]int{}, ends: map[ast.Node]int{}, codeEnd: -1, lineBeg: true}
-	w.r.out = make([]byte, 0, len(src)+len(src)/8)
-	w.r.cuts = make([]cutPoint, 0, len(src)/5)
-	w.r.lines = make([]lineInfo, 0, len(src)/40)
+	o := &output{f: f, lineBeg: true}
+	w := &writer{f: f, src: src, o: o, in: &inlineWriter{f: f, src: src, o: o},
+		chain: map[ast.Node]bool{}, starts: map[ast.Node]int{}, ends: map[ast.Node]int{}, codeEnd: -1}
+	w.o.r.out = make([]byte, 0, len(src)+len(src)/8)
+	w.o.r.cuts = make([]cutPoint, 0, len(src)/5)
+	w.o.r.lines = make([]lineInfo, 0, len(src)/40)
 	for n := doc.LastChild(); n != nil; n = n.LastChild() {
 		if n.Type() != ast.TypeBlock {
 			break
@@ -177,12 +168,12 @@ func render(src []byte, f Format, final bool) *rendered {
 		w.chain[n] = true
 	}
 	w.blocks(doc, true)
-	w.r.stable = len(w.r.out)
+	w.o.r.stable = len(w.o.r.out)
 	if !final {
-		w.r.stable = w.stableEnd(doc, endsWithBlankLine(src))
+		w.o.r.stable = w.stableEnd(doc, endsWithBlankLine(src))
 	}
-	w.r.neutraliseOut(f)
-	return &w.r
+	w.o.r.neutraliseOut(f)
+	return &w.o.r
 }
 
 // neutraliseOut neutralises the mentions the rendering joined: the source was neutralised, but
@@ -244,7 +235,7 @@ func endsWithBlankLine(src []byte) bool {
 // is a heading or a thematic break (one line), or a paragraph or table followed by a blank
 // line; the end of a closed last block is then also a place to cut.
 func (w *writer) stableEnd(doc ast.Node, blankEnd bool) int {
-	stable := len(w.r.out)
+	stable := len(w.o.r.out)
 	for n := doc.LastChild(); n != nil; n = n.LastChild() {
 		start, ok := w.starts[n]
 		if !ok {
@@ -266,7 +257,7 @@ func (w *writer) stableEnd(doc ast.Node, blankEnd bool) int {
 		}
 		if end, ok := w.ends[n]; closed && ok {
 			stable = end
-			w.cut(end, end, breakBlock)
+			w.o.cut(end, end, breakBlock)
 		}
 		break
 	}
@@ -288,21 +279,21 @@ func (w *writer) blocks(parent ast.Node, blank bool) {
 			continue
 		}
 		if !first {
-			at := len(w.r.out)
-			w.nl()
+			at := len(w.o.r.out)
+			w.o.nl()
 			sep := blank || (w.f == FormatMarkdown && isPara(prev) && isPara(c))
 			kind := breakLine
 			if sep {
-				w.emptyLine()
+				w.o.emptyLine()
 				kind = breakBlock
 			}
-			w.cut(at, len(w.r.out), kind)
+			w.o.cut(at, len(w.o.r.out), kind)
 		}
 		first = false
-		start := len(w.r.out)
+		start := len(w.o.r.out)
 		if w.depth == 0 {
 			pos, ok := firstPos(c, w.src)
-			w.r.tops = append(w.r.tops, topBlock{src: pos, out: start, srcOK: ok})
+			w.o.r.tops = append(w.o.r.tops, topBlock{src: pos, out: start, srcOK: ok})
 		}
 		if w.chain[c] {
 			w.starts[c] = start
@@ -311,7 +302,7 @@ func (w *writer) blocks(parent ast.Node, blank bool) {
 		w.block(c)
 		w.depth--
 		if w.chain[c] {
-			w.ends[c] = len(w.r.out)
+			w.ends[c] = len(w.o.r.out)
 		}
 		prev = c
 	}
@@ -324,19 +315,19 @@ func isPara(n ast.Node) bool {
 func (w *writer) block(n ast.Node) {
 	switch n := n.(type) {
 	case *ast.Paragraph, *ast.TextBlock:
-		w.inlines(n)
+		w.in.inlines(n)
 	case *ast.Heading:
-		w.heading(n)
+		w.in.heading(n)
 	case *ast.ThematicBreak:
-		w.write(thematicBreaks[w.f])
+		w.o.write(thematicBreaks[w.f])
 	case *ast.FencedCodeBlock:
 		w.code(n, n.Lines(), w.codeLanguage(n), w.chain[n])
 	case *ast.CodeBlock:
 		w.code(n, n.Lines(), "", false)
 	case *ast.Blockquote:
-		w.push(level{first: "> ", cont: "> "})
+		w.o.push(level{first: "> ", cont: "> "})
 		w.blocks(n, w.f == FormatMarkdown)
-		w.pop()
+		w.o.pop()
 	case *ast.List:
 		w.list(n)
 	case *ast.HTMLBlock:
@@ -347,7 +338,7 @@ func (w *writer) block(n ast.Node) {
 		if n.HasChildren() && n.FirstChild().Type() == ast.TypeBlock {
 			w.blocks(n, true)
 		} else {
-			w.inlines(n)
+			w.in.inlines(n)
 		}
 	}
 }
@@ -356,24 +347,6 @@ func (w *writer) block(n ast.Node) {
 var thematicBreaks = [...]string{
 	FormatMrkdwn:   "──────────",
 	FormatMarkdown: "---",
-}
-
-// heading writes a heading: in mrkdwn, which has none, a bold line.
-func (w *writer) heading(n *ast.Heading) {
-	w.protect++
-	defer func() { w.protect-- }()
-	if w.f == FormatMarkdown {
-		w.write(strings.Repeat("#", n.Level) + " ")
-		w.inlines(n)
-		return
-	}
-	w.bold++
-	w.write("*")
-	w.open = append(w.open, "*")
-	w.inlines(n)
-	w.open = w.open[:len(w.open)-1]
-	w.write("*")
-	w.bold--
 }
 
 // codeLanguage is the language a fenced code block keeps: none in mrkdwn, which cannot show it.
@@ -395,24 +368,24 @@ func (w *writer) htmlBlock(n *ast.HTMLBlock) {
 	lines := n.Lines()
 	for i := range lines.Len() {
 		if i > 0 {
-			at := len(w.r.out)
-			w.nl()
-			w.cut(at, len(w.r.out), breakLine)
+			at := len(w.o.r.out)
+			w.o.nl()
+			w.o.cut(at, len(w.o.r.out), breakLine)
 		}
 		seg := lines.At(i)
-		w.text(strings.TrimRight(string(seg.Value(w.src)), "\r\n"), false)
+		w.in.text(strings.TrimRight(string(seg.Value(w.src)), "\r\n"), false)
 	}
 	if n.HasClosure() {
 		if lines.Len() > 0 {
-			w.nl()
+			w.o.nl()
 		}
-		w.text(strings.TrimRight(string(n.ClosureLine.Value(w.src)), "\r\n"), false)
+		w.in.text(strings.TrimRight(string(n.ClosureLine.Value(w.src)), "\r\n"), false)
 	}
 }
 
 func (w *writer) list(n *ast.List) {
 	nested := 0
-	for _, l := range w.levels {
+	for _, l := range w.o.levels {
 		if l.cont != "> " {
 			nested++
 		}
@@ -436,20 +409,20 @@ func (w *writer) list(n *ast.List) {
 			cont = strings.Repeat(" ", utf8.RuneCountInString(marker))
 		}
 		if i > 0 {
-			at := len(w.r.out)
-			w.nl()
-			w.cut(at, len(w.r.out), breakLine)
+			at := len(w.o.r.out)
+			w.o.nl()
+			w.o.cut(at, len(w.o.r.out), breakLine)
 		}
 		if w.chain[item] {
-			w.starts[item] = len(w.r.out)
+			w.starts[item] = len(w.o.r.out)
 		}
-		w.push(level{first: marker, cont: cont, pending: true})
+		w.o.push(level{first: marker, cont: cont, pending: true})
 		if item.HasChildren() {
 			w.blocks(item, false)
 		} else {
-			w.write("")
+			w.o.write("")
 		}
-		w.pop()
+		w.o.pop()
 		i++
 	}
 }
@@ -469,525 +442,27 @@ func (w *writer) code(n ast.Node, lines *text.Segments, lang string, inChain boo
 			}
 		}
 	}
-	w.write(fence + lang)
-	prefix := w.curPrefix()
-	start := len(w.r.out) + 1
+	w.o.write(fence + lang)
+	prefix := w.o.curPrefix()
+	start := len(w.o.r.out) + 1
 	for i, l := range content {
-		at := len(w.r.out)
-		w.nl()
+		at := len(w.o.r.out)
+		w.o.nl()
 		if i > 0 {
-			w.cut(at, len(w.r.out), breakLine)
+			w.o.cut(at, len(w.o.r.out), breakLine)
 		}
-		w.codeText(strings.TrimRight(l, "\r"))
+		w.o.codeText(strings.TrimRight(l, "\r"))
 		if inChain && i < lines.Len() {
 			seg := lines.At(i)
 			if seg.Stop > 0 && seg.Stop <= len(w.src) && w.src[seg.Stop-1] == '\n' {
-				w.codeEnd = len(w.r.out)
+				w.codeEnd = len(w.o.r.out)
 			}
 		}
 	}
-	end := len(w.r.out)
-	w.nl()
-	w.write(fence)
-	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, fenceEnd: len(w.r.out), close: prefix + fence, reopen: prefix + fence + lang})
-}
-
-// curPrefix is the continuation prefix of the current line.
-func (w *writer) curPrefix() string { return w.prefix }
-
-// push enters a container (quote, list item) whose lines carry a prefix.
-func (w *writer) push(l level) {
-	w.levels = append(w.levels, l)
-	w.prefix += l.cont
-}
-
-func (w *writer) pop() {
-	l := w.levels[len(w.levels)-1]
-	w.levels = w.levels[:len(w.levels)-1]
-	w.prefix = w.prefix[:len(w.prefix)-len(l.cont)]
-}
-
-// write writes s (no newlines), starting a line with its prefix when needed.
-func (w *writer) write(s string) {
-	if w.lineBeg {
-		w.lineBeg = false
-		start := len(w.r.out)
-		for i := range w.levels {
-			l := &w.levels[i]
-			if l.pending {
-				w.r.out = append(w.r.out, l.first...)
-				l.pending = false
-			} else {
-				w.r.out = append(w.r.out, l.cont...)
-			}
-		}
-		w.r.lines = append(w.r.lines, lineInfo{start: start, prefix: w.curPrefix()})
-	}
-	w.r.out = append(w.r.out, s...)
-}
-
-func (w *writer) nl() {
-	if w.lineBeg {
-		w.write("") // an empty line still carries its prefix (e.g. a list marker)
-	}
-	w.r.out = append(w.r.out, '\n')
-	w.lineBeg = true
-}
-
-// emptyLine writes a blank line between blocks ("" or the quote marker alone).
-func (w *writer) emptyLine() {
-	p := strings.TrimRight(w.prefix, " ")
-	if !strings.Contains(p, ">") {
-		p = ""
-	}
-	w.r.out = append(w.r.out, p...)
-	w.r.out = append(w.r.out, '\n')
-}
-
-func (w *writer) cut(at, next int, kind breakKind) {
-	w.r.cuts = append(w.r.cuts, cutPoint{at: at, next: next, kind: kind})
-}
-
-// inlines renders the inline children of n.
-func (w *writer) inlines(n ast.Node) {
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		w.inline(c)
-	}
-}
-
-func (w *writer) inline(n ast.Node) {
-	switch n := n.(type) {
-	case *ast.Text:
-		w.text(string(n.Value(w.src)), !n.IsRaw())
-		if n.HardLineBreak() || n.SoftLineBreak() {
-			w.lineBreak(n.HardLineBreak())
-		}
-	case *ast.String:
-		w.text(string(n.Value), !n.IsRaw())
-	case *ast.CodeSpan:
-		w.codeSpan(n)
-	case *ast.Emphasis:
-		w.emphasis(n)
-	case *east.Strikethrough:
-		w.strikethrough(n)
-	case *ast.Link:
-		w.link(string(n.Destination), string(n.Title), n, false)
-	case *ast.Image:
-		w.link(string(n.Destination), string(n.Title), n, true)
-	case *ast.AutoLink:
-		w.autoLink(n)
-	case *channelLink:
-		w.channelLink(n)
-	case *ast.RawHTML:
-		for i := range n.Segments.Len() {
-			seg := n.Segments.At(i)
-			w.text(string(seg.Value(w.src)), false)
-		}
-	case *east.TaskCheckBox:
-		w.write(checkBox(w.f, n.IsChecked))
-	default:
-		w.inlines(n)
-	}
-}
-
-// lineBreak ends a line inside a paragraph (hard: a break the model wrote as one).
-func (w *writer) lineBreak(hard bool) {
-	if hard && w.f == FormatMarkdown {
-		w.write("  ") // stays a hard break in Markdown
-	}
-	// mrkdwn styles end at a line break: close them before it, reopen them after.
-	for i := len(w.open) - 1; i >= 0; i-- {
-		w.write(w.open[i])
-	}
-	at := len(w.r.out)
-	w.nl()
-	if w.protect == 0 {
-		w.cut(at, len(w.r.out), breakLine)
-	}
-	for _, m := range w.open {
-		w.write(m)
-	}
-}
-
-func (w *writer) strikethrough(n *east.Strikethrough) {
-	w.protect++
-	defer func() { w.protect-- }()
-	if w.f == FormatMarkdown {
-		w.write("~~")
-		w.inlines(n)
-		w.write("~~")
-		return
-	}
-	w.wrap(&w.strike, "~", n)
-}
-
-// channelLink writes a channel link as the model wrote it: in mrkdwn a link that must not be cut,
-// in Markdown text.
-func (w *writer) channelLink(n *channelLink) {
-	if w.f != FormatMrkdwn {
-		w.text(string(n.raw), false)
-		return
-	}
-	start := len(w.r.out)
-	w.write(string(n.raw))
-	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
-}
-
-// checkBoxes are the boxes of a task list's items by format.
-var checkBoxes = [...]struct{ unchecked, checked string }{
-	FormatMrkdwn:   {unchecked: "☐ ", checked: "☑ "},
-	FormatMarkdown: {unchecked: "[ ] ", checked: "[x] "},
-}
-
-func checkBox(f Format, checked bool) string {
-	if checked {
-		return checkBoxes[f].checked
-	}
-	return checkBoxes[f].unchecked
-}
-
-func (w *writer) emphasis(n *ast.Emphasis) {
-	w.protect++
-	defer func() { w.protect-- }()
-	if w.f == FormatMarkdown {
-		m := strings.Repeat("*", n.Level)
-		w.write(m)
-		w.inlines(n)
-		w.write(m)
-		return
-	}
-	switch n.Level {
-	case 1:
-		w.wrap(&w.italic, "_", n)
-	default:
-		w.wrap(&w.bold, "*", n)
-	}
-}
-
-// wrap writes n's inlines between mrkdwn markers, unless already inside that style.
-//
-// Slack formats a span only at word boundaries: markers between letters or digits are
-// shown as they are ("2*3*4" would read "2_3_4"). So a span next to an ASCII letter or
-// digit is written as the model wrote it, without formatting (math, "foo*bar*", LaTeX); next
-// to another letter (CJK, which has no spaces) the markers get a word joiner on the outside,
-// which Slack takes for a boundary, so the span is still formatted.
-func (w *writer) wrap(depth *int, marker string, n ast.Node) {
-	if *depth > 0 {
-		w.inlines(n)
-		return
-	}
-	left, right := w.leftRune(), rightRune(n, w.src)
-	if d := sourceDelimiter(n, w.src); (asciiAlnum(left) || asciiAlnum(right)) && !w.closesOpen(d) {
-		w.write(d)
-		w.inlines(n)
-		w.write(d)
-		return
-	}
-	*depth++
-	if isWordRune(left) {
-		w.write(wordJoiner)
-	}
-	w.write(marker)
-	w.open = append(w.open, marker)
-	w.inlines(n)
-	w.open = w.open[:len(w.open)-1]
-	w.write(marker)
-	if isWordRune(right) {
-		w.write(wordJoiner)
-	}
-	*depth--
-}
-
-// closesOpen reports whether the source delimiter d holds the character of a span open around it
-// ("**Use foo*bar* here**": the "*" after "bar" would close the bold): such a span is formatted
-// as before instead (its markers then show between the letters, but the outer span holds).
-func (w *writer) closesOpen(d string) bool {
-	for _, m := range w.open {
-		if strings.Contains(d, m) {
-			return true
-		}
-	}
-	return false
-}
-
-// leftRune is the last character written on the current line (0 at its start).
-func (w *writer) leftRune() rune {
-	if w.lineBeg || len(w.r.out) == 0 {
-		return 0
-	}
-	r, _ := utf8.DecodeLastRune(w.r.out)
-	if r == '\n' {
-		return 0
-	}
-	return r
-}
-
-// rightRune is the source character after inline n (0 when none is known: n ends its
-// paragraph, or what follows is not text, so it starts with markup).
-func rightRune(n ast.Node, src []byte) rune {
-	for ; n != nil && n.Type() == ast.TypeInline; n = n.Parent() {
-		if t, isText := n.(*ast.Text); isText && (t.SoftLineBreak() || t.HardLineBreak()) {
-			return 0
-		}
-		next := n.NextSibling()
-		if next == nil {
-			continue
-		}
-		if t, isText := next.(*ast.Text); isText && t.Segment.Start < t.Segment.Stop {
-			r, _ := utf8.DecodeRune(src[t.Segment.Start:])
-			return r
-		}
-		return 0
-	}
-	return 0
-}
-
-// sourceDelimiter is the delimiter the model wrote around emphasis or strikethrough n that
-// sits between letters: always "*" for emphasis ("_" does not work inside words), the run of
-// "~" before n's text for strikethrough.
-func sourceDelimiter(n ast.Node, src []byte) string {
-	if e, isEmph := n.(*ast.Emphasis); isEmph {
-		return strings.Repeat("*", e.Level)
-	}
-	c := n.FirstChild()
-	for c != nil && c.FirstChild() != nil {
-		c = c.FirstChild()
-	}
-	d := "~~"
-	if t, isText := c.(*ast.Text); isText {
-		i := t.Segment.Start
-		for i > 0 && src[i-1] == '~' {
-			i--
-		}
-		if t.Segment.Start-i > 0 {
-			d = strings.Repeat("~", t.Segment.Start-i)
-		}
-	}
-	return d
-}
-
-// isWordRune reports a letter or digit other than space or punctuation.
-func isWordRune(r rune) bool { return r > 0 && (unicode.IsLetter(r) || unicode.IsDigit(r)) }
-
-func (w *writer) codeSpan(n *ast.CodeSpan) {
-	var sb strings.Builder
-	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-		switch c := c.(type) {
-		case *ast.Text:
-			sb.Write(c.Value(w.src))
-		case *ast.String:
-			sb.Write(c.Value)
-		}
-	}
-	s := strings.ReplaceAll(sb.String(), "\n", " ") // code spans never span lines
-	w.protect++
-	defer func() { w.protect-- }()
-	if w.f == FormatMrkdwn {
-		if strings.Contains(s, "`") {
-			// mrkdwn code cannot hold a backtick (it ends the span, and ``` opens a block):
-			// show the code as literal text instead.
-			w.text(s, false)
-			return
-		}
-		w.write("`")
-		w.codeText(s)
-		w.write("`")
-		return
-	}
-	ticks := "`"
-	for strings.Contains(s, ticks) {
-		ticks += "`"
-	}
-	pad := ""
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-		pad = " "
-	}
-	w.write(ticks + pad + s + pad + ticks)
-}
-
-// safeURL reports link targets that may become a Slack link: absolute http(s), mailto, ftp.
-func safeURL(u string) bool {
-	l := strings.ToLower(u)
-	for _, p := range []string{"http://", "https://", "mailto:", "ftp://"} {
-		if strings.HasPrefix(l, p) && len(l) > len(p) {
-			return !strings.ContainsAny(u, " \n")
-		}
-	}
-	return false
-}
-
-// slackURL escapes a URL for the inside of <url|text>.
-func slackURL(u string) string { return urlEscaper.Replace(u) }
-
-var (
-	urlEscaper   = strings.NewReplacer("&", "&amp;", "<", "%3C", ">", "%3E", "|", "%7C")
-	mdURLEscaper = strings.NewReplacer(" ", "%20", "<", "%3C", ">", "%3E")
-)
-
-// link writes a link or an image (shown as a link to it). n's inlines are its label.
-func (w *writer) link(dest, title string, n ast.Node, image bool) {
-	start := len(w.r.out)
-	label := plainText(n, w.src)
-	switch {
-	case !safeURL(dest):
-		// Not a link Slack can open (relative, javascript:, a Slack token): show it as text.
-		w.linkAsText(dest, oneLine(label), n, image)
-		return
-	case w.f == FormatMarkdown:
-		w.markdownLink(dest, title, label, n, image)
-	default:
-		w.mrkdwnLink(dest, oneLine(label))
-	}
-	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
-}
-
-// oneLine is a link label as one line of text.
-func oneLine(label string) string {
-	return strings.TrimSpace(strings.ReplaceAll(label, "\n", " "))
-}
-
-// linkAsText writes a link Slack cannot open as its label followed by its target in brackets.
-// An image's label is written as plain text.
-func (w *writer) linkAsText(dest, label string, n ast.Node, image bool) {
-	switch {
-	case label == "":
-	case image:
-		w.text(label, false)
-	default:
-		w.inlines(n)
-	}
-	if dest == "" || dest == label {
-		return
-	}
-	if label != "" {
-		w.write(" ")
-	}
-	w.text("("+dest+")", false)
-}
-
-// markdownLink writes [label](dest "title"); an image without a label is labelled "image".
-func (w *writer) markdownLink(dest, title, label string, n ast.Node, image bool) {
-	w.protect++
-	defer func() { w.protect-- }()
-	if image {
-		w.write("[" + cmp.Or(label, "image") + "](")
-	} else {
-		w.write("[")
-		w.inlines(n)
-		w.write("](")
-	}
-	dest = mdURLEscaper.Replace(dest)
-	if strings.ContainsAny(dest, "()") {
-		dest = "<" + dest + ">"
-	}
-	w.write(dest)
-	if title != "" {
-		w.write(` "` + strings.ReplaceAll(title, `"`, `\"`) + `"`)
-	}
-	w.write(")")
-}
-
-// mrkdwnLink writes <dest|label>, or <dest> when the label only repeats it. mrkdwn has no
-// formatting in labels, and a "|" would end the label early: it becomes "│".
-func (w *writer) mrkdwnLink(dest, label string) {
-	if label == "" || label == dest || "mailto:"+label == dest {
-		w.write("<" + slackURL(dest) + ">")
-		return
-	}
-	w.write("<" + slackURL(dest) + "|" + strings.ReplaceAll(EscapeMrkdwn(label), "|", "│") + ">")
-}
-
-func (w *writer) autoLink(n *ast.AutoLink) {
-	url := string(n.URL(w.src))
-	label := string(n.Label(w.src))
-	start := len(w.r.out)
-	if n.AutoLinkType == ast.AutoLinkEmail && !strings.HasPrefix(strings.ToLower(url), "mailto:") {
-		url = "mailto:" + url
-	}
-	switch {
-	case w.f == FormatMarkdown || !safeURL(url):
-		w.text(label, false) // bare: Slack links URLs by itself
-	case label == url || "mailto:"+label == url:
-		w.write("<" + slackURL(url) + ">")
-	default:
-		w.write("<" + slackURL(url) + "|" + EscapeMrkdwn(label) + ">")
-	}
-	w.r.atoms = append(w.r.atoms, span{start, len(w.r.out)})
-}
-
-// text writes inline text: Markdown escapes and entities resolved (md), escaped for mrkdwn,
-// with word and sentence cut points outside inline spans.
-func (w *writer) text(s string, md bool) {
-	if w.f == FormatMrkdwn {
-		if md {
-			s = unescapeMarkdown(s)
-		}
-		s = breakFences(EscapeMrkdwn(s))
-	}
-	if w.protect > 0 || !strings.ContainsAny(s, " \u3000。！？") {
-		w.writeLines(s)
-		return
-	}
-	for s != "" {
-		i := strings.IndexAny(s, " \u3000。！？\n")
-		if i < 0 {
-			w.write(s)
-			return
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch r {
-		case '\n':
-			w.write(s[:i])
-			w.nl()
-			s = s[i+1:]
-		case ' ', '\u3000':
-			w.write(s[:i])
-			at := len(w.r.out)
-			j := i
-			for j < len(s) {
-				if s[j] == ' ' {
-					j++
-				} else if strings.HasPrefix(s[j:], "\u3000") {
-					j += len("\u3000")
-				} else {
-					break
-				}
-			}
-			w.write(s[i:j])
-			kind := breakWord
-			if i > 0 && strings.IndexByte(".!?:;", s[i-1]) >= 0 {
-				kind = breakSentence
-			}
-			w.cut(at, len(w.r.out), kind)
-			s = s[j:]
-		default: // CJK sentence end: cut after it
-			w.write(s[:i+size])
-			w.cut(len(w.r.out), len(w.r.out), breakSentence)
-			s = s[i+size:]
-		}
-	}
-}
-
-func (w *writer) writeLines(s string) {
-	for {
-		i := strings.IndexByte(s, '\n')
-		if i < 0 {
-			w.write(s)
-			return
-		}
-		w.write(s[:i])
-		w.nl()
-		s = s[i+1:]
-	}
-}
-
-// codeText writes code content (no Markdown processing). In mrkdwn, where a ``` anywhere
-// ends a code block, backtick runs are broken up (breakFences).
-func (w *writer) codeText(s string) {
-	if w.f == FormatMrkdwn {
-		s = breakFences(EscapeMrkdwn(s))
-	}
-	w.writeLines(s)
+	end := len(w.o.r.out)
+	w.o.nl()
+	w.o.write(fence)
+	w.o.r.codes = append(w.o.r.codes, codeRange{start: start, end: end, fenceEnd: len(w.o.r.out), close: prefix + fence, reopen: prefix + fence + lang})
 }
 
 // breakFences puts a word joiner into every run of three or more backticks (after each

@@ -28,21 +28,21 @@ func (w *writer) table(t *east.Table) {
 // codeLines writes lines as a code block (fence without language) that may be cut between lines.
 func (w *writer) codeLines(lines []string) {
 	fence := "```"
-	w.write(fence)
-	prefix := w.curPrefix()
-	start := len(w.r.out) + 1
+	w.o.write(fence)
+	prefix := w.o.curPrefix()
+	start := len(w.o.r.out) + 1
 	for i, l := range lines {
-		at := len(w.r.out)
-		w.nl()
+		at := len(w.o.r.out)
+		w.o.nl()
 		if i > 0 {
-			w.cut(at, len(w.r.out), breakLine)
+			w.o.cut(at, len(w.o.r.out), breakLine)
 		}
-		w.codeText(l)
+		w.o.codeText(l)
 	}
-	end := len(w.r.out)
-	w.nl()
-	w.write(fence)
-	w.r.codes = append(w.r.codes, codeRange{start: start, end: end, fenceEnd: len(w.r.out), close: prefix + fence, reopen: prefix + fence})
+	end := len(w.o.r.out)
+	w.o.nl()
+	w.o.write(fence)
+	w.o.r.codes = append(w.o.r.codes, codeRange{start: start, end: end, fenceEnd: len(w.o.r.out), close: prefix + fence, reopen: prefix + fence})
 }
 
 // tableLines lays out rows (the first is the header) as aligned text lines. Every row has as many
