@@ -46,5 +46,8 @@
 //
 // What the bot posts is marked with Slack message metadata (Mark.Metadata, ReadMark) so the
 // next Build can tell its answers from its placeholders and notices; an answer's status note
-// is appended with NoteSuffix, and Build strips it again when replaying the answer.
+// is appended with NoteSuffix, and Build strips it again when replaying the answer. Which
+// messages belong to one answer (its parts, its stray parts, the old answer a Regenerate
+// replaces, whether it shows closed, the question it answers) is read from those marks here
+// (parts.go): the handlers ask, and read no mark themselves.
 package convo
