@@ -93,7 +93,7 @@ type Options struct {
 	PingTimeout time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
 	DedupeTTL   time.Duration // how long envelope, event and message ids are remembered; default 1h (Slack's retries have been seen minutes later)
 	DedupeMax   int           // most ids remembered per kind; default 20000
-	// Replicas is what this bot shares with its other replicas (the state package); nil: nobody.
+	// Replicas is what this bot shares with its other replicas (the state package); a nil part: nobody.
 	Replicas Replicas
 	// InboxKey signs what this replica hands another and checks what it is handed (InboxKey of
 	// the bot token); nil: nothing is handed over either way.
@@ -150,10 +150,10 @@ type Bot struct {
 	// replies counts the answers admitted and not done with the model (waiting for a place, or
 	// holding one): at most MaxConcurrent + MaxQueued. An answer whose last writes are under way
 	// no longer counts: its place is someone else's.
-	replies atomic.Int64
-	turns   *turns
-	shared  Replicas       // Options.Replicas
-	wg      sync.WaitGroup // every goroutine started for work
+	replies  atomic.Int64
+	turns    *turns
+	replicas *replicas
+	wg       sync.WaitGroup // every goroutine started for work
 	// closing ends when the grace period does (set by Run before any work starts): private notices
 	// are bounded by it, so shutdown ends in time even when Slack is slow.
 	closing context.Context
@@ -194,9 +194,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 	if opt.DedupeTTL <= 0 {
 		opt.DedupeTTL = time.Hour
 	}
-	if opt.Replicas == nil {
-		opt.Replicas = alone{}
-	}
+	opt.Replicas = opt.Replicas.withAlone()
 	if opt.leaseRenew <= 0 {
 		opt.leaseRenew = leaseRenew
 	}
@@ -207,7 +205,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		opt.burstHold = burstHold
 	}
 	b := &Bot{
-		id: id, routes: routes, notify: notify, log: log, opt: opt, shared: opt.Replicas,
+		id: id, routes: routes, notify: notify, log: log, opt: opt,
 		slots:     newSlots(opt.MaxConcurrent),
 		turns:     newTurns(),
 		active:    make(map[string]activeReply),
@@ -216,6 +214,8 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
 	}
+	b.replicas = &replicas{shared: opt.Replicas, inboxKey: opt.InboxKey, renew: opt.leaseRenew, log: log,
+		duplicate: b.duplicate}
 	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
 		Acked: opt.Hooks.Acked, State: b.socketState})
 	if opt.wrapSocket != nil {
@@ -287,7 +287,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	inbox := make(chan *route.Request) // unbuffered: the reader waits for the loop
 	inboxCtx, stopInbox := context.WithCancel(ctx)
 	var inboxWG sync.WaitGroup
-	inboxWG.Go(func() { b.receive(inboxCtx, inbox) })
+	inboxWG.Go(func() { b.replicas.receive(inboxCtx, inbox) })
 	defer inboxWG.Wait()
 	defer stopInbox()
 
@@ -854,18 +854,18 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 	started = time.Now()
 	rr := req.Reply
 	rr.ModelDone = free
-	if !b.claim(work, req, log) {
+	if !b.replicas.claim(work, req, log) {
 		return started, true, errDuplicate
 	}
-	release, err := b.lease(work, key, log)
+	release, err := b.replicas.lease(work, key, log)
 	if err != nil {
 		return started, false, nil // shutting down while another replica answered in the thread
 	}
 	defer release()
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
-	defer b.holdLease(ctx, key, log)()
-	endRecord := b.journal(ctx, rr, log)
+	defer b.replicas.holdLease(ctx, key, log)()
+	endRecord := b.replicas.journal(ctx, rr, log)
 	b.setActive(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
 	err = run(ctx, h, req)
 	b.setActive(key, activeReply{})

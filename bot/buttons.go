@@ -95,7 +95,7 @@ type handoff struct {
 func (b *Bot) elsewhere(req *route.Request, id string, h handoff, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(b.closing, sharedTimeout)
 	defer cancel()
-	handed, err := b.forward(ctx, req, id)
+	handed, err := b.replicas.forward(ctx, req, id)
 	switch {
 	case err != nil:
 		log.Warn(h.what+": could not reach the replica writing the answer", zap.Error(err))
