@@ -26,7 +26,7 @@ func (b *Bot) acceptStop(req *route.Request) route.Decision {
 		return route.Decision{}
 	}
 	return b.stopAnswer(req, ref.ThreadTS, ref.TS, route.AnswerID(req.Channel, ref.TS), log, func() {
-		b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextNotRunning, log)
+		b.notices.tell(req.Channel, req.User, req.ThreadTS, handlers.TextNotRunning, log)
 	})
 }
 
@@ -64,7 +64,7 @@ func (b *Bot) SessionStopHandler(sessions handlers.Sessions) route.Handler {
 // req's person, or hands the stop to the replica writing the answer id; ended runs (in a goroutine
 // of the bot's) when no replica is writing it.
 func (b *Bot) stopAnswer(req *route.Request, threadTS, ts, id string, log *zap.Logger, ended func()) route.Decision {
-	stopped, err := b.stop(req.Channel, threadTS, ts, req.User)
+	stopped, err := b.active.stop(req.Channel, threadTS, ts, req.User)
 	switch {
 	case errors.Is(err, ErrNotAsker):
 		log.Info("stop refused: not the person who asked")
@@ -99,7 +99,7 @@ func (b *Bot) elsewhere(req *route.Request, id string, h handoff, log *zap.Logge
 	switch {
 	case err != nil:
 		log.Warn(h.what+": could not reach the replica writing the answer", zap.Error(err))
-		b.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
+		b.notices.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
 	case handed:
 		log.Info(h.what + " handed to the replica writing the answer")
 	default:
