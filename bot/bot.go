@@ -211,7 +211,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
 	}
 	b.replicas = &replicas{shared: opt.Replicas, inboxKey: opt.InboxKey, renew: opt.leaseRenew, log: log,
-		duplicate: opt.Hooks.duplicate}
+		notices: b.notices, duplicate: opt.Hooks.duplicate}
 	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
 		Acked: opt.Hooks.Acked, State: b.conn.follow})
 	if opt.wrapSocket != nil {

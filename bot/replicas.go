@@ -67,6 +67,7 @@ type replicas struct {
 	inboxKey []byte        // Options.InboxKey
 	renew    time.Duration // Options.leaseRenew
 	log      *zap.Logger
+	notices  *notices // where a click that could not be handed over is told
 	// duplicate reports a message another replica (or this one before a restart) answers already.
 	duplicate func(kind string, log *zap.Logger)
 }
@@ -332,6 +333,36 @@ func (r *replicas) firstDelivery(ctx context.Context, msg []byte) error {
 		return errors.New("a copy of a hand-over already received")
 	}
 	return nil
+}
+
+// stopElsewhere hands a stop to the replica writing the answer id, or calls ended when none is.
+func (r *replicas) stopElsewhere(req *route.Request, id string, log *zap.Logger, ended func()) {
+	r.elsewhere(req, id, handoff{what: "stop", failed: handlers.TextStopFailed, ended: ended}, log)
+}
+
+// elsewhere hands a click on the answer id (Stop, a tool approval) to the replica writing that answer,
+// or tells the person why it could not.
+func (r *replicas) elsewhere(req *route.Request, id string, h handoff, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(r.notices.closing, sharedTimeout)
+	defer cancel()
+	handed, err := r.forward(ctx, req, id)
+	switch {
+	case err != nil:
+		log.Warn(h.what+": could not reach the replica writing the answer", zap.Error(err))
+		r.notices.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
+	case handed:
+		log.Info(h.what + " handed to the replica writing the answer")
+	default:
+		log.Debug(h.what + ": the answer has already ended")
+		h.ended()
+	}
+}
+
+// handoff is what a click handed to another replica is, what the person is told when it cannot be
+// handed over (failed), and what is done when nobody has the answer open any more (ended).
+type handoff struct {
+	what, failed string
+	ended        func()
 }
 
 // alone is every part of Replicas for a bot with nobody to share with (a nil part: tests, tools): the
