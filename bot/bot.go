@@ -139,9 +139,7 @@ const (
 // Bot is the Socket Mode event loop. Create it with New and call Run once.
 type Bot struct {
 	sock   socket
-	id     Identity
 	routes *route.Table
-	notify Notifier
 	log    *zap.Logger
 	opt    Options
 
@@ -198,7 +196,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		opt.burstHold = burstHold
 	}
 	b := &Bot{
-		id: id, routes: routes, notify: notify, log: log, opt: opt,
+		routes: routes, log: log, opt: opt,
 		reader:    reader{id: id, agentView: opt.AgentView, followUps: opt.FollowUps, answerBots: opt.AnswerBots},
 		slots:     newSlots(opt.MaxConcurrent),
 		turns:     newTurns(),
