@@ -31,9 +31,9 @@ func (b *Bot) ApprovalHandler(a Approver) route.Handler {
 			return route.Decision{Say: handlers.TextNotAskerApproval}
 		case handlers.DecidedUnknown:
 			b.later(func() {
-				b.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "tool approval",
+				b.replicas.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "tool approval",
 					failed: handlers.TextApprovalFailed, ended: func() {
-						b.tell(req.Channel, req.User, req.ThreadTS, handlers.TextApprovalOver, log)
+						b.notices.tell(req.Channel, req.User, req.ThreadTS, handlers.TextApprovalOver, log)
 					}}, log)
 			})
 			return route.Decision{}

@@ -134,7 +134,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	t.Cleanup(func() { _ = mem.Close() })
 	rec := &recorder{}
 	fs := newFakeSlack(t, fakeslack.Config{})
-	startBot(t, fs, &fakeReplier{}, nil, Options{Replicas: mem, InboxKey: key},
+	startBot(t, fs, &fakeReplier{}, nil, Options{Replicas: memoryReplicas(mem), InboxKey: key},
 		route.Route{Kind: route.Command, Name: "/summarize", Handler: rec.handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Handler: rec.handler()},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Handler: rec.handler()})
@@ -142,12 +142,12 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	for _, f := range forged {
-		if err := mem.Send(ctx, self, f.msg); err != nil {
+		if err := mem.Inbox().Send(ctx, self, f.msg); err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
 	}
 	for _, h := range []handover{approval, approval, session} { // the second approval: a copy, refused
-		if err := mem.Send(ctx, self, mustSeal(t, key, h)); err != nil {
+		if err := mem.Inbox().Send(ctx, self, mustSeal(t, key, h)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,8 +7,9 @@ import (
 	"go.uber.org/zap"
 )
 
-func routingBot(opt Options) *Bot {
-	return New(nil, Identity{UserID: "UBOT", BotID: "BBOT"}, nil, nil, zap.NewNop(), opt)
+// routingBot is the request reader of a bot made with opt.
+func routingBot(opt Options) reader {
+	return New(nil, Identity{UserID: "UBOT", BotID: "BBOT"}, nil, nil, zap.NewNop(), opt).reader
 }
 
 func TestMessagesAnswered(t *testing.T) {

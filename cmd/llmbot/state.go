@@ -21,18 +21,38 @@ import (
 	"github.com/llmbot/llmbot/state"
 )
 
-// sharedState is the state package's store as the wiring hands it to the bot, the replies and
-// Slack's budgets.
-type sharedState interface {
-	bot.Replicas
-	pace.Shared
-	handlers.Orphans
-	handlers.Journal
-	handlers.Fence
-	handlers.ThreadMarks
-	access.Counter
-	Run(ctx context.Context) error
-	Close() error
+// sharedState is the state package's store as the wiring hands it out, each consumer the part it
+// uses: the bot, the replies, the orphans' closer, the approvals, Slack's budgets and the quota.
+type sharedState struct {
+	run   func(ctx context.Context) error // keeps this replica alive until ctx ends
+	close func() error                    // once run has returned
+
+	replicas bot.Replicas
+	buckets  pace.Shared
+	marks    handlers.ThreadMarks
+	counter  access.Counter
+	orphans  handlers.Orphans
+	journal  handlers.Journal
+	fence    handlers.Fence
+}
+
+// Close closes the store, once its run has returned.
+func (s sharedState) Close() error { return s.close() }
+
+// sharedMemory is m by its parts.
+func sharedMemory(m *state.Memory) sharedState {
+	k, a := m.Keys(), m.Answers()
+	return sharedState{run: m.Run, close: m.Close,
+		replicas: bot.Replicas{Claims: k, Leases: m, Journal: a, Inbox: m.Inbox()},
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a}
+}
+
+// sharedFallback is f by its parts.
+func sharedFallback(f *state.Fallback) sharedState {
+	k, a := f.Keys(), f.Answers()
+	return sharedState{run: f.Run, close: f.Close,
+		replicas: bot.Replicas{Claims: k, Leases: f, Journal: a, Inbox: f.Inbox()},
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a}
 }
 
 // openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from
@@ -49,16 +69,16 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	if err != nil {
 		log.Warn("STATE_DIR cannot be used: answers cut short by a crash will not be closed after a restart", zap.String("dir", dir), zap.Error(err))
 		if local, err = state.NewMemory(self, "", log); err != nil {
-			return nil, err
+			return sharedState{}, err
 		}
 	}
 	if cfg.RedisURL == "" {
-		return local, nil
+		return sharedMemory(local), nil
 	}
 	redis.SetLogger(redisLog{log.Named("go-redis")}) // its own notices would go to stderr, unstructured
 	primary, err := state.OpenRedis(cfg.RedisURL, "llmbot:"+owner+":"+id.TeamID+":", self, log)
 	if err != nil {
-		return nil, err
+		return sharedState{}, err
 	}
 	shared := state.NewFallback(primary, local, log, state.FallbackHooks{
 		Degraded: func(d bool) { metrics.StateDegraded(d); ready.Degraded(d) },
@@ -69,10 +89,10 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	if err := primary.Ping(pctx); err != nil {
 		// Redis down must not keep the bot down: it answers with its own state until Redis is back.
 		shared.Degrade(err)
-		return shared, nil
+		return sharedFallback(shared), nil
 	}
 	log.Info("replicas share their state in Redis")
-	return shared, nil
+	return sharedFallback(shared), nil
 }
 
 // stateOwner is who the shared state belongs to within its team: the app, or when bots.info did not

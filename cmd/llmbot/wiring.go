@@ -83,7 +83,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	bg.run(func(ctx context.Context) {
-		if err := shared.Run(ctx); err != nil {
+		if err := shared.run(ctx); err != nil {
 			stopRun(fmt.Errorf("shared state: %w", err))
 		}
 	})
@@ -94,7 +94,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, metrics.Middleware)
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
-	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared) })
+	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, prompts: p.prompts}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
@@ -317,7 +317,7 @@ type parts struct {
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
 	shared sharedState, policy pace.Policy, log *zap.Logger) *parts {
 	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
-	budgets.Share(shared)
+	budgets.Share(shared.buckets)
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	return &parts{cfg: cfg, id: id, api: api, model: model, metrics: metrics, shared: shared, budgets: budgets,
@@ -343,7 +343,7 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	names := handlers.NewNames(api, p.budgets.Lookups, p.id.UserID)
 	pane := handlers.NewAgentPane(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
-	approvals := handlers.NewApprovals(p.shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
+	approvals := handlers.NewApprovals(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
 	opt := p.replyOptions(files, toolOpts, names, pane, approvals)
 	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
 	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
@@ -373,10 +373,10 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		Feedback:         cfg.Buttons && cfg.Feedback,
 		PlaceholderAfter: cfg.PlaceholderAfter,
 		Budgets:          p.budgets,
-		Journal:          p.shared,
-		Fence:            p.shared,
+		Journal:          p.shared.journal,
+		Fence:            p.shared.fence,
 		OrphanQuiet:      orphanQuiet(cfg),
-		Threads:          p.shared,
+		Threads:          p.shared.marks,
 		Approvals:        approvals,
 		Names:            names,
 		Sessions:         p.api,
@@ -442,7 +442,7 @@ func (p *parts) feedback() *handlers.Feedback {
 func (p *parts) guard(knownFollowUp func(route.ReplyRequest) bool) *access.Guard {
 	accessPolicy, _ := p.cfg.accessRules() // validated
 	quota := access.NewQuota(p.cfg.ImagineDailyQuota, 0)
-	quota.Share(p.shared) // every replica counts a person's pictures in one place
+	quota.Share(p.shared.counter) // every replica counts a person's pictures in one place
 	// Validated with the settings. Who is of the workspace's organisation is told from auth.test's
 	// team and Enterprise Grid org.
 	members, _ := access.NewMembers(access.MembersOptions{
@@ -475,7 +475,7 @@ func (p *parts) bot(sc *slack.Client, routes *route.Table, ready *ops.Readiness,
 		FollowUps:     cfg.FollowUps,
 		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
-		Replicas:      p.shared,
+		Replicas:      p.shared.replicas,
 		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
 		Queue:         queue,
 	})
