@@ -51,14 +51,6 @@ const MaxButtonValue = 2000
 // each part (bytes, at least as many as characters) plus a status note must fit in one section.
 const buttonPartLimit = 2600
 
-// Button is a Block Kit button under a message's text.
-type Button struct {
-	ActionID string
-	Text     string // the label
-	Value    string // what the click carries back (at most MaxButtonValue characters)
-	Style    string // "", "primary" or "danger"
-}
-
 // ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
 // value; the channel comes with the click.
 type ReplyRef struct {

@@ -16,18 +16,6 @@ import (
 // placeholder says "Thinking…"). Progress is a courtesy: it is sent only when the appends budget
 // has a token at once, and a failure is never the answer's.
 
-// Task is a task card of a streamed message.
-type Task struct {
-	ID, Title, Status, Details string
-}
-
-// The statuses of a task card.
-const (
-	TaskInProgress = "in_progress"
-	TaskComplete   = "complete"
-	TaskError      = "error"
-)
-
 // The answer's tasks.
 const (
 	taskRead        = "read"

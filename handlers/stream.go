@@ -169,9 +169,6 @@ func (s *streamSink) write(ctx context.Context, call callCtxFunc, text string) (
 	return done, nil
 }
 
-// callCtxFunc gives a Slack call its context from the context of the waits before it.
-type callCtxFunc func(context.Context) (context.Context, context.CancelFunc)
-
 // writePiece appends piece to the streamed message, or starts a new one with it when none is open or
 // the open one is full (stopped first).
 func (s *streamSink) writePiece(ctx context.Context, call callCtxFunc, piece string) error {

@@ -299,3 +299,9 @@ func (w *writer) tryDelete() bool  { return w.budgets.Deletes.TryTake() }
 
 // sessionTurn is a turn for agents.sessions.setStatus.
 func (w *writer) sessionTurn() turn { return bucketTurn(w.budgets.Sessions) }
+
+// callCtxFunc gives a Slack call its context from the context of the waits before it.
+type callCtxFunc func(context.Context) (context.Context, context.CancelFunc)
+
+// writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
+const writeCallTimeout = 10 * time.Second

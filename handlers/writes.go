@@ -55,9 +55,6 @@ func (a *answer) posted(ts string) {
 	}
 }
 
-// writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
-const writeCallTimeout = 10 * time.Second
-
 // callCtx is the context of an interim Slack write that holds its slot: cancelling the answer (Stop,
 // shutdown) ends the waits for slots, not a call under way, which Slack may already have carried out
 // (a post abandoned then would be posted again by the final write, and its Stop button would stay).
