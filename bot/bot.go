@@ -39,7 +39,7 @@ type socket interface {
 }
 
 // Notifier tells one person something privately (the busy notice, a place in line, the restart
-// note): *handlers.Notices, which waits for its turn in Slack's chat.postEphemeral budget (the one
+// note): *gateway.Notices, which waits for its turn in Slack's chat.postEphemeral budget (the one
 // the replies' own notes take from) and rides out 429s until ctx ends.
 type Notifier interface {
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error

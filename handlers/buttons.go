@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/llmbot/llmbot/gateway"
 )
 
 // Buttons (Block Kit, ReplyOptions.Buttons and ImagineOptions.Buttons). The handlers put them on
@@ -92,16 +94,16 @@ const (
 	textNoQuestion = "I can't find the question any more (was it deleted?), so I can't answer it again."
 )
 
-func stopButton(ref ReplyRef) Button {
-	return Button{ActionID: ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
+func stopButton(ref ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
 }
 
-func regenerateButton(ref ReplyRef) Button {
-	return Button{ActionID: ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
+func regenerateButton(ref ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
 }
 
 // buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.
-func buttonKey(bs []Button) string {
+func buttonKey(bs []gateway.Button) string {
 	ids := make([]string, len(bs))
 	for i, b := range bs {
 		ids[i] = b.ActionID

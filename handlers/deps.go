@@ -5,9 +5,10 @@
 // statuses; OrphanCloser closes the answers of replicas that died; Imagine makes a picture for
 // /imagine and uploads it to the channel; Feedback takes 👍/👎.
 //
-// The I/O the handlers need is behind the small interfaces below, implemented by bot.SlackAPI over slack-go
-// and by in-memory fakes in tests. Slack errors cross them as slack-go's own types (*slack.RateLimitedError,
-// slack.SlackErrorResponse, slack.StatusCodeError) wrapped with %w; model errors as *llm.Error.
+// Slack is behind package gateway (its messages, interfaces, budgets and paced writer), implemented by
+// bot.SlackAPI over slack-go and in tests by gatewaytest's in-memory Slack; the model is behind the
+// small interfaces below (Chat, Imager). Slack errors cross as slack-go's own types wrapped with %w;
+// model errors as *llm.Error.
 //
 // Errors: a handler shows the user-visible side itself (a short, human note in Slack) and returns the error
 // for the caller (bot) to log once. ErrIgnored is not a failure.

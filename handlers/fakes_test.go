@@ -11,6 +11,8 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -157,8 +159,8 @@ func timedOut(method string) error {
 
 // nthTimesOut is a hook under which the nth call of its method (from 1) times out, as timedOut says
 // of method, and every other goes through.
-func nthTimesOut(nth int, method string) hook {
-	return func(n int, _ call) error {
+func nthTimesOut(nth int, method string) gatewaytest.Hook {
+	return func(n int, _ gatewaytest.Call) error {
 		if n == nth {
 			return timedOut(method)
 		}
@@ -189,13 +191,13 @@ func longTwoPartAnswer() (a, b string) {
 func askAgain(t *testing.T, rt *replyTest) []llm.Message {
 	t.Helper()
 	fs := rt.slack
-	fs.mu.Lock()
-	fs.updateErr, fs.postErr, fs.startErr, fs.appendErr, fs.stopErr = nil, nil, nil, nil, nil
+	fs.Mu.Lock()
+	fs.UpdateErr, fs.PostErr, fs.StartErr, fs.AppendErr, fs.StopErr = nil, nil, nil, nil, nil
 	var q2 slack.Message
 	q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
 	key := testCh + "/" + testTS
-	fs.threads[key] = append(fs.threads[key], q2)
-	fs.mu.Unlock()
+	fs.Threads[key] = append(fs.Threads[key], q2)
+	fs.Mu.Unlock()
 	rt.chat.mu.Lock()
 	rt.chat.steps = deltas([]string{"ok"}, time.Millisecond)
 	rt.chat.mu.Unlock()
@@ -219,32 +221,32 @@ func assistantMessages(msgs []llm.Message) []string {
 }
 
 // logCalls logs every Slack call since t0, its text cut short.
-func logCalls(t *testing.T, fs *fakeSlack, t0 time.Time) {
+func logCalls(t *testing.T, fs *gatewaytest.Slack, t0 time.Time) {
 	t.Helper()
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	for _, c := range fs.calls {
-		t.Logf("+%v %s ts=%s text=%.50q err=%v", c.at.Sub(t0), c.method, c.ts, c.text, c.err)
+	fs.Mu.Lock()
+	defer fs.Mu.Unlock()
+	for _, c := range fs.Calls {
+		t.Logf("+%v %s ts=%s text=%.50q err=%v", c.At.Sub(t0), c.Method, c.TS, c.Text, c.Err)
 	}
 }
 
 // slowStreaming is Replies on fs (messages written through msgs) whose chat.appendStream is slow for
 // a minute from 2 s on: appends land but answer after 12 s (slowStreamer).
-func slowStreaming(fs *fakeSlack, msgs Messenger, chat *fakeChat, opt ReplyOptions) *Replies {
+func slowStreaming(fs *gatewaytest.Slack, msgs gateway.Messenger, chat *fakeChat, opt ReplyOptions) *Replies {
 	now := time.Now()
 	return NewReplies(fs, msgs, slowStreamer{fs, now.Add(2 * time.Second), now.Add(62 * time.Second)}, fs, chat, nil, opt)
 }
 
 // slowStreamer is a Slack whose chat.appendStream, between from and to, carries out the append but
-// answers only after 12 s: a caller that gives up sooner (writeCallTimeout, 10 s) gets its context's
+// answers only after 12 s: a caller that gives up sooner (gateway.WriteCallTimeout, 10 s) gets its context's
 // error although the text was appended.
 type slowStreamer struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	from, to time.Time
 }
 
 func (s slowStreamer) AppendStream(ctx context.Context, channel, ts, markdown string) error {
-	if err := s.fakeSlack.AppendStream(ctx, channel, ts, markdown); err != nil {
+	if err := s.Slack.AppendStream(ctx, channel, ts, markdown); err != nil {
 		return err
 	}
 	if now := time.Now(); !now.Before(s.from) && now.Before(s.to) {
@@ -262,13 +264,13 @@ func (s slowStreamer) AppendStream(ctx context.Context, channel, ts, markdown st
 // landedTimeoutPoster is a Slack whose n-th chat.postMessage posts the message but answers with
 // net/http's timeout, as a slow Slack does.
 type landedTimeoutPoster struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	n     int
 	posts *int
 }
 
-func (s landedTimeoutPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
-	ts, err := s.fakeSlack.Post(ctx, channel, threadTS, m)
+func (s landedTimeoutPoster) Post(ctx context.Context, channel, threadTS string, m gateway.Msg) (string, error) {
+	ts, err := s.Slack.Post(ctx, channel, threadTS, m)
 	if *s.posts++; *s.posts == s.n && err == nil {
 		return "", timedOut("chat.postMessage")
 	}

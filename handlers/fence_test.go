@@ -13,6 +13,8 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
@@ -77,15 +79,15 @@ func TestFencedAnswerWaitsAndStopsWhenAdopted(t *testing.T) {
 				ws := paragraphs(20)
 				chat := &fakeChat{steps: deltas(ws, 250*time.Millisecond)} // 20 s of text
 				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
-				for _, c := range fs.calls {
-					if c.method == "replies" || c.at.Before(fence.from) || !c.at.Before(fence.until) {
+				for _, c := range fs.Calls {
+					if c.Method == "replies" || c.At.Before(fence.from) || !c.At.Before(fence.until) {
 						continue
 					}
-					t.Errorf("%s at +%v while cut off", c.method, c.at.Sub(start))
+					t.Errorf("%s at +%v while cut off", c.Method, c.At.Sub(start))
 				}
-				var after []call
-				for _, c := range fs.calls {
-					if !c.at.Before(fence.until) {
+				var after []gatewaytest.Call
+				for _, c := range fs.Calls {
+					if !c.At.Before(fence.until) {
 						after = append(after, c)
 					}
 				}
@@ -114,12 +116,12 @@ func (f fixedFence) Fence(context.Context, string) (time.Time, error) { return f
 
 // deadlineMessenger records the deadline of the one write it is given.
 type deadlineMessenger struct {
-	Messenger
+	gateway.Messenger
 	called   bool
 	deadline time.Time
 }
 
-func (m *deadlineMessenger) Update(ctx context.Context, _, _ string, _ Msg) error {
+func (m *deadlineMessenger) Update(ctx context.Context, _, _ string, _ gateway.Msg) error {
 	m.called = true
 	m.deadline, _ = ctx.Deadline()
 	return nil
@@ -144,10 +146,10 @@ func TestFencedWrites(t *testing.T) {
 		{name: "closed by this replica", fence: fixedFence{err: state.ErrFenced}, closed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mark := &fenceMark{id: "C1/1.1"}
-			mark.closed.Store(tc.closed)
+			mark := &gateway.FenceMark{ID: "C1/1.1"}
+			mark.Closed.Store(tc.closed)
 			m := &deadlineMessenger{}
-			err := fencedMessenger{m, tc.fence}.Update(withFence(t.Context(), mark), "C1", "1.2", Msg{Text: "x"})
+			err := gateway.FencedMessenger{Messenger: m, Fence: tc.fence}.Update(gateway.WithFence(t.Context(), mark), "C1", "1.2", gateway.Msg{Text: "x"})
 			if !errors.Is(err, tc.wantErr) || (err == nil) != m.called {
 				t.Errorf("Update: %v, written %v; want %v", err, m.called, tc.wantErr)
 			}
@@ -177,13 +179,13 @@ func TestWritesAfterTheAnswersOwnCloseAreNotFenced(t *testing.T) {
 		opt := streamOptions()
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		opt.Journal, opt.Fence = j, journalFence{j}
-		fs.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
+		fs.StopErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
 		chat := &fakeChat{steps: deltas(lines(6), 100*time.Millisecond)}
 		err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
 		if err != nil {
 			t.Errorf("Reply: %v", err)
 		}
-		if len(fs.callsOf("delete")) == 0 {
+		if len(fs.CallsOf("delete")) == 0 {
 			t.Error("the rescued answer's streamed messages were not deleted")
 		}
 	})
@@ -207,7 +209,7 @@ func TestStoppedWhileFencedAnswerIsUnclosed(t *testing.T) {
 			t.Errorf("Reply: %v; want ErrUnclosed", err)
 		}
 		// An interim call waiting at the Stop keeps its own time box; the final write then has its own.
-		if took := time.Since(start); took > 5*time.Second+writeCallTimeout+opt.FinalTimeout {
+		if took := time.Since(start); took > 5*time.Second+gateway.WriteCallTimeout+opt.FinalTimeout {
 			t.Errorf("the answer ended %v after it began; want by its closing deadline", took)
 		}
 	})

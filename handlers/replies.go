@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -70,7 +71,7 @@ type ReplyOptions struct {
 	OrphanQuiet time.Duration
 	// Fence, when set, holds back the writes of this replica's answers while other replicas could
 	// take it for dead (see Fence); nil: never.
-	Fence Fence
+	Fence gateway.Fence
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
 	// and every answer in a thread a thinking status (AgentPane); nil: none.
 	Pane *AgentPane
@@ -93,7 +94,7 @@ type ReplyOptions struct {
 
 	// Budgets pace every Slack method the replies call, shared by every reply; a nil budget gets its
 	// default (see Budgets).
-	Budgets Budgets
+	Budgets gateway.Budgets
 
 	// Files says what answers read of the files people share (text, pictures).
 	Files FileOptions
@@ -159,13 +160,13 @@ var (
 // Replies answers mentions, DMs and follow-ups.
 type Replies struct {
 	reads    threadReads
-	msgs     Messenger
-	streamer Streamer
+	msgs     gateway.Messenger
+	streamer gateway.Streamer
 	chat     Chat
 	log      *zap.Logger
 	opt      ReplyOptions
 	// paced is how every call gets through Slack's rate limits (opt.Budgets).
-	paced *writer
+	paced *gateway.Writer
 
 	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *Names
@@ -200,11 +201,11 @@ func (f *refused) refuse(d time.Duration) {
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
 // opt.Mode is ModeEdit.
-func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Logger, opt ReplyOptions) *Replies {
+func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gateway.Users, c Chat, log *zap.Logger, opt ReplyOptions) *Replies {
 	if opt.Mode == "" {
 		opt.Mode = ModeEdit
 	}
-	opt.Budgets = opt.Budgets.withDefaults()
+	opt.Budgets = opt.Budgets.WithDefaults()
 	opt.Files = opt.Files.withDefaults()
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = defaultHistoryLimit
@@ -232,9 +233,9 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	opt.Tools = opt.Tools.withDefaults()
 	if opt.Fence != nil {
-		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
+		m, s = gateway.FencedMessenger{Messenger: m, Fence: opt.Fence}, gateway.FencedStreamer{Streamer: s, Fence: opt.Fence}
 	}
-	paced := &writer{budgets: opt.Budgets, msgs: m}
+	paced := &gateway.Writer{Budgets: opt.Budgets, Msgs: m}
 	names := opt.Names
 	if names == nil {
 		names = NewNames(u, opt.Budgets.Lookups, opt.BotUserID)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
@@ -28,7 +29,7 @@ type sharedState interface {
 	pace.Shared
 	handlers.Orphans
 	handlers.Journal
-	handlers.Fence
+	gateway.Fence
 	handlers.ThreadMarks
 	access.Counter
 	Run(ctx context.Context) error

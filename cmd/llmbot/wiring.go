@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
@@ -27,7 +28,7 @@ import (
 	"github.com/llmbot/llmbot/tools"
 )
 
-// Time limits of the Slack client and the start-up (Slack's rate limits are handlers.Budgets).
+// Time limits of the Slack client and the start-up (Slack's rate limits are gateway.Budgets).
 const (
 	slackCallTimeout  = 60 * time.Second // one Web API call, file upload included
 	identifyTimeout   = 20 * time.Second
@@ -307,8 +308,8 @@ type parts struct {
 	model     *llm.Client
 	metrics   *ops.Metrics
 	shared    sharedState
-	budgets   handlers.Budgets
-	notices   *handlers.Notices
+	budgets   gateway.Budgets
+	notices   *gateway.Notices
 	overrides *access.Overrides
 	prompts   []handlers.Prompt
 	log       *zap.Logger
@@ -316,14 +317,14 @@ type parts struct {
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
 	shared sharedState, policy pace.Policy, log *zap.Logger) *parts {
-	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
+	budgets := gateway.NewBudgets(cfg.EditBudgetPerMinute, policy)
 	budgets.Share(shared)
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	return &parts{cfg: cfg, id: id, api: api, model: model, metrics: metrics, shared: shared, budgets: budgets,
 		// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
 		// replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
-		notices:   handlers.NewNotices(api, budgets),
+		notices:   gateway.NewNotices(api, budgets),
 		overrides: overrides, prompts: prompts, log: log}
 }
 

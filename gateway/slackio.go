@@ -1,4 +1,4 @@
-package handlers
+package gateway
 
 import (
 	"context"
@@ -121,7 +121,7 @@ type Users interface {
 type Button struct {
 	ActionID string
 	Text     string // the label
-	Value    string // what the click carries back (at most MaxButtonValue characters)
+	Value    string // what the click carries back (at most handlers.MaxButtonValue characters)
 	Style    string // "", "primary" or "danger"
 }
 
