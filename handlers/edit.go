@@ -679,9 +679,9 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 	var msgs []slack.Message
 	read, err := a.r.paced.ReadOnce(ctx, func(ctx context.Context) (err error) {
 		if a.threadTS != "" {
-			msgs, _, err = a.r.reads.thread.Replies(ctx, a.req.Channel, a.threadTS)
+			msgs, _, err = a.r.reads.Thread.Replies(ctx, a.req.Channel, a.threadTS)
 		} else {
-			msgs, err = a.r.reads.thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
+			msgs, err = a.r.reads.Thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 		}
 		return err
 	})

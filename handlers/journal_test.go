@@ -180,7 +180,7 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 		wg.Go(func() { oc.CloseOrphans(t.Context(), j) })
 		time.Sleep(1500 * time.Millisecond) // the orphans are being closed, a read a second
 		asked := time.Now()
-		_, _, err := r.reads.replies(t.Context(), testCh, testTS)
+		_, _, err := r.reads.Replies(t.Context(), testCh, testTS)
 		mustNoErr(t, err)
 		if took := time.Since(asked); took > time.Second {
 			t.Errorf("the read of an answer asking now waited %v behind the orphans; want the next token, within 1s", took)

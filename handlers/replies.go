@@ -159,7 +159,7 @@ var (
 
 // Replies answers mentions, DMs and follow-ups.
 type Replies struct {
-	reads    threadReads
+	reads    gateway.ThreadReads
 	msgs     gateway.Messenger
 	streamer gateway.Streamer
 	chat     Chat
@@ -245,7 +245,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 		approvals = NewApprovals(nil, nil, log)
 	}
 	return &Replies{
-		reads: threadReads{thread: t, paced: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      names,
@@ -285,7 +285,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		// An edit that added the mention: not when the message was answered already (as a follow-up, for
 		// an earlier edit, or as a mention before the mention was edited out and back in).
 		var err error
-		thread, leftOut, err = r.reads.replies(ctx, req.Channel, threadTS)
+		thread, leftOut, err = r.reads.Replies(ctx, req.Channel, threadTS)
 		switch {
 		case err != nil:
 			// Answered as if the mention were new: the reply reads the thread again (and shows why
@@ -420,7 +420,7 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	if known, ok := r.remembered(key); ok {
 		return known, nil, 0, nil
 	}
-	thread, leftOut, err := r.reads.replies(ctx, channel, threadTS)
+	thread, leftOut, err := r.reads.Replies(ctx, channel, threadTS)
 	if err != nil {
 		return false, nil, 0, err
 	}

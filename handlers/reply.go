@@ -238,9 +238,9 @@ func (a *answer) startsThread() bool {
 // of the thread's older messages the read left out (answer.leftOut).
 func (a *answer) readContext(ctx context.Context) ([]slack.Message, error) {
 	if a.threadTS == "" {
-		return a.r.reads.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
+		return a.r.reads.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 	}
-	msgs, leftOut, err := a.r.reads.replies(ctx, a.req.Channel, a.threadTS)
+	msgs, leftOut, err := a.r.reads.Replies(ctx, a.req.Channel, a.threadTS)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ const dmAnswerSpan = 15 * time.Minute
 // fails, the thread goes with what there is.
 func (a *answer) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
 	history := func(latest string) ([]slack.Message, error) {
-		hist, err := a.r.reads.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, latest)
+		hist, err := a.r.reads.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, latest)
 		if err != nil {
 			a.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
 		}

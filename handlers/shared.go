@@ -2,50 +2,12 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/pace"
 )
-
-// threadReads reads conversations within the read budget: the pieces of reading that answers and
-// /summarize share (each use case holds its own, over the same budgets).
-type threadReads struct {
-	thread gateway.Thread
-	paced  *gateway.Writer
-}
-
-// replies reads a thread (conversations.replies) within the read budget (read), and says how many
-// of its older messages the read left out (Thread.Replies).
-func (t threadReads) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
-	var msgs []slack.Message
-	var leftOut int
-	err := t.paced.Read(ctx, func(ctx context.Context) (err error) {
-		msgs, leftOut, err = t.thread.Replies(ctx, channel, threadTS)
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("conversations.replies: %w", err)
-	}
-	return msgs, leftOut, nil
-}
-
-// history reads a channel's last limit messages up to latest ("": now) within the read budget
-// (read).
-func (t threadReads) history(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
-	var msgs []slack.Message
-	err := t.paced.Read(ctx, func(ctx context.Context) (err error) {
-		msgs, err = t.thread.History(ctx, channel, limit, latest)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("conversations.history: %w", err)
-	}
-	return msgs, nil
-}
 
 // Names resolves user ids to display names (users.info) within the look-ups budget, remembering
 // them for nameCacheTTL. One Names serves the use cases that show people's names (the answers and

@@ -185,7 +185,7 @@ func parseSummarySpan(text string) (summarySpan, error) {
 // thread in place. It reads and writes under the same Slack budgets as the answers (the reply
 // settings it is built from) and names people with the answers' Names.
 type Summarize struct {
-	reads   threadReads
+	reads   gateway.ThreadReads
 	names   *Names
 	paced   *gateway.Writer
 	chat    Chat
@@ -211,7 +211,7 @@ func NewSummarize(t gateway.Thread, m gateway.Messenger, n *Names, c Chat, a Ans
 	}
 	paced := &gateway.Writer{Budgets: opt.Budgets, Msgs: m}
 	return &Summarize{
-		reads: threadReads{thread: t, paced: paced}, names: n, paced: paced,
+		reads: gateway.ThreadReads{Thread: t, Writer: paced}, names: n, paced: paced,
 		chat: c, answers: a, id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, log: log, opt: opt,
 		kept: newKeptResults(keptMax, keptTTL),
 	}
@@ -448,7 +448,7 @@ func (j *summaryJob) history(ctx context.Context) ([]slack.Message, error) {
 			j.truncated = true
 			break
 		}
-		msgs, err := r.reads.history(ctx, j.req.Channel, summaryPage, latest)
+		msgs, err := r.reads.History(ctx, j.req.Channel, summaryPage, latest)
 		if err != nil {
 			return nil, err
 		}
@@ -526,7 +526,7 @@ func (j *summaryJob) busiest(top []slack.Message) []slack.Message {
 func (j *summaryJob) replies(ctx context.Context, threads []slack.Message) map[string][]slack.Message {
 	out := map[string][]slack.Message{}
 	for _, t := range threads {
-		msgs, _, err := j.s.r.reads.replies(ctx, j.req.Channel, t.Timestamp)
+		msgs, _, err := j.s.r.reads.Replies(ctx, j.req.Channel, t.Timestamp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return out

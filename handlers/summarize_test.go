@@ -401,7 +401,7 @@ func TestSummarizeRefusalsAndEmpty(t *testing.T) {
 					st.say("U1", "long ago", 13*time.Hour)
 				}
 				if tc.readErr != "" {
-					st.r.reads.thread = failingHistory{st.slack, slack.SlackErrorResponse{Err: tc.readErr}}
+					st.r.reads.Thread = failingHistory{st.slack, slack.SlackErrorResponse{Err: tc.readErr}}
 				}
 				d := st.command(t, "U1", tc.arg)
 				if d.Say != tc.ack {
