@@ -1,6 +1,7 @@
 // Package bot runs the Socket Mode loop over the envelopes package slacksocket reads and acks
 // (decode, dedupe, route, bounded concurrency, one answer at a time per thread, graceful drain)
-// and adapts the Slack Web API to the interfaces of package handlers (SlackAPI).
+// and adapts the Slack Web API to the interfaces of package gateway and of the use cases (SlackAPI,
+// and SlackAssistant for the assistant and agent surfaces).
 package bot
 
 import (

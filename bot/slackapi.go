@@ -37,7 +37,8 @@ var (
 	_ Notifier                 = (*SlackAPI)(nil)
 )
 
-// SlackAPI adapts the Slack Web API (a *slack.Client) to the handlers' interfaces. Errors are
+// SlackAPI adapts the Slack Web API (a *slack.Client) to the gateway's interfaces (and to a few of
+// the use cases' own: modals, permalinks, users for the access guard). Errors are
 // wrapped with the method name and keep slack-go's types reachable with errors.As
 // (*slack.RateLimitedError, slack.SlackErrorResponse, slack.StatusCodeError). Tokens never
 // appear in its errors (slack-go sends them in headers or bodies, not URLs).
@@ -47,6 +48,9 @@ var (
 // each 429 to slow everyone down, so a 429 comes back at once, typed, and slack.OptionRetry must not
 // be set on the client.
 type SlackAPI struct {
+	// Assistant is the same client's calls to Slack's assistant and agent surfaces.
+	Assistant *SlackAssistant
+
 	c           *slack.Client
 	hc          *http.Client // for response_url posts, which slack-go writes without the unfurl flags
 	threadBytes int          // what Replies keeps of a thread (0: all); see ThreadBytes
@@ -59,7 +63,7 @@ func NewSlackAPI(c *slack.Client, hc *http.Client, threadBytes int) *SlackAPI {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &SlackAPI{c: c, hc: hc, threadBytes: threadBytes}
+	return &SlackAPI{Assistant: &SlackAssistant{c: c}, c: c, hc: hc, threadBytes: threadBytes}
 }
 
 // Identify calls auth.test: who the bot token belongs to.
@@ -511,53 +515,6 @@ func (a *SlackAPI) AppendTasks(ctx context.Context, channel, ts string, tasks []
 	}
 	if _, _, err := a.c.AppendStreamContext(ctx, channel, ts, withText(slack.MsgOptionChunks(chunks...))...); err != nil {
 		return fmt.Errorf("chat.appendStream tasks: %w", err)
-	}
-	return nil
-}
-
-// SetSuggestedPrompts shows prompts at the top of the DM channel (threadTS "": the agent pane)
-// or of a thread (assistant.threads.setSuggestedPrompts).
-func (a *SlackAPI) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []handlers.Prompt) error {
-	ps := make([]slack.AssistantThreadsPrompt, len(prompts))
-	for i, p := range prompts {
-		ps[i] = slack.AssistantThreadsPrompt{Title: p.Title, Message: p.Message}
-	}
-	err := a.c.SetAssistantThreadsSuggestedPromptsContext(ctx, slack.AssistantThreadsSetSuggestedPromptsParameters{
-		ChannelID: channel, ThreadTS: threadTS, Prompts: ps})
-	if err != nil {
-		return fmt.Errorf("assistant.threads.setSuggestedPrompts: %w", err)
-	}
-	return nil
-}
-
-// SetTitle titles a DM thread (assistant.threads.setTitle).
-func (a *SlackAPI) SetTitle(ctx context.Context, channel, threadTS, title string) error {
-	err := a.c.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{
-		ChannelID: channel, ThreadTS: threadTS, Title: title})
-	if err != nil {
-		return fmt.Errorf("assistant.threads.setTitle: %w", err)
-	}
-	return nil
-}
-
-// SetStatus shows status under a DM thread with loading messages Slack rotates
-// (assistant.threads.setStatus; Slack clears it when the bot replies).
-func (a *SlackAPI) SetStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
-	err := a.c.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
-		ChannelID: channel, ThreadTS: threadTS, Status: status, LoadingMessages: loading})
-	if err != nil {
-		return fmt.Errorf("assistant.threads.setStatus: %w", err)
-	}
-	return nil
-}
-
-// SetSessionStatus moves the agent session of the thread threadTS in channel to status
-// (agents.sessions.setStatus; it creates the session when there is none).
-func (a *SlackAPI) SetSessionStatus(ctx context.Context, channel, threadTS, status string) error {
-	_, err := a.c.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{Status: status,
-		ChannelID: channel, ThreadTS: threadTS})
-	if err != nil {
-		return fmt.Errorf("agents.sessions.setStatus: %w", err)
 	}
 	return nil
 }

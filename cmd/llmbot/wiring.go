@@ -129,7 +129,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Message, Name: route.MessageRoute, Handler: u.replies.Handler()},
 		{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: handlers.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
 		{Kind: route.Action, Name: handlers.ActionStop, Feature: handlers.FeatureStop, Handler: u.bot.StopHandler()},
-		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.FeatureStop, Handler: u.bot.SessionStopHandler(u.slack)},
+		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.FeatureStop, Handler: u.bot.SessionStopHandler(u.slack.Assistant)},
 		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
@@ -380,7 +380,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		Threads:          p.shared,
 		Approvals:        approvals,
 		Names:            names,
-		Sessions:         p.api,
+		Sessions:         p.api.Assistant,
 		Pane:             pane,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
@@ -503,7 +503,7 @@ func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
 	if !cfg.AgentView {
 		return nil
 	}
-	return api
+	return api.Assistant
 }
 
 // llmConfig is the model client's configuration from the settings, without hooks. The bot and doctor
