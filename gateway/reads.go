@@ -7,8 +7,8 @@ import (
 	"github.com/slack-go/slack"
 )
 
-// ThreadReads reads conversations within the read budget: the pieces of reading that answers and
-// /summarize share (each use case holds its own, over the same budgets).
+// ThreadReads reads conversations through Thread within the read budget of Writer (Writer.Read):
+// the reading the use cases share (each holds its own, over the same budgets).
 type ThreadReads struct {
 	Thread Thread
 	Writer *Writer

@@ -118,7 +118,7 @@ func NewSlack() *Slack {
 		Names: map[string]string{"U1": "Alice", "U2": "Bob"}, NextTS: 100}
 }
 
-// Count returns how many calls of method were made (call it under Mu).
+// Count returns how many calls of method were made; it takes no lock (hold Mu while calls may run).
 func (f *Slack) Count(method string) int {
 	n := 0
 	for _, c := range f.Calls {
