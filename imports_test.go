@@ -19,8 +19,8 @@ var importRules = []struct {
 }{
 	{
 		rule: "plumbing imports no use case",
-		packages: []string{"tools", "state", "pace", "slackmd", "llm", "media", "slacksocket",
-			"internal/watch", "internal/redisping", "internal/nodump"},
+		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
+			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump"},
 		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{

@@ -38,7 +38,7 @@ type GuardOptions struct {
 	Log      *zap.Logger // nil: no logs
 }
 
-// Notifier tells one person something privately (chat.postEphemeral; *handlers.Notices, paced in
+// Notifier tells one person something privately (chat.postEphemeral; *gateway.Notices, paced in
 // the bot's one budget of that method, within ctx).
 type Notifier interface {
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
@@ -307,7 +308,7 @@ func (nopImager) Image(context.Context, llm.ImageRequest) (*llm.Image, error) {
 
 type nopUploader struct{}
 
-func (nopUploader) UploadImage(context.Context, handlers.Upload) error { return nil }
+func (nopUploader) UploadImage(context.Context, gateway.Upload) error { return nil }
 
 type nopResponder struct{}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
@@ -104,7 +105,7 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	t.Helper()
 	api, id, model := w.api, w.id, w.model
 	log := zaptest.NewLogger(t)
-	budgets := handlers.NewBudgets(handlers.DefaultEditsPerMinute, pace.PolicyFair)
+	budgets := gateway.NewBudgets(gateway.DefaultEditsPerMinute, pace.PolicyFair)
 	replyOpts := handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
 		Buttons: cfg.Buttons, Budgets: budgets, Approvals: handlers.NewApprovals(nil, nil, log.Named("approvals")),
@@ -112,7 +113,7 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	}
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), replyOpts)
 	summarize := handlers.NewSummarize(api, api, replyOpts.Names, model, replies, log.Named("summarize"), replyOpts)
-	notices := handlers.NewNotices(api, budgets)
+	notices := gateway.NewNotices(api, budgets)
 	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
 	ev := newBotEvents()
 	members, err := access.NewMembers(access.MembersOptions{Team: id.TeamID, Enterprise: id.EnterpriseID,

@@ -1,6 +1,7 @@
 // Package bot runs the Socket Mode loop over the envelopes package slacksocket reads and acks
 // (decode, dedupe, route, bounded concurrency, one answer at a time per thread, graceful drain)
-// and adapts the Slack Web API to the interfaces of package handlers (SlackAPI).
+// and adapts the Slack Web API to the interfaces of package gateway and of the use cases (SlackAPI,
+// and SlackAssistant for the assistant and agent surfaces).
 package bot
 
 import (
@@ -38,7 +39,7 @@ type socket interface {
 }
 
 // Notifier tells one person something privately (the busy notice, a place in line, the restart
-// note): *handlers.Notices, which waits for its turn in Slack's chat.postEphemeral budget (the one
+// note): *gateway.Notices, which waits for its turn in Slack's chat.postEphemeral budget (the one
 // the replies' own notes take from) and rides out 429s until ctx ends.
 type Notifier interface {
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/waittest"
@@ -148,7 +149,7 @@ func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.Im
 	if _, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(t)
 	}
-	b := newBot(client, id, r, im, handlers.NewNotices(api, handlers.Budgets{}), log, opt, more...)
+	b := newBot(client, id, r, im, gateway.NewNotices(api, gateway.Budgets{}), log, opt, more...)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()
@@ -334,9 +335,9 @@ func TestLoopPrevention(t *testing.T) {
 	var api *SlackAPI
 	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		// Answer like the real handler: post, then edit (both echo back as events).
-		ts, err := api.Post(ctx, req.Channel, req.ThreadTS, handlers.Msg{Text: "…", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+		ts, err := api.Post(ctx, req.Channel, req.ThreadTS, gateway.Msg{Text: "…", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
 		if err == nil {
-			err = api.Update(ctx, req.Channel, ts, handlers.Msg{Text: "answer", Mark: convo.Mark{Kind: convo.MarkAnswer}})
+			err = api.Update(ctx, req.Channel, ts, gateway.Msg{Text: "answer", Mark: convo.Mark{Kind: convo.MarkAnswer}})
 		}
 		done <- req
 		return err
@@ -547,7 +548,7 @@ func TestReconnectMidReply(t *testing.T) {
 		if req.Text == "slow" {
 			<-release
 		}
-		_, err := api.Post(ctx, req.Channel, req.ThreadTS, handlers.Msg{Text: "answer to " + req.Text})
+		_, err := api.Post(ctx, req.Channel, req.ThreadTS, gateway.Msg{Text: "answer to " + req.Text})
 		done <- err
 		return err
 	}}
@@ -880,7 +881,7 @@ func TestPingTimeoutMidReply(t *testing.T) {
 		done <- req.Text
 		return nil
 	}}
-	b := newBot(client, id, r, nil, handlers.NewNotices(api, handlers.Budgets{}), zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
+	b := newBot(client, id, r, nil, gateway.NewNotices(api, gateway.Budgets{}), zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
 	runCtx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- b.Run(runCtx) }()

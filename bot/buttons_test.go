@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
@@ -15,10 +16,10 @@ import (
 
 // showButton posts a bot message in the thread carrying one button, as the handlers do, and
 // returns its ts.
-func showButton(t *testing.T, h *harness, channel, threadTS string, b handlers.Button) string {
+func showButton(t *testing.T, h *harness, channel, threadTS string, b gateway.Button) string {
 	t.Helper()
-	ts, err := h.api.Post(t.Context(), channel, threadTS, handlers.Msg{Text: "an answer", Mark: convo.Mark{Kind: convo.MarkAnswer},
-		Buttons: []handlers.Button{b}})
+	ts, err := h.api.Post(t.Context(), channel, threadTS, gateway.Msg{Text: "an answer", Mark: convo.Mark{Kind: convo.MarkAnswer},
+		Buttons: []gateway.Button{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	h := startBot(t, fs, r, nil, Options{})
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> write a long essay")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
-	stop := handlers.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: handlers.ReplyRef{ThreadTS: q, TS: q}.Value()}
+	stop := gateway.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: handlers.ReplyRef{ThreadTS: q, TS: q}.Value()}
 	msg := showButton(t, h, "C1", q, stop)
 
 	// Someone else: refused privately; the answer goes on.
@@ -100,7 +101,7 @@ func TestStopButtonOfAnEarlierAnswerLeavesTheNextOne(t *testing.T) {
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
 	// A button naming an older question in the same thread.
-	msg := showButton(t, h, "C1", q, handlers.Button{ActionID: handlers.ActionStop, Text: "Stop",
+	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: handlers.ActionStop, Text: "Stop",
 		Value: handlers.ReplyRef{ThreadTS: q, TS: "1.000001"}.Value()})
 	click(t, fs, "C1", msg, "U1", handlers.ActionStop)
 	h.waitFor(t, "notice", func() bool { return len(ephemeralsTo(fs, "U1")) == 1 })
@@ -121,7 +122,7 @@ func TestRegenerateButtonIsARequestInTheThreadsTurn(t *testing.T) {
 	h := startBot(t, fs, r, nil, Options{})
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> a question")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
-	msg := showButton(t, h, "C1", q, handlers.Button{ActionID: handlers.ActionRegenerate, Text: "Regenerate",
+	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: handlers.ActionRegenerate, Text: "Regenerate",
 		Value: handlers.ReplyRef{ThreadTS: q, TS: q}.Value()})
 	id := click(t, fs, "C1", msg, "U2", handlers.ActionRegenerate)
 	h.waitFor(t, "ack", func() bool { return acked(fs, id) })
@@ -146,8 +147,8 @@ func TestImagineAgainButton(t *testing.T) {
 		return nil
 	}}
 	h := startBot(t, fs, &fakeReplier{}, im, Options{})
-	err := h.api.UploadImage(t.Context(), handlers.Upload{Channel: "C1", Filename: "fox.png", Data: []byte("png"),
-		Comment: "<@U1> asked for: a fox", Buttons: []handlers.Button{{ActionID: handlers.ActionImagineAgain, Text: "Another one", Value: "a fox"}}})
+	err := h.api.UploadImage(t.Context(), gateway.Upload{Channel: "C1", Filename: "fox.png", Data: []byte("png"),
+		Comment: "<@U1> asked for: a fox", Buttons: []gateway.Button{{ActionID: handlers.ActionImagineAgain, Text: "Another one", Value: "a fox"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func TestOtherActionsGoToTheirRoute(t *testing.T) {
 				clicks <- req.Name + " " + req.Text
 				return nil
 			}}})
-	msg := showButton(t, h, "C1", "", handlers.Button{ActionID: "someone_elses", Text: "Hi", Value: "x"})
+	msg := showButton(t, h, "C1", "", gateway.Button{ActionID: "someone_elses", Text: "Hi", Value: "x"})
 	click(t, fs, "C1", msg, "U1", "someone_elses")
 	if got := waitChan(t, "click", clicks); got != "someone_elses x" {
 		t.Errorf("route ran %q, want someone_elses x", got)
@@ -185,8 +186,8 @@ func TestOtherActionsGoToTheirRoute(t *testing.T) {
 func TestPostWithButtons(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	long := strings.Repeat("A line of the answer.\n", 150) // 3,300 characters: two sections
-	stop := handlers.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: `{"ts":"1.2"}`, Style: "danger"}
-	ts, err := api.Post(ctx, "C1", "", handlers.Msg{Text: long, Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []handlers.Button{stop}})
+	stop := gateway.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: `{"ts":"1.2"}`, Style: "danger"}
+	ts, err := api.Post(ctx, "C1", "", gateway.Msg{Text: long, Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []gateway.Button{stop}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestPostWithButtons(t *testing.T) {
 		t.Errorf("%d sections, want 2 (each within 3,000 characters): %s", n, m.Blocks)
 	}
 	// Buttons taken off: the plain text again.
-	if err := api.Update(ctx, "C1", ts, handlers.Msg{Text: "done", Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []handlers.Button{}}); err != nil {
+	if err := api.Update(ctx, "C1", ts, gateway.Msg{Text: "done", Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []gateway.Button{}}); err != nil {
 		t.Fatal(err)
 	}
 	m, _ = fs.Message("C1", ts)

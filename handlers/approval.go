@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -177,7 +178,7 @@ func (a *answer) approve(ctx context.Context, calls []*toolCall, foreign string)
 	ch := a.r.approvals.add(ref.ID)
 	defer a.r.approvals.remove(ref.ID)
 	prompt := approvalText(a.req.User, calls, foreign)
-	ts, err := a.r.paced.post(ctx, interimRetry, nil, a.r.paced.postTurn(a.req.Channel), a.req.Channel, a.threadTS, Msg{Text: prompt,
+	ts, err := a.r.paced.Post(ctx, gateway.InterimRetry, nil, a.r.paced.PostTurn(a.req.Channel), a.req.Channel, a.threadTS, gateway.Msg{Text: prompt,
 		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref, foreign == "")})
 	if err != nil {
 		a.log.Warn("tool approval not asked: denied", zap.Error(err))
@@ -205,11 +206,11 @@ func (a *answer) approve(ctx context.Context, calls []*toolCall, foreign string)
 func (a *answer) settlePrompt(ctx context.Context, ts, prompt string, v verdict, log *zap.Logger) {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.r.opt.FinalTimeout)
 	defer cancel()
-	lane := a.r.paced.editLane()
+	lane := a.r.paced.EditLane()
 	defer lane.Close()
 	text := prompt + "\n" + verdictLine(v)
-	err := a.r.paced.update(uctx, interimRetry, nil, a.r.paced.editTurn(lane, pace.Final, time.Now()), a.req.Channel, ts,
-		Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: []Button{}})
+	err := a.r.paced.Update(uctx, gateway.InterimRetry, nil, a.r.paced.EditTurn(lane, pace.Final, time.Now()), a.req.Channel, ts,
+		gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: []gateway.Button{}})
 	if err != nil {
 		log.Warn("tool approval prompt not updated", zap.Error(err))
 	}
@@ -260,13 +261,13 @@ func approvalText(asker string, calls []*toolCall, foreign string) string {
 }
 
 // approvalButtons are the prompt's buttons; forThread offers Allow for this thread too.
-func approvalButtons(ref ApprovalRef, forThread bool) []Button {
+func approvalButtons(ref ApprovalRef, forThread bool) []gateway.Button {
 	v := ref.Value()
-	bs := []Button{{ActionID: ActionToolAllowOnce, Text: "Allow once", Value: v, Style: "primary"}}
+	bs := []gateway.Button{{ActionID: ActionToolAllowOnce, Text: "Allow once", Value: v, Style: "primary"}}
 	if forThread {
-		bs = append(bs, Button{ActionID: ActionToolAllowThread, Text: "Allow for this thread", Value: v})
+		bs = append(bs, gateway.Button{ActionID: ActionToolAllowThread, Text: "Allow for this thread", Value: v})
 	}
-	return append(bs, Button{ActionID: ActionToolDeny, Text: "Deny", Value: v, Style: "danger"})
+	return append(bs, gateway.Button{ActionID: ActionToolDeny, Text: "Deny", Value: v, Style: "danger"})
 }
 
 func newApprovalID() string {

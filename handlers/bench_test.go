@@ -9,6 +9,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
@@ -43,14 +44,14 @@ func BenchmarkReply(b *testing.B) {
 				if err := r.Reply(ctx, req); err != nil {
 					b.Fatal(err)
 				}
-				fs.mu.Lock()
-				for _, c := range fs.calls {
-					if c.method != "replies" && c.method != "users.info" {
+				fs.Mu.Lock()
+				for _, c := range fs.Calls {
+					if c.Method != "replies" && c.Method != "users.info" {
 						writes++
 					}
 				}
-				fs.calls, fs.msgs = fs.calls[:0], fs.msgs[:0] // keep the thread small
-				fs.mu.Unlock()
+				fs.Calls, fs.Msgs = fs.Calls[:0], fs.Msgs[:0] // keep the thread small
+				fs.Mu.Unlock()
 			}
 			b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
 		})
@@ -60,7 +61,7 @@ func BenchmarkReply(b *testing.B) {
 // reasoningReplies returns Replies whose model reasons for n tokens, in the content as a <think>
 // block (inContent) or apart (reasoning_content), then answers in 400 tokens, with in-memory Slack
 // and model and budgets that never wait, and a request for it.
-func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, route.ReplyRequest) {
+func reasoningReplies(n int, inContent bool) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
 	var steps []step
 	if inContent {
 		steps = append(steps, step{chunk: llm.Chunk{Content: "<think>\n"}})
@@ -85,9 +86,9 @@ func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, route.ReplyR
 
 // unlimitedReplies returns Replies writing in mode, with in-memory Slack (a thread of one message,
 // question) and model (sending steps) and budgets that never wait, and the request of question.
-func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, *fakeSlack, route.ReplyRequest) {
-	fs := newFakeSlack()
-	fs.threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
+func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
+	fs := gatewaytest.NewSlack()
+	fs.Threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
 	opt := testOptions()
 	opt.Mode = mode
 	opt.Budgets.Edits = pace.NewScheduler(1e9, 1e6)
@@ -115,9 +116,9 @@ func BenchmarkReplyReasoning(b *testing.B) {
 					if err := r.Reply(ctx, req); err != nil {
 						b.Fatal(err)
 					}
-					fs.mu.Lock()
-					fs.calls, fs.msgs = fs.calls[:0], fs.msgs[:0]
-					fs.mu.Unlock()
+					fs.Mu.Lock()
+					fs.Calls, fs.Msgs = fs.Calls[:0], fs.Msgs[:0]
+					fs.Mu.Unlock()
 				}
 			})
 		}

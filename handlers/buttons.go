@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/llmbot/llmbot/gateway"
 )
 
 // Buttons (Block Kit, ReplyOptions.Buttons and ImagineOptions.Buttons). The handlers put them on
@@ -51,14 +53,6 @@ const MaxButtonValue = 2000
 // each part (bytes, at least as many as characters) plus a status note must fit in one section.
 const buttonPartLimit = 2600
 
-// Button is a Block Kit button under a message's text.
-type Button struct {
-	ActionID string
-	Text     string // the label
-	Value    string // what the click carries back (at most MaxButtonValue characters)
-	Style    string // "", "primary" or "danger"
-}
-
 // ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
 // value; the channel comes with the click.
 type ReplyRef struct {
@@ -100,16 +94,16 @@ const (
 	textNoQuestion = "I can't find the question any more (was it deleted?), so I can't answer it again."
 )
 
-func stopButton(ref ReplyRef) Button {
-	return Button{ActionID: ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
+func stopButton(ref ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
 }
 
-func regenerateButton(ref ReplyRef) Button {
-	return Button{ActionID: ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
+func regenerateButton(ref ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
 }
 
 // buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.
-func buttonKey(bs []Button) string {
+func buttonKey(bs []gateway.Button) string {
 	ids := make([]string, len(bs))
 	for i, b := range bs {
 		ids[i] = b.ActionID

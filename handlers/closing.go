@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -183,7 +184,7 @@ func (a *answer) closeStep(ctx context.Context, s sink, step closeStep, c closin
 // answer's thread, marked as a notice (never replayed to the model).
 func (a *answer) postInterrupted(ctx context.Context) error {
 	text := noteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
-	_, err := a.postRetry(ctx, closingRetry, &a.outage, Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove, Done: true}})
+	_, err := a.postRetry(ctx, gateway.ClosingRetry, &a.outage, gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove, Done: true}})
 	if err != nil {
 		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -34,7 +35,7 @@ func TestNewThreadMentionWithForwardedMessage(t *testing.T) {
 				m := mention(text)
 				m.Attachments = []slack.Attachment{{IsShare: true, IsMsgUnfurl: true, AuthorName: "Bob",
 					Text: "deploy of api-7 failed: exit code 137", Fallback: "deploy of api-7 failed: exit code 137"}}
-				rt.slack.threads[testCh+"/"+testTS] = []slack.Message{m}
+				rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{m}
 				rt.req.Text, rt.req.Attachments = text, m.Attachments // from the app_mention: a new thread is not read
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 				reqs := rt.chat.calls()
@@ -63,11 +64,11 @@ func TestSecondQuestionSeesTheFirstAnswer(t *testing.T) {
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U2", "<@UBOT> and leaky buckets?", "1700000000.000050", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
 
 		// Q1 (a new thread) is answered first; its answer's ts is after Q2's.
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if ms := rt.slack.botMessages(testTS); len(ms) != 1 || ms[0].ts <= q2.Timestamp {
+		if ms := rt.slack.BotMessages(testTS); len(ms) != 1 || ms[0].TS <= q2.Timestamp {
 			t.Fatalf("bot messages %+v: want one answer posted after Q2 (%s)", ms, q2.Timestamp)
 		}
 		chat.mu.Lock()
@@ -112,7 +113,7 @@ func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> thanks, and leaky buckets?", "1700000000.000900", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
 		answer("Leaky buckets drain.")
 		req2 := rt.req
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
@@ -145,25 +146,25 @@ func TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne(t *testing.T)
 		}
 		chat.steps = deltas(ws, time.Millisecond)
 		var placeholder string
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if placeholder == "" {
-				placeholder = c.ts // the first update is the placeholder's
+				placeholder = c.TS // the first update is the placeholder's
 			}
-			if c.ts == placeholder {
+			if c.TS == placeholder {
 				return slack.SlackErrorResponse{Err: "cant_update_message"}
 			}
 			return nil
 		}
 		_ = rt.r.Reply(t.Context(), rt.req) // the final write reports part 1's failure
-		if n := len(rt.slack.botMessages(testTS)); n < 3 {
+		if n := len(rt.slack.BotMessages(testTS)); n < 3 {
 			t.Fatalf("%d bot messages, want the placeholder and at least two later parts", n)
 		}
 
-		rt.slack.updateErr = nil
+		rt.slack.UpdateErr = nil
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
 		chat.mu.Lock()
 		chat.steps = deltas([]string{"ok"}, time.Millisecond)
 		chat.mu.Unlock()

@@ -26,9 +26,9 @@ func TestReplyWritesNoControls(t *testing.T) {
 				rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), tt.opt)
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 				for _, method := range []string{"post", "update", "startStream", "appendStream", "stopStream"} {
-					for _, c := range rt.slack.callsOf(method) {
-						if r := firstControl(c.text); r >= 0 {
-							t.Errorf("%s wrote control %U: %q", method, r, c.text)
+					for _, c := range rt.slack.CallsOf(method) {
+						if r := firstControl(c.Text); r >= 0 {
+							t.Errorf("%s wrote control %U: %q", method, r, c.Text)
 						}
 					}
 				}

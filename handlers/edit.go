@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
@@ -80,10 +81,10 @@ func (e *editSink) next(parts []string) (i int, post bool) {
 
 // buttons of the message of part i of n: the last part's (Stop while streaming, Regenerate once
 // final), none on earlier parts.
-func (e *editSink) buttons(i, n int, final bool) []Button {
+func (e *editSink) buttons(i, n int, final bool) []gateway.Button {
 	bs := e.answer.buttons(final)
 	if i < n-1 && bs != nil {
-		return []Button{}
+		return []gateway.Button{}
 	}
 	return bs
 }
@@ -136,7 +137,7 @@ func (e *editSink) visible(md string) string {
 
 // underLoad reports whether the answer's edits come wholeBlocksSpacing or more apart.
 func (e *editSink) underLoad() bool {
-	return e.answer.r.paced.editSpacing() >= wholeBlocksSpacing
+	return e.answer.r.paced.EditSpacing() >= wholeBlocksSpacing
 }
 
 // continueByPost decides how a finished answer's last message gets its end, under load. When an
@@ -159,7 +160,7 @@ func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) 
 		return
 	}
 	if placeholder {
-		e.postHeld = e.answer.r.paced.tryDelete() && e.withdrawOnPost(ctx)
+		e.postHeld = e.answer.r.paced.TryDelete() && e.withdrawOnPost(ctx)
 		return
 	}
 	at := e.tailMD
@@ -228,14 +229,14 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 	}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
-	posts := a.r.paced.postTurn(a.req.Channel).by(by)
+	posts := a.r.paced.PostTurn(a.req.Channel).By(by)
 	noTurn := false
-	t := turn{wait: func(ctx context.Context) error {
-		err := posts.wait(ctx)
+	t := gateway.Turn{Wait: func(ctx context.Context) error {
+		err := posts.Wait(ctx)
 		noTurn = err != nil
 		return err
-	}, throttled: posts.throttled}
-	ts, err := a.r.paced.post(cctx, interimRetry, nil, t, a.req.Channel, a.threadTS, a.placeholder())
+	}, Throttled: posts.Throttled}
+	ts, err := a.r.paced.Post(cctx, gateway.InterimRetry, nil, t, a.req.Channel, a.threadTS, a.placeholder())
 	if noTurn && !by.IsZero() && cctx.Err() == nil {
 		e.placeholderDue = due // no post turn by then: still due, for the writer
 		return
@@ -297,7 +298,7 @@ func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot
 		if wctx.Err() != nil {
 			return false, context.Cause(wctx)
 		}
-		if *snap = mb.latest(*snap); !e.hasFirstText(snap.md) || !e.answer.r.paced.tryDelete() {
+		if *snap = mb.latest(*snap); !e.hasFirstText(snap.md) || !e.answer.r.paced.TryDelete() {
 			continue // nothing to show yet, or no chat.delete token now: an edit turn again, or the next try
 		}
 		if e.withdrawOnPost(ctx) {
@@ -306,7 +307,7 @@ func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot
 		break // not deleted (the token is spent): the text waits for an edit as usual
 	}
 	if post {
-		return true, e.answer.r.paced.postWait(ctx, e.answer.req.Channel)
+		return true, e.answer.r.paced.PostWait(ctx, e.answer.req.Channel)
 	}
 	return false, e.lane.Wait(wctx, e.priority(), since)
 }
@@ -324,7 +325,7 @@ func (e *editSink) hasFirstText(md string) bool {
 // in the channel comes sooner than an edit turn in the workspace).
 func (e *editSink) withdrawOnPost(ctx context.Context) bool {
 	a := e.answer
-	return a.r.paced.postWait(ctx, a.req.Channel) == nil && e.withdrawPlaceholder(ctx)
+	return a.r.paced.PostWait(ctx, a.req.Channel) == nil && e.withdrawPlaceholder(ctx)
 }
 
 // withdrawPlaceholder deletes the bare placeholder, its chat.delete turn taken already, so that the
@@ -334,7 +335,7 @@ func (e *editSink) withdrawOnPost(ctx context.Context) bool {
 // only an answer not shown yet, which every closing path knows.
 func (e *editSink) withdrawPlaceholder(ctx context.Context) bool {
 	a := e.answer
-	if !a.r.paced.deleteHeld(ctx, a.callCtx, a.req.Channel, e.ts[0]) {
+	if !a.r.paced.DeleteHeld(ctx, a.callCtx, a.req.Channel, e.ts[0]) {
 		return false
 	}
 	a.log.Debug("no edit turn soon: the placeholder is withdrawn and the text posted")
@@ -353,7 +354,7 @@ func (e *editSink) turnSoon(ctx context.Context, prio pace.Priority, since time.
 // call's own context ended, so a post may have landed all the same.
 func (e *editSink) writePart(ctx context.Context, parts []string, i int, post bool) (cut bool, err error) {
 	a := e.answer
-	msg := Msg{Text: parts[i], Mark: a.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
+	msg := gateway.Msg{Text: parts[i], Mark: a.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
 	cctx, cancel := a.callCtx(ctx)
 	defer cancel()
 	if post {
@@ -365,7 +366,7 @@ func (e *editSink) writePart(ctx context.Context, parts []string, i int, post bo
 }
 
 // postPart posts msg as the answer's next message.
-func (e *editSink) postPart(ctx context.Context, msg Msg) error {
+func (e *editSink) postPart(ctx context.Context, msg gateway.Msg) error {
 	a := e.answer
 	ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 	if err != nil {
@@ -381,9 +382,9 @@ func (e *editSink) postPart(ctx context.Context, msg Msg) error {
 }
 
 // editPart writes msg into the message of part i.
-func (e *editSink) editPart(ctx context.Context, i int, msg Msg) error {
+func (e *editSink) editPart(ctx context.Context, i int, msg gateway.Msg) error {
 	a := e.answer
-	if err := idempotent(a.r.msgs.Update(ctx, a.req.Channel, e.ts[i], msg)); err != nil {
+	if err := gateway.Idempotent(a.r.msgs.Update(ctx, a.req.Channel, e.ts[i], msg)); err != nil {
 		return err
 	}
 	if i == 0 && e.shown[0] == "" {
@@ -421,9 +422,9 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 	if ctx.Err() != nil {
 		return false
 	}
-	if ra, ok := rateLimited(err); ok {
+	if ra, ok := gateway.RateLimited(err); ok {
 		if post {
-			a.r.paced.postThrottled(a.req.Channel, ra)
+			a.r.paced.PostThrottled(a.req.Channel, ra)
 		} else {
 			e.lane.Throttled(ra)
 		}
@@ -452,7 +453,7 @@ func (f *interimFailures) succeeded() { f.fails, f.outage = 0, 0 }
 // is having trouble (5xx, network) longer after each failure in a row, so the writer goes on with
 // the freshest text once Slack is back; 0 after an error that is not transient.
 func (f *interimFailures) failed(err error) time.Duration {
-	if !transient(err) {
+	if !gateway.Transient(err) {
 		if f.fails++; f.fails >= maxInterimFailures {
 			f.broken = true
 		}
@@ -464,11 +465,11 @@ func (f *interimFailures) failed(err error) time.Duration {
 
 // interimBackoff is the pause before an interim write after n transient failures in a row.
 func interimBackoff(n int) time.Duration {
-	d := firstBackoff
-	for ; n > 1 && d < maxBackoff; n-- {
+	d := gateway.FirstBackoff
+	for ; n > 1 && d < gateway.MaxBackoff; n-- {
 		d *= 2
 	}
-	return min(d, maxBackoff)
+	return min(d, gateway.MaxBackoff)
 }
 
 // final writes the whole answer md with its note and mark kind into the answer's messages: each
@@ -496,7 +497,7 @@ func (e *editSink) final(ctx context.Context, c closing) error {
 		e.answer.closedInJournal() // the tidy edits below need no record: a crash now leaves the answer whole
 	}
 	for _, i := range later {
-		msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+		msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 		if err := e.finalEdit(ctx, i, msg, pace.Tidy, c.turnBy); err != nil {
 			if !e.closed {
 				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
@@ -546,7 +547,7 @@ func withNote(parts []string, note string) []string {
 // message, or nothing now when only its buttons change (deferred: edited once the rest landed). It
 // returns the write's error, and stop when the final write stops there.
 func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closing) (deferred, stop bool, err error) {
-	msg := Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+	msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 	switch {
 	case i >= len(e.ts):
 		err = e.postFinal(ctx, i, msg)
@@ -563,10 +564,10 @@ func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closi
 }
 
 // postFinal posts msg as the message of part i, the next after those shown.
-func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
+func (e *editSink) postFinal(ctx context.Context, i int, msg gateway.Msg) error {
 	a := e.answer
-	posts := a.r.paced.postTurn(a.req.Channel).held(&e.postHeld) // held: taken by continueByPost
-	ts, err := a.r.paced.post(ctx, closingRetry, &a.outage, posts, a.req.Channel, a.threadTS, msg)
+	posts := a.r.paced.PostTurn(a.req.Channel).Held(&e.postHeld) // held: taken by continueByPost
+	ts, err := a.r.paced.Post(ctx, gateway.ClosingRetry, &a.outage, posts, a.req.Channel, a.threadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 	}
@@ -579,12 +580,12 @@ func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 // editFinal writes msg into the message of part i. When the answer's last message refuses the edit,
 // its part is posted anew in its place (repost); the edit's error is returned even then, and stop
 // when the final write cannot go on.
-func (e *editSink) editFinal(ctx context.Context, i int, msg Msg, by time.Time) (stop bool, err error) {
+func (e *editSink) editFinal(ctx context.Context, i int, msg gateway.Msg, by time.Time) (stop bool, err error) {
 	if err = e.finalEdit(ctx, i, msg, pace.Final, by); err == nil {
 		return false, nil
 	}
 	err = fmt.Errorf("chat.update part %d: %w", i+1, err)
-	if !repostRefused(i == len(e.ts)-1, slackErr(err) == "message_not_found", ctx.Err() == nil, !by.IsZero()) {
+	if !repostRefused(i == len(e.ts)-1, gateway.SlackErr(err) == "message_not_found", ctx.Err() == nil, !by.IsZero()) {
 		return true, err
 	}
 	if perr := e.repost(ctx, i, msg); perr != nil {
@@ -594,21 +595,21 @@ func (e *editSink) editFinal(ctx context.Context, i int, msg Msg, by time.Time) 
 }
 
 // repost posts part i anew, for its message (the last) refused the final edit (cant_update_message,
-// or Slack kept refusing beyond finalOutage): its text goes in a new message below it, which then
+// or Slack kept refusing beyond gateway.FinalOutage): its text goes in a new message below it, which then
 // takes its place (it is deleted; if it cannot be, its text shows twice rather than not at all), the
-// later parts after that. The post has a short outage window of its own (replaceRetry): the answer's
+// later parts after that. The post has a short outage window of its own (gateway.ReplaceRetry): the answer's
 // may have run out on the edits, and a Slack that is down must not hold the thread's turn twice as
 // long.
-func (e *editSink) repost(ctx context.Context, i int, msg Msg) error {
+func (e *editSink) repost(ctx context.Context, i int, msg gateway.Msg) error {
 	a := e.answer
 	old := e.ts[i]
 	msg.Mark.Replaces = old // if old stays (its delete fails), Build skips it
-	ts, err := a.postRetry(ctx, replaceRetry, nil, msg)
+	ts, err := a.postRetry(ctx, gateway.ReplaceRetry, nil, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d anew: %w", i+1, err)
 	}
-	a.outage.end() // Slack took a post: a later failure starts a new outage
-	if err := a.deleteMessage(ctx, replaceRetry, time.Time{}, old); err != nil {
+	a.outage.End() // Slack took a post: a later failure starts a new outage
+	if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, old); err != nil {
 		a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(err))
 	}
 	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
@@ -633,12 +634,12 @@ func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.M
 }
 
 // finalEdit writes msg into part i's message, waiting its turn in the edit budget at prio (until by
-// at shutdown; at once when a turn is held, see continueByPost) and retrying under closingRetry.
-func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, prio pace.Priority, by time.Time) error {
+// at shutdown; at once when a turn is held, see continueByPost) and retrying under gateway.ClosingRetry.
+func (e *editSink) finalEdit(ctx context.Context, i int, msg gateway.Msg, prio pace.Priority, by time.Time) error {
 	a := e.answer
 	ts := e.ts[i]
-	edits := a.r.paced.editTurn(e.lane, prio, a.unshown).by(by).held(&e.slotHeld) // held: taken by continueByPost
-	err := a.r.paced.update(ctx, closingRetry, &a.outage, edits, a.req.Channel, ts, msg)
+	edits := a.r.paced.EditTurn(e.lane, prio, a.unshown).By(by).Held(&e.slotHeld) // held: taken by continueByPost
+	err := a.r.paced.Update(ctx, gateway.ClosingRetry, &a.outage, edits, a.req.Channel, ts, msg)
 	if err == nil {
 		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
 		e.edits++
@@ -675,11 +676,11 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 	ctx, cancel := context.WithTimeout(ctx, adoptReadTimeout)
 	defer cancel()
 	var msgs []slack.Message
-	read, err := a.r.paced.readOnce(ctx, func(ctx context.Context) (err error) {
+	read, err := a.r.paced.ReadOnce(ctx, func(ctx context.Context) (err error) {
 		if a.threadTS != "" {
-			msgs, _, err = a.r.reads.thread.Replies(ctx, a.req.Channel, a.threadTS)
+			msgs, _, err = a.r.reads.Thread.Replies(ctx, a.req.Channel, a.threadTS)
 		} else {
-			msgs, err = a.r.reads.thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
+			msgs, err = a.r.reads.Thread.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 		}
 		return err
 	})
@@ -716,7 +717,7 @@ func (e *editSink) shows() showing {
 func (e *editSink) placeholderTS() string { return e.firstTS() }
 
 // progress: an edited answer's placeholder says "Thinking…"; it shows no steps.
-func (e *editSink) progress(context.Context, ...Task) {}
+func (e *editSink) progress(context.Context, ...gateway.Task) {}
 
 // stoppedByUser: an edited answer stopped by our Stop button closes like any other, with its text.
 func (e *editSink) stoppedByUser() {}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -52,8 +53,8 @@ type feedbackValue struct {
 // feedbackButton is the 👍/👎 pair of the answer ref: one Button with ActionFeedback, whose Value
 // is the ReplyRef; the Slack adapter shows it as a feedback_buttons element and gives each side
 // its value (FeedbackValues).
-func feedbackButton(ref ReplyRef) Button {
-	return Button{ActionID: ActionFeedback, Text: labelGood + "/" + labelBad, Value: ref.Value()}
+func feedbackButton(ref ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: ActionFeedback, Text: labelGood + "/" + labelBad, Value: ref.Value()}
 }
 
 // FeedbackValues are the values of the 👍 and 👎 of a feedback Button (its Value a ReplyRef's).
@@ -109,14 +110,14 @@ type FeedbackOptions struct {
 // Feedback serves the feedback buttons and the 👎 modal.
 type Feedback struct {
 	views Views
-	msgs  Messenger
+	msgs  gateway.Messenger
 	links Permalinks
 	log   *zap.Logger
 	opt   FeedbackOptions
 }
 
 // NewFeedback returns Feedback over Slack's modals, messages and permalinks.
-func NewFeedback(v Views, m Messenger, l Permalinks, log *zap.Logger, opt FeedbackOptions) *Feedback {
+func NewFeedback(v Views, m gateway.Messenger, l Permalinks, log *zap.Logger, opt FeedbackOptions) *Feedback {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -210,7 +211,7 @@ func (f *Feedback) link(ctx context.Context, channel, ts string) string {
 
 // post posts text in the feedback channel.
 func (f *Feedback) post(ctx context.Context, text string) error {
-	if _, err := f.msgs.Post(ctx, f.opt.Channel, "", Msg{Text: text}); err != nil {
+	if _, err := f.msgs.Post(ctx, f.opt.Channel, "", gateway.Msg{Text: text}); err != nil {
 		return fmt.Errorf("post to the feedback channel: %w", err)
 	}
 	return nil

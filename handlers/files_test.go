@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/route"
 )
@@ -119,7 +120,7 @@ func TestReadFiles(t *testing.T) {
 				info: map[string]slack.File{"F7": privateFile("F7", "notes.txt", "text/plain", 5)}}
 			opt := testOptions()
 			opt.Files = FileOptions{Files: files, Vision: tc.vision, MaxText: 12, MaxBytes: 20 << 20}
-			r := NewReplies(newFakeSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
+			r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
 			a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
 			trigger := mention("<@UBOT> look")
 			trigger.Files = []slack.File{tc.file}
@@ -149,7 +150,7 @@ func TestReadFilesPictureSlots(t *testing.T) {
 		files := &fakeFiles{data: map[string][]byte{}, pause: 100 * time.Millisecond}
 		opt := testOptions()
 		opt.Files = FileOptions{Files: files, Pictures: media.NewPreparer(1)}
-		r := NewReplies(newFakeSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
+		r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
 		a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
 		trigger := mention("<@UBOT> compare")
 		for _, id := range []string{"P1", "P2", "P3", "P4"} {
@@ -181,7 +182,7 @@ func TestReadFilesOrder(t *testing.T) {
 	files := &fakeFiles{data: map[string][]byte{}}
 	opt := testOptions()
 	opt.Files = FileOptions{Files: files, MaxFiles: 3}
-	r := NewReplies(newFakeSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
+	r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
 	a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
 	msg := func(ts, user, botID string, ids ...string) slack.Message {
 		var m slack.Message
@@ -222,7 +223,7 @@ func TestReadFilePanicIsItsNote(t *testing.T) {
 	files := &panickyFiles{fakeFiles: fakeFiles{data: map[string][]byte{"F2": []byte("boom!")}, errs: map[string]error{}}, panics: "F1"}
 	opt := testOptions()
 	opt.Files = FileOptions{Files: files, Vision: VisionAuto, MaxText: 12, MaxBytes: 20 << 20}
-	r := NewReplies(newFakeSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
+	r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
 	a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
 	trigger := mention("<@UBOT> look")
 	trigger.Files = []slack.File{privateFile("F1", "evil.txt", "text/plain", 5), privateFile("F2", "app.log", "text/plain", 5)}

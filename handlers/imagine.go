@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/slackmd"
@@ -45,8 +46,8 @@ const CommandImagine = "/imagine"
 // Imagine makes a picture for /imagine and uploads it to the channel.
 type Imagine struct {
 	img  Imager
-	up   Uploader
-	resp Responder
+	up   gateway.Uploader
+	resp gateway.Responder
 	log  *zap.Logger
 	opt  ImagineOptions
 
@@ -80,7 +81,7 @@ func (u *userJobs) prune(now time.Time) {
 func (u *userJobs) count() int { return u.running + len(u.accepted) }
 
 // NewImagine returns Imagine over the given image, upload and response_url interfaces.
-func NewImagine(img Imager, up Uploader, r Responder, log *zap.Logger, opt ImagineOptions) *Imagine {
+func NewImagine(img Imager, up gateway.Uploader, r gateway.Responder, log *zap.Logger, opt ImagineOptions) *Imagine {
 	if opt.MaxPerUser <= 0 {
 		opt.MaxPerUser = 2
 	}
@@ -169,11 +170,11 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	if rp := strings.TrimSpace(img.RevisedPrompt); rp != "" && rp != prompt {
 		comment += "\n_Revised prompt: " + escape(oneLine(slackmd.Neutralise(rp), 1000)) + "_"
 	}
-	var buttons []Button
+	var buttons []gateway.Button
 	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {
-		buttons = []Button{{ActionID: ActionImagineAgain, Text: labelAnother, Value: prompt}}
+		buttons = []gateway.Button{{ActionID: ActionImagineAgain, Text: labelAnother, Value: prompt}}
 	}
-	err = i.upload(jctx, log, Upload{
+	err = i.upload(jctx, log, gateway.Upload{
 		Channel:  req.Channel,
 		Filename: "image." + ext,
 		Title:    truncateRunes(oneLine(prompt, maxTitle), maxTitle),
@@ -201,10 +202,10 @@ const maxUploadAttempts = 3
 
 // upload shares the picture, waiting out a 429's Retry-After (the picture is made, and paid for)
 // while the job's time allows.
-func (i *Imagine) upload(ctx context.Context, log *zap.Logger, u Upload) error {
+func (i *Imagine) upload(ctx context.Context, log *zap.Logger, u gateway.Upload) error {
 	for attempt := 1; ; attempt++ {
 		err := i.up.UploadImage(ctx, u)
-		ra, limited := rateLimited(err)
+		ra, limited := gateway.RateLimited(err)
 		if !limited || attempt == maxUploadAttempts {
 			return err
 		}
@@ -306,7 +307,7 @@ func imageFailure(ctx context.Context, err error) string {
 
 // uploadFailure is what the user is told when the upload failed.
 func (i *Imagine) uploadFailure(ctx context.Context, channel string, err error) string {
-	switch slackErr(err) {
+	switch gateway.SlackErr(err) {
 	case "not_in_channel", "channel_not_found":
 		if strings.HasPrefix(channel, "D") { // a DM between people: no one can add an app to it
 			return "I can't post in this conversation: apps can only post in direct messages with themselves. " +

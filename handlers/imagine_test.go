@@ -15,13 +15,15 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 )
 
 var pngBytes = []byte("\x89PNG\r\n\x1a\n fake image bytes")
 
-func newImagineTest(t *testing.T, img *fakeImager) (*Imagine, *fakeSlack) {
-	fs := newFakeSlack()
+func newImagineTest(t *testing.T, img *fakeImager) (*Imagine, *gatewaytest.Slack) {
+	fs := gatewaytest.NewSlack()
 	return NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot", Model: "gpt-image-1"}), fs
 }
 
@@ -43,11 +45,11 @@ func TestImagineUploadsToChannel(t *testing.T) {
 			t.Errorf("Accept of a long prompt = %q, want it cut with one ellipsis", long)
 		}
 		mustNoErr(t, im.Run(t.Context(), req))
-		ups := fs.callsOf("upload")
+		ups := fs.CallsOf("upload")
 		if len(ups) != 1 {
 			t.Fatalf("uploads = %d, want 1", len(ups))
 		}
-		u := ups[0].upload
+		u := ups[0].Upload
 		if u.Channel != "C1" || u.ThreadTS != "" || u.Filename != "image.png" || !bytes.Equal(u.Data, pngBytes) {
 			t.Errorf("upload = %+v, want the exact bytes as image.png at the channel's top level", u)
 		}
@@ -62,7 +64,7 @@ func TestImagineUploadsToChannel(t *testing.T) {
 		if r := img.requests[0]; r.Prompt != "a lighthouse at dawn <b>" || r.Model != "gpt-image-1" || r.User == "" || strings.Contains(r.User, "U1") {
 			t.Errorf("image request = %+v, want the prompt, the model and a hashed user", r)
 		}
-		if n := len(fs.callsOf("respond")); n != 0 {
+		if n := len(fs.CallsOf("respond")); n != 0 {
 			t.Errorf("responses = %d, want none on success", n)
 		}
 	})
@@ -85,7 +87,7 @@ func TestImagineAltTextBounded(t *testing.T) {
 		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "jpeg"}}
 		im, fs := newImagineTest(t, img)
 		mustNoErr(t, im.Run(t.Context(), imagineReq(strings.Repeat("é", 1500))))
-		u := fs.callsOf("upload")[0].upload
+		u := fs.CallsOf("upload")[0].Upload
 		if n := len([]rune(u.AltText)); n != 1000 {
 			t.Errorf("alt text = %d runes, want 1000", n)
 		}
@@ -116,15 +118,15 @@ func TestImagineErrorsArePrivate(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				img := &fakeImager{wait: tt.imgWait, err: tt.imgErr, img: &llm.Image{Data: pngBytes, Format: "png"}}
 				im, fs := newImagineTest(t, img)
-				fs.uploadErr = func(int, call) error { return tt.uploadErr }
+				fs.UploadErr = func(int, gatewaytest.Call) error { return tt.uploadErr }
 				if err := im.Run(t.Context(), imagineReq("a cat")); err == nil {
 					t.Error("Run = nil, want the error")
 				}
-				rs := fs.callsOf("respond")
-				if len(rs) != 1 || !strings.Contains(rs[0].text, tt.want) || rs[0].thread != "https://hooks.slack.test/r/1" {
+				rs := fs.CallsOf("respond")
+				if len(rs) != 1 || !strings.Contains(rs[0].Text, tt.want) || rs[0].Thread != "https://hooks.slack.test/r/1" {
 					t.Fatalf("responses = %+v, want one via the response_url containing %q", rs, tt.want)
 				}
-				if strings.Contains(rs[0].text, "sk-abc") {
+				if strings.Contains(rs[0].Text, "sk-abc") {
 					t.Error("the API key reached Slack")
 				}
 			})
@@ -150,7 +152,7 @@ func TestImaginePerUserBound(t *testing.T) {
 		if err := im.Run(t.Context(), imagineReq("a third cat")); !errors.Is(err, ErrIgnored) {
 			t.Errorf("Run over the bound = %v, want ErrIgnored", err)
 		}
-		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "already have 2 images") {
+		if rs := fs.CallsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].Text, "already have 2 images") {
 			t.Errorf("responses = %+v, want one refusal", rs)
 		}
 		wg.Wait()
@@ -214,7 +216,7 @@ func TestImagineShutdown(t *testing.T) {
 		if err := im.Run(ctx, imagineReq("a cat")); err == nil {
 			t.Error("Run = nil, want the error")
 		}
-		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "the bot is restarting") {
+		if rs := fs.CallsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].Text, "the bot is restarting") {
 			t.Errorf("responses = %+v, want the restart notice (sent after cancellation)", rs)
 		}
 	})
@@ -227,7 +229,7 @@ func TestImagineUploadWaitsOutRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
 		im, fs := newImagineTest(t, img)
-		fs.uploadErr = func(n int, _ call) error {
+		fs.UploadErr = func(n int, _ gatewaytest.Call) error {
 			if n == 1 {
 				return fmt.Errorf("files.upload: GetUploadURLExternal: %w", &slack.RateLimitedError{RetryAfter: 5 * time.Second})
 			}
@@ -235,14 +237,14 @@ func TestImagineUploadWaitsOutRateLimit(t *testing.T) {
 		}
 		start := time.Now()
 		err := im.Run(t.Context(), imagineReq("a cat"))
-		ups := fs.callsOf("upload")
+		ups := fs.CallsOf("upload")
 		if err != nil || len(ups) != 2 {
 			t.Fatalf("Run = %v with %d uploads, want nil after a second upload once Retry-After passed", err, len(ups))
 		}
-		if d := ups[1].at.Sub(start); d < 5*time.Second {
+		if d := ups[1].At.Sub(start); d < 5*time.Second {
 			t.Errorf("second upload %v after the first, want at least Retry-After (5s)", d)
 		}
-		if rs := fs.callsOf("respond"); len(rs) != 0 {
+		if rs := fs.CallsOf("respond"); len(rs) != 0 {
 			t.Errorf("responses = %+v, want none: the picture was posted", rs)
 		}
 	})
@@ -257,18 +259,18 @@ func TestImagineNotInDMNoInviteAdvice(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
 				im, fs := newImagineTest(t, img)
-				fs.uploadErr = func(int, call) error { return slack.SlackErrorResponse{Err: code} }
+				fs.UploadErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: code} }
 				req := imagineReq("a cat")
 				req.Channel = "D0123ABCD"
 				if err := im.Run(t.Context(), req); err == nil {
 					t.Error("Run = nil, want the error")
 				}
-				rs := fs.callsOf("respond")
+				rs := fs.CallsOf("respond")
 				if len(rs) != 1 {
 					t.Fatalf("responses = %+v, want one", rs)
 				}
-				if strings.Contains(rs[0].text, "/invite") {
-					t.Errorf("response %q tells the person to /invite the bot into a direct message, which Slack does not allow", rs[0].text)
+				if strings.Contains(rs[0].Text, "/invite") {
+					t.Errorf("response %q tells the person to /invite the bot into a direct message, which Slack does not allow", rs[0].Text)
 				}
 			})
 		})
@@ -279,7 +281,7 @@ func TestImagineNotInDMNoInviteAdvice(t *testing.T) {
 // (the HTTP client reports ctx.Err(), not its cause).
 type blockingUploader struct{}
 
-func (blockingUploader) UploadImage(ctx context.Context, u Upload) error {
+func (blockingUploader) UploadImage(ctx context.Context, u gateway.Upload) error {
 	<-ctx.Done()
 	return fmt.Errorf("files.upload: UploadToURL: %w", &url.Error{Op: "Post", URL: "https://files.slack.com/upload/v1/x", Err: ctx.Err()})
 }
@@ -291,12 +293,12 @@ func (blockingUploader) UploadImage(ctx context.Context, u Upload) error {
 func TestImagineShutdownDuringUploadIsShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		im := NewImagine(img, blockingUploader{}, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot"})
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
 		err := im.Run(ctx, imagineReq("a cat"))
-		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "the bot is restarting") {
+		if rs := fs.CallsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].Text, "the bot is restarting") {
 			t.Errorf("responses = %+v, want the restart notice", rs)
 		}
 		if !errors.Is(err, ErrShutdown) {
@@ -337,17 +339,17 @@ func TestImagineUploadFailureTexts(t *testing.T) {
 func TestImagineUploadRateLimitBeyondTheJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		im := NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot", Timeout: time.Minute})
-		fs.uploadErr = func(int, call) error { return &slack.RateLimitedError{RetryAfter: 2 * time.Minute} }
+		fs.UploadErr = func(int, gatewaytest.Call) error { return &slack.RateLimitedError{RetryAfter: 2 * time.Minute} }
 		start := time.Now()
 		if err := im.Run(t.Context(), imagineReq("a cat")); err == nil {
 			t.Error("Run = nil, want the rate limit")
 		}
-		if ups, took := len(fs.callsOf("upload")), time.Since(start); ups != 1 || took > 0 {
+		if ups, took := len(fs.CallsOf("upload")), time.Since(start); ups != 1 || took > 0 {
 			t.Errorf("%d uploads over %v, want one and no wait", ups, took)
 		}
-		if rs := fs.callsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].text, "rate limiting") {
+		if rs := fs.CallsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].Text, "rate limiting") {
 			t.Errorf("responses = %+v, want the rate limit explained", rs)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -47,7 +48,7 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 		for i := range answers {
 			req := testRequest()
 			req.Channel = fmt.Sprint("C", i)
-			fs.threads[req.Channel+"/"+testTS] = fs.threads[testCh+"/"+testTS]
+			fs.Threads[req.Channel+"/"+testTS] = fs.Threads[testCh+"/"+testTS]
 			id := route.AnswerID(req.Channel, req.TS)
 			ids = append(ids, id)
 			j.answers[id] = state.Answer{ID: id, Channel: req.Channel, ThreadTS: testTS, TS: testTS, Owner: "me"}
@@ -58,18 +59,18 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 		want := strings.TrimSpace(strings.ReplaceAll(joined(ws), "\n\n", " "))
 		stale := 0
 		for i := range answers {
-			ms := fs.messagesIn(fmt.Sprint("C", i))
+			ms := messagesIn(fs, fmt.Sprint("C", i))
 			if got := shownText(fs, fmt.Sprint("C", i)); got != want {
 				t.Fatalf("answer %d shows %q 3 s after the model's last token\nwant %q", i, got, want)
 			}
-			if last := ms[len(ms)-1]; !last.mark.Done {
-				t.Errorf("answer %d: its last message's mark %+v; want it done", i, last.mark)
+			if last := ms[len(ms)-1]; !last.Mark.Done {
+				t.Errorf("answer %d: its last message's mark %+v; want it done", i, last.Mark)
 			}
 			for _, m := range ms[:len(ms)-1] {
-				if m.mark.Done {
-					t.Errorf("answer %d: an earlier message is marked done: %+v", i, m.mark)
+				if m.Mark.Done {
+					t.Errorf("answer %d: an earlier message is marked done: %+v", i, m.Mark)
 				}
-				if buttonKey(m.buttons) != "" {
+				if buttonKey(m.Buttons) != "" {
 					stale++
 				}
 			}
@@ -94,9 +95,9 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 		survivor := opt
 		survivor.Journal = nil
 		NewOrphanCloser(fs, fs, zap.NewNop(), survivor).CloseOrphans(t.Context(), orphans)
-		for _, c := range append(fs.callsOf("post"), fs.callsOf("update")...) {
-			if c.mark.Note == textOrphaned || c.mark.Note == textOrphanedNothing {
-				t.Errorf("the survivor wrote over a finished answer: %s %s %q", c.method, c.ts, c.text)
+		for _, c := range append(fs.CallsOf("post"), fs.CallsOf("update")...) {
+			if c.Mark.Note == textOrphaned || c.Mark.Note == textOrphanedNothing {
+				t.Errorf("the survivor wrote over a finished answer: %s %s %q", c.Method, c.TS, c.Text)
 			}
 		}
 		if got := orphans.closedIDs(); len(got) != answers {
@@ -122,12 +123,12 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
+				fs := gatewaytest.NewSlack()
 				ts := slackTS(time.Now().Add(-tc.age))
 				m := slack.Message{}
 				m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", "Half an answer", ts, testTS
 				m.Metadata = convo.Mark{Kind: convo.MarkAnswer, Question: testTS}.Metadata()
-				fs.threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion), m}
+				fs.Threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion), m}
 				id := route.AnswerID(testCh, testTS)
 				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: testCh, ThreadTS: testTS,
 					TS: testTS, Owner: "dead", Messages: []string{ts}}}, orphaned: []string{id}}
@@ -137,19 +138,19 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 				if tc.editedIn > 0 {
 					go func() {
 						time.Sleep(tc.editedIn)
-						fs.mu.Lock()
-						defer fs.mu.Unlock()
-						edited := fs.threads[testCh+"/"+testTS][1]
+						fs.Mu.Lock()
+						defer fs.Mu.Unlock()
+						edited := fs.Threads[testCh+"/"+testTS][1]
 						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: slackTS(time.Now())}
-						fs.threads[testCh+"/"+testTS][1] = edited
+						fs.Threads[testCh+"/"+testTS][1] = edited
 					}()
 				}
 				NewOrphanCloser(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
-				ups := fs.callsOf("update")
-				if len(ups) != 1 || ups[0].mark.Note != textOrphaned {
+				ups := fs.CallsOf("update")
+				if len(ups) != 1 || ups[0].Mark.Note != textOrphaned {
 					t.Fatalf("updates %+v; want the interrupted note", ups)
 				}
-				if got := ups[0].at.Sub(start); got != tc.wantWait {
+				if got := ups[0].At.Sub(start); got != tc.wantWait {
 					t.Errorf("closed %v after the sweep; want %v", got, tc.wantWait)
 				}
 			})
@@ -162,7 +163,7 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 // read comes with the next token, not after every orphan's.
 func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		opt := buttonOptions()
 		opt.Budgets.Reads = pace.NewBucket(60, 1) // a read a second
 		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt)
@@ -179,7 +180,7 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 		wg.Go(func() { oc.CloseOrphans(t.Context(), j) })
 		time.Sleep(1500 * time.Millisecond) // the orphans are being closed, a read a second
 		asked := time.Now()
-		_, _, err := r.reads.replies(t.Context(), testCh, testTS)
+		_, _, err := r.reads.Replies(t.Context(), testCh, testTS)
 		mustNoErr(t, err)
 		if took := time.Since(asked); took > time.Second {
 			t.Errorf("the read of an answer asking now waited %v behind the orphans; want the next token, within 1s", took)
@@ -201,20 +202,20 @@ func TestRescuedAnswerLeavesTheJournalBeforeItsDeletes(t *testing.T) {
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		opt.Journal = j
 		deletesAtClose := -1
-		j.onClose = func() { deletesAtClose = len(fs.callsOf("delete")) }
-		fs.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
+		j.onClose = func() { deletesAtClose = len(fs.CallsOf("delete")) }
+		fs.StopErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
 		ws := lines(6)
 		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
 		_ = NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
-		posts, deletes := fs.callsOf("post"), fs.callsOf("delete")
+		posts, deletes := fs.CallsOf("post"), fs.CallsOf("delete")
 		if len(posts) == 0 || len(deletes) == 0 {
 			t.Fatalf("posts %d, deletes %d: the answer was not rescued", len(posts), len(deletes))
 		}
 		if deletesAtClose != 0 {
 			t.Errorf("the record was removed after %d of the streamed messages' deletes; want before them", deletesAtClose)
 		}
-		if last := posts[len(posts)-1]; !last.mark.Done {
-			t.Errorf("the rescue's last post is marked %+v; want done", last.mark)
+		if last := posts[len(posts)-1]; !last.Mark.Done {
+			t.Errorf("the rescue's last post is marked %+v; want done", last.Mark)
 		}
 	})
 }
@@ -235,7 +236,7 @@ func TestAnswerSaysWhenItsCloseDidNotLand(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := newQuestionSlack()
 				if tc.refuse {
-					fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
+					fs.UpdateErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
 				}
 				chat := &fakeChat{steps: deltas(paragraphs(4), 500*time.Millisecond)}
 				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), testOptions()).Reply(t.Context(), testRequest())

@@ -30,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/route"
 )
@@ -38,9 +39,9 @@ import (
 type answer struct {
 	// cancelNanos is when the answer's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
 	cancelNanos atomic.Int64
-	// outage is the one the answer's closing writes wait out together (closingRetry), however many
+	// outage is the one the answer's closing writes wait out together (gateway.ClosingRetry), however many
 	// parts they write.
-	outage outage
+	outage gateway.Outage
 
 	r        *Replies
 	req      route.ReplyRequest
@@ -79,7 +80,7 @@ type answer struct {
 	// unjournaled: the answer's journal record is closed (closedInJournal), which is done once.
 	unjournaled bool
 	// fence marks the answer's writes for the Fence (nil: before run).
-	fence *fenceMark
+	fence *gateway.FenceMark
 
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
@@ -94,8 +95,8 @@ type answer struct {
 // run takes the answer through its lifecycle, and always ends with its closing writes once
 // anything shows.
 func (a *answer) run(parent context.Context, thread []slack.Message) (err error) {
-	a.fence = &fenceMark{id: route.AnswerID(a.req.Channel, a.req.TS)}
-	ctx, cancel := context.WithCancelCause(withFence(parent, a.fence))
+	a.fence = &gateway.FenceMark{ID: route.AnswerID(a.req.Channel, a.req.TS)}
+	ctx, cancel := context.WithCancelCause(gateway.WithFence(parent, a.fence))
 	defer cancel(nil)
 	a.cancel = cancel
 	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })
@@ -117,7 +118,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
 
 	if thread == nil && !a.startsThread() { // the thread is read: that is shown
-		s.progress(ctx, Task{ID: taskRead, Title: titleRead, Status: TaskInProgress})
+		s.progress(ctx, gateway.Task{ID: taskRead, Title: titleRead, Status: gateway.TaskInProgress})
 	}
 	stopIdle := a.idleDuring(ctx, s)
 	defer stopIdle() // a panic in prepare must not leave it running
@@ -318,7 +319,7 @@ func (a *answer) findQuestion(thread []slack.Message) (_ []slack.Message, trigge
 
 // finish closes the answer c. The last write always lands: it may wait its turn in the budget as
 // long as the answer lives, and once the answer is cancelled it still has until closeBy. Its
-// transient failures are retried within that (closingRetry), for at most finalOutage.
+// transient failures are retried within that (gateway.ClosingRetry), for at most gateway.FinalOutage.
 func (a *answer) finish(ctx context.Context, s sink, c closing) error {
 	if a.replacesAbove && c.kind == convo.MarkAnswer {
 		c.note = strings.TrimSpace(textReplacesAbove + " " + c.note)

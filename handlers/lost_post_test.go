@@ -11,6 +11,8 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 )
@@ -26,15 +28,15 @@ func slowSecondPart(a, b string) []step {
 }
 
 // lagPoster is a Slack whose chat.postMessage, between from and to, posts the message but answers
-// only after 12 s: a caller that gives up sooner (writeCallTimeout, 10 s) gets its context's error
+// only after 12 s: a caller that gives up sooner (gateway.WriteCallTimeout, 10 s) gets its context's error
 // although the message was posted.
 type lagPoster struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	from, to time.Time
 }
 
-func (s lagPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
-	ts, err := s.fakeSlack.Post(ctx, channel, threadTS, m)
+func (s lagPoster) Post(ctx context.Context, channel, threadTS string, m gateway.Msg) (string, error) {
+	ts, err := s.Slack.Post(ctx, channel, threadTS, m)
 	if err != nil {
 		return ts, err
 	}
@@ -52,14 +54,14 @@ func (s lagPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (s
 
 // checkPart2OnceWithoutStop fails the test unless the second paragraph of longTwoPartAnswer shows once
 // in the test thread and no message of the finished answer still shows a Stop button.
-func checkPart2OnceWithoutStop(t *testing.T, fs *fakeSlack) {
+func checkPart2OnceWithoutStop(t *testing.T, fs *gatewaytest.Slack) {
 	t.Helper()
 	var all strings.Builder
 	stops := 0
-	for i, m := range fs.botMessages(testTS) {
-		t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.buttons), m.mark, m.text)
-		all.WriteString(m.text + "\n")
-		if strings.Contains(buttonKey(m.buttons), ActionStop) {
+	for i, m := range fs.BotMessages(testTS) {
+		t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.Buttons), m.Mark, m.Text)
+		all.WriteString(m.Text + "\n")
+		if strings.Contains(buttonKey(m.Buttons), ActionStop) {
 			stops++
 		}
 	}
@@ -150,7 +152,7 @@ func testLostPostClosing(t *testing.T, cause error, notes []string) {
 		fs := newQuestionSlack()
 		chat := &fakeChat{steps: steps}
 		t0 := time.Now()
-		fs.repliesErr = func(n int, c call) error {
+		fs.RepliesErr = func(n int, c gatewaytest.Call) error {
 			return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
 		}
 		opt := testOptions()
@@ -162,13 +164,13 @@ func testLostPostClosing(t *testing.T, cause error, notes []string) {
 		err := r.Reply(ctx, req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, fs, t0)
-		if len(fs.callsOf("replies")) == 0 {
+		if len(fs.CallsOf("replies")) == 0 {
 			t.Fatalf("no thread read: not the case under test")
 		}
 		var all strings.Builder
-		for i, m := range fs.botMessages(testTS) {
-			t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.buttons), m.mark, m.text)
-			all.WriteString(m.text + "\n")
+		for i, m := range fs.BotMessages(testTS) {
+			t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.Buttons), m.Mark, m.Text)
+			all.WriteString(m.Text + "\n")
 		}
 		found := false
 		for _, n := range notes {
@@ -190,11 +192,11 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := slowSecondPart(a, b)
 		fs := newQuestionSlack()
-		fs.threads["C2/"+testTS] = []slack.Message{mention("<@UBOT> go")}
+		fs.Threads["C2/"+testTS] = []slack.Message{mention("<@UBOT> go")}
 		t0 := time.Now()
 		var spent time.Time // Slack's read budget is spent from the first read on, for 30 s
 		first := make(chan struct{})
-		fs.repliesErr = func(n int, c call) error {
+		fs.RepliesErr = func(n int, c gatewaytest.Call) error {
 			if spent.IsZero() {
 				spent = time.Now()
 				close(first)
@@ -227,13 +229,13 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		wg.Wait()
 		logCalls(t, fs, t0)
-		reads := fs.callsOf("replies")
-		if len(reads) == 0 || !reads[0].at.After(t0.Add(20*time.Second)) {
+		reads := fs.CallsOf("replies")
+		if len(reads) == 0 || !reads[0].At.After(t0.Add(20*time.Second)) {
 			t.Fatalf("no look for the lost part: not the case under test")
 		}
 		limited := 0
 		for _, c := range reads {
-			if c.err != nil {
+			if c.Err != nil {
 				limited++
 			}
 		}

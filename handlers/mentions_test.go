@@ -30,11 +30,11 @@ func TestRevisedPromptMentionsNoOne(t *testing.T) {
 			RevisedPrompt: "A lighthouse, @here and &#64;channel"}}
 		im, fs := newImagineTest(t, img)
 		mustNoErr(t, im.Run(t.Context(), imagineReq("a lighthouse")))
-		ups := fs.callsOf("upload")
+		ups := fs.CallsOf("upload")
 		if len(ups) != 1 {
 			t.Fatalf("uploads = %d, want 1", len(ups))
 		}
-		if c := ups[0].upload.Comment; !strings.Contains(c, "@\u2060here and &amp;#64;\u2060channel") {
+		if c := ups[0].Upload.Comment; !strings.Contains(c, "@\u2060here and &amp;#64;\u2060channel") {
 			t.Errorf("comment %q: want the revised prompt's mentions neutralised", c)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
@@ -60,8 +61,8 @@ const (
 // budgets (ReplyOptions.Budgets, the same pace values) and the fence, so its reads and writes queue
 // behind the answers in progress and never for them.
 type OrphanCloser struct {
-	thread Thread
-	paced  *writer
+	thread gateway.Thread
+	paced  *gateway.Writer
 	log    *zap.Logger
 	id     botIdentity
 	// buttons puts Regenerate on a closed orphan (ReplyOptions.Buttons).
@@ -73,15 +74,15 @@ type OrphanCloser struct {
 
 // NewOrphanCloser returns an OrphanCloser reading t and writing with m, under opt's budgets,
 // fence, identity, buttons and OrphanQuiet (the settings the answers it closes were written with).
-func NewOrphanCloser(t Thread, m Messenger, log *zap.Logger, opt ReplyOptions) *OrphanCloser {
+func NewOrphanCloser(t gateway.Thread, m gateway.Messenger, log *zap.Logger, opt ReplyOptions) *OrphanCloser {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if opt.Fence != nil {
-		m = fencedMessenger{m, opt.Fence}
+		m = gateway.FencedMessenger{Messenger: m, Fence: opt.Fence}
 	}
 	return &OrphanCloser{
-		thread: t, paced: &writer{budgets: opt.Budgets.withDefaults(), msgs: m}, log: log,
+		thread: t, paced: &gateway.Writer{Budgets: opt.Budgets.WithDefaults(), Msgs: m}, log: log,
 		id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, buttons: opt.Buttons,
 		quiet: opt.OrphanQuiet, historyLimit: cmp.Or(max(opt.HistoryLimit, 0), defaultHistoryLimit),
 	}
@@ -90,7 +91,7 @@ func NewOrphanCloser(t Thread, m Messenger, log *zap.Logger, opt ReplyOptions) *
 // goneForGood reports a Slack error after which an orphan cannot be closed however often it is
 // tried: the bot left the channel, the channel or the message is gone, or the channel is archived.
 func goneForGood(err error) bool {
-	switch slackErr(err) {
+	switch gateway.SlackErr(err) {
 	case "channel_not_found", "not_in_channel", "message_not_found", "is_archived":
 		return true
 	}
@@ -196,7 +197,7 @@ func (r *OrphanCloser) closeOrphanOf(ctx context.Context, j Orphans, o state.Ans
 		return
 	case goneForGood(err):
 		// One line, and the record goes: tried again, it would fail the same way at every sweep.
-		log.Info("orphaned answer dropped: Slack no longer lets it be written", zap.String("reason", slackErr(err)))
+		log.Info("orphaned answer dropped: Slack no longer lets it be written", zap.String("reason", gateway.SlackErr(err)))
 	case err != nil:
 		// It may work in a moment (a Slack outage): handed back, it is adopted again at a later sweep,
 		// here or on another replica. Kept, it would name a live replica, and nobody would try again.
@@ -218,9 +219,9 @@ func (r *OrphanCloser) closeOrphanOf(ctx context.Context, j Orphans, o state.Ans
 // closeShown closes the adopted answer o in Slack, which shows shown of it (none: it showed nothing).
 func (r *OrphanCloser) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
 	ref := ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
-	var buttons []Button
+	var buttons []gateway.Button
 	if r.buttons {
-		buttons = []Button{regenerateButton(ref)}
+		buttons = []gateway.Button{regenerateButton(ref)}
 	}
 	if len(shown) == 0 {
 		return r.postOrphanNote(ctx, o, buttons)
@@ -229,11 +230,11 @@ func (r *OrphanCloser) closeShown(ctx context.Context, o state.Answer, shown []s
 	mark, answer := convo.ClosingMark(shown, o.TS, textOrphaned)
 	if !answer {
 		// Only the placeholder (or a stream that had not shown anything): it becomes the note.
-		msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+		msg := gateway.Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
 		return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 	}
-	msg := Msg{Text: m.Text + convo.NoteSuffix(textOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
+	msg := gateway.Msg{Text: m.Text + convo.NoteSuffix(textOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
 	return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 }
 
@@ -325,7 +326,7 @@ func (r *OrphanCloser) answerMessage(m slack.Message) bool {
 // stands in front of people asking now.
 func (r *OrphanCloser) spareRead(ctx context.Context, f func(context.Context) error) error {
 	for {
-		read, err := r.paced.readOnce(ctx, f)
+		read, err := r.paced.ReadOnce(ctx, f)
 		if read {
 			return err
 		}
@@ -337,10 +338,10 @@ func (r *OrphanCloser) spareRead(ctx context.Context, f func(context.Context) er
 
 // updateOrphan edits ts to msg within the edit budget, after the first and final texts of the
 // answers in progress (pace.Tidy): an orphan's note can wait a moment, a person asking now cannot.
-func (r *OrphanCloser) updateOrphan(ctx context.Context, channel, ts string, msg Msg) error {
-	lane := r.paced.editLane()
+func (r *OrphanCloser) updateOrphan(ctx context.Context, channel, ts string, msg gateway.Msg) error {
+	lane := r.paced.EditLane()
 	defer lane.Close()
-	err := r.paced.update(ctx, closingRetry, nil, r.paced.editTurn(lane, pace.Tidy, time.Now()), channel, ts, msg)
+	err := r.paced.Update(ctx, gateway.ClosingRetry, nil, r.paced.EditTurn(lane, pace.Tidy, time.Now()), channel, ts, msg)
 	if err != nil {
 		return fmt.Errorf("chat.update orphaned answer: %w", err)
 	}
@@ -348,10 +349,10 @@ func (r *OrphanCloser) updateOrphan(ctx context.Context, channel, ts string, msg
 }
 
 // postOrphanNote posts the note of an answer that showed nothing before its replica died.
-func (r *OrphanCloser) postOrphanNote(ctx context.Context, o state.Answer, buttons []Button) error {
-	msg := Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+func (r *OrphanCloser) postOrphanNote(ctx context.Context, o state.Answer, buttons []gateway.Button) error {
+	msg := gateway.Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
-	_, err := r.paced.post(ctx, closingRetry, nil, r.paced.postTurn(o.Channel), o.Channel, o.ThreadTS, msg)
+	_, err := r.paced.Post(ctx, gateway.ClosingRetry, nil, r.paced.PostTurn(o.Channel), o.Channel, o.ThreadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage orphaned answer note: %w", err)
 	}

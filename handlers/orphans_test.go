@@ -13,6 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -129,7 +131,7 @@ func TestCloseOrphans(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
+				fs := gatewaytest.NewSlack()
 				ctx := t.Context()
 				id := route.AnswerID(channel, thread)
 				j := &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
@@ -137,15 +139,15 @@ func TestCloseOrphans(t *testing.T) {
 				var ts string
 				switch tc.shown {
 				case "placeholder":
-					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
 				case "partial":
-					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
+					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
 				case "stream":
-					ts, _ = fs.StartStream(ctx, StreamStart{Channel: channel, ThreadTS: thread, Markdown: partial})
+					ts, _ = fs.StartStream(ctx, gateway.StreamStart{Channel: channel, ThreadTS: thread, Markdown: partial})
 				case "done":
-					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}})
+					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}})
 				case "closed":
-					ts, _ = fs.Post(ctx, channel, thread, Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: textStopped}})
+					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: textStopped}})
 				}
 				if ts != "" && !tc.unlisted {
 					mustNoErr(t, j.AddMessage(ctx, id, ts))
@@ -154,14 +156,14 @@ func TestCloseOrphans(t *testing.T) {
 					j.taken = []string{id}
 				}
 				if tc.readErr != "" {
-					fs.repliesErr = func(int, call) error { return slack.SlackErrorResponse{Err: tc.readErr} }
+					fs.RepliesErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: tc.readErr} }
 				}
-				before := len(fs.calls)
+				before := len(fs.Calls)
 				NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
 
-				var writes []call
-				for _, c := range fs.calls[before:] {
-					if c.method == "update" || c.method == "post" {
+				var writes []gatewaytest.Call
+				for _, c := range fs.Calls[before:] {
+					if c.Method == "update" || c.Method == "post" {
 						writes = append(writes, c)
 					}
 				}
@@ -169,7 +171,7 @@ func TestCloseOrphans(t *testing.T) {
 					if len(writes) != 0 {
 						t.Fatalf("writes %+v; want none", writes)
 					}
-					if reads := len(fs.callsOf("replies")); reads > 1 && !tc.kept {
+					if reads := len(fs.CallsOf("replies")); reads > 1 && !tc.kept {
 						t.Errorf("thread read %d times; want once", reads)
 					}
 					if wantClosed := !tc.kept; wantClosed != slices.Contains(j.closed, id) {
@@ -177,15 +179,15 @@ func TestCloseOrphans(t *testing.T) {
 					}
 					return
 				}
-				if len(writes) != 1 || writes[0].method != tc.wantWrite {
+				if len(writes) != 1 || writes[0].Method != tc.wantWrite {
 					t.Fatalf("writes %+v; want one %s", writes, tc.wantWrite)
 				}
 				w := writes[0]
-				if !strings.Contains(w.text, tc.wantText) || w.mark != tc.wantMark {
-					t.Errorf("%s shows %q, mark %+v; want it to show %q, mark %+v", w.method, w.text, w.mark, tc.wantText, tc.wantMark)
+				if !strings.Contains(w.Text, tc.wantText) || w.Mark != tc.wantMark {
+					t.Errorf("%s shows %q, mark %+v; want it to show %q, mark %+v", w.Method, w.Text, w.Mark, tc.wantText, tc.wantMark)
 				}
-				if len(w.buttons) != 1 || w.buttons[0].ActionID != ActionRegenerate || w.buttons[0].Value != (ReplyRef{ThreadTS: thread, TS: thread}).Value() {
-					t.Errorf("buttons %+v; want Regenerate for the question", w.buttons)
+				if len(w.Buttons) != 1 || w.Buttons[0].ActionID != ActionRegenerate || w.Buttons[0].Value != (ReplyRef{ThreadTS: thread, TS: thread}).Value() {
+					t.Errorf("buttons %+v; want Regenerate for the question", w.Buttons)
 				}
 				if !slices.Equal(j.closed, []string{id}) {
 					t.Errorf("journal records removed: %v; want %v", j.closed, id)
@@ -202,17 +204,17 @@ func TestAnswerMessagesAreJournaled(t *testing.T) {
 	for _, mode := range []ReplyMode{ModeEdit, ModeStream} {
 		t.Run(string(mode), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
+				fs := gatewaytest.NewSlack()
 				j := &fakeJournal{answers: map[string]state.Answer{}}
 				opt := testOptions()
 				opt.Mode, opt.Journal = mode, j
 				chat := &fakeChat{steps: deltas(words(strings.Repeat("word ", 2000), 2000), 0)} // two messages long when edited
 				req := route.ReplyRequest{Channel: "C1", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"}
-				fs.threads["C1/"+req.ThreadTS] = []slack.Message{mention("<@UBOT> hi")}
+				fs.Threads["C1/"+req.ThreadTS] = []slack.Message{mention("<@UBOT> hi")}
 				mustNoErr(t, NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), req))
 				var want []string
-				for _, m := range fs.botMessages(req.ThreadTS) {
-					want = append(want, m.ts)
+				for _, m := range fs.BotMessages(req.ThreadTS) {
+					want = append(want, m.TS)
 				}
 				got := j.answers[route.AnswerID("C1", req.TS)].Messages
 				if len(want) == 0 || !slices.Equal(got, want) {
@@ -230,7 +232,7 @@ func TestAnswerMessagesAreJournaled(t *testing.T) {
 // records, so another replica closes them once this one is gone.
 func TestCloseOrphansStoppingLeavesTheRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		for i := range 20 {
 			id := route.AnswerID("C1", fmt.Sprintf("1700000000.%06d", i+1))
@@ -250,7 +252,7 @@ func TestCloseOrphansStoppingLeavesTheRecords(t *testing.T) {
 // together, not one after the other.
 func TestCloseOrphansManyAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		j := &fakeJournal{answers: map[string]state.Answer{}, slow: time.Second} // each adoption takes a second
 		const n = 16
 		for i := range n {
@@ -281,26 +283,26 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 	for _, listed := range []string{"a person's message", "the bot's summary"} {
 		t.Run(listed, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
+				fs := gatewaytest.NewSlack()
 				ctx := t.Context()
 				person := slack.Message{}
 				person.User, person.Text, person.Timestamp, person.ThreadTimestamp = "U2", "my own words", "1700000000.000050", thread
-				fs.threads[channel+"/"+thread] = append(fs.threads[channel+"/"+thread], person)
-				summary, err := fs.Post(ctx, channel, thread, Msg{Text: "the day's summary", Mark: convo.Mark{Kind: markSummary}})
+				fs.Threads[channel+"/"+thread] = append(fs.Threads[channel+"/"+thread], person)
+				summary, err := fs.Post(ctx, channel, thread, gateway.Msg{Text: "the day's summary", Mark: convo.Mark{Kind: markSummary}})
 				mustNoErr(t, err)
 				target := map[string]string{"a person's message": person.Timestamp, "the bot's summary": summary}[listed]
 				id := route.AnswerID(channel, thread)
 				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: channel, ThreadTS: thread, TS: thread,
 					Owner: "dead", Messages: []string{target}}}, orphaned: []string{id}}
 
-				before := len(fs.calls)
+				before := len(fs.Calls)
 				NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
-				for _, c := range fs.calls[before:] {
-					if c.method == "update" || c.method == "delete" {
-						t.Errorf("the adopter called %s on %s: a record's list made it touch a message no answer wrote", c.method, c.ts)
+				for _, c := range fs.Calls[before:] {
+					if c.Method == "update" || c.Method == "delete" {
+						t.Errorf("the adopter called %s on %s: a record's list made it touch a message no answer wrote", c.Method, c.TS)
 					}
 				}
-				if posts := fs.callsOf("post"); len(posts) != 2 || posts[1].mark != (convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}) {
+				if posts := fs.CallsOf("post"); len(posts) != 2 || posts[1].Mark != (convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}) {
 					t.Errorf("%d posts; want the summary, then only the note that the answer showed nothing", len(posts))
 				}
 			})
@@ -313,10 +315,10 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const thread = "1700000000.000001"
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		ctx := t.Context()
 		j, id, _ := halfAnswerOrphan(t, fs, thread)
-		fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
+		fs.UpdateErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
 		r := NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions())
 
 		r.CloseOrphans(ctx, j)
@@ -324,14 +326,14 @@ func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
 			t.Fatalf("after a failed close: records removed %v, handed back %v; want none removed, %s handed back",
 				j.closedIDs(), j.given, id)
 		}
-		fs.mu.Lock()
-		fs.updateErr = nil
-		fs.mu.Unlock()
+		fs.Mu.Lock()
+		fs.UpdateErr = nil
+		fs.Mu.Unlock()
 		r.CloseOrphans(ctx, j)
 		if got := j.closedIDs(); !slices.Equal(got, []string{id}) {
 			t.Errorf("after the next sweep: records removed %v; want %s", got, id)
 		}
-		if ups := fs.callsOf("update"); len(ups) == 0 || ups[len(ups)-1].mark.Note != textOrphaned {
+		if ups := fs.CallsOf("update"); len(ups) == 0 || ups[len(ups)-1].Mark.Note != textOrphaned {
 			t.Errorf("updates %+v; want the interrupted note last", ups)
 		}
 	})
@@ -343,17 +345,17 @@ func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
 func TestCloseOrphansLeavesAnAnswerClosedDuringTheAdoption(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const thread = "1700000000.000001"
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		ctx := t.Context()
 		j, id, ts := halfAnswerOrphan(t, fs, thread)
 		j.onAdopt = func() {
-			done := Msg{Text: "The whole answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}}
+			done := gateway.Msg{Text: "The whole answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}}
 			mustNoErr(t, fs.Update(ctx, testCh, ts, done))
 		}
 		r := NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions())
-		before := len(fs.callsOf("update"))
+		before := len(fs.CallsOf("update"))
 		r.CloseOrphans(ctx, j)
-		if ups := fs.callsOf("update"); len(ups) != before+1 {
+		if ups := fs.CallsOf("update"); len(ups) != before+1 {
 			t.Errorf("updates %+v; want only the owner's closing write, no note over it", ups[before:])
 		}
 		if got := j.closedIDs(); !slices.Equal(got, []string{id}) {
@@ -367,8 +369,8 @@ func TestCloseOrphansLeavesAnAnswerClosedDuringTheAdoption(t *testing.T) {
 func TestCloseOrphanPanicDropsItsRecord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const channel, thread = "C1", "1700000000.000001"
-		fs := newFakeSlack()
-		fs.repliesErr = func(int, call) error { panic("a message the closing code cannot take") }
+		fs := gatewaytest.NewSlack()
+		fs.RepliesErr = func(int, gatewaytest.Call) error { panic("a message the closing code cannot take") }
 		id := route.AnswerID(channel, thread)
 		j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: channel, ThreadTS: thread, TS: thread,
 			Owner: "dead"}}, orphaned: []string{id}}
@@ -381,12 +383,12 @@ func TestCloseOrphanPanicDropsItsRecord(t *testing.T) {
 
 // halfAnswerOrphan is a journal holding one orphan, the answer to thread's question in testCh, whose
 // one message (ts) shows half an answer: posted in fs, listed in the record.
-func halfAnswerOrphan(t *testing.T, fs *fakeSlack, thread string) (j *fakeJournal, id, ts string) {
+func halfAnswerOrphan(t *testing.T, fs *gatewaytest.Slack, thread string) (j *fakeJournal, id, ts string) {
 	t.Helper()
 	id = route.AnswerID(testCh, thread)
 	j = &fakeJournal{answers: map[string]state.Answer{}, orphaned: []string{id}}
 	j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: thread, TS: thread, Owner: "dead"}
-	ts, err := fs.Post(t.Context(), testCh, thread, Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
+	ts, err := fs.Post(t.Context(), testCh, thread, gateway.Msg{Text: "Half an answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
 	mustNoErr(t, err)
 	mustNoErr(t, j.AddMessage(t.Context(), id, ts))
 	return j, id, ts

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -110,7 +111,7 @@ func NewAgentPane(p Pane, statuses *pace.Bucket, log *zap.Logger) *AgentPane {
 		log = zap.NewNop()
 	}
 	if statuses == nil {
-		statuses = pace.NewBucket(statusesPerMinute, statusBurst)
+		statuses = pace.NewBucket(gateway.StatusesPerMinute, gateway.StatusBurst)
 	}
 	return &AgentPane{pane: p, statuses: statuses, log: log}
 }
@@ -229,7 +230,7 @@ func (p *AgentPane) ClearQueued(ctx context.Context, channel, threadTS string) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, paneTimeout)
 	defer cancel()
-	err := bucketTurn(p.statuses).wait(ctx)
+	err := gateway.BucketTurn(p.statuses).Wait(ctx)
 	if err == nil {
 		err = p.setStatus(ctx, channel, threadTS, "", nil)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
@@ -47,7 +48,7 @@ func TestThinkingStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
+				fs := gatewaytest.NewSlack()
 				pane := &statusPane{err: tc.err}
 				opt := testOptions()
 				opt.Pane = NewAgentPane(pane, nil, nil)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 )
@@ -28,10 +29,10 @@ func TestPlaceholderKeptWhenTheAnswerEndsAtOnce(t *testing.T) {
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts, dels := rt.slack.callsOf("post"), rt.slack.callsOf("delete")
+		posts, dels := rt.slack.CallsOf("post"), rt.slack.CallsOf("delete")
 		for _, d := range dels {
-			if i := slices.IndexFunc(posts, func(p call) bool { return !p.at.Before(d.at) }); i < 0 || posts[i].at.Sub(d.at) > time.Second {
-				t.Errorf("placeholder deleted at %v with no post of the answer within a second", d.at.Sub(start))
+			if i := slices.IndexFunc(posts, func(p gatewaytest.Call) bool { return !p.At.Before(d.At) }); i < 0 || posts[i].At.Sub(d.At) > time.Second {
+				t.Errorf("placeholder deleted at %v with no post of the answer within a second", d.At.Sub(start))
 			}
 		}
 		if got := rt.texts(); strings.Join(got, " ") != "Token buckets refill." {
@@ -49,15 +50,15 @@ func TestLostFirstPostNotLandedThenShutdownTellsTheAsker(t *testing.T) {
 		steps := []step{{wait: 200 * time.Millisecond, chunk: llm.Chunk{Content: "Token "}},
 			{wait: time.Minute, chunk: llm.Chunk{Content: "buckets."}}}
 		rt := newReplyTest(t, steps, opt)
-		rt.slack.postErr = nthTimesOut(1, "chat.postMessage") // did not land
+		rt.slack.PostErr = nthTimesOut(1, "chat.postMessage") // did not land
 		start := time.Now()
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(500*time.Millisecond, func() { cancel(ErrShutdown) })
 		_ = rt.r.Reply(ctx, rt.req)
-		for _, c := range append(append(rt.slack.callsOf("post"), rt.slack.callsOf("delete")...), rt.slack.callsOf("ephemeral")...) {
-			t.Logf("%s at %v: %q %v", c.method, c.at.Sub(start), c.text, c.err)
+		for _, c := range append(append(rt.slack.CallsOf("post"), rt.slack.CallsOf("delete")...), rt.slack.CallsOf("ephemeral")...) {
+			t.Logf("%s at %v: %q %v", c.Method, c.At.Sub(start), c.Text, c.Err)
 		}
-		if len(rt.texts()) == 0 && len(rt.slack.callsOf("ephemeral")) == 0 {
+		if len(rt.texts()) == 0 && len(rt.slack.CallsOf("ephemeral")) == 0 {
 			t.Errorf("nothing shows and the asker was not told privately")
 		}
 	})
@@ -92,8 +93,8 @@ func TestModelAskedWhileThePlaceholderWaitsForItsPost(t *testing.T) {
 		req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		start := time.Now()
 		mustNoErr(t, r.Reply(t.Context(), req))
-		for _, c := range fs.callsOf("replies") {
-			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+		for _, c := range fs.CallsOf("replies") {
+			t.Logf("%s at %v: %q", c.Method, c.At.Sub(start), c.Text)
 		}
 		if len(at) != 1 {
 			t.Fatalf("%d model requests", len(at))
@@ -106,7 +107,7 @@ func TestModelAskedWhileThePlaceholderWaitsForItsPost(t *testing.T) {
 }
 
 // panickyThread panics on a thread read after a pause (a bug in the read, the thread's content).
-type panickyThread struct{ *fakeSlack }
+type panickyThread struct{ *gatewaytest.Slack }
 
 func (p panickyThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
 	time.Sleep(500 * time.Millisecond)
@@ -127,9 +128,9 @@ func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
 		}()
 		returned := time.Now()
 		time.Sleep(5 * time.Second)
-		for _, c := range fs.callsOf("post") {
-			if c.at.After(returned) {
-				t.Errorf("%q posted %v after Reply returned (panicked)", c.text, c.at.Sub(returned))
+		for _, c := range fs.CallsOf("post") {
+			if c.At.After(returned) {
+				t.Errorf("%q posted %v after Reply returned (panicked)", c.Text, c.At.Sub(returned))
 			}
 		}
 	})
@@ -147,11 +148,11 @@ func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
 		rt.req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts := rt.slack.callsOf("post")
-		for _, c := range append(posts, rt.slack.callsOf("replies")...) {
-			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+		posts := rt.slack.CallsOf("post")
+		for _, c := range append(posts, rt.slack.CallsOf("replies")...) {
+			t.Logf("%s at %v: %q", c.Method, c.At.Sub(start), c.Text)
 		}
-		if len(posts) == 0 || posts[0].text != textThinking || posts[0].at.Sub(start) > thinkingLasts {
+		if len(posts) == 0 || posts[0].Text != textThinking || posts[0].At.Sub(start) > thinkingLasts {
 			t.Errorf("first post %+v, want the placeholder by %v (the status lapses at two minutes)", posts[0], thinkingLasts)
 		}
 	})
@@ -168,12 +169,12 @@ func TestPlaceholderKeptForTextThatShowsNothingYet(t *testing.T) {
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts, dels := rt.slack.callsOf("post"), rt.slack.callsOf("delete")
+		posts, dels := rt.slack.CallsOf("post"), rt.slack.CallsOf("delete")
 		for _, c := range append(posts, dels...) {
-			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+			t.Logf("%s at %v: %q", c.Method, c.At.Sub(start), c.Text)
 		}
 		if len(dels) > 0 && len(posts) > 1 {
-			if gap := posts[1].at.Sub(dels[0].at); gap > 2*time.Second {
+			if gap := posts[1].At.Sub(dels[0].At); gap > 2*time.Second {
 				t.Errorf("placeholder withdrawn %v before any text was posted", gap)
 			}
 		}
@@ -192,8 +193,8 @@ func TestLostFirstPostGetsNoPlaceholder(t *testing.T) {
 		r := NewReplies(fs, landedTimeoutPoster{fs, 1, &posts}, fs, fs, chat, nil, lazyOptions())
 		_ = r.Reply(t.Context(), testRequest())
 		var got []string
-		for _, m := range fs.botMessages(testTS) {
-			got = append(got, m.text)
+		for _, m := range fs.BotMessages(testTS) {
+			got = append(got, m.Text)
 		}
 		if len(got) != 1 || got[0] != "The answer." {
 			t.Errorf("thread = %q, want the answer once", got)
@@ -273,9 +274,9 @@ func TestTextAfterAnEmptySnapshotWithdrawsThePlaceholder(t *testing.T) {
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		logCalls(t, rt.slack, start)
 		var first time.Duration
-		for _, c := range append(rt.slack.callsOf("post"), rt.slack.callsOf("update")...) {
-			if c.text != textThinking && (first == 0 || c.at.Sub(start) < first) {
-				first = c.at.Sub(start)
+		for _, c := range append(rt.slack.CallsOf("post"), rt.slack.CallsOf("update")...) {
+			if c.Text != textThinking && (first == 0 || c.At.Sub(start) < first) {
+				first = c.At.Sub(start)
 			}
 		}
 		if first > 10*time.Second {
@@ -287,12 +288,12 @@ func TestTextAfterAnEmptySnapshotWithdrawsThePlaceholder(t *testing.T) {
 // landedTimeoutDeleter is a Slack whose first chat.delete deletes the message but answers with
 // net/http's timeout, as a slow Slack does.
 type landedTimeoutDeleter struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	deletes *int
 }
 
 func (s landedTimeoutDeleter) Delete(ctx context.Context, channel, ts string) error {
-	err := s.fakeSlack.Delete(ctx, channel, ts)
+	err := s.Slack.Delete(ctx, channel, ts)
 	if *s.deletes++; *s.deletes == 1 && err == nil {
 		return timedOut("chat.delete")
 	}
@@ -313,11 +314,11 @@ func TestWithdrawalDeleteThatTimedOutButLanded(t *testing.T) {
 		err := r.Reply(t.Context(), testRequest())
 		logCalls(t, fs, start)
 		var got []string
-		for _, m := range fs.botMessages(testTS) {
-			got = append(got, m.text)
+		for _, m := range fs.BotMessages(testTS) {
+			got = append(got, m.Text)
 		}
 		if len(got) == 0 {
-			t.Errorf("the thread shows nothing of the answer (Reply: %v; ephemerals %d)", err, len(fs.callsOf("ephemeral")))
+			t.Errorf("the thread shows nothing of the answer (Reply: %v; ephemerals %d)", err, len(fs.CallsOf("ephemeral")))
 		}
 	})
 }
@@ -329,13 +330,13 @@ func TestWithdrawalDeleteRateLimited(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
 		opt.Budgets.Deletes = pace.NewBucket(50, 5)
 		rt := newReplyTest(t, slowStart("refill ", "steadily."), opt)
-		rt.slack.deleteErr = func(n int, _ call) error {
+		rt.slack.DeleteErr = func(n int, _ gatewaytest.Call) error {
 			return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
 		}
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		dels := rt.slack.callsOf("delete")
+		dels := rt.slack.CallsOf("delete")
 		for i := 1; i < len(dels); i++ {
-			if d := dels[i].at.Sub(dels[i-1].at); d < 30*time.Second {
+			if d := dels[i].At.Sub(dels[i-1].At); d < 30*time.Second {
 				t.Errorf("a delete %v after a 429 with Retry-After 30 s", d)
 			}
 		}

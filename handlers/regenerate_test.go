@@ -11,6 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -42,20 +43,20 @@ func TestRegenerateInPlace(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rt := newReplyTest(t, deltas(tc.old, 100*time.Millisecond), buttonOptions())
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-				oldMsgs := rt.slack.botMessages(testTS)
+				oldMsgs := rt.slack.BotMessages(testTS)
 				oldParts := slackmd.Split(joined(tc.old), slackmd.FormatMrkdwn, buttonPartLimit)
-				rt.slack.mu.Lock()
-				rt.slack.msgs = slices.DeleteFunc(rt.slack.msgs, func(*fakeMsg) bool { return tc.gone })
-				rt.slack.updateErr = func(_ int, c call) error {
-					return refusal(tc.refuse, c.ts == oldMsgs[0].ts)
+				rt.slack.Mu.Lock()
+				rt.slack.Msgs = slices.DeleteFunc(rt.slack.Msgs, func(*gatewaytest.Message) bool { return tc.gone })
+				rt.slack.UpdateErr = func(_ int, c gatewaytest.Call) error {
+					return refusal(tc.refuse, c.TS == oldMsgs[0].TS)
 				}
 				rt.chat.steps = deltas(tc.new, 100*time.Millisecond)
-				rt.slack.mu.Unlock()
+				rt.slack.Mu.Unlock()
 
 				// Someone else (allowed by the access policy, checked by the caller) presses Regenerate on
 				// the old answer's last message.
 				regen := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
-					ThreadTS: testTS, Regenerate: true, Replace: oldMsgs[len(oldMsgs)-1].ts}
+					ThreadTS: testTS, Regenerate: true, Replace: oldMsgs[len(oldMsgs)-1].TS}
 				mustNoErr(t, rt.r.Reply(t.Context(), regen))
 
 				want := slackmd.Split(joined(tc.new), slackmd.FormatMrkdwn, buttonPartLimit)
@@ -64,14 +65,14 @@ func TestRegenerateInPlace(t *testing.T) {
 				if got := rt.texts(); fmt.Sprint(got) != fmt.Sprint(want) {
 					t.Errorf("thread = %q\nwant %q", got, want)
 				}
-				ms := rt.slack.botMessages(testTS)
-				if got := ms[tc.keptOld].ts == oldMsgs[0].ts; got != tc.inPlace {
+				ms := rt.slack.BotMessages(testTS)
+				if got := ms[tc.keptOld].TS == oldMsgs[0].TS; got != tc.inPlace {
 					t.Errorf("new answer starts in the old answer's message: %t, want %t", got, tc.inPlace)
 				}
-				if b := ms[len(ms)-1].buttons; buttonKey(b) != ActionRegenerate {
+				if b := ms[len(ms)-1].Buttons; buttonKey(b) != ActionRegenerate {
 					t.Errorf("last message shows %+v, want Regenerate", b)
 				}
-				if m := ms[len(ms)-1].mark; m.Kind != convo.MarkAnswer || m.Question != testTS || m.Note != tc.note {
+				if m := ms[len(ms)-1].Mark; m.Kind != convo.MarkAnswer || m.Question != testTS || m.Note != tc.note {
 					t.Errorf("last message's mark = %+v, want an answer to %s with note %q", m, testTS, tc.note)
 				}
 				reqs := rt.chat.calls()
@@ -99,18 +100,18 @@ func TestRegenerateInPlaceReplaysTheNewAnswerOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		old := rt.slack.botMessages(testTS)
+		old := rt.slack.BotMessages(testTS)
 		rt.chat.mu.Lock()
 		rt.chat.steps = deltas([]string{"Second answer: tokens refill over time."}, time.Millisecond)
 		rt.chat.mu.Unlock()
 		regen := rt.req
-		regen.User, regen.Text, regen.Regenerate, regen.Replace = "U2", "", true, old[0].ts
+		regen.User, regen.Text, regen.Regenerate, regen.Replace = "U2", "", true, old[0].TS
 		mustNoErr(t, rt.r.Reply(t.Context(), regen))
 
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and leaky buckets?", "1700000000.000900", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
 		rt.chat.mu.Lock()
 		rt.chat.steps = deltas([]string{"Leaky buckets drain."}, time.Millisecond)
 		rt.chat.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -70,7 +71,7 @@ type ReplyOptions struct {
 	OrphanQuiet time.Duration
 	// Fence, when set, holds back the writes of this replica's answers while other replicas could
 	// take it for dead (see Fence); nil: never.
-	Fence Fence
+	Fence gateway.Fence
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
 	// and every answer in a thread a thinking status (AgentPane); nil: none.
 	Pane *AgentPane
@@ -93,7 +94,7 @@ type ReplyOptions struct {
 
 	// Budgets pace every Slack method the replies call, shared by every reply; a nil budget gets its
 	// default (see Budgets).
-	Budgets Budgets
+	Budgets gateway.Budgets
 
 	// Files says what answers read of the files people share (text, pictures).
 	Files FileOptions
@@ -158,14 +159,14 @@ var (
 
 // Replies answers mentions, DMs and follow-ups.
 type Replies struct {
-	reads    threadReads
-	msgs     Messenger
-	streamer Streamer
+	reads    gateway.ThreadReads
+	msgs     gateway.Messenger
+	streamer gateway.Streamer
 	chat     Chat
 	log      *zap.Logger
 	opt      ReplyOptions
 	// paced is how every call gets through Slack's rate limits (opt.Budgets).
-	paced *writer
+	paced *gateway.Writer
 
 	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *Names
@@ -200,11 +201,11 @@ func (f *refused) refuse(d time.Duration) {
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
 // opt.Mode is ModeEdit.
-func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Logger, opt ReplyOptions) *Replies {
+func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gateway.Users, c Chat, log *zap.Logger, opt ReplyOptions) *Replies {
 	if opt.Mode == "" {
 		opt.Mode = ModeEdit
 	}
-	opt.Budgets = opt.Budgets.withDefaults()
+	opt.Budgets = opt.Budgets.WithDefaults()
 	opt.Files = opt.Files.withDefaults()
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = defaultHistoryLimit
@@ -232,9 +233,9 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	opt.Tools = opt.Tools.withDefaults()
 	if opt.Fence != nil {
-		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
+		m, s = gateway.FencedMessenger{Messenger: m, Fence: opt.Fence}, gateway.FencedStreamer{Streamer: s, Fence: opt.Fence}
 	}
-	paced := &writer{budgets: opt.Budgets, msgs: m}
+	paced := &gateway.Writer{Budgets: opt.Budgets, Msgs: m}
 	names := opt.Names
 	if names == nil {
 		names = NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
@@ -244,7 +245,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		approvals = NewApprovals(nil, nil, log)
 	}
 	return &Replies{
-		reads: threadReads{thread: t, paced: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      names,
@@ -284,7 +285,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		// An edit that added the mention: not when the message was answered already (as a follow-up, for
 		// an earlier edit, or as a mention before the mention was edited out and back in).
 		var err error
-		thread, leftOut, err = r.reads.replies(ctx, req.Channel, threadTS)
+		thread, leftOut, err = r.reads.Replies(ctx, req.Channel, threadTS)
 		switch {
 		case err != nil:
 			// Answered as if the mention were new: the reply reads the thread again (and shows why
@@ -419,7 +420,7 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	if known, ok := r.remembered(key); ok {
 		return known, nil, 0, nil
 	}
-	thread, leftOut, err := r.reads.replies(ctx, channel, threadTS)
+	thread, leftOut, err := r.reads.Replies(ctx, channel, threadTS)
 	if err != nil {
 		return false, nil, 0, err
 	}

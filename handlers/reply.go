@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
@@ -38,7 +39,7 @@ type sink interface {
 	// placeholderTS is the message stepWithdraw deletes: the bare placeholder or the empty stream.
 	placeholderTS() string
 	// progress shows a step of the answer as a task card, where the sink can (progress.go).
-	progress(ctx context.Context, tasks ...Task)
+	progress(ctx context.Context, tasks ...gateway.Task)
 	// stoppedByUser says the person stopped the answer in Slack (a session's Stop), which also
 	// halted the stream: nothing more is appended, the answer closes with its note.
 	stoppedByUser()
@@ -66,11 +67,11 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		if err == nil || ctx.Err() != nil {
 			return s, err
 		}
-		a.replacesAbove = slackErr(err) != "message_not_found"
+		a.replacesAbove = gateway.SlackErr(err) != "message_not_found"
 		a.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
 	}
 	if a.threadTS != "" && a.r.streams(a.req) {
-		if !a.r.paced.tryStream() {
+		if !a.r.paced.TryStream() {
 			a.log.Debug("native streaming budget used up; answering by editing")
 			return a.openEdit(ctx)
 		}
@@ -81,11 +82,11 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("chat.startStream: %w", err)
 		}
-		switch ra, limited := rateLimited(err); {
+		switch ra, limited := gateway.RateLimited(err); {
 		case limited:
-			a.r.paced.streamTurn().throttled(ra)
+			a.r.paced.StreamTurn().Throttled(ra)
 			a.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
-		case refusesStreaming(err):
+		case gateway.RefusesStreaming(err):
 			a.r.streaming.refuse(a.r.opt.StreamRefusal)
 			a.log.Warn("native streaming refused; answering by editing", zap.Error(err),
 				zap.Duration("for", a.r.opt.StreamRefusal))
@@ -97,8 +98,8 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 }
 
 // placeholder is the message an answer in edit mode starts as.
-func (a *answer) placeholder() Msg {
-	return Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: a.buttons(false)}
+func (a *answer) placeholder() gateway.Msg {
+	return gateway.Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}, Buttons: a.buttons(false)}
 }
 
 // openEdit opens an answer in edit mode: with PlaceholderAfter, nothing is posted yet (the first
@@ -106,15 +107,15 @@ func (a *answer) placeholder() Msg {
 // placeholder is posted now.
 func (a *answer) openEdit(ctx context.Context) (*editSink, error) {
 	if after := a.r.opt.PlaceholderAfter; after > 0 {
-		e := a.editSink(a.r.paced.editLane(), "")
+		e := a.editSink(a.r.paced.EditLane(), "")
 		e.placeholderDue = a.start.Add(after)
 		return e, nil
 	}
-	ts, err := a.postRetry(ctx, interimRetry, nil, a.placeholder())
+	ts, err := a.postRetry(ctx, gateway.InterimRetry, nil, a.placeholder())
 	if err != nil {
 		return nil, fmt.Errorf("post placeholder: %w", err)
 	}
-	e := a.editSink(a.r.paced.editLane(), ts)
+	e := a.editSink(a.r.paced.EditLane(), ts)
 	e.posts = 1
 	return e, nil
 }
@@ -145,14 +146,14 @@ func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
 // new messages when it is longer. Returned errors are the edit's: the caller then answers in a new
 // message. An old part that cannot be deleted stays (logged).
 func (a *answer) openInPlace(ctx context.Context, old []string) (*editSink, error) {
-	lane := a.r.paced.editLane()
-	err := a.r.paced.update(ctx, interimRetry, nil, a.r.paced.editTurn(lane, pace.First, time.Now()), a.req.Channel, old[0], a.placeholder())
+	lane := a.r.paced.EditLane()
+	err := a.r.paced.Update(ctx, gateway.InterimRetry, nil, a.r.paced.EditTurn(lane, pace.First, time.Now()), a.req.Channel, old[0], a.placeholder())
 	if err != nil {
 		lane.Close()
 		return nil, fmt.Errorf("chat.update old answer: %w", err)
 	}
 	for _, ts := range old[1:] {
-		if err := a.deleteMessage(ctx, replaceRetry, time.Time{}, ts); err != nil {
+		if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, ts); err != nil {
 			a.log.Warn("regenerate: a part of the old answer could not be deleted", zap.Error(err))
 		}
 	}
@@ -169,7 +170,7 @@ func (a *answer) oldAnswer(thread []slack.Message) []string {
 }
 
 func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
-	if err := a.r.paced.postWait(ctx, a.req.Channel); err != nil {
+	if err := a.r.paced.PostWait(ctx, a.req.Channel); err != nil {
 		return nil, err
 	}
 	ts, err := a.r.streamer.StartStream(ctx, a.streamStart(""))
@@ -178,33 +179,33 @@ func (a *answer) openStream(ctx context.Context) (*streamSink, error) {
 	}
 	a.posted(ts)
 	now := time.Now()
-	return &streamSink{answer: a, lane: a.r.paced.appendLane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts,
+	return &streamSink{answer: a, lane: a.r.paced.AppendLane(), ms: slackmd.NewMarkdownStream(), ts: ts, firstTS: ts,
 		streamed: []string{ts}, starts: 1, opened: now, wrote: now}, nil
 }
 
-func (a *answer) streamStart(md string) StreamStart {
+func (a *answer) streamStart(md string) gateway.StreamStart {
 	team := a.req.Team
 	if team == "" {
 		team = a.r.opt.TeamID
 	}
-	return StreamStart{Channel: a.req.Channel, ThreadTS: a.threadTS, RecipientUserID: a.req.User,
+	return gateway.StreamStart{Channel: a.req.Channel, ThreadTS: a.threadTS, RecipientUserID: a.req.User,
 		RecipientTeamID: team, Markdown: md}
 }
 
 // buttons are what the answer's last message carries: Stop while it is written, Regenerate once
 // it is final (unless noRegen). nil when buttons are off; an empty slice when there are none.
-func (a *answer) buttons(final bool) []Button {
+func (a *answer) buttons(final bool) []gateway.Button {
 	switch {
 	case !a.r.opt.Buttons:
 		return nil
 	case !final:
-		return []Button{stopButton(a.ref())}
+		return []gateway.Button{stopButton(a.ref())}
 	case a.noRegen:
-		return []Button{}
+		return []gateway.Button{}
 	case a.r.opt.Feedback:
-		return []Button{regenerateButton(a.ref()), feedbackButton(a.ref())}
+		return []gateway.Button{regenerateButton(a.ref()), feedbackButton(a.ref())}
 	}
-	return []Button{regenerateButton(a.ref())}
+	return []gateway.Button{regenerateButton(a.ref())}
 }
 
 // ref names this answer for its buttons.
@@ -224,9 +225,9 @@ func (a *answer) startsThread() bool {
 // of the thread's older messages the read left out (answer.leftOut).
 func (a *answer) readContext(ctx context.Context) ([]slack.Message, error) {
 	if a.threadTS == "" {
-		return a.r.reads.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
+		return a.r.reads.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
 	}
-	msgs, leftOut, err := a.r.reads.replies(ctx, a.req.Channel, a.threadTS)
+	msgs, leftOut, err := a.r.reads.Replies(ctx, a.req.Channel, a.threadTS)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +253,7 @@ const dmAnswerSpan = 15 * time.Minute
 // fails, the thread goes with what there is.
 func (a *answer) withAnswerContext(ctx context.Context, thread []slack.Message, first string) []slack.Message {
 	history := func(latest string) ([]slack.Message, error) {
-		hist, err := a.r.reads.history(ctx, a.req.Channel, a.r.opt.HistoryLimit, latest)
+		hist, err := a.r.reads.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, latest)
 		if err != nil {
 			a.log.Debug("conversations.history around a DM thread's answer; going on without it", zap.Error(err))
 		}
@@ -477,7 +478,7 @@ func lastRound(ctx context.Context, rd round, res roundResult) bool {
 // scheduler is the budget s writes from.
 func (a *answer) scheduler(s sink) *pace.Scheduler {
 	_, stream := s.(*streamSink)
-	return a.r.paced.scheduler(stream)
+	return a.r.paced.Scheduler(stream)
 }
 
 func (a *answer) policy(s sink) pace.Policy { return a.scheduler(s).Policy() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/llmbot/llmbot/gateway"
 	"go.uber.org/zap"
 )
 
@@ -50,23 +51,23 @@ func (a *answer) session(ctx context.Context, s sink, status string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if (status == SessionProcessing || shutdown) && !r.paced.trySession() {
+	if (status == SessionProcessing || shutdown) && !r.paced.TrySession() {
 		// Processing: the stream itself has Slack show the answer is under way. At shutdown the
 		// grace period is for the answers' closing writes.
 		return
 	}
 	if status != SessionProcessing && !shutdown {
-		if err := r.paced.sessionTurn().wait(ctx); err != nil {
+		if err := r.paced.SessionTurn().Wait(ctx); err != nil {
 			a.log.Info("agent session status not set: no agents.sessions.setStatus turn in time", zap.String("status", status))
 			return
 		}
 	}
 	err := r.opt.Sessions.SetSessionStatus(ctx, a.req.Channel, a.threadTS, status)
-	switch ra, limited := rateLimited(err); {
+	switch ra, limited := gateway.RateLimited(err); {
 	case err == nil:
 		a.log.Debug("agent session status set", zap.String("status", status))
 	case limited:
-		r.paced.sessionTurn().throttled(ra)
+		r.paced.SessionTurn().Throttled(ra)
 		a.log.Info("agent session status rate limited", zap.String("status", status))
 	case refusesSessions(err):
 		r.sessions.refuse(r.opt.StreamRefusal)
@@ -88,7 +89,7 @@ func endStatus(cause error) string {
 
 // refusesSessions reports a setStatus error that will not go away by trying again.
 func refusesSessions(err error) bool {
-	switch slackErr(err) {
+	switch gateway.SlackErr(err) {
 	case "not_authorized", "missing_scope", "unknown_method", "not_allowed", "feature_not_enabled",
 		"missing_agent_session_stopped_event_subscription", "invalid_auth":
 		return true

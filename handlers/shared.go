@@ -2,55 +2,18 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/pace"
 )
-
-// threadReads reads conversations within the read budget: the pieces of reading that answers and
-// /summarize share (each use case holds its own, over the same budgets).
-type threadReads struct {
-	thread Thread
-	paced  *writer
-}
-
-// replies reads a thread (conversations.replies) within the read budget (read), and says how many
-// of its older messages the read left out (Thread.Replies).
-func (t threadReads) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
-	var msgs []slack.Message
-	var leftOut int
-	err := t.paced.read(ctx, func(ctx context.Context) (err error) {
-		msgs, leftOut, err = t.thread.Replies(ctx, channel, threadTS)
-		return err
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("conversations.replies: %w", err)
-	}
-	return msgs, leftOut, nil
-}
-
-// history reads a channel's last limit messages up to latest ("": now) within the read budget
-// (read).
-func (t threadReads) history(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
-	var msgs []slack.Message
-	err := t.paced.read(ctx, func(ctx context.Context) (err error) {
-		msgs, err = t.thread.History(ctx, channel, limit, latest)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("conversations.history: %w", err)
-	}
-	return msgs, nil
-}
 
 // Names resolves user ids to display names (users.info) within the look-ups budget, remembering
 // them for nameCacheTTL. One Names serves the use cases that show people's names (the answers and
 // /summarize), so a name looked up for one is known to the other.
 type Names struct {
-	users     Users
+	users     gateway.Users
 	lookups   *pace.Bucket      // users.info (Budgets.Lookups)
 	cache     *ttlCache[string] // user id -> display name
 	botUserID string            // convo names the bot itself
@@ -58,9 +21,9 @@ type Names struct {
 
 // NewNames returns Names looking people up with u, paced by lookups (Budgets.Lookups; nil: a budget
 // of its own), leaving the bot itself (botUserID) to convo.
-func NewNames(u Users, lookups *pace.Bucket, botUserID string) *Names {
+func NewNames(u gateway.Users, lookups *pace.Bucket, botUserID string) *Names {
 	if lookups == nil {
-		lookups = pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst)
+		lookups = pace.NewBucket(gateway.LookupsPerMinute*pace.RateMargin, gateway.LookupBurst)
 	}
 	return &Names{users: u, lookups: lookups, cache: newTTLCache[string](nameCacheSize, nameCacheTTL), botUserID: botUserID}
 }
@@ -100,7 +63,7 @@ func (n *Names) lookup(ctx context.Context, id string) (name string, turn bool, 
 		return "", false, err
 	}
 	name, err = n.users.Name(ctx, id)
-	if ra, ok := rateLimited(err); ok {
+	if ra, ok := gateway.RateLimited(err); ok {
 		n.lookups.Throttled(ra)
 	}
 	return name, true, err

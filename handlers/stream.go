@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
@@ -87,7 +88,7 @@ func (s *streamSink) idle(ctx context.Context) {
 		return
 	}
 	err := s.stopFull(ctx, a.callCtx)
-	if ra, limited := rateLimited(err); limited {
+	if ra, limited := gateway.RateLimited(err); limited {
 		s.throttled(err, ra)
 	}
 	if err != nil && ctx.Err() == nil {
@@ -104,7 +105,7 @@ func (s *streamSink) due(now time.Time) bool {
 
 func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
 	a := s.answer
-	s.modelDone(ctx, TaskComplete)
+	s.modelDone(ctx, gateway.TaskComplete)
 	s.feed(snap.md)
 	for s.pend != "" && !s.broken && !s.stopped {
 		prio := pace.Pending
@@ -130,13 +131,13 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		if ctx.Err() != nil {
 			return
 		}
-		switch slackErr(err) {
+		switch gateway.SlackErr(err) {
 		case "stopped_by_user":
 			s.stopped = true
 			a.cancel(ErrStopped) // ends the model request; the answer closes with "Stopped."
 			return
 		}
-		if ra, ok := rateLimited(err); ok {
+		if ra, ok := gateway.RateLimited(err); ok {
 			s.throttled(err, ra)
 			continue
 		}
@@ -158,7 +159,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 // repeating them; the sink's state always matches what Slack shows. ctx bounds the waits for budgets;
 // each call goes with call(ctx) (callCtx for interim writes: a call Slack may already have carried out
 // is not abandoned when the answer is cancelled).
-func (s *streamSink) write(ctx context.Context, call callCtxFunc, text string) (int, error) {
+func (s *streamSink) write(ctx context.Context, call gateway.CallCtxFunc, text string) (int, error) {
 	done := 0
 	for _, piece := range splitLines(text, slackmd.MarkdownLimit) {
 		if err := s.writePiece(ctx, call, piece); err != nil {
@@ -169,12 +170,9 @@ func (s *streamSink) write(ctx context.Context, call callCtxFunc, text string) (
 	return done, nil
 }
 
-// callCtxFunc gives a Slack call its context from the context of the waits before it.
-type callCtxFunc func(context.Context) (context.Context, context.CancelFunc)
-
 // writePiece appends piece to the streamed message, or starts a new one with it when none is open or
 // the open one is full (stopped first).
-func (s *streamSink) writePiece(ctx context.Context, call callCtxFunc, piece string) error {
+func (s *streamSink) writePiece(ctx context.Context, call gateway.CallCtxFunc, piece string) error {
 	if s.ts != "" && s.sent > 0 && (s.sent+len(piece) > slackmd.MarkdownLimit || s.due(time.Now())) {
 		if err := s.stopFull(ctx, call); err != nil {
 			return err
@@ -195,13 +193,13 @@ func (s *streamSink) writePiece(ctx context.Context, call callCtxFunc, piece str
 }
 
 // streamEnded reports the error of a call on a stream Slack has ended by itself.
-func streamEnded(err error) bool { return slackErr(err) == "message_not_in_streaming_state" }
+func streamEnded(err error) bool { return gateway.SlackErr(err) == "message_not_in_streaming_state" }
 
 // stopFull stops the open streamed message, full or due: the next piece starts a new one. One
 // Slack has ended meanwhile is finished with chat.update.
-func (s *streamSink) stopFull(ctx context.Context, call callCtxFunc) error {
+func (s *streamSink) stopFull(ctx context.Context, call gateway.CallCtxFunc) error {
 	a := s.answer
-	if err := a.r.paced.streamTurn().wait(ctx); err != nil {
+	if err := a.r.paced.StreamTurn().Wait(ctx); err != nil {
 		return err
 	}
 	cctx, cancel := call(ctx)
@@ -220,11 +218,11 @@ func (s *streamSink) stopFull(ctx context.Context, call callCtxFunc) error {
 // finishExpired finishes the open streamed message, which Slack has ended by itself, with
 // chat.update: md (what it took, and the rest of the answer when that is where it ends), mark and
 // buttons. The answer goes on in a new message. The edit waits for the chat.update budget.
-func (s *streamSink) finishExpired(ctx context.Context, call callCtxFunc, md string, mark convo.Mark, buttons []Button) error {
+func (s *streamSink) finishExpired(ctx context.Context, call gateway.CallCtxFunc, md string, mark convo.Mark, buttons []gateway.Button) error {
 	a := s.answer
 	a.log.Info("Slack ended a streamed message by itself; finishing it with chat.update",
 		zap.Duration("age", time.Since(s.opened)), zap.Duration("idle", time.Since(s.wrote)))
-	if err := a.r.paced.editWait(ctx); err != nil {
+	if err := a.r.paced.EditWait(ctx); err != nil {
 		return err
 	}
 	cctx, cancel := call(ctx)
@@ -238,9 +236,9 @@ func (s *streamSink) finishExpired(ctx context.Context, call callCtxFunc, md str
 }
 
 // startWith starts a new streamed message of the answer with piece.
-func (s *streamSink) startWith(ctx context.Context, call callCtxFunc, piece string) error {
+func (s *streamSink) startWith(ctx context.Context, call gateway.CallCtxFunc, piece string) error {
 	a := s.answer
-	if err := a.r.paced.startTurn(a.req.Channel).wait(ctx); err != nil {
+	if err := a.r.paced.StartTurn(a.req.Channel).Wait(ctx); err != nil {
 		return err
 	}
 	cctx, cancel := call(ctx)
@@ -259,7 +257,7 @@ func (s *streamSink) startWith(ctx context.Context, call callCtxFunc, piece stri
 }
 
 // appendPiece appends piece to the open streamed message, after appendWait when set.
-func (s *streamSink) appendPiece(ctx context.Context, call callCtxFunc, piece string) error {
+func (s *streamSink) appendPiece(ctx context.Context, call gateway.CallCtxFunc, piece string) error {
 	a := s.answer
 	if s.appendWait != nil {
 		if err := s.appendWait(ctx); err != nil {
@@ -290,7 +288,7 @@ func (e startStopError) Unwrap() error { return e.err }
 // answer continues in a new message), so that the budget that was spent is the one that pauses.
 func (s *streamSink) throttled(err error, retryAfter time.Duration) {
 	if errors.As(err, new(startStopError)) {
-		s.answer.r.paced.streamTurn().throttled(retryAfter)
+		s.answer.r.paced.StreamTurn().Throttled(retryAfter)
 		return
 	}
 	s.lane.Throttled(retryAfter)
@@ -354,7 +352,7 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 		note = noteAlone(c.note, slackmd.FormatMarkdown)
 	}
 	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, note, s.doneMark(c.kind, c.note), s.buttons())
-	if err != nil && slackErr(err) != "stopped_by_user" && slackErr(err) != "message_not_in_streaming_state" {
+	if err != nil && gateway.SlackErr(err) != "stopped_by_user" && gateway.SlackErr(err) != "message_not_in_streaming_state" {
 		return fmt.Errorf("chat.stopStream: %w", err)
 	}
 	return nil
@@ -366,9 +364,9 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 func (s *streamSink) final(ctx context.Context, c closing) error {
 	a := s.answer
 	if c.kind == convo.MarkError {
-		s.modelDone(ctx, TaskError)
+		s.modelDone(ctx, gateway.TaskError)
 	} else {
-		s.modelDone(ctx, TaskComplete)
+		s.modelDone(ctx, gateway.TaskComplete)
 	}
 	s.feed(c.md)
 	rest := s.pend + s.ms.Flush()
@@ -386,15 +384,15 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 	}
 	whole := len(text)
 	// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
-	s.appendWait = a.r.paced.editTurn(s.lane, pace.Final, time.Time{}).by(c.turnBy).wait
+	s.appendWait = a.r.paced.EditTurn(s.lane, pace.Final, time.Time{}).By(c.turnBy).Wait
 	var last error // the attempt's error, whose 429 throttled charges
-	streams := turn{wait: a.r.paced.streamTurn().wait, throttled: func(d time.Duration) { s.throttled(last, d) }}
-	err := a.r.paced.do(ctx, closingRetry, &a.outage, streams.by(c.turnBy),
+	streams := gateway.Turn{Wait: a.r.paced.StreamTurn().Wait, Throttled: func(d time.Duration) { s.throttled(last, d) }}
+	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, streams.By(c.turnBy),
 		func(ctx context.Context) error {
 			last = s.finalAttempt(ctx, &text, c.kind, c.note)
 			return last
 		})
-	if err == nil || slackErr(err) == "stopped_by_user" {
+	if err == nil || gateway.SlackErr(err) == "stopped_by_user" {
 		return nil // stopped at the very end: what was streamed stays
 	}
 	s.pend = rest[min(whole-len(text), len(rest)):]
@@ -410,7 +408,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.ts == "" && note != "" {
 		// No streamed message is open: the note goes in a new one (the budgets of any start).
 		var ts string
-		err := a.r.paced.do(ctx, closingRetry, &a.outage, a.r.paced.startTurn(a.req.Channel).by(by),
+		err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.StartTurn(a.req.Channel).By(by),
 			func(ctx context.Context) (err error) {
 				ts, err = a.r.streamer.StartStream(ctx, a.streamStart(""))
 				return err
@@ -428,9 +426,9 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.sent == 0 {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
-	err := a.r.paced.do(ctx, closingRetry, &a.outage, a.r.paced.streamTurn().by(by),
+	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.StreamTurn().By(by),
 		func(ctx context.Context) error {
-			mark, bs := s.mark(convo.MarkAnswer, note), []Button(nil)
+			mark, bs := s.mark(convo.MarkAnswer, note), []gateway.Button(nil)
 			if note != "" {
 				mark, bs = s.doneMark(convo.MarkAnswer, note), s.buttons() // the answer's last message
 			}
@@ -496,7 +494,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	parts = withNote(parts, note)
 	var rp rescuePosts
 	for i, text := range parts {
-		msg := Msg{Text: text, Mark: a.mark(kind, "", i, rp.first)}
+		msg := gateway.Msg{Text: text, Mark: a.mark(kind, "", i, rp.first)}
 		if i == len(parts)-1 {
 			msg.Mark.Note, msg.Mark.Done, msg.Buttons = note, true, s.buttons()
 		}
@@ -521,9 +519,9 @@ type rescuePosts struct {
 }
 
 // rescuePost posts msg, part i of the rescued answer, and records it in rp.
-func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg Msg) error {
+func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg gateway.Msg) error {
 	a := s.answer
-	return a.r.paced.do(ctx, closingRetry, &a.outage, a.r.paced.postTurn(a.req.Channel),
+	return a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.PostTurn(a.req.Channel),
 		func(ctx context.Context) error {
 			ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 			if i == 0 {
@@ -548,7 +546,7 @@ func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
 		rp.posted = append(rp.posted, strays...)
 	}
 	for _, ts := range rp.posted {
-		if err := a.deleteMessage(ctx, replaceRetry, time.Time{}, ts); err != nil {
+		if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, ts); err != nil {
 			a.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(err))
 		}
 	}
@@ -559,7 +557,7 @@ func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
 func (s *streamSink) deleteStreamed(ctx context.Context) {
 	a := s.answer
 	for _, ts := range s.streamed {
-		err := a.deleteMessage(ctx, interimRetry, time.Time{}, ts)
+		err := a.deleteMessage(ctx, gateway.InterimRetry, time.Time{}, ts)
 		if err == nil {
 			continue
 		}
@@ -588,7 +586,7 @@ func (s *streamSink) doneMark(kind convo.MarkKind, note string) convo.Mark {
 }
 
 // buttons of the finished answer's last message: Regenerate (Slack's own stop serves while it streams).
-func (s *streamSink) buttons() []Button {
+func (s *streamSink) buttons() []gateway.Button {
 	if bs := s.answer.buttons(true); len(bs) > 0 {
 		return bs
 	}

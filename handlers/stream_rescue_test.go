@@ -9,6 +9,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -24,13 +25,13 @@ func longStreamAnswer() []string {
 
 // checkEachLineOnce fails when a line of the answer shows other than once in the thread's bot
 // messages.
-func checkEachLineOnce(t *testing.T, fs *fakeSlack, ws []string) {
+func checkEachLineOnce(t *testing.T, fs *gatewaytest.Slack, ws []string) {
 	t.Helper()
-	ms := fs.botMessages(testTS)
+	ms := fs.BotMessages(testTS)
 	var all strings.Builder
 	for i, m := range ms {
-		t.Logf("message %d: %d bytes, streaming %v, mark %+v", i, len(m.text), m.streaming, m.mark)
-		all.WriteString(m.text)
+		t.Logf("message %d: %d bytes, streaming %v, mark %+v", i, len(m.Text), m.Streaming, m.Mark)
+		all.WriteString(m.Text)
 		all.WriteString("\n")
 	}
 	twice := 0
@@ -54,15 +55,15 @@ func TestStreamRescueRepeatsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := longStreamAnswer()
 		rt := newReplyTest(t, deltas(ws, 20*time.Millisecond), streamOptions())
-		rt.slack.stopErr = func(n int, _ call) error {
+		rt.slack.StopErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 2 { // the first stop (the full first message) goes; the last cannot
 				return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
 			}
 			return nil
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v; starts %d, stops %d, rescue posts %d", err, len(rt.slack.callsOf("startStream")),
-			len(rt.slack.callsOf("stopStream")), len(rt.slack.callsOf("post")))
+		t.Logf("Reply = %v; starts %d, stops %d, rescue posts %d", err, len(rt.slack.CallsOf("startStream")),
+			len(rt.slack.CallsOf("stopStream")), len(rt.slack.CallsOf("post")))
 		checkEachLineOnce(t, rt.slack, ws)
 	})
 }
@@ -74,10 +75,12 @@ func TestStreamRescueReplaysWholeAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(6)
 		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
-		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
+		rt.slack.StopErr = func(int, gatewaytest.Call) error {
+			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
+		}
 		_ = rt.r.Reply(t.Context(), rt.req)
-		for i, m := range rt.slack.botMessages(testTS) {
-			t.Logf("message %d: streaming %v mark %+v text %q", i, m.streaming, m.mark, m.text)
+		for i, m := range rt.slack.BotMessages(testTS) {
+			t.Logf("message %d: streaming %v mark %+v text %q", i, m.Streaming, m.Mark, m.Text)
 		}
 		as := assistantMessages(askAgain(t, rt))
 		if len(as) != 1 {
@@ -112,14 +115,16 @@ func TestStreamRescueInsideCodeBlock(t *testing.T) {
 		}
 		rt := newReplyTest(t, steps, streamOptions())
 		t0 := time.Now()
-		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
+		rt.slack.StopErr = func(int, gatewaytest.Call) error {
+			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
+		}
 		_ = rt.r.Reply(t.Context(), rt.req)
 		logCalls(t, rt.slack, t0)
-		posts := rt.slack.callsOf("post")
+		posts := rt.slack.CallsOf("post")
 		if len(posts) != 1 {
 			t.Fatalf("%d rescue posts, want 1", len(posts))
 		}
-		p := posts[0].text
+		p := posts[0].Text
 		if !inCode(p, "y = a*b*c") {
 			t.Errorf("rescue post %q shows the code line y = a*b*c outside a code block", p)
 		}
@@ -145,7 +150,7 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 			step{err: errTruncated()})
 		rt := newReplyTest(t, steps, streamOptions())
 		t0 := time.Now()
-		rt.slack.stopErr = func(n int, _ call) error {
+		rt.slack.StopErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 2 { // the full first message stops; the last cannot
 				return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
 			}
@@ -153,16 +158,16 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
 		t.Logf("Reply = %v", err)
-		for _, c := range rt.slack.callsOf("startStream") {
-			t.Logf("+%v startStream %s (%d bytes)", c.at.Sub(t0), c.ts, len(c.text))
+		for _, c := range rt.slack.CallsOf("startStream") {
+			t.Logf("+%v startStream %s (%d bytes)", c.At.Sub(t0), c.TS, len(c.Text))
 		}
-		for _, c := range rt.slack.callsOf("stopStream") {
-			t.Logf("+%v stopStream %s %q err %v", c.at.Sub(t0), c.ts, c.text, c.err)
+		for _, c := range rt.slack.CallsOf("stopStream") {
+			t.Logf("+%v stopStream %s %q err %v", c.At.Sub(t0), c.TS, c.Text, c.Err)
 		}
 		var all strings.Builder
-		for i, m := range rt.slack.botMessages(testTS) {
-			t.Logf("message %d: %d bytes, streaming %v, mark %+v, ends %q", i, len(m.text), m.streaming, m.mark, m.text[max(0, len(m.text)-80):])
-			all.WriteString(m.text + "\n")
+		for i, m := range rt.slack.BotMessages(testTS) {
+			t.Logf("message %d: %d bytes, streaming %v, mark %+v, ends %q", i, len(m.Text), m.Streaming, m.Mark, m.Text[max(0, len(m.Text)-80):])
+			all.WriteString(m.Text + "\n")
 		}
 		if n := strings.Count(all.String(), textTruncated); n != 1 {
 			t.Errorf("the note %q shows %d times in the thread, want once", textTruncated, n)
@@ -176,24 +181,24 @@ func TestStreamBrokenAppendsStopTheStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(40)
 		rt := newReplyTest(t, deltas(ws, 200*time.Millisecond), streamOptions())
-		rt.slack.appendErr = func(n int, _ call) error {
+		rt.slack.AppendErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 3 && n <= 5 {
 				return slack.SlackErrorResponse{Err: "invalid_arguments"}
 			}
 			return nil
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v; appends %d, stops %d, rescue posts %d", err, len(rt.slack.callsOf("appendStream")),
-			len(rt.slack.callsOf("stopStream")), len(rt.slack.callsOf("post")))
-		ms := rt.slack.botMessages(testTS)
+		t.Logf("Reply = %v; appends %d, stops %d, rescue posts %d", err, len(rt.slack.CallsOf("appendStream")),
+			len(rt.slack.CallsOf("stopStream")), len(rt.slack.CallsOf("post")))
+		ms := rt.slack.BotMessages(testTS)
 		for i, m := range ms {
-			if m.streaming {
-				t.Errorf("message %d left streaming: %q", i, m.text)
+			if m.Streaming {
+				t.Errorf("message %d left streaming: %q", i, m.Text)
 			}
 		}
 		var all strings.Builder
 		for _, m := range ms {
-			all.WriteString(m.text + "\n")
+			all.WriteString(m.Text + "\n")
 		}
 		for _, w := range ws[:2] {
 			if n := strings.Count(all.String(), strings.TrimSpace(w)); n != 1 {
@@ -214,10 +219,10 @@ func TestTimedOutAppendIsNotRepeated(t *testing.T) {
 		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
-		t.Logf("Reply = %v; appends %d", err, len(fs.callsOf("appendStream")))
+		t.Logf("Reply = %v; appends %d", err, len(fs.CallsOf("appendStream")))
 		var all strings.Builder
-		for _, m := range fs.botMessages(testTS) {
-			all.WriteString(m.text + "\n")
+		for _, m := range fs.BotMessages(testTS) {
+			all.WriteString(m.Text + "\n")
 		}
 		twice := 0
 		for _, w := range ws {

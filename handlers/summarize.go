@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -184,9 +185,9 @@ func parseSummarySpan(text string) (summarySpan, error) {
 // thread in place. It reads and writes under the same Slack budgets as the answers (the reply
 // settings it is built from) and names people with the answers' Names.
 type Summarize struct {
-	reads   threadReads
+	reads   gateway.ThreadReads
 	names   *Names
-	paced   *writer
+	paced   *gateway.Writer
 	chat    Chat
 	answers Answerer
 	id      botIdentity
@@ -199,18 +200,18 @@ type Summarize struct {
 // NewSummarize returns the /summarize use case reading with t, posting with m, naming people with
 // n (the Names the answers use), summarising with c, and handing the thread shortcut to a, under opt (the reply settings:
 // identity, model, budgets, fence, buttons, the channels' models).
-func NewSummarize(t Thread, m Messenger, n *Names, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
+func NewSummarize(t gateway.Thread, m gateway.Messenger, n *Names, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	opt.Budgets = opt.Budgets.withDefaults()
+	opt.Budgets = opt.Budgets.WithDefaults()
 	opt.ShutdownTimeout = cmp.Or(max(opt.ShutdownTimeout, 0), defaultShutdownTimeout)
 	if opt.Fence != nil {
-		m = fencedMessenger{m, opt.Fence}
+		m = gateway.FencedMessenger{Messenger: m, Fence: opt.Fence}
 	}
-	paced := &writer{budgets: opt.Budgets, msgs: m}
+	paced := &gateway.Writer{Budgets: opt.Budgets, Msgs: m}
 	return &Summarize{
-		reads: threadReads{thread: t, paced: paced}, names: n, paced: paced,
+		reads: gateway.ThreadReads{Thread: t, Writer: paced}, names: n, paced: paced,
 		chat: c, answers: a, id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, log: log, opt: opt,
 		kept: newKeptResults(keptMax, keptTTL),
 	}
@@ -220,14 +221,14 @@ func NewSummarize(t Thread, m Messenger, n *Names, c Chat, a Answerer, log *zap.
 // of this channel…", or the usage line for a bad argument); Run reads the channel, summarises it
 // and shows the summary privately through the command's response_url (resp), with a button that
 // posts it (PostSummaryHandler). One summary per person at a time.
-func (r *Summarize) SummarizeHandler(resp PrivateResponder) route.Handler {
+func (r *Summarize) SummarizeHandler(resp gateway.PrivateResponder) route.Handler {
 	s := &summarizer{r: r, resp: resp, running: map[string]time.Time{}}
 	return route.Funcs{AcceptFunc: s.accept, RunFunc: s.run}
 }
 
 type summarizer struct {
 	r    *Summarize
-	resp PrivateResponder
+	resp gateway.PrivateResponder
 
 	mu      sync.Mutex
 	running map[string]time.Time // user -> when their summary was accepted
@@ -319,7 +320,7 @@ func (s *summarizer) run(ctx context.Context, req *route.Request) error {
 	default:
 		text = "I couldn't summarize " + where(req.Channel) + ". " + llmNote(err, false)
 	}
-	j.tell(ctx, Private{Text: text})
+	j.tell(ctx, gateway.Private{Text: text})
 	return err
 }
 
@@ -335,7 +336,7 @@ func (j *summaryJob) run(ctx context.Context) error {
 		if j.span.count > 0 {
 			text = "There are no messages in " + where(j.req.Channel) + " to summarize."
 		}
-		j.tell(ctx, Private{Text: text})
+		j.tell(ctx, gateway.Private{Text: text})
 		return nil
 	}
 	busiest := j.busiest(top)
@@ -349,7 +350,7 @@ func (j *summaryJob) run(ctx context.Context) error {
 	names := j.names(ctx, top, replies)
 	lines := j.transcript(top, replies, names)
 	if len(lines) == 0 { // nothing but messages with no text
-		j.tell(ctx, Private{Text: "Nothing was said in " + where(j.req.Channel) + " in " + j.span.String() + "."})
+		j.tell(ctx, gateway.Private{Text: "Nothing was said in " + where(j.req.Channel) + " in " + j.span.String() + "."})
 		return nil
 	}
 	summary, err := j.summarize(ctx, lines)
@@ -371,9 +372,9 @@ func (j *summaryJob) run(ctx context.Context) error {
 	body := slackmd.Render(md, slackmd.FormatMrkdwn)
 	id := r.kept.put(keptResult{User: j.req.User, Channel: j.req.Channel,
 		Post: "*" + header + "*, asked for by " + asker + ":\n\n" + body})
-	private := Private{Text: "*" + header + "* (" + j.counts() + "), only you can see it:\n\n" + body + note}
+	private := gateway.Private{Text: "*" + header + "* (" + j.counts() + "), only you can see it:\n\n" + body + note}
 	if r.opt.Buttons {
-		private.Buttons = []Button{{ActionID: ActionPostSummary, Text: labelPostSummary, Value: id, Style: "primary"}}
+		private.Buttons = []gateway.Button{{ActionID: ActionPostSummary, Text: labelPostSummary, Value: id, Style: "primary"}}
 	}
 	if err := j.tell(ctx, private); err != nil {
 		return err
@@ -403,7 +404,7 @@ func plural(n int, one string) string {
 
 // tell shows m privately through the command's response_url; once ctx has ended (a shutdown, the
 // time limit) on a context of its own, bounded.
-func (j *summaryJob) tell(ctx context.Context, m Private) error {
+func (j *summaryJob) tell(ctx context.Context, m gateway.Private) error {
 	timeout := respondTimeout
 	if ctx.Err() != nil {
 		timeout = j.s.r.opt.ShutdownTimeout
@@ -427,7 +428,7 @@ func (j *summaryJob) progress(ctx context.Context, text string) {
 		return
 	}
 	j.progressed++
-	_ = j.tell(ctx, Private{Text: "_" + text + "_"})
+	_ = j.tell(ctx, gateway.Private{Text: "_" + text + "_"})
 }
 
 // history reads the channel's top-level messages of the span, oldest first, a page per read
@@ -447,7 +448,7 @@ func (j *summaryJob) history(ctx context.Context) ([]slack.Message, error) {
 			j.truncated = true
 			break
 		}
-		msgs, err := r.reads.history(ctx, j.req.Channel, summaryPage, latest)
+		msgs, err := r.reads.History(ctx, j.req.Channel, summaryPage, latest)
 		if err != nil {
 			return nil, err
 		}
@@ -524,7 +525,7 @@ func (j *summaryJob) busiest(top []slack.Message) []slack.Message {
 func (j *summaryJob) replies(ctx context.Context, threads []slack.Message) map[string][]slack.Message {
 	out := map[string][]slack.Message{}
 	for _, t := range threads {
-		msgs, _, err := j.s.r.reads.replies(ctx, j.req.Channel, t.Timestamp)
+		msgs, _, err := j.s.r.reads.Replies(ctx, j.req.Channel, t.Timestamp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return out
@@ -869,7 +870,7 @@ func cutRunes(s string, n int) string {
 // to the channel (marked a summary, so it is never replayed to the model as an answer), and their
 // private message says so. A summary kept no more (an hour went by, or the bot restarted) is told
 // privately; so is anyone else (the button is on a message only its person sees).
-func (r *Summarize) PostSummaryHandler(resp PrivateResponder) route.Handler {
+func (r *Summarize) PostSummaryHandler(resp gateway.PrivateResponder) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			k, ok := r.kept.get(req.Text)
@@ -890,15 +891,15 @@ func (r *Summarize) PostSummaryHandler(resp PrivateResponder) route.Handler {
 			if err := r.postSummary(ctx, k); err != nil {
 				r.kept.putBack(req.Text, k)
 				text := "I couldn't post the summary: " + slackReason(err) + ". Try the button again in a moment."
-				if n := slackErr(err); n == "not_in_channel" || n == "channel_not_found" {
+				if n := gateway.SlackErr(err); n == "not_in_channel" || n == "channel_not_found" {
 					text = fmt.Sprintf("I couldn't post the summary: I'm not a member of this channel. Invite me with "+
 						"`/invite @%s`, then press the button again.", cmp.Or(r.opt.BotName, "llmbot"))
 				}
-				tell(ctx, resp, req.ResponseURL, Private{Text: text}, r.opt.ShutdownTimeout, log)
+				tell(ctx, resp, req.ResponseURL, gateway.Private{Text: text}, r.opt.ShutdownTimeout, log)
 				return err
 			}
 			log.Info("summary posted")
-			tell(ctx, resp, req.ResponseURL, Private{Text: textSummaryPosted, ReplaceOriginal: true}, r.opt.ShutdownTimeout, log)
+			tell(ctx, resp, req.ResponseURL, gateway.Private{Text: textSummaryPosted, ReplaceOriginal: true}, r.opt.ShutdownTimeout, log)
 			return nil
 		},
 	}
@@ -909,7 +910,7 @@ func (r *Summarize) PostSummaryHandler(resp PrivateResponder) route.Handler {
 func (r *Summarize) postSummary(ctx context.Context, k keptResult) error {
 	thread := ""
 	for _, part := range splitLines(k.Post, slackmd.MrkdwnLimit) { // bytes: at most as many characters
-		ts, err := r.paced.post(ctx, interimRetry, nil, r.paced.postTurn(k.Channel), k.Channel, thread, Msg{Text: part, Mark: convo.Mark{Kind: markSummary}})
+		ts, err := r.paced.Post(ctx, gateway.InterimRetry, nil, r.paced.PostTurn(k.Channel), k.Channel, thread, gateway.Msg{Text: part, Mark: convo.Mark{Kind: markSummary}})
 		if err != nil {
 			return fmt.Errorf("post summary: %w", err)
 		}
@@ -920,7 +921,7 @@ func (r *Summarize) postSummary(ctx context.Context, k keptResult) error {
 
 // tell shows m privately through a response_url, on a context of its own (bounded) once ctx has
 // ended.
-func tell(ctx context.Context, resp PrivateResponder, responseURL string, m Private, closing time.Duration, log *zap.Logger) {
+func tell(ctx context.Context, resp gateway.PrivateResponder, responseURL string, m gateway.Private, closing time.Duration, log *zap.Logger) {
 	timeout := respondTimeout
 	if ctx.Err() != nil {
 		timeout = closing
@@ -937,7 +938,7 @@ func tell(ctx context.Context, resp PrivateResponder, responseURL string, m Priv
 // streaming, Stop and Regenerate as for a mention), in the thread's turn. Where the bot can
 // neither read nor write (not a member), the person is told privately through the shortcut's
 // response_url (resp).
-func (r *Summarize) SummarizeThreadHandler(resp PrivateResponder) route.Handler {
+func (r *Summarize) SummarizeThreadHandler(resp gateway.PrivateResponder) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			if req.MessageTS == "" {
@@ -950,9 +951,9 @@ func (r *Summarize) SummarizeThreadHandler(resp PrivateResponder) route.Handler 
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error {
 			err := r.answers.Reply(ctx, *req.Reply)
-			if n := slackErr(err); (n == "not_in_channel" || n == "channel_not_found") && req.ResponseURL != "" {
+			if n := gateway.SlackErr(err); (n == "not_in_channel" || n == "channel_not_found") && req.ResponseURL != "" {
 				log := r.log.With(zap.String("channel", req.Channel), zap.String("user", req.User))
-				tell(ctx, resp, req.ResponseURL, Private{Text: fmt.Sprintf(textSummaryNoThread, cmp.Or(r.opt.BotName, "llmbot"))},
+				tell(ctx, resp, req.ResponseURL, gateway.Private{Text: fmt.Sprintf(textSummaryNoThread, cmp.Or(r.opt.BotName, "llmbot"))},
 					r.opt.ShutdownTimeout, log)
 			}
 			return err

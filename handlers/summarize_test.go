@@ -16,6 +16,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 )
@@ -65,11 +67,11 @@ func TestParseSummarySpan(t *testing.T) {
 // privateFake records what a response_url was sent.
 type privateFake struct {
 	mu    sync.Mutex
-	posts []Private
+	posts []gateway.Private
 	err   error
 }
 
-func (p *privateFake) RespondPrivate(ctx context.Context, responseURL string, m Private) error {
+func (p *privateFake) RespondPrivate(ctx context.Context, responseURL string, m gateway.Private) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if responseURL == "" {
@@ -79,10 +81,10 @@ func (p *privateFake) RespondPrivate(ctx context.Context, responseURL string, m 
 	return p.err
 }
 
-func (p *privateFake) all() []Private {
+func (p *privateFake) all() []gateway.Private {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]Private(nil), p.posts...)
+	return append([]gateway.Private(nil), p.posts...)
 }
 
 // scriptChat answers every request with answer(i, request) and records the requests.
@@ -116,7 +118,7 @@ func prompt(req llm.ChatRequest) string { return req.Messages[len(req.Messages)-
 
 // summaryTest is /summarize's handlers over the fakes.
 type summaryTest struct {
-	slack *fakeSlack
+	slack *gatewaytest.Slack
 	chat  *scriptChat
 	resp  *privateFake
 	r     *Summarize
@@ -126,7 +128,7 @@ type summaryTest struct {
 
 func newSummaryTest(t *testing.T, opt ReplyOptions, answer func(int, llm.ChatRequest) string) *summaryTest {
 	t.Helper()
-	fs := newFakeSlack()
+	fs := gatewaytest.NewSlack()
 	chat := &scriptChat{answer: answer}
 	resp := &privateFake{}
 	log := zaptest.NewLogger(t)
@@ -139,24 +141,24 @@ func newSummaryTest(t *testing.T, opt ReplyOptions, answer func(int, llm.ChatReq
 func (st *summaryTest) say(user, text string, ago time.Duration) slack.Message {
 	var m slack.Message
 	m.User, m.Text, m.Timestamp = user, text, slackTS(time.Now().Add(-ago))
-	st.slack.history[testCh] = append(st.slack.history[testCh], m)
+	st.slack.TopLevel[testCh] = append(st.slack.TopLevel[testCh], m)
 	return m
 }
 
 // reply adds a reply to the thread of parent.
 func (st *summaryTest) reply(parent *slack.Message, user, text string, ago time.Duration) {
 	key := testCh + "/" + parent.Timestamp
-	if len(st.slack.threads[key]) == 0 {
-		st.slack.threads[key] = []slack.Message{*parent}
+	if len(st.slack.Threads[key]) == 0 {
+		st.slack.Threads[key] = []slack.Message{*parent}
 	}
 	var m slack.Message
 	m.User, m.Text, m.Timestamp, m.ThreadTimestamp = user, text, slackTS(time.Now().Add(-ago)), parent.Timestamp
-	st.slack.threads[key] = append(st.slack.threads[key], m)
+	st.slack.Threads[key] = append(st.slack.Threads[key], m)
 	parent.ReplyCount++
 	parent.ThreadTimestamp = parent.Timestamp
-	for i, h := range st.slack.history[testCh] {
+	for i, h := range st.slack.TopLevel[testCh] {
 		if h.Timestamp == parent.Timestamp {
-			st.slack.history[testCh][i] = *parent
+			st.slack.TopLevel[testCh][i] = *parent
 		}
 	}
 }
@@ -201,11 +203,11 @@ func TestSummarizeChannelAndPost(t *testing.T) {
 		st.reply(&p, "U2", "Friday works", 2*time.Hour)
 		join := st.say("U3", "<@U3> has joined the channel", time.Hour)
 		join.SubType = "channel_join"
-		st.slack.history[testCh][len(st.slack.history[testCh])-1] = join
+		st.slack.TopLevel[testCh][len(st.slack.TopLevel[testCh])-1] = join
 		var notice slack.Message
 		notice.User, notice.BotID, notice.Text, notice.Timestamp = "UBOT", "BBOT", "_Thinking…_", slackTS(time.Now().Add(-time.Minute))
 		notice.Metadata = convo.Mark{Kind: convo.MarkPlaceholder}.Metadata()
-		st.slack.history[testCh] = append(st.slack.history[testCh], notice)
+		st.slack.TopLevel[testCh] = append(st.slack.TopLevel[testCh], notice)
 		st.say("U1", "see you then", 30*time.Second)
 
 		if d := st.command(t, "U1", ""); !d.Run || d.Say != "Summarizing the last 24 hours of this channel…" {
@@ -234,10 +236,10 @@ func TestSummarizeChannelAndPost(t *testing.T) {
 		if reqs[0].Messages[0].Role != llm.RoleSystem || !strings.Contains(reqs[0].Messages[0].Content, "summarizing a Slack conversation") {
 			t.Errorf("system prompt %q", reqs[0].Messages[0].Content)
 		}
-		if n := len(st.slack.callsOf("history")); n != 1 {
+		if n := len(st.slack.CallsOf("history")); n != 1 {
 			t.Errorf("%d history reads, want 1", n)
 		}
-		if n := len(st.slack.callsOf("replies")); n != 1 {
+		if n := len(st.slack.CallsOf("replies")); n != 1 {
 			t.Errorf("%d thread reads, want 1", n)
 		}
 
@@ -261,9 +263,9 @@ func TestSummarizeChannelAndPost(t *testing.T) {
 		if d := st.click(t, "U1", id); !d.Run {
 			t.Fatalf("press: %+v", d)
 		}
-		posts := st.slack.callsOf("post")
-		if len(posts) != 1 || posts[0].thread != "" || posts[0].mark.Kind != markSummary ||
-			!strings.HasPrefix(posts[0].text, "*Summary of the last 24 hours in this channel*, asked for by Alice:\n\n• Alice proposed") {
+		posts := st.slack.CallsOf("post")
+		if len(posts) != 1 || posts[0].Thread != "" || posts[0].Mark.Kind != markSummary ||
+			!strings.HasPrefix(posts[0].Text, "*Summary of the last 24 hours in this channel*, asked for by Alice:\n\n• Alice proposed") {
 			t.Fatalf("posts %+v: want the summary at the top level, marked, naming Alice", posts)
 		}
 		if priv := st.resp.all(); len(priv) != 2 || priv[1].Text != textSummaryPosted || !priv[1].ReplaceOriginal || priv[1].Buttons != nil {
@@ -272,7 +274,7 @@ func TestSummarizeChannelAndPost(t *testing.T) {
 		if d := st.click(t, "U1", id); d.Run || d.Say != textSummaryExpired {
 			t.Errorf("second press: %+v, want the expired note", d)
 		}
-		if n := len(st.slack.callsOf("post")); n != 1 {
+		if n := len(st.slack.CallsOf("post")); n != 1 {
 			t.Errorf("%d posts, want 1", n)
 		}
 	})
@@ -399,7 +401,7 @@ func TestSummarizeRefusalsAndEmpty(t *testing.T) {
 					st.say("U1", "long ago", 13*time.Hour)
 				}
 				if tc.readErr != "" {
-					st.r.reads.thread = failingHistory{st.slack, slack.SlackErrorResponse{Err: tc.readErr}}
+					st.r.reads.Thread = failingHistory{st.slack, slack.SlackErrorResponse{Err: tc.readErr}}
 				}
 				d := st.command(t, "U1", tc.arg)
 				if d.Say != tc.ack {
@@ -422,7 +424,7 @@ func TestSummarizeRefusalsAndEmpty(t *testing.T) {
 
 // failingHistory is a Thread whose History fails with err.
 type failingHistory struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	err error
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -147,7 +148,7 @@ func slackReason(err error) string {
 		}
 		return "Slack said " + se.Err
 	}
-	if _, ok := rateLimited(err); ok {
+	if _, ok := gateway.RateLimited(err); ok {
 		return "Slack is rate limiting the bot"
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/toolinfo"
 )
@@ -268,7 +269,7 @@ func (a *answer) checkCall(st *toolState, call llm.ToolCall, index int) toolCall
 // askFor asks the asker once about the calls in ask, and decides them all by the answer.
 func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, shown string, s sink) {
 	names := make([]string, len(ask))
-	tasks := make([]Task, len(ask))
+	tasks := make([]gateway.Task, len(ask))
 	for i, c := range ask {
 		names[i] = fmt.Sprintf("`%s` (%s)", c.call.Name, c.info.Server)
 		tasks[i] = callTask(c)
@@ -297,8 +298,8 @@ func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, sho
 }
 
 // callTask is a call's task card in a native stream.
-func callTask(c *toolCall) Task {
-	return Task{ID: "tool_" + c.call.ID, Title: fmt.Sprintf(titleTool, c.call.Name, c.info.Server)}
+func callTask(c *toolCall) gateway.Task {
+	return gateway.Task{ID: "tool_" + c.call.ID, Title: fmt.Sprintf(titleTool, c.call.Name, c.info.Server)}
 }
 
 // callTool makes the allowed call c within tctx (the answer's tool time; ctx is the answer's). Its
@@ -308,7 +309,7 @@ func (a *answer) callTool(ctx, tctx context.Context, st *toolState, c *toolCall,
 	log := a.log.With(zap.String("tool", c.call.Name), zap.String("server", c.info.Server))
 	task := callTask(c)
 	defer func() { a.toolDone(ctx, s, task, c.ev.Outcome) }()
-	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, c.call.Name, c.info.Server), []Task{task}, "")
+	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, c.call.Name, c.info.Server), []gateway.Task{task}, "")
 	cctx, cancel := context.WithTimeout(tctx, a.r.opt.Tools.CallTimeout)
 	defer cancel()
 	begin := time.Now()
@@ -379,10 +380,10 @@ func (r *Replies) fenced(f convo.Fence, source, out string) string {
 // status shows a line under the answer so far while calls wait or run; a native stream, which
 // cannot take text back, shows the calls' task cards instead (tasks, with details). The write is
 // brief: a call does not wait for it.
-func (a *answer) status(ctx context.Context, s sink, shown, line string, tasks []Task, details string) {
+func (a *answer) status(ctx context.Context, s sink, shown, line string, tasks []gateway.Task, details string) {
 	if s.mode() != ModeEdit {
 		for i := range tasks {
-			tasks[i].Status, tasks[i].Details = TaskInProgress, details
+			tasks[i].Status, tasks[i].Details = gateway.TaskInProgress, details
 		}
 		s.progress(ctx, tasks...)
 		return
@@ -394,13 +395,13 @@ func (a *answer) status(ctx context.Context, s sink, shown, line string, tasks [
 
 // toolDone closes a call's task card in a native stream: complete when the call was made and
 // answered, else error.
-func (a *answer) toolDone(ctx context.Context, s sink, task Task, outcome string) {
+func (a *answer) toolDone(ctx context.Context, s sink, task gateway.Task, outcome string) {
 	if s.mode() == ModeEdit {
 		return
 	}
-	task.Status = TaskComplete
+	task.Status = gateway.TaskComplete
 	if outcome != "ok" {
-		task.Status, task.Details = TaskError, outcome
+		task.Status, task.Details = gateway.TaskError, outcome
 	}
 	s.progress(ctx, task)
 }

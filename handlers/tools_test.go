@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/toolinfo"
 )
@@ -100,7 +102,7 @@ func weatherTools(auto bool, run func(ctx context.Context, args string) (string,
 func sunny(context.Context, string) (string, error) { return "sunny, 21 °C", nil }
 
 type toolTest struct {
-	slack *fakeSlack
+	slack *gatewaytest.Slack
 	chat  *roundChat
 	tools *fakeTools
 	r     *Replies
@@ -140,19 +142,19 @@ func (tt *toolTest) outcomes() []string {
 // final is the answer's last text in Slack.
 func (tt *toolTest) final() string {
 	var answer string
-	for _, m := range tt.slack.botMessages(testTS) {
-		if m.mark.Kind == convo.MarkAnswer {
-			answer = m.text
+	for _, m := range tt.slack.BotMessages(testTS) {
+		if m.Mark.Kind == convo.MarkAnswer {
+			answer = m.Text
 		}
 	}
 	return answer
 }
 
 // prompts are the approval prompts posted.
-func (tt *toolTest) prompts() []call {
-	var out []call
-	for _, c := range tt.slack.callsOf("post") {
-		if len(c.buttons) > 0 && c.buttons[0].ActionID == ActionToolAllowOnce {
+func (tt *toolTest) prompts() []gatewaytest.Call {
+	var out []gatewaytest.Call
+	for _, c := range tt.slack.CallsOf("post") {
+		if len(c.Buttons) > 0 && c.Buttons[0].ActionID == ActionToolAllowOnce {
 			out = append(out, c)
 		}
 	}
@@ -225,11 +227,11 @@ func TestToolApproval(t *testing.T) {
 				}
 				p := ps[0]
 				for _, want := range []string{"<@U1>", "`weather` of *wx*", "\"city\": \"Paris\""} {
-					if !strings.Contains(p.text, want) {
-						t.Errorf("prompt %q lacks %q", p.text, want)
+					if !strings.Contains(p.Text, want) {
+						t.Errorf("prompt %q lacks %q", p.Text, want)
 					}
 				}
-				ref, err := ParseApprovalRef(p.buttons[0].Value)
+				ref, err := ParseApprovalRef(p.Buttons[0].Value)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -253,10 +255,10 @@ func TestToolApproval(t *testing.T) {
 					t.Errorf("%d tool calls, want %d", got, tc.calls)
 				}
 				var settled string
-				for _, m := range tt.slack.botMessages(testTS) {
-					if m.ts == p.ts {
-						settled = m.text
-						if len(m.buttons) != 0 {
+				for _, m := range tt.slack.BotMessages(testTS) {
+					if m.TS == p.TS {
+						settled = m.Text
+						if len(m.Buttons) != 0 {
 							t.Errorf("the settled prompt keeps its buttons")
 						}
 					}
@@ -282,10 +284,10 @@ func TestToolAllowForThread(t *testing.T) {
 		go func() { done <- tt.r.Reply(t.Context(), testRequest()) }()
 		synctest.Wait()
 		ps := tt.prompts()
-		if len(ps) != 1 || len(ps[0].buttons) != 3 {
+		if len(ps) != 1 || len(ps[0].Buttons) != 3 {
 			t.Fatalf("%d prompts (want 1, with 3 buttons)", len(ps))
 		}
-		ref, _ := ParseApprovalRef(ps[0].Value())
+		ref, _ := ParseApprovalRef(buttonValue(ps[0]))
 		if got := tt.approvals.Decide(ref, "U1", ActionToolAllowThread); got != DecidedHere {
 			t.Fatalf("Decide = %v", got)
 		}
@@ -315,8 +317,8 @@ func TestToolAllowForThread(t *testing.T) {
 	})
 }
 
-// Value is the value of a prompt's first button (all three carry the same).
-func (c call) Value() string { return c.buttons[0].Value }
+// buttonValue is the value of a prompt's first button (all three carry the same).
+func buttonValue(c gatewaytest.Call) string { return c.Buttons[0].Value }
 
 func TestToolErrorsAndBounds(t *testing.T) {
 	boom := func(context.Context, string) (string, error) {
@@ -404,7 +406,7 @@ func TestNoToolsForOtherChannels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tt := newToolTest(t, weatherTools(true, sunny), callsThenAnswer(1, weatherCall), nil)
 		fs := tt.slack
-		fs.threads["C2/"+testTS] = fs.threads[testCh+"/"+testTS]
+		fs.Threads["C2/"+testTS] = fs.Threads[testCh+"/"+testTS]
 		req := testRequest()
 		req.Channel = "C2"
 		mustNoErr(t, tt.r.Reply(t.Context(), req))
@@ -445,26 +447,26 @@ func TestToolLoopNativeStream(t *testing.T) {
 		tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)
 		mustNoErr(t, tt.r.Reply(t.Context(), testRequest()))
 		want := "Checking.\n\n_Used `weather` (wx)._\n\nChecking.\n\n_`weather` was not used: nobody approved it in time._\n\nDone."
-		ms := slices.DeleteFunc(tt.slack.botMessages(testTS), func(m fakeMsg) bool { return m.mark.Kind != convo.MarkAnswer })
-		if len(ms) != 1 || ms[0].text != streamed(want) || ms[0].streaming {
+		ms := slices.DeleteFunc(tt.slack.BotMessages(testTS), func(m gatewaytest.Message) bool { return m.Mark.Kind != convo.MarkAnswer })
+		if len(ms) != 1 || ms[0].Text != streamed(want) || ms[0].Streaming {
 			t.Errorf("streamed message %+v, want %q", ms, streamed(want))
 		}
-		for _, c := range tt.slack.callsOf("appendStream") {
-			if strings.Contains(c.text, "Using") {
-				t.Errorf("a status line was appended: %q", c.text)
+		for _, c := range tt.slack.CallsOf("appendStream") {
+			if strings.Contains(c.Text, "Using") {
+				t.Errorf("a status line was appended: %q", c.Text)
 			}
 		}
 		// Each call shows as a task card: under way, then complete.
 		var cards []string
-		for _, c := range tt.slack.callsOf("appendTasks") {
-			for _, task := range c.tasks {
+		for _, c := range tt.slack.CallsOf("appendTasks") {
+			for _, task := range c.Tasks {
 				if strings.HasPrefix(task.ID, "tool_") {
 					cards = append(cards, task.Title+":"+task.Status)
 				}
 			}
 		}
-		want2 := []string{"Using weather (wx):" + TaskInProgress, "Using weather (wx):" + TaskComplete,
-			"Using weather (wx):" + TaskInProgress, "Using weather (wx):" + TaskError}
+		want2 := []string{"Using weather (wx):" + gateway.TaskInProgress, "Using weather (wx):" + gateway.TaskComplete,
+			"Using weather (wx):" + gateway.TaskInProgress, "Using weather (wx):" + gateway.TaskError}
 		if !slices.Equal(cards, want2) {
 			t.Errorf("task cards %v, want %v", cards, want2)
 		}

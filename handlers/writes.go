@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -16,8 +17,8 @@ import (
 
 // postRetry posts msg in the answer's thread under the channel's post budgets, retried under pol
 // within outage o (nil: its own), and returns its ts (the last attempt's).
-func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg Msg) (string, error) {
-	ts, err := a.r.paced.post(ctx, pol, o, a.r.paced.postTurn(a.req.Channel), a.req.Channel, a.threadTS, msg)
+func (a *answer) postRetry(ctx context.Context, pol gateway.RetryPolicy, o *gateway.Outage, msg gateway.Msg) (string, error) {
+	ts, err := a.r.paced.Post(ctx, pol, o, a.r.paced.PostTurn(a.req.Channel), a.req.Channel, a.threadTS, msg)
 	if err == nil {
 		a.posted(ts)
 	}
@@ -30,7 +31,7 @@ func (a *answer) postRetry(ctx context.Context, pol retryPolicy, o *outage, msg 
 // that a replica dying then leaves nothing for another to mark as interrupted.
 func (a *answer) closedInJournal() {
 	if a.fence != nil {
-		a.fence.closed.Store(true) // nobody can adopt it now: the writes left are this replica's alone
+		a.fence.Closed.Store(true) // nobody can adopt it now: the writes left are this replica's alone
 	}
 	if a.r.opt.Journal == nil || a.unjournaled {
 		return
@@ -55,26 +56,23 @@ func (a *answer) posted(ts string) {
 	}
 }
 
-// writeCallTimeout bounds one interim Slack write once it holds its slot (callCtx).
-const writeCallTimeout = 10 * time.Second
-
 // callCtx is the context of an interim Slack write that holds its slot: cancelling the answer (Stop,
 // shutdown) ends the waits for slots, not a call under way, which Slack may already have carried out
 // (a post abandoned then would be posted again by the final write, and its Stop button would stay).
-// The call is bounded by writeCallTimeout, and once the answer is cancelled by half of its closing
+// The call is bounded by gateway.WriteCallTimeout, and once the answer is cancelled by half of its closing
 // time (halfway to closeBy, counted from the cancellation), so at shutdown, where the final write's time
 // box counts from the cancellation too, the final write still fits in the rest.
 func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	octx, ocancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
 		return halfway(cancelled, a.r.closeBy(cause, cancelled, cancelled))
 	})
-	cctx, cancel := context.WithTimeout(octx, writeCallTimeout)
+	cctx, cancel := context.WithTimeout(octx, gateway.WriteCallTimeout)
 	return cctx, func() { cancel(); ocancel() }
 }
 
-// deleteMessage deletes one of the answer's messages (writer.delete).
-func (a *answer) deleteMessage(ctx context.Context, pol retryPolicy, by time.Time, ts string) error {
-	return a.r.paced.delete(ctx, pol, by, a.req.Channel, ts)
+// deleteMessage deletes one of the answer's messages (Writer.Delete).
+func (a *answer) deleteMessage(ctx context.Context, pol gateway.RetryPolicy, by time.Time, ts string) error {
+	return a.r.paced.Delete(ctx, pol, by, a.req.Channel, ts)
 }
 
 // withdraw takes back a bare placeholder at shutdown: it tells the asker privately that the question
@@ -85,14 +83,14 @@ func (a *answer) withdraw(ctx context.Context, by time.Time, ts string) error {
 	if err := a.tellNotAnswered(ctx, by); err != nil {
 		return err
 	}
-	return a.deleteMessage(ctx, interimRetry, by, ts)
+	return a.deleteMessage(ctx, gateway.InterimRetry, by, ts)
 }
 
 // tellNotAnswered tells the asker privately (chat.postEphemeral, the Ephemerals budget) that the
 // question was not answered because the bot is restarting. The wait for the budget ends at by
 // (unless zero); the write may use all of ctx.
 func (a *answer) tellNotAnswered(ctx context.Context, by time.Time) error {
-	return a.r.paced.ephemeral(ctx, interimRetry, by, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
+	return a.r.paced.Ephemeral(ctx, gateway.InterimRetry, by, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
 }
 
 // notAnswered is for an answer shut down before it opened (no placeholder or stream yet): the asker

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
@@ -89,7 +90,7 @@ func TestWiredBot(t *testing.T) {
 	})
 	imagine := handlers.NewImagine(m.Imager(model), api, api, log, handlers.ImagineOptions{BotName: id.Name})
 	routes := route.NewTable(m.Middleware)
-	b := bot.New(sc, id, routes, handlers.NewNotices(api, handlers.Budgets{}), log, bot.Options{Hooks: hooks})
+	b := bot.New(sc, id, routes, gateway.NewNotices(api, gateway.Budgets{}), log, bot.Options{Hooks: hooks})
 	if err := routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Handler: imagine.Handler()},

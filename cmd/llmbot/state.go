@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/pace"
@@ -33,7 +34,7 @@ type sharedState struct {
 	counter  access.Counter
 	orphans  handlers.Orphans
 	journal  handlers.Journal
-	fence    handlers.Fence
+	fence    gateway.Fence
 }
 
 // Close closes the store, once its run has returned.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
@@ -27,7 +28,7 @@ import (
 	"github.com/llmbot/llmbot/tools"
 )
 
-// Time limits of the Slack client and the start-up (Slack's rate limits are handlers.Budgets).
+// Time limits of the Slack client and the start-up (Slack's rate limits are gateway.Budgets).
 const (
 	slackCallTimeout  = 60 * time.Second // one Web API call, file upload included
 	identifyTimeout   = 20 * time.Second
@@ -95,7 +96,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
-	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, prompts: p.prompts}
+	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
+		prompts: p.prompts}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
@@ -116,7 +118,8 @@ type useCases struct {
 	answering
 	imagine  *handlers.Imagine
 	feedback *handlers.Feedback
-	slack    *bot.SlackAPI // private responses and the agent session's status
+	slack    *bot.SlackAPI       // private responses
+	sessions *bot.SlackAssistant // the agent session's status
 	prompts  []handlers.Prompt
 }
 
@@ -128,7 +131,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Message, Name: route.MessageRoute, Handler: u.replies.Handler()},
 		{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: handlers.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
 		{Kind: route.Action, Name: handlers.ActionStop, Feature: handlers.FeatureStop, Handler: u.bot.StopHandler()},
-		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.FeatureStop, Handler: u.bot.SessionStopHandler(u.slack)},
+		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
 		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
@@ -307,8 +310,8 @@ type parts struct {
 	model     *llm.Client
 	metrics   *ops.Metrics
 	shared    sharedState
-	budgets   handlers.Budgets
-	notices   *handlers.Notices
+	budgets   gateway.Budgets
+	notices   *gateway.Notices
 	overrides *access.Overrides
 	prompts   []handlers.Prompt
 	log       *zap.Logger
@@ -316,14 +319,14 @@ type parts struct {
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
 	shared sharedState, policy pace.Policy, log *zap.Logger) *parts {
-	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
+	budgets := gateway.NewBudgets(cfg.EditBudgetPerMinute, policy)
 	budgets.Share(shared.buckets)
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	return &parts{cfg: cfg, id: id, api: api, model: model, metrics: metrics, shared: shared, budgets: budgets,
 		// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
 		// replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
-		notices:   handlers.NewNotices(api, budgets),
+		notices:   gateway.NewNotices(api, budgets),
 		overrides: overrides, prompts: prompts, log: log}
 }
 
@@ -379,7 +382,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		Threads:          p.shared.marks,
 		Approvals:        approvals,
 		Names:            names,
-		Sessions:         p.api,
+		Sessions:         p.api.Assistant,
 		Pane:             pane,
 		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
 		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
@@ -502,7 +505,7 @@ func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
 	if !cfg.AgentView {
 		return nil
 	}
-	return api
+	return api.Assistant
 }
 
 // llmConfig is the model client's configuration from the settings, without hooks. The bot and doctor

@@ -1,4 +1,4 @@
-package handlers
+package gateway
 
 import "github.com/llmbot/llmbot/pace"
 
@@ -20,8 +20,8 @@ const (
 	postsWorkspaceBurst     = 20
 	readsPerMinute          = 50 // conversations.replies + conversations.history: Tier 3
 	readBurst               = 5
-	lookupsPerMinute        = 100 // users.info: Tier 4
-	lookupBurst             = 10
+	LookupsPerMinute        = 100 // users.info: Tier 4
+	LookupBurst             = 10
 	streamsPerMinute        = 20 // chat.startStream + chat.stopStream: Tier 2
 	streamBurst             = 3
 	// chat.delete (Tier 3) withdraws placeholders under load and at shutdown; chat.postEphemeral
@@ -35,14 +35,14 @@ const (
 	sessionBurst        = 5
 	// assistant.threads.setStatus: Slack publishes no tier ("special"); 100 a minute (Tier 4) stays
 	// modest, and a status that gets no token at once is left out.
-	statusesPerMinute = 100
-	statusBurst       = 20
+	StatusesPerMinute = 100
+	StatusBurst       = 20
 )
 
 // Budgets pace the Slack methods the replies call, one budget per method (or per channel, for
 // posts), shared by every reply in flight.
 type Budgets struct {
-	Edits   *pace.Scheduler // chat.update: the fair edit scheduler
+	Edits   *pace.Scheduler // chat.update: the fair edit Scheduler
 	Appends *pace.Scheduler // chat.appendStream (native streaming)
 	Posts   *pace.Keyed     // chat.postMessage and chat.startStream per channel
 	// PostsWorkspace is chat.postMessage and chat.startStream across every channel, waited on after
@@ -64,7 +64,7 @@ type Budgets struct {
 	// with a token at once, a sign of life that must cost no answer a moment.
 	Statuses *pace.Bucket
 	// Deletes (chat.delete) and Ephemerals (chat.postEphemeral) close replies at shutdown that the
-	// edit budget cannot serve in time (planClose). Ephemerals paces the rest of the bot's private
+	// edit budget cannot serve in time (handlers.planClose). Ephemerals paces the rest of the bot's private
 	// notes too (Notices), so the process keeps that method's limit once.
 	Deletes, Ephemerals *pace.Bucket
 }
@@ -78,17 +78,17 @@ func NewBudgets(editsPerMinute float64, policy pace.Policy) Budgets {
 		Posts:          pace.NewKeyed(postsPerMinute, postBurst),
 		PostsWorkspace: pace.NewBucket(postsWorkspacePerMinute, postsWorkspaceBurst),
 		Reads:          pace.NewBucket(readsPerMinute*pace.RateMargin, readBurst),
-		Lookups:        pace.NewBucket(lookupsPerMinute*pace.RateMargin, lookupBurst),
+		Lookups:        pace.NewBucket(LookupsPerMinute*pace.RateMargin, LookupBurst),
 		Streams:        pace.NewBucket(streamsPerMinute, streamBurst),
 		Sessions:       pace.NewBucket(sessionsPerMinute, sessionBurst),
-		Statuses:       pace.NewBucket(statusesPerMinute, statusBurst),
+		Statuses:       pace.NewBucket(StatusesPerMinute, StatusBurst),
 		Deletes:        pace.NewBucket(deletesPerMinute*pace.RateMargin, deletesBurst),
 		Ephemerals:     pace.NewBucket(ephemeralsPerMinute*pace.RateMargin, ephemeralsBurst),
 	}
 }
 
-// withDefaults is b with every nil budget a default one (NewBudgets at Slack's edit rate).
-func (b Budgets) withDefaults() Budgets {
+// WithDefaults is b with every nil budget a default one (NewBudgets at Slack's edit rate).
+func (b Budgets) WithDefaults() Budgets {
 	d := NewBudgets(DefaultEditsPerMinute, pace.PolicyFair)
 	b.Edits = or(b.Edits, d.Edits)
 	b.Appends = or(b.Appends, d.Appends)

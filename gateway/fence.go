@@ -1,4 +1,4 @@
-package handlers
+package gateway
 
 import (
 	"context"
@@ -17,32 +17,32 @@ type Fence interface {
 	Fence(ctx context.Context, id string) (until time.Time, err error)
 }
 
-// fencedKey is the context key under which an answer's writes carry its fenceMark.
+// fencedKey is the context key under which an answer's writes carry its FenceMark.
 type fencedKey struct{}
 
-// fenceMark is the answer whose writes are fenced. Once its closing text has landed and its journal
-// record is closed by this replica (closedInJournal), no other replica can adopt it any more: its
+// FenceMark is the answer whose writes are fenced. Once its closing text has landed and its journal
+// record is closed by this replica (handlers.closedInJournal), no other replica can adopt it any more: its
 // remaining writes (tidying Stop buttons, a rescue's deletes) go without the fence.
-type fenceMark struct {
-	id     string
-	closed atomic.Bool
+type FenceMark struct {
+	ID     string
+	Closed atomic.Bool
 }
 
-// withFence marks ctx as the context of the writes of the answer m: fencedMessenger and
-// fencedStreamer hold them back by the Fence. Writes that are no answer's (notices, summaries, an
+// WithFence marks ctx as the context of the writes of the answer m: FencedMessenger and
+// FencedStreamer hold them back by the Fence. Writes that are no answer's (notices, summaries, an
 // orphan's close) carry no mark and are never held back.
-func withFence(ctx context.Context, m *fenceMark) context.Context {
+func WithFence(ctx context.Context, m *FenceMark) context.Context {
 	return context.WithValue(ctx, fencedKey{}, m)
 }
 
 // fenceWait waits until the write under ctx may go (see Fence), and returns the context of the
 // write, which ends at the fence's deadline. Call cancel once the write returns.
 func fenceWait(ctx context.Context, f Fence) (wctx context.Context, cancel context.CancelFunc, err error) {
-	m, ok := ctx.Value(fencedKey{}).(*fenceMark)
-	if !ok || m.closed.Load() {
+	m, ok := ctx.Value(fencedKey{}).(*FenceMark)
+	if !ok || m.Closed.Load() {
 		return ctx, func() {}, nil
 	}
-	until, err := f.Fence(ctx, m.id)
+	until, err := f.Fence(ctx, m.ID)
 	if err != nil {
 		return ctx, func() {}, fmt.Errorf("answer fenced: %w", err)
 	}
@@ -55,14 +55,14 @@ func fenceWait(ctx context.Context, f Fence) (wctx context.Context, cancel conte
 	return wctx, cancel, nil
 }
 
-// fencedMessenger is a Messenger whose writes of an answer wait for its Fence.
-type fencedMessenger struct {
+// FencedMessenger is a Messenger whose writes of an answer wait for its Fence.
+type FencedMessenger struct {
 	Messenger
-	f Fence
+	Fence Fence
 }
 
-func (m fencedMessenger) Post(ctx context.Context, channel, threadTS string, msg Msg) (string, error) {
-	ctx, cancel, err := fenceWait(ctx, m.f)
+func (m FencedMessenger) Post(ctx context.Context, channel, threadTS string, msg Msg) (string, error) {
+	ctx, cancel, err := fenceWait(ctx, m.Fence)
 	if err != nil {
 		return "", err
 	}
@@ -70,8 +70,8 @@ func (m fencedMessenger) Post(ctx context.Context, channel, threadTS string, msg
 	return m.Messenger.Post(ctx, channel, threadTS, msg)
 }
 
-func (m fencedMessenger) Update(ctx context.Context, channel, ts string, msg Msg) error {
-	ctx, cancel, err := fenceWait(ctx, m.f)
+func (m FencedMessenger) Update(ctx context.Context, channel, ts string, msg Msg) error {
+	ctx, cancel, err := fenceWait(ctx, m.Fence)
 	if err != nil {
 		return err
 	}
@@ -79,8 +79,8 @@ func (m fencedMessenger) Update(ctx context.Context, channel, ts string, msg Msg
 	return m.Messenger.Update(ctx, channel, ts, msg)
 }
 
-func (m fencedMessenger) Delete(ctx context.Context, channel, ts string) error {
-	ctx, cancel, err := fenceWait(ctx, m.f)
+func (m FencedMessenger) Delete(ctx context.Context, channel, ts string) error {
+	ctx, cancel, err := fenceWait(ctx, m.Fence)
 	if err != nil {
 		return err
 	}
@@ -88,14 +88,14 @@ func (m fencedMessenger) Delete(ctx context.Context, channel, ts string) error {
 	return m.Messenger.Delete(ctx, channel, ts)
 }
 
-// fencedStreamer is a Streamer whose writes of an answer wait for its Fence.
-type fencedStreamer struct {
+// FencedStreamer is a Streamer whose writes of an answer wait for its Fence.
+type FencedStreamer struct {
 	Streamer
-	f Fence
+	Fence Fence
 }
 
-func (s fencedStreamer) StartStream(ctx context.Context, st StreamStart) (string, error) {
-	ctx, cancel, err := fenceWait(ctx, s.f)
+func (s FencedStreamer) StartStream(ctx context.Context, st StreamStart) (string, error) {
+	ctx, cancel, err := fenceWait(ctx, s.Fence)
 	if err != nil {
 		return "", err
 	}
@@ -103,8 +103,8 @@ func (s fencedStreamer) StartStream(ctx context.Context, st StreamStart) (string
 	return s.Streamer.StartStream(ctx, st)
 }
 
-func (s fencedStreamer) AppendStream(ctx context.Context, channel, ts, markdown string) error {
-	ctx, cancel, err := fenceWait(ctx, s.f)
+func (s FencedStreamer) AppendStream(ctx context.Context, channel, ts, markdown string) error {
+	ctx, cancel, err := fenceWait(ctx, s.Fence)
 	if err != nil {
 		return err
 	}
@@ -112,8 +112,8 @@ func (s fencedStreamer) AppendStream(ctx context.Context, channel, ts, markdown 
 	return s.Streamer.AppendStream(ctx, channel, ts, markdown)
 }
 
-func (s fencedStreamer) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
-	ctx, cancel, err := fenceWait(ctx, s.f)
+func (s FencedStreamer) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
+	ctx, cancel, err := fenceWait(ctx, s.Fence)
 	if err != nil {
 		return err
 	}
@@ -121,8 +121,8 @@ func (s fencedStreamer) StopStream(ctx context.Context, channel, ts, markdown st
 	return s.Streamer.StopStream(ctx, channel, ts, markdown, mark, buttons)
 }
 
-func (s fencedStreamer) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
-	ctx, cancel, err := fenceWait(ctx, s.f)
+func (s FencedStreamer) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []Button) error {
+	ctx, cancel, err := fenceWait(ctx, s.Fence)
 	if err != nil {
 		return err
 	}
@@ -130,8 +130,8 @@ func (s fencedStreamer) FinishStream(ctx context.Context, channel, ts, markdown 
 	return s.Streamer.FinishStream(ctx, channel, ts, markdown, mark, buttons)
 }
 
-func (s fencedStreamer) AppendTasks(ctx context.Context, channel, ts string, tasks []Task) error {
-	ctx, cancel, err := fenceWait(ctx, s.f)
+func (s FencedStreamer) AppendTasks(ctx context.Context, channel, ts string, tasks []Task) error {
+	ctx, cancel, err := fenceWait(ctx, s.Fence)
 	if err != nil {
 		return err
 	}
