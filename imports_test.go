@@ -20,12 +20,12 @@ var importRules = []struct {
 	{
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
-			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump"},
+			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
 		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
-		packages: []string{"route", "toolinfo", "convo"},
+		packages: []string{"route", "toolinfo", "convo", "notes"},
 		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -113,7 +114,7 @@ type Approvals struct {
 	mu      sync.Mutex
 	waiting map[string]chan verdict // by ApprovalRef.ID; size 1: the first click wins
 
-	allowed *ttlCache[bool] // channel/thread/user/tool -> allowed for the thread, in this process
+	allowed *ttlcache.Cache[bool] // channel/thread/user/tool -> allowed for the thread, in this process
 	// marks keep the grants for the other replicas, named with grantKey (grantMark); nil marks or
 	// an empty key: grants are kept in this process only.
 	marks    ThreadMarks
@@ -128,7 +129,7 @@ func NewApprovals(marks ThreadMarks, grantKey []byte, log *zap.Logger) *Approval
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Approvals{allowed: newTTLCache[bool](threadCacheSize, threadCacheTTL), marks: marks, grantKey: grantKey, log: log}
+	return &Approvals{allowed: ttlcache.New[bool](threadCacheSize, threadCacheTTL), marks: marks, grantKey: grantKey, log: log}
 }
 
 // Decide delivers the click of user on an approval button (action, see VerdictOf) to the call that
@@ -282,14 +283,14 @@ func newApprovalID() string {
 func (p *Approvals) threadAllowed(channel, threadTS, user, tool string) bool {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
 	mark, shared := p.grantMark(key)
-	if _, ok := p.allowed.get(key); ok || !shared {
+	if _, ok := p.allowed.Get(key); ok || !shared {
 		return ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
 	defer cancel()
 	marked, err := p.marks.Marked(ctx, mark)
 	if err == nil && marked {
-		p.allowed.put(key, true)
+		p.allowed.Put(key, true)
 	}
 	return err == nil && marked
 }
@@ -308,7 +309,7 @@ func (p *Approvals) grantMark(key string) (string, bool) {
 
 func (p *Approvals) allowThread(channel, threadTS, user, tool string) {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
-	p.allowed.put(key, true)
+	p.allowed.Put(key, true)
 	mark, shared := p.grantMark(key)
 	if !shared {
 		return

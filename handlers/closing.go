@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -183,16 +182,10 @@ func (a *answer) closeStep(ctx context.Context, s sink, step closeStep, c closin
 // postInterrupted posts the note that the answer above was interrupted as a new message in the
 // answer's thread, marked as a notice (never replayed to the model).
 func (a *answer) postInterrupted(ctx context.Context) error {
-	text := noteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
+	text := convo.NoteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
 	_, err := a.postRetry(ctx, gateway.ClosingRetry, &a.outage, gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove, Done: true}})
 	if err != nil {
 		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
 	}
 	return nil
-}
-
-// noteAlone is note as a message of its own: convo.NoteSuffix without the blank line that parts it
-// from the text above.
-func noteAlone(note string, f slackmd.Format) string {
-	return strings.TrimPrefix(convo.NoteSuffix(note, f), "\n\n")
 }

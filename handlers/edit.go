@@ -538,7 +538,7 @@ func withNote(parts []string, note string) []string {
 		parts[len(parts)-1] += suffix
 	}
 	if parts[0] == "" {
-		parts[0] = noteAlone(textEmpty, slackmd.FormatMrkdwn)
+		parts[0] = convo.NoteAlone(textEmpty, slackmd.FormatMrkdwn)
 	}
 	return parts
 }

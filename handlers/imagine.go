@@ -15,6 +15,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -113,11 +114,11 @@ func (i *Imagine) Accept(req ImagineRequest) (ackText string, start bool) {
 		return i.busyText(), false
 	}
 	u.accepted = append(u.accepted, time.Now())
-	shown := oneLine(prompt, 300)
+	shown := notes.OneLine(prompt, 300)
 	if !strings.HasSuffix(shown, "…") { // a cut prompt ends in one already
 		shown += "…"
 	}
-	return "Generating an image for: " + escape(shown), true
+	return "Generating an image for: " + slackmd.EscapeMrkdwn(shown), true
 }
 
 // userLocked returns user's jobs (made on first use), with stale accepted places dropped.
@@ -166,9 +167,9 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	if ext == "" {
 		ext = "png"
 	}
-	comment := fmt.Sprintf("<@%s> asked for: %s", req.User, escape(prompt))
+	comment := fmt.Sprintf("<@%s> asked for: %s", req.User, slackmd.EscapeMrkdwn(prompt))
 	if rp := strings.TrimSpace(img.RevisedPrompt); rp != "" && rp != prompt {
-		comment += "\n_Revised prompt: " + escape(oneLine(slackmd.Neutralise(rp), 1000)) + "_"
+		comment += "\n_Revised prompt: " + slackmd.EscapeMrkdwn(notes.OneLine(slackmd.Neutralise(rp), 1000)) + "_"
 	}
 	var buttons []gateway.Button
 	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {
@@ -177,7 +178,7 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	err = i.upload(jctx, log, gateway.Upload{
 		Channel:  req.Channel,
 		Filename: "image." + ext,
-		Title:    truncateRunes(oneLine(prompt, maxTitle), maxTitle),
+		Title:    truncateRunes(notes.OneLine(prompt, maxTitle), maxTitle),
 		Data:     img.Data,
 		Comment:  comment,
 		AltText:  truncateRunes(prompt, maxAltText),
@@ -283,13 +284,13 @@ func imageFailure(ctx context.Context, err error) string {
 	if errors.As(err, &le) {
 		switch le.Kind {
 		case llm.KindContentPolicy:
-			if msg := oneLine(le.Message, 300); msg != "" {
-				return "The image service refused this prompt: " + escape(msg)
+			if msg := notes.OneLine(le.Message, 300); msg != "" {
+				return "The image service refused this prompt: " + slackmd.EscapeMrkdwn(msg)
 			}
 			return "The image service refused this prompt."
 		case llm.KindBadRequest:
-			if msg := oneLine(le.Message, 300); msg != "" {
-				return "The image service refused the request: " + escape(msg)
+			if msg := notes.OneLine(le.Message, 300); msg != "" {
+				return "The image service refused the request: " + slackmd.EscapeMrkdwn(msg)
 			}
 			return "The image service refused the request."
 		case llm.KindTimeout:
@@ -297,9 +298,9 @@ func imageFailure(ctx context.Context, err error) string {
 		case llm.KindRateLimit, llm.KindServer, llm.KindConnection:
 			return "The image service is busy right now, please try again in a minute."
 		case llm.KindQuota:
-			return textQuota
+			return notes.Quota
 		case llm.KindAuth:
-			return textAuth
+			return notes.Auth
 		}
 	}
 	return "Something went wrong while making your image, please try again."
@@ -324,7 +325,7 @@ func (i *Imagine) uploadFailure(ctx context.Context, channel string, err error) 
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 		return "Your image was interrupted: the bot is restarting. Please try `/imagine` again in a moment."
 	}
-	return "The image was made but I couldn't post it: " + slackReason(err) + "."
+	return "The image was made but I couldn't post it: " + notes.Slack(err) + "."
 }
 
 // safetyID is the user identifier sent to the image service: a hash, never the raw Slack id.

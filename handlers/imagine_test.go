@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/notes"
 )
 
 var pngBytes = []byte("\x89PNG\r\n\x1a\n fake image bytes")
@@ -109,7 +110,7 @@ func TestImagineErrorsArePrivate(t *testing.T) {
 			0, nil, "The image service refused this prompt: Your request was rejected by the safety system."},
 		{"timeout", nil, time.Hour, nil, "The image took too long to make. Please try again."},
 		{"service busy", &llm.Error{Kind: llm.KindServer, Status: 503}, 0, nil, "The image service is busy right now"},
-		{"bad key", &llm.Error{Kind: llm.KindAuth, Status: 401, Message: "Incorrect API key sk-abc"}, 0, nil, textAuth},
+		{"bad key", &llm.Error{Kind: llm.KindAuth, Status: 401, Message: "Incorrect API key sk-abc"}, 0, nil, notes.Auth},
 		{"not in channel", nil, 0, slack.SlackErrorResponse{Err: "not_in_channel"}, "Invite me with `/invite @llmbot`"},
 		{"upload refused", nil, 0, slack.SlackErrorResponse{Err: "file_uploads_disabled"}, "couldn't post it: Slack said file_uploads_disabled"},
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -259,7 +260,7 @@ func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo
 	}
 	if thread == nil {
 		if thread, err = a.readContext(ctx); err != nil {
-			end := closing{note: textThreadRead + ": " + slackReason(err) + ".", kind: convo.MarkError}
+			end := closing{note: textThreadRead + ": " + notes.Slack(err) + ".", kind: convo.MarkError}
 			if n := stopNote(context.Cause(ctx)); n != "" && ctx.Err() != nil {
 				end.note, end.kind = n, convo.MarkNotice
 			}
@@ -275,7 +276,7 @@ func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo
 	if !found { // the trigger's author and mentions count too
 		named = append(slices.Clip(thread), trigger)
 	}
-	names := a.r.names.resolve(ctx, a.log, convo.UserIDs(named))
+	names := a.r.names.Resolve(ctx, a.log, convo.UserIDs(named))
 	thread, trigger, files := a.readFiles(ctx, thread, trigger)
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,

@@ -10,13 +10,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/slack-go/slack"
+
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
 	"github.com/llmbot/llmbot/state"
-	"github.com/slack-go/slack"
 )
 
 // Journal records the messages each answer in progress posts (the state package's journal of
@@ -230,7 +231,7 @@ func (r *OrphanCloser) closeShown(ctx context.Context, o state.Answer, shown []s
 	mark, answer := convo.ClosingMark(shown, o.TS, textOrphaned)
 	if !answer {
 		// Only the placeholder (or a stream that had not shown anything): it becomes the note.
-		msg := gateway.Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+		msg := gateway.Msg{Text: convo.NoteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
 		return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 	}
@@ -350,7 +351,7 @@ func (r *OrphanCloser) updateOrphan(ctx context.Context, channel, ts string, msg
 
 // postOrphanNote posts the note of an answer that showed nothing before its replica died.
 func (r *OrphanCloser) postOrphanNote(ctx context.Context, o state.Answer, buttons []gateway.Button) error {
-	msg := gateway.Msg{Text: noteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+	msg := gateway.Msg{Text: convo.NoteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
 		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
 	_, err := r.paced.Post(ctx, gateway.ClosingRetry, nil, r.paced.PostTurn(o.Channel), o.Channel, o.ThreadTS, msg)
 	if err != nil {

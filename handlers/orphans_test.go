@@ -12,13 +12,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/slack-go/slack"
+
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
-	"github.com/slack-go/slack"
 )
 
 // fakeJournal is the state package's journal as the handlers see it: answers by id, some of them

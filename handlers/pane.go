@@ -11,11 +11,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/slack-go/slack"
+
 	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
-	"github.com/slack-go/slack"
 )
 
 // The agent pane: an app declared as an agent (features.agent_view) has Slack's split-pane DM.
@@ -86,7 +88,9 @@ const (
 	paneTimeout      = 3 * time.Second
 	// promptsEvery: a person who opens the pane again within this gets no new call.
 	promptsEvery = time.Hour
-	thinking     = "is thinking…"
+	// promptsShownSize bounds the people remembered as shown the prompts (within promptsEvery).
+	promptsShownSize = 5000
+	thinking         = "is thinking…"
 )
 
 // loadingMessages rotate under a thread while the model has not written yet.
@@ -125,16 +129,16 @@ func (p *AgentPane) statusTurn() bool { return p.refused.allowed() && p.statuses
 // PaneHandler serves app_home_opened: on the messages tab, the suggested prompts at the top of the
 // person's DM with the bot, at most once per person per promptsEvery (on any other tab: nothing).
 func (p *AgentPane) PaneHandler(prompts []Prompt) route.Handler {
-	shown := newTTLCache[bool](nameCacheSize, promptsEvery)
+	shown := ttlcache.New[bool](promptsShownSize, promptsEvery)
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			if req.Text != "messages" || len(prompts) == 0 || !p.on() || req.Channel == "" {
 				return route.Decision{}
 			}
-			if _, ok := shown.get(req.User); ok {
+			if _, ok := shown.Get(req.User); ok {
 				return route.Decision{}
 			}
-			shown.put(req.User, true)
+			shown.Put(req.User, true)
 			return route.Decision{Run: true}
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error {

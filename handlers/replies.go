@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -83,7 +84,7 @@ type ReplyOptions struct {
 	Threads ThreadMarks
 	// Names resolves the people an answer names, shared with the other use cases that name people
 	// (Summarize). nil: Replies' own, over the Users it is given.
-	Names *Names
+	Names *gateway.Names
 	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
 	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
 	// nil: this Replies' own, grants kept in this process only.
@@ -143,14 +144,10 @@ const (
 const (
 	threadCacheSize = 10000
 	threadCacheTTL  = 6 * time.Hour
-	nameCacheSize   = 5000
-	nameCacheTTL    = time.Hour
-	namesTimeout    = 5 * time.Second
 	stopNameTimeout = time.Second // the asker's name for "Stopped by <name>.", looked up after the stop
 )
 
 var (
-	errStalled   = errors.New("model stream stalled")
 	errWriteDone = errors.New("answer complete") // ends the writer goroutine's waits
 	// errWriterFailed ends the model's stream when the writer goroutine panicked: nothing more of
 	// the answer could be shown.
@@ -168,8 +165,8 @@ type Replies struct {
 	// paced is how every call gets through Slack's rate limits (opt.Budgets).
 	paced *gateway.Writer
 
-	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
-	names      *Names
+	botThreads *ttlcache.Cache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
+	names      *gateway.Names
 	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
 	approvals *Approvals
 
@@ -238,7 +235,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	paced := &gateway.Writer{Budgets: opt.Budgets, Msgs: m}
 	names := opt.Names
 	if names == nil {
-		names = NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
+		names = gateway.NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
 	}
 	approvals := opt.Approvals
 	if approvals == nil {
@@ -247,7 +244,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	return &Replies{
 		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
-		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
+		botThreads: ttlcache.New[bool](threadCacheSize, threadCacheTTL),
 		names:      names,
 		approvals:  approvals,
 	}
@@ -338,7 +335,7 @@ func (r *Replies) KnownFollowUp(req route.ReplyRequest) bool {
 	if !r.mayFollowUp(req, req.ThreadTS) {
 		return false
 	}
-	known, ok := r.botThreads.get(req.Channel + "/" + req.ThreadTS)
+	known, ok := r.botThreads.Get(req.Channel + "/" + req.ThreadTS)
 	return ok && known
 }
 
@@ -425,7 +422,7 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 		return false, nil, 0, err
 	}
 	known := r.involved(thread)
-	r.botThreads.put(key, known)
+	r.botThreads.Put(key, known)
 	return known, thread, leftOut, nil
 }
 
@@ -442,7 +439,7 @@ const sharedMarkTimeout = time.Second
 
 // joined remembers that the bot answers in the thread key, here and for the other replicas.
 func (r *Replies) joined(ctx context.Context, key string) {
-	r.botThreads.put(key, true)
+	r.botThreads.Put(key, true)
 	if r.opt.Threads == nil {
 		return
 	}
@@ -456,14 +453,14 @@ func (r *Replies) joined(ctx context.Context, key string) {
 // remembered is what the process remembers of the thread key (see botThreads), a "no" checked
 // against the other replicas' marks: another replica may have answered there since.
 func (r *Replies) remembered(key string) (known, ok bool) {
-	known, ok = r.botThreads.get(key)
+	known, ok = r.botThreads.Get(key)
 	if !ok || known || r.opt.Threads == nil {
 		return known, ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
 	defer cancel()
 	if marked, err := r.opt.Threads.Marked(ctx, "thread:"+key); err == nil && marked {
-		r.botThreads.put(key, true)
+		r.botThreads.Put(key, true)
 		return true, true
 	}
 	return false, true

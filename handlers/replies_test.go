@@ -20,6 +20,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -314,7 +315,7 @@ func TestFollowUpIgnored(t *testing.T) {
 			t.Errorf("Slack calls = %d, want none", n)
 		}
 		// In a thread the bot takes part in, a follow-up for someone else is still not the bot's.
-		rt.r.botThreads.put(testCh+"/1700000000.000000", true)
+		rt.r.botThreads.Put(testCh+"/1700000000.000000", true)
 		req.ThreadTS = "1700000000.000000"
 		if rt.r.KnownFollowUp(req) {
 			t.Error("KnownFollowUp of a follow-up for someone else = true, want false")
@@ -383,19 +384,19 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 	}{
 		{"bad request", fail(&llm.Error{Kind: llm.KindBadRequest, Status: 400, Message: "context too long"}),
 			"The model service refused the request: context too long", true, kept, convo.MarkAnswer},
-		{"rate limited after retries", fail(&llm.Error{Kind: llm.KindRateLimit, Status: 429}), textBusy, true, kept, convo.MarkAnswer},
-		{"server error", fail(&llm.Error{Kind: llm.KindServer, Status: 502}), textBusy, true, kept, convo.MarkAnswer},
-		{"quota", fail(&llm.Error{Kind: llm.KindQuota, Status: 429}), textQuota, true, kept, convo.MarkAnswer},
-		{"auth", fail(&llm.Error{Kind: llm.KindAuth, Status: 401, Message: "bad key sk-123"}), textAuth, true, kept, convo.MarkAnswer},
-		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), textTruncated, true, kept, convo.MarkAnswer},
-		{"idle timeout after text", fail(&llm.Error{Kind: llm.KindTimeout}), textStalled, true, kept, convo.MarkAnswer},
-		{"connection dropped", fail(&llm.Error{Kind: llm.KindConnection, Message: "unexpected EOF"}), textTruncated, true, kept, convo.MarkAnswer},
-		{"timeout before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindTimeout}}}, textTimeout, true, "", convo.MarkError},
-		{"could not connect", []step{{err: &llm.Error{Kind: llm.KindConnection}}}, textBusy, true, "", convo.MarkError},
+		{"rate limited after retries", fail(&llm.Error{Kind: llm.KindRateLimit, Status: 429}), notes.Busy, true, kept, convo.MarkAnswer},
+		{"server error", fail(&llm.Error{Kind: llm.KindServer, Status: 502}), notes.Busy, true, kept, convo.MarkAnswer},
+		{"quota", fail(&llm.Error{Kind: llm.KindQuota, Status: 429}), notes.Quota, true, kept, convo.MarkAnswer},
+		{"auth", fail(&llm.Error{Kind: llm.KindAuth, Status: 401, Message: "bad key sk-123"}), notes.Auth, true, kept, convo.MarkAnswer},
+		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), notes.Truncated, true, kept, convo.MarkAnswer},
+		{"idle timeout after text", fail(&llm.Error{Kind: llm.KindTimeout}), notes.Stalled, true, kept, convo.MarkAnswer},
+		{"connection dropped", fail(&llm.Error{Kind: llm.KindConnection, Message: "unexpected EOF"}), notes.Truncated, true, kept, convo.MarkAnswer},
+		{"timeout before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindTimeout}}}, notes.Timeout, true, "", convo.MarkError},
+		{"could not connect", []step{{err: &llm.Error{Kind: llm.KindConnection}}}, notes.Busy, true, "", convo.MarkError},
 		{"length", finish("length"), textLength, false, kept, convo.MarkAnswer},
-		{"content filter", finish("content_filter"), textFilter, false, kept, convo.MarkAnswer},
-		{"stall", []step{partial, {wait: 10 * time.Minute, chunk: llm.Chunk{Content: "late"}}}, textStalled, true, kept, convo.MarkAnswer},
-		{"error before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, textBusy, true, "", convo.MarkError},
+		{"content filter", finish("content_filter"), notes.Filter, false, kept, convo.MarkAnswer},
+		{"stall", []step{partial, {wait: 10 * time.Minute, chunk: llm.Chunk{Content: "late"}}}, notes.Stalled, true, kept, convo.MarkAnswer},
+		{"error before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, notes.Busy, true, "", convo.MarkError},
 		{"empty answer", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, "", convo.MarkError},
 		{"reasoning spent the budget", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, "", convo.MarkError},
 	}
@@ -934,7 +935,7 @@ func TestFollowUpThanksIgnored(t *testing.T) {
 		rt := newReplyTest(t, nil, testOptions())
 		req := rt.req
 		req.FollowUp, req.ThreadTS, req.Text = true, "1700000000.000000", "thanks a lot!"
-		rt.r.botThreads.put(testCh+"/"+req.ThreadTS, true)
+		rt.r.botThreads.Put(testCh+"/"+req.ThreadTS, true)
 		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
 			t.Errorf("thanks: Reply = %v, want ErrIgnored", err)
 		}
@@ -960,7 +961,7 @@ func TestFollowUpForwardedMessageAnswered(t *testing.T) {
 		req.FollowUp, req.ThreadTS, req.Text = true, "1700000000.000000", ""
 		req.Attachments = []slack.Attachment{{IsShare: true, AuthorName: "Bob",
 			Text: "deploy failed: ImagePullBackOff on api-7f9c"}}
-		rt.r.botThreads.put(testCh+"/"+req.ThreadTS, true)
+		rt.r.botThreads.Put(testCh+"/"+req.ThreadTS, true)
 		if err := rt.r.Reply(t.Context(), req); errors.Is(err, ErrIgnored) {
 			t.Errorf("forwarded message as a follow-up: Reply = %v, want an answer", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -363,7 +364,7 @@ func (a *answer) streamRound(ctx context.Context, rd round, s sink) roundResult 
 	sctx, scancel := context.WithCancelCause(llm.WithRetries(ctx, retried(s, ctx)))
 	defer scancel(nil)
 	stall := a.r.opt.StallTimeout
-	watchdog := time.AfterFunc(stall, func() { scancel(errStalled) })
+	watchdog := time.AfterFunc(stall, func() { scancel(notes.ErrStalled) })
 	defer watchdog.Stop()
 
 	mb := newMailbox()
@@ -461,11 +462,11 @@ func (a *answer) startWriter(ctx context.Context, s sink, mb *mailbox, failed fu
 	}
 }
 
-// stalled is the error of a round's stream that ended with err and finishReason: errStalled when
+// stalled is the error of a round's stream that ended with err and finishReason: notes.ErrStalled when
 // the watchdog ended it (sctx's cause), whatever error that produced.
 func stalled(ctx, sctx context.Context, err error, finishReason string) error {
-	if (err != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), errStalled) {
-		return errStalled
+	if (err != nil || finishReason == "") && ctx.Err() == nil && errors.Is(context.Cause(sctx), notes.ErrStalled) {
+		return notes.ErrStalled
 	}
 	return err
 }
@@ -500,7 +501,7 @@ func (a *answer) mark(kind convo.MarkKind, note string, part int, first string) 
 func (a *answer) askerName(ctx context.Context) (string, bool) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopNameTimeout)
 	defer cancel()
-	return a.r.names.resolve(lctx, a.log, []string{a.req.User}).Name(a.req.User)
+	return a.r.names.Resolve(lctx, a.log, []string{a.req.User}).Name(a.req.User)
 }
 
 // outcome decides the status note and mark kind of a finished stream, and the error Reply returns.
@@ -526,10 +527,10 @@ func (a *answer) outcome(ctx context.Context, md, finishReason string, streamErr
 			kind = convo.MarkNotice
 		}
 		return note, kind, fmt.Errorf("answer: %w", cause)
-	case errors.Is(streamErr, errStalled):
-		note, err = textStalled, fmt.Errorf("chat stream: no data for %s: %w", a.r.opt.StallTimeout, streamErr)
+	case errors.Is(streamErr, notes.ErrStalled):
+		note, err = notes.Stalled, fmt.Errorf("chat stream: no data for %s: %w", a.r.opt.StallTimeout, streamErr)
 	default:
-		note, err = llmNote(streamErr, !empty), fmt.Errorf("chat stream: %w", streamErr)
+		note, err = notes.Model(streamErr, !empty), fmt.Errorf("chat stream: %w", streamErr)
 	}
 	if empty && note != "" {
 		kind = convo.MarkError

@@ -35,8 +35,8 @@ func TestReplyHandlerTriage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := newReplyTest(t, nil, testOptions())
-			rt.r.botThreads.put(testCh+"/"+bots, true)
-			rt.r.botThreads.put(testCh+"/"+others, false)
+			rt.r.botThreads.Put(testCh+"/"+bots, true)
+			rt.r.botThreads.Put(testCh+"/"+others, false)
 			req := tc.req
 			if got := rt.r.Handler().Accept(&route.Request{Kind: route.Message, Reply: &req}); got != tc.want {
 				t.Errorf("Accept = %+v, want %+v", got, tc.want)
@@ -72,7 +72,7 @@ func TestFollowUpInAThreadAnotherReplicaAnswered(t *testing.T) {
 	opt.Threads = shared
 	answering, other := newReplyTest(t, nil, opt), newReplyTest(t, nil, opt)
 	const thread = "1700000000.000002"
-	other.r.botThreads.put(testCh+"/"+thread, false)
+	other.r.botThreads.Put(testCh+"/"+thread, false)
 	followUp := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", TS: "1700000000.000009",
 		ThreadTS: thread, Text: "and then?", FollowUp: true}
 	if d := other.r.Handler().Accept(&route.Request{Kind: route.Message, Reply: &followUp}); d.Run {

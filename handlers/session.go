@@ -5,8 +5,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/llmbot/llmbot/gateway"
 	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/gateway"
 )
 
 // Sessions move the agent session Slack keeps for a thread the bot streams in

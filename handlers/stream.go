@@ -349,7 +349,7 @@ func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
 	a := s.answer
 	note := convo.NoteSuffix(c.note, slackmd.FormatMarkdown)
 	if s.sent == 0 {
-		note = noteAlone(c.note, slackmd.FormatMarkdown)
+		note = convo.NoteAlone(c.note, slackmd.FormatMarkdown)
 	}
 	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, note, s.doneMark(c.kind, c.note), s.buttons())
 	if err != nil && gateway.SlackErr(err) != "stopped_by_user" && gateway.SlackErr(err) != "message_not_in_streaming_state" {
@@ -379,7 +379,7 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 	if s.sent == 0 && strings.TrimSpace(rest) == "" {
 		text = strings.TrimPrefix(text, "\n\n")
 		if text == "" {
-			text = noteAlone(textEmpty, slackmd.FormatMarkdown)
+			text = convo.NoteAlone(textEmpty, slackmd.FormatMarkdown)
 		}
 	}
 	whole := len(text)

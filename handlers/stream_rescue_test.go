@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -134,7 +135,7 @@ func TestStreamRescueInsideCodeBlock(t *testing.T) {
 	})
 }
 
-// A long answer cut off by the model (note textTruncated) continues in a new streamed message whose
+// A long answer cut off by the model (note notes.Truncated) continues in a new streamed message whose
 // text carries the note, and that message cannot be stopped: after the rescue the note shows once.
 func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -169,8 +170,8 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 			t.Logf("message %d: %d bytes, streaming %v, mark %+v, ends %q", i, len(m.Text), m.Streaming, m.Mark, m.Text[max(0, len(m.Text)-80):])
 			all.WriteString(m.Text + "\n")
 		}
-		if n := strings.Count(all.String(), textTruncated); n != 1 {
-			t.Errorf("the note %q shows %d times in the thread, want once", textTruncated, n)
+		if n := strings.Count(all.String(), notes.Truncated); n != 1 {
+			t.Errorf("the note %q shows %d times in the thread, want once", notes.Truncated, n)
 		}
 	})
 }

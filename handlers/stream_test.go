@@ -15,6 +15,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -252,8 +253,8 @@ func TestStreamModeFailureKeepsPartial(t *testing.T) {
 			t.Error("Reply = nil, want the stream error")
 		}
 		ms := rt.slack.BotMessages(testTS)
-		want := streamed(joined(lines(3))) + convo.NoteSuffix(textTruncated, slackmd.FormatMarkdown)
-		if len(ms) != 1 || ms[0].Text != want || ms[0].Mark.Note != textTruncated {
+		want := streamed(joined(lines(3))) + convo.NoteSuffix(notes.Truncated, slackmd.FormatMarkdown)
+		if len(ms) != 1 || ms[0].Text != want || ms[0].Mark.Note != notes.Truncated {
 			t.Errorf("message = %+v, want %q", ms, want)
 		}
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -69,7 +70,7 @@ const (
 	// summaryMaxChars bounds a summary as shown (characters): the model is asked for far less.
 	summaryMaxChars = 8000
 	// summaryNameRounds bounds the look-ups of the speakers' names (each round at most
-	// namesTimeout): names matter in a summary, but a look-up budget in use holds nobody longer.
+	// gateway namesTimeout): names matter in a summary, but a look-up budget in use holds nobody longer.
 	summaryNameRounds = 4
 )
 
@@ -186,7 +187,7 @@ func parseSummarySpan(text string) (summarySpan, error) {
 // settings it is built from) and names people with the answers' Names.
 type Summarize struct {
 	reads   gateway.ThreadReads
-	names   *Names
+	names   *gateway.Names
 	paced   *gateway.Writer
 	chat    Chat
 	answers Answerer
@@ -200,7 +201,7 @@ type Summarize struct {
 // NewSummarize returns the /summarize use case reading with t, posting with m, naming people with
 // n (the Names the answers use), summarising with c, and handing the thread shortcut to a, under opt (the reply settings:
 // identity, model, budgets, fence, buttons, the channels' models).
-func NewSummarize(t gateway.Thread, m gateway.Messenger, n *Names, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
+func NewSummarize(t gateway.Thread, m gateway.Messenger, n *gateway.Names, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -316,9 +317,9 @@ func (s *summarizer) run(ctx context.Context, req *route.Request) error {
 	case errors.As(err, &se) && (se.Err == "not_in_channel" || se.Err == "channel_not_found"):
 		text = fmt.Sprintf(textSummaryNoThread, cmp.Or(s.r.opt.BotName, "llmbot"))
 	case errors.As(err, &se):
-		text = "I couldn't read " + where(req.Channel) + ": " + slackReason(err) + "."
+		text = "I couldn't read " + where(req.Channel) + ": " + notes.Slack(err) + "."
 	default:
-		text = "I couldn't summarize " + where(req.Channel) + ". " + llmNote(err, false)
+		text = "I couldn't summarize " + where(req.Channel) + ". " + notes.Model(err, false)
 	}
 	j.tell(ctx, gateway.Private{Text: text})
 	return err
@@ -363,11 +364,11 @@ func (j *summaryJob) run(ctx context.Context) error {
 	if j.truncated {
 		note = "\n\n_Some of the oldest messages were left out: there were more than a summary reads._"
 	}
-	asker, ok := r.names.resolve(ctx, j.log, []string{j.req.User}).Name(j.req.User)
+	asker, ok := r.names.Resolve(ctx, j.log, []string{j.req.User}).Name(j.req.User)
 	if !ok {
 		asker = "<@" + j.req.User + ">"
 	} else {
-		asker = escape(asker)
+		asker = slackmd.EscapeMrkdwn(asker)
 	}
 	body := slackmd.Render(md, slackmd.FormatMrkdwn)
 	id := r.kept.put(keptResult{User: j.req.User, Channel: j.req.Channel,
@@ -550,7 +551,7 @@ func (j *summaryJob) replies(ctx context.Context, threads []slack.Message) map[s
 }
 
 // names looks up the names of the people who wrote or are mentioned, within the look-up budget.
-func (j *summaryJob) names(ctx context.Context, top []slack.Message, replies map[string][]slack.Message) nameMap {
+func (j *summaryJob) names(ctx context.Context, top []slack.Message, replies map[string][]slack.Message) gateway.NameMap {
 	all := slices.Clone(top)
 	for _, rs := range replies {
 		all = append(all, rs...)
@@ -569,7 +570,7 @@ func (j *summaryJob) names(ctx context.Context, top []slack.Message, replies map
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	names := nameMap{}
+	names := gateway.NameMap{}
 	for range summaryNameRounds {
 		var missing []string
 		for _, id := range ids {
@@ -577,7 +578,7 @@ func (j *summaryJob) names(ctx context.Context, top []slack.Message, replies map
 				missing = append(missing, id)
 			}
 		}
-		got := j.s.r.names.resolve(ctx, j.log, missing)
+		got := j.s.r.names.Resolve(ctx, j.log, missing)
 		for id, n := range got {
 			names[id] = n
 		}
@@ -598,7 +599,7 @@ type transcriptLine struct {
 
 // transcript writes the messages as the model reads them, oldest first, each thread's replies
 // under its first message.
-func (j *summaryJob) transcript(top []slack.Message, replies map[string][]slack.Message, names nameMap) []transcriptLine {
+func (j *summaryJob) transcript(top []slack.Message, replies map[string][]slack.Message, names gateway.NameMap) []transcriptLine {
 	var out []transcriptLine
 	day := ""
 	add := func(m slack.Message, indent, thread string) (string, bool) {
@@ -635,7 +636,7 @@ func (j *summaryJob) transcript(top []slack.Message, replies map[string][]slack.
 // "[bot] Name: text" for an app's. Slack's markup becomes plain text, mentions names, and shared
 // files and forwarded messages are noted, as convo writes them for answers. ok is false for a
 // message with nothing to say.
-func (j *summaryJob) messageText(m slack.Message, names nameMap) (string, bool) {
+func (j *summaryJob) messageText(m slack.Message, names gateway.NameMap) (string, bool) {
 	r := j.s.r
 	who := m.User
 	if n, ok := names.Name(m.User); ok {
@@ -890,7 +891,7 @@ func (r *Summarize) PostSummaryHandler(resp gateway.PrivateResponder) route.Hand
 			log := r.log.With(zap.String("channel", req.Channel), zap.String("user", req.User))
 			if err := r.postSummary(ctx, k); err != nil {
 				r.kept.putBack(req.Text, k)
-				text := "I couldn't post the summary: " + slackReason(err) + ". Try the button again in a moment."
+				text := "I couldn't post the summary: " + notes.Slack(err) + ". Try the button again in a moment."
 				if n := gateway.SlackErr(err); n == "not_in_channel" || n == "channel_not_found" {
 					text = fmt.Sprintf("I couldn't post the summary: I'm not a member of this channel. Invite me with "+
 						"`/invite @%s`, then press the button again.", cmp.Or(r.opt.BotName, "llmbot"))

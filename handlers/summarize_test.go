@@ -132,7 +132,7 @@ func newSummaryTest(t *testing.T, opt ReplyOptions, answer func(int, llm.ChatReq
 	chat := &scriptChat{answer: answer}
 	resp := &privateFake{}
 	log := zaptest.NewLogger(t)
-	opt.Names = NewNames(fs, opt.Budgets.Lookups, opt.BotUserID)
+	opt.Names = gateway.NewNames(fs, opt.Budgets.Lookups, opt.BotUserID)
 	r := NewSummarize(fs, fs, opt.Names, chat, NewReplies(fs, fs, fs, fs, chat, log, opt), log, opt)
 	return &summaryTest{slack: fs, chat: chat, resp: resp, r: r, cmd: r.SummarizeHandler(resp), post: r.PostSummaryHandler(resp)}
 }

@@ -343,7 +343,7 @@ type answering struct {
 // answering builds the answers and the use cases beside them.
 func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answering {
 	cfg, api := p.cfg, p.api
-	names := handlers.NewNames(api, p.budgets.Lookups, p.id.UserID)
+	names := gateway.NewNames(api, p.budgets.Lookups, p.id.UserID)
 	pane := handlers.NewAgentPane(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
 	approvals := handlers.NewApprovals(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
@@ -360,7 +360,7 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 }
 
 // replyOptions are the answers' options, which the orphans' recovery and /summarize share.
-func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *handlers.Names, pane *handlers.AgentPane, approvals *handlers.Approvals) handlers.ReplyOptions {
+func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, pane *handlers.AgentPane, approvals *handlers.Approvals) handlers.ReplyOptions {
 	cfg, id, overrides := p.cfg, p.id, p.overrides
 	return handlers.ReplyOptions{
 		SystemPrompt:     cfg.SystemPrompt,

@@ -1,11 +1,12 @@
-package handlers
+package gateway
 
 import (
 	"context"
+	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -13,32 +14,42 @@ import (
 // them for nameCacheTTL. One Names serves the use cases that show people's names (the answers and
 // /summarize), so a name looked up for one is known to the other.
 type Names struct {
-	users     gateway.Users
-	lookups   *pace.Bucket      // users.info (Budgets.Lookups)
-	cache     *ttlCache[string] // user id -> display name
-	botUserID string            // convo names the bot itself
+	users     Users
+	lookups   *pace.Bucket            // users.info (Budgets.Lookups)
+	cache     *ttlcache.Cache[string] // user id -> display name
+	botUserID string                  // convo names the bot itself
 }
+
+// How many names are remembered, and for how long: a name changes rarely, and a look-up that is not
+// made costs a turn in the users.info budget.
+const (
+	nameCacheSize = 5000
+	nameCacheTTL  = time.Hour
+	// namesTimeout bounds one Resolve: a name is a nicety, and a busy look-up budget holds nobody
+	// longer.
+	namesTimeout = 5 * time.Second
+)
 
 // NewNames returns Names looking people up with u, paced by lookups (Budgets.Lookups; nil: a budget
 // of its own), leaving the bot itself (botUserID) to convo.
-func NewNames(u gateway.Users, lookups *pace.Bucket, botUserID string) *Names {
+func NewNames(u Users, lookups *pace.Bucket, botUserID string) *Names {
 	if lookups == nil {
-		lookups = pace.NewBucket(gateway.LookupsPerMinute*pace.RateMargin, gateway.LookupBurst)
+		lookups = pace.NewBucket(LookupsPerMinute*pace.RateMargin, LookupBurst)
 	}
-	return &Names{users: u, lookups: lookups, cache: newTTLCache[string](nameCacheSize, nameCacheTTL), botUserID: botUserID}
+	return &Names{users: u, lookups: lookups, cache: ttlcache.New[string](nameCacheSize, nameCacheTTL), botUserID: botUserID}
 }
 
-// resolve returns the display names of ids, from the cache or users.info (failures are left out: convo
+// Resolve returns the display names of ids, from the cache or users.info (failures are left out: convo
 // then shows the id).
-func (n *Names) resolve(ctx context.Context, log *zap.Logger, ids []string) nameMap {
+func (n *Names) Resolve(ctx context.Context, log *zap.Logger, ids []string) NameMap {
 	ctx, cancel := context.WithTimeout(ctx, namesTimeout)
 	defer cancel()
-	got := make(nameMap, len(ids))
+	got := make(NameMap, len(ids))
 	for _, id := range ids {
 		if id == n.botUserID {
 			continue // convo names the bot itself
 		}
-		if name, ok := n.cache.get(id); ok {
+		if name, ok := n.cache.Get(id); ok {
 			got[id] = name
 			continue
 		}
@@ -50,7 +61,7 @@ func (n *Names) resolve(ctx context.Context, log *zap.Logger, ids []string) name
 			log.Debug("users.info", zap.String("user_id", id), zap.Error(err))
 			continue
 		}
-		n.cache.put(id, name)
+		n.cache.Put(id, name)
 		got[id] = name
 	}
 	return got
@@ -63,12 +74,13 @@ func (n *Names) lookup(ctx context.Context, id string) (name string, turn bool, 
 		return "", false, err
 	}
 	name, err = n.users.Name(ctx, id)
-	if ra, ok := gateway.RateLimited(err); ok {
+	if ra, ok := RateLimited(err); ok {
 		n.lookups.Throttled(ra)
 	}
 	return name, true, err
 }
 
-type nameMap map[string]string
+// NameMap is resolved names by user id, as convo asks for them (convo.Names).
+type NameMap map[string]string
 
-func (m nameMap) Name(id string) (string, bool) { n, ok := m[id]; return n, ok }
+func (m NameMap) Name(id string) (string, bool) { n, ok := m[id]; return n, ok }
