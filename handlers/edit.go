@@ -42,6 +42,9 @@ type editSink struct {
 	// inPlace: the placeholder is an old answer's first message (a Regenerate written in its place),
 	// whose place in the thread is kept: it is never withdrawn (withdrawPlaceholder).
 	inPlace bool
+	// releaseEnd gives up the post this answer's end has claimed in its channel's budget and the
+	// workspace's while it is live (writer.reserveEnd): progress posts leave it (see continueByPost).
+	releaseEnd func()
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -91,16 +94,17 @@ func (e *editSink) buttons(i, n int, final bool) []Button {
 
 // Under load an answer's message is edited seconds apart, and its last edit may wait long for its
 // turn once the answer is complete. Then the message shows whole blocks or sentences of the answer,
-// so that when the answer ends and no edit turn comes within continueWait, the message can keep
-// what it shows and the rest of the answer be posted below it at once, from the channel's post
-// budget (continueByPost): one more message for that answer, instead of a wait of up to a minute
-// for the end.
+// so that when the answer ends and no edit turn is free at once, the message can keep what it
+// shows and the rest of the answer be posted below it at once, from the channel's post budget
+// (continueByPost): one more message for that answer, instead of a wait of up to a minute for the
+// end. The posts are planned over the whole answer for that: while an answer is live it claims a
+// post for its end (releaseEnd), and the posts that only show progress (an answer's next part)
+// leave the claimed ones in the budget (writer.postSpareWait); first texts and ends take them.
 const (
 	wholeBlocksSpacing = 3 * time.Second // an answer's edits this far apart: whole blocks only
 	wholeBlocksSlack   = 400             // bytes of a block still being written that may wait for its end
-	// continueWait is how long, under load, the last edit may wait for its turn before the rest of
-	// the answer is posted instead (out of load, a moment's wait, as for one answer after a 429, is
-	// better than an answer split in two messages: it always waits).
+	// continueWait is how long, under load, a bare placeholder's first text may wait for an edit
+	// turn before the placeholder is withdrawn and the text posted (waitTurn).
 	continueWait = time.Second
 )
 
@@ -140,12 +144,16 @@ func (e *editSink) underLoad() bool {
 	return e.answer.r.paced.editSpacing() >= wholeBlocksSpacing
 }
 
-// continueByPost decides how a finished answer's last message gets its end, under load. When an
-// edit turn comes within continueWait, the final write takes it (slotHeld). Otherwise, if what the
-// message shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that,
-// sealed as it is, and the rest of the answer goes in new messages (the final write posts them); a
-// bare placeholder is withdrawn when a chat.delete token and a post turn come at once, the answer
-// then posted on that turn (postHeld); else the final write waits for its turn as usual.
+// continueByPost decides how a finished answer's last message gets its end, under load (out of
+// load, a moment's wait, as for one answer after a 429, is better than an answer split in two
+// messages: it always waits). When an edit turn is free at once, the final write takes it
+// (slotHeld): the end shows in the message itself. Otherwise, without waiting (the end is the
+// write people wait for, and the post it needs was kept for it: releaseEnd), if what the message
+// shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that, sealed as
+// it is, and the rest of the answer goes in new messages (the final write posts them). A bare
+// placeholder takes an edit turn that comes within continueWait, else it is withdrawn when a
+// chat.delete token is free and a post turn comes, the answer then posted on that turn
+// (postHeld). Else the final write waits for its edit turn as usual.
 func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
 	if k < 0 || !by.IsZero() || e.slotHeld || !e.underLoad() {
@@ -155,12 +163,18 @@ func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) 
 	if !placeholder && (e.shown[k] == "" || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD)) {
 		return
 	}
-	if e.turnSoon(ctx, pace.Final, e.answer.unshown) {
-		e.slotHeld = true
+	if placeholder {
+		// Its withdrawal waits for a post turn, which may be far: an edit turn that comes soon is
+		// taken first.
+		if e.turnSoon(ctx, pace.Final, e.answer.unshown) {
+			e.slotHeld = true
+			return
+		}
+		e.postHeld = e.answer.r.paced.tryDelete() && e.withdrawOnPost(ctx)
 		return
 	}
-	if placeholder {
-		e.postHeld = e.answer.r.paced.tryDelete() && e.withdrawOnPost(ctx)
+	if e.lane.Try(pace.Final, e.answer.unshown) {
+		e.slotHeld = true
 		return
 	}
 	at := e.tailMD
@@ -281,10 +295,13 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 }
 
 // waitTurn waits for the slot of the next interim write: the channel's post budget for a post, else
-// the answer's lane of the edit budget. A post keeps its place in the channel's line after the
-// answer is complete (ctx, not wctx): given up, its slot would stay unused behind the posts queued
-// after it (a bucket hands out a place once), and the final write would queue again at the back;
-// kept, it posts the whole answer when its turn comes. Under load the first text for a bare
+// the answer's lane of the edit budget. The post of the answer's first text keeps its place in the
+// channel's line after the answer is complete (ctx, not wctx): given up, its slot would stay unused
+// behind the posts queued after it (a bucket hands out a place once), and the final write would
+// queue again at the back; kept, it posts the whole answer when its turn comes. The post of a next
+// part only shows progress: it leaves the posts claimed for the ends of the answers live in the
+// channel (writer.postSpareWait), holds no place in line, and stops waiting when the answer is
+// complete (wctx), the final write then posting the part as the end it has become. Under load the first text for a bare
 // placeholder waits continueWait for an edit turn; with none, and a chat.delete token at once, it
 // waits for a post turn, and then the placeholder is withdrawn and the text posted
 // (withdrawPlaceholder): the placeholder goes only when the post can follow at once. Text that
@@ -305,6 +322,9 @@ func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot
 			return true, nil
 		}
 		break // not deleted (the token is spent): the text waits for an edit as usual
+	}
+	if post && len(e.ts) > 0 {
+		return true, e.answer.r.paced.postSpareWait(wctx, e.answer.req.Channel)
 	}
 	if post {
 		return true, e.answer.r.paced.postWait(ctx, e.answer.req.Channel)
@@ -738,7 +758,12 @@ func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bo
 	return e.closed, err
 }
 
-func (e *editSink) close() { e.lane.Close() }
+func (e *editSink) close() {
+	e.lane.Close()
+	if e.releaseEnd != nil {
+		e.releaseEnd()
+	}
+}
 
 func (e *editSink) writes() int { return e.edits }
 

@@ -235,6 +235,30 @@ func (w *writer) postWait(ctx context.Context, channel string) error {
 	}
 }
 
+// postSpareWait is postWait for a post that only shows progress (an answer's next part): it leaves
+// the slots claimed for the ends of the answers live in the channel and the workspace (reserveEnd).
+func (w *writer) postSpareWait(ctx context.Context, channel string) error {
+	for {
+		slot, err := w.budgets.Posts.WaitSpare(ctx, channel)
+		if err != nil {
+			return err
+		}
+		if _, err := w.budgets.PostsWorkspace.WaitSpare(ctx); err != nil {
+			return err
+		}
+		if !slot.Stale() {
+			return nil
+		}
+	}
+}
+
+// reserveEnd claims a post for the end of an answer live in channel, in the channel's budget and the
+// workspace's (pace.Bucket.Reserve); release gives both up.
+func (w *writer) reserveEnd(channel string) (release func()) {
+	c, ws := w.budgets.Posts.Reserve(channel), w.budgets.PostsWorkspace.Reserve()
+	return func() { c.Release(); ws.Release() }
+}
+
 // postThrottled records a post's 429 in both budgets: Slack does not say which limit was hit.
 func (w *writer) postThrottled(channel string, retryAfter time.Duration) {
 	w.budgets.Posts.Throttled(channel, retryAfter)
