@@ -396,7 +396,7 @@ func (e *editSink) postPart(ctx context.Context, msg Msg) error {
 	if len(e.ts) == 0 {
 		a.firstText = time.Since(a.start)
 	}
-	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+	e.landed(len(e.ts), ts, msg)
 	e.posts++
 	return nil
 }
@@ -410,9 +410,21 @@ func (e *editSink) editPart(ctx context.Context, i int, msg Msg) error {
 	if i == 0 && e.shown[0] == "" {
 		a.firstText = time.Since(a.start)
 	}
-	e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
+	e.landed(i, e.ts[i], msg)
 	e.edits++
 	return nil
+}
+
+// landed records that Slack shows msg as message ts, the answer's part i: a post of the next part
+// (i == len(e.ts)), an edit of part i, or part i posted anew. Every write of the answer's text that
+// lands, interim or final, passes here: the one place that knows what the thread shows of this
+// answer.
+func (e *editSink) landed(i int, ts string, msg Msg) {
+	if i == len(e.ts) {
+		e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+		return
+	}
+	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
 }
 
 // wrote records that part i of parts, rendered from md, landed, and what the next write is.
@@ -592,7 +604,7 @@ func (e *editSink) postFinal(ctx context.Context, i int, msg Msg) error {
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 	}
 	a.posted(ts)
-	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+	e.landed(len(e.ts), ts, msg)
 	e.posts++
 	return nil
 }
@@ -632,7 +644,7 @@ func (e *editSink) repost(ctx context.Context, i int, msg Msg) error {
 	if err := a.deleteMessage(ctx, replaceRetry, time.Time{}, old); err != nil {
 		a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(err))
 	}
-	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
+	e.landed(i, ts, msg)
 	if e.replaces == nil {
 		e.replaces = map[int]string{}
 	}
@@ -661,7 +673,7 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg Msg, prio pace.Prio
 	edits := a.r.paced.editTurn(e.lane, prio, a.unshown).by(by).held(&e.slotHeld) // held: taken by continueByPost
 	err := a.r.paced.update(ctx, closingRetry, &a.outage, edits, a.req.Channel, ts, msg)
 	if err == nil {
-		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
+		e.landed(i, ts, msg)
 		e.edits++
 	}
 	return err
