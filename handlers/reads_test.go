@@ -215,10 +215,10 @@ func (s slowPosts) Post(ctx context.Context, channel, threadTS string, m Msg) (s
 }
 
 // TestPlaceholdersRespectWorkspacePostBudget: placeholders for replies in many channels are paced by
-// the workspace chat.postMessage budget (default 300/min, burst 20), not only per channel.
+// the workspace chat.postMessage budget (default 300/min, burst postsWorkspaceBurst), not only per channel.
 func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, burst, perSec = 60, 20, 5
+		const n, burst, perSec = 60, postsWorkspaceBurst, 5
 		fs := newFakeSlack()
 		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
 		t0 := time.Now()
