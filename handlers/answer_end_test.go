@@ -11,7 +11,6 @@ import (
 
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
-	"github.com/llmbot/llmbot/route"
 )
 
 // postsOf returns the successful posts in thread, oldest first.
@@ -60,10 +59,13 @@ func TestProgressPostLeavesTheEndItsPost(t *testing.T) {
 		fs.threads[testCh+"/"+shortTS] = []slack.Message{mention(testQuestion)}
 		// The long answer's first text is more than a message holds: its second part is a post that
 		// only shows progress. It streams on until 6 s; the short one ends at 4 s.
-		long := &fakeChat{steps: append([]step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: strings.Repeat(strings.Repeat("Buckets refill at a steady rate. ", 10)+"\n\n", 15)}}},
+		paragraphs := strings.Repeat(strings.Repeat("Buckets refill at a steady rate. ", 10)+"\n\n", 15)
+		long := &fakeChat{steps: append([]step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: paragraphs}}},
 			deltas(strings.Fields(strings.Repeat("and on ", 12)), 500*time.Millisecond)...)}
-		short := &fakeChat{steps: []step{{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "Token buckets refill. "}},
-			{wait: 3700 * time.Millisecond, chunk: llm.Chunk{Content: "They never overflow."}}, {chunk: llm.Chunk{FinishReason: "stop"}}}}
+		short := &fakeChat{steps: []step{
+			{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "Token buckets refill. "}},
+			{wait: 3700 * time.Millisecond, chunk: llm.Chunk{Content: "They never overflow."}},
+			{chunk: llm.Chunk{FinishReason: "stop"}}}}
 		replies := map[string]*Replies{
 			longTS:  NewReplies(fs, fs, fs, fs, long, zaptest.NewLogger(t), opt),
 			shortTS: NewReplies(fs, fs, fs, fs, short, zaptest.NewLogger(t), opt),
@@ -71,7 +73,8 @@ func TestProgressPostLeavesTheEndItsPost(t *testing.T) {
 		start := time.Now()
 		done := make(chan error, len(replies)) // one result from each answer, read below
 		for ts, r := range replies {
-			req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: ts, ThreadTS: ts, Text: testQuestion}
+			req := testRequest()
+			req.TS, req.ThreadTS = ts, ts
 			go func() { done <- r.Reply(t.Context(), req) }()
 		}
 		for range replies {

@@ -42,9 +42,9 @@ type editSink struct {
 	// inPlace: the placeholder is an old answer's first message (a Regenerate written in its place),
 	// whose place in the thread is kept: it is never withdrawn (withdrawPlaceholder).
 	inPlace bool
-	// releaseEnd gives up the post this answer's end has claimed in its channel's budget and the
-	// workspace's while it is live (writer.reserveEnd): progress posts leave it (see continueByPost).
-	releaseEnd func()
+	// end is the post this answer's end claims while it is live (writer.claimEnd): its progress
+	// posts leave the claimed ones (see continueByPost).
+	end *endClaim
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -98,8 +98,8 @@ func (e *editSink) buttons(i, n int, final bool) []Button {
 // shows and the rest of the answer be posted below it at once, from the channel's post budget
 // (continueByPost): one more message for that answer, instead of a wait of up to a minute for the
 // end. The posts are planned over the whole answer for that: while an answer is live it claims a
-// post for its end (releaseEnd), and the posts that only show progress (an answer's next part)
-// leave the claimed ones in the budget (writer.postSpareWait); first texts and ends take them.
+// post for its end (end), and the posts that only show progress (an answer's next part) leave the
+// claimed ones in the budget (endClaim.spareWait); first texts and ends take them.
 const (
 	wholeBlocksSpacing = 3 * time.Second // an answer's edits this far apart: whole blocks only
 	wholeBlocksSlack   = 400             // bytes of a block still being written that may wait for its end
@@ -148,7 +148,7 @@ func (e *editSink) underLoad() bool {
 // load, a moment's wait, as for one answer after a 429, is better than an answer split in two
 // messages: it always waits). When an edit turn is free at once, the final write takes it
 // (slotHeld): the end shows in the message itself. Otherwise, without waiting (the end is the
-// write people wait for, and the post it needs was kept for it: releaseEnd), if what the message
+// write people wait for, and the post it needs was kept for it: end), if what the message
 // shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that, sealed as
 // it is, and the rest of the answer goes in new messages (the final write posts them). A bare
 // placeholder takes an edit turn that comes within continueWait, else it is withdrawn when a
@@ -297,15 +297,15 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 // waitTurn waits for the slot of the next interim write: the channel's post budget for a post, else
 // the answer's lane of the edit budget. The post of the answer's first text keeps its place in the
 // channel's line after the answer is complete (ctx, not wctx): given up, its slot would stay unused
-// behind the posts queued after it (a bucket hands out a place once), and the final write would
-// queue again at the back; kept, it posts the whole answer when its turn comes. The post of a next
-// part only shows progress: it leaves the posts claimed for the ends of the answers live in the
-// channel (writer.postSpareWait), holds no place in line, and stops waiting when the answer is
-// complete (wctx), the final write then posting the part as the end it has become. Under load the first text for a bare
+// behind the posts queued after it (a bucket hands out a place once), and the final write would queue
+// again at the back; kept, it posts the whole answer when its turn comes. The post of a next part only
+// shows progress: it leaves the posts claimed for the ends of the answers live in the channel
+// (endClaim.spareWait), holds no place in line, and stops waiting when the answer is complete (wctx),
+// the final write then posting the part as the end it has become. Under load the first text for a bare
 // placeholder waits continueWait for an edit turn; with none, and a chat.delete token at once, it
 // waits for a post turn, and then the placeholder is withdrawn and the text posted
-// (withdrawPlaceholder): the placeholder goes only when the post can follow at once. Text that
-// shows nothing yet ("**") waits for more, a second at a time. post reports which slot was taken.
+// (withdrawPlaceholder): the placeholder goes only when the post can follow at once. Text that shows
+// nothing yet ("**") waits for more, a second at a time. post reports which slot was taken.
 func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot, mb *mailbox) (bool, error) {
 	since := snap.since
 	for !post && e.shows() == showsPlaceholder && !e.inPlace && e.underLoad() {
@@ -324,7 +324,7 @@ func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot
 		break // not deleted (the token is spent): the text waits for an edit as usual
 	}
 	if post && len(e.ts) > 0 {
-		return true, e.answer.r.paced.postSpareWait(wctx, e.answer.req.Channel)
+		return true, e.end.spareWait(wctx)
 	}
 	if post {
 		return true, e.answer.r.paced.postWait(ctx, e.answer.req.Channel)
@@ -772,9 +772,7 @@ func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bo
 
 func (e *editSink) close() {
 	e.lane.Close()
-	if e.releaseEnd != nil {
-		e.releaseEnd()
-	}
+	e.end.release()
 }
 
 func (e *editSink) writes() int { return e.edits }

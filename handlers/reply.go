@@ -127,10 +127,10 @@ func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
 		limit = buttonPartLimit
 	}
 	e := &editSink{
-		answer:     a,
-		lane:       lane,
-		pager:      slackmd.NewPager(slackmd.FormatMrkdwn, limit),
-		releaseEnd: a.r.paced.reserveEnd(a.req.Channel),
+		answer: a,
+		lane:   lane,
+		pager:  slackmd.NewPager(slackmd.FormatMrkdwn, limit),
+		end:    a.r.paced.claimEnd(a.req.Channel),
 	}
 	if ts == "" {
 		e.postDue = true // the first write posts the first part

@@ -235,15 +235,30 @@ func (w *writer) postWait(ctx context.Context, channel string) error {
 	}
 }
 
-// postSpareWait is postWait for a post that only shows progress (an answer's next part): it leaves
-// the slots claimed for the ends of the answers live in the channel and the workspace (reserveEnd).
-func (w *writer) postSpareWait(ctx context.Context, channel string) error {
+// endClaim is a live answer's claim on the post of its end, in its channel's budget and the
+// workspace's (pace.Bucket.Reserve): the answer's posts that only show progress (its next part)
+// leave the claimed posts to the ends (spareWait).
+type endClaim struct {
+	w                   *writer
+	channel             string
+	inChannel, anywhere *pace.Reservation
+}
+
+// claimEnd claims the post of the end of an answer live in channel; release gives it up.
+func (w *writer) claimEnd(channel string) *endClaim {
+	return &endClaim{w: w, channel: channel,
+		inChannel: w.budgets.Posts.Reserve(channel), anywhere: w.budgets.PostsWorkspace.Reserve()}
+}
+
+// spareWait is postWait for a post that only shows progress: it leaves the posts claimed for the
+// ends of the answers live in the channel and the workspace.
+func (c *endClaim) spareWait(ctx context.Context) error {
 	for {
-		slot, err := w.budgets.Posts.WaitSpare(ctx, channel)
+		slot, err := c.w.budgets.Posts.WaitSpare(ctx, c.channel)
 		if err != nil {
 			return err
 		}
-		if _, err := w.budgets.PostsWorkspace.WaitSpare(ctx); err != nil {
+		if _, err := c.w.budgets.PostsWorkspace.WaitSpare(ctx); err != nil {
 			return err
 		}
 		if !slot.Stale() {
@@ -252,11 +267,10 @@ func (w *writer) postSpareWait(ctx context.Context, channel string) error {
 	}
 }
 
-// reserveEnd claims a post for the end of an answer live in channel, in the channel's budget and the
-// workspace's (pace.Bucket.Reserve); release gives both up.
-func (w *writer) reserveEnd(channel string) (release func()) {
-	c, ws := w.budgets.Posts.Reserve(channel), w.budgets.PostsWorkspace.Reserve()
-	return func() { c.Release(); ws.Release() }
+// release gives the claim up.
+func (c *endClaim) release() {
+	c.inChannel.Release()
+	c.anywhere.Release()
 }
 
 // postThrottled records a post's 429 in both budgets: Slack does not say which limit was hit.
