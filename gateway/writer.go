@@ -235,6 +235,44 @@ func (w *Writer) PostWait(ctx context.Context, channel string) error {
 	}
 }
 
+// EndClaim is a live answer's claim on the post of its end, in its channel's budget and the
+// workspace's (pace.Bucket.Reserve): the answer's posts that only show progress (its next part)
+// leave the claimed posts to the ends (SpareWait).
+type EndClaim struct {
+	w                   *Writer
+	channel             string
+	inChannel, anywhere *pace.Reservation
+}
+
+// ClaimEnd claims the post of the end of an answer live in channel; Release gives it up.
+func (w *Writer) ClaimEnd(channel string) *EndClaim {
+	return &EndClaim{w: w, channel: channel,
+		inChannel: w.Budgets.Posts.Reserve(channel), anywhere: w.Budgets.PostsWorkspace.Reserve()}
+}
+
+// SpareWait is PostWait for a post that only shows progress: it leaves the posts claimed for the
+// ends of the answers live in the channel and the workspace.
+func (c *EndClaim) SpareWait(ctx context.Context) error {
+	for {
+		slot, err := c.w.Budgets.Posts.WaitSpare(ctx, c.channel)
+		if err != nil {
+			return err
+		}
+		if _, err := c.w.Budgets.PostsWorkspace.WaitSpare(ctx); err != nil {
+			return err
+		}
+		if !slot.Stale() {
+			return nil
+		}
+	}
+}
+
+// Release gives the claim up.
+func (c *EndClaim) Release() {
+	c.inChannel.Release()
+	c.anywhere.Release()
+}
+
 // PostThrottled records a post's 429 in both budgets: Slack does not say which limit was hit.
 func (w *Writer) PostThrottled(channel string, retryAfter time.Duration) {
 	w.Budgets.Posts.Throttled(channel, retryAfter)

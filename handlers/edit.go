@@ -42,6 +42,9 @@ type editSink struct {
 	// inPlace: the placeholder is an old answer's first message (a Regenerate written in its place),
 	// whose place in the thread is kept: it is never withdrawn (withdrawPlaceholder).
 	inPlace bool
+	// end is the post this answer's end claims while it is live (gateway.Writer.ClaimEnd): its progress
+	// posts leave the claimed ones (see continueByPost).
+	end *gateway.EndClaim
 
 	parts      []string // the last rendering, of renderedMD
 	renderedMD string
@@ -91,16 +94,17 @@ func (e *editSink) buttons(i, n int, final bool) []gateway.Button {
 
 // Under load an answer's message is edited seconds apart, and its last edit may wait long for its
 // turn once the answer is complete. Then the message shows whole blocks or sentences of the answer,
-// so that when the answer ends and no edit turn comes within continueWait, the message can keep
-// what it shows and the rest of the answer be posted below it at once, from the channel's post
-// budget (continueByPost): one more message for that answer, instead of a wait of up to a minute
-// for the end.
+// so that when the answer ends and no edit turn is free at once, the message can keep what it
+// shows and the rest of the answer be posted below it at once, from the channel's post budget
+// (continueByPost): one more message for that answer, instead of a wait of up to a minute for the
+// end. The posts are planned over the whole answer for that: while an answer is live it claims a
+// post for its end (end), and the posts that only show progress (an answer's next part) leave the
+// claimed ones in the budget (gateway.EndClaim.SpareWait); first texts and ends take them.
 const (
 	wholeBlocksSpacing = 3 * time.Second // an answer's edits this far apart: whole blocks only
 	wholeBlocksSlack   = 400             // bytes of a block still being written that may wait for its end
-	// continueWait is how long, under load, the last edit may wait for its turn before the rest of
-	// the answer is posted instead (out of load, a moment's wait, as for one answer after a 429, is
-	// better than an answer split in two messages: it always waits).
+	// continueWait is how long, under load, a bare placeholder's first text may wait for an edit
+	// turn before the placeholder is withdrawn and the text posted (waitTurn).
 	continueWait = time.Second
 )
 
@@ -140,12 +144,16 @@ func (e *editSink) underLoad() bool {
 	return e.answer.r.paced.EditSpacing() >= wholeBlocksSpacing
 }
 
-// continueByPost decides how a finished answer's last message gets its end, under load. When an
-// edit turn comes within continueWait, the final write takes it (slotHeld). Otherwise, if what the
-// message shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that,
-// sealed as it is, and the rest of the answer goes in new messages (the final write posts them); a
-// bare placeholder is withdrawn when a chat.delete token and a post turn come at once, the answer
-// then posted on that turn (postHeld); else the final write waits for its turn as usual.
+// continueByPost decides how a finished answer's last message gets its end, under load (out of
+// load, a moment's wait, as for one answer after a 429, is better than an answer split in two
+// messages: it always waits). When an edit turn is free at once, the final write takes it
+// (slotHeld): the end shows in the message itself. Otherwise, without waiting (the end is the
+// write people wait for, and the post it needs was kept for it: end), if what the message
+// shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that, sealed as
+// it is, and the rest of the answer goes in new messages (the final write posts them). A bare
+// placeholder takes an edit turn that comes within continueWait, else it is withdrawn when a
+// chat.delete token is free and a post turn comes, the answer then posted on that turn
+// (postHeld). Else the final write waits for its edit turn as usual.
 func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
 	k := len(e.ts) - 1
 	if k < 0 || !by.IsZero() || e.slotHeld || !e.underLoad() {
@@ -155,12 +163,18 @@ func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) 
 	if !placeholder && (e.shown[k] == "" || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD)) {
 		return
 	}
-	if e.turnSoon(ctx, pace.Final, e.answer.unshown) {
-		e.slotHeld = true
+	if placeholder {
+		// Its withdrawal waits for a post turn, which may be far: an edit turn that comes soon is
+		// taken first.
+		if e.turnSoon(ctx, pace.Final, e.answer.unshown) {
+			e.slotHeld = true
+			return
+		}
+		e.postHeld = e.answer.r.paced.TryDelete() && e.withdrawOnPost(ctx)
 		return
 	}
-	if placeholder {
-		e.postHeld = e.answer.r.paced.TryDelete() && e.withdrawOnPost(ctx)
+	if e.lane.Try(pace.Final, e.answer.unshown) {
+		e.slotHeld = true
 		return
 	}
 	at := e.tailMD
@@ -281,14 +295,17 @@ func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox
 }
 
 // waitTurn waits for the slot of the next interim write: the channel's post budget for a post, else
-// the answer's lane of the edit budget. A post keeps its place in the channel's line after the
-// answer is complete (ctx, not wctx): given up, its slot would stay unused behind the posts queued
-// after it (a bucket hands out a place once), and the final write would queue again at the back;
-// kept, it posts the whole answer when its turn comes. Under load the first text for a bare
+// the answer's lane of the edit budget. The post of the answer's first text keeps its place in the
+// channel's line after the answer is complete (ctx, not wctx): given up, its slot would stay unused
+// behind the posts queued after it (a bucket hands out a place once), and the final write would queue
+// again at the back; kept, it posts the whole answer when its turn comes. The post of a next part only
+// shows progress: it leaves the posts claimed for the ends of the answers live in the channel
+// (gateway.EndClaim.SpareWait), holds no place in line, and stops waiting when the answer is complete (wctx),
+// the final write then posting the part as the end it has become. Under load the first text for a bare
 // placeholder waits continueWait for an edit turn; with none, and a chat.delete token at once, it
 // waits for a post turn, and then the placeholder is withdrawn and the text posted
-// (withdrawPlaceholder): the placeholder goes only when the post can follow at once. Text that
-// shows nothing yet ("**") waits for more, a second at a time. post reports which slot was taken.
+// (withdrawPlaceholder): the placeholder goes only when the post can follow at once. Text that shows
+// nothing yet ("**") waits for more, a second at a time. post reports which slot was taken.
 func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot, mb *mailbox) (bool, error) {
 	since := snap.since
 	for !post && e.shows() == showsPlaceholder && !e.inPlace && e.underLoad() {
@@ -305,6 +322,9 @@ func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot
 			return true, nil
 		}
 		break // not deleted (the token is spent): the text waits for an edit as usual
+	}
+	if post && len(e.ts) > 0 {
+		return true, e.end.SpareWait(wctx)
 	}
 	if post {
 		return true, e.answer.r.paced.PostWait(ctx, e.answer.req.Channel)
@@ -376,7 +396,7 @@ func (e *editSink) postPart(ctx context.Context, msg gateway.Msg) error {
 	if len(e.ts) == 0 {
 		a.firstText = time.Since(a.start)
 	}
-	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+	e.landed(len(e.ts), ts, msg)
 	e.posts++
 	return nil
 }
@@ -390,9 +410,21 @@ func (e *editSink) editPart(ctx context.Context, i int, msg gateway.Msg) error {
 	if i == 0 && e.shown[0] == "" {
 		a.firstText = time.Since(a.start)
 	}
-	e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
+	e.landed(i, e.ts[i], msg)
 	e.edits++
 	return nil
+}
+
+// landed records that Slack shows msg as message ts, the answer's part i: a post of the next part
+// (i == len(e.ts)), an edit of part i, or part i posted anew. Every write of the answer's text that
+// lands, interim or final, passes here: the one place that knows what the thread shows of this
+// answer.
+func (e *editSink) landed(i int, ts string, msg gateway.Msg) {
+	if i == len(e.ts) {
+		e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+		return
+	}
+	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
 }
 
 // wrote records that part i of parts, rendered from md, landed, and what the next write is.
@@ -572,7 +604,7 @@ func (e *editSink) postFinal(ctx context.Context, i int, msg gateway.Msg) error 
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 	}
 	a.posted(ts)
-	e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
+	e.landed(len(e.ts), ts, msg)
 	e.posts++
 	return nil
 }
@@ -612,7 +644,7 @@ func (e *editSink) repost(ctx context.Context, i int, msg gateway.Msg) error {
 	if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, old); err != nil {
 		a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(err))
 	}
-	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
+	e.landed(i, ts, msg)
 	if e.replaces == nil {
 		e.replaces = map[int]string{}
 	}
@@ -641,7 +673,7 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg gateway.Msg, prio p
 	edits := a.r.paced.EditTurn(e.lane, prio, a.unshown).By(by).Held(&e.slotHeld) // held: taken by continueByPost
 	err := a.r.paced.Update(ctx, gateway.ClosingRetry, &a.outage, edits, a.req.Channel, ts, msg)
 	if err == nil {
-		e.shown[i], e.btn[i] = msg.Text, buttonKey(msg.Buttons)
+		e.landed(i, ts, msg)
 		e.edits++
 	}
 	return err
@@ -732,7 +764,10 @@ func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bo
 	return e.closed, err
 }
 
-func (e *editSink) close() { e.lane.Close() }
+func (e *editSink) close() {
+	e.lane.Close()
+	e.end.Release()
+}
 
 func (e *editSink) writes() int { return e.edits }
 

@@ -217,10 +217,10 @@ func (s slowPosts) Post(ctx context.Context, channel, threadTS string, m gateway
 }
 
 // TestPlaceholdersRespectWorkspacePostBudget: placeholders for replies in many channels are paced by
-// the workspace chat.postMessage budget (default 300/min, burst 20), not only per channel.
+// the workspace chat.postMessage budget (default 300/min, burst gateway.PostsWorkspaceBurst), not only per channel.
 func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, burst, perSec = 60, 20, 5
+		const n, burst, perSec = 60, gateway.PostsWorkspaceBurst, 5
 		fs := gatewaytest.NewSlack()
 		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
 		t0 := time.Now()

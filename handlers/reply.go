@@ -132,6 +132,7 @@ func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
 		answer: a,
 		lane:   lane,
 		pager:  slackmd.NewPager(slackmd.FormatMrkdwn, limit),
+		end:    a.r.paced.ClaimEnd(a.req.Channel),
 	}
 	if ts == "" {
 		e.postDue = true // the first write posts the first part
