@@ -121,7 +121,7 @@ func TestGuardRefuses(t *testing.T) {
 		{
 			name:  "Regenerate button",
 			rules: access.Rules{DenyUsers: []string{"U0MALLORY"}},
-			req: &route.Request{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate",
+			req: &route.Request{Kind: route.Action, Name: route.ActionRegenerate, Feature: "regenerate",
 				Channel: "C0GENERAL", User: "U0MALLORY", ThreadTS: "1.1", MessageTS: "1.2"},
 			want:        route.Decision{Say: access.DefaultRefusal},
 			wantDenials: [][2]string{{"regenerate", string(access.ReasonUserDenied)}},

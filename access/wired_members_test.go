@@ -12,6 +12,7 @@ import (
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // The people of the tests below, besides members (any other user id is a member of the fake's
@@ -54,7 +55,7 @@ func memberAsks(t *testing.T, w *wired) asked {
 			return false
 		}
 		a = asked{question: q, answer: r[0].TS}
-		return slices.ContainsFunc(r[0].Buttons(), func(b fakeslack.Button) bool { return b.ActionID == handlers.ActionRegenerate })
+		return slices.ContainsFunc(r[0].Buttons(), func(b fakeslack.Button) bool { return b.ActionID == route.ActionRegenerate })
 	})
 	return a
 }
@@ -104,7 +105,7 @@ func TestWiredOutsiderRefused(t *testing.T) {
 			}
 		}},
 		{"Regenerate on a member's answer", func(t *testing.T, w *wired, a asked) {
-			click(t, w, a.answer, outsider.ID, handlers.ActionRegenerate)
+			click(t, w, a.answer, outsider.ID, route.ActionRegenerate)
 		}},
 		{"tool approval", func(t *testing.T, w *wired, a asked) {
 			click(t, w, approvalPrompt(t, w, a, outsider.ID), outsider.ID, handlers.ActionToolAllowOnce)

@@ -109,7 +109,7 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	replyOpts := handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
 		Buttons: cfg.Buttons, Budgets: budgets, Approvals: handlers.NewApprovals(nil, nil, log.Named("approvals")),
-		Names: handlers.NewNames(api, budgets.Lookups, id.UserID),
+		Names: gateway.NewNames(api, budgets.Lookups, id.UserID),
 	}
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), replyOpts)
 	summarize := handlers.NewSummarize(api, api, replyOpts.Names, model, replies, log.Named("summarize"), replyOpts)
@@ -130,8 +130,8 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	b := bot.New(w.sc, id, routes, notices, log.Named("bot"), opt)
 	if err := routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionStop, Feature: "stop", Handler: b.StopHandler()},
+		route.Route{Kind: route.Action, Name: route.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
+		route.Route{Kind: route.Action, Name: route.ActionStop, Feature: "stop", Handler: b.StopHandler()},
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replyOpts.Approvals)},

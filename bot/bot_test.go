@@ -111,7 +111,7 @@ func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *rou
 	routes := route.NewTable()
 	add := []route.Route{
 		{Kind: route.Message, Name: route.MessageRoute, Handler: handlers.ReplyHandler(r, r.triage)},
-		{Kind: route.Action, Name: handlers.ActionRegenerate, Handler: handlers.RegenerateHandler(r)},
+		{Kind: route.Action, Name: route.ActionRegenerate, Handler: handlers.RegenerateHandler(r)},
 	}
 	if im != nil {
 		add = append(add,
@@ -128,7 +128,7 @@ func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *rou
 func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im handlers.ImageJobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
 	routes := testRoutes(r, im, more...)
 	b := New(open, id, routes, notify, log, opt)
-	if err := routes.Add(route.Route{Kind: route.Action, Name: handlers.ActionStop, Handler: b.StopHandler()}); err != nil {
+	if err := routes.Add(route.Route{Kind: route.Action, Name: route.ActionStop, Handler: b.StopHandler()}); err != nil {
 		panic(err)
 	}
 	return b

@@ -10,17 +10,17 @@ import (
 	"github.com/llmbot/llmbot/route"
 )
 
-// StopHandler serves the Stop button (handlers.ActionStop): the answer it is on stops when the
+// StopHandler serves the Stop button (route.ActionStop): the answer it is on stops when the
 // person who asked presses it (StopReply); anyone else, or a click on an answer that has ended, is
 // told why privately. It is done at once, in Accept: a Stop never waits for a place, however busy
-// the bot is. Register it for handlers.ActionStop.
+// the bot is. Register it for route.ActionStop.
 func (b *Bot) StopHandler() route.Handler {
 	return route.Funcs{AcceptFunc: b.acceptStop}
 }
 
 func (b *Bot) acceptStop(req *route.Request) route.Decision {
 	log := b.log.With(zap.String("channel", req.Channel), zap.String("user", req.User))
-	ref, err := handlers.ParseReplyRef(req.Text)
+	ref, err := route.ParseReplyRef(req.Text)
 	if err != nil {
 		log.Warn("stop click ignored", zap.Error(err))
 		return route.Decision{}

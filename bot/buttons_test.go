@@ -58,11 +58,11 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	h := startBot(t, fs, r, nil, Options{})
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> write a long essay")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
-	stop := gateway.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: handlers.ReplyRef{ThreadTS: q, TS: q}.Value()}
+	stop := gateway.Button{ActionID: route.ActionStop, Text: "Stop", Value: route.ReplyRef{ThreadTS: q, TS: q}.Value()}
 	msg := showButton(t, h, "C1", q, stop)
 
 	// Someone else: refused privately; the answer goes on.
-	id := click(t, fs, "C1", msg, "U2", handlers.ActionStop)
+	id := click(t, fs, "C1", msg, "U2", route.ActionStop)
 	h.waitFor(t, "refusal", func() bool { return len(ephemeralsTo(fs, "U2")) == 1 })
 	if got := ephemeralsTo(fs, "U2"); got[0] != handlers.TextNotAsker {
 		t.Errorf("U2 told %q, want %q", got[0], handlers.TextNotAsker)
@@ -74,7 +74,7 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	}
 
 	// The asker: stopped, acked while the reply was still running (it ends only on cancel).
-	id = click(t, fs, "C1", msg, "U1", handlers.ActionStop)
+	id = click(t, fs, "C1", msg, "U1", route.ActionStop)
 	if err := waitChan(t, "reply stopped", ended); !errors.Is(err, handlers.ErrStopped) {
 		t.Errorf("reply ended with %v, want ErrStopped", err)
 	}
@@ -84,7 +84,7 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	}
 
 	// A stale Stop on an ended answer: told so.
-	click(t, fs, "C1", msg, "U1", handlers.ActionStop)
+	click(t, fs, "C1", msg, "U1", route.ActionStop)
 	h.waitFor(t, "notice", func() bool { return len(ephemeralsTo(fs, "U1")) == 1 })
 	if got := ephemeralsTo(fs, "U1"); got[0] != handlers.TextNotRunning {
 		t.Errorf("U1 told %q, want %q", got[0], handlers.TextNotRunning)
@@ -101,9 +101,9 @@ func TestStopButtonOfAnEarlierAnswerLeavesTheNextOne(t *testing.T) {
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
 	// A button naming an older question in the same thread.
-	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: handlers.ActionStop, Text: "Stop",
-		Value: handlers.ReplyRef{ThreadTS: q, TS: "1.000001"}.Value()})
-	click(t, fs, "C1", msg, "U1", handlers.ActionStop)
+	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: route.ActionStop, Text: "Stop",
+		Value: route.ReplyRef{ThreadTS: q, TS: "1.000001"}.Value()})
+	click(t, fs, "C1", msg, "U1", route.ActionStop)
 	h.waitFor(t, "notice", func() bool { return len(ephemeralsTo(fs, "U1")) == 1 })
 	if stopped, _ := h.bot.StopReply("C1", q, "U1"); !stopped {
 		t.Error("the running answer was stopped by a button of another one")
@@ -122,9 +122,9 @@ func TestRegenerateButtonIsARequestInTheThreadsTurn(t *testing.T) {
 	h := startBot(t, fs, r, nil, Options{})
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> a question")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
-	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: handlers.ActionRegenerate, Text: "Regenerate",
-		Value: handlers.ReplyRef{ThreadTS: q, TS: q}.Value()})
-	id := click(t, fs, "C1", msg, "U2", handlers.ActionRegenerate)
+	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: route.ActionRegenerate, Text: "Regenerate",
+		Value: route.ReplyRef{ThreadTS: q, TS: q}.Value()})
+	id := click(t, fs, "C1", msg, "U2", route.ActionRegenerate)
 	h.waitFor(t, "ack", func() bool { return acked(fs, id) })
 	if n := len(r.requests()); n != 1 {
 		t.Fatalf("requests = %d before the first answer ended, want 1 (one answer at a time per thread)", n)
@@ -186,7 +186,7 @@ func TestOtherActionsGoToTheirRoute(t *testing.T) {
 func TestPostWithButtons(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	long := strings.Repeat("A line of the answer.\n", 150) // 3,300 characters: two sections
-	stop := gateway.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: `{"ts":"1.2"}`, Style: "danger"}
+	stop := gateway.Button{ActionID: route.ActionStop, Text: "Stop", Value: `{"ts":"1.2"}`, Style: "danger"}
 	ts, err := api.Post(ctx, "C1", "", gateway.Msg{Text: long, Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []gateway.Button{stop}})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestPostWithButtons(t *testing.T) {
 	if m.Text != long || m.SectionText() != long {
 		t.Errorf("text %d chars, sections %d chars, want both the whole text (%d)", len(m.Text), len(m.SectionText()), len(long))
 	}
-	if b := m.Buttons(); len(b) != 1 || b[0].ActionID != handlers.ActionStop || b[0].Value != stop.Value || b[0].Style != "danger" {
+	if b := m.Buttons(); len(b) != 1 || b[0].ActionID != route.ActionStop || b[0].Value != stop.Value || b[0].Style != "danger" {
 		t.Errorf("buttons = %+v", b)
 	}
 	if n := strings.Count(string(m.Blocks), `"type":"section"`); n != 2 {

@@ -182,17 +182,17 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 // Slack's Stop on an agent session; anything else, or a click whose value is none of the bot's,
 // never reaches another replica's inbox. What it hands over rebuilds the request it came from.
 func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
-	stopRef := handlers.ReplyRef{ThreadTS: "1700000000.000100", TS: "1700000000.000200", Task: "summarize"}
+	stopRef := route.ReplyRef{ThreadTS: "1700000000.000100", TS: "1700000000.000200", Task: "summarize"}
 	refused := []struct {
 		name string
 		req  route.Request
 	}{
 		{"a slash command", route.Request{Kind: route.Command, Name: "/summarize", Channel: "C1", User: "U1",
 			ResponseURL: "https://hooks.slack.com/commands/x"}},
-		{"a Regenerate click", route.Request{Kind: route.Action, Name: handlers.ActionRegenerate, Channel: "C1", User: "U1",
+		{"a Regenerate click", route.Request{Kind: route.Action, Name: route.ActionRegenerate, Channel: "C1", User: "U1",
 			Text: stopRef.Value()}},
 		{"a message", route.Request{Kind: route.Message, Name: route.MessageRoute, Channel: "C1", User: "U1"}},
-		{"a Stop whose value is none of the bot's", route.Request{Kind: route.Action, Name: handlers.ActionStop,
+		{"a Stop whose value is none of the bot's", route.Request{Kind: route.Action, Name: route.ActionStop,
 			Channel: "C1", User: "U1", Text: "stop everything"}},
 		{"a session stop without a thread", route.Request{Kind: route.Event, Name: handlers.EventSessionStopped,
 			Channel: "C1", User: "U1"}},
@@ -203,7 +203,7 @@ func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
 		}
 	}
 
-	stop := route.Request{Kind: route.Action, Name: handlers.ActionStop, Channel: "C1", User: "U1", Team: "T1",
+	stop := route.Request{Kind: route.Action, Name: route.ActionStop, Channel: "C1", User: "U1", Team: "T1",
 		ThreadTS: "1700000000.000100", MessageTS: "1700000000.000300", Text: stopRef.Value(),
 		ResponseURL: "https://hooks.slack.com/actions/x", TriggerID: "trigger"}
 	h, err := handoverOf(&stop, "r1", "r2", time.Now())
@@ -211,7 +211,7 @@ func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := h.request()
-	ref, err := handlers.ParseReplyRef(got.Text)
+	ref, err := route.ParseReplyRef(got.Text)
 	if err != nil || ref.ThreadTS != stopRef.ThreadTS || ref.TS != stopRef.TS || ref.Task != "" {
 		t.Errorf("Stop's reference handed over as %q (%v), want its thread and ts only", got.Text, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -43,7 +44,7 @@ const (
 	FeatureToolApproval = "tool_approval"
 )
 
-// ApprovalRef is an approval button's value: the answer it belongs to (as in ReplyRef) and the call.
+// ApprovalRef is an approval button's value: the answer it belongs to (as in route.ReplyRef) and the call.
 type ApprovalRef struct {
 	ThreadTS string `json:"thread_ts,omitempty"`
 	TS       string `json:"ts"`    // the message the answer answers (route.AnswerID with the channel)
@@ -61,7 +62,7 @@ func (r ApprovalRef) Value() string {
 func ParseApprovalRef(value string) (ApprovalRef, error) {
 	var r ApprovalRef
 	if err := json.Unmarshal([]byte(value), &r); err != nil || r.TS == "" || r.ID == "" {
-		return ApprovalRef{}, fmt.Errorf("approval button value: %w", errBadValue)
+		return ApprovalRef{}, fmt.Errorf("approval button value: %w", route.ErrBadValue)
 	}
 	return r, nil
 }

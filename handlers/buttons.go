@@ -1,12 +1,10 @@
 package handlers
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/route"
 )
 
 // Buttons (Block Kit, ReplyOptions.Buttons and ImagineOptions.Buttons). The handlers put them on
@@ -32,18 +30,7 @@ import (
 // A button's value carries everything its click needs (no state is kept, so Regenerate works after
 // a restart and on any replica; Stop only reaches the replica writing the answer). Values hold
 // message timestamps or the prompt, never secrets, and stay within Slack's 2,000 characters.
-const (
-	ActionStop         = "llmbot_stop"
-	ActionRegenerate   = "llmbot_regenerate"
-	ActionImagineAgain = "llmbot_imagine_again"
-)
-
-// What access rules and metrics call the Stop and Regenerate buttons (Stop also names Slack's
-// agent_session_stopped, which stops the answer the same way).
-const (
-	FeatureStop       = "stop"
-	FeatureRegenerate = "regenerate"
-)
+const ActionImagineAgain = "llmbot_imagine_again"
 
 // MaxButtonValue is Slack's limit on a button's value, in characters.
 const MaxButtonValue = 2000
@@ -52,33 +39,6 @@ const MaxButtonValue = 2000
 // a message's blocks instead of its text, and a section block holds at most 3,000 characters, so
 // each part (bytes, at least as many as characters) plus a status note must fit in one section.
 const buttonPartLimit = 2600
-
-// ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
-// value; the channel comes with the click.
-type ReplyRef struct {
-	ThreadTS string `json:"thread_ts,omitempty"` // as in route.ReplyRequest.ThreadTS ("" = a top-level DM)
-	TS       string `json:"ts"`                  // the message that was answered
-	// Task is the task the bot did instead of answering TS (route.ReplyRequest.Task), so that
-	// Regenerate does it again rather than answer TS as a question.
-	Task string `json:"task,omitempty"`
-}
-
-// Value is r as a button value.
-func (r ReplyRef) Value() string {
-	b, _ := json.Marshal(r) // strings only: cannot fail
-	return string(b)
-}
-
-var errBadValue = errors.New("not a button value of this bot")
-
-// ParseReplyRef reads a Stop or Regenerate button's value.
-func ParseReplyRef(value string) (ReplyRef, error) {
-	var r ReplyRef
-	if err := json.Unmarshal([]byte(value), &r); err != nil || r.TS == "" {
-		return ReplyRef{}, fmt.Errorf("button value: %w", errBadValue)
-	}
-	return r, nil
-}
 
 // Labels and what a person is told about buttons.
 const (
@@ -94,12 +54,12 @@ const (
 	textNoQuestion = "I can't find the question any more (was it deleted?), so I can't answer it again."
 )
 
-func stopButton(ref ReplyRef) gateway.Button {
-	return gateway.Button{ActionID: ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
+func stopButton(ref route.ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: route.ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
 }
 
-func regenerateButton(ref ReplyRef) gateway.Button {
-	return gateway.Button{ActionID: ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
+func regenerateButton(ref route.ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: route.ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
 }
 
 // buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.

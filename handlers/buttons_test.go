@@ -28,7 +28,7 @@ func buttonOptions() ReplyOptions {
 }
 
 // wantRef is the value of the test reply's buttons.
-var wantRef = ReplyRef{ThreadTS: testTS, TS: testTS}.Value()
+var wantRef = route.ReplyRef{ThreadTS: testTS, TS: testTS}.Value()
 
 func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -41,11 +41,11 @@ func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
 		if len(posts) != 2 {
 			t.Fatalf("posts = %d, want 2 (placeholder and second part)", len(posts))
 		}
-		if b := posts[0].Buttons; buttonKey(b) != ActionStop || b[0].Value != wantRef || b[0].Text != "Stop" {
+		if b := posts[0].Buttons; buttonKey(b) != route.ActionStop || b[0].Value != wantRef || b[0].Text != "Stop" {
 			t.Errorf("placeholder buttons = %+v, want Stop with %s", b, wantRef)
 		}
 		first, second := posts[0].TS, posts[1].TS
-		if buttonKey(posts[1].Buttons) != ActionStop {
+		if buttonKey(posts[1].Buttons) != route.ActionStop {
 			t.Errorf("second part posted with %+v, want Stop", posts[1].Buttons)
 		}
 		secondPosted := posts[1].At
@@ -57,7 +57,7 @@ func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
 				t.Errorf("update of %s without buttons (blocks untouched)", u.TS)
 			case u.TS == first && !u.At.Before(secondPosted) && len(u.Buttons) != 0:
 				t.Errorf("sealed first part updated with %+v, want no buttons", u.Buttons)
-			case last && !final && buttonKey(u.Buttons) != ActionStop:
+			case last && !final && buttonKey(u.Buttons) != route.ActionStop:
 				t.Errorf("interim update of the last part with %+v, want Stop", u.Buttons)
 			}
 			if len(u.Buttons) > 0 && utf8.RuneCountInString(u.Text) > 3000 {
@@ -73,7 +73,7 @@ func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
 		if len(ms[0].Buttons) != 0 {
 			t.Errorf("first part shows %+v, want no buttons", ms[0].Buttons)
 		}
-		if b := ms[1].Buttons; buttonKey(b) != ActionRegenerate || b[0].Value != wantRef {
+		if b := ms[1].Buttons; buttonKey(b) != route.ActionRegenerate || b[0].Value != wantRef {
 			t.Errorf("last part shows %+v, want Regenerate with %s", b, wantRef)
 		}
 		if ms[1].Mark.Kind != convo.MarkAnswer || ms[0].Mark.Kind != convo.MarkAnswer {
@@ -114,7 +114,7 @@ func TestButtonsStopKeepsTextAndOffersRegenerate(t *testing.T) {
 		if len(ms) != 1 || ms[0].Text != want || ms[0].Mark.Note != "Stopped by Alice." {
 			t.Fatalf("messages = %+v, want %q", ms, want)
 		}
-		if buttonKey(ms[0].Buttons) != ActionRegenerate {
+		if buttonKey(ms[0].Buttons) != route.ActionRegenerate {
 			t.Errorf("stopped answer shows %+v, want Regenerate", ms[0].Buttons)
 		}
 	})
@@ -177,22 +177,22 @@ func TestButtonsImagineAnotherOne(t *testing.T) {
 func TestReplyRefValue(t *testing.T) {
 	tests := []struct {
 		name string
-		ref  ReplyRef
+		ref  route.ReplyRef
 	}{
-		{"thread", ReplyRef{ThreadTS: "1.000001", TS: "1.000002"}},
-		{"top-level DM", ReplyRef{TS: "1.000002"}},
+		{"thread", route.ReplyRef{ThreadTS: "1.000001", TS: "1.000002"}},
+		{"top-level DM", route.ReplyRef{TS: "1.000002"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseReplyRef(tt.ref.Value())
+			got, err := route.ParseReplyRef(tt.ref.Value())
 			if err != nil || got != tt.ref {
-				t.Errorf("ParseReplyRef(%s) = %+v, %v, want %+v", tt.ref.Value(), got, err, tt.ref)
+				t.Errorf("route.ParseReplyRef(%s) = %+v, %v, want %+v", tt.ref.Value(), got, err, tt.ref)
 			}
 		})
 	}
 	for _, bad := range []string{"", "1.0", `{"thread_ts":"1.0"}`, "{"} {
-		if _, err := ParseReplyRef(bad); !errors.Is(err, errBadValue) {
-			t.Errorf("ParseReplyRef(%q) = %v, want errBadValue", bad, err)
+		if _, err := route.ParseReplyRef(bad); !errors.Is(err, route.ErrBadValue) {
+			t.Errorf("route.ParseReplyRef(%q) = %v, want route.ErrBadValue", bad, err)
 		}
 	}
 }
@@ -212,7 +212,7 @@ func TestButtonsStreamModeRegenerateWhenDone(t *testing.T) {
 		for i, c := range stops {
 			want := ""
 			if i == len(stops)-1 {
-				want = ActionRegenerate
+				want = route.ActionRegenerate
 			}
 			if got := buttonKey(c.Buttons); got != want || (want != "" && c.Buttons[0].Value != wantRef) {
 				t.Errorf("stopStream %d with buttons %+v, want %q", i+1, c.Buttons, want)
@@ -275,7 +275,7 @@ func TestButtonsStopDuringContinuationPostPostsThePartOnce(t *testing.T) {
 			t.Errorf("thread has %d bot messages, want 2 (the answer's two parts)", len(ms))
 		}
 		for i, m := range ms {
-			if buttonKey(m.Buttons) == ActionStop {
+			if buttonKey(m.Buttons) == route.ActionStop {
 				t.Errorf("message %d still shows a Stop button after the answer ended", i+1)
 			}
 		}

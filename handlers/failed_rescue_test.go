@@ -12,6 +12,7 @@ import (
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -67,7 +68,7 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 		regen, noted := false, false
 		for i, m := range fs.BotMessages(testTS) {
 			t.Logf("message %d: streaming %v buttons %q mark %+v text %.80q", i, m.Streaming, buttonKey(m.Buttons), m.Mark, m.Text)
-			regen = regen || buttonKey(m.Buttons) == ActionRegenerate
+			regen = regen || buttonKey(m.Buttons) == route.ActionRegenerate
 			noted = noted || strings.Contains(m.Text, textUnfinished)
 		}
 		if !noted {

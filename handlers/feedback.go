@@ -47,19 +47,19 @@ const (
 // feedbackValue is a feedback button's value: the rating and the answer it is on.
 type feedbackValue struct {
 	Good bool `json:"good"`
-	ReplyRef
+	route.ReplyRef
 }
 
 // feedbackButton is the 👍/👎 pair of the answer ref: one Button with ActionFeedback, whose Value
-// is the ReplyRef; the Slack adapter shows it as a feedback_buttons element and gives each side
+// is the route.ReplyRef; the Slack adapter shows it as a feedback_buttons element and gives each side
 // its value (FeedbackValues).
-func feedbackButton(ref ReplyRef) gateway.Button {
+func feedbackButton(ref route.ReplyRef) gateway.Button {
 	return gateway.Button{ActionID: ActionFeedback, Text: labelGood + "/" + labelBad, Value: ref.Value()}
 }
 
-// FeedbackValues are the values of the 👍 and 👎 of a feedback Button (its Value a ReplyRef's).
+// FeedbackValues are the values of the 👍 and 👎 of a feedback Button (its Value a route.ReplyRef's).
 func FeedbackValues(refValue string) (good, bad string) {
-	ref, err := ParseReplyRef(refValue)
+	ref, err := route.ParseReplyRef(refValue)
 	if err != nil {
 		return "", ""
 	}
@@ -72,10 +72,10 @@ func FeedbackValues(refValue string) (good, bad string) {
 func FeedbackLabels() (good, bad string) { return labelGood, labelBad }
 
 // ParseFeedback reads a feedback click's value.
-func ParseFeedback(value string) (good bool, ref ReplyRef, err error) {
+func ParseFeedback(value string) (good bool, ref route.ReplyRef, err error) {
 	var v feedbackValue
 	if err := json.Unmarshal([]byte(value), &v); err != nil || v.TS == "" {
-		return false, ReplyRef{}, fmt.Errorf("feedback value: %w", errBadValue)
+		return false, route.ReplyRef{}, fmt.Errorf("feedback value: %w", route.ErrBadValue)
 	}
 	return v.Good, v.ReplyRef, nil
 }

@@ -61,7 +61,7 @@ func checkPart2OnceWithoutStop(t *testing.T, fs *gatewaytest.Slack) {
 	for i, m := range fs.BotMessages(testTS) {
 		t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.Buttons), m.Mark, m.Text)
 		all.WriteString(m.Text + "\n")
-		if strings.Contains(buttonKey(m.Buttons), ActionStop) {
+		if strings.Contains(buttonKey(m.Buttons), route.ActionStop) {
 			stops++
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 	"github.com/llmbot/llmbot/state"
 )
@@ -219,7 +220,7 @@ func (r *OrphanCloser) closeOrphanOf(ctx context.Context, j Orphans, o state.Ans
 
 // closeShown closes the adopted answer o in Slack, which shows shown of it (none: it showed nothing).
 func (r *OrphanCloser) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
-	ref := ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
+	ref := route.ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
 	var buttons []gateway.Button
 	if r.buttons {
 		buttons = []gateway.Button{regenerateButton(ref)}

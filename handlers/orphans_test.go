@@ -187,7 +187,7 @@ func TestCloseOrphans(t *testing.T) {
 				if !strings.Contains(w.Text, tc.wantText) || w.Mark != tc.wantMark {
 					t.Errorf("%s shows %q, mark %+v; want it to show %q, mark %+v", w.Method, w.Text, w.Mark, tc.wantText, tc.wantMark)
 				}
-				if len(w.Buttons) != 1 || w.Buttons[0].ActionID != ActionRegenerate || w.Buttons[0].Value != (ReplyRef{ThreadTS: thread, TS: thread}).Value() {
+				if len(w.Buttons) != 1 || w.Buttons[0].ActionID != route.ActionRegenerate || w.Buttons[0].Value != (route.ReplyRef{ThreadTS: thread, TS: thread}).Value() {
 					t.Errorf("buttons %+v; want Regenerate for the question", w.Buttons)
 				}
 				if !slices.Equal(j.closed, []string{id}) {

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 )
 
 // lazyOptions answer in edit mode with the placeholder held back for a second (PlaceholderAfter).
@@ -53,7 +54,7 @@ func TestPlaceholderOnlyForASlowStart(t *testing.T) {
 				if got := posts[0].At.Sub(start); got > min(tc.firstToken, time.Second)+300*time.Millisecond {
 					t.Errorf("first post %s after the question, want by the first token or the placeholder's second", got)
 				}
-				if buttonKey(posts[0].Buttons) != ActionStop {
+				if buttonKey(posts[0].Buttons) != route.ActionStop {
 					t.Errorf("first post shows %+v, want Stop", posts[0].Buttons)
 				}
 				ms := rt.slack.BotMessages(testTS)
@@ -139,7 +140,7 @@ func TestErrorBeforeAnyTextIsPosted(t *testing.T) {
 		if len(ms) != 1 || ms[0].Mark.Kind != convo.MarkError || !strings.Contains(ms[0].Text, "busy") {
 			t.Errorf("thread = %+v, want one error note", ms)
 		}
-		if buttonKey(ms[0].Buttons) != ActionRegenerate {
+		if buttonKey(ms[0].Buttons) != route.ActionRegenerate {
 			t.Errorf("error note shows %+v, want Regenerate", ms[0].Buttons)
 		}
 	})
@@ -215,7 +216,7 @@ func TestAnswerEndsByPostWhenNoEditTurnComes(t *testing.T) {
 					for j, m := range ms {
 						want := ""
 						if j == len(ms)-1 {
-							want = ActionRegenerate
+							want = route.ActionRegenerate
 						}
 						if buttonKey(m.Buttons) != want {
 							t.Errorf("answer %d message %d shows %q at the end, want %q", i, j, buttonKey(m.Buttons), want)

@@ -69,7 +69,7 @@ func TestRegenerateInPlace(t *testing.T) {
 				if got := ms[tc.keptOld].TS == oldMsgs[0].TS; got != tc.inPlace {
 					t.Errorf("new answer starts in the old answer's message: %t, want %t", got, tc.inPlace)
 				}
-				if b := ms[len(ms)-1].Buttons; buttonKey(b) != ActionRegenerate {
+				if b := ms[len(ms)-1].Buttons; buttonKey(b) != route.ActionRegenerate {
 					t.Errorf("last message shows %+v, want Regenerate", b)
 				}
 				if m := ms[len(ms)-1].Mark; m.Kind != convo.MarkAnswer || m.Question != testTS || m.Note != tc.note {

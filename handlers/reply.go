@@ -19,6 +19,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -211,8 +212,8 @@ func (a *answer) buttons(final bool) []gateway.Button {
 }
 
 // ref names this answer for its buttons.
-func (a *answer) ref() ReplyRef {
-	return ReplyRef{ThreadTS: a.req.ThreadTS, TS: a.req.TS, Task: a.req.Task}
+func (a *answer) ref() route.ReplyRef {
+	return route.ReplyRef{ThreadTS: a.req.ThreadTS, TS: a.req.TS, Task: a.req.Task}
 }
 
 // startsThread reports whether the mention starts a new thread (a top-level channel message answered

@@ -13,6 +13,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/route"
 )
 
 // twoPartSteps streams paragraph A and the start of B at once, then the rest of B 5 s later: the
@@ -234,7 +235,7 @@ func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 		for i, m := range fs.BotMessages(testTS) {
 			t.Logf("message %d: buttons %q mark %+v text %.60q", i, buttonKey(m.Buttons), m.Mark, m.Text)
 			all.WriteString(m.Text + "\n")
-			regen = regen || buttonKey(m.Buttons) == ActionRegenerate
+			regen = regen || buttonKey(m.Buttons) == route.ActionRegenerate
 		}
 		last := b[strings.LastIndex(b, "Bravo sentence"):]
 		if !strings.Contains(all.String(), last) {

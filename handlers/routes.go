@@ -16,7 +16,7 @@ type Answerer interface {
 // Handler serves route.MessageRoute with r (ReplyHandler, with r's Triage).
 func (r *Replies) Handler() route.Handler { return ReplyHandler(r, r.Triage) }
 
-// RegenerateHandler serves ActionRegenerate with r (see the package function).
+// RegenerateHandler serves route.ActionRegenerate with r (see the package function).
 func (r *Replies) RegenerateHandler() route.Handler { return RegenerateHandler(r) }
 
 // ReplyHandler serves route.MessageRoute: mentions, DMs and thread follow-ups are answered in their
@@ -39,15 +39,15 @@ func ReplyHandler(a Answerer, triage func(route.ReplyRequest) (run, quiet bool))
 	}
 }
 
-// RegenerateHandler serves ActionRegenerate: the person who pressed it asks the question of the
-// button's ReplyRef again, and the new answer is written in place of the answer the button is on
+// RegenerateHandler serves route.ActionRegenerate: the person who pressed it asks the question of the
+// button's route.ReplyRef again, and the new answer is written in place of the answer the button is on
 // (route.ReplyRequest.Replace), in the thread's turn like any answer; on what a task wrote (a
-// thread's summary) the task is done again. A value that is not a ReplyRef of this bot's is
+// thread's summary) the task is done again. A value that is not a route.ReplyRef of this bot's is
 // ignored.
 func RegenerateHandler(a Answerer) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
-			ref, err := ParseReplyRef(req.Text)
+			ref, err := route.ParseReplyRef(req.Text)
 			if err != nil {
 				return route.Decision{}
 			}

@@ -224,7 +224,7 @@ func TestButtonsStopDuringASlowInterimCallStillCloses(t *testing.T) {
 		err := r.Reply(ctx, req)
 		t.Logf("Reply = %v, %v after the Stop", err, time.Since(t0.Add(7*time.Second)))
 		ms := fs.BotMessages(testTS)
-		if len(ms) != 1 || !strings.Contains(ms[0].Text, "Stopped") || buttonKey(ms[0].Buttons) != ActionRegenerate {
+		if len(ms) != 1 || !strings.Contains(ms[0].Text, "Stopped") || buttonKey(ms[0].Buttons) != route.ActionRegenerate {
 			t.Errorf("message = %q with buttons %q, want the stopped note and Regenerate", lastBytes(ms[0].Text), buttonKey(ms[0].Buttons))
 		}
 	})

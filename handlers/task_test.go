@@ -72,15 +72,15 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 		if summary.Mark.Kind != convo.MarkAnswer || summary.Mark.Question == "" || summary.Mark.Question == testTS {
 			t.Errorf("summary mark %+v: want an answer whose question is not the first message's", summary.Mark)
 		}
-		ref, err := ParseReplyRef(summary.Buttons[0].Value)
-		if err != nil || summary.Buttons[0].ActionID != ActionRegenerate || ref != (ReplyRef{ThreadTS: testTS, TS: testTS, Task: TaskSummarize}) {
+		ref, err := route.ParseReplyRef(summary.Buttons[0].Value)
+		if err != nil || summary.Buttons[0].ActionID != route.ActionRegenerate || ref != (route.ReplyRef{ThreadTS: testTS, TS: testTS, Task: TaskSummarize}) {
 			t.Fatalf("summary buttons %+v (ref %+v, %v): want Regenerate carrying the task", summary.Buttons, ref, err)
 		}
 
 		// Alice presses Regenerate on the summary: summarised again, written over the old summary.
 		rt.setSteps(deltas([]string{"Token buckets: Bob adopts them for the API."}, time.Millisecond))
 		h := RegenerateHandler(rt.r)
-		click := &route.Request{Kind: route.Action, Name: ActionRegenerate, Channel: testCh, User: "U1", Team: "T1",
+		click := &route.Request{Kind: route.Action, Name: route.ActionRegenerate, Channel: testCh, User: "U1", Team: "T1",
 			ThreadTS: testTS, MessageTS: summary.TS, Text: summary.Buttons[0].Value}
 		if d := h.Accept(click); !d.Run || click.Reply == nil || click.Reply.Task != TaskSummarize || click.Reply.Replace != summary.TS {
 			t.Fatalf("regenerate accepted %+v with %+v: want the task again in place of the summary", d, click.Reply)
@@ -155,17 +155,17 @@ func TestUnknownTask(t *testing.T) {
 
 func TestReplyRefTask(t *testing.T) {
 	for _, tc := range []struct {
-		ref  ReplyRef
+		ref  route.ReplyRef
 		want string
 	}{
-		{ReplyRef{ThreadTS: "1.1", TS: "1.2"}, `{"thread_ts":"1.1","ts":"1.2"}`}, // the value buttons always had
-		{ReplyRef{ThreadTS: "1.1", TS: "1.1", Task: TaskSummarize}, `{"thread_ts":"1.1","ts":"1.1","task":"summarize"}`},
+		{route.ReplyRef{ThreadTS: "1.1", TS: "1.2"}, `{"thread_ts":"1.1","ts":"1.2"}`}, // the value buttons always had
+		{route.ReplyRef{ThreadTS: "1.1", TS: "1.1", Task: TaskSummarize}, `{"thread_ts":"1.1","ts":"1.1","task":"summarize"}`},
 	} {
 		if got := tc.ref.Value(); got != tc.want {
 			t.Errorf("%+v.Value() = %s, want %s", tc.ref, got, tc.want)
 		}
-		if back, err := ParseReplyRef(tc.want); err != nil || back != tc.ref {
-			t.Errorf("ParseReplyRef(%s) = %+v, %v", tc.want, back, err)
+		if back, err := route.ParseReplyRef(tc.want); err != nil || back != tc.ref {
+			t.Errorf("route.ParseReplyRef(%s) = %+v, %v", tc.want, back, err)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 package handlers
 
 // Tasks are what the bot may be asked to do with a thread instead of answering a message in it
-// (route.ReplyRequest.Task, carried by a Regenerate button in ReplyRef.Task). A task's answer is
+// (route.ReplyRequest.Task, carried by a Regenerate button in route.ReplyRef.Task). A task's answer is
 // written like any answer (placeholder, streaming, Stop and Regenerate); its instruction stands in
 // for the question and the whole thread is its context.
 const (

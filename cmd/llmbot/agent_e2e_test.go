@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // streamingAnswer waits for the bot's streamed message in the thread to show text, and returns it.
@@ -237,7 +238,7 @@ func TestE2EStreamEndedBySlackIsFinishedInPlace(t *testing.T) {
 				t.Errorf("%d chat.update calls, want 1 (the ended stream finished)", n)
 			}
 			msgs := e.slack.BotReplies("C1", q)
-			if got := buttonsOf(msgs[len(msgs)-1]); got != handlers.ActionRegenerate {
+			if got := buttonsOf(msgs[len(msgs)-1]); got != route.ActionRegenerate {
 				t.Errorf("last message's buttons %q, want Regenerate", got)
 			}
 		})
@@ -253,7 +254,7 @@ func TestE2EFeedback(t *testing.T) {
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
 	final := e.final(t, "C1", q, 1, 1)[0]
-	if _, ok := final.Feedback(); !ok || buttonsOf(final) != handlers.ActionRegenerate {
+	if _, ok := final.Feedback(); !ok || buttonsOf(final) != route.ActionRegenerate {
 		t.Fatalf("answer shows buttons %q and feedback %v: want Regenerate and 👍/👎", buttonsOf(final), ok)
 	}
 

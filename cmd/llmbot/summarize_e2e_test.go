@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // past posts a person's message as it was posted ago (no event: it is history).
@@ -207,7 +208,7 @@ func TestE2ESummarizeThreadShortcutAndRegenerate(t *testing.T) {
 	}
 	msgs := e.final(t, "C1", q, 2, before+1)
 	summary := msgs[1]
-	if summary.Text != "Summary number 1." || buttonsOf(summary) != handlers.ActionRegenerate {
+	if summary.Text != "Summary number 1." || buttonsOf(summary) != route.ActionRegenerate {
 		t.Fatalf("summary %q with %q, want it in the thread with Regenerate", summary.Text, buttonsOf(summary))
 	}
 	reqs := e.llm.ChatRequests()
@@ -221,10 +222,10 @@ func TestE2ESummarizeThreadShortcutAndRegenerate(t *testing.T) {
 		t.Errorf("summary request %q: want the thread, then the instruction", context)
 	}
 
-	e.click(t, "C1", summary.TS, "U1", handlers.ActionRegenerate)
+	e.click(t, "C1", summary.TS, "U1", route.ActionRegenerate)
 	e.waitFor(t, "the summary again", func() bool {
 		m, _ := e.slack.Message("C1", summary.TS)
-		return m.Text == "Summary number 2." && buttonsOf(m) == handlers.ActionRegenerate
+		return m.Text == "Summary number 2." && buttonsOf(m) == route.ActionRegenerate
 	})
 	reqs = e.llm.ChatRequests()
 	if len(reqs) != 4 || !strings.Contains(reqs[3].Messages[len(reqs[3].Messages)-1].Content, "Summarize this thread") {

@@ -129,9 +129,9 @@ func (u useCases) routes() []route.Route {
 	approve := u.bot.ApprovalHandler(u.approvals) // the click reaches the call waiting for it, or its replica
 	return []route.Route{
 		{Kind: route.Message, Name: route.MessageRoute, Handler: u.replies.Handler()},
-		{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: handlers.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
-		{Kind: route.Action, Name: handlers.ActionStop, Feature: handlers.FeatureStop, Handler: u.bot.StopHandler()},
-		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
+		{Kind: route.Action, Name: route.ActionRegenerate, Feature: route.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
+		{Kind: route.Action, Name: route.ActionStop, Feature: route.FeatureStop, Handler: u.bot.StopHandler()},
+		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: route.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
 		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
