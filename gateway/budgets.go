@@ -16,8 +16,8 @@ const (
 	postBurst             = 3
 	// chat.postMessage across channels: Slack says only "several hundred per minute"; 300 stays at the
 	// low end so the first texts of a burst of questions in many channels are paced, not 429ed. The
-	// burst is 6 s of that rate (as for the methods whose burst Slack does not publish): answers that
-	// end together post their ends together, and a burst of 20 made the last of 50 wait 6 s.
+	// burst is 6 s of that rate, as for the other methods whose burst Slack does not publish: the
+	// ends of answers that finish together are posted together, not a fifth of a second apart.
 	postsWorkspacePerMinute = 300
 	PostsWorkspaceBurst     = 30
 	readsPerMinute          = 50 // conversations.replies + conversations.history: Tier 3
