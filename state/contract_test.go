@@ -116,6 +116,8 @@ var contract = []struct {
 	{"send to self and receive", alone, sendToSelf},
 	{"receive ends with its ctx", alone, receiveEnds},
 	{"send between replicas", everything, sendBetween},
+	{"tallies add, get and list", alone, talliesAddGet},
+	{"tallies are shared", everything, talliesShared},
 }
 
 func TestContract(t *testing.T) {

@@ -1,4 +1,5 @@
 // Package state holds what the bot's replicas share: dedupe claims, flags and daily counters with a TTL,
+// groups of counters (Tallies: numbers only, a hash per group in Redis, in memory and STATE_DIR otherwise),
 // token buckets for Slack's write budgets, per-thread leases, the journal of answers in progress, and messages
 // between replicas. Three stores have the same parts, each with the same methods and the same behaviour (one
 // contract test runs against all of them): the store itself runs the replica (Run, Close) and holds its leases
@@ -26,6 +27,7 @@
 //	claim:<key>       Claim (SET NX PX)
 //	mark:<key>        Mark
 //	count:<key>       Add (INCRBY; the TTL is set when the key is created)
+//	tally:<group>     hash: Tallies' counters of a group, such as a day's usage (HINCRBY; EXPIRE NX at creation)
 //	bucket:<name>     a token bucket's theoretical arrival time (GCRA), microseconds of Redis's clock
 //	pause:<name>      the end of a bucket's pause, microseconds of Redis's clock
 //	lease:<key>       the replica holding a thread; a safety TTL of 15 min (LeaseTTL), renewed by its holder

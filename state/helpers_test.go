@@ -20,6 +20,14 @@ type store struct {
 	keys
 	answers
 	inbox
+	tallies tallies // a field: its Add is not Keys' Add
+}
+
+// tallies is a store's Tallies.
+type tallies interface {
+	Add(ctx context.Context, ts ...Tally) error
+	Get(ctx context.Context, group string, fields ...string) ([]int64, error)
+	All(ctx context.Context, group string) (map[string]int64, error)
 }
 
 // runner is a store itself: it runs the replica, knows its leases and who is alive.
@@ -65,11 +73,11 @@ type inbox interface {
 func storeOf(s runner) store {
 	switch s := s.(type) {
 	case *Memory:
-		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies()}
 	case *Redis:
-		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies()}
 	case *Fallback:
-		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies()}
 	}
 	panic(fmt.Sprintf("storeOf: %T is not a store", s))
 }

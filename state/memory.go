@@ -37,6 +37,9 @@ type Memory struct {
 	swept   time.Time
 	inbox   [][]byte
 	arrived chan struct{} // closed (and replaced) when a message is queued
+
+	tallies        map[string]*group // group -> its counters (tally.go)
+	talliesChanged bool              // since the directory's file was written
 }
 
 // entry is a key with a value and an expiry.
@@ -59,6 +62,7 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 		keys: map[string]entry{}, leases: map[string]time.Time{},
 		buckets: map[string]time.Time{}, pauses: map[string]time.Time{},
 		arrived: make(chan struct{}), closeDir: func() error { return nil },
+		tallies: map[string]*group{},
 	}
 	if dir == "" {
 		m.jr = newMapJournal()
@@ -74,14 +78,16 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 		return nil, fmt.Errorf("new memory: %w", err)
 	}
 	m.jr, m.closeDir = jr, jr.close
+	m.loadTallies()
 	return m, nil
 }
 
 // Self is this replica's id.
 func (m *Memory) Self() string { return m.self }
 
-// Run keeps this replica alive until ctx ends: with a directory it holds replicas/<self>.lock, and removes
-// the lock files of replicas that are gone. Then it removes its own lock file and returns nil.
+// Run keeps this replica alive until ctx ends: with a directory it holds replicas/<self>.lock, removes
+// the lock files of replicas that are gone, and writes the tallies there every minute and at the end.
+// Then it removes its own lock file and returns nil.
 func (m *Memory) Run(ctx context.Context) error {
 	if m.dir == "" {
 		<-ctx.Done()
@@ -93,7 +99,7 @@ func (m *Memory) Run(ctx context.Context) error {
 		return fmt.Errorf("memory run: %w", err)
 	}
 	m.sweepReplicas()
-	<-ctx.Done()
+	m.keepTallies(ctx)
 	// Removed before it is unlocked, so nobody can find the file free and take it for a dead replica's.
 	if err := os.Remove(path); err != nil {
 		m.log.Warn("state: removing this replica's lock file", zap.Error(err))
