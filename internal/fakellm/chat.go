@@ -71,6 +71,9 @@ type Reply struct {
 	// Usage is sent as a last chunk with "choices": [] (and in a JSON completion). Nil:
 	// computed, and sent in a stream only when the request asks stream_options.include_usage.
 	Usage *Usage
+	// NoUsage sends no usage at all, asked or not (a server that ignores stream_options, as
+	// llama.cpp's older builds and some gateways do); it wins over Usage.
+	NoUsage bool
 	// KeepAlive > 0 writes ": keep-alive" comments this often while waiting (first token
 	// delay, stalls), as llama.cpp and OpenRouter do.
 	KeepAlive time.Duration
@@ -109,6 +112,13 @@ func Tokens(tokens ...string) Reply { return Reply{Tokens: tokens} }
 
 // Text is a reply streaming text cut into token-sized pieces (see Split).
 func Text(text string) Reply { return Reply{Tokens: Split(text)} }
+
+// RefuseStreamOptions is the 400 of a server that knows no stream_options (Azure's older
+// api-versions: "Unrecognized request argument supplied", without param or code).
+func RefuseStreamOptions() Reply {
+	return HTTPError(http.StatusBadRequest, APIError{
+		Message: "Unrecognized request argument supplied: stream_options", Type: "invalid_request_error"})
+}
 
 // HTTPError is a reply failing with an HTTP status and an OpenAI-shaped error body.
 func HTTPError(status int, e APIError) Reply { return Reply{Status: status, Error: &e} }
@@ -302,6 +312,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, rec *Record, r
 	if len(reply.Tokens) == 0 {
 		content = nil
 	}
+	var usageField any = usage
+	if reply.NoUsage {
+		usageField = nil
+	}
 	b, _ := json.Marshal(map[string]any{
 		"id": s.newID("chatcmpl"), "object": "chat.completion", "created": time.Now().Unix(), "model": reply.Model,
 		"choices": []map[string]any{{
@@ -310,7 +324,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, rec *Record, r
 			"logprobs":      nil,
 			"finish_reason": reply.FinishReason,
 		}},
-		"usage": usage, "service_tier": "default", "system_fingerprint": "fp_fake",
+		"usage": usageField, "service_tier": "default", "system_fingerprint": "fp_fake",
 	})
 	for k, v := range reply.Header {
 		w.Header()[k] = v
@@ -356,7 +370,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, rec *Record, req
 	s.update(func() { rec.Status = http.StatusOK })
 
 	id, created := s.newID("chatcmpl"), time.Now().Unix()
-	withUsage := req.IncludeUsage || reply.Usage != nil
+	withUsage := (req.IncludeUsage || reply.Usage != nil) && !reply.NoUsage
 	// Chunks are assembled from a fixed head and tail around the delta: one small
 	// marshal per token keeps the fake cheap next to the bot under load.
 	model, _ := json.Marshal(reply.Model)

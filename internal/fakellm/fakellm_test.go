@@ -173,6 +173,30 @@ func TestUsageChunkAndTemperature(t *testing.T) {
 	}
 }
 
+// TestNoUsageAndRefusedStreamOptions: a server that ignores stream_options sends no usage when
+// asked; one that refuses it answers 400 naming it.
+func TestNoUsageAndRefusedStreamOptions(t *testing.T) {
+	srv := newServer(t)
+	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	srv.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Reply{Tokens: []string{"a"}, NoUsage: true} })
+	data, _, err := sse(post(t, ctxFor(t), srv.URL()+"/chat/completions", fakellm.DefaultAPIKey, body).Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range data {
+		if strings.Contains(d, `"usage"`) {
+			t.Errorf("a chunk with usage from a server that sends none: %s", d)
+		}
+	}
+	srv.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.RefuseStreamOptions() })
+	resp := post(t, ctxFor(t), srv.URL()+"/chat/completions", fakellm.DefaultAPIKey, body)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "stream_options") {
+		t.Errorf("refusal: %d %s", resp.StatusCode, b)
+	}
+}
+
 func TestNonStreamCompletion(t *testing.T) {
 	srv := newServer(t)
 	srv.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Just an answer.") })
