@@ -9,10 +9,12 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/ledger"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -36,6 +38,10 @@ var ErrStalled = errors.New("model stream stalled")
 // Model is the status line for a failed model call; partial says whether some answer arrived (a dropped
 // connection or a timeout then cut the answer off rather than preventing it).
 func Model(err error, partial bool) string {
+	var ob *ledger.OverBudget
+	if errors.As(err, &ob) { // a budget spent during an answer (its tool rounds), once it started
+		return OverBudget(ob, time.Now())
+	}
 	var le *llm.Error
 	if !errors.As(err, &le) {
 		if errors.Is(err, ErrStalled) {

@@ -62,6 +62,7 @@ type Metrics struct {
 	stateFailures *prometheus.CounterVec
 	denied        *prometheus.CounterVec
 	feedback      *prometheus.CounterVec
+	ledger        ledgerMetrics
 
 	connMu        sync.Mutex
 	everConnected bool // guarded by connMu
@@ -135,6 +136,8 @@ func NewMetrics() *Metrics {
 	m.feedback = f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_feedback_total",
 		Help: "Ratings of answers (👍 good, 👎 bad), by where the answer was (dm or channel) and the model that wrote it."},
 		[]string{"rating", "place", "model"})
+
+	m.ledger = newLedgerMetrics(f)
 
 	// Series that dashboards divide by exist from the start, at 0.
 	for _, k := range []string{"envelope", "event", "message"} {

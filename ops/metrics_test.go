@@ -25,6 +25,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/ledger"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/route"
@@ -199,6 +200,16 @@ func TestScriptedConversationGolden(t *testing.T) {
 		m.AccessDenied("mention", "channel_not_allowed")
 		m.AccessDenied("imagine", "quota")
 		m.TemperatureDropped("o3")
+
+		// The ledger: an answer's reported use, a summary's estimated one, a picture, two
+		// redactions, a refusal by a spent budget.
+		hooks := m.LedgerHooks()
+		hooks.Used("mention", ledger.Use{Model: "gpt-test", Input: 120, Output: 30})
+		hooks.Used("summarize", ledger.Use{Model: "gpt-test", Input: 900, Output: 80, Estimated: true})
+		hooks.Used("imagine", ledger.Use{Model: "img-test", Input: 3, Estimated: true, Images: 1, ImageBytes: 2048})
+		hooks.Redacted("EMAIL", 2)
+		hooks.Redacted("CARD", 1)
+		hooks.Refused("dm", &ledger.OverBudget{Scope: "person", Period: ledger.Day, Limit: 100})
 
 		var buf bytes.Buffer
 		families, err := m.Registry().Gather()
