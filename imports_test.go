@@ -20,13 +20,28 @@ var importRules = []struct {
 	{
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
-			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache", "redact"},
+		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "usage"},
+	},
+	{
+		rule:     "the redactor is text in, text out: it knows no model, no Slack and no state",
+		packages: []string{"redact"},
+		never:    []string{"llm", "gateway", "state", "route", "convo", "slackmd", "github.com/"},
+	},
+	{
+		rule:     "the ledger is a seam under the use cases: it counts and refuses for all of them, and knows none",
+		packages: []string{"ledger"},
+		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "usage", "gateway", "notes"},
+	},
+	{
+		rule:     "the /usage use case reads the ledger and imports no other use case",
+		packages: []string{"usage"},
+		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
 		packages: []string{"route", "toolinfo", "convo", "notes"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "usage"},
 	},
 	{
 		rule:     "the fakes speak the wire protocols and import nothing but a helper of ours",

@@ -204,6 +204,10 @@ func channel(id string) string {
 	return "<#" + id + ">"
 }
 
+// money is a cost in the price table's currency: cents, and under a cent said so.
 func money(c float64) string {
+	if c > 0 && c < 0.005 {
+		return "under 0.01"
+	}
 	return strconv.FormatFloat(c, 'f', 2, 64)
 }
