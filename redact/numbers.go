@@ -8,10 +8,21 @@ type numberShape struct {
 	plus  bool
 	paren bool // a group was in parentheses
 	end   int
-	// groups, separators and digits, in arrays: a candidate costs no allocation
-	g          [24]int
-	s, d       [24]byte
+	// groups, separators, digits and where each group ends, in arrays: a candidate costs no
+	// allocation
+	g, ends    [16]int
+	s          [16]byte
+	d          [48]byte
 	ng, ns, nd int
+}
+
+// prefix is n cut to its first k groups.
+func (n *numberShape) prefix(k int) {
+	nd := 0
+	for _, g := range n.g[:k] {
+		nd += g
+	}
+	n.ng, n.ns, n.nd, n.end = k, k-1, nd, n.ends[k-1]
 }
 
 func (n *numberShape) groups() []int  { return n.g[:n.ng] }
@@ -19,7 +30,9 @@ func (n *numberShape) seps() []byte   { return n.s[:n.ns] }
 func (n *numberShape) digits() []byte { return n.d[:n.nd] }
 
 // readNumber reads digit groups from i, each separated by one of " -." (or by ") " after a group
-// in parentheses), at most 24 digits.
+// in parentheses), at most 16 groups and 48 digits: a run longer than that ends before the group
+// that would pass them. It reports whether it read a group; the caller checks where the run (or
+// the part of it that it takes) ends.
 func readNumber(t string, i int, n *numberShape) bool {
 	*n = numberShape{}
 	j := i
@@ -32,24 +45,28 @@ func readNumber(t string, i int, n *numberShape) bool {
 		if open {
 			j++
 		}
-		k := j
+		k, nd := j, n.nd
 		for k < len(t) && isDigit(t[k]) && n.nd < len(n.d) {
 			n.d[n.nd] = t[k]
 			n.nd++
 			k++
 		}
 		if k == j || (k < len(t) && isDigit(t[k])) || n.ng == len(n.g) {
-			return false
+			// No group, or past the bounds: the run ends with the group before.
+			n.nd = nd
+			return n.ng > 0
 		}
 		n.g[n.ng] = k - j
-		n.ng++
 		if open {
 			if k >= len(t) || t[k] != ')' {
-				return false
+				n.nd = nd
+				return n.ng > 0
 			}
 			n.paren = true
 			k++
 		}
+		n.ends[n.ng] = k
+		n.ng++
 		j, n.end = k, k
 		sep, next := separator(t, k)
 		if next < 0 {
@@ -59,7 +76,7 @@ func readNumber(t string, i int, n *numberShape) bool {
 		n.ns++
 		j = next
 	}
-	return endsAt(t, n.end)
+	return true
 }
 
 // separator reads the separator at k that another group follows: its kind and where the group
@@ -74,17 +91,25 @@ func separator(t string, k int) (byte, int) {
 	return 0, -1
 }
 
-// number checks the number at i: a card number, else a phone number.
-func (r *Redactor) number(t string, i int) (span, bool) {
+// number checks the number at i: a card number, else a phone number; when the whole run of
+// groups is neither, its longest first groups that are one (a phone number and a card number a
+// space apart are one run of groups), ending by limit.
+func (r *Redactor) number(t string, i, limit int) (span, bool) {
 	var n numberShape
 	if !readNumber(t, i, &n) {
 		return span{}, false
 	}
-	if r.on.card && isCard(&n) {
-		return span{i, n.end, Card}, true
-	}
-	if r.on.phone && isPhone(&n) {
-		return span{i, n.end, Phone}, true
+	for k := n.ng; k > 0; k-- {
+		n.prefix(k)
+		if n.end > limit || !endsAt(t, n.end) {
+			continue
+		}
+		if r.on.card && isCard(&n) {
+			return span{i, n.end, Card}, true
+		}
+		if r.on.phone && isPhone(&n) {
+			return span{i, n.end, Phone}, true
+		}
 	}
 	return span{}, false
 }

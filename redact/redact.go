@@ -230,16 +230,25 @@ func (s *Session) placeholder(k Kind, value string) string {
 func (s *Session) Counts() map[Kind]int { return s.counts }
 
 // find appends t's matches to spans, in order and without overlaps: where two overlap, the one
-// that starts first wins (the longer one when they start together).
+// of the stronger kind wins (the team's patterns, then e-mails, secrets, IBANs, cards, phones: an
+// address's digits are not a phone number), then the one that starts first, then the longer.
 func (r *Redactor) find(t string, spans []span) []span {
 	if r.on.email {
 		spans = emails(t, spans)
 	}
+	addresses := len(spans)
 	if r.on.secret {
 		spans = keyBlocks(t, spans)
 	}
+	// Addresses do not overlap one another, nor the scan's finds each other or what it goes
+	// around: only a key block (around an address) or the team's patterns can overlap.
+	overlaps := len(spans) > addresses || len(r.patterns) > 0
 	if r.on.phone || r.on.card || r.on.iban || r.on.secret {
-		spans = r.scan(t, spans)
+		found := len(spans)
+		if found > addresses && addresses > 0 {
+			slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+		}
+		spans = r.scan(t, spans[:found:found], spans)
 	}
 	for _, p := range r.patterns {
 		for _, m := range p.Re.FindAllStringIndex(t, -1) {
@@ -251,17 +260,43 @@ func (r *Redactor) find(t string, spans []span) []span {
 	if len(spans) < 2 {
 		return spans
 	}
+	if !overlaps {
+		slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+		return spans
+	}
 	slices.SortFunc(spans, func(a, b span) int {
+		if ra, rb := rank(a.kind), rank(b.kind); ra != rb {
+			return ra - rb
+		}
 		if a.start != b.start {
 			return a.start - b.start
 		}
 		return b.end - a.end
 	})
-	out := spans[:1]
-	for _, sp := range spans[1:] {
-		if sp.start >= out[len(out)-1].end {
-			out = append(out, sp)
+	out := spans[:0:0]
+	for _, sp := range spans {
+		i, _ := slices.BinarySearchFunc(out, sp.start, func(o span, start int) int { return o.start - start })
+		if (i > 0 && out[i-1].end > sp.start) || (i < len(out) && out[i].start < sp.end) {
+			continue
 		}
+		out = slices.Insert(out, i, sp)
 	}
-	return out
+	return append(spans[:0], out...)
+}
+
+// rank orders the kinds for overlaps: lower wins.
+func rank(k Kind) int {
+	switch k {
+	case Email:
+		return 1
+	case Secret:
+		return 2
+	case IBAN:
+		return 3
+	case Card:
+		return 4
+	case Phone:
+		return 5
+	}
+	return 0 // the team's patterns
 }

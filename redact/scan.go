@@ -6,12 +6,17 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
 func isAlnum(c byte) bool { return isDigit(c) || isUpper(c) || c >= 'a' && c <= 'z' }
 
-// joined reports whether c continues a word, a number or an identifier: a match may neither start
-// right after it nor end right before it ("ORD-4111111111111111", "v1.2.3", "x_sk-…" stay).
-func joined(c byte) bool { return isAlnum(c) || c == '_' || c == '-' || c == '.' || c >= 0x80 }
+// joined reports whether c continues a word, a number, an identifier or an address: a match may
+// neither start right after it nor end right before it ("ORD-4111111111111111", "v1.2.3", "x_sk-…",
+// the digits of "0171234567@example.com" stay, or are the address).
+func joined(c byte) bool {
+	return isAlnum(c) || c == '_' || c == '-' || c == '.' || c == '@' || c >= 0x80
+}
 
-// startsAt reports whether a match may start at i.
-func startsAt(t string, i int) bool { return i == 0 || !joined(t[i-1]) }
+// startsAt reports whether a match may start at i. Not right after a "]" either: a value glued to
+// one it follows ("a@b.io+49 30 1234567") is not read as two, so a placeholder put in place of the
+// first ("[EMAIL 1]+49 …") must not make the second one a match when the text is redacted again.
+func startsAt(t string, i int) bool { return i == 0 || !joined(t[i-1]) && t[i-1] != ']' }
 
 // endsAt reports whether a match may end at i (exclusive). A sentence's full stop or a hyphen
 // followed by a space may follow it; a letter, digit or another piece of the same token may not.
@@ -29,6 +34,7 @@ func endsAt(t string, i int) bool {
 // emails appends t's e-mail addresses: a local part, "@", and a domain of two labels or more
 // whose last is letters only.
 func emails(t string, spans []span) []span {
+	last := 0 // the end of the last address: the next one's local part starts after it
 	for off := 0; ; {
 		at := strings.IndexByte(t[off:], '@')
 		if at < 0 {
@@ -37,7 +43,7 @@ func emails(t string, spans []span) []span {
 		at += off
 		off = at + 1
 		start := at
-		for start > 0 && localChar(t[start-1]) {
+		for start > last && localChar(t[start-1]) {
 			start--
 		}
 		for start < at && t[start] == '.' {
@@ -48,7 +54,7 @@ func emails(t string, spans []span) []span {
 			continue
 		}
 		spans = append(spans, span{start, end, Email})
-		off = end
+		off, last = end, end
 	}
 }
 
@@ -116,8 +122,22 @@ func keyBlocks(t string, spans []span) []span {
 
 // scan walks t once and appends the numbers (phones, cards), IBANs and secrets it finds: each
 // candidate starts where a word may start and is checked by the kinds that take its first byte.
-func (r *Redactor) scan(t string, spans []span) []span {
+// found are the addresses and key blocks found before, in order: the scan goes around them, and
+// a candidate that would run into one is taken only as far as it stays before it.
+func (r *Redactor) scan(t string, found []span, spans []span) []span {
+	next := 0 // the first of found not yet passed
 	for i := 0; i < len(t); {
+		for next < len(found) && found[next].end <= i {
+			next++
+		}
+		limit := len(t)
+		if next < len(found) {
+			if found[next].start <= i {
+				i = found[next].end
+				continue
+			}
+			limit = found[next].start
+		}
 		c := t[i]
 		if !startsAt(t, i) || !(isAlnum(c) || c == '+' || c == '(') {
 			i++
@@ -128,9 +148,10 @@ func (r *Redactor) scan(t string, spans []span) []span {
 		skip := skipWord(t, i)
 		switch {
 		case isDigit(c) || c == '+' || c == '(':
-			sp, ok = r.number(t, i)
+			sp, ok = r.number(t, i, limit)
 		default:
 			sp, ok, skip = r.word(t, i, skip)
+			ok = ok && sp.end <= limit
 		}
 		if ok {
 			spans = append(spans, sp)
@@ -142,10 +163,10 @@ func (r *Redactor) scan(t string, spans []span) []span {
 	return spans
 }
 
-// skipWord returns the end of the word, number or punctuation run at i (at least i+1).
+// skipWord returns the end of the word or number at i (at least i+1): no match starts inside it.
 func skipWord(t string, i int) int {
 	j := i + 1
-	for j < len(t) && (joined(t[j]) || t[j] == '+' || t[j] == '(' || t[j] == ')') {
+	for j < len(t) && joined(t[j]) {
 		j++
 	}
 	return j
