@@ -81,6 +81,9 @@ type Input struct {
 	// MCPServers starts the MCP servers of MCP_CONFIG as the bot does and reports each one and its
 	// tools (tools.go); nil: none configured.
 	MCPServers func(ctx context.Context) []MCPServer
+
+	// Controls are usage counting, budgets and redaction as the settings turn them on.
+	Controls Controls
 }
 
 // Problem is one problem of the settings, with the heading of its setting's tier (Essentials,
@@ -151,6 +154,9 @@ checklist with the fix for each failure. It exits non-zero when a check fails.
   6. Image model: IMAGE_MODEL is set, and listed by the service if it lists models (no image is
      generated: that costs money).
   7. Redis, when REDIS_URL is set: connect and PING, as the replicas do to share their state.
+  8. Tools, when MCP_CONFIG is set: each server started and its tools listed.
+  9. Usage, budgets and redaction: which are on (where usage is counted, the budgets, what is
+     redacted before the model, the /usage admins and prices).
 
 Every network step has a time limit; the whole run takes under 30 seconds. Tokens and keys are
 never printed.
@@ -191,6 +197,7 @@ func Run(ctx context.Context, args []string, in Input, stdout, stderr io.Writer)
 	for _, r := range checkTools(ctx, in) {
 		out.print(r)
 	}
+	out.print(checkControls(in))
 	return out.summary()
 }
 

@@ -72,6 +72,7 @@ func newDoctorFakes(t *testing.T, scfg fakeslack.Config) *doctorFakes {
 		},
 		ReplyMode: "edit",
 		FollowUps: true,
+		Controls:  Controls{Retention: 90},
 	}
 	return f
 }
@@ -166,6 +167,28 @@ func TestDoctorAllGood(t *testing.T) {
 	}
 	if n := f.slack.Connections().Total; n != 1 {
 		t.Errorf("%d Socket Mode connections, want 1", n)
+	}
+}
+
+// TestDoctorControlsOn: the checklist says where usage is counted, which budgets hold, what is
+// redacted, and who sees everyone's use.
+func TestDoctorControlsOn(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	f.in.Controls = Controls{Shared: true, Retention: 30, Budgets: []string{"person daily 100,000", "channel monthly 5,000,000"},
+		Redaction: []string{"EMAIL", "CARD", "CUSTOMER"}, Admins: 2, Prices: 3}
+	out, err := runDoctor(t, f.in)
+	if err != nil {
+		t.Errorf("doctor failed: %v", err)
+	}
+	for _, want := range []string{
+		"✓ Usage, budgets, redaction: usage counted per person, channel and model in Redis, shared by the replicas, kept 30 days",
+		"budgets: person daily 100,000, channel monthly 5,000,000",
+		"redaction before the model: EMAIL, CARD, CUSTOMER",
+		"/usage admins: 2 people, prices for 3 models",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the checklist lacks %q:\n%s", want, out)
+		}
 	}
 }
 
