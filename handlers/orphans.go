@@ -266,7 +266,7 @@ func lastChange(msgs []slack.Message) time.Time {
 	var last time.Time
 	for _, m := range msgs {
 		for _, ts := range []string{m.Timestamp, editedTS(m)} {
-			if t := tsTime(ts); t.After(last) {
+			if t := convo.TSTime(ts); t.After(last) {
 				last = t
 			}
 		}

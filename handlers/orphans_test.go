@@ -289,7 +289,7 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 				person := slack.Message{}
 				person.User, person.Text, person.Timestamp, person.ThreadTimestamp = "U2", "my own words", "1700000000.000050", thread
 				fs.Threads[channel+"/"+thread] = append(fs.Threads[channel+"/"+thread], person)
-				summary, err := fs.Post(ctx, channel, thread, gateway.Msg{Text: "the day's summary", Mark: convo.Mark{Kind: markSummary}})
+				summary, err := fs.Post(ctx, channel, thread, gateway.Msg{Text: "the day's summary", Mark: convo.Mark{Kind: convo.MarkSummary}})
 				mustNoErr(t, err)
 				target := map[string]string{"a person's message": person.Timestamp, "the bot's summary": summary}[listed]
 				id := route.AnswerID(channel, thread)
