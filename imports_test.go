@@ -19,7 +19,7 @@ var importRules = []struct {
 }{
 	{
 		rule: "plumbing imports no use case",
-		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
+		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "llm/llmtest", "media",
 			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
 		never: []string{"handlers", "summarize", "bot", "access", "ops", "doctor", "cmd/"},
 	},
