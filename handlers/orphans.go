@@ -302,7 +302,7 @@ func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Mes
 	}
 	since := "" // a record without a start time: every answer to the question is a candidate
 	if !o.Started.IsZero() {
-		since = slackTS(o.Started.Add(-orphanClockSkew))
+		since = convo.TS(o.Started.Add(-orphanClockSkew))
 	}
 	var shown []slack.Message
 	for _, m := range read {
