@@ -19,14 +19,19 @@ var importRules = []struct {
 }{
 	{
 		rule: "plumbing imports no use case",
-		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
+		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "llm/llmtest", "media",
 			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never: []string{"handlers", "summarize", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
 		packages: []string{"route", "toolinfo", "convo", "notes"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never:    []string{"handlers", "summarize", "bot", "access", "ops", "doctor", "cmd/"},
+	},
+	{
+		rule:     "no use case imports another (what two share lies below them), nor the loop or the wiring",
+		packages: []string{"handlers", "summarize"},
+		never:    []string{"handlers", "summarize", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the fakes speak the wire protocols and import nothing but a helper of ours",
@@ -36,7 +41,7 @@ var importRules = []struct {
 	},
 	{
 		rule: "only tools speaks MCP: the use cases see tools through toolinfo",
-		packages: []string{"handlers", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
+		packages: []string{"handlers", "summarize", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
 			"llm", "state", "pace", "slackmd", "media", "slacksocket"},
 		never: []string{"github.com/modelcontextprotocol/"},
 	},

@@ -83,7 +83,7 @@ type ReplyOptions struct {
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
 	// Names resolves the people an answer names, shared with the other use cases that name people
-	// (Summarize). nil: Replies' own, over the Users it is given.
+	// (package summarize). nil: Replies' own, over the Users it is given.
 	Names *gateway.Names
 	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
 	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.

@@ -343,17 +343,11 @@ func (a *answer) taskQuestion(thread []slack.Message, old []string) string {
 			}
 		}
 	}
-	return slackTS(a.start)
+	return convo.TS(a.start)
 }
 
 // questionTS is the question the answer's marks name (Mark.Question).
 func (a *answer) questionTS() string { return cmp.Or(a.question, a.req.TS) }
-
-// slackTS is t as a Slack message timestamp.
-func slackTS(t time.Time) string {
-	us := t.UnixMicro()
-	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
-}
 
 // streamRound pulls the model's answer to one round (tools.go; an answer without tools has one) in
 // this goroutine and hands snapshots (after the round's prefix) to the writer goroutine, which it

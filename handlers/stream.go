@@ -161,7 +161,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 // is not abandoned when the answer is cancelled).
 func (s *streamSink) write(ctx context.Context, call gateway.CallCtxFunc, text string) (int, error) {
 	done := 0
-	for _, piece := range splitLines(text, slackmd.MarkdownLimit) {
+	for _, piece := range slackmd.SplitLines(text, slackmd.MarkdownLimit) {
 		if err := s.writePiece(ctx, call, piece); err != nil {
 			return done, err
 		}
@@ -602,25 +602,3 @@ func (s *streamSink) fields() []zap.Field {
 		zap.Int("streams", s.starts), zap.Int("streams_ended_by_slack", s.expired), zap.Bool("rescued", s.rescued),
 		zap.Bool("stopped_by_user", s.stopped)}
 }
-
-// splitLines cuts text into pieces of at most limit bytes, at line ends when it can.
-func splitLines(text string, limit int) []string {
-	var out []string
-	for len(text) > limit {
-		cut := strings.LastIndexByte(text[:limit], '\n') + 1
-		if cut <= 0 {
-			cut = limit
-			for cut > 0 && !utf8RuneStart(text[cut]) {
-				cut--
-			}
-		}
-		out = append(out, text[:cut])
-		text = text[cut:]
-	}
-	if text != "" {
-		out = append(out, text)
-	}
-	return out
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -25,6 +25,7 @@ import (
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/summarize"
 	"github.com/llmbot/llmbot/tools"
 )
 
@@ -140,9 +141,9 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.View, Name: handlers.ViewFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.CommentHandler()},
 		{Kind: route.Command, Name: handlers.CommandImagine, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
 		{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
-		{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeHandler(u.slack)},
-		{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: u.summarize.PostSummaryHandler(u.slack)},
-		{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
+		{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: u.summarize.SummarizeHandler(u.slack)},
+		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
+		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
 	}
 }
 
@@ -335,7 +336,7 @@ func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client,
 type answering struct {
 	replies   *handlers.Replies
 	orphans   *handlers.OrphanCloser
-	summarize *handlers.Summarize
+	summarize *summarize.Summarizer
 	approvals *handlers.Approvals
 	pane      *handlers.AgentPane
 }
@@ -353,10 +354,17 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	return answering{
 		replies:   replies,
 		orphans:   handlers.NewOrphanCloser(api, api, p.log.Named("orphans"), opt),
-		summarize: handlers.NewSummarize(api, api, names, chat, replies, p.log.Named("summarize"), opt),
+		summarize: summarize.New(api, api, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
 		approvals: approvals,
 		pane:      pane,
 	}
+}
+
+// summaryOptions are the answers' options that /summarize shares.
+func summaryOptions(opt handlers.ReplyOptions) summarize.Options {
+	return summarize.Options{BotUserID: opt.BotUserID, BotID: opt.BotID, BotName: opt.BotName, Model: opt.Model,
+		Budget: opt.Budget, OtherBots: opt.OtherBots, Rand: opt.Rand, Buttons: opt.Buttons,
+		ChannelSettings: opt.ChannelSettings, Fence: opt.Fence, Budgets: opt.Budgets, ShutdownTimeout: opt.ShutdownTimeout}
 }
 
 // replyOptions are the answers' options, which the orphans' recovery and /summarize share.
