@@ -3,14 +3,11 @@ package handlers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/gateway"
-	"github.com/llmbot/llmbot/slackmd"
 )
 
 // How an answer is closed. Its last writes must leave Slack showing a finished answer, or a note
@@ -157,35 +154,24 @@ func (a *answer) closeAnswer(ctx context.Context, s sink, end ending, closeBy ti
 func (a *answer) closeStep(ctx context.Context, s sink, step closeStep, c closing) (closed bool, err error) {
 	switch step {
 	case stepTellAsker:
-		if err := a.tellNotAnswered(ctx, c.turnBy); err != nil {
+		if err := a.writes.tellNotAnswered(ctx, c.turnBy); err != nil {
 			a.log.Info("shutdown: the asker could not be told privately", zap.Error(err))
 			return false, nil
 		}
 		a.log.Info("shutdown before any text; asker told privately")
 		return true, nil
 	case stepWithdraw:
-		if err := a.withdraw(ctx, c.turnBy, s.placeholderTS()); err != nil {
+		if err := a.writes.withdraw(ctx, c.turnBy, s.placeholderTS()); err != nil {
 			a.log.Info("shutdown: could not withdraw the placeholder; closing it", zap.Error(err))
 			return false, nil
 		}
 		a.log.Info("shutdown: placeholder deleted, asker told privately")
 		return true, nil
 	case stepInterruptedNote:
-		if err := a.postInterrupted(ctx); err != nil {
+		if err := a.writes.postInterrupted(ctx); err != nil {
 			return false, err
 		}
 		return true, nil
 	}
 	return s.closeStep(ctx, step, c)
-}
-
-// postInterrupted posts the note that the answer above was interrupted as a new message in the
-// answer's thread, marked as a notice (never replayed to the model).
-func (a *answer) postInterrupted(ctx context.Context) error {
-	text := convo.NoteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
-	_, err := a.postRetry(ctx, gateway.ClosingRetry, &a.outage, gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove, Done: true}})
-	if err != nil {
-		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
-	}
-	return nil
 }

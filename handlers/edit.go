@@ -85,7 +85,7 @@ func (e *editSink) next(parts []string) (i int, post bool) {
 // buttons of the message of part i of n: the last part's (Stop while streaming, Regenerate once
 // final), none on earlier parts.
 func (e *editSink) buttons(i, n int, final bool) []gateway.Button {
-	bs := e.answer.buttons(final)
+	bs := e.answer.marks.buttons(final)
 	if i < n-1 && bs != nil {
 		return []gateway.Button{}
 	}
@@ -241,7 +241,7 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 		e.placeholderDue = since.Add(thinkingLasts) // then the placeholder, if still no text
 		return
 	}
-	cctx, cancel := a.callCtx(ctx)
+	cctx, cancel := a.writes.callCtx(ctx)
 	defer cancel()
 	posts := a.r.paced.PostTurn(a.req.Channel).By(by)
 	noTurn := false
@@ -250,7 +250,7 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 		noTurn = err != nil
 		return err
 	}, Throttled: posts.Throttled}
-	ts, err := a.r.paced.Post(cctx, gateway.InterimRetry, nil, t, a.req.Channel, a.threadTS, a.placeholder())
+	ts, err := a.r.paced.Post(cctx, gateway.InterimRetry, nil, t, a.req.Channel, a.threadTS, a.marks.placeholder())
 	if noTurn && !by.IsZero() && cctx.Err() == nil {
 		e.placeholderDue = due // no post turn by then: still due, for the writer
 		return
@@ -259,8 +259,8 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 		a.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
 		return
 	}
-	a.posted(ts)
-	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.answer.buttons(false))}
+	a.writes.posted(ts)
+	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.answer.marks.buttons(false))}
 	e.postDue = false
 	e.posts++
 }
@@ -355,7 +355,7 @@ func (e *editSink) withdrawOnPost(ctx context.Context) bool {
 // only an answer not shown yet, which every closing path knows.
 func (e *editSink) withdrawPlaceholder(ctx context.Context) bool {
 	a := e.answer
-	if !a.r.paced.DeleteHeld(ctx, a.callCtx, a.req.Channel, e.ts[0]) {
+	if !a.r.paced.DeleteHeld(ctx, a.writes.callCtx, a.req.Channel, e.ts[0]) {
 		return false
 	}
 	a.log.Debug("no edit turn soon: the placeholder is withdrawn and the text posted")
@@ -374,8 +374,8 @@ func (e *editSink) turnSoon(ctx context.Context, prio pace.Priority, since time.
 // call's own context ended, so a post may have landed all the same.
 func (e *editSink) writePart(ctx context.Context, parts []string, i int, post bool) (cut bool, err error) {
 	a := e.answer
-	msg := gateway.Msg{Text: parts[i], Mark: a.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
-	cctx, cancel := a.callCtx(ctx)
+	msg := gateway.Msg{Text: parts[i], Mark: a.marks.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
+	cctx, cancel := a.writes.callCtx(ctx)
 	defer cancel()
 	if post {
 		err = e.postPart(cctx, msg)
@@ -392,7 +392,7 @@ func (e *editSink) postPart(ctx context.Context, msg gateway.Msg) error {
 	if err != nil {
 		return err
 	}
-	a.posted(ts)
+	a.writes.posted(ts)
 	if len(e.ts) == 0 {
 		a.firstText = time.Since(a.start)
 	}
@@ -526,7 +526,7 @@ func (e *editSink) final(ctx context.Context, c closing) error {
 		}
 	}
 	if e.closed {
-		e.answer.closedInJournal() // the tidy edits below need no record: a crash now leaves the answer whole
+		e.answer.writes.closedInJournal() // the tidy edits below need no record: a crash now leaves the answer whole
 	}
 	for _, i := range later {
 		msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
@@ -599,11 +599,11 @@ func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closi
 func (e *editSink) postFinal(ctx context.Context, i int, msg gateway.Msg) error {
 	a := e.answer
 	posts := a.r.paced.PostTurn(a.req.Channel).Held(&e.postHeld) // held: taken by continueByPost
-	ts, err := a.r.paced.Post(ctx, gateway.ClosingRetry, &a.outage, posts, a.req.Channel, a.threadTS, msg)
+	ts, err := a.r.paced.Post(ctx, gateway.ClosingRetry, &a.writes.outage, posts, a.req.Channel, a.threadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 	}
-	a.posted(ts)
+	a.writes.posted(ts)
 	e.landed(len(e.ts), ts, msg)
 	e.posts++
 	return nil
@@ -636,12 +636,12 @@ func (e *editSink) repost(ctx context.Context, i int, msg gateway.Msg) error {
 	a := e.answer
 	old := e.ts[i]
 	msg.Mark.Replaces = old // if old stays (its delete fails), Build skips it
-	ts, err := a.postRetry(ctx, gateway.ReplaceRetry, nil, msg)
+	ts, err := a.writes.postRetry(ctx, gateway.ReplaceRetry, nil, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage part %d anew: %w", i+1, err)
 	}
-	a.outage.End() // Slack took a post: a later failure starts a new outage
-	if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, old); err != nil {
+	a.writes.outage.End() // Slack took a post: a later failure starts a new outage
+	if err := a.writes.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, old); err != nil {
 		a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(err))
 	}
 	e.landed(i, ts, msg)
@@ -657,7 +657,7 @@ func (e *editSink) repost(ctx context.Context, i int, msg gateway.Msg) error {
 // on the last part. So the last part is always written by the final write, even when its text shows
 // already: its mark is what tells a replica closing this one's answers after a crash that it is whole.
 func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.Mark {
-	mark := e.answer.mark(kind, "", i, e.firstTS())
+	mark := e.answer.marks.mark(kind, "", i, e.firstTS())
 	if i == n-1 {
 		mark.Note, mark.Done = note, true
 	}
@@ -671,7 +671,7 @@ func (e *editSink) finalEdit(ctx context.Context, i int, msg gateway.Msg, prio p
 	a := e.answer
 	ts := e.ts[i]
 	edits := a.r.paced.EditTurn(e.lane, prio, a.unshown).By(by).Held(&e.slotHeld) // held: taken by continueByPost
-	err := a.r.paced.Update(ctx, gateway.ClosingRetry, &a.outage, edits, a.req.Channel, ts, msg)
+	err := a.r.paced.Update(ctx, gateway.ClosingRetry, &a.writes.outage, edits, a.req.Channel, ts, msg)
 	if err == nil {
 		e.landed(i, ts, msg)
 		e.edits++
@@ -724,7 +724,7 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 		a.log.Debug("looking for parts whose post may have landed", zap.Error(err))
 		return nil, false
 	}
-	return convo.StrayParts(msgs, a.questionTS(), first, known), true
+	return convo.StrayParts(msgs, a.marks.questionTS(), first, known), true
 }
 
 const adoptReadTimeout = time.Second

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -320,12 +319,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	if threadTS != "" {
 		r.joined(ctx, req.Channel+"/"+threadTS)
 	}
-	a := &answer{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
-		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model, leftOut: leftOut}
-	if f := r.opt.ChannelSettings; f != nil {
-		sp, m := f(req.Channel)
-		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
-	}
+	a := newAnswer(r, req, threadTS, log, leftOut)
 	return a.run(ctx, thread)
 }
 

@@ -87,7 +87,7 @@ func (s *streamSink) idle(ctx context.Context) {
 	if s.idleDue().IsZero() {
 		return
 	}
-	err := s.stopFull(ctx, a.callCtx)
+	err := s.stopFull(ctx, a.writes.callCtx)
 	if ra, limited := gateway.RateLimited(err); limited {
 		s.throttled(err, ra)
 	}
@@ -118,7 +118,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		snap = mb.latest(snap)
 		s.feed(snap.md)
 		// A call under way is not cancelled by a Stop; a retry goes on from what Slack did not take.
-		n, err := s.write(ctx, a.callCtx, s.pend)
+		n, err := s.write(ctx, a.writes.callCtx, s.pend)
 		s.pend = s.pend[n:]
 		if err == nil {
 			if a.firstText == 0 {
@@ -247,7 +247,7 @@ func (s *streamSink) startWith(ctx context.Context, call gateway.CallCtxFunc, pi
 	if err != nil {
 		return startStopError{fmt.Errorf("chat.startStream: %w", err)}
 	}
-	a.posted(ts)
+	a.writes.posted(ts)
 	s.ts, s.sent, s.shown = ts, len(piece), piece
 	s.opened = time.Now()
 	s.wrote = s.opened
@@ -387,7 +387,7 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 	s.appendWait = a.r.paced.EditTurn(s.lane, pace.Final, time.Time{}).By(c.turnBy).Wait
 	var last error // the attempt's error, whose 429 throttled charges
 	streams := gateway.Turn{Wait: a.r.paced.StreamTurn().Wait, Throttled: func(d time.Duration) { s.throttled(last, d) }}
-	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, streams.By(c.turnBy),
+	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.writes.outage, streams.By(c.turnBy),
 		func(ctx context.Context) error {
 			last = s.finalAttempt(ctx, &text, c.kind, c.note)
 			return last
@@ -408,7 +408,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.ts == "" && note != "" {
 		// No streamed message is open: the note goes in a new one (the budgets of any start).
 		var ts string
-		err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.StartTurn(a.req.Channel).By(by),
+		err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.writes.outage, a.r.paced.StartTurn(a.req.Channel).By(by),
 			func(ctx context.Context) (err error) {
 				ts, err = a.r.streamer.StartStream(ctx, a.streamStart(""))
 				return err
@@ -426,7 +426,7 @@ func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Ti
 	if s.sent == 0 {
 		text = strings.TrimPrefix(text, "\n\n")
 	}
-	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.StreamTurn().By(by),
+	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.writes.outage, a.r.paced.StreamTurn().By(by),
 		func(ctx context.Context) error {
 			mark, bs := s.mark(convo.MarkAnswer, note), []gateway.Button(nil)
 			if note != "" {
@@ -494,7 +494,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 	parts = withNote(parts, note)
 	var rp rescuePosts
 	for i, text := range parts {
-		msg := gateway.Msg{Text: text, Mark: a.mark(kind, "", i, rp.first)}
+		msg := gateway.Msg{Text: text, Mark: a.marks.mark(kind, "", i, rp.first)}
 		if i == len(parts)-1 {
 			msg.Mark.Note, msg.Mark.Done, msg.Buttons = note, true, s.buttons()
 		}
@@ -505,7 +505,7 @@ func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.Mar
 			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
 		}
 	}
-	a.closedInJournal() // the whole answer shows: deleting the streamed messages is tidying
+	a.writes.closedInJournal() // the whole answer shows: deleting the streamed messages is tidying
 	s.deleteStreamed(ctx)
 	return nil
 }
@@ -521,7 +521,7 @@ type rescuePosts struct {
 // rescuePost posts msg, part i of the rescued answer, and records it in rp.
 func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg gateway.Msg) error {
 	a := s.answer
-	return a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.PostTurn(a.req.Channel),
+	return a.r.paced.Do(ctx, gateway.ClosingRetry, &a.writes.outage, a.r.paced.PostTurn(a.req.Channel),
 		func(ctx context.Context) error {
 			ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
 			if i == 0 {
@@ -529,7 +529,7 @@ func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg
 			}
 			if err == nil {
 				rp.posted = append(rp.posted, ts)
-				a.posted(ts)
+				a.writes.posted(ts)
 			}
 			rp.cut = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 			return err
@@ -546,7 +546,7 @@ func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
 		rp.posted = append(rp.posted, strays...)
 	}
 	for _, ts := range rp.posted {
-		if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, ts); err != nil {
+		if err := a.writes.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, ts); err != nil {
 			a.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(err))
 		}
 	}
@@ -557,7 +557,7 @@ func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
 func (s *streamSink) deleteStreamed(ctx context.Context) {
 	a := s.answer
 	for _, ts := range s.streamed {
-		err := a.deleteMessage(ctx, gateway.InterimRetry, time.Time{}, ts)
+		err := a.writes.deleteMessage(ctx, gateway.InterimRetry, time.Time{}, ts)
 		if err == nil {
 			continue
 		}
@@ -574,7 +574,7 @@ func (s *streamSink) deleteStreamed(ctx context.Context) {
 
 // mark is the Mark of the streamed message being written.
 func (s *streamSink) mark(kind convo.MarkKind, note string) convo.Mark {
-	return s.answer.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
+	return s.answer.marks.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
 }
 
 // doneMark is the mark of the answer's last streamed message, stopped by a closing write: the
@@ -587,7 +587,7 @@ func (s *streamSink) doneMark(kind convo.MarkKind, note string) convo.Mark {
 
 // buttons of the finished answer's last message: Regenerate (Slack's own stop serves while it streams).
 func (s *streamSink) buttons() []gateway.Button {
-	if bs := s.answer.buttons(true); len(bs) > 0 {
+	if bs := s.answer.marks.buttons(true); len(bs) > 0 {
 		return bs
 	}
 	return nil
