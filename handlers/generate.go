@@ -39,6 +39,22 @@ type generation struct {
 	chunks int
 }
 
+// roundSink is the sink as the model's rounds write into it.
+type roundSink interface {
+	// interim writes progress; called only by the writer goroutine. Slack calls use ctx (the answer's);
+	// waits for a slot use wctx, which ends when the answer is complete.
+	interim(ctx, wctx context.Context, snap snapshot, mb *mailbox)
+	// idleDue is when the writer, still without text, calls idle (zero: never).
+	idleDue() time.Time
+	// idle shows life while the model has sent no text yet; called by the writer goroutine, or
+	// before it starts while the answer is prepared (idleDuring).
+	idle(ctx context.Context)
+	// progress shows a step of the answer as a task card, where the sink can (progress.go).
+	progress(ctx context.Context, tasks ...gateway.Task)
+	// mode is how the sink writes the answer.
+	mode() ReplyMode
+}
+
 // roundHost is the answer as its model rounds need it.
 type roundHost interface {
 	// modelDone tells the bot, once, that the answer asks the model no more.
@@ -53,7 +69,7 @@ type roundHost interface {
 // this goroutine and hands snapshots (after the round's prefix) to the writer goroutine, which it
 // starts and waits for before returning. It returns the round's text, its finish reason, its tool
 // calls and the stream's error.
-func (a *generation) streamRound(ctx context.Context, rd round, s sink) roundResult {
+func (a *generation) streamRound(ctx context.Context, rd round, s roundSink) roundResult {
 	if rd.prefix == "" { // the first round: the later ones follow their tools' tasks
 		s.progress(ctx, a.firstTasks...)
 	}
@@ -128,7 +144,7 @@ func (a *generation) streamRound(ctx context.Context, rd round, s sink) roundRes
 // It is fed through mb, a size-1 mailbox holding only the latest snapshot. wait ends it and waits
 // for it; a panic of the writer's calls failed (to end the model's stream) and is raised again by
 // wait in the answer's goroutine, whose recover closes the answer with a note (run).
-func (a *generation) startWriter(ctx context.Context, s sink, mb *mailbox, failed func()) (wait func()) {
+func (a *generation) startWriter(ctx context.Context, s roundSink, mb *mailbox, failed func()) (wait func()) {
 	wctx, wcancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	var wpanic error
@@ -173,12 +189,11 @@ func lastRound(ctx context.Context, rd round, res roundResult) bool {
 }
 
 // scheduler is the budget s writes from.
-func (a *generation) scheduler(s sink) *pace.Scheduler {
-	_, stream := s.(*streamSink)
-	return a.r.paced.Scheduler(stream)
+func (a *generation) scheduler(s roundSink) *pace.Scheduler {
+	return a.r.paced.Scheduler(s.mode() == ModeStream)
 }
 
-func (a *generation) policy(s sink) pace.Policy { return a.scheduler(s).Policy() }
+func (a *generation) policy(s roundSink) pace.Policy { return a.scheduler(s).Policy() }
 
 // snapshot is the answer so far: the whole text and when its oldest part not yet taken by the writer
 // arrived.

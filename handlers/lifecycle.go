@@ -119,9 +119,9 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 			err = a.panicked(ctx, s, asPanic(r))
 		}
 	}()
-	a.session(ctx, s, SessionProcessing)
+	a.session(ctx, s.mode(), SessionProcessing)
 	a.pane(ctx)
-	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
+	defer func() { a.session(ctx, s.mode(), endStatus(context.Cause(ctx))) }()
 
 	if thread == nil && !a.read.startsThread() { // the thread is read: that is shown
 		s.progress(ctx, gateway.Task{ID: taskRead, Title: titleRead, Status: gateway.TaskInProgress})
@@ -169,7 +169,7 @@ func unclosed(err error) error {
 // meeting bytes it could not take): the stack goes to the log, the asker sees a short note where the
 // answer stands, with Regenerate, and the bot goes on. A second panic while closing goes up to the
 // bot, which tells the asker privately.
-func (a *answer) panicked(ctx context.Context, s sink, pe *panicError) error {
+func (a *answer) panicked(ctx context.Context, s closingSink, pe *panicError) error {
 	a.log.Error("answer panicked", pe.fields()...)
 	a.modelDone()
 	err := a.finish(ctx, s, closing{note: textPanicked, kind: convo.MarkError})
@@ -196,7 +196,7 @@ func (a *answer) modelDone() {
 // at most continueWait for the placeholder's post turn (else it stays due, for the writer), so stop,
 // which ends its waits and waits for it, holds the model's request back a second at most. stop may
 // be called more than once.
-func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
+func (a *answer) idleDuring(ctx context.Context, s roundSink) (stop func()) {
 	e, ok := s.(*editSink)
 	if !ok || e.idleDue().IsZero() {
 		return func() {}
@@ -241,7 +241,7 @@ func (a *answer) notOpened(ctx context.Context, err error) error {
 // finish closes the answer c. The last write always lands: it may wait its turn in the budget as
 // long as the answer lives, and once the answer is cancelled it still has until closeBy. Its
 // transient failures are retried within that (gateway.ClosingRetry), for at most gateway.FinalOutage.
-func (a *answer) finish(ctx context.Context, s sink, c closing) error {
+func (a *answer) finish(ctx context.Context, s closingSink, c closing) error {
 	if a.replacesAbove && c.kind == convo.MarkAnswer {
 		c.note = strings.TrimSpace(textReplacesAbove + " " + c.note)
 	}
@@ -274,7 +274,7 @@ func (a *answer) finish(ctx context.Context, s sink, c closing) error {
 }
 
 // report logs the finished answer and tells ReplyOptions.Written about it.
-func (a *answer) report(s sink, res convo.Result, md, finishReason, note string, ferr error) {
+func (a *answer) report(s writeCounts, res convo.Result, md, finishReason, note string, ferr error) {
 	a.log.Info("reply done", append([]zap.Field{
 		zap.Duration("duration", time.Since(a.start)),
 		zap.Duration("llm_ttft", a.gen.ttft), zap.Duration("first_text", a.firstText),

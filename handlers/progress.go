@@ -52,7 +52,7 @@ func (a *answer) readTasks() []gateway.Task {
 }
 
 // retried is the model's retry observer (llm.WithRetries): the model task says why it waits.
-func retried(s sink, ctx context.Context) llm.RetryFunc {
+func retried(s roundSink, ctx context.Context) llm.RetryFunc {
 	return func(attempt int, wait time.Duration, err *llm.Error) {
 		reason := string(err.Kind)
 		if err.Status != 0 {

@@ -17,31 +17,19 @@ import (
 )
 
 // sink is where an answer is written: post-and-edit (editSink) or Slack's native streaming (streamSink).
+// Each part of the answer takes only the calls it makes: the model's rounds a roundSink (generate.go),
+// the closing a closingSink (closing.go), the report its counts; the answer's lifecycle holds it whole
+// and releases it.
 type sink interface {
-	// interim writes progress; called only by the writer goroutine. Slack calls use ctx (the answer's);
-	// waits for a slot use wctx, which ends when the answer is complete.
-	interim(ctx, wctx context.Context, snap snapshot, mb *mailbox)
-	// mode is how the sink writes the answer.
-	mode() ReplyMode
-	// shows is what Slack shows of the answer now.
-	shows() showing
-	// placeholderTS is the message stepWithdraw deletes: the bare placeholder or the empty stream.
-	placeholderTS() string
-	// progress shows a step of the answer as a task card, where the sink can (progress.go).
-	progress(ctx context.Context, tasks ...gateway.Task)
-	// stoppedByUser says the person stopped the answer in Slack (a session's Stop), which also
-	// halted the stream: nothing more is appended, the answer closes with its note.
-	stoppedByUser()
-	// closeStep carries out one of the sink's own ways of closing the answer c (see planClose), on ctx
-	// (detached from cancellation and time-boxed). Called after the writer goroutine has ended.
-	closeStep(ctx context.Context, step closeStep, c closing) (closed bool, err error)
-	// idleDue is when the writer, still without text, calls idle (zero: never).
-	idleDue() time.Time
-	// idle shows life while the model has sent no text yet; called by the writer goroutine, or
-	// before it starts while the answer is prepared (idleDuring).
-	idle(ctx context.Context)
+	roundSink
+	closingSink
+	writeCounts
 	// close releases the sink's lane.
 	close()
+}
+
+// writeCounts are what the report of a finished answer tells of its sink.
+type writeCounts interface {
 	fields() []zap.Field
 	// writes is the number of interim and final Slack writes made (chat.update / chat.appendStream).
 	writes() int
