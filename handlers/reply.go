@@ -100,10 +100,10 @@ func (a *answer) editSink(lane *pace.Lane, ts string) *editSink {
 		limit = buttonPartLimit
 	}
 	e := &editSink{
-		answer: a,
-		lane:   lane,
-		pager:  slackmd.NewPager(slackmd.FormatMrkdwn, limit),
-		end:    a.r.paced.ClaimEnd(a.req.Channel),
+		answer:        a,
+		lane:          lane,
+		editRendering: editRendering{pager: slackmd.NewPager(slackmd.FormatMrkdwn, limit)},
+		end:           a.r.paced.ClaimEnd(a.req.Channel),
 	}
 	if ts == "" {
 		e.postDue = true // the first write posts the first part
