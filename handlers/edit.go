@@ -14,6 +14,18 @@ import (
 	"github.com/llmbot/llmbot/pace"
 )
 
+// editPhase is where the writes of an answer written by editing are; the transitions are drawn in
+// lifecycle.go. What Slack shows (nothing, the placeholder, text) is its messages' (editMessages.shows).
+type editPhase int
+
+const (
+	editWriting editPhase = iota // generating: the writer's interim writes go on
+	editBroken                   // interim writes stopped after failures: the final write takes over
+	editLost                     // an interim post timed out and may have landed: the final write looks for it (adoptLost)
+	editClosing                  // the final write has written a part, not yet the last
+	editClosed                   // the final write's last part, the one with the note, landed
+)
+
 // maxInterimFailures is how many interim writes in a row may fail with an error that is not transient
 // (not a 429, 5xx or network failure) before the writer stops trying; the final write still does.
 const maxInterimFailures = 3
@@ -44,16 +56,13 @@ type editSink struct {
 	postDue   bool   // the next write is a post of a new part
 	sealedDue bool   // the next write finishes a sealed part
 
-	interimFailures // broken: interim writes stopped; the final write still goes
+	interimFailures
 
 	edits int
 	posts int
 
-	// closed: the final write's last part (the one with the note) landed.
-	closed bool
-	// lostPost: an interim post of the next part timed out, and Slack may have posted it: the final
-	// write looks for it before it posts that part (adoptLost).
-	lostPost bool
+	// phase is where the answer's writes are (editPhase).
+	phase editPhase
 }
 
 // buttons of the message of part i of n: the last part's (Stop while streaming, Regenerate once
@@ -155,7 +164,7 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 }
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
-	for !e.broken && snap.md != e.doneMD {
+	for e.phase == editWriting && snap.md != e.doneMD {
 		post, err := e.waitTurn(ctx, wctx, e.postDue, &snap, mb)
 		if err != nil {
 			e.answer.noteUnshown(snap.since)
@@ -324,7 +333,7 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 	if post && (cut || errors.Is(err, context.DeadlineExceeded)) {
 		// Slack may have posted it: another post could show the part twice. The final write takes
 		// over, and looks for it first; no placeholder follows a first text that may show.
-		e.broken, e.lostPost, e.placeholderDue = true, true, time.Time{}
+		e.phase, e.placeholderDue = editLost, time.Time{}
 		a.noteUnshown(since)
 		return false
 	}
@@ -340,7 +349,11 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 		return true
 	}
 	a.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
-	if pause := e.failed(err); pause > 0 && watch.Sleep(wctx, pause) != nil {
+	pause, broken := e.failed(err)
+	if broken {
+		e.phase = editBroken // the loop ends: the final write takes over
+	}
+	if pause > 0 && watch.Sleep(wctx, pause) != nil {
 		a.noteUnshown(since)
 		return false
 	}
@@ -350,9 +363,8 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 // interimFailures counts an interim writer's failures in a row (429s are not failures: they pause
 // the budget).
 type interimFailures struct {
-	fails  int  // not transient: at maxInterimFailures the writer stops (broken)
-	outage int  // transient (5xx, network): each backs off longer, none stops the writer
-	broken bool // the writer has stopped; the final write still goes
+	fails  int // not transient: at maxInterimFailures the writer stops
+	outage int // transient (5xx, network): each backs off longer, none stops the writer
 }
 
 // succeeded clears the counts after a write went through.
@@ -360,16 +372,15 @@ func (f *interimFailures) succeeded() { f.fails, f.outage = 0, 0 }
 
 // failed records a failed interim write and returns how long to wait before the next: while Slack
 // is having trouble (5xx, network) longer after each failure in a row, so the writer goes on with
-// the freshest text once Slack is back; 0 after an error that is not transient.
-func (f *interimFailures) failed(err error) time.Duration {
+// the freshest text once Slack is back; 0 after an error that is not transient. broken: that was
+// the maxInterimFailures-th such error in a row, and the writer stops (the final write still goes).
+func (f *interimFailures) failed(err error) (pause time.Duration, broken bool) {
 	if !gateway.Transient(err) {
-		if f.fails++; f.fails >= maxInterimFailures {
-			f.broken = true
-		}
-		return 0
+		f.fails++
+		return 0, f.fails >= maxInterimFailures
 	}
 	f.outage++
-	return interimBackoff(f.outage)
+	return interimBackoff(f.outage), false
 }
 
 // interimBackoff is the pause before an interim write after n transient failures in a row.
@@ -430,7 +441,7 @@ func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bo
 		c.turnBy = time.Time{} // the whole final write: no note follows it
 	}
 	err := editFinal{e}.final(ctx, c)
-	return e.closed, err
+	return e.phase == editClosed, err
 }
 
 func (e *editSink) close() {

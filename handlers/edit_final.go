@@ -83,13 +83,13 @@ func (e editFinal) final(ctx context.Context, c closing) error {
 			break
 		}
 	}
-	if e.closed {
+	if e.phase == editClosed {
 		e.answer.writes.closedInJournal() // the tidy edits below need no record: a crash now leaves the answer whole
 	}
 	for _, i := range later {
 		msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
 		if err := e.finalEdit(ctx, i, msg, pace.Tidy, c.turnBy); err != nil {
-			if !e.closed {
+			if e.phase != editClosed {
 				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
 				break
 			}
@@ -106,9 +106,9 @@ func (e editFinal) final(ctx context.Context, c closing) error {
 // have posted is found first (adoptLost), and the last message may be sealed as it shows for the rest
 // to be posted below it (continueByPost).
 func (e editFinal) finalParts(ctx context.Context, md, note string, by time.Time) []string {
-	if e.lostPost {
-		e.lostPost = false
+	if e.phase == editLost {
 		e.adoptLost(ctx)
+		e.phase = editBroken // looked for: the writes go on from what is known
 	}
 	var parts []string
 	if strings.TrimSpace(md) != "" {
@@ -148,7 +148,10 @@ func (e editFinal) finalPart(ctx context.Context, parts []string, i int, c closi
 		stop, err = e.editFinal(ctx, i, msg, c.turnBy)
 	}
 	if !stop {
-		e.closed = i == len(parts)-1
+		e.phase = editClosing
+		if i == len(parts)-1 {
+			e.phase = editClosed
+		}
 	}
 	return false, stop, err
 }

@@ -31,7 +31,7 @@ const (
 // first words (a retry), and by the writer itself: never two at once.
 func (s *streamSink) progress(ctx context.Context, tasks ...gateway.Task) {
 	a := s.answer
-	if len(tasks) == 0 || s.ts == "" || s.stopped || s.broken || !a.r.paced.TryAppend() {
+	if len(tasks) == 0 || s.ts == "" || s.state != streamLive || !a.r.paced.TryAppend() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), progressTimeout)

@@ -41,10 +41,10 @@ type streamSink struct {
 	firstTS  string    // the answer's first streamed message, which later ones name (Mark.First)
 	streamed []string  // every streamed message of the answer (rescue deletes them)
 
-	// broken: appends failed repeatedly (not transiently): the final write rescues the answer
 	interimFailures
+	// state is where the stream's writes are (streamState).
+	state streamState
 
-	stopped bool // the user pressed stop
 	starts  int
 	appends int
 	expired int // streamed messages Slack ended by itself, finished by chat.update
@@ -56,6 +56,16 @@ type streamSink struct {
 	// appends budget (the lane), which interim writes wait for before they write.
 	appendWait func(ctx context.Context) error
 }
+
+// streamState is where the writes of a natively streamed answer are; the transitions are drawn in
+// lifecycle.go.
+type streamState int
+
+const (
+	streamLive    streamState = iota // appends go on
+	streamBroken                     // appends failed repeatedly (not transiently), or one may have landed unseen: the final write rescues the answer
+	streamStopped                    // the person stopped it in Slack, which ended the stream: it closes with its note
+)
 
 func (s *streamSink) feed(md string) {
 	if len(md) > s.fed {
@@ -69,7 +79,7 @@ func (s *streamSink) feed(md string) {
 // append. Zero while it shows no text yet (nothing to keep) or once it is stopped: a native stream
 // shows life from its start, so nothing else is done while the model is silent.
 func (s *streamSink) idleDue() time.Time {
-	if s.ts == "" || s.sent == 0 || s.stopped || s.broken {
+	if s.ts == "" || s.sent == 0 || s.state != streamLive {
 		return time.Time{}
 	}
 	o := s.answer.r.opt
@@ -107,7 +117,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 	a := s.answer
 	s.modelDone(ctx, gateway.TaskComplete)
 	s.feed(snap.md)
-	for s.pend != "" && !s.broken && !s.stopped {
+	for s.pend != "" && s.state == streamLive {
 		prio := pace.Pending
 		if s.sent == 0 {
 			prio = pace.First
@@ -133,7 +143,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		}
 		switch gateway.SlackErr(err) {
 		case "stopped_by_user":
-			s.stopped = true
+			s.state = streamStopped
 			a.cancel(ErrStopped) // ends the model request; the answer closes with "Stopped."
 			return
 		}
@@ -145,10 +155,14 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		if errors.Is(err, context.DeadlineExceeded) {
 			// Slack may have taken it: the stream's text is unknown now, and another append could show
 			// it twice. The final write rescues the answer (rescue).
-			s.broken = true
+			s.state = streamBroken
 			return
 		}
-		if pause := s.failed(err); pause > 0 && watch.Sleep(wctx, pause) != nil {
+		pause, broken := s.failed(err)
+		if broken {
+			s.state = streamBroken // the loop ends: the final write rescues the answer
+		}
+		if pause > 0 && watch.Sleep(wctx, pause) != nil {
 			return
 		}
 	}
@@ -298,11 +312,11 @@ func (s *streamSink) mode() ReplyMode { return ModeStream }
 
 func (s *streamSink) shows() showing {
 	switch {
-	case s.stopped:
+	case s.state == streamStopped:
 		return showsStopped
 	case s.starts == 1 && s.sent == 0 && s.ts != "":
 		return showsPlaceholder
-	case s.broken:
+	case s.state == streamBroken:
 		return showsBroken
 	}
 	return showsText
@@ -314,7 +328,7 @@ func (s *streamSink) placeholderTS() string { return s.ts }
 // pressed (stopped_by_user).
 func (s *streamSink) stoppedByUser() {
 	if s.ts != "" {
-		s.stopped = true
+		s.state = streamStopped
 	}
 }
 
@@ -371,7 +385,7 @@ func (s *streamSink) final(ctx context.Context, c closing) error {
 	s.feed(c.md)
 	rest := s.pend + s.ms.Flush()
 	s.pend = ""
-	if s.broken {
+	if s.state == streamBroken {
 		s.pend = rest
 		return errAppendsRefused
 	}
@@ -600,7 +614,7 @@ func (s *streamSink) writes() int { return s.appends }
 func (s *streamSink) fields() []zap.Field {
 	return []zap.Field{zap.String("mode", string(ModeStream)), zap.Int("appends", s.appends),
 		zap.Int("streams", s.starts), zap.Int("streams_ended_by_slack", s.expired), zap.Bool("rescued", s.rescued),
-		zap.Bool("stopped_by_user", s.stopped)}
+		zap.Bool("stopped_by_user", s.state == streamStopped)}
 }
 
 // splitLines cuts text into pieces of at most limit bytes, at line ends when it can.
