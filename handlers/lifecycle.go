@@ -1,20 +1,41 @@
 package handlers
 
 // An answer's lifecycle. Replies.Reply decides whether a message is for the bot and starts an
-// answer; answer.run below then takes it through these states in this order, one method of answer
-// each (open and stream are in reply.go, the rest here):
+// answer; answer.run below then takes it through these states in this order, each done by a part of
+// the answer in a file of its own:
 //
 //	received ─▶ opening ─▶ reading ─▶ generating ─▶ closing ─┬─▶ done
-//	(Reply)     (open)     (prepare)  (stream)      (finish) ├─▶ stopped      (Stop: ErrStopped)
+//	(Reply)     (open)     (prepare)  (generate)    (finish) ├─▶ stopped      (Stop: ErrStopped)
 //	               │          │                      ▲       ├─▶ failed       (the model or Slack)
 //	               │          └── nothing to ask ────┘       └─▶ interrupted  (shutdown: ErrShutdown)
 //	               └── shut down before anything shows: the asker is told privately ─▶ interrupted
+//
+//	opening     reply.go: answer.open, the sink opened (edit.go, stream.go)
+//	reading     reading.go, files.go: contextRead
+//	generating  generate.go, tools.go: generation, its writer goroutine driving the sink's interim writes
+//	closing     closing.go: planClose and closeAnswer; the sinks' own steps (edit_final.go, stream_close.go);
+//	            the answer's own writes (writes.go: answerWrites) within the deadline (deadline.go)
 //
 // Opening shows life at once (a placeholder, a native stream, or nothing until the first text when
 // ReplyOptions.PlaceholderAfter allows); reading reads the thread and builds the model's request;
 // generating streams the model's answer while one writer goroutine writes it into Slack as it grows;
 // closing writes the whole answer with a note saying how it ended, by the ways planClose decides.
 // Once the answer is cancelled (Stop, shutdown), its closing writes have until closeBy.
+//
+// Where a sink's writes are is one value. An answer written by editing (editPhase; what Slack shows of
+// it, nothing, the placeholder or text, is its messages', editMessages):
+//
+//	writing ──┬── interim writes fail (maxInterimFailures) ─▶ broken ──┐
+//	(generating)                                                        ├─ final write ─▶ closing ⇄ closed
+//	          ├── an interim post times out, may have landed ─▶ lost ──┤  (lost: the part is looked for
+//	          └─────────────────────────────────────────────────────────┘   first, then as broken)
+//
+// closing ⇄ closed: the final write has written a part, not the last / the last, with the note (a
+// second final write at shutdown writes them again). A natively streamed answer (streamState):
+//
+//	live ──┬── appends fail, or one times out ─▶ broken ─▶ (closing: rescued, or stopped unfinished)
+//	       └── the person stops it in Slack ───▶ stopped ─▶ (closing: stopped with its note)
+//	broken ── the person stops it in Slack ──▶ stopped
 
 import (
 	"cmp"
