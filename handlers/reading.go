@@ -133,7 +133,7 @@ func (a *contextRead) startsThread() bool {
 }
 
 // readContext reads the thread (or, for a top-level DM, the recent history), and notes how many
-// of the thread's older messages the read left out (answer.leftOut).
+// of the thread's older messages the read left out (contextRead.leftOut).
 func (a *contextRead) readContext(ctx context.Context) ([]slack.Message, error) {
 	if a.threadTS == "" {
 		return a.r.reads.History(ctx, a.req.Channel, a.r.opt.HistoryLimit, "")
