@@ -103,8 +103,8 @@ var loadingMessages = []string{"Reading the conversation…", "Thinking…", "Pu
 // AgentPane, or one without Slack's calls, is off.
 type AgentPane struct {
 	pane     Pane
-	statuses *pace.Bucket // assistant.threads.setStatus (Budgets.Statuses)
-	refused  refused      // Slack refused statuses lately (the app is not an agent, or the place)
+	statuses *pace.Bucket    // assistant.threads.setStatus (Budgets.Statuses)
+	refused  gateway.Refused // Slack refused statuses lately (the app is not an agent, or the place)
 	log      *zap.Logger
 }
 
@@ -124,7 +124,7 @@ func NewAgentPane(p Pane, statuses *pace.Bucket, log *zap.Logger) *AgentPane {
 func (p *AgentPane) on() bool { return p != nil && p.pane != nil }
 
 // statusTurn reports whether a status may be set now: not refused lately, and a token at once.
-func (p *AgentPane) statusTurn() bool { return p.refused.allowed() && p.statuses.TryTake() }
+func (p *AgentPane) statusTurn() bool { return p.refused.Allowed() && p.statuses.TryTake() }
 
 // PaneHandler serves app_home_opened: on the messages tab, the suggested prompts at the top of the
 // person's DM with the bot, at most once per person per promptsEvery (on any other tab: nothing).
@@ -196,7 +196,7 @@ func (p *AgentPane) setStatus(ctx context.Context, channel, threadTS, status str
 	err := p.pane.SetStatus(ctx, channel, threadTS, status, loading)
 	var refused slack.SlackErrorResponse
 	if errors.As(err, &refused) {
-		p.refused.refuse(defaultRefusal)
+		p.refused.Refuse(gateway.DefaultRefusal)
 	}
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -135,9 +134,8 @@ const DefaultStreamRollover = 4 * time.Minute
 const (
 	defaultHistoryLimit    = 20
 	defaultShutdownTimeout = 2 * time.Second
-	// defaultRefusal is how long a refusal by Slack of something the bot may do without is
-	// remembered (ReplyOptions.StreamRefusal's default; the agent pane's statuses).
-	defaultRefusal = 10 * time.Minute
+	// defaultRefusal is ReplyOptions.StreamRefusal's default.
+	defaultRefusal = gateway.DefaultRefusal
 )
 
 // Bounds of the in-memory caches.
@@ -172,28 +170,7 @@ type Replies struct {
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
 	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
-	streaming, sessions refused
-}
-
-// refused remembers that Slack refused something the bot may do without, so that it is not tried
-// again for a while. Safe for concurrent use.
-type refused struct {
-	mu    sync.Mutex
-	until time.Time
-}
-
-// allowed reports whether it may be tried: not refused in the last while.
-func (f *refused) allowed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return !time.Now().Before(f.until)
-}
-
-// refuse records a refusal: it is not tried again for d.
-func (f *refused) refuse(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.until = time.Now().Add(d)
+	streaming, sessions gateway.Refused
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
@@ -526,5 +503,5 @@ func (r *Replies) streams(req route.ReplyRequest) bool {
 
 // streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	return r.streamer != nil && r.streaming.allowed()
+	return r.streamer != nil && r.streaming.Allowed()
 }
