@@ -61,20 +61,14 @@ type ReplyOptions struct {
 	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
 	ChannelMode func(channel string) ReplyMode
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
+	// leaves enough for another (or its restart) to close it (package orphans). nil: not recorded.
 	Journal Journal
-	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
-	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
-	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
-	// process before a restart): at once.
-	OrphanQuiet time.Duration
 	// Fence, when set, holds back the writes of this replica's answers while other replicas could
 	// take it for dead (see Fence); nil: never.
 	Fence gateway.Fence
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
-	// and every answer in a thread a thinking status (AgentPane); nil: none.
-	Pane *AgentPane
+	// and every answer in a thread a thinking status (package pane); nil: none.
+	Pane Pane
 	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
 	// processing while it is written, active once it has ended (closed at shutdown).
 	Sessions Sessions

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -28,7 +29,7 @@ func TestRouteTable(t *testing.T) {
 			replies:   replies,
 			summarize: handlers.NewSummarize(nil, nil, nil, nil, replies, log, handlers.ReplyOptions{}),
 			approvals: handlers.NewApprovals(nil, nil, log),
-			pane:      handlers.NewAgentPane(nil, nil, log),
+			pane:      pane.New(nil, nil, log),
 		},
 		imagine:  handlers.NewImagine(nil, nil, nil, log, handlers.ImagineOptions{}),
 		feedback: handlers.NewFeedback(nil, nil, nil, log, handlers.FeedbackOptions{}),
