@@ -8,45 +8,68 @@ import (
 
 const module = "github.com/llmbot/llmbot/"
 
+// importRule is a direction the dependencies of packages may not take.
+type importRule struct {
+	rule     string
+	packages []string // import paths within the module
+	never    []string // import path prefixes (within the module when they have no dot)
+}
+
 // importRules are the directions the packages' dependencies may take (docs/design.md, "Import
 // rules"): the plumbing and the vocabularies below the use cases depend on none of them, and only
 // the MCP plumbing speaks MCP. A rule covers every package a package depends on, directly or not,
 // so a lower package cannot reach a use case through another one either.
-var importRules = []struct {
-	rule     string
-	packages []string // import paths within the module
-	never    []string // import path prefixes (within the module when they have no dot)
-}{
+var importRules = []importRule{
 	{
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
 			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never: []string{"handlers", "pane", "orphans", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
 		packages: []string{"route", "toolinfo", "convo", "notes"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never:    []string{"handlers", "pane", "orphans", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the fakes speak the wire protocols and import nothing but a helper of ours",
 		packages: []string{"internal/fakeslack", "internal/fakellm"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "tools", "state", "pace",
+		never: []string{"handlers", "pane", "orphans", "bot", "access", "ops", "doctor", "cmd/", "tools", "state", "pace",
 			"slackmd", "llm", "media", "slacksocket", "route", "toolinfo", "convo"},
 	},
 	{
 		rule: "only tools speaks MCP: the use cases see tools through toolinfo",
-		packages: []string{"handlers", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
+		packages: []string{"handlers", "pane", "orphans", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
 			"llm", "state", "pace", "slackmd", "media", "slacksocket"},
 		never: []string{"github.com/modelcontextprotocol/"},
 	},
+}
+
+// useCases are the bot's use cases, each a package of its own and a peer of the others: none imports
+// another, so each is read, changed and tested alone. What two of them share goes down to the lowest
+// package that owns its concept, or comes in as a small interface the consumer declares.
+var useCases = []string{"handlers", "pane", "orphans"}
+
+// peerRules is the rule that no use case imports another, one rule per use case.
+func peerRules() []importRule {
+	var rules []importRule
+	for _, u := range useCases {
+		var others []string
+		for _, o := range useCases {
+			if o != u {
+				others = append(others, o)
+			}
+		}
+		rules = append(rules, importRule{rule: "a use case imports no other use case", packages: []string{u}, never: others})
+	}
+	return rules
 }
 
 // TestImportsPointInward checks importRules against what the Go tool says each package depends
 // on (its production files: a test may use anything).
 func TestImportsPointInward(t *testing.T) {
 	deps := packageDeps(t)
-	for _, r := range importRules {
+	for _, r := range append(importRules, peerRules()...) {
 		for _, p := range r.packages {
 			d, ok := deps[module+p]
 			if !ok {
