@@ -46,7 +46,7 @@ type Notifier interface {
 }
 
 // QueueStatus shows a waiting question's place in line where its answer will be written: under its
-// thread, as the thread's assistant status (*handlers.AgentPane).
+// thread, as the thread's assistant status (*pane.Pane).
 type QueueStatus interface {
 	// ShowQueued shows that the question answered in threadTS waits, place-th in line (1: next),
 	// and reports whether it is shown (when not, the asker is told privately).

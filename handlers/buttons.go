@@ -42,9 +42,8 @@ const buttonPartLimit = 2600
 
 // Labels and what a person is told about buttons.
 const (
-	labelStop       = "Stop"
-	labelRegenerate = "Regenerate"
-	labelAnother    = "Another one"
+	labelStop    = "Stop"
+	labelAnother = "Another one"
 	// TextNotAsker is told privately to someone who presses Stop on another person's answer.
 	TextNotAsker = "Only the person who asked can stop this answer."
 	// TextNotRunning is told privately when Stop is pressed on an answer that has already ended.
@@ -59,7 +58,7 @@ func stopButton(ref route.ReplyRef) gateway.Button {
 }
 
 func regenerateButton(ref route.ReplyRef) gateway.Button {
-	return gateway.Button{ActionID: route.ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
+	return gateway.Button{ActionID: route.ActionRegenerate, Text: route.LabelRegenerate, Value: ref.Value()}
 }
 
 // buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.

@@ -1,8 +1,10 @@
 // Package handlers holds the bot's use cases, each a type of its own built from the small interfaces
 // it uses: Replies answers mentions, DMs and follow-ups by streaming a chat completion into Slack under
-// the shared write budget (package pace); Approvals takes the clicks on tool approvals; AgentPane serves the agent pane and the assistant
-// statuses; OrphanCloser closes the answers of replicas that died; Imagine makes a picture for
-// /imagine and uploads it to the channel; Feedback takes 👍/👎.
+// the shared write budget (package pace); Approvals takes the clicks on tool approvals; Imagine makes
+// a picture for /imagine and uploads it to the channel; Feedback takes 👍/👎. /summarize (package
+// summarize), the agent pane (package pane) and the closing of answers a dead replica left open
+// (package orphans) are use cases of their own, which handlers does not import: the answers see the
+// pane through Pane, and write the journal the orphans are read from.
 //
 // Slack is behind package gateway (its messages, interfaces, budgets and paced writer), implemented by
 // bot.SlackAPI over slack-go and in tests by gatewaytest's in-memory Slack; the model is behind the

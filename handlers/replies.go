@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -57,8 +56,8 @@ type ReplyOptions struct {
 	ReplicaOptions
 
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
-	// and every answer in a thread a thinking status (AgentPane); nil: none.
-	Pane *AgentPane
+	// and every answer in a thread a thinking status (package pane); nil: none.
+	Pane Pane
 	// Names resolves the people an answer names, shared with the other use cases that name people
 	// (package summarize). nil: Replies' own, over the Users it is given.
 	Names *gateway.Names
@@ -134,14 +133,8 @@ type Timeouts struct {
 // ReplicaOptions are what the replicas share about the answers in progress.
 type ReplicaOptions struct {
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
+	// leaves enough for another (or its restart) to close it (package orphans). nil: not recorded.
 	Journal Journal
-	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
-	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
-	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
-	// process before a restart): at once.
-	OrphanQuiet time.Duration
 	// Fence, when set, holds back the writes of this replica's answers while other replicas could
 	// take it for dead (see Fence); nil: never.
 	Fence gateway.Fence
@@ -158,9 +151,8 @@ const DefaultStreamRollover = 4 * time.Minute
 const (
 	defaultHistoryLimit    = 20
 	defaultShutdownTimeout = 2 * time.Second
-	// defaultRefusal is how long a refusal by Slack of something the bot may do without is
-	// remembered (ReplyOptions.StreamRefusal's default; the agent pane's statuses).
-	defaultRefusal = 10 * time.Minute
+	// defaultRefusal is ReplyOptions.StreamRefusal's default.
+	defaultRefusal = gateway.DefaultRefusal
 )
 
 // Bounds of the in-memory caches.
@@ -195,28 +187,7 @@ type Replies struct {
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
 	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
-	streaming, sessions refused
-}
-
-// refused remembers that Slack refused something the bot may do without, so that it is not tried
-// again for a while. Safe for concurrent use.
-type refused struct {
-	mu    sync.Mutex
-	until time.Time
-}
-
-// allowed reports whether it may be tried: not refused in the last while.
-func (f *refused) allowed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return !time.Now().Before(f.until)
-}
-
-// refuse records a refusal: it is not tried again for d.
-func (f *refused) refuse(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.until = time.Now().Add(d)
+	streaming, sessions gateway.Refused
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
@@ -544,5 +515,5 @@ func (r *Replies) streams(req route.ReplyRequest) bool {
 
 // streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	return r.streamer != nil && r.streaming.allowed()
+	return r.streamer != nil && r.streaming.Allowed()
 }

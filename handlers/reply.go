@@ -72,7 +72,7 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 			a.r.paced.StreamTurn().Throttled(ra)
 			a.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		case gateway.RefusesStreaming(err):
-			a.r.streaming.refuse(a.r.opt.StreamRefusal)
+			a.r.streaming.Refuse(a.r.opt.StreamRefusal)
 			a.log.Warn("native streaming refused; answering by editing", zap.Error(err),
 				zap.Duration("for", a.r.opt.StreamRefusal))
 		default:

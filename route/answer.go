@@ -13,6 +13,10 @@ const (
 	ActionRegenerate = "llmbot_regenerate"
 )
 
+// LabelRegenerate is what the Regenerate button says, on an answer and on an answer closed by
+// another replica after its own died (both use cases build the button; a click is served the same).
+const LabelRegenerate = "Regenerate"
+
 // What access rules and metrics call the Stop and Regenerate buttons (Stop also names Slack's
 // agent_session_stopped, which stops the answer the same way).
 const (

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -315,7 +316,7 @@ func TestE2EFeedbackOff(t *testing.T) {
 // openPane sends app_home_opened on the messages tab of user's DM with the bot, as Slack does
 // when the agent pane opens.
 func (e *e2e) openPane(channel, user string) {
-	e.slack.SendEvent(map[string]any{"type": handlers.EventAppHomeOpened, "user": user, "channel": channel,
+	e.slack.SendEvent(map[string]any{"type": pane.EventAppHomeOpened, "user": user, "channel": channel,
 		"tab": "messages", "event_ts": "1700000000.000100"})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/summarize"
 )
@@ -29,7 +30,7 @@ func TestRouteTable(t *testing.T) {
 			replies:   replies,
 			summarize: summarize.New(nil, nil, nil, nil, replies, log, summarize.Options{}),
 			approvals: handlers.NewApprovals(nil, nil, log),
-			pane:      handlers.NewAgentPane(nil, nil, log),
+			pane:      pane.New(nil, nil, log),
 		},
 		imagine:  handlers.NewImagine(nil, nil, nil, log, handlers.ImagineOptions{}),
 		feedback: handlers.NewFeedback(nil, nil, nil, log, handlers.FeedbackOptions{}),

@@ -22,7 +22,9 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
@@ -121,7 +123,7 @@ type useCases struct {
 	feedback *handlers.Feedback
 	slack    *bot.SlackAPI       // private responses
 	sessions *bot.SlackAssistant // the agent session's status
-	prompts  []handlers.Prompt
+	prompts  []pane.Prompt
 }
 
 // routes is the route table: every message, command, button, shortcut, modal and event the bot
@@ -136,7 +138,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: handlers.FeatureAgentPane, Handler: u.pane.PaneHandler(u.prompts)},
+		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
 		{Kind: route.Action, Name: handlers.ActionFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.Handler()},
 		{Kind: route.View, Name: handlers.ViewFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.CommentHandler()},
 		{Kind: route.Command, Name: handlers.CommandImagine, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
@@ -314,7 +316,7 @@ type parts struct {
 	budgets   gateway.Budgets
 	notices   *gateway.Notices
 	overrides *access.Overrides
-	prompts   []handlers.Prompt
+	prompts   []pane.Prompt
 	log       *zap.Logger
 }
 
@@ -335,28 +337,28 @@ func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client,
 // orphans' recovery, /summarize, the tool approvals and the agent pane.
 type answering struct {
 	replies   *handlers.Replies
-	orphans   *handlers.OrphanCloser
+	orphans   *orphans.Closer
 	summarize *summarize.Summarizer
 	approvals *handlers.Approvals
-	pane      *handlers.AgentPane
+	pane      *pane.Pane
 }
 
 // answering builds the answers and the use cases beside them.
 func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answering {
 	cfg, api := p.cfg, p.api
 	names := gateway.NewNames(api, p.budgets.Lookups, p.id.UserID)
-	pane := handlers.NewAgentPane(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
+	agentPane := pane.New(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
 	approvals := handlers.NewApprovals(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
-	opt := p.replyOptions(files, toolOpts, names, pane, approvals)
+	opt := p.replyOptions(files, toolOpts, names, agentPane, approvals)
 	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
 	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
-		orphans:   handlers.NewOrphanCloser(api, api, p.log.Named("orphans"), opt),
+		orphans:   p.orphanCloser(opt),
 		summarize: summarize.New(api, api, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
 		approvals: approvals,
-		pane:      pane,
+		pane:      agentPane,
 	}
 }
 
@@ -367,8 +369,15 @@ func summaryOptions(opt handlers.ReplyOptions) summarize.Options {
 		ChannelSettings: opt.ChannelSettings, Fence: opt.Fence, Budgets: opt.Budgets, ShutdownTimeout: opt.ShutdownTimeout}
 }
 
+// orphanCloser closes the answers of replicas that died, under the settings the answers are written
+// with (opt).
+func (p *parts) orphanCloser(opt handlers.ReplyOptions) *orphans.Closer {
+	return orphans.New(p.api, p.api, p.log.Named("orphans"), orphans.Options{Budgets: opt.Budgets, Fence: opt.Fence,
+		BotUserID: opt.BotUserID, BotID: opt.BotID, Buttons: opt.Buttons, Quiet: orphanQuiet(p.cfg), HistoryLimit: opt.HistoryLimit})
+}
+
 // replyOptions are the answers' options, which the orphans' recovery and /summarize share.
-func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, pane *handlers.AgentPane, approvals *handlers.Approvals) handlers.ReplyOptions {
+func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, agentPane *pane.Pane, approvals *handlers.Approvals) handlers.ReplyOptions {
 	cfg, id, overrides := p.cfg, p.id, p.overrides
 	return handlers.ReplyOptions{
 		BotUserID: id.UserID,
@@ -406,15 +415,14 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 			ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 		},
 		ReplicaOptions: handlers.ReplicaOptions{
-			Journal:     p.shared.journal,
-			Fence:       p.shared.fence,
-			OrphanQuiet: orphanQuiet(cfg),
-			Threads:     p.shared.marks,
+			Journal: p.shared.journal,
+			Fence:   p.shared.fence,
+			Threads: p.shared.marks,
 		},
 		Budgets:   p.budgets,
 		Approvals: approvals,
 		Names:     names,
-		Pane:      pane,
+		Pane:      agentPane,
 		Files: handlers.FileOptions{
 			Files: files, Vision: handlers.Vision(cfg.Vision),
 			ChannelVision: func(channel string) handlers.Vision {
@@ -517,7 +525,7 @@ func logStarting(log *zap.Logger, cfg Config, id bot.Identity, policy pace.Polic
 }
 
 // paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.
-func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
+func paneOf(cfg Config, api *bot.SlackAPI) pane.Assistant {
 	if !cfg.AgentView {
 		return nil
 	}
