@@ -11,6 +11,9 @@ import (
 const (
 	ActionStop       = "llmbot_stop"
 	ActionRegenerate = "llmbot_regenerate"
+	// ActionFeedback is the 👍/👎 pair under a final answer: its value is the answer's ReplyRef
+	// (package feedback reads the clicks and gives each side its value).
+	ActionFeedback = "llmbot_feedback"
 )
 
 // What access rules and metrics call the Stop and Regenerate buttons (Stop also names Slack's
