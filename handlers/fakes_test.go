@@ -16,11 +16,8 @@ import (
 	"github.com/llmbot/llmbot/llm"
 )
 
-// Compile-time checks: the fakes implement the handlers' interfaces.
-var (
-	_ Chat   = (*fakeChat)(nil)
-	_ Imager = (*fakeImager)(nil)
-)
+// Compile-time check: the fake implements the handlers' interface.
+var _ Chat = (*fakeChat)(nil)
 
 // step is one scripted event of a fake model stream: wait, then yield a chunk or an error.
 type step struct {
@@ -106,31 +103,6 @@ func words(s string, n int) []string {
 }
 
 func joined(ws []string) string { return strings.Join(ws, "") }
-
-// fakeImager returns a scripted image or error after a wait.
-type fakeImager struct {
-	mu       sync.Mutex
-	wait     time.Duration
-	img      *llm.Image
-	err      error
-	requests []llm.ImageRequest
-}
-
-func (f *fakeImager) Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error) {
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	f.mu.Unlock()
-	if f.wait > 0 {
-		t := time.NewTimer(f.wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, &llm.Error{Kind: llm.KindTimeout, Message: "image request timed out", Err: ctx.Err()}
-		}
-	}
-	return f.img, f.err
-}
 
 // helpers shared by the tests
 

@@ -54,7 +54,7 @@ type ReplyOptions struct {
 	// holds 3,000 characters).
 	Buttons bool
 	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
-	// feedback.go).
+	// package feedback).
 	Feedback bool
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
@@ -85,10 +85,10 @@ type ReplyOptions struct {
 	// Names resolves the people an answer names, shared with the other use cases that name people
 	// (Summarize). nil: Replies' own, over the Users it is given.
 	Names *gateway.Names
-	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
-	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
-	// nil: this Replies' own, grants kept in this process only.
-	Approvals *Approvals
+	// Approvals ask the asker about the tool calls that need a click and keep the tools allowed for
+	// a thread (*approvals.Approvals, which the approval buttons' clicks reach too). nil: such calls
+	// are denied without asking.
+	Approvals Approver
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
@@ -167,8 +167,8 @@ type Replies struct {
 
 	botThreads *ttlcache.Cache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *gateway.Names
-	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
-	approvals *Approvals
+	// approvals ask about the tool calls that need a click and keep the tools allowed for a thread.
+	approvals Approver
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
 	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
@@ -239,7 +239,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	}
 	approvals := opt.Approvals
 	if approvals == nil {
-		approvals = NewApprovals(nil, nil, log)
+		approvals = noApprovals{}
 	}
 	return &Replies{
 		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
