@@ -8,45 +8,68 @@ import (
 
 const module = "github.com/llmbot/llmbot/"
 
+// importRule says which packages (never) the packages may not depend on, directly or not.
+type importRule struct {
+	rule     string
+	packages []string // import paths within the module
+	never    []string // import path prefixes (within the module when they have no dot)
+}
+
 // importRules are the directions the packages' dependencies may take (docs/design.md, "Import
 // rules"): the plumbing and the vocabularies below the use cases depend on none of them, and only
 // the MCP plumbing speaks MCP. A rule covers every package a package depends on, directly or not,
 // so a lower package cannot reach a use case through another one either.
-var importRules = []struct {
-	rule     string
-	packages []string // import paths within the module
-	never    []string // import path prefixes (within the module when they have no dot)
-}{
+var importRules = []importRule{
 	{
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
 			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never: []string{"handlers", "imagine", "feedback", "approvals", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
 		packages: []string{"route", "toolinfo", "convo", "notes"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never:    []string{"handlers", "imagine", "feedback", "approvals", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the fakes speak the wire protocols and import nothing but a helper of ours",
 		packages: []string{"internal/fakeslack", "internal/fakellm"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "tools", "state", "pace",
+		never: []string{"handlers", "imagine", "feedback", "approvals", "bot", "access", "ops", "doctor", "cmd/", "tools", "state", "pace",
 			"slackmd", "llm", "media", "slacksocket", "route", "toolinfo", "convo"},
 	},
 	{
 		rule: "only tools speaks MCP: the use cases see tools through toolinfo",
-		packages: []string{"handlers", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
-			"llm", "state", "pace", "slackmd", "media", "slacksocket"},
+		packages: []string{"handlers", "imagine", "feedback", "approvals", "bot", "access", "ops", "doctor", "route",
+			"toolinfo", "convo", "llm", "state", "pace", "slackmd", "media", "slacksocket"},
 		never: []string{"github.com/modelcontextprotocol/"},
 	},
 }
 
-// TestImportsPointInward checks importRules against what the Go tool says each package depends
+// useCases are the use case packages, peers of each other: none imports another (what two of them
+// share goes below them, or comes in as a small interface the consumer declares), nor the loop and
+// the wiring that route to them.
+var useCases = []string{"handlers", "imagine", "feedback", "approvals"}
+
+// peerRules are the rule that no use case imports another, one row per use case.
+func peerRules() []importRule {
+	var rules []importRule
+	for _, p := range useCases {
+		never := []string{"bot", "access", "ops", "doctor", "cmd/"}
+		for _, q := range useCases {
+			if q != p {
+				never = append(never, q)
+			}
+		}
+		rules = append(rules, importRule{rule: "no use case imports another", packages: []string{p}, never: never})
+	}
+	return rules
+}
+
+// TestImportsPointInward checks importRules and peerRules against what the Go tool says each package depends
 // on (its production files: a test may use anything).
 func TestImportsPointInward(t *testing.T) {
 	deps := packageDeps(t)
-	for _, r := range importRules {
+	for _, r := range append(importRules, peerRules()...) {
 		for _, p := range r.packages {
 			d, ok := deps[module+p]
 			if !ok {
