@@ -207,10 +207,10 @@ func TestGuardLooksUpBeforeRun(t *testing.T) {
 			[][2]string{{access.FeatureMention, string(access.ReasonExternal)}}},
 		{"an outsider's follow-up", outsiderFollowUp, false, nil,
 			[][2]string{{access.FeatureFollowUp, string(access.ReasonExternal)}}},
-		{"an outsider's /imagine", imagine("C1", "U0OUT", "a cat"), false,
+		{"an outsider's /imagine", imagineCmd("C1", "U0OUT", "a cat"), false,
 			[]string{"U0OUT: Sorry, I only answer people of Acme; people of other organisations in shared channels can't use me here."},
 			[][2]string{{access.FeatureImagine, string(access.ReasonExternal)}}},
-		{"a member's /imagine", imagine("C1", "U0ALICE", "a cat"), true, nil, nil},
+		{"a member's /imagine", imagineCmd("C1", "U0ALICE", "a cat"), true, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -329,7 +329,7 @@ func (b *Bot) release() {
 
 // CloseReserve is the part of the grace period kept for closing answers once the work left is
 // cancelled with handlers.ErrShutdown: the handlers' final writes and notes must fit in it
-// (handlers.ReplyOptions.ShutdownTimeout, ImagineOptions.ShutdownTimeout).
+// (handlers.ReplyOptions.ShutdownTimeout, imagine.Options.ShutdownTimeout).
 func CloseReserve(grace time.Duration) time.Duration {
 	return grace - max(grace-closeReserve, grace/2)
 }

@@ -61,10 +61,10 @@ type ReplyOptions struct {
 	// Names resolves the people an answer names, shared with the other use cases that name people
 	// (package summarize). nil: Replies' own, over the Users it is given.
 	Names *gateway.Names
-	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
-	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
-	// nil: this Replies' own, grants kept in this process only.
-	Approvals *Approvals
+	// Approvals ask the asker about the tool calls that need a click and keep the tools allowed for
+	// a thread (*approvals.Approvals, which the approval buttons' clicks reach too). nil: such calls
+	// are denied without asking.
+	Approvals Approver
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
@@ -182,8 +182,8 @@ type Replies struct {
 
 	botThreads *ttlcache.Cache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *gateway.Names
-	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
-	approvals *Approvals
+	// approvals ask about the tool calls that need a click and keep the tools allowed for a thread.
+	approvals Approver
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
 	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
@@ -233,7 +233,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	}
 	approvals := opt.Approvals
 	if approvals == nil {
-		approvals = NewApprovals(nil, nil, log)
+		approvals = noApprovals{}
 	}
 	return &Replies{
 		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,

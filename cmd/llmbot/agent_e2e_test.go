@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
@@ -267,7 +268,7 @@ func TestE2EFeedback(t *testing.T) {
 	}
 	e.waitFor(t, "the comment modal", func() bool { return len(e.slack.Views()) == 1 })
 	v := e.slack.Views()[0]
-	if v.User != "U1" || v.CallbackID != handlers.ViewFeedback || len(v.Inputs) != 1 || !v.Inputs[0].Optional {
+	if v.User != "U1" || v.CallbackID != feedback.View || len(v.Inputs) != 1 || !v.Inputs[0].Optional {
 		t.Errorf("modal %+v: want the optional comment for U1", v)
 	}
 	e.waitFor(t, "the 👎 in the feedback channel", func() bool { return len(e.slack.Messages("C9")) == 1 })

@@ -16,9 +16,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/ops"
@@ -119,8 +122,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 type useCases struct {
 	bot *bot.Bot // Stop: it knows which answers run here, and hands the others' to their replica
 	answering
-	imagine  *handlers.Imagine
-	feedback *handlers.Feedback
+	imagine  *imagine.Imagine
+	feedback *feedback.Feedback
 	slack    *bot.SlackAPI       // private responses
 	sessions *bot.SlackAssistant // the agent session's status
 	prompts  []pane.Prompt
@@ -135,14 +138,14 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Action, Name: route.ActionRegenerate, Feature: route.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
 		{Kind: route.Action, Name: route.ActionStop, Feature: route.FeatureStop, Handler: u.bot.StopHandler()},
 		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: route.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
-		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolAllowThread, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
-		{Kind: route.Action, Name: handlers.ActionFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.Handler()},
-		{Kind: route.View, Name: handlers.ViewFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.CommentHandler()},
-		{Kind: route.Command, Name: handlers.CommandImagine, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
-		{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Action, Name: feedback.Action, Feature: feedback.Feature, Handler: u.feedback.Handler()},
+		{Kind: route.View, Name: feedback.View, Feature: feedback.Feature, Handler: u.feedback.CommentHandler()},
+		{Kind: route.Command, Name: imagine.Command, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Action, Name: imagine.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
 		{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: u.summarize.SummarizeHandler(u.slack)},
 		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
 		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
@@ -339,7 +342,7 @@ type answering struct {
 	replies   *handlers.Replies
 	orphans   *orphans.Closer
 	summarize *summarize.Summarizer
-	approvals *handlers.Approvals
+	approvals *approvals.Approvals
 	pane      *pane.Pane
 }
 
@@ -349,15 +352,15 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	names := gateway.NewNames(api, p.budgets.Lookups, p.id.UserID)
 	agentPane := pane.New(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
-	approvals := handlers.NewApprovals(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
-	opt := p.replyOptions(files, toolOpts, names, agentPane, approvals)
+	approve := approvals.New(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
+	opt := p.replyOptions(files, toolOpts, names, agentPane, approve)
 	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
 	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
 		orphans:   p.orphanCloser(opt),
 		summarize: summarize.New(api, api, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
-		approvals: approvals,
+		approvals: approve,
 		pane:      agentPane,
 	}
 }
@@ -377,7 +380,7 @@ func (p *parts) orphanCloser(opt handlers.ReplyOptions) *orphans.Closer {
 }
 
 // replyOptions are the answers' options, which the orphans' recovery and /summarize share.
-func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, agentPane *pane.Pane, approvals *handlers.Approvals) handlers.ReplyOptions {
+func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, agentPane *pane.Pane, approve *approvals.Approvals) handlers.ReplyOptions {
 	cfg, id, overrides := p.cfg, p.id, p.overrides
 	return handlers.ReplyOptions{
 		BotUserID: id.UserID,
@@ -420,7 +423,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 			Threads: p.shared.marks,
 		},
 		Budgets:   p.budgets,
-		Approvals: approvals,
+		Approvals: approve,
 		Names:     names,
 		Pane:      agentPane,
 		Files: handlers.FileOptions{
@@ -440,8 +443,8 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 }
 
 // imagine makes pictures for /imagine and its "Another one" button.
-func (p *parts) imagine() *handlers.Imagine {
-	return handlers.NewImagine(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), handlers.ImagineOptions{
+func (p *parts) imagine() *imagine.Imagine {
+	return imagine.New(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), imagine.Options{
 		BotName:    p.id.Name,
 		MaxPerUser: p.cfg.ImaginePerUser,
 		Timeout:    p.cfg.ImageTimeout + imageUploadTime,
@@ -452,8 +455,8 @@ func (p *parts) imagine() *handlers.Imagine {
 }
 
 // feedback takes the 👍/👎 on answers and their comments.
-func (p *parts) feedback() *handlers.Feedback {
-	return handlers.NewFeedback(p.api, p.api, p.api, p.log.Named("feedback"), handlers.FeedbackOptions{
+func (p *parts) feedback() *feedback.Feedback {
+	return feedback.New(p.api, p.api, p.api, p.log.Named("feedback"), feedback.Options{
 		Channel: p.cfg.FeedbackChannel,
 		Model: func(channel string) string {
 			o, _ := p.overrides.Lookup(channel)
