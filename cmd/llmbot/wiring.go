@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
@@ -423,17 +424,17 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		Approvals: approvals,
 		Names:     names,
 		Pane:      agentPane,
-		Files: handlers.FileOptions{
-			Files: files, Vision: handlers.Vision(cfg.Vision),
-			ChannelVision: func(channel string) handlers.Vision {
+		Files: attach.NewReader(attach.Options{
+			Files: files, Vision: attach.Vision(cfg.Vision),
+			ChannelVision: func(channel string) attach.Vision {
 				o, _ := overrides.Lookup(channel)
-				return handlers.Vision(o.Vision)
+				return attach.Vision(o.Vision)
 			},
 			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
 			// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
 			// the number of answers reading them, so their memory is bounded together.
 			Pictures: media.NewPreparer(picturesDecoded),
-		},
+		}),
 		Written: p.metrics.ReplyWritten,
 		Tools:   toolOpts,
 	}
