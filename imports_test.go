@@ -32,7 +32,7 @@ var above = append(slices.Clone(useCases), "bot", "access", "ops", "doctor", "cm
 var importRules = []importRule{
 	{
 		rule: "plumbing imports no use case",
-		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "llm/llmtest", "media",
+		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "llm/llmtest", "media", "attach",
 			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
 		never: above,
 	},

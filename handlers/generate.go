@@ -25,7 +25,7 @@ type generation struct {
 	host roundHost
 	// model is the channel's (ReplyOptions.ChannelSettings) or the default.
 	model string
-	// keepImages: the channel's vision is on (the model must see the pictures; see Vision).
+	// keepImages: the channel's vision is on (the model must see the pictures; see attach.Vision).
 	keepImages bool
 	// firstTasks are the progress the first round shows (progress.go's readTasks).
 	firstTasks []gateway.Task

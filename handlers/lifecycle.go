@@ -11,7 +11,7 @@ package handlers
 //	               └── shut down before anything shows: the asker is told privately ─▶ interrupted
 //
 //	opening     reply.go: answer.open, the sink opened (edit.go, stream.go)
-//	reading     reading.go, files.go: contextRead
+//	reading     reading.go: contextRead (the files through attach.Reader)
 //	generating  generate.go, tools.go: generation, its writer goroutine driving the sink's interim writes
 //	closing     closing.go: planClose and closeAnswer; the sinks' own steps (edit_final.go, stream_close.go);
 //	            the answer's own writes (writes.go: answerWrites) within the deadline (deadline.go)
@@ -49,6 +49,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
@@ -109,7 +110,7 @@ func newAnswer(r *Replies, req route.ReplyRequest, threadTS string, log *zap.Log
 	}
 	a := &answer{answerBase: base, marks: &answerMarks{answerBase: base}, writes: &answerWrites{answerBase: base}}
 	a.read = &contextRead{answerBase: base, marks: a.marks, systemPrompt: systemPrompt, leftOut: leftOut}
-	a.gen = &generation{answerBase: base, host: a, model: model, keepImages: a.read.vision() == VisionOn}
+	a.gen = &generation{answerBase: base, host: a, model: model, keepImages: r.opt.Files.Vision(req.Channel) == attach.VisionOn}
 	return a
 }
 
@@ -162,7 +163,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 	a.modelDone()
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	if a.gen.imagesUnseen && kind == convo.MarkAnswer {
-		note = strings.TrimSpace(textImagesSeen + " " + note)
+		note = strings.TrimSpace(attach.TextImagesSeen + " " + note)
 	}
 	if a.gen.toolsUnavailable && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textToolsUnavailable + " " + note)

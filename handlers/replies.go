@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/ttlcache"
@@ -73,8 +74,9 @@ type ReplyOptions struct {
 	// default (see Budgets).
 	Budgets gateway.Budgets
 
-	// Files says what answers read of the files people share (text, pictures).
-	Files FileOptions
+	// Files reads what answers read of the files people share (text, pictures); nil: files are
+	// only noted by name.
+	Files *attach.Reader
 	Tools ToolOptions // tools the model may use (tools.go); none by default
 }
 
@@ -197,7 +199,9 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 		opt.Mode = ModeEdit
 	}
 	opt.Budgets = opt.Budgets.WithDefaults()
-	opt.Files = opt.Files.withDefaults()
+	if opt.Files == nil {
+		opt.Files = attach.NewReader(attach.Options{})
+	}
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = defaultHistoryLimit
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/gateway"
@@ -426,17 +427,17 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		Approvals: approve,
 		Names:     names,
 		Pane:      agentPane,
-		Files: handlers.FileOptions{
-			Files: files, Vision: handlers.Vision(cfg.Vision),
-			ChannelVision: func(channel string) handlers.Vision {
+		Files: attach.NewReader(attach.Options{
+			Files: files, Vision: attach.Vision(cfg.Vision),
+			ChannelVision: func(channel string) attach.Vision {
 				o, _ := overrides.Lookup(channel)
-				return handlers.Vision(o.Vision)
+				return attach.Vision(o.Vision)
 			},
 			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
 			// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
 			// the number of answers reading them, so their memory is bounded together.
 			Pictures: media.NewPreparer(picturesDecoded),
-		},
+		}),
 		Written: p.metrics.ReplyWritten,
 		Tools:   toolOpts,
 	}
