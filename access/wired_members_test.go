@@ -34,7 +34,7 @@ func refusalFor(t *testing.T, u slack.User, opt access.MembersOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := m.Verify(t.Context(), u.ID, u.TeamID)
+	d, err := m.Verify(t.Context(), u.ID, u.TeamID, "")
 	if err != nil || d.Allowed {
 		t.Fatalf("%+v is not refused by %+v: %+v, %v", u, opt, d, err)
 	}

@@ -492,7 +492,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 		return
 	}
 	msg := &route.Request{Kind: route.Message, Name: route.MessageRoute, Feature: rr.Feature(), Channel: rr.Channel,
-		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
+		User: rr.User, Team: rr.Team, UserTeam: rr.UserTeam, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
 	b.dispatch(work, msg, read, log, b.tellLater(rr.Channel, rr.User, rr.ThreadTS, log))
 }
 
@@ -797,7 +797,7 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 	}
 	channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID)
 	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", channel), zap.String("user", cb.User.ID))
-	base := route.Request{Channel: channel, User: cb.User.ID, Team: cmp.Or(cb.User.TeamID, cb.Team.ID),
+	base := route.Request{Channel: channel, User: cb.User.ID, Team: cmp.Or(cb.User.TeamID, cb.Team.ID), UserTeam: cb.User.TeamID,
 		ResponseURL: cb.ResponseURL, TriggerID: cb.TriggerID}
 	var req *route.Request
 	switch cb.Type {
