@@ -16,8 +16,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -395,19 +393,4 @@ func (r *Closer) postOrphanNote(ctx context.Context, o state.Answer, buttons []g
 		return fmt.Errorf("chat.postMessage orphaned answer note: %w", err)
 	}
 	return nil
-}
-
-// slackTS is t as a Slack message timestamp.
-func slackTS(t time.Time) string {
-	us := t.UnixMicro()
-	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
-}
-
-// tsTime is the time of a Slack timestamp, in UTC.
-func tsTime(ts string) time.Time {
-	sec, frac, _ := strings.Cut(ts, ".")
-	s, _ := strconv.ParseInt(sec, 10, 64)
-	frac = (frac + "000000")[:6]
-	us, _ := strconv.ParseInt(frac, 10, 64)
-	return time.Unix(s, us*1000).UTC()
 }

@@ -388,7 +388,7 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := gatewaytest.NewSlack()
-				ts := slackTS(time.Now().Add(-tc.age))
+				ts := convo.TS(time.Now().Add(-tc.age))
 				m := slack.Message{}
 				m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", "Half an answer", ts, testTS
 				m.Metadata = convo.Mark{Kind: convo.MarkAnswer, Question: testTS}.Metadata()
@@ -405,7 +405,7 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 						fs.Mu.Lock()
 						defer fs.Mu.Unlock()
 						edited := fs.Threads[testCh+"/"+testTS][1]
-						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: slackTS(time.Now())}
+						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: convo.TS(time.Now())}
 						fs.Threads[testCh+"/"+testTS][1] = edited
 					}()
 				}
