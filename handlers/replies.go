@@ -1,19 +1,18 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/ttlcache"
@@ -37,58 +36,36 @@ const (
 	ModeAuto ReplyMode = "auto"
 )
 
-// ReplyOptions configure Replies. Zero values get the documented defaults.
+// ReplyOptions configure Replies. Zero values get the documented defaults. The settings of one concern
+// are grouped in a struct of their own (what the model is asked, how the answer is written, how long its
+// writes may take, what the replicas share), embedded so that a setting reads the same wherever it is
+// used (opt.StallTimeout).
 type ReplyOptions struct {
-	SystemPrompt string // may contain {bot_name} and {date}; "": convo's default
 	// The bot's identity (auth.test): to recognise its own messages and mentions.
 	BotUserID, BotID, BotName, TeamID string
-	Budget                            int       // context budget in estimated tokens; 0: convo.DefaultBudget
-	Mode                              ReplyMode // "": ModeEdit
-	FollowUps                         bool      // answer thread messages without a mention in bot threads
-	OtherBots                         bool      // include other bots' messages in the context
-	Model                             string    // chat model; "": the client's default
+	FollowUps                         bool // answer thread messages without a mention in bot threads
 	// Rand is what each request's fence boundary is drawn from (convo.Fence); nil: crypto/rand.
 	Rand io.Reader
 	// Buttons puts Stop (while writing) and Regenerate (when done) buttons on answers written by
 	// editing (see the rules in buttons.go). Parts are then at most 2,600 bytes (a section block
 	// holds 3,000 characters).
 	Buttons bool
-	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
-	// feedback.go).
-	Feedback bool
-	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
-	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
-	ChannelSettings func(channel string) (systemPrompt, model string)
-	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
-	ChannelMode func(channel string) ReplyMode
-	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
-	Journal Journal
-	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
-	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
-	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
-	// process before a restart): at once.
-	OrphanQuiet time.Duration
-	// Fence, when set, holds back the writes of this replica's answers while other replicas could
-	// take it for dead (see Fence); nil: never.
-	Fence gateway.Fence
+
+	ContextOptions
+	WriteOptions
+	Timeouts
+	ReplicaOptions
+
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
-	// and every answer in a thread a thinking status (AgentPane); nil: none.
-	Pane *AgentPane
-	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
-	// processing while it is written, active once it has ended (closed at shutdown).
-	Sessions Sessions
-	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
-	// on another replica than the answer is known there. nil: this process knows its own.
-	Threads ThreadMarks
+	// and every answer in a thread a thinking status (package pane); nil: none.
+	Pane Pane
 	// Names resolves the people an answer names, shared with the other use cases that name people
-	// (Summarize). nil: Replies' own, over the Users it is given.
+	// (package summarize). nil: Replies' own, over the Users it is given.
 	Names *gateway.Names
-	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
-	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
-	// nil: this Replies' own, grants kept in this process only.
-	Approvals *Approvals
+	// Approvals ask the asker about the tool calls that need a click and keep the tools allowed for
+	// a thread (*approvals.Approvals, which the approval buttons' clicks reach too). nil: such calls
+	// are denied without asking.
+	Approvals Approver
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
@@ -97,17 +74,52 @@ type ReplyOptions struct {
 	// default (see Budgets).
 	Budgets gateway.Budgets
 
-	// Files says what answers read of the files people share (text, pictures).
-	Files FileOptions
+	// Files reads what answers read of the files people share (text, pictures); nil: files are
+	// only noted by name.
+	Files *attach.Reader
+	Tools ToolOptions // tools the model may use (tools.go); none by default
+}
 
+// ContextOptions say what the model is asked: the instructions, the model, and how much of the
+// conversation goes with the question.
+type ContextOptions struct {
+	SystemPrompt string // may contain {bot_name} and {date}; "": convo's default
+	Model        string // chat model; "": the client's default
+	Budget       int    // context budget in estimated tokens; 0: convo.DefaultBudget
+	OtherBots    bool   // include other bots' messages in the context
+	HistoryLimit int    // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
+	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
+	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
+	ChannelSettings func(channel string) (systemPrompt, model string)
+}
+
+// WriteOptions say how an answer is written into Slack.
+type WriteOptions struct {
+	Mode ReplyMode // "": ModeEdit
+	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
+	ChannelMode func(channel string) ReplyMode
+	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
+	// feedback.go).
+	Feedback bool
 	// PlaceholderAfter is how long an answer in edit mode waits for the model's first text before it
 	// shows the "Thinking…" placeholder. The first text is then posted as the answer's message (from
 	// the channel's post budget, not the workspace's scarce edit budget), so under load askers see
 	// text as soon as the model writes it; a model slow to start still shows life after this long.
 	// 0: the placeholder is posted at once.
 	PlaceholderAfter time.Duration
+	StreamRefusal    time.Duration // how long a refusal of native streaming is remembered; default 10 min
+	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
+	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
+	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
+	// Defaults 4 min each.
+	StreamRollover, StreamIdle time.Duration
+	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
+	// processing while it is written, active once it has ended (closed at shutdown).
+	Sessions Sessions
+}
 
-	HistoryLimit int // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
+// Timeouts bound an answer's waits: for the model, and for its closing writes once it is cancelled.
+type Timeouts struct {
 	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
 	// before the reply gives up. Keep-alive comments reset the model client's own idle timeout but not
 	// this one, so it must exceed the client's header and idle timeouts together (a reasoning model may
@@ -118,13 +130,19 @@ type ReplyOptions struct {
 	// ShutdownTimeout replaces FinalTimeout when the reply is cancelled with ErrShutdown: the
 	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration
-	StreamRefusal   time.Duration // how long a refusal of native streaming is remembered; default 10 min
-	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
-	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
-	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
-	// Defaults 4 min each.
-	StreamRollover, StreamIdle time.Duration
-	Tools                      ToolOptions // tools the model may use (tools.go); none by default
+}
+
+// ReplicaOptions are what the replicas share about the answers in progress.
+type ReplicaOptions struct {
+	// Journal records the messages each answer posts, so that a replica that dies mid-answer
+	// leaves enough for another (or its restart) to close it (package orphans). nil: not recorded.
+	Journal Journal
+	// Fence, when set, holds back the writes of this replica's answers while other replicas could
+	// take it for dead (see Fence); nil: never.
+	Fence gateway.Fence
+	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
+	// on another replica than the answer is known there. nil: this process knows its own.
+	Threads ThreadMarks
 }
 
 // DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
@@ -135,9 +153,8 @@ const DefaultStreamRollover = 4 * time.Minute
 const (
 	defaultHistoryLimit    = 20
 	defaultShutdownTimeout = 2 * time.Second
-	// defaultRefusal is how long a refusal by Slack of something the bot may do without is
-	// remembered (ReplyOptions.StreamRefusal's default; the agent pane's statuses).
-	defaultRefusal = 10 * time.Minute
+	// defaultRefusal is ReplyOptions.StreamRefusal's default.
+	defaultRefusal = gateway.DefaultRefusal
 )
 
 // Bounds of the in-memory caches.
@@ -167,33 +184,12 @@ type Replies struct {
 
 	botThreads *ttlcache.Cache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *gateway.Names
-	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
-	approvals *Approvals
+	// approvals ask about the tool calls that need a click and keep the tools allowed for a thread.
+	approvals Approver
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
 	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
-	streaming, sessions refused
-}
-
-// refused remembers that Slack refused something the bot may do without, so that it is not tried
-// again for a while. Safe for concurrent use.
-type refused struct {
-	mu    sync.Mutex
-	until time.Time
-}
-
-// allowed reports whether it may be tried: not refused in the last while.
-func (f *refused) allowed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return !time.Now().Before(f.until)
-}
-
-// refuse records a refusal: it is not tried again for d.
-func (f *refused) refuse(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.until = time.Now().Add(d)
+	streaming, sessions gateway.Refused
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
@@ -203,7 +199,9 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 		opt.Mode = ModeEdit
 	}
 	opt.Budgets = opt.Budgets.WithDefaults()
-	opt.Files = opt.Files.withDefaults()
+	if opt.Files == nil {
+		opt.Files = attach.NewReader(attach.Options{})
+	}
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = defaultHistoryLimit
 	}
@@ -239,7 +237,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	}
 	approvals := opt.Approvals
 	if approvals == nil {
-		approvals = NewApprovals(nil, nil, log)
+		approvals = noApprovals{}
 	}
 	return &Replies{
 		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
@@ -296,12 +294,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	if threadTS != "" {
 		r.joined(ctx, req.Channel+"/"+threadTS)
 	}
-	a := &answer{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
-		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model, leftOut: leftOut}
-	if f := r.opt.ChannelSettings; f != nil {
-		sp, m := f(req.Channel)
-		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
-	}
+	a := newAnswer(r, req, threadTS, log, leftOut)
 	return a.run(ctx, thread)
 }
 
@@ -526,5 +519,5 @@ func (r *Replies) streams(req route.ReplyRequest) bool {
 
 // streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	return r.streamer != nil && r.streaming.allowed()
+	return r.streamer != nil && r.streaming.Allowed()
 }

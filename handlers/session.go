@@ -41,9 +41,9 @@ const (
 // natively (where Slack keeps a session; an answer written by editing shows our own Stop button).
 // A refusal that says the app cannot have sessions (not declared as an agent, the event not
 // subscribed, an older Slack) turns the calls off for StreamRefusal, once logged.
-func (a *answer) session(ctx context.Context, s sink, status string) {
+func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 	r := a.r
-	if r.opt.Sessions == nil || s.mode() != ModeStream || a.threadTS == "" || !r.sessions.allowed() {
+	if r.opt.Sessions == nil || mode != ModeStream || a.threadTS == "" || !r.sessions.Allowed() {
 		return
 	}
 	timeout, shutdown := sessionTimeout, errors.Is(context.Cause(ctx), ErrShutdown)
@@ -71,7 +71,7 @@ func (a *answer) session(ctx context.Context, s sink, status string) {
 		r.paced.SessionTurn().Throttled(ra)
 		a.log.Info("agent session status rate limited", zap.String("status", status))
 	case refusesSessions(err):
-		r.sessions.refuse(r.opt.StreamRefusal)
+		r.sessions.Refuse(r.opt.StreamRefusal)
 		a.log.Warn("agent sessions refused: is the app declared as an agent (features.agent_view) and subscribed to agent_session_stopped?",
 			zap.Error(err), zap.Duration("for", r.opt.StreamRefusal))
 	default:

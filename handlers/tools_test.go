@@ -14,10 +14,12 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/toolinfo"
 )
 
@@ -53,7 +55,7 @@ func (f *fakeTools) called() []string {
 // roundChat answers each request with the steps script gives for it (n counts from 0).
 type roundChat struct {
 	mu       sync.Mutex
-	script   func(n int, req llm.ChatRequest) []step
+	script   func(n int, req llm.ChatRequest) []llmtest.Step
 	requests []llm.ChatRequest
 }
 
@@ -62,7 +64,7 @@ func (c *roundChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[l
 	n := len(c.requests)
 	c.requests = append(c.requests, req)
 	c.mu.Unlock()
-	inner := &fakeChat{steps: c.script(n, req)}
+	inner := &llmtest.Chat{Steps: c.script(n, req)}
 	return inner.Stream(ctx, req)
 }
 
@@ -74,8 +76,8 @@ func (c *roundChat) calls() []llm.ChatRequest {
 
 // callsThenAnswer: an answer's first rounds (rounds of them; -1: all) say "Checking." and call the
 // tools; the next answers "Done.".
-func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatRequest) []step {
-	return func(_ int, req llm.ChatRequest) []step {
+func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatRequest) []llmtest.Step {
+	return func(_ int, req llm.ChatRequest) []llmtest.Step {
 		n := 0 // the rounds before this one
 		for _, m := range req.Messages {
 			if len(m.ToolCalls) > 0 {
@@ -83,10 +85,10 @@ func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatReques
 			}
 		}
 		if (rounds < 0 || n < rounds) && req.Tools != nil {
-			return []step{{chunk: llm.Chunk{Content: "Checking."}}, {chunk: llm.Chunk{FinishReason: "tool_calls"}},
-				{chunk: llm.Chunk{ToolCalls: calls}}}
+			return []llmtest.Step{{Chunk: llm.Chunk{Content: "Checking."}}, {Chunk: llm.Chunk{FinishReason: "tool_calls"}},
+				{Chunk: llm.Chunk{ToolCalls: calls}}}
 		}
-		return deltas([]string{"Done."}, 100*time.Millisecond)
+		return llmtest.Deltas([]string{"Done."}, 100*time.Millisecond)
 	}
 }
 
@@ -107,12 +109,12 @@ type toolTest struct {
 	tools *fakeTools
 	r     *Replies
 	// approvals are where the answers' approval prompts wait for the clicks (Decide).
-	approvals *Approvals
+	approvals *approvals.Approvals
 	events    []ToolEvent
 	mu        sync.Mutex
 }
 
-func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatRequest) []step, edit func(*ToolOptions)) *toolTest {
+func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatRequest) []llmtest.Step, edit func(*ToolOptions)) *toolTest {
 	tt := &toolTest{slack: newQuestionSlack(), chat: &roundChat{script: script}, tools: tools}
 	opt := testOptions()
 	opt.Tools = ToolOptions{Tools: tools, Observe: func(ev ToolEvent) {
@@ -123,7 +125,7 @@ func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatReques
 	if edit != nil {
 		edit(&opt.Tools)
 	}
-	tt.approvals = NewApprovals(nil, nil, zaptest.NewLogger(t))
+	tt.approvals = approvals.New(nil, nil, zaptest.NewLogger(t))
 	opt.Approvals = tt.approvals
 	tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)
 	return tt
@@ -154,7 +156,7 @@ func (tt *toolTest) final() string {
 func (tt *toolTest) prompts() []gatewaytest.Call {
 	var out []gatewaytest.Call
 	for _, c := range tt.slack.CallsOf("post") {
-		if len(c.Buttons) > 0 && c.Buttons[0].ActionID == ActionToolAllowOnce {
+		if len(c.Buttons) > 0 && c.Buttons[0].ActionID == approvals.ActionToolAllowOnce {
 			out = append(out, c)
 		}
 	}
@@ -209,11 +211,11 @@ func TestToolApproval(t *testing.T) {
 		verdict string   // in the settled prompt
 		calls   int      // tool calls made
 	}{
-		{"allow once", []string{"U1 " + ActionToolAllowOnce}, 0, []string{"wx/weather:ok"}, "_Used `weather` (wx)._", "_Allowed once._", 1},
-		{"deny", []string{"U1 " + ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: the person who asked denied it", "_Denied._", 0},
+		{"allow once", []string{"U1 " + approvals.ActionToolAllowOnce}, 0, []string{"wx/weather:ok"}, "_Used `weather` (wx)._", "_Allowed once._", 1},
+		{"deny", []string{"U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: the person who asked denied it", "_Denied._", 0},
 		{"time out", nil, 0, []string{"wx/weather:timeout"}, "nobody approved it in time", "_Not answered in time: denied._", 0},
-		{"someone else first", []string{"U2 " + ActionToolAllowOnce, "U1 " + ActionToolDeny}, 0, []string{"wx/weather:denied"}, "denied it", "_Denied._", 0},
-		{"late click", []string{"U1 " + ActionToolAllowOnce}, 3 * time.Minute, []string{"wx/weather:timeout"}, "in time", "in time", 0},
+		{"someone else first", []string{"U2 " + approvals.ActionToolAllowOnce, "U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "denied it", "_Denied._", 0},
+		{"late click", []string{"U1 " + approvals.ActionToolAllowOnce}, 3 * time.Minute, []string{"wx/weather:timeout"}, "in time", "in time", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -231,7 +233,7 @@ func TestToolApproval(t *testing.T) {
 						t.Errorf("prompt %q lacks %q", p.Text, want)
 					}
 				}
-				ref, err := ParseApprovalRef(p.Buttons[0].Value)
+				ref, err := approvals.ParseApprovalRef(p.Buttons[0].Value)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -239,8 +241,8 @@ func TestToolApproval(t *testing.T) {
 				for _, c := range tc.clicks {
 					user, action, _ := strings.Cut(c, " ")
 					got := tt.approvals.Decide(ref, user, action)
-					if user != "U1" && got != DecidedNotAsker {
-						t.Errorf("click by %s: %v, want DecidedNotAsker", user, got)
+					if user != "U1" && got != approvals.DecidedNotAsker {
+						t.Errorf("click by %s: %v, want approvals.DecidedNotAsker", user, got)
 					}
 				}
 				time.Sleep(DefaultApprovalTimeout)
@@ -287,8 +289,8 @@ func TestToolAllowForThread(t *testing.T) {
 		if len(ps) != 1 || len(ps[0].Buttons) != 3 {
 			t.Fatalf("%d prompts (want 1, with 3 buttons)", len(ps))
 		}
-		ref, _ := ParseApprovalRef(buttonValue(ps[0]))
-		if got := tt.approvals.Decide(ref, "U1", ActionToolAllowThread); got != DecidedHere {
+		ref, _ := approvals.ParseApprovalRef(buttonValue(ps[0]))
+		if got := tt.approvals.Decide(ref, "U1", approvals.ActionToolAllowThread); got != approvals.DecidedHere {
 			t.Fatalf("Decide = %v", got)
 		}
 		mustNoErr(t, <-done)
