@@ -24,12 +24,9 @@ type GateOptions struct {
 	Costly   []string
 	Notifier Notifier
 	// Note is what a person is told when a budget of theirs is spent (notes.OverBudget).
-	Note func(e *OverBudget, now time.Time) string
-	// Ignored is returned for a request refused by a budget: told, nothing else to answer
-	// (handlers.ErrIgnored).
-	Ignored error
-	Hooks   Hooks
-	Log     *zap.Logger
+	Note  func(e *OverBudget, now time.Time) string
+	Hooks Hooks
+	Log   *zap.Logger
 }
 
 // Gate is the ledger's route middleware: it puts every request's Who (its person, its channel,
@@ -92,7 +89,7 @@ func (g *Gate) check(ctx context.Context, req *route.Request, w Who) error {
 	if err := g.opt.Notifier.Ephemeral(nctx, req.Channel, req.User, thread, g.opt.Note(ob, time.Now())); err != nil {
 		g.opt.Log.Warn("ledger: the spent budget's note not told", zap.Error(err))
 	}
-	return g.opt.Ignored
+	return route.ErrIgnored // told; nothing else to answer
 }
 
 func costly(features []string, f string) bool { return slices.Contains(features, f) }

@@ -24,8 +24,6 @@ func (n *notices) Ephemeral(_ context.Context, channel, user, threadTS, text str
 	return nil
 }
 
-var errIgnored = errors.New("ignored")
-
 // TestGate: every request runs with its Who in its context; a costly one whose budget is spent
 // is told so privately and does not run; a free one runs whatever the budget.
 func TestGate(t *testing.T) {
@@ -35,7 +33,7 @@ func TestGate(t *testing.T) {
 	}
 	b := NewBook(mem.Tallies(), Budgets{PersonDay: 100}, 24*time.Hour)
 	n := &notices{}
-	g := NewGate(GateOptions{Book: b, Costly: []string{"mention", "imagine"}, Notifier: n, Ignored: errIgnored,
+	g := NewGate(GateOptions{Book: b, Costly: []string{"mention", "imagine"}, Notifier: n,
 		Note: func(e *OverBudget, _ time.Time) string { return "spent: " + e.Scope }})
 	var ran []Who
 	h := g.Middleware(route.Funcs{
@@ -54,7 +52,7 @@ func TestGate(t *testing.T) {
 	if err := b.Record(t.Context(), Who{User: "U1", Channel: "C1"}, Use{Input: 100}); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Run(t.Context(), mention); !errors.Is(err, errIgnored) {
+	if err := h.Run(t.Context(), mention); !errors.Is(err, route.ErrIgnored) {
 		t.Errorf("a mention over budget: %v, want ignored", err)
 	}
 	if err := h.Run(t.Context(), usage); err != nil {
