@@ -89,6 +89,16 @@ type Config struct {
 	ImagineDailyQuota int    `envconfig:"IMAGINE_DAILY_QUOTA" tier:"limits" default:"0" desc:"/imagine pictures per person per day (UTC), counted across replicas when REDIS_URL is set. 0: unlimited."`
 	ChannelConfig     string `envconfig:"CHANNEL_CONFIG" tier:"features" desc:"Path of a YAML file with per-channel system_prompt, model, reply_mode and vision overrides, and the MCP tools each channel may use (see deploy/kubernetes/configmap.yaml and Tools in README.md). Unset: none."`
 
+	Redact               string `envconfig:"REDACT" tier:"features" desc:"Replace personal data and secrets with typed placeholders ([EMAIL 1]) in everything sent to the model (thread, files, tool calls and results): all, or some of email, phone, card, iban, secret, comma-separated. Unset: nothing replaced."`
+	RedactPatterns       string `envconfig:"REDACT_PATTERNS" tier:"features" text:"true" desc:"The team's own kinds to replace before the model, whatever REDACT says: NAME=regexp, one per line or a space apart, NAME in capital letters (CUSTOMER=CUS-[0-9]{6} gives [CUSTOMER 1])."`
+	UsageAdmins          string `envconfig:"USAGE_ADMINS" tier:"features" desc:"User IDs, comma-separated, whose /usage also shows everyone's use this month: the top people, channels and models, and their cost (PRICES)."`
+	Prices               string `envconfig:"PRICES" tier:"features" desc:"What the models cost per million input and output tokens, for /usage: model=input/output, comma-separated (gpt-5.4-mini=0.25/2). Unset: no cost shown."`
+	BudgetPersonDaily    int64  `envconfig:"BUDGET_PERSON_DAILY" tier:"limits" default:"0" desc:"Tokens (input and output) one person may use a day (UTC), across replicas when REDIS_URL is set; once spent, they are told privately and nothing is sent to the model. 0: no budget."`
+	BudgetPersonMonthly  int64  `envconfig:"BUDGET_PERSON_MONTHLY" tier:"limits" default:"0" desc:"Tokens one person may use a calendar month (UTC), as BUDGET_PERSON_DAILY. 0: no budget."`
+	BudgetChannelDaily   int64  `envconfig:"BUDGET_CHANNEL_DAILY" tier:"limits" default:"0" desc:"Tokens everyone together may use a day in one channel (a DM is a channel), as BUDGET_PERSON_DAILY. 0: no budget."`
+	BudgetChannelMonthly int64  `envconfig:"BUDGET_CHANNEL_MONTHLY" tier:"limits" default:"0" desc:"Tokens everyone together may use a month in one channel, as BUDGET_PERSON_DAILY. 0: no budget."`
+	UsageRetentionDays   int    `envconfig:"USAGE_RETENTION_DAYS" tier:"operations" default:"90" desc:"Days the usage counts (numbers per person, channel and model, never text) are kept in the shared state; a month's totals a month longer."`
+
 	MCPConfig           string        `envconfig:"MCP_CONFIG" tier:"features" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
 	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" tier:"limits" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
 	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" tier:"limits" default:"2m" desc:"How long a round's tool calls that need a click wait for the asker's Allow or Deny; no answer in time denies them."`
@@ -326,6 +336,7 @@ func (c Config) problems() []string {
 	c.replyProblems(&p)
 	c.timeProblems(&p)
 	c.accessProblems(&p)
+	c.controlsProblems(&p)
 	return p
 }
 

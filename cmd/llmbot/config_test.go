@@ -62,7 +62,7 @@ func TestDefaults(t *testing.T) {
 		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
-		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute,
+		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute, UsageRetentionDays: 90,
 		ExternalUsers: "refused", GuestUsers: "members",
 		LogLevel: zapcore.InfoLevel,
 	}
@@ -141,6 +141,11 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_INPUT_MAX_SIDE":   "10000",
 		"EXTERNAL_USERS":         "allowed",
 		"GUEST_USERS":            "no",
+		"REDACT":                 "email,postcode",
+		"REDACT_PATTERNS":        "customer=CUS",
+		"PRICES":                 "gpt-4o=cheap",
+		"BUDGET_PERSON_DAILY":    "-1",
+		"USAGE_RETENTION_DAYS":   "0",
 	}
 	setEnv(t, env)
 	cfg, problems := loadConfig()
@@ -173,7 +178,12 @@ func TestBadValuesAllReported(t *testing.T) {
 		"IMAGE_INPUT_MAX_SIDE: 10000 must be at most 4096",
 		`EXTERNAL_USERS: "allowed" is not one of refused, members`,
 		`GUEST_USERS: "no" is not one of members, refused`,
-		"23 problem(s)",
+		`REDACT: unknown kind "POSTCODE" (want email, phone, card, iban, secret or all)`,
+		`REDACT_PATTERNS: pattern "customer=CUS": want NAME=regexp, NAME in capital letters`,
+		`PRICES: price "gpt-4o=cheap": want model=input/output per million tokens`,
+		"BUDGET_PERSON_DAILY: -1 is below 0 (0: no budget)",
+		"USAGE_RETENTION_DAYS: 0 is below 1",
+		"28 problem(s)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)

@@ -109,6 +109,9 @@ func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string, flags 
 		"SHUTDOWN_GRACE":  "3s",
 		"LLM_MAX_RETRIES": "0",
 		"LLM_HEADERS":     "X-Extra=" + secret + "-header",
+		// Not the user's cache directory: what a run keeps there (the journal, the usage counts)
+		// must not reach the next run's.
+		"STATE_DIR": t.TempDir(),
 	}
 	for k, v := range env {
 		full[k] = v

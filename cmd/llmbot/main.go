@@ -163,6 +163,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 			}
 			return r.Close()
 		},
+		Controls: cfg.doctorControls(),
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/summarize"
+	"github.com/llmbot/llmbot/usage"
 )
 
 // The route table is every message, command, button, shortcut, modal and event the bot serves,
@@ -37,6 +38,7 @@ func TestRouteTable(t *testing.T) {
 		},
 		imagine:  imagine.New(nil, nil, nil, log, imagine.Options{}),
 		feedback: feedback.New(nil, nil, nil, log, feedback.Options{}),
+		usage:    usage.New(nil, nil, log, usage.Options{}),
 	}
 	rows := u.routes()
 	if err := route.NewTable().Add(rows...); err != nil {

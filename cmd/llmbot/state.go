@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/ledger"
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
@@ -36,6 +37,7 @@ type sharedState struct {
 	orphans  orphans.Journal
 	journal  handlers.Journal
 	fence    gateway.Fence
+	tallies  ledger.Tallies
 }
 
 // Close closes the store, once its run has returned.
@@ -46,7 +48,7 @@ func sharedMemory(m *state.Memory) sharedState {
 	k, a := m.Keys(), m.Answers()
 	return sharedState{run: m.Run, close: m.Close,
 		replicas: bot.Replicas{Claims: k, Leases: m, Journal: a, Inbox: m.Inbox()},
-		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a}
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: m.Tallies()}
 }
 
 // sharedFallback is f by its parts.
@@ -54,7 +56,7 @@ func sharedFallback(f *state.Fallback) sharedState {
 	k, a := f.Keys(), f.Answers()
 	return sharedState{run: f.Run, close: f.Close,
 		replicas: bot.Replicas{Claims: k, Leases: f, Journal: a, Inbox: f.Inbox()},
-		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a}
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: f.Tallies()}
 }
 
 // openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from

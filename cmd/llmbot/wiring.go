@@ -33,6 +33,7 @@ import (
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
 	"github.com/llmbot/llmbot/tools"
+	"github.com/llmbot/llmbot/usage"
 )
 
 // Time limits of the Slack client and the start-up (Slack's rate limits are gateway.Budgets).
@@ -98,13 +99,14 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
 	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
-	// Every command, button, shortcut and event is one row of routes; access rules and metrics wrap them all.
-	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, metrics.Middleware)
+	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
+	// asked where, and the budgets) and metrics wrap them all.
+	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, p.controls.gate.Middleware, metrics.Middleware)
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
-		prompts: p.prompts}
+		prompts: p.prompts, usage: p.usage(p.controls.book)}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
@@ -128,6 +130,7 @@ type useCases struct {
 	slack    *bot.SlackAPI       // private responses
 	sessions *bot.SlackAssistant // the agent session's status
 	prompts  []pane.Prompt
+	usage    *usage.Usage
 }
 
 // routes is the route table: every message, command, button, shortcut, modal and event the bot
@@ -150,6 +153,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: u.summarize.SummarizeHandler(u.slack)},
 		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
 		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
+		{Kind: route.Command, Name: usage.Command, Feature: usage.Feature, Handler: u.usage.Handler()},
 	}
 }
 
@@ -321,6 +325,7 @@ type parts struct {
 	notices   *gateway.Notices
 	overrides *access.Overrides
 	prompts   []pane.Prompt
+	controls  controls // usage counted, budgets, redaction: at the model seam and in the route middleware
 	log       *zap.Logger
 }
 
@@ -330,11 +335,13 @@ func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client,
 	budgets.Share(shared.buckets)
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
-	return &parts{cfg: cfg, id: id, api: api, model: model, metrics: metrics, shared: shared, budgets: budgets,
-		// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
-		// replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
+	p := &parts{cfg: cfg, id: id, api: api, model: model, metrics: metrics, shared: shared, budgets: budgets,
+		// The loop's busy notes and places in line, and the guard's and the ledger's refusals, take
+		// their turns in the replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
 		notices:   gateway.NewNotices(api, budgets),
 		overrides: overrides, prompts: prompts, log: log}
+	p.controls = p.newControls()
+	return p
 }
 
 // answering is what answers messages, and the use cases beside it that share its options: the
@@ -355,7 +362,9 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	// Redis never sees the token the grants' key is derived from.
 	approve := approvals.New(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
 	opt := p.replyOptions(files, toolOpts, names, agentPane, approve)
-	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
+	// One metered chat for the answers and the summaries, under the ledger: a request a budget
+	// refuses never reaches the model (nor its metrics), and what reaches it is redacted.
+	chat := p.controls.meter.Chat(p.metrics.Chat(p.model, cfg.ChatModel), cfg.ChatModel)
 	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
@@ -445,7 +454,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 
 // imagine makes pictures for /imagine and its "Another one" button.
 func (p *parts) imagine() *imagine.Imagine {
-	return imagine.New(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), imagine.Options{
+	return imagine.New(p.controls.meter.Imager(p.metrics.Imager(p.model), p.cfg.ImageModel), p.api, p.api, p.log.Named("imagine"), imagine.Options{
 		BotName:    p.id.Name,
 		MaxPerUser: p.cfg.ImaginePerUser,
 		Timeout:    p.cfg.ImageTimeout + imageUploadTime,
