@@ -257,6 +257,12 @@ func (r *Redactor) find(t string, spans []span) []span {
 			}
 		}
 	}
+	return resolve(spans, overlaps)
+}
+
+// resolve orders spans by where they start, and when some may overlap (overlaps), keeps of each
+// overlapping set the one of the stronger kind, then the first, then the longer.
+func resolve(spans []span, overlaps bool) []span {
 	if len(spans) < 2 {
 		return spans
 	}
