@@ -338,3 +338,35 @@ func TestFailedRequestCostsNothing(t *testing.T) {
 		t.Errorf("a refused request counted %+v", got)
 	}
 }
+
+// TestPlaceholdersStableAcrossRounds: a tool round's request is the one before it and more, so the
+// values it had keep their placeholders, and a new value in a tool's result gets the next one.
+func TestPlaceholdersStableAcrossRounds(t *testing.T) {
+	red, err := redact.New(redact.Kinds, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, Budgets{}, red)
+	r.srv.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Tokens("ok") })
+	first := llm.ChatRequest{Messages: []llm.Message{
+		{Role: llm.RoleUser, Content: "Compare bob@example.org with jane@example.com"},
+	}}
+	second := first
+	second.Messages = append(slices.Clone(first.Messages),
+		llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "lookup", Arguments: `{"who":"jane@example.com"}`}}},
+		llm.Message{Role: llm.RoleTool, ToolCallID: "c1", Content: "jane@example.com reports to max@example.net"})
+	for _, req := range []llm.ChatRequest{first, second} {
+		if _, err := r.ask(t, jane, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := r.srv.ChatRequests()
+	for i, want := range []string{"Compare [EMAIL 1] with [EMAIL 2]", "Compare [EMAIL 1] with [EMAIL 2]"} {
+		if got := reqs[i].Messages[0].Content; got != want {
+			t.Errorf("round %d: %q, want %q", i+1, got, want)
+		}
+	}
+	if got, want := reqs[1].Messages[2].Content, "[EMAIL 2] reports to [EMAIL 3]"; !strings.Contains(got, want) {
+		t.Errorf("the tool's result: %q, want %q in it", got, want)
+	}
+}
