@@ -19,7 +19,7 @@ var importRules = []struct {
 }{
 	{
 		rule: "plumbing imports no use case",
-		packages: []string{"tools", "state", "pace", "slackmd", "llm", "media", "slacksocket",
+		packages: []string{"tools", "state", "threads", "pace", "slackmd", "llm", "media", "slacksocket",
 			"internal/watch", "internal/redisping", "internal/nodump"},
 		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
 	},
@@ -37,7 +37,7 @@ var importRules = []struct {
 	{
 		rule: "only tools speaks MCP: the use cases see tools through toolinfo",
 		packages: []string{"handlers", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
-			"llm", "state", "pace", "slackmd", "media", "slacksocket"},
+			"llm", "state", "threads", "pace", "slackmd", "media", "slacksocket"},
 		never: []string{"github.com/modelcontextprotocol/"},
 	},
 }
