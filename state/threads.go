@@ -30,12 +30,11 @@ type ThreadLimits struct {
 	// Bytes bounds one entry (the bytes of its messages' bodies and marks): past it, the oldest
 	// messages after the root are dropped, the newest always kept.
 	Bytes int
-	// Entries bounds how many entries are held: Begin drops the least recently begun past it. So an
-	// entry holds at most Bytes and a store Entries×Bytes (and a MemoryThreads at most Total).
+	// Entries and Total bound how many entries are held and the bytes of them all (Total 0:
+	// Entries×Bytes): past either, the least recently changed entries are dropped (the one just
+	// changed is kept, alone over Total as it may be).
 	Entries int
-	// Total bounds a MemoryThreads' bytes (0: Entries×Bytes): it drops the least recently begun
-	// entries past it. A Redis's memory is its operator's; there the bound is Entries×Bytes.
-	Total int
+	Total   int
 }
 
 // ThreadMessage is one message of an entry.
@@ -105,7 +104,7 @@ type memThread struct {
 	gen, root, from string
 	done            bool
 	left, bytes     int
-	begun, expires  time.Time
+	changed, expires time.Time
 	msgs            map[string]ThreadMessage
 	deleted         map[string]bool
 }
@@ -136,9 +135,9 @@ func (m *MemoryThreads) Begin(_ context.Context, key, root, gen string) (int64, 
 	defer m.mu.Unlock()
 	now := time.Now()
 	m.drop(key)
-	m.entries[key] = &memThread{epoch: m.epoch, gen: gen, root: root, begun: now, expires: now.Add(m.lim.TTL),
+	m.entries[key] = &memThread{epoch: m.epoch, gen: gen, root: root, changed: now, expires: now.Add(m.lim.TTL),
 		msgs: make(map[string]ThreadMessage), deleted: make(map[string]bool)}
-	m.evict(now)
+	m.evict(key, now)
 	return m.epoch, nil
 }
 
@@ -165,8 +164,7 @@ func (m *MemoryThreads) Fill(_ context.Context, key, gen string, leftOut int, ms
 		e.startAt(oldestAfter(msgs, e.root))
 	}
 	e.trim(m.lim.Bytes)
-	e.expires = time.Now().Add(m.lim.TTL)
-	m.bytes += e.bytes - before
+	m.changed(key, e, before)
 	return true, nil
 }
 
@@ -183,8 +181,7 @@ func (m *MemoryThreads) Apply(_ context.Context, key string, ops []ThreadOp) err
 		e.apply(op)
 	}
 	e.trim(m.lim.Bytes)
-	e.expires = time.Now().Add(m.lim.TTL)
-	m.bytes += e.bytes - before
+	m.changed(key, e, before)
 	return nil
 }
 
@@ -223,18 +220,26 @@ func (m *MemoryThreads) drop(key string) {
 	}
 }
 
-// evict drops the expired entries, then the least recently begun while there are too many or they
-// hold too much. m.mu is held.
-func (m *MemoryThreads) evict(now time.Time) {
+// changed accounts for a change of entry key, which held before bytes. m.mu is held.
+func (m *MemoryThreads) changed(key string, e *memThread, before int) {
+	now := time.Now()
+	e.changed, e.expires = now, now.Add(m.lim.TTL)
+	m.bytes += e.bytes - before
+	m.evict(key, now)
+}
+
+// evict drops the expired entries, then the least recently changed but keep while there are too
+// many or they hold too much. m.mu is held.
+func (m *MemoryThreads) evict(keep string, now time.Time) {
 	for k, e := range m.entries {
 		if !now.Before(e.expires) {
 			m.drop(k)
 		}
 	}
-	for len(m.entries) > m.lim.Entries || m.bytes > m.lim.Total && len(m.entries) > 1 {
+	for len(m.entries) > 1 && (len(m.entries) > m.lim.Entries || m.bytes > m.lim.Total) {
 		oldest := ""
 		for k, e := range m.entries {
-			if oldest == "" || e.begun.Before(m.entries[oldest].begun) {
+			if k != keep && (oldest == "" || e.changed.Before(m.entries[oldest].changed)) {
 				oldest = k
 			}
 		}

@@ -15,12 +15,17 @@ import (
 // (keys under the store's namespace):
 //
 //	thread-epoch         the epoch (INCR by Bump)
-//	thread-entries       sorted set of the entries' keys by when they were begun (ms of Redis's clock)
+//	thread-entries       sorted set of the entries' keys by their last change (ms of Redis's clock)
+//	thread-sizes         hash: the bytes of each entry in thread-entries
+//	thread-bytes         the sum of thread-sizes
 //	thread:<key>         hash: epoch, gen, root, from, done, left, bytes; m:<ts> a message's body,
 //	                     k:<ts> its mark, d:<ts> a deleted message
 //
 // Every change is one Lua script, so that no other replica's change comes between its checks and its
-// writes. Safe for concurrent use.
+// writes; each keeps the accounts of the entries (their last change, their bytes) and drops the
+// expired ones from them, then the least recently changed while there are more than Entries or they
+// hold more than Total: Redis's memory is shared with the replicas' state, which must never find it
+// full. Safe for concurrent use.
 type RedisThreads struct {
 	r   *Redis
 	lim ThreadLimits
@@ -34,16 +39,27 @@ func (r *Redis) Threads(lim ThreadLimits) (*RedisThreads, error) {
 	if err := checkThreadLimits(lim); err != nil {
 		return nil, err
 	}
+	if lim.Total <= 0 {
+		lim.Total = lim.Entries * lim.Bytes
+	}
 	return &RedisThreads{r: r, lim: lim, s: threadScripts{
-		begin: redis.NewScript(threadBeginLua),
+		begin: redis.NewScript(threadTrimLua + threadBeginLua),
 		fill:  redis.NewScript(threadTrimLua + threadFillLua),
 		apply: redis.NewScript(threadTrimLua + threadApplyLua),
 	}}, nil
 }
 
-func (t *RedisThreads) epochKey() string        { return t.r.ns + "thread-epoch" }
-func (t *RedisThreads) entriesKey() string      { return t.r.ns + "thread-entries" }
-func (t *RedisThreads) entry(key string) string { return t.r.ns + "thread:" + key }
+func (t *RedisThreads) epochKey() string { return t.r.ns + "thread-epoch" }
+
+// keys are the keys of a script on entry key: the entry, its accounts, the epoch.
+func (t *RedisThreads) keys(key string) []string {
+	return []string{t.r.ns + "thread:" + key, t.r.ns + "thread-entries", t.r.ns + "thread-sizes", t.r.ns + "thread-bytes", t.epochKey()}
+}
+
+// limits are the first arguments of every script: ttl ms, bound of an entry, most entries, most bytes.
+func (t *RedisThreads) limits() []any {
+	return []any{t.lim.TTL.Milliseconds(), t.lim.Bytes, t.lim.Entries, t.lim.Total}
+}
 
 // Bump makes every entry begun before it stale, for every replica, and returns the new epoch.
 func (t *RedisThreads) Bump(ctx context.Context) (int64, error) {
@@ -57,8 +73,7 @@ func (t *RedisThreads) Bump(ctx context.Context) (int64, error) {
 // Begin starts entry key afresh (what it held is dropped), with root kept whatever its age, as gen's
 // to fill, and returns the epoch it is of.
 func (t *RedisThreads) Begin(ctx context.Context, key, root, gen string) (int64, error) {
-	n, err := t.s.begin.Run(ctx, t.r.c, []string{t.entry(key), t.epochKey(), t.entriesKey()},
-		root, gen, t.lim.TTL.Milliseconds(), t.lim.Entries).Int64()
+	n, err := t.s.begin.Run(ctx, t.r.c, t.keys(key), append(t.limits(), root, gen)...).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("thread begin: %w", err)
 	}
@@ -67,11 +82,11 @@ func (t *RedisThreads) Begin(ctx context.Context, key, root, gen string) (int64,
 
 // Fill puts msgs into entry key if gen began it last (else it returns false); see MemoryThreads.Fill.
 func (t *RedisThreads) Fill(ctx context.Context, key, gen string, leftOut int, msgs []ThreadMessage) (bool, error) {
-	args := []any{gen, leftOut, t.lim.TTL.Milliseconds(), t.lim.Bytes}
+	args := append(t.limits(), gen, leftOut)
 	for _, m := range msgs {
 		args = append(args, m.TS, m.Body, m.Mark)
 	}
-	n, err := t.s.fill.Run(ctx, t.r.c, []string{t.entry(key)}, args...).Int()
+	n, err := t.s.fill.Run(ctx, t.r.c, t.keys(key), args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("thread fill: %w", err)
 	}
@@ -80,11 +95,11 @@ func (t *RedisThreads) Fill(ctx context.Context, key, gen string, leftOut int, m
 
 // Apply makes ops in entry key, in order, if it is held; a thread not held is left alone.
 func (t *RedisThreads) Apply(ctx context.Context, key string, ops []ThreadOp) error {
-	args := []any{t.lim.TTL.Milliseconds(), t.lim.Bytes}
+	args := t.limits()
 	for _, op := range ops {
 		args = append(args, string(op.Kind), op.TS, op.Body, op.Mark)
 	}
-	if err := t.s.apply.Run(ctx, t.r.c, []string{t.entry(key)}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := t.s.apply.Run(ctx, t.r.c, t.keys(key), args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("thread apply: %w", err)
 	}
 	return nil
@@ -95,7 +110,7 @@ func (t *RedisThreads) Load(ctx context.Context, key string) (ThreadEntry, bool,
 	var fields *redis.MapStringStringCmd
 	var epoch *redis.StringCmd
 	_, err := t.r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		fields = p.HGetAll(ctx, t.entry(key))
+		fields = p.HGetAll(ctx, t.keys(key)[0])
 		epoch = p.Get(ctx, t.epochKey())
 		return nil
 	})
@@ -119,34 +134,17 @@ func (t *RedisThreads) Load(ctx context.Context, key string) (ThreadEntry, bool,
 	return e, true, nil
 }
 
-// threadBeginLua: KEYS[1] the entry, KEYS[2] the epoch, KEYS[3] the entries by begin time; ARGV root,
-// gen, ttl ms, most entries. Drops what the entry held, begins it of the epoch now, and drops the
-// least recently begun entries past the most (and forgets those begun a ttl ago: expired).
-const threadBeginLua = `
-local epoch = tonumber(redis.call('GET', KEYS[2]) or '0')
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'epoch', epoch, 'gen', ARGV[2], 'root', ARGV[1], 'from', '', 'done', '0', 'left', '0', 'bytes', '0')
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREM', KEYS[3], KEYS[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%.0f', now - tonumber(ARGV[3])))
-local over = redis.call('ZCARD', KEYS[3]) + 1 - tonumber(ARGV[4])
-if over > 0 then
-	local old = redis.call('ZPOPMIN', KEYS[3], over)
-	for i = 1, #old, 2 do
-		redis.call('DEL', old[i])
-	end
-end
-redis.call('ZADD', KEYS[3], string.format('%.0f', now), KEYS[1])
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
-return epoch
-`
+// The scripts' KEYS are those of RedisThreads.keys (the entry, thread-entries, thread-sizes,
+// thread-bytes, thread-epoch), and their first ARGV RedisThreads.limits (ttl ms, bound of an entry,
+// most entries, most bytes).
 
-// threadTrimLua: the functions the fill and apply scripts share. before orders Slack timestamps as
-// tsBefore does; trim drops the oldest messages after the root until the entry holds at most bound
-// bytes (the newest always kept), counting them as left out, and makes the entry start after them.
+// threadTrimLua: the functions the scripts share. before orders Slack timestamps as tsBefore does;
+// trim drops the oldest messages after the root until the entry holds at most the bound (the newest
+// always kept), counting them as left out, and makes the entry start after them; account records
+// the entry's bytes and change, then drops what the limits do not keep.
 const threadTrimLua = `
+local ttl, bound, most, total = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+
 local function before(a, b)
 	if #a ~= #b then
 		return #a < #b
@@ -158,7 +156,7 @@ local function size(k, ts)
 	return redis.call('HSTRLEN', k, 'm:' .. ts) + redis.call('HSTRLEN', k, 'k:' .. ts)
 end
 
-local function trim(k, bytes, bound)
+local function trim(k, bytes)
 	if bytes <= bound then
 		return bytes
 	end
@@ -190,19 +188,60 @@ local function outside(k, ts)
 	local from = redis.call('HGET', k, 'from') or ''
 	return ts ~= root and from ~= '' and before(ts, from)
 end
+
+local function forget(e)
+	redis.call('DECRBY', KEYS[4], tonumber(redis.call('HGET', KEYS[3], e) or '0'))
+	redis.call('HDEL', KEYS[3], e)
+	redis.call('ZREM', KEYS[2], e)
+	redis.call('DEL', e)
+end
+
+local function account(k, bytes)
+	redis.call('HSET', k, 'bytes', bytes)
+	redis.call('PEXPIRE', k, ttl)
+	local t = redis.call('TIME')
+	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	redis.call('INCRBY', KEYS[4], bytes - tonumber(redis.call('HGET', KEYS[3], k) or '0'))
+	redis.call('HSET', KEYS[3], k, bytes)
+	redis.call('ZADD', KEYS[2], string.format('%.0f', now), k)
+	for _, e in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now - ttl))) do
+		forget(e)
+	end
+	while redis.call('ZCARD', KEYS[2]) > 1 and (redis.call('ZCARD', KEYS[2]) > most or tonumber(redis.call('GET', KEYS[4]) or '0') > total) do
+		local oldest = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+		if oldest == k then
+			oldest = redis.call('ZRANGE', KEYS[2], 1, 1)[1]
+		end
+		forget(oldest)
+	end
+	for _, a in ipairs({KEYS[2], KEYS[3], KEYS[4]}) do
+		redis.call('PEXPIRE', a, ttl)
+	end
+end
 `
 
-// threadFillLua: KEYS[1] the entry; ARGV gen, left out, ttl ms, bound, then ts, body, mark of each
-// message. Returns 0 when another Begin came since gen's.
+// threadBeginLua: ARGV[5] root, ARGV[6] gen. Drops what the entry held and begins it of the epoch
+// now; returns the epoch.
+const threadBeginLua = `
+local k = KEYS[1]
+local epoch = tonumber(redis.call('GET', KEYS[5]) or '0')
+redis.call('DEL', k)
+redis.call('HSET', k, 'epoch', epoch, 'gen', ARGV[6], 'root', ARGV[5], 'from', '', 'done', '0', 'left', '0')
+account(k, 0)
+return epoch
+`
+
+// threadFillLua: ARGV[5] gen, ARGV[6] left out, then ts, body, mark of each message. Returns 0 when
+// another Begin came since gen's.
 const threadFillLua = `
 local k = KEYS[1]
-if redis.call('HGET', k, 'gen') ~= ARGV[1] then
+if redis.call('HGET', k, 'gen') ~= ARGV[5] then
 	return 0
 end
 local root = redis.call('HGET', k, 'root') or ''
 local bytes = tonumber(redis.call('HGET', k, 'bytes') or '0')
 local oldest = ''
-for i = 5, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
 	local ts = ARGV[i]
 	if redis.call('HEXISTS', k, 'm:' .. ts) == 0 and redis.call('HEXISTS', k, 'd:' .. ts) == 0 then
 		redis.call('HSET', k, 'm:' .. ts, ARGV[i + 1])
@@ -216,7 +255,7 @@ for i = 5, #ARGV, 3 do
 		oldest = ts
 	end
 end
-if tonumber(ARGV[2]) > 0 and oldest ~= '' then
+if tonumber(ARGV[6]) > 0 and oldest ~= '' then
 	redis.call('HSET', k, 'from', oldest)
 	for _, f in ipairs(redis.call('HKEYS', k)) do
 		if string.sub(f, 1, 2) == 'm:' and outside(k, string.sub(f, 3)) then
@@ -225,22 +264,21 @@ if tonumber(ARGV[2]) > 0 and oldest ~= '' then
 		end
 	end
 end
-redis.call('HINCRBY', k, 'left', ARGV[2])
-bytes = trim(k, bytes, tonumber(ARGV[4]))
-redis.call('HSET', k, 'done', '1', 'bytes', bytes)
-redis.call('PEXPIRE', k, ARGV[3])
+redis.call('HINCRBY', k, 'left', ARGV[6])
+redis.call('HSET', k, 'done', '1')
+account(k, trim(k, bytes))
 return 1
 `
 
-// threadApplyLua: KEYS[1] the entry; ARGV ttl ms, bound, then kind, ts, body, mark of each op (see
-// ThreadOpKind). Nothing when the entry is not held.
+// threadApplyLua: ARGV[5...] kind, ts, body, mark of each op (see ThreadOpKind). Nothing when the
+// entry is not held.
 const threadApplyLua = `
 local k = KEYS[1]
 if redis.call('EXISTS', k) == 0 then
 	return 0
 end
 local bytes = tonumber(redis.call('HGET', k, 'bytes') or '0')
-for i = 3, #ARGV, 4 do
+for i = 5, #ARGV, 4 do
 	local kind, ts, body, mark = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
 	if outside(k, ts) then
 	elseif kind == 'x' then
@@ -260,9 +298,7 @@ for i = 3, #ARGV, 4 do
 		end
 	end
 end
-bytes = trim(k, bytes, tonumber(ARGV[2]))
-redis.call('HSET', k, 'bytes', bytes)
-redis.call('PEXPIRE', k, ARGV[1])
+account(k, trim(k, bytes))
 return 1
 `
 

@@ -29,7 +29,7 @@ var (
 )
 
 // testThreadLimits are small, so that the bounds are reached by a few messages.
-var testThreadLimits = ThreadLimits{TTL: time.Minute, Bytes: 100, Entries: 3}
+var testThreadLimits = ThreadLimits{TTL: time.Minute, Bytes: 100, Entries: 3, Total: 250}
 
 // threadBackend makes the thread stores of one test: replica gives one more that shares what the
 // backend shares (shared: a Redis namespace).
@@ -89,7 +89,8 @@ var threadContract = []struct {
 	{"bump makes entries stale", false, threadBump},
 	{"bytes bound: root and newest kept", false, threadBytesBound},
 	{"a read that left some out starts the entry", false, threadReadLeftOut},
-	{"entries bound: least recently begun dropped", false, threadEntriesBound},
+	{"entries bound: least recently changed dropped", false, threadEntriesBound},
+	{"total bound: least recently changed dropped", false, threadTotalBound},
 	{"entries expire", false, threadExpire},
 	{"replicas share entries and epochs", true, threadShared},
 }
@@ -297,16 +298,34 @@ func threadReadLeftOut(t *testing.T, replica func() threadStore) {
 func threadEntriesBound(t *testing.T, replica func() threadStore) {
 	ctx := t.Context()
 	s := replica()
-	for _, k := range []string{"a", "b", "c", "d"} { // 3 at most
+	for _, k := range []string{"a", "b", "c"} {
 		filled(t, s, k, "", 0, msg("1.1", k, ""))
-		time.Sleep(2 * time.Millisecond) // begun at different times of Redis's clock
+		time.Sleep(2 * time.Millisecond) // changed at different times of Redis's clock
 	}
-	if _, ok, err := s.Load(ctx, "a"); err != nil || ok {
-		t.Fatalf("Load(a), the least recently begun of 4 = %v, %v; want dropped", ok, err)
+	check(t, s.Apply(ctx, "a", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "a again", "")}}))
+	time.Sleep(2 * time.Millisecond)
+	filled(t, s, "d", "", 0, msg("1.1", "d", "")) // 3 at most
+	if _, ok, err := s.Load(ctx, "b"); err != nil || ok {
+		t.Fatalf("Load(b), the least recently changed of 4 = %v, %v; want dropped", ok, err)
 	}
-	for _, k := range []string{"b", "c", "d"} {
+	for _, k := range []string{"a", "c", "d"} {
 		load(t, s, k)
 	}
+}
+
+func threadTotalBound(t *testing.T, replica func() threadStore) {
+	ctx := t.Context()
+	s := replica()
+	body := strings.Repeat("x", 90)
+	for _, k := range []string{"a", "b", "c"} { // 270 bytes in all, over the 250
+		filled(t, s, k, "", 0, msg("1.1", body, ""))
+		time.Sleep(2 * time.Millisecond)
+	}
+	if _, ok, err := s.Load(ctx, "a"); err != nil || ok {
+		t.Fatalf("Load(a) past the total = %v, %v; want dropped", ok, err)
+	}
+	load(t, s, "b")
+	load(t, s, "c")
 }
 
 func threadExpire(t *testing.T, replica func() threadStore) {
