@@ -100,13 +100,13 @@ type MemoryThreads struct {
 }
 
 type memThread struct {
-	epoch           int64
-	gen, root, from string
-	done            bool
-	left, bytes     int
+	epoch            int64
+	gen, root, from  string
+	done             bool
+	left, bytes      int
 	changed, expires time.Time
-	msgs            map[string]ThreadMessage
-	deleted         map[string]bool
+	msgs             map[string]ThreadMessage
+	deleted          map[string]bool
 }
 
 // NewMemoryThreads returns an empty store with the limits lim.
