@@ -48,11 +48,10 @@ type ThreadMessage struct {
 type ThreadOpKind byte
 
 const (
-	// ThreadEvent puts a message as an event showed it: its body replaces the one held; its mark
-	// too, when it has one (an event without one leaves the mark held).
-	ThreadEvent ThreadOpKind = 'e'
-	// ThreadWrite puts a message the bot wrote: body and mark (none clears it).
-	ThreadWrite ThreadOpKind = 'w'
+	// ThreadPut puts a message (as an event showed it, or as the bot wrote it): its body replaces
+	// the one held, and its mark too when it has one. One without a mark leaves the mark held, as
+	// Slack does: an edit without metadata keeps the message's, and Slack's events do not carry it.
+	ThreadPut ThreadOpKind = 'p'
 	// ThreadDelete removes a message, for good: no later op or fill brings it back.
 	ThreadDelete ThreadOpKind = 'x'
 )
@@ -266,8 +265,8 @@ func (e *memThread) apply(op ThreadOp) {
 		return
 	}
 	next := ThreadMessage{TS: ts, Body: op.Body, Mark: op.Mark}
-	if op.Kind == ThreadEvent && len(op.Mark) == 0 {
-		next.Mark = old.Mark // an event without a mark leaves the one a write recorded
+	if len(op.Mark) == 0 {
+		next.Mark = old.Mark
 	}
 	e.bytes += len(next.Body) + len(next.Mark) - len(old.Body) - len(old.Mark)
 	e.msgs[ts] = next

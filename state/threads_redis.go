@@ -288,13 +288,9 @@ for i = 5, #ARGV, 4 do
 	elseif redis.call('HEXISTS', k, 'd:' .. ts) == 0 then
 		bytes = bytes - redis.call('HSTRLEN', k, 'm:' .. ts) + #body
 		redis.call('HSET', k, 'm:' .. ts, body)
-		if kind == 'w' or mark ~= '' then
+		if mark ~= '' then
 			bytes = bytes - redis.call('HSTRLEN', k, 'k:' .. ts) + #mark
-			if mark == '' then
-				redis.call('HDEL', k, 'k:' .. ts)
-			else
-				redis.call('HSET', k, 'k:' .. ts, mark)
-			end
+			redis.call('HSET', k, 'k:' .. ts, mark)
 		end
 	end
 end

@@ -85,7 +85,7 @@ var threadContract = []struct {
 	{"fill of an older begin is refused", false, threadOlderFill},
 	{"changes during the fill win over it", false, threadChangesDuringFill},
 	{"a thread not held is left alone", false, threadNotHeld},
-	{"an event keeps the mark a write recorded", false, threadEventKeepsMark},
+	{"a put without a mark keeps the mark held", false, threadPutKeepsMark},
 	{"bump makes entries stale", false, threadBump},
 	{"bytes bound: root and newest kept", false, threadBytesBound},
 	{"a read that left some out starts the entry", false, threadReadLeftOut},
@@ -200,9 +200,9 @@ func threadChangesDuringFill(t *testing.T, replica func() threadStore) {
 	_, err := s.Begin(ctx, "k", "1.1", "g")
 	check(t, err)
 	check(t, s.Apply(ctx, "k", []ThreadOp{
-		{Kind: ThreadEvent, ThreadMessage: msg("1.2", "edited", "")},
+		{Kind: ThreadPut, ThreadMessage: msg("1.2", "edited", "")},
 		{Kind: ThreadDelete, ThreadMessage: msg("1.3", "", "")},
-		{Kind: ThreadEvent, ThreadMessage: msg("1.4", "new", "")},
+		{Kind: ThreadPut, ThreadMessage: msg("1.4", "new", "")},
 	}))
 	// The read began before the changes: it shows what they changed.
 	ok, err := s.Fill(ctx, "k", "g", 0, []ThreadMessage{msg("1.1", "q", ""), msg("1.2", "before", ""), msg("1.3", "deleted", "")})
@@ -212,30 +212,28 @@ func threadChangesDuringFill(t *testing.T, replica func() threadStore) {
 	}
 	wantShown(t, load(t, s, "k"), "1.1=q 1.2=edited 1.4=new")
 	// A deleted message is not put back by a late event either.
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.3", "late", "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.3", "late", "")}}))
 	wantShown(t, load(t, s, "k"), "1.1=q 1.2=edited 1.4=new")
 }
 
 func threadNotHeld(t *testing.T, replica func() threadStore) {
 	ctx := t.Context()
 	s := replica()
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadWrite, ThreadMessage: msg("1.1", "a", "m")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.1", "a", "m")}}))
 	if _, ok, err := s.Load(ctx, "k"); err != nil || ok {
 		t.Fatalf("Load after an Apply to a thread not held = %v, %v; want not held", ok, err)
 	}
 }
 
-func threadEventKeepsMark(t *testing.T, replica func() threadStore) {
+func threadPutKeepsMark(t *testing.T, replica func() threadStore) {
 	ctx := t.Context()
 	s := replica()
 	filled(t, s, "k", "1.1", 0, msg("1.1", "q", ""))
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadWrite, ThreadMessage: msg("1.2", "answer", "done")}}))
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "answer as Slack shows it", "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "answer", "done")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "answer as Slack shows it", "")}}))
 	wantShown(t, load(t, s, "k"), "1.1=q 1.2=answer as Slack shows it[done]")
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "x", "other")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "x", "other")}}))
 	wantShown(t, load(t, s, "k"), "1.1=q 1.2=x[other]")
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadWrite, ThreadMessage: msg("1.2", "plain", "")}}))
-	wantShown(t, load(t, s, "k"), "1.1=q 1.2=plain")
 }
 
 func threadBump(t *testing.T, replica func() threadStore) {
@@ -262,18 +260,18 @@ func threadBytesBound(t *testing.T, replica func() threadStore) {
 	long := strings.Repeat("x", 40)
 	filled(t, s, "k", "1.1", 0, msg("1.1", long, ""), msg("1.2", long, ""))
 	// 120 bytes: over the 100, so the oldest after the root goes.
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.3", long, "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.3", long, "")}}))
 	e := load(t, s, "k")
 	wantShown(t, e, "1.1="+long+" 1.3="+long)
 	if e.LeftOut != 1 {
 		t.Fatalf("left out %d, want 1", e.LeftOut)
 	}
 	// A change to a message left out stays out.
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "edited", "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "edited", "")}}))
 	wantShown(t, load(t, s, "k"), "1.1="+long+" 1.3="+long)
 	// The newest is kept even alone over the bound.
 	huge := strings.Repeat("y", 150)
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.4", huge, "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.4", huge, "")}}))
 	wantShown(t, load(t, s, "k"), "1.1="+long+" 1.4="+huge)
 }
 
@@ -282,7 +280,7 @@ func threadReadLeftOut(t *testing.T, replica func() threadStore) {
 	s := replica()
 	_, err := s.Begin(ctx, "k", "1.1", "g")
 	check(t, err)
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "an old one edited", "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "an old one edited", "")}}))
 	ok, err := s.Fill(ctx, "k", "g", 5, []ThreadMessage{msg("1.1", "q", ""), msg("1.7", "a", ""), msg("1.8", "b", "")})
 	check(t, err)
 	if !ok {
@@ -302,7 +300,7 @@ func threadEntriesBound(t *testing.T, replica func() threadStore) {
 		filled(t, s, k, "", 0, msg("1.1", k, ""))
 		time.Sleep(2 * time.Millisecond) // changed at different times of Redis's clock
 	}
-	check(t, s.Apply(ctx, "a", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "a again", "")}}))
+	check(t, s.Apply(ctx, "a", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "a again", "")}}))
 	time.Sleep(2 * time.Millisecond)
 	filled(t, s, "d", "", 0, msg("1.1", "d", "")) // 3 at most
 	if _, ok, err := s.Load(ctx, "b"); err != nil || ok {
@@ -334,7 +332,7 @@ func threadExpire(t *testing.T, replica func() threadStore) {
 	filled(t, s, "k", "", 0, msg("1.1", "a", ""))
 	// A change renews it.
 	time.Sleep(120 * time.Millisecond)
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "b", "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "b", "")}}))
 	time.Sleep(120 * time.Millisecond)
 	load(t, s, "k")
 	waittest.Eventually(t, 2*time.Second, "entry expired", func() bool {
@@ -347,7 +345,7 @@ func threadShared(t *testing.T, replica func() threadStore) {
 	ctx := t.Context()
 	a, b := replica(), replica()
 	filled(t, a, "k", "1.1", 0, msg("1.1", "q", ""))
-	check(t, b.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.2", "from b's event", "")}}))
+	check(t, b.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "from b's event", "")}}))
 	wantShown(t, load(t, a, "k"), "1.1=q 1.2=from b's event")
 	if _, err := b.Bump(ctx); err != nil {
 		t.Fatal(err)
@@ -374,7 +372,7 @@ func TestFallbackThreadsPartition(t *testing.T) {
 	filled(t, s, "k", "1.1", 0, msg("1.1", "q", ""))
 	proxy.Cut()
 	// An edit arrives while this replica cannot reach Redis: it cannot reach the entry.
-	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadEvent, ThreadMessage: msg("1.1", "edited", "")}}))
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.1", "edited", "")}}))
 	if _, ok, err := s.Load(ctx, "k"); err != nil || ok {
 		t.Fatalf("Load while Redis is away = %v, %v; want a miss", ok, err)
 	}

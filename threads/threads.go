@@ -12,8 +12,8 @@
 //     event alone: nothing was said in it before;
 //   - the events the bot receives (Message: new messages, edits and deletions) change the entries held;
 //     a thread not held is left alone;
-//   - the bot's own writes (Wrote, Deleted): the text and mark it wrote. Slack's events for the bot's own
-//     messages carry no mark, so an event never takes a mark away from a message.
+//   - the bot's own writes (Posted, Updated, Deleted): the text and mark it wrote. A message put without a
+//     mark keeps the one held: Slack's events carry none, and an edit without one keeps the message's.
 //
 // When an entry is trusted (Replies and History use it instead of reading): it was filled, and nothing
 // that changes it can have been missed since it was begun. Every message event is applied before the
@@ -263,7 +263,7 @@ func (c *Cache) Message(ctx context.Context, ev *slackevents.MessageEvent) {
 	if m.Channel == "" {
 		m.Channel = ev.Channel
 	}
-	c.put(ctx, ev.Channel, m, state.ThreadEvent)
+	c.put(ctx, ev.Channel, m)
 }
 
 // Mention applies an app_mention (a message in its thread, as its message event would).
@@ -274,7 +274,7 @@ func (c *Cache) Mention(ctx context.Context, ev *slackevents.AppMentionEvent) {
 	m := slack.Message{Msg: slack.Msg{Type: "message", Channel: ev.Channel, User: ev.User, BotID: ev.BotID,
 		Text: ev.Text, Timestamp: ev.TimeStamp, ThreadTimestamp: ev.ThreadTimeStamp, Blocks: ev.Blocks,
 		Attachments: ev.Attachments, Files: ev.Files, Team: ev.UserTeam}}
-	c.put(ctx, ev.Channel, m, state.ThreadEvent)
+	c.put(ctx, ev.Channel, m)
 }
 
 // Posted records a message the bot posted (or began streaming) at ts in thread threadTS ("": top
@@ -305,17 +305,17 @@ func (c *Cache) Deleted(ctx context.Context, channel, ts string) {
 func (c *Cache) wrote(ctx context.Context, channel, threadTS, ts, text string, mark slack.SlackMetadata) {
 	m := slack.Message{Msg: slack.Msg{Type: "message", Channel: channel, User: c.opt.BotUserID, BotID: c.opt.BotID,
 		Text: text, Timestamp: ts, ThreadTimestamp: threadTS, Metadata: mark}}
-	c.put(ctx, channel, m, state.ThreadWrite)
+	c.put(ctx, channel, m)
 }
 
 // put applies m (an event's or a write's) to the entries it belongs to.
-func (c *Cache) put(ctx context.Context, channel string, m slack.Message, kind state.ThreadOpKind) {
+func (c *Cache) put(ctx context.Context, channel string, m slack.Message) {
 	tm, err := encode(m)
 	if err != nil {
 		c.log.Warn("thread cache: a message could not be encoded", zap.Error(err))
 		return
 	}
-	c.apply(ctx, channel, m, state.ThreadOp{Kind: kind, ThreadMessage: tm})
+	c.apply(ctx, channel, m, state.ThreadOp{Kind: state.ThreadPut, ThreadMessage: tm})
 }
 
 // apply makes op in the entries m belongs to: its thread (a top-level message is the parent of its
