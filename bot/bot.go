@@ -22,6 +22,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slacksocket"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // socket is the Socket Mode connection the loop reads envelopes from and acks slash commands
@@ -101,7 +102,11 @@ type Options struct {
 	// Queue shows a waiting question's place in line under its thread; nil (or a question with no
 	// thread): the asker is told privately.
 	Queue QueueStatus
-	Hooks Hooks
+	// Threads is the bot's memory of its threads (nil: none): every message event changes it before
+	// it is routed, and a connection that comes up after none was (the first one too) makes all of it
+	// stale, for events may have been missed meanwhile.
+	Threads *threads.Cache
+	Hooks   Hooks
 
 	burstHold  time.Duration       // the most work is held while its burst is acked; default burstHold (tests set it)
 	leaseRenew time.Duration       // how often a running answer renews its thread's lease; default leaseRenew (tests set it)
@@ -258,6 +263,12 @@ func (b *Bot) setConnected(up bool) {
 		b.state.Since = time.Now()
 	}
 	b.mu.Unlock()
+	if changed && up {
+		// Before the connection's first event is read: an entry filled before it is read again.
+		if err := b.opt.Threads.Gap(context.Background()); err != nil {
+			b.log.Warn("thread cache: a gap in the connection could not be recorded", zap.Error(err))
+		}
+	}
 	if (changed || up) && b.opt.Hooks.Connection != nil {
 		b.opt.Hooks.Connection(up)
 	}
@@ -503,6 +514,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	if req.RetryAttempt > 0 {
 		log.Debug("redelivered event", zap.Int("retry_attempt", req.RetryAttempt), zap.String("retry_reason", req.RetryReason))
 	}
+	b.opt.Threads.Event(work, e)
 	var (
 		rr     route.ReplyRequest
 		reason string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // ReplyMode is how an answer is written into Slack.
@@ -77,6 +78,9 @@ type ReplyOptions struct {
 	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
 	// processing while it is written, active once it has ended (closed at shutdown).
 	Sessions Sessions
+	// ThreadCache is the bot's memory of its threads (nil: none): an answer reads its thread from
+	// it when it may, and a thread a mention starts is recorded there whole.
+	ThreadCache *threads.Cache
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
 	Threads ThreadMarks
@@ -244,7 +248,7 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 		approvals = NewApprovals(nil, nil, log)
 	}
 	return &Replies{
-		reads: threadReads{thread: t, paced: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		reads: threadReads{thread: t, paced: paced, cache: opt.ThreadCache}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
 		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
 		names:      names,
@@ -303,6 +307,12 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	if f := r.opt.ChannelSettings; f != nil {
 		sp, m := f(req.Channel)
 		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
+	}
+	if thread == nil && !req.Edited && a.startsThread() {
+		// Nothing was said in the thread before its first message: the cache holds it whole, before
+		// the answer's first write lands there.
+		m, _ := a.trigger(nil)
+		r.opt.ThreadCache.Started(ctx, req.Channel, m)
 	}
 	return a.run(ctx, thread)
 }

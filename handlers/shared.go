@@ -8,18 +8,29 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // threadReads reads conversations within the read budget: the pieces of reading that answers and
-// /summarize share (each use case holds its own, over the same budgets).
+// /summarize share (each use case holds its own, over the same budgets). With a cache (the
+// answers'), a thread it holds is not read again.
 type threadReads struct {
 	thread Thread
 	paced  *writer
+	cache  *threads.Cache // nil: none
 }
 
 // replies reads a thread (conversations.replies) within the read budget (read), and says how many
-// of its older messages the read left out (Thread.Replies).
+// of its older messages the read left out (Thread.Replies): from the cache when it may stand for a
+// read.
 func (t threadReads) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
+	return t.cache.Replies(ctx, channel, threadTS, func(ctx context.Context) ([]slack.Message, int, error) {
+		return t.read(ctx, channel, threadTS)
+	})
+}
+
+// read is replies without the cache.
+func (t threadReads) read(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
 	var msgs []slack.Message
 	var leftOut int
 	err := t.paced.read(ctx, func(ctx context.Context) (err error) {
@@ -33,8 +44,18 @@ func (t threadReads) replies(ctx context.Context, channel, threadTS string) ([]s
 }
 
 // history reads a channel's last limit messages up to latest ("": now) within the read budget
-// (read).
+// (read); a DM's latest ones from the cache when it may stand for a read.
 func (t threadReads) history(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
+	if latest == "" {
+		return t.cache.History(ctx, channel, limit, func(ctx context.Context) ([]slack.Message, error) {
+			return t.readHistory(ctx, channel, limit, latest)
+		})
+	}
+	return t.readHistory(ctx, channel, limit, latest)
+}
+
+// readHistory is history without the cache.
+func (t threadReads) readHistory(ctx context.Context, channel string, limit int, latest string) ([]slack.Message, error) {
 	var msgs []slack.Message
 	err := t.paced.read(ctx, func(ctx context.Context) (err error) {
 		msgs, err = t.thread.History(ctx, channel, limit, latest)

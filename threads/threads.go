@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
@@ -82,7 +83,8 @@ type Options struct {
 	Log              *zap.Logger
 }
 
-// Cache is the bot's memory of its threads. Safe for concurrent use.
+// Cache is the bot's memory of its threads. Safe for concurrent use. A nil *Cache holds nothing:
+// every read goes to Slack, and events and writes are dropped.
 type Cache struct {
 	opt Options
 	log *zap.Logger
@@ -115,6 +117,9 @@ func isDM(channel string) bool { return strings.HasPrefix(channel, "D") }
 // are left out: from its entry when it is trusted, else from read (conversations.replies within the
 // read budget), which then fills the entry.
 func (c *Cache) Replies(ctx context.Context, channel, threadTS string, read func(context.Context) ([]slack.Message, int, error)) ([]slack.Message, int, error) {
+	if c == nil {
+		return read(ctx)
+	}
 	key := Key(channel, threadTS)
 	if msgs, left, ok := c.trusted(ctx, "replies", key); ok {
 		return msgs, left, nil
@@ -134,7 +139,7 @@ func (c *Cache) Replies(ctx context.Context, channel, threadTS string, read func
 // trusted and holds them, else from read (conversations.history), which then fills the entry. Only
 // for a DM: a channel's top level is no thread of the bot's.
 func (c *Cache) History(ctx context.Context, channel string, limit int, read func(context.Context) ([]slack.Message, error)) ([]slack.Message, error) {
-	if !isDM(channel) {
+	if c == nil || !isDM(channel) {
 		return read(ctx)
 	}
 	key := Key(channel, "")
@@ -162,6 +167,9 @@ func (c *Cache) History(ctx context.Context, channel string, limit int, read fun
 // Started records a new thread whose only message is m (its parent): nothing was said in it before,
 // so it is whole without a read.
 func (c *Cache) Started(ctx context.Context, channel string, m slack.Message) {
+	if c == nil {
+		return
+	}
 	key := Key(channel, m.Timestamp)
 	gen, begun := c.begin(ctx, key, m.Timestamp)
 	if begun {
@@ -235,15 +243,41 @@ func (c *Cache) fill(ctx context.Context, key, gen string, left int, msgs []slac
 // Gap makes every entry stale: events may have been missed (a Socket Mode connection came up after
 // none was: at the start too).
 func (c *Cache) Gap(ctx context.Context) error {
+	if c == nil {
+		return nil
+	}
 	if _, err := c.opt.Store.Bump(ctx); err != nil {
 		return fmt.Errorf("thread cache gap: %w", err)
 	}
 	return nil
 }
 
+// eventTimeout bounds what an event's changes may take: they are applied in the bot's event loop.
+const eventTimeout = time.Second
+
+// Event applies an Events API event to the entries it changes (a message, or an app_mention); any
+// other is no message of a thread. Apply it before the event is routed: the answer it may start
+// reads its thread after it.
+func (c *Cache) Event(ctx context.Context, e slackevents.EventsAPIEvent) {
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
+	defer cancel()
+	switch ev := e.InnerEvent.Data.(type) {
+	case *slackevents.MessageEvent:
+		c.Message(ctx, ev)
+	case *slackevents.AppMentionEvent:
+		c.Mention(ctx, ev)
+	}
+}
+
 // Message applies a message event (a new message, message_changed, message_deleted) to the
 // entries of its thread that are held.
 func (c *Cache) Message(ctx context.Context, ev *slackevents.MessageEvent) {
+	if c == nil {
+		return
+	}
 	switch ev.SubType {
 	case "message_deleted":
 		prev := slack.Message{}
@@ -268,6 +302,9 @@ func (c *Cache) Message(ctx context.Context, ev *slackevents.MessageEvent) {
 
 // Mention applies an app_mention (a message in its thread, as its message event would).
 func (c *Cache) Mention(ctx context.Context, ev *slackevents.AppMentionEvent) {
+	if c == nil {
+		return
+	}
 	if ev.Edited != nil {
 		return // its message_changed says more
 	}
@@ -280,6 +317,9 @@ func (c *Cache) Mention(ctx context.Context, ev *slackevents.AppMentionEvent) {
 // Posted records a message the bot posted (or began streaming) at ts in thread threadTS ("": top
 // level): its text and mark (metadata; zero: none). Its later edits find its thread by its ts.
 func (c *Cache) Posted(ctx context.Context, channel, threadTS, ts, text string, mark slack.SlackMetadata) {
+	if c == nil {
+		return
+	}
 	c.remember(channel, ts, threadTS)
 	c.wrote(ctx, channel, threadTS, ts, text, mark)
 }
@@ -287,6 +327,9 @@ func (c *Cache) Posted(ctx context.Context, channel, threadTS, ts, text string, 
 // Updated records an edit of the bot's message ts (or the end of its stream): its text and mark. A
 // message not posted by this process lately is left to its message_changed event.
 func (c *Cache) Updated(ctx context.Context, channel, ts, text string, mark slack.SlackMetadata) {
+	if c == nil {
+		return
+	}
 	if threadTS, ok := c.threadOf(channel, ts); ok {
 		c.wrote(ctx, channel, threadTS, ts, text, mark)
 	}
@@ -295,6 +338,9 @@ func (c *Cache) Updated(ctx context.Context, channel, ts, text string, mark slac
 // Deleted records that the bot deleted its message ts (one not posted by this process lately is
 // left to its message_deleted event).
 func (c *Cache) Deleted(ctx context.Context, channel, ts string) {
+	if c == nil {
+		return
+	}
 	if threadTS, ok := c.threadOf(channel, ts); ok {
 		m := slack.Message{Msg: slack.Msg{Timestamp: ts, ThreadTimestamp: threadTS}}
 		c.apply(ctx, channel, m, state.ThreadOp{Kind: state.ThreadDelete, ThreadMessage: state.ThreadMessage{TS: ts}})

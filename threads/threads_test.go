@@ -220,3 +220,19 @@ func TestDMHistory(t *testing.T) {
 		t.Fatalf("hooks counted %v", counts)
 	}
 }
+
+func TestNilCacheReads(t *testing.T) {
+	var c *Cache
+	ctx := t.Context()
+	s := &slackThread{msgs: []slack.Message{message(parent, parent, "U1", "question")}}
+	c.Message(ctx, event("", message("1700000000.000300", parent, "U1", "follow-up")))
+	c.Posted(ctx, channel, parent, "1700000000.000200", "answer", mark("answer"))
+	for range 2 {
+		if got := replies(t, c, s); got != "100:question" {
+			t.Fatalf("nil cache: %q", got)
+		}
+	}
+	if s.reads != 2 {
+		t.Fatalf("nil cache: %d reads, want 2", s.reads)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/threads"
 	"github.com/llmbot/llmbot/tools"
 )
 
@@ -89,6 +90,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	})
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
+	if p.threads, err = openThreads(cfg, shared, id, metrics, log); err != nil {
+		return err
+	}
 	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
 	// Every command, button, shortcut and event is one row of routes; access rules and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, metrics.Middleware)
@@ -311,6 +315,7 @@ type parts struct {
 	notices   *handlers.Notices
 	overrides *access.Overrides
 	prompts   []handlers.Prompt
+	threads   *threads.Cache // nil: none
 	log       *zap.Logger
 }
 
@@ -345,12 +350,13 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	// Redis never sees the token the grants' key is derived from.
 	approvals := handlers.NewApprovals(p.shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
 	opt := p.replyOptions(files, toolOpts, names, pane, approvals)
-	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
-	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
+	chat := p.metrics.Chat(p.model, cfg.ChatModel)  // one metered chat for the answers and the summaries
+	writes := handlers.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
+	replies := handlers.NewReplies(api, writes, writes, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
-		orphans:   handlers.NewOrphanCloser(api, api, p.log.Named("orphans"), opt),
-		summarize: handlers.NewSummarize(api, api, names, chat, replies, p.log.Named("summarize"), opt),
+		orphans:   handlers.NewOrphanCloser(api, writes, p.log.Named("orphans"), opt),
+		summarize: handlers.NewSummarize(api, writes, names, chat, replies, p.log.Named("summarize"), opt),
 		approvals: approvals,
 		pane:      pane,
 	}
@@ -377,6 +383,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		Fence:            p.shared,
 		OrphanQuiet:      orphanQuiet(cfg),
 		Threads:          p.shared,
+		ThreadCache:      p.threads,
 		Approvals:        approvals,
 		Names:            names,
 		Sessions:         p.api,
@@ -478,6 +485,7 @@ func (p *parts) bot(sc *slack.Client, routes *route.Table, ready *ops.Readiness,
 		Replicas:      p.shared,
 		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
 		Queue:         queue,
+		Threads:       p.threads,
 	})
 }
 
