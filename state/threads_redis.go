@@ -302,7 +302,8 @@ return 1
 // nothing is held (every Load is a miss and the bot reads Slack): another replica's events reach
 // only Redis, so no copy of this process could be trusted. A change that did not reach Redis (a
 // failed call, or one made while degraded) may be missing from its entries, so before Redis is
-// trusted again this replica bumps its epoch there.
+// trusted again this replica bumps its epoch there: when the Fallback's probe finds Redis back,
+// before it serves from it again (or, after a single failed call, at the next call).
 type FallbackThreads struct {
 	f *Fallback
 	t *RedisThreads
@@ -316,7 +317,9 @@ func (f *Fallback) Threads(lim ThreadLimits) (*FallbackThreads, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FallbackThreads{f: f, t: t}, nil
+	ft := &FallbackThreads{f: f, t: t}
+	f.threads.Store(ft)
+	return ft, nil
 }
 
 // miss is the local side of every FallbackThreads call: the change is not held, so Redis must be

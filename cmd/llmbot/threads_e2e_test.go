@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/redistest"
 )
 
 // The thread cache end to end: answers take their thread from what the bot learnt from Slack's
@@ -109,5 +110,64 @@ func TestE2EThreadCacheGapReads(t *testing.T) {
 	e.final(t, "C1", ts, 3, 3)
 	if n := e.slack.CallCount("conversations.replies"); n != 1 {
 		t.Errorf("%d conversations.replies calls, want still 1: the thread read after the gap is kept", n)
+	}
+}
+
+// followUp posts a follow-up in C1's thread ts whose events go to replica p.
+func (rs *replicaSet) followUp(p *replica, ts, text string) {
+	rs.t.Helper()
+	if _, err := rs.fs.Via(p.conn).Post(fakeslack.UserMessage{Channel: "C1", User: "U1", ThreadTS: ts, Text: text}); err != nil {
+		rs.t.Fatal(err)
+	}
+}
+
+// TestReplicasShareTheThreadCache: a follow-up that lands on the replica that did not answer the
+// thread finds the thread in Redis, answered with the first answer in context and no read; while
+// Redis is away, the follow-ups read their threads, and once it is back the cache is trusted again
+// only after one read.
+func TestReplicasShareTheThreadCache(t *testing.T) {
+	srv := redistest.New(t)
+	rs := newReplicaSet(t, "REDIS_URL="+srv.URL())
+	a, b := rs.start(), rs.start()
+	var mu sync.Mutex
+	n := 0
+	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return fakellm.Text("answer " + string(rune('0'+n)))
+	})
+	ts := rs.ask(a, "capital of France?")
+	rs.wait("the first answer", func() bool { return strings.Contains(rs.answer(ts), "answer 1") })
+	rs.followUp(b, ts, "and how many live there?")
+	rs.wait("the follow-up's answer", func() bool { return strings.Contains(rs.answer(ts), "answer 2") })
+	reqs := rs.fl.ChatRequests()
+	if text := lastRequestText(t, reqs); !strings.Contains(text, "assistant: answer 1") {
+		t.Errorf("the follow-up on the other replica lacks the first answer:\n%s", text)
+	}
+	if got := rs.fs.CallCount("conversations.replies"); got != 0 {
+		t.Errorf("%d conversations.replies calls, want none: the thread is in Redis", got)
+	}
+
+	srv.Stop()
+	rs.followUp(a, ts, "and its river?")
+	rs.wait("an answer during the outage", func() bool { return strings.Contains(rs.answer(ts), "answer 3") })
+	if got := rs.fs.CallCount("conversations.replies"); got != 1 {
+		t.Errorf("%d conversations.replies calls during the outage, want 1: nothing is held while Redis is away", got)
+	}
+	srv.Restart()
+	rs.wait("the replicas back on Redis", func() bool {
+		return strings.Contains(a.logs.String(), "Redis answers again") && strings.Contains(b.logs.String(), "Redis answers again")
+	})
+	for i, p := range []*replica{b, a} {
+		rs.followUp(p, ts, "and after?")
+		want := "answer " + string(rune('4'+i))
+		rs.wait(want, func() bool { return strings.Contains(rs.answer(ts), want) })
+	}
+	if got := rs.fs.CallCount("conversations.replies"); got != 2 {
+		t.Errorf("%d conversations.replies calls in all, want 2: one during the outage, one after it", got)
+	}
+	if text := lastRequestText(t, rs.fl.ChatRequests()); !strings.Contains(text, "assistant: answer 4") {
+		t.Errorf("the last follow-up lacks the answer before it:\n%s", text)
 	}
 }
