@@ -171,3 +171,27 @@ func TestReplicasShareTheThreadCache(t *testing.T) {
 		t.Errorf("the last follow-up lacks the answer before it:\n%s", text)
 	}
 }
+
+// TestE2EThreadCacheStreamedAnswers: in the agent pane (a DM, answers streamed natively) the
+// streamed answer is recorded as its stream wrote it, so the follow-up in its thread has it in
+// context without a read.
+func TestE2EThreadCacheStreamedAnswers(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
+	reqs := countedAnswers(e)
+	ts := e.slack.PostUserMessage("D1", "U1", "", "capital of France?")
+	e.final(t, "D1", ts, 1, 1)
+	e.slack.PostUserMessage("D1", "U1", ts, "and how many live there?")
+	e.final(t, "D1", ts, 2, 2)
+	text := lastRequestText(t, reqs())
+	for _, want := range []string{"capital of France?", "assistant: answer 1", "how many live there?"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the follow-up's request lacks %q:\n%s", want, text)
+		}
+	}
+	if n := e.slack.CallCount("conversations.replies") + e.slack.CallCount("conversations.history"); n != 0 {
+		t.Errorf("%d thread reads, want none", n)
+	}
+	if n := len(e.slack.CallsTo("chat.startStream")); n != 2 {
+		t.Errorf("%d chat.startStream calls, want the two answers streamed", n)
+	}
+}
