@@ -79,7 +79,7 @@ type ReplyOptions struct {
 	// processing while it is written, active once it has ended (closed at shutdown).
 	Sessions Sessions
 	// ThreadCache is the bot's memory of its threads (nil: none): an answer reads its thread from
-	// it when it may, and a thread a mention starts is recorded there whole.
+	// it when it may.
 	ThreadCache *threads.Cache
 	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
 	// on another replica than the answer is known there. nil: this process knows its own.
@@ -307,12 +307,6 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	if f := r.opt.ChannelSettings; f != nil {
 		sp, m := f(req.Channel)
 		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
-	}
-	if thread == nil && !req.Edited && a.startsThread() {
-		// Nothing was said in the thread before its first message: the cache holds it whole, before
-		// the answer's first write lands there.
-		m, _ := a.trigger(nil)
-		r.opt.ThreadCache.Started(ctx, req.Channel, m)
 	}
 	return a.run(ctx, thread)
 }

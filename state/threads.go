@@ -128,16 +128,19 @@ func (m *MemoryThreads) Bump(context.Context) (int64, error) {
 }
 
 // Begin starts entry key afresh (what it held is dropped), with root kept whatever its age, as gen's
-// to fill, and returns the epoch it is of.
-func (m *MemoryThreads) Begin(_ context.Context, key, root, gen string) (int64, error) {
+// to fill, of the epoch now. With onlyNew, an entry held is left as it is, and Begin reports false.
+func (m *MemoryThreads) Begin(_ context.Context, key, root, gen string, onlyNew bool) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
+	if onlyNew && m.live(key) != nil {
+		return false, nil
+	}
 	m.drop(key)
 	m.entries[key] = &memThread{epoch: m.epoch, gen: gen, root: root, changed: now, expires: now.Add(m.lim.TTL),
 		msgs: make(map[string]ThreadMessage), deleted: make(map[string]bool)}
 	m.evict(key, now)
-	return m.epoch, nil
+	return true, nil
 }
 
 // Fill puts msgs into entry key if gen began it last (else it returns false): a message an op put or

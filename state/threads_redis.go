@@ -71,13 +71,13 @@ func (t *RedisThreads) Bump(ctx context.Context) (int64, error) {
 }
 
 // Begin starts entry key afresh (what it held is dropped), with root kept whatever its age, as gen's
-// to fill, and returns the epoch it is of.
-func (t *RedisThreads) Begin(ctx context.Context, key, root, gen string) (int64, error) {
-	n, err := t.s.begin.Run(ctx, t.r.c, t.keys(key), append(t.limits(), root, gen)...).Int64()
+// to fill, of the epoch now. With onlyNew, an entry held is left as it is, and Begin reports false.
+func (t *RedisThreads) Begin(ctx context.Context, key, root, gen string, onlyNew bool) (bool, error) {
+	n, err := t.s.begin.Run(ctx, t.r.c, t.keys(key), append(t.limits(), root, gen, onlyNew)...).Int()
 	if err != nil {
-		return 0, fmt.Errorf("thread begin: %w", err)
+		return false, fmt.Errorf("thread begin: %w", err)
 	}
-	return n, nil
+	return n == 1, nil
 }
 
 // Fill puts msgs into entry key if gen began it last (else it returns false); see MemoryThreads.Fill.
@@ -220,15 +220,18 @@ local function account(k, bytes)
 end
 `
 
-// threadBeginLua: ARGV[5] root, ARGV[6] gen. Drops what the entry held and begins it of the epoch
-// now; returns the epoch.
+// threadBeginLua: ARGV[5] root, ARGV[6] gen, ARGV[7] only new ("1": not when the entry is held).
+// Drops what the entry held and begins it of the epoch now; returns 1, or 0 when it left it.
 const threadBeginLua = `
 local k = KEYS[1]
+if ARGV[7] == '1' and redis.call('EXISTS', k) == 1 then
+	return 0
+end
 local epoch = tonumber(redis.call('GET', KEYS[5]) or '0')
 redis.call('DEL', k)
 redis.call('HSET', k, 'epoch', epoch, 'gen', ARGV[6], 'root', ARGV[5], 'from', '', 'done', '0', 'left', '0')
 account(k, 0)
-return epoch
+return 1
 `
 
 // threadFillLua: ARGV[5] gen, ARGV[6] left out, then ts, body, mark of each message. Returns 0 when
@@ -353,14 +356,14 @@ func (ft *FallbackThreads) Bump(ctx context.Context) (int64, error) {
 	}, func(c context.Context) (int64, error) { return 0, ft.miss(c) })
 }
 
-// Begin begins entry key in Redis; while Redis cannot be reached it returns -1: an entry nobody holds.
-func (ft *FallbackThreads) Begin(ctx context.Context, key, root, gen string) (int64, error) {
-	return call(ctx, ft.f, "thread_begin", func(c context.Context) (int64, error) {
+// Begin begins entry key in Redis; while Redis cannot be reached it begins nothing (false).
+func (ft *FallbackThreads) Begin(ctx context.Context, key, root, gen string, onlyNew bool) (bool, error) {
+	return call(ctx, ft.f, "thread_begin", func(c context.Context) (bool, error) {
 		if !ft.caughtUp(c) {
-			return 0, errors.New("thread begin: bump failed")
+			return false, errors.New("thread begin: bump failed")
 		}
-		return ft.t.Begin(c, key, root, gen)
-	}, func(c context.Context) (int64, error) { return -1, ft.miss(c) })
+		return ft.t.Begin(c, key, root, gen, onlyNew)
+	}, func(c context.Context) (bool, error) { return false, ft.miss(c) })
 }
 
 // Fill fills entry key in Redis (false while Redis cannot be reached).

@@ -16,7 +16,7 @@ import (
 // threadStore is what the three thread stores have in common.
 type threadStore interface {
 	Bump(ctx context.Context) (int64, error)
-	Begin(ctx context.Context, key, root, gen string) (int64, error)
+	Begin(ctx context.Context, key, root, gen string, onlyNew bool) (bool, error)
 	Fill(ctx context.Context, key, gen string, leftOut int, msgs []ThreadMessage) (bool, error)
 	Apply(ctx context.Context, key string, ops []ThreadOp) error
 	Load(ctx context.Context, key string) (ThreadEntry, bool, error)
@@ -83,6 +83,7 @@ var threadContract = []struct {
 }{
 	{"filled entry is done and ordered", false, threadFilled},
 	{"fill of an older begin is refused", false, threadOlderFill},
+	{"a begin only new leaves an entry held", false, threadBeginOnlyNew},
 	{"changes during the fill win over it", false, threadChangesDuringFill},
 	{"a thread not held is left alone", false, threadNotHeld},
 	{"a put without a mark keeps the mark held", false, threadPutKeepsMark},
@@ -139,7 +140,7 @@ func shown(e ThreadEntry) string {
 func filled(t *testing.T, s threadStore, key, root string, leftOut int, msgs ...ThreadMessage) {
 	t.Helper()
 	ctx := t.Context()
-	_, err := s.Begin(ctx, key, root, "g")
+	_, err := s.Begin(ctx, key, root, "g", false)
 	check(t, err)
 	ok, err := s.Fill(ctx, key, "g", leftOut, msgs)
 	check(t, err)
@@ -180,9 +181,9 @@ func threadFilled(t *testing.T, replica func() threadStore) {
 func threadOlderFill(t *testing.T, replica func() threadStore) {
 	ctx := t.Context()
 	s := replica()
-	_, err := s.Begin(ctx, "k", "", "first")
+	_, err := s.Begin(ctx, "k", "", "first", false)
 	check(t, err)
-	_, err = s.Begin(ctx, "k", "", "second")
+	_, err = s.Begin(ctx, "k", "", "second", false)
 	check(t, err)
 	ok, err := s.Fill(ctx, "k", "first", 0, []ThreadMessage{msg("1.1", "old read", "")})
 	check(t, err)
@@ -194,10 +195,34 @@ func threadOlderFill(t *testing.T, replica func() threadStore) {
 	}
 }
 
+func threadBeginOnlyNew(t *testing.T, replica func() threadStore) {
+	ctx := t.Context()
+	s := replica()
+	begun, err := s.Begin(ctx, "k", "1.1", "g", true)
+	check(t, err)
+	if !begun {
+		t.Fatal("Begin only new of a thread not held: not begun")
+	}
+	ok, err := s.Fill(ctx, "k", "g", 0, []ThreadMessage{msg("1.1", "q", "")})
+	check(t, err)
+	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "answer", "")}}))
+	if !ok {
+		t.Fatal("Fill refused")
+	}
+	// A second delivery of the thread's first message must not drop what came since.
+	if begun, err = s.Begin(ctx, "k", "1.1", "again", true); err != nil || begun {
+		t.Fatalf("Begin only new of a thread held = %v, %v; want left as it is", begun, err)
+	}
+	if ok, err = s.Fill(ctx, "k", "again", 0, []ThreadMessage{msg("1.1", "q", "")}); err != nil || ok {
+		t.Fatalf("Fill of a Begin that did not begin = %v, %v; want refused", ok, err)
+	}
+	wantShown(t, load(t, s, "k"), "1.1=q 1.2=answer")
+}
+
 func threadChangesDuringFill(t *testing.T, replica func() threadStore) {
 	ctx := t.Context()
 	s := replica()
-	_, err := s.Begin(ctx, "k", "1.1", "g")
+	_, err := s.Begin(ctx, "k", "1.1", "g", false)
 	check(t, err)
 	check(t, s.Apply(ctx, "k", []ThreadOp{
 		{Kind: ThreadPut, ThreadMessage: msg("1.2", "edited", "")},
@@ -278,7 +303,7 @@ func threadBytesBound(t *testing.T, replica func() threadStore) {
 func threadReadLeftOut(t *testing.T, replica func() threadStore) {
 	ctx := t.Context()
 	s := replica()
-	_, err := s.Begin(ctx, "k", "1.1", "g")
+	_, err := s.Begin(ctx, "k", "1.1", "g", false)
 	check(t, err)
 	check(t, s.Apply(ctx, "k", []ThreadOp{{Kind: ThreadPut, ThreadMessage: msg("1.2", "an old one edited", "")}}))
 	ok, err := s.Fill(ctx, "k", "g", 5, []ThreadMessage{msg("1.1", "q", ""), msg("1.7", "a", ""), msg("1.8", "b", "")})

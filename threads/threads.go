@@ -8,8 +8,9 @@
 // What goes in:
 //   - a read (Replies, History): a thread not held, or held but not to be trusted, is read from Slack
 //     once and the entry filled from the read;
-//   - a new thread (Started: a top-level mention, a DM message that starts a thread) is whole from its
-//     event alone: nothing was said in it before;
+//   - a new thread (a top-level mention, a top-level DM message: in the agent pane each starts a
+//     thread) is whole from its event alone: nothing was said in it before. A second delivery of that
+//     event leaves the entry as it is;
 //   - the events the bot receives (Message: new messages, edits and deletions) change the entries held;
 //     a thread not held is left alone;
 //   - the bot's own writes (Posted, Updated, Deleted): the text and mark it wrote. A message put without a
@@ -47,8 +48,9 @@ import (
 type Store interface {
 	// Bump makes every entry begun before it stale.
 	Bump(ctx context.Context) (int64, error)
-	// Begin starts entry key afresh, root kept whatever its age, as gen's to fill.
-	Begin(ctx context.Context, key, root, gen string) (int64, error)
+	// Begin starts entry key afresh, root kept whatever its age, as gen's to fill; with onlyNew,
+	// not when the entry is held (false).
+	Begin(ctx context.Context, key, root, gen string, onlyNew bool) (bool, error)
 	// Fill puts a read's messages into entry key unless another Begin came since gen's.
 	Fill(ctx context.Context, key, gen string, leftOut int, msgs []state.ThreadMessage) (bool, error)
 	// Apply makes ops in entry key if it is held.
@@ -124,7 +126,7 @@ func (c *Cache) Replies(ctx context.Context, channel, threadTS string, read func
 	if msgs, left, ok := c.trusted(ctx, "replies", key); ok {
 		return msgs, left, nil
 	}
-	gen, begun := c.begin(ctx, key, threadTS)
+	gen, begun := c.begin(ctx, key, threadTS, false)
 	msgs, left, err := read(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -149,7 +151,7 @@ func (c *Cache) History(ctx context.Context, channel string, limit int, read fun
 		}
 		return msgs, nil
 	}
-	gen, begun := c.begin(ctx, key, "")
+	gen, begun := c.begin(ctx, key, "", false)
 	msgs, err := read(ctx)
 	if err != nil {
 		return nil, err
@@ -164,14 +166,11 @@ func (c *Cache) History(ctx context.Context, channel string, limit int, read fun
 	return msgs, nil
 }
 
-// Started records a new thread whose only message is m (its parent): nothing was said in it before,
-// so it is whole without a read.
-func (c *Cache) Started(ctx context.Context, channel string, m slack.Message) {
-	if c == nil {
-		return
-	}
+// started records a new thread whose only message is m (its parent): nothing was said in it before,
+// so it is whole without a read. A thread held already (the event delivered again) is left as it is.
+func (c *Cache) started(ctx context.Context, channel string, m slack.Message) {
 	key := Key(channel, m.Timestamp)
-	gen, begun := c.begin(ctx, key, m.Timestamp)
+	gen, begun := c.begin(ctx, key, m.Timestamp, true)
 	if begun {
 		c.fill(ctx, key, gen, 0, []slack.Message{m})
 	}
@@ -214,14 +213,14 @@ func (c *Cache) trusted(ctx context.Context, kind, key string) ([]slack.Message,
 
 // begin begins entry key for a read about to start; false when the store failed (the read is then
 // not kept).
-func (c *Cache) begin(ctx context.Context, key, root string) (gen string, ok bool) {
+func (c *Cache) begin(ctx context.Context, key, root string, onlyNew bool) (gen string, ok bool) {
 	gen = newGen()
-	epoch, err := c.opt.Store.Begin(ctx, key, root, gen)
+	begun, err := c.opt.Store.Begin(ctx, key, root, gen, onlyNew)
 	if err != nil {
 		c.log.Debug("thread cache: begin failed", zap.String("key", key), zap.Error(err))
 		return "", false
 	}
-	return gen, epoch >= 0
+	return gen, begun
 }
 
 // fill puts a read into entry key (begun by gen).
@@ -297,7 +296,24 @@ func (c *Cache) Message(ctx context.Context, ev *slackevents.MessageEvent) {
 	if m.Channel == "" {
 		m.Channel = ev.Channel
 	}
+	if isDM(ev.Channel) && m.ThreadTimestamp == "" && newMessage(ev.SubType) && !c.own(m) {
+		c.started(ctx, ev.Channel, m) // in the agent pane, every message starts a thread
+	}
 	c.put(ctx, ev.Channel, m)
+}
+
+// newMessage reports whether a message event of subtype says a new message.
+func newMessage(subtype string) bool {
+	switch subtype {
+	case "", "file_share", "me_message", "thread_broadcast", "bot_message":
+		return true
+	}
+	return false
+}
+
+// own reports whether the bot wrote m.
+func (c *Cache) own(m slack.Message) bool {
+	return c.opt.BotUserID != "" && m.User == c.opt.BotUserID || c.opt.BotID != "" && m.BotID == c.opt.BotID
 }
 
 // Mention applies an app_mention (a message in its thread, as its message event would).
@@ -311,6 +327,9 @@ func (c *Cache) Mention(ctx context.Context, ev *slackevents.AppMentionEvent) {
 	m := slack.Message{Msg: slack.Msg{Type: "message", Channel: ev.Channel, User: ev.User, BotID: ev.BotID,
 		Text: ev.Text, Timestamp: ev.TimeStamp, ThreadTimestamp: ev.ThreadTimeStamp, Blocks: ev.Blocks,
 		Attachments: ev.Attachments, Files: ev.Files, Team: ev.UserTeam}}
+	if m.ThreadTimestamp == "" {
+		c.started(ctx, ev.Channel, m) // a top-level mention starts the thread the bot answers in
+	}
 	c.put(ctx, ev.Channel, m)
 }
 

@@ -178,14 +178,37 @@ func TestThreadNotHeldIsLeftAlone(t *testing.T) {
 	}
 }
 
-func TestStartedNeedsNoRead(t *testing.T) {
+// TestNewThreadNeedsNoRead: a top-level mention, and a top-level DM message (in the agent pane each
+// starts a thread), are whole threads from their events; the event delivered again (another replica
+// that got Slack's retry) leaves the thread as it is.
+func TestNewThreadNeedsNoRead(t *testing.T) {
 	c, _ := newTestCache(t)
 	ctx := t.Context()
-	c.Started(ctx, channel, message(parent, "", "U1", "<@UBOT> hi"))
+	mention := &slackevents.AppMentionEvent{Channel: channel, User: "U1", Text: "<@UBOT> hi", TimeStamp: parent}
+	c.Mention(ctx, mention)
 	c.Posted(ctx, channel, parent, "1700000000.000200", "hello", mark("answer"))
+	c.Mention(ctx, mention)
 	s := &slackThread{}
 	if got, want := replies(t, c, s), "100:<@UBOT> hi 200:hello[answer]"; got != want || s.reads != 0 {
 		t.Fatalf("%q after %d reads, want %q after none", got, s.reads, want)
+	}
+	dmMsg := message(parent, "", "U1", "question")
+	dmMsg.Channel = dm
+	c.Message(ctx, event("", dmMsg))
+	msgs, _, err := c.Replies(ctx, dm, parent, s.read)
+	if err != nil || texts(msgs) != "100:question" || s.reads != 0 {
+		t.Fatalf("DM thread %q, %v after %d reads; want the question, no read", texts(msgs), err, s.reads)
+	}
+	// A reply in a thread starts none, and neither does the bot's own message.
+	c.Message(ctx, event("", message("1700000000.000500", "1700000000.000400", "U1", "a reply")))
+	own := message("1700000000.000600", "", botUser, "own")
+	own.Channel = dm
+	c.Message(ctx, event("", own))
+	for _, th := range []struct{ channel, ts string }{{channel, "1700000000.000400"}, {channel, "1700000000.000500"}, {dm, "1700000000.000600"}} {
+		before := s.reads
+		if _, _, err := c.Replies(ctx, th.channel, th.ts, s.read); err != nil || s.reads != before+1 {
+			t.Fatalf("thread %s/%s: %v, %d reads; want one read (no entry)", th.channel, th.ts, err, s.reads-before)
+		}
 	}
 }
 
