@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/redistest"
@@ -193,5 +194,34 @@ func TestE2EThreadCacheStreamedAnswers(t *testing.T) {
 	}
 	if n := len(e.slack.CallsTo("chat.startStream")); n != 2 {
 		t.Errorf("%d chat.startStream calls, want the two answers streamed", n)
+	}
+}
+
+// TestE2EThreadCacheDMHistory: without the agent pane a DM is answered at its top level, with the
+// DM's latest messages as context: read once, then known from the events and the bot's writes.
+func TestE2EThreadCacheDMHistory(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"AGENT_VIEW": "false", "REPLY_MODE": "edit"})
+	reqs := countedAnswers(e)
+	answers := func() int {
+		n := 0
+		for _, m := range e.slack.Messages("D1") {
+			if m.BotID != "" && markOf(t, m).Kind == convo.MarkAnswer {
+				n++
+			}
+		}
+		return n
+	}
+	e.slack.PostUserMessage("D1", "U1", "", "capital of France?")
+	e.waitFor(t, "the first answer", func() bool { return answers() == 1 && e.finished(t) == 1 })
+	e.slack.PostUserMessage("D1", "U1", "", "and how many live there?")
+	e.waitFor(t, "the second answer", func() bool { return answers() == 2 && e.finished(t) == 2 })
+	text := lastRequestText(t, reqs())
+	for _, want := range []string{"capital of France?", "assistant: answer 1", "how many live there?"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the second request lacks %q:\n%s", want, text)
+		}
+	}
+	if n := e.slack.CallCount("conversations.history"); n != 1 {
+		t.Errorf("%d conversations.history calls, want 1: the DM is known after its first read", n)
 	}
 }
