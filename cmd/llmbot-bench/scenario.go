@@ -54,6 +54,9 @@ type settings struct {
 	// mention in each is asked at once, through another replica than the first question when
 	// there are several: what is measured are the follow-ups.
 	followUps bool
+	// newThreads: in stream mode each question is a new top-level DM message (in the agent pane it
+	// starts its own thread), not a reply in a thread from before the run.
+	newThreads bool
 }
 
 // concurrent is MAX_CONCURRENT_REPLIES for n conversations.
@@ -299,8 +302,10 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 	if set.mode == "stream" {
 		for i := range n {
 			chans[i] = fmt.Sprintf("D%04d", i)
-			threads[i] = slack.Post(fakeslack.UserMessage{Channel: chans[i], User: fmt.Sprintf("U%04d", i),
-				Text: "About Slack's rate limits.", Time: time.Now().Add(-time.Hour)})
+			if !set.newThreads {
+				threads[i] = slack.Post(fakeslack.UserMessage{Channel: chans[i], User: fmt.Sprintf("U%04d", i),
+					Text: "About Slack's rate limits.", Time: time.Now().Add(-time.Hour)})
+			}
 		}
 	}
 	post, err := spreader(slack, replicas)
@@ -314,6 +319,8 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 			user := fmt.Sprintf("U%04d", i)
 			asked[i] = time.Now()
 			switch {
+			case set.mode == "stream" && threads[i] == "": // a new top-level DM message
+				threads[i], err = post(i, fakeslack.UserMessage{Channel: chans[i], User: user, Text: question("", i)})
 			case set.mode == "stream":
 				_, err = post(i, fakeslack.UserMessage{Channel: chans[i], User: user, ThreadTS: threads[i], Text: question("", i)})
 			case threads[i] != "": // a follow-up, through the next replica

@@ -156,6 +156,9 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 	if set.spent {
 		fmt.Fprint(w, " Every Slack budget was used up when the questions came (-spent).")
 	}
+	if set.newThreads {
+		fmt.Fprint(w, " New threads (-new-threads): each question is a new top-level DM message, answered in its own thread (the agent pane).")
+	}
 	if set.followUps {
 		fmt.Fprint(w, " Follow-ups (-follow-ups): every thread was answered once before; the figures are those of a follow-up mention in each thread, asked at once.")
 	}
