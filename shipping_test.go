@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pane"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 // manifestSchema is Slack's app manifest JSON Schema, in shared/ beside the checkout (as CI lays it out).
@@ -223,7 +225,7 @@ func TestManifestScopesAndEvents(t *testing.T) {
 		"message.mpim":     "mpim:history",
 		// No scope of its own is documented: Slack sends it to apps that keep agent sessions.
 		handlers.EventSessionStopped: "",
-		handlers.EventAppHomeOpened:  "", // no scope: the messages tab is features.app_home
+		pane.EventAppHomeOpened:      "", // no scope: the messages tab is features.app_home
 	}
 	for _, e := range events {
 		scope, ok := needs[e]
@@ -242,7 +244,7 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	if got := jsonPath(t, m, "settings", "interactivity", "is_enabled"); got != "true" {
 		t.Errorf("interactivity.is_enabled = %s, want true (the reply buttons need it)", got)
 	}
-	for _, cmd := range []string{"/imagine", handlers.CommandSummarize} {
+	for _, cmd := range []string{"/imagine", summarize.Command} {
 		if got := jsonPath(t, m, "features", "slash_commands"); !strings.Contains(got, `"`+cmd+`"`) {
 			t.Errorf("slash_commands = %s, want %s", got, cmd)
 		}
@@ -255,8 +257,8 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	if err := json.Unmarshal([]byte(jsonPath(t, m, "features", "shortcuts")), &shortcuts); err != nil {
 		t.Fatalf("shortcuts: %v", err)
 	}
-	if !slices.Contains(shortcuts, shortcut{"message", handlers.ShortcutSummarizeThread}) {
-		t.Errorf("shortcuts = %+v, want the message shortcut %s", shortcuts, handlers.ShortcutSummarizeThread)
+	if !slices.Contains(shortcuts, shortcut{"message", summarize.ShortcutThread}) {
+		t.Errorf("shortcuts = %+v, want the message shortcut %s", shortcuts, summarize.ShortcutThread)
 	}
 	if strings.Contains(jsonPath(t, m, "features", "slash_commands"), `"url"`) {
 		t.Error("slash command has a url: in Socket Mode commands arrive over the WebSocket")

@@ -10,8 +10,10 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/access"
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 // The people of the tests below, besides members (any other user id is a member of the fake's
@@ -32,7 +34,7 @@ func refusalFor(t *testing.T, u slack.User, opt access.MembersOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := m.Verify(t.Context(), u.ID, u.TeamID)
+	d, err := m.Verify(t.Context(), u.ID, u.TeamID, "")
 	if err != nil || d.Allowed {
 		t.Fatalf("%+v is not refused by %+v: %+v, %v", u, opt, d, err)
 	}
@@ -54,7 +56,7 @@ func memberAsks(t *testing.T, w *wired) asked {
 			return false
 		}
 		a = asked{question: q, answer: r[0].TS}
-		return slices.ContainsFunc(r[0].Buttons(), func(b fakeslack.Button) bool { return b.ActionID == handlers.ActionRegenerate })
+		return slices.ContainsFunc(r[0].Buttons(), func(b fakeslack.Button) bool { return b.ActionID == route.ActionRegenerate })
 	})
 	return a
 }
@@ -63,9 +65,9 @@ func memberAsks(t *testing.T, w *wired) asked {
 // asker, as an answer with tools shows one (the buttons of handlers' prompts).
 func approvalPrompt(t *testing.T, w *wired, a asked, asker string) string {
 	t.Helper()
-	ref := handlers.ApprovalRef{ThreadTS: a.question, TS: a.question, ID: "call1", Asker: asker}
+	ref := approvals.ApprovalRef{ThreadTS: a.question, TS: a.question, ID: "call1", Asker: asker}
 	blocks := fmt.Sprintf(`[{"type":"actions","elements":[{"type":"button","action_id":%q,`+
-		`"text":{"type":"plain_text","text":"Allow once"},"value":%q}]}]`, handlers.ActionToolAllowOnce, ref.Value())
+		`"text":{"type":"plain_text","text":"Allow once"},"value":%q}]}]`, approvals.ActionToolAllowOnce, ref.Value())
 	return w.fs.Post(fakeslack.UserMessage{Channel: "C1", ThreadTS: a.question, BotID: w.id.BotID,
 		Text: "may I use the tool?", Blocks: json.RawMessage(blocks)})
 }
@@ -99,15 +101,15 @@ func TestWiredOutsiderRefused(t *testing.T) {
 		}},
 		{"/summarize", func(t *testing.T, w *wired, _ asked) { w.fs.SlashCommand("C1", outsider.ID, "/summarize", "") }},
 		{"Summarize thread on a member's thread", func(t *testing.T, w *wired, a asked) {
-			if _, err := w.fs.MessageShortcut("C1", a.question, outsider.ID, handlers.ShortcutSummarizeThread); err != nil {
+			if _, err := w.fs.MessageShortcut("C1", a.question, outsider.ID, summarize.ShortcutThread); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"Regenerate on a member's answer", func(t *testing.T, w *wired, a asked) {
-			click(t, w, a.answer, outsider.ID, handlers.ActionRegenerate)
+			click(t, w, a.answer, outsider.ID, route.ActionRegenerate)
 		}},
 		{"tool approval", func(t *testing.T, w *wired, a asked) {
-			click(t, w, approvalPrompt(t, w, a, outsider.ID), outsider.ID, handlers.ActionToolAllowOnce)
+			click(t, w, approvalPrompt(t, w, a, outsider.ID), outsider.ID, approvals.ActionToolAllowOnce)
 		}},
 	}
 	want := refusalFor(t, slack.User{ID: outsider.ID, TeamID: outsider.Team}, access.MembersOptions{})

@@ -1,6 +1,7 @@
 // Package bot runs the Socket Mode loop over the envelopes package slacksocket reads and acks
 // (decode, dedupe, route, bounded concurrency, one answer at a time per thread, graceful drain)
-// and adapts the Slack Web API to the interfaces of package handlers (SlackAPI).
+// and adapts the Slack Web API to the interfaces of package gateway and of the use cases (SlackAPI,
+// and SlackAssistant for the assistant and agent surfaces).
 package bot
 
 import (
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,14 +40,14 @@ type socket interface {
 }
 
 // Notifier tells one person something privately (the busy notice, a place in line, the restart
-// note): *handlers.Notices, which waits for its turn in Slack's chat.postEphemeral budget (the one
+// note): *gateway.Notices, which waits for its turn in Slack's chat.postEphemeral budget (the one
 // the replies' own notes take from) and rides out 429s until ctx ends.
 type Notifier interface {
 	Ephemeral(ctx context.Context, channel, user, threadTS, text string) error
 }
 
 // QueueStatus shows a waiting question's place in line where its answer will be written: under its
-// thread, as the thread's assistant status (*handlers.AgentPane).
+// thread, as the thread's assistant status (*pane.Pane).
 type QueueStatus interface {
 	// ShowQueued shows that the question answered in threadTS waits, place-th in line (1: next),
 	// and reports whether it is shown (when not, the asker is told privately).
@@ -94,7 +94,7 @@ type Options struct {
 	PingTimeout time.Duration // a connection that brings nothing (not even a ping) for this long is dialled again; default 30s
 	DedupeTTL   time.Duration // how long envelope, event and message ids are remembered; default 1h (Slack's retries have been seen minutes later)
 	DedupeMax   int           // most ids remembered per kind; default 20000
-	// Replicas is what this bot shares with its other replicas (the state package); nil: nobody.
+	// Replicas is what this bot shares with its other replicas (the state package); a nil part: nobody.
 	Replicas Replicas
 	// InboxKey signs what this replica hands another and checks what it is handed (InboxKey of
 	// the bot token); nil: nothing is handed over either way.
@@ -145,9 +145,7 @@ const (
 // Bot is the Socket Mode event loop. Create it with New and call Run once.
 type Bot struct {
 	sock   socket
-	id     Identity
 	routes *route.Table
-	notify Notifier
 	log    *zap.Logger
 	opt    Options
 
@@ -155,10 +153,11 @@ type Bot struct {
 	// replies counts the answers admitted and not done with the model (waiting for a place, or
 	// holding one): at most MaxConcurrent + MaxQueued. An answer whose last writes are under way
 	// no longer counts: its place is someone else's.
-	replies atomic.Int64
-	turns   *turns
-	shared  Replicas       // Options.Replicas
-	wg      sync.WaitGroup // every goroutine started for work
+	replies  atomic.Int64
+	turns    *turns
+	replicas *replicas
+	reader   reader
+	wg       sync.WaitGroup // every goroutine started for work
 	// closing ends when the grace period does (set by Run before any work starts): private notices
 	// are bounded by it, so shutdown ends in time even when Slack is slow.
 	closing context.Context
@@ -168,16 +167,9 @@ type Bot struct {
 	busyTold                    *seen    // people told the bot is busy in the last busyNoteEvery
 	held                        []func() // work handled but not started yet (see later)
 
-	mu     sync.Mutex
-	state  State
-	active map[string]activeReply // thread key -> the answer being written there
-}
-
-// activeReply is an answer in progress, for StopReply.
-type activeReply struct {
-	user   string // the asker: the only person who may stop it
-	ts     string // the message answered
-	cancel context.CancelCauseFunc
+	conn    *connection
+	active  *actives
+	notices *notices
 }
 
 // ErrNotAsker is returned by StopReply when someone other than the asker tries to stop an answer.
@@ -199,9 +191,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 	if opt.DedupeTTL <= 0 {
 		opt.DedupeTTL = time.Hour
 	}
-	if opt.Replicas == nil {
-		opt.Replicas = alone{}
-	}
+	opt.Replicas = opt.Replicas.withAlone()
 	if opt.leaseRenew <= 0 {
 		opt.leaseRenew = leaseRenew
 	}
@@ -212,17 +202,22 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		opt.burstHold = burstHold
 	}
 	b := &Bot{
-		id: id, routes: routes, notify: notify, log: log, opt: opt, shared: opt.Replicas,
+		routes: routes, log: log, opt: opt,
+		reader:    reader{id: id, agentView: opt.AgentView, followUps: opt.FollowUps, answerBots: opt.AnswerBots},
 		slots:     newSlots(opt.MaxConcurrent),
 		turns:     newTurns(),
-		active:    make(map[string]activeReply),
+		active:    newActives(),
+		conn:      &connection{log: log, hook: opt.Hooks.Connection, threads: opt.Threads},
+		notices:   &notices{notify: notify, queue: opt.Queue},
 		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
 	}
+	b.replicas = &replicas{shared: opt.Replicas, inboxKey: opt.InboxKey, renew: opt.leaseRenew, log: log,
+		notices: b.notices, duplicate: opt.Hooks.duplicate}
 	b.sock = slacksocket.New(open, log, slacksocket.Options{PingTimeout: opt.PingTimeout, AppID: id.AppID,
-		Acked: opt.Hooks.Acked, State: b.socketState})
+		Acked: opt.Hooks.Acked, State: b.conn.follow})
 	if opt.wrapSocket != nil {
 		b.sock = opt.wrapSocket(b.sock)
 	}
@@ -230,49 +225,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 }
 
 // State returns the connection state. Safe for concurrent use.
-func (b *Bot) State() State {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.state
-}
-
-// socketState follows the connection's state (slacksocket.Options.State).
-func (b *Bot) socketState(st slacksocket.State) {
-	switch {
-	case st.Connected:
-		b.mu.Lock()
-		b.state.Reconnects = st.Connection
-		b.mu.Unlock()
-		b.setConnected(true)
-		b.log.Info("socket mode connected", zap.Int("reconnects", st.Connection))
-	case st.Err != nil:
-		b.log.Warn("socket mode connection failed", zap.Int("attempt", st.Attempt), zap.Duration("backoff", st.Backoff), zap.Error(st.Err))
-	default:
-		b.setConnected(false)
-		b.log.Debug("socket mode connecting")
-	}
-}
-
-// setConnected records the connection going up (a new connection, maybe replacing another: every
-// one is reported) or down (reported once).
-func (b *Bot) setConnected(up bool) {
-	b.mu.Lock()
-	changed := b.state.Connected != up
-	if changed {
-		b.state.Connected = up
-		b.state.Since = time.Now()
-	}
-	b.mu.Unlock()
-	if changed && up {
-		// Before the connection's first event is read: an entry filled before it is read again.
-		if err := b.opt.Threads.Gap(context.Background()); err != nil {
-			b.log.Warn("thread cache: a gap in the connection could not be recorded", zap.Error(err))
-		}
-	}
-	if (changed || up) && b.opt.Hooks.Connection != nil {
-		b.opt.Hooks.Connection(up)
-	}
-}
+func (b *Bot) State() State { return b.conn.get() }
 
 // Run connects to Slack and handles envelopes until ctx is cancelled or the connection fails for
 // good (bad app token). Then it stops reading (Slack redelivers what was not acked), gives work
@@ -291,14 +244,14 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer cancelWork(nil)
 	closing, endClosing := context.WithCancel(context.WithoutCancel(ctx))
 	defer endClosing()
-	b.closing = closing
+	b.closing, b.notices.closing = closing, closing
 
 	// Requests other replicas hand to this one (a Stop on an answer written here), read until the
 	// loop ends.
 	inbox := make(chan *route.Request) // unbuffered: the reader waits for the loop
 	inboxCtx, stopInbox := context.WithCancel(ctx)
 	var inboxWG sync.WaitGroup
-	inboxWG.Go(func() { b.receive(inboxCtx, inbox) })
+	inboxWG.Go(func() { b.replicas.receive(inboxCtx, inbox) })
 	defer inboxWG.Wait()
 	defer stopInbox()
 
@@ -356,7 +309,7 @@ loop:
 	}
 	b.sock.Close()
 	b.release() // acked: answered, or told about the restart (see answer)
-	b.setConnected(false)
+	b.conn.setConnected(false)
 	b.drain(cancelWork, endClosing)
 	return runErr
 }
@@ -381,7 +334,7 @@ func (b *Bot) release() {
 
 // CloseReserve is the part of the grace period kept for closing answers once the work left is
 // cancelled with handlers.ErrShutdown: the handlers' final writes and notes must fit in it
-// (handlers.ReplyOptions.ShutdownTimeout, ImagineOptions.ShutdownTimeout).
+// (handlers.ReplyOptions.ShutdownTimeout, imagine.Options.ShutdownTimeout).
 func CloseReserve(grace time.Duration) time.Duration {
 	return grace - max(grace-closeReserve, grace/2)
 }
@@ -434,7 +387,7 @@ func (b *Bot) handle(work context.Context, f slacksocket.Frame) {
 		b.ack(req, nil, read, log)
 	}
 	if b.envelopes.add(req.EnvelopeID, read) {
-		b.duplicate("envelope", log)
+		b.opt.Hooks.duplicate("envelope", log)
 		return
 	}
 	switch evt.Type {
@@ -491,10 +444,10 @@ func (b *Bot) badEnvelope(f slacksocket.Frame, err error) {
 	log.Warn("socket mode: envelope could not be decoded; acked and dropped", zap.Error(err))
 }
 
-func (b *Bot) duplicate(kind string, log *zap.Logger) {
+func (h Hooks) duplicate(kind string, log *zap.Logger) {
 	log.Debug("duplicate dropped", zap.String("kind", kind))
-	if b.opt.Hooks.Duplicate != nil {
-		b.opt.Hooks.Duplicate(kind)
+	if h.Duplicate != nil {
+		h.Duplicate(kind)
 	}
 }
 
@@ -507,7 +460,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	if eventID != "" {
 		log = log.With(zap.String("event_id", eventID))
 		if b.events.add(eventID, read) {
-			b.duplicate("event", log)
+			b.opt.Hooks.duplicate("event", log)
 			return
 		}
 	}
@@ -521,9 +474,9 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	)
 	switch ev := e.InnerEvent.Data.(type) {
 	case *slackevents.AppMentionEvent:
-		rr, reason = b.fromMention(ev, e.TeamID)
+		rr, reason = b.reader.fromMention(ev, e.TeamID)
 	case *slackevents.MessageEvent:
-		rr, reason = b.fromMessage(ev, e.TeamID)
+		rr, reason = b.reader.fromMessage(ev, e.TeamID)
 	default:
 		if req := fromEvent(e); req != nil && b.routes.Has(route.Event, req.Name) {
 			log = log.With(zap.String("event", req.Name), zap.String("channel", req.Channel), zap.String("user", req.User))
@@ -541,11 +494,11 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 		key += "/edited" // a reply only looked at as a follow-up must not keep its edit out (Replies checks answers)
 	}
 	if b.messages.add(key, read) {
-		b.duplicate("message", log.With(zap.String("channel", rr.Channel), zap.String("ts", rr.TS))) // e.g. app_mention and message.im for the same DM
+		b.opt.Hooks.duplicate("message", log.With(zap.String("channel", rr.Channel), zap.String("ts", rr.TS))) // e.g. app_mention and message.im for the same DM
 		return
 	}
 	msg := &route.Request{Kind: route.Message, Name: route.MessageRoute, Feature: rr.Feature(), Channel: rr.Channel,
-		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
+		User: rr.User, Team: rr.Team, UserTeam: rr.UserTeam, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
 	b.dispatch(work, msg, read, log, b.tellLater(rr.Channel, rr.User, rr.ThreadTS, log))
 }
 
@@ -563,114 +516,6 @@ func fromEvent(e slackevents.EventsAPIEvent) *route.Request {
 			User: ev.User, Team: e.TeamID, Text: ev.Tab}
 	}
 	return nil
-}
-
-// fromMention turns an app_mention into a request, or says why it is ignored.
-func (b *Bot) fromMention(ev *slackevents.AppMentionEvent, team string) (route.ReplyRequest, string) {
-	if ev.Edited != nil {
-		return route.ReplyRequest{}, "edited message"
-	}
-	if why := b.skipAuthor(ev.User, ev.BotID); why != "" {
-		return route.ReplyRequest{}, why
-	}
-	r := route.ReplyRequest{
-		Channel:     ev.Channel,
-		ChannelType: route.ChannelType(ev.Channel),
-		User:        ev.User,
-		Team:        cmp.Or(ev.UserTeam, team),
-		TS:          ev.TimeStamp,
-		ThreadTS:    ev.ThreadTimeStamp,
-		Text:        ev.Text,
-		Files:       ev.Files,
-		Attachments: ev.Attachments,
-	}
-	if r.ThreadTS == "" && (r.ChannelType != "im" || b.opt.AgentView) {
-		r.ThreadTS = ev.TimeStamp // a mention in a channel starts a thread under it, as a message in the agent pane
-	}
-	return r, ""
-}
-
-// fromMessage turns a message event (message.im, or a thread message without a mention in a
-// channel, group or group DM) into a request, or says why it is ignored.
-func (b *Bot) fromMessage(ev *slackevents.MessageEvent, team string) (route.ReplyRequest, string) {
-	switch ev.SubType {
-	case "", "file_share", "thread_broadcast", "me_message":
-	case "message_changed":
-		return b.fromEditedMention(ev, team)
-	default:
-		return route.ReplyRequest{}, "message subtype " + ev.SubType // includes message_changed from our own edits
-	}
-	if why := b.skipAuthor(ev.User, ev.BotID); why != "" {
-		return route.ReplyRequest{}, why
-	}
-	r := route.ReplyRequest{
-		Channel:     ev.Channel,
-		ChannelType: cmp.Or(ev.ChannelType, route.ChannelType(ev.Channel)),
-		User:        ev.User,
-		Team:        cmp.Or(ev.UserTeam, team),
-		TS:          ev.TimeStamp,
-		ThreadTS:    ev.ThreadTimeStamp,
-		Text:        ev.Text,
-	}
-	if ev.Message != nil {
-		r.Files, r.Attachments = ev.Message.Files, ev.Message.Attachments
-	}
-	if r.ChannelType == "im" {
-		if r.ThreadTS == "" && b.opt.AgentView {
-			r.ThreadTS = r.TS // in the agent pane each message is its own thread root
-		}
-		return r, ""
-	}
-	switch {
-	case r.ThreadTS == "" || r.ThreadTS == r.TS:
-		return route.ReplyRequest{}, "top-level message without a mention"
-	case b.id.UserID != "" && strings.Contains(r.Text, "<@"+b.id.UserID+">"):
-		return route.ReplyRequest{}, "mentions the bot (answered from app_mention)"
-	case !b.opt.FollowUps:
-		return route.ReplyRequest{}, "follow-ups are off"
-	}
-	r.FollowUp = true
-	return r, ""
-}
-
-// fromEditedMention turns an edit that adds the bot's mention to a message (a person who forgot to
-// mention it at first) into a request, as its app_mention would have been; any other edit is
-// ignored. Slack also sends an app_mention for the edit, but that does not say whether the mention
-// is new, so it is ignored (fromMention), and this needs the message events (message.channels,
-// .groups, .mpim) the follow-ups need. A message the bot answered already is not answered again:
-// handlers.Replies looks for an answer to it in its thread (ReplyRequest.Edited).
-func (b *Bot) fromEditedMention(ev *slackevents.MessageEvent, team string) (route.ReplyRequest, string) {
-	nm, pm := ev.Message, ev.PreviousMessage
-	mention := "<@" + b.id.UserID + ">"
-	switch {
-	case nm == nil || b.id.UserID == "":
-		return route.ReplyRequest{}, "message subtype message_changed"
-	case cmp.Or(ev.ChannelType, route.ChannelType(ev.Channel)) == "im":
-		return route.ReplyRequest{}, "edited message" // in a DM every message was answered as it came
-	case !strings.Contains(nm.Text, mention) || pm != nil && strings.Contains(pm.Text, mention):
-		return route.ReplyRequest{}, "edited message" // includes our own edits
-	}
-	// Answered as its app_mention would have been, had the mention been there from the start.
-	r, why := b.fromMention(&slackevents.AppMentionEvent{Channel: ev.Channel, User: nm.User, BotID: nm.BotID,
-		UserTeam: nm.Team, TimeStamp: nm.Timestamp, ThreadTimeStamp: nm.ThreadTimestamp, Text: nm.Text,
-		Files: nm.Files, Attachments: nm.Attachments}, team)
-	r.Edited = why == ""
-	return r, why
-}
-
-// skipAuthor says why a message by user/botID is not answered, or "".
-func (b *Bot) skipAuthor(user, botID string) string {
-	switch {
-	case user != "" && user == b.id.UserID:
-		return "own message"
-	case botID != "" && botID == b.id.BotID:
-		return "own bot"
-	case botID != "" && !b.opt.AnswerBots:
-		return "another bot"
-	case user == "" && botID == "":
-		return "no author"
-	}
-	return ""
 }
 
 // dispatch serves one request: its route's Accept at once (in the loop), what it says told to the
@@ -709,8 +554,8 @@ func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time,
 		b.later(func() {
 			started := time.Now()
 			err := run(work, h, req)
-			b.failed(err, req.Channel, req.User, req.ThreadTS, log)
-			b.finished(req.Feature, err, read, started, log)
+			b.notices.failed(err, req.Channel, req.User, req.ThreadTS, log)
+			b.opt.Hooks.finished(req.Feature, err, read, started, log)
 		})
 		return
 	}
@@ -722,17 +567,9 @@ func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time,
 		} // else shutting down: Run sees its context ended and closes with its own note
 		started := time.Now()
 		err = run(work, h, req)
-		b.failed(err, req.Channel, req.User, req.ThreadTS, log)
-		b.finished(req.Feature, err, read, started, log)
+		b.notices.failed(err, req.Channel, req.User, req.ThreadTS, log)
+		b.opt.Hooks.finished(req.Feature, err, read, started, log)
 	})
-}
-
-// failed tells the person privately that their request failed when its handler panicked (it said
-// nothing itself); any other error the handler has told them about.
-func (b *Bot) failed(err error, channel, user, threadTS string, log *zap.Logger) {
-	if errors.Is(err, errPanic) {
-		b.tell(channel, user, threadTS, textFailed, log)
-	}
 }
 
 // textFailed is told when a request's route failed before it could start.
@@ -790,18 +627,18 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 		if shown && ran && (errors.Is(err, handlers.ErrIgnored) || errors.Is(err, errDuplicate)) {
 			// Nothing is posted to clear it: taken down before the thread's next answer may show
 			// its own status.
-			b.clearPlace(rr)
+			b.notices.clearPlace(rr)
 		}
 		done()
 		leave() // before finished: once its end is reported, the answer no longer counts
 		if ran {
-			b.failed(err, rr.Channel, rr.User, rr.ThreadTS, log)
-			b.finished("reply", err, read, started, log) // after the place and the thread are free
+			b.notices.failed(err, rr.Channel, rr.User, rr.ThreadTS, log)
+			b.opt.Hooks.finished("reply", err, read, started, log) // after the place and the thread are free
 		} else if !quiet {
 			log.Info("reply not started: shutting down")
-			b.tell(rr.Channel, rr.User, rr.ThreadTS, RestartText, log)
+			b.notices.tell(rr.Channel, rr.User, rr.ThreadTS, RestartText, log)
 			if shown {
-				b.clearPlace(rr) // the thread must not say the question waits once the asker is told to ask again
+				b.notices.clearPlace(rr) // the thread must not say the question waits once the asker is told to ask again
 			}
 		}
 	})
@@ -827,15 +664,8 @@ func (b *Bot) showPlace(req *route.Request, place int, log *zap.Logger) bool {
 		}
 	}
 	// Where say would have told it (a click's or a command's request names the place).
-	b.wg.Go(func() { b.tell(req.Channel, req.User, req.ThreadTS, queuedText(place), log) })
+	b.wg.Go(func() { b.notices.tell(req.Channel, req.User, req.ThreadTS, queuedText(place), log) })
 	return false
-}
-
-// clearPlace takes a shown place in line down from the answer's thread.
-func (b *Bot) clearPlace(rr *route.ReplyRequest) {
-	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
-	defer cancel()
-	b.opt.Queue.ClearQueued(ctx, rr.Channel, rr.ThreadTS)
 }
 
 // answer waits for the thread's turn and a place (place: the one taken at arrival; nil: take one
@@ -866,21 +696,21 @@ func (b *Bot) answer(work context.Context, h route.Handler, req *route.Request, 
 	started = time.Now()
 	rr := req.Reply
 	rr.ModelDone = free
-	if !b.claim(work, req, log) {
+	if !b.replicas.claim(work, req, log) {
 		return started, true, errDuplicate
 	}
-	release, err := b.lease(work, key, log)
+	release, err := b.replicas.lease(work, key, log)
 	if err != nil {
 		return started, false, nil // shutting down while another replica answered in the thread
 	}
 	defer release()
 	ctx, cancel := context.WithCancelCause(work)
 	defer cancel(nil)
-	defer b.holdLease(ctx, key, log)()
-	endRecord := b.journal(ctx, rr, log)
-	b.setActive(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
+	defer b.replicas.holdLease(ctx, key, log)()
+	endRecord := b.replicas.journal(ctx, rr, log)
+	b.active.set(key, activeReply{user: rr.User, ts: rr.TS, cancel: cancel})
 	err = run(ctx, h, req)
-	b.setActive(key, activeReply{})
+	b.active.set(key, activeReply{})
 	endRecord(err)
 	return started, true, err
 }
@@ -901,43 +731,16 @@ func recoverAs(err *error) {
 // threadKey names a thread for per-thread ordering and StopReply ("" threadTS: a top-level DM).
 func threadKey(channel, threadTS string) string { return channel + "/" + threadTS }
 
-// setActive records the answer in progress on key (a zero activeReply: none).
-func (b *Bot) setActive(key string, a activeReply) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if a.cancel == nil {
-		delete(b.active, key)
-		return
-	}
-	b.active[key] = a
-}
-
 // StopReply cancels the answer being written in a thread with handlers.ErrStopped (the reply
 // keeps its text so far, marked as stopped), if user is the person who asked. It reports whether
 // an answer was stopped; ErrNotAsker when user may not stop it. For a Stop button: one answer
 // runs per thread at a time, so the thread names it. Safe for concurrent use.
 func (b *Bot) StopReply(channel, threadTS, user string) (bool, error) {
-	return b.stop(channel, threadTS, "", user)
-}
-
-// stop is StopReply for the answer to the message ts ("": whichever runs in the thread), so a
-// stale Stop button never stops a later answer in the same thread.
-func (b *Bot) stop(channel, threadTS, ts, user string) (bool, error) {
-	b.mu.Lock()
-	a, ok := b.active[threadKey(channel, threadTS)]
-	b.mu.Unlock()
-	switch {
-	case !ok || (ts != "" && a.ts != ts):
-		return false, nil
-	case a.user != user:
-		return false, ErrNotAsker
-	}
-	a.cancel(handlers.ErrStopped)
-	return true, nil
+	return b.active.stop(channel, threadTS, "", user)
 }
 
 // finished logs the end of a piece of work, once.
-func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap.Logger) {
+func (h Hooks) finished(kind string, err error, read, started time.Time, log *zap.Logger) {
 	fields := []zap.Field{zap.String("kind", kind), zap.Duration("waited", started.Sub(read)), zap.Duration("took", time.Since(started))}
 	switch {
 	case err == nil:
@@ -949,23 +752,8 @@ func (b *Bot) finished(kind string, err error, read, started time.Time, log *zap
 	default:
 		log.Error("failed", append(fields, zap.Error(err))...)
 	}
-	if b.opt.Hooks.Done != nil {
-		b.opt.Hooks.Done(kind, err, time.Since(started))
-	}
-}
-
-// tell shows text privately to user in channel (in the thread threadTS), on a context detached
-// from work and time-boxed (and ended with the grace period at shutdown): within it the notifier
-// waits for its turn in Slack's budget and rides out 429s. Notices are not bounded in number: each
-// is short and time-boxed, and nobody who asked is left without a word.
-func (b *Bot) tell(channel, user, threadTS, text string, log *zap.Logger) {
-	if b.notify == nil || text == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(b.closing, noticeTimeout)
-	defer cancel()
-	if err := b.notify.Ephemeral(ctx, channel, user, threadTS, text); err != nil {
-		log.Warn("notice not sent", zap.Error(err))
+	if h.Done != nil {
+		h.Done(kind, err, time.Since(started))
 	}
 }
 
@@ -976,7 +764,7 @@ func queuedText(n int) string { return fmt.Sprintf(queuedFormat, n) }
 func (b *Bot) tellLater(channel, user, threadTS string, log *zap.Logger) func(string) {
 	return func(text string) {
 		if text != "" {
-			b.later(func() { b.tell(channel, user, threadTS, text, log) })
+			b.later(func() { b.notices.tell(channel, user, threadTS, text, log) })
 		}
 	}
 }
@@ -991,7 +779,7 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 	log = log.With(zap.String("command", cmd.Command), zap.String("channel", cmd.ChannelID), zap.String("user", cmd.UserID))
 	if b.envelopes.add(evt.Request.EnvelopeID, read) {
 		b.ack(evt.Request, nil, read, log)
-		b.duplicate("envelope", log)
+		b.opt.Hooks.duplicate("envelope", log)
 		return
 	}
 	req := &route.Request{Kind: route.Command, Name: cmd.Command, Channel: cmd.ChannelID, User: cmd.UserID,
@@ -1015,7 +803,7 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 	}
 	channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID)
 	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", channel), zap.String("user", cb.User.ID))
-	base := route.Request{Channel: channel, User: cb.User.ID, Team: cmp.Or(cb.User.TeamID, cb.Team.ID),
+	base := route.Request{Channel: channel, User: cb.User.ID, Team: cmp.Or(cb.User.TeamID, cb.Team.ID), UserTeam: cb.User.TeamID,
 		ResponseURL: cb.ResponseURL, TriggerID: cb.TriggerID}
 	var req *route.Request
 	switch cb.Type {

@@ -16,7 +16,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/waittest"
 	"github.com/llmbot/llmbot/route"
@@ -73,11 +75,11 @@ func (f *fakeReplier) requests() []route.ReplyRequest {
 type fakeImaginer struct {
 	text  string
 	start bool
-	run   func(ctx context.Context, req handlers.ImagineRequest) error
+	run   func(ctx context.Context, req imagine.Request) error
 }
 
-func (f *fakeImaginer) Accept(handlers.ImagineRequest) (string, bool) { return f.text, f.start }
-func (f *fakeImaginer) Run(ctx context.Context, req handlers.ImagineRequest) error {
+func (f *fakeImaginer) Accept(imagine.Request) (string, bool) { return f.text, f.start }
+func (f *fakeImaginer) Run(ctx context.Context, req imagine.Request) error {
 	if f.run == nil {
 		return nil
 	}
@@ -106,16 +108,16 @@ func newClient(fs *fakeslack.Server) *slack.Client {
 
 // testRoutes is the wiring's table with fakes: messages and Regenerate answered by r, /imagine and
 // "Another one" run by im (nil: no /imagine), more routes added by the caller.
-func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *route.Table {
+func testRoutes(r *fakeReplier, im imagine.Jobs, more ...route.Route) *route.Table {
 	routes := route.NewTable()
 	add := []route.Route{
 		{Kind: route.Message, Name: route.MessageRoute, Handler: handlers.ReplyHandler(r, r.triage)},
-		{Kind: route.Action, Name: handlers.ActionRegenerate, Handler: handlers.RegenerateHandler(r)},
+		{Kind: route.Action, Name: route.ActionRegenerate, Handler: handlers.RegenerateHandler(r)},
 	}
 	if im != nil {
 		add = append(add,
-			route.Route{Kind: route.Command, Name: "/imagine", Handler: handlers.ImagineHandler(im)},
-			route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: "imagine", Handler: handlers.ImagineHandler(im)})
+			route.Route{Kind: route.Command, Name: "/imagine", Handler: imagine.JobsHandler(im)},
+			route.Route{Kind: route.Action, Name: imagine.ActionImagineAgain, Feature: "imagine", Handler: imagine.JobsHandler(im)})
 	}
 	if err := routes.Add(append(add, more...)...); err != nil {
 		panic(err)
@@ -124,17 +126,17 @@ func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *rou
 }
 
 // newBot is New with testRoutes and the Stop button's route.
-func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im handlers.ImageJobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
+func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im imagine.Jobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
 	routes := testRoutes(r, im, more...)
 	b := New(open, id, routes, notify, log, opt)
-	if err := routes.Add(route.Route{Kind: route.Action, Name: handlers.ActionStop, Handler: b.StopHandler()}); err != nil {
+	if err := routes.Add(route.Route{Kind: route.Action, Name: route.ActionStop, Handler: b.StopHandler()}); err != nil {
 		panic(err)
 	}
 	return b
 }
 
 // startBot runs a Bot until the test ends (or h.shutdown), and waits for it to connect.
-func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.ImageJobs, opt Options, more ...route.Route) *harness {
+func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im imagine.Jobs, opt Options, more ...route.Route) *harness {
 	t.Helper()
 	client := newClient(fs)
 	api := NewSlackAPI(client, nil, 0)
@@ -148,7 +150,7 @@ func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.Im
 	if _, ok := t.(*testing.T); ok {
 		log = zaptest.NewLogger(t)
 	}
-	b := newBot(client, id, r, im, handlers.NewNotices(api, handlers.Budgets{}), log, opt, more...)
+	b := newBot(client, id, r, im, gateway.NewNotices(api, gateway.Budgets{}), log, opt, more...)
 	runCtx, stop := context.WithCancel(context.Background())
 	h := &harness{fs: fs, bot: b, api: api, stop: stop, errc: make(chan error, 1)}
 	go func() { h.errc <- b.Run(runCtx) }()
@@ -334,9 +336,9 @@ func TestLoopPrevention(t *testing.T) {
 	var api *SlackAPI
 	r := &fakeReplier{fn: func(ctx context.Context, req route.ReplyRequest) error {
 		// Answer like the real handler: post, then edit (both echo back as events).
-		ts, err := api.Post(ctx, req.Channel, req.ThreadTS, handlers.Msg{Text: "…", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+		ts, err := api.Post(ctx, req.Channel, req.ThreadTS, gateway.Msg{Text: "…", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
 		if err == nil {
-			err = api.Update(ctx, req.Channel, ts, handlers.Msg{Text: "answer", Mark: convo.Mark{Kind: convo.MarkAnswer}})
+			err = api.Update(ctx, req.Channel, ts, gateway.Msg{Text: "answer", Mark: convo.Mark{Kind: convo.MarkAnswer}})
 		}
 		done <- req
 		return err
@@ -547,7 +549,7 @@ func TestReconnectMidReply(t *testing.T) {
 		if req.Text == "slow" {
 			<-release
 		}
-		_, err := api.Post(ctx, req.Channel, req.ThreadTS, handlers.Msg{Text: "answer to " + req.Text})
+		_, err := api.Post(ctx, req.Channel, req.ThreadTS, gateway.Msg{Text: "answer to " + req.Text})
 		done <- err
 		return err
 	}}
@@ -634,8 +636,8 @@ func TestShutdownDrainsThenCancels(t *testing.T) {
 
 func TestSlashCommandAck(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	ran := make(chan handlers.ImagineRequest, 1) // one command
-	im := &fakeImaginer{text: "Generating “a fox”…", start: true, run: func(ctx context.Context, req handlers.ImagineRequest) error {
+	ran := make(chan imagine.Request, 1) // one command
+	im := &fakeImaginer{text: "Generating “a fox”…", start: true, run: func(ctx context.Context, req imagine.Request) error {
 		ran <- req
 		return nil
 	}}
@@ -880,7 +882,7 @@ func TestPingTimeoutMidReply(t *testing.T) {
 		done <- req.Text
 		return nil
 	}}
-	b := newBot(client, id, r, nil, handlers.NewNotices(api, handlers.Budgets{}), zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
+	b := newBot(client, id, r, nil, gateway.NewNotices(api, gateway.Budgets{}), zaptest.NewLogger(t), Options{Grace: time.Second, PingTimeout: 500 * time.Millisecond})
 	runCtx, stop := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- b.Run(runCtx) }()

@@ -8,17 +8,19 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
 )
 
 // showButton posts a bot message in the thread carrying one button, as the handlers do, and
 // returns its ts.
-func showButton(t *testing.T, h *harness, channel, threadTS string, b handlers.Button) string {
+func showButton(t *testing.T, h *harness, channel, threadTS string, b gateway.Button) string {
 	t.Helper()
-	ts, err := h.api.Post(t.Context(), channel, threadTS, handlers.Msg{Text: "an answer", Mark: convo.Mark{Kind: convo.MarkAnswer},
-		Buttons: []handlers.Button{b}})
+	ts, err := h.api.Post(t.Context(), channel, threadTS, gateway.Msg{Text: "an answer", Mark: convo.Mark{Kind: convo.MarkAnswer},
+		Buttons: []gateway.Button{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,11 +59,11 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	h := startBot(t, fs, r, nil, Options{})
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> write a long essay")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
-	stop := handlers.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: handlers.ReplyRef{ThreadTS: q, TS: q}.Value()}
+	stop := gateway.Button{ActionID: route.ActionStop, Text: "Stop", Value: route.ReplyRef{ThreadTS: q, TS: q}.Value()}
 	msg := showButton(t, h, "C1", q, stop)
 
 	// Someone else: refused privately; the answer goes on.
-	id := click(t, fs, "C1", msg, "U2", handlers.ActionStop)
+	id := click(t, fs, "C1", msg, "U2", route.ActionStop)
 	h.waitFor(t, "refusal", func() bool { return len(ephemeralsTo(fs, "U2")) == 1 })
 	if got := ephemeralsTo(fs, "U2"); got[0] != handlers.TextNotAsker {
 		t.Errorf("U2 told %q, want %q", got[0], handlers.TextNotAsker)
@@ -73,7 +75,7 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	}
 
 	// The asker: stopped, acked while the reply was still running (it ends only on cancel).
-	id = click(t, fs, "C1", msg, "U1", handlers.ActionStop)
+	id = click(t, fs, "C1", msg, "U1", route.ActionStop)
 	if err := waitChan(t, "reply stopped", ended); !errors.Is(err, handlers.ErrStopped) {
 		t.Errorf("reply ended with %v, want ErrStopped", err)
 	}
@@ -83,7 +85,7 @@ func TestStopButtonOnlyForTheAsker(t *testing.T) {
 	}
 
 	// A stale Stop on an ended answer: told so.
-	click(t, fs, "C1", msg, "U1", handlers.ActionStop)
+	click(t, fs, "C1", msg, "U1", route.ActionStop)
 	h.waitFor(t, "notice", func() bool { return len(ephemeralsTo(fs, "U1")) == 1 })
 	if got := ephemeralsTo(fs, "U1"); got[0] != handlers.TextNotRunning {
 		t.Errorf("U1 told %q, want %q", got[0], handlers.TextNotRunning)
@@ -100,9 +102,9 @@ func TestStopButtonOfAnEarlierAnswerLeavesTheNextOne(t *testing.T) {
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> first")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
 	// A button naming an older question in the same thread.
-	msg := showButton(t, h, "C1", q, handlers.Button{ActionID: handlers.ActionStop, Text: "Stop",
-		Value: handlers.ReplyRef{ThreadTS: q, TS: "1.000001"}.Value()})
-	click(t, fs, "C1", msg, "U1", handlers.ActionStop)
+	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: route.ActionStop, Text: "Stop",
+		Value: route.ReplyRef{ThreadTS: q, TS: "1.000001"}.Value()})
+	click(t, fs, "C1", msg, "U1", route.ActionStop)
 	h.waitFor(t, "notice", func() bool { return len(ephemeralsTo(fs, "U1")) == 1 })
 	if stopped, _ := h.bot.StopReply("C1", q, "U1"); !stopped {
 		t.Error("the running answer was stopped by a button of another one")
@@ -121,9 +123,9 @@ func TestRegenerateButtonIsARequestInTheThreadsTurn(t *testing.T) {
 	h := startBot(t, fs, r, nil, Options{})
 	q := fs.PostUserMessage("C1", "U1", "", "<@UBOT> a question")
 	h.waitFor(t, "reply started", func() bool { return len(r.requests()) == 1 })
-	msg := showButton(t, h, "C1", q, handlers.Button{ActionID: handlers.ActionRegenerate, Text: "Regenerate",
-		Value: handlers.ReplyRef{ThreadTS: q, TS: q}.Value()})
-	id := click(t, fs, "C1", msg, "U2", handlers.ActionRegenerate)
+	msg := showButton(t, h, "C1", q, gateway.Button{ActionID: route.ActionRegenerate, Text: "Regenerate",
+		Value: route.ReplyRef{ThreadTS: q, TS: q}.Value()})
+	id := click(t, fs, "C1", msg, "U2", route.ActionRegenerate)
 	h.waitFor(t, "ack", func() bool { return acked(fs, id) })
 	if n := len(r.requests()); n != 1 {
 		t.Fatalf("requests = %d before the first answer ended, want 1 (one answer at a time per thread)", n)
@@ -140,14 +142,14 @@ func TestRegenerateButtonIsARequestInTheThreadsTurn(t *testing.T) {
 
 func TestImagineAgainButton(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	runs := make(chan handlers.ImagineRequest, 1) // one run
-	im := &fakeImaginer{text: "Generating…", start: true, run: func(ctx context.Context, req handlers.ImagineRequest) error {
+	runs := make(chan imagine.Request, 1) // one run
+	im := &fakeImaginer{text: "Generating…", start: true, run: func(ctx context.Context, req imagine.Request) error {
 		runs <- req
 		return nil
 	}}
 	h := startBot(t, fs, &fakeReplier{}, im, Options{})
-	err := h.api.UploadImage(t.Context(), handlers.Upload{Channel: "C1", Filename: "fox.png", Data: []byte("png"),
-		Comment: "<@U1> asked for: a fox", Buttons: []handlers.Button{{ActionID: handlers.ActionImagineAgain, Text: "Another one", Value: "a fox"}}})
+	err := h.api.UploadImage(t.Context(), gateway.Upload{Channel: "C1", Filename: "fox.png", Data: []byte("png"),
+		Comment: "<@U1> asked for: a fox", Buttons: []gateway.Button{{ActionID: imagine.ActionImagineAgain, Text: "Another one", Value: "a fox"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func TestImagineAgainButton(t *testing.T) {
 	if m, _ := fs.Message("C1", msgTS); m.SectionText() != "<@U1> asked for: a fox" {
 		t.Errorf("file message shows %q, want the comment in a section above the button", m.SectionText())
 	}
-	click(t, fs, "C1", msgTS, "U2", handlers.ActionImagineAgain)
+	click(t, fs, "C1", msgTS, "U2", imagine.ActionImagineAgain)
 	req := waitChan(t, "image job", runs)
 	if req.Channel != "C1" || req.User != "U2" || req.Text != "a fox" || req.ResponseURL == "" {
 		t.Errorf("job = %+v, want the prompt again for U2 with a response_url", req)
@@ -175,7 +177,7 @@ func TestOtherActionsGoToTheirRoute(t *testing.T) {
 				clicks <- req.Name + " " + req.Text
 				return nil
 			}}})
-	msg := showButton(t, h, "C1", "", handlers.Button{ActionID: "someone_elses", Text: "Hi", Value: "x"})
+	msg := showButton(t, h, "C1", "", gateway.Button{ActionID: "someone_elses", Text: "Hi", Value: "x"})
 	click(t, fs, "C1", msg, "U1", "someone_elses")
 	if got := waitChan(t, "click", clicks); got != "someone_elses x" {
 		t.Errorf("route ran %q, want someone_elses x", got)
@@ -185,8 +187,8 @@ func TestOtherActionsGoToTheirRoute(t *testing.T) {
 func TestPostWithButtons(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	long := strings.Repeat("A line of the answer.\n", 150) // 3,300 characters: two sections
-	stop := handlers.Button{ActionID: handlers.ActionStop, Text: "Stop", Value: `{"ts":"1.2"}`, Style: "danger"}
-	ts, err := api.Post(ctx, "C1", "", handlers.Msg{Text: long, Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []handlers.Button{stop}})
+	stop := gateway.Button{ActionID: route.ActionStop, Text: "Stop", Value: `{"ts":"1.2"}`, Style: "danger"}
+	ts, err := api.Post(ctx, "C1", "", gateway.Msg{Text: long, Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []gateway.Button{stop}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,14 +196,14 @@ func TestPostWithButtons(t *testing.T) {
 	if m.Text != long || m.SectionText() != long {
 		t.Errorf("text %d chars, sections %d chars, want both the whole text (%d)", len(m.Text), len(m.SectionText()), len(long))
 	}
-	if b := m.Buttons(); len(b) != 1 || b[0].ActionID != handlers.ActionStop || b[0].Value != stop.Value || b[0].Style != "danger" {
+	if b := m.Buttons(); len(b) != 1 || b[0].ActionID != route.ActionStop || b[0].Value != stop.Value || b[0].Style != "danger" {
 		t.Errorf("buttons = %+v", b)
 	}
 	if n := strings.Count(string(m.Blocks), `"type":"section"`); n != 2 {
 		t.Errorf("%d sections, want 2 (each within 3,000 characters): %s", n, m.Blocks)
 	}
 	// Buttons taken off: the plain text again.
-	if err := api.Update(ctx, "C1", ts, handlers.Msg{Text: "done", Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []handlers.Button{}}); err != nil {
+	if err := api.Update(ctx, "C1", ts, gateway.Msg{Text: "done", Mark: convo.Mark{Kind: convo.MarkAnswer}, Buttons: []gateway.Button{}}); err != nil {
 		t.Fatal(err)
 	}
 	m, _ = fs.Message("C1", ts)

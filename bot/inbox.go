@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -43,17 +44,17 @@ const macLen = 2 * sha256.Size
 // approval's buttons) or Slack's Stop on an agent session. It carries ids only, never a command,
 // a response_url or text: the receiver rebuilds the request from them.
 type handover struct {
-	Action    string `json:"action"` // handlers.ActionStop, an approval's action id, handlers.EventSessionStopped
+	Action    string `json:"action"` // route.ActionStop, an approval's action id, handlers.EventSessionStopped
 	Team      string `json:"team,omitempty"`
 	Channel   string `json:"channel"`
 	User      string `json:"user"` // who clicked
 	ThreadTS  string `json:"thread_ts,omitempty"`
 	MessageTS string `json:"message_ts,omitempty"` // the message clicked on
-	// RefThreadTS and RefTS are the button's reference to its answer (handlers.ReplyRef, ApprovalRef).
+	// RefThreadTS and RefTS are the button's reference to its answer (route.ReplyRef, ApprovalRef).
 	RefThreadTS string `json:"ref_thread_ts,omitempty"`
 	RefTS       string `json:"ref_ts,omitempty"`
-	Call        string `json:"call,omitempty"`  // an approval's id (handlers.ApprovalRef.ID)
-	Asker       string `json:"asker,omitempty"` // who may decide an approval (handlers.ApprovalRef.Asker)
+	Call        string `json:"call,omitempty"`  // an approval's id (approvals.ApprovalRef.ID)
+	Asker       string `json:"asker,omitempty"` // who may decide an approval (approvals.ApprovalRef.Asker)
 	From        string `json:"from"`
 	To          string `json:"to"`   // the receiver: a hand-over pushed onto another inbox is refused there
 	Sent        int64  `json:"sent"` // Unix milliseconds, by the sender's clock
@@ -74,14 +75,14 @@ func handoverOf(req *route.Request, from, to string, now time.Time) (handover, e
 	h := handover{Action: req.Name, Team: req.Team, Channel: req.Channel, User: req.User, ThreadTS: req.ThreadTS,
 		MessageTS: req.MessageTS, From: from, To: to, Sent: now.UnixMilli()}
 	switch {
-	case req.Kind == route.Action && req.Name == handlers.ActionStop:
-		ref, err := handlers.ParseReplyRef(req.Text)
+	case req.Kind == route.Action && req.Name == route.ActionStop:
+		ref, err := route.ParseReplyRef(req.Text)
 		if err != nil {
 			return handover{}, err
 		}
 		h.RefThreadTS, h.RefTS = ref.ThreadTS, ref.TS
-	case req.Kind == route.Action && handlers.VerdictOf(req.Name) != "":
-		ref, err := handlers.ParseApprovalRef(req.Text)
+	case req.Kind == route.Action && approvals.VerdictOf(req.Name) != "":
+		ref, err := approvals.ParseApprovalRef(req.Text)
 		if err != nil {
 			return handover{}, err
 		}
@@ -105,9 +106,9 @@ func (h handover) valid() error {
 		{"team", h.Team, slackID, true}, {"thread_ts", h.ThreadTS, slackTS, true},
 		{"message_ts", h.MessageTS, slackTS, true}, {"ref_thread_ts", h.RefThreadTS, slackTS, true}}
 	switch {
-	case h.Action == handlers.ActionStop:
+	case h.Action == route.ActionStop:
 		fields = append(fields, field{"ref_ts", h.RefTS, slackTS, false})
-	case handlers.VerdictOf(h.Action) != "":
+	case approvals.VerdictOf(h.Action) != "":
 		fields = append(fields, field{"ref_ts", h.RefTS, slackTS, false}, field{"call", h.Call, callID, false},
 			field{"asker", h.Asker, slackID, false})
 	case h.Action == handlers.EventSessionStopped:
@@ -128,12 +129,12 @@ func (h handover) request() *route.Request {
 	req := &route.Request{Kind: route.Action, Name: h.Action, Channel: h.Channel, User: h.User, Team: h.Team,
 		ThreadTS: h.ThreadTS, MessageTS: h.MessageTS, From: h.From}
 	switch {
-	case h.Action == handlers.ActionStop:
-		req.Text = handlers.ReplyRef{ThreadTS: h.RefThreadTS, TS: h.RefTS}.Value()
+	case h.Action == route.ActionStop:
+		req.Text = route.ReplyRef{ThreadTS: h.RefThreadTS, TS: h.RefTS}.Value()
 	case h.Action == handlers.EventSessionStopped:
 		req.Kind = route.Event
 	default:
-		req.Text = handlers.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()
+		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()
 	}
 	return req
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
@@ -92,7 +93,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	const self = "r1"
 	key := InboxKey("xoxb-test")
 	now := time.Now()
-	approval := handover{Action: handlers.ActionToolAllowOnce, Team: "T1", Channel: "C1", User: "U1",
+	approval := handover{Action: approvals.ActionToolAllowOnce, Team: "T1", Channel: "C1", User: "U1",
 		ThreadTS: "1700000000.000100", MessageTS: "1700000000.000300", RefThreadTS: "1700000000.000100",
 		RefTS: "1700000000.000200", Call: "0123456789abcdef", Asker: "U1", From: "r2", To: self,
 		Sent: now.UnixMilli()}
@@ -134,20 +135,20 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	t.Cleanup(func() { _ = mem.Close() })
 	rec := &recorder{}
 	fs := newFakeSlack(t, fakeslack.Config{})
-	startBot(t, fs, &fakeReplier{}, nil, Options{Replicas: mem, InboxKey: key},
+	startBot(t, fs, &fakeReplier{}, nil, Options{Replicas: memoryReplicas(mem), InboxKey: key},
 		route.Route{Kind: route.Command, Name: "/summarize", Handler: rec.handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Handler: rec.handler()},
+		route.Route{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Handler: rec.handler()},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Handler: rec.handler()})
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	for _, f := range forged {
-		if err := mem.Send(ctx, self, f.msg); err != nil {
+		if err := mem.Inbox().Send(ctx, self, f.msg); err != nil {
 			t.Fatalf("%s: %v", f.name, err)
 		}
 	}
 	for _, h := range []handover{approval, approval, session} { // the second approval: a copy, refused
-		if err := mem.Send(ctx, self, mustSeal(t, key, h)); err != nil {
+		if err := mem.Inbox().Send(ctx, self, mustSeal(t, key, h)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -158,9 +159,9 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	}
 
 	want := []route.Request{
-		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.ActionToolAllowOnce, Channel: "C1",
+		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.ActionToolAllowOnce, Channel: "C1",
 			User: "U1", Team: "T1", ThreadTS: approval.ThreadTS, MessageTS: approval.MessageTS, From: "r2",
-			Text: handlers.ApprovalRef{ThreadTS: approval.RefThreadTS, TS: approval.RefTS, ID: approval.Call, Asker: "U1"}.Value()},
+			Text: approvals.ApprovalRef{ThreadTS: approval.RefThreadTS, TS: approval.RefTS, ID: approval.Call, Asker: "U1"}.Value()},
 		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.EventSessionStopped, Channel: "C1",
 			User: "U1", Team: "T1", ThreadTS: session.ThreadTS, From: "r2"},
 	}
@@ -182,17 +183,17 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 // Slack's Stop on an agent session; anything else, or a click whose value is none of the bot's,
 // never reaches another replica's inbox. What it hands over rebuilds the request it came from.
 func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
-	stopRef := handlers.ReplyRef{ThreadTS: "1700000000.000100", TS: "1700000000.000200", Task: "summarize"}
+	stopRef := route.ReplyRef{ThreadTS: "1700000000.000100", TS: "1700000000.000200", Task: "summarize"}
 	refused := []struct {
 		name string
 		req  route.Request
 	}{
 		{"a slash command", route.Request{Kind: route.Command, Name: "/summarize", Channel: "C1", User: "U1",
 			ResponseURL: "https://hooks.slack.com/commands/x"}},
-		{"a Regenerate click", route.Request{Kind: route.Action, Name: handlers.ActionRegenerate, Channel: "C1", User: "U1",
+		{"a Regenerate click", route.Request{Kind: route.Action, Name: route.ActionRegenerate, Channel: "C1", User: "U1",
 			Text: stopRef.Value()}},
 		{"a message", route.Request{Kind: route.Message, Name: route.MessageRoute, Channel: "C1", User: "U1"}},
-		{"a Stop whose value is none of the bot's", route.Request{Kind: route.Action, Name: handlers.ActionStop,
+		{"a Stop whose value is none of the bot's", route.Request{Kind: route.Action, Name: route.ActionStop,
 			Channel: "C1", User: "U1", Text: "stop everything"}},
 		{"a session stop without a thread", route.Request{Kind: route.Event, Name: handlers.EventSessionStopped,
 			Channel: "C1", User: "U1"}},
@@ -203,7 +204,7 @@ func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
 		}
 	}
 
-	stop := route.Request{Kind: route.Action, Name: handlers.ActionStop, Channel: "C1", User: "U1", Team: "T1",
+	stop := route.Request{Kind: route.Action, Name: route.ActionStop, Channel: "C1", User: "U1", Team: "T1",
 		ThreadTS: "1700000000.000100", MessageTS: "1700000000.000300", Text: stopRef.Value(),
 		ResponseURL: "https://hooks.slack.com/actions/x", TriggerID: "trigger"}
 	h, err := handoverOf(&stop, "r1", "r2", time.Now())
@@ -211,7 +212,7 @@ func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := h.request()
-	ref, err := handlers.ParseReplyRef(got.Text)
+	ref, err := route.ParseReplyRef(got.Text)
 	if err != nil || ref.ThreadTS != stopRef.ThreadTS || ref.TS != stopRef.TS || ref.Task != "" {
 		t.Errorf("Stop's reference handed over as %q (%v), want its thread and ts only", got.Text, err)
 	}

@@ -38,7 +38,7 @@ func TestJournalRecordOfAnUnfinishedAnswerIsHandedOver(t *testing.T) {
 		return nil
 	}}
 	fs := newFakeSlack(t, fakeslack.Config{})
-	h := startBot(t, fs, r, nil, Options{Replicas: mem})
+	h := startBot(t, fs, r, nil, Options{Replicas: memoryReplicas(mem)})
 	for i, q := range []string{"finished", "unfinished", "panics"} {
 		fs.PostUserMessage(fmt.Sprint("D", i), "U1", "", q)
 	}
@@ -57,14 +57,19 @@ func TestJournalRecordOfAnUnfinishedAnswerIsHandedOver(t *testing.T) {
 		{question: "unfinished", wantOpen: true, wantOwner: ""},
 		{question: "panics", wantOpen: true, wantOwner: ""},
 	} {
-		a, open, err := mem.Get(ctx, ids[tc.question])
+		a, open, err := mem.Answers().Get(ctx, ids[tc.question])
 		if err != nil || open != tc.wantOpen || a.Owner != tc.wantOwner {
 			t.Errorf("%s: record open %v, owner %q, %v; want open %v, owner %q", tc.question, open, a.Owner, err,
 				tc.wantOpen, tc.wantOwner)
 		}
 	}
-	orphans, err := mem.Orphans(ctx)
+	orphans, err := mem.Answers().Orphans(ctx)
 	if err != nil || len(orphans) != 2 {
 		t.Errorf("orphans %+v, %v; want the two unfinished answers, for the next sweep", orphans, err)
 	}
+}
+
+// memoryReplicas is m by the parts the bot uses.
+func memoryReplicas(m *state.Memory) Replicas {
+	return Replicas{Claims: m.Keys(), Leases: m, Journal: m.Answers(), Inbox: m.Inbox()}
 }

@@ -37,7 +37,7 @@ func TestLongAnswerRenewsItsThreadLease(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	r, started, release := holdingReplier("one", 1)
 	shared := &leaseCounter{leases: map[string]int{}}
-	h := startBot(t, fs, r, nil, Options{Replicas: shared, leaseRenew: 20 * time.Millisecond})
+	h := startBot(t, fs, r, nil, Options{Replicas: Replicas{Leases: shared}, leaseRenew: 20 * time.Millisecond})
 	fs.PostUserMessage("D1", "U1", "", "one")
 	waitChan(t, "the answer", started)
 	const key = "thread:D1/"

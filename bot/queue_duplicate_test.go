@@ -28,7 +28,7 @@ func TestDuplicateTakesTheWaitingStatusDown(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	r, started, release := holdingReplier("one", 2)
 	q := &fakeQueue{}
-	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 1, Queue: q, Replicas: &claimedElsewhere{}})
+	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1, MaxQueued: 1, Queue: q, Replicas: Replicas{Claims: &claimedElsewhere{}}})
 	fs.PostUserMessage("D1", "U1", "", "one")
 	waitChan(t, "first reply", started)
 	ts := fs.PostUserMessage("C2", "U2", "", "<@UBOT> two")

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
@@ -377,7 +378,7 @@ func TestNowRunsWhileEveryPlaceIsTaken(t *testing.T) {
 	h := startBot(t, fs, r, nil, Options{MaxConcurrent: 1}, now)
 	fs.PostUserMessage("D1", "U1", "", "one")
 	waitChan(t, "the answer holding the only place", started)
-	ts := showButton(t, h, "C1", "", handlers.Button{ActionID: "now_action", Text: "Now", Value: "x"})
+	ts := showButton(t, h, "C1", "", gateway.Button{ActionID: "now_action", Text: "Now", Value: "x"})
 	click(t, fs, "C1", ts, "U1", "now_action")
 	waitChan(t, "the Now route run while the place is taken", ran)
 }

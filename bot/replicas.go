@@ -15,28 +15,78 @@ import (
 )
 
 // Replicas is what the bot shares with its other replicas (the state package: Redis with a local
-// fallback, or this process's memory alone): which messages are being answered anywhere, one
-// answer at a time per thread, the journal of answers in progress, and a way to hand a click to
-// the replica whose answer it is.
-type Replicas interface {
-	Self() string
+// fallback, or this process's memory alone), by part: which messages are being answered anywhere
+// (Claims), one answer at a time per thread (Leases), the journal of answers in progress (Journal),
+// and a way to hand a click to the replica whose answer it is (Inbox). A nil part is this replica's
+// alone: nobody shares it.
+type Replicas struct {
+	Claims  Claims
+	Leases  Leases
+	Journal Journal
+	Inbox   Inbox
+}
+
+// Claims dedupes the messages of every replica.
+type Claims interface {
 	// Claim is true the first time key is claimed within ttl, by any replica.
 	Claim(ctx context.Context, key string, ttl time.Duration) (first bool, err error)
+}
+
+// Leases are the threads' leases, and who holds them is alive.
+type Leases interface {
+	Self() string
 	// Lease takes the thread key for this replica if it is free (or its holder died) and returns
 	// the holder; Release frees it.
 	Lease(ctx context.Context, key string) (holder string, err error)
 	Holder(ctx context.Context, key string) (string, error)
 	Release(ctx context.Context, key string) error
-	// Open records an answer in progress, CloseAnswer removes it, Abandon hands it over for adoption,
-	// Get finds it.
+	Alive(ctx context.Context, replica string) (bool, error)
+}
+
+// Journal records the answers in progress: Open records one, CloseAnswer removes it, Abandon hands
+// it over for adoption, Get finds it.
+type Journal interface {
 	Open(ctx context.Context, a state.Answer) error
 	CloseAnswer(ctx context.Context, id string) error
 	Abandon(ctx context.Context, id string) error
 	Get(ctx context.Context, id string) (state.Answer, bool, error)
-	Alive(ctx context.Context, replica string) (bool, error)
-	// Send hands msg to replica; Receive returns the next message handed to this one.
+}
+
+// Inbox carries messages between replicas: Send hands msg to replica; Receive returns the next
+// message handed to this one.
+type Inbox interface {
 	Send(ctx context.Context, replica string, msg []byte) error
 	Receive(ctx context.Context) ([]byte, error)
+}
+
+// replicas is the bot's coordination with its other replicas: the claims of the messages it
+// answers, the leases of their threads, the journal of its answers, and the hand-over of clicks
+// (Stop, approvals) between replicas through their inboxes.
+type replicas struct {
+	shared   Replicas
+	inboxKey []byte        // Options.InboxKey
+	renew    time.Duration // Options.leaseRenew
+	log      *zap.Logger
+	notices  *notices // where a click that could not be handed over is told
+	// duplicate reports a message another replica (or this one before a restart) answers already.
+	duplicate func(kind string, log *zap.Logger)
+}
+
+// withAlone is r with each nil part this replica's alone.
+func (r Replicas) withAlone() Replicas {
+	if r.Claims == nil {
+		r.Claims = alone{}
+	}
+	if r.Leases == nil {
+		r.Leases = alone{}
+	}
+	if r.Journal == nil {
+		r.Journal = alone{}
+	}
+	if r.Inbox == nil {
+		r.Inbox = alone{}
+	}
+	return r
 }
 
 const (
@@ -58,7 +108,7 @@ const (
 // redelivery that another replica (or this one, before a restart) answers already. Only events
 // are redelivered; a click or a shortcut (Regenerate, Summarize thread) answers a message again
 // on purpose.
-func (b *Bot) claim(ctx context.Context, req *route.Request, log *zap.Logger) bool {
+func (r *replicas) claim(ctx context.Context, req *route.Request, log *zap.Logger) bool {
 	rr := req.Reply
 	if req.Kind != route.Message {
 		return true
@@ -69,34 +119,34 @@ func (b *Bot) claim(ctx context.Context, req *route.Request, log *zap.Logger) bo
 	}
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
-	first, err := b.shared.Claim(ctx, key, claimTTL)
+	first, err := r.shared.Claims.Claim(ctx, key, claimTTL)
 	if err != nil {
 		log.Warn("shared dedupe failed: answering", zap.Error(err)) // a duplicate is better than silence
 		return true
 	}
 	if !first {
-		b.duplicate("message", log)
+		r.duplicate("message", log)
 	}
 	return first
 }
 
 // lease waits until this replica holds the thread's lease: another replica may be answering there.
 // It returns a func that releases it.
-func (b *Bot) lease(ctx context.Context, key string, log *zap.Logger) (release func(), err error) {
+func (r *replicas) lease(ctx context.Context, key string, log *zap.Logger) (release func(), err error) {
 	var t *time.Timer
 	for {
-		holder, err := b.callShared(ctx, func(ctx context.Context) (string, error) { return b.shared.Lease(ctx, "thread:"+key) })
+		holder, err := r.callShared(ctx, func(ctx context.Context) (string, error) { return r.shared.Leases.Lease(ctx, "thread:"+key) })
 		switch {
 		case ctx.Err() != nil:
 			return nil, context.Cause(ctx) // shutting down
 		case err != nil:
 			log.Warn("thread lease failed: answering", zap.Error(err))
 			return func() {}, nil
-		case holder == b.shared.Self():
+		case holder == r.shared.Leases.Self():
 			return func() {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
 				defer cancel()
-				if err := b.shared.Release(ctx, "thread:"+key); err != nil {
+				if err := r.shared.Leases.Release(ctx, "thread:"+key); err != nil {
 					log.Warn("thread lease not released (it ends with this replica)", zap.Error(err))
 				}
 			}, nil
@@ -123,12 +173,12 @@ func (b *Bot) lease(ctx context.Context, key string, log *zap.Logger) (release f
 // write; if not, it is still this replica's and answers an earlier question its asker waits for, and
 // stopping it would only leave that question with a half answer. The two answers then overlap in the
 // thread once, the later one written without the earlier one's end in its context.
-func (b *Bot) holdLease(ctx context.Context, key string, log *zap.Logger) (stop func()) {
+func (r *replicas) holdLease(ctx context.Context, key string, log *zap.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(b.opt.leaseRenew)
+		t := time.NewTicker(r.renew)
 		defer t.Stop()
 		for {
 			select {
@@ -136,13 +186,13 @@ func (b *Bot) holdLease(ctx context.Context, key string, log *zap.Logger) (stop 
 				return
 			case <-t.C:
 			}
-			holder, err := b.callShared(ctx, func(ctx context.Context) (string, error) { return b.shared.Lease(ctx, "thread:"+key) })
+			holder, err := r.callShared(ctx, func(ctx context.Context) (string, error) { return r.shared.Leases.Lease(ctx, "thread:"+key) })
 			switch {
 			case ctx.Err() != nil:
 				return
 			case err != nil:
 				log.Warn("thread lease not renewed", zap.Error(err))
-			case holder != b.shared.Self():
+			case holder != r.shared.Leases.Self():
 				log.Warn("thread lease held by another replica", zap.String("holder", holder))
 			}
 		}
@@ -153,7 +203,7 @@ func (b *Bot) holdLease(ctx context.Context, key string, log *zap.Logger) (stop 
 	}
 }
 
-func (b *Bot) callShared(ctx context.Context, f func(context.Context) (string, error)) (string, error) {
+func (r *replicas) callShared(ctx context.Context, f func(context.Context) (string, error)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
 	return f(ctx)
@@ -161,12 +211,12 @@ func (b *Bot) callShared(ctx context.Context, f func(context.Context) (string, e
 
 // journal records rr's answer as in progress on this replica, and returns a func that ends the
 // record once the answer has run (runErr: how it ended). A replica that dies leaves its record: a live
-// replica, or this one restarted, closes the answer in Slack (handlers.OrphanCloser.CloseOrphans). An answer
+// replica, or this one restarted, closes the answer in Slack (orphans.Closer.CloseOrphans). An answer
 // whose closing write did not land (handlers.ErrUnclosed: a Slack outage longer than the final write's,
 // a Stop while its writes waited for the fence) or whose handler panicked may show unfinished: its
 // record is handed over for adoption rather than removed, so that the next sweep closes it with the
 // interrupted note (or leaves it, if its last message shows it done after all).
-func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logger) (endRecord func(runErr error)) {
+func (r *replicas) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logger) (endRecord func(runErr error)) {
 	id := route.AnswerID(rr.Channel, rr.TS)
 	a := state.Answer{ID: id, Team: rr.Team, Channel: rr.Channel, ThreadTS: rr.ThreadTS, TS: rr.TS, Asker: rr.User,
 		Started: time.Now()}
@@ -175,19 +225,19 @@ func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logg
 	}
 	octx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
-	if err := b.shared.Open(octx, a); err != nil {
+	if err := r.shared.Journal.Open(octx, a); err != nil {
 		log.Warn("answer not journaled", zap.Error(err))
 	}
 	return func(runErr error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
 		defer cancel()
 		if errors.Is(runErr, handlers.ErrUnclosed) || errors.Is(runErr, errPanic) {
-			if err := b.shared.Abandon(ctx, id); err != nil {
+			if err := r.shared.Journal.Abandon(ctx, id); err != nil {
 				log.Warn("unfinished answer's journal record not handed over", zap.Error(err))
 			}
 			return
 		}
-		if err := b.shared.CloseAnswer(ctx, id); err != nil {
+		if err := r.shared.Journal.CloseAnswer(ctx, id); err != nil {
 			log.Warn("answer journal record not removed", zap.Error(err))
 		}
 	}
@@ -197,28 +247,28 @@ func (b *Bot) journal(ctx context.Context, rr *route.ReplyRequest, log *zap.Logg
 // the journal names, or, when no record has that id (the answer to a later message in the
 // thread), the one holding req's thread. It reports whether it did; false: no other replica
 // writes there (the answer has ended).
-func (b *Bot) forward(ctx context.Context, req *route.Request, id string) (bool, error) {
+func (r *replicas) forward(ctx context.Context, req *route.Request, id string) (bool, error) {
 	if req.From != "" {
 		return false, nil // forwarded here already: the answer has ended since
 	}
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
-	owner, err := b.writer(ctx, req, id)
-	if err != nil || owner == "" || owner == b.shared.Self() {
+	owner, err := r.writer(ctx, req, id)
+	if err != nil || owner == "" || owner == r.shared.Leases.Self() {
 		return false, err
 	}
-	if alive, err := b.shared.Alive(ctx, owner); err != nil || !alive {
+	if alive, err := r.shared.Leases.Alive(ctx, owner); err != nil || !alive {
 		return false, err
 	}
-	h, err := handoverOf(req, b.shared.Self(), owner, time.Now())
+	h, err := handoverOf(req, r.shared.Leases.Self(), owner, time.Now())
 	if err != nil {
 		return false, fmt.Errorf("forward: %w", err)
 	}
-	msg, err := seal(b.opt.InboxKey, h)
+	msg, err := seal(r.inboxKey, h)
 	if err != nil {
 		return false, err
 	}
-	if err := b.shared.Send(ctx, owner, msg); err != nil {
+	if err := r.shared.Inbox.Send(ctx, owner, msg); err != nil {
 		return false, fmt.Errorf("forward to %s: %w", owner, err)
 	}
 	return true, nil
@@ -226,38 +276,38 @@ func (b *Bot) forward(ctx context.Context, req *route.Request, id string) (bool,
 
 // writer is the replica writing the answer id ("": none): its journal record's owner, else the
 // holder of req's thread.
-func (b *Bot) writer(ctx context.Context, req *route.Request, id string) (string, error) {
-	a, ok, err := b.shared.Get(ctx, id)
+func (r *replicas) writer(ctx context.Context, req *route.Request, id string) (string, error) {
+	a, ok, err := r.shared.Journal.Get(ctx, id)
 	if err != nil || ok {
 		return a.Owner, err
 	}
-	return b.shared.Holder(ctx, "thread:"+threadKey(req.Channel, req.ThreadTS))
+	return r.shared.Leases.Holder(ctx, "thread:"+threadKey(req.Channel, req.ThreadTS))
 }
 
 // receive reads the requests other replicas hand to this one and passes them to the loop, until
 // ctx ends. The loop dispatches them as if Slack had sent them here; only hand-overs signed with
 // the inbox key, fresh and for this replica, are passed on (inbox.go).
-func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
+func (r *replicas) receive(ctx context.Context, out chan<- *route.Request) {
 	for {
-		msg, err := b.shared.Receive(ctx)
+		msg, err := r.shared.Inbox.Receive(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			b.log.Warn("replica inbox", zap.Error(err))
+			r.log.Warn("replica inbox", zap.Error(err))
 			if watch.Sleep(ctx, time.Second) != nil {
 				return
 			}
 			continue
 		}
-		h, err := unseal(b.opt.InboxKey, msg, b.shared.Self(), time.Now())
+		h, err := unseal(r.inboxKey, msg, r.shared.Leases.Self(), time.Now())
 		if err == nil {
-			err = b.firstDelivery(ctx, msg)
+			err = r.firstDelivery(ctx, msg)
 		}
 		if err != nil {
 			// Not from a replica of this bot, too old to act on, or a copy: whoever can write to
 			// Redis could have pushed it. Its contents are not logged.
-			b.log.Warn("replica inbox: message refused", zap.String("reason", err.Error()), zap.Int("bytes", len(msg)))
+			r.log.Warn("replica inbox: message refused", zap.String("reason", err.Error()), zap.Int("bytes", len(msg)))
 			continue
 		}
 		req := h.request()
@@ -272,20 +322,50 @@ func (b *Bot) receive(ctx context.Context, out chan<- *route.Request) {
 // firstDelivery refuses a signed hand-over this replica has had before (a copy pushed again while
 // it is fresh), by claiming its signature for as long as it could be accepted. When the claim
 // cannot be made, the hand-over goes through: a Stop or an approval acts at most once anyway.
-func (b *Bot) firstDelivery(ctx context.Context, msg []byte) error {
+func (r *replicas) firstDelivery(ctx context.Context, msg []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
-	first, err := b.shared.Claim(ctx, "handover:"+string(msg[:macLen]), 2*handoverMaxAge)
+	first, err := r.shared.Claims.Claim(ctx, "handover:"+string(msg[:macLen]), 2*handoverMaxAge)
 	switch {
 	case err != nil:
-		b.log.Warn("replica inbox: hand-over not checked for copies", zap.Error(err))
+		r.log.Warn("replica inbox: hand-over not checked for copies", zap.Error(err))
 	case !first:
 		return errors.New("a copy of a hand-over already received")
 	}
 	return nil
 }
 
-// alone is Replicas for a bot with nobody to share with (Options.Replicas nil: tests, tools): the
+// stopElsewhere hands a stop to the replica writing the answer id, or calls ended when none is.
+func (r *replicas) stopElsewhere(req *route.Request, id string, log *zap.Logger, ended func()) {
+	r.elsewhere(req, id, handoff{what: "stop", failed: handlers.TextStopFailed, ended: ended}, log)
+}
+
+// elsewhere hands a click on the answer id (Stop, a tool approval) to the replica writing that answer,
+// or tells the person why it could not.
+func (r *replicas) elsewhere(req *route.Request, id string, h handoff, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(r.notices.closing, sharedTimeout)
+	defer cancel()
+	handed, err := r.forward(ctx, req, id)
+	switch {
+	case err != nil:
+		log.Warn(h.what+": could not reach the replica writing the answer", zap.Error(err))
+		r.notices.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
+	case handed:
+		log.Info(h.what + " handed to the replica writing the answer")
+	default:
+		log.Debug(h.what + ": the answer has already ended")
+		h.ended()
+	}
+}
+
+// handoff is what a click handed to another replica is, what the person is told when it cannot be
+// handed over (failed), and what is done when nobody has the answer open any more (ended).
+type handoff struct {
+	what, failed string
+	ended        func()
+}
+
+// alone is every part of Replicas for a bot with nobody to share with (a nil part: tests, tools): the
 // loop's own dedupe and thread turns are all there is, and nothing is journaled.
 type alone struct{}
 

@@ -21,31 +21,36 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/feedback"
+	"github.com/llmbot/llmbot/gateway"
 )
 
 // Compile-time checks: SlackAPI is what the handlers need.
 var (
-	_ handlers.Thread           = (*SlackAPI)(nil)
-	_ handlers.Messenger        = (*SlackAPI)(nil)
-	_ handlers.Streamer         = (*SlackAPI)(nil)
-	_ handlers.Uploader         = (*SlackAPI)(nil)
-	_ handlers.Responder        = (*SlackAPI)(nil)
-	_ handlers.PrivateResponder = (*SlackAPI)(nil)
-	_ handlers.Users            = (*SlackAPI)(nil)
-	_ Notifier                  = (*SlackAPI)(nil)
+	_ gateway.Thread           = (*SlackAPI)(nil)
+	_ gateway.Messenger        = (*SlackAPI)(nil)
+	_ gateway.Streamer         = (*SlackAPI)(nil)
+	_ gateway.Uploader         = (*SlackAPI)(nil)
+	_ gateway.Responder        = (*SlackAPI)(nil)
+	_ gateway.PrivateResponder = (*SlackAPI)(nil)
+	_ gateway.Users            = (*SlackAPI)(nil)
+	_ Notifier                 = (*SlackAPI)(nil)
 )
 
-// SlackAPI adapts the Slack Web API (a *slack.Client) to the handlers' interfaces. Errors are
+// SlackAPI adapts the Slack Web API (a *slack.Client) to the gateway's interfaces (and to a few of
+// the use cases' own: modals, permalinks, users for the access guard). Errors are
 // wrapped with the method name and keep slack-go's types reachable with errors.As
 // (*slack.RateLimitedError, slack.SlackErrorResponse, slack.StatusCodeError). Tokens never
 // appear in its errors (slack-go sends them in headers or bodies, not URLs).
 //
 // Retries: none here. Reads (conversations.replies/history, users.info) and writes are paced by
-// the handlers (package pace; handlers.Budgets: Reads, Lookups, Edits, Posts...), which must see
+// the handlers (package pace; gateway.Budgets: Reads, Lookups, Edits, Posts...), which must see
 // each 429 to slow everyone down, so a 429 comes back at once, typed, and slack.OptionRetry must not
 // be set on the client.
 type SlackAPI struct {
+	// Assistant is the same client's calls to Slack's assistant and agent surfaces.
+	Assistant *SlackAssistant
+
 	c           *slack.Client
 	hc          *http.Client // for response_url posts, which slack-go writes without the unfurl flags
 	threadBytes int          // what Replies keeps of a thread (0: all); see ThreadBytes
@@ -58,7 +63,7 @@ func NewSlackAPI(c *slack.Client, hc *http.Client, threadBytes int) *SlackAPI {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &SlackAPI{c: c, hc: hc, threadBytes: threadBytes}
+	return &SlackAPI{Assistant: &SlackAssistant{c: c}, c: c, hc: hc, threadBytes: threadBytes}
 }
 
 // Identify calls auth.test: who the bot token belongs to.
@@ -268,7 +273,7 @@ func withText(opts ...slack.MsgOption) []slack.MsgOption {
 // escaped by convo), the mark as metadata, and no link previews (noUnfurl). With
 // buttons, Slack shows the blocks (the text in sections, then the buttons) and text is the
 // notification fallback; an empty, non-nil Buttons sends "blocks=[]" to take earlier buttons off.
-func msgOptions(m handlers.Msg) []slack.MsgOption {
+func msgOptions(m gateway.Msg) []slack.MsgOption {
 	opts := withText(slack.MsgOptionText(m.Text, false))
 	if m.Mark.Kind != "" {
 		opts = append(opts, slack.MsgOptionMetadata(m.Mark.Metadata()))
@@ -285,7 +290,7 @@ const sectionLimit = 3000
 // buttonBlocks shows text (mrkdwn) in section blocks, cut at line ends to fit sectionLimit (the
 // handlers keep a part with buttons within one), followed by an actions block with the buttons.
 // No buttons: no blocks at all.
-func buttonBlocks(text string, buttons []handlers.Button) []slack.Block {
+func buttonBlocks(text string, buttons []gateway.Button) []slack.Block {
 	if len(buttons) == 0 {
 		return nil
 	}
@@ -297,12 +302,12 @@ func buttonBlocks(text string, buttons []handlers.Button) []slack.Block {
 }
 
 // controlBlocks are the buttons' blocks: an actions block with the buttons, and the feedback pair
-// (handlers.ActionFeedback) as Slack's feedback_buttons in a context_actions block below it.
-func controlBlocks(buttons []handlers.Button) []slack.Block {
+// (feedback.Action) as Slack's feedback_buttons in a context_actions block below it.
+func controlBlocks(buttons []gateway.Button) []slack.Block {
 	var elems []slack.BlockElement
 	var blocks []slack.Block
 	for _, b := range buttons {
-		if b.ActionID == handlers.ActionFeedback {
+		if b.ActionID == feedback.Action {
 			blocks = append(blocks, feedbackBlock(b))
 			continue
 		}
@@ -317,9 +322,9 @@ func controlBlocks(buttons []handlers.Button) []slack.Block {
 }
 
 // feedbackBlock is the 👍/👎 of the feedback Button b, each side carrying its rating.
-func feedbackBlock(b handlers.Button) *slack.ContextActionsBlock {
-	good, bad := handlers.FeedbackValues(b.Value)
-	goodLabel, badLabel := handlers.FeedbackLabels()
+func feedbackBlock(b gateway.Button) *slack.ContextActionsBlock {
+	good, bad := feedback.Values(b.Value)
+	goodLabel, badLabel := feedback.Labels()
 	side := func(emoji, label, value string) *slack.FeedbackButton {
 		return slack.NewFeedbackButton(slack.NewTextBlockObject(slack.PlainTextType, emoji, true, false), value).
 			WithAccessibilityLabel(label)
@@ -352,7 +357,7 @@ func cutRunes(s string, limit int) []string {
 }
 
 // Post posts m in channel (in the thread threadTS unless "") and returns its ts.
-func (a *SlackAPI) Post(ctx context.Context, channel, threadTS string, m handlers.Msg) (string, error) {
+func (a *SlackAPI) Post(ctx context.Context, channel, threadTS string, m gateway.Msg) (string, error) {
 	opts := msgOptions(m)
 	if threadTS != "" {
 		opts = append(opts, slack.MsgOptionTS(threadTS))
@@ -365,7 +370,7 @@ func (a *SlackAPI) Post(ctx context.Context, channel, threadTS string, m handler
 }
 
 // Update replaces the text and metadata of message ts.
-func (a *SlackAPI) Update(ctx context.Context, channel, ts string, m handlers.Msg) error {
+func (a *SlackAPI) Update(ctx context.Context, channel, ts string, m gateway.Msg) error {
 	if _, _, _, err := a.c.UpdateMessageContext(ctx, channel, ts, msgOptions(m)...); err != nil {
 		return fmt.Errorf("chat.update: %w", err)
 	}
@@ -394,7 +399,7 @@ func (a *SlackAPI) Ephemeral(ctx context.Context, channel, user, threadTS, text 
 
 // StartStream calls chat.startStream, always with the recipient user and team (Slack requires
 // them in channels), and returns the message's ts.
-func (a *SlackAPI) StartStream(ctx context.Context, s handlers.StreamStart) (string, error) {
+func (a *SlackAPI) StartStream(ctx context.Context, s gateway.StreamStart) (string, error) {
 	opts := withText(
 		slack.MsgOptionRecipientUserID(s.RecipientUserID),
 		slack.MsgOptionRecipientTeamID(s.RecipientTeamID),
@@ -422,7 +427,7 @@ func (a *SlackAPI) AppendStream(ctx context.Context, channel, ts, markdown strin
 
 // StopStream ends the streamed message ts, appending markdown (unless "") and storing mark;
 // buttons are an actions block at the bottom of the finished message.
-func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []handlers.Button) error {
+func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []gateway.Button) error {
 	opts := withText()
 	if markdown != "" {
 		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
@@ -442,7 +447,7 @@ func (a *SlackAPI) StopStream(ctx context.Context, channel, ts, markdown string,
 // FinishStream rewrites with chat.update a streamed message Slack ended by itself: markdown as
 // its markdown_text, or, with buttons, in a markdown block above them (markdown_text takes no
 // blocks), its beginning as the notification text.
-func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []handlers.Button) error {
+func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown string, mark convo.Mark, buttons []gateway.Button) error {
 	opts := withText()
 	if len(buttons) == 0 {
 		opts = append(opts, slack.MsgOptionMarkdownText(markdown))
@@ -468,7 +473,7 @@ func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown strin
 const finishFallbackLimit = 3000
 
 // OpenModal opens m for the person whose interaction gave triggerID (views.open).
-func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m handlers.Modal) error {
+func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m feedback.Modal) error {
 	input := slack.NewPlainTextInputBlockElement(nil, m.InputActionID)
 	input.Multiline = true
 	block := slack.NewInputBlock("llmbot_input", slack.NewTextBlockObject(slack.PlainTextType, m.InputLabel, false, false), nil, input)
@@ -501,7 +506,7 @@ func (a *SlackAPI) Permalink(ctx context.Context, channel, ts string) (string, e
 
 // AppendTasks shows tasks as task cards on the streamed message ts (task_update chunks of
 // chat.appendStream).
-func (a *SlackAPI) AppendTasks(ctx context.Context, channel, ts string, tasks []handlers.Task) error {
+func (a *SlackAPI) AppendTasks(ctx context.Context, channel, ts string, tasks []gateway.Task) error {
 	chunks := make([]slack.StreamChunk, len(tasks))
 	for i, t := range tasks {
 		c := slack.NewTaskUpdateChunk(t.ID, t.Title)
@@ -514,56 +519,9 @@ func (a *SlackAPI) AppendTasks(ctx context.Context, channel, ts string, tasks []
 	return nil
 }
 
-// SetSuggestedPrompts shows prompts at the top of the DM channel (threadTS "": the agent pane)
-// or of a thread (assistant.threads.setSuggestedPrompts).
-func (a *SlackAPI) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []handlers.Prompt) error {
-	ps := make([]slack.AssistantThreadsPrompt, len(prompts))
-	for i, p := range prompts {
-		ps[i] = slack.AssistantThreadsPrompt{Title: p.Title, Message: p.Message}
-	}
-	err := a.c.SetAssistantThreadsSuggestedPromptsContext(ctx, slack.AssistantThreadsSetSuggestedPromptsParameters{
-		ChannelID: channel, ThreadTS: threadTS, Prompts: ps})
-	if err != nil {
-		return fmt.Errorf("assistant.threads.setSuggestedPrompts: %w", err)
-	}
-	return nil
-}
-
-// SetTitle titles a DM thread (assistant.threads.setTitle).
-func (a *SlackAPI) SetTitle(ctx context.Context, channel, threadTS, title string) error {
-	err := a.c.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{
-		ChannelID: channel, ThreadTS: threadTS, Title: title})
-	if err != nil {
-		return fmt.Errorf("assistant.threads.setTitle: %w", err)
-	}
-	return nil
-}
-
-// SetStatus shows status under a DM thread with loading messages Slack rotates
-// (assistant.threads.setStatus; Slack clears it when the bot replies).
-func (a *SlackAPI) SetStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
-	err := a.c.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
-		ChannelID: channel, ThreadTS: threadTS, Status: status, LoadingMessages: loading})
-	if err != nil {
-		return fmt.Errorf("assistant.threads.setStatus: %w", err)
-	}
-	return nil
-}
-
-// SetSessionStatus moves the agent session of the thread threadTS in channel to status
-// (agents.sessions.setStatus; it creates the session when there is none).
-func (a *SlackAPI) SetSessionStatus(ctx context.Context, channel, threadTS, status string) error {
-	_, err := a.c.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{Status: status,
-		ChannelID: channel, ThreadTS: threadTS})
-	if err != nil {
-		return fmt.Errorf("agents.sessions.setStatus: %w", err)
-	}
-	return nil
-}
-
 // UploadImage shares an image to a channel with the files v2 flow (getUploadURLExternal, the
 // bytes, completeUploadExternal). slack-go never retries the upload itself.
-func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {
+func (a *SlackAPI) UploadImage(ctx context.Context, u gateway.Upload) error {
 	if len(u.Data) == 0 {
 		return errors.New("files.upload: no image data")
 	}
@@ -596,13 +554,13 @@ func (a *SlackAPI) UploadImage(ctx context.Context, u handlers.Upload) error {
 // Respond posts text privately to the person who ran a slash command, through its response_url
 // (works where the bot is not a member; at most 5 uses in 30 minutes).
 func (a *SlackAPI) Respond(ctx context.Context, responseURL, text string) error {
-	return a.respond(ctx, responseURL, handlers.Private{Text: text})
+	return a.respond(ctx, responseURL, gateway.Private{Text: text})
 }
 
 // RespondPrivate shows m to the person a response_url belongs to (see Respond): its text in
 // section blocks with the buttons under them, in place of the message the response_url came from
 // when m says so.
-func (a *SlackAPI) RespondPrivate(ctx context.Context, responseURL string, m handlers.Private) error {
+func (a *SlackAPI) RespondPrivate(ctx context.Context, responseURL string, m gateway.Private) error {
 	return a.respond(ctx, responseURL, m)
 }
 
@@ -610,7 +568,7 @@ func (a *SlackAPI) RespondPrivate(ctx context.Context, responseURL string, m han
 // response_url post has no field for them). A refusal comes back as slack-go's types do:
 // *slack.RateLimitedError for a 429 with Retry-After, else slack.StatusCodeError (Slack answers
 // a used or expired response_url with a 404).
-func (a *SlackAPI) respond(ctx context.Context, responseURL string, m handlers.Private) error {
+func (a *SlackAPI) respond(ctx context.Context, responseURL string, m gateway.Private) error {
 	off := false
 	msg := slack.WebhookMessage{Text: m.Text, ResponseType: slack.ResponseTypeEphemeral,
 		ReplaceOriginal: m.ReplaceOriginal, UnfurlLinks: &off, UnfurlMedia: &off}

@@ -14,7 +14,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 )
 
@@ -97,7 +97,7 @@ func TestRepliesPaginatesAndKeepsMetadata(t *testing.T) {
 		fs.PostUserMessage("C1", "U2", parent, fmt.Sprintf("reply %d", i))
 	}
 	mark := convo.Mark{Kind: convo.MarkAnswer, Note: "cut off"}
-	if _, err := api.Post(ctx, "C1", parent, handlers.Msg{Text: "answer", Mark: mark}); err != nil {
+	if _, err := api.Post(ctx, "C1", parent, gateway.Msg{Text: "answer", Mark: mark}); err != nil {
 		t.Fatal(err)
 	}
 	msgs, _, err := api.Replies(ctx, "C1", parent)
@@ -187,11 +187,11 @@ func TestHistoryOldestFirst(t *testing.T) {
 
 func TestPostUpdateEphemeral(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
-	ts, err := api.Post(ctx, "C1", "", handlers.Msg{Text: "a *b* &amp; c", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+	ts, err := api.Post(ctx, "C1", "", gateway.Msg{Text: "a *b* &amp; c", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := api.Update(ctx, "C1", ts, handlers.Msg{Text: "done", Mark: convo.Mark{Kind: convo.MarkAnswer}}); err != nil {
+	if err := api.Update(ctx, "C1", ts, gateway.Msg{Text: "done", Mark: convo.Mark{Kind: convo.MarkAnswer}}); err != nil {
 		t.Fatal(err)
 	}
 	m, ok := fs.Message("C1", ts)
@@ -213,7 +213,7 @@ func TestPostUpdateEphemeral(t *testing.T) {
 func TestStreamCalls(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	parent := fs.PostUserMessage("C1", "U1", "", "<@UBOT> q")
-	ts, err := api.StartStream(ctx, handlers.StreamStart{Channel: "C1", ThreadTS: parent, RecipientUserID: "U1", RecipientTeamID: "T1"})
+	ts, err := api.StartStream(ctx, gateway.StreamStart{Channel: "C1", ThreadTS: parent, RecipientUserID: "U1", RecipientTeamID: "T1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestStreamCalls(t *testing.T) {
 func TestUploadImageBytes(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	data := bytes.Repeat([]byte{0x89, 'P', 'N', 'G', 0, 1, 2, 255}, 5000)
-	err := api.UploadImage(ctx, handlers.Upload{
+	err := api.UploadImage(ctx, gateway.Upload{
 		Channel: "C1", Filename: "fox.png", Title: "a fox", Data: data,
 		Comment: "<@U1> asked for: a fox", AltText: "a fox",
 	})
@@ -270,7 +270,7 @@ func TestUploadImageBytes(t *testing.T) {
 func TestUploadNotInChannel(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	fs.SetMember("C9", false)
-	err := api.UploadImage(ctx, handlers.Upload{Channel: "C9", Filename: "x.png", Data: []byte("png")})
+	err := api.UploadImage(ctx, gateway.Upload{Channel: "C9", Filename: "x.png", Data: []byte("png")})
 	var se slack.SlackErrorResponse
 	if !errors.As(err, &se) || se.Err != "not_in_channel" {
 		t.Errorf("upload to a channel without the bot: %v, want not_in_channel", err)
@@ -295,8 +295,8 @@ func TestRespondPrivate(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
 	url := fs.SlashCommand("C1", "U1", "/summarize", "")
 	long := strings.Repeat("A line of the summary.\n", 200) // two sections
-	btn := handlers.Button{ActionID: "llmbot_post_summary", Text: "Post to channel", Value: "k1", Style: "primary"}
-	if err := api.RespondPrivate(ctx, url, handlers.Private{Text: long, Buttons: []handlers.Button{btn}}); err != nil {
+	btn := gateway.Button{ActionID: "llmbot_post_summary", Text: "Post to channel", Value: "k1", Style: "primary"}
+	if err := api.RespondPrivate(ctx, url, gateway.Private{Text: long, Buttons: []gateway.Button{btn}}); err != nil {
 		t.Fatal(err)
 	}
 	p := fs.ResponseURLPosts()
@@ -308,7 +308,7 @@ func TestRespondPrivate(t *testing.T) {
 		b[0].Text != "Post to channel" || b[0].Style != "primary" {
 		t.Errorf("U1 sees %q with %+v", m.SectionText(), b)
 	}
-	if err := api.RespondPrivate(ctx, url, handlers.Private{Text: "Posted.", ReplaceOriginal: true}); err != nil {
+	if err := api.RespondPrivate(ctx, url, gateway.Private{Text: "Posted.", ReplaceOriginal: true}); err != nil {
 		t.Fatal(err)
 	}
 	if m, ok := fs.Private("C1", p[0].TS, "U1"); !ok || m.Text != "Posted." || len(m.Buttons()) != 0 {
@@ -342,12 +342,12 @@ func TestName(t *testing.T) {
 
 func TestRateLimitedWriteIsTyped(t *testing.T) {
 	api, fs, ctx := newAPI(t, fakeslack.Config{})
-	ts, err := api.Post(ctx, "C1", "", handlers.Msg{Text: "x"})
+	ts, err := api.Post(ctx, "C1", "", gateway.Msg{Text: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs.RateLimitNext("chat.update", 3*time.Second)
-	err = api.Update(ctx, "C1", ts, handlers.Msg{Text: "y"})
+	err = api.Update(ctx, "C1", ts, gateway.Msg{Text: "y"})
 	var rl *slack.RateLimitedError
 	if !errors.As(err, &rl) || rl.RetryAfter != 3*time.Second {
 		t.Fatalf("Update after a 429: %v, want *slack.RateLimitedError with Retry-After 3s", err)
@@ -427,7 +427,7 @@ func TestEveryWriteTurnsOffUnfurls(t *testing.T) {
 	respURL := fs.SlashCommand("C1", "U1", "/summarize", "")
 	const link = "see https://example.com/pic.png?q=thread+text"
 	mark := convo.Mark{Kind: convo.MarkAnswer}
-	buttons := []handlers.Button{{ActionID: "llmbot_stop", Text: "Stop", Value: "v"}}
+	buttons := []gateway.Button{{ActionID: "llmbot_stop", Text: "Stop", Value: "v"}}
 	var posted, streamed string
 	for _, step := range []struct {
 		name  string
@@ -435,24 +435,24 @@ func TestEveryWriteTurnsOffUnfurls(t *testing.T) {
 		write func() error
 	}{
 		{"chat.postMessage", fakeslack.WritePost, func() (err error) {
-			posted, err = api.Post(ctx, "C1", parent, handlers.Msg{Text: link, Mark: mark})
+			posted, err = api.Post(ctx, "C1", parent, gateway.Msg{Text: link, Mark: mark})
 			return err
 		}},
-		{"chat.update", fakeslack.WriteUpdate, func() error { return api.Update(ctx, "C1", posted, handlers.Msg{Text: link, Buttons: buttons}) }},
+		{"chat.update", fakeslack.WriteUpdate, func() error { return api.Update(ctx, "C1", posted, gateway.Msg{Text: link, Buttons: buttons}) }},
 		{"chat.postEphemeral", fakeslack.WriteEphemeral, func() error { return api.Ephemeral(ctx, "C1", "U1", parent, link) }},
 		{"chat.startStream", fakeslack.WriteStart, func() (err error) {
-			streamed, err = api.StartStream(ctx, handlers.StreamStart{Channel: "C1", ThreadTS: parent, RecipientUserID: "U1", RecipientTeamID: "T1", Markdown: link})
+			streamed, err = api.StartStream(ctx, gateway.StreamStart{Channel: "C1", ThreadTS: parent, RecipientUserID: "U1", RecipientTeamID: "T1", Markdown: link})
 			return err
 		}},
 		{"chat.appendStream", fakeslack.WriteAppend, func() error { return api.AppendStream(ctx, "C1", streamed, link) }},
 		{"chat.appendStream tasks", fakeslack.WriteAppend, func() error {
-			return api.AppendTasks(ctx, "C1", streamed, []handlers.Task{{ID: "t1", Title: link, Status: handlers.TaskInProgress}})
+			return api.AppendTasks(ctx, "C1", streamed, []gateway.Task{{ID: "t1", Title: link, Status: gateway.TaskInProgress}})
 		}},
 		{"chat.stopStream", fakeslack.WriteStop, func() error { return api.StopStream(ctx, "C1", streamed, link, mark, buttons) }},
 		{"chat.update of a streamed message", fakeslack.WriteUpdate, func() error { return api.FinishStream(ctx, "C1", streamed, link, mark, buttons) }},
 		{"response_url", fakeslack.WriteResponseURL, func() error { return api.Respond(ctx, respURL, link) }},
 		{"response_url with buttons", fakeslack.WriteResponseURL, func() error {
-			return api.RespondPrivate(ctx, respURL, handlers.Private{Text: link, Buttons: buttons})
+			return api.RespondPrivate(ctx, respURL, gateway.Private{Text: link, Buttons: buttons})
 		}},
 	} {
 		n := len(fs.Writes())

@@ -1,8 +1,11 @@
 package convo
 
 import (
-	"github.com/llmbot/llmbot/slackmd"
+	"strings"
+
 	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/slackmd"
 )
 
 // MetadataEventType is the Slack message metadata event_type of everything the bot posts.
@@ -89,4 +92,10 @@ func NoteSuffix(note string, f slackmd.Format) string {
 		note = slackmd.EscapeMrkdwn(note)
 	}
 	return "\n\n_" + note + "_"
+}
+
+// NoteAlone is note as a message of its own: NoteSuffix without the blank line that parts it from
+// the text above.
+func NoteAlone(note string, f slackmd.Format) string {
+	return strings.TrimPrefix(NoteSuffix(note, f), "\n\n")
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
@@ -29,12 +31,12 @@ func BenchmarkReply(b *testing.B) {
 				}
 				fmt.Fprintf(&sb, "tok%d **b** ", i)
 			}
-			ws := words(sb.String(), 12)
-			steps := make([]step, 0, len(ws)+1)
+			ws := llmtest.Words(sb.String(), 12)
+			steps := make([]llmtest.Step, 0, len(ws)+1)
 			for _, w := range ws {
-				steps = append(steps, step{chunk: llm.Chunk{Content: w}})
+				steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: w}})
 			}
-			steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+			steps = append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 			r, fs, req := unlimitedReplies(mode, "<@UBOT> write a lot", steps)
 			ctx := context.Background()
 			writes := 0
@@ -43,14 +45,14 @@ func BenchmarkReply(b *testing.B) {
 				if err := r.Reply(ctx, req); err != nil {
 					b.Fatal(err)
 				}
-				fs.mu.Lock()
-				for _, c := range fs.calls {
-					if c.method != "replies" && c.method != "users.info" {
+				fs.Mu.Lock()
+				for _, c := range fs.Calls {
+					if c.Method != "replies" && c.Method != "users.info" {
 						writes++
 					}
 				}
-				fs.calls, fs.msgs = fs.calls[:0], fs.msgs[:0] // keep the thread small
-				fs.mu.Unlock()
+				fs.Calls, fs.Msgs = fs.Calls[:0], fs.Msgs[:0] // keep the thread small
+				fs.Mu.Unlock()
 			}
 			b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
 		})
@@ -60,41 +62,41 @@ func BenchmarkReply(b *testing.B) {
 // reasoningReplies returns Replies whose model reasons for n tokens, in the content as a <think>
 // block (inContent) or apart (reasoning_content), then answers in 400 tokens, with in-memory Slack
 // and model and budgets that never wait, and a request for it.
-func reasoningReplies(n int, inContent bool) (*Replies, *fakeSlack, route.ReplyRequest) {
-	var steps []step
+func reasoningReplies(n int, inContent bool) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
+	var steps []llmtest.Step
 	if inContent {
-		steps = append(steps, step{chunk: llm.Chunk{Content: "<think>\n"}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: "<think>\n"}})
 	}
 	for i := range n {
 		w := fmt.Sprintf(" w%d", i%100)
 		if inContent {
-			steps = append(steps, step{chunk: llm.Chunk{Content: w}})
+			steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: w}})
 		} else {
-			steps = append(steps, step{chunk: llm.Chunk{Reasoning: w}})
+			steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Reasoning: w}})
 		}
 	}
 	if inContent {
-		steps = append(steps, step{chunk: llm.Chunk{Content: "\n</think>\n\n"}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: "\n</think>\n\n"}})
 	}
 	for i := range 400 {
-		steps = append(steps, step{chunk: llm.Chunk{Content: fmt.Sprintf("tok%d ", i)}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: fmt.Sprintf("tok%d ", i)}})
 	}
-	steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+	steps = append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 	return unlimitedReplies(ModeEdit, "<@UBOT> think hard", steps)
 }
 
 // unlimitedReplies returns Replies writing in mode, with in-memory Slack (a thread of one message,
 // question) and model (sending steps) and budgets that never wait, and the request of question.
-func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, *fakeSlack, route.ReplyRequest) {
-	fs := newFakeSlack()
-	fs.threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
+func unlimitedReplies(mode ReplyMode, question string, steps []llmtest.Step) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
+	fs := gatewaytest.NewSlack()
+	fs.Threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
 	opt := testOptions()
 	opt.Mode = mode
 	opt.Budgets.Edits = pace.NewScheduler(1e9, 1e6)
 	opt.Budgets.Appends = pace.NewScheduler(1e9, 1e6)
 	opt.Budgets.Posts = pace.NewKeyed(1e9, 1e6)
 	opt.Budgets.Streams = pace.NewBucket(1e9, 1e6)
-	r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
+	r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: steps}, zap.NewNop(), opt)
 	req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
 		ThreadTS: testTS, Text: question}
 	return r, fs, req
@@ -115,9 +117,9 @@ func BenchmarkReplyReasoning(b *testing.B) {
 					if err := r.Reply(ctx, req); err != nil {
 						b.Fatal(err)
 					}
-					fs.mu.Lock()
-					fs.calls, fs.msgs = fs.calls[:0], fs.msgs[:0]
-					fs.mu.Unlock()
+					fs.Mu.Lock()
+					fs.Calls, fs.Msgs = fs.Calls[:0], fs.Msgs[:0]
+					fs.Mu.Unlock()
 				}
 			})
 		}

@@ -10,21 +10,23 @@ import (
 	"time"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 )
 
 // TestAnswerPanicIsANote: a panic in code an answer runs, in its own goroutine or in the writer's,
 // ends that answer with a short note where it stands (and Regenerate), not the process.
 func TestAnswerPanicIsANote(t *testing.T) {
 	const boom = "renderer met bytes it cannot take"
-	words := deltas(numbered(30), 200*time.Millisecond)
+	words := llmtest.Deltas(numbered(30), 200*time.Millisecond)
 	tests := []struct {
 		name  string
-		steps []step
-		set   func(*fakeSlack)
+		steps []llmtest.Step
+		set   func(*gatewaytest.Slack)
 	}{
-		{"in the answer's goroutine, reading the model's stream", append(slices.Clip(words[:10]), step{panic: boom}), func(*fakeSlack) {}},
-		{"in the writer's goroutine", words, func(f *fakeSlack) { f.updateErr = panicOnce(boom) }},
+		{"in the answer's goroutine, reading the model's stream", append(slices.Clip(words[:10]), llmtest.Step{Panic: boom}), func(*gatewaytest.Slack) {}},
+		{"in the writer's goroutine", words, func(f *gatewaytest.Slack) { f.UpdateErr = panicOnce(boom) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,13 +38,13 @@ func TestAnswerPanicIsANote(t *testing.T) {
 				if !errors.As(err, &pe) {
 					t.Fatalf("Reply = %v, want the panic as an error", err)
 				}
-				ms := rt.slack.botMessages(testTS)
+				ms := rt.slack.BotMessages(testTS)
 				if len(ms) == 0 {
 					t.Fatal("no message: the asker is left with silence")
 				}
 				last := ms[len(ms)-1]
-				if last.mark.Note != textPanicked || last.mark.Kind != convo.MarkError {
-					t.Errorf("last message = %q %+v, want the note %q", last.text, last.mark, textPanicked)
+				if last.Mark.Note != textPanicked || last.Mark.Kind != convo.MarkError {
+					t.Errorf("last message = %q %+v, want the note %q", last.Text, last.Mark, textPanicked)
 				}
 			})
 		})
@@ -50,9 +52,9 @@ func TestAnswerPanicIsANote(t *testing.T) {
 }
 
 // panicOnce is a hook that panics with v at its first call, and lets the later ones through.
-func panicOnce(v any) hook {
+func panicOnce(v any) gatewaytest.Hook {
 	var done atomic.Bool
-	return func(int, call) error {
+	return func(int, gatewaytest.Call) error {
 		if done.CompareAndSwap(false, true) {
 			panic(v)
 		}
@@ -65,27 +67,27 @@ func panicOnce(v any) hook {
 func TestAnswerLengthCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		chunk := strings.Repeat("é", 500) + " " // 1,001 bytes, two-byte runes: the cut must not split one
-		var steps []step
+		var steps []llmtest.Step
 		for range 200 {
-			steps = append(steps, step{wait: 10 * time.Millisecond, chunk: llm.Chunk{Content: chunk}})
+			steps = append(steps, llmtest.Step{Wait: 10 * time.Millisecond, Chunk: llm.Chunk{Content: chunk}})
 		}
 		rt := newReplyTest(t, steps, testOptions())
 		if err := rt.r.Reply(t.Context(), rt.req); err != nil {
 			t.Fatalf("Reply = %v", err)
 		}
 		var shown strings.Builder
-		ms := rt.slack.botMessages(testTS)
+		ms := rt.slack.BotMessages(testTS)
 		for _, m := range ms {
-			shown.WriteString(strings.TrimSuffix(m.text, convo.NoteSuffix(m.mark.Note, 0)))
+			shown.WriteString(strings.TrimSuffix(m.Text, convo.NoteSuffix(m.Mark.Note, 0)))
 		}
-		if last := ms[len(ms)-1]; last.mark.Note != textCapped {
-			t.Errorf("last note = %q, want %q", last.mark.Note, textCapped)
+		if last := ms[len(ms)-1]; last.Mark.Note != textCapped {
+			t.Errorf("last note = %q, want %q", last.Mark.Note, textCapped)
 		}
 		if n := strings.Count(shown.String(), "é"); n < maxAnswerBytes/2-600 || n > maxAnswerBytes/2 {
 			t.Errorf("answer shows %d of the model's characters, want about %d", n, maxAnswerBytes/2)
 		}
-		if rt.chat.yielded >= len(steps) {
-			t.Errorf("the model's stream was read to its end (%d chunks)", rt.chat.yielded)
+		if rt.chat.Yielded() >= len(steps) {
+			t.Errorf("the model's stream was read to its end (%d chunks)", rt.chat.Yielded())
 		}
 	})
 }

@@ -1,14 +1,14 @@
 package handlers
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
+
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/route"
 )
 
-// Buttons (Block Kit, ReplyOptions.Buttons and ImagineOptions.Buttons). The handlers put them on
-// the messages they write; bot routes the clicks (block_actions over Socket Mode) by action id.
+// Buttons (Block Kit, ReplyOptions.Buttons). The answers put them on the messages they write; bot
+// routes the clicks (block_actions over Socket Mode) by action id.
 //
 // The rules:
 //   - Stop is on an answer's last message while it is being written (post-and-edit mode; native
@@ -23,74 +23,25 @@ import (
 //     from the thread up to the question (so the old answer is never replayed to the model); when
 //     the old message refuses the edit, the new answer comes at the end of the thread and says it
 //     replaces the one above. The person who pressed Regenerate may stop it.
-//   - "Another" (ActionImagineAgain) is on an /imagine picture: the same prompt, a new picture
-//     uploaded to the channel, for and counted against the person who pressed it (per-user bound
-//     and daily quota).
+//   - 👍/👎 (route.ActionFeedback, with ReplyOptions.Feedback) is beside Regenerate: package
+//     feedback takes the clicks.
 //
 // A button's value carries everything its click needs (no state is kept, so Regenerate works after
 // a restart and on any replica; Stop only reaches the replica writing the answer). Values hold
-// message timestamps or the prompt, never secrets, and stay within Slack's 2,000 characters.
-const (
-	ActionStop         = "llmbot_stop"
-	ActionRegenerate   = "llmbot_regenerate"
-	ActionImagineAgain = "llmbot_imagine_again"
-)
-
-// What access rules and metrics call the Stop and Regenerate buttons (Stop also names Slack's
-// agent_session_stopped, which stops the answer the same way).
-const (
-	FeatureStop       = "stop"
-	FeatureRegenerate = "regenerate"
-)
+// message timestamps, never secrets, and stay within Slack's 2,000 characters.
 
 // MaxButtonValue is Slack's limit on a button's value, in characters.
-const MaxButtonValue = 2000
+const MaxButtonValue = gateway.MaxButtonValue
 
 // buttonPartLimit is the Pager limit of an answer's messages when they carry buttons: Slack shows
 // a message's blocks instead of its text, and a section block holds at most 3,000 characters, so
 // each part (bytes, at least as many as characters) plus a status note must fit in one section.
 const buttonPartLimit = 2600
 
-// Button is a Block Kit button under a message's text.
-type Button struct {
-	ActionID string
-	Text     string // the label
-	Value    string // what the click carries back (at most MaxButtonValue characters)
-	Style    string // "", "primary" or "danger"
-}
-
-// ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
-// value; the channel comes with the click.
-type ReplyRef struct {
-	ThreadTS string `json:"thread_ts,omitempty"` // as in route.ReplyRequest.ThreadTS ("" = a top-level DM)
-	TS       string `json:"ts"`                  // the message that was answered
-	// Task is the task the bot did instead of answering TS (route.ReplyRequest.Task), so that
-	// Regenerate does it again rather than answer TS as a question.
-	Task string `json:"task,omitempty"`
-}
-
-// Value is r as a button value.
-func (r ReplyRef) Value() string {
-	b, _ := json.Marshal(r) // strings only: cannot fail
-	return string(b)
-}
-
-var errBadValue = errors.New("not a button value of this bot")
-
-// ParseReplyRef reads a Stop or Regenerate button's value.
-func ParseReplyRef(value string) (ReplyRef, error) {
-	var r ReplyRef
-	if err := json.Unmarshal([]byte(value), &r); err != nil || r.TS == "" {
-		return ReplyRef{}, fmt.Errorf("button value: %w", errBadValue)
-	}
-	return r, nil
-}
-
 // Labels and what a person is told about buttons.
 const (
-	labelStop       = "Stop"
-	labelRegenerate = "Regenerate"
-	labelAnother    = "Another one"
+	labelStop     = "Stop"
+	labelFeedback = "Good answer/Bad answer"
 	// TextNotAsker is told privately to someone who presses Stop on another person's answer.
 	TextNotAsker = "Only the person who asked can stop this answer."
 	// TextNotRunning is told privately when Stop is pressed on an answer that has already ended.
@@ -100,16 +51,23 @@ const (
 	textNoQuestion = "I can't find the question any more (was it deleted?), so I can't answer it again."
 )
 
-func stopButton(ref ReplyRef) Button {
-	return Button{ActionID: ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
+func stopButton(ref route.ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: route.ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
 }
 
-func regenerateButton(ref ReplyRef) Button {
-	return Button{ActionID: ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
+// feedbackButton is the 👍/👎 pair of the answer ref: one Button with route.ActionFeedback, whose
+// Value is the route.ReplyRef; the Slack adapter shows it as a feedback_buttons element with
+// package feedback's labels and values, so its Text is only what a plain button would say.
+func feedbackButton(ref route.ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: route.ActionFeedback, Text: labelFeedback, Value: ref.Value()}
+}
+
+func regenerateButton(ref route.ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: route.ActionRegenerate, Text: route.LabelRegenerate, Value: ref.Value()}
 }
 
 // buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.
-func buttonKey(bs []Button) string {
+func buttonKey(bs []gateway.Button) string {
 	ids := make([]string, len(bs))
 	for i, b := range bs {
 		ids[i] = b.ActionID

@@ -9,7 +9,10 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/route"
 )
 
 // contextOf is the model request's messages as "role: content" lines.
@@ -34,10 +37,10 @@ func TestNewThreadMentionWithForwardedMessage(t *testing.T) {
 				m := mention(text)
 				m.Attachments = []slack.Attachment{{IsShare: true, IsMsgUnfurl: true, AuthorName: "Bob",
 					Text: "deploy of api-7 failed: exit code 137", Fallback: "deploy of api-7 failed: exit code 137"}}
-				rt.slack.threads[testCh+"/"+testTS] = []slack.Message{m}
+				rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{m}
 				rt.req.Text, rt.req.Attachments = text, m.Attachments // from the app_mention: a new thread is not read
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-				reqs := rt.chat.calls()
+				reqs := rt.chat.Calls()
 				if len(reqs) != 1 {
 					t.Fatalf("%d model requests, want 1 (bot messages: %q)", len(reqs), rt.texts())
 				}
@@ -56,27 +59,25 @@ func TestNewThreadMentionWithForwardedMessage(t *testing.T) {
 // trigger: the model answers Q2 with Q1 apparently unanswered, and may answer Q1 again.
 func TestSecondQuestionSeesTheFirstAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		chat := &fakeChat{steps: deltas([]string{"Token buckets refill at a fixed rate."}, time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"Token buckets refill at a fixed rate."}, time.Millisecond)}
 		rt := newReplyTest(t, nil, testOptions())
 		rt.chat = chat
 		rt.r.chat = chat
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U2", "<@UBOT> and leaky buckets?", "1700000000.000050", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
 
 		// Q1 (a new thread) is answered first; its answer's ts is after Q2's.
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if ms := rt.slack.botMessages(testTS); len(ms) != 1 || ms[0].ts <= q2.Timestamp {
+		if ms := rt.slack.BotMessages(testTS); len(ms) != 1 || ms[0].TS <= q2.Timestamp {
 			t.Fatalf("bot messages %+v: want one answer posted after Q2 (%s)", ms, q2.Timestamp)
 		}
-		chat.mu.Lock()
-		chat.steps = deltas([]string{"Leaky buckets drain at a fixed rate."}, time.Millisecond)
-		chat.mu.Unlock()
+		chat.SetSteps(llmtest.Deltas([]string{"Leaky buckets drain at a fixed rate."}, time.Millisecond))
 		req2 := rt.req
 		req2.User, req2.TS, req2.Text = q2.User, q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
-		reqs := chat.calls()
+		reqs := chat.Calls()
 		if len(reqs) != 2 {
 			t.Fatalf("%d model requests, want 2", len(reqs))
 		}
@@ -94,13 +95,11 @@ func TestSecondQuestionSeesTheFirstAnswer(t *testing.T) {
 // assistant message ("A\nB"), as though it had said both at once.
 func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		chat := &fakeChat{}
+		chat := &llmtest.Chat{}
 		rt := newReplyTest(t, nil, testOptions())
 		rt.chat, rt.r.chat = chat, chat
 		answer := func(s string) {
-			chat.mu.Lock()
-			chat.steps = deltas([]string{s}, time.Millisecond)
-			chat.mu.Unlock()
+			chat.SetSteps(llmtest.Deltas([]string{s}, time.Millisecond))
 		}
 		answer("First answer: a bucket of tokens.")
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -112,13 +111,13 @@ func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> thanks, and leaky buckets?", "1700000000.000900", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
 		answer("Leaky buckets drain.")
 		req2 := rt.req
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
 
-		reqs := chat.calls()
+		reqs := chat.Calls()
 		if len(reqs) != 3 {
 			t.Fatalf("%d model requests, want 3", len(reqs))
 		}
@@ -136,41 +135,39 @@ func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 // yet the parts are still one answer: the next question's context has it as one assistant message.
 func TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		chat := &fakeChat{}
+		chat := &llmtest.Chat{}
 		rt := newReplyTest(t, nil, testOptions())
 		rt.chat, rt.r.chat = chat, chat
 		var ws []string
 		for i := range 200 {
 			ws = append(ws, fmt.Sprintf("Line %d of a long answer, %s\n", i, strings.Repeat("x", 50)))
 		}
-		chat.steps = deltas(ws, time.Millisecond)
+		chat.SetSteps(llmtest.Deltas(ws, time.Millisecond))
 		var placeholder string
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if placeholder == "" {
-				placeholder = c.ts // the first update is the placeholder's
+				placeholder = c.TS // the first update is the placeholder's
 			}
-			if c.ts == placeholder {
+			if c.TS == placeholder {
 				return slack.SlackErrorResponse{Err: "cant_update_message"}
 			}
 			return nil
 		}
 		_ = rt.r.Reply(t.Context(), rt.req) // the final write reports part 1's failure
-		if n := len(rt.slack.botMessages(testTS)); n < 3 {
+		if n := len(rt.slack.BotMessages(testTS)); n < 3 {
 			t.Fatalf("%d bot messages, want the placeholder and at least two later parts", n)
 		}
 
-		rt.slack.updateErr = nil
+		rt.slack.UpdateErr = nil
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
-		chat.mu.Lock()
-		chat.steps = deltas([]string{"ok"}, time.Millisecond)
-		chat.mu.Unlock()
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
+		chat.SetSteps(llmtest.Deltas([]string{"ok"}, time.Millisecond))
 		req2 := rt.req
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
-		reqs := chat.calls()
+		reqs := chat.Calls()
 		var assistant int
 		for _, m := range reqs[len(reqs)-1].Messages {
 			if m.Role == llm.RoleAssistant {
@@ -181,4 +178,36 @@ func TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne(t *testing.T)
 			t.Errorf("the answer is replayed as %d assistant messages, want 1", assistant)
 		}
 	})
+}
+
+// TestSkipsFiles: an answer reads no files of the bot's own messages, nor of other bots' unless its
+// context takes other bots' messages in (OtherBots).
+func TestSkipsFiles(t *testing.T) {
+	msg := func(user, botID string) slack.Message {
+		var m slack.Message
+		m.User, m.BotID = user, botID
+		return m
+	}
+	for _, tc := range []struct {
+		name      string
+		m         slack.Message
+		otherBots bool
+		want      bool
+	}{
+		{"a person's", msg("U1", ""), false, false},
+		{"the bot's, by user", msg("UBOT", ""), true, true},
+		{"the bot's, by bot id", msg("", "BBOT"), true, true},
+		{"another bot's", msg("U9", "B9"), false, true},
+		{"another bot's, other bots read", msg("U9", "B9"), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opt := testOptions()
+			opt.OtherBots = tc.otherBots
+			r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, nil, opt)
+			a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
+			if got := a.skipsFiles(tc.m); got != tc.want {
+				t.Errorf("skipsFiles = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -83,12 +83,12 @@ func TestDMThreadUnderTheBotsMessage(t *testing.T) {
 				tc.history[tc.parent] = parent
 				reply := dmMsg("1700001000.000900", "and with jsonb_path_ops?", nil)
 				reply.ThreadTimestamp = parent.Timestamp
-				rt.slack.history["D1"] = tc.history
-				rt.slack.threads["D1/"+parent.Timestamp] = []slack.Message{parent, reply}
+				rt.slack.TopLevel["D1"] = tc.history
+				rt.slack.Threads["D1/"+parent.Timestamp] = []slack.Message{parent, reply}
 				req := route.ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: reply.Timestamp,
 					ThreadTS: parent.Timestamp, Text: reply.Text}
 				mustNoErr(t, rt.r.Reply(t.Context(), req))
-				reqs := rt.chat.calls()
+				reqs := rt.chat.Calls()
 				if len(reqs) != 1 {
 					t.Fatalf("%d model requests, want 1", len(reqs))
 				}

@@ -9,8 +9,11 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -22,19 +25,19 @@ func TestFailedRescueStopsTheStreamWithANote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(20)
-		chat := &fakeChat{steps: deltas(ws, time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, time.Second)}
 		t0 := time.Now()
-		fs.postErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land); Slack takes later posts
+		fs.PostErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land); Slack takes later posts
 		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, fs, t0)
 		var all strings.Builder
-		for i, m := range fs.botMessages(testTS) {
-			t.Logf("message %d: streaming %v mark %+v text %q", i, m.streaming, m.mark, m.text)
-			all.WriteString(m.text + "\n")
-			if m.streaming {
+		for i, m := range fs.BotMessages(testTS) {
+			t.Logf("message %d: streaming %v mark %+v text %q", i, m.Streaming, m.Mark, m.Text)
+			all.WriteString(m.Text + "\n")
+			if m.Streaming {
 				t.Errorf("message %d is left streaming after the reply ended", i)
 			}
 		}
@@ -53,9 +56,9 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(20)
-		chat := &fakeChat{steps: deltas(ws, time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, time.Second)}
 		t0 := time.Now()
-		fs.postErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land)
+		fs.PostErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land)
 		opt := streamOptions()
 		opt.Buttons = true
 		r := slowStreaming(fs, fs, chat, opt)
@@ -64,10 +67,10 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, fs, t0)
 		regen, noted := false, false
-		for i, m := range fs.botMessages(testTS) {
-			t.Logf("message %d: streaming %v buttons %q mark %+v text %.80q", i, m.streaming, buttonKey(m.buttons), m.mark, m.text)
-			regen = regen || buttonKey(m.buttons) == ActionRegenerate
-			noted = noted || strings.Contains(m.text, textUnfinished)
+		for i, m := range fs.BotMessages(testTS) {
+			t.Logf("message %d: streaming %v buttons %q mark %+v text %.80q", i, m.Streaming, buttonKey(m.Buttons), m.Mark, m.Text)
+			regen = regen || buttonKey(m.Buttons) == route.ActionRegenerate
+			noted = noted || strings.Contains(m.Text, textUnfinished)
 		}
 		if !noted {
 			t.Fatalf("no message shows %q: not the case under test", textUnfinished)
@@ -101,15 +104,15 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var steps []step
+				var steps []llmtest.Step
 				total := 0
 				for i := 0; total < slackmd.MarkdownLimit+2000; i++ {
 					l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
 					total += len(l)
-					steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})
+					steps = append(steps, llmtest.Step{Wait: 20 * time.Millisecond, Chunk: llm.Chunk{Content: l}})
 				}
-				steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: "The END.\n"}},
-					step{chunk: llm.Chunk{FinishReason: "stop"}})
+				steps = append(steps, llmtest.Step{Wait: time.Second, Chunk: llm.Chunk{Content: "The END.\n"}},
+					llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 				rt := newReplyTest(t, steps, tc.options())
 				t0 := time.Now()
 				var last time.Time // the channel's last post or stream start, as Slack saw it
@@ -121,7 +124,7 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 					last = now
 					return nil
 				}
-				rt.slack.startErr = func(n int, c call) error {
+				rt.slack.StartErr = func(n int, c gatewaytest.Call) error {
 					if err := perChannel(); err != nil {
 						return err
 					}
@@ -130,7 +133,7 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 					}
 					return nil
 				}
-				rt.slack.postErr = func(n int, c call) error {
+				rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 					if err := perChannel(); err != nil {
 						return err
 					}
@@ -141,17 +144,17 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 				}
 				err := rt.r.Reply(t.Context(), rt.req)
 				t.Logf("Reply = %v after %v", err, time.Since(t0))
-				rt.slack.mu.Lock()
-				for _, c := range rt.slack.calls {
-					if c.method != "appendStream" {
-						t.Logf("+%v %s ts=%s %d bytes err=%v", c.at.Sub(t0), c.method, c.ts, len(c.text), c.err)
+				rt.slack.Mu.Lock()
+				for _, c := range rt.slack.Calls {
+					if c.Method != "appendStream" {
+						t.Logf("+%v %s ts=%s %d bytes err=%v", c.At.Sub(t0), c.Method, c.TS, len(c.Text), c.Err)
 					}
 				}
-				rt.slack.mu.Unlock()
+				rt.slack.Mu.Unlock()
 				var all strings.Builder
-				for i, m := range rt.slack.botMessages(testTS) {
-					t.Logf("message %d: streaming %v mark %+v %d bytes, ends %q", i, m.streaming, m.mark, len(m.text), m.text[max(0, len(m.text)-60):])
-					all.WriteString(m.text + "\n")
+				for i, m := range rt.slack.BotMessages(testTS) {
+					t.Logf("message %d: streaming %v mark %+v %d bytes, ends %q", i, m.Streaming, m.Mark, len(m.Text), m.Text[max(0, len(m.Text)-60):])
+					all.WriteString(m.Text + "\n")
 				}
 				if strings.Contains(all.String(), "The END.") {
 					t.Fatalf("the thread shows the answer's end: not the case under test")
@@ -172,19 +175,19 @@ func TestPartlyFailedRescueShowsNoTextTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(200)
-		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 		t0 := time.Now()
-		fs.postErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
+		fs.PostErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
 		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, fs, t0)
-		ms := fs.botMessages(testTS)
+		ms := fs.BotMessages(testTS)
 		var all strings.Builder
 		for i, m := range ms {
-			t.Logf("message %d: streaming %v mark %+v %d bytes, starts %.30q ends %q", i, m.streaming, m.mark, len(m.text), m.text, m.text[max(0, len(m.text)-70):])
-			all.WriteString(m.text + "\n")
+			t.Logf("message %d: streaming %v mark %+v %d bytes, starts %.30q ends %q", i, m.Streaming, m.Mark, len(m.Text), m.Text, m.Text[max(0, len(m.Text)-70):])
+			all.WriteString(m.Text + "\n")
 		}
 		if !strings.Contains(all.String(), textUnfinished) {
 			t.Fatalf("no message shows %q: not the case under test", textUnfinished)
@@ -192,8 +195,8 @@ func TestPartlyFailedRescueShowsNoTextTwice(t *testing.T) {
 		if n := strings.Count(all.String(), "Line 0 of the answer."); n != 1 {
 			t.Errorf("the answer's first line shows %d times in the thread, want once", n)
 		}
-		if last := ms[len(ms)-1]; !strings.Contains(last.text, textUnfinished) {
-			t.Errorf("the answer's last message ends %q, without the note %q (it is above, on the streamed message)", last.text[max(0, len(last.text)-50):], textUnfinished)
+		if last := ms[len(ms)-1]; !strings.Contains(last.Text, textUnfinished) {
+			t.Errorf("the answer's last message ends %q, without the note %q (it is above, on the streamed message)", last.Text[max(0, len(last.Text)-50):], textUnfinished)
 		}
 	})
 }
@@ -206,7 +209,7 @@ func TestPartlyFailedRescueLandedPartKeepsReplay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(200)
-		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 		t0 := time.Now()
 		posts := 0
 		msgs := landedTimeoutPoster{fs, 2, &posts}
@@ -216,9 +219,9 @@ func TestPartlyFailedRescueLandedPartKeepsReplay(t *testing.T) {
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, fs, t0)
 		var all strings.Builder
-		for i, m := range fs.botMessages(testTS) {
-			t.Logf("message %d: ts %s streaming %v mark %+v %d bytes, starts %.30q ends %q", i, m.ts, m.streaming, m.mark, len(m.text), m.text, m.text[max(0, len(m.text)-70):])
-			all.WriteString(m.text + "\n")
+		for i, m := range fs.BotMessages(testTS) {
+			t.Logf("message %d: ts %s streaming %v mark %+v %d bytes, starts %.30q ends %q", i, m.TS, m.Streaming, m.Mark, len(m.Text), m.Text, m.Text[max(0, len(m.Text)-70):])
+			all.WriteString(m.Text + "\n")
 		}
 		if !strings.Contains(all.String(), textUnfinished) {
 			t.Fatalf("no message shows %q: not the case under test", textUnfinished)
@@ -240,17 +243,17 @@ func TestPartlyFailedRescueLandedPartKeepsReplay(t *testing.T) {
 func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		cannotLook func(fs *fakeSlack, opt *ReplyOptions) // keeps the look in the thread from being made
+		cannotLook func(fs *gatewaytest.Slack, opt *ReplyOptions) // keeps the look in the thread from being made
 	}{
-		{"read429", func(fs *fakeSlack, _ *ReplyOptions) {
-			fs.repliesErr = func(n int, c call) error {
+		{"read429", func(fs *gatewaytest.Slack, _ *ReplyOptions) {
+			fs.RepliesErr = func(n int, c gatewaytest.Call) error {
 				if n == 1 { // the look: Slack's read budget is spent for now
 					return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
 				}
 				return nil
 			}
 		}},
-		{"noReadToken", func(_ *fakeSlack, opt *ReplyOptions) {
+		{"noReadToken", func(_ *gatewaytest.Slack, opt *ReplyOptions) {
 			opt.Budgets.Reads = pace.NewBucket(0.001, 1)
 			opt.Budgets.Reads.TryTake() // other replies spent the workspace's read budget
 		}},
@@ -259,9 +262,9 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := newQuestionSlack()
 				ws := lines(200)
-				chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 				t0 := time.Now()
-				fs.postErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
+				fs.PostErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
 				opt := streamOptions()
 				tc.cannotLook(fs, &opt)
 				r := slowStreaming(fs, fs, chat, opt)
@@ -270,9 +273,9 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 				t.Logf("Reply = %v after %v", err, time.Since(t0))
 				logCalls(t, fs, t0)
 				var all strings.Builder
-				for i, m := range fs.botMessages(testTS) {
-					t.Logf("message %d: streaming %v mark %+v %d bytes, starts %.30q", i, m.streaming, m.mark, len(m.text), m.text)
-					all.WriteString(m.text + "\n")
+				for i, m := range fs.BotMessages(testTS) {
+					t.Logf("message %d: streaming %v mark %+v %d bytes, starts %.30q", i, m.Streaming, m.Mark, len(m.Text), m.Text)
+					all.WriteString(m.Text + "\n")
 				}
 				if !strings.Contains(all.String(), textUnfinished) {
 					t.Fatalf("no message shows %q: not the case under test", textUnfinished)

@@ -13,6 +13,9 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
@@ -75,17 +78,17 @@ func TestFencedAnswerWaitsAndStopsWhenAdopted(t *testing.T) {
 				opt := testOptions()
 				opt.Fence = fence
 				ws := paragraphs(20)
-				chat := &fakeChat{steps: deltas(ws, 250*time.Millisecond)} // 20 s of text
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 250*time.Millisecond)} // 20 s of text
 				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
-				for _, c := range fs.calls {
-					if c.method == "replies" || c.at.Before(fence.from) || !c.at.Before(fence.until) {
+				for _, c := range fs.Calls {
+					if c.Method == "replies" || c.At.Before(fence.from) || !c.At.Before(fence.until) {
 						continue
 					}
-					t.Errorf("%s at +%v while cut off", c.method, c.at.Sub(start))
+					t.Errorf("%s at +%v while cut off", c.Method, c.At.Sub(start))
 				}
-				var after []call
-				for _, c := range fs.calls {
-					if !c.at.Before(fence.until) {
+				var after []gatewaytest.Call
+				for _, c := range fs.Calls {
+					if !c.At.Before(fence.until) {
 						after = append(after, c)
 					}
 				}
@@ -100,60 +103,6 @@ func TestFencedAnswerWaitsAndStopsWhenAdopted(t *testing.T) {
 					t.Errorf("fenced ids %v; want the answer's", ids)
 				}
 			})
-		})
-	}
-}
-
-// fixedFence answers every write the same: until, err.
-type fixedFence struct {
-	until time.Time
-	err   error
-}
-
-func (f fixedFence) Fence(context.Context, string) (time.Time, error) { return f.until, f.err }
-
-// deadlineMessenger records the deadline of the one write it is given.
-type deadlineMessenger struct {
-	Messenger
-	called   bool
-	deadline time.Time
-}
-
-func (m *deadlineMessenger) Update(ctx context.Context, _, _ string, _ Msg) error {
-	m.called = true
-	m.deadline, _ = ctx.Deadline()
-	return nil
-}
-
-// A write that passed the fence must land before the other replicas could take this one for dead:
-// it carries the fence's deadline. Once the answer's own record is closed (its text shows whole), no
-// replica can adopt it any more, and its last writes (tidying) no longer ask the fence, which may
-// refuse them after a lapse of the liveness.
-func TestFencedWrites(t *testing.T) {
-	until := time.Now().Add(time.Hour)
-	for _, tc := range []struct {
-		name         string
-		fence        fixedFence
-		closed       bool
-		wantErr      error
-		wantDeadline time.Time
-	}{
-		{name: "fresh", fence: fixedFence{until: until}, wantDeadline: until},
-		{name: "no deadline", fence: fixedFence{}},
-		{name: "adopted", fence: fixedFence{err: state.ErrFenced}, wantErr: state.ErrFenced},
-		{name: "closed by this replica", fence: fixedFence{err: state.ErrFenced}, closed: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mark := &fenceMark{id: "C1/1.1"}
-			mark.closed.Store(tc.closed)
-			m := &deadlineMessenger{}
-			err := fencedMessenger{m, tc.fence}.Update(withFence(t.Context(), mark), "C1", "1.2", Msg{Text: "x"})
-			if !errors.Is(err, tc.wantErr) || (err == nil) != m.called {
-				t.Errorf("Update: %v, written %v; want %v", err, m.called, tc.wantErr)
-			}
-			if !m.deadline.Equal(tc.wantDeadline) {
-				t.Errorf("the write's deadline %v; want %v", m.deadline, tc.wantDeadline)
-			}
 		})
 	}
 }
@@ -177,13 +126,13 @@ func TestWritesAfterTheAnswersOwnCloseAreNotFenced(t *testing.T) {
 		opt := streamOptions()
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		opt.Journal, opt.Fence = j, journalFence{j}
-		fs.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
-		chat := &fakeChat{steps: deltas(lines(6), 100*time.Millisecond)}
+		fs.StopErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(lines(6), 100*time.Millisecond)}
 		err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
 		if err != nil {
 			t.Errorf("Reply: %v", err)
 		}
-		if len(fs.callsOf("delete")) == 0 {
+		if len(fs.CallsOf("delete")) == 0 {
 			t.Error("the rescued answer's streamed messages were not deleted")
 		}
 	})
@@ -198,7 +147,7 @@ func TestStoppedWhileFencedAnswerIsUnclosed(t *testing.T) {
 		fence := &cutFence{from: start.Add(2 * time.Second), until: start.Add(24 * time.Hour)}
 		opt := testOptions()
 		opt.Fence, opt.FinalTimeout = fence, 10*time.Second
-		chat := &fakeChat{steps: deltas(paragraphs(20), 250*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(paragraphs(20), 250*time.Millisecond)}
 		ctx, cancel := context.WithCancelCause(t.Context())
 		defer cancel(nil)
 		time.AfterFunc(5*time.Second, func() { cancel(ErrStopped) })
@@ -207,7 +156,7 @@ func TestStoppedWhileFencedAnswerIsUnclosed(t *testing.T) {
 			t.Errorf("Reply: %v; want ErrUnclosed", err)
 		}
 		// An interim call waiting at the Stop keeps its own time box; the final write then has its own.
-		if took := time.Since(start); took > 5*time.Second+writeCallTimeout+opt.FinalTimeout {
+		if took := time.Since(start); took > 5*time.Second+gateway.WriteCallTimeout+opt.FinalTimeout {
 			t.Errorf("the answer ended %v after it began; want by its closing deadline", took)
 		}
 	})

@@ -11,6 +11,9 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -18,16 +21,16 @@ import (
 // final edit waits out every Retry-After (finalRateLimited) and the answer stands, not "Thinking…".
 func TestFinalEditOutlastsALongRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 45*time.Second {
 				return &slack.RateLimitedError{RetryAfter: time.Second}
 			}
 			return nil
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply returned after %v: %v (%d chat.update calls)", time.Since(t0), err, len(rt.slack.callsOf("update")))
+		t.Logf("Reply returned after %v: %v (%d chat.update calls)", time.Since(t0), err, len(rt.slack.CallsOf("update")))
 		if got := rt.texts(); len(got) != 1 || got[0] != "The whole answer." {
 			t.Errorf("thread shows %q once Slack stopped rate limiting at +45s, want the answer %q", got, "The whole answer.")
 		}
@@ -40,9 +43,9 @@ func TestMultiPartFinalKeepsItsFirstPart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		md := a + "\n\n" + b
-		rt := newReplyTest(t, deltas(words(md, 200), 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(md, 200), 100*time.Millisecond), testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 45*time.Second {
 				return &slack.RateLimitedError{RetryAfter: time.Second}
 			}
@@ -75,12 +78,12 @@ func TestDeletedFirstPartIsNotContinued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		md := a + "\n\n" + b
-		rt := newReplyTest(t, deltas(words(md, 100), 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(md, 100), 100*time.Millisecond), testOptions())
 		time.AfterFunc(500*time.Millisecond, func() {
 			fs := rt.slack
-			fs.mu.Lock()
-			defer fs.mu.Unlock()
-			fs.msgs = fs.msgs[1:] // the reply (placeholder, now the first part) is deleted
+			fs.Mu.Lock()
+			defer fs.Mu.Unlock()
+			fs.Msgs = fs.Msgs[1:] // the reply (placeholder, now the first part) is deleted
 		})
 		err := rt.r.Reply(t.Context(), rt.req)
 		t.Logf("Reply = %v", err)
@@ -99,39 +102,39 @@ func TestDeletedFirstPartIsNotContinued(t *testing.T) {
 // partition or an overloaded Slack): the call ends only when its context does, with the context's
 // error, as an HTTP client's does.
 type hangingUpdater struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	from, to time.Time
 }
 
-func (h hangingUpdater) Update(ctx context.Context, channel, ts string, m Msg) error {
+func (h hangingUpdater) Update(ctx context.Context, channel, ts string, m gateway.Msg) error {
 	if now := time.Now(); !now.Before(h.from) && now.Before(h.to) {
 		<-ctx.Done()
 		return fmt.Errorf("Post \"https://slack.com/api/chat.update\": %w", ctx.Err())
 	}
-	return h.fakeSlack.Update(ctx, channel, ts, m)
+	return h.Slack.Update(ctx, channel, ts, m)
 }
 
-// chat.update hangs for 35 s (each interim call gives up after writeCallTimeout, 10 s) early in a
+// chat.update hangs for 35 s (each interim call gives up after gateway.WriteCallTimeout, 10 s) early in a
 // 100 s answer: the timeouts are transient, so the writer backs off and edits again once Slack
 // answers, and the message does not freeze for the rest of the answer.
 func TestInterimEditsResumeAfterSlackHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: deltas(numbered(100), time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(numbered(100), time.Second)}
 		t0 := time.Now()
 		r := NewReplies(fs, hangingUpdater{fs, t0.Add(2 * time.Second), t0.Add(37 * time.Second)}, fs, fs, chat, nil, testOptions())
 		req := testRequest()
 		mustNoErr(t, r.Reply(t.Context(), req))
 		var after int
-		for _, u := range fs.callsOf("update") {
-			if d := u.at.Sub(t0); d >= 40*time.Second && d < 99*time.Second {
+		for _, u := range fs.CallsOf("update") {
+			if d := u.At.Sub(t0); d >= 40*time.Second && d < 99*time.Second {
 				after++
 			}
 		}
 		if after == 0 {
 			t.Errorf("no edit between +40s (Slack answering again) and +99s while the answer streamed until +100s: the message froze")
 		}
-		if ms := fs.botMessages(testTS); len(ms) != 1 || !strings.HasSuffix(ms[0].text, "word99") {
+		if ms := fs.BotMessages(testTS); len(ms) != 1 || !strings.HasSuffix(ms[0].Text, "word99") {
 			t.Errorf("final = %+v, want the whole answer", ms)
 		}
 	})
@@ -149,11 +152,11 @@ func (headerTimeout) Is(target error) bool { return target == context.DeadlineEx
 // slowSlackUpdater is a Slack whose chat.update sends no response headers between from and to: the
 // HTTP client gives up after 30 s (ResponseHeaderTimeout) with net/http's timeout error.
 type slowSlackUpdater struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	from, to time.Time
 }
 
-func (s slowSlackUpdater) Update(ctx context.Context, channel, ts string, m Msg) error {
+func (s slowSlackUpdater) Update(ctx context.Context, channel, ts string, m gateway.Msg) error {
 	if now := time.Now(); !now.Before(s.from) && now.Before(s.to) {
 		t := time.NewTimer(30 * time.Second)
 		defer t.Stop()
@@ -164,7 +167,7 @@ func (s slowSlackUpdater) Update(ctx context.Context, channel, ts string, m Msg)
 			return ctx.Err()
 		}
 	}
-	return s.fakeSlack.Update(ctx, channel, ts, m)
+	return s.Slack.Update(ctx, channel, ts, m)
 }
 
 // Slack stops answering chat.update for 40 s just as an answer ends (requests time out rather than
@@ -173,13 +176,13 @@ func (s slowSlackUpdater) Update(ctx context.Context, channel, ts string, m Msg)
 func TestFinalEditRidesOutSlackTimeouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond)}
 		t0 := time.Now()
 		r := NewReplies(fs, slowSlackUpdater{fs, t0.Add(150 * time.Millisecond), t0.Add(40 * time.Second)}, fs, fs, chat, nil, testOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
-		if ms := fs.botMessages(testTS); len(ms) != 1 || ms[0].text != "The whole answer." {
+		if ms := fs.BotMessages(testTS); len(ms) != 1 || ms[0].Text != "The whole answer." {
 			t.Errorf("thread shows %+v after Slack answered again at +40s, want the answer %q", ms, "The whole answer.")
 		}
 	})

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,11 +14,82 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
-	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
+
+// fakeJournal is the state package's journal of open answers as the answers see it (Journal), and as
+// a surviving replica's orphans.Closer does: answers by id, some of them orphaned.
+type fakeJournal struct {
+	mu       sync.Mutex
+	answers  map[string]state.Answer
+	orphaned []string // ids whose owner died
+	closed   []string
+	onClose  func() // called as a record is removed
+}
+
+func (j *fakeJournal) AddMessage(_ context.Context, id, ts string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a := j.answers[id]
+	a.ID = id
+	if !slices.Contains(a.Messages, ts) {
+		a.Messages = append(a.Messages, ts)
+	}
+	j.answers[id] = a
+	return nil
+}
+
+func (j *fakeJournal) CloseAnswer(_ context.Context, id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = append(j.closed, id)
+	if j.onClose != nil {
+		j.onClose()
+	}
+	return nil
+}
+
+func (j *fakeJournal) Orphans(context.Context) ([]state.Answer, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []state.Answer
+	for _, id := range j.orphaned {
+		out = append(out, j.answers[id])
+	}
+	return out, nil
+}
+
+func (j *fakeJournal) Adopt(_ context.Context, id string) (state.Answer, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if slices.Contains(j.closed, id) {
+		return state.Answer{}, false, nil
+	}
+	a := j.answers[id]
+	a.Owner = "me"
+	return a, true, nil
+}
+
+func (j *fakeJournal) Abandon(_ context.Context, id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a := j.answers[id]
+	a.Owner = ""
+	j.answers[id] = a
+	return nil
+}
+
+// orphanCloser is the orphans' closer of a replica whose answers are written with opt, as
+// cmd/llmbot builds it.
+func orphanCloser(fs *gatewaytest.Slack, opt ReplyOptions) *orphans.Closer {
+	return orphans.New(fs, fs, zap.NewNop(), orphans.Options{Budgets: opt.Budgets, Fence: opt.Fence,
+		BotUserID: opt.BotUserID, BotID: opt.BotID, Buttons: opt.Buttons, HistoryLimit: opt.HistoryLimit})
+}
 
 // closedIDs is the ids whose records the journal has removed so far.
 func (j *fakeJournal) closedIDs() []string {
@@ -40,14 +112,14 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		opt.Journal = j
 		ws := paragraphs(12)
-		chat := &fakeChat{steps: deltas(ws, 150*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 150*time.Millisecond)}
 		r := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt)
 		var wg sync.WaitGroup
 		var ids []string
 		for i := range answers {
 			req := testRequest()
 			req.Channel = fmt.Sprint("C", i)
-			fs.threads[req.Channel+"/"+testTS] = fs.threads[testCh+"/"+testTS]
+			fs.Threads[req.Channel+"/"+testTS] = fs.Threads[testCh+"/"+testTS]
 			id := route.AnswerID(req.Channel, req.TS)
 			ids = append(ids, id)
 			j.answers[id] = state.Answer{ID: id, Channel: req.Channel, ThreadTS: testTS, TS: testTS, Owner: "me"}
@@ -58,18 +130,18 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 		want := strings.TrimSpace(strings.ReplaceAll(joined(ws), "\n\n", " "))
 		stale := 0
 		for i := range answers {
-			ms := fs.messagesIn(fmt.Sprint("C", i))
+			ms := messagesIn(fs, fmt.Sprint("C", i))
 			if got := shownText(fs, fmt.Sprint("C", i)); got != want {
 				t.Fatalf("answer %d shows %q 3 s after the model's last token\nwant %q", i, got, want)
 			}
-			if last := ms[len(ms)-1]; !last.mark.Done {
-				t.Errorf("answer %d: its last message's mark %+v; want it done", i, last.mark)
+			if last := ms[len(ms)-1]; !last.Mark.Done {
+				t.Errorf("answer %d: its last message's mark %+v; want it done", i, last.Mark)
 			}
 			for _, m := range ms[:len(ms)-1] {
-				if m.mark.Done {
-					t.Errorf("answer %d: an earlier message is marked done: %+v", i, m.mark)
+				if m.Mark.Done {
+					t.Errorf("answer %d: an earlier message is marked done: %+v", i, m.Mark)
 				}
-				if buttonKey(m.buttons) != "" {
+				if buttonKey(m.Buttons) != "" {
 					stale++
 				}
 			}
@@ -85,76 +157,25 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 				stale, closed, answers)
 		}
 		// A survivor closing them now (as orphans) finds every answer done: it writes nothing.
-		orphans := &fakeJournal{answers: map[string]state.Answer{}}
+		dead := &fakeJournal{answers: map[string]state.Answer{}}
 		for _, id := range ids {
 			ch, _, _ := strings.Cut(id, "/")
-			orphans.answers[id] = state.Answer{ID: id, Channel: ch, ThreadTS: testTS, TS: testTS, Owner: "dead"}
-			orphans.orphaned = append(orphans.orphaned, id)
+			dead.answers[id] = state.Answer{ID: id, Channel: ch, ThreadTS: testTS, TS: testTS, Owner: "dead"}
+			dead.orphaned = append(dead.orphaned, id)
 		}
 		survivor := opt
 		survivor.Journal = nil
-		NewOrphanCloser(fs, fs, zap.NewNop(), survivor).CloseOrphans(t.Context(), orphans)
-		for _, c := range append(fs.callsOf("post"), fs.callsOf("update")...) {
-			if c.mark.Note == textOrphaned || c.mark.Note == textOrphanedNothing {
-				t.Errorf("the survivor wrote over a finished answer: %s %s %q", c.method, c.ts, c.text)
+		orphanCloser(fs, survivor).CloseOrphans(t.Context(), dead)
+		for _, c := range append(fs.CallsOf("post"), fs.CallsOf("update")...) {
+			if c.Mark.Note == orphans.TextOrphaned || c.Mark.Note == orphans.TextOrphanedNothing {
+				t.Errorf("the survivor wrote over a finished answer: %s %s %q", c.Method, c.TS, c.Text)
 			}
 		}
-		if got := orphans.closedIDs(); len(got) != answers {
+		if got := dead.closedIDs(); len(got) != answers {
 			t.Errorf("the survivor removed %d records; want all %d", len(got), answers)
 		}
 		wg.Wait()
 	})
-}
-
-// TestCloseOrphansWaitsForQuietMessages: an orphan whose message changed within the liveness TTL
-// (a write of its replica's was on its way) is closed only once OrphanQuiet has passed since, also
-// when it changes again during that wait; one left unchanged longer is closed at once.
-func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		age      time.Duration // how long ago the message last changed
-		editedIn time.Duration // when it is edited again after the sweep began (0: never)
-		wantWait time.Duration
-	}{
-		{name: "changed long ago", age: time.Hour, wantWait: 0},
-		{name: "changed just now", age: time.Second, wantWait: 14 * time.Second},
-		{name: "changed again during the wait", age: time.Second, editedIn: 10 * time.Second, wantWait: 25 * time.Second},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
-				ts := slackTS(time.Now().Add(-tc.age))
-				m := slack.Message{}
-				m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", "Half an answer", ts, testTS
-				m.Metadata = convo.Mark{Kind: convo.MarkAnswer, Question: testTS}.Metadata()
-				fs.threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion), m}
-				id := route.AnswerID(testCh, testTS)
-				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: testCh, ThreadTS: testTS,
-					TS: testTS, Owner: "dead", Messages: []string{ts}}}, orphaned: []string{id}}
-				start := time.Now()
-				opt := buttonOptions()
-				opt.OrphanQuiet = 15 * time.Second
-				if tc.editedIn > 0 {
-					go func() {
-						time.Sleep(tc.editedIn)
-						fs.mu.Lock()
-						defer fs.mu.Unlock()
-						edited := fs.threads[testCh+"/"+testTS][1]
-						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: slackTS(time.Now())}
-						fs.threads[testCh+"/"+testTS][1] = edited
-					}()
-				}
-				NewOrphanCloser(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
-				ups := fs.callsOf("update")
-				if len(ups) != 1 || ups[0].mark.Note != textOrphaned {
-					t.Fatalf("updates %+v; want the interrupted note", ups)
-				}
-				if got := ups[0].at.Sub(start); got != tc.wantWait {
-					t.Errorf("closed %v after the sweep; want %v", got, tc.wantWait)
-				}
-			})
-		})
-	}
 }
 
 // TestOrphanReadsTakeOnlySpareTokens: closing many orphans at start-up never puts their thread reads
@@ -162,14 +183,14 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 // read comes with the next token, not after every orphan's.
 func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
+		fs := gatewaytest.NewSlack()
 		opt := buttonOptions()
 		opt.Budgets.Reads = pace.NewBucket(60, 1) // a read a second
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt)
-		oc := NewOrphanCloser(fs, fs, zap.NewNop(), opt)
-		const orphans = 6
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{}, zap.NewNop(), opt)
+		oc := orphanCloser(fs, opt)
+		const n = 6
 		j := &fakeJournal{answers: map[string]state.Answer{}}
-		for i := range orphans {
+		for i := range n {
 			ts := fmt.Sprintf("1700000000.%06d", i+1)
 			id := route.AnswerID(testCh, ts)
 			j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: ts, TS: ts, Owner: "dead"}
@@ -179,14 +200,14 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 		wg.Go(func() { oc.CloseOrphans(t.Context(), j) })
 		time.Sleep(1500 * time.Millisecond) // the orphans are being closed, a read a second
 		asked := time.Now()
-		_, _, err := r.reads.replies(t.Context(), testCh, testTS)
+		_, _, err := r.reads.Replies(t.Context(), testCh, testTS)
 		mustNoErr(t, err)
 		if took := time.Since(asked); took > time.Second {
 			t.Errorf("the read of an answer asking now waited %v behind the orphans; want the next token, within 1s", took)
 		}
 		wg.Wait()
-		if got := len(j.closedIDs()); got != orphans {
-			t.Errorf("%d orphans closed; want %d", got, orphans)
+		if got := len(j.closedIDs()); got != n {
+			t.Errorf("%d orphans closed; want %d", got, n)
 		}
 	})
 }
@@ -201,20 +222,20 @@ func TestRescuedAnswerLeavesTheJournalBeforeItsDeletes(t *testing.T) {
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		opt.Journal = j
 		deletesAtClose := -1
-		j.onClose = func() { deletesAtClose = len(fs.callsOf("delete")) }
-		fs.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
+		j.onClose = func() { deletesAtClose = len(fs.CallsOf("delete")) }
+		fs.StopErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
 		ws := lines(6)
-		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 		_ = NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
-		posts, deletes := fs.callsOf("post"), fs.callsOf("delete")
+		posts, deletes := fs.CallsOf("post"), fs.CallsOf("delete")
 		if len(posts) == 0 || len(deletes) == 0 {
 			t.Fatalf("posts %d, deletes %d: the answer was not rescued", len(posts), len(deletes))
 		}
 		if deletesAtClose != 0 {
 			t.Errorf("the record was removed after %d of the streamed messages' deletes; want before them", deletesAtClose)
 		}
-		if last := posts[len(posts)-1]; !last.mark.Done {
-			t.Errorf("the rescue's last post is marked %+v; want done", last.mark)
+		if last := posts[len(posts)-1]; !last.Mark.Done {
+			t.Errorf("the rescue's last post is marked %+v; want done", last.Mark)
 		}
 	})
 }
@@ -235,12 +256,43 @@ func TestAnswerSaysWhenItsCloseDidNotLand(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := newQuestionSlack()
 				if tc.refuse {
-					fs.updateErr = func(int, call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
+					fs.UpdateErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
 				}
-				chat := &fakeChat{steps: deltas(paragraphs(4), 500*time.Millisecond)}
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(paragraphs(4), 500*time.Millisecond)}
 				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), testOptions()).Reply(t.Context(), testRequest())
 				if got := errors.Is(err, ErrUnclosed); got != tc.unclosed {
 					t.Errorf("Reply: %v; ErrUnclosed %v, want %v", err, got, tc.unclosed)
+				}
+			})
+		})
+	}
+}
+
+// TestAnswerMessagesAreJournaled: every message an answer posts is recorded under its id, so the
+// replica closing it after a crash finds them, and the record goes once the answer's final write is
+// made (a replica dying right after must not leave a finished answer to be closed as interrupted).
+func TestAnswerMessagesAreJournaled(t *testing.T) {
+	for _, mode := range []ReplyMode{ModeEdit, ModeStream} {
+		t.Run(string(mode), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := gatewaytest.NewSlack()
+				j := &fakeJournal{answers: map[string]state.Answer{}}
+				opt := testOptions()
+				opt.Mode, opt.Journal = mode, j
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words(strings.Repeat("word ", 2000), 2000), 0)} // two messages long when edited
+				req := route.ReplyRequest{Channel: "C1", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"}
+				fs.Threads["C1/"+req.ThreadTS] = []slack.Message{mention("<@UBOT> hi")}
+				mustNoErr(t, NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), req))
+				var want []string
+				for _, m := range fs.BotMessages(req.ThreadTS) {
+					want = append(want, m.TS)
+				}
+				got := j.answers[route.AnswerID("C1", req.TS)].Messages
+				if len(want) == 0 || !slices.Equal(got, want) {
+					t.Errorf("journaled %v; want the answer's messages %v", got, want)
+				}
+				if !slices.Equal(j.closed, []string{route.AnswerID("C1", req.TS)}) {
+					t.Errorf("records closed %v; want the answer's, once its final write is made", j.closed)
 				}
 			})
 		})

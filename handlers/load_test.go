@@ -12,7 +12,9 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
@@ -33,25 +35,25 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 	const perMinute, burst = 50.0, 5
 	var res lagResult
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.limit = newLimiter(perMinute, burst)
+		fs := gatewaytest.NewSlack()
+		fs.Limit = gatewaytest.NewLimiter(perMinute, burst)
 		var ws []string
 		for i := range tokens {
 			ws = append(ws, fmt.Sprintf("w%d ", i))
 		}
-		steps := []step{{wait: time.Second, chunk: llm.Chunk{Content: ws[0]}}}
+		steps := []llmtest.Step{{Wait: time.Second, Chunk: llm.Chunk{Content: ws[0]}}}
 		for _, w := range ws[1:] {
-			steps = append(steps, step{wait: 50 * time.Millisecond, chunk: llm.Chunk{Content: w}})
+			steps = append(steps, llmtest.Step{Wait: 50 * time.Millisecond, Chunk: llm.Chunk{Content: w}})
 		}
-		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 		opt := testOptions()
 		// The model writes before a placeholder would be due, as in the load tool's scenario (the
 		// product's default waits a second for it): every answer's first text is a post.
 		opt.PlaceholderAfter = 2 * time.Second
 		opt.Budgets.Edits = pace.NewScheduler(perMinute, burst, pace.WithPolicy(policy))
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: steps}, zap.NewNop(), opt)
 		for i := range n {
-			fs.threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
+			fs.Threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
 		}
 		t0 := time.Now()
 		var wg sync.WaitGroup
@@ -72,9 +74,9 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 		var total time.Duration
 		channel := map[string]string{} // message ts -> channel
 		texts := map[string][]string{} // channel -> its messages' texts, in order
-		for _, m := range fs.botMessages(testTS) {
-			channel[m.ts] = m.channel
-			texts[m.channel] = append(texts[m.channel], m.text)
+		for _, m := range fs.BotMessages(testTS) {
+			channel[m.TS] = m.Channel
+			texts[m.Channel] = append(texts[m.Channel], m.Text)
 		}
 		for _, ts := range texts {
 			if strings.Join(strings.Fields(strings.Join(ts, " ")), " ") != strings.TrimSpace(strings.Join(ws, "")) {
@@ -83,37 +85,37 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 		}
 		// Each answer's successful writes in order (edits, and posts of its text: an answer may go on in
 		// a new message), by channel: how many words its messages showed together.
-		writes := map[string][]call{}
-		for _, c := range append(fs.callsOf("update"), fs.callsOf("post")...) {
-			if c.err == nil && c.text != textThinking {
-				writes[channel[c.ts]] = append(writes[channel[c.ts]], c)
+		writes := map[string][]gatewaytest.Call{}
+		for _, c := range append(fs.CallsOf("update"), fs.CallsOf("post")...) {
+			if c.Err == nil && c.Text != textThinking {
+				writes[channel[c.TS]] = append(writes[channel[c.TS]], c)
 			}
 		}
 		for _, ws := range writes {
-			slices.SortStableFunc(ws, func(a, b call) int { return a.at.Compare(b.at) })
+			slices.SortStableFunc(ws, func(a, b gatewaytest.Call) int { return a.At.Compare(b.At) })
 			words := map[string]int{} // message ts -> words it shows
 			k := 0
 			for _, w := range ws {
-				words[w.ts] = len(strings.Fields(w.text))
+				words[w.TS] = len(strings.Fields(w.Text))
 				shownNow := 0
 				for _, n := range words {
 					shownNow += n
 				}
 				for ; k < shownNow && k < tokens; k++ {
-					total += w.at.Sub(sent(k))
+					total += w.At.Sub(sent(k))
 				}
 			}
 			for ; k < tokens; k++ { // never shown (the final write was lost): counted until the run ended
 				total += end.Sub(sent(k))
 			}
-			if d := ws[len(ws)-1].at.Sub(last); d > res.finalDelayMax {
+			if d := ws[len(ws)-1].At.Sub(last); d > res.finalDelayMax {
 				res.finalDelayMax = d
 			}
 		}
 		res.meanLag = total / time.Duration(n*tokens)
 		// Best possible: every reply gets an equal share, evenly spaced: a token waits half an interval.
 		res.bestLag = time.Duration(float64(n) / (perMinute / 60) / 2 * float64(time.Second))
-		res.throttled = fs.limit.throttled
+		res.throttled = fs.Limit.Throttled
 	})
 	return res
 }

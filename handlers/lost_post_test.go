@@ -11,30 +11,33 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 )
 
 // slowSecondPart streams paragraph A at once, then B a word group a second: the answer outgrows its
 // first message while Slack is slow.
-func slowSecondPart(a, b string) []step {
-	steps := []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n"}}}
-	for _, w := range words(b, 60) {
-		steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: w}})
+func slowSecondPart(a, b string) []llmtest.Step {
+	steps := []llmtest.Step{{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: a + "\n\n"}}}
+	for _, w := range llmtest.Words(b, 60) {
+		steps = append(steps, llmtest.Step{Wait: time.Second, Chunk: llm.Chunk{Content: w}})
 	}
-	return append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+	return append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 }
 
 // lagPoster is a Slack whose chat.postMessage, between from and to, posts the message but answers
-// only after 12 s: a caller that gives up sooner (writeCallTimeout, 10 s) gets its context's error
+// only after 12 s: a caller that gives up sooner (gateway.WriteCallTimeout, 10 s) gets its context's error
 // although the message was posted.
 type lagPoster struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	from, to time.Time
 }
 
-func (s lagPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
-	ts, err := s.fakeSlack.Post(ctx, channel, threadTS, m)
+func (s lagPoster) Post(ctx context.Context, channel, threadTS string, m gateway.Msg) (string, error) {
+	ts, err := s.Slack.Post(ctx, channel, threadTS, m)
 	if err != nil {
 		return ts, err
 	}
@@ -52,14 +55,14 @@ func (s lagPoster) Post(ctx context.Context, channel, threadTS string, m Msg) (s
 
 // checkPart2OnceWithoutStop fails the test unless the second paragraph of longTwoPartAnswer shows once
 // in the test thread and no message of the finished answer still shows a Stop button.
-func checkPart2OnceWithoutStop(t *testing.T, fs *fakeSlack) {
+func checkPart2OnceWithoutStop(t *testing.T, fs *gatewaytest.Slack) {
 	t.Helper()
 	var all strings.Builder
 	stops := 0
-	for i, m := range fs.botMessages(testTS) {
-		t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.buttons), m.mark, m.text)
-		all.WriteString(m.text + "\n")
-		if strings.Contains(buttonKey(m.buttons), ActionStop) {
+	for i, m := range fs.BotMessages(testTS) {
+		t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.Buttons), m.Mark, m.Text)
+		all.WriteString(m.Text + "\n")
+		if strings.Contains(buttonKey(m.Buttons), route.ActionStop) {
 			stops++
 		}
 	}
@@ -79,7 +82,7 @@ func TestTimedOutInterimPostIsNotRepeated(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := slowSecondPart(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
 		opt := testOptions()
 		opt.Buttons = true
@@ -111,7 +114,7 @@ func TestInterimPostCutByCancelIsNotRepeated(t *testing.T) {
 				a, b := longTwoPartAnswer()
 				steps := slowSecondPart(a, b)
 				fs := newQuestionSlack()
-				chat := &fakeChat{steps: steps}
+				chat := &llmtest.Chat{Steps: steps}
 				t0 := time.Now()
 				opt := testOptions()
 				opt.Buttons = true
@@ -148,9 +151,9 @@ func testLostPostClosing(t *testing.T, cause error, notes []string) {
 		a, b := longTwoPartAnswer()
 		steps := slowSecondPart(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
-		fs.repliesErr = func(n int, c call) error {
+		fs.RepliesErr = func(n int, c gatewaytest.Call) error {
 			return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
 		}
 		opt := testOptions()
@@ -162,13 +165,13 @@ func testLostPostClosing(t *testing.T, cause error, notes []string) {
 		err := r.Reply(ctx, req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, fs, t0)
-		if len(fs.callsOf("replies")) == 0 {
+		if len(fs.CallsOf("replies")) == 0 {
 			t.Fatalf("no thread read: not the case under test")
 		}
 		var all strings.Builder
-		for i, m := range fs.botMessages(testTS) {
-			t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.buttons), m.mark, m.text)
-			all.WriteString(m.text + "\n")
+		for i, m := range fs.BotMessages(testTS) {
+			t.Logf("message %d: buttons %v mark %+v text %.60q", i, buttonKey(m.Buttons), m.Mark, m.Text)
+			all.WriteString(m.Text + "\n")
 		}
 		found := false
 		for _, n := range notes {
@@ -190,11 +193,11 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := slowSecondPart(a, b)
 		fs := newQuestionSlack()
-		fs.threads["C2/"+testTS] = []slack.Message{mention("<@UBOT> go")}
+		fs.Threads["C2/"+testTS] = []slack.Message{mention("<@UBOT> go")}
 		t0 := time.Now()
 		var spent time.Time // Slack's read budget is spent from the first read on, for 30 s
 		first := make(chan struct{})
-		fs.repliesErr = func(n int, c call) error {
+		fs.RepliesErr = func(n int, c gatewaytest.Call) error {
 			if spent.IsZero() {
 				spent = time.Now()
 				close(first)
@@ -204,7 +207,7 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 			}
 			return nil
 		}
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		opt := testOptions()
 		opt.Buttons = true
 		r := NewReplies(fs, lagPoster{fs, t0.Add(time.Second), t0.Add(30 * time.Second)}, fs, fs, chat, nil, opt)
@@ -227,13 +230,13 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		wg.Wait()
 		logCalls(t, fs, t0)
-		reads := fs.callsOf("replies")
-		if len(reads) == 0 || !reads[0].at.After(t0.Add(20*time.Second)) {
+		reads := fs.CallsOf("replies")
+		if len(reads) == 0 || !reads[0].At.After(t0.Add(20*time.Second)) {
 			t.Fatalf("no look for the lost part: not the case under test")
 		}
 		limited := 0
 		for _, c := range reads {
-			if c.err != nil {
+			if c.Err != nil {
 				limited++
 			}
 		}

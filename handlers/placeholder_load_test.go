@@ -11,8 +11,11 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/pane"
 )
 
 // Under load an answer that ends within a second of its first text while its placeholder shows, in
@@ -22,16 +25,16 @@ func TestPlaceholderKeptWhenTheAnswerEndsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
 		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
-		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets refill."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}}}
+		steps := []llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "buckets refill."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}}}
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts, dels := rt.slack.callsOf("post"), rt.slack.callsOf("delete")
+		posts, dels := rt.slack.CallsOf("post"), rt.slack.CallsOf("delete")
 		for _, d := range dels {
-			if i := slices.IndexFunc(posts, func(p call) bool { return !p.at.Before(d.at) }); i < 0 || posts[i].at.Sub(d.at) > time.Second {
-				t.Errorf("placeholder deleted at %v with no post of the answer within a second", d.at.Sub(start))
+			if i := slices.IndexFunc(posts, func(p gatewaytest.Call) bool { return !p.At.Before(d.At) }); i < 0 || posts[i].At.Sub(d.At) > time.Second {
+				t.Errorf("placeholder deleted at %v with no post of the answer within a second", d.At.Sub(start))
 			}
 		}
 		if got := rt.texts(); strings.Join(got, " ") != "Token buckets refill." {
@@ -46,18 +49,18 @@ func TestLostFirstPostNotLandedThenShutdownTellsTheAsker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := lazyOptions()
 		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
-		steps := []step{{wait: 200 * time.Millisecond, chunk: llm.Chunk{Content: "Token "}},
-			{wait: time.Minute, chunk: llm.Chunk{Content: "buckets."}}}
+		steps := []llmtest.Step{{Wait: 200 * time.Millisecond, Chunk: llm.Chunk{Content: "Token "}},
+			{Wait: time.Minute, Chunk: llm.Chunk{Content: "buckets."}}}
 		rt := newReplyTest(t, steps, opt)
-		rt.slack.postErr = nthTimesOut(1, "chat.postMessage") // did not land
+		rt.slack.PostErr = nthTimesOut(1, "chat.postMessage") // did not land
 		start := time.Now()
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(500*time.Millisecond, func() { cancel(ErrShutdown) })
 		_ = rt.r.Reply(ctx, rt.req)
-		for _, c := range append(append(rt.slack.callsOf("post"), rt.slack.callsOf("delete")...), rt.slack.callsOf("ephemeral")...) {
-			t.Logf("%s at %v: %q %v", c.method, c.at.Sub(start), c.text, c.err)
+		for _, c := range append(append(rt.slack.CallsOf("post"), rt.slack.CallsOf("delete")...), rt.slack.CallsOf("ephemeral")...) {
+			t.Logf("%s at %v: %q %v", c.Method, c.At.Sub(start), c.Text, c.Err)
 		}
-		if len(rt.texts()) == 0 && len(rt.slack.callsOf("ephemeral")) == 0 {
+		if len(rt.texts()) == 0 && len(rt.slack.CallsOf("ephemeral")) == 0 {
 			t.Errorf("nothing shows and the asker was not told privately")
 		}
 	})
@@ -65,13 +68,13 @@ func TestLostFirstPostNotLandedThenShutdownTellsTheAsker(t *testing.T) {
 
 // timedChat records when each model request is made.
 type timedChat struct {
-	*fakeChat
+	*llmtest.Chat
 	at *[]time.Time
 }
 
 func (c timedChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
 	*c.at = append(*c.at, time.Now())
-	return c.fakeChat.Stream(ctx, req)
+	return c.Chat.Stream(ctx, req)
 }
 
 // The placeholder's post, due while the thread is read, waits for the channel's post turn; the
@@ -86,14 +89,14 @@ func TestModelAskedWhileThePlaceholderWaitsForItsPost(t *testing.T) {
 		mustNoErr(t, opt.Budgets.Posts.Wait(t.Context(), testCh)) // spent by another answer
 		fs := newQuestionSlack()
 		var at []time.Time
-		chat := timedChat{&fakeChat{steps: deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond)}, &at}
+		chat := timedChat{&llmtest.Chat{Steps: llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond)}, &at}
 		r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
 		req := testRequest()
 		req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		start := time.Now()
 		mustNoErr(t, r.Reply(t.Context(), req))
-		for _, c := range fs.callsOf("replies") {
-			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+		for _, c := range fs.CallsOf("replies") {
+			t.Logf("%s at %v: %q", c.Method, c.At.Sub(start), c.Text)
 		}
 		if len(at) != 1 {
 			t.Fatalf("%d model requests", len(at))
@@ -106,7 +109,7 @@ func TestModelAskedWhileThePlaceholderWaitsForItsPost(t *testing.T) {
 }
 
 // panickyThread panics on a thread read after a pause (a bug in the read, the thread's content).
-type panickyThread struct{ *fakeSlack }
+type panickyThread struct{ *gatewaytest.Slack }
 
 func (p panickyThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
 	time.Sleep(500 * time.Millisecond)
@@ -118,7 +121,7 @@ func (p panickyThread) Replies(ctx context.Context, channel, threadTS string) ([
 func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
-		r := NewReplies(panickyThread{fs}, fs, fs, fs, &fakeChat{}, nil, lazyOptions())
+		r := NewReplies(panickyThread{fs}, fs, fs, fs, &llmtest.Chat{}, nil, lazyOptions())
 		req := testRequest()
 		req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		func() {
@@ -127,9 +130,9 @@ func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
 		}()
 		returned := time.Now()
 		time.Sleep(5 * time.Second)
-		for _, c := range fs.callsOf("post") {
-			if c.at.After(returned) {
-				t.Errorf("%q posted %v after Reply returned (panicked)", c.text, c.at.Sub(returned))
+		for _, c := range fs.CallsOf("post") {
+			if c.At.After(returned) {
+				t.Errorf("%q posted %v after Reply returned (panicked)", c.Text, c.At.Sub(returned))
 			}
 		}
 	})
@@ -140,18 +143,18 @@ func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
 func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
+		opt.Pane = pane.New(&statusPane{}, nil, nil)
 		opt.Budgets.Reads = pace.NewBucket(0.4, 1) // a read every 150 s
 		opt.Budgets.Reads.TryTake()                // spent a moment ago
-		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
 		rt.req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts := rt.slack.callsOf("post")
-		for _, c := range append(posts, rt.slack.callsOf("replies")...) {
-			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+		posts := rt.slack.CallsOf("post")
+		for _, c := range append(posts, rt.slack.CallsOf("replies")...) {
+			t.Logf("%s at %v: %q", c.Method, c.At.Sub(start), c.Text)
 		}
-		if len(posts) == 0 || posts[0].text != textThinking || posts[0].at.Sub(start) > thinkingLasts {
+		if len(posts) == 0 || posts[0].Text != textThinking || posts[0].At.Sub(start) > thinkingLasts {
 			t.Errorf("first post %+v, want the placeholder by %v (the status lapses at two minutes)", posts[0], thinkingLasts)
 		}
 	})
@@ -162,18 +165,18 @@ func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
 func TestPlaceholderKeptForTextThatShowsNothingYet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "**"}},
-			{wait: 20 * time.Second, chunk: llm.Chunk{Content: "Token buckets** refill."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}}}
+		steps := []llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "**"}},
+			{Wait: 20 * time.Second, Chunk: llm.Chunk{Content: "Token buckets** refill."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}}}
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts, dels := rt.slack.callsOf("post"), rt.slack.callsOf("delete")
+		posts, dels := rt.slack.CallsOf("post"), rt.slack.CallsOf("delete")
 		for _, c := range append(posts, dels...) {
-			t.Logf("%s at %v: %q", c.method, c.at.Sub(start), c.text)
+			t.Logf("%s at %v: %q", c.Method, c.At.Sub(start), c.Text)
 		}
 		if len(dels) > 0 && len(posts) > 1 {
-			if gap := posts[1].at.Sub(dels[0].at); gap > 2*time.Second {
+			if gap := posts[1].At.Sub(dels[0].At); gap > 2*time.Second {
 				t.Errorf("placeholder withdrawn %v before any text was posted", gap)
 			}
 		}
@@ -187,13 +190,13 @@ func TestLostFirstPostGetsNoPlaceholder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		posts := 0
-		chat := &fakeChat{steps: []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "The "}},
-			{wait: 3 * time.Second, chunk: llm.Chunk{Content: "answer."}}, {chunk: llm.Chunk{FinishReason: "stop"}}}}
+		chat := &llmtest.Chat{Steps: []llmtest.Step{{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "The "}},
+			{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "answer."}}, {Chunk: llm.Chunk{FinishReason: "stop"}}}}
 		r := NewReplies(fs, landedTimeoutPoster{fs, 1, &posts}, fs, fs, chat, nil, lazyOptions())
 		_ = r.Reply(t.Context(), testRequest())
 		var got []string
-		for _, m := range fs.botMessages(testTS) {
-			got = append(got, m.text)
+		for _, m := range fs.BotMessages(testTS) {
+			got = append(got, m.Text)
 		}
 		if len(got) != 1 || got[0] != "The answer." {
 			t.Errorf("thread = %q, want the answer once", got)
@@ -205,8 +208,8 @@ func TestLostFirstPostGetsNoPlaceholder(t *testing.T) {
 // edit turn soon: the heading is never split between two messages.
 func TestFirstTextUnderLoadNotCutInsideAHeading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := append([]step{{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "## Overview of token"}}},
-			deltas([]string{"s\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
+		steps := append([]llmtest.Step{{Wait: 300 * time.Millisecond, Chunk: llm.Chunk{Content: "## Overview of token"}}},
+			llmtest.Deltas([]string{"s\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
 		rt := newReplyTest(t, steps, underLoad(t, lazyOptions()))
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		got := rt.texts()
@@ -224,7 +227,7 @@ func TestModelDoneBeforeTheLastWrites(t *testing.T) {
 		opt.PlaceholderAfter = 0 // the placeholder at once: its text needs an edit turn
 		opt.Budgets.Deletes = pace.NewBucket(1, 1)
 		opt.Budgets.Deletes.TryTake() // and it cannot be withdrawn for a post
-		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
 		start := time.Now()
 		var done []time.Duration
 		rt.req.ModelDone = func() { done = append(done, time.Since(start)) }
@@ -245,9 +248,9 @@ func TestModelDoneAsTheStreamEndsWhileTheWriterWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
 		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
-		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-			{wait: 2 * time.Second, chunk: llm.Chunk{Content: "buckets refill."}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{FinishReason: "stop"}}}
+		steps := []llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+			{Wait: 2 * time.Second, Chunk: llm.Chunk{Content: "buckets refill."}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{FinishReason: "stop"}}}
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		var done time.Duration
@@ -265,17 +268,17 @@ func TestModelDoneAsTheStreamEndsWhileTheWriterWaits(t *testing.T) {
 func TestTextAfterAnEmptySnapshotWithdrawsThePlaceholder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		steps := append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "**"}},
-			{wait: 2 * time.Second, chunk: llm.Chunk{Content: "Token buckets** refill. "}}},
-			deltas(numbered(30), time.Second)...)
+		steps := append([]llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "**"}},
+			{Wait: 2 * time.Second, Chunk: llm.Chunk{Content: "Token buckets** refill. "}}},
+			llmtest.Deltas(numbered(30), time.Second)...)
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		logCalls(t, rt.slack, start)
 		var first time.Duration
-		for _, c := range append(rt.slack.callsOf("post"), rt.slack.callsOf("update")...) {
-			if c.text != textThinking && (first == 0 || c.at.Sub(start) < first) {
-				first = c.at.Sub(start)
+		for _, c := range append(rt.slack.CallsOf("post"), rt.slack.CallsOf("update")...) {
+			if c.Text != textThinking && (first == 0 || c.At.Sub(start) < first) {
+				first = c.At.Sub(start)
 			}
 		}
 		if first > 10*time.Second {
@@ -287,12 +290,12 @@ func TestTextAfterAnEmptySnapshotWithdrawsThePlaceholder(t *testing.T) {
 // landedTimeoutDeleter is a Slack whose first chat.delete deletes the message but answers with
 // net/http's timeout, as a slow Slack does.
 type landedTimeoutDeleter struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	deletes *int
 }
 
 func (s landedTimeoutDeleter) Delete(ctx context.Context, channel, ts string) error {
-	err := s.fakeSlack.Delete(ctx, channel, ts)
+	err := s.Slack.Delete(ctx, channel, ts)
 	if *s.deletes++; *s.deletes == 1 && err == nil {
 		return timedOut("chat.delete")
 	}
@@ -307,17 +310,17 @@ func TestWithdrawalDeleteThatTimedOutButLanded(t *testing.T) {
 		opt.Budgets.Deletes = pace.NewBucket(1, 1) // one delete token: the withdrawal's
 		fs := newQuestionSlack()
 		n := 0
-		chat := &fakeChat{steps: slowStart("refill ", "steadily.")}
+		chat := &llmtest.Chat{Steps: slowStart("refill ", "steadily.")}
 		r := NewReplies(fs, landedTimeoutDeleter{fs, &n}, fs, fs, chat, nil, opt)
 		start := time.Now()
 		err := r.Reply(t.Context(), testRequest())
 		logCalls(t, fs, start)
 		var got []string
-		for _, m := range fs.botMessages(testTS) {
-			got = append(got, m.text)
+		for _, m := range fs.BotMessages(testTS) {
+			got = append(got, m.Text)
 		}
 		if len(got) == 0 {
-			t.Errorf("the thread shows nothing of the answer (Reply: %v; ephemerals %d)", err, len(fs.callsOf("ephemeral")))
+			t.Errorf("the thread shows nothing of the answer (Reply: %v; ephemerals %d)", err, len(fs.CallsOf("ephemeral")))
 		}
 	})
 }
@@ -329,13 +332,13 @@ func TestWithdrawalDeleteRateLimited(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
 		opt.Budgets.Deletes = pace.NewBucket(50, 5)
 		rt := newReplyTest(t, slowStart("refill ", "steadily."), opt)
-		rt.slack.deleteErr = func(n int, _ call) error {
+		rt.slack.DeleteErr = func(n int, _ gatewaytest.Call) error {
 			return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
 		}
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		dels := rt.slack.callsOf("delete")
+		dels := rt.slack.CallsOf("delete")
 		for i := 1; i < len(dels); i++ {
-			if d := dels[i].at.Sub(dels[i-1].at); d < 30*time.Second {
+			if d := dels[i].At.Sub(dels[i-1].At); d < 30*time.Second {
 				t.Errorf("a delete %v after a 429 with Retry-After 30 s", d)
 			}
 		}

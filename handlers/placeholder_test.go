@@ -14,8 +14,12 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/pane"
+	"github.com/llmbot/llmbot/route"
 )
 
 // lazyOptions answer in edit mode with the placeholder held back for a second (PlaceholderAfter).
@@ -39,24 +43,24 @@ func TestPlaceholderOnlyForASlowStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				steps := append([]step{{wait: tc.firstToken, chunk: llm.Chunk{Content: "Token "}}},
-					deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
+				steps := append([]llmtest.Step{{Wait: tc.firstToken, Chunk: llm.Chunk{Content: "Token "}}},
+					llmtest.Deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
 				rt := newReplyTest(t, steps, lazyOptions())
 				start := time.Now()
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 
-				posts := rt.slack.callsOf("post")
-				if got := posts[0].text == textThinking; got != tc.placeholder {
-					t.Errorf("first post %q: placeholder %t, want %t", posts[0].text, got, tc.placeholder)
+				posts := rt.slack.CallsOf("post")
+				if got := posts[0].Text == textThinking; got != tc.placeholder {
+					t.Errorf("first post %q: placeholder %t, want %t", posts[0].Text, got, tc.placeholder)
 				}
-				if got := posts[0].at.Sub(start); got > min(tc.firstToken, time.Second)+300*time.Millisecond {
+				if got := posts[0].At.Sub(start); got > min(tc.firstToken, time.Second)+300*time.Millisecond {
 					t.Errorf("first post %s after the question, want by the first token or the placeholder's second", got)
 				}
-				if buttonKey(posts[0].buttons) != ActionStop {
-					t.Errorf("first post shows %+v, want Stop", posts[0].buttons)
+				if buttonKey(posts[0].Buttons) != route.ActionStop {
+					t.Errorf("first post shows %+v, want Stop", posts[0].Buttons)
 				}
-				ms := rt.slack.botMessages(testTS)
-				if len(ms) != 1 || ms[0].text != "Token buckets refill." || ms[0].ts != posts[0].ts || ms[0].mark.Kind != convo.MarkAnswer {
+				ms := rt.slack.BotMessages(testTS)
+				if len(ms) != 1 || ms[0].Text != "Token buckets refill." || ms[0].TS != posts[0].TS || ms[0].Mark.Kind != convo.MarkAnswer {
 					t.Errorf("thread = %+v, want the answer in the first message", ms)
 				}
 				if len(posts) != 1 {
@@ -74,7 +78,7 @@ func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
 		opt := lazyOptions()
 		opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: deltas([]string{"The ", "answer ", "is ", "here."}, 200*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"The ", "answer ", "is ", "here."}, 200*time.Millisecond)}
 		r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
 		const n = 10
 		start := time.Now()
@@ -82,21 +86,21 @@ func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
 		for i := range n {
 			req := testRequest()
 			req.Channel = "C" + string(rune('A'+i))
-			fs.threads[req.Channel+"/"+testTS] = fs.threads[testCh+"/"+testTS]
+			fs.Threads[req.Channel+"/"+testTS] = fs.Threads[testCh+"/"+testTS]
 			wg.Go(func() { _ = r.Reply(t.Context(), req) })
 		}
 		synctest.Wait()
 		time.Sleep(2 * time.Second)
-		fs.mu.Lock()
+		fs.Mu.Lock()
 		first := map[string]time.Duration{} // thread's channel -> its first text
-		for _, m := range fs.msgs {
-			for _, c := range fs.calls {
-				if c.method == "post" && c.ts == m.ts && c.text != textThinking && first[m.channel] == 0 {
-					first[m.channel] = c.at.Sub(start)
+		for _, m := range fs.Msgs {
+			for _, c := range fs.Calls {
+				if c.Method == "post" && c.TS == m.TS && c.Text != textThinking && first[m.Channel] == 0 {
+					first[m.Channel] = c.At.Sub(start)
 				}
 			}
 		}
-		fs.mu.Unlock()
+		fs.Mu.Unlock()
 		if len(first) != n {
 			t.Errorf("%d of %d askers see text after 2 s, want all", len(first), n)
 		}
@@ -115,15 +119,15 @@ func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
 // privately, and nothing is posted in the thread.
 func TestShutdownBeforeAnyTextTellsPrivately(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, []step{{wait: time.Minute, chunk: llm.Chunk{Content: "late"}}}, lazyOptions())
+		rt := newReplyTest(t, []llmtest.Step{{Wait: time.Minute, Chunk: llm.Chunk{Content: "late"}}}, lazyOptions())
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(500*time.Millisecond, func() { cancel(ErrShutdown) })
 		_ = rt.r.Reply(ctx, rt.req)
-		if n := len(rt.slack.callsOf("post")); n != 0 {
+		if n := len(rt.slack.CallsOf("post")); n != 0 {
 			t.Errorf("%d posts, want none", n)
 		}
-		eph := rt.slack.callsOf("ephemeral")
-		if len(eph) != 1 || eph[0].text != textNotAnswered || eph[0].user != "U1" {
+		eph := rt.slack.CallsOf("ephemeral")
+		if len(eph) != 1 || eph[0].Text != textNotAnswered || eph[0].User != "U1" {
 			t.Errorf("private notes %+v, want %q to the asker", eph, textNotAnswered)
 		}
 	})
@@ -132,14 +136,14 @@ func TestShutdownBeforeAnyTextTellsPrivately(t *testing.T) {
 // A model error before any text: the reason is the answer's one message.
 func TestErrorBeforeAnyTextIsPosted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, []step{{wait: 200 * time.Millisecond, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, lazyOptions())
+		rt := newReplyTest(t, []llmtest.Step{{Wait: 200 * time.Millisecond, Err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, lazyOptions())
 		_ = rt.r.Reply(t.Context(), rt.req)
-		ms := rt.slack.botMessages(testTS)
-		if len(ms) != 1 || ms[0].mark.Kind != convo.MarkError || !strings.Contains(ms[0].text, "busy") {
+		ms := rt.slack.BotMessages(testTS)
+		if len(ms) != 1 || ms[0].Mark.Kind != convo.MarkError || !strings.Contains(ms[0].Text, "busy") {
 			t.Errorf("thread = %+v, want one error note", ms)
 		}
-		if buttonKey(ms[0].buttons) != ActionRegenerate {
-			t.Errorf("error note shows %+v, want Regenerate", ms[0].buttons)
+		if buttonKey(ms[0].Buttons) != route.ActionRegenerate {
+			t.Errorf("error note shows %+v, want Regenerate", ms[0].Buttons)
 		}
 	})
 }
@@ -150,11 +154,11 @@ func TestLostFirstPostIsAdopted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		posts := 0
-		chat := &fakeChat{steps: deltas([]string{"The ", "answer."}, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"The ", "answer."}, 100*time.Millisecond)}
 		r := NewReplies(fs, landedTimeoutPoster{fs, 1, &posts}, fs, fs, chat, nil, lazyOptions())
 		_ = r.Reply(t.Context(), testRequest())
-		ms := fs.botMessages(testTS)
-		if len(ms) != 1 || ms[0].text != "The answer." {
+		ms := fs.BotMessages(testTS)
+		if len(ms) != 1 || ms[0].Text != "The answer." {
 			t.Errorf("thread = %+v, want the answer once", ms)
 		}
 	})
@@ -188,13 +192,13 @@ func TestAnswerEndsByPostWhenNoEditTurnComes(t *testing.T) {
 				opt.Budgets.Edits = pace.NewScheduler(tc.edits, 2)
 				fs := newQuestionSlack()
 				ws := paragraphs(12)
-				chat := &fakeChat{steps: deltas(ws, 150*time.Millisecond)}
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 150*time.Millisecond)}
 				r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
 				var wg sync.WaitGroup
 				for i := range tc.answers {
 					req := testRequest()
 					req.Channel = fmt.Sprint("C", i)
-					fs.threads[req.Channel+"/"+testTS] = fs.threads[testCh+"/"+testTS]
+					fs.Threads[req.Channel+"/"+testTS] = fs.Threads[testCh+"/"+testTS]
 					wg.Go(func() { _ = r.Reply(t.Context(), req) })
 				}
 				lastToken := time.Now().Add(time.Duration(len(ws)) * 150 * time.Millisecond)
@@ -207,17 +211,17 @@ func TestAnswerEndsByPostWhenNoEditTurnComes(t *testing.T) {
 				}
 				wg.Wait()
 				for i := range tc.answers {
-					ms := fs.messagesIn(fmt.Sprint("C", i))
+					ms := messagesIn(fs, fmt.Sprint("C", i))
 					if len(ms) != tc.messages {
 						t.Errorf("answer %d in %d messages, want %d", i, len(ms), tc.messages)
 					}
 					for j, m := range ms {
 						want := ""
 						if j == len(ms)-1 {
-							want = ActionRegenerate
+							want = route.ActionRegenerate
 						}
-						if buttonKey(m.buttons) != want {
-							t.Errorf("answer %d message %d shows %q at the end, want %q", i, j, buttonKey(m.buttons), want)
+						if buttonKey(m.Buttons) != want {
+							t.Errorf("answer %d message %d shows %q at the end, want %q", i, j, buttonKey(m.Buttons), want)
 						}
 					}
 				}
@@ -228,21 +232,21 @@ func TestAnswerEndsByPostWhenNoEditTurnComes(t *testing.T) {
 
 // shownText is what the bot's messages in the test thread of channel show, joined, with the
 // paragraph breaks between and inside messages as spaces.
-func shownText(fs *fakeSlack, channel string) string {
+func shownText(fs *gatewaytest.Slack, channel string) string {
 	var texts []string
-	for _, m := range fs.messagesIn(channel) {
-		texts = append(texts, m.text)
+	for _, m := range messagesIn(fs, channel) {
+		texts = append(texts, m.Text)
 	}
 	return strings.Join(strings.Fields(strings.Join(texts, " ")), " ")
 }
 
-// messagesIn returns the bot's messages in the test thread of channel, oldest first.
-func (f *fakeSlack) messagesIn(channel string) []fakeMsg {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []fakeMsg
-	for _, m := range f.msgs {
-		if m.channel == channel && m.thread == testTS {
+// messagesIn returns f's bot messages in the test thread of channel, oldest first.
+func messagesIn(f *gatewaytest.Slack, channel string) []gatewaytest.Message {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	var out []gatewaytest.Message
+	for _, m := range f.Msgs {
+		if m.Channel == channel && m.Thread == testTS {
 			out = append(out, *m)
 		}
 	}
@@ -268,33 +272,33 @@ func TestPlaceholderUnderLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opt := lazyOptions()
-				opt.Pane = NewAgentPane(&statusPane{err: tc.statusErr}, nil, nil)
+				opt.Pane = pane.New(&statusPane{err: tc.statusErr}, nil, nil)
 				opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
 				busy := opt.Budgets.Edits.Lane()            // another answer, which just took this minute's edit
 				mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
-				steps := append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-					{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets "}}},
-					deltas([]string{"refill ", "at ", "a ", "steady ", "rate."}, 2*time.Second)...)
+				steps := append([]llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+					{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "buckets "}}},
+					llmtest.Deltas([]string{"refill ", "at ", "a ", "steady ", "rate."}, 2*time.Second)...)
 				rt := newReplyTest(t, steps, opt)
 				start := time.Now()
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 
 				var posted []string
-				for _, c := range rt.slack.callsOf("post") {
-					posted = append(posted, c.text)
+				for _, c := range rt.slack.CallsOf("post") {
+					posted = append(posted, c.Text)
 				}
 				if strings.Join(posted, "|") != strings.Join(tc.posts, "|") {
 					t.Errorf("posts %q, want %q", posted, tc.posts)
 				}
-				if got := len(rt.slack.callsOf("delete")); got != tc.deleted {
+				if got := len(rt.slack.CallsOf("delete")); got != tc.deleted {
 					t.Errorf("%d deletes, want %d", got, tc.deleted)
 				}
 				if got := rt.texts(); strings.Join(got, "|") != strings.Join(tc.posts[len(tc.posts)-2:], "|") {
 					t.Errorf("thread shows %q, want the answer in two messages", got)
 				}
 				// The first text shows within the second its edit turn is waited for.
-				if first := rt.slack.callsOf("post")[tc.deleted]; first.at.Sub(start) > 4*time.Second {
-					t.Errorf("first text posted %v after the question, want within a second of the model's", first.at.Sub(start))
+				if first := rt.slack.CallsOf("post")[tc.deleted]; first.At.Sub(start) > 4*time.Second {
+					t.Errorf("first text posted %v after the question, want within a second of the model's", first.At.Sub(start))
 				}
 			})
 		})
@@ -309,19 +313,19 @@ func TestPlaceholderWhileTheThreadIsRead(t *testing.T) {
 		opt := lazyOptions()
 		opt.Budgets.Reads = pace.NewBucket(1, 1) // one read a minute
 		opt.Budgets.Reads.TryTake()              // spent by another answer a moment ago
-		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
 		rt.req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 
-		posts := rt.slack.callsOf("post")
-		if len(posts) == 0 || posts[0].text != textThinking {
+		posts := rt.slack.CallsOf("post")
+		if len(posts) == 0 || posts[0].Text != textThinking {
 			t.Fatalf("posts %+v, want the placeholder first", posts)
 		}
-		if got := posts[0].at.Sub(start); got != time.Second {
+		if got := posts[0].At.Sub(start); got != time.Second {
 			t.Errorf("placeholder posted %v after the question, want PlaceholderAfter (1s) while the thread is read", got)
 		}
-		if reads := rt.slack.callsOf("replies"); len(reads) != 1 || !reads[0].at.After(posts[0].at) {
+		if reads := rt.slack.CallsOf("replies"); len(reads) != 1 || !reads[0].At.After(posts[0].At) {
 			t.Errorf("thread reads %+v, want one, after the placeholder", reads)
 		}
 		if got := rt.texts(); strings.Join(got, "|") != "Token buckets refill." {
@@ -333,7 +337,7 @@ func TestPlaceholderWhileTheThreadIsRead(t *testing.T) {
 // underLoad is opt with one chat.update a minute for the whole workspace, this minute's just taken
 // by another answer, and no thinking status: a placeholder's text cannot have its edit soon.
 func underLoad(t *testing.T, opt ReplyOptions) ReplyOptions {
-	opt.Pane = NewAgentPane(&statusPane{err: errors.New("network down")}, nil, nil)
+	opt.Pane = pane.New(&statusPane{err: errors.New("network down")}, nil, nil)
 	opt.Budgets.Edits = pace.NewScheduler(1, 1)
 	busy := opt.Budgets.Edits.Lane()
 	mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
@@ -341,9 +345,9 @@ func underLoad(t *testing.T, opt ReplyOptions) ReplyOptions {
 }
 
 // slowStart is a model that writes its first words after 3 s (the placeholder shows from 1 s).
-func slowStart(rest ...string) []step {
-	return append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-		{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets "}}}, deltas(rest, time.Second)...)
+func slowStart(rest ...string) []llmtest.Step {
+	return append([]llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+		{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "buckets "}}}, llmtest.Deltas(rest, time.Second)...)
 }
 
 // The post that follows a withdrawn placeholder gets a 429: it waits out the Retry-After in the
@@ -351,22 +355,22 @@ func slowStart(rest ...string) []step {
 func TestWithdrawnPlaceholderPostWaitsOutA429(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, slowStart("refill ", "steadily."), underLoad(t, lazyOptions()))
-		rt.slack.postErr = func(n int, c call) error {
+		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 			if n == 2 { // the first text, after the placeholder was deleted
 				return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
 			}
 			return nil
 		}
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts := rt.slack.callsOf("post")
+		posts := rt.slack.CallsOf("post")
 		if len(posts) < 3 {
 			t.Fatalf("%d posts, want the placeholder, the refused first text and its retry", len(posts))
 		}
-		if d := posts[2].at.Sub(posts[1].at); d < 30*time.Second {
+		if d := posts[2].At.Sub(posts[1].At); d < 30*time.Second {
 			t.Errorf("post retried %v after a 429 with Retry-After 30 s", d)
 		}
-		if got := rt.texts(); strings.Join(got, " ") != "Token buckets refill steadily." || len(rt.slack.callsOf("delete")) != 1 {
-			t.Errorf("thread %q after %d deletes, want the answer and the placeholder deleted", got, len(rt.slack.callsOf("delete")))
+		if got := rt.texts(); strings.Join(got, " ") != "Token buckets refill steadily." || len(rt.slack.CallsOf("delete")) != 1 {
+			t.Errorf("thread %q after %d deletes, want the answer and the placeholder deleted", got, len(rt.slack.CallsOf("delete")))
 		}
 	})
 }
@@ -385,8 +389,8 @@ func TestStopWhileAPlaceholderWaitsUnderLoad(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(4500*time.Millisecond, func() { cancel(ErrStopped) })
 		_ = rt.r.Reply(ctx, rt.req)
-		ms := rt.slack.botMessages(testTS)
-		if len(ms) != 1 || !strings.HasPrefix(ms[0].text, "Token buckets") || ms[0].mark.Note == "" {
+		ms := rt.slack.BotMessages(testTS)
+		if len(ms) != 1 || !strings.HasPrefix(ms[0].Text, "Token buckets") || ms[0].Mark.Note == "" {
 			t.Errorf("thread %q, want the text so far with its note in the placeholder's message", rt.texts())
 		}
 	})
@@ -396,8 +400,8 @@ func TestStopWhileAPlaceholderWaitsUnderLoad(t *testing.T) {
 // heading's marker (it would show "**" alone, and lose the heading).
 func TestFirstTextUnderLoadIsNeverABlockMarkerAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := append([]step{{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "## Over"}}},
-			deltas([]string{"view\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
+		steps := append([]llmtest.Step{{Wait: 300 * time.Millisecond, Chunk: llm.Chunk{Content: "## Over"}}},
+			llmtest.Deltas([]string{"view\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
 		rt := newReplyTest(t, steps, underLoad(t, lazyOptions()))
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		for _, s := range rt.texts() {
@@ -410,10 +414,10 @@ func TestFirstTextUnderLoadIsNeverABlockMarkerAlone(t *testing.T) {
 
 // sortedThread answers conversations.replies in ts order, as Slack does (the fake lists people's
 // messages first).
-type sortedThread struct{ *fakeSlack }
+type sortedThread struct{ *gatewaytest.Slack }
 
 func (s sortedThread) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
-	ms, leftOut, err := s.fakeSlack.Replies(ctx, channel, threadTS)
+	ms, leftOut, err := s.Slack.Replies(ctx, channel, threadTS)
 	slices.SortStableFunc(ms, func(a, b slack.Message) int { return convo.CompareTS(a.Timestamp, b.Timestamp) })
 	return ms, leftOut, err
 }
@@ -422,46 +426,46 @@ func (s sortedThread) Replies(ctx context.Context, channel, threadTS string) ([]
 // placeholder is never withdrawn), so the thread and the next question's context keep their order.
 func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
 		rt.r = NewReplies(sortedThread{rt.slack}, rt.slack, rt.slack, rt.slack, rt.chat, nil, buttonOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		a1 := rt.slack.botMessages(testTS)[0]
+		a1 := rt.slack.BotMessages(testTS)[0]
 
 		key := testCh + "/" + testTS
 		var q2 slack.Message
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and leaky buckets?", "1700000000.000500", testTS
-		rt.slack.mu.Lock()
-		rt.slack.threads[key] = append(rt.slack.threads[key], q2)
-		rt.slack.nextTS = 600
-		rt.slack.mu.Unlock()
-		rt.setSteps(deltas([]string{"Leaky buckets drain."}, time.Millisecond))
+		rt.slack.Mu.Lock()
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
+		rt.slack.NextTS = 600
+		rt.slack.Mu.Unlock()
+		rt.setSteps(llmtest.Deltas([]string{"Leaky buckets drain."}, time.Millisecond))
 		req2 := rt.req
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
 
 		busy := underLoad(t, buttonOptions())
 		r2 := NewReplies(sortedThread{rt.slack}, rt.slack, rt.slack, rt.slack, rt.chat, nil, busy)
-		rt.setSteps(append([]step{{wait: 2 * time.Second, chunk: llm.Chunk{Content: "Second "}}},
-			deltas([]string{"answer: tokens ", "refill over time."}, 100*time.Millisecond)...))
+		rt.setSteps(append([]llmtest.Step{{Wait: 2 * time.Second, Chunk: llm.Chunk{Content: "Second "}}},
+			llmtest.Deltas([]string{"answer: tokens ", "refill over time."}, 100*time.Millisecond)...))
 		regen := rt.req
-		regen.User, regen.Text, regen.Regenerate, regen.Replace = "U2", "", true, a1.ts
+		regen.User, regen.Text, regen.Regenerate, regen.Replace = "U2", "", true, a1.TS
 		mustNoErr(t, r2.Reply(t.Context(), regen))
-		for _, m := range rt.slack.botMessages(testTS) {
-			if strings.HasPrefix(m.text, "Second") && m.ts != a1.ts {
-				t.Errorf("the regenerated answer is at %s, below the later question (%s), not in place of %s", m.ts, q2.Timestamp, a1.ts)
+		for _, m := range rt.slack.BotMessages(testTS) {
+			if strings.HasPrefix(m.Text, "Second") && m.TS != a1.TS {
+				t.Errorf("the regenerated answer is at %s, below the later question (%s), not in place of %s", m.TS, q2.Timestamp, a1.TS)
 			}
 		}
 
 		var q3 slack.Message
 		q3.User, q3.Text, q3.Timestamp, q3.ThreadTimestamp = "U1", "<@UBOT> thanks", "1700000000.000900", testTS
-		rt.slack.mu.Lock()
-		rt.slack.threads[key] = append(rt.slack.threads[key], q3)
-		rt.slack.mu.Unlock()
-		rt.setSteps(deltas([]string{"ok"}, time.Millisecond))
+		rt.slack.Mu.Lock()
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q3)
+		rt.slack.Mu.Unlock()
+		rt.setSteps(llmtest.Deltas([]string{"ok"}, time.Millisecond))
 		req3 := rt.req
 		req3.TS, req3.Text = q3.Timestamp, q3.Text
 		mustNoErr(t, r2.Reply(t.Context(), req3))
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		var roles []string
 		for _, m := range reqs[len(reqs)-1].Messages[1:] {
 			roles = append(roles, string(m.Role)+": "+m.Content)
@@ -480,14 +484,14 @@ func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 func TestPlaceholderOnceTheThinkingStatusLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
-		steps := append([]step{{wait: 150 * time.Second, chunk: llm.Chunk{Content: "Token "}}},
-			deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
+		opt.Pane = pane.New(&statusPane{}, nil, nil)
+		steps := append([]llmtest.Step{{Wait: 150 * time.Second, Chunk: llm.Chunk{Content: "Token "}}},
+			llmtest.Deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		posts := rt.slack.callsOf("post")
-		if len(posts) == 0 || posts[0].text != textThinking || posts[0].at.Sub(start) != thinkingLasts {
+		posts := rt.slack.CallsOf("post")
+		if len(posts) == 0 || posts[0].Text != textThinking || posts[0].At.Sub(start) != thinkingLasts {
 			t.Errorf("posts %+v, want the placeholder first, %v after the question", posts, thinkingLasts)
 		}
 	})

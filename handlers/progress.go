@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
 )
 
@@ -15,18 +16,6 @@ import (
 // the model, with each retry and its reason. An answer written by editing shows none (its
 // placeholder says "Thinking…"). Progress is a courtesy: it is sent only when the appends budget
 // has a token at once, and a failure is never the answer's.
-
-// Task is a task card of a streamed message.
-type Task struct {
-	ID, Title, Status, Details string
-}
-
-// The statuses of a task card.
-const (
-	TaskInProgress = "in_progress"
-	TaskComplete   = "complete"
-	TaskError      = "error"
-)
 
 // The answer's tasks.
 const (
@@ -40,9 +29,9 @@ const (
 // progress shows tasks on the open streamed message, in one call (see above). Called by the
 // answer's goroutine before the writer takes the stream, by the model's reader before the model's
 // first words (a retry), and by the writer itself: never two at once.
-func (s *streamSink) progress(ctx context.Context, tasks ...Task) {
+func (s *streamSink) progress(ctx context.Context, tasks ...gateway.Task) {
 	a := s.answer
-	if len(tasks) == 0 || s.ts == "" || s.stopped || s.broken || !a.r.paced.tryAppend() {
+	if len(tasks) == 0 || s.ts == "" || s.state != streamLive || !a.r.paced.TryAppend() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), progressTimeout)
@@ -54,22 +43,22 @@ func (s *streamSink) progress(ctx context.Context, tasks ...Task) {
 
 // readTasks is the read task as the answer's reading left it (none when nothing was read), with
 // the model task under way after it: one call.
-func (a *answer) readTasks() []Task {
-	model := Task{ID: taskModel, Title: titleModel, Status: TaskInProgress}
+func (a *answer) readTasks() []gateway.Task {
+	model := gateway.Task{ID: taskModel, Title: titleModel, Status: gateway.TaskInProgress}
 	if a.readStatus == "" {
-		return []Task{model}
+		return []gateway.Task{model}
 	}
-	return []Task{{ID: taskRead, Title: titleRead, Status: a.readStatus}, model}
+	return []gateway.Task{{ID: taskRead, Title: titleRead, Status: a.readStatus}, model}
 }
 
 // retried is the model's retry observer (llm.WithRetries): the model task says why it waits.
-func retried(s sink, ctx context.Context) llm.RetryFunc {
+func retried(s roundSink, ctx context.Context) llm.RetryFunc {
 	return func(attempt int, wait time.Duration, err *llm.Error) {
 		reason := string(err.Kind)
 		if err.Status != 0 {
 			reason = fmt.Sprintf("%s, HTTP %d", reason, err.Status)
 		}
-		s.progress(ctx, Task{ID: taskModel, Title: titleModel, Status: TaskInProgress,
+		s.progress(ctx, gateway.Task{ID: taskModel, Title: titleModel, Status: gateway.TaskInProgress,
 			Details: fmt.Sprintf("The model service did not answer (%s): trying again in %s (attempt %d).",
 				reason, wait.Round(100*time.Millisecond), attempt+1)})
 	}
@@ -78,9 +67,9 @@ func retried(s sink, ctx context.Context) llm.RetryFunc {
 // doneStatus is a finished step's status: complete, or error when err says it failed.
 func doneStatus(err error) string {
 	if err != nil {
-		return TaskError
+		return gateway.TaskError
 	}
-	return TaskComplete
+	return gateway.TaskComplete
 }
 
 // modelDone marks the model task done with status, once.
@@ -89,5 +78,5 @@ func (s *streamSink) modelDone(ctx context.Context, status string) {
 		return
 	}
 	s.modelShown = true
-	s.progress(ctx, Task{ID: taskModel, Title: titleModel, Status: status})
+	s.progress(ctx, gateway.Task{ID: taskModel, Title: titleModel, Status: status})
 }

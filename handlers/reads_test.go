@@ -14,23 +14,26 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
 
 // shortAnswer is a model answer of one word.
-var shortAnswer = []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "ok"}},
-	{chunk: llm.Chunk{FinishReason: "stop"}}}
+var shortAnswer = []llmtest.Step{{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "ok"}},
+	{Chunk: llm.Chunk{FinishReason: "stop"}}}
 
 func TestNewThreadMentionReadsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, shortAnswer, testOptions()) // a top-level mention in a channel
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if n := len(rt.slack.callsOf("replies")) + len(rt.slack.callsOf("history")); n != 0 {
+		if n := len(rt.slack.CallsOf("replies")) + len(rt.slack.CallsOf("history")); n != 0 {
 			t.Errorf("%d reads, want none: nothing was said in a new thread", n)
 		}
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 || !strings.Contains(fmt.Sprint(reqs[0].Messages), "explain token buckets") {
 			t.Errorf("model requests = %+v, want one with the question", reqs)
 		}
@@ -46,13 +49,13 @@ func TestMentionInExistingThreadReads(t *testing.T) {
 		var q slack.Message
 		q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U2", "<@UBOT> and leaky buckets?", "1700000000.000050", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q)
 		rt.req.User, rt.req.TS, rt.req.Text = q.User, q.Timestamp, q.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if n := len(rt.slack.callsOf("replies")); n != 1 {
+		if n := len(rt.slack.CallsOf("replies")); n != 1 {
 			t.Errorf("conversations.replies called %d times, want 1", n)
 		}
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 || !strings.Contains(fmt.Sprint(reqs[0].Messages), "explain token buckets") {
 			t.Errorf("model requests = %+v, want one with the thread's first message as context", reqs)
 		}
@@ -61,9 +64,9 @@ func TestMentionInExistingThreadReads(t *testing.T) {
 
 // limitedBy is a fake Slack method's hook that answers 429 with Retry-After (whole seconds, as Slack
 // sends) beyond lim.
-func limitedBy(lim *limiter) hook {
-	return func(int, call) error {
-		if ok, wait := lim.allow(); !ok {
+func limitedBy(lim *gatewaytest.Limiter) gatewaytest.Hook {
+	return func(int, gatewaytest.Call) error {
+		if ok, wait := lim.Allow(); !ok {
 			return &slack.RateLimitedError{RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
 		}
 		return nil
@@ -86,13 +89,13 @@ func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
-				lim := newLimiter(50, 5)
-				lim.tokens = tc.tokens
-				fs.repliesErr = limitedBy(lim) // Tier 3: 50 a minute, burst 5
-				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+				fs := gatewaytest.NewSlack()
+				lim := gatewaytest.NewLimiter(50, 5)
+				lim.Tokens = tc.tokens
+				fs.RepliesErr = limitedBy(lim) // Tier 3: 50 a minute, burst 5
+				r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), testOptions())
 				for i := range n {
-					fs.threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
+					fs.Threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
 				}
 				var wg sync.WaitGroup
 				for i := range n {
@@ -108,11 +111,11 @@ func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
 				wg.Wait()
 				var ok int
 				var limited []time.Time
-				for _, c := range fs.callsOf("replies") {
-					if c.err == nil {
+				for _, c := range fs.CallsOf("replies") {
+					if c.Err == nil {
 						ok++
 					} else {
-						limited = append(limited, c.at)
+						limited = append(limited, c.At)
 					}
 				}
 				if ok != n {
@@ -126,7 +129,7 @@ func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
 				if slices.ContainsFunc(limited, func(at time.Time) bool { return !at.Equal(limited[0]) }) {
 					t.Errorf("429s at %v, want them all at the start, before the first pause", limited)
 				}
-				if m := len(fs.botMessages(testTS)); m != n {
+				if m := len(fs.BotMessages(testTS)); m != n {
 					t.Errorf("%d answers, want %d", m, n)
 				}
 			})
@@ -160,13 +163,13 @@ func TestPostBudgetsAfterA429(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
-				spent := newLimiter(tc.slack, tc.slack/10)
-				spent.tokens = 0
-				fs.postErr = limitedBy(spent)
+				fs := gatewaytest.NewSlack()
+				spent := gatewaytest.NewLimiter(tc.slack, tc.slack/10)
+				spent.Tokens = 0
+				fs.PostErr = limitedBy(spent)
 				opt := testOptions()
 				opt.Budgets.PostsWorkspace = pace.NewBucket(tc.workspace, tc.burst)
-				r := NewReplies(fs, slowPosts{fs, tc.latency}, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
+				r := NewReplies(fs, slowPosts{fs, tc.latency}, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), opt)
 				t0 := time.Now()
 				var wg sync.WaitGroup
 				for i, ch := range tc.channels {
@@ -178,9 +181,9 @@ func TestPostBudgetsAfterA429(t *testing.T) {
 				wg.Wait()
 				var posted int
 				var limited []time.Duration
-				for _, c := range fs.callsOf("post") {
-					if c.err != nil {
-						limited = append(limited, c.at.Sub(t0))
+				for _, c := range fs.CallsOf("post") {
+					if c.Err != nil {
+						limited = append(limited, c.At.Sub(t0))
 					} else {
 						posted++
 					}
@@ -205,22 +208,22 @@ func TestPostBudgetsAfterA429(t *testing.T) {
 // slowPosts answers posts after a latency, as Slack does (outside the fake's lock, so that other calls go
 // on meanwhile).
 type slowPosts struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	latency time.Duration
 }
 
-func (s slowPosts) Post(ctx context.Context, channel, threadTS string, m Msg) (string, error) {
+func (s slowPosts) Post(ctx context.Context, channel, threadTS string, m gateway.Msg) (string, error) {
 	time.Sleep(s.latency)
-	return s.fakeSlack.Post(ctx, channel, threadTS, m)
+	return s.Slack.Post(ctx, channel, threadTS, m)
 }
 
 // TestPlaceholdersRespectWorkspacePostBudget: placeholders for replies in many channels are paced by
-// the workspace chat.postMessage budget (default 300/min, burst 20), not only per channel.
+// the workspace chat.postMessage budget (default 300/min, burst gateway.PostsWorkspaceBurst), not only per channel.
 func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n, burst, perSec = 60, 20, 5
-		fs := newFakeSlack()
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+		const n, burst, perSec = 60, gateway.PostsWorkspaceBurst, 5
+		fs := gatewaytest.NewSlack()
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), testOptions())
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i := range n {
@@ -232,10 +235,10 @@ func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
 		// Every post: the placeholders, and the first texts posted in place of those whose edit
 		// turn would come late under this load.
 		var at, placeholders []time.Time
-		for _, c := range fs.callsOf("post") {
-			at = append(at, c.at)
-			if c.text == textThinking {
-				placeholders = append(placeholders, c.at)
+		for _, c := range fs.CallsOf("post") {
+			at = append(at, c.At)
+			if c.Text == textThinking {
+				placeholders = append(placeholders, c.At)
 			}
 		}
 		slices.SortFunc(at, time.Time.Compare)
@@ -261,8 +264,8 @@ func TestPostsWorkspaceOptionUsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
 		opt.Budgets.PostsWorkspace = pace.NewBucket(60, 1)
-		fs := newFakeSlack()
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
+		fs := gatewaytest.NewSlack()
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), opt)
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i := range 3 {
@@ -272,8 +275,8 @@ func TestPostsWorkspaceOptionUsed(t *testing.T) {
 		}
 		wg.Wait()
 		var at []time.Time
-		for _, c := range fs.callsOf("post") {
-			at = append(at, c.at)
+		for _, c := range fs.CallsOf("post") {
+			at = append(at, c.At)
 		}
 		slices.SortFunc(at, time.Time.Compare)
 		if len(at) != 3 || at[2].Sub(t0) < 2*time.Second {
@@ -299,14 +302,14 @@ func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				fs := newFakeSlack()
-				lim := newLimiter(100, 10)
-				lim.tokens = tc.tokens
-				fs.namesErr = limitedBy(lim) // Tier 4: 100 a minute, burst 10
+				fs := gatewaytest.NewSlack()
+				lim := gatewaytest.NewLimiter(100, 10)
+				lim.Tokens = tc.tokens
+				fs.NamesErr = limitedBy(lim) // Tier 4: 100 a minute, burst 10
 				for i := range n {
-					fs.names[fmt.Sprint("V", i)] = fmt.Sprint("person", i)
+					fs.Names[fmt.Sprint("V", i)] = fmt.Sprint("person", i)
 				}
-				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+				r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), testOptions())
 				var wg sync.WaitGroup
 				for i := range n {
 					req := route.ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: fmt.Sprint("U", i),
@@ -315,9 +318,9 @@ func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
 				}
 				wg.Wait()
 				var limited []time.Time
-				for _, c := range fs.callsOf("users.info") {
-					if c.err != nil {
-						limited = append(limited, c.at)
+				for _, c := range fs.CallsOf("users.info") {
+					if c.Err != nil {
+						limited = append(limited, c.At)
 					}
 				}
 				// Drained: the first look-up's 429, and any under way with it (goroutines run in parallel
@@ -328,7 +331,7 @@ func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
 				if slices.ContainsFunc(limited, func(at time.Time) bool { return !at.Equal(limited[0]) }) {
 					t.Errorf("429s at %v, want them all at the start, before the first pause", limited)
 				}
-				if m := len(fs.botMessages(testTS)); m != n {
+				if m := len(fs.BotMessages(testTS)); m != n {
 					t.Errorf("%d answers, want %d", m, n)
 				}
 			})

@@ -1,20 +1,21 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/threads"
 )
@@ -36,80 +37,93 @@ const (
 	ModeAuto ReplyMode = "auto"
 )
 
-// ReplyOptions configure Replies. Zero values get the documented defaults.
+// ReplyOptions configure Replies. Zero values get the documented defaults. The settings of one concern
+// are grouped in a struct of their own (what the model is asked, how the answer is written, how long its
+// writes may take, what the replicas share), embedded so that a setting reads the same wherever it is
+// used (opt.StallTimeout).
 type ReplyOptions struct {
-	SystemPrompt string // may contain {bot_name} and {date}; "": convo's default
 	// The bot's identity (auth.test): to recognise its own messages and mentions.
 	BotUserID, BotID, BotName, TeamID string
-	Budget                            int       // context budget in estimated tokens; 0: convo.DefaultBudget
-	Mode                              ReplyMode // "": ModeEdit
-	FollowUps                         bool      // answer thread messages without a mention in bot threads
-	OtherBots                         bool      // include other bots' messages in the context
-	Model                             string    // chat model; "": the client's default
+	FollowUps                         bool // answer thread messages without a mention in bot threads
 	// Rand is what each request's fence boundary is drawn from (convo.Fence); nil: crypto/rand.
 	Rand io.Reader
 	// Buttons puts Stop (while writing) and Regenerate (when done) buttons on answers written by
 	// editing (see the rules in buttons.go). Parts are then at most 2,600 bytes (a section block
 	// holds 3,000 characters).
 	Buttons bool
-	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
-	// feedback.go).
-	Feedback bool
-	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
-	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
-	ChannelSettings func(channel string) (systemPrompt, model string)
-	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
-	ChannelMode func(channel string) ReplyMode
-	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
-	Journal Journal
-	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
-	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
-	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
-	// process before a restart): at once.
-	OrphanQuiet time.Duration
-	// Fence, when set, holds back the writes of this replica's answers while other replicas could
-	// take it for dead (see Fence); nil: never.
-	Fence Fence
+
+	ContextOptions
+	WriteOptions
+	Timeouts
+	ReplicaOptions
+
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
-	// and every answer in a thread a thinking status (AgentPane); nil: none.
-	Pane *AgentPane
-	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
-	// processing while it is written, active once it has ended (closed at shutdown).
-	Sessions Sessions
-	// ThreadCache is the bot's memory of its threads (nil: none): an answer reads its thread from
-	// it when it may.
-	ThreadCache *threads.Cache
-	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
-	// on another replica than the answer is known there. nil: this process knows its own.
-	Threads ThreadMarks
+	// and every answer in a thread a thinking status (package pane); nil: none.
+	Pane Pane
 	// Names resolves the people an answer names, shared with the other use cases that name people
-	// (Summarize). nil: Replies' own, over the Users it is given.
-	Names *Names
-	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
-	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
-	// nil: this Replies' own, grants kept in this process only.
-	Approvals *Approvals
+	// (package summarize). nil: Replies' own, over the Users it is given.
+	Names *gateway.Names
+	// Approvals ask the asker about the tool calls that need a click and keep the tools allowed for
+	// a thread (*approvals.Approvals, which the approval buttons' clicks reach too). nil: such calls
+	// are denied without asking.
+	Approvals Approver
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
 
 	// Budgets pace every Slack method the replies call, shared by every reply; a nil budget gets its
 	// default (see Budgets).
-	Budgets Budgets
+	Budgets gateway.Budgets
 
-	// Files says what answers read of the files people share (text, pictures).
-	Files FileOptions
+	// Files reads what answers read of the files people share (text, pictures); nil: files are
+	// only noted by name.
+	Files *attach.Reader
+	Tools ToolOptions // tools the model may use (tools.go); none by default
+}
 
+// ContextOptions say what the model is asked: the instructions, the model, and how much of the
+// conversation goes with the question.
+type ContextOptions struct {
+	SystemPrompt string // may contain {bot_name} and {date}; "": convo's default
+	Model        string // chat model; "": the client's default
+	Budget       int    // context budget in estimated tokens; 0: convo.DefaultBudget
+	OtherBots    bool   // include other bots' messages in the context
+	HistoryLimit int    // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
+	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
+	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
+	ChannelSettings func(channel string) (systemPrompt, model string)
+	// ThreadCache is the bot's memory of its threads (nil: none): an answer reads its thread from
+	// it when it may.
+	ThreadCache *threads.Cache
+}
+
+// WriteOptions say how an answer is written into Slack.
+type WriteOptions struct {
+	Mode ReplyMode // "": ModeEdit
+	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
+	ChannelMode func(channel string) ReplyMode
+	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
+	// feedback.go).
+	Feedback bool
 	// PlaceholderAfter is how long an answer in edit mode waits for the model's first text before it
 	// shows the "Thinking…" placeholder. The first text is then posted as the answer's message (from
 	// the channel's post budget, not the workspace's scarce edit budget), so under load askers see
 	// text as soon as the model writes it; a model slow to start still shows life after this long.
 	// 0: the placeholder is posted at once.
 	PlaceholderAfter time.Duration
+	StreamRefusal    time.Duration // how long a refusal of native streaming is remembered; default 10 min
+	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
+	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
+	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
+	// Defaults 4 min each.
+	StreamRollover, StreamIdle time.Duration
+	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
+	// processing while it is written, active once it has ended (closed at shutdown).
+	Sessions Sessions
+}
 
-	HistoryLimit int // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
+// Timeouts bound an answer's waits: for the model, and for its closing writes once it is cancelled.
+type Timeouts struct {
 	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
 	// before the reply gives up. Keep-alive comments reset the model client's own idle timeout but not
 	// this one, so it must exceed the client's header and idle timeouts together (a reasoning model may
@@ -120,13 +134,19 @@ type ReplyOptions struct {
 	// ShutdownTimeout replaces FinalTimeout when the reply is cancelled with ErrShutdown: the
 	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration
-	StreamRefusal   time.Duration // how long a refusal of native streaming is remembered; default 10 min
-	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
-	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
-	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
-	// Defaults 4 min each.
-	StreamRollover, StreamIdle time.Duration
-	Tools                      ToolOptions // tools the model may use (tools.go); none by default
+}
+
+// ReplicaOptions are what the replicas share about the answers in progress.
+type ReplicaOptions struct {
+	// Journal records the messages each answer posts, so that a replica that dies mid-answer
+	// leaves enough for another (or its restart) to close it (package orphans). nil: not recorded.
+	Journal Journal
+	// Fence, when set, holds back the writes of this replica's answers while other replicas could
+	// take it for dead (see Fence); nil: never.
+	Fence gateway.Fence
+	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
+	// on another replica than the answer is known there. nil: this process knows its own.
+	Threads ThreadMarks
 }
 
 // DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
@@ -137,23 +157,18 @@ const DefaultStreamRollover = 4 * time.Minute
 const (
 	defaultHistoryLimit    = 20
 	defaultShutdownTimeout = 2 * time.Second
-	// defaultRefusal is how long a refusal by Slack of something the bot may do without is
-	// remembered (ReplyOptions.StreamRefusal's default; the agent pane's statuses).
-	defaultRefusal = 10 * time.Minute
+	// defaultRefusal is ReplyOptions.StreamRefusal's default.
+	defaultRefusal = gateway.DefaultRefusal
 )
 
 // Bounds of the in-memory caches.
 const (
 	threadCacheSize = 10000
 	threadCacheTTL  = 6 * time.Hour
-	nameCacheSize   = 5000
-	nameCacheTTL    = time.Hour
-	namesTimeout    = 5 * time.Second
 	stopNameTimeout = time.Second // the asker's name for "Stopped by <name>.", looked up after the stop
 )
 
 var (
-	errStalled   = errors.New("model stream stalled")
 	errWriteDone = errors.New("answer complete") // ends the writer goroutine's waits
 	// errWriterFailed ends the model's stream when the writer goroutine panicked: nothing more of
 	// the answer could be shown.
@@ -162,54 +177,35 @@ var (
 
 // Replies answers mentions, DMs and follow-ups.
 type Replies struct {
-	reads    threadReads
-	msgs     Messenger
-	streamer Streamer
+	reads    gateway.ThreadReads
+	msgs     gateway.Messenger
+	streamer gateway.Streamer
 	chat     Chat
 	log      *zap.Logger
 	opt      ReplyOptions
 	// paced is how every call gets through Slack's rate limits (opt.Budgets).
-	paced *writer
+	paced *gateway.Writer
 
-	botThreads *ttlCache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
-	names      *Names
-	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
-	approvals *Approvals
+	botThreads *ttlcache.Cache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
+	names      *gateway.Names
+	// approvals ask about the tool calls that need a click and keep the tools allowed for a thread.
+	approvals Approver
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
 	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
-	streaming, sessions refused
-}
-
-// refused remembers that Slack refused something the bot may do without, so that it is not tried
-// again for a while. Safe for concurrent use.
-type refused struct {
-	mu    sync.Mutex
-	until time.Time
-}
-
-// allowed reports whether it may be tried: not refused in the last while.
-func (f *refused) allowed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return !time.Now().Before(f.until)
-}
-
-// refuse records a refusal: it is not tried again for d.
-func (f *refused) refuse(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.until = time.Now().Add(d)
+	streaming, sessions gateway.Refused
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
 // opt.Mode is ModeEdit.
-func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Logger, opt ReplyOptions) *Replies {
+func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gateway.Users, c Chat, log *zap.Logger, opt ReplyOptions) *Replies {
 	if opt.Mode == "" {
 		opt.Mode = ModeEdit
 	}
-	opt.Budgets = opt.Budgets.withDefaults()
-	opt.Files = opt.Files.withDefaults()
+	opt.Budgets = opt.Budgets.WithDefaults()
+	if opt.Files == nil {
+		opt.Files = attach.NewReader(attach.Options{})
+	}
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = defaultHistoryLimit
 	}
@@ -236,21 +232,21 @@ func NewReplies(t Thread, m Messenger, s Streamer, u Users, c Chat, log *zap.Log
 	}
 	opt.Tools = opt.Tools.withDefaults()
 	if opt.Fence != nil {
-		m, s = fencedMessenger{m, opt.Fence}, fencedStreamer{s, opt.Fence}
+		m, s = gateway.FencedMessenger{Messenger: m, Fence: opt.Fence}, gateway.FencedStreamer{Streamer: s, Fence: opt.Fence}
 	}
-	paced := &writer{budgets: opt.Budgets, msgs: m}
+	paced := &gateway.Writer{Budgets: opt.Budgets, Msgs: m}
 	names := opt.Names
 	if names == nil {
-		names = NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
+		names = gateway.NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
 	}
 	approvals := opt.Approvals
 	if approvals == nil {
-		approvals = NewApprovals(nil, nil, log)
+		approvals = noApprovals{}
 	}
 	return &Replies{
-		reads: threadReads{thread: t, paced: paced, cache: opt.ThreadCache}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		reads: gateway.ThreadReads{Thread: t, Writer: paced, Cache: opt.ThreadCache}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
-		botThreads: newTTLCache[bool](threadCacheSize, threadCacheTTL),
+		botThreads: ttlcache.New[bool](threadCacheSize, threadCacheTTL),
 		names:      names,
 		approvals:  approvals,
 	}
@@ -288,7 +284,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		// An edit that added the mention: not when the message was answered already (as a follow-up, for
 		// an earlier edit, or as a mention before the mention was edited out and back in).
 		var err error
-		thread, leftOut, err = r.reads.replies(ctx, req.Channel, threadTS)
+		thread, leftOut, err = r.reads.Replies(ctx, req.Channel, threadTS)
 		switch {
 		case err != nil:
 			// Answered as if the mention were new: the reply reads the thread again (and shows why
@@ -302,12 +298,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	if threadTS != "" {
 		r.joined(ctx, req.Channel+"/"+threadTS)
 	}
-	a := &answer{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
-		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model, leftOut: leftOut}
-	if f := r.opt.ChannelSettings; f != nil {
-		sp, m := f(req.Channel)
-		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
-	}
+	a := newAnswer(r, req, threadTS, log, leftOut)
 	return a.run(ctx, thread)
 }
 
@@ -341,7 +332,7 @@ func (r *Replies) KnownFollowUp(req route.ReplyRequest) bool {
 	if !r.mayFollowUp(req, req.ThreadTS) {
 		return false
 	}
-	known, ok := r.botThreads.get(req.Channel + "/" + req.ThreadTS)
+	known, ok := r.botThreads.Get(req.Channel + "/" + req.ThreadTS)
 	return ok && known
 }
 
@@ -423,12 +414,12 @@ func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool
 	if known, ok := r.remembered(key); ok {
 		return known, nil, 0, nil
 	}
-	thread, leftOut, err := r.reads.replies(ctx, channel, threadTS)
+	thread, leftOut, err := r.reads.Replies(ctx, channel, threadTS)
 	if err != nil {
 		return false, nil, 0, err
 	}
 	known := r.involved(thread)
-	r.botThreads.put(key, known)
+	r.botThreads.Put(key, known)
 	return known, thread, leftOut, nil
 }
 
@@ -445,7 +436,7 @@ const sharedMarkTimeout = time.Second
 
 // joined remembers that the bot answers in the thread key, here and for the other replicas.
 func (r *Replies) joined(ctx context.Context, key string) {
-	r.botThreads.put(key, true)
+	r.botThreads.Put(key, true)
 	if r.opt.Threads == nil {
 		return
 	}
@@ -459,14 +450,14 @@ func (r *Replies) joined(ctx context.Context, key string) {
 // remembered is what the process remembers of the thread key (see botThreads), a "no" checked
 // against the other replicas' marks: another replica may have answered there since.
 func (r *Replies) remembered(key string) (known, ok bool) {
-	known, ok = r.botThreads.get(key)
+	known, ok = r.botThreads.Get(key)
 	if !ok || known || r.opt.Threads == nil {
 		return known, ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
 	defer cancel()
 	if marked, err := r.opt.Threads.Marked(ctx, "thread:"+key); err == nil && marked {
-		r.botThreads.put(key, true)
+		r.botThreads.Put(key, true)
 		return true, true
 	}
 	return false, true
@@ -532,5 +523,5 @@ func (r *Replies) streams(req route.ReplyRequest) bool {
 
 // streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	return r.streamer != nil && r.streaming.allowed()
+	return r.streamer != nil && r.streaming.Allowed()
 }

@@ -17,7 +17,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -30,24 +34,24 @@ const (
 
 // replyTest is one Replies over the fakes, with the triggering mention already in the thread.
 type replyTest struct {
-	slack *fakeSlack
-	chat  *fakeChat
+	slack *gatewaytest.Slack
+	chat  *llmtest.Chat
 	r     *Replies
 	req   route.ReplyRequest
 }
 
-func newReplyTest(t *testing.T, steps []step, opt ReplyOptions) *replyTest {
+func newReplyTest(t *testing.T, steps []llmtest.Step, opt ReplyOptions) *replyTest {
 	t.Helper()
 	fs := newQuestionSlack()
-	chat := &fakeChat{steps: steps}
+	chat := &llmtest.Chat{Steps: steps}
 	r := NewReplies(fs, fs, fs, fs, chat, zaptest.NewLogger(t), opt)
 	return &replyTest{slack: fs, chat: chat, r: r, req: testRequest()}
 }
 
 // newQuestionSlack is a fake Slack whose test thread holds the question testRequest asks.
-func newQuestionSlack() *fakeSlack {
-	fs := newFakeSlack()
-	fs.threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion)}
+func newQuestionSlack() *gatewaytest.Slack {
+	fs := gatewaytest.NewSlack()
+	fs.Threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion)}
 	return fs
 }
 
@@ -63,8 +67,8 @@ func testRequest() route.ReplyRequest {
 // texts returns the bot's messages in the test thread.
 func (rt *replyTest) texts() []string {
 	var out []string
-	for _, m := range rt.slack.botMessages(testTS) {
-		out = append(out, m.text)
+	for _, m := range rt.slack.BotMessages(testTS) {
+		out = append(out, m.Text)
 	}
 	return out
 }
@@ -82,18 +86,18 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 		ws := numbered(40)
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 3)
-		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 300*time.Millisecond), opt)
 		t0 := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 
-		posts := rt.slack.callsOf("post")
+		posts := rt.slack.CallsOf("post")
 		if len(posts) != 1 {
 			t.Fatalf("posts = %d, want 1 (the placeholder)", len(posts))
 		}
-		if p := posts[0]; p.text != "_Thinking…_" || p.mark.Kind != convo.MarkPlaceholder || p.thread != testTS || !p.at.Equal(t0) {
-			t.Errorf("placeholder = %q %v in %q at +%v, want _Thinking…_ placeholder in the thread at once", p.text, p.mark, p.thread, p.at.Sub(t0))
+		if p := posts[0]; p.Text != "_Thinking…_" || p.Mark.Kind != convo.MarkPlaceholder || p.Thread != testTS || !p.At.Equal(t0) {
+			t.Errorf("placeholder = %q %v in %q at +%v, want _Thinking…_ placeholder in the thread at once", p.Text, p.Mark, p.Thread, p.At.Sub(t0))
 		}
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 {
 			t.Fatalf("model calls = %d, want 1", len(reqs))
 		}
@@ -102,16 +106,16 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 			t.Errorf("request messages = %+v, want system first and the question last", msgs)
 		}
 
-		ups := rt.slack.callsOf("update")
-		if first := ups[0].at.Sub(t0); first != 300*time.Millisecond {
+		ups := rt.slack.CallsOf("update")
+		if first := ups[0].At.Sub(t0); first != 300*time.Millisecond {
 			t.Errorf("first text at +%v, want +300ms (with the first token)", first)
 		}
 		// The budget: at most burst + elapsed*rate edits in any interval.
 		for i := range ups {
 			for j := i + 1; j < len(ups); j++ {
-				allowed := 3 + ups[j].at.Sub(ups[i].at).Seconds()*50/60
+				allowed := 3 + ups[j].At.Sub(ups[i].At).Seconds()*50/60
 				if float64(j-i+1) > allowed+1e-9 {
-					t.Fatalf("edits %d..%d (%v apart) exceed the budget", i, j, ups[j].at.Sub(ups[i].at))
+					t.Fatalf("edits %d..%d (%v apart) exceed the budget", i, j, ups[j].At.Sub(ups[i].At))
 				}
 			}
 		}
@@ -124,10 +128,10 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 			t.Errorf("final messages = %q, want %q", got, want)
 		}
 		last := ups[len(ups)-1]
-		if last.mark.Kind != convo.MarkAnswer || last.mark.Note != "" {
-			t.Errorf("final mark = %+v, want a plain answer", last.mark)
+		if last.Mark.Kind != convo.MarkAnswer || last.Mark.Note != "" {
+			t.Errorf("final mark = %+v, want a plain answer", last.Mark)
 		}
-		if lag := last.at.Sub(t0) - 12*time.Second; lag > 1300*time.Millisecond {
+		if lag := last.At.Sub(t0) - 12*time.Second; lag > 1300*time.Millisecond {
 			t.Errorf("final text %v after the last token, want within one edit slot", lag)
 		}
 	})
@@ -139,13 +143,13 @@ func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 		full := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0]
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 3)
-		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 300*time.Millisecond), opt)
 		finals := 0
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if n == 2 { // an interim edit
 				return &slack.RateLimitedError{RetryAfter: 4 * time.Second}
 			}
-			if c.text == full {
+			if c.Text == full {
 				if finals++; finals <= 2 { // the final edit, twice
 					return &slack.RateLimitedError{RetryAfter: 3 * time.Second}
 				}
@@ -153,11 +157,11 @@ func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 			return nil
 		}
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		ups := rt.slack.callsOf("update")
+		ups := rt.slack.CallsOf("update")
 		for i, u := range ups {
 			var rl *slack.RateLimitedError
-			if errors.As(u.err, &rl) && i+1 < len(ups) {
-				if gap := ups[i+1].at.Sub(u.at); gap < rl.RetryAfter {
+			if errors.As(u.Err, &rl) && i+1 < len(ups) {
+				if gap := ups[i+1].At.Sub(u.At); gap < rl.RetryAfter {
 					t.Errorf("edit %d came %v after a 429 with Retry-After %v", i+1, gap, rl.RetryAfter)
 				}
 			}
@@ -181,8 +185,8 @@ func TestReplyLongAnswerContinuesInParts(t *testing.T) {
 			}
 		}
 		md := b.String()
-		ws := words(md, 97)
-		rt := newReplyTest(t, deltas(ws, 50*time.Millisecond), testOptions())
+		ws := llmtest.Words(md, 97)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 50*time.Millisecond), testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		want := slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 		got := rt.texts()
@@ -192,10 +196,10 @@ func TestReplyLongAnswerContinuesInParts(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("parts = %d %q..., want %d parts equal to slackmd.Split", len(got), got, len(want))
 		}
-		ms := rt.slack.botMessages(testTS)
+		ms := rt.slack.BotMessages(testTS)
 		for i, m := range ms {
-			if len([]rune(m.text)) > 4000 || m.mark.Kind != convo.MarkAnswer {
-				t.Errorf("part %d: %d chars, mark %v; want <= 4000 and an answer", i, len([]rune(m.text)), m.mark)
+			if len([]rune(m.Text)) > 4000 || m.Mark.Kind != convo.MarkAnswer {
+				t.Errorf("part %d: %d chars, mark %v; want <= 4000 and an answer", i, len([]rune(m.Text)), m.Mark)
 			}
 		}
 		checkAnswerIDs(t, ms, testTS)
@@ -204,15 +208,15 @@ func TestReplyLongAnswerContinuesInParts(t *testing.T) {
 
 // checkAnswerIDs checks the marks of one answer's messages ms: each names the question, and each
 // after the first names the first (convo.Build joins exactly those).
-func checkAnswerIDs(t *testing.T, ms []fakeMsg, question string) {
+func checkAnswerIDs(t *testing.T, ms []gatewaytest.Message, question string) {
 	t.Helper()
 	for i, m := range ms {
 		first := ""
 		if i > 0 {
-			first = ms[0].ts
+			first = ms[0].TS
 		}
-		if m.mark.Question != question || m.mark.First != first {
-			t.Errorf("part %d: mark %+v, want question %s and first %q", i, m.mark, question, first)
+		if m.Mark.Question != question || m.Mark.First != first {
+			t.Errorf("part %d: mark %+v, want question %s and first %q", i, m.Mark, question, first)
 		}
 	}
 }
@@ -220,14 +224,14 @@ func checkAnswerIDs(t *testing.T, ms []fakeMsg, question string) {
 func TestReplyEmptyMentionGetsHint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, nil, testOptions())
-		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT>")}
+		rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT>")}
 		rt.req.Text = "<@UBOT>"
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if n := len(rt.chat.calls()); n != 0 {
+		if n := len(rt.chat.Calls()); n != 0 {
 			t.Errorf("model calls = %d, want 0", n)
 		}
-		ms := rt.slack.botMessages(testTS)
-		if len(ms) != 1 || !strings.Contains(ms[0].text, "Ask me anything") || ms[0].mark.Kind != convo.MarkNotice {
+		ms := rt.slack.BotMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].Text, "Ask me anything") || ms[0].Mark.Kind != convo.MarkNotice {
 			t.Errorf("messages = %+v, want the placeholder edited into a hint", ms)
 		}
 	})
@@ -261,10 +265,10 @@ func TestFollowUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas([]string{"Sure."}, time.Millisecond), testOptions())
+				rt := newReplyTest(t, llmtest.Deltas([]string{"Sure."}, time.Millisecond), testOptions())
 				follow := mention("and what about bursts?")
 				follow.Timestamp, follow.ThreadTimestamp = "1700000000.000005", "1700000000.000000"
-				rt.slack.threads[testCh+"/1700000000.000000"] = append(tt.thread, follow)
+				rt.slack.Threads[testCh+"/1700000000.000000"] = append(tt.thread, follow)
 				req := rt.req
 				req.TS, req.ThreadTS, req.Text, req.FollowUp = follow.Timestamp, "1700000000.000000", follow.Text, true
 				if rt.r.KnownFollowUp(req) {
@@ -278,10 +282,10 @@ func TestFollowUp(t *testing.T) {
 				if got, want := rt.r.KnownFollowUp(req), tt.wantErr == nil; got != want {
 					t.Errorf("KnownFollowUp after the thread was read = %v, want %v", got, want)
 				}
-				if got := len(rt.slack.callsOf("replies")); got != tt.wantReads {
+				if got := len(rt.slack.CallsOf("replies")); got != tt.wantReads {
 					t.Errorf("thread reads = %d, want %d", got, tt.wantReads)
 				}
-				if got := len(rt.slack.callsOf("post")); got != tt.wantMsgs*2 {
+				if got := len(rt.slack.CallsOf("post")); got != tt.wantMsgs*2 {
 					t.Errorf("posts = %d, want %d", got, tt.wantMsgs*2)
 				}
 			})
@@ -308,11 +312,11 @@ func TestFollowUpIgnored(t *testing.T) {
 		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
 			t.Errorf("top-level message: Reply = %v, want ErrIgnored", err)
 		}
-		if n := len(rt.slack.calls); n != 0 {
+		if n := len(rt.slack.Calls); n != 0 {
 			t.Errorf("Slack calls = %d, want none", n)
 		}
 		// In a thread the bot takes part in, a follow-up for someone else is still not the bot's.
-		rt.r.botThreads.put(testCh+"/1700000000.000000", true)
+		rt.r.botThreads.Put(testCh+"/1700000000.000000", true)
 		req.ThreadTS = "1700000000.000000"
 		if rt.r.KnownFollowUp(req) {
 			t.Error("KnownFollowUp of a follow-up for someone else = true, want false")
@@ -328,16 +332,16 @@ func TestFollowUpIgnored(t *testing.T) {
 // the context's note on omitted messages, as if Build had left them out.
 func TestReplyCountsWhatTheReadLeftOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"ok"}, 100*time.Millisecond), testOptions())
-		rt.slack.leftOut = 37
+		rt := newReplyTest(t, llmtest.Deltas([]string{"ok"}, 100*time.Millisecond), testOptions())
+		rt.slack.LeftOut = 37
 		var q slack.Message // a question in the thread, after the messages left out
 		q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], q)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], q)
 		req := rt.req
 		req.TS, req.Text = q.Timestamp, q.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 {
 			t.Fatalf("model calls = %d, want 1", len(reqs))
 		}
@@ -349,16 +353,16 @@ func TestReplyCountsWhatTheReadLeftOut(t *testing.T) {
 
 func TestReplyTopLevelDM(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hello ", "there."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hello ", "there."}, 100*time.Millisecond), testOptions())
 		dm := mention("hi bot")
-		rt.slack.history["D1"] = []slack.Message{dm}
+		rt.slack.TopLevel["D1"] = []slack.Message{dm}
 		req := route.ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: dm.Timestamp, Text: dm.Text}
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
-		if n := len(rt.slack.callsOf("history")); n != 1 {
+		if n := len(rt.slack.CallsOf("history")); n != 1 {
 			t.Errorf("history reads = %d, want 1", n)
 		}
-		ms := rt.slack.botMessages("")
-		if len(ms) != 1 || ms[0].text != "Hello there." {
+		ms := rt.slack.BotMessages("")
+		if len(ms) != 1 || ms[0].Text != "Hello there." {
 			t.Errorf("DM messages = %+v, want one top-level answer", ms)
 		}
 	})
@@ -366,14 +370,16 @@ func TestReplyTopLevelDM(t *testing.T) {
 
 func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 	const kept = "Partial answer."
-	partial := step{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: kept}}
-	fail := func(err error) []step { return []step{partial, {wait: 100 * time.Millisecond, err: err}} }
-	finish := func(reason string) []step {
-		return []step{partial, {chunk: llm.Chunk{FinishReason: reason}}}
+	partial := llmtest.Step{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: kept}}
+	fail := func(err error) []llmtest.Step {
+		return []llmtest.Step{partial, {Wait: 100 * time.Millisecond, Err: err}}
+	}
+	finish := func(reason string) []llmtest.Step {
+		return []llmtest.Step{partial, {Chunk: llm.Chunk{FinishReason: reason}}}
 	}
 	tests := []struct {
 		name     string
-		steps    []step
+		steps    []llmtest.Step
 		wantNote string
 		wantErr  bool
 		kept     string         // the text the message keeps above the note ("": no partial answer, the note alone)
@@ -381,21 +387,21 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 	}{
 		{"bad request", fail(&llm.Error{Kind: llm.KindBadRequest, Status: 400, Message: "context too long"}),
 			"The model service refused the request: context too long", true, kept, convo.MarkAnswer},
-		{"rate limited after retries", fail(&llm.Error{Kind: llm.KindRateLimit, Status: 429}), textBusy, true, kept, convo.MarkAnswer},
-		{"server error", fail(&llm.Error{Kind: llm.KindServer, Status: 502}), textBusy, true, kept, convo.MarkAnswer},
-		{"quota", fail(&llm.Error{Kind: llm.KindQuota, Status: 429}), textQuota, true, kept, convo.MarkAnswer},
-		{"auth", fail(&llm.Error{Kind: llm.KindAuth, Status: 401, Message: "bad key sk-123"}), textAuth, true, kept, convo.MarkAnswer},
-		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), textTruncated, true, kept, convo.MarkAnswer},
-		{"idle timeout after text", fail(&llm.Error{Kind: llm.KindTimeout}), textStalled, true, kept, convo.MarkAnswer},
-		{"connection dropped", fail(&llm.Error{Kind: llm.KindConnection, Message: "unexpected EOF"}), textTruncated, true, kept, convo.MarkAnswer},
-		{"timeout before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindTimeout}}}, textTimeout, true, "", convo.MarkError},
-		{"could not connect", []step{{err: &llm.Error{Kind: llm.KindConnection}}}, textBusy, true, "", convo.MarkError},
+		{"rate limited after retries", fail(&llm.Error{Kind: llm.KindRateLimit, Status: 429}), notes.Busy, true, kept, convo.MarkAnswer},
+		{"server error", fail(&llm.Error{Kind: llm.KindServer, Status: 502}), notes.Busy, true, kept, convo.MarkAnswer},
+		{"quota", fail(&llm.Error{Kind: llm.KindQuota, Status: 429}), notes.Quota, true, kept, convo.MarkAnswer},
+		{"auth", fail(&llm.Error{Kind: llm.KindAuth, Status: 401, Message: "bad key sk-123"}), notes.Auth, true, kept, convo.MarkAnswer},
+		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), notes.Truncated, true, kept, convo.MarkAnswer},
+		{"idle timeout after text", fail(&llm.Error{Kind: llm.KindTimeout}), notes.Stalled, true, kept, convo.MarkAnswer},
+		{"connection dropped", fail(&llm.Error{Kind: llm.KindConnection, Message: "unexpected EOF"}), notes.Truncated, true, kept, convo.MarkAnswer},
+		{"timeout before any text", []llmtest.Step{{Wait: time.Second, Err: &llm.Error{Kind: llm.KindTimeout}}}, notes.Timeout, true, "", convo.MarkError},
+		{"could not connect", []llmtest.Step{{Err: &llm.Error{Kind: llm.KindConnection}}}, notes.Busy, true, "", convo.MarkError},
 		{"length", finish("length"), textLength, false, kept, convo.MarkAnswer},
-		{"content filter", finish("content_filter"), textFilter, false, kept, convo.MarkAnswer},
-		{"stall", []step{partial, {wait: 10 * time.Minute, chunk: llm.Chunk{Content: "late"}}}, textStalled, true, kept, convo.MarkAnswer},
-		{"error before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, textBusy, true, "", convo.MarkError},
-		{"empty answer", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, "", convo.MarkError},
-		{"reasoning spent the budget", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, "", convo.MarkError},
+		{"content filter", finish("content_filter"), notes.Filter, false, kept, convo.MarkAnswer},
+		{"stall", []llmtest.Step{partial, {Wait: 10 * time.Minute, Chunk: llm.Chunk{Content: "late"}}}, notes.Stalled, true, kept, convo.MarkAnswer},
+		{"error before any text", []llmtest.Step{{Wait: time.Second, Err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, notes.Busy, true, "", convo.MarkError},
+		{"empty answer", []llmtest.Step{{Chunk: llm.Chunk{Reasoning: "hmm"}}, {Chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, "", convo.MarkError},
+		{"reasoning spent the budget", []llmtest.Step{{Chunk: llm.Chunk{Reasoning: "hmm"}}, {Chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, "", convo.MarkError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -405,16 +411,16 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 				if (err != nil) != tt.wantErr {
 					t.Errorf("Reply = %v, want error %v", err, tt.wantErr)
 				}
-				ms := rt.slack.botMessages(testTS)
+				ms := rt.slack.BotMessages(testTS)
 				if len(ms) != 1 {
 					t.Fatalf("messages = %+v, want 1", ms)
 				}
 				// The note alone has no text above it to keep apart from.
 				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.wantNote, slackmd.FormatMrkdwn), "\n\n")
-				if ms[0].text != want || ms[0].mark.Kind != tt.wantKind || ms[0].mark.Note != tt.wantNote {
-					t.Errorf("message = %q %+v, want %q kind %s note %q", ms[0].text, ms[0].mark, want, tt.wantKind, tt.wantNote)
+				if ms[0].Text != want || ms[0].Mark.Kind != tt.wantKind || ms[0].Mark.Note != tt.wantNote {
+					t.Errorf("message = %q %+v, want %q kind %s note %q", ms[0].Text, ms[0].Mark, want, tt.wantKind, tt.wantNote)
 				}
-				if strings.Contains(ms[0].text, "sk-123") {
+				if strings.Contains(ms[0].Text, "sk-123") {
 					t.Error("provider error details leaked into Slack")
 				}
 			})
@@ -437,7 +443,7 @@ func TestReplyCancelled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), testOptions())
+				rt := newReplyTest(t, llmtest.Deltas(numbered(20), 300*time.Millisecond), testOptions())
 				ctx, cancel := context.WithCancelCause(t.Context())
 				time.AfterFunc(tt.at, func() { cancel(tt.cause) })
 				err := rt.r.Reply(ctx, rt.req)
@@ -446,8 +452,8 @@ func TestReplyCancelled(t *testing.T) {
 				}
 				// The note alone has no text above it to keep apart from.
 				want := strings.TrimPrefix(tt.kept+convo.NoteSuffix(tt.note, slackmd.FormatMrkdwn), "\n\n")
-				ms := rt.slack.botMessages(testTS)
-				if len(ms) != 1 || ms[0].text != want || ms[0].mark.Note != tt.note {
+				ms := rt.slack.BotMessages(testTS)
+				if len(ms) != 1 || ms[0].Text != want || ms[0].Mark.Note != tt.note {
 					t.Errorf("messages = %+v, want %q", ms, want)
 				}
 			})
@@ -459,10 +465,10 @@ func TestReplyCancelled(t *testing.T) {
 // privately and it is deleted) rather than edited; when either call fails, it is edited into the
 // interrupted note instead, so the asker always sees a reason.
 func TestReplyShutdownBeforeAnyText(t *testing.T) {
-	fail := func(int, call) error { return slack.SlackErrorResponse{Err: "internal_error"} }
+	fail := func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "internal_error"} }
 	tests := []struct {
 		name               string
-		ephErr, deleteErr  hook
+		ephErr, deleteErr  gatewaytest.Hook
 		wantMsgs, wantEphs int
 		wantDeletes        int
 	}{
@@ -473,45 +479,45 @@ func TestReplyShutdownBeforeAnyText(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), testOptions())
-				rt.slack.ephErr, rt.slack.deleteErr = tt.ephErr, tt.deleteErr
+				rt := newReplyTest(t, llmtest.Deltas(numbered(20), 300*time.Millisecond), testOptions())
+				rt.slack.EphErr, rt.slack.DeleteErr = tt.ephErr, tt.deleteErr
 				ctx, cancel := context.WithCancelCause(t.Context())
 				time.AfterFunc(100*time.Millisecond, func() { cancel(ErrShutdown) })
 				if err := rt.r.Reply(ctx, rt.req); !errors.Is(err, ErrShutdown) {
 					t.Errorf("Reply = %v, want ErrShutdown", err)
 				}
-				ms := rt.slack.botMessages(testTS)
+				ms := rt.slack.BotMessages(testTS)
 				if len(ms) != tt.wantMsgs {
 					t.Fatalf("messages = %+v, want %d", ms, tt.wantMsgs)
 				}
 				if len(ms) == 1 {
 					want := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, slackmd.FormatMrkdwn), "\n\n")
-					if ms[0].text != want || ms[0].mark.Kind != convo.MarkNotice {
-						t.Errorf("message = %q %+v, want %q, a notice", ms[0].text, ms[0].mark, want)
+					if ms[0].Text != want || ms[0].Mark.Kind != convo.MarkNotice {
+						t.Errorf("message = %q %+v, want %q, a notice", ms[0].Text, ms[0].Mark, want)
 					}
 				}
-				var ephs []call
-				for _, c := range rt.slack.callsOf("ephemeral") {
-					if c.err == nil {
+				var ephs []gatewaytest.Call
+				for _, c := range rt.slack.CallsOf("ephemeral") {
+					if c.Err == nil {
 						ephs = append(ephs, c)
 					}
 				}
 				if len(ephs) != tt.wantEphs {
 					t.Fatalf("ephemerals = %+v, want %d", ephs, tt.wantEphs)
 				}
-				if len(ephs) == 1 && (ephs[0].user != "U1" || ephs[0].thread != testTS || ephs[0].text != textNotAnswered) {
+				if len(ephs) == 1 && (ephs[0].User != "U1" || ephs[0].Thread != testTS || ephs[0].Text != textNotAnswered) {
 					t.Errorf("ephemeral = %+v, want %q to U1 in the thread", ephs[0], textNotAnswered)
 				}
 				deletes := 0
-				for _, c := range rt.slack.callsOf("delete") {
-					if c.err == nil {
+				for _, c := range rt.slack.CallsOf("delete") {
+					if c.Err == nil {
 						deletes++
 					}
 				}
 				if deletes != tt.wantDeletes {
 					t.Errorf("%d deletes, want %d", deletes, tt.wantDeletes)
 				}
-				if n := len(rt.slack.callsOf("update")); n != tt.wantMsgs {
+				if n := len(rt.slack.CallsOf("update")); n != tt.wantMsgs {
 					t.Errorf("%d chat.update calls, want %d (only the fallback edits)", n, tt.wantMsgs)
 				}
 			})
@@ -522,7 +528,7 @@ func TestReplyShutdownBeforeAnyText(t *testing.T) {
 func TestReplyPlaceholderFailureReturnsError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, nil, testOptions())
-		rt.slack.postErr = func(int, call) error { return slack.SlackErrorResponse{Err: "not_in_channel"} }
+		rt.slack.PostErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "not_in_channel"} }
 		err := rt.r.Reply(t.Context(), rt.req)
 		var se slack.SlackErrorResponse
 		if !errors.As(err, &se) || se.Err != "not_in_channel" {
@@ -535,14 +541,14 @@ func TestReplyThreadReadFailureShown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, nil, testOptions())
 		rt.req.TS = "1700000000.000050" // a mention inside the thread: the thread is read
-		rt.slack.repliesErr = func(int, call) error {
+		rt.slack.RepliesErr = func(int, gatewaytest.Call) error {
 			return slack.SlackErrorResponse{Err: "missing_scope", Needed: "channels:history"}
 		}
 		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
 			t.Error("Reply = nil, want the read error")
 		}
-		ms := rt.slack.botMessages(testTS)
-		if len(ms) != 1 || !strings.Contains(ms[0].text, "channels:history") || ms[0].mark.Kind != convo.MarkError {
+		ms := rt.slack.BotMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].Text, "channels:history") || ms[0].Mark.Kind != convo.MarkError {
 			t.Errorf("messages = %+v, want the placeholder edited into the reason", ms)
 		}
 	})
@@ -553,10 +559,10 @@ func TestReplyEvery20ChunksPolicy(t *testing.T) {
 		ws := numbered(45)
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 3, pace.WithPolicy(pace.PolicyEvery20Chunks))
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), opt)
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		// Edits after chunk 20 and 40, then the final one.
-		if got := len(rt.slack.callsOf("update")); got != 3 {
+		if got := len(rt.slack.CallsOf("update")); got != 3 {
 			t.Errorf("edits = %d, want 3", got)
 		}
 		if got, want := rt.texts(), slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -567,26 +573,26 @@ func TestReplyEvery20ChunksPolicy(t *testing.T) {
 
 func TestReplyResolvesNamesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Yes."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Yes."}, time.Millisecond), testOptions())
 		bob := mention("I think buckets refill continuously")
 		bob.User, bob.Timestamp, bob.ThreadTimestamp = "U2", "1700000000.000002", testTS
 		ask := mention("<@UBOT> who is right?")
 		ask.Timestamp, ask.ThreadTimestamp = "1700000000.000003", testTS
-		rt.slack.threads[testCh+"/"+testTS] = append(rt.slack.threads[testCh+"/"+testTS], bob, ask)
+		rt.slack.Threads[testCh+"/"+testTS] = append(rt.slack.Threads[testCh+"/"+testTS], bob, ask)
 		req := rt.req
 		req.TS, req.Text = ask.Timestamp, ask.Text
 		for range 2 {
 			mustNoErr(t, rt.r.Reply(t.Context(), req))
 		}
 		lookups := map[string]int{}
-		for _, c := range rt.slack.callsOf("users.info") {
-			lookups[c.text]++
+		for _, c := range rt.slack.CallsOf("users.info") {
+			lookups[c.Text]++
 		}
 		if lookups["U1"] != 1 || lookups["U2"] != 1 || lookups["UBOT"] != 0 {
 			t.Errorf("users.info lookups = %v, want U1 and U2 once each (cached), never the bot", lookups)
 		}
 		var all strings.Builder
-		for _, m := range rt.chat.calls()[1].Messages {
+		for _, m := range rt.chat.Calls()[1].Messages {
 			all.WriteString(m.Content)
 		}
 		if !strings.Contains(all.String(), "Bob") {
@@ -599,9 +605,9 @@ func TestReplyResolvesNamesOnce(t *testing.T) {
 // call: under load the look-up budget (100/min) would otherwise hold back the start of every answer.
 func TestReplyToOnePersonLooksUpNoName(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, time.Millisecond), testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if calls := rt.slack.callsOf("users.info"); len(calls) != 0 {
+		if calls := rt.slack.CallsOf("users.info"); len(calls) != 0 {
 			t.Errorf("users.info calls = %v, want none", calls)
 		}
 		if got := rt.texts(); len(got) != 1 || got[0] != "Hi." {
@@ -614,15 +620,15 @@ func TestReplyToOnePersonLooksUpNoName(t *testing.T) {
 // counts as a second person: both are labelled with their names.
 func TestReplyNamesTheAskerMissingFromTheRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Yes."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Yes."}, time.Millisecond), testOptions())
 		bob := mention("I think buckets refill continuously")
 		bob.User, bob.ThreadTimestamp = "U2", testTS
-		rt.slack.threads[testCh+"/"+testTS] = []slack.Message{bob}
+		rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{bob}
 		req := rt.req
 		req.TS, req.Text = "1700000000.000003", "<@UBOT> is Bob right?"
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
 		var all strings.Builder
-		for _, m := range rt.chat.calls()[0].Messages {
+		for _, m := range rt.chat.Calls()[0].Messages {
 			all.WriteString(m.Content + "\n")
 		}
 		// The asker's words are labelled; Bob's are fenced as data from him, by name.
@@ -637,10 +643,10 @@ func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 		ws := []string{"All ", "good ", "here."}
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(6, 1) // 12 finals need two minutes: far beyond FinalTimeout
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), opt)
 		const n = 12
 		for i := range n {
-			rt.slack.threads[fmt.Sprint("C", i, "/", testTS)] = rt.slack.threads[testCh+"/"+testTS]
+			rt.slack.Threads[fmt.Sprint("C", i, "/", testTS)] = rt.slack.Threads[testCh+"/"+testTS]
 		}
 		var wg sync.WaitGroup
 		for i := range n {
@@ -653,7 +659,7 @@ func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 		// posted below what its message shows (one more message at most).
 		want := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0]
 		for i := range n {
-			ms := rt.slack.messagesIn(fmt.Sprint("C", i))
+			ms := messagesIn(rt.slack, fmt.Sprint("C", i))
 			if got := shownText(rt.slack, fmt.Sprint("C", i)); got != want || len(ms) > 2 {
 				t.Errorf("C%d: %d messages showing %q, want %q in at most 2", i, len(ms), got, want)
 			}
@@ -664,11 +670,11 @@ func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 func TestReplyLogsNoErrorsAndNoTextAtInfo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zap.DebugLevel)
-		fs := newFakeSlack()
-		fs.threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> secret question")}
-		chat := &fakeChat{steps: []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "secret answer"}},
-			{wait: 100 * time.Millisecond, err: &llm.Error{Kind: llm.KindServer, Status: 500}},
+		fs := gatewaytest.NewSlack()
+		fs.Threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> secret question")}
+		chat := &llmtest.Chat{Steps: []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "secret answer"}},
+			{Wait: 100 * time.Millisecond, Err: &llm.Error{Kind: llm.KindServer, Status: 500}},
 		}}
 		r := NewReplies(fs, fs, fs, fs, chat, zap.New(core), testOptions())
 		req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
@@ -696,9 +702,9 @@ func TestReplyLogsNoErrorsAndNoTextAtInfo(t *testing.T) {
 // leaving "Thinking…" in the thread for good with the answer lost.
 func TestReplyFinalEditRidesOutAShortSlackOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 10*time.Second {
 				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
 			}
@@ -712,26 +718,26 @@ func TestReplyFinalEditRidesOutAShortSlackOutage(t *testing.T) {
 	})
 }
 
-// The final edit's retries stay bounded: with Slack down for good, a reply ends finalOutage after the
+// The final edit's retries stay bounded: with Slack down for good, a reply ends gateway.FinalOutage after the
 // first failure of its final edit, and one cancelled for shutdown meanwhile ends within its
 // ShutdownTimeout (the bot's grace period), not when the outage ends.
 func TestReplyFinalEditRetriesAreTimeBoxed(t *testing.T) {
-	down := func(int, call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
+	down := func(int, gatewaytest.Call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
-		rt.slack.updateErr = down
+		rt := newReplyTest(t, llmtest.Deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
+		rt.slack.UpdateErr = down
 		t0 := time.Now()
 		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
 			t.Error("Reply = nil with Slack down, want the final write's error")
 		}
-		if got, limit := time.Since(t0), finalOutage+10*time.Second; got > limit {
+		if got, limit := time.Since(t0), gateway.FinalOutage+10*time.Second; got > limit {
 			t.Errorf("Reply took %v with Slack down, want at most %v", got, limit)
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
-		rt.slack.updateErr = down
-		rt.slack.postErr = func(n int, c call) error {
+		rt := newReplyTest(t, llmtest.Deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
+		rt.slack.UpdateErr = down
+		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 			if n > 1 { // the placeholder goes; the interrupted note posted at shutdown does not
 				return down(n, c)
 			}
@@ -752,9 +758,9 @@ func TestReplyFinalEditRetriesAreTimeBoxed(t *testing.T) {
 // message frozen for the rest of the answer (here 30 s).
 func TestReplyInterimEditsResumeAfterASlackHiccup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(numbered(100), 300*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(numbered(100), 300*time.Millisecond), testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if d := time.Since(t0); d >= time.Second && d < 5*time.Second {
 				return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"}
 			}
@@ -762,8 +768,8 @@ func TestReplyInterimEditsResumeAfterASlackHiccup(t *testing.T) {
 		}
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		var after int
-		for _, u := range rt.slack.callsOf("update") {
-			if d := u.at.Sub(t0); d >= 5*time.Second && d < 29*time.Second {
+		for _, u := range rt.slack.CallsOf("update") {
+			if d := u.At.Sub(t0); d >= 5*time.Second && d < 29*time.Second {
 				after++
 			}
 		}
@@ -778,9 +784,9 @@ func TestReplyInterimEditsResumeAfterASlackHiccup(t *testing.T) {
 // final edit still writes the answer.
 func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(numbered(30), 300*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(numbered(30), 300*time.Millisecond), testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 8*time.Second {
 				return slack.SlackErrorResponse{Err: "invalid_blocks"}
 			}
@@ -788,8 +794,8 @@ func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
 		}
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		var interim int
-		for _, u := range rt.slack.callsOf("update") {
-			if u.at.Sub(t0) < 8*time.Second {
+		for _, u := range rt.slack.CallsOf("update") {
+			if u.At.Sub(t0) < 8*time.Second {
 				interim++
 			}
 		}
@@ -803,18 +809,20 @@ func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
 }
 
 // TestReplyPlaceholderPostRetriesStayBounded: with Slack down (503), the placeholder post gives up
-// after maxWriteAttempts (~8 s) instead of the final write's outage time, so it does not hold the
+// after gateway.MaxWriteAttempts (~8 s) instead of the final write's outage time, so it does not hold the
 // thread's turn for minutes.
 func TestReplyPlaceholderPostRetriesStayBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), testOptions())
-		rt.slack.postErr = func(int, call) error { return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"} }
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, time.Millisecond), testOptions())
+		rt.slack.PostErr = func(int, gatewaytest.Call) error {
+			return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
+		}
 		t0 := time.Now()
 		err := rt.r.Reply(t.Context(), rt.req)
-		took, posts := time.Since(t0), len(rt.slack.callsOf("post"))
+		took, posts := time.Since(t0), len(rt.slack.CallsOf("post"))
 		t.Logf("Reply = %v after %v, %d placeholder posts", err, took, posts)
-		if posts > maxWriteAttempts {
-			t.Errorf("%d placeholder posts, want at most maxWriteAttempts = %d", posts, maxWriteAttempts)
+		if posts > gateway.MaxWriteAttempts {
+			t.Errorf("%d placeholder posts, want at most maxWriteAttempts = %d", posts, gateway.MaxWriteAttempts)
 		}
 		if took > 15*time.Second {
 			t.Errorf("the placeholder post held the thread's turn %v with Slack down, want ~8 s (6 attempts)", took)
@@ -823,17 +831,17 @@ func TestReplyPlaceholderPostRetriesStayBounded(t *testing.T) {
 }
 
 // TestReplyFinalOutageBoundsTheWholeFinalWrite: with Slack down as a long answer ends, the final
-// write of all its parts waits out one finalOutage, not one per part.
+// write of all its parts waits out one gateway.FinalOutage, not one per part.
 func TestReplyFinalOutageBoundsTheWholeFinalWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b strings.Builder
 		for i := 0; b.Len() < 6000; i++ {
 			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
 		}
-		rt := newReplyTest(t, deltas(words(b.String(), 80), 10*time.Millisecond), testOptions())
-		down := func(int, call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
-		rt.slack.updateErr = down
-		rt.slack.postErr = func(n int, c call) error {
+		rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(b.String(), 80), 10*time.Millisecond), testOptions())
+		down := func(int, gatewaytest.Call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
+		rt.slack.UpdateErr = down
+		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 			if n > 1 { // the placeholder goes, nothing after it
 				return down(n, c)
 			}
@@ -843,7 +851,7 @@ func TestReplyFinalOutageBoundsTheWholeFinalWrite(t *testing.T) {
 		err := rt.r.Reply(t.Context(), rt.req)
 		took := time.Since(t0)
 		t.Logf("Reply after %v: %v", took, err)
-		if limit := finalOutage + 15*time.Second; took > limit {
+		if limit := gateway.FinalOutage + 15*time.Second; took > limit {
 			t.Errorf("Reply held the thread's turn %v with Slack down, want at most finalOutage+15s = %v", took, limit)
 		}
 	})
@@ -859,15 +867,15 @@ func TestReplyFinalOutageClockRestartsAfterASuccess(t *testing.T) {
 			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
 		}
 		md := b.String()
-		ws := words(md, 80)
-		rt := newReplyTest(t, deltas(ws, 10*time.Millisecond), testOptions())
+		ws := llmtest.Words(md, 80)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 10*time.Millisecond), testOptions())
 		t0 := time.Now()
 		end := time.Duration(len(ws)) * 10 * time.Millisecond // the stream ends: later calls are the final write's
 		final := func() bool { return time.Since(t0) >= end }
 		refuse := slack.SlackErrorResponse{Err: "cant_update_message"} // interim writes break (non-transient)
 		bad := slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"}
 		finalUpdates := 0
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if !final() {
 				return refuse
 			}
@@ -877,7 +885,7 @@ func TestReplyFinalOutageClockRestartsAfterASuccess(t *testing.T) {
 			return nil
 		}
 		finalPosts := 0
-		rt.slack.postErr = func(n int, c call) error {
+		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 			if n == 1 {
 				return nil // the placeholder
 			}
@@ -930,14 +938,14 @@ func TestFollowUpThanksIgnored(t *testing.T) {
 		rt := newReplyTest(t, nil, testOptions())
 		req := rt.req
 		req.FollowUp, req.ThreadTS, req.Text = true, "1700000000.000000", "thanks a lot!"
-		rt.r.botThreads.put(testCh+"/"+req.ThreadTS, true)
+		rt.r.botThreads.Put(testCh+"/"+req.ThreadTS, true)
 		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
 			t.Errorf("thanks: Reply = %v, want ErrIgnored", err)
 		}
 		if rt.r.KnownFollowUp(req) {
 			t.Error("KnownFollowUp of a thanks = true, want false (no busy note either)")
 		}
-		if n := len(rt.slack.calls); n != 0 {
+		if n := len(rt.slack.Calls); n != 0 {
 			t.Errorf("Slack calls = %d, want none", n)
 		}
 	})
@@ -956,7 +964,7 @@ func TestFollowUpForwardedMessageAnswered(t *testing.T) {
 		req.FollowUp, req.ThreadTS, req.Text = true, "1700000000.000000", ""
 		req.Attachments = []slack.Attachment{{IsShare: true, AuthorName: "Bob",
 			Text: "deploy failed: ImagePullBackOff on api-7f9c"}}
-		rt.r.botThreads.put(testCh+"/"+req.ThreadTS, true)
+		rt.r.botThreads.Put(testCh+"/"+req.ThreadTS, true)
 		if err := rt.r.Reply(t.Context(), req); errors.Is(err, ErrIgnored) {
 			t.Errorf("forwarded message as a follow-up: Reply = %v, want an answer", err)
 		}
@@ -1005,22 +1013,22 @@ func TestEditedMentionAnsweredOnce(t *testing.T) {
 		reply := mention("<@UBOT> and for TLS?")
 		reply.Timestamp, reply.ThreadTimestamp = "1700000000.000050", testTS
 		key := testCh + "/" + testTS
-		rt.slack.threads[key] = append(rt.slack.threads[key], reply)
+		rt.slack.Threads[key] = append(rt.slack.Threads[key], reply)
 		req := rt.req
 		req.TS, req.Text, req.Edited = reply.Timestamp, reply.Text, true
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
-		if n := len(rt.chat.calls()); n != 1 {
+		if n := len(rt.chat.Calls()); n != 1 {
 			t.Fatalf("%d model requests, want the edited reply answered", n)
 		}
-		writes := len(rt.slack.calls)
+		writes := len(rt.slack.Calls)
 		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
 			t.Errorf("the same edit again: Reply = %v, want ErrIgnored (answered already)", err)
 		}
 		var after []string
-		for _, c := range rt.slack.calls[writes:] {
-			after = append(after, c.method)
+		for _, c := range rt.slack.Calls[writes:] {
+			after = append(after, c.Method)
 		}
-		if n := len(rt.chat.calls()); n != 1 || slices.ContainsFunc(after, func(m string) bool { return m != "replies" }) {
+		if n := len(rt.chat.Calls()); n != 1 || slices.ContainsFunc(after, func(m string) bool { return m != "replies" }) {
 			t.Errorf("%d model requests and Slack calls %v after the second edit, want one request and only the thread read", n, after)
 		}
 	})
@@ -1034,7 +1042,7 @@ func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, shortAnswer, testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if n := len(rt.chat.calls()); n != 1 {
+		if n := len(rt.chat.Calls()); n != 1 {
 			t.Fatalf("%d model requests, want the mention answered", n)
 		}
 		req := rt.req
@@ -1042,7 +1050,7 @@ func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
 		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
 			t.Errorf("the edit putting the mention back: Reply = %v, want ErrIgnored (answered already)", err)
 		}
-		if n := len(rt.chat.calls()); n != 1 {
+		if n := len(rt.chat.Calls()); n != 1 {
 			t.Errorf("%d model requests, want 1: the mention was answered twice (bot messages %q)", n, rt.texts())
 		}
 	})
@@ -1056,15 +1064,15 @@ func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
 func TestEditedTopLevelMentionReadFailureShown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, shortAnswer, testOptions())
-		rt.slack.repliesErr = func(int, call) error {
+		rt.slack.RepliesErr = func(int, gatewaytest.Call) error {
 			return slack.SlackErrorResponse{Err: "missing_scope", Needed: "groups:history"}
 		}
 		req := rt.req
 		req.Edited = true
 		err := rt.r.Reply(t.Context(), req)
-		ms := rt.slack.botMessages(testTS)
-		answered := len(ms) == 1 && ms[0].mark.Kind == convo.MarkAnswer
-		shown := len(ms) == 1 && ms[0].mark.Kind == convo.MarkError && strings.Contains(ms[0].text, "groups:history")
+		ms := rt.slack.BotMessages(testTS)
+		answered := len(ms) == 1 && ms[0].Mark.Kind == convo.MarkAnswer
+		shown := len(ms) == 1 && ms[0].Mark.Kind == convo.MarkError && strings.Contains(ms[0].Text, "groups:history")
 		if !answered && !shown {
 			t.Errorf("Reply = %v; bot messages %+v, want the mention answered or the reason it is not shown in its thread", err, ms)
 		}
@@ -1087,11 +1095,11 @@ func TestReplyHidesReasoningLeftInTheContent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(words(thinking+answer, 4), 100*time.Millisecond), tc.opt)
+				rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(thinking+answer, 4), 100*time.Millisecond), tc.opt)
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-				for _, c := range rt.slack.calls {
-					if strings.Contains(c.text, "refill rule") || strings.Contains(c.text, "think") {
-						t.Errorf("%s showed the reasoning: %q", c.method, c.text)
+				for _, c := range rt.slack.Calls {
+					if strings.Contains(c.Text, "refill rule") || strings.Contains(c.Text, "think") {
+						t.Errorf("%s showed the reasoning: %q", c.Method, c.Text)
 					}
 				}
 				if got, want := rt.texts(), tc.want(answer); len(got) != 1 || got[0] != want {
@@ -1118,7 +1126,7 @@ func TestReplyShowsAnAnswerThatOnlyLooksLikeTheStartOfAThinkTag(t *testing.T) {
 		} {
 			t.Run(tc.name+"/"+answer, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					rt := newReplyTest(t, deltas([]string{answer}, 100*time.Millisecond), tc.opt)
+					rt := newReplyTest(t, llmtest.Deltas([]string{answer}, 100*time.Millisecond), tc.opt)
 					mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 					if got, want := rt.texts(), tc.want(answer); len(got) != 1 || got[0] != want {
 						t.Errorf("final messages = %q, want [%q]", got, want)
@@ -1143,20 +1151,20 @@ func TestReplyStreamBrokenRightAfterTheOpeningThinkTag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				steps := []step{
-					{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "<think>"}},
-					{wait: 100 * time.Millisecond, err: errTruncated()},
+				steps := []llmtest.Step{
+					{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "<think>"}},
+					{Wait: 100 * time.Millisecond, Err: errTruncated()},
 				}
 				rt := newReplyTest(t, steps, tc.opt)
 				_ = rt.r.Reply(t.Context(), rt.req)
-				for _, c := range rt.slack.calls {
-					if strings.Contains(c.text, "think") {
-						t.Errorf("%s showed the opening reasoning tag: %q", c.method, c.text)
+				for _, c := range rt.slack.Calls {
+					if strings.Contains(c.Text, "think") {
+						t.Errorf("%s showed the opening reasoning tag: %q", c.Method, c.Text)
 					}
 				}
-				for _, m := range rt.slack.botMessages(testTS) {
-					if m.mark.Kind == convo.MarkAnswer {
-						t.Errorf("message %q marked as an answer, want an error (no answer came)", m.text)
+				for _, m := range rt.slack.BotMessages(testTS) {
+					if m.Mark.Kind == convo.MarkAnswer {
+						t.Errorf("message %q marked as an answer, want an error (no answer came)", m.Text)
 					}
 				}
 			})

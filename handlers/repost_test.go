@@ -10,21 +10,25 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/route"
 )
 
 // twoPartSteps streams paragraph A and the start of B at once, then the rest of B 5 s later: the
 // answer's second message shows part of B while it streams.
-func twoPartSteps(a, b string) []step {
-	return []step{
-		{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
-		{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
-		{chunk: llm.Chunk{FinishReason: "stop"}},
+func twoPartSteps(a, b string) []llmtest.Step {
+	return []llmtest.Step{
+		{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
+		{Wait: 5 * time.Second, Chunk: llm.Chunk{Content: b[2000:]}},
+		{Chunk: llm.Chunk{FinishReason: "stop"}},
 	}
 }
 
 // A two-part answer whose second message's final edit is refused (or chat.update stays down beyond
-// finalOutage): the message is deleted and its part posted anew, so the start of paragraph B shows
+// gateway.FinalOutage): the message is deleted and its part posted anew, so the start of paragraph B shows
 // once in the thread and once in what the next question sees.
 func TestRefusedLastPartPostedAnewRepeatsNothing(t *testing.T) {
 	t.Run("cant_update_message", func(t *testing.T) {
@@ -51,7 +55,7 @@ func testRefusedLastPart(t *testing.T, refuse func(since time.Duration, ts strin
 		steps := twoPartSteps(a, b)
 		rt := newReplyTest(t, steps, testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error { return refuse(time.Since(t0), c.ts) }
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error { return refuse(time.Since(t0), c.TS) }
 		err := rt.r.Reply(t.Context(), rt.req)
 		t.Logf("Reply = %v", err)
 		got := rt.texts()
@@ -81,13 +85,13 @@ func TestUndeletedRefusedPartReplayedOnce(t *testing.T) {
 		steps := twoPartSteps(a, b)
 		rt := newReplyTest(t, steps, testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
-			if c.ts == "1700000000.000102" && time.Since(t0) >= 4*time.Second {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
+			if c.TS == "1700000000.000102" && time.Since(t0) >= 4*time.Second {
 				return slack.SlackErrorResponse{Err: "cant_update_message"}
 			}
 			return nil
 		}
-		rt.slack.deleteErr = func(n int, c call) error { // chat.delete down meanwhile
+		rt.slack.DeleteErr = func(n int, c gatewaytest.Call) error { // chat.delete down meanwhile
 			return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
@@ -97,9 +101,9 @@ func TestUndeletedRefusedPartReplayedOnce(t *testing.T) {
 		if last := b[strings.LastIndex(b, "Bravo sentence"):]; !strings.Contains(all, last) {
 			t.Fatalf("the thread lacks the answer's end %q: not the case under test", last)
 		}
-		rt.slack.mu.Lock()
-		rt.slack.deleteErr = nil
-		rt.slack.mu.Unlock()
+		rt.slack.Mu.Lock()
+		rt.slack.DeleteErr = nil
+		rt.slack.Mu.Unlock()
 		as := assistantMessages(askAgain(t, rt))
 		if len(as) != 1 {
 			t.Fatalf("the answer is replayed as %d assistant messages, want 1", len(as))
@@ -110,31 +114,31 @@ func TestUndeletedRefusedPartReplayedOnce(t *testing.T) {
 	})
 }
 
-// chat.update is down (503) for over finalOutage as an answer ends: the last message's part is posted
+// chat.update is down (503) for over gateway.FinalOutage as an answer ends: the last message's part is posted
 // anew (and the message deleted); that post meets one more 503 and Slack answers the next try: the
 // part stands, whether the message was a later part or the only one (the placeholder).
 func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
 	a, b := longTwoPartAnswer()
 	for _, tc := range []struct {
 		name  string
-		steps []step
+		steps []llmtest.Step
 		end   string // the answer's end, which must stand
 	}{
 		{"later part", twoPartSteps(a, b), b[strings.LastIndex(b, "Bravo sentence"):]},
-		{"only message", deltas([]string{"The whole ", "answer."}, 2500*time.Millisecond), "The whole answer."},
+		{"only message", llmtest.Deltas([]string{"The whole ", "answer."}, 2500*time.Millisecond), "The whole answer."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				rt := newReplyTest(t, tc.steps, testOptions())
 				t0 := time.Now()
-				rt.slack.updateErr = func(n int, c call) error {
+				rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 					if since := time.Since(t0); since >= 4*time.Second && since < 10*time.Minute {
 						return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
 					}
 					return nil
 				}
 				failed := false
-				rt.slack.postErr = func(n int, c call) error {
+				rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 					if time.Since(t0) > 2*time.Minute && !failed { // the re-post's first try
 						failed = true
 						return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
@@ -155,7 +159,7 @@ func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
 	}
 }
 
-// chat.update is down (503) beyond finalOutage as a two-part answer ends while Slack shows only the
+// chat.update is down (503) beyond gateway.FinalOutage as a two-part answer ends while Slack shows only the
 // start of part 1 (the placeholder): part 1 is posted anew (the re-post's own 10 s window) and the
 // placeholder deleted; the post of part 2 then meets one 503, as the re-post in
 // TestRepostAfterOutageSurvivesOneMore503 does. Slack is back for posts (the re-post just went
@@ -163,20 +167,20 @@ func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
 func TestPostAfterRepostSurvivesOne503(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Intro. "}},
-			{wait: 5 * time.Second, chunk: llm.Chunk{Content: a + "\n\n" + b}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Intro. "}},
+			{Wait: 5 * time.Second, Chunk: llm.Chunk{Content: a + "\n\n" + b}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		rt := newReplyTest(t, steps, testOptions())
 		t0 := time.Now()
-		rt.slack.updateErr = func(n int, c call) error {
+		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if since := time.Since(t0); since >= 4*time.Second && since < 10*time.Minute {
 				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
 			}
 			return nil
 		}
-		rt.slack.postErr = func(n int, c call) error {
+		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 			if n == 3 { // 1: placeholder, 2: part 1 anew, 3: part 2's first try
 				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
 			}
@@ -188,17 +192,17 @@ func TestPostAfterRepostSurvivesOne503(t *testing.T) {
 		all := strings.Join(rt.texts(), "\n")
 		last := b[strings.LastIndex(b, "Bravo sentence"):]
 		if !strings.Contains(all, last) {
-			t.Errorf("the thread lacks the answer's end %q: part 2's post was not tried again after one 503 (%d posts); thread: %d messages", last, len(rt.slack.callsOf("post")), len(rt.texts()))
+			t.Errorf("the thread lacks the answer's end %q: part 2's post was not tried again after one 503 (%d posts); thread: %d messages", last, len(rt.slack.CallsOf("post")), len(rt.texts()))
 		}
 	})
 }
 
 // slowDeleter is a Slack whose chat.delete deletes the message but answers after net/http's timeout
 // (an error wrapping context.DeadlineExceeded), as a slow Slack does.
-type slowDeleter struct{ *fakeSlack }
+type slowDeleter struct{ *gatewaytest.Slack }
 
 func (s slowDeleter) Delete(ctx context.Context, channel, ts string) error {
-	if err := s.fakeSlack.Delete(ctx, channel, ts); err != nil {
+	if err := s.Slack.Delete(ctx, channel, ts); err != nil {
 		return err
 	}
 	return timedOut("chat.delete")
@@ -212,10 +216,10 @@ func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
-		fs.updateErr = func(n int, c call) error {
-			if c.ts == "1700000000.000102" && time.Since(t0) >= 4*time.Second { // the answer's second message
+		fs.UpdateErr = func(n int, c gatewaytest.Call) error {
+			if c.TS == "1700000000.000102" && time.Since(t0) >= 4*time.Second { // the answer's second message
 				return slack.SlackErrorResponse{Err: "cant_update_message"}
 			}
 			return nil
@@ -229,10 +233,10 @@ func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 		logCalls(t, fs, t0)
 		var all strings.Builder
 		regen := false
-		for i, m := range fs.botMessages(testTS) {
-			t.Logf("message %d: buttons %q mark %+v text %.60q", i, buttonKey(m.buttons), m.mark, m.text)
-			all.WriteString(m.text + "\n")
-			regen = regen || buttonKey(m.buttons) == ActionRegenerate
+		for i, m := range fs.BotMessages(testTS) {
+			t.Logf("message %d: buttons %q mark %+v text %.60q", i, buttonKey(m.Buttons), m.Mark, m.Text)
+			all.WriteString(m.Text + "\n")
+			regen = regen || buttonKey(m.Buttons) == route.ActionRegenerate
 		}
 		last := b[strings.LastIndex(b, "Bravo sentence"):]
 		if !strings.Contains(all.String(), last) {
@@ -247,14 +251,14 @@ func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 // onceHangingDeleter is a Slack in trouble for one call: the first chat.delete hangs until net/http's
 // header timeout (30 s) and fails with it without deleting; later ones work.
 type onceHangingDeleter struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	tries *int
 }
 
 func (s onceHangingDeleter) Delete(ctx context.Context, channel, ts string) error {
 	*s.tries++
 	if *s.tries > 1 {
-		return s.fakeSlack.Delete(ctx, channel, ts)
+		return s.Slack.Delete(ctx, channel, ts)
 	}
 	t := time.NewTimer(30 * time.Second)
 	defer t.Stop()
@@ -275,10 +279,10 @@ func TestTimedOutDeleteIsRepeated(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
-		fs.updateErr = func(n int, c call) error {
-			if c.ts == "1700000000.000102" && time.Since(t0) >= 4*time.Second { // the answer's second message
+		fs.UpdateErr = func(n int, c gatewaytest.Call) error {
+			if c.TS == "1700000000.000102" && time.Since(t0) >= 4*time.Second { // the answer's second message
 				return slack.SlackErrorResponse{Err: "cant_update_message"}
 			}
 			return nil
@@ -290,9 +294,9 @@ func TestTimedOutDeleteIsRepeated(t *testing.T) {
 		t.Logf("Reply = %v after %v; %d chat.delete tries", err, time.Since(t0), tries)
 		logCalls(t, fs, t0)
 		var all strings.Builder
-		for i, m := range fs.botMessages(testTS) {
-			t.Logf("message %d: mark %+v text %.60q", i, m.mark, m.text)
-			all.WriteString(m.text + "\n")
+		for i, m := range fs.BotMessages(testTS) {
+			t.Logf("message %d: mark %+v text %.60q", i, m.Mark, m.Text)
+			all.WriteString(m.Text + "\n")
 		}
 		first := "Bravo sentence 0 of the second paragraph."
 		if n := strings.Count(all.String(), first); n != 1 {
@@ -304,7 +308,7 @@ func TestTimedOutDeleteIsRepeated(t *testing.T) {
 // hangingDeleter is a Slack whose chat.delete hangs until net/http's header timeout (30 s) and
 // fails with it, without deleting: a Slack in trouble.
 type hangingDeleter struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	tries *int
 }
 
@@ -320,19 +324,19 @@ func (s hangingDeleter) Delete(ctx context.Context, channel, ts string) error {
 	return fmt.Errorf("Post \"https://slack.com/api/chat.delete\": net/http: timeout awaiting response headers: %w", context.DeadlineExceeded)
 }
 
-// chat.update is down (503) beyond finalOutage as a two-part answer ends, and chat.delete hangs and
+// chat.update is down (503) beyond gateway.FinalOutage as a two-part answer ends, and chat.delete hangs and
 // times out: the last message's part is posted anew (it stands), and the old message cannot be
 // deleted. The replacement's short outage window exists so that "a Slack that is down must not hold
 // the thread's turn twice as long" (edit.go): the reply, which holds the thread's turn (the next
-// question there waits for it), ends within twice finalOutage of the answer's end.
+// question there waits for it), ends within twice gateway.FinalOutage of the answer's end.
 func TestRepostDeleteDoesNotHoldTheThread(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
-		fs.updateErr = func(n int, c call) error {
+		fs.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if since := time.Since(t0); since >= 4*time.Second && since < 20*time.Minute {
 				return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
 			}
@@ -346,16 +350,16 @@ func TestRepostDeleteDoesNotHoldTheThread(t *testing.T) {
 		t.Logf("Reply = %v after %v; %d chat.delete tries", err, took, tries)
 		all := strings.Join(func() []string {
 			var out []string
-			for _, m := range fs.botMessages(testTS) {
-				out = append(out, m.text)
+			for _, m := range fs.BotMessages(testTS) {
+				out = append(out, m.Text)
 			}
 			return out
 		}(), "\n")
 		if last := b[strings.LastIndex(b, "Bravo sentence"):]; !strings.Contains(all, last) {
 			t.Fatalf("the thread lacks the answer's end %q: not the case under test", last)
 		}
-		if end := 5100 * time.Millisecond; took-end > 2*finalOutage {
-			t.Errorf("the reply held the thread %v after the answer ended (%d chat.delete tries of 30 s), want at most twice finalOutage (%v)", took-end, tries, 2*finalOutage)
+		if end := 5100 * time.Millisecond; took-end > 2*gateway.FinalOutage {
+			t.Errorf("the reply held the thread %v after the answer ended (%d chat.delete tries of 30 s), want at most twice finalOutage (%v)", took-end, tries, 2*gateway.FinalOutage)
 		}
 	})
 }

@@ -16,7 +16,7 @@ type Answerer interface {
 // Handler serves route.MessageRoute with r (ReplyHandler, with r's Triage).
 func (r *Replies) Handler() route.Handler { return ReplyHandler(r, r.Triage) }
 
-// RegenerateHandler serves ActionRegenerate with r (see the package function).
+// RegenerateHandler serves route.ActionRegenerate with r (see the package function).
 func (r *Replies) RegenerateHandler() route.Handler { return RegenerateHandler(r) }
 
 // ReplyHandler serves route.MessageRoute: mentions, DMs and thread follow-ups are answered in their
@@ -39,15 +39,15 @@ func ReplyHandler(a Answerer, triage func(route.ReplyRequest) (run, quiet bool))
 	}
 }
 
-// RegenerateHandler serves ActionRegenerate: the person who pressed it asks the question of the
-// button's ReplyRef again, and the new answer is written in place of the answer the button is on
+// RegenerateHandler serves route.ActionRegenerate: the person who pressed it asks the question of the
+// button's route.ReplyRef again, and the new answer is written in place of the answer the button is on
 // (route.ReplyRequest.Replace), in the thread's turn like any answer; on what a task wrote (a
-// thread's summary) the task is done again. A value that is not a ReplyRef of this bot's is
+// thread's summary) the task is done again. A value that is not a route.ReplyRef of this bot's is
 // ignored.
 func RegenerateHandler(a Answerer) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
-			ref, err := ParseReplyRef(req.Text)
+			ref, err := route.ParseReplyRef(req.Text)
 			if err != nil {
 				return route.Decision{}
 			}
@@ -58,29 +58,4 @@ func RegenerateHandler(a Answerer) route.Handler {
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error { return a.Reply(ctx, *req.Reply) },
 	}
-}
-
-// ImageJobs runs /imagine jobs (*Imagine): Accept says at once whether one starts, and its text.
-type ImageJobs interface {
-	Accept(req ImagineRequest) (ackText string, start bool)
-	Run(ctx context.Context, req ImagineRequest) error
-}
-
-// Handler serves /imagine and ActionImagineAgain with i (ImagineHandler).
-func (i *Imagine) Handler() route.Handler { return ImagineHandler(i) }
-
-// ImagineHandler serves /imagine and ActionImagineAgain (the same prompt again, for the person who
-// pressed it) with j: Accept's text is the command's ack, or is told privately to the clicker.
-func ImagineHandler(j ImageJobs) route.Handler {
-	return route.Funcs{
-		AcceptFunc: func(req *route.Request) route.Decision {
-			text, start := j.Accept(imagineRequest(req))
-			return route.Decision{Run: start, Say: text}
-		},
-		RunFunc: func(ctx context.Context, req *route.Request) error { return j.Run(ctx, imagineRequest(req)) },
-	}
-}
-
-func imagineRequest(req *route.Request) ImagineRequest {
-	return ImagineRequest{Channel: req.Channel, User: req.User, Team: req.Team, Text: req.Text, ResponseURL: req.ResponseURL}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/gateway"
 )
 
 // Sessions move the agent session Slack keeps for a thread the bot streams in
@@ -39,9 +41,9 @@ const (
 // natively (where Slack keeps a session; an answer written by editing shows our own Stop button).
 // A refusal that says the app cannot have sessions (not declared as an agent, the event not
 // subscribed, an older Slack) turns the calls off for StreamRefusal, once logged.
-func (a *answer) session(ctx context.Context, s sink, status string) {
+func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 	r := a.r
-	if r.opt.Sessions == nil || s.mode() != ModeStream || a.threadTS == "" || !r.sessions.allowed() {
+	if r.opt.Sessions == nil || mode != ModeStream || a.threadTS == "" || !r.sessions.Allowed() {
 		return
 	}
 	timeout, shutdown := sessionTimeout, errors.Is(context.Cause(ctx), ErrShutdown)
@@ -50,26 +52,26 @@ func (a *answer) session(ctx context.Context, s sink, status string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if (status == SessionProcessing || shutdown) && !r.paced.trySession() {
+	if (status == SessionProcessing || shutdown) && !r.paced.TrySession() {
 		// Processing: the stream itself has Slack show the answer is under way. At shutdown the
 		// grace period is for the answers' closing writes.
 		return
 	}
 	if status != SessionProcessing && !shutdown {
-		if err := r.paced.sessionTurn().wait(ctx); err != nil {
+		if err := r.paced.SessionTurn().Wait(ctx); err != nil {
 			a.log.Info("agent session status not set: no agents.sessions.setStatus turn in time", zap.String("status", status))
 			return
 		}
 	}
 	err := r.opt.Sessions.SetSessionStatus(ctx, a.req.Channel, a.threadTS, status)
-	switch ra, limited := rateLimited(err); {
+	switch ra, limited := gateway.RateLimited(err); {
 	case err == nil:
 		a.log.Debug("agent session status set", zap.String("status", status))
 	case limited:
-		r.paced.sessionTurn().throttled(ra)
+		r.paced.SessionTurn().Throttled(ra)
 		a.log.Info("agent session status rate limited", zap.String("status", status))
 	case refusesSessions(err):
-		r.sessions.refuse(r.opt.StreamRefusal)
+		r.sessions.Refuse(r.opt.StreamRefusal)
 		a.log.Warn("agent sessions refused: is the app declared as an agent (features.agent_view) and subscribed to agent_session_stopped?",
 			zap.Error(err), zap.Duration("for", r.opt.StreamRefusal))
 	default:
@@ -88,7 +90,7 @@ func endStatus(cause error) string {
 
 // refusesSessions reports a setStatus error that will not go away by trying again.
 func refusesSessions(err error) bool {
-	switch slackErr(err) {
+	switch gateway.SlackErr(err) {
 	case "not_authorized", "missing_scope", "unknown_method", "not_allowed", "feature_not_enabled",
 		"missing_agent_session_stopped_event_subscription", "invalid_auth":
 		return true

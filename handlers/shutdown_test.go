@@ -14,7 +14,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -37,8 +40,8 @@ func TestShutdownClosesEveryReplyBeyondTheEditBudget(t *testing.T) {
 func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 	const n, talking = 20, 8 // talking replies stream text at once; the others still think
 	synctest.Test(t, func(t *testing.T) {
-		fs := newFakeSlack()
-		fs.limit = newLimiter(50, 5) // Slack's chat.update limit, enforced with 429s
+		fs := gatewaytest.NewSlack()
+		fs.Limit = gatewaytest.NewLimiter(50, 5) // Slack's chat.update limit, enforced with 429s
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 5)
 		opt.Budgets.Posts = pace.NewKeyed(60, 3)
@@ -46,9 +49,9 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 		opt.Budgets.Streams, opt.Budgets.Deletes, opt.Budgets.Ephemerals = pace.NewBucket(20, 3), pace.NewBucket(50, 20), pace.NewBucket(100, 20)
 		opt.ShutdownTimeout = 2 * time.Second
 		opt.Mode = mode
-		talk := &fakeChat{steps: deltas(numbered(200), 100*time.Millisecond)}
-		think := &fakeChat{steps: append([]step{{wait: time.Minute, chunk: llm.Chunk{Reasoning: "hmm"}}},
-			deltas(numbered(10), 100*time.Millisecond)...)}
+		talk := &llmtest.Chat{Steps: llmtest.Deltas(numbered(200), 100*time.Millisecond)}
+		think := &llmtest.Chat{Steps: append([]llmtest.Step{{Wait: time.Minute, Chunk: llm.Chunk{Reasoning: "hmm"}}},
+			llmtest.Deltas(numbered(10), 100*time.Millisecond)...)}
 		replies := []*Replies{
 			NewReplies(fs, fs, fs, fs, talk, zap.NewNop(), opt),
 			NewReplies(fs, fs, fs, fs, think, zap.NewNop(), opt),
@@ -61,7 +64,7 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 			threads[i] = ts
 			m := mention("<@UBOT> go")
 			m.User, m.Timestamp = fmt.Sprintf("U%02d", i), ts
-			fs.threads[ch+"/"+ts] = []slack.Message{m}
+			fs.Threads[ch+"/"+ts] = []slack.Message{m}
 			reqs[i] = route.ReplyRequest{Channel: ch, ChannelType: "channel", User: m.User, Team: "T1", TS: ts, ThreadTS: ts, Text: m.Text}
 		}
 		var wg sync.WaitGroup
@@ -87,36 +90,36 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 		edited := strings.TrimPrefix(convo.NoteSuffix(textInterrupted, slackmd.FormatMrkdwn), "\n\n")
 		above := strings.TrimPrefix(convo.NoteSuffix(textInterruptedAbove, slackmd.FormatMrkdwn), "\n\n")
 		ephemerals := map[string]int{} // thread -> private notes to its asker
-		for _, c := range fs.callsOf("ephemeral") {
-			if c.err == nil && c.text == textNotAnswered {
-				ephemerals[c.thread]++
+		for _, c := range fs.CallsOf("ephemeral") {
+			if c.Err == nil && c.Text == textNotAnswered {
+				ephemerals[c.Thread]++
 			}
 		}
 		var byNote, withdrawn, noteBelow int
 		for i, ts := range threads {
-			ms := fs.botMessages(ts)
+			ms := fs.BotMessages(ts)
 			switch {
 			case len(ms) == 0:
 				if ephemerals[ts] != 1 {
 					t.Errorf("reply %d: placeholder deleted, but %d private notes to the asker", i, ephemerals[ts])
 				}
 				withdrawn++
-			case strings.Contains(ms[0].text, "Thinking") || ms[0].text == "":
+			case strings.Contains(ms[0].Text, "Thinking") || ms[0].Text == "":
 				t.Errorf("reply %d: left as a bare placeholder: %+v", i, ms)
-			case ms[len(ms)-1].text == above && ms[len(ms)-1].mark.Kind == convo.MarkNotice && len(ms) >= 2:
-				if !strings.HasPrefix(ms[0].text, "word0") {
-					t.Errorf("reply %d: partial text %q", i, ms[0].text)
+			case ms[len(ms)-1].Text == above && ms[len(ms)-1].Mark.Kind == convo.MarkNotice && len(ms) >= 2:
+				if !strings.HasPrefix(ms[0].Text, "word0") {
+					t.Errorf("reply %d: partial text %q", i, ms[0].Text)
 				}
 				noteBelow++
-			case strings.HasSuffix(ms[len(ms)-1].text, edited) && ms[len(ms)-1].mark.Note == textInterrupted:
+			case strings.HasSuffix(ms[len(ms)-1].Text, edited) && ms[len(ms)-1].Mark.Note == textInterrupted:
 				byNote++
 			default:
 				t.Errorf("reply %d: not closed with a note: %+v", i, ms)
 			}
 		}
 		t.Logf("closed by its own message %d, withdrawn %d, note in thread %d; native streams %d; chat.update 429s %d",
-			byNote, withdrawn, noteBelow, len(fs.callsOf("startStream")), fs.limit.throttled)
-		if mode == ModeStream && len(fs.callsOf("startStream")) == 0 {
+			byNote, withdrawn, noteBelow, len(fs.CallsOf("startStream")), fs.Limit.Throttled)
+		if mode == ModeStream && len(fs.CallsOf("startStream")) == 0 {
 			t.Error("no native stream was started")
 		}
 		if withdrawn == 0 || noteBelow == 0 {
@@ -136,7 +139,7 @@ func TestReplyShutdownWhilePlaceholderWaitsTellsAsker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
 		opt.Budgets.Posts = pace.NewKeyed(60, 1) // 1 post a second in a channel
-		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, time.Millisecond), opt)
 		for range 5 { // five other mentions' placeholders queue ahead in the channel
 			go opt.Budgets.Posts.WaitSlot(t.Context(), testCh)
 		}
@@ -148,11 +151,11 @@ func TestReplyShutdownWhilePlaceholderWaitsTellsAsker(t *testing.T) {
 		if !errors.Is(err, ErrShutdown) {
 			t.Errorf("Reply = %v, want ErrShutdown", err)
 		}
-		eph := rt.slack.callsOf("ephemeral")
+		eph := rt.slack.CallsOf("ephemeral")
 		if len(rt.texts()) == 0 && len(eph) == 0 {
 			t.Fatalf("nothing in the thread and nothing told to the asker: the mention was dropped silently (Reply = %v)", err)
 		}
-		if len(eph) != 1 || eph[0].user != "U1" || eph[0].text != textNotAnswered {
+		if len(eph) != 1 || eph[0].User != "U1" || eph[0].Text != textNotAnswered {
 			t.Errorf("ephemerals = %+v, want one to U1 saying %q", eph, textNotAnswered)
 		}
 	})
@@ -160,12 +163,12 @@ func TestReplyShutdownWhilePlaceholderWaitsTellsAsker(t *testing.T) {
 
 // slowUpdater answers chat.update after latency from slowFrom on.
 type slowUpdater struct {
-	*fakeSlack
+	*gatewaytest.Slack
 	slowFrom time.Time
 	latency  time.Duration
 }
 
-func (s slowUpdater) Update(ctx context.Context, channel, ts string, m Msg) error {
+func (s slowUpdater) Update(ctx context.Context, channel, ts string, m gateway.Msg) error {
 	if !s.slowFrom.IsZero() && time.Now().After(s.slowFrom) {
 		t := time.NewTimer(s.latency)
 		defer t.Stop()
@@ -175,14 +178,14 @@ func (s slowUpdater) Update(ctx context.Context, channel, ts string, m Msg) erro
 			return ctx.Err()
 		}
 	}
-	return s.fakeSlack.Update(ctx, channel, ts, m)
+	return s.Slack.Update(ctx, channel, ts, m)
 }
 
 // slowInterimReplies answers a question with a 60-word answer streamed over 18 s, where every
 // chat.update from 5 s on takes latency (Slack slow): a Stop or shutdown at 7 s finds one in flight.
-func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *fakeSlack, route.ReplyRequest) {
+func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
 	fs := newQuestionSlack()
-	chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
+	chat := &llmtest.Chat{Steps: llmtest.Deltas(numbered(60), 300*time.Millisecond)}
 	r := NewReplies(fs, slowUpdater{fs, time.Now().Add(5 * time.Second), latency}, fs, fs, chat, nil, opt)
 	req := testRequest()
 	return r, fs, req
@@ -221,9 +224,9 @@ func TestButtonsStopDuringASlowInterimCallStillCloses(t *testing.T) {
 		time.AfterFunc(7*time.Second, func() { cancel(ErrStopped) })
 		err := r.Reply(ctx, req)
 		t.Logf("Reply = %v, %v after the Stop", err, time.Since(t0.Add(7*time.Second)))
-		ms := fs.botMessages(testTS)
-		if len(ms) != 1 || !strings.Contains(ms[0].text, "Stopped") || buttonKey(ms[0].buttons) != ActionRegenerate {
-			t.Errorf("message = %q with buttons %q, want the stopped note and Regenerate", lastBytes(ms[0].text), buttonKey(ms[0].buttons))
+		ms := fs.BotMessages(testTS)
+		if len(ms) != 1 || !strings.Contains(ms[0].Text, "Stopped") || buttonKey(ms[0].Buttons) != route.ActionRegenerate {
+			t.Errorf("message = %q with buttons %q, want the stopped note and Regenerate", lastBytes(ms[0].Text), buttonKey(ms[0].Buttons))
 		}
 	})
 }
@@ -236,11 +239,11 @@ func TestShutdownMultiPartShowsNoTextTwice(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(6, 1) // spent: one edit every ~10 s
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:1000]}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: b[1000:]}},
-			{wait: time.Minute, chunk: llm.Chunk{Content: " The end."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: a + "\n\n" + b[:1000]}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: b[1000:]}},
+			{Wait: time.Minute, Chunk: llm.Chunk{Content: " The end."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		rt := newReplyTest(t, steps, opt)
 		ctx, cancel := context.WithCancelCause(t.Context())
@@ -269,18 +272,18 @@ func TestShutdownDuringTheFinalWriteClosesTheReply(t *testing.T) {
 		other := opt.Budgets.Edits.Lane()           // another reply takes the slot there is
 		mustNoErr(t, other.Wait(t.Context(), pace.Final, time.Time{}))
 		defer other.Close()
-		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), opt)
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) }) // the answer ended at +0.3 s
 		err := rt.r.Reply(ctx, rt.req)
 		t.Logf("Reply = %v", err)
-		ms := rt.slack.botMessages(testTS)
-		eph := rt.slack.callsOf("ephemeral")
+		ms := rt.slack.BotMessages(testTS)
+		eph := rt.slack.CallsOf("ephemeral")
 		t.Logf("messages %+v; ephemerals %d", ms, len(eph))
 		switch {
 		case len(ms) == 0 && len(eph) == 1:
 			// withdrawn, asker told
-		case len(ms) >= 1 && !strings.Contains(ms[0].text, "Thinking"):
+		case len(ms) >= 1 && !strings.Contains(ms[0].Text, "Thinking"):
 			// the answer (or a note) landed
 		default:
 			t.Errorf("thread shows %q and the asker got %d private notes: left as a bare placeholder", rt.texts(), len(eph))
@@ -294,16 +297,16 @@ func TestShutdownDuringTheFinalWriteClosesTheReply(t *testing.T) {
 // finished-looking answer without its end.
 func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Line one of the answer.\n"}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Line two of the answer.\nThe END."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Line one of the answer.\n"}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Line two of the answer.\nThe END."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		opt := streamOptions()
 		opt.Budgets.Streams = pace.NewBucket(600, 20) // plenty: only Slack's 502s hold the stop back
 		rt := newReplyTest(t, steps, opt)
 		t0 := time.Now()
-		rt.slack.stopErr = func(int, call) error {
+		rt.slack.StopErr = func(int, gatewaytest.Call) error {
 			if time.Since(t0) < 2100*time.Millisecond {
 				return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"}
 			}
@@ -314,11 +317,11 @@ func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
 		err := rt.r.Reply(ctx, rt.req)
 		t.Logf("Reply = %v after %v", err, time.Since(t0))
 		logCalls(t, rt.slack, t0)
-		ms := rt.slack.botMessages(testTS)
+		ms := rt.slack.BotMessages(testTS)
 		var all strings.Builder
 		for i, m := range ms {
-			t.Logf("message %d: streaming %v mark %+v text %q", i, m.streaming, m.mark, m.text)
-			all.WriteString(m.text + "\n")
+			t.Logf("message %d: streaming %v mark %+v text %q", i, m.Streaming, m.Mark, m.Text)
+			all.WriteString(m.Text + "\n")
 		}
 		if !strings.Contains(all.String(), "The END.") && !strings.Contains(all.String(), textInterruptedAbove) {
 			t.Errorf("the thread shows %q: the answer's end is lost and no note says so", all.String())
@@ -332,10 +335,12 @@ func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
 func TestShutdownAfterRescueNoFalseInterruptedNote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(3)
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), streamOptions())
 		t0 := time.Now()
-		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
-		rt.slack.postErr = func(n int, c call) error {
+		rt.slack.StopErr = func(int, gatewaytest.Call) error {
+			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
+		}
+		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 1200*time.Millisecond {
 				return &slack.RateLimitedError{RetryAfter: time.Second}
 			}
@@ -347,8 +352,8 @@ func TestShutdownAfterRescueNoFalseInterruptedNote(t *testing.T) {
 		t.Logf("Reply = %v", err)
 		logCalls(t, rt.slack, t0)
 		var all strings.Builder
-		for _, m := range rt.slack.botMessages(testTS) {
-			all.WriteString(m.text + "\n")
+		for _, m := range rt.slack.BotMessages(testTS) {
+			all.WriteString(m.Text + "\n")
 		}
 		for _, w := range ws {
 			if !strings.Contains(all.String(), strings.TrimSpace(w)) {

@@ -9,7 +9,10 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -24,13 +27,13 @@ func longStreamAnswer() []string {
 
 // checkEachLineOnce fails when a line of the answer shows other than once in the thread's bot
 // messages.
-func checkEachLineOnce(t *testing.T, fs *fakeSlack, ws []string) {
+func checkEachLineOnce(t *testing.T, fs *gatewaytest.Slack, ws []string) {
 	t.Helper()
-	ms := fs.botMessages(testTS)
+	ms := fs.BotMessages(testTS)
 	var all strings.Builder
 	for i, m := range ms {
-		t.Logf("message %d: %d bytes, streaming %v, mark %+v", i, len(m.text), m.streaming, m.mark)
-		all.WriteString(m.text)
+		t.Logf("message %d: %d bytes, streaming %v, mark %+v", i, len(m.Text), m.Streaming, m.Mark)
+		all.WriteString(m.Text)
 		all.WriteString("\n")
 	}
 	twice := 0
@@ -53,16 +56,16 @@ func checkEachLineOnce(t *testing.T, fs *fakeSlack, ws []string) {
 func TestStreamRescueRepeatsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := longStreamAnswer()
-		rt := newReplyTest(t, deltas(ws, 20*time.Millisecond), streamOptions())
-		rt.slack.stopErr = func(n int, _ call) error {
+		rt := newReplyTest(t, llmtest.Deltas(ws, 20*time.Millisecond), streamOptions())
+		rt.slack.StopErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 2 { // the first stop (the full first message) goes; the last cannot
 				return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
 			}
 			return nil
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v; starts %d, stops %d, rescue posts %d", err, len(rt.slack.callsOf("startStream")),
-			len(rt.slack.callsOf("stopStream")), len(rt.slack.callsOf("post")))
+		t.Logf("Reply = %v; starts %d, stops %d, rescue posts %d", err, len(rt.slack.CallsOf("startStream")),
+			len(rt.slack.CallsOf("stopStream")), len(rt.slack.CallsOf("post")))
 		checkEachLineOnce(t, rt.slack, ws)
 	})
 }
@@ -73,11 +76,13 @@ func TestStreamRescueRepeatsNothing(t *testing.T) {
 func TestStreamRescueReplaysWholeAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(6)
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
-		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), streamOptions())
+		rt.slack.StopErr = func(int, gatewaytest.Call) error {
+			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
+		}
 		_ = rt.r.Reply(t.Context(), rt.req)
-		for i, m := range rt.slack.botMessages(testTS) {
-			t.Logf("message %d: streaming %v mark %+v text %q", i, m.streaming, m.mark, m.text)
+		for i, m := range rt.slack.BotMessages(testTS) {
+			t.Logf("message %d: streaming %v mark %+v text %q", i, m.Streaming, m.Mark, m.Text)
 		}
 		as := assistantMessages(askAgain(t, rt))
 		if len(as) != 1 {
@@ -105,21 +110,23 @@ func inCode(text, s string) bool {
 // sentence out of it.
 func TestStreamRescueInsideCodeBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Here is the code:\n\n```\nx = 1\n"}},
-			{wait: 50 * time.Millisecond, chunk: llm.Chunk{Content: "y = a*b*c\n```\n\nThat is all."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Here is the code:\n\n```\nx = 1\n"}},
+			{Wait: 50 * time.Millisecond, Chunk: llm.Chunk{Content: "y = a*b*c\n```\n\nThat is all."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		rt := newReplyTest(t, steps, streamOptions())
 		t0 := time.Now()
-		rt.slack.stopErr = func(int, call) error { return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"} }
+		rt.slack.StopErr = func(int, gatewaytest.Call) error {
+			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
+		}
 		_ = rt.r.Reply(t.Context(), rt.req)
 		logCalls(t, rt.slack, t0)
-		posts := rt.slack.callsOf("post")
+		posts := rt.slack.CallsOf("post")
 		if len(posts) != 1 {
 			t.Fatalf("%d rescue posts, want 1", len(posts))
 		}
-		p := posts[0].text
+		p := posts[0].Text
 		if !inCode(p, "y = a*b*c") {
 			t.Errorf("rescue post %q shows the code line y = a*b*c outside a code block", p)
 		}
@@ -129,23 +136,23 @@ func TestStreamRescueInsideCodeBlock(t *testing.T) {
 	})
 }
 
-// A long answer cut off by the model (note textTruncated) continues in a new streamed message whose
+// A long answer cut off by the model (note notes.Truncated) continues in a new streamed message whose
 // text carries the note, and that message cannot be stopped: after the rescue the note shows once.
 func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var steps []step
+		var steps []llmtest.Step
 		total := 0
 		for i := 0; total < slackmd.MarkdownLimit-300; i++ {
 			l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
 			total += len(l)
-			steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})
+			steps = append(steps, llmtest.Step{Wait: 20 * time.Millisecond, Chunk: llm.Chunk{Content: l}})
 		}
 		steps = append(steps,
-			step{wait: 5 * time.Second, chunk: llm.Chunk{Content: "The last line, " + strings.Repeat("xyz ", 100) + "\n"}},
-			step{err: errTruncated()})
+			llmtest.Step{Wait: 5 * time.Second, Chunk: llm.Chunk{Content: "The last line, " + strings.Repeat("xyz ", 100) + "\n"}},
+			llmtest.Step{Err: errTruncated()})
 		rt := newReplyTest(t, steps, streamOptions())
 		t0 := time.Now()
-		rt.slack.stopErr = func(n int, _ call) error {
+		rt.slack.StopErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 2 { // the full first message stops; the last cannot
 				return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
 			}
@@ -153,19 +160,19 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
 		t.Logf("Reply = %v", err)
-		for _, c := range rt.slack.callsOf("startStream") {
-			t.Logf("+%v startStream %s (%d bytes)", c.at.Sub(t0), c.ts, len(c.text))
+		for _, c := range rt.slack.CallsOf("startStream") {
+			t.Logf("+%v startStream %s (%d bytes)", c.At.Sub(t0), c.TS, len(c.Text))
 		}
-		for _, c := range rt.slack.callsOf("stopStream") {
-			t.Logf("+%v stopStream %s %q err %v", c.at.Sub(t0), c.ts, c.text, c.err)
+		for _, c := range rt.slack.CallsOf("stopStream") {
+			t.Logf("+%v stopStream %s %q err %v", c.At.Sub(t0), c.TS, c.Text, c.Err)
 		}
 		var all strings.Builder
-		for i, m := range rt.slack.botMessages(testTS) {
-			t.Logf("message %d: %d bytes, streaming %v, mark %+v, ends %q", i, len(m.text), m.streaming, m.mark, m.text[max(0, len(m.text)-80):])
-			all.WriteString(m.text + "\n")
+		for i, m := range rt.slack.BotMessages(testTS) {
+			t.Logf("message %d: %d bytes, streaming %v, mark %+v, ends %q", i, len(m.Text), m.Streaming, m.Mark, m.Text[max(0, len(m.Text)-80):])
+			all.WriteString(m.Text + "\n")
 		}
-		if n := strings.Count(all.String(), textTruncated); n != 1 {
-			t.Errorf("the note %q shows %d times in the thread, want once", textTruncated, n)
+		if n := strings.Count(all.String(), notes.Truncated); n != 1 {
+			t.Errorf("the note %q shows %d times in the thread, want once", notes.Truncated, n)
 		}
 	})
 }
@@ -175,25 +182,25 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 func TestStreamBrokenAppendsStopTheStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(40)
-		rt := newReplyTest(t, deltas(ws, 200*time.Millisecond), streamOptions())
-		rt.slack.appendErr = func(n int, _ call) error {
+		rt := newReplyTest(t, llmtest.Deltas(ws, 200*time.Millisecond), streamOptions())
+		rt.slack.AppendErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 3 && n <= 5 {
 				return slack.SlackErrorResponse{Err: "invalid_arguments"}
 			}
 			return nil
 		}
 		err := rt.r.Reply(t.Context(), rt.req)
-		t.Logf("Reply = %v; appends %d, stops %d, rescue posts %d", err, len(rt.slack.callsOf("appendStream")),
-			len(rt.slack.callsOf("stopStream")), len(rt.slack.callsOf("post")))
-		ms := rt.slack.botMessages(testTS)
+		t.Logf("Reply = %v; appends %d, stops %d, rescue posts %d", err, len(rt.slack.CallsOf("appendStream")),
+			len(rt.slack.CallsOf("stopStream")), len(rt.slack.CallsOf("post")))
+		ms := rt.slack.BotMessages(testTS)
 		for i, m := range ms {
-			if m.streaming {
-				t.Errorf("message %d left streaming: %q", i, m.text)
+			if m.Streaming {
+				t.Errorf("message %d left streaming: %q", i, m.Text)
 			}
 		}
 		var all strings.Builder
 		for _, m := range ms {
-			all.WriteString(m.text + "\n")
+			all.WriteString(m.Text + "\n")
 		}
 		for _, w := range ws[:2] {
 			if n := strings.Count(all.String(), strings.TrimSpace(w)); n != 1 {
@@ -210,14 +217,14 @@ func TestTimedOutAppendIsNotRepeated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(90)
-		chat := &fakeChat{steps: deltas(ws, time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, time.Second)}
 		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)
-		t.Logf("Reply = %v; appends %d", err, len(fs.callsOf("appendStream")))
+		t.Logf("Reply = %v; appends %d", err, len(fs.CallsOf("appendStream")))
 		var all strings.Builder
-		for _, m := range fs.botMessages(testTS) {
-			all.WriteString(m.text + "\n")
+		for _, m := range fs.BotMessages(testTS) {
+			all.WriteString(m.Text + "\n")
 		}
 		twice := 0
 		for _, w := range ws {

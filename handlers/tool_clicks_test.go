@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 )
@@ -25,9 +26,9 @@ func toolThread(tt *toolTest, first slack.Message) route.ReplyRequest {
 	var q slack.Message
 	q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U1", "<@UBOT> what's the weather in Paris?", questionTS, testTS
 	first.Timestamp, first.ThreadTimestamp = testTS, testTS
-	tt.slack.mu.Lock()
-	tt.slack.threads[testCh+"/"+testTS] = []slack.Message{first, q}
-	tt.slack.mu.Unlock()
+	tt.slack.Mu.Lock()
+	tt.slack.Threads[testCh+"/"+testTS] = []slack.Message{first, q}
+	tt.slack.Mu.Unlock()
 	req := testRequest()
 	req.TS, req.Text = q.Timestamp, q.Text
 	return req
@@ -52,11 +53,11 @@ func (tt *toolTest) clickThrough(t *testing.T, req route.ReplyRequest) (before i
 			if before < 0 {
 				before = len(tt.tools.called())
 			}
-			ref, err := ParseApprovalRef(ps[clicked].Value())
+			ref, err := approvals.ParseApprovalRef(buttonValue(ps[clicked]))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tt.approvals.Decide(ref, "U1", ActionToolAllowOnce); got != DecidedHere {
+			if got := tt.approvals.Decide(ref, "U1", approvals.ActionToolAllowOnce); got != approvals.DecidedHere {
 				t.Fatalf("Decide = %v", got)
 			}
 			clicked++
@@ -127,8 +128,8 @@ func TestToolBatchOnePrompt(t *testing.T) {
 			t.Fatalf("%d approval prompts for one round's three calls, want 1", len(ps))
 		}
 		for _, want := range []string{"these 3 tools", `"city": "Paris"`, `"city": "Oslo"`, `"city": "Lima"`} {
-			if !strings.Contains(ps[0].text, want) {
-				t.Errorf("prompt %q lacks %q", ps[0].text, want)
+			if !strings.Contains(ps[0].Text, want) {
+				t.Errorf("prompt %q lacks %q", ps[0].Text, want)
 			}
 		}
 		if got := len(tt.tools.called()); got != 3 {

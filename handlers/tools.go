@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/toolinfo"
 )
@@ -23,7 +24,7 @@ import (
 //
 // An answer with tools is a loop of rounds (generate): each round streams the model's text into
 // Slack like any answer, after the text of the rounds before it; when the round ends with tool calls,
-// they are approved (or not, approval.go: one prompt for the round's calls that need a click), made,
+// they are approved (or not: one prompt, through the Approver, for the calls that need a click), made,
 // and their results go back to the model as tool messages, and the next round begins. The loop is
 // bounded: at most ToolOptions.MaxCalls calls a round (the model is told the others were too many),
 // and after ToolOptions.MaxRounds rounds with calls, or once the answer's approvals and calls have
@@ -123,7 +124,7 @@ type roundResult struct {
 
 // generate streams the answer: one round without tools when the channel has none, else the loop of
 // rounds. It returns the whole answer text, the last finish reason and the stream's error.
-func (a *answer) generate(ctx context.Context, res convo.Result, s sink) (string, string, error) {
+func (a *generation) generate(ctx context.Context, res convo.Result, s roundSink) (string, string, error) {
 	msgs := res.Messages
 	var infos []toolinfo.Info
 	if t := a.r.opt.Tools.Tools; t != nil {
@@ -212,7 +213,7 @@ func separated(shown string) string {
 // useTools carries out a round's calls: checks them, asks the asker once for those that need a
 // click, makes the allowed ones one after another, and returns each call's result and line, in the
 // calls' order. The round's approvals and calls end when the answer's tool time does.
-func (a *answer) useTools(ctx context.Context, st *toolState, calls []llm.ToolCall, shown string, s sink) []toolCall {
+func (a *generation) useTools(ctx context.Context, st *toolState, calls []llm.ToolCall, shown string, s roundSink) []toolCall {
 	tctx, cancel := context.WithTimeout(ctx, st.left)
 	defer cancel()
 	cs := make([]toolCall, len(calls))
@@ -241,7 +242,7 @@ func (a *answer) useTools(ctx context.Context, st *toolState, calls []llm.ToolCa
 // the model cannot make (too many, unknown, bad arguments) is answered at once, and a call needs a
 // click unless the context is the asker's alone and its tool is auto-approved or allowed for the
 // thread.
-func (a *answer) checkCall(st *toolState, call llm.ToolCall, index int) toolCall {
+func (a *generation) checkCall(st *toolState, call llm.ToolCall, index int) toolCall {
 	info, ok := st.tools[call.Name]
 	c := toolCall{call: call, info: info, ev: ToolEvent{Server: info.Server, Tool: call.Name}}
 	c.args = bytes.TrimSpace([]byte(call.Arguments))
@@ -261,30 +262,30 @@ func (a *answer) checkCall(st *toolState, call llm.ToolCall, index int) toolCall
 		c.decided, c.ev.Outcome, c.result = true, "invalid", toolError(call.Name, why)
 		return c
 	}
-	c.ask = st.foreign != "" || !info.AutoApprove && !a.r.approvals.threadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)
+	c.ask = st.foreign != "" || !info.AutoApprove && !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)
 	return c
 }
 
 // askFor asks the asker once about the calls in ask, and decides them all by the answer.
-func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, shown string, s sink) {
+func (a *generation) askFor(ctx context.Context, st *toolState, ask []*toolCall, shown string, s roundSink) {
 	names := make([]string, len(ask))
-	tasks := make([]Task, len(ask))
+	tasks := make([]gateway.Task, len(ask))
 	for i, c := range ask {
 		names[i] = fmt.Sprintf("`%s` (%s)", c.call.Name, c.info.Server)
 		tasks[i] = callTask(c)
 	}
 	a.status(ctx, s, shown, fmt.Sprintf(textToolAsking, strings.Join(names, ", ")), tasks, detailAsking)
 	begin := time.Now()
-	v := a.approve(ctx, ask, st.foreign)
+	v := a.host.approve(ctx, ask, st.foreign)
 	waited := time.Since(begin)
 	for _, c := range ask {
 		c.ev.Approval = waited
 		switch v {
-		case verdictAllowThread:
+		case toolinfo.AllowThread:
 			if st.foreign == "" { // the prompt offers it only then: the word is for the asker's own threads
-				a.r.approvals.allowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
+				a.r.approvals.AllowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
 			}
-		case verdictAllowOnce:
+		case toolinfo.AllowOnce:
 		default:
 			c.decided, c.ev.Outcome = true, string(v)
 			c.result = toolError(c.call.Name, deniedReason(v))
@@ -297,18 +298,18 @@ func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, sho
 }
 
 // callTask is a call's task card in a native stream.
-func callTask(c *toolCall) Task {
-	return Task{ID: "tool_" + c.call.ID, Title: fmt.Sprintf(titleTool, c.call.Name, c.info.Server)}
+func callTask(c *toolCall) gateway.Task {
+	return gateway.Task{ID: "tool_" + c.call.ID, Title: fmt.Sprintf(titleTool, c.call.Name, c.info.Server)}
 }
 
 // callTool makes the allowed call c within tctx (the answer's tool time; ctx is the answer's). Its
 // result, or its error's text, goes back to the model fenced as data, and from then on the context
 // is not the asker's alone. People see only that the call was made, or that it failed.
-func (a *answer) callTool(ctx, tctx context.Context, st *toolState, c *toolCall, shown string, s sink) {
+func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolCall, shown string, s roundSink) {
 	log := a.log.With(zap.String("tool", c.call.Name), zap.String("server", c.info.Server))
 	task := callTask(c)
 	defer func() { a.toolDone(ctx, s, task, c.ev.Outcome) }()
-	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, c.call.Name, c.info.Server), []Task{task}, "")
+	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, c.call.Name, c.info.Server), []gateway.Task{task}, "")
 	cctx, cancel := context.WithTimeout(tctx, a.r.opt.Tools.CallTimeout)
 	defer cancel()
 	begin := time.Now()
@@ -347,11 +348,11 @@ const (
 	detailAsking = "Waiting for the approval of the person who asked."
 )
 
-func deniedReason(v verdict) string {
+func deniedReason(v toolinfo.Verdict) string {
 	switch v {
-	case verdictTimeout:
+	case toolinfo.TimedOut:
 		return "nobody approved it in time"
-	case verdictCancelled:
+	case toolinfo.Cancelled:
 		return "the answer was stopped"
 	}
 	return "the person who asked denied it"
@@ -379,10 +380,10 @@ func (r *Replies) fenced(f convo.Fence, source, out string) string {
 // status shows a line under the answer so far while calls wait or run; a native stream, which
 // cannot take text back, shows the calls' task cards instead (tasks, with details). The write is
 // brief: a call does not wait for it.
-func (a *answer) status(ctx context.Context, s sink, shown, line string, tasks []Task, details string) {
+func (a *generation) status(ctx context.Context, s roundSink, shown, line string, tasks []gateway.Task, details string) {
 	if s.mode() != ModeEdit {
 		for i := range tasks {
-			tasks[i].Status, tasks[i].Details = TaskInProgress, details
+			tasks[i].Status, tasks[i].Details = gateway.TaskInProgress, details
 		}
 		s.progress(ctx, tasks...)
 		return
@@ -394,13 +395,13 @@ func (a *answer) status(ctx context.Context, s sink, shown, line string, tasks [
 
 // toolDone closes a call's task card in a native stream: complete when the call was made and
 // answered, else error.
-func (a *answer) toolDone(ctx context.Context, s sink, task Task, outcome string) {
+func (a *generation) toolDone(ctx context.Context, s roundSink, task gateway.Task, outcome string) {
 	if s.mode() == ModeEdit {
 		return
 	}
-	task.Status = TaskComplete
+	task.Status = gateway.TaskComplete
 	if outcome != "ok" {
-		task.Status, task.Details = TaskError, outcome
+		task.Status, task.Details = gateway.TaskError, outcome
 	}
 	s.progress(ctx, task)
 }
@@ -412,25 +413,6 @@ func (r *Replies) observeTool(ev ToolEvent) {
 	if f := r.opt.Tools.Observe; f != nil {
 		f(ev)
 	}
-}
-
-// clipRunes cuts s to at most n runes, with an ellipsis.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-// prettyArgs shows a call's arguments to people: indented JSON, cut to n runes.
-func prettyArgs(args []byte, n int) string {
-	var b bytes.Buffer
-	if json.Indent(&b, args, "", "  ") != nil {
-		b.Reset()
-		b.Write(args)
-	}
-	return clipRunes(cmp.Or(b.String(), "{}"), n)
 }
 
 // textToolsUnavailable ends the first answer after the model's server refused the tools (the

@@ -14,8 +14,12 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/toolinfo"
 )
 
@@ -51,7 +55,7 @@ func (f *fakeTools) called() []string {
 // roundChat answers each request with the steps script gives for it (n counts from 0).
 type roundChat struct {
 	mu       sync.Mutex
-	script   func(n int, req llm.ChatRequest) []step
+	script   func(n int, req llm.ChatRequest) []llmtest.Step
 	requests []llm.ChatRequest
 }
 
@@ -60,7 +64,7 @@ func (c *roundChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[l
 	n := len(c.requests)
 	c.requests = append(c.requests, req)
 	c.mu.Unlock()
-	inner := &fakeChat{steps: c.script(n, req)}
+	inner := &llmtest.Chat{Steps: c.script(n, req)}
 	return inner.Stream(ctx, req)
 }
 
@@ -72,8 +76,8 @@ func (c *roundChat) calls() []llm.ChatRequest {
 
 // callsThenAnswer: an answer's first rounds (rounds of them; -1: all) say "Checking." and call the
 // tools; the next answers "Done.".
-func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatRequest) []step {
-	return func(_ int, req llm.ChatRequest) []step {
+func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatRequest) []llmtest.Step {
+	return func(_ int, req llm.ChatRequest) []llmtest.Step {
 		n := 0 // the rounds before this one
 		for _, m := range req.Messages {
 			if len(m.ToolCalls) > 0 {
@@ -81,10 +85,10 @@ func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatReques
 			}
 		}
 		if (rounds < 0 || n < rounds) && req.Tools != nil {
-			return []step{{chunk: llm.Chunk{Content: "Checking."}}, {chunk: llm.Chunk{FinishReason: "tool_calls"}},
-				{chunk: llm.Chunk{ToolCalls: calls}}}
+			return []llmtest.Step{{Chunk: llm.Chunk{Content: "Checking."}}, {Chunk: llm.Chunk{FinishReason: "tool_calls"}},
+				{Chunk: llm.Chunk{ToolCalls: calls}}}
 		}
-		return deltas([]string{"Done."}, 100*time.Millisecond)
+		return llmtest.Deltas([]string{"Done."}, 100*time.Millisecond)
 	}
 }
 
@@ -100,17 +104,17 @@ func weatherTools(auto bool, run func(ctx context.Context, args string) (string,
 func sunny(context.Context, string) (string, error) { return "sunny, 21 °C", nil }
 
 type toolTest struct {
-	slack *fakeSlack
+	slack *gatewaytest.Slack
 	chat  *roundChat
 	tools *fakeTools
 	r     *Replies
 	// approvals are where the answers' approval prompts wait for the clicks (Decide).
-	approvals *Approvals
+	approvals *approvals.Approvals
 	events    []ToolEvent
 	mu        sync.Mutex
 }
 
-func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatRequest) []step, edit func(*ToolOptions)) *toolTest {
+func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatRequest) []llmtest.Step, edit func(*ToolOptions)) *toolTest {
 	tt := &toolTest{slack: newQuestionSlack(), chat: &roundChat{script: script}, tools: tools}
 	opt := testOptions()
 	opt.Tools = ToolOptions{Tools: tools, Observe: func(ev ToolEvent) {
@@ -121,7 +125,7 @@ func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatReques
 	if edit != nil {
 		edit(&opt.Tools)
 	}
-	tt.approvals = NewApprovals(nil, nil, zaptest.NewLogger(t))
+	tt.approvals = approvals.New(nil, nil, zaptest.NewLogger(t))
 	opt.Approvals = tt.approvals
 	tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)
 	return tt
@@ -140,19 +144,19 @@ func (tt *toolTest) outcomes() []string {
 // final is the answer's last text in Slack.
 func (tt *toolTest) final() string {
 	var answer string
-	for _, m := range tt.slack.botMessages(testTS) {
-		if m.mark.Kind == convo.MarkAnswer {
-			answer = m.text
+	for _, m := range tt.slack.BotMessages(testTS) {
+		if m.Mark.Kind == convo.MarkAnswer {
+			answer = m.Text
 		}
 	}
 	return answer
 }
 
 // prompts are the approval prompts posted.
-func (tt *toolTest) prompts() []call {
-	var out []call
-	for _, c := range tt.slack.callsOf("post") {
-		if len(c.buttons) > 0 && c.buttons[0].ActionID == ActionToolAllowOnce {
+func (tt *toolTest) prompts() []gatewaytest.Call {
+	var out []gatewaytest.Call
+	for _, c := range tt.slack.CallsOf("post") {
+		if len(c.Buttons) > 0 && c.Buttons[0].ActionID == approvals.ActionToolAllowOnce {
 			out = append(out, c)
 		}
 	}
@@ -207,11 +211,11 @@ func TestToolApproval(t *testing.T) {
 		verdict string   // in the settled prompt
 		calls   int      // tool calls made
 	}{
-		{"allow once", []string{"U1 " + ActionToolAllowOnce}, 0, []string{"wx/weather:ok"}, "_Used `weather` (wx)._", "_Allowed once._", 1},
-		{"deny", []string{"U1 " + ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: the person who asked denied it", "_Denied._", 0},
+		{"allow once", []string{"U1 " + approvals.ActionToolAllowOnce}, 0, []string{"wx/weather:ok"}, "_Used `weather` (wx)._", "_Allowed once._", 1},
+		{"deny", []string{"U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: the person who asked denied it", "_Denied._", 0},
 		{"time out", nil, 0, []string{"wx/weather:timeout"}, "nobody approved it in time", "_Not answered in time: denied._", 0},
-		{"someone else first", []string{"U2 " + ActionToolAllowOnce, "U1 " + ActionToolDeny}, 0, []string{"wx/weather:denied"}, "denied it", "_Denied._", 0},
-		{"late click", []string{"U1 " + ActionToolAllowOnce}, 3 * time.Minute, []string{"wx/weather:timeout"}, "in time", "in time", 0},
+		{"someone else first", []string{"U2 " + approvals.ActionToolAllowOnce, "U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "denied it", "_Denied._", 0},
+		{"late click", []string{"U1 " + approvals.ActionToolAllowOnce}, 3 * time.Minute, []string{"wx/weather:timeout"}, "in time", "in time", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -225,11 +229,11 @@ func TestToolApproval(t *testing.T) {
 				}
 				p := ps[0]
 				for _, want := range []string{"<@U1>", "`weather` of *wx*", "\"city\": \"Paris\""} {
-					if !strings.Contains(p.text, want) {
-						t.Errorf("prompt %q lacks %q", p.text, want)
+					if !strings.Contains(p.Text, want) {
+						t.Errorf("prompt %q lacks %q", p.Text, want)
 					}
 				}
-				ref, err := ParseApprovalRef(p.buttons[0].Value)
+				ref, err := approvals.ParseApprovalRef(p.Buttons[0].Value)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -237,8 +241,8 @@ func TestToolApproval(t *testing.T) {
 				for _, c := range tc.clicks {
 					user, action, _ := strings.Cut(c, " ")
 					got := tt.approvals.Decide(ref, user, action)
-					if user != "U1" && got != DecidedNotAsker {
-						t.Errorf("click by %s: %v, want DecidedNotAsker", user, got)
+					if user != "U1" && got != approvals.DecidedNotAsker {
+						t.Errorf("click by %s: %v, want approvals.DecidedNotAsker", user, got)
 					}
 				}
 				time.Sleep(DefaultApprovalTimeout)
@@ -253,10 +257,10 @@ func TestToolApproval(t *testing.T) {
 					t.Errorf("%d tool calls, want %d", got, tc.calls)
 				}
 				var settled string
-				for _, m := range tt.slack.botMessages(testTS) {
-					if m.ts == p.ts {
-						settled = m.text
-						if len(m.buttons) != 0 {
+				for _, m := range tt.slack.BotMessages(testTS) {
+					if m.TS == p.TS {
+						settled = m.Text
+						if len(m.Buttons) != 0 {
 							t.Errorf("the settled prompt keeps its buttons")
 						}
 					}
@@ -282,11 +286,11 @@ func TestToolAllowForThread(t *testing.T) {
 		go func() { done <- tt.r.Reply(t.Context(), testRequest()) }()
 		synctest.Wait()
 		ps := tt.prompts()
-		if len(ps) != 1 || len(ps[0].buttons) != 3 {
+		if len(ps) != 1 || len(ps[0].Buttons) != 3 {
 			t.Fatalf("%d prompts (want 1, with 3 buttons)", len(ps))
 		}
-		ref, _ := ParseApprovalRef(ps[0].Value())
-		if got := tt.approvals.Decide(ref, "U1", ActionToolAllowThread); got != DecidedHere {
+		ref, _ := approvals.ParseApprovalRef(buttonValue(ps[0]))
+		if got := tt.approvals.Decide(ref, "U1", approvals.ActionToolAllowThread); got != approvals.DecidedHere {
 			t.Fatalf("Decide = %v", got)
 		}
 		mustNoErr(t, <-done)
@@ -315,8 +319,8 @@ func TestToolAllowForThread(t *testing.T) {
 	})
 }
 
-// Value is the value of a prompt's first button (all three carry the same).
-func (c call) Value() string { return c.buttons[0].Value }
+// buttonValue is the value of a prompt's first button (all three carry the same).
+func buttonValue(c gatewaytest.Call) string { return c.Buttons[0].Value }
 
 func TestToolErrorsAndBounds(t *testing.T) {
 	boom := func(context.Context, string) (string, error) {
@@ -404,7 +408,7 @@ func TestNoToolsForOtherChannels(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tt := newToolTest(t, weatherTools(true, sunny), callsThenAnswer(1, weatherCall), nil)
 		fs := tt.slack
-		fs.threads["C2/"+testTS] = fs.threads[testCh+"/"+testTS]
+		fs.Threads["C2/"+testTS] = fs.Threads[testCh+"/"+testTS]
 		req := testRequest()
 		req.Channel = "C2"
 		mustNoErr(t, tt.r.Reply(t.Context(), req))
@@ -445,26 +449,26 @@ func TestToolLoopNativeStream(t *testing.T) {
 		tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)
 		mustNoErr(t, tt.r.Reply(t.Context(), testRequest()))
 		want := "Checking.\n\n_Used `weather` (wx)._\n\nChecking.\n\n_`weather` was not used: nobody approved it in time._\n\nDone."
-		ms := slices.DeleteFunc(tt.slack.botMessages(testTS), func(m fakeMsg) bool { return m.mark.Kind != convo.MarkAnswer })
-		if len(ms) != 1 || ms[0].text != streamed(want) || ms[0].streaming {
+		ms := slices.DeleteFunc(tt.slack.BotMessages(testTS), func(m gatewaytest.Message) bool { return m.Mark.Kind != convo.MarkAnswer })
+		if len(ms) != 1 || ms[0].Text != streamed(want) || ms[0].Streaming {
 			t.Errorf("streamed message %+v, want %q", ms, streamed(want))
 		}
-		for _, c := range tt.slack.callsOf("appendStream") {
-			if strings.Contains(c.text, "Using") {
-				t.Errorf("a status line was appended: %q", c.text)
+		for _, c := range tt.slack.CallsOf("appendStream") {
+			if strings.Contains(c.Text, "Using") {
+				t.Errorf("a status line was appended: %q", c.Text)
 			}
 		}
 		// Each call shows as a task card: under way, then complete.
 		var cards []string
-		for _, c := range tt.slack.callsOf("appendTasks") {
-			for _, task := range c.tasks {
+		for _, c := range tt.slack.CallsOf("appendTasks") {
+			for _, task := range c.Tasks {
 				if strings.HasPrefix(task.ID, "tool_") {
 					cards = append(cards, task.Title+":"+task.Status)
 				}
 			}
 		}
-		want2 := []string{"Using weather (wx):" + TaskInProgress, "Using weather (wx):" + TaskComplete,
-			"Using weather (wx):" + TaskInProgress, "Using weather (wx):" + TaskError}
+		want2 := []string{"Using weather (wx):" + gateway.TaskInProgress, "Using weather (wx):" + gateway.TaskComplete,
+			"Using weather (wx):" + gateway.TaskInProgress, "Using weather (wx):" + gateway.TaskError}
 		if !slices.Equal(cards, want2) {
 			t.Errorf("task cards %v, want %v", cards, want2)
 		}

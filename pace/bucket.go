@@ -51,6 +51,8 @@ type Bucket struct {
 	// issued numbers the waits that queued; the last one queued holds the latest number, and
 	// only it may give its token back when it stops waiting (see giveUp).
 	issued uint64
+	// claims counts the live Reservations: the tokens WaitSpare leaves for them (see Reserve).
+	claims int
 
 	shared Shared // nil: this process alone (see Share)
 	name   string // the shared bucket's name
@@ -264,6 +266,10 @@ func (b *Bucket) Throttled(retryAfter time.Duration) {
 func (b *Bucket) take(now time.Time, keep float64) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.takeLocked(now, keep)
+}
+
+func (b *Bucket) takeLocked(now time.Time, keep float64) time.Duration {
 	b.refillLocked(now)
 	need := 1 + keep
 	if b.tokens >= need && !now.Before(b.blockedLocked()) {

@@ -45,6 +45,17 @@ func (k *Keyed) WaitSlot(ctx context.Context, key string) (Slot, error) {
 	return k.bucket(key).WaitSlot(ctx)
 }
 
+// WaitSpare takes one token from key's bucket for a write that shows progress, leaving the
+// tokens claimed there (Bucket.WaitSpare).
+func (k *Keyed) WaitSpare(ctx context.Context, key string) (Slot, error) {
+	return k.bucket(key).WaitSpare(ctx)
+}
+
+// Reserve claims one token of key's bucket for an end (Bucket.Reserve).
+func (k *Keyed) Reserve(key string) *Reservation {
+	return k.bucket(key).Reserve()
+}
+
 // Throttled records a 429 for key's bucket (see Bucket.Throttled).
 func (k *Keyed) Throttled(key string, retryAfter time.Duration) {
 	k.bucket(key).Throttled(retryAfter)
@@ -80,7 +91,7 @@ func (k *Keyed) sweepLocked(now time.Time) {
 	for key, b := range k.m {
 		b.mu.Lock()
 		b.refillLocked(now)
-		idle := b.tokens >= b.burst && !b.paused.After(now)
+		idle := b.tokens >= b.burst && !b.paused.After(now) && b.claims == 0 // a claimed bucket is no new one
 		b.mu.Unlock()
 		if idle {
 			delete(k.m, key)

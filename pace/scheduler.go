@@ -310,6 +310,39 @@ func (l *Lane) Wait(ctx context.Context, p Priority, pendingSince time.Time) err
 	return l.s.b.gate(ctx) // the replicas' shared budget, if the bucket shares one
 }
 
+// Try takes a grant for a write of kind p at once, when one is free now for it (as Wait would hand
+// it out at once: no better waiter, a token in the bucket beyond the reserve p leaves), and reports
+// whether it did; it never waits. With a shared bucket (Bucket.Share) it needs that bucket's token
+// now too. Under the baseline policies there is nothing to take at once: false.
+func (l *Lane) Try(p Priority, pendingSince time.Time) bool {
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed || l.s.policy != PolicyFair {
+		return false
+	}
+	return l.s.try(p, pendingSince) && l.s.b.tryGate()
+}
+
+// try is Try's grant: it queues a waiter, lets dispatchLocked serve the line as it stands, and takes
+// the waiter back out when it was not served.
+func (s *Scheduler) try(p Priority, since time.Time) bool {
+	if since.IsZero() {
+		since = time.Now()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	w := &waiter{p: p, since: since, seq: s.seq, ready: make(chan struct{})}
+	s.waiters = append(s.waiters, w)
+	s.dispatchLocked()
+	if w.granted {
+		return true
+	}
+	s.removeLocked(w)
+	return false
+}
+
 // Throttled records a 429 seen by this lane's write. Under PolicyFair it pauses the whole scheduler
 // (Scheduler.Throttled); the baseline policies pause only this lane, as the bots they imitate do.
 func (l *Lane) Throttled(retryAfter time.Duration) {

@@ -58,6 +58,9 @@ type Request struct {
 	Feature string
 
 	Channel, User, Team string
+	// UserTeam is the team Slack names as the person's own (an event's user_team, a click's
+	// user.team_id); "" when the payload does not say (Team may then be the workspace it came from).
+	UserTeam string
 	// ThreadTS and MessageTS are, for an action, the thread and the message of the clicked button;
 	// for a message shortcut, the message's.
 	ThreadTS, MessageTS string
@@ -239,6 +242,7 @@ type ReplyRequest struct {
 	Channel     string
 	ChannelType string // "channel", "group", "im", "mpim"
 	User, Team  string
+	UserTeam    string // the team Slack names as the person's own (user_team); "": not said
 	TS          string // the triggering message
 	// ThreadTS is the thread to answer in: for a top-level mention in a channel, the message's own ts.
 	// "" = a top-level DM: answer in the DM, context = recent history.
@@ -260,7 +264,7 @@ type ReplyRequest struct {
 	// last message): the new answer is written in place of that answer. "": in a new message.
 	Replace string
 	// Task, when set, is something the bot does with the thread instead of answering the message
-	// TS (handlers.TaskSummarize: summarise it; set by a message shortcut, and by Regenerate on
+	// TS (TaskSummarize: summarise it; set by a message shortcut, and by Regenerate on
 	// what it wrote). The whole thread is read and the task's instruction stands in for the
 	// question; TS only names the message the shortcut was used on. User is the person who asked.
 	Task string

@@ -27,10 +27,10 @@ const (
 // world makes the replicas of one test, which share what their backend shares (a namespace, a directory).
 type world struct {
 	t    *testing.T
-	make func(self string) store
+	make func(self string) runner
 	// crash, where the backend has one, runs s as a replica that dies when ctx ends, without removing its
 	// liveness (which then expires).
-	crash func(s store) func(context.Context) error
+	crash func(s runner) func(context.Context) error
 }
 
 // replica makes replica self and runs it.
@@ -47,13 +47,13 @@ type backend struct {
 var backends = []backend{
 	{name: "Memory", shares: alone, setup: func(*testing.T) func(*testing.T) world {
 		return func(t *testing.T) world {
-			return world{t: t, make: func(self string) store { return newTestMemory(t, self, "") }}
+			return world{t: t, make: func(self string) runner { return newTestMemory(t, self, "") }}
 		}
 	}},
 	{name: "MemoryDir", shares: journaled, setup: func(*testing.T) func(*testing.T) world {
 		return func(t *testing.T) world {
 			dir := t.TempDir()
-			return world{t: t, make: func(self string) store { return newTestMemory(t, self, dir) }}
+			return world{t: t, make: func(self string) runner { return newTestMemory(t, self, dir) }}
 		}
 	}},
 	{name: "Redis", shares: everything, setup: func(t *testing.T) func(*testing.T) world {
@@ -62,8 +62,8 @@ var backends = []backend{
 			ns := srv.namespace()
 			return world{
 				t:     t,
-				make:  func(self string) store { return newTestRedis(t, srv.url, ns, self) },
-				crash: func(s store) func(context.Context) error { return crashRun(s.(*Redis)) },
+				make:  func(self string) runner { return newTestRedis(t, srv.url, ns, self) },
+				crash: func(s runner) func(context.Context) error { return crashRun(s.(*Redis)) },
 			}
 		}
 	}},
@@ -73,12 +73,12 @@ var backends = []backend{
 			ns := srv.namespace()
 			return world{
 				t: t,
-				make: func(self string) store {
+				make: func(self string) runner {
 					// Redis is up throughout: a failed call would hide behind the local store.
 					hooks := FallbackHooks{Failed: func(op string) { t.Errorf("%s: Redis call %s failed", self, op) }}
 					return NewFallback(newTestRedis(t, srv.url, ns, self), newTestMemory(t, self, ""), zap.NewNop(), hooks)
 				},
-				crash: func(s store) func(context.Context) error { return crashRun(s.(*Fallback).primary) },
+				crash: func(s runner) func(context.Context) error { return crashRun(s.(*Fallback).primary) },
 			}
 		}
 	}},

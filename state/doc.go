@@ -1,7 +1,10 @@
 // Package state holds what the bot's replicas share: dedupe claims, flags and daily counters with a TTL,
 // token buckets for Slack's write budgets, per-thread leases, the journal of answers in progress, and messages
-// between replicas. Three stores have the same methods and the same behaviour (one contract test runs against
-// all of them):
+// between replicas. Three stores have the same parts, each with the same methods and the same behaviour (one
+// contract test runs against all of them): the store itself runs the replica (Run, Close) and holds its leases
+// and liveness; Keys are its claims, marks, counters and token buckets; Answers is its journal of open answers
+// and the fence of their writes; Inbox is its messages between replicas. Each consumer is handed the part it
+// uses:
 //
 //   - Memory: one process, in memory; given a directory, its journal of open answers lives there (a JSON file
 //     per answer under answers/) and its liveness is an flock on replicas/<self>.lock, so a restarted process

@@ -203,7 +203,7 @@ func (f *Fallback) set(degraded bool, op string, err error) {
 // readLocal hands the local store's messages to Receive until ctx ends.
 func (f *Fallback) readLocal(ctx context.Context) {
 	for {
-		msg, err := f.local.Receive(ctx)
+		msg, err := f.local.Inbox().Receive(ctx)
 		if err != nil {
 			return
 		}
@@ -219,7 +219,7 @@ func (f *Fallback) readRedis(ctx context.Context) {
 			_ = watch.Sleep(ctx, f.probeEvery) // its end is the loop's
 			continue
 		}
-		msg, ok, err := f.primary.pop(ctx, f.primary.pollBlock)
+		msg, ok, err := f.primary.Inbox().pop(ctx, f.primary.pollBlock)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.failed("receive", err)
@@ -290,55 +290,63 @@ func do(ctx context.Context, f *Fallback, op string, remote, local func(context.
 func none(context.Context) error { return nil }
 
 // Claim is true the first time key is claimed within ttl.
-func (f *Fallback) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+func (k FallbackKeys) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	f := k.f
 	return call(ctx, f, "claim", func(c context.Context) (bool, error) {
-		first, err := f.primary.Claim(c, key, ttl)
+		first, err := f.primary.Keys().Claim(c, key, ttl)
 		if err == nil {
-			_, _ = f.local.Claim(c, key, ttl)
+			_, _ = f.local.Keys().Claim(c, key, ttl)
 		}
 		return first, err
-	}, func(c context.Context) (bool, error) { return f.local.Claim(c, key, ttl) })
+	}, func(c context.Context) (bool, error) { return f.local.Keys().Claim(c, key, ttl) })
 }
 
 // Mark sets a flag on key for ttl.
-func (f *Fallback) Mark(ctx context.Context, key string, ttl time.Duration) error {
-	if err := f.local.Mark(ctx, key, ttl); err != nil {
+func (k FallbackKeys) Mark(ctx context.Context, key string, ttl time.Duration) error {
+	f := k.f
+	if err := f.local.Keys().Mark(ctx, key, ttl); err != nil {
 		return err
 	}
-	return do(ctx, f, "mark", func(c context.Context) error { return f.primary.Mark(c, key, ttl) }, none)
+	return do(ctx, f, "mark", func(c context.Context) error { return f.primary.Keys().Mark(c, key, ttl) }, none)
 }
 
 // Marked reports whether key's flag is set.
-func (f *Fallback) Marked(ctx context.Context, key string) (bool, error) {
+func (k FallbackKeys) Marked(ctx context.Context, key string) (bool, error) {
+	f := k.f
 	return call(ctx, f, "marked",
-		func(c context.Context) (bool, error) { return f.primary.Marked(c, key) },
-		func(c context.Context) (bool, error) { return f.local.Marked(c, key) })
+		func(c context.Context) (bool, error) { return f.primary.Keys().Marked(c, key) },
+		func(c context.Context) (bool, error) { return f.local.Keys().Marked(c, key) })
 }
 
 // Add adds delta to counter key and returns its new value; ttl is set when the key is created.
-func (f *Fallback) Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+func (k FallbackKeys) Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+	f := k.f
 	return call(ctx, f, "add", func(c context.Context) (int64, error) {
-		n, err := f.primary.Add(c, key, delta, ttl)
+		n, err := f.primary.Keys().Add(c, key, delta, ttl)
 		if err == nil {
-			_, _ = f.local.Add(c, key, delta, ttl)
+			_, _ = f.local.Keys().Add(c, key, delta, ttl)
 		}
 		return n, err
-	}, func(c context.Context) (int64, error) { return f.local.Add(c, key, delta, ttl) })
+	}, func(c context.Context) (int64, error) { return f.local.Keys().Add(c, key, delta, ttl) })
 }
 
 // Take takes a token of bucket name if one is there now and returns 0, or returns how long until one will be.
-func (f *Fallback) Take(ctx context.Context, name string, perMinute float64, burst int) (time.Duration, error) {
+func (k FallbackKeys) Take(ctx context.Context, name string, perMinute float64, burst int) (time.Duration, error) {
+	f := k.f
 	return call(ctx, f, "take",
-		func(c context.Context) (time.Duration, error) { return f.primary.Take(c, name, perMinute, burst) },
-		func(c context.Context) (time.Duration, error) { return f.local.Take(c, name, perMinute, burst) })
+		func(c context.Context) (time.Duration, error) {
+			return f.primary.Keys().Take(c, name, perMinute, burst)
+		},
+		func(c context.Context) (time.Duration, error) { return f.local.Keys().Take(c, name, perMinute, burst) })
 }
 
 // Pause stops bucket name until until; an earlier pause than the one in force is ignored.
-func (f *Fallback) Pause(ctx context.Context, name string, until time.Time) error {
-	if err := f.local.Pause(ctx, name, until); err != nil {
+func (k FallbackKeys) Pause(ctx context.Context, name string, until time.Time) error {
+	f := k.f
+	if err := f.local.Keys().Pause(ctx, name, until); err != nil {
 		return err
 	}
-	return do(ctx, f, "pause", func(c context.Context) error { return f.primary.Pause(c, name, until) }, none)
+	return do(ctx, f, "pause", func(c context.Context) error { return f.primary.Keys().Pause(c, name, until) }, none)
 }
 
 // Lease takes key for this replica if it is free, its own, or its holder is not alive; it returns the holder.
@@ -371,13 +379,14 @@ func (f *Fallback) Alive(ctx context.Context, replica string) (bool, error) {
 }
 
 // Open records a as in progress, owned by this replica.
-func (f *Fallback) Open(ctx context.Context, a Answer) error {
+func (j FallbackAnswers) Open(ctx context.Context, a Answer) error {
+	f := j.f
 	onRedis := false
 	err := do(ctx, f, "open", func(c context.Context) error {
-		err := f.primary.Open(c, a)
+		err := f.primary.Answers().Open(c, a)
 		onRedis = err == nil
 		return err
-	}, func(c context.Context) error { return f.local.Open(c, a) })
+	}, func(c context.Context) error { return f.local.Answers().Open(c, a) })
 	f.mu.Lock()
 	switch {
 	case err == nil && !onRedis:
@@ -393,27 +402,29 @@ func (f *Fallback) Open(ctx context.Context, a Answer) error {
 		return err
 	}
 	// A copy left in the local store by an outage is out of date now.
-	return f.local.CloseAnswer(ctx, a.ID)
+	return f.local.Answers().CloseAnswer(ctx, a.ID)
 }
 
 // AddMessage appends ts to the messages of answer id, once, wherever it is open.
-func (f *Fallback) AddMessage(ctx context.Context, id, ts string) error {
-	if err := f.local.AddMessage(ctx, id, ts); err != nil {
+func (j FallbackAnswers) AddMessage(ctx context.Context, id, ts string) error {
+	f := j.f
+	if err := f.local.Answers().AddMessage(ctx, id, ts); err != nil {
 		return err
 	}
-	return do(ctx, f, "add_message", func(c context.Context) error { return f.primary.AddMessage(c, id, ts) }, none)
+	return do(ctx, f, "add_message", func(c context.Context) error { return f.primary.Answers().AddMessage(c, id, ts) }, none)
 }
 
 // CloseAnswer removes answer id from the journal, wherever it is open. A close that does not reach
 // Redis is kept and made again once Redis answers: a record left there would make a finished answer
 // look orphaned when this replica leaves, and another would close it again as interrupted.
-func (f *Fallback) CloseAnswer(ctx context.Context, id string) error {
-	if err := f.local.CloseAnswer(ctx, id); err != nil {
+func (j FallbackAnswers) CloseAnswer(ctx context.Context, id string) error {
+	f := j.f
+	if err := f.local.Answers().CloseAnswer(ctx, id); err != nil {
 		return err
 	}
 	closed := false
 	err := do(ctx, f, "close_answer", func(c context.Context) error {
-		err := f.primary.CloseAnswer(c, id)
+		err := f.primary.Answers().CloseAnswer(c, id)
 		closed = err == nil
 		return err
 	}, none)
@@ -442,9 +453,9 @@ func (f *Fallback) catchUp(ctx context.Context) {
 		cctx, cancel := context.WithTimeout(ctx, f.timeout)
 		var err error
 		if op == lateAbandon {
-			err = f.primary.Abandon(cctx, id)
+			err = f.primary.Answers().Abandon(cctx, id)
 		} else {
-			err = f.primary.CloseAnswer(cctx, id)
+			err = f.primary.Answers().CloseAnswer(cctx, id)
 		}
 		cancel()
 		if err != nil {
@@ -466,16 +477,17 @@ type found struct {
 
 // Abandon hands answer id over for adoption where it is open: in the local store if it was opened there
 // during an outage, else in Redis (once Redis answers, if it cannot be reached now).
-func (f *Fallback) Abandon(ctx context.Context, id string) error {
-	if _, ok, err := f.local.Get(ctx, id); err != nil || ok {
+func (j FallbackAnswers) Abandon(ctx context.Context, id string) error {
+	f := j.f
+	if _, ok, err := f.local.Answers().Get(ctx, id); err != nil || ok {
 		if err != nil {
 			return err
 		}
-		return f.local.Abandon(ctx, id)
+		return f.local.Answers().Abandon(ctx, id)
 	}
 	done := false
 	err := do(ctx, f, "abandon", func(c context.Context) error {
-		err := f.primary.Abandon(c, id)
+		err := f.primary.Answers().Abandon(c, id)
 		done = err == nil
 		return err
 	}, none)
@@ -488,7 +500,8 @@ func (f *Fallback) Abandon(ctx context.Context, id string) error {
 }
 
 // Get returns open answer id, from Redis or else the local store.
-func (f *Fallback) Get(ctx context.Context, id string) (Answer, bool, error) {
+func (j FallbackAnswers) Get(ctx context.Context, id string) (Answer, bool, error) {
+	f := j.f
 	get := func(s interface {
 		Get(context.Context, string) (Answer, bool, error)
 	}) func(context.Context) (found, error) {
@@ -497,20 +510,21 @@ func (f *Fallback) Get(ctx context.Context, id string) (Answer, bool, error) {
 			return found{a, ok}, err
 		}
 	}
-	r, err := call(ctx, f, "get", get(f.primary), get(f.local))
+	r, err := call(ctx, f, "get", get(f.primary.Answers()), get(f.local.Answers()))
 	if err == nil && !r.ok {
-		r, err = get(f.local)(ctx)
+		r, err = get(f.local.Answers())(ctx)
 	}
 	return r.a, r.ok, err
 }
 
 // Orphans returns the open answers whose owner is not alive, from Redis and the local store.
-func (f *Fallback) Orphans(ctx context.Context) ([]Answer, error) {
-	shared, err := call(ctx, f, "orphans", f.primary.Orphans, func(context.Context) ([]Answer, error) { return nil, nil })
+func (j FallbackAnswers) Orphans(ctx context.Context) ([]Answer, error) {
+	f := j.f
+	shared, err := call(ctx, f, "orphans", f.primary.Answers().Orphans, func(context.Context) ([]Answer, error) { return nil, nil })
 	if err != nil {
 		return nil, err
 	}
-	local, err := f.local.Orphans(ctx)
+	local, err := f.local.Answers().Orphans(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -534,12 +548,13 @@ func mergeAnswers(shared, local []Answer) []Answer {
 
 // Adopt makes this replica the owner of orphan id, where it is open: in the local store if it was opened
 // there during an outage, else in Redis.
-func (f *Fallback) Adopt(ctx context.Context, id string) (Answer, bool, error) {
-	if _, ok, err := f.local.Get(ctx, id); err != nil || ok {
+func (j FallbackAnswers) Adopt(ctx context.Context, id string) (Answer, bool, error) {
+	f := j.f
+	if _, ok, err := f.local.Answers().Get(ctx, id); err != nil || ok {
 		if err != nil {
 			return Answer{}, false, err
 		}
-		return f.local.Adopt(ctx, id)
+		return f.local.Answers().Adopt(ctx, id)
 	}
 	adopt := func(s interface {
 		Adopt(context.Context, string) (Answer, bool, error)
@@ -549,20 +564,22 @@ func (f *Fallback) Adopt(ctx context.Context, id string) (Answer, bool, error) {
 			return found{a, ok}, err
 		}
 	}
-	r, err := call(ctx, f, "adopt", adopt(f.primary), adopt(f.local))
+	r, err := call(ctx, f, "adopt", adopt(f.primary.Answers()), adopt(f.local.Answers()))
 	return r.a, r.ok, err
 }
 
 // Send queues msg for replica: through Redis, or, while degraded, only to this replica (else ErrNoReplica).
-func (f *Fallback) Send(ctx context.Context, replica string, msg []byte) error {
+func (i FallbackInbox) Send(ctx context.Context, replica string, msg []byte) error {
+	f := i.f
 	return do(ctx, f, "send",
-		func(c context.Context) error { return f.primary.Send(c, replica, msg) },
-		func(c context.Context) error { return f.local.Send(c, replica, msg) })
+		func(c context.Context) error { return f.primary.Inbox().Send(c, replica, msg) },
+		func(c context.Context) error { return f.local.Inbox().Send(c, replica, msg) })
 }
 
 // Receive returns the next message for this replica from either inbox, waiting until ctx ends. The inboxes
 // are read by Run: without it, nothing arrives.
-func (f *Fallback) Receive(ctx context.Context) ([]byte, error) {
+func (i FallbackInbox) Receive(ctx context.Context) ([]byte, error) {
+	f := i.f
 	select {
 	case msg := <-f.inbox:
 		return msg, nil

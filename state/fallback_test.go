@@ -157,7 +157,7 @@ func afterOutage(t *testing.T, a, b observed, opened string) {
 	if got, ok := b.get(opened); !ok || got.Owner != "a" || got.Messages != nil {
 		t.Errorf("b.Get of the answer a opened again = %+v, %v", got, ok)
 	}
-	if _, ok, err := a.f.local.Get(ctx, opened); err != nil || ok {
+	if _, ok, err := a.f.local.Answers().Get(ctx, opened); err != nil || ok {
 		t.Errorf("the memory's copy after the answer was opened again: %v, %v", ok, err)
 	}
 	check(t, a.CloseAnswer(ctx, opened))
@@ -263,14 +263,14 @@ func TestFallbackClosesLateAfterAnOutage(t *testing.T) {
 	a := newObserved(t, c.URL(), "late-close:", "a")
 	other := start(t, newTestRedis(t, srv.URL(), "late-close:", "b"))
 	ctx := t.Context()
-	if err := a.f.Open(ctx, Answer{ID: "C1/1.000001", Channel: "C1", TS: "1.000001"}); err != nil {
+	if err := a.f.Answers().Open(ctx, Answer{ID: "C1/1.000001", Channel: "C1", TS: "1.000001"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, open := other.get("C1/1.000001"); !open {
 		t.Fatal("the answer is not open in Redis before the outage")
 	}
 	c.Cut()
-	if err := a.f.CloseAnswer(ctx, "C1/1.000001"); err != nil {
+	if err := a.f.Answers().CloseAnswer(ctx, "C1/1.000001"); err != nil {
 		t.Fatal(err)
 	}
 	if _, open := other.get("C1/1.000001"); !open {
@@ -301,9 +301,9 @@ func TestFallbackOpenThatFailedLeavesNoRedisCopy(t *testing.T) {
 	want := Answer{ID: "C1/1.1", Channel: "C1", TS: "1.1"}
 
 	c.Cut()
-	check(t, landed.Open(ctx, want))
-	check(t, a.Open(ctx, want))
-	if _, local, err := a.local.Get(ctx, want.ID); err != nil || !local {
+	check(t, landed.Answers().Open(ctx, want))
+	check(t, a.Answers().Open(ctx, want))
+	if _, local, err := a.local.Answers().Get(ctx, want.ID); err != nil || !local {
 		t.Fatalf("the answer in the local store: %v, %v; want it there", local, err)
 	}
 	c.Restore()
@@ -311,7 +311,7 @@ func TestFallbackOpenThatFailedLeavesNoRedisCopy(t *testing.T) {
 		_, open := b.get(want.ID)
 		return !open
 	})
-	if _, local, err := a.local.Get(ctx, want.ID); err != nil || !local {
+	if _, local, err := a.local.Answers().Get(ctx, want.ID); err != nil || !local {
 		t.Errorf("the answer in the local store once Redis is back: %v, %v; want it still open", local, err)
 	}
 }
@@ -329,9 +329,9 @@ func TestFallbackAbandonsLateAfterAnOutage(t *testing.T) {
 	start(t, a)
 	b := start(t, newTestRedis(t, srv.URL(), ns, "b"))
 	ctx := t.Context()
-	check(t, a.Open(ctx, Answer{ID: "C1/1.1", Channel: "C1", TS: "1.1"}))
+	check(t, a.Answers().Open(ctx, Answer{ID: "C1/1.1", Channel: "C1", TS: "1.1"}))
 	c.Cut()
-	check(t, a.Abandon(ctx, "C1/1.1"))
+	check(t, a.Answers().Abandon(ctx, "C1/1.1"))
 	c.Restore()
 	waittest.Eventually(t, 5*time.Second, "the answer handed over in Redis", func() bool {
 		o := b.orphans()

@@ -132,7 +132,8 @@ func (r *Redis) fresh() bool {
 // at once while its liveness in Redis was renewed within half the TTL, else until a heartbeat renews
 // it (or ctx ends: ErrNotRenewed for its deadline, else its cause). After a lapse of the liveness the
 // answer is checked once (see above); ErrFenced when another replica adopted it.
-func (r *Redis) Fence(ctx context.Context, id string) (time.Time, error) {
+func (j RedisAnswers) Fence(ctx context.Context, id string) (time.Time, error) {
+	r := j.r
 	for {
 		for !r.fresh() {
 			if err := watch.Sleep(ctx, fencePoll); err != nil {
@@ -150,7 +151,7 @@ func (r *Redis) Fence(ctx context.Context, id string) (time.Time, error) {
 		case !unchecked:
 			return until, nil
 		}
-		if err := r.check(ctx, id, opened); err != nil {
+		if err := j.check(ctx, id, opened); err != nil {
 			return time.Time{}, err
 		}
 		// The check took a while: the liveness must still be fresh, and the deadline is the new one.
@@ -159,8 +160,9 @@ func (r *Redis) Fence(ctx context.Context, id string) (time.Time, error) {
 
 // check looks, after a lapse, whether answer id (opened as a) is still this replica's, and records
 // what it found.
-func (r *Redis) check(ctx context.Context, id string, a Answer) error {
-	rec, ok, err := r.Get(ctx, id)
+func (j RedisAnswers) check(ctx context.Context, id string, a Answer) error {
+	r := j.r
+	rec, ok, err := j.Get(ctx, id)
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
@@ -181,7 +183,7 @@ func (r *Redis) check(ctx context.Context, id string, a Answer) error {
 		return ErrFenced
 	}
 	// Redis lost the record: nobody could adopt it, and without it nobody could recover the answer.
-	if err := r.Open(ctx, a); err != nil {
+	if err := j.Open(ctx, a); err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
 	r.book.settle(id, false)
@@ -190,16 +192,17 @@ func (r *Redis) check(ctx context.Context, id string, a Answer) error {
 
 // Fence of a Memory never waits and has no deadline: its liveness is a lock the kernel holds for the
 // process.
-func (m *Memory) Fence(context.Context, string) (time.Time, error) { return time.Time{}, nil }
+func (MemoryAnswers) Fence(context.Context, string) (time.Time, error) { return time.Time{}, nil }
 
 // Fence is Redis's Fence for an answer whose record is in Redis. One opened while Redis could not be
 // reached is in the local store, which no other replica sees: it is never fenced.
-func (f *Fallback) Fence(ctx context.Context, id string) (time.Time, error) {
+func (j FallbackAnswers) Fence(ctx context.Context, id string) (time.Time, error) {
+	f := j.f
 	if until := f.primary.freshUntil(); time.Now().Before(until) && f.primary.book.quiet() {
 		return until, nil // the usual case, without a look at the local journal (a file read with STATE_DIR)
 	}
-	if _, local, err := f.local.Get(ctx, id); err == nil && local {
+	if _, local, err := f.local.Answers().Get(ctx, id); err == nil && local {
 		return time.Time{}, nil
 	}
-	return f.primary.Fence(ctx, id)
+	return f.primary.Answers().Fence(ctx, id)
 }

@@ -26,13 +26,13 @@ func TestFenceHoldsACutOffReplicasWrites(t *testing.T) {
 	b := start(t, newTestRedis(t, url, ns, "b"))
 	ctx := t.Context()
 	for _, id := range []string{"adopted", "kept"} {
-		check(t, a.Open(ctx, Answer{ID: id, Channel: "C1", TS: "1.1"}))
+		check(t, a.Answers().Open(ctx, Answer{ID: id, Channel: "C1", TS: "1.1"}))
 	}
 	waittest.Eventually(t, 5*time.Second, "a's first heartbeat", func() bool { return a.primary.fresh() })
 	fenceWithin := func(id string, d time.Duration) error {
 		fctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		_, err := a.Fence(fctx, id)
+		_, err := a.Answers().Fence(fctx, id)
 		return err
 	}
 	if err := fenceWithin("kept", 50*time.Millisecond); err != nil {
@@ -42,7 +42,7 @@ func TestFenceHoldsACutOffReplicasWrites(t *testing.T) {
 	c.Cut()
 	cutAt := time.Now()
 	waittest.Eventually(t, 5*time.Second, "a degraded", a.Degraded)
-	check(t, a.Open(ctx, Answer{ID: "local", Channel: "C1", TS: "1.2"}))
+	check(t, a.Answers().Open(ctx, Answer{ID: "local", Channel: "C1", TS: "1.2"}))
 	if err := fenceWithin("local", 50*time.Millisecond); err != nil {
 		t.Errorf("Fence of an answer opened while cut off: %v; want nil at once", err)
 	}
@@ -80,7 +80,7 @@ func TestFenceAfterALapse(t *testing.T) {
 	ctx := t.Context()
 	ids := []string{"closed", "lost", "kept", "adopted", "adopted-closed"}
 	for _, id := range ids {
-		check(t, a.Open(ctx, Answer{ID: id, Channel: "C1", TS: "1.1"}))
+		check(t, a.Answers().Open(ctx, Answer{ID: id, Channel: "C1", TS: "1.1"}))
 	}
 	waittest.Eventually(t, 5*time.Second, "a's first heartbeat", ra.fresh)
 
@@ -97,7 +97,7 @@ func TestFenceAfterALapse(t *testing.T) {
 	check(t, b.CloseAnswer(ctx, "adopted-closed"))
 	check(t, ra.c.Del(ctx, ra.key("answer:", "lost")).Err())
 	waittest.Eventually(t, 5*time.Second, "a sees the lapse", func() bool { return !ra.book.quiet() })
-	check(t, a.CloseAnswer(ctx, "closed"))
+	check(t, a.Answers().CloseAnswer(ctx, "closed"))
 
 	for _, tc := range []struct {
 		id   string
@@ -111,7 +111,7 @@ func TestFenceAfterALapse(t *testing.T) {
 	} {
 		for range 2 { // the second time from what the first learned
 			fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := a.Fence(fctx, tc.id)
+			_, err := a.Answers().Fence(fctx, tc.id)
 			cancel()
 			if !errors.Is(err, tc.want) {
 				t.Errorf("Fence(%s) after the lapse: %v; want %v", tc.id, err, tc.want)
@@ -122,7 +122,7 @@ func TestFenceAfterALapse(t *testing.T) {
 		t.Errorf("the record Redis lost, after a's next write: %+v, %v; want it open again, a's", rec, ok)
 	}
 	for _, id := range []string{"adopted", "adopted-closed"} {
-		check(t, a.CloseAnswer(ctx, id)) // a's own close when its answer ends: b's record stays b's
+		check(t, a.Answers().CloseAnswer(ctx, id)) // a's own close when its answer ends: b's record stays b's
 	}
 	if !ra.book.quiet() {
 		t.Error("every answer checked and the adopted ones ended: want the fast path back")
@@ -171,9 +171,9 @@ func TestFenceDeadlines(t *testing.T) {
 	r := newTestRedis(t, srv.URL(), "deadline:", "a")
 	start(t, r)
 	ctx := t.Context()
-	check(t, r.Open(ctx, Answer{ID: "x", Channel: "C1", TS: "1.1"}))
+	check(t, r.Answers().Open(ctx, Answer{ID: "x", Channel: "C1", TS: "1.1"}))
 	waittest.Eventually(t, 5*time.Second, "a's first heartbeat", r.fresh)
-	until, err := r.Fence(ctx, "x")
+	until, err := r.Answers().Fence(ctx, "x")
 	if err != nil || !until.Equal(r.freshUntil()) && !until.Before(r.freshUntil()) || !until.After(time.Now()) ||
 		until.After(time.Now().Add(testAliveTTL/2)) {
 		t.Errorf("Redis.Fence: %v, %v; want a deadline within half the TTL from now", until, err)
@@ -181,7 +181,7 @@ func TestFenceDeadlines(t *testing.T) {
 	m := newTestMemory(t, "m", "")
 	fctx, cancel := context.WithTimeout(ctx, time.Millisecond)
 	defer cancel()
-	if until, err := m.Fence(fctx, "x"); err != nil || !until.IsZero() {
+	if until, err := m.Answers().Fence(fctx, "x"); err != nil || !until.IsZero() {
 		t.Errorf("Memory.Fence: %v, %v; want no deadline, nil", until, err)
 	}
 }

@@ -14,21 +14,37 @@ import (
 	"github.com/llmbot/llmbot/internal/redistest"
 )
 
-// store is what the three stores have in common: the contract is written against it.
-type store interface {
+// store is what the three stores have in common, each by its parts: the contract is written against it.
+type store struct {
+	runner
+	keys
+	answers
+	inbox
+}
+
+// runner is a store itself: it runs the replica, knows its leases and who is alive.
+type runner interface {
 	Self() string
 	Run(ctx context.Context) error
 	Close() error
+	Lease(ctx context.Context, key string) (string, error)
+	Holder(ctx context.Context, key string) (string, error)
+	Release(ctx context.Context, key string) error
+	Alive(ctx context.Context, replica string) (bool, error)
+}
+
+// keys is a store's Keys.
+type keys interface {
 	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
 	Mark(ctx context.Context, key string, ttl time.Duration) error
 	Marked(ctx context.Context, key string) (bool, error)
 	Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error)
 	Take(ctx context.Context, name string, perMinute float64, burst int) (time.Duration, error)
 	Pause(ctx context.Context, name string, until time.Time) error
-	Lease(ctx context.Context, key string) (string, error)
-	Holder(ctx context.Context, key string) (string, error)
-	Release(ctx context.Context, key string) error
-	Alive(ctx context.Context, replica string) (bool, error)
+}
+
+// answers is a store's Answers.
+type answers interface {
 	Open(ctx context.Context, a Answer) error
 	AddMessage(ctx context.Context, id, ts string) error
 	CloseAnswer(ctx context.Context, id string) error
@@ -36,15 +52,27 @@ type store interface {
 	Orphans(ctx context.Context) ([]Answer, error)
 	Adopt(ctx context.Context, id string) (Answer, bool, error)
 	Abandon(ctx context.Context, id string) error
+	Fence(ctx context.Context, id string) (time.Time, error)
+}
+
+// inbox is a store's Inbox.
+type inbox interface {
 	Send(ctx context.Context, replica string, msg []byte) error
 	Receive(ctx context.Context) ([]byte, error)
 }
 
-var (
-	_ store = (*Memory)(nil)
-	_ store = (*Redis)(nil)
-	_ store = (*Fallback)(nil)
-)
+// storeOf is s (a *Memory, *Redis or *Fallback) by its parts.
+func storeOf(s runner) store {
+	switch s := s.(type) {
+	case *Memory:
+		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+	case *Redis:
+		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+	case *Fallback:
+		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+	}
+	panic(fmt.Sprintf("storeOf: %T is not a store", s))
+}
 
 // Liveness times of the Redis stores in tests: a crashed replica is dead within a second.
 const (
@@ -141,12 +169,12 @@ func (r replica) orphans() []Answer {
 }
 
 // start runs s until stop or the end of t, and closes it at the end of t.
-func start(t *testing.T, s store) replica {
+func start(t *testing.T, s runner) replica {
 	return startWith(t, s, s.Run)
 }
 
 // startWith is start with run in place of s.Run (a replica that will crash).
-func startWith(t *testing.T, s store, run func(context.Context) error) replica {
+func startWith(t *testing.T, s runner, run func(context.Context) error) replica {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan error, 1) // the one Run
@@ -171,7 +199,7 @@ func startWith(t *testing.T, s store, run func(context.Context) error) replica {
 			t.Errorf("%s: Close: %v", s.Self(), err)
 		}
 	})
-	return replica{store: s, t: t, stop: stop}
+	return replica{store: storeOf(s), t: t, stop: stop}
 }
 
 // check fails t on err.

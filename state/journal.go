@@ -25,7 +25,6 @@ type journal interface {
 	remove(id string) error
 	get(id string) (Answer, bool, error)
 	all() ([]Answer, error)
-	close() error
 }
 
 // mapJournal is the journal of a Memory without a directory.
@@ -86,8 +85,6 @@ func (j *mapJournal) all() ([]Answer, error) {
 	}
 	return out, nil
 }
-
-func (j *mapJournal) close() error { return nil }
 
 // dirJournal keeps one JSON file per answer under <dir>/answers, named by a hash of its id (ids hold
 // slashes), each written whole (a temporary file renamed over it) so a crash never leaves half an answer.

@@ -26,6 +26,8 @@ type Memory struct {
 	dir  string
 	log  *zap.Logger
 	jr   journal
+	// closeDir releases the journal directory's lock file: nothing to do without a directory.
+	closeDir func() error
 
 	mu      sync.Mutex
 	keys    map[string]entry     // "claim:", "mark:", "count:" + the caller's key
@@ -56,7 +58,7 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 		self: self, dir: dir, log: log,
 		keys: map[string]entry{}, leases: map[string]time.Time{},
 		buckets: map[string]time.Time{}, pauses: map[string]time.Time{},
-		arrived: make(chan struct{}),
+		arrived: make(chan struct{}), closeDir: func() error { return nil },
 	}
 	if dir == "" {
 		m.jr = newMapJournal()
@@ -71,7 +73,7 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new memory: %w", err)
 	}
-	m.jr = jr
+	m.jr, m.closeDir = jr, jr.close
 	return m, nil
 }
 
@@ -103,10 +105,11 @@ func (m *Memory) Run(ctx context.Context) error {
 }
 
 // Close releases the journal directory's lock file, once Run has returned.
-func (m *Memory) Close() error { return m.jr.close() }
+func (m *Memory) Close() error { return m.closeDir() }
 
 // Claim is true the first time key is claimed within ttl.
-func (m *Memory) Claim(_ context.Context, key string, ttl time.Duration) (bool, error) {
+func (k MemoryKeys) Claim(_ context.Context, key string, ttl time.Duration) (bool, error) {
+	m := k.m
 	if err := positive("claim", ttl); err != nil {
 		return false, err
 	}
@@ -121,7 +124,8 @@ func (m *Memory) Claim(_ context.Context, key string, ttl time.Duration) (bool, 
 }
 
 // Mark sets a flag on key for ttl.
-func (m *Memory) Mark(_ context.Context, key string, ttl time.Duration) error {
+func (k MemoryKeys) Mark(_ context.Context, key string, ttl time.Duration) error {
+	m := k.m
 	if err := positive("mark", ttl); err != nil {
 		return err
 	}
@@ -132,7 +136,8 @@ func (m *Memory) Mark(_ context.Context, key string, ttl time.Duration) error {
 }
 
 // Marked reports whether key's flag is set.
-func (m *Memory) Marked(_ context.Context, key string) (bool, error) {
+func (k MemoryKeys) Marked(_ context.Context, key string) (bool, error) {
+	m := k.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.keys["mark:"+key]
@@ -140,7 +145,8 @@ func (m *Memory) Marked(_ context.Context, key string) (bool, error) {
 }
 
 // Add adds delta to counter key and returns its new value; ttl is set when the key is created.
-func (m *Memory) Add(_ context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+func (k MemoryKeys) Add(_ context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+	m := k.m
 	if err := positive("add", ttl); err != nil {
 		return 0, err
 	}
@@ -157,7 +163,8 @@ func (m *Memory) Add(_ context.Context, key string, delta int64, ttl time.Durati
 }
 
 // Take takes a token of bucket name if one is there now and returns 0, or returns how long until one will be.
-func (m *Memory) Take(_ context.Context, name string, perMinute float64, burst int) (time.Duration, error) {
+func (k MemoryKeys) Take(_ context.Context, name string, perMinute float64, burst int) (time.Duration, error) {
+	m := k.m
 	interval, err := emission(perMinute, burst)
 	if err != nil {
 		return 0, err
@@ -181,7 +188,8 @@ func (m *Memory) Take(_ context.Context, name string, perMinute float64, burst i
 }
 
 // Pause stops bucket name until until; an earlier pause than the one in force is ignored.
-func (m *Memory) Pause(_ context.Context, name string, until time.Time) error {
+func (k MemoryKeys) Pause(_ context.Context, name string, until time.Time) error {
+	m := k.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.writeTime()
@@ -234,7 +242,8 @@ func (m *Memory) Alive(_ context.Context, replica string) (bool, error) {
 }
 
 // Open records a as in progress, owned by this replica (an answer with the same ID is replaced).
-func (m *Memory) Open(_ context.Context, a Answer) error {
+func (j MemoryAnswers) Open(_ context.Context, a Answer) error {
+	m := j.m
 	a, err := opened(a, m.self)
 	if err != nil {
 		return err
@@ -246,7 +255,8 @@ func (m *Memory) Open(_ context.Context, a Answer) error {
 }
 
 // AddMessage appends ts to the messages of answer id, once. An answer that is not open is left alone.
-func (m *Memory) AddMessage(_ context.Context, id, ts string) error {
+func (j MemoryAnswers) AddMessage(_ context.Context, id, ts string) error {
+	m := j.m
 	if err := validTS(ts); err != nil {
 		return err
 	}
@@ -266,7 +276,8 @@ func (m *Memory) AddMessage(_ context.Context, id, ts string) error {
 
 // CloseAnswer removes answer id from the journal unless another replica owns it; closing an answer
 // that is not open does nothing.
-func (m *Memory) CloseAnswer(_ context.Context, id string) error {
+func (j MemoryAnswers) CloseAnswer(_ context.Context, id string) error {
+	m := j.m
 	a, ok, err := m.jr.get(id)
 	if err != nil {
 		return fmt.Errorf("close answer: %w", err)
@@ -281,7 +292,8 @@ func (m *Memory) CloseAnswer(_ context.Context, id string) error {
 }
 
 // Abandon hands answer id, if this replica owns it, over for adoption (see Redis.Abandon).
-func (m *Memory) Abandon(_ context.Context, id string) error {
+func (j MemoryAnswers) Abandon(_ context.Context, id string) error {
+	m := j.m
 	_, _, err := m.jr.update(id, func(a *Answer) (bool, error) {
 		if a.Owner != m.self {
 			return false, nil
@@ -296,7 +308,8 @@ func (m *Memory) Abandon(_ context.Context, id string) error {
 }
 
 // Get returns open answer id.
-func (m *Memory) Get(_ context.Context, id string) (Answer, bool, error) {
+func (j MemoryAnswers) Get(_ context.Context, id string) (Answer, bool, error) {
+	m := j.m
 	a, ok, err := m.jr.get(id)
 	if err != nil {
 		return Answer{}, false, fmt.Errorf("get answer: %w", err)
@@ -308,7 +321,8 @@ func (m *Memory) Get(_ context.Context, id string) (Answer, bool, error) {
 }
 
 // Orphans returns the open answers whose owner is not alive (never this replica's), oldest first.
-func (m *Memory) Orphans(ctx context.Context) ([]Answer, error) {
+func (j MemoryAnswers) Orphans(ctx context.Context) ([]Answer, error) {
+	m := j.m
 	all, err := m.jr.all()
 	if err != nil {
 		return nil, fmt.Errorf("orphans: %w", err)
@@ -331,7 +345,8 @@ func (m *Memory) Orphans(ctx context.Context) ([]Answer, error) {
 }
 
 // Adopt makes this replica the owner of orphan id; ok is false when it is not open or its owner is alive.
-func (m *Memory) Adopt(ctx context.Context, id string) (Answer, bool, error) {
+func (j MemoryAnswers) Adopt(ctx context.Context, id string) (Answer, bool, error) {
+	m := j.m
 	a, ok, err := m.jr.update(id, func(a *Answer) (bool, error) {
 		if expired(*a) || a.Owner == m.self {
 			return false, nil
@@ -353,7 +368,8 @@ func (m *Memory) Adopt(ctx context.Context, id string) (Answer, bool, error) {
 }
 
 // Send queues msg for this replica; any other replica is ErrNoReplica.
-func (m *Memory) Send(_ context.Context, replica string, msg []byte) error {
+func (i MemoryInbox) Send(_ context.Context, replica string, msg []byte) error {
+	m := i.m
 	if replica != m.self {
 		return ErrNoReplica
 	}
@@ -366,7 +382,8 @@ func (m *Memory) Send(_ context.Context, replica string, msg []byte) error {
 }
 
 // Receive returns the next message for this replica, waiting for one until ctx ends.
-func (m *Memory) Receive(ctx context.Context) ([]byte, error) {
+func (i MemoryInbox) Receive(ctx context.Context) ([]byte, error) {
+	m := i.m
 	for {
 		m.mu.Lock()
 		if len(m.inbox) > 0 {

@@ -25,14 +25,14 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	m := start(t, newTestMemory(t, "crashed", dir)).store.(*Memory) // runs until the process is killed
+	m := start(t, newTestMemory(t, "crashed", dir)).runner.(*Memory) // runs until the process is killed
 	waittest.Eventually(t, 5*time.Second, "the child holds its lock", func() bool {
 		held, err := lockHeld(m.replicaLock("crashed"))
 		return err == nil && held
 	})
 	a := testAnswer("C1/1700000000.000200")
-	check(t, m.Open(t.Context(), a))
-	check(t, m.AddMessage(t.Context(), a.ID, "1700000001.000100"))
+	check(t, m.Answers().Open(t.Context(), a))
+	check(t, m.Answers().AddMessage(t.Context(), a.ID, "1700000001.000100"))
 	fmt.Println("ready")
 	<-t.Context().Done() // killed first; -test.timeout ends it if the parent is gone
 }
@@ -164,15 +164,15 @@ func TestMemorySweepsExpired(t *testing.T) {
 		ctx := context.Background()
 		for i := range 100 {
 			key := fmt.Sprint(i)
-			_, _ = m.Claim(ctx, key, time.Second)
-			_ = m.Mark(ctx, key, time.Second)
-			_, _ = m.Add(ctx, key, 1, time.Second)
+			_, _ = m.Keys().Claim(ctx, key, time.Second)
+			_ = m.Keys().Mark(ctx, key, time.Second)
+			_, _ = m.Keys().Add(ctx, key, 1, time.Second)
 			_, _ = m.Lease(ctx, key)
-			_, _ = m.Take(ctx, key, 60, 1)
-			_ = m.Pause(ctx, key, time.Now().Add(time.Second))
+			_, _ = m.Keys().Take(ctx, key, 60, 1)
+			_ = m.Keys().Pause(ctx, key, time.Now().Add(time.Second))
 		}
 		time.Sleep(LeaseTTL + time.Second)
-		_, _ = m.Claim(ctx, "late", time.Second)
+		_, _ = m.Keys().Claim(ctx, "late", time.Second)
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if n := len(m.keys) + len(m.leases) + len(m.buckets) + len(m.pauses); n != 1 {

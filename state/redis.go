@@ -165,7 +165,8 @@ func (r *Redis) leave(ctx context.Context) {
 func (r *Redis) Close() error { return r.c.Close() }
 
 // Claim is true the first time key is claimed within ttl.
-func (r *Redis) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+func (k RedisKeys) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	r := k.r
 	if err := positive("claim", ttl); err != nil {
 		return false, err
 	}
@@ -180,7 +181,8 @@ func (r *Redis) Claim(ctx context.Context, key string, ttl time.Duration) (bool,
 }
 
 // Mark sets a flag on key for ttl.
-func (r *Redis) Mark(ctx context.Context, key string, ttl time.Duration) error {
+func (k RedisKeys) Mark(ctx context.Context, key string, ttl time.Duration) error {
+	r := k.r
 	if err := positive("mark", ttl); err != nil {
 		return err
 	}
@@ -191,7 +193,8 @@ func (r *Redis) Mark(ctx context.Context, key string, ttl time.Duration) error {
 }
 
 // Marked reports whether key's flag is set.
-func (r *Redis) Marked(ctx context.Context, key string) (bool, error) {
+func (k RedisKeys) Marked(ctx context.Context, key string) (bool, error) {
+	r := k.r
 	n, err := r.c.Exists(ctx, r.key("mark:", key)).Result()
 	if err != nil {
 		return false, fmt.Errorf("marked: %w", err)
@@ -200,7 +203,8 @@ func (r *Redis) Marked(ctx context.Context, key string) (bool, error) {
 }
 
 // Add adds delta to counter key and returns its new value; ttl is set when the key is created.
-func (r *Redis) Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+func (k RedisKeys) Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+	r := k.r
 	if err := positive("add", ttl); err != nil {
 		return 0, err
 	}
@@ -213,7 +217,8 @@ func (r *Redis) Add(ctx context.Context, key string, delta int64, ttl time.Durat
 
 // Take takes a token of bucket name if one is there now and returns 0, or returns how long until one will be.
 // The bucket's time is Redis's, so the replicas' clocks do not matter.
-func (r *Redis) Take(ctx context.Context, name string, perMinute float64, burst int) (time.Duration, error) {
+func (k RedisKeys) Take(ctx context.Context, name string, perMinute float64, burst int) (time.Duration, error) {
+	r := k.r
 	interval, err := emission(perMinute, burst)
 	if err != nil {
 		return 0, err
@@ -228,7 +233,8 @@ func (r *Redis) Take(ctx context.Context, name string, perMinute float64, burst 
 
 // Pause stops bucket name until until; an earlier pause than the one in force is ignored. until is turned
 // into a time from now here, and back into a time on Redis's clock there.
-func (r *Redis) Pause(ctx context.Context, name string, until time.Time) error {
+func (k RedisKeys) Pause(ctx context.Context, name string, until time.Time) error {
+	r := k.r
 	d := time.Until(until)
 	if d <= 0 {
 		return nil
@@ -297,7 +303,8 @@ func (r *Redis) Alive(ctx context.Context, replica string) (bool, error) {
 }
 
 // Open records a as in progress, owned by this replica (an answer with the same ID is replaced).
-func (r *Redis) Open(ctx context.Context, a Answer) error {
+func (j RedisAnswers) Open(ctx context.Context, a Answer) error {
+	r := j.r
 	a, err := opened(a, r.self)
 	if err != nil {
 		return err
@@ -318,7 +325,8 @@ func (r *Redis) Open(ctx context.Context, a Answer) error {
 }
 
 // AddMessage appends ts to the messages of answer id, once. An answer that is not open is left alone.
-func (r *Redis) AddMessage(ctx context.Context, id, ts string) error {
+func (j RedisAnswers) AddMessage(ctx context.Context, id, ts string) error {
+	r := j.r
 	if err := validTS(ts); err != nil {
 		return err
 	}
@@ -332,7 +340,8 @@ func (r *Redis) AddMessage(ctx context.Context, id, ts string) error {
 
 // CloseAnswer removes answer id from the journal unless another replica owns it; closing an answer
 // that is not open does nothing.
-func (r *Redis) CloseAnswer(ctx context.Context, id string) error {
+func (j RedisAnswers) CloseAnswer(ctx context.Context, id string) error {
+	r := j.r
 	err := r.s.closeAnswer.Run(ctx, r.c, []string{r.key("answer:", id), r.key("answers", "")}, id, r.self).Err()
 	if err != nil {
 		return fmt.Errorf("close answer: %w", err)
@@ -344,7 +353,8 @@ func (r *Redis) CloseAnswer(ctx context.Context, id string) error {
 // Abandon hands answer id, if this replica owns it, over for adoption: it becomes nobody's, an orphan
 // that the next sweep of any replica (this one included) adopts and closes. For an answer whose closing
 // write did not land, or whose adopter could not write its close.
-func (r *Redis) Abandon(ctx context.Context, id string) error {
+func (j RedisAnswers) Abandon(ctx context.Context, id string) error {
+	r := j.r
 	err := r.s.abandon.Run(ctx, r.c, []string{r.key("answer:", id)},
 		r.self, now().Format(time.RFC3339Nano), answerTTL.Milliseconds()).Err()
 	if err != nil {
@@ -355,7 +365,8 @@ func (r *Redis) Abandon(ctx context.Context, id string) error {
 }
 
 // Get returns open answer id.
-func (r *Redis) Get(ctx context.Context, id string) (Answer, bool, error) {
+func (j RedisAnswers) Get(ctx context.Context, id string) (Answer, bool, error) {
+	r := j.r
 	h, err := r.c.HGetAll(ctx, r.key("answer:", id)).Result()
 	if err != nil {
 		return Answer{}, false, fmt.Errorf("get answer: %w", err)
@@ -371,12 +382,13 @@ func (r *Redis) Get(ctx context.Context, id string) (Answer, bool, error) {
 }
 
 // Orphans returns the open answers whose owner is not alive (never this replica's), oldest first.
-func (r *Redis) Orphans(ctx context.Context) ([]Answer, error) {
+func (j RedisAnswers) Orphans(ctx context.Context) ([]Answer, error) {
+	r := j.r
 	ids, err := r.c.SMembers(ctx, r.key("answers", "")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("orphans: %w", err)
 	}
-	others, err := r.othersAnswers(ctx, ids)
+	others, err := j.othersAnswers(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("orphans: %w", err)
 	}
@@ -402,7 +414,8 @@ func (r *Redis) Orphans(ctx context.Context) ([]Answer, error) {
 
 // othersAnswers reads the open answers ids that other replicas own. Ids whose answer has expired are taken
 // out of the set of open answers on the way.
-func (r *Redis) othersAnswers(ctx context.Context, ids []string) ([]Answer, error) {
+func (j RedisAnswers) othersAnswers(ctx context.Context, ids []string) ([]Answer, error) {
+	r := j.r
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
@@ -439,7 +452,8 @@ func (r *Redis) othersAnswers(ctx context.Context, ids []string) ([]Answer, erro
 
 // Adopt makes this replica the owner of orphan id; ok is false when it is not open or its owner is alive
 // (another replica adopted it first, or it was not orphaned).
-func (r *Redis) Adopt(ctx context.Context, id string) (Answer, bool, error) {
+func (j RedisAnswers) Adopt(ctx context.Context, id string) (Answer, bool, error) {
+	r := j.r
 	k := r.key("answer:", id)
 	owner, err := r.c.HGet(ctx, k, fOwner).Result()
 	if errors.Is(err, redis.Nil) {
@@ -473,7 +487,8 @@ func (r *Redis) Adopt(ctx context.Context, id string) (Answer, bool, error) {
 }
 
 // Send queues msg in replica's inbox; a replica that is not alive is ErrNoReplica.
-func (r *Redis) Send(ctx context.Context, replica string, msg []byte) error {
+func (i RedisInbox) Send(ctx context.Context, replica string, msg []byte) error {
+	r := i.r
 	own := "0"
 	if replica == r.self {
 		own = "1" // alive by definition, even before Run's first heartbeat
@@ -491,12 +506,13 @@ func (r *Redis) Send(ctx context.Context, replica string, msg []byte) error {
 
 // Receive returns the next message for this replica, waiting for one until ctx ends (it notices within
 // about half a second).
-func (r *Redis) Receive(ctx context.Context) ([]byte, error) {
+func (i RedisInbox) Receive(ctx context.Context) ([]byte, error) {
+	r := i.r
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		msg, ok, err := r.pop(ctx, r.pollBlock)
+		msg, ok, err := i.pop(ctx, r.pollBlock)
 		if err != nil {
 			return nil, fmt.Errorf("receive: %w", err)
 		}
@@ -509,7 +525,8 @@ func (r *Redis) Receive(ctx context.Context) ([]byte, error) {
 // pop waits up to block for a message in this replica's inbox. It ignores ctx's end and deadline (not its
 // values) for a deadline of its own, after the server's: a BLPOP cut short on our side may still pop a
 // message on the server's, which would be lost.
-func (r *Redis) pop(ctx context.Context, block time.Duration) ([]byte, bool, error) {
+func (i RedisInbox) pop(ctx context.Context, block time.Duration) ([]byte, bool, error) {
+	r := i.r
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), block+popMargin)
 	defer cancel()
 	secs := strconv.FormatFloat(block.Seconds(), 'f', 3, 64)

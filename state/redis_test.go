@@ -60,7 +60,7 @@ func TestRedisKeysStayInTheirNamespace(t *testing.T) {
 	two := start(t, newTestRedis(t, srv.url, "bot2:", "a"))
 	for _, r := range []replica{one, two} {
 		if !r.claim("event", time.Minute) {
-			t.Fatalf("%s: the other namespace's claim counted", r.store.(*Redis).ns)
+			t.Fatalf("%s: the other namespace's claim counted", r.runner.(*Redis).ns)
 		}
 		check(t, r.Mark(ctx, "thread", time.Minute))
 		r.add("quota", 1, time.Minute)
@@ -70,7 +70,7 @@ func TestRedisKeysStayInTheirNamespace(t *testing.T) {
 		check(t, r.Open(ctx, testAnswer("C1/1")))
 		check(t, r.Send(ctx, "a", []byte("x")))
 	}
-	keys, err := one.store.(*Redis).c.Keys(ctx, "*").Result()
+	keys, err := one.runner.(*Redis).c.Keys(ctx, "*").Result()
 	check(t, err)
 	for _, k := range keys {
 		if !strings.HasPrefix(k, "bot1:") && !strings.HasPrefix(k, "bot2:") {

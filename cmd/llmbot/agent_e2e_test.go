@@ -14,9 +14,12 @@ import (
 	"time"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/pane"
+	"github.com/llmbot/llmbot/route"
 )
 
 // streamingAnswer waits for the bot's streamed message in the thread to show text, and returns it.
@@ -237,7 +240,7 @@ func TestE2EStreamEndedBySlackIsFinishedInPlace(t *testing.T) {
 				t.Errorf("%d chat.update calls, want 1 (the ended stream finished)", n)
 			}
 			msgs := e.slack.BotReplies("C1", q)
-			if got := buttonsOf(msgs[len(msgs)-1]); got != handlers.ActionRegenerate {
+			if got := buttonsOf(msgs[len(msgs)-1]); got != route.ActionRegenerate {
 				t.Errorf("last message's buttons %q, want Regenerate", got)
 			}
 		})
@@ -253,7 +256,7 @@ func TestE2EFeedback(t *testing.T) {
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
 	final := e.final(t, "C1", q, 1, 1)[0]
-	if _, ok := final.Feedback(); !ok || buttonsOf(final) != handlers.ActionRegenerate {
+	if _, ok := final.Feedback(); !ok || buttonsOf(final) != route.ActionRegenerate {
 		t.Fatalf("answer shows buttons %q and feedback %v: want Regenerate and 👍/👎", buttonsOf(final), ok)
 	}
 
@@ -265,7 +268,7 @@ func TestE2EFeedback(t *testing.T) {
 	}
 	e.waitFor(t, "the comment modal", func() bool { return len(e.slack.Views()) == 1 })
 	v := e.slack.Views()[0]
-	if v.User != "U1" || v.CallbackID != handlers.ViewFeedback || len(v.Inputs) != 1 || !v.Inputs[0].Optional {
+	if v.User != "U1" || v.CallbackID != feedback.View || len(v.Inputs) != 1 || !v.Inputs[0].Optional {
 		t.Errorf("modal %+v: want the optional comment for U1", v)
 	}
 	e.waitFor(t, "the 👎 in the feedback channel", func() bool { return len(e.slack.Messages("C9")) == 1 })
@@ -314,7 +317,7 @@ func TestE2EFeedbackOff(t *testing.T) {
 // openPane sends app_home_opened on the messages tab of user's DM with the bot, as Slack does
 // when the agent pane opens.
 func (e *e2e) openPane(channel, user string) {
-	e.slack.SendEvent(map[string]any{"type": handlers.EventAppHomeOpened, "user": user, "channel": channel,
+	e.slack.SendEvent(map[string]any{"type": pane.EventAppHomeOpened, "user": user, "channel": channel,
 		"tab": "messages", "event_ts": "1700000000.000100"})
 }
 

@@ -15,8 +15,10 @@ import (
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // buttonsOf returns the action ids of the buttons a message shows.
@@ -60,7 +62,7 @@ func TestE2EStopButtonEditMode(t *testing.T) {
 	// rest of the four comes with the next read, one coalescing pause later.
 	e.waitFor(t, "partial answer with a Stop button", func() bool {
 		ms := e.slack.BotReplies("C1", q)
-		if len(ms) != 1 || !strings.HasPrefix(ms[0].Text, "Four.") || buttonsOf(ms[0]) != handlers.ActionStop {
+		if len(ms) != 1 || !strings.HasPrefix(ms[0].Text, "Four.") || buttonsOf(ms[0]) != route.ActionStop {
 			return false
 		}
 		msg = ms[0]
@@ -71,7 +73,7 @@ func TestE2EStopButtonEditMode(t *testing.T) {
 	}
 
 	// Someone else presses Stop: told privately why not; the answer goes on.
-	e.click(t, "C1", msg.TS, "U2", handlers.ActionStop)
+	e.click(t, "C1", msg.TS, "U2", route.ActionStop)
 	e.waitFor(t, "refusal", func() bool { return len(e.privateTo("U2")) == 1 })
 	if got := e.privateTo("U2")[0]; got != handlers.TextNotAsker {
 		t.Errorf("U2 told %q, want %q", got, handlers.TextNotAsker)
@@ -81,7 +83,7 @@ func TestE2EStopButtonEditMode(t *testing.T) {
 	}
 
 	// The asker presses Stop: the model request is cancelled, the text so far stays, marked.
-	e.click(t, "C1", msg.TS, "U1", handlers.ActionStop)
+	e.click(t, "C1", msg.TS, "U1", route.ActionStop)
 	e.waitFor(t, "model request cancelled", func() bool { r := e.llm.Requests(); return len(r) == 1 && r[0].ClientGone })
 	final := e.final(t, "C1", q, 1, 1)[0]
 	if mk := markOf(t, final); mk.Kind != convo.MarkAnswer || !strings.HasPrefix(mk.Note, "Stopped by ") {
@@ -90,7 +92,7 @@ func TestE2EStopButtonEditMode(t *testing.T) {
 	if !strings.HasPrefix(final.Text, "Four.") || !strings.Contains(final.Text, "_Stopped by ") || strings.Contains(final.Text, "every base") {
 		t.Errorf("final text %q: want the partial answer and the stop note", final.Text)
 	}
-	if got := buttonsOf(final); got != handlers.ActionRegenerate || final.SectionText() != final.Text {
+	if got := buttonsOf(final); got != route.ActionRegenerate || final.SectionText() != final.Text {
 		t.Errorf("stopped answer shows %q / %q, want Regenerate under the same text", got, final.SectionText())
 	}
 	if got := e.privateTo("U1"); len(got) != 0 {
@@ -106,26 +108,26 @@ func TestE2ERegenerateButton(t *testing.T) {
 	})
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is the capital of France?")
 	first := e.final(t, "C1", q, 1, 1)[0]
-	if first.Text != "Answer number 1." || buttonsOf(first) != handlers.ActionRegenerate {
+	if first.Text != "Answer number 1." || buttonsOf(first) != route.ActionRegenerate {
 		t.Fatalf("first answer %q with buttons %q, want Regenerate", first.Text, buttonsOf(first))
 	}
 
 	// Someone the access policy refuses: told privately, nothing asked.
-	e.click(t, "C1", first.TS, "U3", handlers.ActionRegenerate)
+	e.click(t, "C1", first.TS, "U3", route.ActionRegenerate)
 	e.waitFor(t, "refusal", func() bool { return len(e.privateTo("U3")) == 1 })
 	if got := e.privateTo("U3")[0]; got != access.DefaultRefusal {
 		t.Errorf("U3 told %q, want the refusal", got)
 	}
 
 	// Someone else in the channel: the answer is written again in place, from the same thread.
-	e.click(t, "C1", first.TS, "U2", handlers.ActionRegenerate)
+	e.click(t, "C1", first.TS, "U2", route.ActionRegenerate)
 	e.waitFor(t, "second model request", func() bool { return len(e.llm.ChatRequests()) == 2 })
 	msgs := e.final(t, "C1", q, 1, 2) // a refused click runs nothing
 	if msgs[0].TS != first.TS || msgs[0].Text != "Answer number 2." {
 		t.Errorf("thread = %q (ts %s): want the second answer in place of the first (%s)", msgs[0].Text, msgs[0].TS, first.TS)
 	}
 	for i, m := range msgs {
-		if buttonsOf(m) != handlers.ActionRegenerate || markOf(t, m).Kind != convo.MarkAnswer {
+		if buttonsOf(m) != route.ActionRegenerate || markOf(t, m).Kind != convo.MarkAnswer {
 			t.Errorf("answer %d: buttons %q, mark %+v", i+1, buttonsOf(m), markOf(t, m))
 		}
 	}
@@ -145,12 +147,12 @@ func TestE2EImagineAnotherOne(t *testing.T) {
 	e.slack.SlashCommand("C1", "U1", "/imagine", "a fox in the snow")
 	e.waitFor(t, "shared image", func() bool { f := e.slack.Files(); return len(f) == 1 && f[0].Shared })
 	pic, _ := e.slack.Message("C1", e.slack.Files()[0].MessageTS)
-	if buttonsOf(pic) != handlers.ActionImagineAgain {
+	if buttonsOf(pic) != imagine.ActionImagineAgain {
 		t.Fatalf("picture shows buttons %q, want Another one", buttonsOf(pic))
 	}
 
 	// U2 asks for another: a new picture, credited to U2, from U2's quota.
-	e.click(t, "C1", pic.TS, "U2", handlers.ActionImagineAgain)
+	e.click(t, "C1", pic.TS, "U2", imagine.ActionImagineAgain)
 	e.waitFor(t, "second image", func() bool { f := e.slack.Files(); return len(f) == 2 && f[1].Shared })
 	second, _ := e.slack.Message("C1", e.slack.Files()[1].MessageTS)
 	if !strings.Contains(second.SectionText(), "<@U2>") || !strings.Contains(second.SectionText(), "a fox in the snow") {
@@ -166,7 +168,7 @@ func TestE2EImagineAnotherOne(t *testing.T) {
 	}
 
 	// U2's daily quota (1) is used up: the next click is refused privately.
-	e.click(t, "C1", second.TS, "U2", handlers.ActionImagineAgain)
+	e.click(t, "C1", second.TS, "U2", imagine.ActionImagineAgain)
 	e.waitFor(t, "quota notice", func() bool { return len(e.privateTo("U2")) == 2 })
 	if got := e.privateTo("U2")[1]; strings.Contains(got, "Generating") {
 		t.Errorf("U2 told %q, want the quota refusal", got)
@@ -194,14 +196,14 @@ func TestE2ERegenerateNativeStreaming(t *testing.T) {
 	})
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is the capital of France?")
 	first := e.final(t, "C1", q, 1, 1)[0]
-	if !first.Markdown || buttonsOf(first) != handlers.ActionRegenerate {
+	if !first.Markdown || buttonsOf(first) != route.ActionRegenerate {
 		t.Fatalf("streamed answer %+v shows %q, want Regenerate at its bottom", first, buttonsOf(first))
 	}
 	// A native stream cannot be restarted in an existing message: the new answer is written over the
 	// old one by editing it, as in edit mode.
-	e.click(t, "C1", first.TS, "U1", handlers.ActionRegenerate)
+	e.click(t, "C1", first.TS, "U1", route.ActionRegenerate)
 	msgs := e.final(t, "C1", q, 1, 2)
-	if msgs[0].TS != first.TS || msgs[0].Text != "Answer number 2." || buttonsOf(msgs[0]) != handlers.ActionRegenerate {
+	if msgs[0].TS != first.TS || msgs[0].Text != "Answer number 2." || buttonsOf(msgs[0]) != route.ActionRegenerate {
 		t.Errorf("thread = %q (ts %s, buttons %q): want the second answer in place of the first (%s), with Regenerate",
 			msgs[0].Text, msgs[0].TS, buttonsOf(msgs[0]), first.TS)
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmbot/llmbot/access"
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/route"
 )
 
 // freeAddr returns a loopback address with a port nobody listens on now, for HEALTH_ADDR.
@@ -172,7 +172,7 @@ func TestE2EOperations(t *testing.T) {
 	var partial fakeslack.Message
 	e.waitFor(t, "partial answer", func() bool {
 		ms := e.slack.BotReplies("C1", q1)
-		if len(ms) == 1 && strings.HasPrefix(ms[0].Text, "Four") && buttonsOf(ms[0]) == handlers.ActionStop {
+		if len(ms) == 1 && strings.HasPrefix(ms[0].Text, "Four") && buttonsOf(ms[0]) == route.ActionStop {
 			partial = ms[0]
 			return true
 		}
@@ -181,7 +181,7 @@ func TestE2EOperations(t *testing.T) {
 	if got, _ := series(h.scrape(t), "llmbot_in_flight", map[string]string{"kind": "reply"}); got.value != 1 {
 		t.Errorf("replies in flight while one streams = %v, want 1", got.value)
 	}
-	e.click(t, "C1", partial.TS, "U1", handlers.ActionStop)
+	e.click(t, "C1", partial.TS, "U1", route.ActionStop)
 	e.final(t, "C1", q1, 1, 1)
 
 	// 2. A whole answer, with chat.update rate limited once; the provider reports usage

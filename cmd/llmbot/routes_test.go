@@ -10,9 +10,14 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 // The route table is every message, command, button, shortcut, modal and event the bot serves,
@@ -26,12 +31,12 @@ func TestRouteTable(t *testing.T) {
 		bot: &bot.Bot{},
 		answering: answering{
 			replies:   replies,
-			summarize: handlers.NewSummarize(nil, nil, nil, nil, replies, log, handlers.ReplyOptions{}),
-			approvals: handlers.NewApprovals(nil, nil, log),
-			pane:      handlers.NewAgentPane(nil, nil, log),
+			summarize: summarize.New(nil, nil, nil, nil, replies, log, summarize.Options{}),
+			approvals: approvals.New(nil, nil, log),
+			pane:      pane.New(nil, nil, log),
 		},
-		imagine:  handlers.NewImagine(nil, nil, nil, log, handlers.ImagineOptions{}),
-		feedback: handlers.NewFeedback(nil, nil, nil, log, handlers.FeedbackOptions{}),
+		imagine:  imagine.New(nil, nil, nil, log, imagine.Options{}),
+		feedback: feedback.New(nil, nil, nil, log, feedback.Options{}),
 	}
 	rows := u.routes()
 	if err := route.NewTable().Add(rows...); err != nil {

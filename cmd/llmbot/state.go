@@ -15,24 +15,52 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/threads"
 )
 
-// sharedState is the state package's store as the wiring hands it to the bot, the replies and
-// Slack's budgets.
-type sharedState interface {
-	bot.Replicas
-	pace.Shared
-	handlers.Orphans
-	handlers.Journal
-	handlers.Fence
-	handlers.ThreadMarks
-	access.Counter
-	Run(ctx context.Context) error
-	Close() error
+// sharedState is the state package's store as the wiring hands it out, each consumer the part it
+// uses: the bot, the replies, the orphans' closer, the approvals, Slack's budgets and the quota.
+type sharedState struct {
+	run   func(ctx context.Context) error // keeps this replica alive until ctx ends
+	close func() error                    // once run has returned
+
+	replicas bot.Replicas
+	buckets  pace.Shared
+	marks    handlers.ThreadMarks
+	counter  access.Counter
+	orphans  orphans.Journal
+	journal  handlers.Journal
+	fence    gateway.Fence
+	// threads makes the thread cache's store with the limits given: in Redis (nothing held while it
+	// cannot be reached), or in memory.
+	threads func(state.ThreadLimits) (threads.Store, error)
+}
+
+// Close closes the store, once its run has returned.
+func (s sharedState) Close() error { return s.close() }
+
+// sharedMemory is m by its parts.
+func sharedMemory(m *state.Memory) sharedState {
+	k, a := m.Keys(), m.Answers()
+	return sharedState{run: m.Run, close: m.Close,
+		replicas: bot.Replicas{Claims: k, Leases: m, Journal: a, Inbox: m.Inbox()},
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a,
+		threads: func(lim state.ThreadLimits) (threads.Store, error) { return state.NewMemoryThreads(lim) }}
+}
+
+// sharedFallback is f by its parts.
+func sharedFallback(f *state.Fallback) sharedState {
+	k, a := f.Keys(), f.Answers()
+	return sharedState{run: f.Run, close: f.Close,
+		replicas: bot.Replicas{Claims: k, Leases: f, Journal: a, Inbox: f.Inbox()},
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a,
+		threads: func(lim state.ThreadLimits) (threads.Store, error) { return f.Threads(lim) }}
 }
 
 // openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from
@@ -49,16 +77,16 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	if err != nil {
 		log.Warn("STATE_DIR cannot be used: answers cut short by a crash will not be closed after a restart", zap.String("dir", dir), zap.Error(err))
 		if local, err = state.NewMemory(self, "", log); err != nil {
-			return nil, err
+			return sharedState{}, err
 		}
 	}
 	if cfg.RedisURL == "" {
-		return local, nil
+		return sharedMemory(local), nil
 	}
 	redis.SetLogger(redisLog{log.Named("go-redis")}) // its own notices would go to stderr, unstructured
 	primary, err := state.OpenRedis(cfg.RedisURL, "llmbot:"+owner+":"+id.TeamID+":", self, log)
 	if err != nil {
-		return nil, err
+		return sharedState{}, err
 	}
 	shared := state.NewFallback(primary, local, log, state.FallbackHooks{
 		Degraded: func(d bool) { metrics.StateDegraded(d); ready.Degraded(d) },
@@ -69,10 +97,10 @@ func openState(ctx context.Context, cfg Config, id bot.Identity, metrics *ops.Me
 	if err := primary.Ping(pctx); err != nil {
 		// Redis down must not keep the bot down: it answers with its own state until Redis is back.
 		shared.Degrade(err)
-		return shared, nil
+		return sharedFallback(shared), nil
 	}
 	log.Info("replicas share their state in Redis")
-	return shared, nil
+	return sharedFallback(shared), nil
 }
 
 // stateOwner is who the shared state belongs to within its team: the app, or when bots.info did not
@@ -84,7 +112,7 @@ func stateOwner(id bot.Identity) string {
 }
 
 // orphanQuiet is how long an orphaned answer's messages must be unchanged before it is closed
-// (handlers.ReplyOptions.OrphanQuiet): with Redis the liveness TTL, for its owner may be a replica cut
+// (orphans.Options.Quiet): with Redis the liveness TTL, for its owner may be a replica cut
 // off rather than gone; with the local journal none, for its owner was this process before it died.
 func orphanQuiet(cfg Config) time.Duration {
 	if cfg.RedisURL == "" {

@@ -43,7 +43,7 @@ func TestStateOfTwoAppsIsApartWhenBotsInfoFails(t *testing.T) {
 		{"another replica of app A", appAAgain, false},
 	}
 	for _, c := range claims {
-		first, err := c.s.Claim(ctx, "answer:C1/1700000000.000100", time.Minute)
+		first, err := c.s.replicas.Claims.Claim(ctx, "answer:C1/1700000000.000100", time.Minute)
 		if err != nil {
 			t.Fatalf("%s: Claim: %v", c.who, err)
 		}

@@ -29,14 +29,7 @@ func openThreads(cfg Config, shared sharedState, id bot.Identity, metrics *ops.M
 	}
 	lim := state.ThreadLimits{TTL: cfg.ThreadCacheTTL, Bytes: bot.ThreadBytes(cfg.ContextTokens),
 		Entries: threadCacheEntries, Total: threadCacheBytes}
-	var store threads.Store
-	var err error
-	switch s := shared.(type) {
-	case *state.Fallback:
-		store, err = s.Threads(lim)
-	default:
-		store, err = state.NewMemoryThreads(lim)
-	}
+	store, err := shared.threads(lim)
 	if err != nil {
 		return nil, fmt.Errorf("thread cache: %w", err)
 	}

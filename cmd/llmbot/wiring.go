@@ -16,19 +16,27 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/feedback"
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/summarize"
 	"github.com/llmbot/llmbot/threads"
 	"github.com/llmbot/llmbot/tools"
 )
 
-// Time limits of the Slack client and the start-up (Slack's rate limits are handlers.Budgets).
+// Time limits of the Slack client and the start-up (Slack's rate limits are gateway.Budgets).
 const (
 	slackCallTimeout  = 60 * time.Second // one Web API call, file upload included
 	identifyTimeout   = 20 * time.Second
@@ -84,7 +92,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	bg.run(func(ctx context.Context) {
-		if err := shared.Run(ctx); err != nil {
+		if err := shared.run(ctx); err != nil {
 			stopRun(fmt.Errorf("shared state: %w", err))
 		}
 	})
@@ -98,8 +106,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, metrics.Middleware)
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
-	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared) })
-	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, prompts: p.prompts}
+	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
+	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
+		prompts: p.prompts}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
@@ -118,10 +127,11 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 type useCases struct {
 	bot *bot.Bot // Stop: it knows which answers run here, and hands the others' to their replica
 	answering
-	imagine  *handlers.Imagine
-	feedback *handlers.Feedback
-	slack    *bot.SlackAPI // private responses and the agent session's status
-	prompts  []handlers.Prompt
+	imagine  *imagine.Imagine
+	feedback *feedback.Feedback
+	slack    *bot.SlackAPI       // private responses
+	sessions *bot.SlackAssistant // the agent session's status
+	prompts  []pane.Prompt
 }
 
 // routes is the route table: every message, command, button, shortcut, modal and event the bot
@@ -130,20 +140,20 @@ func (u useCases) routes() []route.Route {
 	approve := u.bot.ApprovalHandler(u.approvals) // the click reaches the call waiting for it, or its replica
 	return []route.Route{
 		{Kind: route.Message, Name: route.MessageRoute, Handler: u.replies.Handler()},
-		{Kind: route.Action, Name: handlers.ActionRegenerate, Feature: handlers.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
-		{Kind: route.Action, Name: handlers.ActionStop, Feature: handlers.FeatureStop, Handler: u.bot.StopHandler()},
-		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.FeatureStop, Handler: u.bot.SessionStopHandler(u.slack)},
-		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: handlers.FeatureAgentPane, Handler: u.pane.PaneHandler(u.prompts)},
-		{Kind: route.Action, Name: handlers.ActionFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.Handler()},
-		{Kind: route.View, Name: handlers.ViewFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.CommentHandler()},
-		{Kind: route.Command, Name: handlers.CommandImagine, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
-		{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
-		{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeHandler(u.slack)},
-		{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: u.summarize.PostSummaryHandler(u.slack)},
-		{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
+		{Kind: route.Action, Name: route.ActionRegenerate, Feature: route.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
+		{Kind: route.Action, Name: route.ActionStop, Feature: route.FeatureStop, Handler: u.bot.StopHandler()},
+		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: route.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
+		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolAllowThread, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
+		{Kind: route.Action, Name: feedback.Action, Feature: feedback.Feature, Handler: u.feedback.Handler()},
+		{Kind: route.View, Name: feedback.View, Feature: feedback.Feature, Handler: u.feedback.CommentHandler()},
+		{Kind: route.Command, Name: imagine.Command, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Action, Name: imagine.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: u.summarize.SummarizeHandler(u.slack)},
+		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
+		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
 	}
 }
 
@@ -311,24 +321,24 @@ type parts struct {
 	model     *llm.Client
 	metrics   *ops.Metrics
 	shared    sharedState
-	budgets   handlers.Budgets
-	notices   *handlers.Notices
+	budgets   gateway.Budgets
+	notices   *gateway.Notices
 	overrides *access.Overrides
-	prompts   []handlers.Prompt
+	prompts   []pane.Prompt
 	threads   *threads.Cache // nil: none
 	log       *zap.Logger
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
 	shared sharedState, policy pace.Policy, log *zap.Logger) *parts {
-	budgets := handlers.NewBudgets(cfg.EditBudgetPerMinute, policy)
-	budgets.Share(shared)
+	budgets := gateway.NewBudgets(cfg.EditBudgetPerMinute, policy)
+	budgets.Share(shared.buckets)
 	prompts, _ := cfg.prompts()                             // validated
 	overrides, _ := access.LoadOverrides(cfg.ChannelConfig) // validated; nil (no overrides) when unset
 	return &parts{cfg: cfg, id: id, api: api, model: model, metrics: metrics, shared: shared, budgets: budgets,
 		// The loop's busy notes and places in line, and the guard's refusals, take their turns in the
 		// replies' chat.postEphemeral budget: Slack's limit is the workspace's, kept once.
-		notices:   handlers.NewNotices(api, budgets),
+		notices:   gateway.NewNotices(api, budgets),
 		overrides: overrides, prompts: prompts, log: log}
 }
 
@@ -336,92 +346,113 @@ func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client,
 // orphans' recovery, /summarize, the tool approvals and the agent pane.
 type answering struct {
 	replies   *handlers.Replies
-	orphans   *handlers.OrphanCloser
-	summarize *handlers.Summarize
-	approvals *handlers.Approvals
-	pane      *handlers.AgentPane
+	orphans   *orphans.Closer
+	summarize *summarize.Summarizer
+	approvals *approvals.Approvals
+	pane      *pane.Pane
 }
 
 // answering builds the answers and the use cases beside them.
 func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answering {
 	cfg, api := p.cfg, p.api
-	names := handlers.NewNames(api, p.budgets.Lookups, p.id.UserID)
-	pane := handlers.NewAgentPane(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
+	names := gateway.NewNames(api, p.budgets.Lookups, p.id.UserID)
+	agentPane := pane.New(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
-	approvals := handlers.NewApprovals(p.shared, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
-	opt := p.replyOptions(files, toolOpts, names, pane, approvals)
-	chat := p.metrics.Chat(p.model, cfg.ChatModel)  // one metered chat for the answers and the summaries
-	writes := handlers.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
+	approve := approvals.New(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
+	opt := p.replyOptions(files, toolOpts, names, agentPane, approve)
+	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
+	writes := gateway.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
 	replies := handlers.NewReplies(api, writes, writes, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
-		orphans:   handlers.NewOrphanCloser(api, writes, p.log.Named("orphans"), opt),
-		summarize: handlers.NewSummarize(api, writes, names, chat, replies, p.log.Named("summarize"), opt),
-		approvals: approvals,
-		pane:      pane,
+		orphans:   p.orphanCloser(opt, writes),
+		summarize: summarize.New(api, writes, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
+		approvals: approve,
+		pane:      agentPane,
 	}
 }
 
+// summaryOptions are the answers' options that /summarize shares.
+func summaryOptions(opt handlers.ReplyOptions) summarize.Options {
+	return summarize.Options{BotUserID: opt.BotUserID, BotID: opt.BotID, BotName: opt.BotName, Model: opt.Model,
+		Budget: opt.Budget, OtherBots: opt.OtherBots, Rand: opt.Rand, Buttons: opt.Buttons,
+		ChannelSettings: opt.ChannelSettings, Fence: opt.Fence, Budgets: opt.Budgets, ShutdownTimeout: opt.ShutdownTimeout}
+}
+
+// orphanCloser closes the answers of replicas that died, under the settings the answers are written
+// with (opt), writing through writes.
+func (p *parts) orphanCloser(opt handlers.ReplyOptions, writes gateway.Messenger) *orphans.Closer {
+	return orphans.New(p.api, writes, p.log.Named("orphans"), orphans.Options{Budgets: opt.Budgets, Fence: opt.Fence,
+		BotUserID: opt.BotUserID, BotID: opt.BotID, Buttons: opt.Buttons, Quiet: orphanQuiet(p.cfg), HistoryLimit: opt.HistoryLimit})
+}
+
 // replyOptions are the answers' options, which the orphans' recovery and /summarize share.
-func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *handlers.Names, pane *handlers.AgentPane, approvals *handlers.Approvals) handlers.ReplyOptions {
+func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, agentPane *pane.Pane, approve *approvals.Approvals) handlers.ReplyOptions {
 	cfg, id, overrides := p.cfg, p.id, p.overrides
 	return handlers.ReplyOptions{
-		SystemPrompt:     cfg.SystemPrompt,
-		BotUserID:        id.UserID,
-		BotID:            id.BotID,
-		BotName:          id.Name,
-		TeamID:           id.TeamID,
-		Budget:           cfg.ContextTokens,
-		Mode:             handlers.ReplyMode(cfg.ReplyMode),
-		FollowUps:        cfg.FollowUps,
-		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
-		Buttons:          cfg.Buttons,
-		Feedback:         cfg.Buttons && cfg.Feedback,
-		PlaceholderAfter: cfg.PlaceholderAfter,
-		Budgets:          p.budgets,
-		Journal:          p.shared,
-		Fence:            p.shared,
-		OrphanQuiet:      orphanQuiet(cfg),
-		Threads:          p.shared,
-		ThreadCache:      p.threads,
-		Approvals:        approvals,
-		Names:            names,
-		Sessions:         p.api,
-		Pane:             pane,
-		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
-		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
-		StreamRollover: cfg.StreamRolloverAfter,
-		StreamIdle:     cfg.StreamIdleLimit,
-		StallTimeout:   max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
-		// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
-		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
-		ChannelSettings: func(channel string) (string, string) {
-			o, _ := overrides.Lookup(channel)
-			return o.SystemPrompt, o.Model
-		},
-		Files: handlers.FileOptions{
-			Files: files, Vision: handlers.Vision(cfg.Vision),
-			ChannelVision: func(channel string) handlers.Vision {
+		BotUserID: id.UserID,
+		BotID:     id.BotID,
+		BotName:   id.Name,
+		TeamID:    id.TeamID,
+		FollowUps: cfg.FollowUps,
+		Buttons:   cfg.Buttons,
+		ContextOptions: handlers.ContextOptions{
+			SystemPrompt: cfg.SystemPrompt,
+			Budget:       cfg.ContextTokens,
+			OtherBots:    true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
+			ChannelSettings: func(channel string) (string, string) {
 				o, _ := overrides.Lookup(channel)
-				return handlers.Vision(o.Vision)
+				return o.SystemPrompt, o.Model
+			},
+			ThreadCache: p.threads,
+		},
+		WriteOptions: handlers.WriteOptions{
+			Mode: handlers.ReplyMode(cfg.ReplyMode),
+			ChannelMode: func(channel string) handlers.ReplyMode {
+				o, _ := overrides.Lookup(channel)
+				return handlers.ReplyMode(o.ReplyMode)
+			},
+			Feedback:         cfg.Buttons && cfg.Feedback,
+			PlaceholderAfter: cfg.PlaceholderAfter,
+			StreamRollover:   cfg.StreamRolloverAfter,
+			StreamIdle:       cfg.StreamIdleLimit,
+			Sessions:         p.api.Assistant,
+		},
+		Timeouts: handlers.Timeouts{
+			// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
+			// the handler's chunk watchdog only backs them up, so it must never fire before they would.
+			StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
+			// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
+			ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
+		},
+		ReplicaOptions: handlers.ReplicaOptions{
+			Journal: p.shared.journal,
+			Fence:   p.shared.fence,
+			Threads: p.shared.marks,
+		},
+		Budgets:   p.budgets,
+		Approvals: approve,
+		Names:     names,
+		Pane:      agentPane,
+		Files: attach.NewReader(attach.Options{
+			Files: files, Vision: attach.Vision(cfg.Vision),
+			ChannelVision: func(channel string) attach.Vision {
+				o, _ := overrides.Lookup(channel)
+				return attach.Vision(o.Vision)
 			},
 			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
 			// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
 			// the number of answers reading them, so their memory is bounded together.
 			Pictures: media.NewPreparer(picturesDecoded),
-		},
-		ChannelMode: func(channel string) handlers.ReplyMode {
-			o, _ := overrides.Lookup(channel)
-			return handlers.ReplyMode(o.ReplyMode)
-		},
+		}),
 		Written: p.metrics.ReplyWritten,
 		Tools:   toolOpts,
 	}
 }
 
 // imagine makes pictures for /imagine and its "Another one" button.
-func (p *parts) imagine() *handlers.Imagine {
-	return handlers.NewImagine(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), handlers.ImagineOptions{
+func (p *parts) imagine() *imagine.Imagine {
+	return imagine.New(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), imagine.Options{
 		BotName:    p.id.Name,
 		MaxPerUser: p.cfg.ImaginePerUser,
 		Timeout:    p.cfg.ImageTimeout + imageUploadTime,
@@ -432,8 +463,8 @@ func (p *parts) imagine() *handlers.Imagine {
 }
 
 // feedback takes the 👍/👎 on answers and their comments.
-func (p *parts) feedback() *handlers.Feedback {
-	return handlers.NewFeedback(p.api, p.api, p.api, p.log.Named("feedback"), handlers.FeedbackOptions{
+func (p *parts) feedback() *feedback.Feedback {
+	return feedback.New(p.api, p.api, p.api, p.log.Named("feedback"), feedback.Options{
 		Channel: p.cfg.FeedbackChannel,
 		Model: func(channel string) string {
 			o, _ := p.overrides.Lookup(channel)
@@ -449,7 +480,7 @@ func (p *parts) feedback() *handlers.Feedback {
 func (p *parts) guard(knownFollowUp func(route.ReplyRequest) bool) *access.Guard {
 	accessPolicy, _ := p.cfg.accessRules() // validated
 	quota := access.NewQuota(p.cfg.ImagineDailyQuota, 0)
-	quota.Share(p.shared) // every replica counts a person's pictures in one place
+	quota.Share(p.shared.counter) // every replica counts a person's pictures in one place
 	// Validated with the settings. Who is of the workspace's organisation is told from auth.test's
 	// team and Enterprise Grid org.
 	members, _ := access.NewMembers(access.MembersOptions{
@@ -482,7 +513,7 @@ func (p *parts) bot(sc *slack.Client, routes *route.Table, ready *ops.Readiness,
 		FollowUps:     cfg.FollowUps,
 		AgentView:     cfg.AgentView,
 		AnswerBots:    cfg.AnswerBots,
-		Replicas:      p.shared,
+		Replicas:      p.shared.replicas,
 		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
 		Queue:         queue,
 		Threads:       p.threads,
@@ -506,11 +537,11 @@ func logStarting(log *zap.Logger, cfg Config, id bot.Identity, policy pace.Polic
 }
 
 // paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.
-func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
+func paneOf(cfg Config, api *bot.SlackAPI) pane.Assistant {
 	if !cfg.AgentView {
 		return nil
 	}
-	return api
+	return api.Assistant
 }
 
 // llmConfig is the model client's configuration from the settings, without hooks. The bot and doctor

@@ -1,0 +1,72 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/slack-go/slack"
+
+	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pane"
+)
+
+// Compile-time checks: SlackAssistant is what the agent pane and the answers' sessions need.
+var (
+	_ pane.Assistant    = (*SlackAssistant)(nil)
+	_ handlers.Sessions = (*SlackAssistant)(nil)
+)
+
+// SlackAssistant adapts the Web API of Slack's assistant and agent surfaces (assistant.threads.*,
+// agents.sessions.setStatus) to the agent pane's and the answers' interfaces. It is built with the
+// adapter, over the same client (SlackAPI.Assistant); like it, it retries nothing and keeps
+// slack-go's error types reachable.
+type SlackAssistant struct {
+	c *slack.Client
+}
+
+// SetSuggestedPrompts shows prompts at the top of the DM channel (threadTS "": the agent pane)
+// or of a thread (assistant.threads.setSuggestedPrompts).
+func (a *SlackAssistant) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []pane.Prompt) error {
+	ps := make([]slack.AssistantThreadsPrompt, len(prompts))
+	for i, p := range prompts {
+		ps[i] = slack.AssistantThreadsPrompt{Title: p.Title, Message: p.Message}
+	}
+	err := a.c.SetAssistantThreadsSuggestedPromptsContext(ctx, slack.AssistantThreadsSetSuggestedPromptsParameters{
+		ChannelID: channel, ThreadTS: threadTS, Prompts: ps})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setSuggestedPrompts: %w", err)
+	}
+	return nil
+}
+
+// SetTitle titles a DM thread (assistant.threads.setTitle).
+func (a *SlackAssistant) SetTitle(ctx context.Context, channel, threadTS, title string) error {
+	err := a.c.SetAssistantThreadsTitleContext(ctx, slack.AssistantThreadsSetTitleParameters{
+		ChannelID: channel, ThreadTS: threadTS, Title: title})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setTitle: %w", err)
+	}
+	return nil
+}
+
+// SetStatus shows status under a DM thread with loading messages Slack rotates
+// (assistant.threads.setStatus; Slack clears it when the bot replies).
+func (a *SlackAssistant) SetStatus(ctx context.Context, channel, threadTS, status string, loading []string) error {
+	err := a.c.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+		ChannelID: channel, ThreadTS: threadTS, Status: status, LoadingMessages: loading})
+	if err != nil {
+		return fmt.Errorf("assistant.threads.setStatus: %w", err)
+	}
+	return nil
+}
+
+// SetSessionStatus moves the agent session of the thread threadTS in channel to status
+// (agents.sessions.setStatus; it creates the session when there is none).
+func (a *SlackAssistant) SetSessionStatus(ctx context.Context, channel, threadTS, status string) error {
+	_, err := a.c.SetAgentSessionStatusContext(ctx, slack.AgentSessionSetStatusParameters{Status: status,
+		ChannelID: channel, ThreadTS: threadTS})
+	if err != nil {
+		return fmt.Errorf("agents.sessions.setStatus: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package pane
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/pace"
+)
+
+// statusPane is an Assistant that records statuses and answers them with err.
+type statusPane struct {
+	mu       sync.Mutex
+	statuses []string // channel/thread of each SetStatus call
+	texts    []string // the status of each call
+	err      error
+}
+
+func (p *statusPane) SetSuggestedPrompts(context.Context, string, string, []Prompt) error { return nil }
+func (p *statusPane) SetTitle(context.Context, string, string, string) error              { return nil }
+
+func (p *statusPane) SetStatus(_ context.Context, channel, threadTS, status string, _ []string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.statuses = append(p.statuses, channel+"/"+threadTS)
+	p.texts = append(p.texts, status)
+	return p.err
+}
+
+// TestShowQueued: a question waiting for a place shows its place under its thread, with the thinking
+// status's budget and refusals: a refusal is remembered (the next question does not ask again), a
+// failed call is not; with no token at once, no pane or no thread nothing is asked, and the caller
+// is told it was not shown.
+func TestShowQueued(t *testing.T) {
+	const thread = "1700000000.000001"
+	for _, tc := range []struct {
+		name     string
+		place    int
+		threadTS string
+		noPane   bool
+		noToken  bool
+		err      error
+		want     bool
+		texts    []string // the statuses set by two questions in turn
+	}{
+		{name: "next in line", place: 1, threadTS: thread, want: true,
+			texts: []string{"is waiting: next in line", "is waiting: next in line"}},
+		{name: "one ahead", place: 2, threadTS: thread, want: true,
+			texts: []string{"is waiting: 1 question ahead of yours", "is waiting: 1 question ahead of yours"}},
+		{name: "three ahead", place: 4, threadTS: thread, want: true,
+			texts: []string{"is waiting: 3 questions ahead of yours", "is waiting: 3 questions ahead of yours"}},
+		{name: "refused: remembered", place: 1, threadTS: thread, err: slack.SlackErrorResponse{Err: "not_allowed"},
+			texts: []string{"is waiting: next in line"}},
+		{name: "failed: tried again", place: 1, threadTS: thread, err: errors.New("connection reset"),
+			texts: []string{"is waiting: next in line", "is waiting: next in line"}},
+		{name: "no token at once", place: 1, threadTS: thread, noToken: true},
+		{name: "no thread", place: 1},
+		{name: "no pane", place: 1, threadTS: thread, noPane: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pane := &statusPane{err: tc.err}
+				var slackPane Assistant = pane
+				if tc.noPane {
+					slackPane = nil
+				}
+				statuses := pace.NewBucket(1, 2)
+				if tc.noToken {
+					statuses.TryTake()
+					statuses.TryTake()
+				}
+				r := New(slackPane, statuses, zap.NewNop())
+				for i := range 2 {
+					if got := r.ShowQueued(t.Context(), "C1", tc.threadTS, tc.place); got != tc.want {
+						t.Errorf("question %d: shown %v, want %v", i+1, got, tc.want)
+					}
+				}
+				if !slices.Equal(pane.texts, tc.texts) {
+					t.Errorf("statuses %q, want %q", pane.texts, tc.texts)
+				}
+			})
+		})
+	}
+}
+
+// TestClearQueued: a waiting status is taken down (an empty status) from the thread it was shown in.
+func TestClearQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pane := &statusPane{}
+		r := New(pane, nil, zap.NewNop())
+		r.ClearQueued(t.Context(), "C1", "1700000000.000001")
+		if !slices.Equal(pane.statuses, []string{"C1/1700000000.000001"}) || !slices.Equal(pane.texts, []string{""}) {
+			t.Errorf("calls %v with statuses %q, want one empty status in C1/1700000000.000001", pane.statuses, pane.texts)
+		}
+	})
+}
