@@ -81,15 +81,19 @@ type Options struct {
 	Store Store
 	// BotUserID and BotID are the bot's (auth.test): its writes are its messages.
 	BotUserID, BotID string
-	Hooks            Hooks
-	Log              *zap.Logger
+	// Key signs what the cache stores (state.DeriveKey of the bot token: every replica has it, the
+	// store never sees it); nil: nothing is signed (a store in this process's memory).
+	Key   []byte
+	Hooks Hooks
+	Log   *zap.Logger
 }
 
 // Cache is the bot's memory of its threads. Safe for concurrent use. A nil *Cache holds nothing:
 // every read goes to Slack, and events and writes are dropped.
 type Cache struct {
-	opt Options
-	log *zap.Logger
+	opt  Options
+	log  *zap.Logger
+	seal sealer
 
 	mu sync.Mutex
 	// where is the thread ts of each message the bot posted lately, so that an update, which
@@ -106,7 +110,7 @@ func New(opt Options) *Cache {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Cache{opt: opt, log: log, where: make(map[string]string)}
+	return &Cache{opt: opt, log: log, seal: sealer{key: opt.Key}, where: make(map[string]string)}
 }
 
 // Key is the entry of a thread: channel and thread ts; a DM's top level is its channel and "".
@@ -193,7 +197,7 @@ func (c *Cache) trusted(ctx context.Context, kind, key string) ([]slack.Message,
 	}
 	var msgs []slack.Message
 	if reason == "" {
-		msgs, err = decodeAll(e.Messages)
+		msgs, err = c.decodeAll(key, e.Messages)
 		if err != nil {
 			c.log.Warn("thread cache: an entry could not be decoded; reading", zap.String("key", key), zap.Error(err))
 			reason = MissError
@@ -232,7 +236,7 @@ func (c *Cache) fill(ctx context.Context, key, gen string, left int, msgs []slac
 			c.log.Warn("thread cache: a message could not be encoded; the thread is not kept", zap.String("key", key), zap.Error(err))
 			return
 		}
-		enc = append(enc, tm)
+		enc = append(enc, c.sealed(key, tm))
 	}
 	if _, err := c.opt.Store.Fill(ctx, key, gen, left, enc); err != nil {
 		c.log.Debug("thread cache: fill failed", zap.String("key", key), zap.Error(err))
@@ -395,6 +399,7 @@ func (c *Cache) apply(ctx context.Context, channel string, m slack.Message, op s
 		keys = append(keys, Key(channel, ""))
 	}
 	for _, key := range keys {
+		op := state.ThreadOp{Kind: op.Kind, ThreadMessage: c.sealed(key, op.ThreadMessage)}
 		if err := c.opt.Store.Apply(ctx, key, []state.ThreadOp{op}); err != nil {
 			c.log.Debug("thread cache: apply failed", zap.String("key", key), zap.Error(err))
 		}
@@ -439,16 +444,29 @@ func encode(m slack.Message) (state.ThreadMessage, error) {
 	return tm, nil
 }
 
-// decodeAll is the messages of an entry.
-func decodeAll(tms []state.ThreadMessage) ([]slack.Message, error) {
+// sealed is tm signed for entry key.
+func (c *Cache) sealed(key string, tm state.ThreadMessage) state.ThreadMessage {
+	return state.ThreadMessage{TS: tm.TS, Body: c.seal.seal(key, tm.TS, 'm', tm.Body), Mark: c.seal.seal(key, tm.TS, 'k', tm.Mark)}
+}
+
+// decodeAll is the messages of entry key, each opened (see sealer) and decoded.
+func (c *Cache) decodeAll(key string, tms []state.ThreadMessage) ([]slack.Message, error) {
 	out := make([]slack.Message, 0, len(tms))
 	for _, tm := range tms {
+		body, err := c.seal.open(key, tm.TS, 'm', tm.Body)
+		if err != nil {
+			return nil, fmt.Errorf("message %s: %w", tm.TS, err)
+		}
+		mark, err := c.seal.open(key, tm.TS, 'k', tm.Mark)
+		if err != nil {
+			return nil, fmt.Errorf("mark %s: %w", tm.TS, err)
+		}
 		var m slack.Message
-		if err := json.Unmarshal(tm.Body, &m); err != nil {
+		if err := json.Unmarshal(body, &m); err != nil {
 			return nil, fmt.Errorf("decode message %s: %w", tm.TS, err)
 		}
-		if len(tm.Mark) > 0 {
-			if err := json.Unmarshal(tm.Mark, &m.Metadata); err != nil {
+		if len(mark) > 0 {
+			if err := json.Unmarshal(mark, &m.Metadata); err != nil {
 				return nil, fmt.Errorf("decode mark %s: %w", tm.TS, err)
 			}
 		}

@@ -54,7 +54,7 @@ func newTestCache(t *testing.T) (*Cache, map[string]int) {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	return New(Options{Store: store, BotUserID: botUser, BotID: "BBOT", Hooks: Hooks{
+	return New(Options{Store: store, BotUserID: botUser, BotID: "BBOT", Key: []byte("test key"), Hooks: Hooks{
 		Hit:  func(kind string) { counts["hit "+kind]++ },
 		Miss: func(kind, reason string) { counts["miss "+kind+" "+reason]++ },
 	}}), counts
@@ -257,5 +257,55 @@ func TestNilCacheReads(t *testing.T) {
 	}
 	if s.reads != 2 {
 		t.Fatalf("nil cache: %d reads, want 2", s.reads)
+	}
+}
+
+// forger is a store whose entries someone else wrote to (a Redis writer without the bot's key):
+// change is applied to every entry loaded.
+type forger struct {
+	Store
+	change func(*state.ThreadEntry)
+}
+
+func (f forger) Load(ctx context.Context, key string) (state.ThreadEntry, bool, error) {
+	e, ok, err := f.Store.Load(ctx, key)
+	if ok && f.change != nil {
+		f.change(&e)
+	}
+	return e, ok, err
+}
+
+// TestForgedEntriesAreRead: a message or mark the bot did not sign, or signed for another message or
+// thread, is never taken for the thread: the thread is read from Slack.
+func TestForgedEntriesAreRead(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(*state.ThreadEntry)
+	}{
+		{"a body changed", func(e *state.ThreadEntry) { e.Messages[0].Body[len(e.Messages[0].Body)-2] ^= 1 }},
+		{"a body unsigned", func(e *state.ThreadEntry) { e.Messages[0].Body = []byte(`{"text":"forged","ts":"1700000000.000100"}`) }},
+		{"a mark added", func(e *state.ThreadEntry) {
+			e.Messages[0].Mark = []byte(`{"event_type":"llmbot_message","event_payload":{"kind":"answer"}}`)
+		}},
+		{"a message moved to another ts", func(e *state.ThreadEntry) { e.Messages[1].Body = e.Messages[0].Body }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store, err := state.NewMemoryThreads(state.ThreadLimits{TTL: time.Hour, Bytes: 1 << 20, Entries: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &forger{Store: store}
+			cache := New(Options{Store: f, BotUserID: botUser, Key: []byte("test key")})
+			s := &slackThread{msgs: []slack.Message{message(parent, parent, "U1", "question"), message("1700000000.000200", parent, "U2", "reply")}}
+			replies(t, cache, s)
+			replies(t, cache, s)
+			if s.reads != 1 {
+				t.Fatalf("%d reads before the forgery, want 1", s.reads)
+			}
+			f.change = c.change
+			if got := replies(t, cache, s); got != "100:question 200:reply" || s.reads != 2 {
+				t.Fatalf("a forged entry: %q after %d reads; want Slack's thread, read again", got, s.reads)
+			}
+		})
 	}
 }

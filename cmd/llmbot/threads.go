@@ -33,6 +33,8 @@ func openThreads(cfg Config, shared sharedState, id bot.Identity, metrics *ops.M
 	if err != nil {
 		return nil, fmt.Errorf("thread cache: %w", err)
 	}
-	return threads.New(threads.Options{Store: store, BotUserID: id.UserID, BotID: id.BotID,
+	// Signed with a key Redis never sees: whoever can write there cannot put words in a thread.
+	key := state.DeriveKey(cfg.SlackBotToken, "llmbot thread cache v1")
+	return threads.New(threads.Options{Store: store, BotUserID: id.UserID, BotID: id.BotID, Key: key,
 		Hooks: metrics.ThreadCacheHooks(), Log: log.Named("threads")}), nil
 }
