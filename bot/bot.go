@@ -22,6 +22,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slacksocket"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // socket is the Socket Mode connection the loop reads envelopes from and acks slash commands
@@ -101,7 +102,11 @@ type Options struct {
 	// Queue shows a waiting question's place in line under its thread; nil (or a question with no
 	// thread): the asker is told privately.
 	Queue QueueStatus
-	Hooks Hooks
+	// Threads is the bot's memory of its threads (nil: none): every message event changes it before
+	// it is routed, and a connection that comes up after none was (the first one too) makes all of it
+	// stale, for events may have been missed meanwhile.
+	Threads *threads.Cache
+	Hooks   Hooks
 
 	burstHold  time.Duration       // the most work is held while its burst is acked; default burstHold (tests set it)
 	leaseRenew time.Duration       // how often a running answer renews its thread's lease; default leaseRenew (tests set it)
@@ -202,7 +207,7 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		slots:     newSlots(opt.MaxConcurrent),
 		turns:     newTurns(),
 		active:    newActives(),
-		conn:      &connection{log: log, hook: opt.Hooks.Connection},
+		conn:      &connection{log: log, hook: opt.Hooks.Connection, threads: opt.Threads},
 		notices:   &notices{notify: notify, queue: opt.Queue},
 		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
@@ -462,6 +467,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	if req.RetryAttempt > 0 {
 		log.Debug("redelivered event", zap.Int("retry_attempt", req.RetryAttempt), zap.String("retry_reason", req.RetryReason))
 	}
+	b.opt.Threads.Event(work, e)
 	var (
 		rr     route.ReplyRequest
 		reason string

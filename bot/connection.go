@@ -1,18 +1,22 @@
 package bot
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/slacksocket"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // connection is the Socket Mode connection's state as the bot follows it, for readiness checks.
 type connection struct {
 	log  *zap.Logger
 	hook func(connected bool) // Hooks.Connection; nil: none
+	// threads is made stale when a connection comes up after none was (nil: no cache).
+	threads *threads.Cache
 
 	mu    sync.Mutex
 	state State
@@ -52,6 +56,14 @@ func (c *connection) setConnected(up bool) {
 		c.state.Since = time.Now()
 	}
 	c.mu.Unlock()
+	if changed && up {
+		// Events Slack sent while no connection was up reached nobody (this is the first
+		// connection too): every entry of the thread cache is read again. Made here, in the
+		// socket's goroutine, before the new connection's first frame is read.
+		if err := c.threads.Gap(context.Background()); err != nil {
+			c.log.Warn("thread cache: a gap in the connection could not be recorded", zap.Error(err))
+		}
+	}
 	if (changed || up) && c.hook != nil {
 		c.hook(up)
 	}

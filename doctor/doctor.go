@@ -77,6 +77,9 @@ type Input struct {
 	// connects to it as the bot does and asks PING.
 	RedisHost string
 	PingRedis func(ctx context.Context) error
+	// ThreadCacheTTL is THREAD_CACHE_TTL: the Redis check says where the threads are cached
+	// (0: nothing is said, there is no cache).
+	ThreadCacheTTL time.Duration
 
 	// MCPServers starts the MCP servers of MCP_CONFIG as the bot does and reports each one and its
 	// tools (tools.go); nil: none configured.
@@ -912,7 +915,8 @@ const redisTimeout = 5 * time.Second
 func checkRedis(ctx context.Context, in Input) result {
 	const name = "Redis"
 	if in.RedisHost == "" || in.PingRedis == nil {
-		return ok(name, "REDIS_URL not set: fine for one replica (its state is kept by the process and STATE_DIR)")
+		return ok(name, "REDIS_URL not set: fine for one replica (its state is kept by the process and STATE_DIR)%s",
+			threadCache(in.ThreadCacheTTL, "in its memory"))
 	}
 	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
@@ -921,5 +925,22 @@ func checkRedis(ctx context.Context, in Input) result {
 			"check REDIS_URL (redis://[:password@]host:6379/0, rediss:// for TLS) and that Redis answers from here; "+
 				"the bot runs without it, but replicas then answer twice and cannot stop each other's answers")
 	}
-	return ok(name, "%s answers PING; replicas share their state there", in.RedisHost)
+	return ok(name, "%s answers PING; replicas share their state there%s", in.RedisHost,
+		threadCache(in.ThreadCacheTTL, "there too"))
+}
+
+// threadCache says where the threads the bot takes part in are cached, and for how long ("" when
+// they are not).
+func threadCache(ttl time.Duration, where string) string {
+	if ttl <= 0 {
+		return ""
+	}
+	d := ttl.String() // 6h0m0s: 6h, 1h30m0s: 1h30m
+	if strings.HasSuffix(d, "m0s") {
+		d = strings.TrimSuffix(d, "0s")
+	}
+	if strings.HasSuffix(d, "h0m") {
+		d = strings.TrimSuffix(d, "0m")
+	}
+	return fmt.Sprintf("; the threads it takes part in are cached %s, for %s after their last change (THREAD_CACHE_TTL)", where, d)
 }

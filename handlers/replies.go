@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // ReplyMode is how an answer is written into Slack.
@@ -91,6 +92,9 @@ type ContextOptions struct {
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
 	ChannelSettings func(channel string) (systemPrompt, model string)
+	// ThreadCache is the bot's memory of its threads (nil: none): an answer reads its thread from
+	// it when it may.
+	ThreadCache *threads.Cache
 }
 
 // WriteOptions say how an answer is written into Slack.
@@ -240,7 +244,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 		approvals = noApprovals{}
 	}
 	return &Replies{
-		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		reads: gateway.ThreadReads{Thread: t, Writer: paced, Cache: opt.ThreadCache}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:      paced,
 		botThreads: ttlcache.New[bool](threadCacheSize, threadCacheTTL),
 		names:      names,

@@ -34,6 +34,8 @@
 //	answer:<id>       hash: an open answer (the Answer's fields); a safety TTL of 24 h, renewed on each change
 //	answers           set of the ids of open answers
 //	adopted:<id>      the replica that adopted answer id, PX 24 h: a cut-off owner learns it was adopted (Fence)
+//	thread:<key>, thread-epoch, thread-entries, thread-sizes, thread-bytes
+//	                  the thread cache's entries and their accounts (RedisThreads)
 //
 // What a Redis outage means: a Fallback serves every call from its Memory until Redis answers again, and says
 // so (FallbackHooks, a warning in the log). Meanwhile each replica dedupes, counts, paces and leases on its own:

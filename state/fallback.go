@@ -52,6 +52,10 @@ type Fallback struct {
 
 	inbox chan []byte // Run's two readers hand messages to Receive, unbuffered: a message waits in its source
 
+	// threads is the thread store over this Fallback (Threads; nil: none), caught up before Redis is
+	// used again after an outage.
+	threads atomic.Pointer[FallbackThreads]
+
 	mu sync.Mutex
 	// late is what is still to be done in Redis to answers closed, abandoned or opened locally while it
 	// could not be reached (see CloseAnswer, Abandon, Open), made at the next heartbeat or recovery.
@@ -161,6 +165,9 @@ func (f *Fallback) probe(ctx context.Context) bool {
 			f.hooks.Failed("heartbeat")
 		}
 		return false
+	}
+	if ft := f.threads.Load(); ft != nil && !ft.caughtUp(cctx) {
+		return false // its entries may miss what changed meanwhile: not trusted before they are stale
 	}
 	f.streak.Store(0)
 	f.set(false, "", nil)

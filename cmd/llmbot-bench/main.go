@@ -77,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	plot := fs.String("plot", "docs/load-lag.png", "write the lag plot (PNG) here; empty: no plot")
 	keep := fs.Bool("keep", false, "keep the work directory (the bot's logs and goroutine dumps) and print its path")
 	verbose := fs.Bool("v", false, "progress and per-method call counts on stderr")
+	newThreads := fs.Bool("new-threads", false, "with -mode stream: each question is a new top-level DM message (in the agent pane it starts its own thread), not a reply in a DM thread from before the run")
+	followUps := fs.Bool("follow-ups", false, "with -mode edit: each thread is answered once first (not measured), then a follow-up mention in each is asked at once (through another replica than the first question), and those are measured; reports the conversations.replies calls per thread")
 	imagine := fs.Int("imagine", 0, "instead of the conversations: this many /imagine jobs from as many people, whose pictures the model returns all at the same instant (the worst case for memory); reports the bot's peak RSS")
 	imageMiB := fs.Int("image-mib", 4, "with -imagine: the size of each picture in MiB")
 	var botEnv envList
@@ -100,6 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *mode != "edit" && *mode != "stream" {
 		return fmt.Errorf("-mode: %q is not edit or stream", *mode)
+	}
+	if *followUps && *mode != "edit" || *newThreads && *mode != "stream" {
+		return errors.New("-follow-ups: only with -mode edit; -new-threads: only with -mode stream")
 	}
 	if *scale <= 0 || *maxConcurrent < 0 || *perChannel < 1 || *tokens < 1 || *updates <= 0 || *posts <= 0 || *burst < 1 || *spread < 0 || *spread >= 1 || *editBudget < 0 {
 		return errors.New("-scale, -updates-per-min and -posts-per-min must be above 0; -per-channel, -tokens and -burst at least 1; -spread from 0 to below 1; -edit-budget and -max-concurrent not below 0")
@@ -144,6 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		scale: *scale, perChannel: *perChannel, tokens: *tokens, spread: *spread, firstToken: *first, tokenInterval: *interval,
 		updatesPerMin: *updates, editBudget: *editBudget, noRedis: *noRedis, redisPath: redisPath, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
 		timeout: *timeout, botPath: path, botEnv: botEnv, mode: *mode, workDir: work, verbose: logf, maxConcurrent: *maxConcurrent,
+		followUps: *followUps, newThreads: *newThreads,
 	}
 	if *imagine > 0 {
 		if *imageMiB < 1 {

@@ -50,6 +50,13 @@ type settings struct {
 	verbose func(format string, args ...any)
 	// maxConcurrent is the bot's MAX_CONCURRENT_REPLIES; 0: N + 10, so that no question waits in line.
 	maxConcurrent int
+	// followUps: each of the N threads is answered once first (not measured), then a follow-up
+	// mention in each is asked at once, through another replica than the first question when
+	// there are several: what is measured are the follow-ups.
+	followUps bool
+	// newThreads: in stream mode each question is a new top-level DM message (in the agent pane it
+	// starts its own thread), not a reply in a thread from before the run.
+	newThreads bool
 }
 
 // concurrent is MAX_CONCURRENT_REPLIES for n conversations.
@@ -116,7 +123,10 @@ type result struct {
 	streamLags  []time.Duration // lags of the tokens of answers written with native streaming alone
 	editLags    []time.Duration // lags of the tokens of answers written by posting and editing alone
 	unmatched   int
-	peakStreams int             // most model streams open at once
+	peakStreams int // most model streams open at once
+	// threadReads is how many conversations.replies calls read each thread (by channel/ts), after
+	// the first question measured.
+	threadReads map[string]int
 	toModel     []time.Duration // question posted -> the model request for it (not scaled)
 	// concurrent is the bot's MAX_CONCURRENT_REPLIES; toldPlace counts the askers told their place
 	// in line privately.
@@ -282,6 +292,64 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 	if res.idleRSS, _, err = bots.memKB("VmRSS"); err != nil {
 		return nil, err
 	}
+	// The load: n mentions at once, each the start of its own thread; in stream mode n DM messages,
+	// each a reply in a thread of its asker's DM, under a message of theirs from before the run (stored
+	// as history: the bot hears nothing of it). With follow-ups, those are answered first, and the
+	// load is a follow-up mention in each thread.
+	threads := make([]string, n)
+	chans := make([]string, n)
+	asked := make([]time.Time, n)
+	if set.mode == "stream" {
+		for i := range n {
+			chans[i] = fmt.Sprintf("D%04d", i)
+			if !set.newThreads {
+				threads[i] = slack.Post(fakeslack.UserMessage{Channel: chans[i], User: fmt.Sprintf("U%04d", i),
+					Text: "About Slack's rate limits.", Time: time.Now().Add(-time.Hour)})
+			}
+		}
+	}
+	post, err := spreader(slack, replicas)
+	if err != nil {
+		return nil, err
+	}
+	botUser := slack.Config().BotUserID
+	ask := func() (time.Time, error) {
+		start := time.Now()
+		for i := range n {
+			user := fmt.Sprintf("U%04d", i)
+			asked[i] = time.Now()
+			switch {
+			case set.mode == "stream" && threads[i] == "": // a new top-level DM message
+				threads[i], err = post(i, fakeslack.UserMessage{Channel: chans[i], User: user, Text: question("", i)})
+			case set.mode == "stream":
+				_, err = post(i, fakeslack.UserMessage{Channel: chans[i], User: user, ThreadTS: threads[i], Text: question("", i)})
+			case threads[i] != "": // a follow-up, through the next replica
+				_, err = post(i+1, fakeslack.UserMessage{Channel: chans[i], User: user, ThreadTS: threads[i], Text: question(botUser, i)})
+			default:
+				chans[i] = fmt.Sprintf("C%04d", i/set.perChannel)
+				threads[i], err = post(i, fakeslack.UserMessage{Channel: chans[i], User: user, Text: question(botUser, i)})
+			}
+			if err != nil {
+				return start, err
+			}
+		}
+		if set.mode == "stream" {
+			logf("  %s N=%d: %d questions asked in DM threads", policy, n, n)
+		} else {
+			logf("  %s N=%d: %d questions asked in %d channels", policy, n, n, (n+set.perChannel-1)/set.perChannel)
+		}
+		return start, waitDone(ctx, set, slack, model, bots, convs, chans, threads, start)
+	}
+	if set.followUps {
+		if _, err := ask(); err != nil {
+			return nil, fmt.Errorf("the first questions, before the follow-ups: %w", err)
+		}
+		// The answers' last writes (their Stop buttons taken off, at the back of the edit budget)
+		// come after their final texts, and a thread's next answer waits for them.
+		if err := waitIdle(ctx, slack, chans, threads); err != nil {
+			return nil, fmt.Errorf("the first answers' last writes: %w", err)
+		}
+	}
 	use0, each0, err := bots.usage()
 	if err != nil {
 		return nil, err
@@ -292,50 +360,11 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 			return nil, err
 		}
 	}
-
-	// The load: n mentions at once, each the start of its own thread; in stream mode n DM messages,
-	// each a reply in a thread of its asker's DM, under a message of theirs from before the run (stored
-	// as history: the bot hears nothing of it).
-	threads := make([]string, n)
-	chans := make([]string, n)
-	asked := make([]time.Time, n)
-	if set.mode == "stream" {
-		for i := range n {
-			chans[i] = fmt.Sprintf("D%04d", i)
-			threads[i] = slack.Post(fakeslack.UserMessage{Channel: chans[i], User: fmt.Sprintf("U%04d", i),
-				Text: "About Slack's rate limits.", Time: time.Now().Add(-time.Hour)})
-		}
-	}
 	if set.spent {
 		slack.SpendBudgets()
 	}
-	post, err := spreader(slack, replicas)
+	start, err := ask()
 	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	botUser := slack.Config().BotUserID
-	for i := range n {
-		user := fmt.Sprintf("U%04d", i)
-		asked[i] = time.Now()
-		if set.mode == "stream" {
-			if _, err := post(i, fakeslack.UserMessage{Channel: chans[i], User: user, ThreadTS: threads[i], Text: question("", i)}); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		chans[i] = fmt.Sprintf("C%04d", i/set.perChannel)
-		if threads[i], err = post(i, fakeslack.UserMessage{Channel: chans[i], User: user, Text: question(botUser, i)}); err != nil {
-			return nil, err
-		}
-	}
-	if set.mode == "stream" {
-		logf("  %s N=%d: %d questions asked in DM threads", policy, n, n)
-	} else {
-		logf("  %s N=%d: %d questions asked in %d channels", policy, n, n, (n+set.perChannel-1)/set.perChannel)
-	}
-
-	if err := waitDone(ctx, set, slack, model, bots, convs, chans, threads, start); err != nil {
 		if ctx.Err() != nil || bots.exited() != nil {
 			return nil, err // interrupted, or the bot died: nothing more to measure
 		}
@@ -474,7 +503,7 @@ func waitDone(ctx context.Context, set settings, slack *fakeslack.Server, model 
 		for _, w := range ws {
 			i, ok := index[w.Channel+"/"+w.ThreadTS]
 			bw, write := botWriteOf(w)
-			if !ok || !write {
+			if !ok || !write || w.Time.Before(start) { // before start: the answers before follow-ups
 				continue
 			}
 			v, _ := replies[i].add(convs[i], bw)
@@ -501,12 +530,16 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 		}
 	}
 	res.callsBy, res.throttledBy, res.last429 = map[string]int{}, map[string]int{}, map[string]time.Duration{}
+	res.threadReads = map[string]int{}
 	for _, c := range slack.Calls() {
 		if c.Time.Before(start) {
-			continue // the bot's start-up (auth.test, apps.connections.open)
+			continue // the bot's start-up (auth.test, apps.connections.open), or the first questions before follow-ups
 		}
 		res.calls++
 		res.callsBy[c.Method]++
+		if c.Method == "conversations.replies" && c.Status == 200 {
+			res.threadReads[c.Params.Get("channel")+"/"+c.Params.Get("ts")]++
+		}
 		if c.Status == 429 {
 			res.throttled++
 			res.throttledBy[c.Method]++
@@ -517,7 +550,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 	tokenTimes := make([][]time.Time, n)
 	requests := make([]int, n)
 	for _, r := range model.Requests() {
-		if r.Chat == nil {
+		if r.Chat == nil || r.Time.Before(start) {
 			continue
 		}
 		i, ok := conversationOf(r.Chat.Messages)
@@ -547,7 +580,7 @@ func measure(res *result, scale float64, slack *fakeslack.Server, model *fakellm
 	for _, w := range slack.Writes() {
 		i, ok := index[w.Channel+"/"+w.ThreadTS]
 		bw, write := botWriteOf(w)
-		if ok && write {
+		if ok && write && !w.Time.Before(start) {
 			writes[i] = append(writes[i], bw)
 		}
 	}
@@ -626,4 +659,36 @@ func trouble(i, replicas int, o outcome, requests int, s *script, writes []botWr
 
 func scaleDown(d time.Duration, scale float64) time.Duration {
 	return time.Duration(float64(d) / scale)
+}
+
+// followUpIdle is how long the bot must have made no Slack call before the follow-ups are asked.
+const followUpIdle = 3 * time.Second
+
+// waitIdle waits (at most 5 minutes) until no bot message in the threads shows a Stop button any
+// more, and then until Slack has seen no call for followUpIdle.
+func waitIdle(ctx context.Context, slack *fakeslack.Server, chans, threads []string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	stops := func() bool {
+		for i := range threads {
+			for _, m := range slack.BotReplies(chans[i], threads[i]) {
+				for _, b := range m.Buttons() {
+					if strings.Contains(b.ActionID, "stop") {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	calls, since := slack.CallCount(""), time.Now()
+	for stops() || time.Since(since) < followUpIdle {
+		if err := watch.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+		if c := slack.CallCount(""); c != calls {
+			calls, since = c, time.Now()
+		}
+	}
+	return nil
 }

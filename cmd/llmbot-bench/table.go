@@ -156,6 +156,12 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 	if set.spent {
 		fmt.Fprint(w, " Every Slack budget was used up when the questions came (-spent).")
 	}
+	if set.newThreads {
+		fmt.Fprint(w, " New threads (-new-threads): each question is a new top-level DM message, answered in its own thread (the agent pane).")
+	}
+	if set.followUps {
+		fmt.Fprint(w, " Follow-ups (-follow-ups): every thread was answered once before; the figures are those of a follow-up mention in each thread, asked at once.")
+	}
 	if set.botEditBudget() != set.updatesPerMin {
 		fmt.Fprintf(w, " The bot's EDIT_BUDGET_PER_MINUTE: %g (each replica's).", set.botEditBudget())
 	}
@@ -215,6 +221,9 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 			}
 			fmt.Fprintf(w, "- %s: not answered exactly once: %s\n", r.label(), t)
 		}
+		if reads := r.threadReadsDetails(); reads != "" {
+			fmt.Fprintf(w, "- %s: %s\n", r.label(), reads)
+		}
 		if q := r.queueDetails(); q != "" {
 			fmt.Fprintf(w, "- %s: %s\n", r.label(), q)
 		}
@@ -242,4 +251,17 @@ func (r *result) queueDetails() string {
 	}
 	return fmt.Sprintf("waited in line for one of %d places %d (told their place privately %d): question -> model request p50 %ss max %ss; per place ahead mean %ss",
 		r.concurrent, len(queued), r.toldPlace, secs(percentile(queued, 50)), secs(maxOf(queued)), secs(mean(perPlace)))
+}
+
+// threadReadsDetails reports the conversations.replies calls per thread: how many threads were
+// read and the most reads of one ("" when not measured).
+func (r *result) threadReadsDetails() string {
+	if r.threadReads == nil {
+		return ""
+	}
+	most := 0
+	for _, k := range r.threadReads {
+		most = max(most, k)
+	}
+	return fmt.Sprintf("threads read (conversations.replies) %d of %d, at most %d calls for one", len(r.threadReads), r.n, most)
 }

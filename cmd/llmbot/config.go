@@ -76,8 +76,9 @@ type Config struct {
 
 	HealthAddr string `envconfig:"HEALTH_ADDR" tier:"operations" desc:"Address of the health and metrics listener (/healthz, /readyz, /metrics), e.g. :8080. Unset: off."`
 
-	RedisURL string `envconfig:"REDIS_URL" tier:"operations" secret:"true" desc:"Redis (7+) or Valkey shared by every replica: redis://[:password@]host:6379/0, rediss:// for TLS. Set it to run several replicas: they then share dedupe, one answer at a time per thread, Stop clicks, Slack's rate limits, the /imagine quota and the journal of answers in progress. Unset: one replica, state in memory and STATE_DIR. Never logged."`
-	StateDir string `envconfig:"STATE_DIR" tier:"operations" desc:"Directory of the local journal of answers in progress, so a restarted process closes the answers it was writing when it died (kept in a folder per app and team). Unset: the user's cache directory (~/.cache/llmbot); the Kubernetes kit mounts an emptyDir."`
+	RedisURL       string        `envconfig:"REDIS_URL" tier:"operations" secret:"true" desc:"Redis (7+) or Valkey shared by every replica: redis://[:password@]host:6379/0, rediss:// for TLS. Set it to run several replicas: they then share dedupe, one answer at a time per thread, Stop clicks, Slack's rate limits, the /imagine quota and the journal of answers in progress. Unset: one replica, state in memory and STATE_DIR. Never logged."`
+	ThreadCacheTTL time.Duration `envconfig:"THREAD_CACHE_TTL" tier:"operations" default:"6h" desc:"How long the bot keeps its copy of a thread it takes part in after the thread last changed (in Redis with REDIS_URL, shared by the replicas; else in memory), kept current from Slack's events and its own writes: a follow-up within it is answered without reading the thread from Slack again (conversations.replies, the scarcest budget). A short-lived cache, no export. 0: none (every answer reads its thread). At most 24h."`
+	StateDir       string        `envconfig:"STATE_DIR" tier:"operations" desc:"Directory of the local journal of answers in progress, so a restarted process closes the answers it was writing when it died (kept in a folder per app and team). Unset: the user's cache directory (~/.cache/llmbot); the Kubernetes kit mounts an emptyDir."`
 
 	AllowChannels     string `envconfig:"ALLOW_CHANNELS" tier:"features" desc:"Channel IDs (C..., G...) where the bot works, comma-separated; add dm for direct messages (one-to-one; a group DM is a channel here, listed by its ID). Unset: everywhere."`
 	DenyChannels      string `envconfig:"DENY_CHANNELS" tier:"features" desc:"Channel IDs where the bot never works, comma-separated; dm turns one-to-one direct messages off (a group DM is denied by its ID). Wins over ALLOW_CHANNELS."`
@@ -413,7 +414,14 @@ func (c Config) timeProblems(p *problemList) {
 	p.streamLimit("STREAM_ROLLOVER_AFTER", c.StreamRolloverAfter)
 	p.streamLimit("STREAM_IDLE_LIMIT", c.StreamIdleLimit)
 	p.positive("SHUTDOWN_GRACE", c.ShutdownGrace)
+	if c.ThreadCacheTTL < 0 || c.ThreadCacheTTL > maxThreadCacheTTL {
+		p.add("THREAD_CACHE_TTL: %v must be between 0 and %v (a short-lived cache, not an archive of the threads)", c.ThreadCacheTTL, maxThreadCacheTTL)
+	}
 }
+
+// maxThreadCacheTTL is the longest THREAD_CACHE_TTL: the copy of a thread is a cache of what
+// answers need soon, never an archive (Slack's API terms).
+const maxThreadCacheTTL = 24 * time.Hour
 
 // accessProblems checks the health listener, REDIS_URL's form, the quota and who may use the bot where.
 func (c Config) accessProblems(p *problemList) {

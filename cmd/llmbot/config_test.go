@@ -61,7 +61,7 @@ func TestDefaults(t *testing.T) {
 		Vision: "auto", MaxFileBytes: 20 << 20, MaxFileText: 20000, ImageInputMaxSide: 2048,
 		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
-		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second,
+		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second, ThreadCacheTTL: 6 * time.Hour,
 		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute, UsageRetentionDays: 90,
 		ExternalUsers: "refused", GuestUsers: "members",
 		LogLevel: zapcore.InfoLevel,
@@ -421,4 +421,29 @@ func TestLoggerFormats(t *testing.T) {
 
 func zapcoreString(k, v string) zapcore.Field {
 	return zapcore.Field{Key: k, Type: zapcore.StringType, String: v}
+}
+
+// TestThreadCacheTTLBounds: the thread cache is short-lived: 0 (none) to 24h.
+func TestThreadCacheTTLBounds(t *testing.T) {
+	for _, c := range []struct {
+		value, problem string
+	}{
+		{"0", ""},
+		{"24h", ""},
+		{"25h", "THREAD_CACHE_TTL: 25h0m0s must be between 0 and 24h0m0s"},
+		{"-1h", "THREAD_CACHE_TTL: -1h0m0s must be between 0 and 24h0m0s"},
+	} {
+		env := validEnv()
+		env["THREAD_CACHE_TTL"] = c.value
+		setEnv(t, env)
+		cfg, problems := loadConfig()
+		err := problemsError(append(problems, cfg.problems()...))
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if c.problem == "" && err != nil || !strings.Contains(got, c.problem) {
+			t.Errorf("THREAD_CACHE_TTL=%s: problems %q, want %q", c.value, got, c.problem)
+		}
+	}
 }

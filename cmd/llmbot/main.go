@@ -156,6 +156,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 		FollowUps:       cfg.FollowUps,
 		Vision:          cfg.Vision,
 		RedisHost:       hostOf(cfg.RedisURL),
+		ThreadCacheTTL:  cfg.ThreadCacheTTL,
 		PingRedis: func(ctx context.Context) error {
 			r, err := state.NewRedis(ctx, cfg.RedisURL, "llmbot-doctor:", "doctor", zap.NewNop())
 			if err != nil {

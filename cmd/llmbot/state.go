@@ -22,6 +22,7 @@ import (
 	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // sharedState is the state package's store as the wiring hands it out, each consumer the part it
@@ -38,6 +39,9 @@ type sharedState struct {
 	journal  handlers.Journal
 	fence    gateway.Fence
 	tallies  ledger.Tallies
+	// threads makes the thread cache's store with the limits given: in Redis (nothing held while it
+	// cannot be reached), or in memory.
+	threads func(state.ThreadLimits) (threads.Store, error)
 }
 
 // Close closes the store, once its run has returned.
@@ -48,7 +52,8 @@ func sharedMemory(m *state.Memory) sharedState {
 	k, a := m.Keys(), m.Answers()
 	return sharedState{run: m.Run, close: m.Close,
 		replicas: bot.Replicas{Claims: k, Leases: m, Journal: a, Inbox: m.Inbox()},
-		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: m.Tallies()}
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: m.Tallies(),
+		threads: func(lim state.ThreadLimits) (threads.Store, error) { return state.NewMemoryThreads(lim) }}
 }
 
 // sharedFallback is f by its parts.
@@ -56,7 +61,8 @@ func sharedFallback(f *state.Fallback) sharedState {
 	k, a := f.Keys(), f.Answers()
 	return sharedState{run: f.Run, close: f.Close,
 		replicas: bot.Replicas{Claims: k, Leases: f, Journal: a, Inbox: f.Inbox()},
-		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: f.Tallies()}
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: f.Tallies(),
+		threads: func(lim state.ThreadLimits) (threads.Store, error) { return f.Threads(lim) }}
 }
 
 // openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from

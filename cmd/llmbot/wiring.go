@@ -32,6 +32,7 @@ import (
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
+	"github.com/llmbot/llmbot/threads"
 	"github.com/llmbot/llmbot/tools"
 	"github.com/llmbot/llmbot/usage"
 )
@@ -98,6 +99,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	})
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
+	if p.threads, err = openThreads(cfg, shared, id, metrics, log); err != nil {
+		return err
+	}
 	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
@@ -325,7 +329,8 @@ type parts struct {
 	notices   *gateway.Notices
 	overrides *access.Overrides
 	prompts   []pane.Prompt
-	controls  controls // usage counted, budgets, redaction: at the model seam and in the route middleware
+	controls  controls       // usage counted, budgets, redaction: at the model seam and in the route middleware
+	threads   *threads.Cache // nil: none
 	log       *zap.Logger
 }
 
@@ -365,11 +370,12 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	// One metered chat for the answers and the summaries, under the ledger: a request a budget
 	// refuses never reaches the model (nor its metrics), and what reaches it is redacted.
 	chat := p.controls.meter.Chat(p.metrics.Chat(p.model, cfg.ChatModel), cfg.ChatModel)
-	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
+	writes := gateway.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
+	replies := handlers.NewReplies(api, writes, writes, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
-		orphans:   p.orphanCloser(opt),
-		summarize: summarize.New(api, api, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
+		orphans:   p.orphanCloser(opt, writes),
+		summarize: summarize.New(api, writes, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
 		approvals: approve,
 		pane:      agentPane,
 	}
@@ -383,9 +389,9 @@ func summaryOptions(opt handlers.ReplyOptions) summarize.Options {
 }
 
 // orphanCloser closes the answers of replicas that died, under the settings the answers are written
-// with (opt).
-func (p *parts) orphanCloser(opt handlers.ReplyOptions) *orphans.Closer {
-	return orphans.New(p.api, p.api, p.log.Named("orphans"), orphans.Options{Budgets: opt.Budgets, Fence: opt.Fence,
+// with (opt), writing through writes.
+func (p *parts) orphanCloser(opt handlers.ReplyOptions, writes gateway.Messenger) *orphans.Closer {
+	return orphans.New(p.api, writes, p.log.Named("orphans"), orphans.Options{Budgets: opt.Budgets, Fence: opt.Fence,
 		BotUserID: opt.BotUserID, BotID: opt.BotID, Buttons: opt.Buttons, Quiet: orphanQuiet(p.cfg), HistoryLimit: opt.HistoryLimit})
 }
 
@@ -407,6 +413,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 				o, _ := overrides.Lookup(channel)
 				return o.SystemPrompt, o.Model
 			},
+			ThreadCache: p.threads,
 		},
 		WriteOptions: handlers.WriteOptions{
 			Mode: handlers.ReplyMode(cfg.ReplyMode),
@@ -518,6 +525,7 @@ func (p *parts) bot(sc *slack.Client, routes *route.Table, ready *ops.Readiness,
 		Replicas:      p.shared.replicas,
 		InboxKey:      bot.InboxKey(cfg.SlackBotToken), // every replica of the bot has the token; Redis does not
 		Queue:         queue,
+		Threads:       p.threads,
 	})
 }
 
