@@ -35,37 +35,37 @@ func newLedgerMetrics(f promauto.Factory) ledgerMetrics {
 
 // LedgerHooks are the ledger's hooks counting into m (ledger.Meter.Hooks).
 func (m *Metrics) LedgerHooks() ledger.Hooks {
-	return ledger.Hooks{Used: m.Used, Refused: m.BudgetRefused, Redacted: m.Redacted}
+	return ledger.Hooks{Used: m.ledger.used, Refused: m.ledger.budgetRefused, Redacted: m.ledger.redactedValues}
 }
 
-// Used counts one request's use.
-func (m *Metrics) Used(place string, u ledger.Use) {
+// used counts one request's use.
+func (l ledgerMetrics) used(place string, u ledger.Use) {
 	model, place := word(u.Model), word(place)
 	source := "reported"
 	if u.Estimated {
 		source = "estimated"
 	}
 	if u.Input > 0 {
-		m.ledger.tokens.WithLabelValues(model, place, "input", source).Add(float64(u.Input))
+		l.tokens.WithLabelValues(model, place, "input", source).Add(float64(u.Input))
 	}
 	if u.Output > 0 {
-		m.ledger.tokens.WithLabelValues(model, place, "output", source).Add(float64(u.Output))
+		l.tokens.WithLabelValues(model, place, "output", source).Add(float64(u.Output))
 	}
 	if u.Images > 0 {
-		m.ledger.images.WithLabelValues(model, place).Add(float64(u.Images))
+		l.images.WithLabelValues(model, place).Add(float64(u.Images))
 	}
 }
 
-// BudgetRefused counts a request refused by a budget.
-func (m *Metrics) BudgetRefused(place string, e *ledger.OverBudget) {
+// budgetRefused counts a request refused by a budget.
+func (l ledgerMetrics) budgetRefused(place string, e *ledger.OverBudget) {
 	period := "day"
 	if e.Period == ledger.Month {
 		period = "month"
 	}
-	m.ledger.refused.WithLabelValues(word(e.Scope), period, word(place)).Inc()
+	l.refused.WithLabelValues(word(e.Scope), period, word(place)).Inc()
 }
 
-// Redacted counts the values of a kind one request had replaced.
-func (m *Metrics) Redacted(kind string, n int) {
-	m.ledger.redacted.WithLabelValues(word(kind)).Add(float64(n))
+// redactedValues counts the values of a kind one request had replaced.
+func (l ledgerMetrics) redactedValues(kind string, n int) {
+	l.redacted.WithLabelValues(word(kind)).Add(float64(n))
 }
