@@ -116,6 +116,9 @@ var contract = []struct {
 	{"send to self and receive", alone, sendToSelf},
 	{"receive ends with its ctx", alone, receiveEnds},
 	{"send between replicas", everything, sendBetween},
+	{"records put, get, list, delete", alone, recordsLifecycle},
+	{"records are shared", journaled, recordsShared},
+	{"records are bounded", alone, recordsBounded},
 }
 
 func TestContract(t *testing.T) {

@@ -20,6 +20,7 @@ type store struct {
 	keys
 	answers
 	inbox
+	rec records // not embedded: Get is the journal's
 }
 
 // runner is a store itself: it runs the replica, knows its leases and who is alive.
@@ -55,6 +56,14 @@ type answers interface {
 	Fence(ctx context.Context, id string) (time.Time, error)
 }
 
+// records is a store's Records.
+type records interface {
+	Put(ctx context.Context, coll, id string, val []byte) error
+	Get(ctx context.Context, coll, id string) ([]byte, bool, error)
+	Delete(ctx context.Context, coll, id string) error
+	List(ctx context.Context, coll string) (map[string][]byte, error)
+}
+
 // inbox is a store's Inbox.
 type inbox interface {
 	Send(ctx context.Context, replica string, msg []byte) error
@@ -65,11 +74,11 @@ type inbox interface {
 func storeOf(s runner) store {
 	switch s := s.(type) {
 	case *Memory:
-		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Records()}
 	case *Redis:
-		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Records()}
 	case *Fallback:
-		return store{s, s.Keys(), s.Answers(), s.Inbox()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Records()}
 	}
 	panic(fmt.Sprintf("storeOf: %T is not a store", s))
 }

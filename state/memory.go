@@ -37,6 +37,7 @@ type Memory struct {
 	swept   time.Time
 	inbox   [][]byte
 	arrived chan struct{} // closed (and replaced) when a message is queued
+	records map[string]map[string][]byte // collection -> id -> value (Records)
 }
 
 // entry is a key with a value and an expiry.
@@ -59,6 +60,7 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 		keys: map[string]entry{}, leases: map[string]time.Time{},
 		buckets: map[string]time.Time{}, pauses: map[string]time.Time{},
 		arrived: make(chan struct{}), closeDir: func() error { return nil },
+		records: map[string]map[string][]byte{},
 	}
 	if dir == "" {
 		m.jr = newMapJournal()
