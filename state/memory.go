@@ -36,7 +36,7 @@ type Memory struct {
 	pauses  map[string]time.Time // name -> end of its pause
 	swept   time.Time
 	inbox   [][]byte
-	arrived chan struct{} // closed (and replaced) when a message is queued
+	arrived chan struct{}                // closed (and replaced) when a message is queued
 	records map[string]map[string][]byte // collection -> id -> value (Records)
 }
 

@@ -161,7 +161,9 @@ func (m *Memory) collection(coll string) (map[string][]byte, error) {
 	return c, nil
 }
 
-func (m *Memory) recordsFile(coll string) string { return filepath.Join(m.dir, "records", coll+".json") }
+func (m *Memory) recordsFile(coll string) string {
+	return filepath.Join(m.dir, "records", coll+".json")
+}
 
 // saveCollection writes coll's file (with a directory). Called with m.mu held.
 func (m *Memory) saveCollection(coll string, c map[string][]byte) error {
