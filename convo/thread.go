@@ -30,7 +30,7 @@ type Options struct {
 	// ChannelInstructions are the standing instructions the people of the channel set ("/llmbot
 	// instructions"): added after SystemPrompt as theirs, not the operator's (see ChannelBlock).
 	ChannelInstructions string
-	Now          time.Time // for {date}; zero: time.Now()
+	Now                 time.Time // for {date}; zero: time.Now()
 	// Budget is the maximum estimated tokens for the whole request (see EstimateTokens);
 	// 0: DefaultBudget.
 	Budget int
