@@ -33,7 +33,9 @@ type SlackAsker struct {
 }
 
 // NewAsker returns a SlackAsker posting through post and asking through submit.
-func NewAsker(post Poster, submit Submitter) *SlackAsker { return &SlackAsker{post: post, submit: submit} }
+func NewAsker(post Poster, submit Submitter) *SlackAsker {
+	return &SlackAsker{post: post, submit: submit}
+}
 
 // Ask posts sc's occurrence at and asks its prompt.
 func (a *SlackAsker) Ask(ctx context.Context, sc Schedule, at time.Time) error {
