@@ -200,6 +200,12 @@ func TestScriptedConversationGolden(t *testing.T) {
 		m.AccessDenied("imagine", "quota")
 		m.TemperatureDropped("o3")
 
+		// Scheduled prompts: two started, one could not, one missed while no replica ran.
+		m.ScheduledRun("ok")
+		m.ScheduledRun("ok")
+		m.ScheduledRun("failed")
+		m.ScheduledRun("skipped")
+
 		var buf bytes.Buffer
 		families, err := m.Registry().Gather()
 		if err != nil {
