@@ -81,6 +81,10 @@ type Input struct {
 	// MCPServers starts the MCP servers of MCP_CONFIG as the bot does and reports each one and its
 	// tools (tools.go); nil: none configured.
 	MCPServers func(ctx context.Context) []MCPServer
+
+	// Schedules reads the scheduled prompts and the next run of each from the shared state, as the
+	// bot does; nil: the state was not opened (the check is skipped).
+	Schedules func(ctx context.Context) ([]Scheduled, error)
 }
 
 // Problem is one problem of the settings, with the heading of its setting's tier (Essentials,
@@ -189,6 +193,9 @@ func Run(ctx context.Context, args []string, in Input, stdout, stderr io.Writer)
 	}
 	out.print(checkRedis(ctx, in))
 	for _, r := range checkTools(ctx, in) {
+		out.print(r)
+	}
+	for _, r := range checkSchedules(ctx, in) {
 		out.print(r)
 	}
 	return out.summary()
