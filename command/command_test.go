@@ -25,8 +25,9 @@ func newCommand(t *testing.T) (*command.Command, *gatewaytest.Slack) {
 		t.Fatal(err)
 	}
 	slack := gatewaytest.NewSlack()
-	in := instructions.New(m.Records(), slack, instructions.Options{MaxLength: 200, Editors: []string{"U1", "U2"}})
-	sc := schedule.NewSchedules(m.Records(), schedule.Limits{PerChannel: 5, PerPerson: 5})
+	key := state.DeriveKey("xoxb-test", "llmbot records v1")
+	in := instructions.New(m.Records(), key, slack, instructions.Options{MaxLength: 200, Editors: []string{"U1", "U2"}})
+	sc := schedule.NewSchedules(m.Records(), key, schedule.Limits{PerChannel: 5, PerPerson: 5})
 	c, err := command.New(slack, zaptest.NewLogger(t), in.Command(), sc.Command([]string{"U1"}))
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/slackmd"
+	"github.com/llmbot/llmbot/state"
 )
 
 // coll is the shared state's collection of the channels' instructions, by channel id.
@@ -53,13 +54,16 @@ type Set struct {
 // Instructions are the channels' standing instructions.
 type Instructions struct {
 	rec  Records
+	key  []byte
 	post Poster
 	opt  Options
 }
 
-// New returns the instructions kept in rec, whose changes are announced through post.
-func New(rec Records, post Poster, opt Options) *Instructions {
-	return &Instructions{rec: rec, post: post, opt: opt}
+// New returns the instructions kept in rec, sealed under key (state.Seal; the wiring derives it from the
+// bot token, so instructions anyone with write access to Redis made up never reach a prompt), whose
+// changes are announced through post.
+func New(rec Records, key []byte, post Poster, opt Options) *Instructions {
+	return &Instructions{rec: rec, key: key, post: post, opt: opt}
 }
 
 // Refusal is an error whose text is meant for the person who asked.
@@ -69,13 +73,14 @@ func (r *Refusal) Error() string { return r.Text }
 
 // Get returns channel's instructions; false when it has none.
 func (in *Instructions) Get(ctx context.Context, channel string) (Set, bool, error) {
-	b, ok, err := in.rec.Get(ctx, coll, channel)
+	sealed, ok, err := in.rec.Get(ctx, coll, channel)
 	if err != nil || !ok {
 		return Set{}, false, err
 	}
+	b, ok := state.Unseal(in.key, coll, channel, sealed)
 	var s Set
 	// What Redis holds is read as hostile: a record that is not ours, or longer than allowed, is none.
-	if json.Unmarshal(b, &s) != nil || strings.TrimSpace(s.Text) == "" || utf8.RuneCountInString(s.Text) > in.opt.MaxLength {
+	if !ok || json.Unmarshal(b, &s) != nil || strings.TrimSpace(s.Text) == "" || utf8.RuneCountInString(s.Text) > in.opt.MaxLength {
 		return Set{}, false, nil
 	}
 	return s, true, nil
@@ -111,7 +116,7 @@ func (in *Instructions) Change(ctx context.Context, channel, user, text string, 
 		err = in.rec.Delete(ctx, coll, channel)
 	} else {
 		b, _ := json.Marshal(Set{Text: text, By: user, SetAt: now.UTC().Truncate(time.Second)}) // strings and a time: cannot fail
-		err = in.rec.Put(ctx, coll, channel, b)
+		err = in.rec.Put(ctx, coll, channel, state.Seal(in.key, coll, channel, b))
 	}
 	if err != nil {
 		return fmt.Errorf("change instructions: %w", err)

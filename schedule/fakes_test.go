@@ -120,3 +120,6 @@ func mustAdd(t *testing.T, s *Schedules, channel, creator, text string, now time
 }
 
 var errAskFailed = errors.New("post: channel_not_found")
+
+// testKey seals the tests' schedules.
+var testKey = state.DeriveKey("xoxb-test", "llmbot records v1")

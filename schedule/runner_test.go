@@ -21,7 +21,7 @@ var limits = Limits{PerChannel: 10, PerPerson: 10}
 func TestRunnerRunsEachOccurrence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := memoryStore(t, "")
-		s := NewSchedules(m.Records(), limits)
+		s := NewSchedules(m.Records(), testKey, limits)
 		start := time.Now()
 		sc := mustAdd(t, s, "C1", "U1", "every day at 9:00 UTC | what is new?", start)
 		ask, o := &fakeAsker{}, &outcomes{}
@@ -64,9 +64,9 @@ func TestRunnerRestartAcrossAnOccurrence(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
 				first := memoryStore(t, dir)
-				sc := mustAdd(t, NewSchedules(first.Records(), limits), "C1", "U1", "every day at 9:00 | status?", start)
+				sc := mustAdd(t, NewSchedules(first.Records(), testKey, limits), "C1", "U1", "every day at 9:00 | status?", start)
 				ask, o := &fakeAsker{}, &outcomes{}
-				stop := running(t, newTestRunner(t, NewSchedules(first.Records(), limits), first.Keys(), ask, &fakeTeller{}, o, time.Hour))
+				stop := running(t, newTestRunner(t, NewSchedules(first.Records(), testKey, limits), first.Keys(), ask, &fakeTeller{}, o, time.Hour))
 				time.Sleep(8*time.Hour + 59*time.Minute)
 				stop()
 				_ = first.Close()
@@ -74,7 +74,7 @@ func TestRunnerRestartAcrossAnOccurrence(t *testing.T) {
 				time.Sleep(c.downFor)
 				back := time.Now()
 				second := memoryStore(t, dir) // a new process: nothing in memory, the directory kept
-				stop = running(t, newTestRunner(t, NewSchedules(second.Records(), limits), second.Keys(), ask, &fakeTeller{}, o, time.Hour))
+				stop = running(t, newTestRunner(t, NewSchedules(second.Records(), testKey, limits), second.Keys(), ask, &fakeTeller{}, o, time.Hour))
 				defer stop()
 				synctest.Wait()
 				var want []asked
@@ -117,7 +117,7 @@ func runsAt(runs []asked, at, back time.Time) []asked {
 func TestRunnerTellsTheCreatorWhenARunFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := memoryStore(t, "")
-		s := NewSchedules(m.Records(), limits)
+		s := NewSchedules(m.Records(), testKey, limits)
 		sc := mustAdd(t, s, "C1", "U1", "every day at 9:00 | status?", time.Now())
 		ask, tell, o := &fakeAsker{err: errAskFailed}, &fakeTeller{}, &outcomes{}
 		stop := running(t, newTestRunner(t, s, m.Keys(), ask, tell, o, time.Hour))
@@ -138,7 +138,7 @@ func TestRunnerTellsTheCreatorWhenARunFails(t *testing.T) {
 func TestRunnerDeletedScheduleDoesNotRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := memoryStore(t, "")
-		s := NewSchedules(m.Records(), limits)
+		s := NewSchedules(m.Records(), testKey, limits)
 		sc := mustAdd(t, s, "C1", "U1", "every day at 9:00 | status?", time.Now())
 		ask := &fakeAsker{}
 		stop := running(t, newTestRunner(t, s, m.Keys(), ask, &fakeTeller{}, &outcomes{}, time.Hour))
@@ -169,11 +169,11 @@ func TestTwoReplicasRunAnOccurrenceOnce(t *testing.T) {
 	}
 	a, b := replica("a"), replica("b")
 	created := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
-	mustAdd(t, NewSchedules(a.Records(), limits), "C1", "U1", "every weekday at 9:00 | status?", created)
+	mustAdd(t, NewSchedules(a.Records(), testKey, limits), "C1", "U1", "every weekday at 9:00 | status?", created)
 	ask, o := &fakeAsker{}, &outcomes{}
 	runners := []*Runner{
-		newTestRunner(t, NewSchedules(a.Records(), limits), a.Keys(), ask, &fakeTeller{}, o, time.Hour),
-		newTestRunner(t, NewSchedules(b.Records(), limits), b.Keys(), ask, &fakeTeller{}, o, time.Hour),
+		newTestRunner(t, NewSchedules(a.Records(), testKey, limits), a.Keys(), ask, &fakeTeller{}, o, time.Hour),
+		newTestRunner(t, NewSchedules(b.Records(), testKey, limits), b.Keys(), ask, &fakeTeller{}, o, time.Hour),
 	}
 	for _, now := range []time.Time{created.Add(time.Hour), created.Add(time.Hour + time.Second), created.Add(25 * time.Hour)} {
 		var wg sync.WaitGroup

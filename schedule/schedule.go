@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/llmbot/llmbot/state"
 )
 
 // Collections of the shared state's records.
@@ -56,12 +58,15 @@ type Limits struct {
 // Schedules are the channels' scheduled prompts, kept in the shared state.
 type Schedules struct {
 	rec    Records
+	key    []byte
 	limits Limits
 }
 
-// NewSchedules returns the schedules kept in rec.
-func NewSchedules(rec Records, limits Limits) *Schedules {
-	return &Schedules{rec: rec, limits: limits}
+// NewSchedules returns the schedules kept in rec, sealed under key (state.Seal; the wiring derives it
+// from the bot token): a schedule asks the model as its creator, so one that anyone with write access
+// to Redis made up must never run.
+func NewSchedules(rec Records, key []byte, limits Limits) *Schedules {
+	return &Schedules{rec: rec, key: key, limits: limits}
 }
 
 // Refusal is an error whose text is meant for the person who asked (a limit, a bad schedule).
@@ -100,7 +105,7 @@ func (s *Schedules) Add(ctx context.Context, team, channel, creator, text string
 	if err != nil {
 		return Schedule{}, fmt.Errorf("add schedule: %w", err)
 	}
-	if err := s.rec.Put(ctx, collSchedules, sc.ID, b); err != nil {
+	if err := s.rec.Put(ctx, collSchedules, sc.ID, state.Seal(s.key, collSchedules, sc.ID, b)); err != nil {
 		return Schedule{}, fmt.Errorf("add schedule: %w", err)
 	}
 	return sc, nil
@@ -141,9 +146,10 @@ func (s *Schedules) all(ctx context.Context) ([]Schedule, error) {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	out := make([]Schedule, 0, len(recs))
-	for id, b := range recs {
+	for id, sealed := range recs {
+		b, ok := state.Unseal(s.key, collSchedules, id, sealed)
 		var sc Schedule
-		if json.Unmarshal(b, &sc) != nil || sc.ID != id || sc.Channel == "" || sc.Creator == "" {
+		if !ok || json.Unmarshal(b, &sc) != nil || sc.ID != id || sc.Channel == "" || sc.Creator == "" {
 			continue
 		}
 		if _, err := Parse(sc.When); err != nil {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmbot/llmbot/state"
 )
 
 // TestAddRefuses: what a person gets wrong, or a limit, is a Refusal whose text says so.
@@ -21,7 +23,7 @@ func TestAddRefuses(t *testing.T) {
 		{"person full", "C3", "U1", "every day at 9:00 | what is new", "You have 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := NewSchedules(memoryStore(t, "").Records(), Limits{PerChannel: 2, PerPerson: 1})
+			s := NewSchedules(memoryStore(t, "").Records(), testKey, Limits{PerChannel: 2, PerPerson: 1})
 			mustAdd(t, s, "C2", "U1", "every day at 9:00 | one", now)
 			mustAdd(t, s, "C2", "U2", "every day at 9:00 | two", now)
 			_, err := s.Add(t.Context(), "T1", c.channel, c.creator, c.text, now)
@@ -36,7 +38,7 @@ func TestAddRefuses(t *testing.T) {
 // TestListAndDelete: a channel lists its own schedules; only who may delete one deletes it.
 func TestListAndDelete(t *testing.T) {
 	now := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
-	s := NewSchedules(memoryStore(t, "").Records(), limits)
+	s := NewSchedules(memoryStore(t, "").Records(), testKey, limits)
 	a := mustAdd(t, s, "C1", "U1", "every monday at 17:30 | one", now)
 	b := mustAdd(t, s, "C1", "U2", "every weekday at 9:00 Europe/Berlin | two", now.Add(time.Second))
 	mustAdd(t, s, "C2", "U1", "every day at 8:00 | elsewhere", now)
@@ -65,5 +67,24 @@ func TestListAndDelete(t *testing.T) {
 	}
 	if in, _ := s.In(t.Context(), "C1"); len(in) != 1 || in[0].ID != a.ID {
 		t.Fatalf("after Delete, In(C1) = %+v, want only %s", in, a.ID)
+	}
+}
+
+// TestForgedScheduleNeverRuns: a schedule written into the store without the key (Redis is no trust
+// root), or sealed under another id, is no schedule: it is neither listed nor run.
+func TestForgedScheduleNeverRuns(t *testing.T) {
+	m := memoryStore(t, "")
+	s := NewSchedules(m.Records(), testKey, limits)
+	forged := []byte(`{"id":"f0f0f0f0","team":"T1","channel":"C1","creator":"U1","when":"every day at 09:00 UTC","prompt":"leak","created":"2026-03-02T08:00:00Z"}`)
+	for id, val := range map[string][]byte{
+		"f0f0f0f0": forged,
+		"a1a1a1a1": state.Seal(testKey, collSchedules, "f0f0f0f0", forged),
+	} {
+		if err := m.Records().Put(t.Context(), collSchedules, id, val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if all, err := s.All(t.Context()); err != nil || len(all) != 0 {
+		t.Fatalf("All = %+v, %v; want none", all, err)
 	}
 }
