@@ -21,12 +21,22 @@ var importRules = []struct {
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
 			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "instructions", "schedule", "command"},
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
-		packages: []string{"route", "toolinfo", "convo", "notes"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/"},
+		packages: []string{"route", "toolinfo", "convo", "notes", "command"},
+		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "instructions", "schedule"},
+	},
+	{
+		rule:     "a channel's instructions are a use case of their own: they import no other",
+		packages: []string{"instructions"},
+		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "schedule"},
+	},
+	{
+		rule:     "the scheduled prompts are a use case of their own: they reach the answers through the bot's loop, not its packages",
+		packages: []string{"schedule"},
+		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "instructions"},
 	},
 	{
 		rule:     "the fakes speak the wire protocols and import nothing but a helper of ours",
