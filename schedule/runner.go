@@ -177,7 +177,8 @@ func (r *Runner) fire(ctx context.Context, sc Schedule, at time.Time) bool {
 		return false
 	}
 	if !first {
-		return true // another replica runs it
+		r.log.Debug("schedule: occurrence taken by another replica", zap.String("schedule", sc.ID), zap.Time("occurrence", at))
+		return true
 	}
 	// Deleted since it was listed: nothing runs.
 	if _, ok, err := r.s.rec.Get(ctx, collSchedules, sc.ID); err == nil && !ok {
