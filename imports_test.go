@@ -19,24 +19,20 @@ var importRules = []struct {
 }{
 	{
 		rule: "plumbing imports no use case",
-		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "media",
+		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "pace", "slackmd", "llm", "llm/llmtest", "media",
 			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache"},
-		never: []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "instructions", "schedule", "command"},
+		never: []string{"handlers", "summarize", "instructions", "schedule", "command", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
 		packages: []string{"route", "toolinfo", "convo", "notes", "command"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "instructions", "schedule"},
+		never:    []string{"handlers", "summarize", "instructions", "schedule", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
-		rule:     "a channel's instructions are a use case of their own: they import no other",
-		packages: []string{"instructions"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "schedule"},
-	},
-	{
-		rule:     "the scheduled prompts are a use case of their own: they reach the answers through the bot's loop, not its packages",
-		packages: []string{"schedule"},
-		never:    []string{"handlers", "bot", "access", "ops", "doctor", "cmd/", "instructions"},
+		rule: "no use case imports another (what two share lies below them), nor the loop or the wiring; the " +
+			"scheduled prompts reach the answers through the bot's loop, not its packages",
+		packages: []string{"handlers", "summarize", "instructions", "schedule"},
+		never:    []string{"handlers", "summarize", "instructions", "schedule", "bot", "access", "ops", "doctor", "cmd/"},
 	},
 	{
 		rule:     "the fakes speak the wire protocols and import nothing but a helper of ours",
@@ -46,7 +42,7 @@ var importRules = []struct {
 	},
 	{
 		rule: "only tools speaks MCP: the use cases see tools through toolinfo",
-		packages: []string{"handlers", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
+		packages: []string{"handlers", "summarize", "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
 			"llm", "state", "pace", "slackmd", "media", "slacksocket"},
 		never: []string{"github.com/modelcontextprotocol/"},
 	},

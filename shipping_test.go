@@ -29,6 +29,7 @@ import (
 
 	"github.com/llmbot/llmbot/command"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 // manifestSchema is Slack's app manifest JSON Schema, in shared/ beside the checkout (as CI lays it out).
@@ -243,7 +244,7 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	if got := jsonPath(t, m, "settings", "interactivity", "is_enabled"); got != "true" {
 		t.Errorf("interactivity.is_enabled = %s, want true (the reply buttons need it)", got)
 	}
-	for _, cmd := range []string{"/imagine", handlers.CommandSummarize, command.Name} {
+	for _, cmd := range []string{"/imagine", summarize.Command, command.Name} {
 		if got := jsonPath(t, m, "features", "slash_commands"); !strings.Contains(got, `"`+cmd+`"`) {
 			t.Errorf("slash_commands = %s, want %s", got, cmd)
 		}
@@ -256,8 +257,8 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	if err := json.Unmarshal([]byte(jsonPath(t, m, "features", "shortcuts")), &shortcuts); err != nil {
 		t.Fatalf("shortcuts: %v", err)
 	}
-	if !slices.Contains(shortcuts, shortcut{"message", handlers.ShortcutSummarizeThread}) {
-		t.Errorf("shortcuts = %+v, want the message shortcut %s", shortcuts, handlers.ShortcutSummarizeThread)
+	if !slices.Contains(shortcuts, shortcut{"message", summarize.ShortcutThread}) {
+		t.Errorf("shortcuts = %+v, want the message shortcut %s", shortcuts, summarize.ShortcutThread)
 	}
 	if strings.Contains(jsonPath(t, m, "features", "slash_commands"), `"url"`) {
 		t.Error("slash command has a url: in Socket Mode commands arrive over the WebSocket")

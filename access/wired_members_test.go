@@ -13,6 +13,7 @@ import (
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 // The people of the tests below, besides members (any other user id is a member of the fake's
@@ -100,7 +101,7 @@ func TestWiredOutsiderRefused(t *testing.T) {
 		}},
 		{"/summarize", func(t *testing.T, w *wired, _ asked) { w.fs.SlashCommand("C1", outsider.ID, "/summarize", "") }},
 		{"Summarize thread on a member's thread", func(t *testing.T, w *wired, a asked) {
-			if _, err := w.fs.MessageShortcut("C1", a.question, outsider.ID, handlers.ShortcutSummarizeThread); err != nil {
+			if _, err := w.fs.MessageShortcut("C1", a.question, outsider.ID, summarize.ShortcutThread); err != nil {
 				t.Fatal(err)
 			}
 		}},

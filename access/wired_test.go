@@ -22,6 +22,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 const wiredWait = 15 * time.Second // bound of every wait below
@@ -112,7 +113,8 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 		Names: gateway.NewNames(api, budgets.Lookups, id.UserID),
 	}
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), replyOpts)
-	summarize := handlers.NewSummarize(api, api, replyOpts.Names, model, replies, log.Named("summarize"), replyOpts)
+	summaries := summarize.New(api, api, replyOpts.Names, model, replies, log.Named("summarize"), summarize.Options{
+		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, Buttons: cfg.Buttons, Budgets: budgets})
 	notices := gateway.NewNotices(api, budgets)
 	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
 	ev := newBotEvents()
@@ -135,8 +137,8 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
 		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replyOpts.Approvals)},
-		route.Route{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeHandler(api)},
-		route.Route{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: summarize.SummarizeThreadHandler(api)},
+		route.Route{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: summaries.SummarizeHandler(api)},
+		route.Route{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: summaries.SummarizeThreadHandler(api)},
 	); err != nil {
 		t.Fatal(err)
 	}

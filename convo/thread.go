@@ -2,6 +2,7 @@ package convo
 
 import (
 	"cmp"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -790,6 +791,21 @@ func CompareTS(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// TSTime is the time of a Slack timestamp ("1700000000.000100"), in UTC.
+func TSTime(ts string) time.Time {
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, _ := strconv.ParseInt(sec, 10, 64)
+	frac = (frac + "000000")[:6]
+	us, _ := strconv.ParseInt(frac, 10, 64)
+	return time.Unix(s, us*1000).UTC()
+}
+
+// TS is t as a Slack message timestamp (TSTime's inverse, to the microsecond).
+func TS(t time.Time) string {
+	us := t.UnixMicro()
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
 }
 
 // TSBefore reports whether Slack timestamp a ("1700000000.000100") is earlier than b, compared

@@ -436,3 +436,27 @@ func TestPlainKeepsTextAfterTheMention(t *testing.T) {
 		})
 	}
 }
+
+// A Slack timestamp reads as its time (UTC, to the microsecond; a short fraction is tenths, not
+// units), and a time writes as the timestamp that reads back as it.
+func TestTSTime(t *testing.T) {
+	for _, tc := range []struct {
+		ts   string
+		want time.Time
+	}{
+		{"1700000000.000100", time.Unix(1700000000, 100_000).UTC()},
+		{"1700000000.5", time.Unix(1700000000, 500_000_000).UTC()},
+		{"1700000000", time.Unix(1700000000, 0).UTC()},
+	} {
+		got := TSTime(tc.ts)
+		if !got.Equal(tc.want) || got.Location() != time.UTC {
+			t.Errorf("TSTime(%q) = %v, want %v", tc.ts, got, tc.want)
+		}
+		if back := TSTime(TS(got)); !back.Equal(got) {
+			t.Errorf("TSTime(TS(%v)) = %v", got, back)
+		}
+	}
+	if got := TS(time.Unix(1700000000, 100_000)); got != "1700000000.000100" {
+		t.Errorf("TS = %q, want 1700000000.000100", got)
+	}
+}

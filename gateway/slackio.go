@@ -117,11 +117,14 @@ type Users interface {
 	Name(ctx context.Context, userID string) (string, error)
 }
 
+// MaxButtonValue is Slack's limit on a button's value, in characters.
+const MaxButtonValue = 2000
+
 // Button is a Block Kit button under a message's text.
 type Button struct {
 	ActionID string
 	Text     string // the label
-	Value    string // what the click carries back (at most handlers.MaxButtonValue characters)
+	Value    string // what the click carries back (at most MaxButtonValue characters)
 	Style    string // "", "primary" or "danger"
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -30,7 +31,7 @@ func postsOf(fs *gatewaytest.Slack, thread string) []gatewaytest.Call {
 // later.
 func TestAnswerEndPostedAtOnceUnderLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Token buckets refill at a steady rate. ", "They never overflow."},
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Token buckets refill at a steady rate. ", "They never overflow."},
 			300*time.Millisecond), underLoad(t, lazyOptions()))
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -61,12 +62,12 @@ func TestProgressPostLeavesTheEndItsPost(t *testing.T) {
 		// The long answer's first text is more than a message holds: its second part is a post that
 		// only shows progress. It streams on until 6 s; the short one ends at 4 s.
 		paragraphs := strings.Repeat(strings.Repeat("Buckets refill at a steady rate. ", 10)+"\n\n", 15)
-		long := &fakeChat{steps: append([]step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: paragraphs}}},
-			deltas(strings.Fields(strings.Repeat("and on ", 12)), 500*time.Millisecond)...)}
-		short := &fakeChat{steps: []step{
-			{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "Token buckets refill. "}},
-			{wait: 3700 * time.Millisecond, chunk: llm.Chunk{Content: "They never overflow."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}}}}
+		long := &llmtest.Chat{Steps: append([]llmtest.Step{{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: paragraphs}}},
+			llmtest.Deltas(strings.Fields(strings.Repeat("and on ", 12)), 500*time.Millisecond)...)}
+		short := &llmtest.Chat{Steps: []llmtest.Step{
+			{Wait: 300 * time.Millisecond, Chunk: llm.Chunk{Content: "Token buckets refill. "}},
+			{Wait: 3700 * time.Millisecond, Chunk: llm.Chunk{Content: "They never overflow."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}}}}
 		replies := map[string]*Replies{
 			longTS:  NewReplies(fs, fs, fs, fs, long, zaptest.NewLogger(t), opt),
 			shortTS: NewReplies(fs, fs, fs, fs, short, zaptest.NewLogger(t), opt),

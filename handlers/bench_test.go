@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
@@ -30,12 +31,12 @@ func BenchmarkReply(b *testing.B) {
 				}
 				fmt.Fprintf(&sb, "tok%d **b** ", i)
 			}
-			ws := words(sb.String(), 12)
-			steps := make([]step, 0, len(ws)+1)
+			ws := llmtest.Words(sb.String(), 12)
+			steps := make([]llmtest.Step, 0, len(ws)+1)
 			for _, w := range ws {
-				steps = append(steps, step{chunk: llm.Chunk{Content: w}})
+				steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: w}})
 			}
-			steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+			steps = append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 			r, fs, req := unlimitedReplies(mode, "<@UBOT> write a lot", steps)
 			ctx := context.Background()
 			writes := 0
@@ -62,31 +63,31 @@ func BenchmarkReply(b *testing.B) {
 // block (inContent) or apart (reasoning_content), then answers in 400 tokens, with in-memory Slack
 // and model and budgets that never wait, and a request for it.
 func reasoningReplies(n int, inContent bool) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
-	var steps []step
+	var steps []llmtest.Step
 	if inContent {
-		steps = append(steps, step{chunk: llm.Chunk{Content: "<think>\n"}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: "<think>\n"}})
 	}
 	for i := range n {
 		w := fmt.Sprintf(" w%d", i%100)
 		if inContent {
-			steps = append(steps, step{chunk: llm.Chunk{Content: w}})
+			steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: w}})
 		} else {
-			steps = append(steps, step{chunk: llm.Chunk{Reasoning: w}})
+			steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Reasoning: w}})
 		}
 	}
 	if inContent {
-		steps = append(steps, step{chunk: llm.Chunk{Content: "\n</think>\n\n"}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: "\n</think>\n\n"}})
 	}
 	for i := range 400 {
-		steps = append(steps, step{chunk: llm.Chunk{Content: fmt.Sprintf("tok%d ", i)}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{Content: fmt.Sprintf("tok%d ", i)}})
 	}
-	steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+	steps = append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 	return unlimitedReplies(ModeEdit, "<@UBOT> think hard", steps)
 }
 
 // unlimitedReplies returns Replies writing in mode, with in-memory Slack (a thread of one message,
 // question) and model (sending steps) and budgets that never wait, and the request of question.
-func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
+func unlimitedReplies(mode ReplyMode, question string, steps []llmtest.Step) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
 	fs := gatewaytest.NewSlack()
 	fs.Threads[testCh+"/"+testTS] = []slack.Message{mention(question)}
 	opt := testOptions()
@@ -95,7 +96,7 @@ func unlimitedReplies(mode ReplyMode, question string, steps []step) (*Replies, 
 	opt.Budgets.Appends = pace.NewScheduler(1e9, 1e6)
 	opt.Budgets.Posts = pace.NewKeyed(1e9, 1e6)
 	opt.Budgets.Streams = pace.NewBucket(1e9, 1e6)
-	r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
+	r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: steps}, zap.NewNop(), opt)
 	req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
 		ThreadTS: testTS, Text: question}
 	return r, fs, req

@@ -12,19 +12,20 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 )
 
 // TestAnswerPanicIsANote: a panic in code an answer runs, in its own goroutine or in the writer's,
 // ends that answer with a short note where it stands (and Regenerate), not the process.
 func TestAnswerPanicIsANote(t *testing.T) {
 	const boom = "renderer met bytes it cannot take"
-	words := deltas(numbered(30), 200*time.Millisecond)
+	words := llmtest.Deltas(numbered(30), 200*time.Millisecond)
 	tests := []struct {
 		name  string
-		steps []step
+		steps []llmtest.Step
 		set   func(*gatewaytest.Slack)
 	}{
-		{"in the answer's goroutine, reading the model's stream", append(slices.Clip(words[:10]), step{panic: boom}), func(*gatewaytest.Slack) {}},
+		{"in the answer's goroutine, reading the model's stream", append(slices.Clip(words[:10]), llmtest.Step{Panic: boom}), func(*gatewaytest.Slack) {}},
 		{"in the writer's goroutine", words, func(f *gatewaytest.Slack) { f.UpdateErr = panicOnce(boom) }},
 	}
 	for _, tt := range tests {
@@ -66,9 +67,9 @@ func panicOnce(v any) gatewaytest.Hook {
 func TestAnswerLengthCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		chunk := strings.Repeat("é", 500) + " " // 1,001 bytes, two-byte runes: the cut must not split one
-		var steps []step
+		var steps []llmtest.Step
 		for range 200 {
-			steps = append(steps, step{wait: 10 * time.Millisecond, chunk: llm.Chunk{Content: chunk}})
+			steps = append(steps, llmtest.Step{Wait: 10 * time.Millisecond, Chunk: llm.Chunk{Content: chunk}})
 		}
 		rt := newReplyTest(t, steps, testOptions())
 		if err := rt.r.Reply(t.Context(), rt.req); err != nil {
@@ -85,8 +86,8 @@ func TestAnswerLengthCap(t *testing.T) {
 		if n := strings.Count(shown.String(), "é"); n < maxAnswerBytes/2-600 || n > maxAnswerBytes/2 {
 			t.Errorf("answer shows %d of the model's characters, want about %d", n, maxAnswerBytes/2)
 		}
-		if rt.chat.yielded >= len(steps) {
-			t.Errorf("the model's stream was read to its end (%d chunks)", rt.chat.yielded)
+		if rt.chat.Yielded() >= len(steps) {
+			t.Errorf("the model's stream was read to its end (%d chunks)", rt.chat.Yielded())
 		}
 	})
 }

@@ -33,7 +33,7 @@ import (
 const ActionImagineAgain = "llmbot_imagine_again"
 
 // MaxButtonValue is Slack's limit on a button's value, in characters.
-const MaxButtonValue = 2000
+const MaxButtonValue = gateway.MaxButtonValue
 
 // buttonPartLimit is the Pager limit of an answer's messages when they carry buttons: Slack shows
 // a message's blocks instead of its text, and a section block holds at most 3,000 characters, so

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -33,8 +34,8 @@ var wantRef = route.ReplyRef{ThreadTS: testTS, TS: testTS}.Value()
 func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Long enough for two parts at the button part limit.
-		ws := words(strings.Repeat("Token buckets refill at a steady rate.\n\n", 110), 40)
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), buttonOptions())
+		ws := llmtest.Words(strings.Repeat("Token buckets refill at a steady rate.\n\n", 110), 40)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), buttonOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 
 		posts := rt.slack.CallsOf("post")
@@ -84,7 +85,7 @@ func TestButtonsStopWhileStreamingRegenerateWhenDone(t *testing.T) {
 
 func TestButtonsOffSendsNone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(numbered(10), 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(numbered(10), 100*time.Millisecond), testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		for _, c := range append(rt.slack.CallsOf("post"), rt.slack.CallsOf("update")...) {
 			if c.Buttons != nil {
@@ -96,16 +97,14 @@ func TestButtonsOffSendsNone(t *testing.T) {
 
 func TestButtonsStopKeepsTextAndOffersRegenerate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), buttonOptions())
+		rt := newReplyTest(t, llmtest.Deltas(numbered(20), 300*time.Millisecond), buttonOptions())
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(1100*time.Millisecond, func() { cancel(ErrStopped) }) // as bot.StopReply does
 		err := rt.r.Reply(ctx, rt.req)
 		if !errors.Is(err, ErrStopped) {
 			t.Errorf("Reply = %v, want ErrStopped", err)
 		}
-		rt.chat.mu.Lock()
-		cause := rt.chat.ctxErr
-		rt.chat.mu.Unlock()
+		cause := rt.chat.Cause()
 		if !errors.Is(cause, ErrStopped) {
 			t.Errorf("model request ended with %v, want cancelled with ErrStopped", cause)
 		}
@@ -122,12 +121,12 @@ func TestButtonsStopKeepsTextAndOffersRegenerate(t *testing.T) {
 
 func TestButtonsRegenerateDeletedQuestion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"never"}, time.Millisecond), buttonOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"never"}, time.Millisecond), buttonOptions())
 		rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> an older question")}
 		rt.slack.Threads[testCh+"/"+testTS][0].Timestamp = "1699999999.000001"
 		regen := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", TS: testTS, ThreadTS: testTS, Regenerate: true}
 		mustNoErr(t, rt.r.Reply(t.Context(), regen))
-		if n := len(rt.chat.calls()); n != 0 {
+		if n := len(rt.chat.Calls()); n != 0 {
 			t.Errorf("model calls = %d, want none", n)
 		}
 		ms := rt.slack.BotMessages(testTS)
@@ -202,8 +201,8 @@ func TestButtonsStreamModeRegenerateWhenDone(t *testing.T) {
 		opt := streamOptions()
 		opt.Buttons = true
 		// Over one streamed message: the first is stopped without buttons, the last gets Regenerate.
-		ws := words(strings.Repeat("A line of a long streamed answer.\n", 400), 200)
-		rt := newReplyTest(t, deltas(ws, 50*time.Millisecond), opt)
+		ws := llmtest.Words(strings.Repeat("A line of a long streamed answer.\n", 400), 200)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 50*time.Millisecond), opt)
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		stops := rt.slack.CallsOf("stopStream")
 		if len(stops) < 2 {
@@ -255,7 +254,7 @@ func TestButtonsStopDuringContinuationPostPostsThePartOnce(t *testing.T) {
 			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
 		}
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: deltas(words(b.String(), 80), 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words(b.String(), 80), 100*time.Millisecond)}
 		r := NewReplies(fs, slowPoster{fs, 300 * time.Millisecond}, fs, fs, chat, nil, buttonOptions())
 		req := testRequest()
 		ctx, cancel := context.WithCancelCause(t.Context())
@@ -290,14 +289,14 @@ func lastBytes(s string) string { return s[max(0, len(s)-120):] }
 // about the tombstone.
 func TestButtonsRegenerateDeletedThreadParent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"An answer to nothing."}, time.Millisecond), buttonOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"An answer to nothing."}, time.Millisecond), buttonOptions())
 		var tomb slack.Message
 		tomb.Type, tomb.SubType, tomb.User, tomb.Text = "message", "tombstone", "USLACKBOT", "This message was deleted."
 		tomb.Timestamp, tomb.ThreadTimestamp = testTS, testTS
 		rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{tomb}
 		regen := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Regenerate: true}
 		mustNoErr(t, rt.r.Reply(t.Context(), regen))
-		if calls := rt.chat.calls(); len(calls) != 0 {
+		if calls := rt.chat.Calls(); len(calls) != 0 {
 			msgs := calls[0].Messages
 			t.Errorf("model asked %q; want no model call", msgs[len(msgs)-1].Content)
 		}

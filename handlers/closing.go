@@ -3,14 +3,11 @@ package handlers
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/gateway"
-	"github.com/llmbot/llmbot/slackmd"
 )
 
 // How an answer is closed. Its last writes must leave Slack showing a finished answer, or a note
@@ -121,6 +118,22 @@ func repostRefused(last, deleted, timeLeft, noteFollows bool) bool {
 	return last && !deleted && timeLeft && !noteFollows
 }
 
+// closingSink is the sink as the closing writes use it.
+type closingSink interface {
+	// mode is how the sink writes the answer.
+	mode() ReplyMode
+	// shows is what Slack shows of the answer now.
+	shows() showing
+	// placeholderTS is the message stepWithdraw deletes: the bare placeholder or the empty stream.
+	placeholderTS() string
+	// stoppedByUser says the person stopped the answer in Slack (a session's Stop), which also
+	// halted the stream: nothing more is appended, the answer closes with its note.
+	stoppedByUser()
+	// closeStep carries out one of the sink's own ways of closing the answer c (see planClose), on ctx
+	// (detached from cancellation and time-boxed). Called after the writer goroutine has ended.
+	closeStep(ctx context.Context, step closeStep, c closing) (closed bool, err error)
+}
+
 // closing is the answer a closing step writes: its text, its note and mark kind, and at shutdown
 // when the waits for a turn end (turnBy; zero: they wait as long as the step's context lets them).
 type closing struct {
@@ -132,7 +145,7 @@ type closing struct {
 // closeAnswer closes the answer written by s for end, within ctx (which ends at closeBy at
 // shutdown). It returns the error of the step that closed the answer, or every step's error when
 // none could.
-func (a *answer) closeAnswer(ctx context.Context, s sink, end ending, closeBy time.Time, c closing) error {
+func (a *answer) closeAnswer(ctx context.Context, s closingSink, end ending, closeBy time.Time, c closing) error {
 	if end == endShutdown {
 		c.turnBy = halfway(time.Now(), closeBy)
 	}
@@ -154,38 +167,27 @@ func (a *answer) closeAnswer(ctx context.Context, s sink, end ending, closeBy ti
 }
 
 // closeStep carries out step: the ways every sink closes alike here, the others by the sink.
-func (a *answer) closeStep(ctx context.Context, s sink, step closeStep, c closing) (closed bool, err error) {
+func (a *answer) closeStep(ctx context.Context, s closingSink, step closeStep, c closing) (closed bool, err error) {
 	switch step {
 	case stepTellAsker:
-		if err := a.tellNotAnswered(ctx, c.turnBy); err != nil {
+		if err := a.writes.tellNotAnswered(ctx, c.turnBy); err != nil {
 			a.log.Info("shutdown: the asker could not be told privately", zap.Error(err))
 			return false, nil
 		}
 		a.log.Info("shutdown before any text; asker told privately")
 		return true, nil
 	case stepWithdraw:
-		if err := a.withdraw(ctx, c.turnBy, s.placeholderTS()); err != nil {
+		if err := a.writes.withdraw(ctx, c.turnBy, s.placeholderTS()); err != nil {
 			a.log.Info("shutdown: could not withdraw the placeholder; closing it", zap.Error(err))
 			return false, nil
 		}
 		a.log.Info("shutdown: placeholder deleted, asker told privately")
 		return true, nil
 	case stepInterruptedNote:
-		if err := a.postInterrupted(ctx); err != nil {
+		if err := a.writes.postInterrupted(ctx); err != nil {
 			return false, err
 		}
 		return true, nil
 	}
 	return s.closeStep(ctx, step, c)
-}
-
-// postInterrupted posts the note that the answer above was interrupted as a new message in the
-// answer's thread, marked as a notice (never replayed to the model).
-func (a *answer) postInterrupted(ctx context.Context) error {
-	text := convo.NoteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
-	_, err := a.postRetry(ctx, gateway.ClosingRetry, &a.outage, gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove, Done: true}})
-	if err != nil {
-		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 )
 
 // contextOf is the model request's messages as "role: content" lines.
@@ -38,7 +39,7 @@ func TestNewThreadMentionWithForwardedMessage(t *testing.T) {
 				rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{m}
 				rt.req.Text, rt.req.Attachments = text, m.Attachments // from the app_mention: a new thread is not read
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-				reqs := rt.chat.calls()
+				reqs := rt.chat.Calls()
 				if len(reqs) != 1 {
 					t.Fatalf("%d model requests, want 1 (bot messages: %q)", len(reqs), rt.texts())
 				}
@@ -57,7 +58,7 @@ func TestNewThreadMentionWithForwardedMessage(t *testing.T) {
 // trigger: the model answers Q2 with Q1 apparently unanswered, and may answer Q1 again.
 func TestSecondQuestionSeesTheFirstAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		chat := &fakeChat{steps: deltas([]string{"Token buckets refill at a fixed rate."}, time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"Token buckets refill at a fixed rate."}, time.Millisecond)}
 		rt := newReplyTest(t, nil, testOptions())
 		rt.chat = chat
 		rt.r.chat = chat
@@ -71,13 +72,11 @@ func TestSecondQuestionSeesTheFirstAnswer(t *testing.T) {
 		if ms := rt.slack.BotMessages(testTS); len(ms) != 1 || ms[0].TS <= q2.Timestamp {
 			t.Fatalf("bot messages %+v: want one answer posted after Q2 (%s)", ms, q2.Timestamp)
 		}
-		chat.mu.Lock()
-		chat.steps = deltas([]string{"Leaky buckets drain at a fixed rate."}, time.Millisecond)
-		chat.mu.Unlock()
+		chat.SetSteps(llmtest.Deltas([]string{"Leaky buckets drain at a fixed rate."}, time.Millisecond))
 		req2 := rt.req
 		req2.User, req2.TS, req2.Text = q2.User, q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
-		reqs := chat.calls()
+		reqs := chat.Calls()
 		if len(reqs) != 2 {
 			t.Fatalf("%d model requests, want 2", len(reqs))
 		}
@@ -95,13 +94,11 @@ func TestSecondQuestionSeesTheFirstAnswer(t *testing.T) {
 // assistant message ("A\nB"), as though it had said both at once.
 func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		chat := &fakeChat{}
+		chat := &llmtest.Chat{}
 		rt := newReplyTest(t, nil, testOptions())
 		rt.chat, rt.r.chat = chat, chat
 		answer := func(s string) {
-			chat.mu.Lock()
-			chat.steps = deltas([]string{s}, time.Millisecond)
-			chat.mu.Unlock()
+			chat.SetSteps(llmtest.Deltas([]string{s}, time.Millisecond))
 		}
 		answer("First answer: a bucket of tokens.")
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -119,7 +116,7 @@ func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
 
-		reqs := chat.calls()
+		reqs := chat.Calls()
 		if len(reqs) != 3 {
 			t.Fatalf("%d model requests, want 3", len(reqs))
 		}
@@ -137,14 +134,14 @@ func TestAnswersAfterRegenerateAreNotMergedIntoOne(t *testing.T) {
 // yet the parts are still one answer: the next question's context has it as one assistant message.
 func TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		chat := &fakeChat{}
+		chat := &llmtest.Chat{}
 		rt := newReplyTest(t, nil, testOptions())
 		rt.chat, rt.r.chat = chat, chat
 		var ws []string
 		for i := range 200 {
 			ws = append(ws, fmt.Sprintf("Line %d of a long answer, %s\n", i, strings.Repeat("x", 50)))
 		}
-		chat.steps = deltas(ws, time.Millisecond)
+		chat.SetSteps(llmtest.Deltas(ws, time.Millisecond))
 		var placeholder string
 		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if placeholder == "" {
@@ -165,13 +162,11 @@ func TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne(t *testing.T)
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
 		key := testCh + "/" + testTS
 		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
-		chat.mu.Lock()
-		chat.steps = deltas([]string{"ok"}, time.Millisecond)
-		chat.mu.Unlock()
+		chat.SetSteps(llmtest.Deltas([]string{"ok"}, time.Millisecond))
 		req2 := rt.req
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
-		reqs := chat.calls()
+		reqs := chat.Calls()
 		var assistant int
 		for _, m := range reqs[len(reqs)-1].Messages {
 			if m.Role == llm.RoleAssistant {

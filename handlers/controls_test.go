@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/llmbot/llmbot/llm/llmtest"
 )
 
 // TestReplyWritesNoControls streams an answer full of control characters, as a model with
@@ -23,7 +25,7 @@ func TestReplyWritesNoControls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), tt.opt)
+				rt := newReplyTest(t, llmtest.Deltas(ws, 300*time.Millisecond), tt.opt)
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 				for _, method := range []string{"post", "update", "startStream", "appendStream", "stopStream"} {
 					for _, c := range rt.slack.CallsOf(method) {

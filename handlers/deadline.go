@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"context"
 	"errors"
-	"sync"
 	"time"
 )
 
@@ -31,37 +29,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// cancelledAt is when the answer's context was cancelled (call it only once it is): fixed by the
-// first to ask, so that every time box counts from the same moment.
-func (a *answer) cancelledAt() time.Time {
-	a.cancelNanos.CompareAndSwap(0, time.Now().UnixNano())
-	return time.Unix(0, a.cancelNanos.Load())
-}
-
-// afterCancel returns a context that is not cancelled with ctx but at by(cause, when) once ctx is
-// (when: the answer's cancelledAt), or by the returned cancel.
-func (a *answer) afterCancel(ctx context.Context, by func(cause error, cancelled time.Time) time.Time) (context.Context, context.CancelFunc) {
-	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	var mu sync.Mutex
-	var timer *time.Timer // the deadline's, once ctx is cancelled
-	released := false     // the returned cancel was called: no timer starts after it
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !released {
-			timer = time.AfterFunc(time.Until(by(context.Cause(ctx), a.cancelledAt())), func() { cancel(context.DeadlineExceeded) })
-		}
-	})
-	return octx, func() {
-		stop()
-		mu.Lock()
-		released = true
-		if timer != nil {
-			timer.Stop()
-		}
-		mu.Unlock()
-		cancel(context.Canceled)
-	}
 }

@@ -11,7 +11,7 @@ import (
 // final write gets its whole FinalTimeout from when it begins, if that is after the cancellation.
 func TestCloseBy(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	r := NewReplies(nil, nil, nil, nil, nil, nil, ReplyOptions{FinalTimeout: 10 * time.Second, ShutdownTimeout: 2 * time.Second})
+	r := NewReplies(nil, nil, nil, nil, nil, nil, ReplyOptions{Timeouts: Timeouts{FinalTimeout: 10 * time.Second, ShutdownTimeout: 2 * time.Second}})
 	tests := []struct {
 		name             string
 		cause            error

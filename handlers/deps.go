@@ -1,7 +1,6 @@
 // Package handlers holds the bot's use cases, each a type of its own built from the small interfaces
 // it uses: Replies answers mentions, DMs and follow-ups by streaming a chat completion into Slack under
-// the shared write budget (package pace); Summarize serves /summarize and its thread shortcut;
-// Approvals takes the clicks on tool approvals; AgentPane serves the agent pane and the assistant
+// the shared write budget (package pace); Approvals takes the clicks on tool approvals; AgentPane serves the agent pane and the assistant
 // statuses; OrphanCloser closes the answers of replicas that died; Imagine makes a picture for
 // /imagine and uploads it to the channel; Feedback takes 👍/👎.
 //
@@ -37,6 +36,7 @@ import (
 	"iter"
 
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/route"
 )
 
 // Chat streams a chat completion (llm.Client).
@@ -60,7 +60,7 @@ var (
 	// ErrIgnored: nothing to answer (not a failure; log at debug).
 	ErrIgnored = errors.New("ignored")
 	// ErrShutdown: the bot is shutting down; the reply is closed with an "interrupted" note.
-	ErrShutdown = errors.New("bot shutting down")
+	ErrShutdown = route.ErrShutdown
 	// ErrStopped: the user stopped the answer; the reply is closed with "Stopped by <name>.".
 	ErrStopped = errors.New("stopped by user")
 	// ErrUnclosed: the answer's closing write did not land, so Slack may show it unfinished: its

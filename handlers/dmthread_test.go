@@ -88,7 +88,7 @@ func TestDMThreadUnderTheBotsMessage(t *testing.T) {
 				req := route.ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: reply.Timestamp,
 					ThreadTS: parent.Timestamp, Text: reply.Text}
 				mustNoErr(t, rt.r.Reply(t.Context(), req))
-				reqs := rt.chat.calls()
+				reqs := rt.chat.Calls()
 				if len(reqs) != 1 {
 					t.Fatalf("%d model requests, want 1", len(reqs))
 				}

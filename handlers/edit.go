@@ -1,11 +1,8 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -15,7 +12,18 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/pace"
-	"github.com/llmbot/llmbot/slackmd"
+)
+
+// editPhase is where the writes of an answer written by editing are; the transitions are drawn in
+// lifecycle.go. What Slack shows (nothing, the placeholder, text) is its messages' (editMessages.shows).
+type editPhase int
+
+const (
+	editWriting editPhase = iota // generating: the writer's interim writes go on
+	editBroken                   // interim writes stopped after failures: the final write takes over
+	editLost                     // an interim post timed out and may have landed: the final write looks for it (adoptLost)
+	editClosing                  // the final write has written a part, not yet the last
+	editClosed                   // the final write's last part, the one with the note, landed
 )
 
 // maxInterimFailures is how many interim writes in a row may fail with an error that is not transient
@@ -27,10 +35,8 @@ const maxInterimFailures = 3
 type editSink struct {
 	answer *answer
 	lane   *pace.Lane
-	pager  *slackmd.Pager
-	ts     []string // one message per part; ts[0] is the placeholder, when one was posted
-	shown  []string // the text last written to each message ("" for the placeholder)
-	btn    []string // the buttons each message shows (buttonKey)
+	editMessages
+	editRendering
 	// placeholderDue is when the placeholder is posted if no text has come (ReplyOptions.PlaceholderAfter);
 	// zero once it is, or once a message is.
 	placeholderDue time.Time
@@ -46,46 +52,28 @@ type editSink struct {
 	// posts leave the claimed ones (see continueByPost).
 	end *gateway.EndClaim
 
-	parts      []string // the last rendering, of renderedMD
-	renderedMD string
-	doneMD     string // Slack shows everything of this answer text
-	postDue    bool   // the next write is a post of a new part
-	sealedDue  bool   // the next write finishes a sealed part
+	doneMD    string // Slack shows everything of this answer text
+	postDue   bool   // the next write is a post of a new part
+	sealedDue bool   // the next write finishes a sealed part
 
-	interimFailures // broken: interim writes stopped; the final write still goes
+	interimFailures
 
 	edits int
 	posts int
 
-	// closed: the final write's last part (the one with the note) landed.
-	closed bool
-	// lostPost: an interim post of the next part timed out, and Slack may have posted it: the final
-	// write looks for it before it posts that part (adoptLost).
-	lostPost bool
-	// replaces maps a part posted anew (its message refused the final edit) to the message it
-	// replaces (Mark.Replaces).
-	replaces map[int]string
-}
-
-// next returns the next write the answer needs: an edit of message i, or a post of part i (post true);
-// i < 0 when Slack already shows parts. A message also needs an edit when its buttons change: only
-// the last part carries Stop, so a sealed part loses it.
-func (e *editSink) next(parts []string) (i int, post bool) {
-	for i := 0; i < len(e.ts) && i < len(parts); i++ {
-		if parts[i] != "" && (parts[i] != e.shown[i] || e.btn[i] != buttonKey(e.buttons(i, len(parts), false))) {
-			return i, false
-		}
-	}
-	if n := len(e.ts); len(parts) > n && parts[n] != "" {
-		return n, true
-	}
-	return -1, false
+	// phase is where the answer's writes are (editPhase).
+	phase editPhase
 }
 
 // buttons of the message of part i of n: the last part's (Stop while streaming, Regenerate once
 // final), none on earlier parts.
 func (e *editSink) buttons(i, n int, final bool) []gateway.Button {
-	bs := e.answer.buttons(final)
+	return partButtons(e.answer.marks.buttons(final), i, n)
+}
+
+// partButtons are the buttons of part i of n of an answer whose last message carries bs: none on
+// earlier parts.
+func partButtons(bs []gateway.Button, i, n int) []gateway.Button {
 	if i < n-1 && bs != nil {
 		return []gateway.Button{}
 	}
@@ -108,91 +96,9 @@ const (
 	continueWait = time.Second
 )
 
-// visible is the part of the answer md the next interim write shows: all of it, or under load up to
-// the last place where a part may be cut (the Pager's MayBreak), preferring the end of a block, then
-// of a sentence, then of a word, among the last wholeBlocksSlack bytes (an answer that shows text
-// keeps showing progress). The first text under load too: it may be all its message shows when the
-// answer ends. With no such place, all of md; never less than was rendered before (the Pager takes
-// growing text).
-func (e *editSink) visible(md string) string {
-	if !e.underLoad() {
-		return md
-	}
-	lo := max(len(e.renderedMD), len(md)-wholeBlocksSlack)
-	var sentence, word int
-	for i := len(md); i > lo; i-- {
-		if c := md[i-1]; c != ' ' && c != '\n' || !e.pager.MayBreak(md[:i]) {
-			continue
-		}
-		switch {
-		case strings.HasSuffix(md[:i], "\n\n"):
-			return md[:i]
-		case sentence == 0 && slackmd.SentenceEnd(md[:i]):
-			sentence = i
-		case word == 0:
-			word = i
-		}
-	}
-	if i := cmp.Or(sentence, word); i > 0 {
-		return md[:i]
-	}
-	return md
-}
-
 // underLoad reports whether the answer's edits come wholeBlocksSpacing or more apart.
 func (e *editSink) underLoad() bool {
 	return e.answer.r.paced.EditSpacing() >= wholeBlocksSpacing
-}
-
-// continueByPost decides how a finished answer's last message gets its end, under load (out of
-// load, a moment's wait, as for one answer after a 429, is better than an answer split in two
-// messages: it always waits). When an edit turn is free at once, the final write takes it
-// (slotHeld): the end shows in the message itself. Otherwise, without waiting (the end is the
-// write people wait for, and the post it needs was kept for it: end), if what the message
-// shows (from tailMD) ends where a part may be cut (slackmd.Pager.Break), it keeps that, sealed as
-// it is, and the rest of the answer goes in new messages (the final write posts them). A bare
-// placeholder takes an edit turn that comes within continueWait, else it is withdrawn when a
-// chat.delete token is free and a post turn comes, the answer then posted on that turn
-// (postHeld). Else the final write waits for its edit turn as usual.
-func (e *editSink) continueByPost(ctx context.Context, md string, by time.Time) {
-	k := len(e.ts) - 1
-	if k < 0 || !by.IsZero() || e.slotHeld || !e.underLoad() {
-		return // not under load: the last edit's turn comes soon enough
-	}
-	placeholder := e.shows() == showsPlaceholder && !e.inPlace
-	if !placeholder && (e.shown[k] == "" || len(md) <= len(e.tailMD) || !strings.HasPrefix(md, e.tailMD)) {
-		return
-	}
-	if placeholder {
-		// Its withdrawal waits for a post turn, which may be far: an edit turn that comes soon is
-		// taken first.
-		if e.turnSoon(ctx, pace.Final, e.answer.unshown) {
-			e.slotHeld = true
-			return
-		}
-		e.postHeld = e.answer.r.paced.TryDelete() && e.withdrawOnPost(ctx)
-		return
-	}
-	if e.lane.Try(pace.Final, e.answer.unshown) {
-		e.slotHeld = true
-		return
-	}
-	at := e.tailMD
-	if c := md[len(at)]; c == ' ' || c == '\n' {
-		at = md[:len(at)+1] // the shown text ends at a word: the cut may come after it
-	}
-	if ctx.Err() == nil && e.pager.Break(at, e.shown[k]) {
-		e.answer.log.Debug("no edit turn soon: the rest of the answer goes in a new message")
-	}
-}
-
-// render returns the parts of md, rendering only when md is new: rendering is the writer's main cost, so
-// it happens about once per write (never before waiting for a slot, only after).
-func (e *editSink) render(md string) []string {
-	if e.parts == nil || md != e.renderedMD {
-		e.parts, e.renderedMD = e.pager.Update(md, false), md
-	}
-	return e.parts
 }
 
 // priority of the next edit, known before rendering the latest text: the final version of a sealed part,
@@ -205,14 +111,6 @@ func (e *editSink) priority() pace.Priority {
 		return pace.First
 	}
 	return pace.Pending
-}
-
-// firstTS is the ts of the answer's first message (the placeholder), "" before it is posted.
-func (e *editSink) firstTS() string {
-	if len(e.ts) == 0 {
-		return ""
-	}
-	return e.ts[0]
 }
 
 func (e *editSink) idleDue() time.Time {
@@ -241,7 +139,7 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 		e.placeholderDue = since.Add(thinkingLasts) // then the placeholder, if still no text
 		return
 	}
-	cctx, cancel := a.callCtx(ctx)
+	cctx, cancel := a.writes.callCtx(ctx)
 	defer cancel()
 	posts := a.r.paced.PostTurn(a.req.Channel).By(by)
 	noTurn := false
@@ -250,7 +148,7 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 		noTurn = err != nil
 		return err
 	}, Throttled: posts.Throttled}
-	ts, err := a.r.paced.Post(cctx, gateway.InterimRetry, nil, t, a.req.Channel, a.threadTS, a.placeholder())
+	ts, err := a.r.paced.Post(cctx, gateway.InterimRetry, nil, t, a.req.Channel, a.threadTS, a.marks.placeholder())
 	if noTurn && !by.IsZero() && cctx.Err() == nil {
 		e.placeholderDue = due // no post turn by then: still due, for the writer
 		return
@@ -259,22 +157,22 @@ func (e *editSink) idleBy(ctx context.Context, by time.Time) {
 		a.log.Debug("placeholder not posted; the first text will be", zap.Error(err))
 		return
 	}
-	a.posted(ts)
-	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.answer.buttons(false))}
+	a.writes.posted(ts)
+	e.ts, e.shown, e.btn = []string{ts}, []string{""}, []string{buttonKey(e.answer.marks.buttons(false))}
 	e.postDue = false
 	e.posts++
 }
 
 func (e *editSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailbox) {
-	for !e.broken && snap.md != e.doneMD {
+	for e.phase == editWriting && snap.md != e.doneMD {
 		post, err := e.waitTurn(ctx, wctx, e.postDue, &snap, mb)
 		if err != nil {
 			e.answer.noteUnshown(snap.since)
 			return // the answer is complete (or cancelled): the final write takes over
 		}
 		snap = mb.latest(snap) // the freshest text goes out with this slot
-		parts := e.render(e.visible(snap.md))
-		i, needPost := e.next(parts)
+		parts := e.render(e.visible(snap.md, e.underLoad()))
+		i, needPost := e.next(parts, e.answer.marks.buttons(false))
 		if i < 0 {
 			e.doneMD = snap.md
 			continue
@@ -335,7 +233,7 @@ func (e *editSink) waitTurn(ctx, wctx context.Context, post bool, snap *snapshot
 // hasFirstText reports whether md, shown now, has text for the answer's first message (a lone "**" or
 // "> " renders to nothing: no reason to withdraw the placeholder for it).
 func (e *editSink) hasFirstText(md string) bool {
-	parts := e.render(e.visible(md))
+	parts := e.render(e.visible(md, e.underLoad()))
 	return len(parts) > 0 && parts[0] != ""
 }
 
@@ -355,7 +253,7 @@ func (e *editSink) withdrawOnPost(ctx context.Context) bool {
 // only an answer not shown yet, which every closing path knows.
 func (e *editSink) withdrawPlaceholder(ctx context.Context) bool {
 	a := e.answer
-	if !a.r.paced.DeleteHeld(ctx, a.callCtx, a.req.Channel, e.ts[0]) {
+	if !a.r.paced.DeleteHeld(ctx, a.writes.callCtx, a.req.Channel, e.ts[0]) {
 		return false
 	}
 	a.log.Debug("no edit turn soon: the placeholder is withdrawn and the text posted")
@@ -374,8 +272,8 @@ func (e *editSink) turnSoon(ctx context.Context, prio pace.Priority, since time.
 // call's own context ended, so a post may have landed all the same.
 func (e *editSink) writePart(ctx context.Context, parts []string, i int, post bool) (cut bool, err error) {
 	a := e.answer
-	msg := gateway.Msg{Text: parts[i], Mark: a.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
-	cctx, cancel := a.callCtx(ctx)
+	msg := gateway.Msg{Text: parts[i], Mark: a.marks.mark(convo.MarkAnswer, "", i, e.firstTS()), Buttons: e.buttons(i, len(parts), false)}
+	cctx, cancel := a.writes.callCtx(ctx)
 	defer cancel()
 	if post {
 		err = e.postPart(cctx, msg)
@@ -392,7 +290,7 @@ func (e *editSink) postPart(ctx context.Context, msg gateway.Msg) error {
 	if err != nil {
 		return err
 	}
-	a.posted(ts)
+	a.writes.posted(ts)
 	if len(e.ts) == 0 {
 		a.firstText = time.Since(a.start)
 	}
@@ -415,25 +313,13 @@ func (e *editSink) editPart(ctx context.Context, i int, msg gateway.Msg) error {
 	return nil
 }
 
-// landed records that Slack shows msg as message ts, the answer's part i: a post of the next part
-// (i == len(e.ts)), an edit of part i, or part i posted anew. Every write of the answer's text that
-// lands, interim or final, passes here: the one place that knows what the thread shows of this
-// answer.
-func (e *editSink) landed(i int, ts string, msg gateway.Msg) {
-	if i == len(e.ts) {
-		e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, msg.Text), append(e.btn, buttonKey(msg.Buttons))
-		return
-	}
-	e.ts[i], e.shown[i], e.btn[i] = ts, msg.Text, buttonKey(msg.Buttons)
-}
-
 // wrote records that part i of parts, rendered from md, landed, and what the next write is.
 func (e *editSink) wrote(parts []string, i int, md string) {
 	e.succeeded()
 	if i == len(parts)-1 {
 		e.tailMD = e.renderedMD
 	}
-	j, nextPost := e.next(parts)
+	j, nextPost := e.next(parts, e.answer.marks.buttons(false))
 	if j < 0 {
 		e.doneMD = md
 	}
@@ -447,7 +333,7 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 	if post && (cut || errors.Is(err, context.DeadlineExceeded)) {
 		// Slack may have posted it: another post could show the part twice. The final write takes
 		// over, and looks for it first; no placeholder follows a first text that may show.
-		e.broken, e.lostPost, e.placeholderDue = true, true, time.Time{}
+		e.phase, e.placeholderDue = editLost, time.Time{}
 		a.noteUnshown(since)
 		return false
 	}
@@ -463,7 +349,11 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 		return true
 	}
 	a.log.Debug("interim write", zap.Bool("post", post), zap.Int("part", i+1), zap.Error(err))
-	if pause := e.failed(err); pause > 0 && watch.Sleep(wctx, pause) != nil {
+	pause, broken := e.failed(err)
+	if broken {
+		e.phase = editBroken // the loop ends: the final write takes over
+	}
+	if pause > 0 && watch.Sleep(wctx, pause) != nil {
 		a.noteUnshown(since)
 		return false
 	}
@@ -473,9 +363,8 @@ func (e *editSink) goOnAfter(ctx, wctx context.Context, err error, post, cut boo
 // interimFailures counts an interim writer's failures in a row (429s are not failures: they pause
 // the budget).
 type interimFailures struct {
-	fails  int  // not transient: at maxInterimFailures the writer stops (broken)
-	outage int  // transient (5xx, network): each backs off longer, none stops the writer
-	broken bool // the writer has stopped; the final write still goes
+	fails  int // not transient: at maxInterimFailures the writer stops
+	outage int // transient (5xx, network): each backs off longer, none stops the writer
 }
 
 // succeeded clears the counts after a write went through.
@@ -483,16 +372,15 @@ func (f *interimFailures) succeeded() { f.fails, f.outage = 0, 0 }
 
 // failed records a failed interim write and returns how long to wait before the next: while Slack
 // is having trouble (5xx, network) longer after each failure in a row, so the writer goes on with
-// the freshest text once Slack is back; 0 after an error that is not transient.
-func (f *interimFailures) failed(err error) time.Duration {
+// the freshest text once Slack is back; 0 after an error that is not transient. broken: that was
+// the maxInterimFailures-th such error in a row, and the writer stops (the final write still goes).
+func (f *interimFailures) failed(err error) (pause time.Duration, broken bool) {
 	if !gateway.Transient(err) {
-		if f.fails++; f.fails >= maxInterimFailures {
-			f.broken = true
-		}
-		return 0
+		f.fails++
+		return 0, f.fails >= maxInterimFailures
 	}
 	f.outage++
-	return interimBackoff(f.outage)
+	return interimBackoff(f.outage), false
 }
 
 // interimBackoff is the pause before an interim write after n transient failures in a row.
@@ -502,202 +390,6 @@ func interimBackoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, gateway.MaxBackoff)
-}
-
-// final writes the whole answer md with its note and mark kind into the answer's messages: each
-// part's final edit, a post for each part not shown yet, and last the edits of parts whose buttons
-// only change.
-func (e *editSink) final(ctx context.Context, c closing) error {
-	parts := e.finalParts(ctx, c.md, c.note, c.turnBy)
-	var errs []error
-	// Parts whose text is shown and whose buttons only change (an earlier part losing Stop) are
-	// edited once the rest landed, after every other answer's text (pace.Tidy).
-	var later []int
-	for i := range parts {
-		deferred, stop, err := e.finalPart(ctx, parts, i, c)
-		if deferred {
-			later = append(later, i)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if stop {
-			break
-		}
-	}
-	if e.closed {
-		e.answer.closedInJournal() // the tidy edits below need no record: a crash now leaves the answer whole
-	}
-	for _, i := range later {
-		msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
-		if err := e.finalEdit(ctx, i, msg, pace.Tidy, c.turnBy); err != nil {
-			if !e.closed {
-				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
-				break
-			}
-			// The answer shows whole: a stale Stop button (it answers "ended" when pressed) is no
-			// reason to close the answer again, nor, at shutdown, to post a note under it.
-			e.answer.log.Debug("a finished part keeps its Stop button", zap.Int("part", i+1), zap.Error(err))
-			break
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// finalParts is the whole answer md in parts, the note after the last. A part a timed-out post may
-// have posted is found first (adoptLost), and the last message may be sealed as it shows for the rest
-// to be posted below it (continueByPost).
-func (e *editSink) finalParts(ctx context.Context, md, note string, by time.Time) []string {
-	if e.lostPost {
-		e.lostPost = false
-		e.adoptLost(ctx)
-	}
-	var parts []string
-	if strings.TrimSpace(md) != "" {
-		e.continueByPost(ctx, md, by)
-		parts = e.pager.Update(md, true)
-	}
-	return withNote(parts, note)
-}
-
-// withNote is an answer's parts (mrkdwn) with note after the last, or the note alone when there are
-// none; with neither, the note that the answer is empty: never an empty message (or the placeholder).
-func withNote(parts []string, note string) []string {
-	suffix := convo.NoteSuffix(note, slackmd.FormatMrkdwn)
-	if len(parts) == 0 {
-		parts = []string{strings.TrimPrefix(suffix, "\n\n")}
-	} else {
-		parts[len(parts)-1] += suffix
-	}
-	if parts[0] == "" {
-		parts[0] = convo.NoteAlone(textEmpty, slackmd.FormatMrkdwn)
-	}
-	return parts
-}
-
-// finalPart writes part i of the final parts: a post of a message not shown yet, an edit of its
-// message, or nothing now when only its buttons change (deferred: edited once the rest landed). It
-// returns the write's error, and stop when the final write stops there.
-func (e *editSink) finalPart(ctx context.Context, parts []string, i int, c closing) (deferred, stop bool, err error) {
-	msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
-	switch {
-	case i >= len(e.ts):
-		err = e.postFinal(ctx, i, msg)
-		stop = err != nil // later parts would come out of order
-	case msg.Text == e.shown[i] && c.kind == convo.MarkAnswer && msg.Mark.Note == "" && !msg.Mark.Done:
-		return e.btn[i] != buttonKey(msg.Buttons), false, nil // already shown, with the same mark
-	default:
-		stop, err = e.editFinal(ctx, i, msg, c.turnBy)
-	}
-	if !stop {
-		e.closed = i == len(parts)-1
-	}
-	return false, stop, err
-}
-
-// postFinal posts msg as the message of part i, the next after those shown.
-func (e *editSink) postFinal(ctx context.Context, i int, msg gateway.Msg) error {
-	a := e.answer
-	posts := a.r.paced.PostTurn(a.req.Channel).Held(&e.postHeld) // held: taken by continueByPost
-	ts, err := a.r.paced.Post(ctx, gateway.ClosingRetry, &a.outage, posts, a.req.Channel, a.threadTS, msg)
-	if err != nil {
-		return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
-	}
-	a.posted(ts)
-	e.landed(len(e.ts), ts, msg)
-	e.posts++
-	return nil
-}
-
-// editFinal writes msg into the message of part i. When the answer's last message refuses the edit,
-// its part is posted anew in its place (repost); the edit's error is returned even then, and stop
-// when the final write cannot go on.
-func (e *editSink) editFinal(ctx context.Context, i int, msg gateway.Msg, by time.Time) (stop bool, err error) {
-	if err = e.finalEdit(ctx, i, msg, pace.Final, by); err == nil {
-		return false, nil
-	}
-	err = fmt.Errorf("chat.update part %d: %w", i+1, err)
-	if !repostRefused(i == len(e.ts)-1, gateway.SlackErr(err) == "message_not_found", ctx.Err() == nil, !by.IsZero()) {
-		return true, err
-	}
-	if perr := e.repost(ctx, i, msg); perr != nil {
-		return true, errors.Join(err, perr)
-	}
-	return false, err
-}
-
-// repost posts part i anew, for its message (the last) refused the final edit (cant_update_message,
-// or Slack kept refusing beyond gateway.FinalOutage): its text goes in a new message below it, which then
-// takes its place (it is deleted; if it cannot be, its text shows twice rather than not at all), the
-// later parts after that. The post has a short outage window of its own (gateway.ReplaceRetry): the answer's
-// may have run out on the edits, and a Slack that is down must not hold the thread's turn twice as
-// long.
-func (e *editSink) repost(ctx context.Context, i int, msg gateway.Msg) error {
-	a := e.answer
-	old := e.ts[i]
-	msg.Mark.Replaces = old // if old stays (its delete fails), Build skips it
-	ts, err := a.postRetry(ctx, gateway.ReplaceRetry, nil, msg)
-	if err != nil {
-		return fmt.Errorf("chat.postMessage part %d anew: %w", i+1, err)
-	}
-	a.outage.End() // Slack took a post: a later failure starts a new outage
-	if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, old); err != nil {
-		a.log.Warn("a message that refused its final edit could not be deleted; its text shows twice", zap.Error(err))
-	}
-	e.landed(i, ts, msg)
-	if e.replaces == nil {
-		e.replaces = map[int]string{}
-	}
-	e.replaces[i] = old // later edits of the part keep the mark
-	e.posts++
-	return nil
-}
-
-// finalMark is the mark of part i of n in the final write: the note, and that the answer is done, go
-// on the last part. So the last part is always written by the final write, even when its text shows
-// already: its mark is what tells a replica closing this one's answers after a crash that it is whole.
-func (e *editSink) finalMark(kind convo.MarkKind, note string, i, n int) convo.Mark {
-	mark := e.answer.mark(kind, "", i, e.firstTS())
-	if i == n-1 {
-		mark.Note, mark.Done = note, true
-	}
-	mark.Replaces = e.replaces[i]
-	return mark
-}
-
-// finalEdit writes msg into part i's message, waiting its turn in the edit budget at prio (until by
-// at shutdown; at once when a turn is held, see continueByPost) and retrying under gateway.ClosingRetry.
-func (e *editSink) finalEdit(ctx context.Context, i int, msg gateway.Msg, prio pace.Priority, by time.Time) error {
-	a := e.answer
-	ts := e.ts[i]
-	edits := a.r.paced.EditTurn(e.lane, prio, a.unshown).By(by).Held(&e.slotHeld) // held: taken by continueByPost
-	err := a.r.paced.Update(ctx, gateway.ClosingRetry, &a.outage, edits, a.req.Channel, ts, msg)
-	if err == nil {
-		e.landed(i, ts, msg)
-		e.edits++
-	}
-	return err
-}
-
-// adoptLost looks in the thread (or the DM) for the part a timed-out interim post may have posted: a
-// message of this answer (marked with its question and first message) after the last one known. Found,
-// it becomes that part, which the final write then edits instead of posting it again.
-func (e *editSink) adoptLost(ctx context.Context) {
-	strays, _ := e.answer.strayParts(ctx, e.firstTS(), e.ts)
-	if len(e.ts) == 0 {
-		// The first part's post was lost: the newest first part of an answer to this question is it.
-		if n := len(strays); n > 0 {
-			e.ts, e.shown, e.btn = append(e.ts, strays[n-1]), append(e.shown, ""), append(e.btn, "?")
-		}
-		return
-	}
-	last := e.ts[len(e.ts)-1]
-	for _, ts := range strays {
-		if convo.TSBefore(last, ts) {
-			e.ts, e.shown, e.btn = append(e.ts, ts), append(e.shown, ""), append(e.btn, "?")
-			return
-		}
-	}
 }
 
 // strayParts returns, oldest first, the messages of this answer (marked with its question, and with
@@ -724,7 +416,7 @@ func (a *answer) strayParts(ctx context.Context, first string, known []string) (
 		a.log.Debug("looking for parts whose post may have landed", zap.Error(err))
 		return nil, false
 	}
-	return convo.StrayParts(msgs, a.questionTS(), first, known), true
+	return convo.StrayParts(msgs, a.marks.questionTS(), first, known), true
 }
 
 const adoptReadTimeout = time.Second
@@ -735,18 +427,6 @@ const adoptReadTimeout = time.Second
 const thinkingLasts = 100 * time.Second
 
 func (e *editSink) mode() ReplyMode { return ModeEdit }
-
-func (e *editSink) shows() showing {
-	switch {
-	case len(e.ts) == 0:
-		return showsNothing
-	case len(e.ts) == 1 && e.shown[0] == "":
-		return showsPlaceholder
-	}
-	return showsText
-}
-
-func (e *editSink) placeholderTS() string { return e.firstTS() }
 
 // progress: an edited answer's placeholder says "Thinking…"; it shows no steps.
 func (e *editSink) progress(context.Context, ...gateway.Task) {}
@@ -760,8 +440,8 @@ func (e *editSink) closeStep(ctx context.Context, step closeStep, c closing) (bo
 	if step == stepFinal {
 		c.turnBy = time.Time{} // the whole final write: no note follows it
 	}
-	err := e.final(ctx, c)
-	return e.closed, err
+	err := editFinal{e}.final(ctx, c)
+	return e.phase == editClosed, err
 }
 
 func (e *editSink) close() {

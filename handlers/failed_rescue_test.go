@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -24,7 +25,7 @@ func TestFailedRescueStopsTheStreamWithANote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(20)
-		chat := &fakeChat{steps: deltas(ws, time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, time.Second)}
 		t0 := time.Now()
 		fs.PostErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land); Slack takes later posts
 		r := slowStreaming(fs, fs, chat, streamOptions())
@@ -55,7 +56,7 @@ func TestFailedRescueStopKeepsRegenerate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(20)
-		chat := &fakeChat{steps: deltas(ws, time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, time.Second)}
 		t0 := time.Now()
 		fs.PostErr = nthTimesOut(1, "chat.postMessage") // the rescue's post times out (and did not land)
 		opt := streamOptions()
@@ -103,15 +104,15 @@ func TestFailedRescueWithoutOpenStreamStillSaysSo(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var steps []step
+				var steps []llmtest.Step
 				total := 0
 				for i := 0; total < slackmd.MarkdownLimit+2000; i++ {
 					l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
 					total += len(l)
-					steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})
+					steps = append(steps, llmtest.Step{Wait: 20 * time.Millisecond, Chunk: llm.Chunk{Content: l}})
 				}
-				steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: "The END.\n"}},
-					step{chunk: llm.Chunk{FinishReason: "stop"}})
+				steps = append(steps, llmtest.Step{Wait: time.Second, Chunk: llm.Chunk{Content: "The END.\n"}},
+					llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 				rt := newReplyTest(t, steps, tc.options())
 				t0 := time.Now()
 				var last time.Time // the channel's last post or stream start, as Slack saw it
@@ -174,7 +175,7 @@ func TestPartlyFailedRescueShowsNoTextTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(200)
-		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 		t0 := time.Now()
 		fs.PostErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
 		r := slowStreaming(fs, fs, chat, streamOptions())
@@ -208,7 +209,7 @@ func TestPartlyFailedRescueLandedPartKeepsReplay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(200)
-		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 		t0 := time.Now()
 		posts := 0
 		msgs := landedTimeoutPoster{fs, 2, &posts}
@@ -261,7 +262,7 @@ func TestFailedRescueTakesBackPostedPartsWhenItCannotLook(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := newQuestionSlack()
 				ws := lines(200)
-				chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 				t0 := time.Now()
 				fs.PostErr = nthTimesOut(2, "chat.postMessage") // the rescue's second post times out (and did not land)
 				opt := streamOptions()

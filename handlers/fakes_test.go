@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"fmt"
-	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -14,96 +13,14 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 )
 
 // Compile-time checks: the fakes implement the handlers' interfaces.
 var (
-	_ Chat   = (*fakeChat)(nil)
+	_ Chat   = (*llmtest.Chat)(nil)
 	_ Imager = (*fakeImager)(nil)
 )
-
-// step is one scripted event of a fake model stream: wait, then yield a chunk or an error.
-type step struct {
-	wait  time.Duration
-	chunk llm.Chunk
-	err   error
-	panic any // a stream reader meeting bytes it cannot take
-}
-
-// fakeChat streams scripted steps, sleeping (fake time under synctest) between them. A cancelled context
-// ends the stream with an *llm.Error of KindCanceled, as llm.Client does.
-type fakeChat struct {
-	mu       sync.Mutex
-	steps    []step
-	requests []llm.ChatRequest
-	ctxErr   error // context.Cause seen when the stream was cancelled
-	yielded  int   // chunks the caller took
-}
-
-func (c *fakeChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
-	c.mu.Lock()
-	c.requests = append(c.requests, req)
-	steps := c.steps
-	c.mu.Unlock()
-	return func(yield func(llm.Chunk, error) bool) {
-		for _, s := range steps {
-			if s.wait > 0 {
-				t := time.NewTimer(s.wait)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					c.mu.Lock()
-					c.ctxErr = context.Cause(ctx)
-					c.mu.Unlock()
-					yield(llm.Chunk{}, &llm.Error{Kind: llm.KindCanceled, Message: "request canceled", Err: ctx.Err()})
-					return
-				}
-			}
-			if s.err != nil {
-				yield(llm.Chunk{}, s.err)
-				return
-			}
-			if s.panic != nil {
-				panic(s.panic)
-			}
-			c.mu.Lock()
-			c.yielded++
-			c.mu.Unlock()
-			if !yield(s.chunk, nil) {
-				return
-			}
-		}
-	}
-}
-
-func (c *fakeChat) calls() []llm.ChatRequest {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]llm.ChatRequest(nil), c.requests...)
-}
-
-// deltas scripts an answer: each word arrives every interval, then a "stop" finish.
-func deltas(words []string, every time.Duration) []step {
-	var steps []step
-	for _, w := range words {
-		steps = append(steps, step{wait: every, chunk: llm.Chunk{Content: w}})
-	}
-	return append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
-}
-
-// words splits s into deltas of about n bytes.
-func words(s string, n int) []string {
-	var out []string
-	for len(s) > n {
-		out = append(out, s[:n])
-		s = s[n:]
-	}
-	if s != "" {
-		out = append(out, s)
-	}
-	return out
-}
 
 func joined(ws []string) string { return strings.Join(ws, "") }
 
@@ -198,15 +115,13 @@ func askAgain(t *testing.T, rt *replyTest) []llm.Message {
 	key := testCh + "/" + testTS
 	fs.Threads[key] = append(fs.Threads[key], q2)
 	fs.Mu.Unlock()
-	rt.chat.mu.Lock()
-	rt.chat.steps = deltas([]string{"ok"}, time.Millisecond)
-	rt.chat.mu.Unlock()
+	rt.chat.SetSteps(llmtest.Deltas([]string{"ok"}, time.Millisecond))
 	req2 := rt.req
 	req2.TS, req2.Text = q2.Timestamp, q2.Text
 	if err := rt.r.Reply(t.Context(), req2); err != nil {
 		t.Logf("second reply: %v", err)
 	}
-	reqs := rt.chat.calls()
+	reqs := rt.chat.Calls()
 	return reqs[len(reqs)-1].Messages
 }
 
@@ -232,7 +147,7 @@ func logCalls(t *testing.T, fs *gatewaytest.Slack, t0 time.Time) {
 
 // slowStreaming is Replies on fs (messages written through msgs) whose chat.appendStream is slow for
 // a minute from 2 s on: appends land but answer after 12 s (slowStreamer).
-func slowStreaming(fs *gatewaytest.Slack, msgs gateway.Messenger, chat *fakeChat, opt ReplyOptions) *Replies {
+func slowStreaming(fs *gatewaytest.Slack, msgs gateway.Messenger, chat *llmtest.Chat, opt ReplyOptions) *Replies {
 	now := time.Now()
 	return NewReplies(fs, msgs, slowStreamer{fs, now.Add(2 * time.Second), now.Add(62 * time.Second)}, fs, chat, nil, opt)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
@@ -77,7 +78,7 @@ func TestFencedAnswerWaitsAndStopsWhenAdopted(t *testing.T) {
 				opt := testOptions()
 				opt.Fence = fence
 				ws := paragraphs(20)
-				chat := &fakeChat{steps: deltas(ws, 250*time.Millisecond)} // 20 s of text
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 250*time.Millisecond)} // 20 s of text
 				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
 				for _, c := range fs.Calls {
 					if c.Method == "replies" || c.At.Before(fence.from) || !c.At.Before(fence.until) {
@@ -126,7 +127,7 @@ func TestWritesAfterTheAnswersOwnCloseAreNotFenced(t *testing.T) {
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		opt.Journal, opt.Fence = j, journalFence{j}
 		fs.StopErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
-		chat := &fakeChat{steps: deltas(lines(6), 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(lines(6), 100*time.Millisecond)}
 		err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
 		if err != nil {
 			t.Errorf("Reply: %v", err)
@@ -146,7 +147,7 @@ func TestStoppedWhileFencedAnswerIsUnclosed(t *testing.T) {
 		fence := &cutFence{from: start.Add(2 * time.Second), until: start.Add(24 * time.Hour)}
 		opt := testOptions()
 		opt.Fence, opt.FinalTimeout = fence, 10*time.Second
-		chat := &fakeChat{steps: deltas(paragraphs(20), 250*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(paragraphs(20), 250*time.Millisecond)}
 		ctx, cancel := context.WithCancelCause(t.Context())
 		defer cancel(nil)
 		time.AfterFunc(5*time.Second, func() { cancel(ErrStopped) })

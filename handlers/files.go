@@ -137,7 +137,7 @@ var (
 )
 
 // vision is the answer's channel's setting.
-func (a *answer) vision() Vision {
+func (a *contextRead) vision() Vision {
 	o := a.r.opt.Files
 	if o.ChannelVision != nil {
 		if v := o.ChannelVision(a.req.Channel); v != "" {
@@ -158,7 +158,7 @@ type fileRef struct {
 // up to MaxFiles: text files, and pictures unless vision is off. Files known only by id are looked
 // up (files.info), and the messages get the whole objects, so that their names show. Failures
 // become notes to the model, never the answer's failure.
-func (a *answer) readFiles(ctx context.Context, thread []slack.Message, trigger slack.Message) ([]slack.Message, slack.Message, map[string]convo.FileContent) {
+func (a *contextRead) readFiles(ctx context.Context, thread []slack.Message, trigger slack.Message) ([]slack.Message, slack.Message, map[string]convo.FileContent) {
 	o := a.r.opt.Files
 	if o.Files == nil {
 		return thread, trigger, nil
@@ -202,7 +202,7 @@ func (a *answer) readFiles(ctx context.Context, thread []slack.Message, trigger 
 // unreadable, deferred by a goroutine reading one file, turns its panic (a file whose bytes the
 // reading code could not take) into that file's note, with the stack in the log: the answer goes on
 // without the file, and the process lives.
-func (a *answer) unreadable(c *convo.FileContent, id string) {
+func (a *contextRead) unreadable(c *convo.FileContent, id string) {
 	if r := recover(); r != nil {
 		pe := asPanic(r)
 		a.log.Error("reading a file panicked", append(pe.fields(), zap.String("file", id))...)
@@ -216,7 +216,7 @@ const fileReaders = 4
 // fileRefs lists the files to read, the trigger's first, then the thread's newest first: the bot's
 // own are left out (an assistant message carries no picture), and so are other bots' when the
 // context leaves them out.
-func (a *answer) fileRefs(thread []slack.Message, trigger slack.Message) []fileRef {
+func (a *contextRead) fileRefs(thread []slack.Message, trigger slack.Message) []fileRef {
 	var refs []fileRef
 	add := func(msg int, m slack.Message) {
 		for j, f := range m.Files {
@@ -238,7 +238,7 @@ func (a *answer) fileRefs(thread []slack.Message, trigger slack.Message) []fileR
 }
 
 // readFile reads one file: its whole object when it came as an id only, and its content or a note.
-func (a *answer) readFile(ctx context.Context, f slack.File) (slack.File, convo.FileContent) {
+func (a *contextRead) readFile(ctx context.Context, f slack.File) (slack.File, convo.FileContent) {
 	o := a.r.opt.Files
 	if f.FileAccess == "check_file_info" || f.URLPrivate == "" && f.URLPrivateDownload == "" && !f.IsExternal {
 		full, err := o.Files.Info(ctx, f.ID)
@@ -267,7 +267,7 @@ var errNotDownloaded = errors.New("not downloaded")
 
 // download fetches f (its first prefix bytes when prefix > 0: see Files.Download), or says in a
 // note why not.
-func (a *answer) download(ctx context.Context, f slack.File, prefix int64) ([]byte, bool, string) {
+func (a *contextRead) download(ctx context.Context, f slack.File, prefix int64) ([]byte, bool, string) {
 	data, _, cut, err := a.r.opt.Files.Files.Download(ctx, f, prefix)
 	switch {
 	case err == nil:
@@ -292,7 +292,7 @@ func tooLargeNote(size int, limit int64) string {
 
 // readImage downloads and readies a picture within one of the process's picture slots, so that
 // the bytes of pictures being read are bounded however many answers read them.
-func (a *answer) readImage(ctx context.Context, f slack.File) convo.FileContent {
+func (a *contextRead) readImage(ctx context.Context, f slack.File) convo.FileContent {
 	var note string
 	img, err := a.r.opt.Files.Pictures.Prepare(ctx, func(ctx context.Context) ([]byte, error) {
 		data, _, n := a.download(ctx, f, 0)
@@ -319,7 +319,7 @@ func (a *answer) readImage(ctx context.Context, f slack.File) convo.FileContent 
 
 // readText reads a text file's start only: MaxText characters take at most 4 bytes each in UTF-8,
 // so a file longer than that has more characters than are kept.
-func (a *answer) readText(ctx context.Context, f slack.File) convo.FileContent {
+func (a *contextRead) readText(ctx context.Context, f slack.File) convo.FileContent {
 	max := a.r.opt.Files.MaxText
 	data, cut, note := a.download(ctx, f, int64(4*max))
 	if note != "" {

@@ -121,7 +121,7 @@ func TestReadFiles(t *testing.T) {
 			opt := testOptions()
 			opt.Files = FileOptions{Files: files, Vision: tc.vision, MaxText: 12, MaxBytes: 20 << 20}
 			r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-			a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
+			a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
 			trigger := mention("<@UBOT> look")
 			trigger.Files = []slack.File{tc.file}
 			_, trig, got := a.readFiles(t.Context(), nil, trigger)
@@ -151,7 +151,7 @@ func TestReadFilesPictureSlots(t *testing.T) {
 		opt := testOptions()
 		opt.Files = FileOptions{Files: files, Pictures: media.NewPreparer(1)}
 		r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-		a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
+		a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
 		trigger := mention("<@UBOT> compare")
 		for _, id := range []string{"P1", "P2", "P3", "P4"} {
 			trigger.Files = append(trigger.Files, privateFile(id, id+".png", "image/png", 100))
@@ -183,7 +183,7 @@ func TestReadFilesOrder(t *testing.T) {
 	opt := testOptions()
 	opt.Files = FileOptions{Files: files, MaxFiles: 3}
 	r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-	a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
+	a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
 	msg := func(ts, user, botID string, ids ...string) slack.Message {
 		var m slack.Message
 		m.Timestamp, m.User, m.BotID = ts, user, botID
@@ -224,7 +224,7 @@ func TestReadFilePanicIsItsNote(t *testing.T) {
 	opt := testOptions()
 	opt.Files = FileOptions{Files: files, Vision: VisionAuto, MaxText: 12, MaxBytes: 20 << 20}
 	r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-	a := &answer{r: r, req: route.ReplyRequest{Channel: testCh}, log: r.log}
+	a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
 	trigger := mention("<@UBOT> look")
 	trigger.Files = []slack.File{privateFile("F1", "evil.txt", "text/plain", 5), privateFile("F2", "app.log", "text/plain", 5)}
 	_, _, got := a.readFiles(t.Context(), nil, trigger)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
@@ -20,7 +21,7 @@ import (
 // final edit waits out every Retry-After (finalRateLimited) and the answer stands, not "Thinking…".
 func TestFinalEditOutlastsALongRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
 		t0 := time.Now()
 		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 45*time.Second {
@@ -42,7 +43,7 @@ func TestMultiPartFinalKeepsItsFirstPart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		md := a + "\n\n" + b
-		rt := newReplyTest(t, deltas(words(md, 200), 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(md, 200), 100*time.Millisecond), testOptions())
 		t0 := time.Now()
 		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 45*time.Second {
@@ -77,7 +78,7 @@ func TestDeletedFirstPartIsNotContinued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		md := a + "\n\n" + b
-		rt := newReplyTest(t, deltas(words(md, 100), 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(md, 100), 100*time.Millisecond), testOptions())
 		time.AfterFunc(500*time.Millisecond, func() {
 			fs := rt.slack
 			fs.Mu.Lock()
@@ -119,7 +120,7 @@ func (h hangingUpdater) Update(ctx context.Context, channel, ts string, m gatewa
 func TestInterimEditsResumeAfterSlackHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: deltas(numbered(100), time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(numbered(100), time.Second)}
 		t0 := time.Now()
 		r := NewReplies(fs, hangingUpdater{fs, t0.Add(2 * time.Second), t0.Add(37 * time.Second)}, fs, fs, chat, nil, testOptions())
 		req := testRequest()
@@ -175,7 +176,7 @@ func (s slowSlackUpdater) Update(ctx context.Context, channel, ts string, m gate
 func TestFinalEditRidesOutSlackTimeouts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond)}
 		t0 := time.Now()
 		r := NewReplies(fs, slowSlackUpdater{fs, t0.Add(150 * time.Millisecond), t0.Add(40 * time.Second)}, fs, fs, chat, nil, testOptions())
 		req := testRequest()

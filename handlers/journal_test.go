@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -41,7 +42,7 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 		j := &fakeJournal{answers: map[string]state.Answer{}}
 		opt.Journal = j
 		ws := paragraphs(12)
-		chat := &fakeChat{steps: deltas(ws, 150*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 150*time.Millisecond)}
 		r := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt)
 		var wg sync.WaitGroup
 		var ids []string
@@ -124,7 +125,7 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fs := gatewaytest.NewSlack()
-				ts := slackTS(time.Now().Add(-tc.age))
+				ts := convo.TS(time.Now().Add(-tc.age))
 				m := slack.Message{}
 				m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", "Half an answer", ts, testTS
 				m.Metadata = convo.Mark{Kind: convo.MarkAnswer, Question: testTS}.Metadata()
@@ -141,7 +142,7 @@ func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
 						fs.Mu.Lock()
 						defer fs.Mu.Unlock()
 						edited := fs.Threads[testCh+"/"+testTS][1]
-						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: slackTS(time.Now())}
+						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: convo.TS(time.Now())}
 						fs.Threads[testCh+"/"+testTS][1] = edited
 					}()
 				}
@@ -166,7 +167,7 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 		fs := gatewaytest.NewSlack()
 		opt := buttonOptions()
 		opt.Budgets.Reads = pace.NewBucket(60, 1) // a read a second
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{}, zap.NewNop(), opt)
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{}, zap.NewNop(), opt)
 		oc := NewOrphanCloser(fs, fs, zap.NewNop(), opt)
 		const orphans = 6
 		j := &fakeJournal{answers: map[string]state.Answer{}}
@@ -205,7 +206,7 @@ func TestRescuedAnswerLeavesTheJournalBeforeItsDeletes(t *testing.T) {
 		j.onClose = func() { deletesAtClose = len(fs.CallsOf("delete")) }
 		fs.StopErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "cant_update_message"} }
 		ws := lines(6)
-		chat := &fakeChat{steps: deltas(ws, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 100*time.Millisecond)}
 		_ = NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), testRequest())
 		posts, deletes := fs.CallsOf("post"), fs.CallsOf("delete")
 		if len(posts) == 0 || len(deletes) == 0 {
@@ -238,7 +239,7 @@ func TestAnswerSaysWhenItsCloseDidNotLand(t *testing.T) {
 				if tc.refuse {
 					fs.UpdateErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
 				}
-				chat := &fakeChat{steps: deltas(paragraphs(4), 500*time.Millisecond)}
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(paragraphs(4), 500*time.Millisecond)}
 				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), testOptions()).Reply(t.Context(), testRequest())
 				if got := errors.Is(err, ErrUnclosed); got != tc.unclosed {
 					t.Errorf("Reply: %v; ErrUnclosed %v, want %v", err, got, tc.unclosed)

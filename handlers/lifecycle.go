@@ -1,29 +1,49 @@
 package handlers
 
 // An answer's lifecycle. Replies.Reply decides whether a message is for the bot and starts an
-// answer; answer.run below then takes it through these states in this order, one method of answer
-// each (open and stream are in reply.go, the rest here):
+// answer; answer.run below then takes it through these states in this order, each done by a part of
+// the answer in a file of its own:
 //
 //	received ─▶ opening ─▶ reading ─▶ generating ─▶ closing ─┬─▶ done
-//	(Reply)     (open)     (prepare)  (stream)      (finish) ├─▶ stopped      (Stop: ErrStopped)
+//	(Reply)     (open)     (prepare)  (generate)    (finish) ├─▶ stopped      (Stop: ErrStopped)
 //	               │          │                      ▲       ├─▶ failed       (the model or Slack)
 //	               │          └── nothing to ask ────┘       └─▶ interrupted  (shutdown: ErrShutdown)
 //	               └── shut down before anything shows: the asker is told privately ─▶ interrupted
+//
+//	opening     reply.go: answer.open, the sink opened (edit.go, stream.go)
+//	reading     reading.go, files.go: contextRead
+//	generating  generate.go, tools.go: generation, its writer goroutine driving the sink's interim writes
+//	closing     closing.go: planClose and closeAnswer; the sinks' own steps (edit_final.go, stream_close.go);
+//	            the answer's own writes (writes.go: answerWrites) within the deadline (deadline.go)
 //
 // Opening shows life at once (a placeholder, a native stream, or nothing until the first text when
 // ReplyOptions.PlaceholderAfter allows); reading reads the thread and builds the model's request;
 // generating streams the model's answer while one writer goroutine writes it into Slack as it grows;
 // closing writes the whole answer with a note saying how it ended, by the ways planClose decides.
 // Once the answer is cancelled (Stop, shutdown), its closing writes have until closeBy.
+//
+// Where a sink's writes are is one value. An answer written by editing (editPhase; what Slack shows of
+// it, nothing, the placeholder or text, is its messages', editMessages):
+//
+//	writing ──┬── interim writes fail (maxInterimFailures) ─▶ broken ──┐
+//	(generating)                                                        ├─ final write ─▶ closing ⇄ closed
+//	          ├── an interim post times out, may have landed ─▶ lost ──┤  (lost: the part is looked for
+//	          └─────────────────────────────────────────────────────────┘   first, then as broken)
+//
+// closing ⇄ closed: the final write has written a part, not the last / the last, with the note (a
+// second final write at shutdown writes them again). A natively streamed answer (streamState):
+//
+//	live ──┬── appends fail, or one times out ─▶ broken ─▶ (closing: rescued, or stopped unfinished)
+//	       └── the person stops it in Slack ───▶ stopped ─▶ (closing: stopped with its note)
+//	broken ── the person stops it in Slack ──▶ stopped
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -32,78 +52,84 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
-	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/route"
 )
 
-// answer is one answer in progress, from the request to its closing writes.
-type answer struct {
-	// cancelNanos is when the answer's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
-	cancelNanos atomic.Int64
-	// outage is the one the answer's closing writes wait out together (gateway.ClosingRetry), however many
-	// parts they write.
-	outage gateway.Outage
-
+// answerBase is what every part of one answer shares: the request, the thread it is answered in, its
+// log and when it began.
+type answerBase struct {
 	r        *Replies
 	req      route.ReplyRequest
 	threadTS string
-	// leftOut is how many of the thread's older messages its read left out (Thread.Replies): the
-	// context's note on omitted messages counts them.
-	leftOut int
-	log     *zap.Logger
-	start   time.Time
+	log      *zap.Logger
+	start    time.Time
+}
+
+// answer is one answer in progress, from the request to its closing writes. Its concerns are parts of
+// their own, built with it: reading the context (contextRead), the model's rounds (generation), its
+// marks and buttons (answerMarks), and its own Slack writes with their deadline (answerWrites); the
+// sink writes its text.
+type answer struct {
+	*answerBase
+	read   *contextRead
+	gen    *generation
+	marks  *answerMarks
+	writes *answerWrites
+
 	// cancel ends the answer's context with a cause; the writer calls it with ErrStopped when the user
 	// presses stop on a streamed message.
 	cancel context.CancelCauseFunc
 
-	// systemPrompt and model are the channel's (ReplyOptions.ChannelSettings) or the defaults.
-	systemPrompt, model string
-	// question is what the answer's marks name as its question (Mark.Question, questionTS): "" for
-	// the message TS; for a task, the moment it was asked (taskQuestion).
-	question string
-	// noRegen: the final message gets no Regenerate button (nothing was asked).
-	noRegen bool
 	// replacesAbove: a Regenerate could not be written in place of the old answer (its message
 	// refused the edit), so the new answer, posted below it, says that it replaces it.
 	replacesAbove bool
-	// imagesUnseen: the model refused the pictures and answered without them (VISION=auto); the
-	// answer says so.
-	imagesUnseen bool
-	// toolsUnavailable: the model's server refused the tools, learned by this answer (said once
-	// per model: later answers simply go without them).
-	toolsUnavailable bool
 
 	// thinkingSince is when the thread was given the answer's "is thinking…" status (pane; zero:
 	// it was not), a sign of life until the answer's first message is posted, or Slack drops it
 	// (thinkingLasts).
 	thinkingSince time.Time
 
-	// unjournaled: the answer's journal record is closed (closedInJournal), which is done once.
-	unjournaled bool
-	// fence marks the answer's writes for the Fence (nil: before run).
-	fence *gateway.FenceMark
-
 	// readStatus is how reading the thread ended, for its task card ("": it was not read).
 	readStatus string
 
-	ttft, firstText time.Duration
-	chunks          int
+	firstText time.Duration
 	// unshown is when the oldest answer text Slack does not show yet arrived (zero: none known), set when
 	// the writer stops; the final write waits its turn by it (max lag first, like every write).
 	unshown time.Time
 }
 
+// newAnswer is the answer to req in thread threadTS, with its parts; leftOut is how many of the
+// thread's older messages a read made for the request left out.
+func newAnswer(r *Replies, req route.ReplyRequest, threadTS string, log *zap.Logger, leftOut int) *answer {
+	base := &answerBase{r: r, req: req, threadTS: threadTS, log: log, start: time.Now()}
+	systemPrompt, model := r.opt.SystemPrompt, r.opt.Model
+	if f := r.opt.ChannelSettings; f != nil {
+		sp, m := f(req.Channel)
+		systemPrompt, model = cmp.Or(sp, systemPrompt), cmp.Or(m, model)
+	}
+	a := &answer{answerBase: base, marks: &answerMarks{answerBase: base}, writes: &answerWrites{answerBase: base}}
+	a.read = &contextRead{answerBase: base, marks: a.marks, systemPrompt: systemPrompt, leftOut: leftOut}
+	a.gen = &generation{answerBase: base, host: a, model: model, keepImages: a.read.vision() == VisionOn}
+	return a
+}
+
+func (a *answer) noteUnshown(since time.Time) {
+	if a.unshown.IsZero() || since.Before(a.unshown) {
+		a.unshown = since
+	}
+}
+
 // run takes the answer through its lifecycle, and always ends with its closing writes once
 // anything shows.
 func (a *answer) run(parent context.Context, thread []slack.Message) (err error) {
-	a.fence = &gateway.FenceMark{ID: route.AnswerID(a.req.Channel, a.req.TS)}
-	ctx, cancel := context.WithCancelCause(gateway.WithFence(parent, a.fence))
+	a.writes.fence = &gateway.FenceMark{ID: route.AnswerID(a.req.Channel, a.req.TS)}
+	ctx, cancel := context.WithCancelCause(gateway.WithFence(parent, a.writes.fence))
 	defer cancel(nil)
 	a.cancel = cancel
-	stopWatch := context.AfterFunc(ctx, func() { a.cancelledAt() })
+	stopWatch := context.AfterFunc(ctx, func() { a.writes.cancelledAt() })
 	defer stopWatch()
 
-	thread, old := a.replaced(ctx, thread)
+	thread, old := a.read.replaced(ctx, thread)
 	s, err := a.open(ctx, old)
 	if err != nil {
 		return a.notOpened(ctx, err)
@@ -114,35 +140,36 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 			err = a.panicked(ctx, s, asPanic(r))
 		}
 	}()
-	a.session(ctx, s, SessionProcessing)
+	a.session(ctx, s.mode(), SessionProcessing)
 	a.pane(ctx)
-	defer func() { a.session(ctx, s, endStatus(context.Cause(ctx))) }()
+	defer func() { a.session(ctx, s.mode(), endStatus(context.Cause(ctx))) }()
 
-	if thread == nil && !a.startsThread() { // the thread is read: that is shown
+	if thread == nil && !a.read.startsThread() { // the thread is read: that is shown
 		s.progress(ctx, gateway.Task{ID: taskRead, Title: titleRead, Status: gateway.TaskInProgress})
 	}
 	stopIdle := a.idleDuring(ctx, s)
 	defer stopIdle() // a panic in prepare must not leave it running
-	res, early, err := a.prepare(ctx, thread)
+	res, early, err := a.read.prepare(ctx, thread)
 	stopIdle()
-	if thread == nil && !a.startsThread() {
+	if thread == nil && !a.read.startsThread() {
 		a.readStatus = doneStatus(err)
 	}
 	if early != nil {
 		return errors.Join(err, unclosed(a.finish(ctx, s, *early)))
 	}
-	md, finishReason, serr := a.generate(ctx, res, s)
+	a.gen.firstTasks = a.readTasks()
+	md, finishReason, serr := a.gen.generate(ctx, res, s)
 	a.modelDone()
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
-	if a.imagesUnseen && kind == convo.MarkAnswer {
+	if a.gen.imagesUnseen && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textImagesSeen + " " + note)
 	}
-	if a.toolsUnavailable && kind == convo.MarkAnswer {
+	if a.gen.toolsUnavailable && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textToolsUnavailable + " " + note)
 	}
 	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
 	if ferr == nil {
-		a.closedInJournal() // at once: a replica that dies now must not leave it to be closed as interrupted
+		a.writes.closedInJournal() // at once: a replica that dies now must not leave it to be closed as interrupted
 	}
 	a.report(s, res, md, finishReason, note, ferr)
 	if ferr != nil {
@@ -163,12 +190,12 @@ func unclosed(err error) error {
 // meeting bytes it could not take): the stack goes to the log, the asker sees a short note where the
 // answer stands, with Regenerate, and the bot goes on. A second panic while closing goes up to the
 // bot, which tells the asker privately.
-func (a *answer) panicked(ctx context.Context, s sink, pe *panicError) error {
+func (a *answer) panicked(ctx context.Context, s closingSink, pe *panicError) error {
 	a.log.Error("answer panicked", pe.fields()...)
 	a.modelDone()
 	err := a.finish(ctx, s, closing{note: textPanicked, kind: convo.MarkError})
 	if err == nil {
-		a.closedInJournal()
+		a.writes.closedInJournal()
 	}
 	return errors.Join(fmt.Errorf("answer: %w", pe), unclosed(err))
 }
@@ -190,7 +217,7 @@ func (a *answer) modelDone() {
 // at most continueWait for the placeholder's post turn (else it stays due, for the writer), so stop,
 // which ends its waits and waits for it, holds the model's request back a second at most. stop may
 // be called more than once.
-func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
+func (a *answer) idleDuring(ctx context.Context, s roundSink) (stop func()) {
 	e, ok := s.(*editSink)
 	if !ok || e.idleDue().IsZero() {
 		return func() {}
@@ -222,106 +249,20 @@ func (a *answer) idleDuring(ctx context.Context, s sink) (stop func()) {
 	}
 }
 
-// replaced reads, for a Regenerate, the thread first to find the old answer's messages (old), which
-// the new answer is written over; a failed read is read again and told in the reading state. A
-// task's answer names the moment it was asked as its question (taskQuestion).
-func (a *answer) replaced(ctx context.Context, thread []slack.Message) (_ []slack.Message, old []string) {
-	if a.req.Replace != "" && thread == nil {
-		if t, err := a.readContext(ctx); err == nil {
-			thread, old = t, a.oldAnswer(t)
-		}
-	}
-	if a.req.Task != "" {
-		a.log = a.log.With(zap.String("task", a.req.Task))
-		a.question = a.taskQuestion(thread, old)
-	}
-	return thread, old
-}
-
 // notOpened ends an answer that could not show life. Shut down before anything was shown (the
 // placeholder still waited for the post budget), the asker is told privately rather than left with
 // no answer and no reason.
 func (a *answer) notOpened(ctx context.Context, err error) error {
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
-		return errors.Join(err, a.notAnswered(ctx))
+		return errors.Join(err, a.writes.notAnswered(ctx))
 	}
 	return err
-}
-
-// prepare reads the context and builds the model's request. When there is nothing to ask (the
-// thread cannot be read, an unknown task, a Regenerate without its question, a bare mention), it
-// returns instead how the answer closes at once (early), and the error to report with it.
-func (a *answer) prepare(ctx context.Context, thread []slack.Message) (res convo.Result, early *closing, err error) {
-	if thread == nil && a.startsThread() {
-		// Nothing has been said in the thread yet: the question alone is the context, and the
-		// conversations.replies call (Tier 3, the scarcest budget) is saved.
-		m, _ := a.trigger(nil)
-		thread = []slack.Message{m}
-	}
-	if thread == nil {
-		if thread, err = a.readContext(ctx); err != nil {
-			end := closing{note: textThreadRead + ": " + notes.Slack(err) + ".", kind: convo.MarkError}
-			if n := stopNote(context.Cause(ctx)); n != "" && ctx.Err() != nil {
-				end.note, end.kind = n, convo.MarkNotice
-			}
-			return res, &end, err
-		}
-	}
-	thread, trigger, found, early := a.findQuestion(thread)
-	if early != nil {
-		a.noRegen = true // nothing was asked: nothing to answer again
-		return res, early, nil
-	}
-	named := thread
-	if !found { // the trigger's author and mentions count too
-		named = append(slices.Clip(thread), trigger)
-	}
-	names := a.r.names.Resolve(ctx, a.log, convo.UserIDs(named))
-	thread, trigger, files := a.readFiles(ctx, thread, trigger)
-	res = convo.Build(thread, trigger, names, convo.Options{
-		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
-		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
-		IncludeOtherBots: a.r.opt.OtherBots, Files: files, Asker: a.req.User, Rand: a.r.opt.Rand, LeftOut: a.leftOut,
-	})
-	if res.FilesLeftOut > 0 {
-		a.log.Debug("files left out for the context budget", zap.Int("files", res.FilesLeftOut))
-	}
-	if res.EmptyMention {
-		a.noRegen = true
-		return res, &closing{md: emptyMentionHint(a.r.opt.BotName), kind: convo.MarkNotice}, nil
-	}
-	return res, nil, nil
-}
-
-// findQuestion finds what the answer answers in thread: the triggering message (found: in the thread),
-// or a task's instruction, which stands in for it. A task has no ts, so Build takes the whole
-// thread as its context: all but the answer being replaced, whose text is still in the read. early
-// is how the answer closes when there is no question.
-func (a *answer) findQuestion(thread []slack.Message) (_ []slack.Message, trigger slack.Message, found bool, early *closing) {
-	trigger, found = a.trigger(thread)
-	switch {
-	case a.req.Task != "":
-		instruction, ok := taskInstructions[a.req.Task]
-		if !ok {
-			return thread, trigger, found, &closing{note: textUnknownTask, kind: convo.MarkNotice}
-		}
-		if a.req.Replace != "" {
-			replaced := a.oldAnswer(thread)
-			thread = slices.DeleteFunc(slices.Clone(thread), func(m slack.Message) bool {
-				return slices.Contains(replaced, m.Timestamp)
-			})
-		}
-		return thread, a.taskTrigger(instruction), false, nil
-	case a.req.Regenerate && !found:
-		return thread, trigger, found, &closing{note: textNoQuestion, kind: convo.MarkNotice}
-	}
-	return thread, trigger, found, nil
 }
 
 // finish closes the answer c. The last write always lands: it may wait its turn in the budget as
 // long as the answer lives, and once the answer is cancelled it still has until closeBy. Its
 // transient failures are retried within that (gateway.ClosingRetry), for at most gateway.FinalOutage.
-func (a *answer) finish(ctx context.Context, s sink, c closing) error {
+func (a *answer) finish(ctx context.Context, s closingSink, c closing) error {
 	if a.replacesAbove && c.kind == convo.MarkAnswer {
 		c.note = strings.TrimSpace(textReplacesAbove + " " + c.note)
 	}
@@ -330,15 +271,15 @@ func (a *answer) finish(ctx context.Context, s sink, c closing) error {
 	}
 	began := time.Now()
 	closeBy := func(cause error, cancelled time.Time) time.Time { return a.r.closeBy(cause, cancelled, began) }
-	fctx, fcancel := a.afterCancel(ctx, closeBy)
+	fctx, fcancel := a.writes.afterCancel(ctx, closeBy)
 	defer fcancel()
 	shutdown := func() bool { return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) }
 	if shutdown() {
-		return a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c)
+		return a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.writes.cancelledAt()), c)
 	}
 	// A shutdown while this write waits for its turn leaves it half the closing time, and the
 	// shutdown rule the other half (a message left "Thinking…" would say nothing).
-	hctx, hcancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
+	hctx, hcancel := a.writes.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
 		if errors.Is(cause, ErrShutdown) {
 			return halfway(cancelled, closeBy(cause, cancelled))
 		}
@@ -350,15 +291,15 @@ func (a *answer) finish(ctx context.Context, s sink, c closing) error {
 		return err
 	}
 	a.log.Debug("shutdown during the final write", zap.Error(err))
-	return errors.Join(context.Cause(ctx), a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.cancelledAt()), c))
+	return errors.Join(context.Cause(ctx), a.closeAnswer(fctx, s, endShutdown, closeBy(ErrShutdown, a.writes.cancelledAt()), c))
 }
 
 // report logs the finished answer and tells ReplyOptions.Written about it.
-func (a *answer) report(s sink, res convo.Result, md, finishReason, note string, ferr error) {
+func (a *answer) report(s writeCounts, res convo.Result, md, finishReason, note string, ferr error) {
 	a.log.Info("reply done", append([]zap.Field{
 		zap.Duration("duration", time.Since(a.start)),
-		zap.Duration("llm_ttft", a.ttft), zap.Duration("first_text", a.firstText),
-		zap.Int("chunks", a.chunks), zap.Int("chars", len(md)), zap.String("finish_reason", finishReason),
+		zap.Duration("llm_ttft", a.gen.ttft), zap.Duration("first_text", a.firstText),
+		zap.Int("chunks", a.gen.chunks), zap.Int("chars", len(md)), zap.String("finish_reason", finishReason),
 		zap.Int("messages", len(res.Messages)), zap.Int("omitted", res.Omitted), zap.String("note", note),
 	}, s.fields()...)...)
 	a.log.Debug("reply text", zap.String("text", md))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
@@ -40,17 +41,17 @@ func simulate(t *testing.T, n, tokens int, policy pace.Policy) lagResult {
 		for i := range tokens {
 			ws = append(ws, fmt.Sprintf("w%d ", i))
 		}
-		steps := []step{{wait: time.Second, chunk: llm.Chunk{Content: ws[0]}}}
+		steps := []llmtest.Step{{Wait: time.Second, Chunk: llm.Chunk{Content: ws[0]}}}
 		for _, w := range ws[1:] {
-			steps = append(steps, step{wait: 50 * time.Millisecond, chunk: llm.Chunk{Content: w}})
+			steps = append(steps, llmtest.Step{Wait: 50 * time.Millisecond, Chunk: llm.Chunk{Content: w}})
 		}
-		steps = append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+		steps = append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 		opt := testOptions()
 		// The model writes before a placeholder would be due, as in the load tool's scenario (the
 		// product's default waits a second for it): every answer's first text is a post.
 		opt.PlaceholderAfter = 2 * time.Second
 		opt.Budgets.Edits = pace.NewScheduler(perMinute, burst, pace.WithPolicy(policy))
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: steps}, zap.NewNop(), opt)
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: steps}, zap.NewNop(), opt)
 		for i := range n {
 			fs.Threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
 		}

@@ -14,17 +14,18 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 )
 
 // slowSecondPart streams paragraph A at once, then B a word group a second: the answer outgrows its
 // first message while Slack is slow.
-func slowSecondPart(a, b string) []step {
-	steps := []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n"}}}
-	for _, w := range words(b, 60) {
-		steps = append(steps, step{wait: time.Second, chunk: llm.Chunk{Content: w}})
+func slowSecondPart(a, b string) []llmtest.Step {
+	steps := []llmtest.Step{{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: a + "\n\n"}}}
+	for _, w := range llmtest.Words(b, 60) {
+		steps = append(steps, llmtest.Step{Wait: time.Second, Chunk: llm.Chunk{Content: w}})
 	}
-	return append(steps, step{chunk: llm.Chunk{FinishReason: "stop"}})
+	return append(steps, llmtest.Step{Chunk: llm.Chunk{FinishReason: "stop"}})
 }
 
 // lagPoster is a Slack whose chat.postMessage, between from and to, posts the message but answers
@@ -81,7 +82,7 @@ func TestTimedOutInterimPostIsNotRepeated(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := slowSecondPart(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
 		opt := testOptions()
 		opt.Buttons = true
@@ -113,7 +114,7 @@ func TestInterimPostCutByCancelIsNotRepeated(t *testing.T) {
 				a, b := longTwoPartAnswer()
 				steps := slowSecondPart(a, b)
 				fs := newQuestionSlack()
-				chat := &fakeChat{steps: steps}
+				chat := &llmtest.Chat{Steps: steps}
 				t0 := time.Now()
 				opt := testOptions()
 				opt.Buttons = true
@@ -150,7 +151,7 @@ func testLostPostClosing(t *testing.T, cause error, notes []string) {
 		a, b := longTwoPartAnswer()
 		steps := slowSecondPart(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
 		fs.RepliesErr = func(n int, c gatewaytest.Call) error {
 			return &slack.RateLimitedError{RetryAfter: 30 * time.Second}
@@ -206,7 +207,7 @@ func TestLostPostLookA429PausesOtherReaders(t *testing.T) {
 			}
 			return nil
 		}
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		opt := testOptions()
 		opt.Buttons = true
 		r := NewReplies(fs, lagPoster{fs, t0.Add(time.Second), t0.Add(30 * time.Second)}, fs, fs, chat, nil, opt)

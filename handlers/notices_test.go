@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -19,7 +20,7 @@ import (
 func noticesAndReplies(t *testing.T, perMinute float64, burst int) (*gatewaytest.Slack, *gateway.Notices, *Replies) {
 	fs := gatewaytest.NewSlack()
 	b := gateway.Budgets{Ephemerals: pace.NewBucket(perMinute, burst)}
-	return fs, gateway.NewNotices(fs, b), NewReplies(fs, fs, fs, fs, &fakeChat{}, zaptest.NewLogger(t), ReplyOptions{Budgets: b})
+	return fs, gateway.NewNotices(fs, b), NewReplies(fs, fs, fs, fs, &llmtest.Chat{}, zaptest.NewLogger(t), ReplyOptions{Budgets: b})
 }
 
 // The bot's notices (busy, place in line, refusals) and the replies' private notes take their turns

@@ -266,7 +266,7 @@ func lastChange(msgs []slack.Message) time.Time {
 	var last time.Time
 	for _, m := range msgs {
 		for _, ts := range []string{m.Timestamp, editedTS(m)} {
-			if t := tsTime(ts); t.After(last) {
+			if t := convo.TSTime(ts); t.After(last) {
 				last = t
 			}
 		}
@@ -302,7 +302,7 @@ func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Mes
 	}
 	since := "" // a record without a start time: every answer to the question is a candidate
 	if !o.Started.IsZero() {
-		since = slackTS(o.Started.Add(-orphanClockSkew))
+		since = convo.TS(o.Started.Add(-orphanClockSkew))
 	}
 	var shown []slack.Message
 	for _, m := range read {

@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -209,7 +210,7 @@ func TestAnswerMessagesAreJournaled(t *testing.T) {
 				j := &fakeJournal{answers: map[string]state.Answer{}}
 				opt := testOptions()
 				opt.Mode, opt.Journal = mode, j
-				chat := &fakeChat{steps: deltas(words(strings.Repeat("word ", 2000), 2000), 0)} // two messages long when edited
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words(strings.Repeat("word ", 2000), 2000), 0)} // two messages long when edited
 				req := route.ReplyRequest{Channel: "C1", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"}
 				fs.Threads["C1/"+req.ThreadTS] = []slack.Message{mention("<@UBOT> hi")}
 				mustNoErr(t, NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), req))
@@ -289,7 +290,7 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 				person := slack.Message{}
 				person.User, person.Text, person.Timestamp, person.ThreadTimestamp = "U2", "my own words", "1700000000.000050", thread
 				fs.Threads[channel+"/"+thread] = append(fs.Threads[channel+"/"+thread], person)
-				summary, err := fs.Post(ctx, channel, thread, gateway.Msg{Text: "the day's summary", Mark: convo.Mark{Kind: markSummary}})
+				summary, err := fs.Post(ctx, channel, thread, gateway.Msg{Text: "the day's summary", Mark: convo.Mark{Kind: convo.MarkSummary}})
 				mustNoErr(t, err)
 				target := map[string]string{"a person's message": person.Timestamp, "the bot's summary": summary}[listed]
 				id := route.AnswerID(channel, thread)

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
@@ -52,7 +53,7 @@ func TestThinkingStatus(t *testing.T) {
 				pane := &statusPane{err: tc.err}
 				opt := testOptions()
 				opt.Pane = NewAgentPane(pane, nil, nil)
-				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: deltas(words("Four.", 1), 0)}, zap.NewNop(), opt)
+				r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words("Four.", 1), 0)}, zap.NewNop(), opt)
 				for _, q := range []route.ReplyRequest{
 					{Channel: "C1", ChannelType: "channel", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"},
 					{Channel: "C2", ChannelType: "channel", User: "U1", TS: "1700000000.000002", ThreadTS: "1700000000.000002", Text: "<@UBOT> hi"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -23,9 +24,9 @@ func TestPlaceholderKeptWhenTheAnswerEndsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
 		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
-		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets refill."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}}}
+		steps := []llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "buckets refill."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}}}
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -47,8 +48,8 @@ func TestLostFirstPostNotLandedThenShutdownTellsTheAsker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := lazyOptions()
 		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
-		steps := []step{{wait: 200 * time.Millisecond, chunk: llm.Chunk{Content: "Token "}},
-			{wait: time.Minute, chunk: llm.Chunk{Content: "buckets."}}}
+		steps := []llmtest.Step{{Wait: 200 * time.Millisecond, Chunk: llm.Chunk{Content: "Token "}},
+			{Wait: time.Minute, Chunk: llm.Chunk{Content: "buckets."}}}
 		rt := newReplyTest(t, steps, opt)
 		rt.slack.PostErr = nthTimesOut(1, "chat.postMessage") // did not land
 		start := time.Now()
@@ -66,13 +67,13 @@ func TestLostFirstPostNotLandedThenShutdownTellsTheAsker(t *testing.T) {
 
 // timedChat records when each model request is made.
 type timedChat struct {
-	*fakeChat
+	*llmtest.Chat
 	at *[]time.Time
 }
 
 func (c timedChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error] {
 	*c.at = append(*c.at, time.Now())
-	return c.fakeChat.Stream(ctx, req)
+	return c.Chat.Stream(ctx, req)
 }
 
 // The placeholder's post, due while the thread is read, waits for the channel's post turn; the
@@ -87,7 +88,7 @@ func TestModelAskedWhileThePlaceholderWaitsForItsPost(t *testing.T) {
 		mustNoErr(t, opt.Budgets.Posts.Wait(t.Context(), testCh)) // spent by another answer
 		fs := newQuestionSlack()
 		var at []time.Time
-		chat := timedChat{&fakeChat{steps: deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond)}, &at}
+		chat := timedChat{&llmtest.Chat{Steps: llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond)}, &at}
 		r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
 		req := testRequest()
 		req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
@@ -119,7 +120,7 @@ func (p panickyThread) Replies(ctx context.Context, channel, threadTS string) ([
 func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
-		r := NewReplies(panickyThread{fs}, fs, fs, fs, &fakeChat{}, nil, lazyOptions())
+		r := NewReplies(panickyThread{fs}, fs, fs, fs, &llmtest.Chat{}, nil, lazyOptions())
 		req := testRequest()
 		req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		func() {
@@ -144,7 +145,7 @@ func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
 		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
 		opt.Budgets.Reads = pace.NewBucket(0.4, 1) // a read every 150 s
 		opt.Budgets.Reads.TryTake()                // spent a moment ago
-		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
 		rt.req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -163,9 +164,9 @@ func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
 func TestPlaceholderKeptForTextThatShowsNothingYet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "**"}},
-			{wait: 20 * time.Second, chunk: llm.Chunk{Content: "Token buckets** refill."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}}}
+		steps := []llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "**"}},
+			{Wait: 20 * time.Second, Chunk: llm.Chunk{Content: "Token buckets** refill."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}}}
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -188,8 +189,8 @@ func TestLostFirstPostGetsNoPlaceholder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		posts := 0
-		chat := &fakeChat{steps: []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "The "}},
-			{wait: 3 * time.Second, chunk: llm.Chunk{Content: "answer."}}, {chunk: llm.Chunk{FinishReason: "stop"}}}}
+		chat := &llmtest.Chat{Steps: []llmtest.Step{{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "The "}},
+			{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "answer."}}, {Chunk: llm.Chunk{FinishReason: "stop"}}}}
 		r := NewReplies(fs, landedTimeoutPoster{fs, 1, &posts}, fs, fs, chat, nil, lazyOptions())
 		_ = r.Reply(t.Context(), testRequest())
 		var got []string
@@ -206,8 +207,8 @@ func TestLostFirstPostGetsNoPlaceholder(t *testing.T) {
 // edit turn soon: the heading is never split between two messages.
 func TestFirstTextUnderLoadNotCutInsideAHeading(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := append([]step{{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "## Overview of token"}}},
-			deltas([]string{"s\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
+		steps := append([]llmtest.Step{{Wait: 300 * time.Millisecond, Chunk: llm.Chunk{Content: "## Overview of token"}}},
+			llmtest.Deltas([]string{"s\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
 		rt := newReplyTest(t, steps, underLoad(t, lazyOptions()))
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		got := rt.texts()
@@ -225,7 +226,7 @@ func TestModelDoneBeforeTheLastWrites(t *testing.T) {
 		opt.PlaceholderAfter = 0 // the placeholder at once: its text needs an edit turn
 		opt.Budgets.Deletes = pace.NewBucket(1, 1)
 		opt.Budgets.Deletes.TryTake() // and it cannot be withdrawn for a post
-		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
 		start := time.Now()
 		var done []time.Duration
 		rt.req.ModelDone = func() { done = append(done, time.Since(start)) }
@@ -246,9 +247,9 @@ func TestModelDoneAsTheStreamEndsWhileTheWriterWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
 		opt.Budgets.Posts = pace.NewKeyed(2, 1) // a post every 30 s in the channel
-		steps := []step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-			{wait: 2 * time.Second, chunk: llm.Chunk{Content: "buckets refill."}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{FinishReason: "stop"}}}
+		steps := []llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+			{Wait: 2 * time.Second, Chunk: llm.Chunk{Content: "buckets refill."}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{FinishReason: "stop"}}}
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		var done time.Duration
@@ -266,9 +267,9 @@ func TestModelDoneAsTheStreamEndsWhileTheWriterWaits(t *testing.T) {
 func TestTextAfterAnEmptySnapshotWithdrawsThePlaceholder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		steps := append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "**"}},
-			{wait: 2 * time.Second, chunk: llm.Chunk{Content: "Token buckets** refill. "}}},
-			deltas(numbered(30), time.Second)...)
+		steps := append([]llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "**"}},
+			{Wait: 2 * time.Second, Chunk: llm.Chunk{Content: "Token buckets** refill. "}}},
+			llmtest.Deltas(numbered(30), time.Second)...)
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -308,7 +309,7 @@ func TestWithdrawalDeleteThatTimedOutButLanded(t *testing.T) {
 		opt.Budgets.Deletes = pace.NewBucket(1, 1) // one delete token: the withdrawal's
 		fs := newQuestionSlack()
 		n := 0
-		chat := &fakeChat{steps: slowStart("refill ", "steadily.")}
+		chat := &llmtest.Chat{Steps: slowStart("refill ", "steadily.")}
 		r := NewReplies(fs, landedTimeoutDeleter{fs, &n}, fs, fs, chat, nil, opt)
 		start := time.Now()
 		err := r.Reply(t.Context(), testRequest())

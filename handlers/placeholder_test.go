@@ -16,6 +16,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
@@ -41,8 +42,8 @@ func TestPlaceholderOnlyForASlowStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				steps := append([]step{{wait: tc.firstToken, chunk: llm.Chunk{Content: "Token "}}},
-					deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
+				steps := append([]llmtest.Step{{Wait: tc.firstToken, Chunk: llm.Chunk{Content: "Token "}}},
+					llmtest.Deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
 				rt := newReplyTest(t, steps, lazyOptions())
 				start := time.Now()
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -76,7 +77,7 @@ func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
 		opt := lazyOptions()
 		opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: deltas([]string{"The ", "answer ", "is ", "here."}, 200*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"The ", "answer ", "is ", "here."}, 200*time.Millisecond)}
 		r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
 		const n = 10
 		start := time.Now()
@@ -117,7 +118,7 @@ func TestFirstTextDoesNotWaitForTheEditBudget(t *testing.T) {
 // privately, and nothing is posted in the thread.
 func TestShutdownBeforeAnyTextTellsPrivately(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, []step{{wait: time.Minute, chunk: llm.Chunk{Content: "late"}}}, lazyOptions())
+		rt := newReplyTest(t, []llmtest.Step{{Wait: time.Minute, Chunk: llm.Chunk{Content: "late"}}}, lazyOptions())
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(500*time.Millisecond, func() { cancel(ErrShutdown) })
 		_ = rt.r.Reply(ctx, rt.req)
@@ -134,7 +135,7 @@ func TestShutdownBeforeAnyTextTellsPrivately(t *testing.T) {
 // A model error before any text: the reason is the answer's one message.
 func TestErrorBeforeAnyTextIsPosted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, []step{{wait: 200 * time.Millisecond, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, lazyOptions())
+		rt := newReplyTest(t, []llmtest.Step{{Wait: 200 * time.Millisecond, Err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, lazyOptions())
 		_ = rt.r.Reply(t.Context(), rt.req)
 		ms := rt.slack.BotMessages(testTS)
 		if len(ms) != 1 || ms[0].Mark.Kind != convo.MarkError || !strings.Contains(ms[0].Text, "busy") {
@@ -152,7 +153,7 @@ func TestLostFirstPostIsAdopted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		posts := 0
-		chat := &fakeChat{steps: deltas([]string{"The ", "answer."}, 100*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"The ", "answer."}, 100*time.Millisecond)}
 		r := NewReplies(fs, landedTimeoutPoster{fs, 1, &posts}, fs, fs, chat, nil, lazyOptions())
 		_ = r.Reply(t.Context(), testRequest())
 		ms := fs.BotMessages(testTS)
@@ -190,7 +191,7 @@ func TestAnswerEndsByPostWhenNoEditTurnComes(t *testing.T) {
 				opt.Budgets.Edits = pace.NewScheduler(tc.edits, 2)
 				fs := newQuestionSlack()
 				ws := paragraphs(12)
-				chat := &fakeChat{steps: deltas(ws, 150*time.Millisecond)}
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 150*time.Millisecond)}
 				r := NewReplies(fs, fs, fs, fs, chat, nil, opt)
 				var wg sync.WaitGroup
 				for i := range tc.answers {
@@ -274,9 +275,9 @@ func TestPlaceholderUnderLoad(t *testing.T) {
 				opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
 				busy := opt.Budgets.Edits.Lane()            // another answer, which just took this minute's edit
 				mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
-				steps := append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-					{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets "}}},
-					deltas([]string{"refill ", "at ", "a ", "steady ", "rate."}, 2*time.Second)...)
+				steps := append([]llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+					{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "buckets "}}},
+					llmtest.Deltas([]string{"refill ", "at ", "a ", "steady ", "rate."}, 2*time.Second)...)
 				rt := newReplyTest(t, steps, opt)
 				start := time.Now()
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -311,7 +312,7 @@ func TestPlaceholderWhileTheThreadIsRead(t *testing.T) {
 		opt := lazyOptions()
 		opt.Budgets.Reads = pace.NewBucket(1, 1) // one read a minute
 		opt.Budgets.Reads.TryTake()              // spent by another answer a moment ago
-		rt := newReplyTest(t, deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)
 		rt.req.TS = "1700000000.000009" // a reply in the thread: the thread is read first
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -343,9 +344,9 @@ func underLoad(t *testing.T, opt ReplyOptions) ReplyOptions {
 }
 
 // slowStart is a model that writes its first words after 3 s (the placeholder shows from 1 s).
-func slowStart(rest ...string) []step {
-	return append([]step{{wait: 3 * time.Second, chunk: llm.Chunk{Content: "Token "}},
-		{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "buckets "}}}, deltas(rest, time.Second)...)
+func slowStart(rest ...string) []llmtest.Step {
+	return append([]llmtest.Step{{Wait: 3 * time.Second, Chunk: llm.Chunk{Content: "Token "}},
+		{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "buckets "}}}, llmtest.Deltas(rest, time.Second)...)
 }
 
 // The post that follows a withdrawn placeholder gets a 429: it waits out the Retry-After in the
@@ -398,8 +399,8 @@ func TestStopWhileAPlaceholderWaitsUnderLoad(t *testing.T) {
 // heading's marker (it would show "**" alone, and lose the heading).
 func TestFirstTextUnderLoadIsNeverABlockMarkerAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := append([]step{{wait: 300 * time.Millisecond, chunk: llm.Chunk{Content: "## Over"}}},
-			deltas([]string{"view\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
+		steps := append([]llmtest.Step{{Wait: 300 * time.Millisecond, Chunk: llm.Chunk{Content: "## Over"}}},
+			llmtest.Deltas([]string{"view\n\n", "Token buckets ", "refill at a steady rate."}, 200*time.Millisecond)...)
 		rt := newReplyTest(t, steps, underLoad(t, lazyOptions()))
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		for _, s := range rt.texts() {
@@ -424,7 +425,7 @@ func (s sortedThread) Replies(ctx context.Context, channel, threadTS string) ([]
 // placeholder is never withdrawn), so the thread and the next question's context keep their order.
 func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
 		rt.r = NewReplies(sortedThread{rt.slack}, rt.slack, rt.slack, rt.slack, rt.chat, nil, buttonOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		a1 := rt.slack.BotMessages(testTS)[0]
@@ -436,15 +437,15 @@ func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
 		rt.slack.NextTS = 600
 		rt.slack.Mu.Unlock()
-		rt.setSteps(deltas([]string{"Leaky buckets drain."}, time.Millisecond))
+		rt.setSteps(llmtest.Deltas([]string{"Leaky buckets drain."}, time.Millisecond))
 		req2 := rt.req
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
 
 		busy := underLoad(t, buttonOptions())
 		r2 := NewReplies(sortedThread{rt.slack}, rt.slack, rt.slack, rt.slack, rt.chat, nil, busy)
-		rt.setSteps(append([]step{{wait: 2 * time.Second, chunk: llm.Chunk{Content: "Second "}}},
-			deltas([]string{"answer: tokens ", "refill over time."}, 100*time.Millisecond)...))
+		rt.setSteps(append([]llmtest.Step{{Wait: 2 * time.Second, Chunk: llm.Chunk{Content: "Second "}}},
+			llmtest.Deltas([]string{"answer: tokens ", "refill over time."}, 100*time.Millisecond)...))
 		regen := rt.req
 		regen.User, regen.Text, regen.Regenerate, regen.Replace = "U2", "", true, a1.TS
 		mustNoErr(t, r2.Reply(t.Context(), regen))
@@ -459,11 +460,11 @@ func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 		rt.slack.Mu.Lock()
 		rt.slack.Threads[key] = append(rt.slack.Threads[key], q3)
 		rt.slack.Mu.Unlock()
-		rt.setSteps(deltas([]string{"ok"}, time.Millisecond))
+		rt.setSteps(llmtest.Deltas([]string{"ok"}, time.Millisecond))
 		req3 := rt.req
 		req3.TS, req3.Text = q3.Timestamp, q3.Text
 		mustNoErr(t, r2.Reply(t.Context(), req3))
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		var roles []string
 		for _, m := range reqs[len(reqs)-1].Messages[1:] {
 			roles = append(roles, string(m.Role)+": "+m.Content)
@@ -483,8 +484,8 @@ func TestPlaceholderOnceTheThinkingStatusLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
 		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
-		steps := append([]step{{wait: 150 * time.Second, chunk: llm.Chunk{Content: "Token "}}},
-			deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
+		steps := append([]llmtest.Step{{Wait: 150 * time.Second, Chunk: llm.Chunk{Content: "Token "}}},
+			llmtest.Deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
 		rt := newReplyTest(t, steps, opt)
 		start := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))

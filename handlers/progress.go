@@ -31,7 +31,7 @@ const (
 // first words (a retry), and by the writer itself: never two at once.
 func (s *streamSink) progress(ctx context.Context, tasks ...gateway.Task) {
 	a := s.answer
-	if len(tasks) == 0 || s.ts == "" || s.stopped || s.broken || !a.r.paced.TryAppend() {
+	if len(tasks) == 0 || s.ts == "" || s.state != streamLive || !a.r.paced.TryAppend() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), progressTimeout)
@@ -52,7 +52,7 @@ func (a *answer) readTasks() []gateway.Task {
 }
 
 // retried is the model's retry observer (llm.WithRetries): the model task says why it waits.
-func retried(s sink, ctx context.Context) llm.RetryFunc {
+func retried(s roundSink, ctx context.Context) llm.RetryFunc {
 	return func(attempt int, wait time.Duration, err *llm.Error) {
 		reason := string(err.Kind)
 		if err.Status != 0 {

@@ -17,13 +17,14 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 )
 
 // shortAnswer is a model answer of one word.
-var shortAnswer = []step{{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "ok"}},
-	{chunk: llm.Chunk{FinishReason: "stop"}}}
+var shortAnswer = []llmtest.Step{{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "ok"}},
+	{Chunk: llm.Chunk{FinishReason: "stop"}}}
 
 func TestNewThreadMentionReadsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -32,7 +33,7 @@ func TestNewThreadMentionReadsNothing(t *testing.T) {
 		if n := len(rt.slack.CallsOf("replies")) + len(rt.slack.CallsOf("history")); n != 0 {
 			t.Errorf("%d reads, want none: nothing was said in a new thread", n)
 		}
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 || !strings.Contains(fmt.Sprint(reqs[0].Messages), "explain token buckets") {
 			t.Errorf("model requests = %+v, want one with the question", reqs)
 		}
@@ -54,7 +55,7 @@ func TestMentionInExistingThreadReads(t *testing.T) {
 		if n := len(rt.slack.CallsOf("replies")); n != 1 {
 			t.Errorf("conversations.replies called %d times, want 1", n)
 		}
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 || !strings.Contains(fmt.Sprint(reqs[0].Messages), "explain token buckets") {
 			t.Errorf("model requests = %+v, want one with the thread's first message as context", reqs)
 		}
@@ -92,7 +93,7 @@ func TestConcurrentReadsShareTheReadBudget(t *testing.T) {
 				lim := gatewaytest.NewLimiter(50, 5)
 				lim.Tokens = tc.tokens
 				fs.RepliesErr = limitedBy(lim) // Tier 3: 50 a minute, burst 5
-				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+				r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), testOptions())
 				for i := range n {
 					fs.Threads[fmt.Sprint("C", i, "/", testTS)] = []slack.Message{mention("<@UBOT> go")}
 				}
@@ -168,7 +169,7 @@ func TestPostBudgetsAfterA429(t *testing.T) {
 				fs.PostErr = limitedBy(spent)
 				opt := testOptions()
 				opt.Budgets.PostsWorkspace = pace.NewBucket(tc.workspace, tc.burst)
-				r := NewReplies(fs, slowPosts{fs, tc.latency}, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
+				r := NewReplies(fs, slowPosts{fs, tc.latency}, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), opt)
 				t0 := time.Now()
 				var wg sync.WaitGroup
 				for i, ch := range tc.channels {
@@ -222,7 +223,7 @@ func TestPlaceholdersRespectWorkspacePostBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, burst, perSec = 60, gateway.PostsWorkspaceBurst, 5
 		fs := gatewaytest.NewSlack()
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), testOptions())
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i := range n {
@@ -264,7 +265,7 @@ func TestPostsWorkspaceOptionUsed(t *testing.T) {
 		opt := testOptions()
 		opt.Budgets.PostsWorkspace = pace.NewBucket(60, 1)
 		fs := gatewaytest.NewSlack()
-		r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), opt)
+		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), opt)
 		t0 := time.Now()
 		var wg sync.WaitGroup
 		for i := range 3 {
@@ -308,7 +309,7 @@ func TestConcurrentLookupsShareTheLookupBudget(t *testing.T) {
 				for i := range n {
 					fs.Names[fmt.Sprint("V", i)] = fmt.Sprint("person", i)
 				}
-				r := NewReplies(fs, fs, fs, fs, &fakeChat{steps: shortAnswer}, zap.NewNop(), testOptions())
+				r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: shortAnswer}, zap.NewNop(), testOptions())
 				var wg sync.WaitGroup
 				for i := range n {
 					req := route.ReplyRequest{Channel: fmt.Sprint("C", i), ChannelType: "channel", User: fmt.Sprint("U", i),

@@ -13,6 +13,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -22,7 +23,7 @@ import (
 // says that it replaces it; when the old answer is gone, it simply comes below.
 func TestRegenerateInPlace(t *testing.T) {
 	short := []string{"A short ", "answer."}
-	long := words(strings.Repeat("Token buckets refill at a steady rate.\n\n", 110), 40) // two parts with buttons
+	long := llmtest.Words(strings.Repeat("Token buckets refill at a steady rate.\n\n", 110), 40) // two parts with buttons
 	for _, tc := range []struct {
 		name     string
 		old, new []string
@@ -41,7 +42,7 @@ func TestRegenerateInPlace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(tc.old, 100*time.Millisecond), buttonOptions())
+				rt := newReplyTest(t, llmtest.Deltas(tc.old, 100*time.Millisecond), buttonOptions())
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 				oldMsgs := rt.slack.BotMessages(testTS)
 				oldParts := slackmd.Split(joined(tc.old), slackmd.FormatMrkdwn, buttonPartLimit)
@@ -50,7 +51,7 @@ func TestRegenerateInPlace(t *testing.T) {
 				rt.slack.UpdateErr = func(_ int, c gatewaytest.Call) error {
 					return refusal(tc.refuse, c.TS == oldMsgs[0].TS)
 				}
-				rt.chat.steps = deltas(tc.new, 100*time.Millisecond)
+				rt.chat.SetSteps(llmtest.Deltas(tc.new, 100*time.Millisecond))
 				rt.slack.Mu.Unlock()
 
 				// Someone else (allowed by the access policy, checked by the caller) presses Regenerate on
@@ -75,7 +76,7 @@ func TestRegenerateInPlace(t *testing.T) {
 				if m := ms[len(ms)-1].Mark; m.Kind != convo.MarkAnswer || m.Question != testTS || m.Note != tc.note {
 					t.Errorf("last message's mark = %+v, want an answer to %s with note %q", m, testTS, tc.note)
 				}
-				reqs := rt.chat.calls()
+				reqs := rt.chat.Calls()
 				if len(reqs) != 2 {
 					t.Fatalf("model calls = %d, want 2", len(reqs))
 				}
@@ -98,12 +99,10 @@ func refusal(code string, on bool) error {
 // The next question after a Regenerate in place sees the new answer once, where the old one was.
 func TestRegenerateInPlaceReplaysTheNewAnswerOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"First answer: a bucket of tokens."}, time.Millisecond), buttonOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		old := rt.slack.BotMessages(testTS)
-		rt.chat.mu.Lock()
-		rt.chat.steps = deltas([]string{"Second answer: tokens refill over time."}, time.Millisecond)
-		rt.chat.mu.Unlock()
+		rt.chat.SetSteps(llmtest.Deltas([]string{"Second answer: tokens refill over time."}, time.Millisecond))
 		regen := rt.req
 		regen.User, regen.Text, regen.Regenerate, regen.Replace = "U2", "", true, old[0].TS
 		mustNoErr(t, rt.r.Reply(t.Context(), regen))
@@ -112,14 +111,12 @@ func TestRegenerateInPlaceReplaysTheNewAnswerOnce(t *testing.T) {
 		q2.User, q2.Text, q2.Timestamp, q2.ThreadTimestamp = "U1", "<@UBOT> and leaky buckets?", "1700000000.000900", testTS
 		key := testCh + "/" + testTS
 		rt.slack.Threads[key] = append(rt.slack.Threads[key], q2)
-		rt.chat.mu.Lock()
-		rt.chat.steps = deltas([]string{"Leaky buckets drain."}, time.Millisecond)
-		rt.chat.mu.Unlock()
+		rt.chat.SetSteps(llmtest.Deltas([]string{"Leaky buckets drain."}, time.Millisecond))
 		req2 := rt.req
 		req2.TS, req2.Text = q2.Timestamp, q2.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req2))
 
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 3 {
 			t.Fatalf("%d model requests, want 3", len(reqs))
 		}

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,53 +36,31 @@ const (
 	ModeAuto ReplyMode = "auto"
 )
 
-// ReplyOptions configure Replies. Zero values get the documented defaults.
+// ReplyOptions configure Replies. Zero values get the documented defaults. The settings of one concern
+// are grouped in a struct of their own (what the model is asked, how the answer is written, how long its
+// writes may take, what the replicas share), embedded so that a setting reads the same wherever it is
+// used (opt.StallTimeout).
 type ReplyOptions struct {
-	SystemPrompt string // may contain {bot_name} and {date}; "": convo's default
 	// The bot's identity (auth.test): to recognise its own messages and mentions.
 	BotUserID, BotID, BotName, TeamID string
-	Budget                            int       // context budget in estimated tokens; 0: convo.DefaultBudget
-	Mode                              ReplyMode // "": ModeEdit
-	FollowUps                         bool      // answer thread messages without a mention in bot threads
-	OtherBots                         bool      // include other bots' messages in the context
-	Model                             string    // chat model; "": the client's default
+	FollowUps                         bool // answer thread messages without a mention in bot threads
 	// Rand is what each request's fence boundary is drawn from (convo.Fence); nil: crypto/rand.
 	Rand io.Reader
 	// Buttons puts Stop (while writing) and Regenerate (when done) buttons on answers written by
 	// editing (see the rules in buttons.go). Parts are then at most 2,600 bytes (a section block
 	// holds 3,000 characters).
 	Buttons bool
-	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
-	// feedback.go).
-	Feedback bool
-	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
-	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
-	ChannelSettings func(channel string) (systemPrompt, model string)
-	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
-	ChannelMode func(channel string) ReplyMode
-	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
-	Journal Journal
-	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
-	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
-	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
-	// process before a restart): at once.
-	OrphanQuiet time.Duration
-	// Fence, when set, holds back the writes of this replica's answers while other replicas could
-	// take it for dead (see Fence); nil: never.
-	Fence gateway.Fence
+
+	ContextOptions
+	WriteOptions
+	Timeouts
+	ReplicaOptions
+
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
 	// and every answer in a thread a thinking status (AgentPane); nil: none.
 	Pane *AgentPane
-	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
-	// processing while it is written, active once it has ended (closed at shutdown).
-	Sessions Sessions
-	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
-	// on another replica than the answer is known there. nil: this process knows its own.
-	Threads ThreadMarks
 	// Names resolves the people an answer names, shared with the other use cases that name people
-	// (Summarize). nil: Replies' own, over the Users it is given.
+	// (package summarize). nil: Replies' own, over the Users it is given.
 	Names *gateway.Names
 	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
 	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
@@ -99,15 +76,49 @@ type ReplyOptions struct {
 
 	// Files says what answers read of the files people share (text, pictures).
 	Files FileOptions
+	Tools ToolOptions // tools the model may use (tools.go); none by default
+}
 
+// ContextOptions say what the model is asked: the instructions, the model, and how much of the
+// conversation goes with the question.
+type ContextOptions struct {
+	SystemPrompt string // may contain {bot_name} and {date}; "": convo's default
+	Model        string // chat model; "": the client's default
+	Budget       int    // context budget in estimated tokens; 0: convo.DefaultBudget
+	OtherBots    bool   // include other bots' messages in the context
+	HistoryLimit int    // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
+	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
+	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
+	ChannelSettings func(channel string) (systemPrompt, model string)
+}
+
+// WriteOptions say how an answer is written into Slack.
+type WriteOptions struct {
+	Mode ReplyMode // "": ModeEdit
+	// ChannelMode, when set, returns a channel's own reply mode; "" keeps Mode (CHANNEL_CONFIG).
+	ChannelMode func(channel string) ReplyMode
+	// Feedback puts 👍/👎 (Slack's feedback buttons) under a final answer, with Buttons (see
+	// feedback.go).
+	Feedback bool
 	// PlaceholderAfter is how long an answer in edit mode waits for the model's first text before it
 	// shows the "Thinking…" placeholder. The first text is then posted as the answer's message (from
 	// the channel's post budget, not the workspace's scarce edit budget), so under load askers see
 	// text as soon as the model writes it; a model slow to start still shows life after this long.
 	// 0: the placeholder is posted at once.
 	PlaceholderAfter time.Duration
+	StreamRefusal    time.Duration // how long a refusal of native streaming is remembered; default 10 min
+	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
+	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
+	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
+	// Defaults 4 min each.
+	StreamRollover, StreamIdle time.Duration
+	// Sessions, when set, moves the agent session of a thread the bot streams in with the answer:
+	// processing while it is written, active once it has ended (closed at shutdown).
+	Sessions Sessions
+}
 
-	HistoryLimit int // messages of context for a top-level DM; default 20 (defaultHistoryLimit)
+// Timeouts bound an answer's waits: for the model, and for its closing writes once it is cancelled.
+type Timeouts struct {
 	// StallTimeout is a last resort: the longest time without any chunk (answer, reasoning or usage)
 	// before the reply gives up. Keep-alive comments reset the model client's own idle timeout but not
 	// this one, so it must exceed the client's header and idle timeouts together (a reasoning model may
@@ -118,13 +129,25 @@ type ReplyOptions struct {
 	// ShutdownTimeout replaces FinalTimeout when the reply is cancelled with ErrShutdown: the
 	// interrupted note must land within the bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration
-	StreamRefusal   time.Duration // how long a refusal of native streaming is remembered; default 10 min
-	// StreamRollover and StreamIdle: a natively streamed message is stopped, the answer going on in
-	// a new one, once it is StreamRollover old or has had no append for StreamIdle, before Slack
-	// ends it by itself (after about five minutes: of age or of silence, sources disagree).
-	// Defaults 4 min each.
-	StreamRollover, StreamIdle time.Duration
-	Tools                      ToolOptions // tools the model may use (tools.go); none by default
+}
+
+// ReplicaOptions are what the replicas share about the answers in progress.
+type ReplicaOptions struct {
+	// Journal records the messages each answer posts, so that a replica that dies mid-answer
+	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
+	Journal Journal
+	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
+	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
+	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
+	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
+	// process before a restart): at once.
+	OrphanQuiet time.Duration
+	// Fence, when set, holds back the writes of this replica's answers while other replicas could
+	// take it for dead (see Fence); nil: never.
+	Fence gateway.Fence
+	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
+	// on another replica than the answer is known there. nil: this process knows its own.
+	Threads ThreadMarks
 }
 
 // DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
@@ -296,12 +319,7 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	if threadTS != "" {
 		r.joined(ctx, req.Channel+"/"+threadTS)
 	}
-	a := &answer{r: r, req: req, threadTS: threadTS, log: log, start: time.Now(),
-		systemPrompt: r.opt.SystemPrompt, model: r.opt.Model, leftOut: leftOut}
-	if f := r.opt.ChannelSettings; f != nil {
-		sp, m := f(req.Channel)
-		a.systemPrompt, a.model = cmp.Or(sp, a.systemPrompt), cmp.Or(m, a.model)
-	}
+	a := newAnswer(r, req, threadTS, log, leftOut)
 	return a.run(ctx, thread)
 }
 

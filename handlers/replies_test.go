@@ -20,6 +20,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
@@ -34,15 +35,15 @@ const (
 // replyTest is one Replies over the fakes, with the triggering mention already in the thread.
 type replyTest struct {
 	slack *gatewaytest.Slack
-	chat  *fakeChat
+	chat  *llmtest.Chat
 	r     *Replies
 	req   route.ReplyRequest
 }
 
-func newReplyTest(t *testing.T, steps []step, opt ReplyOptions) *replyTest {
+func newReplyTest(t *testing.T, steps []llmtest.Step, opt ReplyOptions) *replyTest {
 	t.Helper()
 	fs := newQuestionSlack()
-	chat := &fakeChat{steps: steps}
+	chat := &llmtest.Chat{Steps: steps}
 	r := NewReplies(fs, fs, fs, fs, chat, zaptest.NewLogger(t), opt)
 	return &replyTest{slack: fs, chat: chat, r: r, req: testRequest()}
 }
@@ -85,7 +86,7 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 		ws := numbered(40)
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 3)
-		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 300*time.Millisecond), opt)
 		t0 := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 
@@ -96,7 +97,7 @@ func TestReplyStreamsThrottledEditsAndFinalEqualsAnswer(t *testing.T) {
 		if p := posts[0]; p.Text != "_Thinking…_" || p.Mark.Kind != convo.MarkPlaceholder || p.Thread != testTS || !p.At.Equal(t0) {
 			t.Errorf("placeholder = %q %v in %q at +%v, want _Thinking…_ placeholder in the thread at once", p.Text, p.Mark, p.Thread, p.At.Sub(t0))
 		}
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 {
 			t.Fatalf("model calls = %d, want 1", len(reqs))
 		}
@@ -142,7 +143,7 @@ func TestReplyHonoursRetryAfterAndFinalLands(t *testing.T) {
 		full := slackmd.Split(joined(ws), slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)[0]
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 3)
-		rt := newReplyTest(t, deltas(ws, 300*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 300*time.Millisecond), opt)
 		finals := 0
 		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if n == 2 { // an interim edit
@@ -184,8 +185,8 @@ func TestReplyLongAnswerContinuesInParts(t *testing.T) {
 			}
 		}
 		md := b.String()
-		ws := words(md, 97)
-		rt := newReplyTest(t, deltas(ws, 50*time.Millisecond), testOptions())
+		ws := llmtest.Words(md, 97)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 50*time.Millisecond), testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		want := slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
 		got := rt.texts()
@@ -226,7 +227,7 @@ func TestReplyEmptyMentionGetsHint(t *testing.T) {
 		rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT>")}
 		rt.req.Text = "<@UBOT>"
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if n := len(rt.chat.calls()); n != 0 {
+		if n := len(rt.chat.Calls()); n != 0 {
 			t.Errorf("model calls = %d, want 0", n)
 		}
 		ms := rt.slack.BotMessages(testTS)
@@ -264,7 +265,7 @@ func TestFollowUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas([]string{"Sure."}, time.Millisecond), testOptions())
+				rt := newReplyTest(t, llmtest.Deltas([]string{"Sure."}, time.Millisecond), testOptions())
 				follow := mention("and what about bursts?")
 				follow.Timestamp, follow.ThreadTimestamp = "1700000000.000005", "1700000000.000000"
 				rt.slack.Threads[testCh+"/1700000000.000000"] = append(tt.thread, follow)
@@ -331,7 +332,7 @@ func TestFollowUpIgnored(t *testing.T) {
 // the context's note on omitted messages, as if Build had left them out.
 func TestReplyCountsWhatTheReadLeftOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"ok"}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"ok"}, 100*time.Millisecond), testOptions())
 		rt.slack.LeftOut = 37
 		var q slack.Message // a question in the thread, after the messages left out
 		q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U1", "<@UBOT> and then?", "1700000000.900000", testTS
@@ -340,7 +341,7 @@ func TestReplyCountsWhatTheReadLeftOut(t *testing.T) {
 		req := rt.req
 		req.TS, req.Text = q.Timestamp, q.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
-		reqs := rt.chat.calls()
+		reqs := rt.chat.Calls()
 		if len(reqs) != 1 {
 			t.Fatalf("model calls = %d, want 1", len(reqs))
 		}
@@ -352,7 +353,7 @@ func TestReplyCountsWhatTheReadLeftOut(t *testing.T) {
 
 func TestReplyTopLevelDM(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hello ", "there."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hello ", "there."}, 100*time.Millisecond), testOptions())
 		dm := mention("hi bot")
 		rt.slack.TopLevel["D1"] = []slack.Message{dm}
 		req := route.ReplyRequest{Channel: "D1", ChannelType: "im", User: "U1", Team: "T1", TS: dm.Timestamp, Text: dm.Text}
@@ -369,14 +370,16 @@ func TestReplyTopLevelDM(t *testing.T) {
 
 func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 	const kept = "Partial answer."
-	partial := step{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: kept}}
-	fail := func(err error) []step { return []step{partial, {wait: 100 * time.Millisecond, err: err}} }
-	finish := func(reason string) []step {
-		return []step{partial, {chunk: llm.Chunk{FinishReason: reason}}}
+	partial := llmtest.Step{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: kept}}
+	fail := func(err error) []llmtest.Step {
+		return []llmtest.Step{partial, {Wait: 100 * time.Millisecond, Err: err}}
+	}
+	finish := func(reason string) []llmtest.Step {
+		return []llmtest.Step{partial, {Chunk: llm.Chunk{FinishReason: reason}}}
 	}
 	tests := []struct {
 		name     string
-		steps    []step
+		steps    []llmtest.Step
 		wantNote string
 		wantErr  bool
 		kept     string         // the text the message keeps above the note ("": no partial answer, the note alone)
@@ -391,14 +394,14 @@ func TestReplyFailuresShowReasonAndKeepPartial(t *testing.T) {
 		{"truncated", fail(&llm.Error{Kind: llm.KindTruncated}), notes.Truncated, true, kept, convo.MarkAnswer},
 		{"idle timeout after text", fail(&llm.Error{Kind: llm.KindTimeout}), notes.Stalled, true, kept, convo.MarkAnswer},
 		{"connection dropped", fail(&llm.Error{Kind: llm.KindConnection, Message: "unexpected EOF"}), notes.Truncated, true, kept, convo.MarkAnswer},
-		{"timeout before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindTimeout}}}, notes.Timeout, true, "", convo.MarkError},
-		{"could not connect", []step{{err: &llm.Error{Kind: llm.KindConnection}}}, notes.Busy, true, "", convo.MarkError},
+		{"timeout before any text", []llmtest.Step{{Wait: time.Second, Err: &llm.Error{Kind: llm.KindTimeout}}}, notes.Timeout, true, "", convo.MarkError},
+		{"could not connect", []llmtest.Step{{Err: &llm.Error{Kind: llm.KindConnection}}}, notes.Busy, true, "", convo.MarkError},
 		{"length", finish("length"), textLength, false, kept, convo.MarkAnswer},
 		{"content filter", finish("content_filter"), notes.Filter, false, kept, convo.MarkAnswer},
-		{"stall", []step{partial, {wait: 10 * time.Minute, chunk: llm.Chunk{Content: "late"}}}, notes.Stalled, true, kept, convo.MarkAnswer},
-		{"error before any text", []step{{wait: time.Second, err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, notes.Busy, true, "", convo.MarkError},
-		{"empty answer", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, "", convo.MarkError},
-		{"reasoning spent the budget", []step{{chunk: llm.Chunk{Reasoning: "hmm"}}, {chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, "", convo.MarkError},
+		{"stall", []llmtest.Step{partial, {Wait: 10 * time.Minute, Chunk: llm.Chunk{Content: "late"}}}, notes.Stalled, true, kept, convo.MarkAnswer},
+		{"error before any text", []llmtest.Step{{Wait: time.Second, Err: &llm.Error{Kind: llm.KindServer, Status: 500}}}, notes.Busy, true, "", convo.MarkError},
+		{"empty answer", []llmtest.Step{{Chunk: llm.Chunk{Reasoning: "hmm"}}, {Chunk: llm.Chunk{FinishReason: "stop"}}}, textEmpty, false, "", convo.MarkError},
+		{"reasoning spent the budget", []llmtest.Step{{Chunk: llm.Chunk{Reasoning: "hmm"}}, {Chunk: llm.Chunk{FinishReason: "length"}}}, textEmptyLength, false, "", convo.MarkError},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -440,7 +443,7 @@ func TestReplyCancelled(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), testOptions())
+				rt := newReplyTest(t, llmtest.Deltas(numbered(20), 300*time.Millisecond), testOptions())
 				ctx, cancel := context.WithCancelCause(t.Context())
 				time.AfterFunc(tt.at, func() { cancel(tt.cause) })
 				err := rt.r.Reply(ctx, rt.req)
@@ -476,7 +479,7 @@ func TestReplyShutdownBeforeAnyText(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(numbered(20), 300*time.Millisecond), testOptions())
+				rt := newReplyTest(t, llmtest.Deltas(numbered(20), 300*time.Millisecond), testOptions())
 				rt.slack.EphErr, rt.slack.DeleteErr = tt.ephErr, tt.deleteErr
 				ctx, cancel := context.WithCancelCause(t.Context())
 				time.AfterFunc(100*time.Millisecond, func() { cancel(ErrShutdown) })
@@ -556,7 +559,7 @@ func TestReplyEvery20ChunksPolicy(t *testing.T) {
 		ws := numbered(45)
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(50, 3, pace.WithPolicy(pace.PolicyEvery20Chunks))
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), opt)
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		// Edits after chunk 20 and 40, then the final one.
 		if got := len(rt.slack.CallsOf("update")); got != 3 {
@@ -570,7 +573,7 @@ func TestReplyEvery20ChunksPolicy(t *testing.T) {
 
 func TestReplyResolvesNamesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Yes."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Yes."}, time.Millisecond), testOptions())
 		bob := mention("I think buckets refill continuously")
 		bob.User, bob.Timestamp, bob.ThreadTimestamp = "U2", "1700000000.000002", testTS
 		ask := mention("<@UBOT> who is right?")
@@ -589,7 +592,7 @@ func TestReplyResolvesNamesOnce(t *testing.T) {
 			t.Errorf("users.info lookups = %v, want U1 and U2 once each (cached), never the bot", lookups)
 		}
 		var all strings.Builder
-		for _, m := range rt.chat.calls()[1].Messages {
+		for _, m := range rt.chat.Calls()[1].Messages {
 			all.WriteString(m.Content)
 		}
 		if !strings.Contains(all.String(), "Bob") {
@@ -602,7 +605,7 @@ func TestReplyResolvesNamesOnce(t *testing.T) {
 // call: under load the look-up budget (100/min) would otherwise hold back the start of every answer.
 func TestReplyToOnePersonLooksUpNoName(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, time.Millisecond), testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		if calls := rt.slack.CallsOf("users.info"); len(calls) != 0 {
 			t.Errorf("users.info calls = %v, want none", calls)
@@ -617,7 +620,7 @@ func TestReplyToOnePersonLooksUpNoName(t *testing.T) {
 // counts as a second person: both are labelled with their names.
 func TestReplyNamesTheAskerMissingFromTheRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Yes."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Yes."}, time.Millisecond), testOptions())
 		bob := mention("I think buckets refill continuously")
 		bob.User, bob.ThreadTimestamp = "U2", testTS
 		rt.slack.Threads[testCh+"/"+testTS] = []slack.Message{bob}
@@ -625,7 +628,7 @@ func TestReplyNamesTheAskerMissingFromTheRead(t *testing.T) {
 		req.TS, req.Text = "1700000000.000003", "<@UBOT> is Bob right?"
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
 		var all strings.Builder
-		for _, m := range rt.chat.calls()[0].Messages {
+		for _, m := range rt.chat.Calls()[0].Messages {
 			all.WriteString(m.Content + "\n")
 		}
 		// The asker's words are labelled; Bob's are fenced as data from him, by name.
@@ -640,7 +643,7 @@ func TestReplyFinalWaitsItsTurnUnderLoad(t *testing.T) {
 		ws := []string{"All ", "good ", "here."}
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(6, 1) // 12 finals need two minutes: far beyond FinalTimeout
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), opt)
 		const n = 12
 		for i := range n {
 			rt.slack.Threads[fmt.Sprint("C", i, "/", testTS)] = rt.slack.Threads[testCh+"/"+testTS]
@@ -669,9 +672,9 @@ func TestReplyLogsNoErrorsAndNoTextAtInfo(t *testing.T) {
 		core, logs := observer.New(zap.DebugLevel)
 		fs := gatewaytest.NewSlack()
 		fs.Threads[testCh+"/"+testTS] = []slack.Message{mention("<@UBOT> secret question")}
-		chat := &fakeChat{steps: []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "secret answer"}},
-			{wait: 100 * time.Millisecond, err: &llm.Error{Kind: llm.KindServer, Status: 500}},
+		chat := &llmtest.Chat{Steps: []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "secret answer"}},
+			{Wait: 100 * time.Millisecond, Err: &llm.Error{Kind: llm.KindServer, Status: 500}},
 		}}
 		r := NewReplies(fs, fs, fs, fs, chat, zap.New(core), testOptions())
 		req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U1", Team: "T1", TS: testTS,
@@ -699,7 +702,7 @@ func TestReplyLogsNoErrorsAndNoTextAtInfo(t *testing.T) {
 // leaving "Thinking…" in the thread for good with the answer lost.
 func TestReplyFinalEditRidesOutAShortSlackOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), testOptions())
 		t0 := time.Now()
 		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 10*time.Second {
@@ -721,7 +724,7 @@ func TestReplyFinalEditRidesOutAShortSlackOutage(t *testing.T) {
 func TestReplyFinalEditRetriesAreTimeBoxed(t *testing.T) {
 	down := func(int, gatewaytest.Call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
 		rt.slack.UpdateErr = down
 		t0 := time.Now()
 		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
@@ -732,7 +735,7 @@ func TestReplyFinalEditRetriesAreTimeBoxed(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"An ", "answer."}, 100*time.Millisecond), testOptions())
 		rt.slack.UpdateErr = down
 		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
 			if n > 1 { // the placeholder goes; the interrupted note posted at shutdown does not
@@ -755,7 +758,7 @@ func TestReplyFinalEditRetriesAreTimeBoxed(t *testing.T) {
 // message frozen for the rest of the answer (here 30 s).
 func TestReplyInterimEditsResumeAfterASlackHiccup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(numbered(100), 300*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(numbered(100), 300*time.Millisecond), testOptions())
 		t0 := time.Now()
 		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if d := time.Since(t0); d >= time.Second && d < 5*time.Second {
@@ -781,7 +784,7 @@ func TestReplyInterimEditsResumeAfterASlackHiccup(t *testing.T) {
 // final edit still writes the answer.
 func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(numbered(30), 300*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(numbered(30), 300*time.Millisecond), testOptions())
 		t0 := time.Now()
 		rt.slack.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if time.Since(t0) < 8*time.Second {
@@ -810,7 +813,7 @@ func TestReplyInterimEditsStopOnPermanentErrors(t *testing.T) {
 // thread's turn for minutes.
 func TestReplyPlaceholderPostRetriesStayBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, time.Millisecond), testOptions())
 		rt.slack.PostErr = func(int, gatewaytest.Call) error {
 			return slack.StatusCodeError{Code: 503, Status: "503 Service Unavailable"}
 		}
@@ -835,7 +838,7 @@ func TestReplyFinalOutageBoundsTheWholeFinalWrite(t *testing.T) {
 		for i := 0; b.Len() < 6000; i++ {
 			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
 		}
-		rt := newReplyTest(t, deltas(words(b.String(), 80), 10*time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(b.String(), 80), 10*time.Millisecond), testOptions())
 		down := func(int, gatewaytest.Call) error { return slack.StatusCodeError{Code: 502, Status: "502 Bad Gateway"} }
 		rt.slack.UpdateErr = down
 		rt.slack.PostErr = func(n int, c gatewaytest.Call) error {
@@ -864,8 +867,8 @@ func TestReplyFinalOutageClockRestartsAfterASuccess(t *testing.T) {
 			fmt.Fprintf(&b, "Paragraph %d of a long answer about token buckets and refill rates.\n\n", i)
 		}
 		md := b.String()
-		ws := words(md, 80)
-		rt := newReplyTest(t, deltas(ws, 10*time.Millisecond), testOptions())
+		ws := llmtest.Words(md, 80)
+		rt := newReplyTest(t, llmtest.Deltas(ws, 10*time.Millisecond), testOptions())
 		t0 := time.Now()
 		end := time.Duration(len(ws)) * 10 * time.Millisecond // the stream ends: later calls are the final write's
 		final := func() bool { return time.Since(t0) >= end }
@@ -1014,7 +1017,7 @@ func TestEditedMentionAnsweredOnce(t *testing.T) {
 		req := rt.req
 		req.TS, req.Text, req.Edited = reply.Timestamp, reply.Text, true
 		mustNoErr(t, rt.r.Reply(t.Context(), req))
-		if n := len(rt.chat.calls()); n != 1 {
+		if n := len(rt.chat.Calls()); n != 1 {
 			t.Fatalf("%d model requests, want the edited reply answered", n)
 		}
 		writes := len(rt.slack.Calls)
@@ -1025,7 +1028,7 @@ func TestEditedMentionAnsweredOnce(t *testing.T) {
 		for _, c := range rt.slack.Calls[writes:] {
 			after = append(after, c.Method)
 		}
-		if n := len(rt.chat.calls()); n != 1 || slices.ContainsFunc(after, func(m string) bool { return m != "replies" }) {
+		if n := len(rt.chat.Calls()); n != 1 || slices.ContainsFunc(after, func(m string) bool { return m != "replies" }) {
 			t.Errorf("%d model requests and Slack calls %v after the second edit, want one request and only the thread read", n, after)
 		}
 	})
@@ -1039,7 +1042,7 @@ func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := newReplyTest(t, shortAnswer, testOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
-		if n := len(rt.chat.calls()); n != 1 {
+		if n := len(rt.chat.Calls()); n != 1 {
 			t.Fatalf("%d model requests, want the mention answered", n)
 		}
 		req := rt.req
@@ -1047,7 +1050,7 @@ func TestEditedTopLevelMentionAnsweredOnce(t *testing.T) {
 		if err := rt.r.Reply(t.Context(), req); !errors.Is(err, ErrIgnored) {
 			t.Errorf("the edit putting the mention back: Reply = %v, want ErrIgnored (answered already)", err)
 		}
-		if n := len(rt.chat.calls()); n != 1 {
+		if n := len(rt.chat.Calls()); n != 1 {
 			t.Errorf("%d model requests, want 1: the mention was answered twice (bot messages %q)", n, rt.texts())
 		}
 	})
@@ -1092,7 +1095,7 @@ func TestReplyHidesReasoningLeftInTheContent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rt := newReplyTest(t, deltas(words(thinking+answer, 4), 100*time.Millisecond), tc.opt)
+				rt := newReplyTest(t, llmtest.Deltas(llmtest.Words(thinking+answer, 4), 100*time.Millisecond), tc.opt)
 				mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 				for _, c := range rt.slack.Calls {
 					if strings.Contains(c.Text, "refill rule") || strings.Contains(c.Text, "think") {
@@ -1123,7 +1126,7 @@ func TestReplyShowsAnAnswerThatOnlyLooksLikeTheStartOfAThinkTag(t *testing.T) {
 		} {
 			t.Run(tc.name+"/"+answer, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					rt := newReplyTest(t, deltas([]string{answer}, 100*time.Millisecond), tc.opt)
+					rt := newReplyTest(t, llmtest.Deltas([]string{answer}, 100*time.Millisecond), tc.opt)
 					mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 					if got, want := rt.texts(), tc.want(answer); len(got) != 1 || got[0] != want {
 						t.Errorf("final messages = %q, want [%q]", got, want)
@@ -1148,9 +1151,9 @@ func TestReplyStreamBrokenRightAfterTheOpeningThinkTag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				steps := []step{
-					{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "<think>"}},
-					{wait: 100 * time.Millisecond, err: errTruncated()},
+				steps := []llmtest.Step{
+					{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "<think>"}},
+					{Wait: 100 * time.Millisecond, Err: errTruncated()},
 				}
 				rt := newReplyTest(t, steps, tc.opt)
 				_ = rt.r.Reply(t.Context(), rt.req)

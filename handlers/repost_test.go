@@ -13,16 +13,17 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 )
 
 // twoPartSteps streams paragraph A and the start of B at once, then the rest of B 5 s later: the
 // answer's second message shows part of B while it streams.
-func twoPartSteps(a, b string) []step {
-	return []step{
-		{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
-		{wait: 5 * time.Second, chunk: llm.Chunk{Content: b[2000:]}},
-		{chunk: llm.Chunk{FinishReason: "stop"}},
+func twoPartSteps(a, b string) []llmtest.Step {
+	return []llmtest.Step{
+		{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: a + "\n\n" + b[:2000]}},
+		{Wait: 5 * time.Second, Chunk: llm.Chunk{Content: b[2000:]}},
+		{Chunk: llm.Chunk{FinishReason: "stop"}},
 	}
 }
 
@@ -120,11 +121,11 @@ func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
 	a, b := longTwoPartAnswer()
 	for _, tc := range []struct {
 		name  string
-		steps []step
+		steps []llmtest.Step
 		end   string // the answer's end, which must stand
 	}{
 		{"later part", twoPartSteps(a, b), b[strings.LastIndex(b, "Bravo sentence"):]},
-		{"only message", deltas([]string{"The whole ", "answer."}, 2500*time.Millisecond), "The whole answer."},
+		{"only message", llmtest.Deltas([]string{"The whole ", "answer."}, 2500*time.Millisecond), "The whole answer."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -166,10 +167,10 @@ func TestRepostAfterOutageSurvivesOneMore503(t *testing.T) {
 func TestPostAfterRepostSurvivesOne503(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := longTwoPartAnswer()
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Intro. "}},
-			{wait: 5 * time.Second, chunk: llm.Chunk{Content: a + "\n\n" + b}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Intro. "}},
+			{Wait: 5 * time.Second, Chunk: llm.Chunk{Content: a + "\n\n" + b}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		rt := newReplyTest(t, steps, testOptions())
 		t0 := time.Now()
@@ -215,7 +216,7 @@ func TestTimedOutDeleteKeepsTheLastPart(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
 		fs.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if c.TS == "1700000000.000102" && time.Since(t0) >= 4*time.Second { // the answer's second message
@@ -278,7 +279,7 @@ func TestTimedOutDeleteIsRepeated(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
 		fs.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if c.TS == "1700000000.000102" && time.Since(t0) >= 4*time.Second { // the answer's second message
@@ -333,7 +334,7 @@ func TestRepostDeleteDoesNotHoldTheThread(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		steps := twoPartSteps(a, b)
 		fs := newQuestionSlack()
-		chat := &fakeChat{steps: steps}
+		chat := &llmtest.Chat{Steps: steps}
 		t0 := time.Now()
 		fs.UpdateErr = func(n int, c gatewaytest.Call) error {
 			if since := time.Since(t0); since >= 4*time.Second && since < 20*time.Minute {

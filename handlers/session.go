@@ -41,9 +41,9 @@ const (
 // natively (where Slack keeps a session; an answer written by editing shows our own Stop button).
 // A refusal that says the app cannot have sessions (not declared as an agent, the event not
 // subscribed, an older Slack) turns the calls off for StreamRefusal, once logged.
-func (a *answer) session(ctx context.Context, s sink, status string) {
+func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 	r := a.r
-	if r.opt.Sessions == nil || s.mode() != ModeStream || a.threadTS == "" || !r.sessions.allowed() {
+	if r.opt.Sessions == nil || mode != ModeStream || a.threadTS == "" || !r.sessions.allowed() {
 		return
 	}
 	timeout, shutdown := sessionTimeout, errors.Is(context.Cause(ctx), ErrShutdown)

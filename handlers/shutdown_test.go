@@ -17,6 +17,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -48,9 +49,9 @@ func testShutdownClosesEveryReply(t *testing.T, mode ReplyMode) {
 		opt.Budgets.Streams, opt.Budgets.Deletes, opt.Budgets.Ephemerals = pace.NewBucket(20, 3), pace.NewBucket(50, 20), pace.NewBucket(100, 20)
 		opt.ShutdownTimeout = 2 * time.Second
 		opt.Mode = mode
-		talk := &fakeChat{steps: deltas(numbered(200), 100*time.Millisecond)}
-		think := &fakeChat{steps: append([]step{{wait: time.Minute, chunk: llm.Chunk{Reasoning: "hmm"}}},
-			deltas(numbered(10), 100*time.Millisecond)...)}
+		talk := &llmtest.Chat{Steps: llmtest.Deltas(numbered(200), 100*time.Millisecond)}
+		think := &llmtest.Chat{Steps: append([]llmtest.Step{{Wait: time.Minute, Chunk: llm.Chunk{Reasoning: "hmm"}}},
+			llmtest.Deltas(numbered(10), 100*time.Millisecond)...)}
 		replies := []*Replies{
 			NewReplies(fs, fs, fs, fs, talk, zap.NewNop(), opt),
 			NewReplies(fs, fs, fs, fs, think, zap.NewNop(), opt),
@@ -138,7 +139,7 @@ func TestReplyShutdownWhilePlaceholderWaitsTellsAsker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := testOptions()
 		opt.Budgets.Posts = pace.NewKeyed(60, 1) // 1 post a second in a channel
-		rt := newReplyTest(t, deltas([]string{"Hi."}, time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, time.Millisecond), opt)
 		for range 5 { // five other mentions' placeholders queue ahead in the channel
 			go opt.Budgets.Posts.WaitSlot(t.Context(), testCh)
 		}
@@ -184,7 +185,7 @@ func (s slowUpdater) Update(ctx context.Context, channel, ts string, m gateway.M
 // chat.update from 5 s on takes latency (Slack slow): a Stop or shutdown at 7 s finds one in flight.
 func slowInterimReplies(opt ReplyOptions, latency time.Duration) (*Replies, *gatewaytest.Slack, route.ReplyRequest) {
 	fs := newQuestionSlack()
-	chat := &fakeChat{steps: deltas(numbered(60), 300*time.Millisecond)}
+	chat := &llmtest.Chat{Steps: llmtest.Deltas(numbered(60), 300*time.Millisecond)}
 	r := NewReplies(fs, slowUpdater{fs, time.Now().Add(5 * time.Second), latency}, fs, fs, chat, nil, opt)
 	req := testRequest()
 	return r, fs, req
@@ -238,11 +239,11 @@ func TestShutdownMultiPartShowsNoTextTwice(t *testing.T) {
 		a, b := longTwoPartAnswer()
 		opt := testOptions()
 		opt.Budgets.Edits = pace.NewScheduler(6, 1) // spent: one edit every ~10 s
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: a + "\n\n" + b[:1000]}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: b[1000:]}},
-			{wait: time.Minute, chunk: llm.Chunk{Content: " The end."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: a + "\n\n" + b[:1000]}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: b[1000:]}},
+			{Wait: time.Minute, Chunk: llm.Chunk{Content: " The end."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		rt := newReplyTest(t, steps, opt)
 		ctx, cancel := context.WithCancelCause(t.Context())
@@ -271,7 +272,7 @@ func TestShutdownDuringTheFinalWriteClosesTheReply(t *testing.T) {
 		other := opt.Budgets.Edits.Lane()           // another reply takes the slot there is
 		mustNoErr(t, other.Wait(t.Context(), pace.Final, time.Time{}))
 		defer other.Close()
-		rt := newReplyTest(t, deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"The ", "whole ", "answer."}, 100*time.Millisecond), opt)
 		ctx, cancel := context.WithCancelCause(t.Context())
 		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) }) // the answer ended at +0.3 s
 		err := rt.r.Reply(ctx, rt.req)
@@ -296,10 +297,10 @@ func TestShutdownDuringTheFinalWriteClosesTheReply(t *testing.T) {
 // finished-looking answer without its end.
 func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Line one of the answer.\n"}},
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Line two of the answer.\nThe END."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Line one of the answer.\n"}},
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Line two of the answer.\nThe END."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		opt := streamOptions()
 		opt.Budgets.Streams = pace.NewBucket(600, 20) // plenty: only Slack's 502s hold the stop back
@@ -334,7 +335,7 @@ func TestStreamShutdownDuringFinalKeepsTheEnd(t *testing.T) {
 func TestShutdownAfterRescueNoFalseInterruptedNote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(3)
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), streamOptions())
 		t0 := time.Now()
 		rt.slack.StopErr = func(int, gatewaytest.Call) error {
 			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,10 +40,10 @@ type streamSink struct {
 	firstTS  string    // the answer's first streamed message, which later ones name (Mark.First)
 	streamed []string  // every streamed message of the answer (rescue deletes them)
 
-	// broken: appends failed repeatedly (not transiently): the final write rescues the answer
 	interimFailures
+	// state is where the stream's writes are (streamState).
+	state streamState
 
-	stopped bool // the user pressed stop
 	starts  int
 	appends int
 	expired int // streamed messages Slack ended by itself, finished by chat.update
@@ -56,6 +55,16 @@ type streamSink struct {
 	// appends budget (the lane), which interim writes wait for before they write.
 	appendWait func(ctx context.Context) error
 }
+
+// streamState is where the writes of a natively streamed answer are; the transitions are drawn in
+// lifecycle.go.
+type streamState int
+
+const (
+	streamLive    streamState = iota // appends go on
+	streamBroken                     // appends failed repeatedly (not transiently), or one may have landed unseen: the final write rescues the answer
+	streamStopped                    // the person stopped it in Slack, which ended the stream: it closes with its note
+)
 
 func (s *streamSink) feed(md string) {
 	if len(md) > s.fed {
@@ -69,7 +78,7 @@ func (s *streamSink) feed(md string) {
 // append. Zero while it shows no text yet (nothing to keep) or once it is stopped: a native stream
 // shows life from its start, so nothing else is done while the model is silent.
 func (s *streamSink) idleDue() time.Time {
-	if s.ts == "" || s.sent == 0 || s.stopped || s.broken {
+	if s.ts == "" || s.sent == 0 || s.state != streamLive {
 		return time.Time{}
 	}
 	o := s.answer.r.opt
@@ -87,7 +96,7 @@ func (s *streamSink) idle(ctx context.Context) {
 	if s.idleDue().IsZero() {
 		return
 	}
-	err := s.stopFull(ctx, a.callCtx)
+	err := s.stopFull(ctx, a.writes.callCtx)
 	if ra, limited := gateway.RateLimited(err); limited {
 		s.throttled(err, ra)
 	}
@@ -107,7 +116,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 	a := s.answer
 	s.modelDone(ctx, gateway.TaskComplete)
 	s.feed(snap.md)
-	for s.pend != "" && !s.broken && !s.stopped {
+	for s.pend != "" && s.state == streamLive {
 		prio := pace.Pending
 		if s.sent == 0 {
 			prio = pace.First
@@ -118,7 +127,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		snap = mb.latest(snap)
 		s.feed(snap.md)
 		// A call under way is not cancelled by a Stop; a retry goes on from what Slack did not take.
-		n, err := s.write(ctx, a.callCtx, s.pend)
+		n, err := s.write(ctx, a.writes.callCtx, s.pend)
 		s.pend = s.pend[n:]
 		if err == nil {
 			if a.firstText == 0 {
@@ -133,7 +142,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		}
 		switch gateway.SlackErr(err) {
 		case "stopped_by_user":
-			s.stopped = true
+			s.state = streamStopped
 			a.cancel(ErrStopped) // ends the model request; the answer closes with "Stopped."
 			return
 		}
@@ -145,10 +154,14 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 		if errors.Is(err, context.DeadlineExceeded) {
 			// Slack may have taken it: the stream's text is unknown now, and another append could show
 			// it twice. The final write rescues the answer (rescue).
-			s.broken = true
+			s.state = streamBroken
 			return
 		}
-		if pause := s.failed(err); pause > 0 && watch.Sleep(wctx, pause) != nil {
+		pause, broken := s.failed(err)
+		if broken {
+			s.state = streamBroken // the loop ends: the final write rescues the answer
+		}
+		if pause > 0 && watch.Sleep(wctx, pause) != nil {
 			return
 		}
 	}
@@ -161,7 +174,7 @@ func (s *streamSink) interim(ctx, wctx context.Context, snap snapshot, mb *mailb
 // is not abandoned when the answer is cancelled).
 func (s *streamSink) write(ctx context.Context, call gateway.CallCtxFunc, text string) (int, error) {
 	done := 0
-	for _, piece := range splitLines(text, slackmd.MarkdownLimit) {
+	for _, piece := range slackmd.SplitLines(text, slackmd.MarkdownLimit) {
 		if err := s.writePiece(ctx, call, piece); err != nil {
 			return done, err
 		}
@@ -247,7 +260,7 @@ func (s *streamSink) startWith(ctx context.Context, call gateway.CallCtxFunc, pi
 	if err != nil {
 		return startStopError{fmt.Errorf("chat.startStream: %w", err)}
 	}
-	a.posted(ts)
+	a.writes.posted(ts)
 	s.ts, s.sent, s.shown = ts, len(piece), piece
 	s.opened = time.Now()
 	s.wrote = s.opened
@@ -298,11 +311,11 @@ func (s *streamSink) mode() ReplyMode { return ModeStream }
 
 func (s *streamSink) shows() showing {
 	switch {
-	case s.stopped:
+	case s.state == streamStopped:
 		return showsStopped
 	case s.starts == 1 && s.sent == 0 && s.ts != "":
 		return showsPlaceholder
-	case s.broken:
+	case s.state == streamBroken:
 		return showsBroken
 	}
 	return showsText
@@ -314,7 +327,7 @@ func (s *streamSink) placeholderTS() string { return s.ts }
 // pressed (stopped_by_user).
 func (s *streamSink) stoppedByUser() {
 	if s.ts != "" {
-		s.stopped = true
+		s.state = streamStopped
 	}
 }
 
@@ -325,256 +338,29 @@ func (s *streamSink) closeStep(ctx context.Context, step closeStep, c closing) (
 		if step == stepFinal {
 			c.turnBy = time.Time{} // the whole final write, rescued if need be: no note follows it
 		}
-		err := s.final(ctx, c)
+		err := streamClose{s}.final(ctx, c)
 		return err == nil, err
 	case stepCloseStopped:
-		err := s.closeStopped(ctx, c)
+		err := streamClose{s}.closeStopped(ctx, c)
 		return err == nil, err
 	case stepRescue:
 		s.rescued = true
-		err := s.rescue(ctx, c.md, c.note, c.kind)
+		err := streamClose{s}.rescue(ctx, c.md, c.note, c.kind)
 		return err == nil, err
 	case stepStopAsItStands:
-		return false, errors.Join(errAppendsRefused, s.stopAsItStands(ctx, "", c.turnBy))
+		return false, errors.Join(errAppendsRefused, streamClose{s}.stopAsItStands(ctx, "", c.turnBy))
 	case stepStopUnfinished:
 		// The open streamed message is stopped as it stands, saying the rest is missing.
-		return false, s.stopAsItStands(ctx, textUnfinished, time.Time{})
+		return false, streamClose{s}.stopAsItStands(ctx, textUnfinished, time.Time{})
 	}
 	return false, fmt.Errorf("closing a stream: no step %v", step)
 }
 
-// closeStopped closes a stream the user stopped in Slack: Slack ended it, so it is stopped with
-// the note and the mark if it still takes calls.
-func (s *streamSink) closeStopped(ctx context.Context, c closing) error {
-	a := s.answer
-	note := convo.NoteSuffix(c.note, slackmd.FormatMarkdown)
-	if s.sent == 0 {
-		note = convo.NoteAlone(c.note, slackmd.FormatMarkdown)
-	}
-	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, note, s.doneMark(c.kind, c.note), s.buttons())
-	if err != nil && gateway.SlackErr(err) != "stopped_by_user" && gateway.SlackErr(err) != "message_not_in_streaming_state" {
-		return fmt.Errorf("chat.stopStream: %w", err)
-	}
-	return nil
-}
-
-// final appends the rest of the answer c and its note, and stops the stream. What Slack did not
-// take waits for a later call (a final write again, at shutdown). Its waits for a turn end at
-// c.turnBy (unless zero).
-func (s *streamSink) final(ctx context.Context, c closing) error {
-	a := s.answer
-	if c.kind == convo.MarkError {
-		s.modelDone(ctx, gateway.TaskError)
-	} else {
-		s.modelDone(ctx, gateway.TaskComplete)
-	}
-	s.feed(c.md)
-	rest := s.pend + s.ms.Flush()
-	s.pend = ""
-	if s.broken {
-		s.pend = rest
-		return errAppendsRefused
-	}
-	text := rest + convo.NoteSuffix(c.note, slackmd.FormatMarkdown)
-	if s.sent == 0 && strings.TrimSpace(rest) == "" {
-		text = strings.TrimPrefix(text, "\n\n")
-		if text == "" {
-			text = convo.NoteAlone(textEmpty, slackmd.FormatMarkdown)
-		}
-	}
-	whole := len(text)
-	// An append waits for the appends budget (a Retry-After recorded there by anyone's 429 too).
-	s.appendWait = a.r.paced.EditTurn(s.lane, pace.Final, time.Time{}).By(c.turnBy).Wait
-	var last error // the attempt's error, whose 429 throttled charges
-	streams := gateway.Turn{Wait: a.r.paced.StreamTurn().Wait, Throttled: func(d time.Duration) { s.throttled(last, d) }}
-	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, streams.By(c.turnBy),
-		func(ctx context.Context) error {
-			last = s.finalAttempt(ctx, &text, c.kind, c.note)
-			return last
-		})
-	if err == nil || gateway.SlackErr(err) == "stopped_by_user" {
-		return nil // stopped at the very end: what was streamed stays
-	}
-	s.pend = rest[min(whole-len(text), len(rest)):]
-	return err
-}
-
 var errAppendsRefused = errors.New("chat.appendStream refused repeatedly")
-
-// stopAsItStands stops the streamed message being written with the text it shows, and note (if any)
-// after it. Its waits for a turn end at by (unless zero).
-func (s *streamSink) stopAsItStands(ctx context.Context, note string, by time.Time) error {
-	a := s.answer
-	if s.ts == "" && note != "" {
-		// No streamed message is open: the note goes in a new one (the budgets of any start).
-		var ts string
-		err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.StartTurn(a.req.Channel).By(by),
-			func(ctx context.Context) (err error) {
-				ts, err = a.r.streamer.StartStream(ctx, a.streamStart(""))
-				return err
-			})
-		if err != nil {
-			return fmt.Errorf("chat.startStream: %w", err)
-		}
-		s.ts, s.sent = ts, 0
-		s.starts++
-	}
-	if s.ts == "" {
-		return nil
-	}
-	text := convo.NoteSuffix(note, slackmd.FormatMarkdown)
-	if s.sent == 0 {
-		text = strings.TrimPrefix(text, "\n\n")
-	}
-	err := a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.StreamTurn().By(by),
-		func(ctx context.Context) error {
-			mark, bs := s.mark(convo.MarkAnswer, note), []gateway.Button(nil)
-			if note != "" {
-				mark, bs = s.doneMark(convo.MarkAnswer, note), s.buttons() // the answer's last message
-			}
-			return a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, text, mark, bs)
-		})
-	if err != nil {
-		return fmt.Errorf("chat.stopStream: %w", err)
-	}
-	s.ts = ""
-	return nil
-}
-
-// finalAttempt writes what is left of the answer (*text, shortened by what Slack took) and stops the
-// streamed message marked with kind and note.
-func (s *streamSink) finalAttempt(ctx context.Context, text *string, kind convo.MarkKind, note string) error {
-	a := s.answer
-	if s.ts == "" || s.sent+len(*text) > slackmd.MarkdownLimit {
-		// Too long for this message (or one call), or the next message is not started yet: append it in
-		// pieces, continuing in new messages as needed, then stop the last with nothing more to add. A
-		// retry goes on from what Slack did not take.
-		n, err := s.write(ctx, sameCtx, *text)
-		*text = (*text)[n:]
-		if err != nil {
-			return err
-		}
-	}
-	if s.ts == "" {
-		return nil // nothing was left to write: the last message was stopped full
-	}
-	err := a.r.streamer.StopStream(ctx, a.req.Channel, s.ts, *text, s.doneMark(kind, note), s.buttons())
-	switch {
-	case streamEnded(err) && s.sent+len(*text) <= slackmd.MarkdownLimit:
-		// Slack ended it by itself: it is finished with what it took and the rest, as the answer's last.
-		if err := s.finishExpired(ctx, sameCtx, s.shown+*text, s.doneMark(kind, note), s.buttons()); err != nil {
-			return err
-		}
-		*text = ""
-		return nil
-	case streamEnded(err):
-		if err := s.finishExpired(ctx, sameCtx, s.shown, s.mark(convo.MarkAnswer, ""), nil); err != nil {
-			return err
-		}
-		return s.finalAttempt(ctx, text, kind, note) // the rest in a new message
-	case err != nil:
-		return startStopError{fmt.Errorf("chat.stopStream: %w", err)}
-	}
-	return nil
-}
-
-// sameCtx is write's call for the final write: its calls go with the final write's own time box.
-func sameCtx(ctx context.Context) (context.Context, context.CancelFunc) { return ctx, func() {} }
-
-// rescue posts the whole answer (mrkdwn, split into parts) as new thread messages, then deletes the
-// streamed messages they replace, so that nothing shows twice (and the answer is replayed once, from
-// messages that carry their marks: a streamed message gets its mark only when stopped). A streamed
-// message that cannot be deleted is stopped as it stands, if it is the open one.
-func (s *streamSink) rescue(ctx context.Context, md, note string, kind convo.MarkKind) error {
-	a := s.answer
-	var parts []string
-	if strings.TrimSpace(md) != "" {
-		parts = slackmd.Split(md, slackmd.FormatMrkdwn, slackmd.MrkdwnLimit)
-	}
-	parts = withNote(parts, note)
-	var rp rescuePosts
-	for i, text := range parts {
-		msg := gateway.Msg{Text: text, Mark: a.mark(kind, "", i, rp.first)}
-		if i == len(parts)-1 {
-			msg.Mark.Note, msg.Mark.Done, msg.Buttons = note, true, s.buttons()
-		}
-		if err := s.rescuePost(ctx, &rp, i, msg); err != nil {
-			// The streamed messages stay (stopped as they stand, with a note): the parts posted would
-			// repeat their text.
-			s.takeBack(ctx, rp)
-			return fmt.Errorf("chat.postMessage part %d: %w", i+1, err)
-		}
-	}
-	a.closedInJournal() // the whole answer shows: deleting the streamed messages is tidying
-	s.deleteStreamed(ctx)
-	return nil
-}
-
-// rescuePosts are the messages a rescue has posted: first is the answer's first (posted anew, the
-// later parts name it), and cut: the last post timed out or was cut, so Slack may have posted it.
-type rescuePosts struct {
-	first  string
-	posted []string
-	cut    bool
-}
-
-// rescuePost posts msg, part i of the rescued answer, and records it in rp.
-func (s *streamSink) rescuePost(ctx context.Context, rp *rescuePosts, i int, msg gateway.Msg) error {
-	a := s.answer
-	return a.r.paced.Do(ctx, gateway.ClosingRetry, &a.outage, a.r.paced.PostTurn(a.req.Channel),
-		func(ctx context.Context) error {
-			ts, err := a.r.msgs.Post(ctx, a.req.Channel, a.threadTS, msg)
-			if i == 0 {
-				rp.first = ts
-			}
-			if err == nil {
-				rp.posted = append(rp.posted, ts)
-				a.posted(ts)
-			}
-			rp.cut = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-			return err
-		})
-}
-
-// takeBack deletes the parts a failed rescue posted. The failed post may have landed, naming the
-// first posted part: it is taken back too if the thread shows it (the look is optional: one free read
-// token, one try).
-func (s *streamSink) takeBack(ctx context.Context, rp rescuePosts) {
-	a := s.answer
-	if len(rp.posted) > 0 && rp.cut {
-		strays, _ := a.strayParts(ctx, rp.first, rp.posted)
-		rp.posted = append(rp.posted, strays...)
-	}
-	for _, ts := range rp.posted {
-		if err := a.deleteMessage(ctx, gateway.ReplaceRetry, time.Time{}, ts); err != nil {
-			a.log.Warn("rescue: a posted part could not be taken back; its text shows twice", zap.Error(err))
-		}
-	}
-}
-
-// deleteStreamed deletes the streamed messages a rescue has posted anew. One that cannot be deleted
-// is stopped as it stands, if it is the open one: its text shows twice.
-func (s *streamSink) deleteStreamed(ctx context.Context) {
-	a := s.answer
-	for _, ts := range s.streamed {
-		err := a.deleteMessage(ctx, gateway.InterimRetry, time.Time{}, ts)
-		if err == nil {
-			continue
-		}
-		a.log.Warn("rescue: a streamed message could not be deleted; its text shows twice", zap.Error(err))
-		if ts != s.ts {
-			continue
-		}
-		if err := s.stopAsItStands(ctx, "", time.Time{}); err != nil {
-			a.log.Debug("rescue: the streamed message could not be stopped either", zap.Error(err))
-		}
-	}
-	s.streamed, s.ts = nil, ""
-}
 
 // mark is the Mark of the streamed message being written.
 func (s *streamSink) mark(kind convo.MarkKind, note string) convo.Mark {
-	return s.answer.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
+	return s.answer.marks.mark(kind, note, s.starts-1, s.firstTS) // starts counts the messages started
 }
 
 // doneMark is the mark of the answer's last streamed message, stopped by a closing write: the
@@ -587,7 +373,7 @@ func (s *streamSink) doneMark(kind convo.MarkKind, note string) convo.Mark {
 
 // buttons of the finished answer's last message: Regenerate (Slack's own stop serves while it streams).
 func (s *streamSink) buttons() []gateway.Button {
-	if bs := s.answer.buttons(true); len(bs) > 0 {
+	if bs := s.answer.marks.buttons(true); len(bs) > 0 {
 		return bs
 	}
 	return nil
@@ -600,27 +386,5 @@ func (s *streamSink) writes() int { return s.appends }
 func (s *streamSink) fields() []zap.Field {
 	return []zap.Field{zap.String("mode", string(ModeStream)), zap.Int("appends", s.appends),
 		zap.Int("streams", s.starts), zap.Int("streams_ended_by_slack", s.expired), zap.Bool("rescued", s.rescued),
-		zap.Bool("stopped_by_user", s.stopped)}
+		zap.Bool("stopped_by_user", s.state == streamStopped)}
 }
-
-// splitLines cuts text into pieces of at most limit bytes, at line ends when it can.
-func splitLines(text string, limit int) []string {
-	var out []string
-	for len(text) > limit {
-		cut := strings.LastIndexByte(text[:limit], '\n') + 1
-		if cut <= 0 {
-			cut = limit
-			for cut > 0 && !utf8RuneStart(text[cut]) {
-				cut--
-			}
-		}
-		out = append(out, text[:cut])
-		text = text[cut:]
-	}
-	if text != "" {
-		out = append(out, text)
-	}
-	return out
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

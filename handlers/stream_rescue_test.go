@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/slackmd"
 )
@@ -55,7 +56,7 @@ func checkEachLineOnce(t *testing.T, fs *gatewaytest.Slack, ws []string) {
 func TestStreamRescueRepeatsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := longStreamAnswer()
-		rt := newReplyTest(t, deltas(ws, 20*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 20*time.Millisecond), streamOptions())
 		rt.slack.StopErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 2 { // the first stop (the full first message) goes; the last cannot
 				return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
@@ -75,7 +76,7 @@ func TestStreamRescueRepeatsNothing(t *testing.T) {
 func TestStreamRescueReplaysWholeAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(6)
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), streamOptions())
 		rt.slack.StopErr = func(int, gatewaytest.Call) error {
 			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
 		}
@@ -109,10 +110,10 @@ func inCode(text, s string) bool {
 // sentence out of it.
 func TestStreamRescueInsideCodeBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := []step{
-			{wait: 100 * time.Millisecond, chunk: llm.Chunk{Content: "Here is the code:\n\n```\nx = 1\n"}},
-			{wait: 50 * time.Millisecond, chunk: llm.Chunk{Content: "y = a*b*c\n```\n\nThat is all."}},
-			{chunk: llm.Chunk{FinishReason: "stop"}},
+		steps := []llmtest.Step{
+			{Wait: 100 * time.Millisecond, Chunk: llm.Chunk{Content: "Here is the code:\n\n```\nx = 1\n"}},
+			{Wait: 50 * time.Millisecond, Chunk: llm.Chunk{Content: "y = a*b*c\n```\n\nThat is all."}},
+			{Chunk: llm.Chunk{FinishReason: "stop"}},
 		}
 		rt := newReplyTest(t, steps, streamOptions())
 		t0 := time.Now()
@@ -139,16 +140,16 @@ func TestStreamRescueInsideCodeBlock(t *testing.T) {
 // text carries the note, and that message cannot be stopped: after the rescue the note shows once.
 func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var steps []step
+		var steps []llmtest.Step
 		total := 0
 		for i := 0; total < slackmd.MarkdownLimit-300; i++ {
 			l := fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20))
 			total += len(l)
-			steps = append(steps, step{wait: 20 * time.Millisecond, chunk: llm.Chunk{Content: l}})
+			steps = append(steps, llmtest.Step{Wait: 20 * time.Millisecond, Chunk: llm.Chunk{Content: l}})
 		}
 		steps = append(steps,
-			step{wait: 5 * time.Second, chunk: llm.Chunk{Content: "The last line, " + strings.Repeat("xyz ", 100) + "\n"}},
-			step{err: errTruncated()})
+			llmtest.Step{Wait: 5 * time.Second, Chunk: llm.Chunk{Content: "The last line, " + strings.Repeat("xyz ", 100) + "\n"}},
+			llmtest.Step{Err: errTruncated()})
 		rt := newReplyTest(t, steps, streamOptions())
 		t0 := time.Now()
 		rt.slack.StopErr = func(n int, _ gatewaytest.Call) error {
@@ -181,7 +182,7 @@ func TestStreamRescueDoesNotRepeatTheNote(t *testing.T) {
 func TestStreamBrokenAppendsStopTheStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(40)
-		rt := newReplyTest(t, deltas(ws, 200*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 200*time.Millisecond), streamOptions())
 		rt.slack.AppendErr = func(n int, _ gatewaytest.Call) error {
 			if n >= 3 && n <= 5 {
 				return slack.SlackErrorResponse{Err: "invalid_arguments"}
@@ -216,7 +217,7 @@ func TestTimedOutAppendIsNotRepeated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(90)
-		chat := &fakeChat{steps: deltas(ws, time.Second)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, time.Second)}
 		r := slowStreaming(fs, fs, chat, streamOptions())
 		req := testRequest()
 		err := r.Reply(t.Context(), req)

@@ -15,6 +15,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
@@ -52,7 +53,7 @@ func lines(n int) []string {
 func TestStreamModeAppendsAndStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(30)
-		rt := newReplyTest(t, deltas(ws, 200*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 200*time.Millisecond), streamOptions())
 		t0 := time.Now()
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 
@@ -91,7 +92,7 @@ func TestStreamModeLongAnswerContinuesInNewMessage(t *testing.T) {
 		for i := 0; len(joined(ws)) < 2*slackmd.MarkdownLimit+500; i++ {
 			ws = append(ws, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
 		}
-		rt := newReplyTest(t, deltas(ws, 20*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 20*time.Millisecond), streamOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		ms := rt.slack.BotMessages(testTS)
 		if len(ms) != 3 {
@@ -118,7 +119,7 @@ func TestStreamModeWholeLongAnswerAtOnce(t *testing.T) {
 			fmt.Fprintf(&b, "Line %d: %s\n", i, strings.Repeat("xyz ", 15))
 		}
 		md := b.String()
-		rt := newReplyTest(t, []step{{wait: time.Second, chunk: llm.Chunk{Content: md, FinishReason: "stop"}}}, streamOptions())
+		rt := newReplyTest(t, []llmtest.Step{{Wait: time.Second, Chunk: llm.Chunk{Content: md, FinishReason: "stop"}}}, streamOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		var all strings.Builder
 		for i, m := range rt.slack.BotMessages(testTS) {
@@ -139,7 +140,7 @@ func TestStreamModeWholeLongAnswerAtOnce(t *testing.T) {
 func TestStreamModeFallsBackWhenRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := []string{"Hello ", "from ", "the fallback."}
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), streamOptions())
 		rt.slack.StartErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "channel_type_not_supported"} }
 		for range 2 {
 			mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
@@ -157,7 +158,7 @@ func TestStreamModeFallsBackWhenRefused(t *testing.T) {
 
 func TestStreamModeChannelProblemIsNotARefusal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hi."}, 100*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, 100*time.Millisecond), streamOptions())
 		rt.slack.StartErr = func(n int, _ gatewaytest.Call) error {
 			if n == 1 {
 				return slack.SlackErrorResponse{Err: "thread_not_found"}
@@ -175,7 +176,7 @@ func TestStreamModeChannelProblemIsNotARefusal(t *testing.T) {
 
 func TestStreamModeRateLimitedStartFallsBackOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Hi."}, 100*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi."}, 100*time.Millisecond), streamOptions())
 		rt.slack.StartErr = func(n int, _ gatewaytest.Call) error {
 			if n == 1 {
 				return &slack.RateLimitedError{RetryAfter: time.Second}
@@ -202,7 +203,7 @@ func TestStreamModeBudgetUsedUpFallsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := streamOptions()
 		opt.Budgets.Streams = pace.NewBucket(20, 1)
-		rt := newReplyTest(t, deltas([]string{"Hi.\n"}, 100*time.Millisecond), opt)
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Hi.\n"}, 100*time.Millisecond), opt)
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // streams; its stop waits for the next token
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req)) // no token at once: edits
 		if n, p := len(rt.slack.CallsOf("startStream")), len(rt.slack.CallsOf("post")); n != 1 || p != 1 {
@@ -218,7 +219,7 @@ func TestStreamModeBudgetUsedUpFallsBack(t *testing.T) {
 
 func TestStreamModeStoppedByUser(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas(lines(50), 200*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(lines(50), 200*time.Millisecond), streamOptions())
 		rt.slack.AppendErr = func(n int, _ gatewaytest.Call) error {
 			if n == 3 {
 				return slack.SlackErrorResponse{Err: "stopped_by_user"}
@@ -230,9 +231,7 @@ func TestStreamModeStoppedByUser(t *testing.T) {
 		if !errors.Is(err, ErrStopped) {
 			t.Errorf("Reply = %v, want ErrStopped", err)
 		}
-		rt.chat.mu.Lock()
-		cause := rt.chat.ctxErr
-		rt.chat.mu.Unlock()
+		cause := rt.chat.Cause()
 		if !errors.Is(cause, ErrStopped) {
 			t.Errorf("model request ended with cause %v, want ErrStopped", cause)
 		}
@@ -247,7 +246,7 @@ func TestStreamModeStoppedByUser(t *testing.T) {
 
 func TestStreamModeFailureKeepsPartial(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		steps := append(deltas(lines(3), 100*time.Millisecond)[:3], step{wait: 100 * time.Millisecond, err: errTruncated()})
+		steps := append(llmtest.Deltas(lines(3), 100*time.Millisecond)[:3], llmtest.Step{Wait: 100 * time.Millisecond, Err: errTruncated()})
 		rt := newReplyTest(t, steps, streamOptions())
 		if err := rt.r.Reply(t.Context(), rt.req); err == nil {
 			t.Error("Reply = nil, want the stream error")
@@ -265,7 +264,7 @@ func TestStreamModeFailureKeepsPartial(t *testing.T) {
 func TestStreamModeRescuesAnswerWhenStopFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ws := lines(3)
-		rt := newReplyTest(t, deltas(ws, 100*time.Millisecond), streamOptions())
+		rt := newReplyTest(t, llmtest.Deltas(ws, 100*time.Millisecond), streamOptions())
 		rt.slack.StopErr = func(int, gatewaytest.Call) error {
 			return slack.SlackErrorResponse{Err: "message_not_in_streaming_state"}
 		}
@@ -283,7 +282,7 @@ func TestStreamModeRescuesAnswerWhenStopFails(t *testing.T) {
 func TestStreamModeShutdownAndEmptyMention(t *testing.T) {
 	t.Run("shutdown", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			rt := newReplyTest(t, deltas(lines(20), 300*time.Millisecond), streamOptions())
+			rt := newReplyTest(t, llmtest.Deltas(lines(20), 300*time.Millisecond), streamOptions())
 			ctx, cancel := context.WithCancelCause(t.Context())
 			time.AfterFunc(1100*time.Millisecond, func() { cancel(ErrShutdown) })
 			if err := rt.r.Reply(ctx, rt.req); !errors.Is(err, ErrShutdown) {
@@ -319,7 +318,7 @@ func TestStreamModeRateLimitedPieceIsNotSentTwice(t *testing.T) {
 			fmt.Fprintf(&b, "Line %d: %s\n", i, strings.Repeat("xyz ", 15))
 		}
 		md := b.String()
-		rt := newReplyTest(t, []step{{wait: time.Second, chunk: llm.Chunk{Content: md, FinishReason: "stop"}}}, streamOptions())
+		rt := newReplyTest(t, []llmtest.Step{{Wait: time.Second, Chunk: llm.Chunk{Content: md, FinishReason: "stop"}}}, streamOptions())
 		rt.slack.StartErr = func(n int, _ gatewaytest.Call) error {
 			if n == 2 { // the continuation in a second message
 				return &slack.RateLimitedError{RetryAfter: time.Second}
@@ -345,25 +344,25 @@ func TestStreamModeRateLimitCharged(t *testing.T) {
 	for i := 0; len(joined(long)) < slackmd.MarkdownLimit+500; i++ {
 		long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
 	}
-	whole := func(ws []string) []step {
-		return []step{{wait: time.Second, chunk: llm.Chunk{Content: joined(ws), FinishReason: "stop"}}}
+	whole := func(ws []string) []llmtest.Step {
+		return []llmtest.Step{{Wait: time.Second, Chunk: llm.Chunk{Content: joined(ws), FinishReason: "stop"}}}
 	}
 	start := func(f *gatewaytest.Slack) *gatewaytest.Hook { return &f.StartErr }
 	tests := []struct {
 		name               string
 		words              []string
-		steps              []step
+		steps              []llmtest.Step
 		hook               func(*gatewaytest.Slack) *gatewaytest.Hook
 		nth                int // the call of the hook's method that gets the 429
 		streamsCut, appCut bool
 	}{
-		{"continuation start while streaming", long, deltas(long, 20*time.Millisecond), start, 2, true, false},
+		{"continuation start while streaming", long, llmtest.Deltas(long, 20*time.Millisecond), start, 2, true, false},
 		{"continuation start in the final write", long, whole(long), start, 2, true, false},
-		{"append while streaming", lines(40), deltas(lines(40), 100*time.Millisecond),
+		{"append while streaming", lines(40), llmtest.Deltas(lines(40), 100*time.Millisecond),
 			func(f *gatewaytest.Slack) *gatewaytest.Hook { return &f.AppendErr }, 2, false, true},
 		{"append in the final write", long, whole(long),
 			func(f *gatewaytest.Slack) *gatewaytest.Hook { return &f.AppendErr }, 1, false, true},
-		{"stop", long, deltas(long, 20*time.Millisecond),
+		{"stop", long, llmtest.Deltas(long, 20*time.Millisecond),
 			func(f *gatewaytest.Slack) *gatewaytest.Hook { return &f.StopErr }, 1, true, false},
 	}
 	for _, tt := range tests {
@@ -406,13 +405,13 @@ func TestStreamModeFinalAppendWaitsRetryAfter(t *testing.T) {
 	for i := 0; len(joined(long)) < slackmd.MarkdownLimit+500; i++ {
 		long = append(long, fmt.Sprintf("Line %d: %s\n", i, strings.Repeat("abc ", 20)))
 	}
-	end := step{wait: time.Second, chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}
+	end := llmtest.Step{Wait: time.Second, Chunk: llm.Chunk{Content: joined(long), FinishReason: "stop"}}
 	tests := []struct {
 		name  string
-		steps []step
+		steps []llmtest.Step
 	}{
-		{"the final write's own 429", []step{end}},
-		{"an interim write's 429", []step{{wait: time.Second, chunk: llm.Chunk{Content: "Hello.\n\n"}}, end}},
+		{"the final write's own 429", []llmtest.Step{end}},
+		{"an interim write's 429", []llmtest.Step{{Wait: time.Second, Chunk: llm.Chunk{Content: "Hello.\n\n"}}, end}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -471,7 +470,7 @@ func TestStreamModeStopDuringAnAppendShowsItOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fs := newQuestionSlack()
 		ws := lines(60)
-		chat := &fakeChat{steps: deltas(ws, 300*time.Millisecond)}
+		chat := &llmtest.Chat{Steps: llmtest.Deltas(ws, 300*time.Millisecond)}
 		opt := streamOptions()
 		r := NewReplies(fs, fs, slowAppender{fs, time.Now().Add(5 * time.Second), 3 * time.Second}, fs, chat, nil, opt)
 		req := testRequest()

@@ -11,23 +11,22 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 )
 
 // turnsOf is the i-th model request's messages after the system prompt, as "role: content".
 func turnsOf(rt *replyTest, i int) []string {
 	var out []string
-	for _, m := range rt.chat.calls()[i].Messages[1:] {
+	for _, m := range rt.chat.Calls()[i].Messages[1:] {
 		out = append(out, string(m.Role)+": "+m.Content)
 	}
 	return out
 }
 
 // setSteps scripts the model's next answers.
-func (rt *replyTest) setSteps(steps []step) {
-	rt.chat.mu.Lock()
-	defer rt.chat.mu.Unlock()
-	rt.chat.steps = steps
+func (rt *replyTest) setSteps(steps []llmtest.Step) {
+	rt.chat.SetSteps(steps)
 }
 
 // A task (the "Summarize thread" shortcut) answers in the thread like a mention, with the whole
@@ -36,7 +35,7 @@ func (rt *replyTest) setSteps(steps []step) {
 // in the thread sees both the earlier answer and the summary.
 func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"Tokens refill at a steady rate."}, time.Millisecond), buttonOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"Tokens refill at a steady rate."}, time.Millisecond), buttonOptions())
 		mustNoErr(t, rt.r.Reply(t.Context(), rt.req))
 		key := testCh + "/" + testTS
 		// Bob wrote before the answer came (the fake lists people's messages before the bot's).
@@ -45,7 +44,7 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 		rt.slack.Threads[key] = append(rt.slack.Threads[key], later)
 
 		// Bob uses the shortcut on the thread's first message.
-		rt.setSteps(deltas([]string{"Alice asked about token buckets; Bob will use them."}, time.Millisecond))
+		rt.setSteps(llmtest.Deltas([]string{"Alice asked about token buckets; Bob will use them."}, time.Millisecond))
 		task := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", Team: "T1", TS: testTS,
 			ThreadTS: testTS, Task: TaskSummarize}
 		mustNoErr(t, rt.r.Reply(t.Context(), task))
@@ -78,7 +77,7 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 		}
 
 		// Alice presses Regenerate on the summary: summarised again, written over the old summary.
-		rt.setSteps(deltas([]string{"Token buckets: Bob adopts them for the API."}, time.Millisecond))
+		rt.setSteps(llmtest.Deltas([]string{"Token buckets: Bob adopts them for the API."}, time.Millisecond))
 		h := RegenerateHandler(rt.r)
 		click := &route.Request{Kind: route.Action, Name: route.ActionRegenerate, Channel: testCh, User: "U1", Team: "T1",
 			ThreadTS: testTS, MessageTS: summary.TS, Text: summary.Buttons[0].Value}
@@ -103,7 +102,7 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 		var q slack.Message
 		q.User, q.Text, q.Timestamp, q.ThreadTimestamp = "U1", "<@UBOT> and leaky buckets?", "1700000000.000900", testTS
 		rt.slack.Threads[key] = append(rt.slack.Threads[key], q)
-		rt.setSteps(deltas([]string{"Leaky buckets drain."}, time.Millisecond))
+		rt.setSteps(llmtest.Deltas([]string{"Leaky buckets drain."}, time.Millisecond))
 		next := rt.req
 		next.TS, next.Text = q.Timestamp, q.Text
 		mustNoErr(t, rt.r.Reply(t.Context(), next))
@@ -124,7 +123,7 @@ func TestTaskSummarizesTheThreadAndRegenerateSummarizesAgain(t *testing.T) {
 // Slack (the shortcut gives no text), and the summary answers in that message's thread.
 func TestTaskOnATopLevelMessageReadsIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := newReplyTest(t, deltas([]string{"- One question about token buckets."}, time.Millisecond), testOptions())
+		rt := newReplyTest(t, llmtest.Deltas([]string{"- One question about token buckets."}, time.Millisecond), testOptions())
 		task := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Task: TaskSummarize}
 		mustNoErr(t, rt.r.Reply(t.Context(), task))
 		if n := len(rt.slack.CallsOf("replies")); n != 1 {
@@ -143,7 +142,7 @@ func TestUnknownTask(t *testing.T) {
 		rt := newReplyTest(t, nil, buttonOptions())
 		req := route.ReplyRequest{Channel: testCh, ChannelType: "channel", User: "U2", TS: testTS, ThreadTS: testTS, Task: "translate"}
 		mustNoErr(t, rt.r.Reply(context.Background(), req))
-		if n := len(rt.chat.calls()); n != 0 {
+		if n := len(rt.chat.Calls()); n != 0 {
 			t.Errorf("%d model requests, want none", n)
 		}
 		msgs := rt.slack.BotMessages(testTS)

@@ -1,12 +1,14 @@
 package handlers
 
+import "github.com/llmbot/llmbot/route"
+
 // Tasks are what the bot may be asked to do with a thread instead of answering a message in it
 // (route.ReplyRequest.Task, carried by a Regenerate button in route.ReplyRef.Task). A task's answer is
 // written like any answer (placeholder, streaming, Stop and Regenerate); its instruction stands in
 // for the question and the whole thread is its context.
 const (
 	// TaskSummarize summarises the thread (the "Summarize thread" message shortcut).
-	TaskSummarize = "summarize"
+	TaskSummarize = route.TaskSummarize
 )
 
 // taskInstructions are what each task asks of the model.

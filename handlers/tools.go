@@ -124,7 +124,7 @@ type roundResult struct {
 
 // generate streams the answer: one round without tools when the channel has none, else the loop of
 // rounds. It returns the whole answer text, the last finish reason and the stream's error.
-func (a *answer) generate(ctx context.Context, res convo.Result, s sink) (string, string, error) {
+func (a *generation) generate(ctx context.Context, res convo.Result, s roundSink) (string, string, error) {
 	msgs := res.Messages
 	var infos []toolinfo.Info
 	if t := a.r.opt.Tools.Tools; t != nil {
@@ -213,7 +213,7 @@ func separated(shown string) string {
 // useTools carries out a round's calls: checks them, asks the asker once for those that need a
 // click, makes the allowed ones one after another, and returns each call's result and line, in the
 // calls' order. The round's approvals and calls end when the answer's tool time does.
-func (a *answer) useTools(ctx context.Context, st *toolState, calls []llm.ToolCall, shown string, s sink) []toolCall {
+func (a *generation) useTools(ctx context.Context, st *toolState, calls []llm.ToolCall, shown string, s roundSink) []toolCall {
 	tctx, cancel := context.WithTimeout(ctx, st.left)
 	defer cancel()
 	cs := make([]toolCall, len(calls))
@@ -242,7 +242,7 @@ func (a *answer) useTools(ctx context.Context, st *toolState, calls []llm.ToolCa
 // the model cannot make (too many, unknown, bad arguments) is answered at once, and a call needs a
 // click unless the context is the asker's alone and its tool is auto-approved or allowed for the
 // thread.
-func (a *answer) checkCall(st *toolState, call llm.ToolCall, index int) toolCall {
+func (a *generation) checkCall(st *toolState, call llm.ToolCall, index int) toolCall {
 	info, ok := st.tools[call.Name]
 	c := toolCall{call: call, info: info, ev: ToolEvent{Server: info.Server, Tool: call.Name}}
 	c.args = bytes.TrimSpace([]byte(call.Arguments))
@@ -267,7 +267,7 @@ func (a *answer) checkCall(st *toolState, call llm.ToolCall, index int) toolCall
 }
 
 // askFor asks the asker once about the calls in ask, and decides them all by the answer.
-func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, shown string, s sink) {
+func (a *generation) askFor(ctx context.Context, st *toolState, ask []*toolCall, shown string, s roundSink) {
 	names := make([]string, len(ask))
 	tasks := make([]gateway.Task, len(ask))
 	for i, c := range ask {
@@ -276,7 +276,7 @@ func (a *answer) askFor(ctx context.Context, st *toolState, ask []*toolCall, sho
 	}
 	a.status(ctx, s, shown, fmt.Sprintf(textToolAsking, strings.Join(names, ", ")), tasks, detailAsking)
 	begin := time.Now()
-	v := a.approve(ctx, ask, st.foreign)
+	v := a.host.approve(ctx, ask, st.foreign)
 	waited := time.Since(begin)
 	for _, c := range ask {
 		c.ev.Approval = waited
@@ -305,7 +305,7 @@ func callTask(c *toolCall) gateway.Task {
 // callTool makes the allowed call c within tctx (the answer's tool time; ctx is the answer's). Its
 // result, or its error's text, goes back to the model fenced as data, and from then on the context
 // is not the asker's alone. People see only that the call was made, or that it failed.
-func (a *answer) callTool(ctx, tctx context.Context, st *toolState, c *toolCall, shown string, s sink) {
+func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolCall, shown string, s roundSink) {
 	log := a.log.With(zap.String("tool", c.call.Name), zap.String("server", c.info.Server))
 	task := callTask(c)
 	defer func() { a.toolDone(ctx, s, task, c.ev.Outcome) }()
@@ -380,7 +380,7 @@ func (r *Replies) fenced(f convo.Fence, source, out string) string {
 // status shows a line under the answer so far while calls wait or run; a native stream, which
 // cannot take text back, shows the calls' task cards instead (tasks, with details). The write is
 // brief: a call does not wait for it.
-func (a *answer) status(ctx context.Context, s sink, shown, line string, tasks []gateway.Task, details string) {
+func (a *generation) status(ctx context.Context, s roundSink, shown, line string, tasks []gateway.Task, details string) {
 	if s.mode() != ModeEdit {
 		for i := range tasks {
 			tasks[i].Status, tasks[i].Details = gateway.TaskInProgress, details
@@ -395,7 +395,7 @@ func (a *answer) status(ctx context.Context, s sink, shown, line string, tasks [
 
 // toolDone closes a call's task card in a native stream: complete when the call was made and
 // answered, else error.
-func (a *answer) toolDone(ctx context.Context, s sink, task gateway.Task, outcome string) {
+func (a *generation) toolDone(ctx context.Context, s roundSink, task gateway.Task, outcome string) {
 	if s.mode() == ModeEdit {
 		return
 	}

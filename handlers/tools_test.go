@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/toolinfo"
 )
 
@@ -53,7 +54,7 @@ func (f *fakeTools) called() []string {
 // roundChat answers each request with the steps script gives for it (n counts from 0).
 type roundChat struct {
 	mu       sync.Mutex
-	script   func(n int, req llm.ChatRequest) []step
+	script   func(n int, req llm.ChatRequest) []llmtest.Step
 	requests []llm.ChatRequest
 }
 
@@ -62,7 +63,7 @@ func (c *roundChat) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[l
 	n := len(c.requests)
 	c.requests = append(c.requests, req)
 	c.mu.Unlock()
-	inner := &fakeChat{steps: c.script(n, req)}
+	inner := &llmtest.Chat{Steps: c.script(n, req)}
 	return inner.Stream(ctx, req)
 }
 
@@ -74,8 +75,8 @@ func (c *roundChat) calls() []llm.ChatRequest {
 
 // callsThenAnswer: an answer's first rounds (rounds of them; -1: all) say "Checking." and call the
 // tools; the next answers "Done.".
-func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatRequest) []step {
-	return func(_ int, req llm.ChatRequest) []step {
+func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatRequest) []llmtest.Step {
+	return func(_ int, req llm.ChatRequest) []llmtest.Step {
 		n := 0 // the rounds before this one
 		for _, m := range req.Messages {
 			if len(m.ToolCalls) > 0 {
@@ -83,10 +84,10 @@ func callsThenAnswer(rounds int, calls ...llm.ToolCall) func(int, llm.ChatReques
 			}
 		}
 		if (rounds < 0 || n < rounds) && req.Tools != nil {
-			return []step{{chunk: llm.Chunk{Content: "Checking."}}, {chunk: llm.Chunk{FinishReason: "tool_calls"}},
-				{chunk: llm.Chunk{ToolCalls: calls}}}
+			return []llmtest.Step{{Chunk: llm.Chunk{Content: "Checking."}}, {Chunk: llm.Chunk{FinishReason: "tool_calls"}},
+				{Chunk: llm.Chunk{ToolCalls: calls}}}
 		}
-		return deltas([]string{"Done."}, 100*time.Millisecond)
+		return llmtest.Deltas([]string{"Done."}, 100*time.Millisecond)
 	}
 }
 
@@ -112,7 +113,7 @@ type toolTest struct {
 	mu        sync.Mutex
 }
 
-func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatRequest) []step, edit func(*ToolOptions)) *toolTest {
+func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatRequest) []llmtest.Step, edit func(*ToolOptions)) *toolTest {
 	tt := &toolTest{slack: newQuestionSlack(), chat: &roundChat{script: script}, tools: tools}
 	opt := testOptions()
 	opt.Tools = ToolOptions{Tools: tools, Observe: func(ev ToolEvent) {

@@ -3,13 +3,32 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/slackmd"
 )
+
+// answerWrites are an answer's own Slack writes outside the sinks' (its journal records, the
+// withdrawals and notes of its closing) and the deadline they keep once it is cancelled.
+type answerWrites struct {
+	*answerBase
+	// cancelNanos is when the answer's context was cancelled (Unix ns; 0: not yet; see cancelledAt).
+	cancelNanos atomic.Int64
+	// outage is the one the answer's closing writes wait out together (gateway.ClosingRetry), however many
+	// parts they write.
+	outage gateway.Outage
+	// fence marks the answer's writes for the Fence (nil: before run).
+	fence *gateway.FenceMark
+	// unjournaled: the answer's journal record is closed (closedInJournal), which is done once.
+	unjournaled bool
+}
 
 // An answer's Slack writes outside the sinks' own, through the writer (writer.go), within the
 // context its caller gives them, whose deadline derives from closeBy once the answer is cancelled
@@ -17,7 +36,7 @@ import (
 
 // postRetry posts msg in the answer's thread under the channel's post budgets, retried under pol
 // within outage o (nil: its own), and returns its ts (the last attempt's).
-func (a *answer) postRetry(ctx context.Context, pol gateway.RetryPolicy, o *gateway.Outage, msg gateway.Msg) (string, error) {
+func (a *answerWrites) postRetry(ctx context.Context, pol gateway.RetryPolicy, o *gateway.Outage, msg gateway.Msg) (string, error) {
 	ts, err := a.r.paced.Post(ctx, pol, o, a.r.paced.PostTurn(a.req.Channel), a.req.Channel, a.threadTS, msg)
 	if err == nil {
 		a.posted(ts)
@@ -29,7 +48,7 @@ func (a *answer) postRetry(ctx context.Context, pol gateway.RetryPolicy, o *gate
 // closed. The sinks call it as soon as the answer's closing text has landed, whatever the way (a
 // final edit, a continuation post, a stream's stop, a rescue), before any tidying they still do, so
 // that a replica dying then leaves nothing for another to mark as interrupted.
-func (a *answer) closedInJournal() {
+func (a *answerWrites) closedInJournal() {
 	if a.fence != nil {
 		a.fence.Closed.Store(true) // nobody can adopt it now: the writes left are this replica's alone
 	}
@@ -45,7 +64,7 @@ func (a *answer) closedInJournal() {
 }
 
 // posted records a message the answer posted in the journal of answers in progress.
-func (a *answer) posted(ts string) {
+func (a *answerWrites) posted(ts string) {
 	if a.r.opt.Journal == nil || ts == "" {
 		return
 	}
@@ -62,7 +81,7 @@ func (a *answer) posted(ts string) {
 // The call is bounded by gateway.WriteCallTimeout, and once the answer is cancelled by half of its closing
 // time (halfway to closeBy, counted from the cancellation), so at shutdown, where the final write's time
 // box counts from the cancellation too, the final write still fits in the rest.
-func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (a *answerWrites) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	octx, ocancel := a.afterCancel(ctx, func(cause error, cancelled time.Time) time.Time {
 		return halfway(cancelled, a.r.closeBy(cause, cancelled, cancelled))
 	})
@@ -71,7 +90,7 @@ func (a *answer) callCtx(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // deleteMessage deletes one of the answer's messages (Writer.Delete).
-func (a *answer) deleteMessage(ctx context.Context, pol gateway.RetryPolicy, by time.Time, ts string) error {
+func (a *answerWrites) deleteMessage(ctx context.Context, pol gateway.RetryPolicy, by time.Time, ts string) error {
 	return a.r.paced.Delete(ctx, pol, by, a.req.Channel, ts)
 }
 
@@ -79,7 +98,7 @@ func (a *answer) deleteMessage(ctx context.Context, pol gateway.RetryPolicy, by 
 // was not answered, then deletes the placeholder. Waits for either budget end at by; the writes
 // themselves may use all of ctx. When the private word cannot be sent the placeholder is kept (the
 // caller edits it), so the asker is never left with nothing.
-func (a *answer) withdraw(ctx context.Context, by time.Time, ts string) error {
+func (a *answerWrites) withdraw(ctx context.Context, by time.Time, ts string) error {
 	if err := a.tellNotAnswered(ctx, by); err != nil {
 		return err
 	}
@@ -89,14 +108,14 @@ func (a *answer) withdraw(ctx context.Context, by time.Time, ts string) error {
 // tellNotAnswered tells the asker privately (chat.postEphemeral, the Ephemerals budget) that the
 // question was not answered because the bot is restarting. The wait for the budget ends at by
 // (unless zero); the write may use all of ctx.
-func (a *answer) tellNotAnswered(ctx context.Context, by time.Time) error {
+func (a *answerWrites) tellNotAnswered(ctx context.Context, by time.Time) error {
 	return a.r.paced.Ephemeral(ctx, gateway.InterimRetry, by, a.req.Channel, a.req.User, a.threadTS, textNotAnswered)
 }
 
 // notAnswered is for an answer shut down before it opened (no placeholder or stream yet): the asker
 // is told privately, on a context detached from the cancelled ctx and bounded like a closing write
 // at shutdown (closeBy, within the bot's grace period).
-func (a *answer) notAnswered(ctx context.Context) error {
+func (a *answerWrites) notAnswered(ctx context.Context) error {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), a.r.closeBy(ErrShutdown, a.cancelledAt(), time.Now()))
 	defer cancel()
 	if err := a.tellNotAnswered(ctx, time.Time{}); err != nil {
@@ -104,4 +123,48 @@ func (a *answer) notAnswered(ctx context.Context) error {
 	}
 	a.log.Info("shutdown before the placeholder; asker told privately")
 	return nil
+}
+
+// postInterrupted posts the note that the answer above was interrupted as a new message in the
+// answer's thread, marked as a notice (never replayed to the model).
+func (a *answerWrites) postInterrupted(ctx context.Context) error {
+	text := convo.NoteAlone(textInterruptedAbove, slackmd.FormatMrkdwn)
+	_, err := a.postRetry(ctx, gateway.ClosingRetry, &a.outage, gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice, Note: textInterruptedAbove, Done: true}})
+	if err != nil {
+		return fmt.Errorf("chat.postMessage interrupted note: %w", err)
+	}
+	return nil
+}
+
+// cancelledAt is when the answer's context was cancelled (call it only once it is): fixed by the
+// first to ask, so that every time box counts from the same moment.
+func (a *answerWrites) cancelledAt() time.Time {
+	a.cancelNanos.CompareAndSwap(0, time.Now().UnixNano())
+	return time.Unix(0, a.cancelNanos.Load())
+}
+
+// afterCancel returns a context that is not cancelled with ctx but at by(cause, when) once ctx is
+// (when: the answer's cancelledAt), or by the returned cancel.
+func (a *answerWrites) afterCancel(ctx context.Context, by func(cause error, cancelled time.Time) time.Time) (context.Context, context.CancelFunc) {
+	octx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer // the deadline's, once ctx is cancelled
+	released := false     // the returned cancel was called: no timer starts after it
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !released {
+			timer = time.AfterFunc(time.Until(by(context.Cause(ctx), a.cancelledAt())), func() { cancel(context.DeadlineExceeded) })
+		}
+	})
+	return octx, func() {
+		stop()
+		mu.Lock()
+		released = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
 }

@@ -20,6 +20,14 @@ const (
 	FeatureRegenerate = "regenerate"
 )
 
+// TaskSummarize is the task (ReplyRequest.Task, ReplyRef.Task) of summarising a thread in it, as
+// an answer: the "Summarize thread" shortcut asks it, and Regenerate on its answer asks it again.
+const TaskSummarize = "summarize"
+
+// ErrShutdown is the cause the loop cancels the work in progress with when the bot shuts down:
+// a use case that sees it closes what it was writing with an "interrupted" note.
+var ErrShutdown = errors.New("bot shutting down")
+
 // ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
 // value; the channel comes with the click.
 type ReplyRef struct {

@@ -260,7 +260,7 @@ type ReplyRequest struct {
 	// last message): the new answer is written in place of that answer. "": in a new message.
 	Replace string
 	// Task, when set, is something the bot does with the thread instead of answering the message
-	// TS (handlers.TaskSummarize: summarise it; set by a message shortcut, and by Regenerate on
+	// TS (TaskSummarize: summarise it; set by a message shortcut, and by Regenerate on
 	// what it wrote). The whole thread is read and the task's instruction stands in for the
 	// question; TS only names the message the shortcut was used on. User is the person who asked.
 	Task string

@@ -549,3 +549,24 @@ func closeDangling(src string) string {
 	}
 	return src + suffix
 }
+
+// SplitLines cuts text into pieces of at most limit bytes, at line ends when it can (else at a
+// character boundary). Unlike Split it knows no markup: it is for text already rendered.
+func SplitLines(text string, limit int) []string {
+	var out []string
+	for len(text) > limit {
+		cut := strings.LastIndexByte(text[:limit], '\n') + 1
+		if cut <= 0 {
+			cut = limit
+			for cut > 0 && !utf8.RuneStart(text[cut]) {
+				cut--
+			}
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	if text != "" {
+		out = append(out, text)
+	}
+	return out
+}

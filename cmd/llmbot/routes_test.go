@@ -13,6 +13,7 @@ import (
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 // The route table is every message, command, button, shortcut, modal and event the bot serves,
@@ -26,7 +27,7 @@ func TestRouteTable(t *testing.T) {
 		bot: &bot.Bot{},
 		answering: answering{
 			replies:   replies,
-			summarize: handlers.NewSummarize(nil, nil, nil, nil, replies, log, handlers.ReplyOptions{}),
+			summarize: summarize.New(nil, nil, nil, nil, replies, log, summarize.Options{}),
 			approvals: handlers.NewApprovals(nil, nil, log),
 			pane:      handlers.NewAgentPane(nil, nil, log),
 		},

@@ -15,10 +15,10 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/summarize"
 )
 
 // past posts a person's message as it was posted ago (no event: it is history).
@@ -101,10 +101,10 @@ func TestE2ESummarizePrivatelyThenPost(t *testing.T) {
 	}
 
 	// Only U1 sees it; U1 posts it.
-	if _, err := e.slack.Click("C1", sum.TS, "U2", handlers.ActionPostSummary); err == nil {
+	if _, err := e.slack.Click("C1", sum.TS, "U2", summarize.ActionPost); err == nil {
 		t.Error("someone else could press the button of a private message")
 	}
-	e.click(t, "C1", sum.TS, "U1", handlers.ActionPostSummary)
+	e.click(t, "C1", sum.TS, "U1", summarize.ActionPost)
 	var posted fakeslack.Message
 	e.waitFor(t, "the summary in the channel", func() bool {
 		for _, m := range e.slack.Messages("C1") {
@@ -203,7 +203,7 @@ func TestE2ESummarizeThreadShortcutAndRegenerate(t *testing.T) {
 	e.quiet(t, "marker", 2)
 
 	before := e.finished(t)
-	if _, err := e.slack.MessageShortcut("C1", q, "U2", handlers.ShortcutSummarizeThread); err != nil {
+	if _, err := e.slack.MessageShortcut("C1", q, "U2", summarize.ShortcutThread); err != nil {
 		t.Fatal(err)
 	}
 	msgs := e.final(t, "C1", q, 2, before+1)
@@ -250,7 +250,7 @@ func TestE2ESummarizeRefused(t *testing.T) {
 	if got := e.commandAck(t); got != access.DefaultRefusal {
 		t.Errorf("ack %q, want the refusal", got)
 	}
-	if _, err := e.slack.MessageShortcut("C1", q, "U3", handlers.ShortcutSummarizeThread); err != nil {
+	if _, err := e.slack.MessageShortcut("C1", q, "U3", summarize.ShortcutThread); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "the refusal", func() bool { return len(e.privateTo("U3")) == 1 })

@@ -25,6 +25,7 @@ import (
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/summarize"
 	"github.com/llmbot/llmbot/tools"
 )
 
@@ -140,9 +141,9 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.View, Name: handlers.ViewFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.CommentHandler()},
 		{Kind: route.Command, Name: handlers.CommandImagine, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
 		{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
-		{Kind: route.Command, Name: handlers.CommandSummarize, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeHandler(u.slack)},
-		{Kind: route.Action, Name: handlers.ActionPostSummary, Feature: handlers.FeatureSummarize, Handler: u.summarize.PostSummaryHandler(u.slack)},
-		{Kind: route.Shortcut, Name: handlers.ShortcutSummarizeThread, Feature: handlers.FeatureSummarize, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
+		{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: u.summarize.SummarizeHandler(u.slack)},
+		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
+		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
 	}
 }
 
@@ -335,7 +336,7 @@ func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client,
 type answering struct {
 	replies   *handlers.Replies
 	orphans   *handlers.OrphanCloser
-	summarize *handlers.Summarize
+	summarize *summarize.Summarizer
 	approvals *handlers.Approvals
 	pane      *handlers.AgentPane
 }
@@ -353,48 +354,67 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	return answering{
 		replies:   replies,
 		orphans:   handlers.NewOrphanCloser(api, api, p.log.Named("orphans"), opt),
-		summarize: handlers.NewSummarize(api, api, names, chat, replies, p.log.Named("summarize"), opt),
+		summarize: summarize.New(api, api, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
 		approvals: approvals,
 		pane:      pane,
 	}
+}
+
+// summaryOptions are the answers' options that /summarize shares.
+func summaryOptions(opt handlers.ReplyOptions) summarize.Options {
+	return summarize.Options{BotUserID: opt.BotUserID, BotID: opt.BotID, BotName: opt.BotName, Model: opt.Model,
+		Budget: opt.Budget, OtherBots: opt.OtherBots, Rand: opt.Rand, Buttons: opt.Buttons,
+		ChannelSettings: opt.ChannelSettings, Fence: opt.Fence, Budgets: opt.Budgets, ShutdownTimeout: opt.ShutdownTimeout}
 }
 
 // replyOptions are the answers' options, which the orphans' recovery and /summarize share.
 func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, pane *handlers.AgentPane, approvals *handlers.Approvals) handlers.ReplyOptions {
 	cfg, id, overrides := p.cfg, p.id, p.overrides
 	return handlers.ReplyOptions{
-		SystemPrompt:     cfg.SystemPrompt,
-		BotUserID:        id.UserID,
-		BotID:            id.BotID,
-		BotName:          id.Name,
-		TeamID:           id.TeamID,
-		Budget:           cfg.ContextTokens,
-		Mode:             handlers.ReplyMode(cfg.ReplyMode),
-		FollowUps:        cfg.FollowUps,
-		OtherBots:        true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
-		Buttons:          cfg.Buttons,
-		Feedback:         cfg.Buttons && cfg.Feedback,
-		PlaceholderAfter: cfg.PlaceholderAfter,
-		Budgets:          p.budgets,
-		Journal:          p.shared.journal,
-		Fence:            p.shared.fence,
-		OrphanQuiet:      orphanQuiet(cfg),
-		Threads:          p.shared.marks,
-		Approvals:        approvals,
-		Names:            names,
-		Sessions:         p.api.Assistant,
-		Pane:             pane,
-		// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
-		// the handler's chunk watchdog only backs them up, so it must never fire before they would.
-		StreamRollover: cfg.StreamRolloverAfter,
-		StreamIdle:     cfg.StreamIdleLimit,
-		StallTimeout:   max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
-		// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
-		ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
-		ChannelSettings: func(channel string) (string, string) {
-			o, _ := overrides.Lookup(channel)
-			return o.SystemPrompt, o.Model
+		BotUserID: id.UserID,
+		BotID:     id.BotID,
+		BotName:   id.Name,
+		TeamID:    id.TeamID,
+		FollowUps: cfg.FollowUps,
+		Buttons:   cfg.Buttons,
+		ContextOptions: handlers.ContextOptions{
+			SystemPrompt: cfg.SystemPrompt,
+			Budget:       cfg.ContextTokens,
+			OtherBots:    true, // an alert or a CI report is often what a thread is about, whatever ANSWER_BOTS says
+			ChannelSettings: func(channel string) (string, string) {
+				o, _ := overrides.Lookup(channel)
+				return o.SystemPrompt, o.Model
+			},
 		},
+		WriteOptions: handlers.WriteOptions{
+			Mode: handlers.ReplyMode(cfg.ReplyMode),
+			ChannelMode: func(channel string) handlers.ReplyMode {
+				o, _ := overrides.Lookup(channel)
+				return handlers.ReplyMode(o.ReplyMode)
+			},
+			Feedback:         cfg.Buttons && cfg.Feedback,
+			PlaceholderAfter: cfg.PlaceholderAfter,
+			StreamRollover:   cfg.StreamRolloverAfter,
+			StreamIdle:       cfg.StreamIdleLimit,
+			Sessions:         p.api.Assistant,
+		},
+		Timeouts: handlers.Timeouts{
+			// The model client's header and idle timeouts detect a stalled stream (keep-alives count as life);
+			// the handler's chunk watchdog only backs them up, so it must never fire before they would.
+			StallTimeout: max(5*time.Minute, cfg.LLMHeaderTimeout+cfg.LLMIdleTimeout),
+			// At shutdown the "interrupted" notes must land within SHUTDOWN_GRACE.
+			ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
+		},
+		ReplicaOptions: handlers.ReplicaOptions{
+			Journal:     p.shared.journal,
+			Fence:       p.shared.fence,
+			OrphanQuiet: orphanQuiet(cfg),
+			Threads:     p.shared.marks,
+		},
+		Budgets:   p.budgets,
+		Approvals: approvals,
+		Names:     names,
+		Pane:      pane,
 		Files: handlers.FileOptions{
 			Files: files, Vision: handlers.Vision(cfg.Vision),
 			ChannelVision: func(channel string) handlers.Vision {
@@ -405,10 +425,6 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 			// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
 			// the number of answers reading them, so their memory is bounded together.
 			Pictures: media.NewPreparer(picturesDecoded),
-		},
-		ChannelMode: func(channel string) handlers.ReplyMode {
-			o, _ := overrides.Lookup(channel)
-			return handlers.ReplyMode(o.ReplyMode)
 		},
 		Written: p.metrics.ReplyWritten,
 		Tools:   toolOpts,

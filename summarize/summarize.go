@@ -1,10 +1,12 @@
-package handlers
+package summarize
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"iter"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,26 +26,17 @@ import (
 	"github.com/llmbot/llmbot/slackmd"
 )
 
-// /summarize and the "Summarize thread" message shortcut, use cases built on Replies: they share
-// its read budget, chat model, names cache, logger and options.
-//
-// /summarize reads the channel's recent messages (conversations.history, a page per read of the
-// shared budget) and the replies of its busiest threads (conversations.replies), summarises them
-// (in parts when they exceed the context budget, then the parts' summaries together) and shows the
-// summary only to the person who asked, through the command's response_url, with a button that
-// posts it to the channel. The shortcut summarises one thread in that thread, as an answer
-// (TaskSummarize), so Stop and Regenerate work on it as on any answer.
-
 // The routes.
 const (
-	CommandSummarize = "/summarize"
-	// FeatureSummarize is what access rules and metrics call the command, its button and the shortcut.
-	FeatureSummarize = "summarize"
-	// ActionPostSummary is the "Post to channel" button under a private summary; its value names
-	// the summary kept by Replies (a summary does not fit in a button's 2,000 characters).
-	ActionPostSummary = "llmbot_post_summary"
-	// ShortcutSummarizeThread is the callback_id of the "Summarize thread" message shortcut.
-	ShortcutSummarizeThread = "llmbot_summarize_thread"
+	// Command is the slash command.
+	Command = "/summarize"
+	// Feature is what access rules and metrics call the command, its button and the shortcut.
+	Feature = "summarize"
+	// ActionPost is the "Post to channel" button under a private summary; its value names the
+	// summary kept by the Summarizer (a summary does not fit in a button's 2,000 characters).
+	ActionPost = "llmbot_post_summary"
+	// ShortcutThread is the callback_id of the "Summarize thread" message shortcut.
+	ShortcutThread = "llmbot_summarize_thread"
 )
 
 // What /summarize reads, and how much. A read is one token of the workspace's read budget (about
@@ -181,27 +174,67 @@ func parseSummarySpan(text string) (summarySpan, error) {
 	return summarySpan{period: time.Duration(n) * unit}, nil
 }
 
-// Summarize is the /summarize use case: a channel's summary shown privately with a button that
+// Chat streams a chat completion (llm.Client).
+type Chat interface {
+	Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error]
+}
+
+// Answerer answers in a thread (the answers' use case): the thread shortcut's summary is written
+// as an answer (route.TaskSummarize).
+type Answerer interface {
+	Reply(ctx context.Context, req route.ReplyRequest) error
+}
+
+// Options configure the summaries: who the bot is, and the answers' settings they share. Zero
+// values get the answers' defaults.
+type Options struct {
+	// The bot's identity (auth.test): to recognise its own messages and name itself.
+	BotUserID, BotID, BotName string
+	Model                     string // chat model; "": the client's default
+	Budget                    int    // context budget in estimated tokens; 0: convo.DefaultBudget
+	OtherBots                 bool   // other apps' messages are summarised too
+	// Rand is what each summary's fence boundary is drawn from (convo.Fence); nil: crypto/rand.
+	Rand io.Reader
+	// Buttons puts the "Post to channel" button under a private summary.
+	Buttons bool
+	// ChannelSettings, when set, returns a channel's own chat model ("": Model); its system
+	// prompt is the answers' and is not used here.
+	ChannelSettings func(channel string) (systemPrompt, model string)
+	// Fence, when set, holds back the summaries' posts while other replicas could take this one
+	// for dead (gateway.Fence); nil: never.
+	Fence gateway.Fence
+	// Budgets pace the reads and posts, shared with the answers.
+	Budgets gateway.Budgets
+	// ShutdownTimeout bounds the private note of a summary interrupted by route.ErrShutdown, so it
+	// fits the bot's grace period. Default 2 s.
+	ShutdownTimeout time.Duration
+}
+
+// Defaults and bounds of the private messages.
+const (
+	defaultShutdownTimeout = 2 * time.Second
+	respondTimeout         = 10 * time.Second // a response_url post
+)
+
+// Summarizer is the /summarize use case: a channel's summary shown privately with a button that
 // posts it, and the Summarize thread shortcut, which asks the answers (Answerer) to summarise a
-// thread in place. It reads and writes under the same Slack budgets as the answers (the reply
-// settings it is built from) and names people with the answers' Names.
-type Summarize struct {
+// thread in place. It reads and writes under the same Slack budgets as the answers and names
+// people with the answers' Names.
+type Summarizer struct {
 	reads   gateway.ThreadReads
 	names   *gateway.Names
 	paced   *gateway.Writer
 	chat    Chat
 	answers Answerer
-	id      botIdentity
 	log     *zap.Logger
-	opt     ReplyOptions
+	opt     Options
 	// kept are summaries shown privately until their button posts them to the channel.
 	kept *keptResults
 }
 
-// NewSummarize returns the /summarize use case reading with t, posting with m, naming people with
-// n (the Names the answers use), summarising with c, and handing the thread shortcut to a, under opt (the reply settings:
-// identity, model, budgets, fence, buttons, the channels' models).
-func NewSummarize(t gateway.Thread, m gateway.Messenger, n *gateway.Names, c Chat, a Answerer, log *zap.Logger, opt ReplyOptions) *Summarize {
+// New returns the /summarize use case reading with t, posting with m, naming people with n (the
+// Names the answers use), summarising with c, and handing the thread shortcut to a, under opt.
+func New(t gateway.Thread, m gateway.Messenger, n *gateway.Names, c Chat, a Answerer, log *zap.Logger, opt Options) *Summarizer {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -211,31 +244,36 @@ func NewSummarize(t gateway.Thread, m gateway.Messenger, n *gateway.Names, c Cha
 		m = gateway.FencedMessenger{Messenger: m, Fence: opt.Fence}
 	}
 	paced := &gateway.Writer{Budgets: opt.Budgets, Msgs: m}
-	return &Summarize{
+	return &Summarizer{
 		reads: gateway.ThreadReads{Thread: t, Writer: paced}, names: n, paced: paced,
-		chat: c, answers: a, id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, log: log, opt: opt,
+		chat: c, answers: a, log: log, opt: opt,
 		kept: newKeptResults(keptMax, keptTTL),
 	}
+}
+
+// own reports whether the bot posted m.
+func (r *Summarizer) own(m slack.Message) bool {
+	return (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID)
 }
 
 // SummarizeHandler serves /summarize with r: Accept acks at once ("Summarizing the last 24 hours
 // of this channel…", or the usage line for a bad argument); Run reads the channel, summarises it
 // and shows the summary privately through the command's response_url (resp), with a button that
 // posts it (PostSummaryHandler). One summary per person at a time.
-func (r *Summarize) SummarizeHandler(resp gateway.PrivateResponder) route.Handler {
-	s := &summarizer{r: r, resp: resp, running: map[string]time.Time{}}
+func (r *Summarizer) SummarizeHandler(resp gateway.PrivateResponder) route.Handler {
+	s := &command{r: r, resp: resp, running: map[string]time.Time{}}
 	return route.Funcs{AcceptFunc: s.accept, RunFunc: s.run}
 }
 
-type summarizer struct {
-	r    *Summarize
+type command struct {
+	r    *Summarizer
 	resp gateway.PrivateResponder
 
 	mu      sync.Mutex
 	running map[string]time.Time // user -> when their summary was accepted
 }
 
-func (s *summarizer) accept(req *route.Request) route.Decision {
+func (s *command) accept(req *route.Request) route.Decision {
 	span, err := parseSummarySpan(req.Text)
 	if err != nil {
 		return route.Decision{Say: textSummaryUsage}
@@ -256,7 +294,7 @@ func where(channel string) string {
 
 // begin takes the person's place (false: they have a summary on the way). A place whose Run never
 // came (the bot refused it after Accept) is free again once a summary would have timed out.
-func (s *summarizer) begin(user string) bool {
+func (s *command) begin(user string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if at, ok := s.running[user]; ok && time.Since(at) < summaryTimeout+time.Minute {
@@ -266,7 +304,7 @@ func (s *summarizer) begin(user string) bool {
 	return true
 }
 
-func (s *summarizer) end(user string) {
+func (s *command) end(user string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.running, user)
@@ -274,7 +312,7 @@ func (s *summarizer) end(user string) {
 
 // summaryJob is one /summarize in progress.
 type summaryJob struct {
-	s     *summarizer
+	s     *command
 	req   *route.Request
 	span  summarySpan
 	log   *zap.Logger
@@ -289,7 +327,7 @@ type summaryJob struct {
 	progressed                      int  // progress notes sent
 }
 
-func (s *summarizer) run(ctx context.Context, req *route.Request) error {
+func (s *command) run(ctx context.Context, req *route.Request) error {
 	defer s.end(req.User)
 	span, err := parseSummarySpan(req.Text)
 	if err != nil {
@@ -310,7 +348,7 @@ func (s *summarizer) run(ctx context.Context, req *route.Request) error {
 	var text string
 	var se slack.SlackErrorResponse
 	switch {
-	case ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown):
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), route.ErrShutdown):
 		text = textSummaryInterrupt
 	case sctx.Err() != nil && ctx.Err() == nil:
 		text = "The summary took too long (over " + summaryTimeout.String() + "); try a shorter period."
@@ -375,7 +413,7 @@ func (j *summaryJob) run(ctx context.Context) error {
 		Post: "*" + header + "*, asked for by " + asker + ":\n\n" + body})
 	private := gateway.Private{Text: "*" + header + "* (" + j.counts() + "), only you can see it:\n\n" + body + note}
 	if r.opt.Buttons {
-		private.Buttons = []gateway.Button{{ActionID: ActionPostSummary, Text: labelPostSummary, Value: id, Style: "primary"}}
+		private.Buttons = []gateway.Button{{ActionID: ActionPost, Text: labelPostSummary, Value: id, Style: "primary"}}
 	}
 	if err := j.tell(ctx, private); err != nil {
 		return err
@@ -438,7 +476,7 @@ func (j *summaryJob) history(ctx context.Context) ([]slack.Message, error) {
 	r := j.s.r
 	since := ""
 	if j.span.period > 0 {
-		since = slackTS(time.Now().Add(-j.span.period))
+		since = convo.TS(time.Now().Add(-j.span.period))
 	}
 	want := cmp.Or(j.span.count, summaryMaxMessages)
 	var newest []slack.Message // newest first
@@ -491,7 +529,7 @@ func (j *summaryJob) worth(m slack.Message) bool {
 	default:
 		return false
 	}
-	if j.s.r.id.own(m) {
+	if j.s.r.own(m) {
 		return convo.AnswerOrUnmarked(m)
 	}
 	return m.BotID == "" && m.SubType != slack.MsgSubTypeBotMessage || j.s.r.opt.OtherBots
@@ -607,7 +645,7 @@ func (j *summaryJob) transcript(top []slack.Message, replies map[string][]slack.
 		if !ok {
 			return "", false
 		}
-		t := tsTime(m.Timestamp)
+		t := convo.TSTime(m.Timestamp)
 		if d := t.Format("Monday 2 January 2006"); d != day && indent == "" {
 			day = d
 			out = append(out, transcriptLine{text: "— " + d + " —", day: d})
@@ -623,7 +661,7 @@ func (j *summaryJob) transcript(top []slack.Message, replies map[string][]slack.
 	for _, m := range top {
 		first, ok := add(m, "", "")
 		if !ok {
-			first = "[" + tsTime(m.Timestamp).Format("15:04") + "] (a message)"
+			first = "[" + convo.TSTime(m.Timestamp).Format("15:04") + "] (a message)"
 		}
 		for _, rm := range replies[m.Timestamp] {
 			add(rm, "    ↳ ", cutRunes(first, 200))
@@ -642,7 +680,7 @@ func (j *summaryJob) messageText(m slack.Message, names gateway.NameMap) (string
 	if n, ok := names.Name(m.User); ok {
 		who = n
 	}
-	if r.id.own(m) { // the bot's own answer: by its name, not as another app's
+	if r.own(m) { // the bot's own answer: by its name, not as another app's
 		who = cmp.Or(r.opt.BotName, "the bot")
 		m.BotID, m.BotProfile, m.Username = "", nil, ""
 		if m.SubType == slack.MsgSubTypeBotMessage {
@@ -663,15 +701,6 @@ func (j *summaryJob) messageText(m slack.Message, names gateway.NameMap) (string
 		return text, true
 	}
 	return who + ": " + text, true
-}
-
-// tsTime is the time of a Slack timestamp, in UTC.
-func tsTime(ts string) time.Time {
-	sec, frac, _ := strings.Cut(ts, ".")
-	s, _ := strconv.ParseInt(sec, 10, 64)
-	frac = (frac + "000000")[:6]
-	us, _ := strconv.ParseInt(frac, 10, 64)
-	return time.Unix(s, us*1000).UTC()
 }
 
 // summarize asks the model for the summary of lines: at once when they fit the context budget,
@@ -867,11 +896,11 @@ func cutRunes(s string, n int) string {
 	return cut + "\n…"
 }
 
-// PostSummaryHandler serves ActionPostSummary with r: the person who asked for a summary posts it
+// PostSummaryHandler serves ActionPost with r: the person who asked for a summary posts it
 // to the channel (marked a summary, so it is never replayed to the model as an answer), and their
 // private message says so. A summary kept no more (an hour went by, or the bot restarted) is told
 // privately; so is anyone else (the button is on a message only its person sees).
-func (r *Summarize) PostSummaryHandler(resp gateway.PrivateResponder) route.Handler {
+func (r *Summarizer) PostSummaryHandler(resp gateway.PrivateResponder) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			k, ok := r.kept.get(req.Text)
@@ -908,9 +937,9 @@ func (r *Summarize) PostSummaryHandler(resp gateway.PrivateResponder) route.Hand
 
 // postSummary posts k to its channel, under the channel's post budgets: the first part at the top
 // level, any further ones in its thread.
-func (r *Summarize) postSummary(ctx context.Context, k keptResult) error {
+func (r *Summarizer) postSummary(ctx context.Context, k keptResult) error {
 	thread := ""
-	for _, part := range splitLines(k.Post, slackmd.MrkdwnLimit) { // bytes: at most as many characters
+	for _, part := range slackmd.SplitLines(k.Post, slackmd.MrkdwnLimit) { // bytes: at most as many characters
 		ts, err := r.paced.Post(ctx, gateway.InterimRetry, nil, r.paced.PostTurn(k.Channel), k.Channel, thread, gateway.Msg{Text: part, Mark: convo.Mark{Kind: markSummary}})
 		if err != nil {
 			return fmt.Errorf("post summary: %w", err)
@@ -934,12 +963,12 @@ func tell(ctx context.Context, resp gateway.PrivateResponder, responseURL string
 	}
 }
 
-// SummarizeThreadHandler serves ShortcutSummarizeThread with r: the thread of the message the
-// shortcut was used on is summarised in that thread, as an answer (TaskSummarize: placeholder,
+// SummarizeThreadHandler serves ShortcutThread with r: the thread of the message the
+// shortcut was used on is summarised in that thread, as an answer (route.TaskSummarize: placeholder,
 // streaming, Stop and Regenerate as for a mention), in the thread's turn. Where the bot can
 // neither read nor write (not a member), the person is told privately through the shortcut's
 // response_url (resp).
-func (r *Summarize) SummarizeThreadHandler(resp gateway.PrivateResponder) route.Handler {
+func (r *Summarizer) SummarizeThreadHandler(resp gateway.PrivateResponder) route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
 			if req.MessageTS == "" {
@@ -947,7 +976,7 @@ func (r *Summarize) SummarizeThreadHandler(resp gateway.PrivateResponder) route.
 			}
 			req.Reply = &route.ReplyRequest{Channel: req.Channel, ChannelType: route.ChannelType(req.Channel),
 				User: req.User, Team: req.Team, TS: req.MessageTS, ThreadTS: cmp.Or(req.ThreadTS, req.MessageTS),
-				Task: TaskSummarize}
+				Task: route.TaskSummarize}
 			return route.Decision{Run: true}
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error {
