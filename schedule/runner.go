@@ -93,23 +93,23 @@ func (r *Runner) Tick(ctx context.Context, now time.Time) time.Time {
 		r.log.Warn("schedule: reading the schedules", zap.Error(err))
 		return next
 	}
+	lasts, err := r.s.lasts(ctx)
+	if err != nil {
+		r.log.Warn("schedule: reading their last runs", zap.Error(err))
+		return next
+	}
 	for _, sc := range all {
-		if n := r.due(ctx, sc, now); !n.IsZero() && n.Before(next) {
+		if n := r.due(ctx, sc, lasts[sc.ID], now); !n.IsZero() && n.Before(next) {
 			next = n
 		}
 	}
 	return next
 }
 
-// due handles sc's occurrences up to now and returns its next one.
-func (r *Runner) due(ctx context.Context, sc Schedule, now time.Time) time.Time {
+// due handles sc's occurrences after last (zero: none handled yet) up to now and returns its next one.
+func (r *Runner) due(ctx context.Context, sc Schedule, last, now time.Time) time.Time {
 	w, err := Parse(sc.When)
 	if err != nil {
-		return time.Time{}
-	}
-	last, err := r.s.last(ctx, sc.ID)
-	if err != nil {
-		r.log.Warn("schedule: reading its last run", zap.String("schedule", sc.ID), zap.Error(err))
 		return time.Time{}
 	}
 	from := sc.Created

@@ -205,17 +205,20 @@ func (sc Schedule) Next(t time.Time) time.Time {
 	return w.Next(t)
 }
 
-// last is when the occurrences of sc were last handled (zero: never).
-func (s *Schedules) last(ctx context.Context, id string) (time.Time, error) {
-	b, ok, err := s.rec.Get(ctx, collLast, id)
-	if err != nil || !ok {
-		return time.Time{}, err
-	}
-	t, err := time.Parse(time.RFC3339, string(b))
+// lasts are when each schedule's occurrences were last handled, by id (none: never), read in one call
+// for a tick. A value that is no time is none: the occurrences since the schedule's creation count.
+func (s *Schedules) lasts(ctx context.Context) (map[string]time.Time, error) {
+	recs, err := s.rec.List(ctx, collLast)
 	if err != nil {
-		return time.Time{}, nil // not ours: the occurrences since the schedule's creation are considered
+		return nil, fmt.Errorf("list last runs: %w", err)
 	}
-	return t, nil
+	out := make(map[string]time.Time, len(recs))
+	for id, b := range recs {
+		if t, err := time.Parse(time.RFC3339, string(b)); err == nil {
+			out[id] = t
+		}
+	}
+	return out, nil
 }
 
 func (s *Schedules) setLast(ctx context.Context, id string, t time.Time) error {
