@@ -55,6 +55,9 @@ type Runner struct {
 	tell   Teller
 	log    *zap.Logger
 	opt    RunnerOptions
+	// whens are the schedules' parsed times, by their text, kept from one tick to the next for the
+	// schedules still there (LoadLocation reads a file each time). Only Run's goroutine touches it.
+	whens map[string]When
 }
 
 // NewRunner returns a Runner of s's schedules.
@@ -85,7 +88,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-// Tick handles every occurrence due at now and returns when the next one is (at most now + Poll).
+// Tick handles every occurrence due at now and returns when the next one is (at most now + Poll). Run
+// calls it; one Runner's ticks must not overlap.
 func (r *Runner) Tick(ctx context.Context, now time.Time) time.Time {
 	next := now.Add(r.opt.Poll)
 	all, err := r.s.all(ctx)
@@ -98,20 +102,26 @@ func (r *Runner) Tick(ctx context.Context, now time.Time) time.Time {
 		r.log.Warn("schedule: reading their last runs", zap.Error(err))
 		return next
 	}
+	whens := make(map[string]When, len(all))
 	for _, sc := range all {
-		if n := r.due(ctx, sc, lasts[sc.ID], now); !n.IsZero() && n.Before(next) {
+		w, ok := r.whens[sc.When]
+		if !ok {
+			if w, err = Parse(sc.When); err != nil {
+				continue // Add wrote it parsed; a zone the time zone database no longer has never runs
+			}
+		}
+		whens[sc.When] = w
+		if n := r.due(ctx, sc, w, lasts[sc.ID], now); !n.IsZero() && n.Before(next) {
 			next = n
 		}
 	}
+	r.whens = whens
 	return next
 }
 
-// due handles sc's occurrences after last (zero: none handled yet) up to now and returns its next one.
-func (r *Runner) due(ctx context.Context, sc Schedule, last, now time.Time) time.Time {
-	w, err := Parse(sc.When)
-	if err != nil {
-		return time.Time{}
-	}
+// due handles sc's occurrences (at w) after last (zero: none handled yet) up to now and returns its
+// next one.
+func (r *Runner) due(ctx context.Context, sc Schedule, w When, last, now time.Time) time.Time {
 	from := sc.Created
 	if last.After(from) {
 		from = last

@@ -137,7 +137,8 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-// All returns every schedule, oldest first. A record that does not read as a schedule is left out.
+// All returns every schedule, oldest first. A record that does not read as a schedule, or was not
+// sealed under the key for its id, is left out.
 func (s *Schedules) All(ctx context.Context) ([]Schedule, error) { return s.all(ctx) }
 
 func (s *Schedules) all(ctx context.Context) ([]Schedule, error) {
@@ -150,9 +151,6 @@ func (s *Schedules) all(ctx context.Context) ([]Schedule, error) {
 		b, ok := state.Unseal(s.key, collSchedules, id, sealed)
 		var sc Schedule
 		if !ok || json.Unmarshal(b, &sc) != nil || sc.ID != id || sc.Channel == "" || sc.Creator == "" {
-			continue
-		}
-		if _, err := Parse(sc.When); err != nil {
 			continue
 		}
 		out = append(out, sc)

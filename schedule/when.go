@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -172,21 +171,12 @@ func zone(name string) (*time.Location, error) {
 	if strings.Contains(name, "..") || strings.HasPrefix(name, "/") || strings.EqualFold(name, "local") {
 		return nil, fmt.Errorf("%w: %q is no time zone", ErrWhen, name)
 	}
-	if loc, ok := zones.Load(name); ok {
-		return loc.(*time.Location), nil
-	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is no time zone (such as Europe/Berlin or UTC)", ErrWhen, name)
 	}
-	zones.Store(name, loc)
 	return loc, nil
 }
-
-// zones are the time zones loaded so far, by name: the runner parses every schedule at each tick, and
-// LoadLocation reads a file each time. Only names the time zone database has are kept, so it stays
-// bounded by that database.
-var zones sync.Map
 
 // Next is the first occurrence strictly after t.
 func (w When) Next(t time.Time) time.Time {
