@@ -29,6 +29,7 @@ import (
 
 	"github.com/llmbot/llmbot/command"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/summarize"
 )
 
@@ -225,7 +226,7 @@ func TestManifestScopesAndEvents(t *testing.T) {
 		"message.mpim":     "mpim:history",
 		// No scope of its own is documented: Slack sends it to apps that keep agent sessions.
 		handlers.EventSessionStopped: "",
-		handlers.EventAppHomeOpened:  "", // no scope: the messages tab is features.app_home
+		pane.EventAppHomeOpened:      "", // no scope: the messages tab is features.app_home
 	}
 	for _, e := range events {
 		scope, ok := needs[e]

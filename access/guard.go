@@ -89,7 +89,7 @@ func (g *Guard) check(req *route.Request) Decision {
 	if g.opt.Members == nil {
 		return allow
 	}
-	if d, known := g.opt.Members.Check(req.User, req.Team); known {
+	if d, known := g.opt.Members.Check(req.User, req.Team, req.UserTeam); known {
 		return d
 	}
 	return allow
@@ -116,12 +116,12 @@ func (g *Guard) placed(ctx context.Context, req *route.Request) bool {
 	if g.opt.Members == nil {
 		return true
 	}
-	if _, known := g.opt.Members.Check(req.User, req.Team); known {
+	if _, known := g.opt.Members.Check(req.User, req.Team, req.UserTeam); known {
 		return true // decided in Accept
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	d, err := g.opt.Members.Verify(ctx, req.User, req.Team)
+	d, err := g.opt.Members.Verify(ctx, req.User, req.Team, req.UserTeam)
 	log := g.opt.Log.With(zap.String("channel", req.Channel), zap.String("user", req.User), zap.String("feature", req.Feature))
 	if err != nil {
 		log.Warn("access: person not looked up", zap.Bool("allowed", d.Allowed), zap.Error(err))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/gateway"
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 )
@@ -73,8 +73,8 @@ func message(rr route.ReplyRequest) *route.Request {
 		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
 }
 
-// imagine is an /imagine command as the route table hands it on (its Feature from the route).
-func imagine(channel, user, text string) *route.Request {
+// imagineCmd is an /imagine command as the route table hands it on (its Feature from the route).
+func imagineCmd(channel, user, text string) *route.Request {
 	return &route.Request{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Channel: channel, User: user, Text: text}
 }
 
@@ -114,7 +114,7 @@ func TestGuardRefuses(t *testing.T) {
 		{
 			name:        "/imagine in a denied channel",
 			rules:       access.Rules{DenyChannels: []string{"C0RANDOM"}},
-			req:         imagine("C0RANDOM", "U0ALICE", "a cat"),
+			req:         imagineCmd("C0RANDOM", "U0ALICE", "a cat"),
 			want:        route.Decision{Say: access.DefaultRefusal},
 			wantDenials: [][2]string{{access.FeatureImagine, string(access.ReasonChannelDenied)}},
 		},
@@ -217,7 +217,7 @@ func TestGuardAllowedPassesThrough(t *testing.T) {
 		t.Errorf("Remaining after a mention = %d, want 5", got)
 	}
 
-	if got := h.Accept(imagine("C0GENERAL", "U0ALICE", "a cat")); got != next.decision {
+	if got := h.Accept(imagineCmd("C0GENERAL", "U0ALICE", "a cat")); got != next.decision {
 		t.Errorf("Accept(/imagine) = %+v, want the handler's %+v", got, next.decision)
 	}
 	if got := q.Remaining("U0ALICE"); got != 4 {
@@ -235,7 +235,7 @@ func TestGuardNilPolicyAndQuota(t *testing.T) {
 	if got := h.Accept(message(route.ReplyRequest{Channel: "C1", User: "U1", TS: "1.1", ThreadTS: "1.1"})); got != next.decision {
 		t.Errorf("Accept(mention) = %+v, want the handler's %+v", got, next.decision)
 	}
-	req := imagine("C1", "U1", "a cat")
+	req := imagineCmd("C1", "U1", "a cat")
 	if got := h.Accept(req); got != next.decision {
 		t.Errorf("Accept(/imagine) = %+v with no policy, want the handler's %+v", got, next.decision)
 	}
@@ -254,7 +254,7 @@ func TestGuardImagineQuota(t *testing.T) {
 	var d denials
 	h := guarded(t, next, access.Rules{}, access.NewQuota(2, 0), &d)
 	for i := range 2 {
-		req := imagine("C0GENERAL", "U0ALICE", "a cat")
+		req := imagineCmd("C0GENERAL", "U0ALICE", "a cat")
 		if got := h.Accept(req); !got.Run {
 			t.Fatalf("picture %d refused: %+v", i+1, got)
 		}
@@ -262,7 +262,7 @@ func TestGuardImagineQuota(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := h.Accept(imagine("C0GENERAL", "U0ALICE", "a cat"))
+	got := h.Accept(imagineCmd("C0GENERAL", "U0ALICE", "a cat"))
 	if got.Run || got.Say == "" || got.Say == "Generating…" {
 		t.Errorf("third picture: %+v; want refused with the quota message", got)
 	}
@@ -280,7 +280,7 @@ func TestGuardImagineRefunds(t *testing.T) {
 	next := &fakeRoute{decision: route.Decision{Run: true, Say: "Generating…"}, runErr: errors.New("image: content_policy")}
 	q := access.NewQuota(1, 0)
 	h := guarded(t, next, access.Rules{}, q, &denials{})
-	req := imagine("C0GENERAL", "U0ALICE", "x")
+	req := imagineCmd("C0GENERAL", "U0ALICE", "x")
 	if got := h.Accept(req); !got.Run {
 		t.Fatalf("refused: %+v", got)
 	}
@@ -291,7 +291,7 @@ func TestGuardImagineRefunds(t *testing.T) {
 		t.Errorf("Remaining after a failed job = %d, want 1", got)
 	}
 	next.decision = route.Decision{Say: "Usage: /imagine <what to draw>"}
-	if got := h.Accept(imagine("C0GENERAL", "U0ALICE", "")); got != next.decision {
+	if got := h.Accept(imagineCmd("C0GENERAL", "U0ALICE", "")); got != next.decision {
 		t.Errorf("handler refusal = %+v; want the handler's %+v", got, next.decision)
 	}
 	if got := q.Remaining("U0ALICE"); got != 1 {
@@ -299,7 +299,7 @@ func TestGuardImagineRefunds(t *testing.T) {
 	}
 }
 
-// nopImager, nopUploader and nopResponder let a real handlers.Imagine run.
+// nopImager, nopUploader and nopResponder let a real imagine.Imagine run.
 type nopImager struct{}
 
 func (nopImager) Image(context.Context, llm.ImageRequest) (*llm.Image, error) {
@@ -319,10 +319,10 @@ func (nopResponder) Respond(context.Context, string, string) error { return nil 
 // wrapped Imagine.Accept has reserved a per-user place, which nobody gives back (it stays taken
 // for 30 s).
 func TestGuardQuotaRefusalDoesNotHoldImaginePlace(t *testing.T) {
-	im := handlers.NewImagine(nopImager{}, nopUploader{}, nopResponder{}, nil, handlers.ImagineOptions{MaxPerUser: 1})
+	im := imagine.New(nopImager{}, nopUploader{}, nopResponder{}, nil, imagine.Options{MaxPerUser: 1})
 	h := guarded(t, im.Handler(), access.Rules{}, access.NewQuota(1, 0), &denials{})
 
-	first := imagine("C0ART", "U0ALICE", "a fox")
+	first := imagineCmd("C0ART", "U0ALICE", "a fox")
 	if d := h.Accept(first); !d.Run {
 		t.Fatalf("first picture not started: %+v", d)
 	}
@@ -330,7 +330,7 @@ func TestGuardQuotaRefusalDoesNotHoldImaginePlace(t *testing.T) {
 		t.Fatalf("first picture: %v", err)
 	}
 	for try := 2; try <= 3; try++ {
-		d := h.Accept(imagine("C0ART", "U0ALICE", "a fox"))
+		d := h.Accept(imagineCmd("C0ART", "U0ALICE", "a fox"))
 		if d.Run {
 			t.Fatalf("try %d started past the quota", try)
 		}
@@ -355,7 +355,7 @@ func TestGuardQuotaRefundedWhenTheHandlerPanics(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := access.NewQuota(1, 0)
 			h := access.NewGuard(access.GuardOptions{Quota: q}).Middleware(route.Funcs{AcceptFunc: tc.accept, RunFunc: tc.run})
-			req := imagine("C1", "U1", "a fox")
+			req := imagineCmd("C1", "U1", "a fox")
 			func() {
 				defer func() { _ = recover() }() // the bot recovers it
 				if h.Accept(req).Run {

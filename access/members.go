@@ -113,9 +113,12 @@ const (
 func (m *Members) open() bool { return m.opt.External == AsMembers && m.opt.Guests == AsMembers }
 
 // Check decides, without I/O, whether user, whose request named team ("": none), may use the
-// bot for their standing; known is false when only a look-up can tell (Verify).
-func (m *Members) Check(user, team string) (d Decision, known bool) {
-	if m.open() {
+// bot for their standing; known is false when only a look-up can tell (Verify). userTeam is the
+// team Slack named as the person's own ("": not said): this workspace's, the person is a member or
+// a guest, and with guests served as members nobody needs looking up (a burst of new people is not
+// held behind users.info's budget).
+func (m *Members) Check(user, team, userTeam string) (d Decision, known bool) {
+	if m.open() || userTeam != "" && userTeam == m.opt.Team && m.opt.Guests == AsMembers {
 		return allow, true
 	}
 	if s, ok := m.remembered(user); ok {
@@ -129,8 +132,8 @@ func (m *Members) Check(user, team string) (d Decision, known bool) {
 
 // Verify decides as Check does, looking user up when Check cannot tell. ctx bounds the look-up.
 // err is the look-up's failure, for the caller to log; d is then decided as Members says.
-func (m *Members) Verify(ctx context.Context, user, team string) (d Decision, err error) {
-	if d, ok := m.Check(user, team); ok {
+func (m *Members) Verify(ctx context.Context, user, team, userTeam string) (d Decision, err error) {
+	if d, ok := m.Check(user, team, userTeam); ok {
 		return d, nil
 	}
 	if m.opt.Directory == nil {

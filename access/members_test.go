@@ -64,25 +64,29 @@ func TestMembersVerify(t *testing.T) {
 		enterprise       string // the workspace's org
 		external, guests string // EXTERNAL_USERS, GUEST_USERS ("": defaults)
 		user, team       string // the request's
+		userTeam         string // the team the payload names as the person's own
 		want             access.Reason
 		wantKnown        bool     // Check decides without a look-up
 		wantLooked       []string // users.info calls
 	}{
-		{"another team, told by the request", "", "", "", "U0OUT", "T9", access.ReasonExternal, true, nil},
-		{"another team, told only by users.info", "", "", "", "U0OUT", "T1", access.ReasonExternal, false, []string{"U0OUT"}},
-		{"a member is looked up once", "", "", "", "U0ALICE", "T1", "", false, []string{"U0ALICE"}},
-		{"users.info's stranger is an outsider", "", "", "", "U0STRANGE", "T1", access.ReasonExternal, false, []string{"U0STRANGE"}},
-		{"a guest follows the members' rules", "", "", "", "U0GUEST", "T1", "", false, []string{"U0GUEST"}},
-		{"GUEST_USERS=refused: a guest", "", "", access.Refused, "U0GUEST", "T1", access.ReasonGuest, false, []string{"U0GUEST"}},
-		{"GUEST_USERS=refused: a single-channel guest", "", "", access.Refused, "U0SINGLE", "T1", access.ReasonGuest, false, []string{"U0SINGLE"}},
-		{"GUEST_USERS=refused: an outsider is no guest", "", access.AsMembers, access.Refused, "U0OUT", "T9", "", true, nil},
-		{"EXTERNAL_USERS=members: nobody looked up", "", access.AsMembers, "", "U0OUT", "T9", "", true, nil},
-		{"look-up failed, the request named the workspace: let in", "", "", "", "U0NOBODY", "T1", "", false, []string{"U0NOBODY"}},
-		{"look-up failed, the request named nobody: let in", "", "", "", "U0NOBODY", "", "", false, []string{"U0NOBODY"}},
-		{"org: another workspace of the org is a member", "E1", "", "", "W0ORG", "T2", "", false, []string{"W0ORG"}},
-		{"org: the org's own, though a stranger to the workspace", "E1", "", "", "W0ORGSTRANGE", "T3", "", false, []string{"W0ORGSTRANGE"}},
-		{"org: another org is outside", "E1", "", "", "W0OTHER", "T8", access.ReasonExternal, false, []string{"W0OTHER"}},
-		{"org: look-up failed, the request named another team", "E1", "", "", "W0NOBODY", "T7", access.ReasonUnchecked, false, []string{"W0NOBODY"}},
+		{"another team, told by the request", "", "", "", "U0OUT", "T9", "", access.ReasonExternal, true, nil},
+		{"another team, told only by users.info", "", "", "", "U0OUT", "T1", "", access.ReasonExternal, false, []string{"U0OUT"}},
+		{"a member is looked up once", "", "", "", "U0ALICE", "T1", "", "", false, []string{"U0ALICE"}},
+		{"users.info's stranger is an outsider", "", "", "", "U0STRANGE", "T1", "", access.ReasonExternal, false, []string{"U0STRANGE"}},
+		{"a guest follows the members' rules", "", "", "", "U0GUEST", "T1", "", "", false, []string{"U0GUEST"}},
+		{"GUEST_USERS=refused: a guest", "", "", access.Refused, "U0GUEST", "T1", "", access.ReasonGuest, false, []string{"U0GUEST"}},
+		{"GUEST_USERS=refused: a single-channel guest", "", "", access.Refused, "U0SINGLE", "T1", "", access.ReasonGuest, false, []string{"U0SINGLE"}},
+		{"GUEST_USERS=refused: an outsider is no guest", "", access.AsMembers, access.Refused, "U0OUT", "T9", "", "", true, nil},
+		{"EXTERNAL_USERS=members: nobody looked up", "", access.AsMembers, "", "U0OUT", "T9", "", "", true, nil},
+		{"look-up failed, the request named the workspace: let in", "", "", "", "U0NOBODY", "T1", "", "", false, []string{"U0NOBODY"}},
+		{"look-up failed, the request named nobody: let in", "", "", "", "U0NOBODY", "", "", "", false, []string{"U0NOBODY"}},
+		{"org: another workspace of the org is a member", "E1", "", "", "W0ORG", "T2", "", "", false, []string{"W0ORG"}},
+		{"org: the org's own, though a stranger to the workspace", "E1", "", "", "W0ORGSTRANGE", "T3", "", "", false, []string{"W0ORGSTRANGE"}},
+		{"org: another org is outside", "E1", "", "", "W0OTHER", "T8", "", access.ReasonExternal, false, []string{"W0OTHER"}},
+		{"the payload names the workspace as the person's team: nobody looked up", "", "", "", "U0GUEST", "T1", "T1", "", true, nil},
+		{"the payload names another team as the person's own", "", "", "", "U0OUT", "T9", "T9", access.ReasonExternal, true, nil},
+		{"GUEST_USERS=refused: the person's team is not enough", "", "", access.Refused, "U0GUEST", "T1", "T1", access.ReasonGuest, false, []string{"U0GUEST"}},
+		{"org: look-up failed, the request named another team", "E1", "", "", "W0NOBODY", "T7", "", access.ReasonUnchecked, false, []string{"W0NOBODY"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,10 +96,10 @@ func TestMembersVerify(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, known := m.Check(tt.user, tt.team); known != tt.wantKnown {
+			if _, known := m.Check(tt.user, tt.team, tt.userTeam); known != tt.wantKnown {
 				t.Errorf("Check knows = %v, want %v", known, tt.wantKnown)
 			}
-			d, _ := m.Verify(t.Context(), tt.user, tt.team)
+			d, _ := m.Verify(t.Context(), tt.user, tt.team, tt.userTeam)
 			if d.Reason != tt.want || d.Allowed != (tt.want == "") || (d.Message == "") != d.Allowed {
 				t.Errorf("Verify = %+v, want reason %q", d, tt.want)
 			}
@@ -112,7 +116,7 @@ func TestMembersRefusalNamesTheWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := m.Check("U0OUT", "T9")
+	d, _ := m.Check("U0OUT", "T9", "")
 	const want = "Sorry, I only answer people of Acme; people of other organisations in shared channels can't use me here."
 	if d.Message != want {
 		t.Errorf("an outsider is told %q, want %q", d.Message, want)
@@ -131,16 +135,16 @@ func TestMembersRemembers(t *testing.T) {
 	}
 	ask := func(users ...string) {
 		for _, u := range users {
-			if _, err := m.Verify(t.Context(), u, "T1"); err != nil && u != "U0NOBODY" {
+			if _, err := m.Verify(t.Context(), u, "T1", ""); err != nil && u != "U0NOBODY" {
 				t.Fatalf("Verify(%s): %v", u, err)
 			}
 		}
 	}
 	ask("U0ALICE", "U0ALICE", "U0NOBODY", "U0NOBODY")
-	if _, known := m.Check("U0OUT", "T1"); known {
+	if _, known := m.Check("U0OUT", "T1", ""); known {
 		t.Error("someone never looked up is known")
 	}
-	if d, known := m.Check("U0ALICE", "T1"); !known || !d.Allowed {
+	if d, known := m.Check("U0ALICE", "T1", ""); !known || !d.Allowed {
 		t.Errorf("Alice, looked up, Check = %+v, %v; want allowed and known", d, known)
 	}
 	now = now.Add(time.Minute)
@@ -152,7 +156,7 @@ func TestMembersRemembers(t *testing.T) {
 	}
 	kept := 0
 	for _, u := range []string{"U0ALICE", "U0GUEST", "U0OUT"} {
-		if _, known := m.Check(u, "T1"); known {
+		if _, known := m.Check(u, "T1", ""); known {
 			kept++
 		}
 	}
@@ -207,10 +211,10 @@ func TestGuardLooksUpBeforeRun(t *testing.T) {
 			[][2]string{{access.FeatureMention, string(access.ReasonExternal)}}},
 		{"an outsider's follow-up", outsiderFollowUp, false, nil,
 			[][2]string{{access.FeatureFollowUp, string(access.ReasonExternal)}}},
-		{"an outsider's /imagine", imagine("C1", "U0OUT", "a cat"), false,
+		{"an outsider's /imagine", imagineCmd("C1", "U0OUT", "a cat"), false,
 			[]string{"U0OUT: Sorry, I only answer people of Acme; people of other organisations in shared channels can't use me here."},
 			[][2]string{{access.FeatureImagine, string(access.ReasonExternal)}}},
-		{"a member's /imagine", imagine("C1", "U0ALICE", "a cat"), true, nil, nil},
+		{"a member's /imagine", imagineCmd("C1", "U0ALICE", "a cat"), true, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,7 +289,7 @@ func TestMembersLookUpsPaced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d, _ := m.Verify(t.Context(), "U0ALICE", "T1"); !d.Allowed {
+			if d, _ := m.Verify(t.Context(), "U0ALICE", "T1", ""); !d.Allowed {
 				t.Errorf("a member of the workspace refused: %+v", d)
 			}
 			if tt.b.waits != 1 || !slices.Equal(tt.b.paused, tt.wantPaused) {

@@ -10,7 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/access"
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/summarize"
@@ -34,7 +34,7 @@ func refusalFor(t *testing.T, u slack.User, opt access.MembersOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := m.Verify(t.Context(), u.ID, u.TeamID)
+	d, err := m.Verify(t.Context(), u.ID, u.TeamID, "")
 	if err != nil || d.Allowed {
 		t.Fatalf("%+v is not refused by %+v: %+v, %v", u, opt, d, err)
 	}
@@ -65,9 +65,9 @@ func memberAsks(t *testing.T, w *wired) asked {
 // asker, as an answer with tools shows one (the buttons of handlers' prompts).
 func approvalPrompt(t *testing.T, w *wired, a asked, asker string) string {
 	t.Helper()
-	ref := handlers.ApprovalRef{ThreadTS: a.question, TS: a.question, ID: "call1", Asker: asker}
+	ref := approvals.ApprovalRef{ThreadTS: a.question, TS: a.question, ID: "call1", Asker: asker}
 	blocks := fmt.Sprintf(`[{"type":"actions","elements":[{"type":"button","action_id":%q,`+
-		`"text":{"type":"plain_text","text":"Allow once"},"value":%q}]}]`, handlers.ActionToolAllowOnce, ref.Value())
+		`"text":{"type":"plain_text","text":"Allow once"},"value":%q}]}]`, approvals.ActionToolAllowOnce, ref.Value())
 	return w.fs.Post(fakeslack.UserMessage{Channel: "C1", ThreadTS: a.question, BotID: w.id.BotID,
 		Text: "may I use the tool?", Blocks: json.RawMessage(blocks)})
 }
@@ -109,7 +109,7 @@ func TestWiredOutsiderRefused(t *testing.T) {
 			click(t, w, a.answer, outsider.ID, route.ActionRegenerate)
 		}},
 		{"tool approval", func(t *testing.T, w *wired, a asked) {
-			click(t, w, approvalPrompt(t, w, a, outsider.ID), outsider.ID, handlers.ActionToolAllowOnce)
+			click(t, w, approvalPrompt(t, w, a, outsider.ID), outsider.ID, approvals.ActionToolAllowOnce)
 		}},
 	}
 	want := refusalFor(t, slack.User{ID: outsider.ID, TeamID: outsider.Team}, access.MembersOptions{})

@@ -14,9 +14,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/llm"
@@ -107,16 +109,17 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	api, id, model := w.api, w.id, w.model
 	log := zaptest.NewLogger(t)
 	budgets := gateway.NewBudgets(gateway.DefaultEditsPerMinute, pace.PolicyFair)
+	approve := approvals.New(nil, nil, log.Named("approvals"))
 	replyOpts := handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
-		Buttons: cfg.Buttons, Budgets: budgets, Approvals: handlers.NewApprovals(nil, nil, log.Named("approvals")),
+		Buttons: cfg.Buttons, Budgets: budgets, Approvals: approve,
 		Names: gateway.NewNames(api, budgets.Lookups, id.UserID),
 	}
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), replyOpts)
 	summaries := summarize.New(api, api, replyOpts.Names, model, replies, log.Named("summarize"), summarize.Options{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, Buttons: cfg.Buttons, Budgets: budgets})
 	notices := gateway.NewNotices(api, budgets)
-	imagine := handlers.NewImagine(model, api, api, log.Named("imagine"), handlers.ImagineOptions{BotName: id.Name})
+	im := imagine.New(model, api, api, log.Named("imagine"), imagine.Options{BotName: id.Name})
 	ev := newBotEvents()
 	members, err := access.NewMembers(access.MembersOptions{Team: id.TeamID, Enterprise: id.EnterpriseID,
 		Workspace: id.TeamName, External: cfg.External, Guests: cfg.Guests, Directory: api})
@@ -134,9 +137,9 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
 		route.Route{Kind: route.Action, Name: route.ActionRegenerate, Feature: "regenerate", Handler: replies.RegenerateHandler()},
 		route.Route{Kind: route.Action, Name: route.ActionStop, Feature: "stop", Handler: b.StopHandler()},
-		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: imagine.Handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: imagine.Handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(replyOpts.Approvals)},
+		route.Route{Kind: route.Command, Name: "/imagine", Feature: access.FeatureImagine, Handler: im.Handler()},
+		route.Route{Kind: route.Action, Name: imagine.ActionImagineAgain, Feature: access.FeatureImagine, Handler: im.Handler()},
+		route.Route{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: "tool_approval", Handler: b.ApprovalHandler(approve)},
 		route.Route{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: summaries.SummarizeHandler(api)},
 		route.Route{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: summaries.SummarizeThreadHandler(api)},
 	); err != nil {

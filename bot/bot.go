@@ -46,7 +46,7 @@ type Notifier interface {
 }
 
 // QueueStatus shows a waiting question's place in line where its answer will be written: under its
-// thread, as the thread's assistant status (*handlers.AgentPane).
+// thread, as the thread's assistant status (*pane.Pane).
 type QueueStatus interface {
 	// ShowQueued shows that the question answered in threadTS waits, place-th in line (1: next),
 	// and reports whether it is shown (when not, the asker is told privately).
@@ -341,7 +341,7 @@ func (b *Bot) release() {
 
 // CloseReserve is the part of the grace period kept for closing answers once the work left is
 // cancelled with handlers.ErrShutdown: the handlers' final writes and notes must fit in it
-// (handlers.ReplyOptions.ShutdownTimeout, ImagineOptions.ShutdownTimeout).
+// (handlers.ReplyOptions.ShutdownTimeout, imagine.Options.ShutdownTimeout).
 func CloseReserve(grace time.Duration) time.Duration {
 	return grace - max(grace-closeReserve, grace/2)
 }
@@ -504,7 +504,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 		return
 	}
 	msg := &route.Request{Kind: route.Message, Name: route.MessageRoute, Feature: rr.Feature(), Channel: rr.Channel,
-		User: rr.User, Team: rr.Team, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
+		User: rr.User, Team: rr.Team, UserTeam: rr.UserTeam, ThreadTS: rr.ThreadTS, MessageTS: rr.TS, Text: rr.Text, Reply: &rr}
 	b.dispatch(work, msg, read, log, b.tellLater(rr.Channel, rr.User, rr.ThreadTS, log))
 }
 
@@ -809,7 +809,7 @@ func (b *Bot) interactive(work context.Context, evt socketmode.Event, read time.
 	}
 	channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID)
 	log = log.With(zap.String("interaction", string(cb.Type)), zap.String("channel", channel), zap.String("user", cb.User.ID))
-	base := route.Request{Channel: channel, User: cb.User.ID, Team: cmp.Or(cb.User.TeamID, cb.Team.ID),
+	base := route.Request{Channel: channel, User: cb.User.ID, Team: cmp.Or(cb.User.TeamID, cb.Team.ID), UserTeam: cb.User.TeamID,
 		ResponseURL: cb.ResponseURL, TriggerID: cb.TriggerID}
 	var req *route.Request
 	switch cb.Type {

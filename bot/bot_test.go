@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/waittest"
 	"github.com/llmbot/llmbot/route"
@@ -74,11 +75,11 @@ func (f *fakeReplier) requests() []route.ReplyRequest {
 type fakeImaginer struct {
 	text  string
 	start bool
-	run   func(ctx context.Context, req handlers.ImagineRequest) error
+	run   func(ctx context.Context, req imagine.Request) error
 }
 
-func (f *fakeImaginer) Accept(handlers.ImagineRequest) (string, bool) { return f.text, f.start }
-func (f *fakeImaginer) Run(ctx context.Context, req handlers.ImagineRequest) error {
+func (f *fakeImaginer) Accept(imagine.Request) (string, bool) { return f.text, f.start }
+func (f *fakeImaginer) Run(ctx context.Context, req imagine.Request) error {
 	if f.run == nil {
 		return nil
 	}
@@ -107,7 +108,7 @@ func newClient(fs *fakeslack.Server) *slack.Client {
 
 // testRoutes is the wiring's table with fakes: messages and Regenerate answered by r, /imagine and
 // "Another one" run by im (nil: no /imagine), more routes added by the caller.
-func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *route.Table {
+func testRoutes(r *fakeReplier, im imagine.Jobs, more ...route.Route) *route.Table {
 	routes := route.NewTable()
 	add := []route.Route{
 		{Kind: route.Message, Name: route.MessageRoute, Handler: handlers.ReplyHandler(r, r.triage)},
@@ -115,8 +116,8 @@ func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *rou
 	}
 	if im != nil {
 		add = append(add,
-			route.Route{Kind: route.Command, Name: "/imagine", Handler: handlers.ImagineHandler(im)},
-			route.Route{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: "imagine", Handler: handlers.ImagineHandler(im)})
+			route.Route{Kind: route.Command, Name: "/imagine", Handler: imagine.JobsHandler(im)},
+			route.Route{Kind: route.Action, Name: imagine.ActionImagineAgain, Feature: "imagine", Handler: imagine.JobsHandler(im)})
 	}
 	if err := routes.Add(append(add, more...)...); err != nil {
 		panic(err)
@@ -125,7 +126,7 @@ func testRoutes(r *fakeReplier, im handlers.ImageJobs, more ...route.Route) *rou
 }
 
 // newBot is New with testRoutes and the Stop button's route.
-func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im handlers.ImageJobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
+func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im imagine.Jobs, notify Notifier, log *zap.Logger, opt Options, more ...route.Route) *Bot {
 	routes := testRoutes(r, im, more...)
 	b := New(open, id, routes, notify, log, opt)
 	if err := routes.Add(route.Route{Kind: route.Action, Name: route.ActionStop, Handler: b.StopHandler()}); err != nil {
@@ -135,7 +136,7 @@ func newBot(open slacksocket.Opener, id Identity, r *fakeReplier, im handlers.Im
 }
 
 // startBot runs a Bot until the test ends (or h.shutdown), and waits for it to connect.
-func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im handlers.ImageJobs, opt Options, more ...route.Route) *harness {
+func startBot(t testing.TB, fs *fakeslack.Server, r *fakeReplier, im imagine.Jobs, opt Options, more ...route.Route) *harness {
 	t.Helper()
 	client := newClient(fs)
 	api := NewSlackAPI(client, nil, 0)
@@ -635,8 +636,8 @@ func TestShutdownDrainsThenCancels(t *testing.T) {
 
 func TestSlashCommandAck(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	ran := make(chan handlers.ImagineRequest, 1) // one command
-	im := &fakeImaginer{text: "Generating “a fox”…", start: true, run: func(ctx context.Context, req handlers.ImagineRequest) error {
+	ran := make(chan imagine.Request, 1) // one command
+	im := &fakeImaginer{text: "Generating “a fox”…", start: true, run: func(ctx context.Context, req imagine.Request) error {
 		ran <- req
 		return nil
 	}}

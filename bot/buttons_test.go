@@ -10,6 +10,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
 )
@@ -141,14 +142,14 @@ func TestRegenerateButtonIsARequestInTheThreadsTurn(t *testing.T) {
 
 func TestImagineAgainButton(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
-	runs := make(chan handlers.ImagineRequest, 1) // one run
-	im := &fakeImaginer{text: "Generating…", start: true, run: func(ctx context.Context, req handlers.ImagineRequest) error {
+	runs := make(chan imagine.Request, 1) // one run
+	im := &fakeImaginer{text: "Generating…", start: true, run: func(ctx context.Context, req imagine.Request) error {
 		runs <- req
 		return nil
 	}}
 	h := startBot(t, fs, &fakeReplier{}, im, Options{})
 	err := h.api.UploadImage(t.Context(), gateway.Upload{Channel: "C1", Filename: "fox.png", Data: []byte("png"),
-		Comment: "<@U1> asked for: a fox", Buttons: []gateway.Button{{ActionID: handlers.ActionImagineAgain, Text: "Another one", Value: "a fox"}}})
+		Comment: "<@U1> asked for: a fox", Buttons: []gateway.Button{{ActionID: imagine.ActionImagineAgain, Text: "Another one", Value: "a fox"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestImagineAgainButton(t *testing.T) {
 	if m, _ := fs.Message("C1", msgTS); m.SectionText() != "<@U1> asked for: a fox" {
 		t.Errorf("file message shows %q, want the comment in a section above the button", m.SectionText())
 	}
-	click(t, fs, "C1", msgTS, "U2", handlers.ActionImagineAgain)
+	click(t, fs, "C1", msgTS, "U2", imagine.ActionImagineAgain)
 	req := waitChan(t, "image job", runs)
 	if req.Channel != "C1" || req.User != "U2" || req.Text != "a fox" || req.ResponseURL == "" {
 		t.Errorf("job = %+v, want the prompt again for U2 with a response_url", req)

@@ -14,10 +14,10 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/attach"
 )
 
-var _ handlers.Files = (*Files)(nil)
+var _ attach.Files = (*Files)(nil)
 
 // FilesOptions configure Files.
 type FilesOptions struct {
@@ -25,7 +25,7 @@ type FilesOptions struct {
 	// APIURL is SLACK_API_URL: its host counts as Slack's (a proxy, or a fake in tests), with
 	// its scheme; every other host must be https.
 	APIURL   string
-	MaxBytes int64         // larger files are refused (handlers.ErrFileTooLarge); default 20 MB
+	MaxBytes int64         // larger files are refused (attach.ErrFileTooLarge); default 20 MB
 	Timeout  time.Duration // for one download, redirects included; default 30 s
 	// Transport carries the downloads; nil: http.DefaultTransport.
 	Transport http.RoundTripper
@@ -103,11 +103,11 @@ func (f *Files) slackHost(u *url.URL) bool {
 func (f *Files) Download(ctx context.Context, file slack.File, prefix int64) ([]byte, string, bool, error) {
 	raw := cmp.Or(file.URLPrivateDownload, file.URLPrivate)
 	if prefix <= 0 && file.Size > 0 && int64(file.Size) > f.maxBytes {
-		return nil, "", false, fmt.Errorf("download %s: %d bytes: %w", file.ID, file.Size, handlers.ErrFileTooLarge)
+		return nil, "", false, fmt.Errorf("download %s: %d bytes: %w", file.ID, file.Size, attach.ErrFileTooLarge)
 	}
 	u, err := url.Parse(raw)
 	if raw == "" || err != nil || file.IsExternal || !f.slackHost(u) {
-		return nil, "", false, fmt.Errorf("download %s: not a file on Slack: %w", file.ID, handlers.ErrFileNoAccess)
+		return nil, "", false, fmt.Errorf("download %s: not a file on Slack: %w", file.ID, attach.ErrFileNoAccess)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
@@ -130,14 +130,14 @@ func (f *Files) read(file slack.File, resp *http.Response, prefix int64) ([]byte
 	mt, _, _ := mime.ParseMediaType(ct)
 	switch {
 	case resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusNotFound:
-		return nil, "", false, fmt.Errorf("download %s: HTTP %d: %w", file.ID, resp.StatusCode, handlers.ErrFileNoAccess)
+		return nil, "", false, fmt.Errorf("download %s: HTTP %d: %w", file.ID, resp.StatusCode, attach.ErrFileNoAccess)
 	case resp.StatusCode != http.StatusOK:
 		return nil, "", false, fmt.Errorf("download %s: HTTP %d", file.ID, resp.StatusCode)
 	case mt == "text/html" && !strings.Contains(file.Mimetype, "html"):
 		// Slack answers a token it will not serve (no files:read) with its sign-in page.
-		return nil, "", false, fmt.Errorf("download %s: Slack sent a sign-in page (is the files:read scope granted?): %w", file.ID, handlers.ErrFileNoAccess)
+		return nil, "", false, fmt.Errorf("download %s: Slack sent a sign-in page (is the files:read scope granted?): %w", file.ID, attach.ErrFileNoAccess)
 	case prefix <= 0 && resp.ContentLength > f.maxBytes:
-		return nil, "", false, fmt.Errorf("download %s: %d bytes: %w", file.ID, resp.ContentLength, handlers.ErrFileTooLarge)
+		return nil, "", false, fmt.Errorf("download %s: %d bytes: %w", file.ID, resp.ContentLength, attach.ErrFileTooLarge)
 	}
 	keep := f.maxBytes
 	if prefix > 0 {
@@ -150,7 +150,7 @@ func (f *Files) read(file slack.File, resp *http.Response, prefix int64) ([]byte
 	}
 	over := int64(len(data)) > keep
 	if over && prefix <= 0 {
-		return nil, "", false, fmt.Errorf("download %s: over %d bytes: %w", file.ID, f.maxBytes, handlers.ErrFileTooLarge)
+		return nil, "", false, fmt.Errorf("download %s: over %d bytes: %w", file.ID, f.maxBytes, attach.ErrFileTooLarge)
 	}
 	if over {
 		data = data[:keep]
@@ -164,7 +164,7 @@ func (f *Files) Info(ctx context.Context, id string) (slack.File, error) {
 	if err != nil {
 		var se slack.SlackErrorResponse
 		if errors.As(err, &se) && (se.Err == "file_not_found" || se.Err == "file_deleted" || se.Err == "access_denied") {
-			return slack.File{}, fmt.Errorf("files.info %s: %w: %w", id, err, handlers.ErrFileNoAccess)
+			return slack.File{}, fmt.Errorf("files.info %s: %w: %w", id, err, attach.ErrFileNoAccess)
 		}
 		return slack.File{}, fmt.Errorf("files.info %s: %w", id, err)
 	}

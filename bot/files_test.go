@@ -8,7 +8,7 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 )
 
@@ -39,13 +39,13 @@ func TestFilesDownload(t *testing.T) {
 		{"plain", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 0, nil, nil},
 		{"same-host redirect", fakeslack.UserFile{Name: "a.png", Bytes: picture, Redirect: fakeslack.RedirectSameHost}, 0, nil, nil},
 		{"redirect to another host", fakeslack.UserFile{Name: "a.png", Bytes: picture, Redirect: fakeslack.RedirectOtherHost}, 0, nil, nil},
-		{"size known too large", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 999, nil, handlers.ErrFileTooLarge},
-		{"size unknown, body too large", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 999, func(f *slack.File) { f.Size = 0 }, handlers.ErrFileTooLarge},
-		{"no access", fakeslack.UserFile{Name: "a.png", Bytes: picture, NoAccess: true}, 0, nil, handlers.ErrFileNoAccess},
-		{"external", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 0, func(f *slack.File) { f.IsExternal = true }, handlers.ErrFileNoAccess},
+		{"size known too large", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 999, nil, attach.ErrFileTooLarge},
+		{"size unknown, body too large", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 999, func(f *slack.File) { f.Size = 0 }, attach.ErrFileTooLarge},
+		{"no access", fakeslack.UserFile{Name: "a.png", Bytes: picture, NoAccess: true}, 0, nil, attach.ErrFileNoAccess},
+		{"external", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 0, func(f *slack.File) { f.IsExternal = true }, attach.ErrFileNoAccess},
 		{"not Slack's URL", fakeslack.UserFile{Name: "a.png", Bytes: picture}, 0, func(f *slack.File) {
 			f.URLPrivateDownload, f.URLPrivate = "https://evil.example/a.png", ""
-		}, handlers.ErrFileNoAccess},
+		}, attach.ErrFileNoAccess},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := fakeslack.New(fakeslack.Config{})
@@ -127,7 +127,7 @@ func TestFilesInfo(t *testing.T) {
 		t.Errorf("Info = %+v, %v; want the whole file", got, err)
 	}
 	hidden := sharedFile(t, fs, c, fakeslack.UserFile{Name: "c.png", Bytes: []byte("x"), CheckInfo: true, NoAccess: true})
-	if _, err := files.Info(t.Context(), hidden.ID); !errors.Is(err, handlers.ErrFileNoAccess) {
+	if _, err := files.Info(t.Context(), hidden.ID); !errors.Is(err, attach.ErrFileNoAccess) {
 		t.Errorf("Info of a file the bot may not see = %v, want ErrFileNoAccess", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -52,8 +53,8 @@ type handover struct {
 	// RefThreadTS and RefTS are the button's reference to its answer (route.ReplyRef, ApprovalRef).
 	RefThreadTS string `json:"ref_thread_ts,omitempty"`
 	RefTS       string `json:"ref_ts,omitempty"`
-	Call        string `json:"call,omitempty"`  // an approval's id (handlers.ApprovalRef.ID)
-	Asker       string `json:"asker,omitempty"` // who may decide an approval (handlers.ApprovalRef.Asker)
+	Call        string `json:"call,omitempty"`  // an approval's id (approvals.ApprovalRef.ID)
+	Asker       string `json:"asker,omitempty"` // who may decide an approval (approvals.ApprovalRef.Asker)
 	From        string `json:"from"`
 	To          string `json:"to"`   // the receiver: a hand-over pushed onto another inbox is refused there
 	Sent        int64  `json:"sent"` // Unix milliseconds, by the sender's clock
@@ -80,8 +81,8 @@ func handoverOf(req *route.Request, from, to string, now time.Time) (handover, e
 			return handover{}, err
 		}
 		h.RefThreadTS, h.RefTS = ref.ThreadTS, ref.TS
-	case req.Kind == route.Action && handlers.VerdictOf(req.Name) != "":
-		ref, err := handlers.ParseApprovalRef(req.Text)
+	case req.Kind == route.Action && approvals.VerdictOf(req.Name) != "":
+		ref, err := approvals.ParseApprovalRef(req.Text)
 		if err != nil {
 			return handover{}, err
 		}
@@ -107,7 +108,7 @@ func (h handover) valid() error {
 	switch {
 	case h.Action == route.ActionStop:
 		fields = append(fields, field{"ref_ts", h.RefTS, slackTS, false})
-	case handlers.VerdictOf(h.Action) != "":
+	case approvals.VerdictOf(h.Action) != "":
 		fields = append(fields, field{"ref_ts", h.RefTS, slackTS, false}, field{"call", h.Call, callID, false},
 			field{"asker", h.Asker, slackID, false})
 	case h.Action == handlers.EventSessionStopped:
@@ -133,7 +134,7 @@ func (h handover) request() *route.Request {
 	case h.Action == handlers.EventSessionStopped:
 		req.Kind = route.Event
 	default:
-		req.Text = handlers.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()
+		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()
 	}
 	return req
 }

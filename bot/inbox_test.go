@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
@@ -92,7 +93,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	const self = "r1"
 	key := InboxKey("xoxb-test")
 	now := time.Now()
-	approval := handover{Action: handlers.ActionToolAllowOnce, Team: "T1", Channel: "C1", User: "U1",
+	approval := handover{Action: approvals.ActionToolAllowOnce, Team: "T1", Channel: "C1", User: "U1",
 		ThreadTS: "1700000000.000100", MessageTS: "1700000000.000300", RefThreadTS: "1700000000.000100",
 		RefTS: "1700000000.000200", Call: "0123456789abcdef", Asker: "U1", From: "r2", To: self,
 		Sent: now.UnixMilli()}
@@ -136,7 +137,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{})
 	startBot(t, fs, &fakeReplier{}, nil, Options{Replicas: memoryReplicas(mem), InboxKey: key},
 		route.Route{Kind: route.Command, Name: "/summarize", Handler: rec.handler()},
-		route.Route{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Handler: rec.handler()},
+		route.Route{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Handler: rec.handler()},
 		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Handler: rec.handler()})
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -158,9 +159,9 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	}
 
 	want := []route.Request{
-		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.ActionToolAllowOnce, Channel: "C1",
+		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.ActionToolAllowOnce, Channel: "C1",
 			User: "U1", Team: "T1", ThreadTS: approval.ThreadTS, MessageTS: approval.MessageTS, From: "r2",
-			Text: handlers.ApprovalRef{ThreadTS: approval.RefThreadTS, TS: approval.RefTS, ID: approval.Call, Asker: "U1"}.Value()},
+			Text: approvals.ApprovalRef{ThreadTS: approval.RefThreadTS, TS: approval.RefTS, ID: approval.Call, Asker: "U1"}.Value()},
 		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.EventSessionStopped, Channel: "C1",
 			User: "U1", Team: "T1", ThreadTS: session.ThreadTS, From: "r2"},
 	}

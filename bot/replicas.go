@@ -211,7 +211,7 @@ func (r *replicas) callShared(ctx context.Context, f func(context.Context) (stri
 
 // journal records rr's answer as in progress on this replica, and returns a func that ends the
 // record once the answer has run (runErr: how it ended). A replica that dies leaves its record: a live
-// replica, or this one restarted, closes the answer in Slack (handlers.OrphanCloser.CloseOrphans). An answer
+// replica, or this one restarted, closes the answer in Slack (orphans.Closer.CloseOrphans). An answer
 // whose closing write did not land (handlers.ErrUnclosed: a Slack outage longer than the final write's,
 // a Stop while its writes waited for the fence) or whose handler panicked may show unfinished: its
 // record is handed over for adoption rather than removed, so that the next sweep closes it with the

@@ -43,6 +43,29 @@ func TestMessagesAnswered(t *testing.T) {
 	}
 }
 
+// A request names the person's own team only where the payload does (user_team): the envelope's
+// team is the workspace the event came from, which says nothing of who wrote it (the access rules
+// let people in without a look-up only on the former).
+func TestMessagesNameTheirPersonsTeam(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		userTeam           string // the event's user_team
+		wantTeam, wantUser string
+	}{
+		{"user_team given", "T1", "T1", "T1"},
+		{"another team's person", "T9", "T9", "T9"},
+		{"user_team left out: the envelope's team, the person's unknown", "", "T1", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := slackevents.MessageEvent{User: "U1", UserTeam: tc.userTeam, Channel: "D1", ChannelType: "im", TimeStamp: "2.0"}
+			req, why := routingBot(Options{}).fromMessage(&ev, "T1")
+			if why != "" || req.Team != tc.wantTeam || req.UserTeam != tc.wantUser {
+				t.Errorf("request %+v (%s): want team %q, user team %q", req, why, tc.wantTeam, tc.wantUser)
+			}
+		})
+	}
+}
+
 func TestMessagesIgnored(t *testing.T) {
 	for _, tc := range []struct {
 		name string

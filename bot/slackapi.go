@@ -21,8 +21,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/gateway"
-	"github.com/llmbot/llmbot/handlers"
 )
 
 // Compile-time checks: SlackAPI is what the handlers need.
@@ -302,12 +302,12 @@ func buttonBlocks(text string, buttons []gateway.Button) []slack.Block {
 }
 
 // controlBlocks are the buttons' blocks: an actions block with the buttons, and the feedback pair
-// (handlers.ActionFeedback) as Slack's feedback_buttons in a context_actions block below it.
+// (feedback.Action) as Slack's feedback_buttons in a context_actions block below it.
 func controlBlocks(buttons []gateway.Button) []slack.Block {
 	var elems []slack.BlockElement
 	var blocks []slack.Block
 	for _, b := range buttons {
-		if b.ActionID == handlers.ActionFeedback {
+		if b.ActionID == feedback.Action {
 			blocks = append(blocks, feedbackBlock(b))
 			continue
 		}
@@ -323,8 +323,8 @@ func controlBlocks(buttons []gateway.Button) []slack.Block {
 
 // feedbackBlock is the 👍/👎 of the feedback Button b, each side carrying its rating.
 func feedbackBlock(b gateway.Button) *slack.ContextActionsBlock {
-	good, bad := handlers.FeedbackValues(b.Value)
-	goodLabel, badLabel := handlers.FeedbackLabels()
+	good, bad := feedback.Values(b.Value)
+	goodLabel, badLabel := feedback.Labels()
 	side := func(emoji, label, value string) *slack.FeedbackButton {
 		return slack.NewFeedbackButton(slack.NewTextBlockObject(slack.PlainTextType, emoji, true, false), value).
 			WithAccessibilityLabel(label)
@@ -473,7 +473,7 @@ func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown strin
 const finishFallbackLimit = 3000
 
 // OpenModal opens m for the person whose interaction gave triggerID (views.open).
-func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m handlers.Modal) error {
+func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m feedback.Modal) error {
 	input := slack.NewPlainTextInputBlockElement(nil, m.InputActionID)
 	input.Multiline = true
 	block := slack.NewInputBlock("llmbot_input", slack.NewTextBlockObject(slack.PlainTextType, m.InputLabel, false, false), nil, input)

@@ -7,11 +7,12 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pane"
 )
 
 // Compile-time checks: SlackAssistant is what the agent pane and the answers' sessions need.
 var (
-	_ handlers.Pane     = (*SlackAssistant)(nil)
+	_ pane.Assistant    = (*SlackAssistant)(nil)
 	_ handlers.Sessions = (*SlackAssistant)(nil)
 )
 
@@ -25,7 +26,7 @@ type SlackAssistant struct {
 
 // SetSuggestedPrompts shows prompts at the top of the DM channel (threadTS "": the agent pane)
 // or of a thread (assistant.threads.setSuggestedPrompts).
-func (a *SlackAssistant) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []handlers.Prompt) error {
+func (a *SlackAssistant) SetSuggestedPrompts(ctx context.Context, channel, threadTS string, prompts []pane.Prompt) error {
 	ps := make([]slack.AssistantThreadsPrompt, len(prompts))
 	for i, p := range prompts {
 		ps[i] = slack.AssistantThreadsPrompt{Title: p.Title, Message: p.Message}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 )
 
@@ -21,13 +21,13 @@ type blockingImaginer struct {
 	release chan struct{}
 }
 
-func (b *blockingImaginer) Accept(handlers.ImagineRequest) (string, bool) {
+func (b *blockingImaginer) Accept(imagine.Request) (string, bool) {
 	b.entered <- struct{}{}
 	<-b.release
 	return "ok", false
 }
 
-func (b *blockingImaginer) Run(context.Context, handlers.ImagineRequest) error { return nil }
+func (b *blockingImaginer) Run(context.Context, imagine.Request) error { return nil }
 
 // The socket acks every envelope as it reads it, before the loop decodes it: while the loop is
 // held up, envelopes behind it are acked all the same, and handled once it goes on.
@@ -118,7 +118,7 @@ type firstBlocksImaginer struct {
 	release chan struct{}
 }
 
-func (f *firstBlocksImaginer) Accept(handlers.ImagineRequest) (string, bool) {
+func (f *firstBlocksImaginer) Accept(imagine.Request) (string, bool) {
 	if f.calls.Add(1) == 1 {
 		close(f.entered)
 		<-f.release
@@ -126,7 +126,7 @@ func (f *firstBlocksImaginer) Accept(handlers.ImagineRequest) (string, bool) {
 	return "ok", false
 }
 
-func (f *firstBlocksImaginer) Run(context.Context, handlers.ImagineRequest) error { return nil }
+func (f *firstBlocksImaginer) Run(context.Context, imagine.Request) error { return nil }
 
 // TestShutdownBetweenConnectionsDoesNotWaitPerAck: when shutdown comes while the socket waits
 // to connect again, the acks of the slash commands still queued fail at once instead of each

@@ -329,7 +329,7 @@ func (w *Writer) ReadOnce(ctx context.Context, f func(context.Context) error) (o
 
 // Calls that are made only when their budget has a token at once, because they are courtesies or
 // have a way around: a native stream (else the answer is edited), an agent session's "processing",
-// a stream's task cards, a placeholder withdrawn under load (the thinking status: handlers.AgentPane).
+// a stream's task cards, a placeholder withdrawn under load (the thinking status: package pane).
 func (w *Writer) TryStream() bool  { return w.Budgets.Streams.TryTake() }
 func (w *Writer) TrySession() bool { return w.Budgets.Sessions.TryTake() }
 func (w *Writer) TryAppend() bool  { return w.Budgets.Appends.Bucket().TryTake() }

@@ -7,8 +7,8 @@ import (
 	"github.com/llmbot/llmbot/route"
 )
 
-// Buttons (Block Kit, ReplyOptions.Buttons and ImagineOptions.Buttons). The handlers put them on
-// the messages they write; bot routes the clicks (block_actions over Socket Mode) by action id.
+// Buttons (Block Kit, ReplyOptions.Buttons). The answers put them on the messages they write; bot
+// routes the clicks (block_actions over Socket Mode) by action id.
 //
 // The rules:
 //   - Stop is on an answer's last message while it is being written (post-and-edit mode; native
@@ -23,14 +23,12 @@ import (
 //     from the thread up to the question (so the old answer is never replayed to the model); when
 //     the old message refuses the edit, the new answer comes at the end of the thread and says it
 //     replaces the one above. The person who pressed Regenerate may stop it.
-//   - "Another" (ActionImagineAgain) is on an /imagine picture: the same prompt, a new picture
-//     uploaded to the channel, for and counted against the person who pressed it (per-user bound
-//     and daily quota).
+//   - 👍/👎 (route.ActionFeedback, with ReplyOptions.Feedback) is beside Regenerate: package
+//     feedback takes the clicks.
 //
 // A button's value carries everything its click needs (no state is kept, so Regenerate works after
 // a restart and on any replica; Stop only reaches the replica writing the answer). Values hold
-// message timestamps or the prompt, never secrets, and stay within Slack's 2,000 characters.
-const ActionImagineAgain = "llmbot_imagine_again"
+// message timestamps, never secrets, and stay within Slack's 2,000 characters.
 
 // MaxButtonValue is Slack's limit on a button's value, in characters.
 const MaxButtonValue = gateway.MaxButtonValue
@@ -42,9 +40,8 @@ const buttonPartLimit = 2600
 
 // Labels and what a person is told about buttons.
 const (
-	labelStop       = "Stop"
-	labelRegenerate = "Regenerate"
-	labelAnother    = "Another one"
+	labelStop     = "Stop"
+	labelFeedback = "Good answer/Bad answer"
 	// TextNotAsker is told privately to someone who presses Stop on another person's answer.
 	TextNotAsker = "Only the person who asked can stop this answer."
 	// TextNotRunning is told privately when Stop is pressed on an answer that has already ended.
@@ -58,8 +55,15 @@ func stopButton(ref route.ReplyRef) gateway.Button {
 	return gateway.Button{ActionID: route.ActionStop, Text: labelStop, Value: ref.Value(), Style: "danger"}
 }
 
+// feedbackButton is the 👍/👎 pair of the answer ref: one Button with route.ActionFeedback, whose
+// Value is the route.ReplyRef; the Slack adapter shows it as a feedback_buttons element with
+// package feedback's labels and values, so its Text is only what a plain button would say.
+func feedbackButton(ref route.ReplyRef) gateway.Button {
+	return gateway.Button{ActionID: route.ActionFeedback, Text: labelFeedback, Value: ref.Value()}
+}
+
 func regenerateButton(ref route.ReplyRef) gateway.Button {
-	return gateway.Button{ActionID: route.ActionRegenerate, Text: labelRegenerate, Value: ref.Value()}
+	return gateway.Button{ActionID: route.ActionRegenerate, Text: route.LabelRegenerate, Value: ref.Value()}
 }
 
 // buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.

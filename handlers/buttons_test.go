@@ -11,12 +11,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/slack-go/slack"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
-	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
@@ -134,43 +132,6 @@ func TestButtonsRegenerateDeletedQuestion(t *testing.T) {
 			t.Errorf("messages = %+v, want a notice that the question is gone, without buttons", ms)
 		}
 	})
-}
-
-func TestButtonsImagineAnotherOne(t *testing.T) {
-	tests := []struct {
-		name    string
-		prompt  string
-		buttons bool
-		want    string // buttonKey of the upload
-		value   string // the value of its button ("": no button)
-	}{
-		{"button with the prompt", "a fox in the snow", true, ActionImagineAgain, "a fox in the snow"},
-		{"prompt too long for a button value", strings.Repeat("fox ", 501), true, "", ""},
-		{"buttons off", "a fox in the snow", false, "", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fs := gatewaytest.NewSlack()
-			img := &fakeImager{img: &llm.Image{Data: []byte("png"), Format: "png"}}
-			im := NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{Buttons: tt.buttons})
-			mustNoErr(t, im.Run(t.Context(), ImagineRequest{Channel: testCh, User: "U2", Team: "T1", Text: tt.prompt}))
-			ups := fs.CallsOf("upload")
-			if len(ups) != 1 {
-				t.Fatalf("uploads = %d, want 1", len(ups))
-			}
-			b := ups[0].Upload.Buttons
-			if buttonKey(b) != tt.want {
-				t.Fatalf("buttons = %+v, want %q", b, tt.want)
-			}
-			var value string // of the one button buttonKey found, if any
-			for _, x := range b {
-				value = x.Value
-			}
-			if value != tt.value || utf8.RuneCountInString(value) > MaxButtonValue {
-				t.Errorf("button value = %q, want %q", value, tt.value)
-			}
-		})
-	}
 }
 
 func TestReplyRefValue(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/route"
 )
 
 // contextOf is the model request's messages as "role: content" lines.
@@ -177,4 +178,36 @@ func TestEditAnswerWhoseFirstPartStayedAPlaceholderIsReplayedAsOne(t *testing.T)
 			t.Errorf("the answer is replayed as %d assistant messages, want 1", assistant)
 		}
 	})
+}
+
+// TestSkipsFiles: an answer reads no files of the bot's own messages, nor of other bots' unless its
+// context takes other bots' messages in (OtherBots).
+func TestSkipsFiles(t *testing.T) {
+	msg := func(user, botID string) slack.Message {
+		var m slack.Message
+		m.User, m.BotID = user, botID
+		return m
+	}
+	for _, tc := range []struct {
+		name      string
+		m         slack.Message
+		otherBots bool
+		want      bool
+	}{
+		{"a person's", msg("U1", ""), false, false},
+		{"the bot's, by user", msg("UBOT", ""), true, true},
+		{"the bot's, by bot id", msg("", "BBOT"), true, true},
+		{"another bot's", msg("U9", "B9"), false, true},
+		{"another bot's, other bots read", msg("U9", "B9"), true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opt := testOptions()
+			opt.OtherBots = tc.otherBots
+			r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, nil, opt)
+			a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
+			if got := a.skipsFiles(tc.m); got != tc.want {
+				t.Errorf("skipsFiles = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

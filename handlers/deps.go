@@ -1,12 +1,14 @@
 // Package handlers holds the bot's use cases, each a type of its own built from the small interfaces
 // it uses: Replies answers mentions, DMs and follow-ups by streaming a chat completion into Slack under
-// the shared write budget (package pace); Approvals takes the clicks on tool approvals; AgentPane serves the agent pane and the assistant
-// statuses; OrphanCloser closes the answers of replicas that died; Imagine makes a picture for
-// /imagine and uploads it to the channel; Feedback takes 👍/👎.
+// the shared write budget (package pace), asking an Approver (package approvals) before the tool
+// calls that need a click. /summarize (package summarize), /imagine (package imagine), 👍/👎
+// (package feedback), the agent pane (package pane) and the closing of answers a dead replica left
+// open (package orphans) are use cases of their own, which handlers does not import: the answers see
+// the pane through Pane, and write the journal the orphans are read from.
 //
 // Slack is behind package gateway (its messages, interfaces, budgets and paced writer), implemented by
 // bot.SlackAPI over slack-go and in tests by gatewaytest's in-memory Slack; the model is behind the
-// small interfaces below (Chat, Imager). Slack errors cross as slack-go's own types wrapped with %w;
+// small interface below (Chat). Slack errors cross as slack-go's own types wrapped with %w;
 // model errors as *llm.Error.
 //
 // Errors: a handler shows the user-visible side itself (a short, human note in Slack) and returns the error
@@ -25,9 +27,8 @@
 // and its asker told privately, and one whose final edit gets no slot in time is followed by a note
 // in its thread (planClose). Handlers start no other goroutine.
 //
-// Buttons (ReplyOptions.Buttons, ImagineOptions.Buttons): Stop while an edited answer is written,
-// Regenerate on a finished answer, "Another one" on an /imagine picture. Who may press them and
-// what they do is in buttons.go; bot routes the clicks.
+// Buttons (ReplyOptions.Buttons): Stop while an edited answer is written, Regenerate (and 👍/👎)
+// on a finished answer. Who may press them and what they do is in buttons.go; bot routes the clicks.
 package handlers
 
 import (
@@ -44,22 +45,13 @@ type Chat interface {
 	Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[llm.Chunk, error]
 }
 
-// Imager generates images (llm.Client).
-type Imager interface {
-	Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error)
-}
-
-// ImagineRequest is an /imagine command.
-type ImagineRequest struct {
-	Channel, User, Team, Text, ResponseURL string
-}
-
 // Sentinels. ErrShutdown and ErrStopped are the causes bot passes to a reply's context.CancelCauseFunc;
 // Reply returns them (wrapped) when it ended for that reason.
 var (
-	// ErrIgnored: nothing to answer (not a failure; log at debug).
-	ErrIgnored = errors.New("ignored")
-	// ErrShutdown: the bot is shutting down; the reply is closed with an "interrupted" note.
+	// ErrIgnored: nothing to answer (not a failure; log at debug); route's, which every use case returns.
+	ErrIgnored = route.ErrIgnored
+	// ErrShutdown: the bot is shutting down; the reply is closed with an "interrupted" note (route's,
+	// which every use case reads).
 	ErrShutdown = route.ErrShutdown
 	// ErrStopped: the user stopped the answer; the reply is closed with "Stopped by <name>.".
 	ErrStopped = errors.New("stopped by user")

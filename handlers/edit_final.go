@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
-	"go.uber.org/zap"
 )
 
 // editFinal is the final write of an answer written by editing: every part's final text with the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,38 +15,10 @@ import (
 	"github.com/llmbot/llmbot/llm/llmtest"
 )
 
-// Compile-time checks: the fakes implement the handlers' interfaces.
-var (
-	_ Chat   = (*llmtest.Chat)(nil)
-	_ Imager = (*fakeImager)(nil)
-)
+// Compile-time check: the fake implements the handlers' interface.
+var _ Chat = (*llmtest.Chat)(nil)
 
 func joined(ws []string) string { return strings.Join(ws, "") }
-
-// fakeImager returns a scripted image or error after a wait.
-type fakeImager struct {
-	mu       sync.Mutex
-	wait     time.Duration
-	img      *llm.Image
-	err      error
-	requests []llm.ImageRequest
-}
-
-func (f *fakeImager) Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error) {
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	f.mu.Unlock()
-	if f.wait > 0 {
-		t := time.NewTimer(f.wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, &llm.Error{Kind: llm.KindTimeout, Message: "image request timed out", Err: ctx.Err()}
-		}
-	}
-	return f.img, f.err
-}
 
 // helpers shared by the tests
 

@@ -16,6 +16,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/notes"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/toolinfo"
 )
 
 // generation asks the model for one answer and has the sink show it as it comes.
@@ -24,7 +25,7 @@ type generation struct {
 	host roundHost
 	// model is the channel's (ReplyOptions.ChannelSettings) or the default.
 	model string
-	// keepImages: the channel's vision is on (the model must see the pictures; see Vision).
+	// keepImages: the channel's vision is on (the model must see the pictures; see attach.Vision).
 	keepImages bool
 	// firstTasks are the progress the first round shows (progress.go's readTasks).
 	firstTasks []gateway.Task
@@ -61,8 +62,8 @@ type roundHost interface {
 	modelDone()
 	// noteUnshown records when the oldest text Slack does not show yet arrived.
 	noteUnshown(since time.Time)
-	// approve asks the asker about tool calls that need a click (approval.go).
-	approve(ctx context.Context, calls []*toolCall, foreign string) verdict
+	// approve asks the asker about tool calls that need a click (approver.go).
+	approve(ctx context.Context, calls []*toolCall, foreign string) toolinfo.Verdict
 }
 
 // streamRound pulls the model's answer to one round (tools.go; an answer without tools has one) in

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,13 +14,82 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
-	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
+
+// fakeJournal is the state package's journal of open answers as the answers see it (Journal), and as
+// a surviving replica's orphans.Closer does: answers by id, some of them orphaned.
+type fakeJournal struct {
+	mu       sync.Mutex
+	answers  map[string]state.Answer
+	orphaned []string // ids whose owner died
+	closed   []string
+	onClose  func() // called as a record is removed
+}
+
+func (j *fakeJournal) AddMessage(_ context.Context, id, ts string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a := j.answers[id]
+	a.ID = id
+	if !slices.Contains(a.Messages, ts) {
+		a.Messages = append(a.Messages, ts)
+	}
+	j.answers[id] = a
+	return nil
+}
+
+func (j *fakeJournal) CloseAnswer(_ context.Context, id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.closed = append(j.closed, id)
+	if j.onClose != nil {
+		j.onClose()
+	}
+	return nil
+}
+
+func (j *fakeJournal) Orphans(context.Context) ([]state.Answer, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []state.Answer
+	for _, id := range j.orphaned {
+		out = append(out, j.answers[id])
+	}
+	return out, nil
+}
+
+func (j *fakeJournal) Adopt(_ context.Context, id string) (state.Answer, bool, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if slices.Contains(j.closed, id) {
+		return state.Answer{}, false, nil
+	}
+	a := j.answers[id]
+	a.Owner = "me"
+	return a, true, nil
+}
+
+func (j *fakeJournal) Abandon(_ context.Context, id string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	a := j.answers[id]
+	a.Owner = ""
+	j.answers[id] = a
+	return nil
+}
+
+// orphanCloser is the orphans' closer of a replica whose answers are written with opt, as
+// cmd/llmbot builds it.
+func orphanCloser(fs *gatewaytest.Slack, opt ReplyOptions) *orphans.Closer {
+	return orphans.New(fs, fs, zap.NewNop(), orphans.Options{Budgets: opt.Budgets, Fence: opt.Fence,
+		BotUserID: opt.BotUserID, BotID: opt.BotID, Buttons: opt.Buttons, HistoryLimit: opt.HistoryLimit})
+}
 
 // closedIDs is the ids whose records the journal has removed so far.
 func (j *fakeJournal) closedIDs() []string {
@@ -87,76 +157,25 @@ func TestAnswerLeavesTheJournalWhenItsTextLands(t *testing.T) {
 				stale, closed, answers)
 		}
 		// A survivor closing them now (as orphans) finds every answer done: it writes nothing.
-		orphans := &fakeJournal{answers: map[string]state.Answer{}}
+		dead := &fakeJournal{answers: map[string]state.Answer{}}
 		for _, id := range ids {
 			ch, _, _ := strings.Cut(id, "/")
-			orphans.answers[id] = state.Answer{ID: id, Channel: ch, ThreadTS: testTS, TS: testTS, Owner: "dead"}
-			orphans.orphaned = append(orphans.orphaned, id)
+			dead.answers[id] = state.Answer{ID: id, Channel: ch, ThreadTS: testTS, TS: testTS, Owner: "dead"}
+			dead.orphaned = append(dead.orphaned, id)
 		}
 		survivor := opt
 		survivor.Journal = nil
-		NewOrphanCloser(fs, fs, zap.NewNop(), survivor).CloseOrphans(t.Context(), orphans)
+		orphanCloser(fs, survivor).CloseOrphans(t.Context(), dead)
 		for _, c := range append(fs.CallsOf("post"), fs.CallsOf("update")...) {
-			if c.Mark.Note == textOrphaned || c.Mark.Note == textOrphanedNothing {
+			if c.Mark.Note == orphans.TextOrphaned || c.Mark.Note == orphans.TextOrphanedNothing {
 				t.Errorf("the survivor wrote over a finished answer: %s %s %q", c.Method, c.TS, c.Text)
 			}
 		}
-		if got := orphans.closedIDs(); len(got) != answers {
+		if got := dead.closedIDs(); len(got) != answers {
 			t.Errorf("the survivor removed %d records; want all %d", len(got), answers)
 		}
 		wg.Wait()
 	})
-}
-
-// TestCloseOrphansWaitsForQuietMessages: an orphan whose message changed within the liveness TTL
-// (a write of its replica's was on its way) is closed only once OrphanQuiet has passed since, also
-// when it changes again during that wait; one left unchanged longer is closed at once.
-func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		age      time.Duration // how long ago the message last changed
-		editedIn time.Duration // when it is edited again after the sweep began (0: never)
-		wantWait time.Duration
-	}{
-		{name: "changed long ago", age: time.Hour, wantWait: 0},
-		{name: "changed just now", age: time.Second, wantWait: 14 * time.Second},
-		{name: "changed again during the wait", age: time.Second, editedIn: 10 * time.Second, wantWait: 25 * time.Second},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fs := gatewaytest.NewSlack()
-				ts := convo.TS(time.Now().Add(-tc.age))
-				m := slack.Message{}
-				m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", "Half an answer", ts, testTS
-				m.Metadata = convo.Mark{Kind: convo.MarkAnswer, Question: testTS}.Metadata()
-				fs.Threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion), m}
-				id := route.AnswerID(testCh, testTS)
-				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: testCh, ThreadTS: testTS,
-					TS: testTS, Owner: "dead", Messages: []string{ts}}}, orphaned: []string{id}}
-				start := time.Now()
-				opt := buttonOptions()
-				opt.OrphanQuiet = 15 * time.Second
-				if tc.editedIn > 0 {
-					go func() {
-						time.Sleep(tc.editedIn)
-						fs.Mu.Lock()
-						defer fs.Mu.Unlock()
-						edited := fs.Threads[testCh+"/"+testTS][1]
-						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: convo.TS(time.Now())}
-						fs.Threads[testCh+"/"+testTS][1] = edited
-					}()
-				}
-				NewOrphanCloser(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
-				ups := fs.CallsOf("update")
-				if len(ups) != 1 || ups[0].Mark.Note != textOrphaned {
-					t.Fatalf("updates %+v; want the interrupted note", ups)
-				}
-				if got := ups[0].At.Sub(start); got != tc.wantWait {
-					t.Errorf("closed %v after the sweep; want %v", got, tc.wantWait)
-				}
-			})
-		})
-	}
 }
 
 // TestOrphanReadsTakeOnlySpareTokens: closing many orphans at start-up never puts their thread reads
@@ -168,10 +187,10 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 		opt := buttonOptions()
 		opt.Budgets.Reads = pace.NewBucket(60, 1) // a read a second
 		r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{}, zap.NewNop(), opt)
-		oc := NewOrphanCloser(fs, fs, zap.NewNop(), opt)
-		const orphans = 6
+		oc := orphanCloser(fs, opt)
+		const n = 6
 		j := &fakeJournal{answers: map[string]state.Answer{}}
-		for i := range orphans {
+		for i := range n {
 			ts := fmt.Sprintf("1700000000.%06d", i+1)
 			id := route.AnswerID(testCh, ts)
 			j.answers[id] = state.Answer{ID: id, Channel: testCh, ThreadTS: ts, TS: ts, Owner: "dead"}
@@ -187,8 +206,8 @@ func TestOrphanReadsTakeOnlySpareTokens(t *testing.T) {
 			t.Errorf("the read of an answer asking now waited %v behind the orphans; want the next token, within 1s", took)
 		}
 		wg.Wait()
-		if got := len(j.closedIDs()); got != orphans {
-			t.Errorf("%d orphans closed; want %d", got, orphans)
+		if got := len(j.closedIDs()); got != n {
+			t.Errorf("%d orphans closed; want %d", got, n)
 		}
 	})
 }
@@ -243,6 +262,37 @@ func TestAnswerSaysWhenItsCloseDidNotLand(t *testing.T) {
 				err := NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), testOptions()).Reply(t.Context(), testRequest())
 				if got := errors.Is(err, ErrUnclosed); got != tc.unclosed {
 					t.Errorf("Reply: %v; ErrUnclosed %v, want %v", err, got, tc.unclosed)
+				}
+			})
+		})
+	}
+}
+
+// TestAnswerMessagesAreJournaled: every message an answer posts is recorded under its id, so the
+// replica closing it after a crash finds them, and the record goes once the answer's final write is
+// made (a replica dying right after must not leave a finished answer to be closed as interrupted).
+func TestAnswerMessagesAreJournaled(t *testing.T) {
+	for _, mode := range []ReplyMode{ModeEdit, ModeStream} {
+		t.Run(string(mode), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := gatewaytest.NewSlack()
+				j := &fakeJournal{answers: map[string]state.Answer{}}
+				opt := testOptions()
+				opt.Mode, opt.Journal = mode, j
+				chat := &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words(strings.Repeat("word ", 2000), 2000), 0)} // two messages long when edited
+				req := route.ReplyRequest{Channel: "C1", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"}
+				fs.Threads["C1/"+req.ThreadTS] = []slack.Message{mention("<@UBOT> hi")}
+				mustNoErr(t, NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), req))
+				var want []string
+				for _, m := range fs.BotMessages(req.ThreadTS) {
+					want = append(want, m.TS)
+				}
+				got := j.answers[route.AnswerID("C1", req.TS)].Messages
+				if len(want) == 0 || !slices.Equal(got, want) {
+					t.Errorf("journaled %v; want the answer's messages %v", got, want)
+				}
+				if !slices.Equal(j.closed, []string{route.AnswerID("C1", req.TS)}) {
+					t.Errorf("records closed %v; want the answer's, once its final write is made", j.closed)
 				}
 			})
 		})

@@ -11,7 +11,7 @@ package handlers
 //	               └── shut down before anything shows: the asker is told privately ─▶ interrupted
 //
 //	opening     reply.go: answer.open, the sink opened (edit.go, stream.go)
-//	reading     reading.go, files.go: contextRead
+//	reading     reading.go: contextRead (the files through attach.Reader)
 //	generating  generate.go, tools.go: generation, its writer goroutine driving the sink's interim writes
 //	closing     closing.go: planClose and closeAnswer; the sinks' own steps (edit_final.go, stream_close.go);
 //	            the answer's own writes (writes.go: answerWrites) within the deadline (deadline.go)
@@ -49,6 +49,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/watch"
@@ -109,7 +110,7 @@ func newAnswer(r *Replies, req route.ReplyRequest, threadTS string, log *zap.Log
 	}
 	a := &answer{answerBase: base, marks: &answerMarks{answerBase: base}, writes: &answerWrites{answerBase: base}}
 	a.read = &contextRead{answerBase: base, marks: a.marks, systemPrompt: systemPrompt, leftOut: leftOut}
-	a.gen = &generation{answerBase: base, host: a, model: model, keepImages: a.read.vision() == VisionOn}
+	a.gen = &generation{answerBase: base, host: a, model: model, keepImages: r.opt.Files.Vision(req.Channel) == attach.VisionOn}
 	return a
 }
 
@@ -137,17 +138,17 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 	defer s.close()
 	defer func() {
 		if r := recover(); r != nil {
-			err = a.panicked(ctx, s, asPanic(r))
+			err = a.panicked(ctx, s.closing, asPanic(r))
 		}
 	}()
-	a.session(ctx, s.mode(), SessionProcessing)
+	a.session(ctx, s.round.mode(), SessionProcessing)
 	a.pane(ctx)
-	defer func() { a.session(ctx, s.mode(), endStatus(context.Cause(ctx))) }()
+	defer func() { a.session(ctx, s.round.mode(), endStatus(context.Cause(ctx))) }()
 
 	if thread == nil && !a.read.startsThread() { // the thread is read: that is shown
-		s.progress(ctx, gateway.Task{ID: taskRead, Title: titleRead, Status: gateway.TaskInProgress})
+		s.round.progress(ctx, gateway.Task{ID: taskRead, Title: titleRead, Status: gateway.TaskInProgress})
 	}
-	stopIdle := a.idleDuring(ctx, s)
+	stopIdle := a.idleDuring(ctx, s.round)
 	defer stopIdle() // a panic in prepare must not leave it running
 	res, early, err := a.read.prepare(ctx, thread)
 	stopIdle()
@@ -155,23 +156,23 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 		a.readStatus = doneStatus(err)
 	}
 	if early != nil {
-		return errors.Join(err, unclosed(a.finish(ctx, s, *early)))
+		return errors.Join(err, unclosed(a.finish(ctx, s.closing, *early)))
 	}
 	a.gen.firstTasks = a.readTasks()
-	md, finishReason, serr := a.gen.generate(ctx, res, s)
+	md, finishReason, serr := a.gen.generate(ctx, res, s.round)
 	a.modelDone()
 	note, kind, serr := a.outcome(ctx, md, finishReason, serr)
 	if a.gen.imagesUnseen && kind == convo.MarkAnswer {
-		note = strings.TrimSpace(textImagesSeen + " " + note)
+		note = strings.TrimSpace(attach.TextImagesSeen + " " + note)
 	}
 	if a.gen.toolsUnavailable && kind == convo.MarkAnswer {
 		note = strings.TrimSpace(textToolsUnavailable + " " + note)
 	}
-	ferr := a.finish(ctx, s, closing{md: md, note: note, kind: kind})
+	ferr := a.finish(ctx, s.closing, closing{md: md, note: note, kind: kind})
 	if ferr == nil {
 		a.writes.closedInJournal() // at once: a replica that dies now must not leave it to be closed as interrupted
 	}
-	a.report(s, res, md, finishReason, note, ferr)
+	a.report(s.counts, res, md, finishReason, note, ferr)
 	if ferr != nil {
 		ferr = fmt.Errorf("final write: %w", unclosed(ferr))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/pane"
 )
 
 // Under load an answer that ends within a second of its first text while its placeholder shows, in
@@ -142,7 +143,7 @@ func TestNoPlaceholderAfterAPanicWhileTheThreadIsRead(t *testing.T) {
 func TestPlaceholderWhenTheThinkingStatusLapsesDuringTheRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
+		opt.Pane = pane.New(&statusPane{}, nil, nil)
 		opt.Budgets.Reads = pace.NewBucket(0.4, 1) // a read every 150 s
 		opt.Budgets.Reads.TryTake()                // spent a moment ago
 		rt := newReplyTest(t, llmtest.Deltas([]string{"Token ", "buckets ", "refill."}, 100*time.Millisecond), opt)

@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -271,7 +272,7 @@ func TestPlaceholderUnderLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				opt := lazyOptions()
-				opt.Pane = NewAgentPane(&statusPane{err: tc.statusErr}, nil, nil)
+				opt.Pane = pane.New(&statusPane{err: tc.statusErr}, nil, nil)
 				opt.Budgets.Edits = pace.NewScheduler(1, 1) // one chat.update a minute for the whole workspace
 				busy := opt.Budgets.Edits.Lane()            // another answer, which just took this minute's edit
 				mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
@@ -336,7 +337,7 @@ func TestPlaceholderWhileTheThreadIsRead(t *testing.T) {
 // underLoad is opt with one chat.update a minute for the whole workspace, this minute's just taken
 // by another answer, and no thinking status: a placeholder's text cannot have its edit soon.
 func underLoad(t *testing.T, opt ReplyOptions) ReplyOptions {
-	opt.Pane = NewAgentPane(&statusPane{err: errors.New("network down")}, nil, nil)
+	opt.Pane = pane.New(&statusPane{err: errors.New("network down")}, nil, nil)
 	opt.Budgets.Edits = pace.NewScheduler(1, 1)
 	busy := opt.Budgets.Edits.Lane()
 	mustNoErr(t, busy.Wait(t.Context(), pace.Pending, time.Now()))
@@ -483,7 +484,7 @@ func TestRegenerateUnderLoadStaysInPlace(t *testing.T) {
 func TestPlaceholderOnceTheThinkingStatusLapses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		opt := underLoad(t, lazyOptions())
-		opt.Pane = NewAgentPane(&statusPane{}, nil, nil)
+		opt.Pane = pane.New(&statusPane{}, nil, nil)
 		steps := append([]llmtest.Step{{Wait: 150 * time.Second, Chunk: llm.Chunk{Content: "Token "}}},
 			llmtest.Deltas([]string{"buckets ", "refill."}, 100*time.Millisecond)...)
 		rt := newReplyTest(t, steps, opt)

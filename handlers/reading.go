@@ -1,7 +1,7 @@
 package handlers
 
 // Reading, the answer's state after opening (lifecycle.go): the thread (or a DM's recent history) is
-// read, the question found in it, the files people shared there read (files.go), and the model's
+// read, the question found in it, the files people shared there read (package attach), and the model's
 // request built from them.
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/notes"
 )
@@ -76,7 +77,7 @@ func (a *contextRead) prepare(ctx context.Context, thread []slack.Message) (res 
 		named = append(slices.Clip(thread), trigger)
 	}
 	names := a.r.names.Resolve(ctx, a.log, convo.UserIDs(named))
-	thread, trigger, files := a.readFiles(ctx, thread, trigger)
+	thread, trigger, files := a.r.opt.Files.Read(ctx, a.log, attach.Thread{Channel: a.req.Channel, Messages: thread, Trigger: trigger, Skip: a.skipsFiles})
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
 		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
@@ -90,6 +91,12 @@ func (a *contextRead) prepare(ctx context.Context, thread []slack.Message) (res 
 		return res, &closing{md: emptyMentionHint(a.r.opt.BotName), kind: convo.MarkNotice}, nil
 	}
 	return res, nil, nil
+}
+
+// skipsFiles says whose files the answer does not read: the bot's own (an assistant message carries
+// no picture), and other bots' when the context leaves them out.
+func (a *contextRead) skipsFiles(m slack.Message) bool {
+	return a.r.own(m) || m.BotID != "" && !a.r.opt.OtherBots
 }
 
 // findQuestion finds what the answer answers in thread: the triggering message (found: in the thread),

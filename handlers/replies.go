@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/ttlcache"
@@ -57,15 +57,15 @@ type ReplyOptions struct {
 	ReplicaOptions
 
 	// Pane, when set, makes DM messages answered in their own thread (the agent pane) get a title
-	// and every answer in a thread a thinking status (AgentPane); nil: none.
-	Pane *AgentPane
+	// and every answer in a thread a thinking status (package pane); nil: none.
+	Pane Pane
 	// Names resolves the people an answer names, shared with the other use cases that name people
 	// (package summarize). nil: Replies' own, over the Users it is given.
 	Names *gateway.Names
-	// Approvals are where the tool calls waiting for a click are delivered and the tools allowed
-	// for a thread are kept: the approval buttons' clicks reach them through Approvals.Decide.
-	// nil: this Replies' own, grants kept in this process only.
-	Approvals *Approvals
+	// Approvals ask the asker about the tool calls that need a click and keep the tools allowed for
+	// a thread (*approvals.Approvals, which the approval buttons' clicks reach too). nil: such calls
+	// are denied without asking.
+	Approvals Approver
 	// Written, when set, is called once per finished reply with the time to its first visible
 	// answer text (0: none was shown) and the Slack writes it made (metrics). It must not block.
 	Written func(firstText time.Duration, edits int)
@@ -74,8 +74,9 @@ type ReplyOptions struct {
 	// default (see Budgets).
 	Budgets gateway.Budgets
 
-	// Files says what answers read of the files people share (text, pictures).
-	Files FileOptions
+	// Files reads what answers read of the files people share (text, pictures); nil: files are
+	// only noted by name.
+	Files *attach.Reader
 	Tools ToolOptions // tools the model may use (tools.go); none by default
 }
 
@@ -134,14 +135,8 @@ type Timeouts struct {
 // ReplicaOptions are what the replicas share about the answers in progress.
 type ReplicaOptions struct {
 	// Journal records the messages each answer posts, so that a replica that dies mid-answer
-	// leaves enough for another (or its restart) to close it (OrphanCloser). nil: not recorded.
+	// leaves enough for another (or its restart) to close it (package orphans). nil: not recorded.
 	Journal Journal
-	// OrphanQuiet is how long the messages of another replica's orphaned answer must have been
-	// unchanged before it is closed (OrphanCloser): the shared state's liveness TTL with Redis, where
-	// an owner taken for dead may be cut off rather than gone, and a write it had on its way when it
-	// was fenced must land before the note, not after it. 0 (a local journal, whose owner was this
-	// process before a restart): at once.
-	OrphanQuiet time.Duration
 	// Fence, when set, holds back the writes of this replica's answers while other replicas could
 	// take it for dead (see Fence); nil: never.
 	Fence gateway.Fence
@@ -158,9 +153,8 @@ const DefaultStreamRollover = 4 * time.Minute
 const (
 	defaultHistoryLimit    = 20
 	defaultShutdownTimeout = 2 * time.Second
-	// defaultRefusal is how long a refusal by Slack of something the bot may do without is
-	// remembered (ReplyOptions.StreamRefusal's default; the agent pane's statuses).
-	defaultRefusal = 10 * time.Minute
+	// defaultRefusal is ReplyOptions.StreamRefusal's default.
+	defaultRefusal = gateway.DefaultRefusal
 )
 
 // Bounds of the in-memory caches.
@@ -190,33 +184,12 @@ type Replies struct {
 
 	botThreads *ttlcache.Cache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
 	names      *gateway.Names
-	// approvals are the tool calls waiting for a click and the tools allowed for a thread.
-	approvals *Approvals
+	// approvals ask about the tool calls that need a click and keep the tools allowed for a thread.
+	approvals Approver
 
 	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
 	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
-	streaming, sessions refused
-}
-
-// refused remembers that Slack refused something the bot may do without, so that it is not tried
-// again for a while. Safe for concurrent use.
-type refused struct {
-	mu    sync.Mutex
-	until time.Time
-}
-
-// allowed reports whether it may be tried: not refused in the last while.
-func (f *refused) allowed() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return !time.Now().Before(f.until)
-}
-
-// refuse records a refusal: it is not tried again for d.
-func (f *refused) refuse(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.until = time.Now().Add(d)
+	streaming, sessions gateway.Refused
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
@@ -226,7 +199,9 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 		opt.Mode = ModeEdit
 	}
 	opt.Budgets = opt.Budgets.WithDefaults()
-	opt.Files = opt.Files.withDefaults()
+	if opt.Files == nil {
+		opt.Files = attach.NewReader(attach.Options{})
+	}
 	if opt.HistoryLimit <= 0 {
 		opt.HistoryLimit = defaultHistoryLimit
 	}
@@ -262,7 +237,7 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	}
 	approvals := opt.Approvals
 	if approvals == nil {
-		approvals = NewApprovals(nil, nil, log)
+		approvals = noApprovals{}
 	}
 	return &Replies{
 		reads: gateway.ThreadReads{Thread: t, Writer: paced}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
@@ -544,5 +519,5 @@ func (r *Replies) streams(req route.ReplyRequest) bool {
 
 // streamingAllowed reports whether native streaming may be tried (not refused recently).
 func (r *Replies) streamingAllowed() bool {
-	return r.streamer != nil && r.streaming.allowed()
+	return r.streamer != nil && r.streaming.Allowed()
 }

@@ -16,17 +16,22 @@ import (
 	"github.com/llmbot/llmbot/slackmd"
 )
 
-// sink is where an answer is written: post-and-edit (editSink) or Slack's native streaming (streamSink).
-// Each part of the answer takes only the calls it makes: the model's rounds a roundSink (generate.go),
-// the closing a closingSink (closing.go), the report its counts; the answer's lifecycle holds it whole
-// and releases it.
-type sink interface {
-	roundSink
-	closingSink
-	writeCounts
-	// close releases the sink's lane.
-	close()
+// sink is where an answer is written, post-and-edit (editSink) or Slack's native streaming
+// (streamSink), as the steps of the answer's lifecycle use it: each takes only the calls it makes,
+// the model's rounds a roundSink (generate.go), the closing a closingSink (closing.go), the report
+// its counts; close releases the sink's lane once the answer is closed.
+type sink struct {
+	round   roundSink
+	closing closingSink
+	counts  writeCounts
+	close   func()
 }
+
+// editing is e as an answer's sink.
+func editing(e *editSink) sink { return sink{round: e, closing: e, counts: e, close: e.close} }
+
+// streaming is s as an answer's sink.
+func streaming(s *streamSink) sink { return sink{round: s, closing: s, counts: s, close: s.close} }
 
 // writeCounts are what the report of a finished answer tells of its sink.
 type writeCounts interface {
@@ -40,9 +45,12 @@ type writeCounts interface {
 // else a placeholder message.
 func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 	if len(old) > 0 {
-		s, err := a.openInPlace(ctx, old)
-		if err == nil || ctx.Err() != nil {
-			return s, err
+		e, err := a.openInPlace(ctx, old)
+		if err == nil {
+			return editing(e), nil
+		}
+		if ctx.Err() != nil {
+			return sink{}, err
 		}
 		a.replacesAbove = gateway.SlackErr(err) != "message_not_found"
 		a.log.Info("regenerate: the old answer cannot be edited; answering in a new message", zap.Error(err))
@@ -54,17 +62,17 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 		}
 		s, err := a.openStream(ctx)
 		if err == nil {
-			return s, nil
+			return streaming(s), nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("chat.startStream: %w", err)
+			return sink{}, fmt.Errorf("chat.startStream: %w", err)
 		}
 		switch ra, limited := gateway.RateLimited(err); {
 		case limited:
 			a.r.paced.StreamTurn().Throttled(ra)
 			a.log.Info("native streaming rate limited; answering by editing", zap.Error(err))
 		case gateway.RefusesStreaming(err):
-			a.r.streaming.refuse(a.r.opt.StreamRefusal)
+			a.r.streaming.Refuse(a.r.opt.StreamRefusal)
 			a.log.Warn("native streaming refused; answering by editing", zap.Error(err),
 				zap.Duration("for", a.r.opt.StreamRefusal))
 		default:
@@ -77,19 +85,19 @@ func (a *answer) open(ctx context.Context, old []string) (sink, error) {
 // openEdit opens an answer in edit mode: with PlaceholderAfter, nothing is posted yet (the first
 // text will be, or the placeholder once PlaceholderAfter has passed without text); else the
 // placeholder is posted now.
-func (a *answer) openEdit(ctx context.Context) (*editSink, error) {
+func (a *answer) openEdit(ctx context.Context) (sink, error) {
 	if after := a.r.opt.PlaceholderAfter; after > 0 {
 		e := a.editSink(a.r.paced.EditLane(), "")
 		e.placeholderDue = a.start.Add(after)
-		return e, nil
+		return editing(e), nil
 	}
 	ts, err := a.writes.postRetry(ctx, gateway.InterimRetry, nil, a.marks.placeholder())
 	if err != nil {
-		return nil, fmt.Errorf("post placeholder: %w", err)
+		return sink{}, fmt.Errorf("post placeholder: %w", err)
 	}
 	e := a.editSink(a.r.paced.EditLane(), ts)
 	e.posts = 1
-	return e, nil
+	return editing(e), nil
 }
 
 // editSink writes the answer into the placeholder ts ("": none posted yet) and the messages it

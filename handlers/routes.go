@@ -59,28 +59,3 @@ func RegenerateHandler(a Answerer) route.Handler {
 		RunFunc: func(ctx context.Context, req *route.Request) error { return a.Reply(ctx, *req.Reply) },
 	}
 }
-
-// ImageJobs runs /imagine jobs (*Imagine): Accept says at once whether one starts, and its text.
-type ImageJobs interface {
-	Accept(req ImagineRequest) (ackText string, start bool)
-	Run(ctx context.Context, req ImagineRequest) error
-}
-
-// Handler serves /imagine and ActionImagineAgain with i (ImagineHandler).
-func (i *Imagine) Handler() route.Handler { return ImagineHandler(i) }
-
-// ImagineHandler serves /imagine and ActionImagineAgain (the same prompt again, for the person who
-// pressed it) with j: Accept's text is the command's ack, or is told privately to the clicker.
-func ImagineHandler(j ImageJobs) route.Handler {
-	return route.Funcs{
-		AcceptFunc: func(req *route.Request) route.Decision {
-			text, start := j.Accept(imagineRequest(req))
-			return route.Decision{Run: start, Say: text}
-		},
-		RunFunc: func(ctx context.Context, req *route.Request) error { return j.Run(ctx, imagineRequest(req)) },
-	}
-}
-
-func imagineRequest(req *route.Request) ImagineRequest {
-	return ImagineRequest{Channel: req.Channel, User: req.User, Team: req.Team, Text: req.Text, ResponseURL: req.ResponseURL}
-}

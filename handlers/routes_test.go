@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -81,41 +79,5 @@ func TestFollowUpInAThreadAnotherReplicaAnswered(t *testing.T) {
 	answering.r.joined(t.Context(), testCh+"/"+thread) // what Reply does when it answers there
 	if d := other.r.Handler().Accept(&route.Request{Kind: route.Message, Reply: &followUp}); !d.Run {
 		t.Error("a follow-up in a thread another replica answers in does not run")
-	}
-}
-
-// TestToolAllowedForTheThreadOnEveryReplica: "Allow for this thread" given on one replica holds on
-// the other (the shared marks): the thread's next answer may be the other's.
-func TestToolAllowedForTheThreadOnEveryReplica(t *testing.T) {
-	shared := &marks{set: map[string]bool{}}
-	key := []byte("the replicas' grant key")
-	a, b := NewApprovals(shared, key, nil), NewApprovals(shared, key, nil)
-	if b.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
-		t.Fatal("allowed before anyone allowed it")
-	}
-	a.allowThread(testCh, "1700000000.000001", "U1", "wiki/search")
-	if !b.threadAllowed(testCh, "1700000000.000001", "U1", "wiki/search") {
-		t.Error("allowed for the thread on one replica, not on the other")
-	}
-	if b.threadAllowed(testCh, "1700000000.000001", "U2", "wiki/search") {
-		t.Error("allowed for another person")
-	}
-}
-
-// TestToolAllowedForTheThreadNotByAForgedMark: the shared marks live in Redis, where anyone who can
-// write could add one. A mark the replicas did not name with their key grants nothing: the asker is
-// asked as before.
-func TestToolAllowedForTheThreadNotByAForgedMark(t *testing.T) {
-	const thread, user, tool = "1700000000.000001", "U1", "wiki/search"
-	key := testCh + "/" + thread + "/" + user + "/" + tool
-	shared := &marks{set: map[string]bool{}}
-	replica := NewApprovals(shared, []byte("the replicas' grant key"), nil)
-	forger := NewApprovals(shared, []byte("a key guessed by whoever writes to Redis"), nil)
-	for _, mark := range []string{"tool-allowed:" + key, "tool-allowed:" + testCh + "/" + thread + "/" + user + "/*"} {
-		shared.set[mark] = true
-	}
-	forger.allowThread(testCh, thread, user, tool)
-	if replica.threadAllowed(testCh, thread, user, tool) {
-		t.Errorf("marks %v, none named with the replicas' key, allowed %s for the thread", slices.Sorted(maps.Keys(shared.set)), tool)
 	}
 }

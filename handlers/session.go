@@ -43,7 +43,7 @@ const (
 // subscribed, an older Slack) turns the calls off for StreamRefusal, once logged.
 func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 	r := a.r
-	if r.opt.Sessions == nil || mode != ModeStream || a.threadTS == "" || !r.sessions.allowed() {
+	if r.opt.Sessions == nil || mode != ModeStream || a.threadTS == "" || !r.sessions.Allowed() {
 		return
 	}
 	timeout, shutdown := sessionTimeout, errors.Is(context.Cause(ctx), ErrShutdown)
@@ -71,7 +71,7 @@ func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 		r.paced.SessionTurn().Throttled(ra)
 		a.log.Info("agent session status rate limited", zap.String("status", status))
 	case refusesSessions(err):
-		r.sessions.refuse(r.opt.StreamRefusal)
+		r.sessions.Refuse(r.opt.StreamRefusal)
 		a.log.Warn("agent sessions refused: is the app declared as an agent (features.agent_view) and subscribed to agent_session_stopped?",
 			zap.Error(err), zap.Duration("for", r.opt.StreamRefusal))
 	default:

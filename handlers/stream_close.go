@@ -10,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/slackmd"
-	"go.uber.org/zap"
 )
 
 // streamClose is the closing writes of a natively streamed answer: one per closing step.

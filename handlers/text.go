@@ -3,6 +3,8 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"time"
+	"unicode/utf8"
 
 	"github.com/llmbot/llmbot/notes"
 )
@@ -16,19 +18,14 @@ const (
 	// At shutdown, when the reply's own message cannot be edited in time (planClose): a note
 	// posted under an answer cut short, and a private word to the asker whose placeholder was deleted.
 	textInterruptedAbove = "The answer above was interrupted: the bot restarted. Mention me again to get a full answer."
-	// textOrphaned closes an answer whose replica died mid-answer (a crash, a lost node): another
-	// replica, or the restarted one, keeps what it showed and adds this.
-	textOrphaned = "Interrupted: the bot stopped before finishing this answer. Ask again to get a full answer."
-	// textOrphanedNothing is the same for an answer that showed nothing yet.
-	textOrphanedNothing = "I was interrupted before I could answer (the bot stopped). Please ask again."
-	textNotAnswered     = "I was restarting and could not answer this — please ask again."
-	textLength          = "The answer stopped at the length limit."
-	textCapped          = "The answer was cut here: it reached the bot's length limit."
-	textPanicked        = "Something went wrong while writing this answer."
-	textEmpty           = "The model returned an empty answer."
-	textEmptyLength     = "The model used its whole length limit before writing an answer (it may have spent it thinking)."
-	textUnfinished      = "Slack did not take the rest of this answer, please ask again."
-	textThreadRead      = "I couldn't read this conversation"
+	textNotAnswered      = "I was restarting and could not answer this — please ask again."
+	textLength           = "The answer stopped at the length limit."
+	textCapped           = "The answer was cut here: it reached the bot's length limit."
+	textPanicked         = "Something went wrong while writing this answer."
+	textEmpty            = "The model returned an empty answer."
+	textEmptyLength      = "The model used its whole length limit before writing an answer (it may have spent it thinking)."
+	textUnfinished       = "Slack did not take the rest of this answer, please ask again."
+	textThreadRead       = "I couldn't read this conversation"
 	// textReplacesAbove ends a regenerated answer that could not be written over the old one.
 	textReplacesAbove = "This answer replaces the one above."
 )
@@ -73,3 +70,14 @@ func finishNote(reason string, empty bool) string {
 	}
 	return ""
 }
+
+// clip cuts s to at most n characters.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+// respondTimeout bounds one private answer through a response_url.
+const respondTimeout = 10 * time.Second

@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
 )
@@ -52,11 +53,11 @@ func (tt *toolTest) clickThrough(t *testing.T, req route.ReplyRequest) (before i
 			if before < 0 {
 				before = len(tt.tools.called())
 			}
-			ref, err := ParseApprovalRef(buttonValue(ps[clicked]))
+			ref, err := approvals.ParseApprovalRef(buttonValue(ps[clicked]))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tt.approvals.Decide(ref, "U1", ActionToolAllowOnce); got != DecidedHere {
+			if got := tt.approvals.Decide(ref, "U1", approvals.ActionToolAllowOnce); got != approvals.DecidedHere {
 				t.Fatalf("Decide = %v", got)
 			}
 			clicked++

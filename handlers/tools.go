@@ -24,7 +24,7 @@ import (
 //
 // An answer with tools is a loop of rounds (generate): each round streams the model's text into
 // Slack like any answer, after the text of the rounds before it; when the round ends with tool calls,
-// they are approved (or not, approval.go: one prompt for the round's calls that need a click), made,
+// they are approved (or not: one prompt, through the Approver, for the calls that need a click), made,
 // and their results go back to the model as tool messages, and the next round begins. The loop is
 // bounded: at most ToolOptions.MaxCalls calls a round (the model is told the others were too many),
 // and after ToolOptions.MaxRounds rounds with calls, or once the answer's approvals and calls have
@@ -262,7 +262,7 @@ func (a *generation) checkCall(st *toolState, call llm.ToolCall, index int) tool
 		c.decided, c.ev.Outcome, c.result = true, "invalid", toolError(call.Name, why)
 		return c
 	}
-	c.ask = st.foreign != "" || !info.AutoApprove && !a.r.approvals.threadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)
+	c.ask = st.foreign != "" || !info.AutoApprove && !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)
 	return c
 }
 
@@ -281,11 +281,11 @@ func (a *generation) askFor(ctx context.Context, st *toolState, ask []*toolCall,
 	for _, c := range ask {
 		c.ev.Approval = waited
 		switch v {
-		case verdictAllowThread:
+		case toolinfo.AllowThread:
 			if st.foreign == "" { // the prompt offers it only then: the word is for the asker's own threads
-				a.r.approvals.allowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
+				a.r.approvals.AllowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
 			}
-		case verdictAllowOnce:
+		case toolinfo.AllowOnce:
 		default:
 			c.decided, c.ev.Outcome = true, string(v)
 			c.result = toolError(c.call.Name, deniedReason(v))
@@ -348,11 +348,11 @@ const (
 	detailAsking = "Waiting for the approval of the person who asked."
 )
 
-func deniedReason(v verdict) string {
+func deniedReason(v toolinfo.Verdict) string {
 	switch v {
-	case verdictTimeout:
+	case toolinfo.TimedOut:
 		return "nobody approved it in time"
-	case verdictCancelled:
+	case toolinfo.Cancelled:
 		return "the answer was stopped"
 	}
 	return "the person who asked denied it"
@@ -413,25 +413,6 @@ func (r *Replies) observeTool(ev ToolEvent) {
 	if f := r.opt.Tools.Observe; f != nil {
 		f(ev)
 	}
-}
-
-// clipRunes cuts s to at most n runes, with an ellipsis.
-func clipRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-// prettyArgs shows a call's arguments to people: indented JSON, cut to n runes.
-func prettyArgs(args []byte, n int) string {
-	var b bytes.Buffer
-	if json.Indent(&b, args, "", "  ") != nil {
-		b.Reset()
-		b.Write(args)
-	}
-	return clipRunes(cmp.Or(b.String(), "{}"), n)
 }
 
 // textToolsUnavailable ends the first answer after the model's server refused the tools (the

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
@@ -108,7 +109,7 @@ type toolTest struct {
 	tools *fakeTools
 	r     *Replies
 	// approvals are where the answers' approval prompts wait for the clicks (Decide).
-	approvals *Approvals
+	approvals *approvals.Approvals
 	events    []ToolEvent
 	mu        sync.Mutex
 }
@@ -124,7 +125,7 @@ func newToolTest(t *testing.T, tools *fakeTools, script func(int, llm.ChatReques
 	if edit != nil {
 		edit(&opt.Tools)
 	}
-	tt.approvals = NewApprovals(nil, nil, zaptest.NewLogger(t))
+	tt.approvals = approvals.New(nil, nil, zaptest.NewLogger(t))
 	opt.Approvals = tt.approvals
 	tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)
 	return tt
@@ -155,7 +156,7 @@ func (tt *toolTest) final() string {
 func (tt *toolTest) prompts() []gatewaytest.Call {
 	var out []gatewaytest.Call
 	for _, c := range tt.slack.CallsOf("post") {
-		if len(c.Buttons) > 0 && c.Buttons[0].ActionID == ActionToolAllowOnce {
+		if len(c.Buttons) > 0 && c.Buttons[0].ActionID == approvals.ActionToolAllowOnce {
 			out = append(out, c)
 		}
 	}
@@ -210,11 +211,11 @@ func TestToolApproval(t *testing.T) {
 		verdict string   // in the settled prompt
 		calls   int      // tool calls made
 	}{
-		{"allow once", []string{"U1 " + ActionToolAllowOnce}, 0, []string{"wx/weather:ok"}, "_Used `weather` (wx)._", "_Allowed once._", 1},
-		{"deny", []string{"U1 " + ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: the person who asked denied it", "_Denied._", 0},
+		{"allow once", []string{"U1 " + approvals.ActionToolAllowOnce}, 0, []string{"wx/weather:ok"}, "_Used `weather` (wx)._", "_Allowed once._", 1},
+		{"deny", []string{"U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: the person who asked denied it", "_Denied._", 0},
 		{"time out", nil, 0, []string{"wx/weather:timeout"}, "nobody approved it in time", "_Not answered in time: denied._", 0},
-		{"someone else first", []string{"U2 " + ActionToolAllowOnce, "U1 " + ActionToolDeny}, 0, []string{"wx/weather:denied"}, "denied it", "_Denied._", 0},
-		{"late click", []string{"U1 " + ActionToolAllowOnce}, 3 * time.Minute, []string{"wx/weather:timeout"}, "in time", "in time", 0},
+		{"someone else first", []string{"U2 " + approvals.ActionToolAllowOnce, "U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "denied it", "_Denied._", 0},
+		{"late click", []string{"U1 " + approvals.ActionToolAllowOnce}, 3 * time.Minute, []string{"wx/weather:timeout"}, "in time", "in time", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -232,7 +233,7 @@ func TestToolApproval(t *testing.T) {
 						t.Errorf("prompt %q lacks %q", p.Text, want)
 					}
 				}
-				ref, err := ParseApprovalRef(p.Buttons[0].Value)
+				ref, err := approvals.ParseApprovalRef(p.Buttons[0].Value)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -240,8 +241,8 @@ func TestToolApproval(t *testing.T) {
 				for _, c := range tc.clicks {
 					user, action, _ := strings.Cut(c, " ")
 					got := tt.approvals.Decide(ref, user, action)
-					if user != "U1" && got != DecidedNotAsker {
-						t.Errorf("click by %s: %v, want DecidedNotAsker", user, got)
+					if user != "U1" && got != approvals.DecidedNotAsker {
+						t.Errorf("click by %s: %v, want approvals.DecidedNotAsker", user, got)
 					}
 				}
 				time.Sleep(DefaultApprovalTimeout)
@@ -288,8 +289,8 @@ func TestToolAllowForThread(t *testing.T) {
 		if len(ps) != 1 || len(ps[0].Buttons) != 3 {
 			t.Fatalf("%d prompts (want 1, with 3 buttons)", len(ps))
 		}
-		ref, _ := ParseApprovalRef(buttonValue(ps[0]))
-		if got := tt.approvals.Decide(ref, "U1", ActionToolAllowThread); got != DecidedHere {
+		ref, _ := approvals.ParseApprovalRef(buttonValue(ps[0]))
+		if got := tt.approvals.Decide(ref, "U1", approvals.ActionToolAllowThread); got != approvals.DecidedHere {
 			t.Fatalf("Decide = %v", got)
 		}
 		mustNoErr(t, <-done)

@@ -85,7 +85,7 @@ func (t *chatMeter) record() {
 	t.m.modelRequests.WithLabelValues("chat", cmp.Or(t.outcome, "abandoned")).Inc()
 }
 
-// ImageMaker generates images (handlers.Imager; *llm.Client implements it).
+// ImageMaker generates images (imagine.Imager; *llm.Client implements it).
 type ImageMaker interface {
 	Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/llm"
@@ -88,12 +89,12 @@ func TestWiredBot(t *testing.T) {
 	replies := handlers.NewReplies(api, api, api, api, m.Chat(model, "gpt-test"), log, handlers.ReplyOptions{
 		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
 	})
-	imagine := handlers.NewImagine(m.Imager(model), api, api, log, handlers.ImagineOptions{BotName: id.Name})
+	im := imagine.New(m.Imager(model), api, api, log, imagine.Options{BotName: id.Name})
 	routes := route.NewTable(m.Middleware)
 	b := bot.New(sc, id, routes, gateway.NewNotices(api, gateway.Budgets{}), log, bot.Options{Hooks: hooks})
 	if err := routes.Add(
 		route.Route{Kind: route.Message, Name: route.MessageRoute, Handler: replies.Handler()},
-		route.Route{Kind: route.Command, Name: "/imagine", Handler: imagine.Handler()},
+		route.Route{Kind: route.Command, Name: "/imagine", Handler: im.Handler()},
 	); err != nil {
 		t.Fatal(err)
 	}

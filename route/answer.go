@@ -11,7 +11,14 @@ import (
 const (
 	ActionStop       = "llmbot_stop"
 	ActionRegenerate = "llmbot_regenerate"
+	// ActionFeedback is the 👍/👎 pair under a final answer: its value is the answer's ReplyRef
+	// (package feedback reads the clicks and gives each side its value).
+	ActionFeedback = "llmbot_feedback"
 )
+
+// LabelRegenerate is what the Regenerate button says, on an answer and on an answer closed by
+// another replica after its own died (both use cases build the button; a click is served the same).
+const LabelRegenerate = "Regenerate"
 
 // What access rules and metrics call the Stop and Regenerate buttons (Stop also names Slack's
 // agent_session_stopped, which stops the answer the same way).
@@ -23,10 +30,6 @@ const (
 // TaskSummarize is the task (ReplyRequest.Task, ReplyRef.Task) of summarising a thread in it, as
 // an answer: the "Summarize thread" shortcut asks it, and Regenerate on its answer asks it again.
 const TaskSummarize = "summarize"
-
-// ErrShutdown is the cause the loop cancels the work in progress with when the bot shuts down:
-// a use case that sees it closes what it was writing with an "interrupted" note.
-var ErrShutdown = errors.New("bot shutting down")
 
 // ReplyRef names the answer a Stop or Regenerate button belongs to. Its JSON is the button's
 // value; the channel comes with the click.

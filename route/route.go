@@ -58,6 +58,9 @@ type Request struct {
 	Feature string
 
 	Channel, User, Team string
+	// UserTeam is the team Slack names as the person's own (an event's user_team, a click's
+	// user.team_id); "" when the payload does not say (Team may then be the workspace it came from).
+	UserTeam string
 	// ThreadTS and MessageTS are, for an action, the thread and the message of the clicked button;
 	// for a message shortcut, the message's.
 	ThreadTS, MessageTS string
@@ -239,6 +242,7 @@ type ReplyRequest struct {
 	Channel     string
 	ChannelType string // "channel", "group", "im", "mpim"
 	User, Team  string
+	UserTeam    string // the team Slack names as the person's own (user_team); "": not said
 	TS          string // the triggering message
 	// ThreadTS is the thread to answer in: for a top-level mention in a channel, the message's own ts.
 	// "" = a top-level DM: answer in the DM, context = recent history.

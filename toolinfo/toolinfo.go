@@ -1,13 +1,54 @@
 // Package toolinfo is the vocabulary between the answers that offer tools to a model (handlers)
 // and the plumbing that reaches them (tools, over MCP): what one tool a channel may use is. It sits
-// below both, so that the plumbing depends on no use case and the use cases on no protocol.
+// below both, so that the plumbing depends on no use case and the use cases on no protocol. It is
+// also what the answers and the approvals use case say to each other about a call that needs the
+// asker's click (Approval, Verdict).
 package toolinfo
 
-import "github.com/llmbot/llmbot/llm"
+import (
+	"time"
+
+	"github.com/llmbot/llmbot/llm"
+)
 
 // Info is one tool a channel may use.
 type Info struct {
 	llm.Tool           // Name is unique among the channel's tools (what the model calls)
 	Server      string // the MCP server it is on (shown to people, metrics)
 	AutoApprove bool   // called without asking (the server's auto-approve list)
+}
+
+// Verdict is how the asker's approval of a round's tool calls ended.
+type Verdict string
+
+// The verdicts.
+const (
+	AllowOnce   Verdict = "allow_once"
+	AllowThread Verdict = "allow_thread" // and the asker's next calls of these tools in the thread
+	Denied      Verdict = "denied"
+	TimedOut    Verdict = "timeout"
+	Cancelled   Verdict = "cancelled" // the answer stopped meanwhile
+)
+
+// Approval asks the person who asked for an answer whether its calls may be made: the answer's
+// tool loop asks it, and the approvals use case shows the prompt and waits for the click.
+type Approval struct {
+	Channel string
+	Thread  string // where the prompt is posted: the answer's thread
+	// ThreadTS and TS name the answer, as route.ReplyRef does: the click on the prompt may reach
+	// another replica, which hands it over by them.
+	ThreadTS, TS string
+	Asker        string // the only person who may decide
+	Calls        []Call
+	// Foreign is what the context holds besides the asker's words ("" when nothing), said in the
+	// prompt; then "Allow for this thread" is not offered (it would not apply).
+	Foreign string
+	Wait    time.Duration // for the click; then the calls are denied
+	Settle  time.Duration // for the prompt's rewrite with its outcome, once decided
+}
+
+// Call is one tool call shown in an Approval.
+type Call struct {
+	Info
+	Args []byte // as the model wrote them (JSON)
 }

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -266,7 +268,7 @@ func TestE2EFeedback(t *testing.T) {
 	}
 	e.waitFor(t, "the comment modal", func() bool { return len(e.slack.Views()) == 1 })
 	v := e.slack.Views()[0]
-	if v.User != "U1" || v.CallbackID != handlers.ViewFeedback || len(v.Inputs) != 1 || !v.Inputs[0].Optional {
+	if v.User != "U1" || v.CallbackID != feedback.View || len(v.Inputs) != 1 || !v.Inputs[0].Optional {
 		t.Errorf("modal %+v: want the optional comment for U1", v)
 	}
 	e.waitFor(t, "the 👎 in the feedback channel", func() bool { return len(e.slack.Messages("C9")) == 1 })
@@ -315,7 +317,7 @@ func TestE2EFeedbackOff(t *testing.T) {
 // openPane sends app_home_opened on the messages tab of user's DM with the bot, as Slack does
 // when the agent pane opens.
 func (e *e2e) openPane(channel, user string) {
-	e.slack.SendEvent(map[string]any{"type": handlers.EventAppHomeOpened, "user": user, "channel": channel,
+	e.slack.SendEvent(map[string]any{"type": pane.EventAppHomeOpened, "user": user, "channel": channel,
 		"tab": "messages", "event_ts": "1700000000.000100"})
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
@@ -146,12 +147,12 @@ func TestE2EImagineAnotherOne(t *testing.T) {
 	e.slack.SlashCommand("C1", "U1", "/imagine", "a fox in the snow")
 	e.waitFor(t, "shared image", func() bool { f := e.slack.Files(); return len(f) == 1 && f[0].Shared })
 	pic, _ := e.slack.Message("C1", e.slack.Files()[0].MessageTS)
-	if buttonsOf(pic) != handlers.ActionImagineAgain {
+	if buttonsOf(pic) != imagine.ActionImagineAgain {
 		t.Fatalf("picture shows buttons %q, want Another one", buttonsOf(pic))
 	}
 
 	// U2 asks for another: a new picture, credited to U2, from U2's quota.
-	e.click(t, "C1", pic.TS, "U2", handlers.ActionImagineAgain)
+	e.click(t, "C1", pic.TS, "U2", imagine.ActionImagineAgain)
 	e.waitFor(t, "second image", func() bool { f := e.slack.Files(); return len(f) == 2 && f[1].Shared })
 	second, _ := e.slack.Message("C1", e.slack.Files()[1].MessageTS)
 	if !strings.Contains(second.SectionText(), "<@U2>") || !strings.Contains(second.SectionText(), "a fox in the snow") {
@@ -167,7 +168,7 @@ func TestE2EImagineAnotherOne(t *testing.T) {
 	}
 
 	// U2's daily quota (1) is used up: the next click is refused privately.
-	e.click(t, "C1", second.TS, "U2", handlers.ActionImagineAgain)
+	e.click(t, "C1", second.TS, "U2", imagine.ActionImagineAgain)
 	e.waitFor(t, "quota notice", func() bool { return len(e.privateTo("U2")) == 2 })
 	if got := e.privateTo("U2")[1]; strings.Contains(got, "Generating") {
 		t.Errorf("U2 told %q, want the quota refusal", got)

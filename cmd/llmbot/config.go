@@ -22,7 +22,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/doctor"
-	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/pane"
 )
 
 // Config is every setting of the bot, read from the environment by loadConfig: a normalising pass
@@ -524,8 +524,8 @@ const maxImageTimeout = 25 * time.Minute
 
 // accessRules returns the access policy of the settings.
 // prompts are the agent pane's suggested prompts (SUGGESTED_PROMPTS, or the defaults).
-func (c Config) prompts() ([]handlers.Prompt, error) {
-	return handlers.ParsePrompts(cmp.Or(c.SuggestedPrompts, handlers.DefaultPrompts))
+func (c Config) prompts() ([]pane.Prompt, error) {
+	return pane.ParsePrompts(cmp.Or(c.SuggestedPrompts, pane.DefaultPrompts))
 }
 
 func (c Config) accessRules() (*access.Policy, error) {

@@ -14,13 +14,14 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"go.uber.org/zap"
+
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/doctor"
 	"github.com/llmbot/llmbot/internal/nodump"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/tools"
-	"go.uber.org/zap"
 )
 
 // version is set at build time (the Dockerfile: -ldflags "-X main.version=$VERSION"); when it is

@@ -10,8 +10,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/summarize"
 )
@@ -28,11 +32,11 @@ func TestRouteTable(t *testing.T) {
 		answering: answering{
 			replies:   replies,
 			summarize: summarize.New(nil, nil, nil, nil, replies, log, summarize.Options{}),
-			approvals: handlers.NewApprovals(nil, nil, log),
-			pane:      handlers.NewAgentPane(nil, nil, log),
+			approvals: approvals.New(nil, nil, log),
+			pane:      pane.New(nil, nil, log),
 		},
-		imagine:  handlers.NewImagine(nil, nil, nil, log, handlers.ImagineOptions{}),
-		feedback: handlers.NewFeedback(nil, nil, nil, log, handlers.FeedbackOptions{}),
+		imagine:  imagine.New(nil, nil, nil, log, imagine.Options{}),
+		feedback: feedback.New(nil, nil, nil, log, feedback.Options{}),
 	}
 	rows := u.routes()
 	if err := route.NewTable().Add(rows...); err != nil {

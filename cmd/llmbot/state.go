@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/state"
 )
@@ -32,7 +33,7 @@ type sharedState struct {
 	buckets  pace.Shared
 	marks    handlers.ThreadMarks
 	counter  access.Counter
-	orphans  handlers.Orphans
+	orphans  orphans.Journal
 	journal  handlers.Journal
 	fence    gateway.Fence
 }
@@ -105,7 +106,7 @@ func stateOwner(id bot.Identity) string {
 }
 
 // orphanQuiet is how long an orphaned answer's messages must be unchanged before it is closed
-// (handlers.ReplyOptions.OrphanQuiet): with Redis the liveness TTL, for its owner may be a replica cut
+// (orphans.Options.Quiet): with Redis the liveness TTL, for its owner may be a replica cut
 // off rather than gone; with the local journal none, for its owner was this process before it died.
 func orphanQuiet(cfg Config) time.Duration {
 	if cfg.RedisURL == "" {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/redistest"
@@ -123,7 +123,7 @@ func (e *e2e) prompt(t *testing.T, q string) fakeslack.Message {
 	var p fakeslack.Message
 	e.waitFor(t, "the approval prompt", func() bool {
 		for _, m := range e.slack.BotReplies("C1", q) {
-			if strings.Contains(buttonsOf(m), handlers.ActionToolAllowOnce) {
+			if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) {
 				p = m
 				return true
 			}
@@ -161,15 +161,15 @@ func TestE2EToolApproved(t *testing.T) {
 		}
 	}
 	// Someone else clicks Allow: told privately, nothing happens.
-	e.click(t, "C1", p.TS, "U2", handlers.ActionToolAllowOnce)
+	e.click(t, "C1", p.TS, "U2", approvals.ActionToolAllowOnce)
 	e.waitFor(t, "U2 told", func() bool { return len(e.privateTo("U2")) == 1 })
-	if got := e.privateTo("U2")[0]; got != handlers.TextNotAskerApproval {
+	if got := e.privateTo("U2")[0]; got != approvals.TextNotAskerApproval {
 		t.Errorf("U2 told %q", got)
 	}
 	if n := len(e.llm.ChatRequests()); n != 1 {
 		t.Fatalf("%d model requests after a non-asker's click, want 1", n)
 	}
-	e.click(t, "C1", p.TS, "U1", handlers.ActionToolAllowOnce)
+	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
 	got := e.answerOf(t, q)
 	if !strings.Contains(got, "Used `srv__lookup` (srv)") || !strings.Contains(got, "ticket for Oslo is open") {
 		t.Errorf("answer %q", got)
@@ -183,7 +183,7 @@ func TestE2EToolDeniedAndTimedOut(t *testing.T) {
 	for _, tc := range []struct {
 		name, click, want string
 	}{
-		{"deny", handlers.ActionToolDeny, "the person who asked denied it"},
+		{"deny", approvals.ActionToolDeny, "the person who asked denied it"},
 		{"time out", "", "nobody approved it in time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,7 +216,7 @@ func TestE2EToolAutoApprovedParallel(t *testing.T) {
 		t.Errorf("a live mention from a tool's output reached Slack: %q", got)
 	}
 	for _, m := range e.slack.BotReplies("C1", q) {
-		if strings.Contains(buttonsOf(m), handlers.ActionToolAllowOnce) {
+		if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) {
 			t.Errorf("an auto-approved call asked: %q", m.Text)
 		}
 	}
@@ -244,7 +244,7 @@ func TestE2EToolServerCrashesMidCall(t *testing.T) {
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, fakellm.ToolCall{ID: "x", Name: "srv__crash", Arguments: `{}`}))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> crash it")
 	p := e.prompt(t, q)
-	e.click(t, "C1", p.TS, "U1", handlers.ActionToolAllowOnce)
+	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
 	got := e.answerOf(t, q)
 	// The model is told why (the fake model repeats it in its answer); the line says only that it failed.
 	if !strings.Contains(got, "_`srv__crash` failed._") || !strings.Contains(got, "Done: The tool srv__crash failed.") ||
@@ -292,14 +292,14 @@ func TestReplicasToolApprovalOnAnotherReplica(t *testing.T) {
 	var prompt fakeslack.Message
 	rs.wait("the approval prompt", func() bool {
 		for _, m := range rs.fs.BotReplies("C1", ts) {
-			if strings.Contains(buttonsOf(m), handlers.ActionToolAllowOnce) {
+			if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) {
 				prompt = m
 				return true
 			}
 		}
 		return false
 	})
-	if _, err := rs.fs.Via(b.conn).Click("C1", prompt.TS, "U1", handlers.ActionToolAllowOnce); err != nil {
+	if _, err := rs.fs.Via(b.conn).Click("C1", prompt.TS, "U1", approvals.ActionToolAllowOnce); err != nil {
 		t.Fatal(err)
 	}
 	rs.wait("the answer with the tool's result", func() bool { return strings.Contains(rs.answer(ts), "ticket for Oslo is open") })
@@ -382,10 +382,10 @@ func TestE2EToolOthersOrderNeedsClick(t *testing.T) {
 	if n := len(e.llm.ChatRequests()); n != 1 {
 		t.Fatalf("%d model requests before the click, want 1 (the call waits)", n)
 	}
-	if strings.Contains(buttonsOf(p), handlers.ActionToolAllowThread) {
+	if strings.Contains(buttonsOf(p), approvals.ActionToolAllowThread) {
 		t.Errorf("the prompt offers Allow for this thread in a thread with others' words: %q", buttonsOf(p))
 	}
-	e.click(t, "C1", p.TS, "U1", handlers.ActionToolAllowOnce)
+	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
 	e.waitFor(t, "the reply to finish", func() bool { return e.finished(t) >= 1 })
 	var answer string
 	for _, m := range e.slack.BotReplies("C1", parent) {
@@ -414,7 +414,7 @@ func TestE2EToolBatchOnePrompt(t *testing.T) {
 			t.Errorf("prompt %q lacks %q", p.Text, want)
 		}
 	}
-	e.click(t, "C1", p.TS, "U1", handlers.ActionToolAllowOnce)
+	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
 	got := e.answerOf(t, q)
 	for _, want := range []string{"ticket for Oslo is open", "ticket for Lima is open", "ticket for Rome is open"} {
 		if !strings.Contains(got, want) {

@@ -16,13 +16,19 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/imagine"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
@@ -117,11 +123,11 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 type useCases struct {
 	bot *bot.Bot // Stop: it knows which answers run here, and hands the others' to their replica
 	answering
-	imagine  *handlers.Imagine
-	feedback *handlers.Feedback
+	imagine  *imagine.Imagine
+	feedback *feedback.Feedback
 	slack    *bot.SlackAPI       // private responses
 	sessions *bot.SlackAssistant // the agent session's status
-	prompts  []handlers.Prompt
+	prompts  []pane.Prompt
 }
 
 // routes is the route table: every message, command, button, shortcut, modal and event the bot
@@ -133,14 +139,14 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Action, Name: route.ActionRegenerate, Feature: route.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
 		{Kind: route.Action, Name: route.ActionStop, Feature: route.FeatureStop, Handler: u.bot.StopHandler()},
 		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: route.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
-		{Kind: route.Action, Name: handlers.ActionToolAllowOnce, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Action, Name: handlers.ActionToolAllowThread, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Action, Name: handlers.ActionToolDeny, Feature: handlers.FeatureToolApproval, Handler: approve},
-		{Kind: route.Event, Name: handlers.EventAppHomeOpened, Feature: handlers.FeatureAgentPane, Handler: u.pane.PaneHandler(u.prompts)},
-		{Kind: route.Action, Name: handlers.ActionFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.Handler()},
-		{Kind: route.View, Name: handlers.ViewFeedback, Feature: handlers.FeatureFeedback, Handler: u.feedback.CommentHandler()},
-		{Kind: route.Command, Name: handlers.CommandImagine, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
-		{Kind: route.Action, Name: handlers.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolAllowThread, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
+		{Kind: route.Action, Name: feedback.Action, Feature: feedback.Feature, Handler: u.feedback.Handler()},
+		{Kind: route.View, Name: feedback.View, Feature: feedback.Feature, Handler: u.feedback.CommentHandler()},
+		{Kind: route.Command, Name: imagine.Command, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
+		{Kind: route.Action, Name: imagine.ActionImagineAgain, Feature: access.FeatureImagine, Handler: u.imagine.Handler()},
 		{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: u.summarize.SummarizeHandler(u.slack)},
 		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
 		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
@@ -314,7 +320,7 @@ type parts struct {
 	budgets   gateway.Budgets
 	notices   *gateway.Notices
 	overrides *access.Overrides
-	prompts   []handlers.Prompt
+	prompts   []pane.Prompt
 	log       *zap.Logger
 }
 
@@ -335,28 +341,28 @@ func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client,
 // orphans' recovery, /summarize, the tool approvals and the agent pane.
 type answering struct {
 	replies   *handlers.Replies
-	orphans   *handlers.OrphanCloser
+	orphans   *orphans.Closer
 	summarize *summarize.Summarizer
-	approvals *handlers.Approvals
-	pane      *handlers.AgentPane
+	approvals *approvals.Approvals
+	pane      *pane.Pane
 }
 
 // answering builds the answers and the use cases beside them.
 func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answering {
 	cfg, api := p.cfg, p.api
 	names := gateway.NewNames(api, p.budgets.Lookups, p.id.UserID)
-	pane := handlers.NewAgentPane(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
+	agentPane := pane.New(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
 	// Redis never sees the token the grants' key is derived from.
-	approvals := handlers.NewApprovals(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
-	opt := p.replyOptions(files, toolOpts, names, pane, approvals)
+	approve := approvals.New(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
+	opt := p.replyOptions(files, toolOpts, names, agentPane, approve)
 	chat := p.metrics.Chat(p.model, cfg.ChatModel) // one metered chat for the answers and the summaries
 	replies := handlers.NewReplies(api, api, api, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
-		orphans:   handlers.NewOrphanCloser(api, api, p.log.Named("orphans"), opt),
+		orphans:   p.orphanCloser(opt),
 		summarize: summarize.New(api, api, names, chat, replies, p.log.Named("summarize"), summaryOptions(opt)),
-		approvals: approvals,
-		pane:      pane,
+		approvals: approve,
+		pane:      agentPane,
 	}
 }
 
@@ -367,8 +373,15 @@ func summaryOptions(opt handlers.ReplyOptions) summarize.Options {
 		ChannelSettings: opt.ChannelSettings, Fence: opt.Fence, Budgets: opt.Budgets, ShutdownTimeout: opt.ShutdownTimeout}
 }
 
+// orphanCloser closes the answers of replicas that died, under the settings the answers are written
+// with (opt).
+func (p *parts) orphanCloser(opt handlers.ReplyOptions) *orphans.Closer {
+	return orphans.New(p.api, p.api, p.log.Named("orphans"), orphans.Options{Budgets: opt.Budgets, Fence: opt.Fence,
+		BotUserID: opt.BotUserID, BotID: opt.BotID, Buttons: opt.Buttons, Quiet: orphanQuiet(p.cfg), HistoryLimit: opt.HistoryLimit})
+}
+
 // replyOptions are the answers' options, which the orphans' recovery and /summarize share.
-func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, pane *handlers.AgentPane, approvals *handlers.Approvals) handlers.ReplyOptions {
+func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, names *gateway.Names, agentPane *pane.Pane, approve *approvals.Approvals) handlers.ReplyOptions {
 	cfg, id, overrides := p.cfg, p.id, p.overrides
 	return handlers.ReplyOptions{
 		BotUserID: id.UserID,
@@ -406,34 +419,33 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 			ShutdownTimeout: bot.CloseReserve(cfg.ShutdownGrace),
 		},
 		ReplicaOptions: handlers.ReplicaOptions{
-			Journal:     p.shared.journal,
-			Fence:       p.shared.fence,
-			OrphanQuiet: orphanQuiet(cfg),
-			Threads:     p.shared.marks,
+			Journal: p.shared.journal,
+			Fence:   p.shared.fence,
+			Threads: p.shared.marks,
 		},
 		Budgets:   p.budgets,
-		Approvals: approvals,
+		Approvals: approve,
 		Names:     names,
-		Pane:      pane,
-		Files: handlers.FileOptions{
-			Files: files, Vision: handlers.Vision(cfg.Vision),
-			ChannelVision: func(channel string) handlers.Vision {
+		Pane:      agentPane,
+		Files: attach.NewReader(attach.Options{
+			Files: files, Vision: attach.Vision(cfg.Vision),
+			ChannelVision: func(channel string) attach.Vision {
 				o, _ := overrides.Lookup(channel)
-				return handlers.Vision(o.Vision)
+				return attach.Vision(o.Vision)
 			},
 			MaxImageSide: cfg.ImageInputMaxSide, MaxText: cfg.MaxFileText, MaxBytes: cfg.MaxFileBytes,
 			// One Preparer for the process: at most picturesDecoded pictures are decoded at once, whatever
 			// the number of answers reading them, so their memory is bounded together.
 			Pictures: media.NewPreparer(picturesDecoded),
-		},
+		}),
 		Written: p.metrics.ReplyWritten,
 		Tools:   toolOpts,
 	}
 }
 
 // imagine makes pictures for /imagine and its "Another one" button.
-func (p *parts) imagine() *handlers.Imagine {
-	return handlers.NewImagine(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), handlers.ImagineOptions{
+func (p *parts) imagine() *imagine.Imagine {
+	return imagine.New(p.metrics.Imager(p.model), p.api, p.api, p.log.Named("imagine"), imagine.Options{
 		BotName:    p.id.Name,
 		MaxPerUser: p.cfg.ImaginePerUser,
 		Timeout:    p.cfg.ImageTimeout + imageUploadTime,
@@ -444,8 +456,8 @@ func (p *parts) imagine() *handlers.Imagine {
 }
 
 // feedback takes the 👍/👎 on answers and their comments.
-func (p *parts) feedback() *handlers.Feedback {
-	return handlers.NewFeedback(p.api, p.api, p.api, p.log.Named("feedback"), handlers.FeedbackOptions{
+func (p *parts) feedback() *feedback.Feedback {
+	return feedback.New(p.api, p.api, p.api, p.log.Named("feedback"), feedback.Options{
 		Channel: p.cfg.FeedbackChannel,
 		Model: func(channel string) string {
 			o, _ := p.overrides.Lookup(channel)
@@ -517,7 +529,7 @@ func logStarting(log *zap.Logger, cfg Config, id bot.Identity, policy pace.Polic
 }
 
 // paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.
-func paneOf(cfg Config, api *bot.SlackAPI) handlers.Pane {
+func paneOf(cfg Config, api *bot.SlackAPI) pane.Assistant {
 	if !cfg.AgentView {
 		return nil
 	}

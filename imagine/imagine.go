@@ -1,4 +1,8 @@
-package handlers
+// Package imagine is the /imagine use case: a picture made by the image model for a prompt and
+// uploaded to the channel, crediting the person who asked, and the "Another one" button under it
+// (ActionImagineAgain: the same prompt, a new picture, for and counted against the person who
+// pressed it: per-user bound and daily quota). Failures are told privately (response_url).
+package imagine
 
 import (
 	"context"
@@ -16,19 +20,30 @@ import (
 	"github.com/llmbot/llmbot/internal/watch"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/notes"
+	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 )
 
-// ImagineOptions configure Imagine. Zero values get the documented defaults.
-type ImagineOptions struct {
+// Imager generates images (llm.Client).
+type Imager interface {
+	Image(ctx context.Context, req llm.ImageRequest) (*llm.Image, error)
+}
+
+// Request is an /imagine command, or a click on "Another one".
+type Request struct {
+	Channel, User, Team, Text, ResponseURL string
+}
+
+// Options configure Imagine. Zero values get the documented defaults.
+type Options struct {
 	BotName    string        // for "/invite @<bot name>"
 	Model      string        // image model; "": the client's default
 	MaxPerUser int           // image jobs one person may have running; default 2
 	Timeout    time.Duration // whole job (generation and upload); default 4 min
-	// Buttons puts an "Another one" button on each picture (same prompt, a new picture; see
-	// buttons.go). Prompts longer than a button value (2,000 characters) get none.
+	// Buttons puts an "Another one" button on each picture (same prompt, a new picture). Prompts
+	// longer than a button value (2,000 characters) get none.
 	Buttons bool
-	// ShutdownTimeout bounds the private note of a job interrupted by ErrShutdown, so it fits the
+	// ShutdownTimeout bounds the private note of a job interrupted by route.ErrShutdown, so it fits the
 	// bot's grace period (bot.CloseReserve). Default 2 s.
 	ShutdownTimeout time.Duration
 }
@@ -40,9 +55,14 @@ const (
 	respondTimeout = 10 * time.Second
 )
 
-// CommandImagine is the slash command Imagine serves (with ActionImagineAgain); access rules and
-// metrics call both access.FeatureImagine, the feature the daily quota counts.
-const CommandImagine = "/imagine"
+// Command is the slash command Imagine serves (with ActionImagineAgain); access rules and metrics
+// call both access.FeatureImagine, the feature the daily quota counts.
+const Command = "/imagine"
+
+// ActionImagineAgain is the "Another one" button under a picture. Its value is the prompt.
+const ActionImagineAgain = "llmbot_imagine_again"
+
+const labelAnother = "Another one"
 
 // Imagine makes a picture for /imagine and uploads it to the channel.
 type Imagine struct {
@@ -50,7 +70,7 @@ type Imagine struct {
 	up   gateway.Uploader
 	resp gateway.Responder
 	log  *zap.Logger
-	opt  ImagineOptions
+	opt  Options
 
 	mu   sync.Mutex
 	jobs map[string]*userJobs // user -> jobs accepted or running
@@ -81,8 +101,8 @@ func (u *userJobs) prune(now time.Time) {
 
 func (u *userJobs) count() int { return u.running + len(u.accepted) }
 
-// NewImagine returns Imagine over the given image, upload and response_url interfaces.
-func NewImagine(img Imager, up gateway.Uploader, r gateway.Responder, log *zap.Logger, opt ImagineOptions) *Imagine {
+// New returns Imagine over the given image, upload and response_url interfaces.
+func New(img Imager, up gateway.Uploader, r gateway.Responder, log *zap.Logger, opt Options) *Imagine {
 	if opt.MaxPerUser <= 0 {
 		opt.MaxPerUser = 2
 	}
@@ -102,7 +122,7 @@ func NewImagine(img Imager, up gateway.Uploader, r gateway.Responder, log *zap.L
 // It does no I/O, so the ack goes out at once. An empty prompt gets usage help; a user already at the
 // per-user bound is told to wait. When it says start, the job holds its place in the per-user bound
 // from now on: Run takes the place over (a place Run does not take within acceptTTL is freed).
-func (i *Imagine) Accept(req ImagineRequest) (ackText string, start bool) {
+func (i *Imagine) Accept(req Request) (ackText string, start bool) {
 	prompt := strings.TrimSpace(req.Text)
 	if prompt == "" {
 		return usageText, false
@@ -141,16 +161,16 @@ func (i *Imagine) busyText() string {
 
 // Run generates the image and uploads it to the channel, crediting the user. Failures are told to the
 // user privately (response_url) and returned for the caller to log; a job over the per-user bound is
-// refused with a private message and ErrIgnored.
-func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
+// refused with a private message and route.ErrIgnored.
+func (i *Imagine) Run(ctx context.Context, req Request) error {
 	prompt := strings.TrimSpace(req.Text)
 	if prompt == "" {
-		return ErrIgnored
+		return route.ErrIgnored
 	}
 	log := i.log.With(zap.String("channel", req.Channel), zap.String("user", req.User))
 	if !i.acquire(req.User) {
 		i.respond(ctx, log, req, i.busyText())
-		return ErrIgnored
+		return route.ErrIgnored
 	}
 	defer i.release(req.User)
 
@@ -172,7 +192,7 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 		comment += "\n_Revised prompt: " + slackmd.EscapeMrkdwn(notes.OneLine(slackmd.Neutralise(rp), 1000)) + "_"
 	}
 	var buttons []gateway.Button
-	if i.opt.Buttons && len([]rune(prompt)) <= MaxButtonValue {
+	if i.opt.Buttons && len([]rune(prompt)) <= gateway.MaxButtonValue {
 		buttons = []gateway.Button{{ActionID: ActionImagineAgain, Text: labelAnother, Value: prompt}}
 	}
 	err = i.upload(jctx, log, gateway.Upload{
@@ -186,8 +206,8 @@ func (i *Imagine) Run(ctx context.Context, req ImagineRequest) error {
 	})
 	if err != nil {
 		i.respond(ctx, log, req, i.uploadFailure(ctx, req.Channel, err))
-		if cause := context.Cause(ctx); ctx.Err() != nil && errors.Is(cause, ErrShutdown) {
-			// slack-go reports ctx.Err(), not its cause: the caller tells a shutdown by ErrShutdown.
+		if cause := context.Cause(ctx); ctx.Err() != nil && errors.Is(cause, route.ErrShutdown) {
+			// slack-go reports ctx.Err(), not its cause: the caller tells a shutdown by route.ErrShutdown.
 			return fmt.Errorf("upload image: %w: %w", cause, err)
 		}
 		return fmt.Errorf("upload image: %w", err)
@@ -254,12 +274,12 @@ func (i *Imagine) forgetLocked(user string, u *userJobs) {
 
 // respond tells the user privately, on a context that outlives a cancelled job. A failure here is only
 // logged: the job's own error is what Run returns.
-func (i *Imagine) respond(ctx context.Context, log *zap.Logger, req ImagineRequest, text string) {
+func (i *Imagine) respond(ctx context.Context, log *zap.Logger, req Request, text string) {
 	if req.ResponseURL == "" {
 		return
 	}
 	timeout := respondTimeout
-	if errors.Is(context.Cause(ctx), ErrShutdown) {
+	if errors.Is(context.Cause(ctx), route.ErrShutdown) {
 		timeout = min(timeout, i.opt.ShutdownTimeout)
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
@@ -272,7 +292,7 @@ func (i *Imagine) respond(ctx context.Context, log *zap.Logger, req ImagineReque
 // imageFailure is what the user is told when the image call failed.
 func imageFailure(ctx context.Context, err error) string {
 	if ctx.Err() != nil {
-		if errors.Is(context.Cause(ctx), ErrShutdown) {
+		if errors.Is(context.Cause(ctx), route.ErrShutdown) {
 			return "Your image was interrupted: the bot is restarting. Please try `/imagine` again in a moment."
 		}
 		return "Your image was cancelled."
@@ -322,7 +342,7 @@ func (i *Imagine) uploadFailure(ctx context.Context, channel string, err error) 
 		}
 		return fmt.Sprintf("I can't post in this channel because I'm not a member. Invite me with `/invite %s` and try again.", name)
 	}
-	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), route.ErrShutdown) {
 		return "Your image was interrupted: the bot is restarting. Please try `/imagine` again in a moment."
 	}
 	return "The image was made but I couldn't post it: " + notes.Slack(err) + "."
@@ -339,4 +359,29 @@ func truncateRunes(s string, n int) string {
 		return string(r[:n])
 	}
 	return s
+}
+
+// Jobs runs /imagine jobs (*Imagine): Accept says at once whether one starts, and its text.
+type Jobs interface {
+	Accept(req Request) (ackText string, start bool)
+	Run(ctx context.Context, req Request) error
+}
+
+// Handler serves /imagine and ActionImagineAgain with i (JobsHandler).
+func (i *Imagine) Handler() route.Handler { return JobsHandler(i) }
+
+// JobsHandler serves /imagine and ActionImagineAgain (the same prompt again, for the person who
+// pressed it) with j: Accept's text is the command's ack, or is told privately to the clicker.
+func JobsHandler(j Jobs) route.Handler {
+	return route.Funcs{
+		AcceptFunc: func(req *route.Request) route.Decision {
+			text, start := j.Accept(imagineRequest(req))
+			return route.Decision{Run: start, Say: text}
+		},
+		RunFunc: func(ctx context.Context, req *route.Request) error { return j.Run(ctx, imagineRequest(req)) },
+	}
+}
+
+func imagineRequest(req *route.Request) Request {
+	return Request{Channel: req.Channel, User: req.User, Team: req.Team, Text: req.Text, ResponseURL: req.ResponseURL}
 }

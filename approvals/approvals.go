@@ -1,6 +1,24 @@
-package handlers
+// Package approvals is the tool approvals use case: the prompt that asks the person who asked for
+// an answer whether its tool calls may be made, the wait for their click, the approval buttons'
+// clicks (Decide) and the tools people allowed for a thread ("Allow for this thread"), kept for every
+// replica. The answers' tool loop asks through toolinfo.Approval; bot routes the clicks here.
+//
+// The calls of one round that need a click (the tool loop decides which: those not on their server's
+// auto-approve list nor allowed for the thread, and every call while the context holds more than
+// the asker's words) are shown in the thread in one prompt: each tool, its server and its arguments
+// (indented, cut), with Allow once / Allow for this thread / Deny for them all (without Allow for
+// this thread when the context holds more than the asker's words: it would not apply). Only the
+// person who asked may decide; anyone else who clicks is told so privately. No click within the
+// Approval's Wait denies them. The model is told the outcome either way, and the prompt is
+// rewritten to say it.
+//
+// The click may reach another replica than the one writing the answer: bot hands it over the way it
+// hands over Stop (the button's value names the answer), and Decide delivers it here.
+package approvals
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -12,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -21,19 +40,8 @@ import (
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
+	"github.com/llmbot/llmbot/toolinfo"
 )
-
-// Approval of tool calls. The calls of one round that need a click (checkCall decides which: those
-// not on their server's auto-approve list nor allowed for the thread, and every call while the
-// context holds more than the asker's words) are shown in the thread in one prompt: each
-// tool, its server and its arguments (indented, cut), with Allow once / Allow for this thread / Deny
-// for them all (without Allow for this thread when the context holds more than the asker's words:
-// it would not apply). Only the person who asked may decide; anyone else who clicks is told so
-// privately. No click within ToolOptions.ApprovalTimeout denies them. The model is told the outcome
-// either way, and the prompt is rewritten to say it.
-//
-// The click may reach another replica than the one writing the answer: bot hands it over the way it
-// hands over Stop (the button's value names the answer), and Decide delivers it here.
 
 // The approval buttons' action ids.
 const (
@@ -67,26 +75,15 @@ func ParseApprovalRef(value string) (ApprovalRef, error) {
 	return r, nil
 }
 
-// verdict is how an approval ended.
-type verdict string
-
-const (
-	verdictAllowOnce   verdict = "allow_once"
-	verdictAllowThread verdict = "allow_thread"
-	verdictDenied      verdict = "denied"
-	verdictTimeout     verdict = "timeout"
-	verdictCancelled   verdict = "cancelled" // the answer stopped meanwhile
-)
-
 // VerdictOf is the verdict of an approval button's action id ("" for another action).
 func VerdictOf(action string) string {
 	switch action {
 	case ActionToolAllowOnce:
-		return string(verdictAllowOnce)
+		return string(toolinfo.AllowOnce)
 	case ActionToolAllowThread:
-		return string(verdictAllowThread)
+		return string(toolinfo.AllowThread)
 	case ActionToolDeny:
-		return string(verdictDenied)
+		return string(toolinfo.Denied)
 	}
 	return ""
 }
@@ -109,28 +106,42 @@ const (
 
 // Approvals is the tool approvals use case: the calls waiting for a click in this process, which
 // the approval buttons' clicks reach through Decide, and the tools people allowed for a thread
-// ("Allow for this thread"), kept for every replica. The answers that ask for a click and the
-// click handler share one Approvals (ReplyOptions.Approvals).
+// ("Allow for this thread"), kept for every replica. The answers that ask for a click (Approve) and
+// the click handler share one Approvals.
 type Approvals struct {
 	mu      sync.Mutex
-	waiting map[string]chan verdict // by ApprovalRef.ID; size 1: the first click wins
+	waiting map[string]chan toolinfo.Verdict // by ApprovalRef.ID; size 1: the first click wins
 
 	allowed *ttlcache.Cache[bool] // channel/thread/user/tool -> allowed for the thread, in this process
 	// marks keep the grants for the other replicas, named with grantKey (grantMark); nil marks or
 	// an empty key: grants are kept in this process only.
-	marks    ThreadMarks
+	marks    Marks
 	grantKey []byte
 	log      *zap.Logger
 }
 
-// NewApprovals returns Approvals keeping thread grants in marks under marks named with grantKey
+// Marks are flags every replica sees (the state package's marks).
+type Marks interface {
+	Mark(ctx context.Context, key string, ttl time.Duration) error
+	Marked(ctx context.Context, key string) (bool, error)
+}
+
+// Grants ("Allow for this thread") last as long as the answers remember a thread they take part in,
+// and a look at the shared marks is as short as theirs: the tool loop waits for it.
+const (
+	grantCacheSize = 10000
+	grantTTL       = 6 * time.Hour
+	markTimeout    = time.Second
+)
+
+// New returns Approvals keeping thread grants in marks under marks named with grantKey
 // (state.DeriveKey of the bot token, so that whoever can write to the shared store cannot make a
 // grant up); nil marks or an empty key: grants are kept in this process only.
-func NewApprovals(marks ThreadMarks, grantKey []byte, log *zap.Logger) *Approvals {
+func New(marks Marks, grantKey []byte, log *zap.Logger) *Approvals {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Approvals{allowed: ttlcache.New[bool](threadCacheSize, threadCacheTTL), marks: marks, grantKey: grantKey, log: log}
+	return &Approvals{allowed: ttlcache.New[bool](grantCacheSize, grantTTL), marks: marks, grantKey: grantKey, log: log}
 }
 
 // Decide delivers the click of user on an approval button (action, see VerdictOf) to the call that
@@ -139,7 +150,7 @@ func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 	if user != ref.Asker {
 		return DecidedNotAsker
 	}
-	v := verdict(VerdictOf(action))
+	v := toolinfo.Verdict(VerdictOf(action))
 	if v == "" {
 		return DecidedUnknown
 	}
@@ -156,12 +167,12 @@ func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 	return DecidedHere
 }
 
-func (p *Approvals) add(id string) chan verdict {
-	ch := make(chan verdict, 1)
+func (p *Approvals) add(id string) chan toolinfo.Verdict {
+	ch := make(chan toolinfo.Verdict, 1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.waiting == nil {
-		p.waiting = map[string]chan verdict{}
+		p.waiting = map[string]chan toolinfo.Verdict{}
 	}
 	p.waiting[id] = ch
 	return ch
@@ -173,60 +184,62 @@ func (p *Approvals) remove(id string) {
 	delete(p.waiting, id)
 }
 
-// approve asks the asker whether the calls may be made, in one prompt, and waits for the answer.
-// foreign is what the context holds besides the asker's words ("" when nothing), said in the prompt.
-func (a *answer) approve(ctx context.Context, calls []*toolCall, foreign string) verdict {
-	ref := ApprovalRef{ThreadTS: a.req.ThreadTS, TS: a.req.TS, ID: newApprovalID(), Asker: a.req.User}
-	ch := a.r.approvals.add(ref.ID)
-	defer a.r.approvals.remove(ref.ID)
-	prompt := approvalText(a.req.User, calls, foreign)
-	ts, err := a.r.paced.Post(ctx, gateway.InterimRetry, nil, a.r.paced.PostTurn(a.req.Channel), a.req.Channel, a.threadTS, gateway.Msg{Text: prompt,
-		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref, foreign == "")})
+// Approve asks the asker whether q's calls may be made, in one prompt posted through w (the
+// answer's paced writer, whose budgets it shares), and waits for the answer: a click (Decide), q's
+// Wait running out, or ctx ending (a deadline is the answer's time for tools running out).
+func (p *Approvals) Approve(ctx context.Context, w *gateway.Writer, q toolinfo.Approval) toolinfo.Verdict {
+	log := p.log.With(zap.String("channel", q.Channel), zap.String("thread_ts", q.Thread))
+	ref := ApprovalRef{ThreadTS: q.ThreadTS, TS: q.TS, ID: newApprovalID(), Asker: q.Asker}
+	ch := p.add(ref.ID)
+	defer p.remove(ref.ID)
+	prompt := approvalText(q.Asker, q.Calls, q.Foreign)
+	ts, err := w.Post(ctx, gateway.InterimRetry, nil, w.PostTurn(q.Channel), q.Channel, q.Thread, gateway.Msg{Text: prompt,
+		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: approvalButtons(ref, q.Foreign == "")})
 	if err != nil {
-		a.log.Warn("tool approval not asked: denied", zap.Error(err))
-		return verdictDenied
+		log.Warn("tool approval not asked: denied", zap.Error(err))
+		return toolinfo.Denied
 	}
-	t := time.NewTimer(a.r.opt.Tools.ApprovalTimeout)
+	t := time.NewTimer(q.Wait)
 	defer t.Stop()
-	var v verdict
+	var v toolinfo.Verdict
 	select {
 	case v = <-ch:
 	case <-t.C:
-		v = verdictTimeout
+		v = toolinfo.TimedOut
 	case <-ctx.Done():
-		v = verdictCancelled
+		v = toolinfo.Cancelled
 		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			v = verdictTimeout // the answer's time for tools ran out
+			v = toolinfo.TimedOut // the answer's time for tools ran out
 		}
 	}
-	a.settlePrompt(ctx, ts, prompt, v, a.log)
+	settlePrompt(ctx, w, q, ts, prompt, v, log)
 	return v
 }
 
 // settlePrompt rewrites the approval prompt with its outcome and without buttons (best effort, on a
-// context that outlives a stop for a moment).
-func (a *answer) settlePrompt(ctx context.Context, ts, prompt string, v verdict, log *zap.Logger) {
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.r.opt.FinalTimeout)
+// context that outlives a stop for q.Settle).
+func settlePrompt(ctx context.Context, w *gateway.Writer, q toolinfo.Approval, ts, prompt string, v toolinfo.Verdict, log *zap.Logger) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.Settle)
 	defer cancel()
-	lane := a.r.paced.EditLane()
+	lane := w.EditLane()
 	defer lane.Close()
 	text := prompt + "\n" + verdictLine(v)
-	err := a.r.paced.Update(uctx, gateway.InterimRetry, nil, a.r.paced.EditTurn(lane, pace.Final, time.Now()), a.req.Channel, ts,
+	err := w.Update(uctx, gateway.InterimRetry, nil, w.EditTurn(lane, pace.Final, time.Now()), q.Channel, ts,
 		gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: []gateway.Button{}})
 	if err != nil {
 		log.Warn("tool approval prompt not updated", zap.Error(err))
 	}
 }
 
-func verdictLine(v verdict) string {
+func verdictLine(v toolinfo.Verdict) string {
 	switch v {
-	case verdictAllowOnce:
+	case toolinfo.AllowOnce:
 		return "_Allowed once._"
-	case verdictAllowThread:
+	case toolinfo.AllowThread:
 		return "_Allowed for this thread._"
-	case verdictTimeout:
+	case toolinfo.TimedOut:
 		return "_Not answered in time: denied._"
-	case verdictCancelled:
+	case toolinfo.Cancelled:
 		return "_The answer was stopped._"
 	}
 	return "_Denied._"
@@ -243,7 +256,7 @@ const (
 // the model and the servers, so they are escaped (no mention, link or control reaches Slack) and the
 // arguments cannot close their code block. foreign (Build's words, not a person's) says why a call
 // that would run without a click is asked for.
-func approvalText(asker string, calls []*toolCall, foreign string) string {
+func approvalText(asker string, calls []toolinfo.Call, foreign string) string {
 	safe := func(s string) string { return slackmd.EscapeMrkdwn(slackmd.Neutralise(s)) }
 	var b strings.Builder
 	if len(calls) == 1 {
@@ -253,8 +266,8 @@ func approvalText(asker string, calls []*toolCall, foreign string) string {
 	}
 	each := max(maxShownArgs/len(calls), minShownArgs)
 	for _, c := range calls {
-		shown := strings.ReplaceAll(safe(prettyArgs(c.args, each)), "```", "`\u200b``")
-		fmt.Fprintf(&b, "\n`%s` of *%s*\n```\n%s\n```", strings.ReplaceAll(safe(c.info.Name), "`", "'"), safe(c.info.Server), shown)
+		shown := strings.ReplaceAll(safe(prettyArgs(c.Args, each)), "```", "`\u200b``")
+		fmt.Fprintf(&b, "\n`%s` of *%s*\n```\n%s\n```", strings.ReplaceAll(safe(c.Name), "`", "'"), safe(c.Server), shown)
 	}
 	if foreign != "" {
 		fmt.Fprintf(&b, "\n_Asked because this conversation holds %s, not only your words: tools run without asking only on yours._", foreign)
@@ -278,16 +291,16 @@ func newApprovalID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// threadAllowed reports whether the asker allowed tool for the whole thread (Allow for this thread).
+// ThreadAllowed reports whether the asker allowed tool for the whole thread (Allow for this thread).
 // It is the asker's word: another person asking in the thread is asked again. The word is kept for
 // every replica (the shared marks): the thread's next answer may be another replica's.
-func (p *Approvals) threadAllowed(channel, threadTS, user, tool string) bool {
+func (p *Approvals) ThreadAllowed(channel, threadTS, user, tool string) bool {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
 	mark, shared := p.grantMark(key)
 	if _, ok := p.allowed.Get(key); ok || !shared {
 		return ok
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
 	marked, err := p.marks.Marked(ctx, mark)
 	if err == nil && marked {
@@ -308,16 +321,36 @@ func (p *Approvals) grantMark(key string) (string, bool) {
 	return "tool-allowed:" + hex.EncodeToString(m.Sum(nil)), true
 }
 
-func (p *Approvals) allowThread(channel, threadTS, user, tool string) {
+// AllowThread keeps the asker's word that tool may be called in the thread without asking again.
+func (p *Approvals) AllowThread(channel, threadTS, user, tool string) {
 	key := channel + "/" + threadTS + "/" + user + "/" + tool
 	p.allowed.Put(key, true)
 	mark, shared := p.grantMark(key)
 	if !shared {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
-	if err := p.marks.Mark(ctx, mark, threadCacheTTL); err != nil {
+	if err := p.marks.Mark(ctx, mark, grantTTL); err != nil {
 		p.log.Warn("tool allowed for the thread on this replica only", zap.Error(err))
 	}
+}
+
+// clipRunes cuts s to at most n runes, with an ellipsis.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// prettyArgs shows a call's arguments to people: indented JSON, cut to n runes.
+func prettyArgs(args []byte, n int) string {
+	var b bytes.Buffer
+	if json.Indent(&b, args, "", "  ") != nil {
+		b.Reset()
+		b.Write(args)
+	}
+	return clipRunes(cmp.Or(b.String(), "{}"), n)
 }

@@ -1,4 +1,4 @@
-package handlers
+package attach
 
 import (
 	"bytes"
@@ -19,10 +19,22 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/convo"
-	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/media"
-	"github.com/llmbot/llmbot/route"
 )
+
+// mention is a person's message that asks the bot.
+func mention(text string) slack.Message {
+	var m slack.Message
+	m.User, m.Text, m.Timestamp = "U1", text, "1700000000.000001"
+	return m
+}
+
+// read reads the files of trigger and thread as an answer in channel C1 does: the bot's own messages
+// (user UBOT, bot BBOT) and other bots' are left out, as handlers leaves them out by default.
+func read(t *testing.T, r *Reader, thread []slack.Message, trigger slack.Message) ([]slack.Message, slack.Message, map[string]convo.FileContent) {
+	skip := func(m slack.Message) bool { return m.User == "UBOT" || m.BotID != "" }
+	return r.Read(t.Context(), zaptest.NewLogger(t), Thread{Channel: "C1", Messages: thread, Trigger: trigger, Skip: skip})
+}
 
 // fakeFiles is a hand-written Files: bytes or an error per file id, and files.info answers.
 type fakeFiles struct {
@@ -118,13 +130,10 @@ func TestReadFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			files := &fakeFiles{data: map[string][]byte{tc.file.ID: tc.data}, errs: map[string]error{tc.file.ID: tc.err},
 				info: map[string]slack.File{"F7": privateFile("F7", "notes.txt", "text/plain", 5)}}
-			opt := testOptions()
-			opt.Files = FileOptions{Files: files, Vision: tc.vision, MaxText: 12, MaxBytes: 20 << 20}
-			r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-			a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
+			r := NewReader(Options{Files: files, Vision: tc.vision, MaxText: 12, MaxBytes: 20 << 20})
 			trigger := mention("<@UBOT> look")
 			trigger.Files = []slack.File{tc.file}
-			_, trig, got := a.readFiles(t.Context(), nil, trigger)
+			_, trig, got := read(t, r, nil, trigger)
 			if s := showContent(got[tc.file.ID]); s != tc.want {
 				t.Errorf("content = %q, want %q", s, tc.want)
 			}
@@ -148,16 +157,13 @@ func TestReadFiles(t *testing.T) {
 func TestReadFilesPictureSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		files := &fakeFiles{data: map[string][]byte{}, pause: 100 * time.Millisecond}
-		opt := testOptions()
-		opt.Files = FileOptions{Files: files, Pictures: media.NewPreparer(1)}
-		r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-		a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
+		r := NewReader(Options{Files: files, Pictures: media.NewPreparer(1)})
 		trigger := mention("<@UBOT> compare")
 		for _, id := range []string{"P1", "P2", "P3", "P4"} {
 			trigger.Files = append(trigger.Files, privateFile(id, id+".png", "image/png", 100))
 			files.data[id] = testPNG(30, 20)
 		}
-		_, _, got := a.readFiles(t.Context(), nil, trigger)
+		_, _, got := read(t, r, nil, trigger)
 		if len(got) != 4 || files.peak != 1 {
 			t.Errorf("%d pictures read, at most %d downloads at once; want 4, one at a time", len(got), files.peak)
 		}
@@ -180,10 +186,7 @@ func showContent(c convo.FileContent) string {
 // MaxFiles stops the reading; the bot's own files and messages after the trigger are not read.
 func TestReadFilesOrder(t *testing.T) {
 	files := &fakeFiles{data: map[string][]byte{}}
-	opt := testOptions()
-	opt.Files = FileOptions{Files: files, MaxFiles: 3}
-	r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-	a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
+	r := NewReader(Options{Files: files, MaxFiles: 3})
 	msg := func(ts, user, botID string, ids ...string) slack.Message {
 		var m slack.Message
 		m.Timestamp, m.User, m.BotID = ts, user, botID
@@ -200,7 +203,7 @@ func TestReadFilesOrder(t *testing.T) {
 		msg("1.000004", "U1", "", "trig"),
 		msg("1.000005", "U3", "", "later"),
 	}
-	_, _, got := a.readFiles(t.Context(), thread, thread[3])
+	_, _, got := read(t, r, thread, thread[3])
 	var read, notes []string
 	for id, c := range got {
 		if c.Text != "" {
@@ -221,13 +224,10 @@ func TestReadFilesOrder(t *testing.T) {
 // the answer are read, and the process goes on.
 func TestReadFilePanicIsItsNote(t *testing.T) {
 	files := &panickyFiles{fakeFiles: fakeFiles{data: map[string][]byte{"F2": []byte("boom!")}, errs: map[string]error{}}, panics: "F1"}
-	opt := testOptions()
-	opt.Files = FileOptions{Files: files, Vision: VisionAuto, MaxText: 12, MaxBytes: 20 << 20}
-	r := NewReplies(gatewaytest.NewSlack(), nil, nil, nil, nil, zaptest.NewLogger(t), opt)
-	a := newAnswer(r, route.ReplyRequest{Channel: testCh}, "", r.log, 0).read
+	r := NewReader(Options{Files: files, Vision: VisionAuto, MaxText: 12, MaxBytes: 20 << 20})
 	trigger := mention("<@UBOT> look")
 	trigger.Files = []slack.File{privateFile("F1", "evil.txt", "text/plain", 5), privateFile("F2", "app.log", "text/plain", 5)}
-	_, _, got := a.readFiles(t.Context(), nil, trigger)
+	_, _, got := read(t, r, nil, trigger)
 	if s := showContent(got["F1"]); s != "note "+noteNotRead {
 		t.Errorf("the panicking file: %q, want its note", s)
 	}

@@ -1,9 +1,20 @@
-package handlers
+// Package orphans closes the answers a replica left open when it died (a crash, an OOM kill, a lost
+// node): every few seconds it reads the journal of open answers (package state) for those whose
+// replica is no longer alive, adopts each (so exactly one replica closes it), and marks what Slack
+// shows of it as interrupted, with the answers' Regenerate, or posts a note where it showed nothing.
+// Its reads and writes take only what the answers in progress leave of the shared budgets.
+//
+// It owns the orphans' side of the journal (Journal), their notes (TextOrphaned,
+// TextOrphanedNothing) and when an orphan is closed, kept for later or dropped. It imports no other
+// use case: the answers write the journal (handlers.Journal), and the marks it reads and writes are
+// package convo's.
+package orphans
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -21,16 +32,10 @@ import (
 	"github.com/llmbot/llmbot/state"
 )
 
-// Journal records the messages each answer in progress posts (the state package's journal of
-// open answers), named by route.AnswerID, and forgets the answer once its final write is made.
+// Journal is the journal of open answers (package state) as the replica that closes other replicas'
+// answers sees it: the answers whose replica died, which one live replica adopts, closes in Slack
+// and removes.
 type Journal interface {
-	AddMessage(ctx context.Context, id, ts string) error
-	CloseAnswer(ctx context.Context, id string) error
-}
-
-// Orphans is the journal as the replica that closes other replicas' answers sees it: the answers
-// whose replica died, which one live replica adopts, closes in Slack and removes.
-type Orphans interface {
 	Orphans(ctx context.Context) ([]state.Answer, error)
 	Adopt(ctx context.Context, id string) (state.Answer, bool, error)
 	CloseAnswer(ctx context.Context, id string) error
@@ -38,10 +43,21 @@ type Orphans interface {
 	Abandon(ctx context.Context, id string) error
 }
 
+// What a closed orphan says.
+const (
+	// TextOrphaned closes an answer whose replica died mid-answer (a crash, a lost node): another
+	// replica, or the restarted one, keeps what it showed and adds this.
+	TextOrphaned = "Interrupted: the bot stopped before finishing this answer. Ask again to get a full answer."
+	// TextOrphanedNothing is the same for an answer that showed nothing yet.
+	TextOrphanedNothing = "I was interrupted before I could answer (the bot stopped). Please ask again."
+)
+
 const (
 	// journalTimeout bounds one journal write. The state package answers from memory when its
 	// store is slow, so this is a last resort.
 	journalTimeout = 3 * time.Second
+	// defaultHistoryLimit is Options.HistoryLimit's default, the answers' own.
+	defaultHistoryLimit = 20
 	// orphanSweep is how often WatchOrphans looks for answers left open by a dead replica. With the
 	// state package's liveness TTL (15 s), such an answer is closed within about 20 s of the death.
 	orphanSweep = 5 * time.Second
@@ -58,36 +74,47 @@ const (
 	orphanReadPoll = 500 * time.Millisecond
 )
 
-// OrphanCloser closes the answers other replicas (or this one before a restart) left open when
-// they died. It is its own use case beside Replies: it shares with the answers only the Slack
-// budgets (ReplyOptions.Budgets, the same pace values) and the fence, so its reads and writes queue
-// behind the answers in progress and never for them.
-type OrphanCloser struct {
+// Closer closes the answers other replicas (or this one before a restart) left open when they
+// died. It is a use case of its own beside the answers: it shares with them only the Slack budgets
+// (Options.Budgets, the same pace values) and the fence, so its reads and writes queue behind the
+// answers in progress and never for them.
+type Closer struct {
 	thread gateway.Thread
 	paced  *gateway.Writer
 	log    *zap.Logger
-	id     botIdentity
-	// buttons puts Regenerate on a closed orphan (ReplyOptions.Buttons).
-	buttons bool
-	// quiet is ReplyOptions.OrphanQuiet; historyLimit, the messages read of a top-level DM.
-	quiet        time.Duration
-	historyLimit int
+	opt    Options
 }
 
-// NewOrphanCloser returns an OrphanCloser reading t and writing with m, under opt's budgets,
-// fence, identity, buttons and OrphanQuiet (the settings the answers it closes were written with).
-func NewOrphanCloser(t gateway.Thread, m gateway.Messenger, log *zap.Logger, opt ReplyOptions) *OrphanCloser {
+// Options are the settings the answers that a Closer closes were written with.
+type Options struct {
+	// Budgets are the answers' Slack budgets (handlers.ReplyOptions.Budgets).
+	Budgets gateway.Budgets
+	// Fence, when set, holds back this replica's writes while other replicas could take it for dead.
+	Fence gateway.Fence
+	// BotUserID and BotID are who the bot is in Slack (auth.test): only its own messages are closed.
+	BotUserID, BotID string
+	// Buttons puts Regenerate on a closed orphan (handlers.ReplyOptions.Buttons).
+	Buttons bool
+	// Quiet is how long the messages of another replica's orphaned answer must have been unchanged
+	// before it is closed: the shared state's liveness TTL with Redis, where an owner taken for dead
+	// may be cut off rather than gone, and a write it had on its way when it was fenced must land
+	// before the note, not after it. 0 (a local journal, whose owner was this process before a
+	// restart): at once.
+	Quiet time.Duration
+	// HistoryLimit is how many messages of a top-level DM are read (the answers' own; default 20).
+	HistoryLimit int
+}
+
+// New returns a Closer reading t and writing with m, under opt.
+func New(t gateway.Thread, m gateway.Messenger, log *zap.Logger, opt Options) *Closer {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if opt.Fence != nil {
 		m = gateway.FencedMessenger{Messenger: m, Fence: opt.Fence}
 	}
-	return &OrphanCloser{
-		thread: t, paced: &gateway.Writer{Budgets: opt.Budgets.WithDefaults(), Msgs: m}, log: log,
-		id: botIdentity{userID: opt.BotUserID, botID: opt.BotID}, buttons: opt.Buttons,
-		quiet: opt.OrphanQuiet, historyLimit: cmp.Or(max(opt.HistoryLimit, 0), defaultHistoryLimit),
-	}
+	opt.HistoryLimit = cmp.Or(max(opt.HistoryLimit, 0), defaultHistoryLimit)
+	return &Closer{thread: t, paced: &gateway.Writer{Budgets: opt.Budgets.WithDefaults(), Msgs: m}, log: log, opt: opt}
 }
 
 // goneForGood reports a Slack error after which an orphan cannot be closed however often it is
@@ -103,7 +130,7 @@ func goneForGood(err error) bool {
 // WatchOrphans closes the answers left open by replicas that died (a crash, an OOM kill, a lost
 // node), now and every few seconds until ctx ends: a restarted process finds its own earlier
 // answers at once. Each is adopted first, so exactly one replica closes it.
-func (r *OrphanCloser) WatchOrphans(ctx context.Context, j Orphans) {
+func (r *Closer) WatchOrphans(ctx context.Context, j Journal) {
 	for {
 		r.CloseOrphans(ctx, j)
 		t := time.NewTimer(orphanSweep)
@@ -121,7 +148,7 @@ func (r *OrphanCloser) WatchOrphans(ctx context.Context, j Orphans) {
 // yet gets a note saying so. Up to orphansAtOnce are closed at once: a replica that died with
 // many answers open must not leave the last of them waiting minutes. Failures are logged: the
 // asker is better served by the next answer than by a retry storm.
-func (r *OrphanCloser) CloseOrphans(ctx context.Context, j Orphans) {
+func (r *Closer) CloseOrphans(ctx context.Context, j Journal) {
 	list, err := j.Orphans(ctx)
 	if err != nil {
 		r.log.Warn("orphaned answers: journal not read", zap.Error(err))
@@ -147,13 +174,13 @@ func (r *OrphanCloser) CloseOrphans(ctx context.Context, j Orphans) {
 // survive, deferred by the goroutine closing o, turns its panic (a message or a record whose bytes
 // the closing code could not take) into one error line with the stack, and drops the record: a close
 // that panicked would panic again at every sweep, and the bot goes on either way.
-func (r *OrphanCloser) survive(ctx context.Context, j Orphans, o state.Answer) {
+func (r *Closer) survive(ctx context.Context, j Journal, o state.Answer) {
 	p := recover()
 	if p == nil {
 		return
 	}
-	pe := asPanic(p)
-	r.log.Error("closing an orphaned answer panicked; its record is dropped", append(pe.fields(), zap.String("id", o.ID))...)
+	r.log.Error("closing an orphaned answer panicked; its record is dropped",
+		zap.String("panic", fmt.Sprint(p)), zap.ByteString("stack", debug.Stack()), zap.String("id", o.ID))
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), journalTimeout)
 	defer cancel()
 	if err := j.CloseAnswer(cctx, o.ID); err != nil {
@@ -167,7 +194,7 @@ func (r *OrphanCloser) survive(ctx context.Context, j Orphans, o state.Answer) {
 // writes the close, unless Slack shows the answer closed already, and removes the record. When ctx
 // ends first (this replica is stopping), the record stays: once this replica is gone it is an orphan
 // again, for another to close. A close that failed for a reason that may pass hands the record back.
-func (r *OrphanCloser) closeOrphanOf(ctx context.Context, j Orphans, o state.Answer) {
+func (r *Closer) closeOrphanOf(ctx context.Context, j Journal, o state.Answer) {
 	log := r.log.With(zap.String("channel", o.Channel), zap.String("ts", o.TS), zap.String("owner_was", o.Owner))
 	cctx, cancel := context.WithTimeout(ctx, orphanTimeout)
 	defer cancel()
@@ -219,33 +246,35 @@ func (r *OrphanCloser) closeOrphanOf(ctx context.Context, j Orphans, o state.Ans
 }
 
 // closeShown closes the adopted answer o in Slack, which shows shown of it (none: it showed nothing).
-func (r *OrphanCloser) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
+func (r *Closer) closeShown(ctx context.Context, o state.Answer, shown []slack.Message) error {
 	ref := route.ReplyRef{ThreadTS: o.ThreadTS, TS: o.TS}
 	var buttons []gateway.Button
-	if r.buttons {
-		buttons = []gateway.Button{regenerateButton(ref)}
+	if r.opt.Buttons {
+		// The answers' own Regenerate: the same action, label and value, so its click is routed
+		// and served as theirs.
+		buttons = []gateway.Button{{ActionID: route.ActionRegenerate, Text: route.LabelRegenerate, Value: ref.Value()}}
 	}
 	if len(shown) == 0 {
 		return r.postOrphanNote(ctx, o, buttons)
 	}
 	m := shown[len(shown)-1]
-	mark, answer := convo.ClosingMark(shown, o.TS, textOrphaned)
+	mark, answer := convo.ClosingMark(shown, o.TS, TextOrphaned)
 	if !answer {
 		// Only the placeholder (or a stream that had not shown anything): it becomes the note.
-		msg := gateway.Msg{Text: convo.NoteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
-			Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
+		msg := gateway.Msg{Text: convo.NoteAlone(TextOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+			Mark: convo.Mark{Kind: convo.MarkNotice, Note: TextOrphanedNothing, Done: true}}
 		return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 	}
-	msg := gateway.Msg{Text: m.Text + convo.NoteSuffix(textOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
+	msg := gateway.Msg{Text: m.Text + convo.NoteSuffix(TextOrphaned, slackmd.FormatMrkdwn), Mark: mark, Buttons: buttons}
 	return r.updateOrphan(ctx, o.Channel, m.Timestamp, msg)
 }
 
-// quietShownOf is shownOf once the messages have been left unchanged for quiet (OrphanQuiet),
+// quietShownOf is shownOf once the messages have been left unchanged for quiet (Options.Quiet),
 // unless they show the answer closed: a write the dead (or cut off) replica had on its way when it
 // stopped has landed by then. Messages that changed again during the wait are waited for again: an
 // answer still being written is no orphan to close (ctx bounds it; the next sweep tries again).
-func (r *OrphanCloser) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
-	quiet := r.quiet
+func (r *Closer) quietShownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
+	quiet := r.opt.Quiet
 	for {
 		shown, err := r.shownOf(ctx, o)
 		if err != nil || convo.ShowsClosed(shown) {
@@ -284,7 +313,7 @@ func editedTS(m slack.Message) string {
 // shownOf reads the messages of o that Slack still shows, oldest first: those the journal lists,
 // and the bot's messages marked as answering o's question since o started (a crash between a post
 // and its journal write leaves the message unlisted; its mark names the question all the same).
-func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
+func (r *Closer) shownOf(ctx context.Context, o state.Answer) ([]slack.Message, error) {
 	var (
 		read []slack.Message
 		err  error
@@ -293,7 +322,7 @@ func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Mes
 		if o.ThreadTS != "" {
 			read, _, err = r.thread.Replies(ctx, o.Channel, o.ThreadTS)
 		} else {
-			read, err = r.thread.History(ctx, o.Channel, r.historyLimit, "")
+			read, err = r.thread.History(ctx, o.Channel, r.opt.HistoryLimit, "")
 		}
 		return err
 	})
@@ -307,7 +336,7 @@ func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Mes
 	var shown []slack.Message
 	for _, m := range read {
 		listed := slices.Contains(o.Messages, m.Timestamp) && r.answerMessage(m)
-		ours := r.id.own(m) && convo.QuestionOf(m) == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
+		ours := r.own(m) && convo.QuestionOf(m) == o.TS && (since == "" || !convo.TSBefore(m.Timestamp, since))
 		if listed || ours {
 			shown = append(shown, m)
 		}
@@ -319,14 +348,19 @@ func (r *OrphanCloser) shownOf(ctx context.Context, o state.Answer) ([]slack.Mes
 // and not a /summarize post (never an answer's). A journal record comes back from the shared store,
 // which vouches for nothing: whatever messages a record lists, the adopter never edits another
 // person's, nor a summary the bot posted.
-func (r *OrphanCloser) answerMessage(m slack.Message) bool {
-	return r.id.own(m) && !convo.IsSummary(m)
+func (r *Closer) answerMessage(m slack.Message) bool {
+	return r.own(m) && !convo.IsSummary(m)
+}
+
+// own reports whether the bot posted m.
+func (r *Closer) own(m slack.Message) bool {
+	return (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID)
 }
 
 // spareRead makes the read f of an orphan with a read token nobody waits for (the answers in
 // progress queue for theirs), looking again every orphanReadPoll until ctx ends: recovery never
 // stands in front of people asking now.
-func (r *OrphanCloser) spareRead(ctx context.Context, f func(context.Context) error) error {
+func (r *Closer) spareRead(ctx context.Context, f func(context.Context) error) error {
 	for {
 		read, err := r.paced.ReadOnce(ctx, f)
 		if read {
@@ -340,7 +374,7 @@ func (r *OrphanCloser) spareRead(ctx context.Context, f func(context.Context) er
 
 // updateOrphan edits ts to msg within the edit budget, after the first and final texts of the
 // answers in progress (pace.Tidy): an orphan's note can wait a moment, a person asking now cannot.
-func (r *OrphanCloser) updateOrphan(ctx context.Context, channel, ts string, msg gateway.Msg) error {
+func (r *Closer) updateOrphan(ctx context.Context, channel, ts string, msg gateway.Msg) error {
 	lane := r.paced.EditLane()
 	defer lane.Close()
 	err := r.paced.Update(ctx, gateway.ClosingRetry, nil, r.paced.EditTurn(lane, pace.Tidy, time.Now()), channel, ts, msg)
@@ -351,9 +385,9 @@ func (r *OrphanCloser) updateOrphan(ctx context.Context, channel, ts string, msg
 }
 
 // postOrphanNote posts the note of an answer that showed nothing before its replica died.
-func (r *OrphanCloser) postOrphanNote(ctx context.Context, o state.Answer, buttons []gateway.Button) error {
-	msg := gateway.Msg{Text: convo.NoteAlone(textOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
-		Mark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}}
+func (r *Closer) postOrphanNote(ctx context.Context, o state.Answer, buttons []gateway.Button) error {
+	msg := gateway.Msg{Text: convo.NoteAlone(TextOrphanedNothing, slackmd.FormatMrkdwn), Buttons: buttons,
+		Mark: convo.Mark{Kind: convo.MarkNotice, Note: TextOrphanedNothing, Done: true}}
 	_, err := r.paced.Post(ctx, gateway.ClosingRetry, nil, r.paced.PostTurn(o.Channel), o.Channel, o.ThreadTS, msg)
 	if err != nil {
 		return fmt.Errorf("chat.postMessage orphaned answer note: %w", err)

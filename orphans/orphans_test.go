@@ -1,4 +1,4 @@
-package handlers
+package orphans
 
 import (
 	"context"
@@ -17,13 +17,12 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
-	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
 
-// fakeJournal is the state package's journal as the handlers see it: answers by id, some of them
+// fakeJournal is the state package's journal as the answers and the orphans' closer see it: answers by id, some of them
 // orphaned, adopted at most once.
 type fakeJournal struct {
 	mu       sync.Mutex
@@ -114,16 +113,16 @@ func TestCloseOrphans(t *testing.T) {
 		wantText  string // what the closing write shows (a substring)
 		wantMark  convo.Mark
 	}{
-		{name: "nothing shown", shown: "", wantWrite: "post", wantText: textOrphanedNothing,
-			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}},
-		{name: "placeholder", shown: "placeholder", wantWrite: "update", wantText: textOrphanedNothing,
-			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}},
+		{name: "nothing shown", shown: "", wantWrite: "post", wantText: TextOrphanedNothing,
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: TextOrphanedNothing, Done: true}},
+		{name: "placeholder", shown: "placeholder", wantWrite: "update", wantText: TextOrphanedNothing,
+			wantMark: convo.Mark{Kind: convo.MarkNotice, Note: TextOrphanedNothing, Done: true}},
 		{name: "partial answer", shown: "partial", wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: TextOrphaned, Done: true}},
 		{name: "partial answer, not journaled", shown: "partial", unlisted: true, wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: TextOrphaned, Done: true}},
 		{name: "native stream", shown: "stream", wantWrite: "update", wantText: partial,
-			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: textOrphaned, Done: true}},
+			wantMark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Note: TextOrphaned, Done: true}},
 		{name: "closed already", shown: "closed", wantWrite: ""},
 		{name: "whole, marked done", shown: "done", wantWrite: ""},
 		{name: "the bot left the channel", shown: "partial", readErr: "channel_not_found", wantWrite: ""},
@@ -141,7 +140,7 @@ func TestCloseOrphans(t *testing.T) {
 				var ts string
 				switch tc.shown {
 				case "placeholder":
-					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: textThinking, Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
+					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: "_Thinking…_", Mark: convo.Mark{Kind: convo.MarkPlaceholder}})
 				case "partial":
 					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread}})
 				case "stream":
@@ -149,7 +148,7 @@ func TestCloseOrphans(t *testing.T) {
 				case "done":
 					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}})
 				case "closed":
-					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: textStopped}})
+					ts, _ = fs.Post(ctx, channel, thread, gateway.Msg{Text: partial, Mark: convo.Mark{Kind: convo.MarkAnswer, Note: "Stopped."}})
 				}
 				if ts != "" && !tc.unlisted {
 					mustNoErr(t, j.AddMessage(ctx, id, ts))
@@ -161,7 +160,7 @@ func TestCloseOrphans(t *testing.T) {
 					fs.RepliesErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: tc.readErr} }
 				}
 				before := len(fs.Calls)
-				NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+				New(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
 
 				var writes []gatewaytest.Call
 				for _, c := range fs.Calls[before:] {
@@ -199,37 +198,6 @@ func TestCloseOrphans(t *testing.T) {
 	}
 }
 
-// TestAnswerMessagesAreJournaled: every message an answer posts is recorded under its id, so the
-// replica closing it after a crash finds them, and the record goes once the answer's final write is
-// made (a replica dying right after must not leave a finished answer to be closed as interrupted).
-func TestAnswerMessagesAreJournaled(t *testing.T) {
-	for _, mode := range []ReplyMode{ModeEdit, ModeStream} {
-		t.Run(string(mode), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fs := gatewaytest.NewSlack()
-				j := &fakeJournal{answers: map[string]state.Answer{}}
-				opt := testOptions()
-				opt.Mode, opt.Journal = mode, j
-				chat := &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words(strings.Repeat("word ", 2000), 2000), 0)} // two messages long when edited
-				req := route.ReplyRequest{Channel: "C1", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"}
-				fs.Threads["C1/"+req.ThreadTS] = []slack.Message{mention("<@UBOT> hi")}
-				mustNoErr(t, NewReplies(fs, fs, fs, fs, chat, zap.NewNop(), opt).Reply(t.Context(), req))
-				var want []string
-				for _, m := range fs.BotMessages(req.ThreadTS) {
-					want = append(want, m.TS)
-				}
-				got := j.answers[route.AnswerID("C1", req.TS)].Messages
-				if len(want) == 0 || !slices.Equal(got, want) {
-					t.Errorf("journaled %v; want the answer's messages %v", got, want)
-				}
-				if !slices.Equal(j.closed, []string{route.AnswerID("C1", req.TS)}) {
-					t.Errorf("records closed %v; want the answer's, once its final write is made", j.closed)
-				}
-			})
-		})
-	}
-}
-
 // TestCloseOrphansStoppingLeavesTheRecords: a replica that stops while closing orphans leaves their
 // records, so another replica closes them once this one is gone.
 func TestCloseOrphansStoppingLeavesTheRecords(t *testing.T) {
@@ -243,7 +211,7 @@ func TestCloseOrphansStoppingLeavesTheRecords(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+		New(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
 		if len(j.closed) != 0 {
 			t.Errorf("records removed while stopping: %v; want them left for another replica", j.closed)
 		}
@@ -266,7 +234,7 @@ func TestCloseOrphansManyAtOnce(t *testing.T) {
 		opt := buttonOptions()
 		opt.Budgets.Reads = pace.NewBucket(6000, 100) // the read budget is not what this test is about
 		start := time.Now()
-		NewOrphanCloser(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
+		New(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
 		if len(j.closed) != n {
 			t.Fatalf("%d of %d closed", len(j.closed), n)
 		}
@@ -298,13 +266,13 @@ func TestCloseOrphansTouchesOnlyAnswerMessages(t *testing.T) {
 					Owner: "dead", Messages: []string{target}}}, orphaned: []string{id}}
 
 				before := len(fs.Calls)
-				NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
+				New(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(ctx, j)
 				for _, c := range fs.Calls[before:] {
 					if c.Method == "update" || c.Method == "delete" {
 						t.Errorf("the adopter called %s on %s: a record's list made it touch a message no answer wrote", c.Method, c.TS)
 					}
 				}
-				if posts := fs.CallsOf("post"); len(posts) != 2 || posts[1].Mark != (convo.Mark{Kind: convo.MarkNotice, Note: textOrphanedNothing, Done: true}) {
+				if posts := fs.CallsOf("post"); len(posts) != 2 || posts[1].Mark != (convo.Mark{Kind: convo.MarkNotice, Note: TextOrphanedNothing, Done: true}) {
 					t.Errorf("%d posts; want the summary, then only the note that the answer showed nothing", len(posts))
 				}
 			})
@@ -321,7 +289,7 @@ func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
 		ctx := t.Context()
 		j, id, _ := halfAnswerOrphan(t, fs, thread)
 		fs.UpdateErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: "service_unavailable"} }
-		r := NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions())
+		r := New(fs, fs, zap.NewNop(), buttonOptions())
 
 		r.CloseOrphans(ctx, j)
 		if len(j.closedIDs()) != 0 || !slices.Equal(j.given, []string{id}) {
@@ -335,7 +303,7 @@ func TestCloseOrphansHandsBackAFailedClose(t *testing.T) {
 		if got := j.closedIDs(); !slices.Equal(got, []string{id}) {
 			t.Errorf("after the next sweep: records removed %v; want %s", got, id)
 		}
-		if ups := fs.CallsOf("update"); len(ups) == 0 || ups[len(ups)-1].Mark.Note != textOrphaned {
+		if ups := fs.CallsOf("update"); len(ups) == 0 || ups[len(ups)-1].Mark.Note != TextOrphaned {
 			t.Errorf("updates %+v; want the interrupted note last", ups)
 		}
 	})
@@ -354,7 +322,7 @@ func TestCloseOrphansLeavesAnAnswerClosedDuringTheAdoption(t *testing.T) {
 			done := gateway.Msg{Text: "The whole answer", Mark: convo.Mark{Kind: convo.MarkAnswer, Question: thread, Done: true}}
 			mustNoErr(t, fs.Update(ctx, testCh, ts, done))
 		}
-		r := NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions())
+		r := New(fs, fs, zap.NewNop(), buttonOptions())
 		before := len(fs.CallsOf("update"))
 		r.CloseOrphans(ctx, j)
 		if ups := fs.CallsOf("update"); len(ups) != before+1 {
@@ -376,7 +344,7 @@ func TestCloseOrphanPanicDropsItsRecord(t *testing.T) {
 		id := route.AnswerID(channel, thread)
 		j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: channel, ThreadTS: thread, TS: thread,
 			Owner: "dead"}}, orphaned: []string{id}}
-		NewOrphanCloser(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(t.Context(), j)
+		New(fs, fs, zap.NewNop(), buttonOptions()).CloseOrphans(t.Context(), j)
 		if got := j.closedIDs(); len(got) != 1 || got[0] != id {
 			t.Errorf("records closed %v, want %s dropped", got, id)
 		}
@@ -394,4 +362,86 @@ func halfAnswerOrphan(t *testing.T, fs *gatewaytest.Slack, thread string) (j *fa
 	mustNoErr(t, err)
 	mustNoErr(t, j.AddMessage(t.Context(), id, ts))
 	return j, id, ts
+}
+
+// closedIDs is the ids whose records the journal has removed so far.
+func (j *fakeJournal) closedIDs() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.closed)
+}
+
+// TestCloseOrphansWaitsForQuietMessages: an orphan whose message changed within the liveness TTL
+// (a write of its replica's was on its way) is closed only once Options.Quiet has passed since, also
+// when it changes again during that wait; one left unchanged longer is closed at once.
+func TestCloseOrphansWaitsForQuietMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		age      time.Duration // how long ago the message last changed
+		editedIn time.Duration // when it is edited again after the sweep began (0: never)
+		wantWait time.Duration
+	}{
+		{name: "changed long ago", age: time.Hour, wantWait: 0},
+		{name: "changed just now", age: time.Second, wantWait: 14 * time.Second},
+		{name: "changed again during the wait", age: time.Second, editedIn: 10 * time.Second, wantWait: 25 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := gatewaytest.NewSlack()
+				ts := convo.TS(time.Now().Add(-tc.age))
+				m := slack.Message{}
+				m.User, m.BotID, m.Text, m.Timestamp, m.ThreadTimestamp = "UBOT", "BBOT", "Half an answer", ts, testTS
+				m.Metadata = convo.Mark{Kind: convo.MarkAnswer, Question: testTS}.Metadata()
+				fs.Threads[testCh+"/"+testTS] = []slack.Message{mention(testQuestion), m}
+				id := route.AnswerID(testCh, testTS)
+				j := &fakeJournal{answers: map[string]state.Answer{id: {ID: id, Channel: testCh, ThreadTS: testTS,
+					TS: testTS, Owner: "dead", Messages: []string{ts}}}, orphaned: []string{id}}
+				start := time.Now()
+				opt := buttonOptions()
+				opt.Quiet = 15 * time.Second
+				if tc.editedIn > 0 {
+					go func() {
+						time.Sleep(tc.editedIn)
+						fs.Mu.Lock()
+						defer fs.Mu.Unlock()
+						edited := fs.Threads[testCh+"/"+testTS][1]
+						edited.Edited = &slack.Edited{User: "UBOT", Timestamp: convo.TS(time.Now())}
+						fs.Threads[testCh+"/"+testTS][1] = edited
+					}()
+				}
+				New(fs, fs, zap.NewNop(), opt).CloseOrphans(t.Context(), j)
+				ups := fs.CallsOf("update")
+				if len(ups) != 1 || ups[0].Mark.Note != TextOrphaned {
+					t.Fatalf("updates %+v; want the interrupted note", ups)
+				}
+				if got := ups[0].At.Sub(start); got != tc.wantWait {
+					t.Errorf("closed %v after the sweep; want %v", got, tc.wantWait)
+				}
+			})
+		})
+	}
+}
+
+const (
+	testTS       = "1700000000.000001"
+	testCh       = "C1"
+	testQuestion = "<@UBOT> explain token buckets"
+)
+
+// buttonOptions are the options of a bot with buttons, whose answers are marked as the tests' bot's.
+func buttonOptions() Options {
+	return Options{BotUserID: "UBOT", BotID: "BBOT", Buttons: true}
+}
+
+func mention(text string) slack.Message {
+	var m slack.Message
+	m.User, m.Text, m.Timestamp = "U1", text, "1700000000.000001"
+	return m
+}
+
+func mustNoErr(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
 }

@@ -1,4 +1,4 @@
-package handlers
+package imagine
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
@@ -18,23 +19,25 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
+	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/notes"
+	"github.com/llmbot/llmbot/route"
 )
 
 var pngBytes = []byte("\x89PNG\r\n\x1a\n fake image bytes")
 
-func newImagineTest(t *testing.T, img *fakeImager) (*Imagine, *gatewaytest.Slack) {
+func newImagineTest(t *testing.T, img *llmtest.Imager) (*Imagine, *gatewaytest.Slack) {
 	fs := gatewaytest.NewSlack()
-	return NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot", Model: "gpt-image-1"}), fs
+	return New(img, fs, fs, zaptest.NewLogger(t), Options{BotName: "llmbot", Model: "gpt-image-1"}), fs
 }
 
-func imagineReq(text string) ImagineRequest {
-	return ImagineRequest{Channel: "C1", User: "U1", Team: "T1", Text: text, ResponseURL: "https://hooks.slack.test/r/1"}
+func imagineReq(text string) Request {
+	return Request{Channel: "C1", User: "U1", Team: "T1", Text: text, ResponseURL: "https://hooks.slack.test/r/1"}
 }
 
 func TestImagineUploadsToChannel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{wait: 5 * time.Second, img: &llm.Image{Data: pngBytes, Format: "png", MIMEType: "image/png",
+		img := &llmtest.Imager{Wait: 5 * time.Second, Img: &llm.Image{Data: pngBytes, Format: "png", MIMEType: "image/png",
 			RevisedPrompt: "A watercolour lighthouse at dawn, soft light"}}
 		im, fs := newImagineTest(t, img)
 		req := imagineReq("  a lighthouse at dawn <b>  ")
@@ -62,7 +65,7 @@ func TestImagineUploadsToChannel(t *testing.T) {
 		if u.AltText != "a lighthouse at dawn <b>" {
 			t.Errorf("alt text = %q, want the prompt", u.AltText)
 		}
-		if r := img.requests[0]; r.Prompt != "a lighthouse at dawn <b>" || r.Model != "gpt-image-1" || r.User == "" || strings.Contains(r.User, "U1") {
+		if r := img.Requests()[0]; r.Prompt != "a lighthouse at dawn <b>" || r.Model != "gpt-image-1" || r.User == "" || strings.Contains(r.User, "U1") {
 			t.Errorf("image request = %+v, want the prompt, the model and a hashed user", r)
 		}
 		if n := len(fs.CallsOf("respond")); n != 0 {
@@ -72,20 +75,20 @@ func TestImagineUploadsToChannel(t *testing.T) {
 }
 
 func TestImagineEmptyPromptGetsUsage(t *testing.T) {
-	img := &fakeImager{}
+	img := &llmtest.Imager{}
 	im, _ := newImagineTest(t, img)
 	ack, start := im.Accept(imagineReq("   "))
 	if start || !strings.Contains(ack, "Usage: `/imagine") {
 		t.Errorf("Accept = %q, %v; want usage help and no start", ack, start)
 	}
-	if err := im.Run(context.Background(), imagineReq("")); !errors.Is(err, ErrIgnored) || len(img.requests) != 0 {
-		t.Errorf("Run on empty prompt = %v with %d image calls, want ErrIgnored and none", err, len(img.requests))
+	if err := im.Run(context.Background(), imagineReq("")); !errors.Is(err, route.ErrIgnored) || len(img.Requests()) != 0 {
+		t.Errorf("Run on empty prompt = %v with %d image calls, want route.ErrIgnored and none", err, len(img.Requests()))
 	}
 }
 
 func TestImagineAltTextBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "jpeg"}}
+		img := &llmtest.Imager{Img: &llm.Image{Data: pngBytes, Format: "jpeg"}}
 		im, fs := newImagineTest(t, img)
 		mustNoErr(t, im.Run(t.Context(), imagineReq(strings.Repeat("é", 1500))))
 		u := fs.CallsOf("upload")[0].Upload
@@ -117,7 +120,7 @@ func TestImagineErrorsArePrivate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				img := &fakeImager{wait: tt.imgWait, err: tt.imgErr, img: &llm.Image{Data: pngBytes, Format: "png"}}
+				img := &llmtest.Imager{Wait: tt.imgWait, Err: tt.imgErr, Img: &llm.Image{Data: pngBytes, Format: "png"}}
 				im, fs := newImagineTest(t, img)
 				fs.UploadErr = func(int, gatewaytest.Call) error { return tt.uploadErr }
 				if err := im.Run(t.Context(), imagineReq("a cat")); err == nil {
@@ -137,7 +140,7 @@ func TestImagineErrorsArePrivate(t *testing.T) {
 
 func TestImaginePerUserBound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{wait: time.Minute, img: &llm.Image{Data: pngBytes, Format: "png"}}
+		img := &llmtest.Imager{Wait: time.Minute, Img: &llm.Image{Data: pngBytes, Format: "png"}}
 		im, fs := newImagineTest(t, img)
 		var wg sync.WaitGroup
 		for range 2 {
@@ -147,11 +150,11 @@ func TestImaginePerUserBound(t *testing.T) {
 		if ack, start := im.Accept(imagineReq("a third cat")); start || !strings.Contains(ack, "already have 2 images") {
 			t.Errorf("Accept over the bound = %q, %v; want a friendly refusal", ack, start)
 		}
-		if _, start := im.Accept(ImagineRequest{User: "U2", Text: "a dog"}); !start {
+		if _, start := im.Accept(Request{User: "U2", Text: "a dog"}); !start {
 			t.Error("another user was refused")
 		}
-		if err := im.Run(t.Context(), imagineReq("a third cat")); !errors.Is(err, ErrIgnored) {
-			t.Errorf("Run over the bound = %v, want ErrIgnored", err)
+		if err := im.Run(t.Context(), imagineReq("a third cat")); !errors.Is(err, route.ErrIgnored) {
+			t.Errorf("Run over the bound = %v, want route.ErrIgnored", err)
 		}
 		if rs := fs.CallsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].Text, "already have 2 images") {
 			t.Errorf("responses = %+v, want one refusal", rs)
@@ -168,7 +171,7 @@ func TestImaginePerUserBound(t *testing.T) {
 // freed after a while.
 func TestImagineAcceptHoldsThePlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{wait: time.Minute, img: &llm.Image{Data: pngBytes, Format: "png"}}
+		img := &llmtest.Imager{Wait: time.Minute, Img: &llm.Image{Data: pngBytes, Format: "png"}}
 		im, _ := newImagineTest(t, img)
 		var starts int
 		for range 3 { // three commands before any job begins
@@ -188,7 +191,7 @@ func TestImagineAcceptHoldsThePlace(t *testing.T) {
 			t.Error("accepted a third job while two run")
 		}
 		wg.Wait()
-		if n := len(img.requests); n != 2 {
+		if n := len(img.Requests()); n != 2 {
 			t.Errorf("%d image requests, want 2", n)
 		}
 
@@ -210,10 +213,10 @@ func TestImagineAcceptHoldsThePlace(t *testing.T) {
 
 func TestImagineShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{wait: time.Minute, img: &llm.Image{Data: pngBytes, Format: "png"}}
+		img := &llmtest.Imager{Wait: time.Minute, Img: &llm.Image{Data: pngBytes, Format: "png"}}
 		im, fs := newImagineTest(t, img)
 		ctx, cancel := context.WithCancelCause(t.Context())
-		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
+		time.AfterFunc(time.Second, func() { cancel(route.ErrShutdown) })
 		if err := im.Run(ctx, imagineReq("a cat")); err == nil {
 			t.Error("Run = nil, want the error")
 		}
@@ -228,7 +231,7 @@ func TestImagineShutdown(t *testing.T) {
 // within the job's time, not end the job: the picture is already made (and billed).
 func TestImagineUploadWaitsOutRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+		img := &llmtest.Imager{Img: &llm.Image{Data: pngBytes, Format: "png"}}
 		im, fs := newImagineTest(t, img)
 		fs.UploadErr = func(n int, _ gatewaytest.Call) error {
 			if n == 1 {
@@ -258,7 +261,7 @@ func TestImagineNotInDMNoInviteAdvice(t *testing.T) {
 	for _, code := range []string{"channel_not_found", "not_in_channel"} {
 		t.Run(code, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+				img := &llmtest.Imager{Img: &llm.Image{Data: pngBytes, Format: "png"}}
 				im, fs := newImagineTest(t, img)
 				fs.UploadErr = func(int, gatewaytest.Call) error { return slack.SlackErrorResponse{Err: code} }
 				req := imagineReq("a cat")
@@ -288,22 +291,22 @@ func (blockingUploader) UploadImage(ctx context.Context, u gateway.Upload) error
 }
 
 // TestImagineShutdownDuringUploadIsShutdown: a job the shutdown interrupts while the picture is
-// being uploaded ends with ErrShutdown (as one interrupted while the picture is made does, and as
+// being uploaded ends with route.ErrShutdown (as one interrupted while the picture is made does, and as
 // Reply does), so the bot logs it as "interrupted" and counts it as outcome "shutdown", not as a
 // failed job at error level on every deploy.
 func TestImagineShutdownDuringUploadIsShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+		img := &llmtest.Imager{Img: &llm.Image{Data: pngBytes, Format: "png"}}
 		fs := gatewaytest.NewSlack()
-		im := NewImagine(img, blockingUploader{}, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot"})
+		im := New(img, blockingUploader{}, fs, zaptest.NewLogger(t), Options{BotName: "llmbot"})
 		ctx, cancel := context.WithCancelCause(t.Context())
-		time.AfterFunc(time.Second, func() { cancel(ErrShutdown) })
+		time.AfterFunc(time.Second, func() { cancel(route.ErrShutdown) })
 		err := im.Run(ctx, imagineReq("a cat"))
 		if rs := fs.CallsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].Text, "the bot is restarting") {
 			t.Errorf("responses = %+v, want the restart notice", rs)
 		}
-		if !errors.Is(err, ErrShutdown) {
-			t.Errorf("Run = %v, want an error that is ErrShutdown", err)
+		if !errors.Is(err, route.ErrShutdown) {
+			t.Errorf("Run = %v, want an error that is route.ErrShutdown", err)
 		}
 	})
 }
@@ -311,7 +314,7 @@ func TestImagineShutdownDuringUploadIsShutdown(t *testing.T) {
 // TestImagineUploadFailureTexts: what the person is told when the picture was made but could not be
 // shared, by the upload's error and channel.
 func TestImagineUploadFailureTexts(t *testing.T) {
-	im, _ := newImagineTest(t, &fakeImager{})
+	im, _ := newImagineTest(t, &llmtest.Imager{})
 	for _, tc := range []struct {
 		name    string
 		channel string
@@ -339,9 +342,9 @@ func TestImagineUploadFailureTexts(t *testing.T) {
 // for: the person is told at once that Slack is rate limiting the bot.
 func TestImagineUploadRateLimitBeyondTheJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		img := &fakeImager{img: &llm.Image{Data: pngBytes, Format: "png"}}
+		img := &llmtest.Imager{Img: &llm.Image{Data: pngBytes, Format: "png"}}
 		fs := gatewaytest.NewSlack()
-		im := NewImagine(img, fs, fs, zaptest.NewLogger(t), ImagineOptions{BotName: "llmbot", Timeout: time.Minute})
+		im := New(img, fs, fs, zaptest.NewLogger(t), Options{BotName: "llmbot", Timeout: time.Minute})
 		fs.UploadErr = func(int, gatewaytest.Call) error { return &slack.RateLimitedError{RetryAfter: 2 * time.Minute} }
 		start := time.Now()
 		if err := im.Run(t.Context(), imagineReq("a cat")); err == nil {
@@ -352,6 +355,77 @@ func TestImagineUploadRateLimitBeyondTheJob(t *testing.T) {
 		}
 		if rs := fs.CallsOf("respond"); len(rs) != 1 || !strings.Contains(rs[0].Text, "rate limiting") {
 			t.Errorf("responses = %+v, want the rate limit explained", rs)
+		}
+	})
+}
+
+func mustNoErr(tb testing.TB, err error) {
+	tb.Helper()
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestButtonsImagineAnotherOne(t *testing.T) {
+	tests := []struct {
+		name    string
+		prompt  string
+		buttons bool
+		want    string // buttonKey of the upload
+		value   string // the value of its button ("": no button)
+	}{
+		{"button with the prompt", "a fox in the snow", true, ActionImagineAgain, "a fox in the snow"},
+		{"prompt too long for a button value", strings.Repeat("fox ", 501), true, "", ""},
+		{"buttons off", "a fox in the snow", false, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := gatewaytest.NewSlack()
+			img := &llmtest.Imager{Img: &llm.Image{Data: []byte("png"), Format: "png"}}
+			im := New(img, fs, fs, zaptest.NewLogger(t), Options{Buttons: tt.buttons})
+			mustNoErr(t, im.Run(t.Context(), Request{Channel: "C1", User: "U2", Team: "T1", Text: tt.prompt}))
+			ups := fs.CallsOf("upload")
+			if len(ups) != 1 {
+				t.Fatalf("uploads = %d, want 1", len(ups))
+			}
+			b := ups[0].Upload.Buttons
+			if buttonKey(b) != tt.want {
+				t.Fatalf("buttons = %+v, want %q", b, tt.want)
+			}
+			var value string // of the one button buttonKey found, if any
+			for _, x := range b {
+				value = x.Value
+			}
+			if value != tt.value || utf8.RuneCountInString(value) > gateway.MaxButtonValue {
+				t.Errorf("button value = %q, want %q", value, tt.value)
+			}
+		})
+	}
+}
+
+// buttonKey identifies a set of buttons, to tell whether a message shows the wanted ones.
+func buttonKey(bs []gateway.Button) string {
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		ids[i] = b.ActionID
+	}
+	return strings.Join(ids, ",")
+}
+
+// Text the bot writes outside the renderers can come from the model too: an image model's revised
+// prompt under the picture. It mentions no one, however it writes the mention.
+func TestRevisedPromptMentionsNoOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		img := &llmtest.Imager{Wait: time.Second, Img: &llm.Image{Data: pngBytes, Format: "png", MIMEType: "image/png",
+			RevisedPrompt: "A lighthouse, @here and &#64;channel"}}
+		im, fs := newImagineTest(t, img)
+		mustNoErr(t, im.Run(t.Context(), imagineReq("a lighthouse")))
+		ups := fs.CallsOf("upload")
+		if len(ups) != 1 {
+			t.Fatalf("uploads = %d, want 1", len(ups))
+		}
+		if c := ups[0].Upload.Comment; !strings.Contains(c, "@\u2060here and &amp;#64;\u2060channel") {
+			t.Errorf("comment %q: want the revised prompt's mentions neutralised", c)
 		}
 	})
 }

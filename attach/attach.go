@@ -1,4 +1,11 @@
-package handlers
+// Package attach reads the files of a thread for the model: which files an answer reads (the
+// trigger's, then the thread's newest first, up to a number), pictures readied through media within
+// the process's picture slots, text files bounded in characters, and the notes the model reads in
+// place of a file it is not given (a PDF, one too large, one the bot may not open). It owns the
+// Files port (bot.Files implements it over Slack), the vision setting and the reading's limits. It
+// knows nothing of answers: handlers calls a Reader built once, with the messages whose files it
+// leaves out, and gets each file's convo.FileContent back.
+package attach
 
 import (
 	"bytes"
@@ -6,6 +13,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,8 +62,8 @@ const (
 	VisionOff Vision = "off"
 )
 
-// FileOptions configure what answers read of the files people share.
-type FileOptions struct {
+// Options configure what answers read of the files people share.
+type Options struct {
 	// Files downloads them; nil: files are only noted by name.
 	Files  Files
 	Vision Vision // "": VisionAuto
@@ -70,7 +79,7 @@ type FileOptions struct {
 	MaxFiles int
 }
 
-func (o FileOptions) withDefaults() FileOptions {
+func (o Options) withDefaults() Options {
 	o.Vision = cmp.Or(o.Vision, VisionAuto)
 	o.MaxImageSide = cmp.Or(o.MaxImageSide, 2048)
 	o.MaxText = cmp.Or(o.MaxText, 20000)
@@ -97,8 +106,10 @@ const (
 	noteNotText    = "not readable as text"
 	noteTooMany    = "not read: too many files in this conversation"
 	noteNotRead    = "could not be downloaded"
-	textImagesSeen = "The model could not see the images in this conversation."
 )
+
+// TextImagesSeen is what an answer says when the model could not see the pictures it was given.
+const TextImagesSeen = "The model could not see the images in this conversation."
 
 // fileKind is what the bot makes of a file.
 type fileKind int
@@ -136,15 +147,31 @@ var (
 		"dockerfile": true, "terraform": true, "post": true}
 )
 
-// vision is the answer's channel's setting.
-func (a *contextRead) vision() Vision {
-	o := a.r.opt.Files
-	if o.ChannelVision != nil {
-		if v := o.ChannelVision(a.req.Channel); v != "" {
+// Reader reads the files of threads. One is built for the process: its Options' Pictures bound
+// the memory all answers' pictures take together.
+type Reader struct{ o Options }
+
+// NewReader is a Reader of o, its unset limits defaulted.
+func NewReader(o Options) *Reader { return &Reader{o: o.withDefaults()} }
+
+// Vision is channel's setting: its own (ChannelVision) or the bot's.
+func (r *Reader) Vision(channel string) Vision {
+	if r.o.ChannelVision != nil {
+		if v := r.o.ChannelVision(channel); v != "" {
 			return v
 		}
 	}
-	return o.Vision
+	return r.o.Vision
+}
+
+// Thread is what one answer reads the files of.
+type Thread struct {
+	Channel  string          // its vision is the channel's
+	Messages []slack.Message // the thread, oldest first
+	Trigger  slack.Message   // the message answered; only messages before it are read
+	// Skip says which messages' files are left out: the bot's own (an assistant message carries no
+	// picture), and other bots' when the answer's context leaves them out.
+	Skip func(slack.Message) bool
 }
 
 // fileRef is one file to read: the message it came with (an index into the thread, or -1: the
@@ -154,58 +181,67 @@ type fileRef struct {
 	file     slack.File
 }
 
-// readFiles reads the files of the trigger and of the thread's messages before it, newest first,
-// up to MaxFiles: text files, and pictures unless vision is off. Files known only by id are looked
-// up (files.info), and the messages get the whole objects, so that their names show. Failures
-// become notes to the model, never the answer's failure.
-func (a *contextRead) readFiles(ctx context.Context, thread []slack.Message, trigger slack.Message) ([]slack.Message, slack.Message, map[string]convo.FileContent) {
-	o := a.r.opt.Files
-	if o.Files == nil {
+// Read reads the files of the trigger and of the thread's messages before it, newest first, up to
+// MaxFiles: text files, and pictures unless vision is off. Files known only by id are looked up
+// (files.info), and the messages returned get the whole objects, so that their names show; the
+// contents are by file id. Failures become notes to the model, never the answer's failure. log
+// is the answer's.
+func (r *Reader) Read(ctx context.Context, log *zap.Logger, t Thread) ([]slack.Message, slack.Message, map[string]convo.FileContent) {
+	thread, trigger := t.Messages, t.Trigger
+	if r.o.Files == nil {
 		return thread, trigger, nil
 	}
-	refs := a.fileRefs(thread, trigger)
+	refs := fileRefs(t)
 	if len(refs) == 0 {
 		return thread, trigger, nil
 	}
+	rd := reading{Reader: r, log: log, channel: t.Channel}
 	thread = slices.Clone(thread)
 	out := make(map[string]convo.FileContent, len(refs))
 	contents := make([]convo.FileContent, len(refs))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, fileReaders)
 	for i := range refs {
-		if i >= o.MaxFiles {
+		if i >= r.o.MaxFiles {
 			contents[i] = convo.FileContent{Note: noteTooMany}
 			continue
 		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			defer a.unreadable(&contents[i], refs[i].file.ID)
-			refs[i].file, contents[i] = a.readFile(ctx, refs[i].file)
+			defer rd.unreadable(&contents[i], refs[i].file.ID)
+			refs[i].file, contents[i] = rd.readFile(ctx, refs[i].file)
 		})
 	}
 	wg.Wait()
-	for i, r := range refs {
+	for i, f := range refs {
 		m := &trigger
-		if r.msg >= 0 {
-			m = &thread[r.msg]
+		if f.msg >= 0 {
+			m = &thread[f.msg]
 		}
 		m.Files = slices.Clone(m.Files)
-		m.Files[r.idx] = r.file
+		m.Files[f.idx] = f.file
 		if c := contents[i]; c != (convo.FileContent{}) {
-			out[r.file.ID] = c
+			out[f.file.ID] = c
 		}
 	}
 	return thread, trigger, out
 }
 
+// reading is one Read's: the Reader, the answer's log and its channel.
+type reading struct {
+	*Reader
+	log     *zap.Logger
+	channel string
+}
+
 // unreadable, deferred by a goroutine reading one file, turns its panic (a file whose bytes the
 // reading code could not take) into that file's note, with the stack in the log: the answer goes on
 // without the file, and the process lives.
-func (a *contextRead) unreadable(c *convo.FileContent, id string) {
-	if r := recover(); r != nil {
-		pe := asPanic(r)
-		a.log.Error("reading a file panicked", append(pe.fields(), zap.String("file", id))...)
+func (a reading) unreadable(c *convo.FileContent, id string) {
+	if p := recover(); p != nil {
+		a.log.Error("reading a file panicked", zap.String("panic", fmt.Sprint(p)), zap.ByteString("stack", debug.Stack()),
+			zap.String("file", id))
 		*c = convo.FileContent{Note: noteNotRead}
 	}
 }
@@ -213,10 +249,9 @@ func (a *contextRead) unreadable(c *convo.FileContent, id string) {
 // fileReaders is how many files one answer reads at once.
 const fileReaders = 4
 
-// fileRefs lists the files to read, the trigger's first, then the thread's newest first: the bot's
-// own are left out (an assistant message carries no picture), and so are other bots' when the
-// context leaves them out.
-func (a *contextRead) fileRefs(thread []slack.Message, trigger slack.Message) []fileRef {
+// fileRefs lists the files to read, the trigger's first, then the thread's newest first, leaving
+// out the messages t.Skip names and those at or after the trigger.
+func fileRefs(t Thread) []fileRef {
 	var refs []fileRef
 	add := func(msg int, m slack.Message) {
 		for j, f := range m.Files {
@@ -225,11 +260,12 @@ func (a *contextRead) fileRefs(thread []slack.Message, trigger slack.Message) []
 			}
 		}
 	}
+	trigger := t.Trigger
 	add(-1, trigger)
-	for i := len(thread) - 1; i >= 0; i-- {
-		m := thread[i]
+	for i := len(t.Messages) - 1; i >= 0; i-- {
+		m := t.Messages[i]
 		if m.Timestamp == trigger.Timestamp || trigger.Timestamp != "" && !convo.TSBefore(m.Timestamp, trigger.Timestamp) ||
-			a.r.own(m) || m.BotID != "" && !a.r.opt.OtherBots {
+			t.Skip != nil && t.Skip(m) {
 			continue
 		}
 		add(i, m)
@@ -238,8 +274,8 @@ func (a *contextRead) fileRefs(thread []slack.Message, trigger slack.Message) []
 }
 
 // readFile reads one file: its whole object when it came as an id only, and its content or a note.
-func (a *contextRead) readFile(ctx context.Context, f slack.File) (slack.File, convo.FileContent) {
-	o := a.r.opt.Files
+func (a reading) readFile(ctx context.Context, f slack.File) (slack.File, convo.FileContent) {
+	o := a.o
 	if f.FileAccess == "check_file_info" || f.URLPrivate == "" && f.URLPrivateDownload == "" && !f.IsExternal {
 		full, err := o.Files.Info(ctx, f.ID)
 		if err != nil {
@@ -252,7 +288,7 @@ func (a *contextRead) readFile(ctx context.Context, f slack.File) (slack.File, c
 	case kindPDF:
 		return f, convo.FileContent{Note: notePDF}
 	case kindImage:
-		if a.vision() == VisionOff {
+		if a.Vision(a.channel) == VisionOff {
 			return f, convo.FileContent{}
 		}
 		return f, a.readImage(ctx, f)
@@ -267,13 +303,13 @@ var errNotDownloaded = errors.New("not downloaded")
 
 // download fetches f (its first prefix bytes when prefix > 0: see Files.Download), or says in a
 // note why not.
-func (a *contextRead) download(ctx context.Context, f slack.File, prefix int64) ([]byte, bool, string) {
-	data, _, cut, err := a.r.opt.Files.Files.Download(ctx, f, prefix)
+func (a reading) download(ctx context.Context, f slack.File, prefix int64) ([]byte, bool, string) {
+	data, _, cut, err := a.o.Files.Download(ctx, f, prefix)
 	switch {
 	case err == nil:
 		return data, cut, ""
 	case errors.Is(err, ErrFileTooLarge):
-		return nil, false, tooLargeNote(f.Size, a.r.opt.Files.MaxBytes)
+		return nil, false, tooLargeNote(f.Size, a.o.MaxBytes)
 	case errors.Is(err, ErrFileNoAccess):
 		a.log.Debug("file not readable", zap.String("file", f.ID), zap.Error(err))
 		return nil, false, noteNoAccess
@@ -292,15 +328,15 @@ func tooLargeNote(size int, limit int64) string {
 
 // readImage downloads and readies a picture within one of the process's picture slots, so that
 // the bytes of pictures being read are bounded however many answers read them.
-func (a *contextRead) readImage(ctx context.Context, f slack.File) convo.FileContent {
+func (a reading) readImage(ctx context.Context, f slack.File) convo.FileContent {
 	var note string
-	img, err := a.r.opt.Files.Pictures.Prepare(ctx, func(ctx context.Context) ([]byte, error) {
+	img, err := a.o.Pictures.Prepare(ctx, func(ctx context.Context) ([]byte, error) {
 		data, _, n := a.download(ctx, f, 0)
 		if note = n; n != "" {
 			return nil, errNotDownloaded
 		}
 		return data, nil
-	}, a.r.opt.Files.MaxImageSide)
+	}, a.o.MaxImageSide)
 	switch {
 	case note != "":
 		return convo.FileContent{Note: note}
@@ -319,8 +355,8 @@ func (a *contextRead) readImage(ctx context.Context, f slack.File) convo.FileCon
 
 // readText reads a text file's start only: MaxText characters take at most 4 bytes each in UTF-8,
 // so a file longer than that has more characters than are kept.
-func (a *contextRead) readText(ctx context.Context, f slack.File) convo.FileContent {
-	max := a.r.opt.Files.MaxText
+func (a reading) readText(ctx context.Context, f slack.File) convo.FileContent {
+	max := a.o.MaxText
 	data, cut, note := a.download(ctx, f, int64(4*max))
 	if note != "" {
 		return convo.FileContent{Note: note}

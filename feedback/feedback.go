@@ -1,4 +1,10 @@
-package handlers
+// Package feedback is the feedback use case: 👍/👎 (Slack's feedback buttons, route.ActionFeedback)
+// under a final answer's last message, which the answers put there (handlers' ReplyOptions.Feedback,
+// with Buttons), and the comment modal. Every rating is counted (Options.Rated, by place
+// and model: no channel ids, no text); a 👎 opens a short modal asking, optionally, what was wrong,
+// and with Options.Channel set each 👎, and then its comment, is posted there with a link
+// to the answer, for the people who run the bot. No comment is ever logged above debug.
+package feedback
 
 import (
 	"context"
@@ -16,20 +22,15 @@ import (
 	"github.com/llmbot/llmbot/slackmd"
 )
 
-// Feedback on answers: 👍/👎 (Slack's feedback buttons) under a final answer's last message
-// (ReplyOptions.Feedback, with Buttons). Every rating is counted (FeedbackOptions.Rated, by place
-// and model: no channel ids, no text); a 👎 opens a short modal asking, optionally, what was wrong,
-// and with FeedbackOptions.Channel set each 👎, and then its comment, is posted there with a link
-// to the answer, for the people who run the bot. No comment is ever logged above debug.
-
 // Feedback's action, modal and input ids.
 const (
-	ActionFeedback = "llmbot_feedback"
-	ViewFeedback   = "llmbot_feedback_comment"
-	// FeedbackCommentInput is the action_id of the modal's comment input.
-	FeedbackCommentInput = "comment"
-	// FeatureFeedback is what access rules and metrics call the buttons and the modal.
-	FeatureFeedback = "feedback"
+	// Action is the buttons' action id, which the answers that put them name in route.
+	Action = route.ActionFeedback
+	View   = "llmbot_feedback_comment"
+	// CommentInput is the action_id of the modal's comment input.
+	CommentInput = "comment"
+	// Feature is what access rules and metrics call the buttons and the modal.
+	Feature = "feedback"
 )
 
 // Feedback's labels and texts.
@@ -50,15 +51,8 @@ type feedbackValue struct {
 	route.ReplyRef
 }
 
-// feedbackButton is the 👍/👎 pair of the answer ref: one Button with ActionFeedback, whose Value
-// is the route.ReplyRef; the Slack adapter shows it as a feedback_buttons element and gives each side
-// its value (FeedbackValues).
-func feedbackButton(ref route.ReplyRef) gateway.Button {
-	return gateway.Button{ActionID: ActionFeedback, Text: labelGood + "/" + labelBad, Value: ref.Value()}
-}
-
-// FeedbackValues are the values of the 👍 and 👎 of a feedback Button (its Value a route.ReplyRef's).
-func FeedbackValues(refValue string) (good, bad string) {
+// Values are the values of the 👍 and 👎 of a feedback Button (its Value a route.ReplyRef's).
+func Values(refValue string) (good, bad string) {
 	ref, err := route.ParseReplyRef(refValue)
 	if err != nil {
 		return "", ""
@@ -68,11 +62,11 @@ func FeedbackValues(refValue string) (good, bad string) {
 	return string(g), string(b)
 }
 
-// FeedbackLabels are the 👍 and 👎 labels (their accessibility text).
-func FeedbackLabels() (good, bad string) { return labelGood, labelBad }
+// Labels are the 👍 and 👎 labels (their accessibility text).
+func Labels() (good, bad string) { return labelGood, labelBad }
 
-// ParseFeedback reads a feedback click's value.
-func ParseFeedback(value string) (good bool, ref route.ReplyRef, err error) {
+// Parse reads a feedback click's value.
+func Parse(value string) (good bool, ref route.ReplyRef, err error) {
 	var v feedbackValue
 	if err := json.Unmarshal([]byte(value), &v); err != nil || v.TS == "" {
 		return false, route.ReplyRef{}, fmt.Errorf("feedback value: %w", route.ErrBadValue)
@@ -97,8 +91,8 @@ type Permalinks interface {
 	Permalink(ctx context.Context, channel, ts string) (string, error)
 }
 
-// FeedbackOptions configure Feedback.
-type FeedbackOptions struct {
+// Options configure Feedback.
+type Options struct {
 	// Channel, when set, is where each 👎 and its comment are posted (FEEDBACK_CHANNEL).
 	Channel string
 	// Model returns the chat model that answers in a channel (its override, else the default).
@@ -113,24 +107,24 @@ type Feedback struct {
 	msgs  gateway.Messenger
 	links Permalinks
 	log   *zap.Logger
-	opt   FeedbackOptions
+	opt   Options
 }
 
-// NewFeedback returns Feedback over Slack's modals, messages and permalinks.
-func NewFeedback(v Views, m gateway.Messenger, l Permalinks, log *zap.Logger, opt FeedbackOptions) *Feedback {
+// New returns Feedback over Slack's modals, messages and permalinks.
+func New(v Views, m gateway.Messenger, l Permalinks, log *zap.Logger, opt Options) *Feedback {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	return &Feedback{views: v, msgs: m, links: l, log: log, opt: opt}
 }
 
-// Handler serves ActionFeedback: the rating is counted at once; a 👎 then opens the comment modal
+// Handler serves Action: the rating is counted at once; a 👎 then opens the comment modal
 // (with the click's trigger, which Slack honours for 3 seconds) and, with a feedback channel,
 // is posted there.
 func (f *Feedback) Handler() route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
-			good, _, err := ParseFeedback(req.Text)
+			good, _, err := Parse(req.Text)
 			if err != nil {
 				f.log.Warn("feedback click ignored", zap.Error(err))
 				return route.Decision{}
@@ -148,7 +142,7 @@ func (f *Feedback) Handler() route.Handler {
 
 // bad opens the comment modal for a 👎 and posts the 👎 to the feedback channel.
 func (f *Feedback) bad(ctx context.Context, req *route.Request) error {
-	_, ref, err := ParseFeedback(req.Text)
+	_, ref, err := Parse(req.Text)
 	if err != nil {
 		return nil // Accept ran nothing for it
 	}
@@ -157,9 +151,9 @@ func (f *Feedback) bad(ctx context.Context, req *route.Request) error {
 	var errs []error
 	if req.TriggerID != "" && f.views != nil {
 		where := route.ViewPlace{Channel: req.Channel, ThreadTS: ref.ThreadTS, MessageTS: req.MessageTS}
-		err := f.views.OpenModal(ctx, req.TriggerID, Modal{CallbackID: ViewFeedback, Title: feedbackTitle,
+		err := f.views.OpenModal(ctx, req.TriggerID, Modal{CallbackID: View, Title: feedbackTitle,
 			Text: feedbackPrompt, Submit: feedbackSubmit, InputLabel: feedbackInputLabel,
-			InputActionID: FeedbackCommentInput, Metadata: where.Metadata()})
+			InputActionID: CommentInput, Metadata: where.Metadata()})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("views.open: %w", err))
 		}
@@ -177,19 +171,19 @@ func (f *Feedback) bad(ctx context.Context, req *route.Request) error {
 	return nil
 }
 
-// CommentHandler serves ViewFeedback, the 👎 modal submitted: its comment, if any, is posted to
+// CommentHandler serves View, the 👎 modal submitted: its comment, if any, is posted to
 // the feedback channel (nothing is kept without one).
 func (f *Feedback) CommentHandler() route.Handler {
 	return route.Funcs{
 		AcceptFunc: func(req *route.Request) route.Decision {
-			comment := strings.TrimSpace(req.Values[FeedbackCommentInput])
+			comment := strings.TrimSpace(req.Values[CommentInput])
 			f.log.Debug("feedback comment", zap.String("channel", req.Channel), zap.String("text", comment))
 			return route.Decision{Run: comment != "" && f.opt.Channel != ""}
 		},
 		RunFunc: func(ctx context.Context, req *route.Request) error {
 			ctx, cancel := context.WithTimeout(ctx, feedbackTimeout)
 			defer cancel()
-			comment := clip(slackmd.StripControls(strings.TrimSpace(req.Values[FeedbackCommentInput])), feedbackCommentLimit)
+			comment := clip(slackmd.StripControls(strings.TrimSpace(req.Values[CommentInput])), feedbackCommentLimit)
 			quoted := "> " + strings.ReplaceAll(slackmd.EscapeMrkdwn(comment), "\n", "\n> ")
 			return f.post(ctx, "Comment on a 👎 from user "+req.User+" on "+f.link(ctx, req.Channel, req.MessageTS)+":\n"+quoted)
 		},

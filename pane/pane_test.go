@@ -1,4 +1,4 @@
-package handlers
+package pane
 
 import (
 	"context"
@@ -11,13 +11,10 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
-	"github.com/llmbot/llmbot/gateway/gatewaytest"
-	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/pace"
-	"github.com/llmbot/llmbot/route"
 )
 
-// statusPane is a Pane that records statuses and answers them with err.
+// statusPane is an Assistant that records statuses and answers them with err.
 type statusPane struct {
 	mu       sync.Mutex
 	statuses []string // channel/thread of each SetStatus call
@@ -34,39 +31,6 @@ func (p *statusPane) SetStatus(_ context.Context, channel, threadTS, status stri
 	p.statuses = append(p.statuses, channel+"/"+threadTS)
 	p.texts = append(p.texts, status)
 	return p.err
-}
-
-// TestThinkingStatus: answers in threads show "is thinking…" (a top-level DM answer has no thread
-// to show it under); once Slack refuses a status, the next answers do not ask again.
-func TestThinkingStatus(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want []string
-	}{
-		{"shown for every answer in a thread", nil, []string{"C1/1700000000.000001", "C2/1700000000.000002"}},
-		{"refused: asked once", slack.SlackErrorResponse{Err: "not_allowed"}, []string{"C1/1700000000.000001"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				fs := gatewaytest.NewSlack()
-				pane := &statusPane{err: tc.err}
-				opt := testOptions()
-				opt.Pane = NewAgentPane(pane, nil, nil)
-				r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words("Four.", 1), 0)}, zap.NewNop(), opt)
-				for _, q := range []route.ReplyRequest{
-					{Channel: "C1", ChannelType: "channel", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"},
-					{Channel: "C2", ChannelType: "channel", User: "U1", TS: "1700000000.000002", ThreadTS: "1700000000.000002", Text: "<@UBOT> hi"},
-					{Channel: "D1", ChannelType: "im", User: "U1", TS: "1700000000.000003", Text: "hi"},
-				} {
-					mustNoErr(t, r.Reply(t.Context(), q))
-				}
-				if got := pane.statuses; !slices.Equal(got, tc.want) {
-					t.Errorf("statuses %v; want %v", got, tc.want)
-				}
-			})
-		})
-	}
 }
 
 // TestShowQueued: a question waiting for a place shows its place under its thread, with the thinking
@@ -102,7 +66,7 @@ func TestShowQueued(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				pane := &statusPane{err: tc.err}
-				var slackPane Pane = pane
+				var slackPane Assistant = pane
 				if tc.noPane {
 					slackPane = nil
 				}
@@ -111,7 +75,7 @@ func TestShowQueued(t *testing.T) {
 					statuses.TryTake()
 					statuses.TryTake()
 				}
-				r := NewAgentPane(slackPane, statuses, zap.NewNop())
+				r := New(slackPane, statuses, zap.NewNop())
 				for i := range 2 {
 					if got := r.ShowQueued(t.Context(), "C1", tc.threadTS, tc.place); got != tc.want {
 						t.Errorf("question %d: shown %v, want %v", i+1, got, tc.want)
@@ -129,7 +93,7 @@ func TestShowQueued(t *testing.T) {
 func TestClearQueued(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pane := &statusPane{}
-		r := NewAgentPane(pane, nil, zap.NewNop())
+		r := New(pane, nil, zap.NewNop())
 		r.ClearQueued(t.Context(), "C1", "1700000000.000001")
 		if !slices.Equal(pane.statuses, []string{"C1/1700000000.000001"}) || !slices.Equal(pane.texts, []string{""}) {
 			t.Errorf("calls %v with statuses %q, want one empty status in C1/1700000000.000001", pane.statuses, pane.texts)

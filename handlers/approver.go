@@ -1,0 +1,45 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/toolinfo"
+)
+
+// Approver asks the person who asked for an answer whether its tool calls may be made, and keeps
+// their "Allow for this thread" (*approvals.Approvals, which the approval buttons' clicks reach).
+type Approver interface {
+	// Approve shows q's prompt through w (the answer's paced writer) and waits for the verdict.
+	Approve(ctx context.Context, w *gateway.Writer, q toolinfo.Approval) toolinfo.Verdict
+	// ThreadAllowed reports whether user allowed tool for the whole thread.
+	ThreadAllowed(channel, threadTS, user, tool string) bool
+	// AllowThread keeps user's word that tool may run in the thread without asking again.
+	AllowThread(channel, threadTS, user, tool string)
+}
+
+// approval is the question about the calls in ask; foreign is what the context holds besides the
+// asker's words ("" when nothing).
+func (a *answer) approval(ask []*toolCall, foreign string) toolinfo.Approval {
+	calls := make([]toolinfo.Call, len(ask))
+	for i, c := range ask {
+		calls[i] = toolinfo.Call{Info: c.info, Args: c.args}
+	}
+	return toolinfo.Approval{Channel: a.req.Channel, Thread: a.threadTS, ThreadTS: a.req.ThreadTS, TS: a.req.TS,
+		Asker: a.req.User, Calls: calls, Foreign: foreign, Wait: a.r.opt.Tools.ApprovalTimeout, Settle: a.r.opt.FinalTimeout}
+}
+
+// approve asks the asker about the calls in ask through the Approver (roundHost).
+func (a *answer) approve(ctx context.Context, ask []*toolCall, foreign string) toolinfo.Verdict {
+	return a.r.approvals.Approve(ctx, a.r.paced, a.approval(ask, foreign))
+}
+
+// noApprovals is a Replies' Approver when none is given: nobody is asked, so a call that needs a
+// click is denied.
+type noApprovals struct{}
+
+func (noApprovals) Approve(context.Context, *gateway.Writer, toolinfo.Approval) toolinfo.Verdict {
+	return toolinfo.Denied
+}
+func (noApprovals) ThreadAllowed(channel, threadTS, user, tool string) bool { return false }
+func (noApprovals) AllowThread(channel, threadTS, user, tool string)        {}

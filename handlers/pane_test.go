@@ -1,0 +1,72 @@
+package handlers
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/slack-go/slack"
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/llm/llmtest"
+	"github.com/llmbot/llmbot/pane"
+	"github.com/llmbot/llmbot/route"
+)
+
+// statusPane is the agent pane's Slack calls (pane.Assistant), recording statuses and answering
+// them with err.
+type statusPane struct {
+	mu       sync.Mutex
+	statuses []string // channel/thread of each SetStatus call
+	texts    []string // the status of each call
+	err      error
+}
+
+func (p *statusPane) SetSuggestedPrompts(context.Context, string, string, []pane.Prompt) error {
+	return nil
+}
+func (p *statusPane) SetTitle(context.Context, string, string, string) error { return nil }
+
+func (p *statusPane) SetStatus(_ context.Context, channel, threadTS, status string, _ []string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.statuses = append(p.statuses, channel+"/"+threadTS)
+	p.texts = append(p.texts, status)
+	return p.err
+}
+
+// TestThinkingStatus: answers in threads show "is thinking…" (a top-level DM answer has no thread
+// to show it under); once Slack refuses a status, the next answers do not ask again.
+func TestThinkingStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"shown for every answer in a thread", nil, []string{"C1/1700000000.000001", "C2/1700000000.000002"}},
+		{"refused: asked once", slack.SlackErrorResponse{Err: "not_allowed"}, []string{"C1/1700000000.000001"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fs := gatewaytest.NewSlack()
+				slackPane := &statusPane{err: tc.err}
+				opt := testOptions()
+				opt.Pane = pane.New(slackPane, nil, nil)
+				r := NewReplies(fs, fs, fs, fs, &llmtest.Chat{Steps: llmtest.Deltas(llmtest.Words("Four.", 1), 0)}, zap.NewNop(), opt)
+				for _, q := range []route.ReplyRequest{
+					{Channel: "C1", ChannelType: "channel", User: "U1", TS: "1700000000.000001", ThreadTS: "1700000000.000001", Text: "<@UBOT> hi"},
+					{Channel: "C2", ChannelType: "channel", User: "U1", TS: "1700000000.000002", ThreadTS: "1700000000.000002", Text: "<@UBOT> hi"},
+					{Channel: "D1", ChannelType: "im", User: "U1", TS: "1700000000.000003", Text: "hi"},
+				} {
+					mustNoErr(t, r.Reply(t.Context(), q))
+				}
+				if got := slackPane.statuses; !slices.Equal(got, tc.want) {
+					t.Errorf("statuses %v; want %v", got, tc.want)
+				}
+			})
+		})
+	}
+}
