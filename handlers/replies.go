@@ -91,6 +91,10 @@ type ContextOptions struct {
 	// ChannelSettings, when set, returns a channel's own system prompt and chat model; "" keeps
 	// SystemPrompt or Model (per-channel overrides, CHANNEL_CONFIG).
 	ChannelSettings func(channel string) (systemPrompt, model string)
+	// ChannelInstructions, when set, returns a channel's standing instructions ("/llmbot
+	// instructions"; "": none, or they could not be read): added after the system prompt as the
+	// channel's text, not the operator's (convo.Options.ChannelInstructions).
+	ChannelInstructions func(ctx context.Context, channel string) string
 }
 
 // WriteOptions say how an answer is written into Slack.
