@@ -19,8 +19,11 @@ import (
 	"github.com/llmbot/llmbot/route"
 )
 
-// Name is the slash command.
-const Name = "/llmbot"
+// Name is the slash command; Feature is what access rules and metrics call it.
+const (
+	Name    = "/llmbot"
+	Feature = "llmbot"
+)
 
 // Call is one use of a subcommand.
 type Call struct {

@@ -116,6 +116,7 @@ func (r *Runner) Tick(ctx context.Context, now time.Time) time.Time {
 		}
 	}
 	r.whens = whens
+	r.log.Debug("schedule: ticked", zap.Int("schedules", len(all)), zap.Time("next", next))
 	return next
 }
 

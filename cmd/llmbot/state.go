@@ -20,6 +20,7 @@ import (
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/schedule"
 	"github.com/llmbot/llmbot/state"
 )
 
@@ -36,6 +37,8 @@ type sharedState struct {
 	orphans  orphans.Journal
 	journal  handlers.Journal
 	fence    gateway.Fence
+	records  schedule.Records // the channels' instructions and schedules (instructions.Records is its part)
+	claims   schedule.Claims  // each schedule's occurrence run once
 }
 
 // Close closes the store, once its run has returned.
@@ -46,7 +49,7 @@ func sharedMemory(m *state.Memory) sharedState {
 	k, a := m.Keys(), m.Answers()
 	return sharedState{run: m.Run, close: m.Close,
 		replicas: bot.Replicas{Claims: k, Leases: m, Journal: a, Inbox: m.Inbox()},
-		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a}
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, records: m.Records(), claims: k}
 }
 
 // sharedFallback is f by its parts.
@@ -54,7 +57,7 @@ func sharedFallback(f *state.Fallback) sharedState {
 	k, a := f.Keys(), f.Answers()
 	return sharedState{run: f.Run, close: f.Close,
 		replicas: bot.Replicas{Claims: k, Leases: f, Journal: a, Inbox: f.Inbox()},
-		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a}
+		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, records: f.Records(), claims: k}
 }
 
 // openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from

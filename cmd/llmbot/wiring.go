@@ -19,10 +19,12 @@ import (
 	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/command"
 	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/imagine"
+	"github.com/llmbot/llmbot/instructions"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/ops"
@@ -97,6 +99,10 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	})
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
+	steer, err := p.steering()
+	if err != nil {
+		return fmt.Errorf("/llmbot: %w", err)
+	}
 	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
 	// Every command, button, shortcut and event is one row of routes; access rules and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, metrics.Middleware)
@@ -104,10 +110,12 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
-		prompts: p.prompts}
+		prompts: p.prompts, steering: steer}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
+	// The scheduled prompts are asked through the bot's loop until the bot stops taking requests.
+	defer p.startSchedules(runCtx, steer, b)()
 	logStarting(log, cfg, id, policy)
 	if err := b.Run(runCtx); err != nil {
 		return err // main prints it
@@ -128,6 +136,7 @@ type useCases struct {
 	slack    *bot.SlackAPI       // private responses
 	sessions *bot.SlackAssistant // the agent session's status
 	prompts  []pane.Prompt
+	steering // /llmbot: the channels' instructions and scheduled prompts
 }
 
 // routes is the route table: every message, command, button, shortcut, modal and event the bot
@@ -150,6 +159,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Command, Name: summarize.Command, Feature: summarize.Feature, Handler: u.summarize.SummarizeHandler(u.slack)},
 		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
 		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
+		{Kind: route.Command, Name: command.Name, Feature: command.Feature, Handler: u.command},
 	}
 }
 
@@ -322,6 +332,9 @@ type parts struct {
 	overrides *access.Overrides
 	prompts   []pane.Prompt
 	log       *zap.Logger
+	// instructions are the channels' standing instructions, built by steering before the answers
+	// that read them.
+	instructions *instructions.Instructions
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
@@ -398,6 +411,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 				o, _ := overrides.Lookup(channel)
 				return o.SystemPrompt, o.Model
 			},
+			ChannelInstructions: p.instructions.Text,
 		},
 		WriteOptions: handlers.WriteOptions{
 			Mode: handlers.ReplyMode(cfg.ReplyMode),
