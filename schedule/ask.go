@@ -46,6 +46,7 @@ func (a *SlackAsker) Ask(ctx context.Context, sc Schedule, at time.Time) error {
 	req := &route.Request{Kind: route.Message, Name: route.MessageRoute, Channel: sc.Channel, User: sc.Creator, Team: sc.Team,
 		Reply: &route.ReplyRequest{Channel: sc.Channel, ChannelType: route.ChannelType(sc.Channel), User: sc.Creator,
 			Team: sc.Team, TS: ts, ThreadTS: ts, Text: sc.Prompt}}
+	req.Feature = req.Reply.Feature() // a mention, for the access rules and the metrics
 	if err := a.submit.Submit(ctx, req); err != nil {
 		return fmt.Errorf("ask %s: %w", sc.ID, err)
 	}

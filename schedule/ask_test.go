@@ -37,7 +37,7 @@ func TestAskPostsThenAsksAsTheCreator(t *testing.T) {
 		t.Fatalf("posts = %+v, want one top-level notice naming the schedule and its creator, pinging nobody", posts)
 	}
 	want := route.ReplyRequest{Channel: "C1", ChannelType: "channel", User: "U1", Team: "T1", TS: posts[0].TS, ThreadTS: posts[0].TS, Text: sc.Prompt}
-	if len(sub.reqs) != 1 || sub.reqs[0].Kind != route.Message || sub.reqs[0].User != "U1" || sub.reqs[0].Reply == nil || !reflect.DeepEqual(*sub.reqs[0].Reply, want) {
+	if len(sub.reqs) != 1 || sub.reqs[0].Kind != route.Message || sub.reqs[0].Feature != route.FeatureMention || sub.reqs[0].User != "U1" || sub.reqs[0].Reply == nil || !reflect.DeepEqual(*sub.reqs[0].Reply, want) {
 		t.Fatalf("submitted %+v, want one message route request %+v", sub.reqs, want)
 	}
 }
