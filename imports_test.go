@@ -19,7 +19,8 @@ type importRule struct {
 // useCases are the bot's use cases, each a package of its own and a peer of the others: none imports
 // another, so each is read, changed and tested alone. What two of them share goes down to the lowest
 // package that owns its concept, or comes in as a small interface the consumer declares.
-var useCases = []string{"handlers", "summarize", "pane", "orphans", "imagine", "feedback", "approvals", "usage"}
+var useCases = []string{"handlers", "summarize", "pane", "orphans", "imagine", "feedback", "approvals", "usage",
+	"instructions", "schedule"}
 
 // above are what the use cases, the plumbing and the vocabularies may not depend on: the use cases,
 // the loop, the wiring and the tools beside them.
@@ -48,7 +49,7 @@ var importRules = []importRule{
 	},
 	{
 		rule:     "the vocabularies between the loop, the use cases and the plumbing import no use case",
-		packages: []string{"route", "toolinfo", "convo", "notes"},
+		packages: []string{"route", "toolinfo", "convo", "notes", "command"},
 		never:    above,
 	},
 	{

@@ -27,6 +27,7 @@ import (
 	"github.com/slack-go/slack"
 	"sigs.k8s.io/yaml"
 
+	"github.com/llmbot/llmbot/command"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/summarize"
@@ -177,7 +178,7 @@ func slackMethodsCalled(t *testing.T) map[string]string {
 }
 
 // TestManifestScopesAndEvents pins the scopes to exactly what the bot uses: the scopes of the Slack methods
-// the code calls, of the events it subscribes to, and `commands` for /imagine, /summarize and the Summarize
+// the code calls, of the events it subscribes to, and `commands` for /imagine, /summarize, /llmbot and the Summarize
 // thread shortcut. Each scope carries a comment saying what needs it, and every subscribed event has the scope
 // Slack requires for it. The commands and the shortcut the bot serves are in it.
 func TestManifestScopesAndEvents(t *testing.T) {
@@ -185,7 +186,7 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	scopes := strings.Fields(jsonPath(t, m, "oauth_config", "scopes", "bot"))
 	events := strings.Fields(jsonPath(t, m, "settings", "event_subscriptions", "bot_events"))
 
-	want := map[string]string{"commands": "the /imagine and /summarize slash commands and the Summarize thread shortcut"}
+	want := map[string]string{"commands": "the /imagine, /summarize and /llmbot slash commands and the Summarize thread shortcut"}
 	for name, where := range slackMethodsCalled(t) {
 		need, ok := scopesOfMethod[name]
 		if !ok {
@@ -244,7 +245,7 @@ func TestManifestScopesAndEvents(t *testing.T) {
 	if got := jsonPath(t, m, "settings", "interactivity", "is_enabled"); got != "true" {
 		t.Errorf("interactivity.is_enabled = %s, want true (the reply buttons need it)", got)
 	}
-	for _, cmd := range []string{"/imagine", summarize.Command} {
+	for _, cmd := range []string{"/imagine", summarize.Command, command.Name} {
 		if got := jsonPath(t, m, "features", "slash_commands"); !strings.Contains(got, `"`+cmd+`"`) {
 			t.Errorf("slash_commands = %s, want %s", got, cmd)
 		}

@@ -170,6 +170,11 @@ type Bot struct {
 	conn    *connection
 	active  *actives
 	notices *notices
+
+	// submitted carries the requests the bot makes itself (Submit) to the loop; ended is closed
+	// when the loop stops taking them.
+	submitted chan *route.Request
+	ended     chan struct{}
 }
 
 // ErrNotAsker is returned by StopReply when someone other than the asker tries to stop an answer.
@@ -213,6 +218,8 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
 		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
 		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
+		submitted: make(chan *route.Request), // unbuffered: Submit returns once the loop has it
+		ended:     make(chan struct{}),
 	}
 	b.replicas = &replicas{shared: opt.Replicas, inboxKey: opt.InboxKey, renew: opt.leaseRenew, log: log,
 		notices: b.notices, duplicate: opt.Hooks.duplicate}
@@ -290,6 +297,10 @@ loop:
 			log := b.log.With(zap.String("from", req.From), zap.String("name", req.Name))
 			b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
 			b.release()
+		case req := <-b.submitted:
+			log := b.log.With(zap.String("submitted", req.Name), zap.String("user", req.User))
+			b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
+			b.release()
 		case <-burst.C:
 			if len(frames) > 0 && time.Since(heldSince) < b.opt.burstHold {
 				burst.Reset(burstGap) // the burst goes on (its envelopes were slow to handle): ack them first
@@ -300,6 +311,7 @@ loop:
 		}
 	}
 	burst.Stop()
+	close(b.ended)
 	<-sockErr // the socket has stopped reading (ctx ended) or failed for good
 	sockWG.Wait()
 	// What the socket read before it stopped was acked (or is a slash command, acked now on the

@@ -28,7 +28,10 @@ type Options struct {
 	BotName          string
 	// SystemPrompt may contain {bot_name} and {date}; empty: DefaultSystemPrompt.
 	SystemPrompt string
-	Now          time.Time // for {date}; zero: time.Now()
+	// ChannelInstructions are the standing instructions the people of the channel set ("/llmbot
+	// instructions"): added after SystemPrompt as theirs, not the operator's (see ChannelBlock).
+	ChannelInstructions string
+	Now                 time.Time // for {date}; zero: time.Now()
 	// Budget is the maximum estimated tokens for the whole request (see EstimateTokens);
 	// 0: DefaultBudget.
 	Budget int
@@ -491,7 +494,11 @@ func (b *builder) systemPrompt() string {
 		now = time.Now()
 	}
 	p = strings.NewReplacer("{bot_name}", name, "{date}", now.Format("Monday, 2 January 2006")).Replace(p)
-	return strings.TrimRight(p, "\n") + "\n\n" + b.fence.Rules()
+	p = strings.TrimRight(p, "\n") + "\n\n"
+	if c := strings.TrimSpace(b.opt.ChannelInstructions); c != "" {
+		p += ChannelBlock(b.fence, c) + "\n\n"
+	}
+	return p + b.fence.Rules()
 }
 
 // answerMark reads the mark of one of the bot's own messages; answer says whether the message is

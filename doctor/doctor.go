@@ -87,6 +87,9 @@ type Input struct {
 
 	// Controls are usage counting, budgets and redaction as the settings turn them on.
 	Controls Controls
+	// Schedules reads the scheduled prompts and the next run of each from the shared state, as the
+	// bot does; nil: the state was not opened (the check is skipped).
+	Schedules func(ctx context.Context) ([]Scheduled, error)
 }
 
 // Problem is one problem of the settings, with the heading of its setting's tier (Essentials,
@@ -201,6 +204,9 @@ func Run(ctx context.Context, args []string, in Input, stdout, stderr io.Writer)
 		out.print(r)
 	}
 	out.print(checkControls(in))
+	for _, r := range checkSchedules(ctx, in) {
+		out.print(r)
+	}
 	return out.summary()
 }
 

@@ -704,3 +704,25 @@ func TestDoctorAgentDeclared(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorListsSchedules: each scheduled prompt with its next run; one that cannot be read is a
+// warning, not a failure.
+func TestDoctorListsSchedules(t *testing.T) {
+	f := newDoctorFakes(t, fakeslack.Config{})
+	next := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
+	f.in.Schedules = func(context.Context) ([]Scheduled, error) {
+		return []Scheduled{{ID: "ab12cd34", Channel: "C1", Creator: "U1", When: "every weekday at 09:00 Europe/Berlin", Next: next}}, nil
+	}
+	out, _ := runDoctor(t, f.in)
+	if got, want := checkLine(out, "Scheduled prompts"), "1 schedule"; !strings.Contains(got, want) {
+		t.Errorf("line %q, want %q", got, want)
+	}
+	if want := "ab12cd34 in C1 by U1: every weekday at 09:00 Europe/Berlin; next 2026-03-02 08:00 UTC"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	f.in.Schedules = func(context.Context) ([]Scheduled, error) { return nil, errors.New("redis: connection refused") }
+	out, _ = runDoctor(t, f.in)
+	if got, want := checkLine(out, "Scheduled prompts"), "could not be read: redis: connection refused"; !strings.Contains(got, want) {
+		t.Errorf("line %q, want %q", got, want)
+	}
+}

@@ -78,9 +78,13 @@ func (a *contextRead) prepare(ctx context.Context, thread []slack.Message) (res 
 	}
 	names := a.r.names.Resolve(ctx, a.log, convo.UserIDs(named))
 	thread, trigger, files := a.r.opt.Files.Read(ctx, a.log, attach.Thread{Channel: a.req.Channel, Messages: thread, Trigger: trigger, Skip: a.skipsFiles})
+	var channelText string // the channel's own instructions, after the operator's prompt
+	if f := a.r.opt.ChannelInstructions; f != nil {
+		channelText = f(ctx, a.req.Channel)
+	}
 	res = convo.Build(thread, trigger, names, convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
-		SystemPrompt: a.systemPrompt, Now: time.Now(), Budget: a.r.opt.Budget,
+		SystemPrompt: a.systemPrompt, ChannelInstructions: channelText, Now: time.Now(), Budget: a.r.opt.Budget,
 		IncludeOtherBots: a.r.opt.OtherBots, Files: files, Asker: a.req.User, Rand: a.r.opt.Rand, LeftOut: a.leftOut,
 	})
 	if res.FilesLeftOut > 0 {

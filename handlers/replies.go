@@ -95,6 +95,10 @@ type ContextOptions struct {
 	// ThreadCache is the bot's memory of its threads (nil: none): an answer reads its thread from
 	// it when it may.
 	ThreadCache *threads.Cache
+	// ChannelInstructions, when set, returns a channel's standing instructions ("/llmbot
+	// instructions"; "": none, or they could not be read): added after the system prompt as the
+	// channel's text, not the operator's (convo.Options.ChannelInstructions).
+	ChannelInstructions func(ctx context.Context, channel string) string
 }
 
 // WriteOptions say how an answer is written into Slack.

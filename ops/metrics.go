@@ -63,6 +63,7 @@ type Metrics struct {
 	denied        *prometheus.CounterVec
 	feedback      *prometheus.CounterVec
 	ledger        ledgerMetrics
+	scheduled     *prometheus.CounterVec
 
 	connMu        sync.Mutex
 	everConnected bool // guarded by connMu
@@ -136,6 +137,9 @@ func NewMetrics() *Metrics {
 	m.feedback = f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_feedback_total",
 		Help: "Ratings of answers (👍 good, 👎 bad), by where the answer was (dm or channel) and the model that wrote it."},
 		[]string{"rating", "place", "model"})
+	m.scheduled = f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_scheduled_runs_total",
+		Help: "Occurrences of scheduled prompts handled by this replica, by outcome: ok (started in its channel), failed (could not start; its creator was told), skipped (missed by more than SCHEDULE_CATCH_UP while no replica ran)."},
+		[]string{"outcome"})
 
 	m.ledger = newLedgerMetrics(f)
 
@@ -147,6 +151,9 @@ func NewMetrics() *Metrics {
 		m.replies.WithLabelValues(o)
 		m.imagine.WithLabelValues(o)
 		m.images.WithLabelValues(o)
+	}
+	for _, o := range []string{"ok", "failed", "skipped"} {
+		m.scheduled.WithLabelValues(o)
 	}
 	m.inFlight.WithLabelValues("reply")
 	m.inFlight.WithLabelValues("imagine")
@@ -266,6 +273,9 @@ func (m *Metrics) Feedback(good bool, place, model string) {
 	}
 	m.feedback.WithLabelValues(rating, word(place), word(model)).Inc()
 }
+
+// ScheduledRun counts one occurrence of a scheduled prompt by its outcome (schedule.RunnerOptions.Ran).
+func (m *Metrics) ScheduledRun(outcome string) { m.scheduled.WithLabelValues(word(outcome)).Inc() }
 
 // SlackCall counts one Slack Web API call: method as "chat.update"; status the HTTP status (0
 // when there was no response); err the transport error, if any; d its time to the response

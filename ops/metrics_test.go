@@ -210,6 +210,11 @@ func TestScriptedConversationGolden(t *testing.T) {
 		hooks.Redacted("EMAIL", 2)
 		hooks.Redacted("CARD", 1)
 		hooks.Refused("dm", &ledger.OverBudget{Scope: "person", Period: ledger.Day, Limit: 100})
+		// Scheduled prompts: two started, one could not, one missed while no replica ran.
+		m.ScheduledRun("ok")
+		m.ScheduledRun("ok")
+		m.ScheduledRun("failed")
+		m.ScheduledRun("skipped")
 
 		var buf bytes.Buffer
 		families, err := m.Registry().Gather()

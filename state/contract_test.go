@@ -118,6 +118,9 @@ var contract = []struct {
 	{"send between replicas", everything, sendBetween},
 	{"tallies add, get and list", alone, talliesAddGet},
 	{"tallies are shared", everything, talliesShared},
+	{"records put, get, list, delete", alone, recordsLifecycle},
+	{"records are shared", journaled, recordsShared},
+	{"records are bounded", alone, recordsBounded},
 }
 
 func TestContract(t *testing.T) {

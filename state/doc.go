@@ -4,7 +4,9 @@
 // between replicas. Three stores have the same parts, each with the same methods and the same behaviour (one
 // contract test runs against all of them): the store itself runs the replica (Run, Close) and holds its leases
 // and liveness; Keys are its claims, marks, counters and token buckets; Answers is its journal of open answers
-// and the fence of their writes; Inbox is its messages between replicas. Each consumer is handed the part it
+// and the fence of their writes; Inbox is its messages between replicas; Records are small documents kept
+// until deleted, by collection and id (a Memory with a directory writes them to records/<collection>.json).
+// Each consumer is handed the part it
 // uses:
 //
 //   - Memory: one process, in memory; given a directory, its journal of open answers lives there (a JSON file
@@ -36,6 +38,7 @@
 //	adopted:<id>      the replica that adopted answer id, PX 24 h: a cut-off owner learns it was adopted (Fence)
 //	thread:<key>, thread-epoch, thread-entries, thread-sizes, thread-bytes
 //	                  the thread cache's entries and their accounts (RedisThreads)
+//	rec:<collection>  hash: Records, kept until deleted (a channel's instructions, its scheduled prompts)
 //
 // What a Redis outage means: a Fallback serves every call from its Memory until Redis answers again, and says
 // so (FallbackHooks, a warning in the log). Meanwhile each replica dedupes, counts, paces and leases on its own:

@@ -244,7 +244,7 @@ func (f *Fallback) deliver(ctx context.Context, msg []byte) {
 func (f *Fallback) Close() error { return errors.Join(f.primary.Close(), f.local.Close()) }
 
 // call runs remote on Redis under the call timeout unless degraded; when Redis fails it degrades and serves
-// the call with local. Errors that are the caller's (its context, its arguments, ErrNoReplica) pass through.
+// the call with local. Errors that are the caller's (its context, its arguments, ErrNoReplica, ErrFull) pass through.
 func call[T any](ctx context.Context, f *Fallback, op string, remote, local func(context.Context) (T, error)) (T, error) {
 	if !f.Degraded() {
 		rctx, cancel := context.WithTimeout(ctx, f.timeout)
@@ -253,7 +253,7 @@ func call[T any](ctx context.Context, f *Fallback, op string, remote, local func
 		if err == nil {
 			f.streak.Store(0)
 		}
-		if err == nil || ctx.Err() != nil || errors.Is(err, errInvalid) || errors.Is(err, ErrNoReplica) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, errInvalid) || errors.Is(err, ErrNoReplica) || errors.Is(err, ErrFull) {
 			return v, err
 		}
 		f.failedCall(op, err)

@@ -21,6 +21,7 @@ type store struct {
 	answers
 	inbox
 	tallies tallies // a field: its Add is not Keys' Add
+	rec     records // not embedded: Get is the journal's
 }
 
 // tallies is a store's Tallies.
@@ -63,6 +64,14 @@ type answers interface {
 	Fence(ctx context.Context, id string) (time.Time, error)
 }
 
+// records is a store's Records.
+type records interface {
+	Put(ctx context.Context, coll, id string, val []byte) error
+	Get(ctx context.Context, coll, id string) ([]byte, bool, error)
+	Delete(ctx context.Context, coll, id string) error
+	List(ctx context.Context, coll string) (map[string][]byte, error)
+}
+
 // inbox is a store's Inbox.
 type inbox interface {
 	Send(ctx context.Context, replica string, msg []byte) error
@@ -73,11 +82,11 @@ type inbox interface {
 func storeOf(s runner) store {
 	switch s := s.(type) {
 	case *Memory:
-		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies(), s.Records()}
 	case *Redis:
-		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies(), s.Records()}
 	case *Fallback:
-		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies()}
+		return store{s, s.Keys(), s.Answers(), s.Inbox(), s.Tallies(), s.Records()}
 	}
 	panic(fmt.Sprintf("storeOf: %T is not a store", s))
 }

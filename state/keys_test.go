@@ -23,3 +23,30 @@ func TestDeriveKey(t *testing.T) {
 		t.Errorf("derived key of %d bytes; want 32, without the token", len(inbox))
 	}
 }
+
+// TestSeal: a sealed record opens under its key, collection and id only; a forged or altered one
+// does not.
+func TestSeal(t *testing.T) {
+	key := DeriveKey("xoxb-token", "llmbot records v1")
+	sealed := Seal(key, "instructions", "C1", []byte(`{"text":"be brief"}`))
+	if val, ok := Unseal(key, "instructions", "C1", sealed); !ok || string(val) != `{"text":"be brief"}` {
+		t.Fatalf("Unseal = %q, %v; want the value", val, ok)
+	}
+	altered := bytes.Clone(sealed)
+	altered[len(altered)-2] = 'X'
+	for _, c := range []struct {
+		name, coll, id string
+		key, sealed    []byte
+	}{
+		{"another key", "instructions", "C1", DeriveKey("xoxb-other", "llmbot records v1"), sealed},
+		{"another id", "instructions", "C2", key, sealed},
+		{"another collection", "schedules", "C1", key, sealed},
+		{"altered", "instructions", "C1", key, altered},
+		{"unsealed", "instructions", "C1", key, []byte(`{"text":"be brief"}`)},
+		{"short", "instructions", "C1", key, []byte("ab")},
+	} {
+		if _, ok := Unseal(c.key, c.coll, c.id, c.sealed); ok {
+			t.Errorf("%s: Unseal accepted it", c.name)
+		}
+	}
+}

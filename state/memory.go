@@ -38,8 +38,9 @@ type Memory struct {
 	inbox   [][]byte
 	arrived chan struct{} // closed (and replaced) when a message is queued
 
-	tallies        map[string]*group // group -> its counters (tally.go)
-	talliesChanged bool              // since the directory's file was written
+	tallies        map[string]*group            // group -> its counters (tally.go)
+	talliesChanged bool                         // since the directory's file was written
+	records        map[string]map[string][]byte // collection -> id -> value (Records)
 }
 
 // entry is a key with a value and an expiry.
@@ -63,6 +64,7 @@ func NewMemory(self, dir string, log *zap.Logger) (*Memory, error) {
 		buckets: map[string]time.Time{}, pauses: map[string]time.Time{},
 		arrived: make(chan struct{}), closeDir: func() error { return nil },
 		tallies: map[string]*group{},
+		records: map[string]map[string][]byte{},
 	}
 	if dir == "" {
 		m.jr = newMapJournal()

@@ -105,6 +105,12 @@ type Config struct {
 	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" tier:"limits" default:"2m" desc:"How long a round's tool calls that need a click wait for the asker's Allow or Deny; no answer in time denies them."`
 	ToolCallTimeout     time.Duration `envconfig:"TOOL_CALL_TIMEOUT" tier:"limits" default:"60s" desc:"Longest time of one tool call; a call that takes longer is reported to the model as failed."`
 
+	ChannelEditors         string        `envconfig:"CHANNEL_EDITORS" tier:"features" desc:"User IDs (U..., W...) who may change a channel's standing instructions (/llmbot instructions set or clear) and delete anyone's scheduled prompt, comma-separated. Unset: anyone who may use the bot in the channel changes its instructions, and only its creator deletes a schedule."`
+	ChannelInstructionsMax int           `envconfig:"CHANNEL_INSTRUCTIONS_MAX" tier:"limits" default:"2000" desc:"Most characters of a channel's standing instructions (/llmbot instructions set), 1 to 4000; they go into the system prompt of every answer in that channel."`
+	SchedulesPerChannel    int           `envconfig:"SCHEDULES_PER_CHANNEL" tier:"limits" default:"10" desc:"Scheduled prompts (/llmbot schedule add) one channel may have. 0: nobody may add one."`
+	SchedulesPerPerson     int           `envconfig:"SCHEDULES_PER_PERSON" tier:"limits" default:"5" desc:"Scheduled prompts one person may have created, in all channels. 0: nobody may add one."`
+	ScheduleCatchUp        time.Duration `envconfig:"SCHEDULE_CATCH_UP" tier:"operations" default:"1h" desc:"A scheduled prompt's run missed while no replica ran (a restart, an outage) runs once when one is back within this time, and is skipped with a log line after it. 0: never caught up. At most 24h."`
+
 	LogLevel  zapcore.Level `envconfig:"LOG_LEVEL" tier:"operations" default:"info" desc:"debug, info, warn or error. Message text is logged only at debug."`
 	LogFormat string        `envconfig:"LOG_FORMAT" tier:"operations" desc:"json or console. Unset: json when stderr is not a terminal, console otherwise."`
 }
@@ -452,6 +458,28 @@ func (c Config) accessProblems(p *problemList) {
 		p.add("%v", err)
 	}
 	p.atLeast("MAX_TOOL_ROUNDS", c.MaxToolRounds, 1)
+	c.steeringProblems(p)
+}
+
+// maxChannelInstructions bounds CHANNEL_INSTRUCTIONS_MAX: they go into every answer's prompt in the
+// channel, and a record of the shared state holds them (state.MaxRecordSize, 4 bytes a character).
+const maxChannelInstructions = 4000
+
+// steeringProblems checks the settings of /llmbot: the editors, the instructions' length, the schedules.
+func (c Config) steeringProblems(p *problemList) {
+	for _, id := range access.ParseIDs(c.ChannelEditors) {
+		if !access.ValidUserID(id) {
+			p.add("CHANNEL_EDITORS: %q is not a user ID like U0123ABCD (profile > ⋮ > Copy member ID)", id)
+		}
+	}
+	if c.ChannelInstructionsMax < 1 || c.ChannelInstructionsMax > maxChannelInstructions {
+		p.add("CHANNEL_INSTRUCTIONS_MAX: %d is not between 1 and %d", c.ChannelInstructionsMax, maxChannelInstructions)
+	}
+	p.atLeast("SCHEDULES_PER_CHANNEL", c.SchedulesPerChannel, 0)
+	p.atLeast("SCHEDULES_PER_PERSON", c.SchedulesPerPerson, 0)
+	if c.ScheduleCatchUp < 0 || c.ScheduleCatchUp > 24*time.Hour {
+		p.add("SCHEDULE_CATCH_UP: %v is not between 0 and 24h", c.ScheduleCatchUp)
+	}
 }
 
 // problemList gathers the problems of the settings; its checks each add one when the value fails.

@@ -118,6 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		in := doctorInput(cfg, append(problems, cfg.problems()...))
 		in.MCPServers = mcpServers(mcp)
+		if len(in.Problems) == 0 { // the schedules are read with the bot token, from the state the settings name
+			in.Schedules = doctorSchedules(cfg)
+		}
 		return doctor.Run(ctx, fs.Args()[1:], in, stdout, stderr)
 	}
 	if fs.NArg() > 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/orphans"
 	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/schedule"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/threads"
 )
@@ -42,6 +43,8 @@ type sharedState struct {
 	// threads makes the thread cache's store with the limits given: in Redis (nothing held while it
 	// cannot be reached), or in memory.
 	threads func(state.ThreadLimits) (threads.Store, error)
+	records schedule.Records // the channels' instructions and schedules (instructions.Records is its part)
+	claims  schedule.Claims  // each schedule's occurrence run once
 }
 
 // Close closes the store, once its run has returned.
@@ -53,7 +56,8 @@ func sharedMemory(m *state.Memory) sharedState {
 	return sharedState{run: m.Run, close: m.Close,
 		replicas: bot.Replicas{Claims: k, Leases: m, Journal: a, Inbox: m.Inbox()},
 		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: m.Tallies(),
-		threads: func(lim state.ThreadLimits) (threads.Store, error) { return state.NewMemoryThreads(lim) }}
+		threads: func(lim state.ThreadLimits) (threads.Store, error) { return state.NewMemoryThreads(lim) },
+		records: m.Records(), claims: k}
 }
 
 // sharedFallback is f by its parts.
@@ -62,7 +66,8 @@ func sharedFallback(f *state.Fallback) sharedState {
 	return sharedState{run: f.Run, close: f.Close,
 		replicas: bot.Replicas{Claims: k, Leases: f, Journal: a, Inbox: f.Inbox()},
 		buckets:  k, marks: k, counter: k, orphans: a, journal: a, fence: a, tallies: f.Tallies(),
-		threads: func(lim state.ThreadLimits) (threads.Store, error) { return f.Threads(lim) }}
+		threads: func(lim state.ThreadLimits) (threads.Store, error) { return f.Threads(lim) },
+		records: f.Records(), claims: k}
 }
 
 // openState opens what this replica shares with the others: with REDIS_URL, Redis, answered from

@@ -19,10 +19,12 @@ import (
 	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/command"
 	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/imagine"
+	"github.com/llmbot/llmbot/instructions"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/media"
 	"github.com/llmbot/llmbot/ops"
@@ -102,6 +104,10 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	if p.threads, err = openThreads(cfg, shared, id, metrics, log); err != nil {
 		return err
 	}
+	steer, err := p.steering()
+	if err != nil {
+		return fmt.Errorf("/llmbot: %w", err)
+	}
 	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
@@ -110,10 +116,13 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
-		prompts: p.prompts, usage: p.usage(p.controls.book)}
+		prompts: p.prompts, usage: p.usage(p.controls.book),
+		steering: steer}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
+	// The scheduled prompts are asked through the bot's loop until the bot stops taking requests.
+	defer p.startSchedules(runCtx, steer, b)()
 	logStarting(log, cfg, id, policy)
 	if err := b.Run(runCtx); err != nil {
 		return err // main prints it
@@ -135,6 +144,7 @@ type useCases struct {
 	sessions *bot.SlackAssistant // the agent session's status
 	prompts  []pane.Prompt
 	usage    *usage.Usage
+	steering // /llmbot: the channels' instructions and scheduled prompts
 }
 
 // routes is the route table: every message, command, button, shortcut, modal and event the bot
@@ -158,6 +168,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Action, Name: summarize.ActionPost, Feature: summarize.Feature, Handler: u.summarize.PostSummaryHandler(u.slack)},
 		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
 		{Kind: route.Command, Name: usage.Command, Feature: usage.Feature, Handler: u.usage.Handler()},
+		{Kind: route.Command, Name: command.Name, Feature: command.Feature, Handler: u.command},
 	}
 }
 
@@ -332,6 +343,9 @@ type parts struct {
 	controls  controls       // usage counted, budgets, redaction: at the model seam and in the route middleware
 	threads   *threads.Cache // nil: none
 	log       *zap.Logger
+	// instructions are the channels' standing instructions, built by steering before the answers
+	// that read them.
+	instructions *instructions.Instructions
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
@@ -413,7 +427,8 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 				o, _ := overrides.Lookup(channel)
 				return o.SystemPrompt, o.Model
 			},
-			ThreadCache: p.threads,
+			ThreadCache:         p.threads,
+			ChannelInstructions: p.instructions.Text,
 		},
 		WriteOptions: handlers.WriteOptions{
 			Mode: handlers.ReplyMode(cfg.ReplyMode),
