@@ -34,7 +34,7 @@ var importRules = []importRule{
 	{
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "threads", "pace", "slackmd", "llm", "llm/llmtest", "media", "attach",
-			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache", "redact", "ledger"},
+			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache", "redact", "ledger", "followup"},
 		never: above,
 	},
 	{
@@ -66,7 +66,7 @@ var importRules = []importRule{
 	{
 		rule: "only tools speaks MCP: the use cases see tools through toolinfo",
 		packages: append(slices.Clone(useCases), "bot", "access", "ops", "doctor", "route", "toolinfo", "convo",
-			"llm", "state", "threads", "pace", "slackmd", "media", "slacksocket"),
+			"llm", "state", "threads", "pace", "slackmd", "media", "slacksocket", "followup"),
 		never: []string{"github.com/modelcontextprotocol/"},
 	},
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/followup"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/imagine"
@@ -111,8 +112,9 @@ func wiredBot(t *testing.T, w *wired, policy *access.Policy, cfg wiredConfig) *b
 	budgets := gateway.NewBudgets(gateway.DefaultEditsPerMinute, pace.PolicyFair)
 	approve := approvals.New(nil, nil, log.Named("approvals"))
 	replyOpts := handlers.ReplyOptions{
-		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID, FollowUps: cfg.Bot.FollowUps,
-		Buttons: cfg.Buttons, Budgets: budgets, Approvals: approve,
+		BotUserID: id.UserID, BotID: id.BotID, BotName: id.Name, TeamID: id.TeamID,
+		FollowUps: followup.New(followup.Options{On: cfg.Bot.FollowUps, BotUserID: id.UserID, BotID: id.BotID}),
+		Buttons:   cfg.Buttons, Budgets: budgets, Approvals: approve,
 		Names: gateway.NewNames(api, budgets.Lookups, id.UserID),
 	}
 	replies := handlers.NewReplies(api, api, api, api, model, log.Named("replies"), replyOpts)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slack-go/slack"
 
+	"github.com/llmbot/llmbot/followup"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
@@ -29,7 +30,12 @@ func mention(text string) slack.Message {
 }
 
 func testOptions() ReplyOptions {
-	return ReplyOptions{BotUserID: "UBOT", BotID: "BBOT", BotName: "llmbot", TeamID: "T1", FollowUps: true, Rand: sameBytes(0x5a)}
+	return ReplyOptions{BotUserID: "UBOT", BotID: "BBOT", BotName: "llmbot", TeamID: "T1", FollowUps: testFollowUps(nil), Rand: sameBytes(0x5a)}
+}
+
+// testFollowUps decides the follow-ups of testOptions' bot, with the other replicas' marks (nil: none).
+func testFollowUps(marks followup.Marks) *followup.Tracker {
+	return followup.New(followup.Options{On: true, BotUserID: "UBOT", BotID: "BBOT", Marks: marks})
 }
 
 func mustNoErr(tb testing.TB, err error) {

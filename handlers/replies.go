@@ -5,17 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/followup"
 	"github.com/llmbot/llmbot/gateway"
-	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/threads"
 )
@@ -44,7 +42,9 @@ const (
 type ReplyOptions struct {
 	// The bot's identity (auth.test): to recognise its own messages and mentions.
 	BotUserID, BotID, BotName, TeamID string
-	FollowUps                         bool // answer thread messages without a mention in bot threads
+	// FollowUps decides which thread messages without a mention are for the bot, and remembers the
+	// threads the bot answers in. nil: none is.
+	FollowUps *followup.Tracker
 	// Rand is what each request's fence boundary is drawn from (convo.Fence); nil: crypto/rand.
 	Rand io.Reader
 	// Buttons puts Stop (while writing) and Regenerate (when done) buttons on answers written by
@@ -148,9 +148,6 @@ type ReplicaOptions struct {
 	// Fence, when set, holds back the writes of this replica's answers while other replicas could
 	// take it for dead (see Fence); nil: never.
 	Fence gateway.Fence
-	// Threads tells every replica the threads the bot answers in, so that a follow-up that lands
-	// on another replica than the answer is known there. nil: this process knows its own.
-	Threads ThreadMarks
 }
 
 // DefaultStreamRollover is ReplyOptions.StreamRollover's and StreamIdle's default: a minute before
@@ -167,8 +164,6 @@ const (
 
 // Bounds of the in-memory caches.
 const (
-	threadCacheSize = 10000
-	threadCacheTTL  = 6 * time.Hour
 	stopNameTimeout = time.Second // the asker's name for "Stopped by <name>.", looked up after the stop
 )
 
@@ -190,8 +185,8 @@ type Replies struct {
 	// paced is how every call gets through Slack's rate limits (opt.Budgets).
 	paced *gateway.Writer
 
-	botThreads *ttlcache.Cache[bool] // channel/thread_ts -> the bot takes part (positive and negative)
-	names      *gateway.Names
+	followUps *followup.Tracker
+	names     *gateway.Names
 	// approvals ask about the tool calls that need a click and keep the tools allowed for a thread.
 	approvals Approver
 
@@ -243,16 +238,20 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	if names == nil {
 		names = gateway.NewNames(u, opt.Budgets.Lookups, opt.BotUserID)
 	}
+	followUps := opt.FollowUps
+	if followUps == nil {
+		followUps = followup.New(followup.Options{})
+	}
 	approvals := opt.Approvals
 	if approvals == nil {
 		approvals = noApprovals{}
 	}
 	return &Replies{
 		reads: gateway.ThreadReads{Thread: t, Writer: paced, Cache: opt.ThreadCache}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
-		paced:      paced,
-		botThreads: ttlcache.New[bool](threadCacheSize, threadCacheTTL),
-		names:      names,
-		approvals:  approvals,
+		paced:     paced,
+		followUps: followUps,
+		names:     names,
+		approvals: approvals,
 	}
 }
 
@@ -272,10 +271,10 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 	var thread []slack.Message
 	var leftOut int // of thread's older messages, by its read
 	if req.FollowUp {
-		if !r.mayFollowUp(req, threadTS) {
+		if !r.followUps.May(req, threadTS) {
 			return ErrIgnored
 		}
-		known, fetched, n, err := r.botThread(ctx, req.Channel, threadTS)
+		known, fetched, n, err := r.followUps.Read(ctx, r.reads, req.Channel, threadTS)
 		if err != nil {
 			return fmt.Errorf("follow-up check: %w", err)
 		}
@@ -300,190 +299,19 @@ func (r *Replies) Reply(ctx context.Context, req route.ReplyRequest) error {
 		}
 	}
 	if threadTS != "" {
-		r.joined(ctx, req.Channel+"/"+threadTS)
+		r.followUps.Joined(ctx, req.Channel, threadTS)
 	}
 	a := newAnswer(r, req, threadTS, log, leftOut)
 	return a.run(ctx, thread)
 }
 
 // Triage says, without I/O, whether the bot should run req, and whether it keeps quiet about it
-// when it cannot (the bot is full or restarting). A message with a mention, a DM or a Regenerate
-// runs and is told. A thread message without a mention runs only when it may be for the bot (see
-// mayFollowUp) and its thread is not remembered as one the bot has no part in, so that people
-// talking among themselves never take a place in the bot's queue; it is quiet unless its thread is
-// remembered as one of the bot's (KnownFollowUp).
-func (r *Replies) Triage(req route.ReplyRequest) (run, quiet bool) {
-	quiet = !r.KnownFollowUp(req)
-	if !req.FollowUp {
-		return true, quiet
-	}
-	if !r.mayFollowUp(req, req.ThreadTS) {
-		return false, quiet
-	}
-	known, remembered := r.remembered(req.Channel + "/" + req.ThreadTS)
-	return !remembered || known, quiet
-}
+// when it cannot (followup.Tracker.Triage).
+func (r *Replies) Triage(req route.ReplyRequest) (run, quiet bool) { return r.followUps.Triage(req) }
 
 // KnownFollowUp reports, without I/O, whether Reply would answer the follow-up req as far as is
-// known now: follow-ups are on, it is a reply in a thread, it is not addressed to someone else, and
-// the thread is remembered as one the bot takes part in. Triage uses it to tell the asker when the
-// bot cannot answer (busy, shutting down) instead of dropping a follow-up silently, and the access
-// rules to count only refusals of follow-ups that would have been answered.
-func (r *Replies) KnownFollowUp(req route.ReplyRequest) bool {
-	if !req.FollowUp {
-		return true
-	}
-	if !r.mayFollowUp(req, req.ThreadTS) {
-		return false
-	}
-	known, ok := r.botThreads.Get(req.Channel + "/" + req.ThreadTS)
-	return ok && known
-}
-
-// mayFollowUp reports whether the follow-up req, in thread threadTS, may be for the bot, before
-// the thread is looked at: follow-ups are on, it replies in a thread, it does not address someone
-// else, and it is more than thanks or an emoji.
-func (r *Replies) mayFollowUp(req route.ReplyRequest, threadTS string) bool {
-	return r.opt.FollowUps && threadTS != "" && threadTS != req.TS && !r.addressedToOthers(req.Text) &&
-		(len(req.Files) > 0 || len(req.Attachments) > 0 || !acknowledgement(req.Text))
-}
-
-// acknowledgement reports a message that only thanks or reacts ("thanks!", "thank you so much 🙏",
-// ":+1:"): in a thread the bot takes part in, an answer to it would be noise. A question mark (also
-// ？, ❓ or :question:), any other word or a mention makes it a message to answer, and so does no
-// text at all (a forwarded message, a file).
-func acknowledgement(text string) bool {
-	t := strings.ToLower(strings.TrimSpace(text))
-	if t == "" || strings.ContainsAny(t, "?<？❓❔") || strings.Contains(t, "question:") {
-		return false
-	}
-	for { // :emoji: codes
-		i := strings.IndexByte(t, ':')
-		j := strings.IndexByte(t[i+1:], ':')
-		if i < 0 || j < 0 || strings.ContainsAny(t[i+1:i+1+j], " \n") {
-			break
-		}
-		t = t[:i] + " " + t[i+2+j:]
-	}
-	words := strings.FieldsFunc(t, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	if len(words) > 5 {
-		return false
-	}
-	thanked := false
-	for i, w := range words {
-		prev, next := "", ""
-		if i > 0 {
-			prev = words[i-1]
-		}
-		if i+1 < len(words) {
-			next = words[i+1]
-		}
-		switch thanksWords[w] {
-		case thanks, praise:
-			thanked = true
-		case filler:
-			// "a" only in "a lot" ("perfect, A" picks an option), "you" only after "thank".
-			if w == "a" && next != "lot" || w == "lot" && prev != "a" || w == "you" && prev != "thank" && prev != "thanks" {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return thanked || len(words) == 0 // fillers alone ("a", "so") are no thanks: "A" may pick an option
-}
-
-type thanksWord int
-
-const (
-	notThanks thanksWord = iota
-	thanks               // thanks by itself
-	praise               // thanks by itself too ("great" after an answer)
-	filler               // only beside one of the others ("thank you so much")
-)
-
-// thanksWords are the words of a message that only thanks.
-var thanksWords = map[string]thanksWord{
-	"thanks": thanks, "thank": thanks, "thx": thanks, "ty": thanks, "tysm": thanks, "cheers": thanks,
-	"merci": thanks, "danke": thanks, "gracias": thanks,
-	"great": praise, "awesome": praise, "perfect": praise, "nice": praise, "cool": praise, "brilliant": praise,
-	"you": filler, "so": filler, "much": filler, "a": filler, "lot": filler, "many": filler,
-}
-
-// botThread reports whether the bot takes part in a thread: its parent mentions the bot or the bot has
-// written in it. A cache miss fetches the thread once; the messages are returned for reuse as context,
-// with how many older ones the read left out.
-func (r *Replies) botThread(ctx context.Context, channel, threadTS string) (bool, []slack.Message, int, error) {
-	key := channel + "/" + threadTS
-	if known, ok := r.remembered(key); ok {
-		return known, nil, 0, nil
-	}
-	thread, leftOut, err := r.reads.Replies(ctx, channel, threadTS)
-	if err != nil {
-		return false, nil, 0, err
-	}
-	known := r.involved(thread)
-	r.botThreads.Put(key, known)
-	return known, thread, leftOut, nil
-}
-
-// ThreadMarks are flags every replica sees (the state package's marks).
-type ThreadMarks interface {
-	Mark(ctx context.Context, key string, ttl time.Duration) error
-	Marked(ctx context.Context, key string) (bool, error)
-}
-
-// sharedMarkTimeout bounds one look at the shared thread marks: Triage runs in the bot's event
-// loop, so a slow Redis must not hold it for long; the state package gives up on Redis sooner
-// (500 ms) and answers from memory, so this is a last resort.
-const sharedMarkTimeout = time.Second
-
-// joined remembers that the bot answers in the thread key, here and for the other replicas.
-func (r *Replies) joined(ctx context.Context, key string) {
-	r.botThreads.Put(key, true)
-	if r.opt.Threads == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedMarkTimeout)
-	defer cancel()
-	if err := r.opt.Threads.Mark(ctx, "thread:"+key, threadCacheTTL); err != nil {
-		r.log.Warn("thread not marked for the other replicas", zap.Error(err))
-	}
-}
-
-// remembered is what the process remembers of the thread key (see botThreads), a "no" checked
-// against the other replicas' marks: another replica may have answered there since.
-func (r *Replies) remembered(key string) (known, ok bool) {
-	known, ok = r.botThreads.Get(key)
-	if !ok || known || r.opt.Threads == nil {
-		return known, ok
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), sharedMarkTimeout)
-	defer cancel()
-	if marked, err := r.opt.Threads.Marked(ctx, "thread:"+key); err == nil && marked {
-		r.botThreads.Put(key, true)
-		return true, true
-	}
-	return false, true
-}
-
-// addressedToOthers reports whether a follow-up mentions people but not the bot: it is meant for them.
-func (r *Replies) addressedToOthers(text string) bool {
-	return strings.Contains(text, "<@") && !strings.Contains(text, "<@"+r.opt.BotUserID+">")
-}
-
-func (r *Replies) involved(thread []slack.Message) bool {
-	mention := "<@" + r.opt.BotUserID + ">"
-	for i, m := range thread {
-		if i == 0 && r.opt.BotUserID != "" && strings.Contains(m.Text, mention) {
-			return true
-		}
-		if r.own(m) {
-			return true
-		}
-	}
-	return false
-}
+// known now (followup.Tracker.Known): the access rules count only refusals of those.
+func (r *Replies) KnownFollowUp(req route.ReplyRequest) bool { return r.followUps.Known(req) }
 
 // answered reports whether thread holds the bot's answer to the message at ts.
 func (r *Replies) answered(thread []slack.Message, ts string) bool {

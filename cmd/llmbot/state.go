@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/bot"
+	"github.com/llmbot/llmbot/followup"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ledger"
@@ -34,7 +35,7 @@ type sharedState struct {
 
 	replicas bot.Replicas
 	buckets  pace.Shared
-	marks    handlers.ThreadMarks
+	marks    followup.Marks
 	counter  access.Counter
 	orphans  orphans.Journal
 	journal  handlers.Journal

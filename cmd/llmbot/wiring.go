@@ -21,6 +21,7 @@ import (
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/command"
 	"github.com/llmbot/llmbot/feedback"
+	"github.com/llmbot/llmbot/followup"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/imagine"
@@ -417,8 +418,10 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		BotID:     id.BotID,
 		BotName:   id.Name,
 		TeamID:    id.TeamID,
-		FollowUps: cfg.FollowUps,
-		Buttons:   cfg.Buttons,
+		// Built once: the threads the bot is known to take part in are this process's memory.
+		FollowUps: followup.New(followup.Options{On: cfg.FollowUps, BotUserID: id.UserID, BotID: id.BotID,
+			Marks: p.shared.marks, Log: p.log.Named("followup")}),
+		Buttons: cfg.Buttons,
 		ContextOptions: handlers.ContextOptions{
 			SystemPrompt: cfg.SystemPrompt,
 			Budget:       cfg.ContextTokens,
@@ -452,7 +455,6 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 		ReplicaOptions: handlers.ReplicaOptions{
 			Journal: p.shared.journal,
 			Fence:   p.shared.fence,
-			Threads: p.shared.marks,
 		},
 		Budgets:   p.budgets,
 		Approvals: approve,
