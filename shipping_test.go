@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/llmbot/llmbot/command"
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/pane"
+	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/summarize"
 )
 
@@ -225,8 +225,8 @@ func TestManifestScopesAndEvents(t *testing.T) {
 		"message.groups":   "groups:history",
 		"message.mpim":     "mpim:history",
 		// No scope of its own is documented: Slack sends it to apps that keep agent sessions.
-		handlers.EventSessionStopped: "",
-		pane.EventAppHomeOpened:      "", // no scope: the messages tab is features.app_home
+		route.EventSessionStopped: "",
+		pane.EventAppHomeOpened:   "", // no scope: the messages tab is features.app_home
 	}
 	for _, e := range events {
 		scope, ok := needs[e]

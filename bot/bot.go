@@ -163,9 +163,8 @@ type Bot struct {
 	closing context.Context
 
 	// Only the event loop goroutine touches these.
-	envelopes, events, messages *seen
-	busyTold                    *seen    // people told the bot is busy in the last busyNoteEvery
-	held                        []func() // work handled but not started yet (see later)
+	seen recent
+	held []func() // work handled but not started yet (see later)
 
 	conn    *connection
 	active  *actives
@@ -175,6 +174,13 @@ type Bot struct {
 	// when the loop stops taking them.
 	submitted chan *route.Request
 	ended     chan struct{}
+}
+
+// recent is what the loop remembers having had lately: envelopes, events and messages (so that a
+// redelivery is dropped), and the people told the bot is busy (told once in busyNoteEvery).
+type recent struct {
+	envelopes, events, messages *seen
+	busyTold                    *seen
 }
 
 // ErrNotAsker is returned by StopReply when someone other than the asker tries to stop an answer.
@@ -208,16 +214,14 @@ func New(open slacksocket.Opener, id Identity, routes *route.Table, notify Notif
 	}
 	b := &Bot{
 		routes: routes, log: log, opt: opt,
-		reader:    reader{id: id, agentView: opt.AgentView, followUps: opt.FollowUps, answerBots: opt.AnswerBots},
-		slots:     newSlots(opt.MaxConcurrent),
-		turns:     newTurns(),
-		active:    newActives(),
-		conn:      &connection{log: log, hook: opt.Hooks.Connection, threads: opt.Threads},
-		notices:   &notices{notify: notify, queue: opt.Queue},
-		envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax),
-		events:    newSeen(opt.DedupeTTL, opt.DedupeMax),
-		messages:  newSeen(opt.DedupeTTL, opt.DedupeMax),
-		busyTold:  newSeen(busyNoteEvery, opt.DedupeMax),
+		reader:  reader{id: id, agentView: opt.AgentView, followUps: opt.FollowUps, answerBots: opt.AnswerBots},
+		slots:   newSlots(opt.MaxConcurrent),
+		turns:   newTurns(),
+		active:  newActives(),
+		conn:    &connection{log: log, hook: opt.Hooks.Connection, threads: opt.Threads},
+		notices: &notices{notify: notify, queue: opt.Queue},
+		seen: recent{envelopes: newSeen(opt.DedupeTTL, opt.DedupeMax), events: newSeen(opt.DedupeTTL, opt.DedupeMax),
+			messages: newSeen(opt.DedupeTTL, opt.DedupeMax), busyTold: newSeen(busyNoteEvery, opt.DedupeMax)},
 		submitted: make(chan *route.Request), // unbuffered: Submit returns once the loop has it
 		ended:     make(chan struct{}),
 	}
@@ -398,7 +402,7 @@ func (b *Bot) handle(work context.Context, f slacksocket.Frame) {
 	if !f.Acked {
 		b.ack(req, nil, read, log)
 	}
-	if b.envelopes.add(req.EnvelopeID, read) {
+	if b.seen.envelopes.add(req.EnvelopeID, read) {
 		b.opt.Hooks.duplicate("envelope", log)
 		return
 	}
@@ -471,7 +475,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	}
 	if eventID != "" {
 		log = log.With(zap.String("event_id", eventID))
-		if b.events.add(eventID, read) {
+		if b.seen.events.add(eventID, read) {
 			b.opt.Hooks.duplicate("event", log)
 			return
 		}
@@ -505,7 +509,7 @@ func (b *Bot) eventsAPI(work context.Context, e slackevents.EventsAPIEvent, req 
 	if rr.Edited {
 		key += "/edited" // a reply only looked at as a follow-up must not keep its edit out (Replies checks answers)
 	}
-	if b.messages.add(key, read) {
+	if b.seen.messages.add(key, read) {
 		b.opt.Hooks.duplicate("message", log.With(zap.String("channel", rr.Channel), zap.String("ts", rr.TS))) // e.g. app_mention and message.im for the same DM
 		return
 	}
@@ -610,7 +614,7 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 		if b.opt.Hooks.Busy != nil {
 			b.opt.Hooks.Busy()
 		}
-		if quiet || b.busyTold.add(rr.User, read) {
+		if quiet || b.seen.busyTold.add(rr.User, read) {
 			// A follow-up that may not be for the bot, or someone told a moment ago: a flood of
 			// messages while the bot is full must not become a flood of notes competing with the
 			// answers for Slack's limits.
@@ -789,7 +793,7 @@ func (b *Bot) slashCommand(work context.Context, evt socketmode.Event, read time
 		return
 	}
 	log = log.With(zap.String("command", cmd.Command), zap.String("channel", cmd.ChannelID), zap.String("user", cmd.UserID))
-	if b.envelopes.add(evt.Request.EnvelopeID, read) {
+	if b.seen.envelopes.add(evt.Request.EnvelopeID, read) {
 		b.ack(evt.Request, nil, read, log)
 		b.opt.Hooks.duplicate("envelope", log)
 		return

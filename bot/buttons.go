@@ -53,7 +53,7 @@ func (b *Bot) SessionStopHandler(sessions handlers.Sessions) route.Handler {
 			}
 			ctx, cancel := context.WithTimeout(b.closing, sharedTimeout)
 			defer cancel()
-			if err := sessions.SetSessionStatus(ctx, req.Channel, req.ThreadTS, handlers.SessionActive); err != nil {
+			if err := sessions.SetSessionStatus(ctx, req.Channel, req.ThreadTS, route.SessionActive); err != nil {
 				log.Info("agent session left as it is", zap.Error(err))
 			}
 		})

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/llmbot/llmbot/approvals"
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
@@ -44,7 +43,7 @@ const macLen = 2 * sha256.Size
 // approval's buttons) or Slack's Stop on an agent session. It carries ids only, never a command,
 // a response_url or text: the receiver rebuilds the request from them.
 type handover struct {
-	Action    string `json:"action"` // route.ActionStop, an approval's action id, handlers.EventSessionStopped
+	Action    string `json:"action"` // route.ActionStop, an approval's action id, route.EventSessionStopped
 	Team      string `json:"team,omitempty"`
 	Channel   string `json:"channel"`
 	User      string `json:"user"` // who clicked
@@ -87,7 +86,7 @@ func handoverOf(req *route.Request, from, to string, now time.Time) (handover, e
 			return handover{}, err
 		}
 		h.RefThreadTS, h.RefTS, h.Call, h.Asker = ref.ThreadTS, ref.TS, ref.ID, ref.Asker
-	case req.Kind == route.Event && req.Name == handlers.EventSessionStopped:
+	case req.Kind == route.Event && req.Name == route.EventSessionStopped:
 	default:
 		return handover{}, fmt.Errorf("%s: %w", req.Kind, errNotHandedOver)
 	}
@@ -111,7 +110,7 @@ func (h handover) valid() error {
 	case approvals.VerdictOf(h.Action) != "":
 		fields = append(fields, field{"ref_ts", h.RefTS, slackTS, false}, field{"call", h.Call, callID, false},
 			field{"asker", h.Asker, slackID, false})
-	case h.Action == handlers.EventSessionStopped:
+	case h.Action == route.EventSessionStopped:
 		fields = append(fields, field{"thread_ts", h.ThreadTS, slackTS, false})
 	default:
 		return fmt.Errorf("action: %w", errNotHandedOver)
@@ -131,7 +130,7 @@ func (h handover) request() *route.Request {
 	switch {
 	case h.Action == route.ActionStop:
 		req.Text = route.ReplyRef{ThreadTS: h.RefThreadTS, TS: h.RefTS}.Value()
-	case h.Action == handlers.EventSessionStopped:
+	case h.Action == route.EventSessionStopped:
 		req.Kind = route.Event
 	default:
 		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/approvals"
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -107,7 +106,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	mentions.Channel = "C1 <!channel>"
 	tampered := mustSeal(t, key, approval)
 	tampered = append(tampered[:macLen], []byte(withField(t, approval, "user", "U2"))...)
-	session := handover{Action: handlers.EventSessionStopped, Team: "T1", Channel: "C1", User: "U1",
+	session := handover{Action: route.EventSessionStopped, Team: "T1", Channel: "C1", User: "U1",
 		ThreadTS: "1700000000.000100", From: "r2", To: self, Sent: now.UnixMilli()}
 
 	forged := []struct {
@@ -138,7 +137,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 	startBot(t, fs, &fakeReplier{}, nil, Options{Replicas: memoryReplicas(mem), InboxKey: key},
 		route.Route{Kind: route.Command, Name: "/summarize", Handler: rec.handler()},
 		route.Route{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Handler: rec.handler()},
-		route.Route{Kind: route.Event, Name: handlers.EventSessionStopped, Handler: rec.handler()})
+		route.Route{Kind: route.Event, Name: route.EventSessionStopped, Handler: rec.handler()})
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -162,7 +161,7 @@ func TestInboxDispatchesOnlySignedHandovers(t *testing.T) {
 		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.ActionToolAllowOnce, Channel: "C1",
 			User: "U1", Team: "T1", ThreadTS: approval.ThreadTS, MessageTS: approval.MessageTS, From: "r2",
 			Text: approvals.ApprovalRef{ThreadTS: approval.RefThreadTS, TS: approval.RefTS, ID: approval.Call, Asker: "U1"}.Value()},
-		{Kind: route.Event, Name: handlers.EventSessionStopped, Feature: handlers.EventSessionStopped, Channel: "C1",
+		{Kind: route.Event, Name: route.EventSessionStopped, Feature: route.EventSessionStopped, Channel: "C1",
 			User: "U1", Team: "T1", ThreadTS: session.ThreadTS, From: "r2"},
 	}
 	got := rec.got()
@@ -195,7 +194,7 @@ func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
 		{"a message", route.Request{Kind: route.Message, Name: route.MessageRoute, Channel: "C1", User: "U1"}},
 		{"a Stop whose value is none of the bot's", route.Request{Kind: route.Action, Name: route.ActionStop,
 			Channel: "C1", User: "U1", Text: "stop everything"}},
-		{"a session stop without a thread", route.Request{Kind: route.Event, Name: handlers.EventSessionStopped,
+		{"a session stop without a thread", route.Request{Kind: route.Event, Name: route.EventSessionStopped,
 			Channel: "C1", User: "U1"}},
 	}
 	for _, c := range refused {

@@ -122,3 +122,11 @@ func ShowsClosed(shown []slack.Message) bool {
 	mark, marked := ReadMark(shown[len(shown)-1])
 	return marked && (mark.Done || mark.Note != "")
 }
+
+// Bot is who the bot is in Slack (auth.test): the ids its own messages carry.
+type Bot struct{ UserID, BotID string }
+
+// Posted reports whether the bot posted m.
+func (b Bot) Posted(m slack.Message) bool {
+	return b.UserID != "" && m.User == b.UserID || b.BotID != "" && m.BotID == b.BotID
+}

@@ -168,3 +168,27 @@ func TestShowsClosed(t *testing.T) {
 		})
 	}
 }
+
+// The bot's messages are known by its user id or its bot id, whichever the message carries; an
+// identity without ids knows nothing as its own.
+func TestBotPosted(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		bot         Bot
+		user, botID string // the message's
+		want        bool
+	}{
+		{"by user id", Bot{UserID: "U0BOT", BotID: "B0BOT"}, "U0BOT", "", true},
+		{"by bot id", Bot{UserID: "U0BOT", BotID: "B0BOT"}, "", "B0BOT", true},
+		{"a person", Bot{UserID: "U0BOT", BotID: "B0BOT"}, "U1", "", false},
+		{"another app", Bot{UserID: "U0BOT", BotID: "B0BOT"}, "U9", "B9", false},
+		{"no ids known", Bot{}, "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := slack.Message{Msg: slack.Msg{User: tc.user, BotID: tc.botID}}
+			if got := tc.bot.Posted(m); got != tc.want {
+				t.Errorf("Posted = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/route"
 )
@@ -170,7 +171,7 @@ func (t *Tracker) involved(thread []slack.Message) bool {
 		if i == 0 && t.opt.BotUserID != "" && strings.Contains(m.Text, mention) {
 			return true
 		}
-		if (t.opt.BotUserID != "" && m.User == t.opt.BotUserID) || (t.opt.BotID != "" && m.BotID == t.opt.BotID) {
+		if (convo.Bot{UserID: t.opt.BotUserID, BotID: t.opt.BotID}).Posted(m) {
 			return true
 		}
 	}

@@ -182,6 +182,18 @@ func RefusesStreaming(err error) bool {
 	return true
 }
 
+// RefusesSessions reports whether an agents.sessions.setStatus error means sessions do not work for
+// this app (not declared as an agent, the event not subscribed, an older Slack), rather than a
+// passing failure.
+func RefusesSessions(err error) bool {
+	switch SlackErr(err) {
+	case "not_authorized", "missing_scope", "unknown_method", "not_allowed", "feature_not_enabled",
+		"missing_agent_session_stopped_event_subscription", "invalid_auth":
+		return true
+	}
+	return false
+}
+
 // SlackErr returns the error string of a Slack API error answer, or "".
 func SlackErr(err error) string {
 	var se slack.SlackErrorResponse

@@ -141,7 +141,7 @@ func (a *answer) run(parent context.Context, thread []slack.Message) (err error)
 			err = a.panicked(ctx, s.closing, asPanic(r))
 		}
 	}()
-	a.session(ctx, s.round.mode(), SessionProcessing)
+	a.session(ctx, s.round.mode(), route.SessionProcessing)
 	a.pane(ctx)
 	defer func() { a.session(ctx, s.round.mode(), endStatus(context.Cause(ctx))) }()
 

@@ -325,15 +325,7 @@ func (r *Replies) answered(thread []slack.Message, ts string) bool {
 
 // own reports whether the bot posted m.
 func (r *Replies) own(m slack.Message) bool {
-	return botIdentity{userID: r.opt.BotUserID, botID: r.opt.BotID}.own(m)
-}
-
-// botIdentity is who the bot is in Slack (auth.test), to recognise its own messages.
-type botIdentity struct{ userID, botID string }
-
-// own reports whether the bot posted m.
-func (id botIdentity) own(m slack.Message) bool {
-	return (id.userID != "" && m.User == id.userID) || (id.botID != "" && m.BotID == id.botID)
+	return convo.Bot{UserID: r.opt.BotUserID, BotID: r.opt.BotID}.Posted(m)
 }
 
 // streams reports whether the answer to req is to be streamed natively: its reply mode (the

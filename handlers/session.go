@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/route"
 )
 
 // Sessions move the agent session Slack keeps for a thread the bot streams in
@@ -17,17 +18,6 @@ import (
 type Sessions interface {
 	SetSessionStatus(ctx context.Context, channel, threadTS, status string) error
 }
-
-// EventSessionStopped is the event Slack sends when a person presses its Stop on an agent session
-// (route.Event; bot.SessionStopHandler serves it).
-const EventSessionStopped = "agent_session_stopped"
-
-// The statuses of an agent session.
-const (
-	SessionProcessing = "processing" // the bot is answering: Slack shows a spinner and its Stop
-	SessionActive     = "active"     // the answer has ended; the person may ask more
-	SessionClosed     = "closed"     // the bot will not go on here (it is shutting down mid-answer)
-)
 
 // sessionTimeout bounds one session status call: the status is a courtesy that must not hold an
 // answer up.
@@ -52,12 +42,12 @@ func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if (status == SessionProcessing || shutdown) && !r.paced.TrySession() {
+	if (status == route.SessionProcessing || shutdown) && !r.paced.TrySession() {
 		// Processing: the stream itself has Slack show the answer is under way. At shutdown the
 		// grace period is for the answers' closing writes.
 		return
 	}
-	if status != SessionProcessing && !shutdown {
+	if status != route.SessionProcessing && !shutdown {
 		if err := r.paced.SessionTurn().Wait(ctx); err != nil {
 			a.log.Info("agent session status not set: no agents.sessions.setStatus turn in time", zap.String("status", status))
 			return
@@ -70,7 +60,7 @@ func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 	case limited:
 		r.paced.SessionTurn().Throttled(ra)
 		a.log.Info("agent session status rate limited", zap.String("status", status))
-	case refusesSessions(err):
+	case gateway.RefusesSessions(err):
 		r.sessions.Refuse(r.opt.StreamRefusal)
 		a.log.Warn("agent sessions refused: is the app declared as an agent (features.agent_view) and subscribed to agent_session_stopped?",
 			zap.Error(err), zap.Duration("for", r.opt.StreamRefusal))
@@ -83,17 +73,7 @@ func (a *answer) session(ctx context.Context, mode ReplyMode, status string) {
 // answer's context's cause, nil when it was not cancelled).
 func endStatus(cause error) string {
 	if errors.Is(cause, ErrShutdown) {
-		return SessionClosed
+		return route.SessionClosed
 	}
-	return SessionActive
-}
-
-// refusesSessions reports a setStatus error that will not go away by trying again.
-func refusesSessions(err error) bool {
-	switch gateway.SlackErr(err) {
-	case "not_authorized", "missing_scope", "unknown_method", "not_allowed", "feature_not_enabled",
-		"missing_agent_session_stopped_event_subscription", "invalid_auth":
-		return true
-	}
-	return false
+	return route.SessionActive
 }

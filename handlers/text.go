@@ -3,8 +3,6 @@ package handlers
 import (
 	"errors"
 	"fmt"
-	"time"
-	"unicode/utf8"
 
 	"github.com/llmbot/llmbot/notes"
 )
@@ -70,14 +68,3 @@ func finishNote(reason string, empty bool) string {
 	}
 	return ""
 }
-
-// clip cuts s to at most n characters.
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n]) + "…"
-}
-
-// respondTimeout bounds one private answer through a response_url.
-const respondTimeout = 10 * time.Second

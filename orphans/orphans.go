@@ -354,7 +354,7 @@ func (r *Closer) answerMessage(m slack.Message) bool {
 
 // own reports whether the bot posted m.
 func (r *Closer) own(m slack.Message) bool {
-	return (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID)
+	return convo.Bot{UserID: r.opt.BotUserID, BotID: r.opt.BotID}.Posted(m)
 }
 
 // spareRead makes the read f of an orphan with a read token nobody waits for (the answers in

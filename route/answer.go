@@ -20,6 +20,18 @@ const (
 // another replica after its own died (both use cases build the button; a click is served the same).
 const LabelRegenerate = "Regenerate"
 
+// EventSessionStopped is the event Slack sends when a person presses its Stop on an agent session
+// (route.Event; bot.SessionStopHandler serves it).
+const EventSessionStopped = "agent_session_stopped"
+
+// The statuses of an agent session (agents.sessions.setStatus), which the answers move and the loop
+// reads.
+const (
+	SessionProcessing = "processing" // the bot is answering: Slack shows a spinner and its Stop
+	SessionActive     = "active"     // the answer has ended; the person may ask more
+	SessionClosed     = "closed"     // the bot will not go on here (it is shutting down mid-answer)
+)
+
 // What access rules and metrics call the Stop and Regenerate buttons (Stop also names Slack's
 // agent_session_stopped, which stops the answer the same way).
 const (

@@ -253,7 +253,7 @@ func New(t gateway.Thread, m gateway.Messenger, n *gateway.Names, c Chat, a Answ
 
 // own reports whether the bot posted m.
 func (r *Summarizer) own(m slack.Message) bool {
-	return (r.opt.BotUserID != "" && m.User == r.opt.BotUserID) || (r.opt.BotID != "" && m.BotID == r.opt.BotID)
+	return convo.Bot{UserID: r.opt.BotUserID, BotID: r.opt.BotID}.Posted(m)
 }
 
 // SummarizeHandler serves /summarize with r: Accept acks at once ("Summarizing the last 24 hours

@@ -43,12 +43,12 @@ func TestE2EAgentSessionStop(t *testing.T) {
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
 	e.streamingAnswer(t, "C1", q)
 	e.waitFor(t, "the session processing", func() bool {
-		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{handlers.SessionProcessing})
+		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{route.SessionProcessing})
 	})
 
 	// A Stop from someone else (were Slack to show it to others than the asker; the event alone,
 	// without halting the stream): told privately, the answer goes on.
-	e.slack.SendEvent(map[string]any{"type": handlers.EventSessionStopped, "channel": "C1", "thread_ts": q, "user": "U2",
+	e.slack.SendEvent(map[string]any{"type": route.EventSessionStopped, "channel": "C1", "thread_ts": q, "user": "U2",
 		"event_ts": q})
 	e.waitFor(t, "refusal", func() bool { return len(e.privateTo("U2")) == 1 })
 	if got := e.privateTo("U2")[0]; got != handlers.TextNotAsker {
@@ -71,7 +71,7 @@ func TestE2EAgentSessionStop(t *testing.T) {
 		t.Errorf("final text %q: want what was shown (%q) and the stop note", final.Text, shown)
 	}
 	e.waitFor(t, "the session active", func() bool {
-		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{handlers.SessionProcessing, handlers.SessionActive})
+		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{route.SessionProcessing, route.SessionActive})
 	})
 	if got := e.privateTo("U1"); len(got) != 0 {
 		t.Errorf("asker told %q privately, want nothing", got)
@@ -86,14 +86,14 @@ func TestE2EAgentSessionStatusFollowsTheAnswer(t *testing.T) {
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
 	e.final(t, "C1", q, 1, 1)
 	e.waitFor(t, "the session active", func() bool {
-		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{handlers.SessionProcessing, handlers.SessionActive})
+		return slices.Equal(e.slack.SessionStatuses("C1", q), []string{route.SessionProcessing, route.SessionActive})
 	})
 
 	// A Stop pressed once the answer has ended: nothing runs, the session is moved off processing
 	// (Slack may show its Stop a moment longer), and nobody is told anything.
 	e.slack.StopSession("C1", q, "U1")
 	e.waitFor(t, "the session active again", func() bool { return len(e.slack.SessionStatuses("C1", q)) == 3 })
-	if got := e.slack.SessionStatuses("C1", q)[2]; got != handlers.SessionActive {
+	if got := e.slack.SessionStatuses("C1", q)[2]; got != route.SessionActive {
 		t.Errorf("status after a late Stop = %q, want active", got)
 	}
 	if got := e.privateTo("U1"); len(got) != 0 {
@@ -349,7 +349,7 @@ func TestE2EAgentPane(t *testing.T) {
 		t.Errorf("setStatus calls %v, want a thinking status with loading messages", c)
 	}
 	e.waitFor(t, "the session active", func() bool {
-		return slices.Equal(e.slack.SessionStatuses("D1", q), []string{handlers.SessionProcessing, handlers.SessionActive})
+		return slices.Equal(e.slack.SessionStatuses("D1", q), []string{route.SessionProcessing, route.SessionActive})
 	})
 
 	// The pane opened again soon: no new call.

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/redistest"
+	"github.com/llmbot/llmbot/route"
 )
 
 // The tests here run the real binary as two replicas (separate processes) sharing a real
@@ -250,7 +250,7 @@ func TestReplicasSessionStopOnAnotherReplica(t *testing.T) {
 	rs.wait("the stopped answer", func() bool { return strings.Contains(rs.answer(ts), "Stopped") })
 	rs.wait("the session moved off processing", func() bool {
 		st := rs.fs.SessionStatuses("C1", ts)
-		return len(st) > 0 && st[len(st)-1] == handlers.SessionActive
+		return len(st) > 0 && st[len(st)-1] == route.SessionActive
 	})
 	if !strings.Contains(b.logs.String(), "stop handed to the replica writing the answer") {
 		t.Errorf("the replica that got the event did not hand it over")
