@@ -39,6 +39,10 @@ const (
 	// modest, and a status that gets no token at once is left out.
 	StatusesPerMinute = 100
 	StatusBurst       = 20
+	// assistant.threads.setTitle: Tier 4. A title is a courtesy set as an answer starts: one that gets
+	// no token at once is left out, so a burst of new threads draws no 429s.
+	TitlesPerMinute = 100
+	TitleBurst      = 10
 )
 
 // Budgets pace the Slack methods the replies call, one budget per method (or per channel, for

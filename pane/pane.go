@@ -109,6 +109,7 @@ var loadingMessages = []string{"Reading the conversation…", "Thinking…", "Pu
 type Pane struct {
 	pane     Assistant
 	statuses *pace.Bucket    // assistant.threads.setStatus (Budgets.Statuses)
+	titles   *pace.Bucket    // assistant.threads.setTitle, this process's
 	refused  gateway.Refused // Slack refused statuses lately (the app is not an agent, or the place)
 	log      *zap.Logger
 }
@@ -122,7 +123,8 @@ func New(a Assistant, statuses *pace.Bucket, log *zap.Logger) *Pane {
 	if statuses == nil {
 		statuses = pace.NewBucket(gateway.StatusesPerMinute, gateway.StatusBurst)
 	}
-	return &Pane{pane: a, statuses: statuses, log: log}
+	titles := pace.NewBucket(gateway.TitlesPerMinute*pace.RateMargin, gateway.TitleBurst)
+	return &Pane{pane: a, statuses: statuses, titles: titles, log: log}
 }
 
 // On reports whether the agent pane is there: the app is declared as an agent.
@@ -175,9 +177,7 @@ func (p *Pane) Thinking(ctx context.Context, channel, threadTS, question string)
 	defer cancel()
 	log := p.log.With(zap.String("channel", channel), zap.String("thread_ts", threadTS))
 	if title := threadTitle(question); title != "" {
-		if err := p.pane.SetTitle(ctx, channel, threadTS, title); err != nil {
-			log.Info("agent pane: thread not titled", zap.Error(err))
-		}
+		p.title(ctx, log, channel, threadTS, title)
 	}
 	if !p.statusTurn() {
 		return false
@@ -187,6 +187,22 @@ func (p *Pane) Thinking(ctx context.Context, channel, threadTS, question string)
 		return false
 	}
 	return true
+}
+
+// title titles a thread when a token of the titles' budget is there at once (a title is not worth
+// holding an answer's first sign of life for); a 429 pauses the budget.
+func (p *Pane) title(ctx context.Context, log *zap.Logger, channel, threadTS, title string) {
+	if !p.titles.TryTake() {
+		log.Debug("agent pane: thread not titled: no assistant.threads.setTitle token at once")
+		return
+	}
+	err := p.pane.SetTitle(ctx, channel, threadTS, title)
+	if ra, limited := gateway.RateLimited(err); limited {
+		p.titles.Throttled(ra)
+	}
+	if err != nil {
+		log.Info("agent pane: thread not titled", zap.Error(err))
+	}
 }
 
 // setStatus sets a thread's assistant status. A refusal is remembered: Slack refuses statuses for

@@ -3,14 +3,17 @@ package pane
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/slack-go/slack"
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/pace"
 )
 
@@ -20,10 +23,17 @@ type statusPane struct {
 	statuses []string // channel/thread of each SetStatus call
 	texts    []string // the status of each call
 	err      error
+	titles   int   // SetTitle calls
+	titleErr error // what SetTitle answers
 }
 
 func (p *statusPane) SetSuggestedPrompts(context.Context, string, string, []Prompt) error { return nil }
-func (p *statusPane) SetTitle(context.Context, string, string, string) error              { return nil }
+func (p *statusPane) SetTitle(context.Context, string, string, string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.titles++
+	return p.titleErr
+}
 
 func (p *statusPane) SetStatus(_ context.Context, channel, threadTS, status string, _ []string) error {
 	p.mu.Lock()
@@ -99,4 +109,32 @@ func TestClearQueued(t *testing.T) {
 			t.Errorf("calls %v with statuses %q, want one empty status in C1/1700000000.000001", pane.statuses, pane.texts)
 		}
 	})
+}
+
+// TestTitlesPaced: a burst of new threads titles as many as the titles' budget has at once (Slack's
+// Tier 4 draws 429s beyond its burst), the rest as tokens come back; a 429 pauses every title.
+func TestTitlesPaced(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		titleErr  error
+		wantCalls int // SetTitle calls for 30 threads at once, then one more 30 s later
+	}{
+		{"a burst", nil, gateway.TitleBurst + 1},
+		{"a 429 pauses the titles", &slack.RateLimitedError{RetryAfter: time.Minute}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sp := &statusPane{titleErr: tc.titleErr}
+				p := New(sp, pace.NewBucket(1000, 100), zap.NewNop())
+				for i := range 30 {
+					p.Thinking(t.Context(), "D1", fmt.Sprintf("1700000000.%06d", i), "How do token buckets refill?")
+				}
+				time.Sleep(30 * time.Second)
+				p.Thinking(t.Context(), "D1", "1700000001.000000", "And leak?")
+				if sp.titles != tc.wantCalls {
+					t.Errorf("setTitle calls = %d, want %d", sp.titles, tc.wantCalls)
+				}
+			})
+		})
+	}
 }
