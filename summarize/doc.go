@@ -8,7 +8,8 @@
 // command's response_url, with a button that posts it to the channel (kept meanwhile by the
 // Summarizer: a summary does not fit in a button's value). The shortcut summarises one thread in
 // that thread, as an answer (route.TaskSummarize, handed to an Answerer), so Stop and Regenerate
-// work on it as on any answer.
+// work on it as on any answer. Summary gives the same channel summary as text, to post publicly
+// (a scheduled summary: the wiring hands it to package schedule).
 //
 // It owns the command's and the button's route names, the spans people may ask for, the
 // transcript the model reads (fenced as data), the kept summaries, and what people are told. It

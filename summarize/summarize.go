@@ -333,12 +333,7 @@ func (s *command) run(ctx context.Context, req *route.Request) error {
 	if err != nil {
 		return nil // Accept said so
 	}
-	j := &summaryJob{s: s, req: req, span: span, start: time.Now(), model: s.r.opt.Model, fence: convo.NewFence(s.r.opt.Rand),
-		log: s.r.log.With(zap.String("channel", req.Channel), zap.String("user", req.User), zap.String("span", span.String()))}
-	if f := s.r.opt.ChannelSettings; f != nil {
-		_, m := f(req.Channel)
-		j.model = cmp.Or(m, j.model)
-	}
+	j := s.r.job(s, req, span)
 	sctx, cancel := context.WithTimeout(ctx, summaryTimeout)
 	defer cancel()
 	err = j.run(sctx)
@@ -363,40 +358,56 @@ func (s *command) run(ctx context.Context, req *route.Request) error {
 	return err
 }
 
+// job is a summary of span for req, told through s.
+func (r *Summarizer) job(s *command, req *route.Request, span summarySpan) *summaryJob {
+	j := &summaryJob{s: s, req: req, span: span, start: time.Now(), model: r.opt.Model, fence: convo.NewFence(r.opt.Rand),
+		log: r.log.With(zap.String("channel", req.Channel), zap.String("user", req.User), zap.String("span", span.String()))}
+	if f := r.opt.ChannelSettings; f != nil {
+		_, m := f(req.Channel)
+		j.model = cmp.Or(m, j.model)
+	}
+	return j
+}
+
+// Summary is the summary of channel's last period, as mrkdwn to post there publicly, for user: the
+// /summarize machinery (the history read, the transcript fenced as data, the model calls) without its
+// private messages. A period with nothing said gives a line that says so. Periods beyond /summarize's
+// bound (30 days) are refused.
+func (r *Summarizer) Summary(ctx context.Context, channel, user string, period time.Duration) (string, error) {
+	if period <= 0 || period > summaryMaxPeriod {
+		return "", fmt.Errorf("summary: a period of %v is out of bounds", period)
+	}
+	span := summarySpan{period: period}
+	j := r.job(&command{r: r}, &route.Request{Channel: channel, User: user}, span)
+	sctx, cancel := context.WithTimeout(ctx, summaryTimeout)
+	defer cancel()
+	md, nothing, err := j.write(sctx)
+	if err != nil {
+		return "", fmt.Errorf("summary: %w", err)
+	}
+	if nothing != "" {
+		return nothing, nil
+	}
+	var note string
+	if j.truncated {
+		note = "\n\n_Some of the oldest messages were left out: there were more than a summary reads._"
+	}
+	j.log.Info("summary done", zap.Duration("duration", time.Since(j.start)), zap.Int("messages", j.messages),
+		zap.Int("threads", j.threads), zap.Int("parts", j.parts), zap.Int("model_calls", j.calls), zap.Bool("truncated", j.truncated))
+	return "*Summary of " + span.String() + " in " + where(channel) + "* (" + j.counts() + "):\n\n" +
+		slackmd.Render(md, slackmd.FormatMrkdwn) + note, nil
+}
+
 // run reads, summarises and shows the summary.
 func (j *summaryJob) run(ctx context.Context) error {
 	r := j.s.r
-	top, err := j.history(ctx)
-	if err != nil {
-		return err
-	}
-	if len(top) == 0 {
-		text := "Nothing was said in " + where(j.req.Channel) + " in " + j.span.String() + "."
-		if j.span.count > 0 {
-			text = "There are no messages in " + where(j.req.Channel) + " to summarize."
+	md, nothing, err := j.write(ctx)
+	if err != nil || nothing != "" {
+		if nothing != "" {
+			j.tell(ctx, gateway.Private{Text: nothing})
 		}
-		j.tell(ctx, gateway.Private{Text: text})
-		return nil
-	}
-	busiest := j.busiest(top)
-	if len(top) >= summaryProgressMessages || len(busiest) >= summaryProgressThreads {
-		j.progress(ctx, fmt.Sprintf("Read %d messages; reading %d threads…", len(top), len(busiest)))
-	}
-	replies := j.replies(ctx, busiest)
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	names := j.names(ctx, top, replies)
-	lines := j.transcript(top, replies, names)
-	if len(lines) == 0 { // nothing but messages with no text
-		j.tell(ctx, gateway.Private{Text: "Nothing was said in " + where(j.req.Channel) + " in " + j.span.String() + "."})
-		return nil
-	}
-	summary, err := j.summarize(ctx, lines)
-	if err != nil {
 		return err
 	}
-	md := cutRunes(summary, summaryMaxChars)
 	header := "Summary of " + j.span.String() + " in " + where(j.req.Channel)
 	var note string
 	if j.truncated {
@@ -423,6 +434,39 @@ func (j *summaryJob) run(ctx context.Context) error {
 		zap.Bool("truncated", j.truncated), zap.Int("chars", len(md)))
 	j.log.Debug("summary text", zap.String("text", md))
 	return nil
+}
+
+// write reads the span and summarises it: the summary's Markdown (bounded), or what to say when
+// there is nothing to summarise.
+func (j *summaryJob) write(ctx context.Context) (md, nothing string, err error) {
+	top, err := j.history(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if len(top) == 0 {
+		if j.span.count > 0 {
+			return "", "There are no messages in " + where(j.req.Channel) + " to summarize.", nil
+		}
+		return "", "Nothing was said in " + where(j.req.Channel) + " in " + j.span.String() + ".", nil
+	}
+	busiest := j.busiest(top)
+	if len(top) >= summaryProgressMessages || len(busiest) >= summaryProgressThreads {
+		j.progress(ctx, fmt.Sprintf("Read %d messages; reading %d threads…", len(top), len(busiest)))
+	}
+	replies := j.replies(ctx, busiest)
+	if ctx.Err() != nil {
+		return "", "", context.Cause(ctx)
+	}
+	names := j.names(ctx, top, replies)
+	lines := j.transcript(top, replies, names)
+	if len(lines) == 0 { // nothing but messages with no text
+		return "", "Nothing was said in " + where(j.req.Channel) + " in " + j.span.String() + ".", nil
+	}
+	summary, err := j.summarize(ctx, lines)
+	if err != nil {
+		return "", "", err
+	}
+	return cutRunes(summary, summaryMaxChars), "", nil
 }
 
 // counts says what the summary read.
@@ -463,7 +507,7 @@ var errNotTold = errors.New("private message failed")
 
 // progress tells the person how it is going (at most twice: a response_url takes five posts).
 func (j *summaryJob) progress(ctx context.Context, text string) {
-	if j.progressed == 2 {
+	if j.progressed == 2 || j.s.resp == nil { // nil: nobody to tell (Summary)
 		return
 	}
 	j.progressed++
