@@ -37,8 +37,16 @@ func NewAsker(post Poster, submit Submitter) *SlackAsker {
 	return &SlackAsker{post: post, submit: submit}
 }
 
-// Ask posts sc's occurrence at and asks its prompt.
+// Ask posts sc's occurrence at and asks its prompt. A summary's prompt ("summarize 7d") is handed
+// to the route EventSummary instead, as its creator's request, which posts the summary.
 func (a *SlackAsker) Ask(ctx context.Context, sc Schedule, at time.Time) error {
+	if _, ok, _ := SummaryPeriod(sc.Prompt); ok {
+		req := &route.Request{Kind: route.Event, Name: EventSummary, Channel: sc.Channel, User: sc.Creator, Team: sc.Team, Text: sc.ID}
+		if err := a.submit.Submit(ctx, req); err != nil {
+			return fmt.Errorf("ask %s: %w", sc.ID, err)
+		}
+		return nil
+	}
 	ts, err := a.post.Post(ctx, sc.Channel, "", gateway.Msg{Text: Header(sc), Mark: convo.Mark{Kind: convo.MarkNotice}})
 	if err != nil {
 		return fmt.Errorf("post %s: %w", sc.Channel, err)

@@ -54,3 +54,17 @@ func TestAskFails(t *testing.T) {
 		t.Fatal("Ask = nil, want the post's error")
 	}
 }
+
+// TestAskHandsASummaryToItsRoute: a summary's occurrence posts nothing itself; it is submitted to the
+// route EventSummary as its creator's request, naming the schedule.
+func TestAskHandsASummaryToItsRoute(t *testing.T) {
+	slack, sub := gatewaytest.NewSlack(), &fakeSubmitter{}
+	sc := Schedule{ID: "ab12cd34", Team: "T1", Channel: "C1", Creator: "U1", When: "every monday at 09:00 UTC", Prompt: "summarize 7d"}
+	if err := NewAsker(slack, sub).Ask(t.Context(), sc, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	want := route.Request{Kind: route.Event, Name: EventSummary, Channel: "C1", User: "U1", Team: "T1", Text: "ab12cd34"}
+	if posts := slack.CallsOf("post"); len(posts) != 0 || len(sub.reqs) != 1 || !reflect.DeepEqual(*sub.reqs[0], want) {
+		t.Fatalf("posts %+v, submitted %+v; want no post and %+v", posts, sub.reqs, want)
+	}
+}

@@ -19,6 +19,7 @@ func (s *Schedules) Command(editors []string) command.Sub {
 		Name: "schedule",
 		Usage: []string{
 			command.Name + " schedule add every weekday at 9:00 Europe/Berlin | <prompt>: ask me <prompt> here at those times, as you",
+			command.Name + " schedule add every monday at 9:00 | summarize 7d: post a summary of this channel's last 7 days here at those times",
 			command.Name + " schedule list: this channel's scheduled prompts and their next runs",
 			command.Name + " schedule delete <id>: stop one (its creator)",
 		},

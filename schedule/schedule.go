@@ -90,6 +90,9 @@ func (s *Schedules) Add(ctx context.Context, team, channel, creator, text string
 	if err != nil {
 		return Schedule{}, &Refusal{Text: err.Error() + "."}
 	}
+	if _, _, err := SummaryPeriod(prompt); err != nil {
+		return Schedule{}, err
+	}
 	all, err := s.all(ctx)
 	if err != nil {
 		return Schedule{}, err
