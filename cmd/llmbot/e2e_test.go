@@ -94,8 +94,18 @@ func checkNoUnfurls(t *testing.T, fs *fakeslack.Server) {
 
 func startE2E(t *testing.T, scfg fakeslack.Config, env map[string]string, flags ...string) *e2e {
 	t.Helper()
+	return startE2EOn(t, newE2ESlack(scfg), env, flags...)
+}
+
+// newE2ESlack is the fake Slack of startE2E, to fill before the bot starts (startE2EOn).
+func newE2ESlack(scfg fakeslack.Config) *fakeslack.Server {
 	scfg.BotToken, scfg.AppToken = botToken, appToken
-	fs := fakeslack.New(scfg)
+	return fakeslack.New(scfg)
+}
+
+// startE2EOn is startE2E on fs, made by newE2ESlack.
+func startE2EOn(t *testing.T, fs *fakeslack.Server, env map[string]string, flags ...string) *e2e {
+	t.Helper()
 	fl := fakellm.New()
 	fl.SetAPIKey(llmKey)
 	full := map[string]string{

@@ -113,12 +113,12 @@ func TestE2EScheduledPromptAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The occurrence may run as the bot starts, before a SetChat: the fake model's default answer is the answer.
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"STATE_DIR": dir})
-	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Nothing broke.") })
 	e.waitFor(t, "the missed occurrence's run", func() bool { return len(scheduledRuns(e.slack, sc)) == 1 })
 	head := scheduledRuns(e.slack, sc)[0]
 	msgs := e.final(t, "C1", head.TS, 1, 1)
-	if msgs[0].Text != "Nothing broke." {
+	if msgs[0].Text != "Hello from the fake LLM." {
 		t.Errorf("answer %q, want the model's", msgs[0].Text)
 	}
 	reqs := e.llm.ChatRequests()
@@ -168,5 +168,51 @@ func TestReplicasRunAScheduledPromptOnce(t *testing.T) {
 	}
 	if got := len(rs.fl.ChatRequests()); got != 1 {
 		t.Errorf("%d chat requests, want 1", got)
+	}
+}
+
+// TestE2EScheduledSummary: a summary schedule ("summarize 2d") whose occurrence passed while the bot
+// was down runs when it comes back: /summarize's machinery reads the channel's last two days (not
+// what is older), and the summary is posted publicly in the channel as a summary, naming the schedule
+// and its creator.
+func TestE2EScheduledSummary(t *testing.T) {
+	dir := t.TempDir()
+	m, err := state.NewMemory("previous-life", filepath.Join(dir, stateOwnerForTests+"-T1"), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := seedMissedOccurrence(t, m.Records(), "summarize 2d")
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fs := newE2ESlack(fakeslack.Config{})
+	for _, p := range []struct {
+		text string
+		ago  time.Duration
+	}{{"the old plan was Tuesday", 3 * 24 * time.Hour}, {"we shipped the release", 5 * time.Hour}} {
+		fs.Post(fakeslack.UserMessage{Channel: "C1", User: "U2", Text: p.text, Time: time.Now().Add(-p.ago)})
+	}
+	// The occurrence may run as the bot starts: the fake model's default answer is the summary.
+	e := startE2EOn(t, fs, map[string]string{"STATE_DIR": dir})
+	var post fakeslack.Message
+	e.waitFor(t, "the scheduled summary", func() bool {
+		for _, m := range e.slack.Messages("C1") {
+			if m.BotID != "" && strings.HasPrefix(m.Text, schedule.SummaryHeader(sc)) {
+				post = m
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(post.Text, "Summary of the last 2 days in this channel") || !strings.Contains(post.Text, "Hello from the fake LLM.") ||
+		markOf(t, post).Kind != convo.MarkSummary || post.ThreadTS != "" && post.ThreadTS != post.TS {
+		t.Errorf("post %q (mark %+v, thread %q): want the summary, top level, marked a summary", post.Text, markOf(t, post), post.ThreadTS)
+	}
+	reqs := e.llm.ChatRequests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d chat requests, want 1", len(reqs))
+	}
+	if tr := reqs[0].Messages[len(reqs[0].Messages)-1].Content; !strings.Contains(tr, "we shipped the release") || strings.Contains(tr, "old plan") {
+		t.Errorf("the model read %q: want the last two days only", tr)
 	}
 }

@@ -27,6 +27,10 @@ type steering struct {
 	instructions *instructions.Instructions
 	schedules    *schedule.Schedules
 	command      *command.Command
+	// What a scheduled summary posts and tells with (the route schedule.EventSummary).
+	schedulePosts schedule.Poster
+	scheduleTell  schedule.Teller
+	scheduleLog   *zap.Logger
 }
 
 // steering builds /llmbot and its use cases over the shared state's records.
@@ -42,7 +46,8 @@ func (p *parts) steering() (steering, error) {
 		return steering{}, err
 	}
 	p.instructions = in
-	return steering{instructions: in, schedules: sc, command: cmd}, nil
+	return steering{instructions: in, schedules: sc, command: cmd,
+		schedulePosts: posts, scheduleTell: noticeTeller{p.notices}, scheduleLog: p.log.Named("schedule")}, nil
 }
 
 func scheduleLimits(cfg Config) schedule.Limits {

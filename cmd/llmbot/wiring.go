@@ -33,6 +33,7 @@ import (
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/schedule"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
 	"github.com/llmbot/llmbot/threads"
@@ -170,6 +171,9 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Shortcut, Name: summarize.ShortcutThread, Feature: summarize.Feature, Handler: u.summarize.SummarizeThreadHandler(u.slack)},
 		{Kind: route.Command, Name: usage.Command, Feature: usage.Feature, Handler: u.usage.Handler()},
 		{Kind: route.Command, Name: command.Name, Feature: command.Feature, Handler: u.command},
+		// A scheduled summary, submitted by the schedules' runner as its creator's: /summarize's access rules.
+		{Kind: route.Event, Name: schedule.EventSummary, Feature: summarize.Feature,
+			Handler: u.schedules.SummaryHandler(u.summarize, u.schedulePosts, u.scheduleTell, u.scheduleLog)},
 	}
 }
 
