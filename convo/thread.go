@@ -210,15 +210,16 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	room -= tm.tokens
 
 	entries, summary := b.summarised(thread, h.entries, room)
-	if summary.msg.Content != "" {
+	var sumForeign string // the summary stands for messages that may be anyone's
+	if res.Summarised = summary.msg.Content != ""; res.Summarised {
 		room -= summary.tokens
-		res.Summarised, tm.foreign = true, cmp.Or(tm.foreign, ForeignSummary)
+		sumForeign = ForeignSummary
 	}
 	history, cut, left, histForeign := b.fitHistory(thread, entries, room)
 	res.Omitted = countWithContent(thread, entries[:cut]) + opt.LeftOut
 	res.Earlier = messagesOf(thread, entries[:cut])
 	res.FilesLeftOut += left
-	res.Foreign = cmp.Or(tm.foreign, histForeign)
+	res.Foreign = cmp.Or(tm.foreign, sumForeign, histForeign)
 	if res.Summarised {
 		history = append([]llm.Message{summary.msg}, history...)
 	}
