@@ -14,6 +14,7 @@ import (
 	"github.com/slack-go/slack"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
@@ -36,7 +37,7 @@ func (f *failFirst) Stream(ctx context.Context, req llm.ChatRequest) iter.Seq2[l
 
 // longThreadTest is a thread far over a small context budget: the question, then 40 messages of the
 // asker's, numbered.
-func longThreadTest(t *testing.T, chat Chat, made *atomic.Int32) (*Replies, func(text string) route.ReplyRequest) {
+func longThreadTest(t *testing.T, chat Chat, made *atomic.Int32) (*Replies, *gatewaytest.Slack, func(text string) route.ReplyRequest) {
 	t.Helper()
 	fs := newQuestionSlack()
 	key := testCh + "/" + testTS
@@ -60,7 +61,7 @@ func longThreadTest(t *testing.T, chat Chat, made *atomic.Int32) (*Replies, func
 		req.TS, req.Text = q.Timestamp, q.Text
 		return req
 	}
-	return r, ask
+	return r, fs, ask
 }
 
 // TestLongThreadSummarised: a thread over the budget is asked with a summary of its oldest messages
@@ -70,7 +71,7 @@ func TestLongThreadSummarised(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"the gist"}, 10*time.Millisecond)}
 		var made atomic.Int32
-		r, ask := longThreadTest(t, chat, &made)
+		r, _, ask := longThreadTest(t, chat, &made)
 		mustNoErr(t, r.Reply(t.Context(), ask("and then?")))
 		mustNoErr(t, r.Reply(t.Context(), ask("and after that?")))
 		calls := chat.Calls()
@@ -95,13 +96,29 @@ func TestLongThreadSummarised(t *testing.T) {
 	})
 }
 
+// TestLongThreadSummaryMadeAgainAfterAnEdit: an edit among the messages the summary stands for
+// makes a new one.
+func TestLongThreadSummaryMadeAgainAfterAnEdit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		chat := &llmtest.Chat{Steps: llmtest.Deltas([]string{"the gist"}, 10*time.Millisecond)}
+		var made atomic.Int32
+		r, fs, ask := longThreadTest(t, chat, &made)
+		mustNoErr(t, r.Reply(t.Context(), ask("and then?")))
+		fs.Threads[testCh+"/"+testTS][1].Text = "thread message 00, edited"
+		mustNoErr(t, r.Reply(t.Context(), ask("and after that?")))
+		if n := len(chat.Calls()); n != 4 || made.Load() != 2 {
+			t.Errorf("model calls = %d, summaries made = %d; want 4 (two summaries, two answers) and 2", n, made.Load())
+		}
+	})
+}
+
 // TestLongThreadSummaryFailsToTheCut: when the summary cannot be made, the answer goes on with the
 // thread cut oldest-first, as without summaries.
 func TestLongThreadSummaryFailsToTheCut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		chat := &failFirst{Chat: &llmtest.Chat{Steps: llmtest.Deltas([]string{"answer"}, 10*time.Millisecond)}}
 		var made atomic.Int32
-		r, ask := longThreadTest(t, chat, &made)
+		r, _, ask := longThreadTest(t, chat, &made)
 		rt := ask("and then?")
 		mustNoErr(t, r.Reply(t.Context(), rt))
 		calls := chat.Chat.Calls()
