@@ -35,7 +35,10 @@
 //     prompt and the trigger are always kept (the trigger is cut, saying so, only when it
 //     alone does not fit); older messages are dropped first and replaced by one note
 //     "[N earlier messages omitted]". Only the messages that fit are converted, so a
-//     10,000-message thread takes about a millisecond.
+//     10,000-message thread takes about a millisecond. Result.Earlier are the messages dropped:
+//     the caller may have the model summarise them (SummaryRequest) and build again with the
+//     summary (Options.Summary), which then stands in their place, fenced as data, before the
+//     recent messages in full.
 //   - Result.EmptyMention reports a trigger with nothing beyond the mention, so the caller
 //     can answer with help instead of sending an empty prompt.
 //

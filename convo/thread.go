@@ -53,6 +53,16 @@ type Options struct {
 	// workspace in a channel shared with another) is another is named as one of another workspace
 	// ("": none is).
 	TeamID string
+	// Summary, when its Text is set, stands for the thread's oldest messages: those through its
+	// Through (a ts). It is what the model made of an earlier Build's Result.Earlier
+	// (SummaryRequest), and goes in their place, fenced as data, when it fits.
+	Summary Summary
+}
+
+// Summary is the model's summary of a thread's oldest messages (Options.Summary).
+type Summary struct {
+	Text    string
+	Through string // the ts of the newest message it summarises
 }
 
 // Result is what Build produces.
@@ -78,6 +88,12 @@ type Result struct {
 	// ("" when nothing): another person's message, an app's, a file's contents, a forwarded message,
 	// a question someone else asked. While it holds any, no tool call runs without the asker's click.
 	Foreign string
+	// Earlier are the thread's messages this Build left out for the budget, oldest first (every
+	// message of the entries left out, with content or not): what a summary could stand for
+	// (SummaryRequest). Messages a summary stands for are not among them.
+	Earlier []slack.Message
+	// Summarised is true when the request carries Options.Summary.
+	Summarised bool
 }
 
 // What makes a request not the asker's alone (Result.Foreign).
@@ -87,6 +103,7 @@ const (
 	ForeignFile     = "a file's contents"
 	ForeignForward  = "a forwarded message"
 	ForeignQuestion = "a question someone else asked"
+	ForeignSummary  = "a summary of earlier messages"
 )
 
 // DefaultBudget is the token budget when Options.Budget is 0.
@@ -192,12 +209,61 @@ func Build(thread []slack.Message, trigger slack.Message, names Names, opt Optio
 	}
 	room -= tm.tokens
 
-	history, omitted, left, histForeign := b.fitHistory(thread, h.entries, room)
-	res.Omitted = omitted + opt.LeftOut
+	entries, summary := b.summarised(thread, h.entries, room)
+	var sumForeign string // the summary stands for messages that may be anyone's
+	if res.Summarised = summary.msg.Content != ""; res.Summarised {
+		room -= summary.tokens
+		sumForeign = ForeignSummary
+	}
+	history, cut, left, histForeign := b.fitHistory(thread, entries, room)
+	res.Omitted = countWithContent(thread, entries[:cut]) + opt.LeftOut
+	res.Earlier = messagesOf(thread, entries[:cut])
 	res.FilesLeftOut += left
-	res.Foreign = cmp.Or(tm.foreign, histForeign)
+	res.Foreign = cmp.Or(tm.foreign, sumForeign, histForeign)
+	if res.Summarised {
+		history = append([]llm.Message{summary.msg}, history...)
+	}
 	res.Messages = assemble(system, res.Omitted, history, tm.msg)
 	return res
+}
+
+// summarised returns the entries the request replays in full and, when Options.Summary is set and
+// fits in room, the message that stands for the older ones (empty otherwise: every entry then).
+func (b *builder) summarised(thread []slack.Message, entries []entry, room int) ([]entry, costed) {
+	s := b.opt.Summary
+	if strings.TrimSpace(s.Text) == "" || s.Through == "" {
+		return entries, costed{}
+	}
+	k := 0
+	for k < len(entries) && !slices.ContainsFunc(entries[k].idx, func(i int) bool { return TSBefore(s.Through, thread[i].Timestamp) }) {
+		k++
+	}
+	if k == 0 {
+		return entries, costed{}
+	}
+	m := b.costed(llm.Message{Role: llm.RoleUser, Content: b.fence.Wrap(summarySource, s.Text)})
+	if m.tokens > room {
+		return entries, costed{}
+	}
+	return entries[k:], m
+}
+
+// summarySource is where the summary's block says it comes from: the model is told it stands for
+// the earlier messages, which it does not see in full.
+const summarySource = "a summary of the earlier messages of this thread, which are not shown in full (made by you from them)"
+
+// messagesOf returns the messages of entries, in the thread's order.
+func messagesOf(thread []slack.Message, entries []entry) []slack.Message {
+	var idx []int
+	for _, e := range entries {
+		idx = append(idx, e.idx...)
+	}
+	slices.Sort(idx)
+	out := make([]slack.Message, 0, len(idx))
+	for _, i := range idx {
+		out = append(out, thread[i])
+	}
+	return out
 }
 
 // history is the classification of a thread's messages into entries, before any text is
@@ -307,11 +373,11 @@ func (b *builder) triggerContent(trigger slack.Message) (content, foreign string
 
 // fitHistory converts entries newest first while they fit in room tokens and returns them
 // oldest first. At the first that does not fit, it and every older entry with content are left
-// out, and omitted counts them.
+// out: cut is how many entries that is.
 // A message whose files' contents do not fit goes without them (and says so); left counts those
 // files.
 // foreign says what the kept messages hold besides the asker's words and the bot's answers.
-func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) (kept []llm.Message, omitted, left int, foreign string) {
+func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) (kept []llm.Message, cut, left int, foreign string) {
 	for k := len(entries) - 1; k >= 0; k-- {
 		m, ok := b.entryMessage(thread, entries[k], true)
 		if !ok {
@@ -322,7 +388,7 @@ func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) 
 			m, _ = b.entryMessage(thread, entries[k], false)
 		}
 		if m.tokens > room {
-			omitted = countWithContent(thread, entries[:k+1])
+			cut = k + 1
 			break
 		}
 		room -= m.tokens
@@ -330,7 +396,7 @@ func (b *builder) fitHistory(thread []slack.Message, entries []entry, room int) 
 		foreign = cmp.Or(foreign, m.foreign)
 	}
 	slices.Reverse(kept)
-	return kept, omitted, left, foreign
+	return kept, cut, left, foreign
 }
 
 // assemble puts the request together: the system prompt, the note on omitted messages, the

@@ -109,7 +109,7 @@ func newAnswer(r *Replies, req route.ReplyRequest, threadTS string, log *zap.Log
 		systemPrompt, model = cmp.Or(sp, systemPrompt), cmp.Or(m, model)
 	}
 	a := &answer{answerBase: base, marks: &answerMarks{answerBase: base}, writes: &answerWrites{answerBase: base}}
-	a.read = &contextRead{answerBase: base, marks: a.marks, systemPrompt: systemPrompt, leftOut: leftOut}
+	a.read = &contextRead{answerBase: base, marks: a.marks, systemPrompt: systemPrompt, model: model, leftOut: leftOut}
 	a.gen = &generation{answerBase: base, host: a, model: model, keepImages: r.opt.Files.Vision(req.Channel) == attach.VisionOn}
 	return a
 }

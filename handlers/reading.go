@@ -27,6 +27,7 @@ type contextRead struct {
 	marks *answerMarks
 	// systemPrompt is the channel's (ReplyOptions.ChannelSettings) or the default.
 	systemPrompt string
+	model        string // the channel's or the default: a long thread's summary is asked of it too
 	// leftOut is how many of the thread's older messages its read left out (Thread.Replies): the
 	// context's note on omitted messages counts them.
 	leftOut int
@@ -82,11 +83,12 @@ func (a *contextRead) prepare(ctx context.Context, thread []slack.Message) (res 
 	if f := a.r.opt.ChannelInstructions; f != nil {
 		channelText = f(ctx, a.req.Channel)
 	}
-	res = convo.Build(thread, trigger, names, convo.Options{
+	opt := convo.Options{
 		BotUserID: a.r.opt.BotUserID, BotID: a.r.opt.BotID, BotName: a.r.opt.BotName,
 		SystemPrompt: a.systemPrompt, ChannelInstructions: channelText, Now: time.Now(), Budget: a.r.opt.Budget,
 		IncludeOtherBots: a.r.opt.OtherBots, Files: files, Asker: a.req.User, Rand: a.r.opt.Rand, LeftOut: a.leftOut,
-	})
+	}
+	res = a.withSummary(ctx, convo.Build(thread, trigger, names, opt), thread, trigger, names, opt)
 	if res.FilesLeftOut > 0 {
 		a.log.Debug("files left out for the context budget", zap.Int("files", res.FilesLeftOut))
 	}

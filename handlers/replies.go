@@ -99,6 +99,10 @@ type ContextOptions struct {
 	// instructions"; "": none, or they could not be read): added after the system prompt as the
 	// channel's text, not the operator's (convo.Options.ChannelInstructions).
 	ChannelInstructions func(ctx context.Context, channel string) string
+	// Summaries, when set, make a summary of a long thread's oldest messages (what the budget
+	// leaves out), which the request carries with the recent ones in full; nil: the oldest are left
+	// out, noted as omitted.
+	Summaries *Summaries
 }
 
 // WriteOptions say how an answer is written into Slack.

@@ -13,6 +13,8 @@ func TestThreadCacheHooks(t *testing.T) {
 	h.Hit("replies")
 	h.Hit("history")
 	h.Miss("replies", threads.MissStale)
+	made := m.SummaryMade()
+	made()
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -22,6 +24,7 @@ func TestThreadCacheHooks(t *testing.T) {
 		{"llmbot_thread_cache_reads_saved_total", nil, 2},
 		{"llmbot_thread_cache_misses_total", map[string]string{"kind": "replies", "reason": "stale"}, 1},
 		{"llmbot_thread_cache_misses_total", map[string]string{"kind": "history", "reason": "absent"}, 0},
+		{"llmbot_thread_summaries_total", nil, 1},
 	} {
 		if got := metricValue(t, m.Registry(), c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

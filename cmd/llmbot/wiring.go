@@ -436,6 +436,7 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 			},
 			ThreadCache:         p.threads,
 			ChannelInstructions: p.instructions.Text,
+			Summaries:           handlers.NewSummaries(handlers.SummaryOptions{Made: p.metrics.SummaryMade()}),
 		},
 		WriteOptions: handlers.WriteOptions{
 			Mode: handlers.ReplyMode(cfg.ReplyMode),
