@@ -18,6 +18,7 @@ import (
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/llm/llmtest"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/threads"
 )
 
 // failFirst is a Chat whose first request fails (the summary's), the others going to Chat.
@@ -49,7 +50,7 @@ func longThreadTest(t *testing.T, chat Chat, made *atomic.Int32) (*Replies, *gat
 	}
 	opt := testOptions()
 	opt.Budget = 1500
-	opt.Summaries = NewSummaries(SummaryOptions{Made: func() { made.Add(1) }})
+	opt.Summaries = threads.NewSummaries(chat, threads.SummaryOptions{Made: func() { made.Add(1) }})
 	r := NewReplies(fs, fs, fs, fs, chat, zaptest.NewLogger(t), opt)
 	n := 0
 	ask := func(text string) route.ReplyRequest { // a follow-up at the end of the thread

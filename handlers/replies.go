@@ -102,7 +102,7 @@ type ContextOptions struct {
 	// Summaries, when set, make a summary of a long thread's oldest messages (what the budget
 	// leaves out), which the request carries with the recent ones in full; nil: the oldest are left
 	// out, noted as omitted.
-	Summaries *Summaries
+	Summaries ThreadSummaries
 }
 
 // WriteOptions say how an answer is written into Slack.
@@ -194,9 +194,10 @@ type Replies struct {
 	// approvals ask about the tool calls that need a click and keep the tools allowed for a thread.
 	approvals Approver
 
-	// What Slack refused lately, not tried again for StreamRefusal: native streaming and
-	// agents.sessions.setStatus (the app is not an agent, or the place does not allow it).
-	streaming, sessions gateway.Refused
+	// streaming is what Slack refused lately of native streaming, not tried again for StreamRefusal.
+	streaming gateway.Refused
+	// sessions move the agent sessions of the answers streamed natively (nil: opt.Sessions unset).
+	sessions *gateway.Sessions
 }
 
 // NewReplies returns Replies over the given Slack and model interfaces. streamer may be nil when
@@ -250,8 +251,13 @@ func NewReplies(t gateway.Thread, m gateway.Messenger, s gateway.Streamer, u gat
 	if approvals == nil {
 		approvals = noApprovals{}
 	}
+	var sessions *gateway.Sessions
+	if opt.Sessions != nil {
+		sessions = gateway.NewSessions(opt.Sessions, paced, opt.StreamRefusal)
+	}
 	return &Replies{
-		reads: gateway.ThreadReads{Thread: t, Writer: paced, Cache: opt.ThreadCache}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
+		sessions: sessions,
+		reads:    gateway.ThreadReads{Thread: t, Writer: paced, Cache: opt.ThreadCache}, msgs: m, streamer: s, chat: c, log: log, opt: opt,
 		paced:     paced,
 		followUps: followUps,
 		names:     names,

@@ -229,21 +229,14 @@ func (m *Metrics) Retry(op string, _ int, _ time.Duration, err *llm.Error) {
 // TemperatureDropped counts a model rejecting TEMPERATURE (llm.Hooks.TemperatureDropped).
 func (m *Metrics) TemperatureDropped(string) { m.tempDropped.Inc() }
 
-// FirstText records the time from the start of a reply to its first answer text visible in
-// Slack (the first write that carried answer text, not the placeholder).
-func (m *Metrics) FirstText(d time.Duration) { m.firstText.Observe(d.Seconds()) }
-
-// ReplyEdits records how many chat.update (or chat.appendStream) calls one reply made.
-func (m *Metrics) ReplyEdits(n int) { m.edits.Observe(float64(n)) }
-
 // ReplyWritten records one finished reply's Slack side: the time to its first visible answer
-// text (0: none was shown, e.g. the model failed first; not recorded) and its edit count. It is
-// FirstText and ReplyEdits in one call, for a single handlers hook.
+// text (0: none was shown, e.g. the model failed first; not recorded) and how many chat.update (or
+// chat.appendStream) calls it made.
 func (m *Metrics) ReplyWritten(firstText time.Duration, edits int) {
 	if firstText > 0 {
-		m.FirstText(firstText)
+		m.firstText.Observe(firstText.Seconds())
 	}
-	m.ReplyEdits(edits)
+	m.edits.Observe(float64(edits))
 }
 
 // Usage adds the tokens a model service reported for one request. Chat calls it for streamed

@@ -159,8 +159,7 @@ func TestScriptedConversationGolden(t *testing.T) {
 		if text != "Hello world" || err != nil {
 			t.Fatalf("stream through the decorator = %q, %v; want the fake's answer", text, err)
 		}
-		m.FirstText(1200 * time.Millisecond)
-		m.ReplyEdits(4)
+		m.ReplyWritten(1200*time.Millisecond, 4)
 		m.Done("reply", nil, 1500*time.Millisecond)
 
 		// A channel with a model override, whose stream stalls.
@@ -172,7 +171,7 @@ func TestScriptedConversationGolden(t *testing.T) {
 			t.Fatalf("stalled stream error = %v, want the fake's timeout", err)
 		}
 		m.Retry("chat", 1, time.Second, &llm.Error{Kind: llm.KindServer, Status: 502})
-		m.ReplyEdits(1)
+		m.ReplyWritten(0, 1)
 		m.Done("reply", fmt.Errorf("stream: %w", &llm.Error{Kind: llm.KindTimeout}), 91*time.Second)
 
 		// Busy, then a Stop.

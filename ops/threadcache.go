@@ -34,7 +34,7 @@ func (m *Metrics) ThreadCacheHooks() threads.Hooks {
 }
 
 // SummaryMade registers the long threads' summaries metric on m's registry and returns what counts
-// one made (handlers.SummaryOptions.Made). Call it once.
+// one made (threads.SummaryOptions.Made). Call it once.
 func (m *Metrics) SummaryMade() func() {
 	made := promauto.With(m.reg).NewCounter(prometheus.CounterOpts{Name: "llmbot_thread_summaries_total",
 		Help: "Summaries of long threads' oldest messages made by the model (each is kept and reused by the answers that follow in its thread)."})

@@ -390,6 +390,8 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	// refuses never reaches the model (nor its metrics), and what reaches it is redacted.
 	chat := p.controls.meter.Chat(p.metrics.Chat(p.model, cfg.ChatModel), cfg.ChatModel)
 	writes := gateway.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
+	// A long thread's oldest part is summarised through the same metered chat as the answers.
+	opt.Summaries = threads.NewSummaries(chat, threads.SummaryOptions{Made: p.metrics.SummaryMade()})
 	replies := handlers.NewReplies(api, writes, writes, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
@@ -436,7 +438,6 @@ func (p *parts) replyOptions(files *bot.Files, toolOpts handlers.ToolOptions, na
 			},
 			ThreadCache:         p.threads,
 			ChannelInstructions: p.instructions.Text,
-			Summaries:           handlers.NewSummaries(handlers.SummaryOptions{Made: p.metrics.SummaryMade()}),
 		},
 		WriteOptions: handlers.WriteOptions{
 			Mode: handlers.ReplyMode(cfg.ReplyMode),
