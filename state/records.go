@@ -22,9 +22,10 @@ const (
 // ErrFull is returned by Put when a collection holds MaxRecords records already.
 var ErrFull = errors.New("state: the collection is full")
 
-// ErrTooMany is returned by List when a collection holds more than MaxRecords records (written there by
-// someone else than this program): it is not read at all.
-var ErrTooMany = errors.New("state: the collection holds more records than allowed")
+// ErrTooMany is returned when a hash in Redis holds more than its bound (Records.List: MaxRecords
+// records; Tallies.All: MaxTallyFields fields), written there by someone else than this program:
+// it is not read at all.
+var ErrTooMany = errors.New("state: more entries than allowed")
 
 // names are what a collection and a record id may be: letters, digits and a few separators, so either is a
 // safe part of a Redis key and of a file name.

@@ -108,7 +108,17 @@ func (t RedisTallies) Get(ctx context.Context, group string, fields ...string) (
 // All returns every field of group.
 func (t RedisTallies) All(ctx context.Context, group string) (map[string]int64, error) {
 	r := t.r
-	h, err := r.c.HGetAll(ctx, r.key("tally:", group)).Result()
+	key := r.key("tally:", group)
+	// What Redis holds is read only within the bound a group has in memory: whoever can write
+	// there must not make a /usage read take the process's memory.
+	n, err := r.c.HLen(ctx, key).Result()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("tally all: %w", err)
+	case n > MaxTallyFields:
+		return nil, fmt.Errorf("tally all %s: %d fields: %w", group, n, ErrTooMany)
+	}
+	h, err := r.c.HGetAll(ctx, key).Result()
 	if err != nil {
 		return nil, fmt.Errorf("tally all: %w", err)
 	}

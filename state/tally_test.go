@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -96,5 +97,23 @@ func TestMemoryTalliesKeptInDir(t *testing.T) {
 	check(t, err)
 	if got[0] != 3 {
 		t.Errorf("after a restart the tally is %d, want 3", got[0])
+	}
+}
+
+// TestRedisTallyReadBounded: a group that Redis holds past the bound a group has in memory (written
+// there by someone else than the bot) is not read: a /usage read must not take the process's memory.
+func TestRedisTallyReadBounded(t *testing.T) {
+	srv := newRedisServer(t)
+	r := newTestRedis(t, srv.url, srv.namespace(), "a")
+	group := "usage:d:2026-12-02"
+	fields := make(map[string]any, MaxTallyFields+1)
+	for i := range MaxTallyFields + 1 {
+		fields[fmt.Sprintf("u:U%d:in", i)] = 1
+	}
+	if err := r.c.HSet(t.Context(), r.key("tally:", group), fields).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Tallies().All(t.Context(), group); !errors.Is(err, ErrTooMany) || got != nil {
+		t.Errorf("All = %d fields, %v; want none, ErrTooMany", len(got), err)
 	}
 }
