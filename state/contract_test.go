@@ -328,7 +328,11 @@ func leaseSelf(t *testing.T, w world) {
 func leaseHeld(t *testing.T, w world) {
 	ctx := t.Context()
 	a, b := w.replica("a"), w.replica("b")
+	// Each holds the lease in turn while the other asks: each must see the other alive first (a
+	// replica's first heartbeat may land after the steps begin, and a holder not yet alive is free
+	// to take over).
 	waitAlive(t, b, "a")
+	waitAlive(t, a, "b")
 	steps := []struct {
 		who       replica
 		op        string // "lease", "holder" or "release"

@@ -405,7 +405,9 @@ func TestFallbackThreadsPartition(t *testing.T) {
 		t.Fatal("not degraded after failed calls")
 	}
 	proxy.Restore()
-	f.set(false, "", nil) // what Run's probe does once Redis answers
+	if !f.probe(ctx) { // what Run does while degraded: it catches the thread store up before serving from Redis
+		t.Fatal("the probe failed once Redis was back")
+	}
 	for name, st := range map[string]threadStore{"this replica": s, "another": other} {
 		if e := load(t, st, "k"); e.Epoch >= e.Current {
 			t.Fatalf("%s: entry of epoch %d trusted at %d after an edit that missed it", name, e.Epoch, e.Current)
