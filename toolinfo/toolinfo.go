@@ -6,6 +6,8 @@
 package toolinfo
 
 import (
+	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/llmbot/llmbot/llm"
@@ -52,3 +54,43 @@ type Call struct {
 	Info
 	Args []byte // as the model wrote them (JSON)
 }
+
+// Asked is the answer a tool call is made for: who asked, and where. The answers' tool loop puts it
+// in the call's context (WithAsked); a built-in tool acts for that person there and nowhere else.
+type Asked struct {
+	Channel string
+	Thread  string // where the answer is written
+	// ThreadTS and TS name the answer, as route.ReplyRef does (a click may reach another replica).
+	ThreadTS, TS string
+	Asker, Team  string
+	// ActionToken is the asking event's action_token: Slack's search runs with the asker's
+	// permissions through it. A credential: never logged, never shown, never sent to the model.
+	// "" when the event carried none.
+	ActionToken string
+}
+
+type askedKey struct{}
+
+// WithAsked returns ctx carrying a.
+func WithAsked(ctx context.Context, a Asked) context.Context {
+	return context.WithValue(ctx, askedKey{}, a)
+}
+
+// AskedOf is the Asked ctx carries (false: none, the call is made for nobody in particular).
+func AskedOf(ctx context.Context) (Asked, bool) {
+	a, ok := ctx.Value(askedKey{}).(Asked)
+	return a, ok
+}
+
+// Builtin is a tool the bot provides itself, beside the MCP servers' (ask_user, slack_search): listed
+// with them (its Info's Server is BuiltinServer) and called with the Asked in the context.
+type Builtin interface {
+	Info() Info
+	// Call runs the tool with the model's JSON arguments. As with MCP tools, the result and the
+	// error's text go to the model as data, never to Slack.
+	Call(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+// BuiltinServer is the server name of the built-in tools (shown to people, metrics, MCP_CONFIG
+// cannot name a server so: see tools.Config).
+const BuiltinServer = "llmbot"
