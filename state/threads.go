@@ -96,6 +96,8 @@ type MemoryThreads struct {
 	epoch   int64
 	entries map[string]*memThread
 	bytes   int // of every entry
+	// summaries are the long threads' summaries (summaries.go), at most Entries.
+	summaries map[string]memSummary
 }
 
 type memThread struct {
