@@ -40,3 +40,12 @@ func (m *Metrics) SummaryMade() func() {
 		Help: "Summaries of long threads' oldest messages made by the model (each is kept and reused by the answers that follow in its thread)."})
 	return made.Inc
 }
+
+// SummaryReused registers the metric of the long threads' summaries reused on m's registry and
+// returns what counts one (threads.SummaryOptions.Reused). Call it once. A function, not a method:
+// Metrics keeps its 25.
+func SummaryReused(m *Metrics) func() {
+	reused := promauto.With(m.reg).NewCounter(prometheus.CounterOpts{Name: "llmbot_thread_summaries_reused_total",
+		Help: "Answers (and /summarize requests) that reused a summary kept of a long thread's or channel's oldest messages instead of asking the model for one (with Redis, made by any replica)."})
+	return reused.Inc
+}

@@ -2,14 +2,20 @@ package threads
 
 // Long threads: when a thread no longer fits the context budget, its oldest part (what convo.Build
 // leaves out) is summarised by the model once, and the answers in that thread carry the summary and
-// the recent messages in full. The summary is kept in this process's memory for the answers that
-// follow, by thread, with a hash of what it summarises, so it is made again only when that part
-// changes or when too many messages are left out beyond it.
+// the recent messages in full. The summary is kept for the answers that follow, by thread, with a
+// hash of what it summarises, so it is made again only when that part changes or when too many
+// messages are left out beyond it. With the thread cache (SummaryOptions.Cache) it is kept beside
+// the thread's entry, in the cache's store (Redis when the replicas share it: one replica's summary
+// serves the others), signed like the entries: what the model wrote from other people's messages
+// goes before the model again, and whoever can write to Redis must not be able to plant it. One that
+// does not open (forged, unsigned, over its bound) is ignored and made again. Without the cache, it
+// is kept in this process's memory.
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"iter"
 	"slices"
@@ -17,6 +23,7 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/ttlcache"
@@ -35,15 +42,34 @@ type SummaryOptions struct {
 	Timeout time.Duration // the summary request's limit; default 30 s
 	// Made, when set, is called once per summary made (metrics). It must not block.
 	Made func()
+	// Reused, when set, is called once per summary kept that served again (metrics). It must not
+	// block.
+	Reused func()
+	// Cache, when set and its store keeps summaries (SummaryStore), is where the summaries are kept
+	// (TTL and Max are then the store's); nil: in this process's memory.
+	Cache *Cache
+}
+
+// SummaryStore keeps the summaries beside the thread entries (state.MemoryThreads,
+// state.FallbackThreads): the caller's bytes, read no further than maxBytes.
+type SummaryStore interface {
+	PutSummary(ctx context.Context, key string, data []byte) error
+	LoadSummary(ctx context.Context, key string, maxBytes int) ([]byte, bool, error)
 }
 
 // Summaries make and keep the summaries of long threads' oldest parts (handlers'
 // ContextOptions.Summaries). Safe for concurrent use: two answers that need the same summary at
 // once may both make it.
 type Summaries struct {
-	chat  Chat
-	cache *ttlcache.Cache[threadSummary]
-	opt   SummaryOptions
+	chat Chat
+	kept summaryKeeper
+	opt  SummaryOptions
+}
+
+// summaryKeeper is where Summaries keep theirs: memoryKeeper or storeKeeper.
+type summaryKeeper interface {
+	get(ctx context.Context, key string) (threadSummary, bool)
+	put(ctx context.Context, key string, s threadSummary)
 }
 
 // maxSummaryBytes bounds a summary kept and replayed, whatever the model writes.
@@ -60,15 +86,26 @@ func NewSummaries(chat Chat, opt SummaryOptions) *Summaries {
 	if opt.Timeout <= 0 {
 		opt.Timeout = 30 * time.Second
 	}
-	return &Summaries{chat: chat, cache: ttlcache.New[threadSummary](opt.Max, opt.TTL), opt: opt}
+	var kept summaryKeeper = memoryKeeper{ttlcache.New[threadSummary](opt.Max, opt.TTL)}
+	if c := opt.Cache; c != nil {
+		if st, ok := c.opt.Store.(SummaryStore); ok {
+			kept = storeKeeper{store: st, seal: c.seal, log: c.log}
+		}
+	}
+	return &Summaries{chat: chat, kept: kept, opt: opt}
 }
 
 var errEmptySummary = errors.New("empty summary")
 
 // threadSummary is the summary kept for a thread: its text, the ts of the newest message it
-// stands for, and the hash of the messages it stands for (their ts and text).
+// stands for, the hash of the messages it stands for (their ts and text), how many they are, and
+// when it was made.
 type threadSummary struct {
-	text, through, hash string
+	Text    string `json:"text"`
+	Through string `json:"through"`
+	Hash    string `json:"hash"`
+	Count   int    `json:"count"`
+	Made    int64  `json:"made"` // unix seconds
 }
 
 // maxBeyondSummary is how many messages may be left out between a thread's summary and the recent
@@ -82,10 +119,13 @@ const maxBeyondSummary = 20
 // messages changed) and few messages are left between it and the rest, or else one the model makes
 // from req (through the answers' own seam) within the time limit.
 func (s *Summaries) Summary(ctx context.Context, key string, earlier []slack.Message, req llm.ChatRequest) (convo.Summary, error) {
-	if kept, ok := s.cache.Get(key); ok {
-		i := slices.IndexFunc(earlier, func(m slack.Message) bool { return m.Timestamp == kept.through })
-		if i >= 0 && len(earlier)-1-i <= maxBeyondSummary && summaryHash(earlier[:i+1]) == kept.hash {
-			return convo.Summary{Text: kept.text, Through: kept.through}, nil
+	if kept, ok := s.kept.get(ctx, key); ok {
+		i := slices.IndexFunc(earlier, func(m slack.Message) bool { return m.Timestamp == kept.Through })
+		if i >= 0 && len(earlier)-1-i <= maxBeyondSummary && summaryHash(earlier[:i+1]) == kept.Hash {
+			if s.opt.Reused != nil {
+				s.opt.Reused()
+			}
+			return convo.Summary{Text: kept.Text, Through: kept.Through}, nil
 		}
 	}
 	text, err := s.make(ctx, req)
@@ -93,11 +133,63 @@ func (s *Summaries) Summary(ctx context.Context, key string, earlier []slack.Mes
 		return convo.Summary{}, err
 	}
 	through := earlier[len(earlier)-1].Timestamp
-	s.cache.Put(key, threadSummary{text: text, through: through, hash: summaryHash(earlier)})
+	s.kept.put(ctx, key, threadSummary{Text: text, Through: through, Hash: summaryHash(earlier), Count: len(earlier), Made: time.Now().Unix()})
 	if s.opt.Made != nil {
 		s.opt.Made()
 	}
 	return convo.Summary{Text: text, Through: through}, nil
+}
+
+// memoryKeeper keeps the summaries in this process's memory.
+type memoryKeeper struct {
+	c *ttlcache.Cache[threadSummary]
+}
+
+func (k memoryKeeper) get(_ context.Context, key string) (threadSummary, bool) { return k.c.Get(key) }
+func (k memoryKeeper) put(_ context.Context, key string, s threadSummary)      { k.c.Put(key, s) }
+
+// storeKeeper keeps the summaries in the thread cache's store, signed (seal, part 's' of the
+// thread's key, no ts).
+type storeKeeper struct {
+	store SummaryStore
+	seal  sealer
+	log   *zap.Logger
+}
+
+// maxStoredSummary bounds a stored summary's read: its text, the rest of its record, its signature.
+const maxStoredSummary = maxSummaryBytes*2 + 1024
+
+func (k storeKeeper) get(ctx context.Context, key string) (threadSummary, bool) {
+	data, ok, err := k.store.LoadSummary(ctx, key, maxStoredSummary)
+	if err != nil || !ok {
+		if err != nil {
+			k.log.Debug("thread summary: load failed", zap.String("key", key), zap.Error(err))
+		}
+		return threadSummary{}, false
+	}
+	var s threadSummary
+	body, err := k.seal.open(key, "", 's', data)
+	if err == nil {
+		err = json.Unmarshal(body, &s)
+	}
+	if err == nil && (len(s.Text) > maxSummaryBytes || s.Text == "") {
+		err = errors.New("no text, or over its bound")
+	}
+	if err != nil {
+		k.log.Warn("thread summary: one kept is not this bot's, or not whole; it is made again", zap.String("key", key), zap.Error(err))
+		return threadSummary{}, false
+	}
+	return s, true
+}
+
+func (k storeKeeper) put(ctx context.Context, key string, s threadSummary) {
+	body, err := json.Marshal(s)
+	if err == nil {
+		err = k.store.PutSummary(ctx, key, k.seal.seal(key, "", 's', body))
+	}
+	if err != nil {
+		k.log.Debug("thread summary: not kept", zap.String("key", key), zap.Error(err))
+	}
 }
 
 // make asks the model for a summary, bounded in time and bytes.

@@ -391,7 +391,9 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	chat := p.controls.meter.Chat(p.metrics.Chat(p.model, cfg.ChatModel), cfg.ChatModel)
 	writes := gateway.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
 	// A long thread's oldest part is summarised through the same metered chat as the answers.
-	opt.Summaries = threads.NewSummaries(chat, threads.SummaryOptions{Made: p.metrics.SummaryMade()})
+	// Kept beside the thread's entry in the thread cache's store (Redis: shared by the replicas).
+	opt.Summaries = threads.NewSummaries(chat, threads.SummaryOptions{Made: p.metrics.SummaryMade(),
+		Reused: ops.SummaryReused(p.metrics), Cache: p.threads})
 	replies := handlers.NewReplies(api, writes, writes, api, chat, p.log.Named("replies"), opt)
 	return answering{
 		replies:   replies,
