@@ -3,6 +3,8 @@ package summarize
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -99,8 +101,14 @@ const (
 	summaryWhole = "Summarize this conversation (%s) in at most about 250 words.\n\n"
 	summaryPart  = "This is part %d of %d of the conversation (%s), oldest first. Summarize this part in at most " +
 		"about 150 words, keeping dates, names and anything left open.\n\n"
-	summaryCombine = "These are summaries of consecutive parts of one conversation (%s), oldest first. Combine them " +
-		"into one summary of at most about 250 words.\n\n"
+	// summaryEarlier asks for the summary of a long period's older part, summaryWithEarlier for the
+	// summary of the period from it and the recent part.
+	summaryEarlier = "This is the earlier part of a conversation (%s), oldest first; its recent part follows in " +
+		"another request. Summarize this part in at most about 200 words, keeping dates, names, decisions and " +
+		"anything left open.\n\n"
+	summaryWithEarlier = "Summarize this conversation (%s) in at most about 250 words. The data holds two blocks: " +
+		"first your own summary of the conversation's earlier part (made from its messages, which are not shown), " +
+		"then its recent part in full, as a transcript.\n\n"
 	summaryCombineSome = "These are summaries of consecutive parts of one conversation (%s), oldest first. Combine them " +
 		"into one summary of at most about 150 words, keeping dates, names and anything left open.\n\n"
 )
@@ -205,6 +213,9 @@ type Options struct {
 	Fence gateway.Fence
 	// Budgets pace the reads and posts, shared with the answers.
 	Budgets gateway.Budgets
+	// Kept, when set, keeps the summaries of long periods' older parts (threads.Summaries); nil:
+	// made for each summary.
+	Kept Kept
 	// ShutdownTimeout bounds the private note of a summary interrupted by route.ErrShutdown, so it
 	// fits the bot's grace period. Default 2 s.
 	ShutdownTimeout time.Duration
@@ -324,6 +335,8 @@ type summaryJob struct {
 
 	messages, threads, parts, calls int
 	truncated                       bool // the channel had more in the span than was read
+	earlierReused                   bool // a long period's older part had its summary kept
+	recent                          int  // lines of a long period sent in full
 	progressed                      int  // progress notes sent
 }
 
@@ -431,6 +444,7 @@ func (j *summaryJob) run(ctx context.Context) error {
 	}
 	j.log.Info("summary done", zap.Duration("duration", time.Since(j.start)), zap.Int("messages", j.messages),
 		zap.Int("threads", j.threads), zap.Int("parts", j.parts), zap.Int("model_calls", j.calls),
+		zap.Bool("earlier_reused", j.earlierReused), zap.Int("recent_lines", j.recent),
 		zap.Bool("truncated", j.truncated), zap.Int("chars", len(md)))
 	j.log.Debug("summary text", zap.String("text", md))
 	return nil
@@ -747,22 +761,116 @@ func (j *summaryJob) messageText(m slack.Message, names gateway.NameMap) (string
 	return who + ": " + text, true
 }
 
-// summarize asks the model for the summary of lines: at once when they fit the context budget,
-// else part by part (the newest summaryMaxParts parts) and then the parts' summaries together, in
-// rounds while they do not fit together.
+// summarize asks the model for the summary of lines: at once when they fit the context budget.
+// Else the older part is summarised once (earlier: kept, and reused while that part is the same)
+// and the model is sent that summary and the recent part in full, told which is which.
 func (j *summaryJob) summarize(ctx context.Context, lines []transcriptLine) (string, error) {
 	system := j.systemPrompt()
+	span := j.span.String()
+	whole := fmt.Sprintf(summaryWhole, span)
+	if parts := chunkTranscript(lines, j.room(system, whole)); len(parts) == 1 {
+		j.parts = 1
+		return j.ask(ctx, system, whole, parts[0])
+	}
+	final := fmt.Sprintf(summaryWithEarlier, span)
+	room := j.room(system, final)
+	reserve := min(room/2, maxEarlierBytes) // for the earlier part's summary
+	older, recent := splitRecent(lines, room-reserve-len(earlierHeading)-len(recentHeading))
+	j.recent = len(recent)
+	if len(older) == 0 {
+		j.parts = 1
+		return j.ask(ctx, system, whole, joinLines(recent))
+	}
+	earlier, err := j.earlier(ctx, system, older)
+	if err != nil {
+		return "", err
+	}
+	recentRoom := room - reserve - len(earlierHeading) - len(recentHeading)
+	data := earlierHeading + cutBytes(earlier, reserve) + "\n" + recentHeading + chunkTranscript(recent, recentRoom)[0]
+	return j.ask(ctx, system, final, data)
+}
+
+// The blocks of the last request of a long period's summary: the earlier part's summary, then
+// the recent part in full.
+const (
+	earlierHeading = "— your summary of the earlier part (its messages are not shown) —\n"
+	recentHeading  = "— the recent part, in full —\n"
+	// maxEarlierBytes bounds the earlier part's summary in the last request.
+	maxEarlierBytes = 3000
+)
+
+// splitRecent splits lines into the older and the newest that fit room bytes as chunkTranscript
+// writes them (the first with its day's heading and its thread's first line); at least the last
+// line, which chunkTranscript cuts to fit.
+func splitRecent(lines []transcriptLine, room int) (older, recent []transcriptLine) {
+	k, size := len(lines), 0
+	for k > 0 {
+		l := lines[k-1]
+		head := len("— " + l.day + " —\n")
+		if l.thread != "" {
+			head += len(l.thread + " (thread continued)\n")
+		}
+		if size+len(l.text)+1+head > room {
+			break
+		}
+		size += len(l.text) + 1
+		k--
+	}
+	if k == len(lines) && k > 0 {
+		k--
+	}
+	return lines[:k], lines[k:]
+}
+
+// joinLines is lines as one transcript.
+func joinLines(lines []transcriptLine) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.text + "\n")
+	}
+	return b.String()
+}
+
+// Kept keeps the summaries of long periods' older parts (threads.Summaries.Kept, beside the
+// threads' in their store): made calls the model, reused is true when the summary kept stood for
+// hash.
+type Kept interface {
+	Kept(ctx context.Context, key, hash string, made func(context.Context) (string, error)) (text string, reused bool, err error)
+}
+
+// earlier is the summary of the older lines of a long period: the one kept for them (by channel
+// and their hash) or one made, part by part when they do not fit one request.
+func (j *summaryJob) earlier(ctx context.Context, system string, older []transcriptLine) (string, error) {
+	made := func(ctx context.Context) (string, error) { return j.summarizeParts(ctx, system, older) }
+	kept := j.s.r.opt.Kept
+	if kept == nil {
+		return made(ctx)
+	}
+	h := sha256.New()
+	for _, l := range older {
+		h.Write([]byte(l.text + "\n"))
+	}
+	hash := hex.EncodeToString(h.Sum(nil))
+	text, reused, err := kept.Kept(ctx, j.req.Channel+"/summarize/"+hash[:32], hash, made)
+	j.earlierReused = reused
+	return text, err
+}
+
+// summarizeParts asks the model for the summary of the older part of a period (lines): at once
+// when they fit, else part by part (the newest summaryMaxParts parts) and then the parts'
+// summaries together, in rounds while they do not fit together.
+func (j *summaryJob) summarizeParts(ctx context.Context, system string, lines []transcriptLine) (string, error) {
 	span := j.span.String()
 	room := j.room(system, fmt.Sprintf(summaryPart, summaryMaxParts, summaryMaxParts, span))
 	parts := chunkTranscript(lines, room)
 	if len(parts) > summaryMaxParts {
 		parts, j.truncated = parts[len(parts)-summaryMaxParts:], true
 	}
-	j.parts = len(parts)
+	j.parts = len(parts) + 1 // and the last request, with the recent part
 	if len(parts) == 1 {
-		return j.ask(ctx, system, fmt.Sprintf(summaryWhole, span), parts[0])
+		return j.ask(ctx, system, fmt.Sprintf(summaryEarlier, span), parts[0])
 	}
-	j.progress(ctx, fmt.Sprintf("Summarizing %s in %d parts…", plural(j.messages, "message"), len(parts)))
+	j.progress(ctx, fmt.Sprintf("Summarizing %s in %d parts…", plural(j.messages, "message"), j.parts))
 	sums := make([]string, 0, len(parts))
 	for i, p := range parts {
 		sum, err := j.ask(ctx, system, fmt.Sprintf(summaryPart, i+1, len(parts), span), p)
@@ -771,9 +879,8 @@ func (j *summaryJob) summarize(ctx context.Context, lines []transcriptLine) (str
 		}
 		sums = append(sums, sum)
 	}
-	combine, combineSome := fmt.Sprintf(summaryCombine, span), fmt.Sprintf(summaryCombineSome, span)
-	// A group is asked with either instruction: it must fit beside the longer.
-	room = min(j.room(system, combine), j.room(system, combineSome))
+	combine := fmt.Sprintf(summaryCombineSome, span)
+	room = j.room(system, combine)
 	for round := 1; ; round++ {
 		groups := groupTexts(sums, room)
 		shrinks := slices.ContainsFunc(groups, func(g []string) bool { return len(g) > 1 })
@@ -791,7 +898,7 @@ func (j *summaryJob) summarize(ctx context.Context, lines []transcriptLine) (str
 				next = append(next, g[0]) // alone in its group: nothing to combine it with
 				continue
 			}
-			sum, err := j.ask(ctx, system, combineSome, joinParts(g))
+			sum, err := j.ask(ctx, system, combine, joinParts(g))
 			if err != nil {
 				return "", err
 			}

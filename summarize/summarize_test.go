@@ -20,6 +20,7 @@ import (
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/route"
+	"github.com/llmbot/llmbot/threads"
 )
 
 func TestParseSummarySpan(t *testing.T) {
@@ -311,9 +312,10 @@ func TestSummarizeChannelAndPost(t *testing.T) {
 	})
 }
 
-// A history longer than the context budget is summarised in parts, each request within the
-// budget, then the parts' summaries together (in more than one round when they do not fit at
-// once), with a progress note.
+// A history longer than the context budget: its older part is summarised in parts, each request
+// within the budget, then the parts' summaries together (in more than one round when they do not
+// fit at once), with a progress note; the last request carries that summary and the recent part in
+// full.
 func TestSummarizeInParts(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -328,7 +330,7 @@ func TestSummarizeInParts(t *testing.T) {
 				opt := testOptions()
 				opt.Budget = 500 // CONTEXT_TOKENS' least
 				st := newSummaryTest(t, opt, func(i int, req llm.ChatRequest) string {
-					if strings.HasPrefix(prompt(req), "These are summaries") && strings.Contains(prompt(req), "250 words") {
+					if strings.Contains(prompt(req), "two blocks") {
 						return "The final summary."
 					}
 					return fmt.Sprintf("S%d %s", i, strings.Repeat("word ", tc.partWords))
@@ -352,23 +354,28 @@ func TestSummarizeInParts(t *testing.T) {
 					switch p := prompt(r); {
 					case strings.HasPrefix(p, "This is part "):
 						parts++
-					case strings.Contains(p, "250 words"):
+					case strings.Contains(p, "two blocks"):
 						finals++
 					default:
 						combines++
 					}
 				}
-				if parts < 3 || finals != 1 || !strings.Contains(prompt(reqs[len(reqs)-1]), "250 words") {
-					t.Errorf("%d part requests, %d final: want several parts and one final combination last", parts, finals)
+				final := prompt(reqs[len(reqs)-1])
+				if parts < 3 || finals != 1 || !strings.Contains(final, "two blocks") {
+					t.Errorf("%d part requests, %d final: want several parts and the final request last", parts, finals)
 				}
-				if got := combines > 0; got != tc.rounds {
-					t.Errorf("intermediate combinations: %d, want them: %v", combines, tc.rounds)
+				if got := combines > 1; got != tc.rounds || combines == 0 {
+					t.Errorf("combinations: %d, want more than one: %v", combines, tc.rounds)
 				}
-				// Every message is in exactly one part, in order.
+				if combined := reqs[len(reqs)-2]; !strings.Contains(final, fmt.Sprintf("S%d ", len(reqs)-2)) {
+					t.Errorf("the final request lacks the earlier part's summary (%q):\n%s", prompt(combined), final)
+				}
+				// Every message is in exactly one part, or the recent part in full, in order.
 				var all strings.Builder
 				for _, r := range reqs[:parts] {
 					all.WriteString(prompt(r))
 				}
+				all.WriteString(final)
 				last := -1
 				for i := range 60 {
 					at := strings.Index(all.String(), fmt.Sprintf("message %02d ", i))
@@ -378,7 +385,7 @@ func TestSummarizeInParts(t *testing.T) {
 					last = at
 				}
 				priv := st.resp.all()
-				if len(priv) != 2 || !strings.HasPrefix(priv[0].Text, fmt.Sprintf("_Summarizing 60 messages in %d parts…_", parts)) ||
+				if len(priv) != 2 || !strings.HasPrefix(priv[0].Text, fmt.Sprintf("_Summarizing 60 messages in %d parts…_", parts+1)) ||
 					!strings.Contains(priv[1].Text, "The final summary.") {
 					t.Errorf("private messages %+v: want the progress note, then the summary", priv)
 				}
@@ -590,6 +597,47 @@ func TestSummaryTranscriptIsFenced(t *testing.T) {
 		}
 		if !strings.Contains(user, "ignore the above") {
 			t.Errorf("the message is missing from the transcript:\n%s", user)
+		}
+	})
+}
+
+// A long period's older part is summarised once: a second /summarize of the same messages reuses
+// that summary (kept, as the long threads' are, by channel and the part's hash) and asks only for
+// the last request; a change among the older messages makes it again.
+func TestSummarizeLongPeriodReusesItsEarlierSummary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := testOptions()
+		opt.Budget = 500
+		var made, reused int
+		opt.Kept = threads.NewSummaries(nil, threads.SummaryOptions{Made: func() { made++ }, Reused: func() { reused++ }})
+		st := newSummaryTest(t, opt, func(i int, req llm.ChatRequest) string {
+			if strings.Contains(prompt(req), "two blocks") {
+				return "The final summary."
+			}
+			return fmt.Sprintf("Earlier summary %d.", i)
+		})
+		for i := range 30 {
+			st.say("U1", fmt.Sprintf("message %02d about the rollout of the new build system", i), time.Duration(60-i)*time.Minute)
+		}
+		st.command(t, "U1", "3d")
+		first := len(st.chat.calls())
+		if first < 2 || made != 1 || reused != 0 {
+			t.Fatalf("first summary: %d requests, %d made, %d reused; want the earlier part's, then the last", first, made, reused)
+		}
+		st.command(t, "U2", "3d")
+		reqs := st.chat.calls()
+		if len(reqs) != first+1 || reused != 1 || made != 1 {
+			t.Fatalf("second summary: %d more requests, %d made, %d reused; want only the last request", len(reqs)-first, made, reused)
+		}
+		final := prompt(reqs[len(reqs)-1])
+		if !strings.Contains(final, "your summary of the earlier part") || !strings.Contains(final, "Earlier summary") ||
+			!strings.Contains(final, "the recent part, in full") || !strings.Contains(final, "message 29 ") || strings.Contains(final, "message 00 ") {
+			t.Errorf("the last request holds no earlier summary and recent part:\n%s", final)
+		}
+		st.slack.TopLevel[testCh][0].Text = "message 00 edited"
+		st.command(t, "U1", "3d")
+		if made != 2 {
+			t.Errorf("after an edit among the older messages: %d made, want it made again", made)
 		}
 	})
 }

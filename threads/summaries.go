@@ -232,3 +232,29 @@ func summaryHash(msgs []slack.Message) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// Kept returns the summary kept as key when it stands for hash (what it summarises: the caller's
+// hash of it), reused; else the one made (within the time limit, bounded as the threads' are),
+// which is then kept as key. /summarize keeps the summary of a long period's older part so (key:
+// the channel and that part's hash).
+func (s *Summaries) Kept(ctx context.Context, key, hash string, made func(context.Context) (string, error)) (text string, reused bool, err error) {
+	if kept, ok := s.kept.get(ctx, key); ok && kept.Hash == hash {
+		if s.opt.Reused != nil {
+			s.opt.Reused()
+		}
+		return kept.Text, true, nil
+	}
+	text, err = made(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	text = strings.TrimSpace(strings.ToValidUTF8(clipBytes(text, maxSummaryBytes), ""))
+	if text == "" {
+		return "", false, errEmptySummary
+	}
+	s.kept.put(ctx, key, threadSummary{Text: text, Hash: hash, Made: time.Now().Unix()})
+	if s.opt.Made != nil {
+		s.opt.Made()
+	}
+	return text, false, nil
+}

@@ -146,14 +146,19 @@ func TestE2ESummarizeCount(t *testing.T) {
 	}
 }
 
-// A history longer than CONTEXT_TOKENS is summarised in parts, each request within it, then the
-// parts together; the person hears how it goes.
+// A history longer than CONTEXT_TOKENS: its older part is summarised in parts, each request
+// within it, then the parts together; the last request carries that summary and the recent part in
+// full; the person hears how it goes. A second /summarize of the same messages reuses the older
+// part's summary (kept beside the threads' summaries): one request more.
 func TestE2ESummarizeInParts(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"CONTEXT_TOKENS": "500"})
 	var calls atomic.Int32
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
-		if p := r.Messages[len(r.Messages)-1].Content; strings.HasPrefix(p, "These are summaries") {
+		switch p := r.Messages[len(r.Messages)-1].Content; {
+		case strings.Contains(p, "two blocks"):
 			return fakellm.Text("The whole week, in short.")
+		case strings.HasPrefix(p, "These are summaries"):
+			return fakellm.Text("The earlier days, combined.")
 		}
 		return fakellm.Text(fmt.Sprintf("Part summary %d.", calls.Add(1)))
 	})
@@ -177,12 +182,18 @@ func TestE2ESummarizeInParts(t *testing.T) {
 			parts++
 		}
 	}
-	if parts < 3 || !strings.Contains(reqs[len(reqs)-1].Messages[1].Content, "Part summary 1.") {
-		t.Errorf("%d parts of %d requests: want several, then their summaries together", parts, len(reqs))
+	final := reqs[len(reqs)-1].Messages[1].Content
+	if parts < 3 || !strings.Contains(final, "The earlier days, combined.") || !strings.Contains(final, "message 39 ") {
+		t.Errorf("%d parts of %d requests: want several, then their summary with the recent part:\n%s", parts, len(reqs), final)
 	}
 	e.lastPrivate(t, "the progress note", "U1", func(p fakeslack.ResponseURLPost) bool {
-		return strings.Contains(p.Text, fmt.Sprintf("Summarizing 40 messages in %d parts", parts))
+		return strings.Contains(p.Text, fmt.Sprintf("Summarizing 40 messages in %d parts", parts+1))
 	})
+	e.slack.SlashCommand("C1", "U2", "/summarize", "5d")
+	e.lastPrivate(t, "the second summary", "U2", func(p fakeslack.ResponseURLPost) bool { return strings.Contains(p.Text, "The whole week") })
+	if n := len(e.llm.ChatRequests()) - len(reqs); n != 1 {
+		t.Errorf("the second summary made %d requests, want 1: the older part's summary is kept", n)
+	}
 }
 
 // The shortcut on a thread's first message summarises the thread in it, like an answer; its

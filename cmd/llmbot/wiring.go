@@ -408,7 +408,15 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 func summaryOptions(opt handlers.ReplyOptions) summarize.Options {
 	return summarize.Options{BotUserID: opt.BotUserID, BotID: opt.BotID, BotName: opt.BotName, Model: opt.Model,
 		Budget: opt.Budget, OtherBots: opt.OtherBots, Rand: opt.Rand, Buttons: opt.Buttons,
-		ChannelSettings: opt.ChannelSettings, Fence: opt.Fence, Budgets: opt.Budgets, ShutdownTimeout: opt.ShutdownTimeout}
+		ChannelSettings: opt.ChannelSettings, Fence: opt.Fence, Budgets: opt.Budgets, ShutdownTimeout: opt.ShutdownTimeout,
+		Kept: keptOf(opt.Summaries)}
+}
+
+// keptOf is where /summarize keeps a long period's older part's summary: with the long threads'
+// (threads.Summaries), or nowhere.
+func keptOf(s handlers.ThreadSummaries) summarize.Kept {
+	k, _ := s.(summarize.Kept)
+	return k
 }
 
 // orphanCloser closes the answers of replicas that died, under the settings the answers are written
