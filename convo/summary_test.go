@@ -117,3 +117,39 @@ func throughTS(i int) string {
 	}
 	return fmt.Sprintf("1764300000.%06d", i)
 }
+
+// TestSummaryRequestKeepsTheBeginning: a part too long for one request keeps its beginning and its
+// newest messages; those in between, and those the read left out there (LeftOut), are counted in
+// a note in their place.
+func TestSummaryRequestKeepsTheBeginning(t *testing.T) {
+	thread, _ := countingThread(300)
+	earlier := thread[:300]
+	opt := testOptions()
+	opt.Budget, opt.LeftOut = 1500, 1000
+	got := SummaryRequest(earlier, testNames, opt)
+	var all []string
+	tokens := 0
+	for _, m := range got {
+		all = append(all, m.Content)
+		tokens += EstimateTokens(m.Content)
+	}
+	text := strings.Join(all, "\n")
+	if tokens > opt.Budget {
+		t.Errorf("the request is %d tokens, over the budget of %d", tokens, opt.Budget)
+	}
+	for _, want := range []string{countingText(0) + "\n", countingText(1) + "\n", countingText(299) + "\n", "messages in between are left out]"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the request lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, countingText(150)+"\n") {
+		t.Errorf("the middle is in the request:\n%s", text)
+	}
+	kept := strings.Count(text, "message number ")
+	if note := fmt.Sprintf("[%d messages in between are left out]", 300-kept+1000); !strings.Contains(text, note) {
+		t.Errorf("the request lacks %q (%d kept):\n%s", note, kept, text)
+	}
+	if i, j := strings.Index(text, countingText(1)+"\n"), strings.Index(text, "messages in between are left out]"); i > j || j > strings.Index(text, countingText(299)+"\n") {
+		t.Error("want the beginning, the note, then the newest")
+	}
+}
