@@ -156,14 +156,14 @@ func identifyTransient(err error) bool {
 // maxThreadPages bounds conversations.replies pagination (200 messages a page).
 const maxThreadPages = 50
 
-// Replies returns a thread's parent and its newest messages, oldest first, with metadata: as many
-// as fit in the byte budget the SlackAPI was made with (all, when it is 0), and at least the
-// newest. Slack pages a thread oldest first, so the whole thread is paged through, but older
-// messages are dropped as newer pages arrive: what is held is the parent, the budget and a page.
-// It also returns how many messages it left out.
+// Replies returns a thread's parent, the beginning of its replies and its newest ones, oldest
+// first, with metadata (gateway.ThreadWindow: the newest within the byte budget the SlackAPI was
+// made with, all when it is 0; the beginning within half of it), and how many replies it left out
+// between them. Slack pages a thread oldest first, so the whole thread is paged through, but the
+// replies between the beginning and the newest are dropped as pages arrive: what is held is the
+// parent, the window and a page.
 func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
-	var w threadWindow
-	w.budget = a.threadBytes
+	w := gateway.NewThreadWindow(a.threadBytes)
 	cursor := ""
 	for range maxThreadPages {
 		msgs, hasMore, next, err := a.c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
@@ -172,63 +172,28 @@ func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]sla
 		if err != nil {
 			return nil, 0, fmt.Errorf("conversations.replies: %w", err)
 		}
-		w.add(msgs)
+		w.Add(msgs)
 		if !hasMore || next == "" {
 			break
 		}
 		cursor = next // past maxThreadPages (10,000 messages), the newest of those read are enough
 	}
-	return w.msgs, w.leftOut, nil
+	msgs, leftOut := w.Messages()
+	return msgs, leftOut, nil
 }
 
-// threadWindow holds what Replies keeps of a thread as its pages arrive: the first message (the
-// parent) and the newest messages within budget bytes (0: all).
-type threadWindow struct {
-	budget  int
-	msgs    []slack.Message
-	bytes   int // of msgs[1:]
-	leftOut int // messages dropped
-}
-
-// add appends a page and drops the oldest messages after the parent until the rest fit the
-// budget, the newest always kept.
-func (w *threadWindow) add(page []slack.Message) {
-	for _, m := range page {
-		w.msgs = append(w.msgs, m)
-		if len(w.msgs) > 1 {
-			w.bytes += messageBytes(m)
-		}
-	}
-	if w.budget <= 0 {
-		return
-	}
-	drop := 0
-	for w.bytes > w.budget && len(w.msgs)-drop > 2 {
-		w.bytes -= messageBytes(w.msgs[1+drop])
-		drop++
-	}
-	if drop > 0 {
-		// A new slice, so that the dropped messages' array is not kept alive under the window.
-		w.msgs = append([]slack.Message{w.msgs[0]}, w.msgs[1+drop:]...)
-		w.leftOut += drop
-	}
-}
-
-// messageBytes estimates what a message holds in memory: its text (twice: its blocks mostly say
-// it again), its attachments' text, its files' objects and a fixed part for the rest.
-func messageBytes(m slack.Message) int {
-	n := 512 + 2*len(m.Text) + 1024*len(m.Files)
-	for _, at := range m.Attachments {
-		n += len(at.Text) + len(at.Fallback) + len(at.Pretext) + len(at.Title)
-	}
-	return n
-}
-
-// ThreadBytes is the budget of a thread read for a context of contextTokens tokens: 4 bytes a
-// token of text, twice (messageBytes counts the text twice), and room for the fixed parts of the
-// messages, so that the read always holds more than the context can take.
+// ThreadBytes is the budget of a thread read's newest messages for a context of contextTokens
+// tokens: 4 bytes a token of text, twice (gateway.MessageBytes counts the text twice), and room for the
+// fixed parts of the messages, so that the read always holds more than the context can take. The
+// read keeps the thread's beginning too, within half as much (gateway.ThreadWindow).
 func ThreadBytes(contextTokens int) int {
 	return 2*4*contextTokens + 256<<10
+}
+
+// ThreadHeldBytes is what a thread read holds at most for a context of contextTokens tokens: its
+// newest messages (ThreadBytes) and its beginning (half as much), in gateway.MessageBytes.
+func ThreadHeldBytes(contextTokens int) int {
+	return ThreadBytes(contextTokens) * 3 / 2
 }
 
 // History returns the latest limit messages of a channel, oldest first, with metadata.

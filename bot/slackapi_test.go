@@ -128,10 +128,11 @@ func TestRepliesPaginatesAndKeepsMetadata(t *testing.T) {
 	}
 }
 
-// TestRepliesKeepsParentAndNewest: a long thread is read as its parent and its newest messages
-// within the byte budget; what it left out is counted, and the bytes held stay near the budget
-// while all of the thread's pages are read.
-func TestRepliesKeepsParentAndNewest(t *testing.T) {
+// TestRepliesKeepsParentBeginningAndNewest: a long thread is read as its parent, the beginning
+// of its replies (within half the byte budget) and its newest (within the budget); what it left out
+// in between is counted, and the bytes held stay near the bound while all of the thread's pages
+// are read.
+func TestRepliesKeepsParentBeginningAndNewest(t *testing.T) {
 	fs := newFakeSlack(t, fakeslack.Config{PageLimit: 100})
 	const budget = 100_000
 	api := NewSlackAPI(newClient(fs), nil, budget)
@@ -152,15 +153,26 @@ func TestRepliesKeepsParentAndNewest(t *testing.T) {
 	if len(msgs)-1+leftOut != replies || leftOut == 0 {
 		t.Errorf("Replies kept %d replies and left out %d, want %d in all, some left out", len(msgs)-1, leftOut, replies)
 	}
-	held := 0
+	held, head := 0, 0
 	for i, m := range msgs[1:] {
-		held += messageBytes(m)
-		if want := fmt.Sprintf("reply %04d", leftOut+i); !strings.HasPrefix(m.Text, want) {
-			t.Fatalf("message %d is %.10q, want %q: the newest, in order", i+1, m.Text, want)
+		held += gateway.MessageBytes(m)
+		want := fmt.Sprintf("reply %04d", i)
+		if !strings.HasPrefix(m.Text, want) {
+			if head == 0 {
+				head = i
+			}
+			want = fmt.Sprintf("reply %04d", leftOut+i)
+		}
+		if !strings.HasPrefix(m.Text, want) {
+			t.Fatalf("message %d is %.10q, want %q: the beginning, then the newest, in order", i+1, m.Text, want)
 		}
 	}
-	if held > budget || held < budget-2*messageBytes(msgs[1]) {
-		t.Errorf("kept %d bytes of replies, want just within %d", held, budget)
+	one := gateway.MessageBytes(msgs[1])
+	if head == 0 || head*one > budget/2 || head*one < budget/2-one {
+		t.Errorf("kept %d replies of the beginning (%d bytes), want just within %d", head, head*one, budget/2)
+	}
+	if held > budget*3/2 || held < budget*3/2-2*one {
+		t.Errorf("kept %d bytes of replies, want just within %d", held, budget*3/2)
 	}
 	if n := len(fs.CallsTo("conversations.replies")); n != 11 {
 		t.Errorf("conversations.replies called %d times, want every page (11)", n)

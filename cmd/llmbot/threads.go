@@ -11,7 +11,7 @@ import (
 	"github.com/llmbot/llmbot/threads"
 )
 
-// Bounds of the thread cache. An entry holds what a thread read holds (bot.ThreadBytes of
+// Bounds of the thread cache. An entry holds what a thread read holds (bot.ThreadHeldBytes of
 // CONTEXT_TOKENS); all of them at most threadCacheBytes, so that with Redis the cache never
 // crowds out the replicas' state (the Kubernetes kit's Redis has 64 MB and evicts nothing), and
 // at most threadCacheEntries threads.
@@ -27,7 +27,7 @@ func openThreads(cfg Config, shared sharedState, id bot.Identity, metrics *ops.M
 	if cfg.ThreadCacheTTL <= 0 {
 		return nil, nil
 	}
-	lim := state.ThreadLimits{TTL: cfg.ThreadCacheTTL, Bytes: bot.ThreadBytes(cfg.ContextTokens),
+	lim := state.ThreadLimits{TTL: cfg.ThreadCacheTTL, Bytes: bot.ThreadHeldBytes(cfg.ContextTokens),
 		Entries: threadCacheEntries, Total: threadCacheBytes}
 	store, err := shared.threads(lim)
 	if err != nil {
