@@ -161,19 +161,18 @@ const maxThreadPages = 50
 // made with, all when it is 0; the beginning within half of it), and how many replies it left out
 // between them. Slack pages a thread oldest first, so the whole thread is paged through, but the
 // replies between the beginning and the newest are dropped as pages arrive: what is held is the
-// parent, the window and a page.
+// parent, the window and a page. gateway.ThreadReads reads page by page instead (RepliesPage),
+// each page within the read budget.
 func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
 	w := gateway.NewThreadWindow(a.threadBytes)
 	cursor := ""
 	for range maxThreadPages {
-		msgs, hasMore, next, err := a.c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
-			ChannelID: channel, Timestamp: threadTS, Cursor: cursor, Limit: 200, IncludeAllMetadata: true,
-		})
+		msgs, next, err := a.RepliesPage(ctx, channel, threadTS, cursor)
 		if err != nil {
-			return nil, 0, fmt.Errorf("conversations.replies: %w", err)
+			return nil, 0, err
 		}
 		w.Add(msgs)
-		if !hasMore || next == "" {
+		if next == "" {
 			break
 		}
 		cursor = next // past maxThreadPages (10,000 messages), the newest of those read are enough
@@ -181,6 +180,24 @@ func (a *SlackAPI) Replies(ctx context.Context, channel, threadTS string) ([]sla
 	msgs, leftOut := w.Messages()
 	return msgs, leftOut, nil
 }
+
+// RepliesPage returns the page of a thread after cursor ("": the first), 200 messages with
+// metadata, oldest first, and the next page's cursor ("": none).
+func (a *SlackAPI) RepliesPage(ctx context.Context, channel, threadTS, cursor string) ([]slack.Message, string, error) {
+	msgs, hasMore, next, err := a.c.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+		ChannelID: channel, Timestamp: threadTS, Cursor: cursor, Limit: 200, IncludeAllMetadata: true,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("conversations.replies: %w", err)
+	}
+	if !hasMore {
+		next = ""
+	}
+	return msgs, next, nil
+}
+
+// ThreadBytes bounds the newest replies a read keeps (0: all): see gateway.ThreadWindow.
+func (a *SlackAPI) ThreadBytes() int { return a.threadBytes }
 
 // ThreadBytes is the budget of a thread read's newest messages for a context of contextTokens
 // tokens: 4 bytes a token of text, twice (gateway.MessageBytes counts the text twice), and room for the

@@ -26,8 +26,26 @@ func (t ThreadReads) Replies(ctx context.Context, channel, threadTS string) ([]s
 	})
 }
 
+// ThreadPages is a Thread that reads a thread a page at a time (conversations.replies pages come
+// oldest first): ThreadReads then takes a read token for each page, a 429 retries that page (not
+// the read from its start), and it keeps what a ThreadWindow keeps.
+type ThreadPages interface {
+	// RepliesPage returns the page of thread threadTS after cursor ("": the first), with metadata,
+	// and the cursor of the next ("": none).
+	RepliesPage(ctx context.Context, channel, threadTS, cursor string) (msgs []slack.Message, next string, err error)
+	// ThreadBytes bounds the newest replies a read keeps (0: all; see NewThreadWindow).
+	ThreadBytes() int
+}
+
+// maxThreadPages bounds a paged read (200 messages a page): past it, the newest of those read are
+// enough.
+const maxThreadPages = 50
+
 // replies is Replies without the cache.
 func (t ThreadReads) replies(ctx context.Context, channel, threadTS string) ([]slack.Message, int, error) {
+	if p, ok := t.Thread.(ThreadPages); ok {
+		return t.paged(ctx, p, channel, threadTS)
+	}
 	var msgs []slack.Message
 	var leftOut int
 	err := t.Writer.Read(ctx, func(ctx context.Context) (err error) {
@@ -62,4 +80,29 @@ func (t ThreadReads) history(ctx context.Context, channel string, limit int, lat
 		return nil, fmt.Errorf("conversations.history: %w", err)
 	}
 	return msgs, nil
+}
+
+// paged reads thread threadTS page by page, each within the read budget, keeping what a
+// ThreadWindow keeps: the bytes held stay bounded however long the thread.
+func (t ThreadReads) paged(ctx context.Context, p ThreadPages, channel, threadTS string) ([]slack.Message, int, error) {
+	w := NewThreadWindow(p.ThreadBytes())
+	cursor := ""
+	for range maxThreadPages {
+		var page []slack.Message
+		var next string
+		err := t.Writer.Read(ctx, func(ctx context.Context) (err error) {
+			page, next, err = p.RepliesPage(ctx, channel, threadTS, cursor)
+			return err
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("conversations.replies: %w", err)
+		}
+		w.Add(page)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	msgs, leftOut := w.Messages()
+	return msgs, leftOut, nil
 }

@@ -14,6 +14,7 @@
 //	go run ./cmd/llmbot-bench -n 1,10,50,200
 //	go run ./cmd/llmbot-bench -n 10,50 -mode stream
 //	go run ./cmd/llmbot-bench -n 50,200 -policies fair -replicas 1,2,3
+//	go run ./cmd/llmbot-bench -long-thread 2000
 //
 // With -replicas K the bot runs as K processes sharing a redis-server (REDIS_URL), and the fake
 // Slack spreads the questions over their Socket Mode connections.
@@ -81,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	followUps := fs.Bool("follow-ups", false, "with -mode edit: each thread is answered once first (not measured), then a follow-up mention in each is asked at once (through another replica than the first question), and those are measured; reports the conversations.replies calls per thread")
 	imagine := fs.Int("imagine", 0, "instead of the conversations: this many /imagine jobs from as many people, whose pictures the model returns all at the same instant (the worst case for memory); reports the bot's peak RSS")
 	imageMiB := fs.Int("image-mib", 4, "with -imagine: the size of each picture in MiB")
+	longThread := fs.Int("long-thread", 0, "instead of the conversations: a thread of this many messages (from before the bot started), one mention at its end; reports the model requests' sizes against CONTEXT_TOKENS, whether the summary request got the thread's beginning, the times, the conversations.replies calls and the bot's peak RSS")
 	var botEnv envList
 	fs.Var(&botEnv, "bot-env", "KEY=VALUE added to the bot's environment (repeatable), e.g. GOMAXPROCS=1 to measure a runtime setting")
 	if err := fs.Parse(args); err != nil {
@@ -164,6 +166,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "machine: %s; %d CPUs; %s\n\n", cpuModel(), runtime.NumCPU(), runtime.Version())
 		writeImagine(stdout, r)
 		return nil
+	}
+	if *longThread > 0 {
+		if *longThread < 3 {
+			return errors.New("-long-thread must be at least 3")
+		}
+		logf("long thread: %d messages", *longThread)
+		r, err := runLongThread(ctx, set, *longThread)
+		if r == nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "llmbot-bench %s\n", strings.Join(args, " "))
+		fmt.Fprintf(stdout, "machine: %s; %d CPUs; %s\n\n", cpuModel(), runtime.NumCPU(), runtime.Version())
+		writeLongThread(stdout, r)
+		return err
 	}
 	sc := newScripts(set)
 
