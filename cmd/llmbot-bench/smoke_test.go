@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,32 @@ func TestSmokeImagine(t *testing.T) {
 	row := regexp.MustCompile(`(?m)^\| 3 \| 1 MiB \| yes \(b64_json\) \| [0-9.]+ / [0-9.]+ \| 3 / 3 \| `)
 	if !row.MatchString(out.String()) {
 		t.Errorf("no row of 3 pictures shared in:\n%s\nstderr:\n%s", out.String(), errs.String())
+	}
+}
+
+// TestSmokeLongThread: a thread over CONTEXT_TOKENS and over what a read keeps is answered with the
+// summary of its beginning, each request within the budget.
+func TestSmokeLongThread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the bot binary")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errs bytes.Buffer
+	err := run(ctx, []string{"-long-thread", "600", "-settle", "200ms", "-first-token", "10ms", "-token-interval", "1ms",
+		"-bot-env", "CONTEXT_TOKENS=1000"}, &out, &errs)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
+	}
+	row := regexp.MustCompile(`(?m)^\| 600 messages \(\d+ KB of text\) \| 1000 \| 1 × (\d+) tokens \| 1 × (\d+) tokens \| parent yes, first replies yes \| \[\d+ messages in between are left out\] \| yes, yes, yes \|$`)
+	m := row.FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no row of a summarised thread in:\n%s\nstderr:\n%s", out.String(), errs.String())
+	}
+	for _, n := range m[1:] {
+		if k, _ := strconv.Atoi(n); k > 1000 {
+			t.Errorf("a request of %d tokens, over CONTEXT_TOKENS:\n%s", k, out.String())
+		}
 	}
 }
 
