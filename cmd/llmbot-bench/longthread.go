@@ -31,9 +31,11 @@ type longThreadResult struct {
 	summarised, newest, question bool   // the answer's request has the summary / the newest reply / the question
 	// Times from the question: to the summary request, the answer request, the answer's final text.
 	toSummary, toAnswerReq, toAnswer time.Duration
-	// conversations.replies: calls (each a page), reads (first pages), 429s.
-	calls, reads, limited int
+	replies repliesCalls
 }
+
+// repliesCalls are the conversations.replies calls (each a page), reads (first pages) and 429s.
+type repliesCalls struct{ calls, reads, limited int }
 
 // Markers the fake model answers with and looks for.
 const (
@@ -132,12 +134,12 @@ func runLongThread(ctx context.Context, set settings, n int) (*longThreadResult,
 	res.toAnswer = time.Since(asked)
 	mu.Unlock()
 	for _, c := range slack.CallsTo("conversations.replies") {
-		res.calls++
+		res.replies.calls++
 		if c.Params.Get("cursor") == "" {
-			res.reads++
+			res.replies.reads++
 		}
 		if c.Error == "ratelimited" {
-			res.limited++
+			res.replies.limited++
 		}
 	}
 	if !bot.running() {
@@ -193,5 +195,5 @@ func writeLongThread(w io.Writer, r *longThreadResult) {
 	fmt.Fprintf(w, "|---:|---:|---:|---|---|\n")
 	fmt.Fprintf(w, "| %v | %v | %v | %d / %d / %d | %.1f / %.1f |\n",
 		r.toSummary.Round(10*time.Millisecond), r.toAnswerReq.Round(10*time.Millisecond), r.toAnswer.Round(10*time.Millisecond),
-		r.calls, r.reads, r.limited, float64(r.idleRSS)/1024, float64(r.peakRSS)/1024)
+		r.replies.calls, r.replies.reads, r.replies.limited, float64(r.idleRSS)/1024, float64(r.peakRSS)/1024)
 }
