@@ -15,6 +15,9 @@ func TestThreadCacheHooks(t *testing.T) {
 	h.Miss("replies", threads.MissStale)
 	made := m.SummaryMade()
 	made()
+	reused := ops.SummaryReused(m)
+	reused()
+	reused()
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -25,6 +28,7 @@ func TestThreadCacheHooks(t *testing.T) {
 		{"llmbot_thread_cache_misses_total", map[string]string{"kind": "replies", "reason": "stale"}, 1},
 		{"llmbot_thread_cache_misses_total", map[string]string{"kind": "history", "reason": "absent"}, 0},
 		{"llmbot_thread_summaries_total", nil, 1},
+		{"llmbot_thread_summaries_reused_total", nil, 2},
 	} {
 		if got := metricValue(t, m.Registry(), c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
