@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/llmbot/llmbot/internal/redistest"
 )
 
 // summaryStore is what the three thread stores keep of the long threads' summaries.
@@ -82,5 +86,35 @@ func TestThreadSummariesBounded(t *testing.T) {
 				t.Error("the newest summary was dropped")
 			}
 		})
+	}
+}
+
+// TestFallbackSummariesThroughAnOutage: while Redis cannot be reached, no summary is held (the
+// answers make one, and nothing fails); once it is back, the one kept before is read again.
+func TestFallbackSummariesThroughAnOutage(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.New(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	f := NewFallback(newTestRedis(t, proxy.URL(), "t:", "r"), newTestMemory(t, "r", ""), zap.NewNop(), FallbackHooks{})
+	f.timeout = 200 * time.Millisecond
+	s, err := f.Threads(testThreadLimits)
+	check(t, err)
+	check(t, s.PutSummary(ctx, "C1/1.0", []byte("kept")))
+	proxy.Cut()
+	for range 2 {
+		if _, ok, err := s.LoadSummary(ctx, "C1/1.0", 100); ok || err != nil {
+			t.Fatalf("LoadSummary while Redis is away = %v, %v; want none, no error", ok, err)
+		}
+		check(t, s.PutSummary(ctx, "C1/1.0", []byte("made meanwhile")))
+	}
+	if !f.Degraded() {
+		t.Fatal("not degraded after failed calls")
+	}
+	proxy.Restore()
+	if !f.probe(ctx) {
+		t.Fatal("the probe failed once Redis was back")
+	}
+	if got, ok, err := s.LoadSummary(ctx, "C1/1.0", 100); !ok || err != nil || string(got) != "kept" {
+		t.Errorf("LoadSummary once Redis is back = %q, %v, %v; want the one kept before", got, ok, err)
 	}
 }
