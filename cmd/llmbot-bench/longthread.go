@@ -31,7 +31,15 @@ type longThreadResult struct {
 	summarised, newest, question bool   // the answer's request has the summary / the newest reply / the question
 	// Times from the question: to the summary request, the answer request, the answer's final text.
 	toSummary, toAnswerReq, toAnswer time.Duration
-	replies repliesCalls
+	replies                          repliesCalls
+	followUp                         followUpResult
+}
+
+// followUpResult is a follow-up mention's answer in the same thread: how long it took, and the
+// summary requests and conversations.replies calls it made.
+type followUpResult struct {
+	took             time.Duration
+	summaries, calls int
 }
 
 // repliesCalls are the conversations.replies calls (each a page), reads (first pages) and 429s.
@@ -85,7 +93,10 @@ func runLongThread(ctx context.Context, set settings, n int) (*longThreadResult,
 		// The requests, for a look with -keep.
 		_ = os.WriteFile(filepath.Join(set.workDir, fmt.Sprintf("request-%d.txt", res.summaries+res.answers)), []byte(text), 0o600)
 		if len(r.Messages) > 0 && strings.Contains(r.Messages[0].Content, "Write a summary") {
-			res.summaries++
+			if res.summaries++; res.summaries > 1 {
+				res.summaryTokens = max(res.summaryTokens, tokens)
+				return fakellm.Text(longSummary).Paced(set.firstToken, set.tokenInterval)
+			}
 			res.toSummary, res.summaryTokens = time.Since(asked), tokens
 			res.beginning = strings.Contains(text, longMessage(0))
 			res.firstKept = strings.Contains(text, longTag(1)) && strings.Contains(text, longTag(2))
@@ -94,7 +105,10 @@ func runLongThread(ctx context.Context, set settings, n int) (*longThreadResult,
 			}
 			return fakellm.Text(longSummary).Paced(set.firstToken, set.tokenInterval)
 		}
-		res.answers++
+		if res.answers++; res.answers > 1 {
+			res.answerTokens = max(res.answerTokens, tokens)
+			return fakellm.Text(longAnswer).Paced(set.firstToken, set.tokenInterval)
+		}
 		res.toAnswerReq, res.answerTokens = time.Since(asked), tokens
 		res.summarised = strings.Contains(text, longSummary)
 		res.newest = strings.Contains(text, longTag(n-1))
@@ -119,20 +133,26 @@ func runLongThread(ctx context.Context, set settings, n int) (*longThreadResult,
 	asked = time.Now()
 	mu.Unlock()
 	slack.PostUserMessage("C0001", "U0001", parent, "<@"+slack.Config().BotUserID+"> "+longQuestion)
-	answered := func() bool {
-		for _, m := range slack.BotReplies("C0001", parent) {
-			if strings.Contains(m.Text, longAnswer) {
-				return true
+	answered := func(n int) func() bool {
+		return func() bool {
+			k := 0
+			for _, m := range slack.BotReplies("C0001", parent) {
+				if strings.Contains(m.Text, longAnswer) {
+					k++
+				}
 			}
+			return k >= n || !bot.running()
 		}
-		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	waitErr := slack.WaitFor(wctx, func() bool { return answered() || !bot.running() })
+	waitErr := slack.WaitFor(wctx, answered(1))
 	cancel()
 	mu.Lock()
 	res.toAnswer = time.Since(asked)
 	mu.Unlock()
+	if waitErr == nil {
+		waitErr = followUp(ctx, slack, parent, &mu, res, answered(2))
+	}
 	for _, c := range slack.CallsTo("conversations.replies") {
 		res.replies.calls++
 		if c.Params.Get("cursor") == "" {
@@ -152,6 +172,31 @@ func runLongThread(ctx context.Context, set settings, n int) (*longThreadResult,
 		return res, fmt.Errorf("no answer in %v (log: %s): %w", res.toAnswer.Round(time.Second), logPath, waitErr)
 	}
 	return res, nil
+}
+
+// followUp asks a follow-up mention in the thread once the first answer's last writes have landed
+// (3 s), and measures its answer (done: answered).
+func followUp(ctx context.Context, slack *fakeslack.Server, parent string, mu *sync.Mutex, res *longThreadResult, done func() bool) error {
+	if err := watch.Sleep(ctx, 3*time.Second); err != nil {
+		return err
+	}
+	calls := len(slack.CallsTo("conversations.replies"))
+	mu.Lock()
+	summaries := res.summaries
+	mu.Unlock()
+	asked := time.Now()
+	slack.PostUserMessage("C0001", "U0002", parent, "<@"+slack.Config().BotUserID+"> [long] and who signs off?")
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err := slack.WaitFor(wctx, done)
+	mu.Lock()
+	defer mu.Unlock()
+	res.followUp = followUpResult{took: time.Since(asked), summaries: res.summaries - summaries,
+		calls: len(slack.CallsTo("conversations.replies")) - calls}
+	if err != nil {
+		return fmt.Errorf("no answer to the follow-up: %w", err)
+	}
+	return nil
 }
 
 // longRequest is a chat request's text and its size as the bot estimates it.
@@ -186,14 +231,15 @@ func writeLongThread(w io.Writer, r *longThreadResult) {
 		}
 		return "**no**"
 	}
-	fmt.Fprintf(w, "| thread | CONTEXT_TOKENS | summary request | answer request | summary has the beginning | middle | answer has summary, newest, question |\n")
+	fmt.Fprintf(w, "| thread | CONTEXT_TOKENS | summary requests, the largest | answer requests (and the follow-up's), the largest | summary has the beginning | middle | answer has summary, newest, question |\n")
 	fmt.Fprintf(w, "|---:|---:|---:|---:|---|---|---|\n")
-	fmt.Fprintf(w, "| %d messages (%d KB of text) | %d | %d × %d tokens | %d × %d tokens | parent %s, first replies %s | %s | %s, %s, %s |\n\n",
+	fmt.Fprintf(w, "| %d messages (%d KB of text) | %d | %d, %d tokens | %d, %d tokens | parent %s, first replies %s | %s | %s, %s, %s |\n\n",
 		r.messages, r.textBytes>>10, r.contextTokens, r.summaries, r.summaryTokens, r.answers, r.answerTokens,
 		yes(r.beginning), yes(r.firstKept), r.middleNote, yes(r.summarised), yes(r.newest), yes(r.question))
-	fmt.Fprintf(w, "| question → summary request | → answer request | → answer's text | conversations.replies calls (pages) / reads / 429s | RSS idle / peak MB |\n")
-	fmt.Fprintf(w, "|---:|---:|---:|---|---|\n")
-	fmt.Fprintf(w, "| %v | %v | %v | %d / %d / %d | %.1f / %.1f |\n",
+	fmt.Fprintf(w, "| question → summary request | → answer request | → answer's text | conversations.replies calls (pages) / reads / 429s | follow-up: answer's text, summary requests, conversations.replies calls | RSS idle / peak MB |\n")
+	fmt.Fprintf(w, "|---:|---:|---:|---|---|---|\n")
+	fmt.Fprintf(w, "| %v | %v | %v | %d / %d / %d | %v, %d, %d | %.1f / %.1f |\n",
 		r.toSummary.Round(10*time.Millisecond), r.toAnswerReq.Round(10*time.Millisecond), r.toAnswer.Round(10*time.Millisecond),
-		r.replies.calls, r.replies.reads, r.replies.limited, float64(r.idleRSS)/1024, float64(r.peakRSS)/1024)
+		r.replies.calls, r.replies.reads, r.replies.limited, r.followUp.took.Round(10*time.Millisecond), r.followUp.summaries,
+		r.followUp.calls, float64(r.idleRSS)/1024, float64(r.peakRSS)/1024)
 }

@@ -165,7 +165,8 @@ func TestSmokeImagine(t *testing.T) {
 }
 
 // TestSmokeLongThread: a thread over CONTEXT_TOKENS and over what a read keeps is answered with the
-// summary of its beginning, each request within the budget.
+// summary of its beginning, each request within the budget; a follow-up reuses the thread and the
+// summary.
 func TestSmokeLongThread(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the bot binary")
@@ -178,7 +179,7 @@ func TestSmokeLongThread(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, errs.String())
 	}
-	row := regexp.MustCompile(`(?m)^\| 600 messages \(\d+ KB of text\) \| 1000 \| 1 × (\d+) tokens \| 1 × (\d+) tokens \| parent yes, first replies yes \| \[\d+ messages in between are left out\] \| yes, yes, yes \|$`)
+	row := regexp.MustCompile(`(?m)^\| 600 messages \(\d+ KB of text\) \| 1000 \| 1, (\d+) tokens \| 2, (\d+) tokens \| parent yes, first replies yes \| \[\d+ messages in between are left out\] \| yes, yes, yes \|$`)
 	m := row.FindStringSubmatch(out.String())
 	if m == nil {
 		t.Fatalf("no row of a summarised thread in:\n%s\nstderr:\n%s", out.String(), errs.String())
@@ -187,6 +188,10 @@ func TestSmokeLongThread(t *testing.T) {
 		if k, _ := strconv.Atoi(n); k > 1000 {
 			t.Errorf("a request of %d tokens, over CONTEXT_TOKENS:\n%s", k, out.String())
 		}
+	}
+	// The follow-up: answered with no summary request and no read.
+	if !regexp.MustCompile(`(?m)\| \d+ / 1 / 0 \| [0-9.]+m?s, 0, 0 \|`).MatchString(out.String()) {
+		t.Errorf("the follow-up made a summary request or a read:\n%s", out.String())
 	}
 }
 
