@@ -249,6 +249,7 @@ func TestParseConfig(t *testing.T) {
 		{"auto not allowed", "servers:\n  - {name: a, command: x, tools: [s], auto_approve: [t]}\n", "does not allow"},
 		{"headers on a command", "servers:\n  - {name: a, command: x, headers: {A: b}}\n", "headers are for a url"},
 		{"not http", "servers:\n  - {name: a, url: \"ftp://x\"}\n", "http(s)"},
+		{"built-ins' name", "servers:\n  - {name: LLMbot, command: x}\n", "built-in tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ParseConfig([]byte(tc.yaml), "f.yaml", env)
