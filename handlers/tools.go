@@ -31,7 +31,7 @@ import (
 // taken ToolOptions.MaxToolTime, the model is asked once more without tools, so it must answer.
 //
 // Only the asker's words are requests. A call runs without a click (its server's auto-approve list,
-// or the asker's "Allow for this thread") only while the context is the asker's alone: Build's
+// or the asker's "Allow for this thread"; always for ask_user, Info.AsksAsker) only while the context is the asker's alone: Build's
 // Result.Foreign is empty, and no tool result has come back yet in this answer. Anything else there
 // (another person's message, an app's, a file, a forwarded message, a tool's result) may carry
 // orders the asker never gave, so every call then waits for the asker's click.
@@ -262,7 +262,7 @@ func (a *generation) checkCall(st *toolState, call llm.ToolCall, index int) tool
 		c.decided, c.ev.Outcome, c.result = true, "invalid", toolError(call.Name, why)
 		return c
 	}
-	c.ask = st.foreign != "" || !info.AutoApprove && !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)
+	c.ask = !info.AsksAsker && (st.foreign != "" || !info.AutoApprove && !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name))
 	return c
 }
 
@@ -310,7 +310,7 @@ func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolC
 	task := callTask(c)
 	defer func() { a.toolDone(ctx, s, task, c.ev.Outcome) }()
 	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, c.call.Name, c.info.Server), []gateway.Task{task}, "")
-	cctx, cancel := context.WithTimeout(tctx, a.r.opt.Tools.CallTimeout)
+	cctx, cancel := context.WithTimeout(tctx, c.info.Limit(a.r.opt.Tools.CallTimeout, a.r.opt.Tools.ApprovalTimeout))
 	defer cancel()
 	begin := time.Now()
 	out, err := a.r.opt.Tools.Tools.Call(toolinfo.WithAsked(cctx, a.asked()), c.call.Name, json.RawMessage(c.args))

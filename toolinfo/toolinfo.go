@@ -18,6 +18,23 @@ type Info struct {
 	llm.Tool           // Name is unique among the channel's tools (what the model calls)
 	Server      string // the MCP server it is on (shown to people, metrics)
 	AutoApprove bool   // called without asking (the server's auto-approve list)
+	// AsksAsker: the tool only asks the person who asked (ask_user). Calling it needs no click,
+	// whatever the context holds, and its call waits for that person as an approval does: bounded
+	// by the approvals' timeout, not the calls' (Limit).
+	AsksAsker bool
+	// Beside: a built-in offered only where the channel has other tools (tools.Set). Offering
+	// tools changes a model's answers, and some services refuse them: a tool that only helps
+	// others must not turn every answer into one with tools.
+	Beside bool
+}
+
+// Limit is how long one call of the tool may take: callTimeout, or approvalTimeout for a tool that
+// waits for the asker (AsksAsker).
+func (in Info) Limit(callTimeout, approvalTimeout time.Duration) time.Duration {
+	if in.AsksAsker {
+		return approvalTimeout
+	}
+	return callTimeout
 }
 
 // Verdict is how the asker's approval of a round's tool calls ended.

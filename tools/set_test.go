@@ -74,3 +74,37 @@ func TestSetRefusesClashingBuiltinNames(t *testing.T) {
 		}()
 	}
 }
+
+// besideTool is a built-in offered only beside other tools (ask_user by default).
+type besideTool struct{ echoTool }
+
+func (b besideTool) Info() toolinfo.Info {
+	in := b.echoTool.Info()
+	in.Beside = true
+	return in
+}
+
+// noServers is the MCP side of a channel its access rule gives no tools.
+type noServers struct{ fakeServers }
+
+func (noServers) List(string) []toolinfo.Info { return nil }
+
+// A built-in offered only beside others is listed with a server's tools or another built-in, and
+// not alone: a channel without tools keeps its answers without the tools parameter.
+func TestSetBesideBuiltinNeverAlone(t *testing.T) {
+	ask := besideTool{echoTool{"ask_user"}}
+	for _, tc := range []struct {
+		name string
+		set  *Set
+		want int
+	}{
+		{"alone, no servers", NewSet(nil, ask), 0},
+		{"alone, no tools in the channel", NewSet(noServers{}, ask), 0},
+		{"beside a server's tool", NewSet(fakeServers{}, ask), 2},
+		{"beside another built-in", NewSet(nil, ask, echoTool{"slack_search"}), 2},
+	} {
+		if got := len(tc.set.List("C1")); got != tc.want {
+			t.Errorf("%s: %d tools listed, want %d", tc.name, got, tc.want)
+		}
+	}
+}
