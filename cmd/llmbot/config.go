@@ -101,6 +101,7 @@ type Config struct {
 	UsageRetentionDays   int    `envconfig:"USAGE_RETENTION_DAYS" tier:"operations" default:"90" desc:"Days the usage counts (numbers per person, channel and model, never text) are kept in the shared state; a month's totals a month longer."`
 
 	MCPConfig           string        `envconfig:"MCP_CONFIG" tier:"features" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
+	AskUser             string        `envconfig:"ASK_USER" tier:"features" default:"auto" desc:"The ask_user tool, with which the model asks the person a clarifying question (buttons and Other…) instead of guessing. auto: offered where a channel has other tools. on: offered in every answer (then every request carries tools; a model service that refuses them is asked without). off: never."`
 	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" tier:"limits" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
 	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" tier:"limits" default:"2m" desc:"How long a round's tool calls that need a click wait for the asker's Allow or Deny; no answer in time denies them."`
 	ToolCallTimeout     time.Duration `envconfig:"TOOL_CALL_TIMEOUT" tier:"limits" default:"60s" desc:"Longest time of one tool call; a call that takes longer is reported to the model as failed."`
@@ -458,6 +459,7 @@ func (c Config) accessProblems(p *problemList) {
 		p.add("%v", err)
 	}
 	p.atLeast("MAX_TOOL_ROUNDS", c.MaxToolRounds, 1)
+	p.oneOf("ASK_USER", c.AskUser, "auto", "on", "off")
 	c.steeringProblems(p)
 }
 

@@ -62,7 +62,7 @@ func TestDefaults(t *testing.T) {
 		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second, ThreadCacheTTL: 6 * time.Hour,
-		MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute, UsageRetentionDays: 90,
+		AskUser: "auto", MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute, UsageRetentionDays: 90,
 		ExternalUsers: "refused", GuestUsers: "members",
 		ChannelInstructionsMax: 2000, SchedulesPerChannel: 10, SchedulesPerPerson: 5, ScheduleCatchUp: time.Hour,
 		LogLevel: zapcore.InfoLevel,

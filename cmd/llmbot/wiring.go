@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/ask"
 	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/command"
@@ -110,7 +111,9 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	if err != nil {
 		return fmt.Errorf("/llmbot: %w", err)
 	}
-	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
+	tm := metrics.ToolMetrics()
+	questions := p.questions(tm) // ask_user
+	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, tm, log.Named("tools"), builtins(cfg, questions)...))
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, p.controls.gate.Middleware, metrics.Middleware)
@@ -119,7 +122,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
 		prompts: p.prompts, usage: p.usage(p.controls.book),
-		steering: steer}
+		steering: steer, ask: questions}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
@@ -142,6 +145,7 @@ type useCases struct {
 	answering
 	imagine  *imagine.Imagine
 	feedback *feedback.Feedback
+	ask      *ask.Ask
 	slack    *bot.SlackAPI       // private responses
 	sessions *bot.SlackAssistant // the agent session's status
 	prompts  []pane.Prompt
@@ -153,6 +157,7 @@ type useCases struct {
 // serves, one row each. A feature with no row is one Slack never reaches.
 func (u useCases) routes() []route.Route {
 	approve := u.bot.ApprovalHandler(u.approvals) // the click reaches the call waiting for it, or its replica
+	answer := u.bot.AskHandler(u.ask)             // an answer to ask_user's question, likewise
 	return []route.Route{
 		{Kind: route.Message, Name: route.MessageRoute, Handler: u.replies.Handler()},
 		{Kind: route.Action, Name: route.ActionRegenerate, Feature: route.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
@@ -161,6 +166,13 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolAllowThread, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: ask.ActionOption(0), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(1), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(2), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(3), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(4), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOther, Feature: ask.Feature, Handler: u.ask.OtherHandler()},
+		{Kind: route.View, Name: ask.View, Feature: ask.Feature, Handler: answer},
 		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
 		{Kind: route.Action, Name: feedback.Action, Feature: feedback.Feature, Handler: u.feedback.Handler()},
 		{Kind: route.View, Name: feedback.View, Feature: feedback.Feature, Handler: u.feedback.CommentHandler()},
