@@ -172,8 +172,10 @@ func TestReplicasAskUserAnswerOnAnotherReplica(t *testing.T) {
 	if _, err := rs.fs.Via(b.conn).Click("C1", p.TS, "U1", ask.ActionOption(0)); err != nil {
 		t.Fatal(err)
 	}
-	rs.wait("the answer with the choice", func() bool { return strings.Contains(rs.answer(ts), "answered: Oslo") &&
-		strings.Contains(rs.answer(ts), "Done: ") })
+	rs.wait("the answer with the choice", func() bool {
+		return strings.Contains(rs.answer(ts), "answered: Oslo") &&
+			strings.Contains(rs.answer(ts), "Done: ")
+	})
 	if !strings.Contains(b.logs.String(), "answer to a question handed to the replica writing the answer") {
 		t.Error("the click was not handed over")
 	}
