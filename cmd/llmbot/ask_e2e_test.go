@@ -156,7 +156,7 @@ func TestE2EAskUserOffWhereNoTools(t *testing.T) {
 }
 
 // TestReplicasAskUserAnswerOnAnotherReplica: the asker's choice lands on the replica that is not
-// writing the answer and is handed over. After the writing replica dies and its answer is closed,
+// writing the answer and is handed over, and so is the typed answer of Other…. After the writing replica dies and its answer is closed,
 // a late click is told the question lapsed, and the question says so.
 func TestReplicasAskUserAnswerOnAnotherReplica(t *testing.T) {
 	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "ASK_USER=on")
@@ -179,6 +179,21 @@ func TestReplicasAskUserAnswerOnAnotherReplica(t *testing.T) {
 	if !strings.Contains(b.logs.String(), "answer to a question handed to the replica writing the answer") {
 		t.Error("the click was not handed over")
 	}
+
+	// Other… opens the modal where the click lands; its submission, there too, is handed over with
+	// the typed answer.
+	ts = rs.ask(a, "and the address?")
+	p = question(t, msgs(ts), wait)
+	if _, err := rs.fs.Via(b.conn).Click("C1", p.TS, "U1", ask.ActionOther); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the answer's modal", func() bool { return len(rs.fs.Views()) == 1 })
+	if _, err := rs.fs.Via(b.conn).SubmitView(rs.fs.Views()[0].ID, map[string]string{ask.AnswerInput: "the Bergen office"}); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the answer with the typed text", func() bool {
+		return strings.Contains(rs.answer(ts), "answered: the Bergen office") && strings.Contains(rs.answer(ts), "Done: ")
+	})
 
 	ts = rs.ask(a, "and the phone number?")
 	p = question(t, msgs(ts), wait)
