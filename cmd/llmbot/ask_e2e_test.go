@@ -12,6 +12,7 @@ import (
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/internal/redistest"
+	"github.com/llmbot/llmbot/route"
 )
 
 func askCall() fakellm.ToolCall {
@@ -216,4 +217,30 @@ func TestReplicasAskUserAnswerOnAnotherReplica(t *testing.T) {
 		m, _ := rs.fs.Message("C1", p.TS)
 		return strings.Contains(m.Text, "lapsed") && len(m.Buttons()) == 0
 	})
+}
+
+// TestE2EAskUserStopped: Stop while the question waits ends the wait; the question says the answer
+// was stopped and keeps no buttons.
+func TestE2EAskUserStopped(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"ASK_USER": "on"})
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, askCall()))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what are the office hours?")
+	p := e.question(t, q)
+	var answer fakeslack.Message
+	for _, m := range e.slack.BotReplies("C1", q) {
+		if strings.Contains(buttonsOf(m), route.ActionStop) {
+			answer = m
+		}
+	}
+	if answer.TS == "" {
+		t.Fatal("no Stop button on the answer while the question waits")
+	}
+	e.click(t, "C1", answer.TS, "U1", route.ActionStop)
+	e.waitFor(t, "the question settled", func() bool {
+		m, _ := e.slack.Message("C1", p.TS)
+		return strings.Contains(m.Text, "The answer was stopped") && buttonsOf(m) == ""
+	})
+	if n := len(e.llm.ChatRequests()); n != 1 {
+		t.Errorf("%d model requests, want 1: a stopped answer asks nothing more", n)
+	}
 }
