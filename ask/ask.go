@@ -31,6 +31,7 @@ import (
 
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/internal/ttlcache"
 	"github.com/llmbot/llmbot/llm"
 	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
@@ -126,7 +127,7 @@ const (
 // What people are told.
 const (
 	TextNotAsker = "Only the person who asked can answer this question."
-	TextLapsed   = "That question is no longer waiting for an answer: the answer that asked it has ended."
+	TextLapsed   = "That question is no longer waiting for an answer: it was answered or timed out, or the answer that asked it has ended."
 	TextFailed   = "I couldn't pass your answer on just now — please try again."
 	TextEmpty    = "Nothing was typed, so the question still waits for your answer."
 	textLapsed   = "_This question lapsed: the answer that asked it ended before anyone answered._"
@@ -173,7 +174,16 @@ type Ask struct {
 
 	mu      sync.Mutex
 	waiting map[string]*question // by Ref.ID
+	// settled are the questions this process rewrote with their outcome (by Ref.ID): a late
+	// answer to one of them leaves the outcome shown.
+	settled *ttlcache.Cache[bool]
 }
+
+// What this process remembers of the questions it settled.
+const (
+	settledSize = 1000
+	settledTTL  = time.Hour
+)
 
 // question is one question waiting for its answer.
 type question struct {
@@ -191,7 +201,8 @@ func New(w *gateway.Writer, views Views, log *zap.Logger, opt Options) *Ask {
 	if opt.Settle <= 0 {
 		opt.Settle = 10 * time.Second
 	}
-	return &Ask{w: w, views: views, log: log, opt: opt, waiting: map[string]*question{}}
+	return &Ask{w: w, views: views, log: log, opt: opt, waiting: map[string]*question{},
+		settled: ttlcache.New[bool](settledSize, settledTTL)}
 }
 
 const description = "Ask the person who asked you a short clarifying question, when their request is ambiguous " +
@@ -275,6 +286,7 @@ func (a *Ask) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 		a.mu.Lock()
 		delete(a.waiting, ref.ID)
 		a.mu.Unlock()
+		a.settled.Put(ref.ID, true)
 	}()
 	text := questionText(asked.Asker, in.Question)
 	ts, err := a.w.Post(ctx, gateway.InterimRetry, nil, a.w.PostTurn(asked.Channel), asked.Channel, asked.Thread,
@@ -349,10 +361,11 @@ func (a *Ask) settle(ctx context.Context, channel, ts, text string) {
 	}
 }
 
-// Lapsed rewrites the question ts in channel, which no answer waits for any more (a late click after
-// a restart), as lapsed, without its buttons.
-func (a *Ask) Lapsed(ctx context.Context, channel, ts string) {
-	if ts != "" {
+// Lapsed rewrites the question ref, message ts in channel, which no answer waits for any more (a
+// late click after a restart), as lapsed, without its buttons; unless this process settled it
+// (answered, timed out or stopped), which its message says already.
+func (a *Ask) Lapsed(ctx context.Context, channel, ts string, ref Ref) {
+	if _, settled := a.settled.Get(ref.ID); ts != "" && !settled {
 		a.settle(ctx, channel, ts, textLapsed)
 	}
 }

@@ -219,14 +219,24 @@ func TestAskOtherOpensModal(t *testing.T) {
 	}
 }
 
-// A lapsed question is rewritten so, without its buttons.
+// A lapsed question is rewritten so, without its buttons; one this process settled keeps its
+// outcome.
 func TestAskLapsed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		at := newAskTest(t)
 		ts, _ := at.slack.Post(t.Context(), "C1", "1.0", gateway.Msg{Text: "q", Buttons: []gateway.Button{{ActionID: ActionOther}}})
-		at.ask.Lapsed(t.Context(), "C1", ts)
+		at.ask.Lapsed(t.Context(), "C1", ts, Ref{TS: "1.0", ID: "feed", Asker: "U1"})
 		if m := at.slack.BotMessages("1.0")[0]; m.Text != textLapsed || len(m.Buttons) != 0 {
 			t.Errorf("lapsed question %q %v", m.Text, actionsOf(m))
+		}
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		out, _, q, ref := at.call(ctx, `{"question":"Which env?"}`)
+		<-out // timed out
+		at.ask.Lapsed(t.Context(), "C1", q.TS, ref)
+		if ms := at.slack.BotMessages("1.0"); !strings.Contains(ms[len(ms)-1].Text, "No answer in time") {
+			t.Errorf("a settled question rewritten as lapsed: %q", ms[len(ms)-1].Text)
 		}
 	})
 }

@@ -13,7 +13,7 @@ import (
 // rewrites a question nobody waits for any more (*ask.Ask).
 type Asker interface {
 	Answer(ref ask.Ref, user, name, typed string) ask.Delivered
-	Lapsed(ctx context.Context, channel, ts string)
+	Lapsed(ctx context.Context, channel, ts string, ref ask.Ref)
 }
 
 // AskHandler serves the answers to ask_user's questions (an option's button, the "Other…" modal
@@ -40,7 +40,7 @@ func (b *Bot) AskHandler(a Asker) route.Handler {
 				b.replicas.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "answer to a question",
 					failed: ask.TextFailed, ended: func() {
 						b.notices.tell(req.Channel, req.User, req.ThreadTS, ask.TextLapsed, log)
-						a.Lapsed(b.notices.closing, req.Channel, req.MessageTS)
+						a.Lapsed(b.notices.closing, req.Channel, req.MessageTS, ref)
 					}}, log)
 			})
 			return route.Decision{}
