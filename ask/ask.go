@@ -122,6 +122,7 @@ const (
 	NotAsker                       // the person is not the asker: nothing changes
 	Unknown                        // no question waits for it here (another replica's, or over)
 	Empty                          // the modal was sent without text: the question still waits
+	Refused                        // none of the question's options (a forged click): nothing changes
 )
 
 // What people are told.
@@ -338,7 +339,7 @@ func (a *Ask) Answer(ref Ref, user, name, typed string) Delivered {
 			return Empty
 		}
 	} else {
-		return Unknown
+		return Refused
 	}
 	select {
 	case q.answer <- answer:

@@ -105,6 +105,9 @@ func TestAskOptionChosen(t *testing.T) {
 		if got := at.ask.Answer(ref, "U2", ActionOption(0), ""); got != NotAsker {
 			t.Errorf("another person's click: %v", got)
 		}
+		if got := at.ask.Answer(ref, "U1", ActionOption(4), ""); got != Refused {
+			t.Errorf("an option the question does not have: %v", got)
+		}
 		if got := at.ask.Answer(ref, "U1", ActionOption(1), ""); got != DeliveredHere {
 			t.Fatalf("the asker's click: %v", got)
 		}

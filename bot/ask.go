@@ -35,6 +35,9 @@ func (b *Bot) AskHandler(a Asker) route.Handler {
 			return route.Decision{Say: ask.TextNotAsker}
 		case ask.Empty:
 			return route.Decision{Say: ask.TextEmpty}
+		case ask.Refused:
+			log.Warn("answer to a question ignored: none of its options")
+			return route.Decision{}
 		case ask.Unknown:
 			b.later(func() {
 				b.replicas.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "answer to a question",
