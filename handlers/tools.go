@@ -44,8 +44,9 @@ import (
 
 // Tools lists and calls tools (package tools over MCP, fakes in tests).
 type Tools interface {
-	// List returns the tools channel may use now (none: the answer has no tools).
-	List(channel string) []toolinfo.Info
+	// List returns the tools channel may use now for the answer whose toolinfo.Asked ctx carries
+	// (none: the answer has no tools).
+	List(ctx context.Context, channel string) []toolinfo.Info
 	// Call calls the tool name (a toolinfo.Info.Name) with its JSON arguments and returns its output as
 	// text. The error's text goes to the model (as data) and the log, never to Slack: it names no
 	// secret, but a server may write anything in it.
@@ -128,7 +129,7 @@ func (a *generation) generate(ctx context.Context, res convo.Result, s roundSink
 	msgs := res.Messages
 	var infos []toolinfo.Info
 	if t := a.r.opt.Tools.Tools; t != nil {
-		infos = t.List(a.req.Channel)
+		infos = t.List(toolinfo.WithAsked(ctx, a.asked()), a.req.Channel)
 	}
 	if len(infos) == 0 {
 		r := a.streamRound(ctx, round{msgs: msgs}, s)

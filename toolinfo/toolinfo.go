@@ -91,6 +91,13 @@ type Builtin interface {
 	Call(ctx context.Context, args json.RawMessage) (string, error)
 }
 
+// Offerer is a Builtin offered only to some answers (slack_search: where the asking event carried an
+// action token, and Slack has not refused search): tools.Set lists it only when Offered says so for
+// the answer whose Asked ctx carries.
+type Offerer interface {
+	Offered(ctx context.Context) bool
+}
+
 // BuiltinServer is the server name of the built-in tools (shown to people, metrics, MCP_CONFIG
 // cannot name a server so: see tools.Config).
 const BuiltinServer = "llmbot"

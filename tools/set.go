@@ -38,11 +38,15 @@ func NewSet(mcp Lister, builtins ...toolinfo.Builtin) *Set {
 	return s
 }
 
-// List returns the tools channel may use now: the built-ins, then the MCP servers' its access rule
-// gives it.
-func (s *Set) List(channel string) []toolinfo.Info {
+// List returns the tools channel may use now, for the answer whose toolinfo.Asked ctx carries: the
+// built-ins (those that are toolinfo.Offerer, when they offer themselves), then the MCP servers' its
+// access rule gives it.
+func (s *Set) List(ctx context.Context, channel string) []toolinfo.Info {
 	out := make([]toolinfo.Info, 0, len(s.builtins))
 	for _, b := range s.builtins {
+		if o, ok := b.(toolinfo.Offerer); ok && !o.Offered(ctx) {
+			continue
+		}
 		in := b.Info()
 		in.Server = toolinfo.BuiltinServer
 		out = append(out, in)

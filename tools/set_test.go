@@ -36,7 +36,7 @@ func (fakeServers) Call(ctx context.Context, name string, args json.RawMessage) 
 func TestSetListsAndCallsBuiltinsBesideServers(t *testing.T) {
 	s := NewSet(fakeServers{}, echoTool{"ask_user"})
 	var got []string
-	for _, in := range s.List("C1") {
+	for _, in := range s.List(context.Background(), "C1") {
 		got = append(got, in.Server+":"+in.Name)
 	}
 	if want := []string{"llmbot:ask_user", "wiki:wiki__C1"}; !slices.Equal(got, want) {
