@@ -7,24 +7,42 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/doctor"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/search"
+	"github.com/llmbot/llmbot/toolinfo"
 	"github.com/llmbot/llmbot/tools"
 )
 
 // startTools starts the MCP servers of MCP_CONFIG in bg (they outlive the bot's drain, so the last
-// answers can still call them) and returns the answers' tool options. No servers: no tools.
+// answers can still call them) and returns the answers' tool options: the built-in tools beside the
+// servers'. No servers and no built-ins: no tools.
 func startTools(bg *background, cfg Config, mcp tools.Config, overrides *access.Overrides,
-	metrics *ops.Metrics, log *zap.Logger) handlers.ToolOptions {
-	if len(mcp.Servers) == 0 {
+	metrics *ops.Metrics, log *zap.Logger, builtins ...toolinfo.Builtin) handlers.ToolOptions {
+	if len(mcp.Servers) == 0 && len(builtins) == 0 {
 		return handlers.ToolOptions{}
 	}
 	tm := metrics.ToolMetrics()
-	m := tools.New(mcp, log, tools.Options{Allowed: overrides.ToolAllowed, Version: versionString(), Changed: tm.ServerTools})
-	bg.run(func(ctx context.Context) { _ = m.Run(ctx) })
-	return handlers.ToolOptions{Tools: m, MaxRounds: cfg.MaxToolRounds, ApprovalTimeout: cfg.ToolApprovalTimeout,
-		CallTimeout: cfg.ToolCallTimeout, Observe: tm.Observe}
+	var servers tools.Lister // nil: no MCP servers
+	if len(mcp.Servers) > 0 {
+		m := tools.New(mcp, log, tools.Options{Allowed: overrides.ToolAllowed, Version: versionString(), Changed: tm.ServerTools})
+		bg.run(func(ctx context.Context) { _ = m.Run(ctx) })
+		servers = m
+	}
+	return handlers.ToolOptions{Tools: tools.NewSet(servers, builtins...), MaxRounds: cfg.MaxToolRounds,
+		ApprovalTimeout: cfg.ToolApprovalTimeout, CallTimeout: cfg.ToolCallTimeout, Observe: tm.Observe}
+}
+
+// slackSearch is the slack_search built-in when SLACK_SEARCH is on (none: off), searching through
+// the adapter's assistant calls, counted in metrics.
+func slackSearch(cfg Config, api *bot.SlackAPI, metrics *ops.Metrics, log *zap.Logger) []toolinfo.Builtin {
+	if !cfg.SlackSearch {
+		return nil
+	}
+	sm := ops.NewSearchMetrics(metrics, search.Outcomes)
+	return []toolinfo.Builtin{search.New(api.Assistant, search.Options{Observe: sm.Observe}, log.Named("search"))}
 }
 
 // mcpUpTime bounds how long doctor waits for the MCP servers to come up and list their tools.
