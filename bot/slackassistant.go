@@ -73,11 +73,11 @@ func (a *SlackAssistant) SetSessionStatus(ctx context.Context, channel, threadTS
 	return nil
 }
 
-// SearchContext searches messages with Slack's Real-time Search API (assistant.search.context) as
+// AssistantSearch searches messages with Slack's Real-time Search API (assistant.search.context) as
 // the person whose event carried q.ActionToken: public channels only (channel_types public_channel,
 // what a bot token's search:read.public reaches), so that what is found may be shown in any thread.
 // The token goes in the request's body, never in an error.
-func (a *SlackAssistant) SearchContext(ctx context.Context, q search.Query) ([]search.Result, error) {
+func (a *SlackAssistant) AssistantSearch(ctx context.Context, q search.Query) ([]search.Result, error) {
 	r, err := a.c.SearchAssistantContextContext(ctx, slack.AssistantSearchContextParameters{Query: q.Text,
 		ActionToken: q.ActionToken, ContentTypes: []string{"messages"}, ChannelTypes: []string{"public_channel"},
 		Limit: q.Limit})

@@ -42,8 +42,8 @@ const Name = "slack_search"
 // Slack is the Web API call the tool makes (bot.SlackAssistant). Its errors keep slack-go's types
 // reachable with errors.As (slack.SlackErrorResponse, *slack.RateLimitedError).
 type Slack interface {
-	// SearchContext calls assistant.search.context for messages.
-	SearchContext(ctx context.Context, q Query) ([]Result, error)
+	// AssistantSearch calls assistant.search.context for messages.
+	AssistantSearch(ctx context.Context, q Query) ([]Result, error)
 }
 
 // Query is one search.
@@ -184,7 +184,7 @@ func (t *Tool) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	if in.Limit > 0 {
 		q.Limit = min(in.Limit, MaxLimit)
 	}
-	res, err := t.slack.SearchContext(ctx, q)
+	res, err := t.slack.AssistantSearch(ctx, q)
 	if err != nil {
 		outcome, why := t.failed(a, err)
 		t.observe(outcome, 0)

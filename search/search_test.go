@@ -24,7 +24,7 @@ type fakeSlack struct {
 	queries []Query
 }
 
-func (f *fakeSlack) SearchContext(_ context.Context, q Query) ([]Result, error) {
+func (f *fakeSlack) AssistantSearch(_ context.Context, q Query) ([]Result, error) {
 	f.queries = append(f.queries, q)
 	if f.err != nil {
 		return nil, fmt.Errorf("assistant.search.context: %w", f.err)
