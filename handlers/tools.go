@@ -44,8 +44,7 @@ import (
 
 // Tools lists and calls tools (package tools over MCP, fakes in tests).
 type Tools interface {
-	// List returns the tools channel may use now for the answer whose toolinfo.Asked ctx carries
-	// (none: the answer has no tools).
+	// List returns the tools channel may use now for the answer ctx's toolinfo.Asked names (none: no tools).
 	List(ctx context.Context, channel string) []toolinfo.Info
 	// Call calls the tool name (a toolinfo.Info.Name) with its JSON arguments and returns its output as
 	// text. The error's text goes to the model (as data) and the log, never to Slack: it names no
@@ -327,7 +326,7 @@ func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolC
 		}
 		log.Warn("tool call failed", zap.Error(err), zap.Duration("duration", c.ev.Duration))
 		c.result = "The tool " + c.call.Name + " failed.\n" + a.r.fenced(st.fence, "the error of the tool "+c.call.Name, err.Error())
-		c.line = fmt.Sprintf(textToolFailed, c.call.Name)
+		c.line = cmp.Or(toolinfo.NoteOf(err), fmt.Sprintf(textToolFailed, c.call.Name)) // a built-in's own note
 		return
 	}
 	c.ev.Outcome = "ok"

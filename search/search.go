@@ -8,9 +8,9 @@
 // cite the messages it used as Markdown links, which the answer shows as links.
 //
 // The tool is offered only to an answer whose event carried an action token, and not while Slack
-// refused it for the workspace: a refusal (the feature is off, a scope is missing) is told once,
-// through the failed call's error to the model, which says it in the answer, and the tool is then
-// hidden for Options.HideFor; an invalid_action_token hides it for that request only. A 429 (the
+// refused it for the workspace: a refusal (the feature is off, a scope is missing) is told once, by
+// the call's line in the answer (a toolinfo.NotedError's note) and by the failed call's error to the
+// model, which says it in its answer; the tool is then hidden for Options.HideFor; an invalid_action_token hides it for that request only. A 429 (the
 // method has a special rate limit) answers the model that search is busy, and the tool is not called
 // again before Slack's Retry-After has passed; nothing is retried here.
 //
@@ -186,9 +186,9 @@ func (t *Tool) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	}
 	res, err := t.slack.AssistantSearch(ctx, q)
 	if err != nil {
-		outcome, why := t.failed(a, err)
+		outcome, err := t.failed(a, err)
 		t.observe(outcome, 0)
-		return "", errors.New(why)
+		return "", err
 	}
 	t.observe(OutcomeOK, len(res))
 	t.log.Info("slack search", zap.Int("results", len(res)), zap.Int("query_len", len(q.Text)))
@@ -228,15 +228,16 @@ const tellOnce = " Tell the person who asked, in one short sentence, that you co
 	"then answer as well as you can without it. Do not call slack_search again."
 
 // failed handles a failed search for a: it hides the tool where Slack said so, logs, and returns the
-// outcome and what the model is told.
-func (t *Tool) failed(a toolinfo.Asked, err error) (string, string) {
+// outcome and the error for the model, with a note for the thread (toolinfo.NotedError) when Slack
+// refused: that note and the model's words are how the asker is told, once.
+func (t *Tool) failed(a toolinfo.Asked, err error) (string, error) {
 	log := t.log.With(zap.String("error", scrub(err.Error(), a.ActionToken)))
 	var rl *slack.RateLimitedError
 	if errors.As(err, &rl) {
 		t.hide(a.Team, rl.RetryAfter, "Slack search is busy (rate limited); answer without it.")
 		log.Warn("slack search rate limited", zap.Duration("retry_after", rl.RetryAfter))
-		return OutcomeBusy, "Slack search is busy right now (rate limited). Do not call it again in this answer; " +
-			"answer without it."
+		return OutcomeBusy, noted("Slack search is busy right now (rate limited). Do not call it again in this answer; "+
+			"answer without it.", "Slack search was busy, so this answer does without it.")
 	}
 	var se slack.SlackErrorResponse
 	code := ""
@@ -246,15 +247,23 @@ func (t *Tool) failed(a toolinfo.Asked, err error) (string, string) {
 	if code == "invalid_action_token" {
 		t.spend(a.ActionToken)
 		log.Warn("slack search: action token refused")
-		return OutcomeToken, "Slack refused to search for this message (its action token is not valid, or expired)." + tellOnce
+		return OutcomeToken, noted("Slack refused to search for this message (its action token is not valid, or expired)."+
+			tellOnce, "Slack refused to search for this message, so this answer does without it.")
 	}
 	if why, ok := refusals[code]; ok {
 		t.hide(a.Team, t.opt.HideFor, "Slack search is not available here: "+why+". Answer without it.")
 		log.Warn("slack search refused: hidden for a while", zap.String("code", code), zap.Duration("for", t.opt.HideFor))
-		return OutcomeRefused, "Slack search is not available here: " + why + "." + tellOnce
+		return OutcomeRefused, noted("Slack search is not available here: "+why+"."+tellOnce,
+			"Slack search is not available here ("+why+"), so this answer does without it.")
 	}
 	log.Warn("slack search failed")
-	return OutcomeError, "Slack search failed (" + scrub(cmp.Or(code, "no answer from Slack"), a.ActionToken) + "). Answer without it."
+	return OutcomeError, errors.New("Slack search failed (" + scrub(cmp.Or(code, "no answer from Slack"), a.ActionToken) +
+		"). Answer without it.")
+}
+
+// noted is an error telling the model toModel, with note shown in the thread as the call's line.
+func noted(toModel, note string) error {
+	return &toolinfo.NotedError{Err: errors.New(toModel), Note: "_" + note + "_"}
 }
 
 // hide hides the tool in team for d, with why said to a model that calls it anyway.

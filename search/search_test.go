@@ -144,6 +144,9 @@ func TestRefusalsToldOnceAndHidden(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "Tell the person who asked") || !strings.Contains(err.Error(), "not available here") {
 				t.Fatalf("refusal: %v", err)
 			}
+			if note := toolinfo.NoteOf(err); !strings.HasPrefix(note, "_Slack search is not available here (") {
+				t.Errorf("note %q", note)
+			}
 			if tool.Offered(asked("T1", "another.token")) {
 				t.Error("offered again in the workspace that refused")
 			}
@@ -151,7 +154,7 @@ func TestRefusalsToldOnceAndHidden(t *testing.T) {
 				t.Error("hidden in another workspace")
 			}
 			_, err = call(t, tool, asked("T1", "another.token"), `{"query":"plans"}`)
-			if err == nil || strings.Contains(err.Error(), "Tell the person") || len(f.queries) != 1 {
+			if err == nil || strings.Contains(err.Error(), "Tell the person") || toolinfo.NoteOf(err) != "" || len(f.queries) != 1 {
 				t.Errorf("second call: %v (Slack asked %d times)", err, len(f.queries))
 			}
 			*now = now.Add(DefaultHideFor)
@@ -170,7 +173,7 @@ func TestRefusalsToldOnceAndHidden(t *testing.T) {
 		f := &fakeSlack{err: slack.SlackErrorResponse{Err: "invalid_action_token"}}
 		tool, _, obs, _ := newTool(f)
 		_, err := call(t, tool, asked("T1", token), `{"query":"plans"}`)
-		if err == nil || !strings.Contains(err.Error(), "not valid") {
+		if err == nil || !strings.Contains(err.Error(), "not valid") || toolinfo.NoteOf(err) == "" {
 			t.Fatalf("invalid token: %v", err)
 		}
 		if tool.Offered(asked("T1", token)) {
@@ -193,7 +196,7 @@ func TestRateLimitedIsBusyNotRetried(t *testing.T) {
 	f := &fakeSlack{err: &slack.RateLimitedError{RetryAfter: 30 * time.Second}}
 	tool, now, obs, _ := newTool(f)
 	_, err := call(t, tool, asked("T1", token), `{"query":"plans"}`)
-	if err == nil || !strings.Contains(err.Error(), "busy") || len(f.queries) != 1 {
+	if err == nil || !strings.Contains(err.Error(), "busy") || !strings.Contains(toolinfo.NoteOf(err), "busy") || len(f.queries) != 1 {
 		t.Fatalf("429: %v, %d calls", err, len(f.queries))
 	}
 	if _, err := call(t, tool, asked("T1", token), `{"query":"plans"}`); err == nil || len(f.queries) != 1 {

@@ -123,8 +123,8 @@ func TestE2ESlackSearchCitesPermalinks(t *testing.T) {
 	}
 }
 
-// A refusal is told once: the model is told why and to say so (the fake model repeats it), the call's
-// line says it failed, and the next answer is not offered the tool at all.
+// A refusal is told once: the call's line in the answer says why (the tool's note), the model is told
+// why and to say so (the fake model repeats it), and the next answer is not offered the tool at all.
 func TestE2ESlackSearchRefusalToldOnceThenHidden(t *testing.T) {
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"SLACK_SEARCH": "true"})
 	e.slack.SetSearchCorpus(searchCorpus...)
@@ -132,7 +132,8 @@ func TestE2ESlackSearchRefusalToldOnceThenHidden(t *testing.T) {
 	e.llm.SetChat(searchModel)
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> when does v2 ship?")
 	got := e.answerOf(t, q)
-	if !strings.Contains(got, "_`slack_search` failed._") || !strings.Contains(got, "Slack search is not available here") ||
+	note := "_Slack search is not available here (the Real-time Search API is not enabled for this app or workspace), so this answer does without it._"
+	if !strings.Contains(got, note) || strings.Contains(got, "_`slack_search` failed._") || !strings.Contains(got, "Done: The tool slack_search failed.") ||
 		!strings.Contains(got, "Tell the person who asked") {
 		t.Errorf("answer %q", got)
 	}
