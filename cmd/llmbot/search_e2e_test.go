@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/internal/fakellm"
@@ -124,30 +125,52 @@ func TestE2ESlackSearchCitesPermalinks(t *testing.T) {
 }
 
 // A refusal is told once: the call's line in the answer says why (the tool's note), the model is told
-// why and to say so (the fake model repeats it), and the next answer is not offered the tool at all.
+// why and to say so (the fake model repeats it), and the next answer is not offered the tool at all. A
+// refused action token hides it for that message only: the next one searches. A 429 is "busy", not retried.
 func TestE2ESlackSearchRefusalToldOnceThenHidden(t *testing.T) {
-	e := startE2E(t, fakeslack.Config{}, map[string]string{"SLACK_SEARCH": "true"})
-	e.slack.SetSearchCorpus(searchCorpus...)
-	e.slack.FailNext("assistant.search.context", "feature_not_enabled")
-	e.llm.SetChat(searchModel)
-	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> when does v2 ship?")
-	got := e.answerOf(t, q)
-	note := "_Slack search is not available here (the Real-time Search API is not enabled for this app or workspace), so this answer does without it._"
-	if !strings.Contains(got, note) || strings.Contains(got, "_`slack_search` failed._") || !strings.Contains(got, "Done: The tool slack_search failed.") ||
-		!strings.Contains(got, "Tell the person who asked") {
-		t.Errorf("answer %q", got)
-	}
-	q2 := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> and v3?")
-	e.waitFor(t, "the second reply", func() bool { return e.finished(t) >= 2 })
-	reqs := e.llm.ChatRequests()
-	if last := reqs[len(reqs)-1]; len(last.Tools) != 0 {
-		t.Errorf("the next answer was offered %d tools after the refusal", len(last.Tools))
-	}
-	if n := len(e.slack.CallsTo("assistant.search.context")); n != 1 {
-		t.Errorf("%d searches, want 1", n)
-	}
-	if ms := e.slack.BotReplies("C1", q2); len(ms) == 0 || !strings.Contains(ms[len(ms)-1].Text, "No tools this time") {
-		t.Errorf("second answer %v", ms)
+	for _, tc := range []struct {
+		name, code, note string
+		nextOffered      bool
+	}{
+		{"feature off", "feature_not_enabled",
+			"_Slack search is not available here (the Real-time Search API is not enabled for this app or workspace), so this answer does without it._", false},
+		{"missing scope", "missing_scope",
+			"_Slack search is not available here (the app lacks the search:read.public scope), so this answer does without it._", false},
+		{"token refused", "invalid_action_token", "_Slack refused to search for this message, so this answer does without it._", true},
+		{"rate limited", "", "_Slack search was busy, so this answer does without it._", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startE2E(t, fakeslack.Config{}, map[string]string{"SLACK_SEARCH": "true"})
+			e.slack.SetSearchCorpus(searchCorpus...)
+			if tc.code == "" {
+				e.slack.RateLimitNext("assistant.search.context", 30*time.Second)
+			} else {
+				e.slack.FailNext("assistant.search.context", tc.code)
+			}
+			e.llm.SetChat(searchModel)
+			q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> when does v2 ship?")
+			got := e.answerOf(t, q)
+			if !strings.Contains(got, tc.note) || strings.Contains(got, "_`slack_search` failed._") ||
+				!strings.Contains(got, "Done: The tool slack_search failed.") {
+				t.Errorf("answer %q", got)
+			}
+			q2 := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> and v3?")
+			e.waitFor(t, "the second reply", func() bool { return e.finished(t) >= 2 })
+			reqs := e.llm.ChatRequests()
+			offered := len(reqs[len(reqs)-1].Tools) != 0 || len(reqs) > 3
+			searches := len(e.slack.CallsTo("assistant.search.context"))
+			ms := e.slack.BotReplies("C1", q2)
+			if len(ms) == 0 {
+				t.Fatal("no second answer")
+			}
+			second := ms[len(ms)-1].Text
+			switch {
+			case tc.nextOffered && (searches != 2 || !strings.Contains(second, "per <https://")):
+				t.Errorf("next message: %d searches, answer %q", searches, second)
+			case !tc.nextOffered && (offered || searches != 1 || !strings.Contains(second, "No tools this time")):
+				t.Errorf("offered again (%v) after the refusal: %d searches, answer %q", offered, searches, second)
+			}
+		})
 	}
 }
 
