@@ -71,8 +71,24 @@ type Options struct {
 	// Observe, when set, hears each search's outcome (Outcomes) and how many messages it found
 	// (metrics). It must not block.
 	Observe func(outcome string, results int)
-	Now     func() time.Time // default time.Now
+	// Marks, when set, share a workspace's refusal with the other replicas (the state package's
+	// marks: in Redis with REDIS_URL), so that each does not learn it, and tell it, again. nil: this
+	// process only.
+	Marks Marks
+	Now   func() time.Time // default time.Now
 }
+
+// Marks are flags every replica sees (the state package's marks).
+type Marks interface {
+	Mark(ctx context.Context, key string, ttl time.Duration) error
+	Marked(ctx context.Context, key string) (bool, error)
+}
+
+// markTimeout bounds a shared mark's read or write: the state package answers from memory sooner.
+const markTimeout = time.Second
+
+// markKey is the shared mark that hides the tool in team.
+func markKey(team string) string { return "slack_search_off:" + team }
 
 // The defaults and bounds of Options and of the model's arguments.
 const (
@@ -156,11 +172,7 @@ func (t *Tool) Offered(ctx context.Context) bool {
 	if !ok || a.ActionToken == "" {
 		return false
 	}
-	now := t.opt.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, spent := t.spent[tokenKey(a.ActionToken)]
-	return !spent && !now.Before(t.hidden[a.Team].until)
+	return t.unavailable(ctx, a) == ""
 }
 
 // args are the model's arguments.
@@ -176,7 +188,7 @@ func (t *Tool) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 		return "", errors.New(`give a non-empty "query" string (and optionally "limit", 1 to 20)`)
 	}
 	a, _ := toolinfo.AskedOf(ctx)
-	if why := t.unavailable(a); why != "" {
+	if why := t.unavailable(ctx, a); why != "" {
 		t.observe(OutcomeError, 0)
 		return "", errors.New(why)
 	}
@@ -186,7 +198,7 @@ func (t *Tool) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	}
 	res, err := t.slack.AssistantSearch(ctx, q)
 	if err != nil {
-		outcome, err := t.failed(a, err)
+		outcome, err := t.failed(ctx, a, err)
 		t.observe(outcome, 0)
 		return "", err
 	}
@@ -196,11 +208,26 @@ func (t *Tool) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 }
 
 // unavailable says why the tool cannot search for a ("": it can).
-func (t *Tool) unavailable(a toolinfo.Asked) string {
+func (t *Tool) unavailable(ctx context.Context, a toolinfo.Asked) string {
 	if a.ActionToken == "" {
 		return "Slack search cannot be used here: Slack gave no action token with this message, so there is " +
 			"nobody to search as. Answer without it."
 	}
+	if why := t.local(a); why != "" {
+		return why
+	}
+	if t.opt.Marks != nil {
+		mctx, cancel := context.WithTimeout(ctx, markTimeout)
+		defer cancel()
+		if off, err := t.opt.Marks.Marked(mctx, markKey(a.Team)); err == nil && off {
+			return "Slack search is not available here for now (Slack refused it lately). Answer without it."
+		}
+	}
+	return ""
+}
+
+// local is why this process knows the tool cannot search for a ("": it knows of nothing).
+func (t *Tool) local(a toolinfo.Asked) string {
 	now := t.opt.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -230,11 +257,11 @@ const tellOnce = " Tell the person who asked, in one short sentence, that you co
 // failed handles a failed search for a: it hides the tool where Slack said so, logs, and returns the
 // outcome and the error for the model, with a note for the thread (toolinfo.NotedError) when Slack
 // refused: that note and the model's words are how the asker is told, once.
-func (t *Tool) failed(a toolinfo.Asked, err error) (string, error) {
+func (t *Tool) failed(ctx context.Context, a toolinfo.Asked, err error) (string, error) {
 	log := t.log.With(zap.String("error", scrub(err.Error(), a.ActionToken)))
 	var rl *slack.RateLimitedError
 	if errors.As(err, &rl) {
-		t.hide(a.Team, rl.RetryAfter, "Slack search is busy (rate limited); answer without it.")
+		t.hide(ctx, a.Team, rl.RetryAfter, "Slack search is busy (rate limited); answer without it.")
 		log.Warn("slack search rate limited", zap.Duration("retry_after", rl.RetryAfter))
 		return OutcomeBusy, noted("Slack search is busy right now (rate limited). Do not call it again in this answer; "+
 			"answer without it.", "Slack search was busy, so this answer does without it.")
@@ -251,7 +278,7 @@ func (t *Tool) failed(a toolinfo.Asked, err error) (string, error) {
 			tellOnce, "Slack refused to search for this message, so this answer does without it.")
 	}
 	if why, ok := refusals[code]; ok {
-		t.hide(a.Team, t.opt.HideFor, "Slack search is not available here: "+why+". Answer without it.")
+		t.hide(ctx, a.Team, t.opt.HideFor, "Slack search is not available here: "+why+". Answer without it.")
 		log.Warn("slack search refused: hidden for a while", zap.String("code", code), zap.Duration("for", t.opt.HideFor))
 		return OutcomeRefused, noted("Slack search is not available here: "+why+"."+tellOnce,
 			"Slack search is not available here ("+why+"), so this answer does without it.")
@@ -266,14 +293,22 @@ func noted(toModel, note string) error {
 	return &toolinfo.NotedError{Err: errors.New(toModel), Note: "_" + note + "_"}
 }
 
-// hide hides the tool in team for d, with why said to a model that calls it anyway.
-func (t *Tool) hide(team string, d time.Duration, why string) {
+// hide hides the tool in team for d, with why said to a model that calls it anyway, here and (with
+// Marks) on the other replicas.
+func (t *Tool) hide(ctx context.Context, team string, d time.Duration, why string) {
 	if d <= 0 {
 		d = time.Second
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.hidden[team] = hiding{until: t.opt.Now().Add(d), why: why}
+	t.mu.Unlock()
+	if t.opt.Marks != nil {
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+		defer cancel()
+		if err := t.opt.Marks.Mark(mctx, markKey(team), d); err != nil {
+			t.log.Warn("slack search: refusal not shared with the other replicas", zap.Error(err))
+		}
+	}
 }
 
 // spend remembers token as refused (for its request only: the next event brings another). Old

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -241,5 +242,55 @@ func TestTokenNeverInErrorsOrLogs(t *testing.T) {
 	}
 	if in := tool.Info(); in.Name != Name || !json.Valid(in.Parameters) || !strings.Contains(in.Description, "Markdown link") {
 		t.Errorf("info %+v", in)
+	}
+}
+
+// memMarks are shared marks in memory (the state package's, on every replica).
+type memMarks struct {
+	until map[string]time.Time
+	now   *time.Time
+	err   error
+}
+
+func (m *memMarks) Mark(_ context.Context, key string, ttl time.Duration) error {
+	if m.err != nil {
+		return m.err
+	}
+	m.until[key] = m.now.Add(ttl)
+	return nil
+}
+
+func (m *memMarks) Marked(_ context.Context, key string) (bool, error) {
+	return m.now.Before(m.until[key]), m.err
+}
+
+// A refusal on one replica hides the tool on the others (Options.Marks), for as long, without another
+// note; the others still search while the marks cannot be read.
+func TestRefusalSharedWithReplicas(t *testing.T) {
+	now := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	marks := &memMarks{until: map[string]time.Time{}, now: &now}
+	opt := Options{Marks: marks, Now: func() time.Time { return now }}
+	fa, fb := &fakeSlack{err: slack.SlackErrorResponse{Err: "feature_not_enabled"}}, &fakeSlack{}
+	a, b := New(fa, opt, zap.NewNop()), New(fb, opt, zap.NewNop())
+	if !b.Offered(asked("T1", "t.b")) {
+		t.Fatal("not offered before any refusal")
+	}
+	if _, err := call(t, a, asked("T1", "t.a"), `{"query":"x"}`); toolinfo.NoteOf(err) == "" {
+		t.Fatalf("refusal: %v", err)
+	}
+	if b.Offered(asked("T1", "t.b")) || !b.Offered(asked("T2", "t.b")) {
+		t.Error("the refusal was not shared for its workspace only")
+	}
+	_, err := call(t, b, asked("T1", "t.b"), `{"query":"x"}`)
+	if err == nil || toolinfo.NoteOf(err) != "" || len(fb.queries) != 0 {
+		t.Errorf("the other replica: %v, %d searches", err, len(fb.queries))
+	}
+	now = now.Add(DefaultHideFor)
+	if !b.Offered(asked("T1", "t.b")) {
+		t.Error("still hidden after HideFor")
+	}
+	marks.err = errors.New("redis down")
+	if !b.Offered(asked("T1", "t.b")) {
+		t.Error("hidden while the marks cannot be read")
 	}
 }

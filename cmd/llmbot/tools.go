@@ -36,13 +36,15 @@ func startTools(bg *background, cfg Config, mcp tools.Config, overrides *access.
 }
 
 // slackSearch is the slack_search built-in when SLACK_SEARCH is on (none: off), searching through
-// the adapter's assistant calls, counted in metrics.
-func slackSearch(cfg Config, api *bot.SlackAPI, metrics *ops.Metrics, log *zap.Logger) []toolinfo.Builtin {
+// the adapter's assistant calls, a workspace's refusal shared with the other replicas through marks,
+// counted in metrics.
+func slackSearch(cfg Config, api *bot.SlackAPI, marks search.Marks, metrics *ops.Metrics, log *zap.Logger) []toolinfo.Builtin {
 	if !cfg.SlackSearch {
 		return nil
 	}
 	sm := ops.NewSearchMetrics(metrics, search.Outcomes)
-	return []toolinfo.Builtin{search.New(api.Assistant, search.Options{Observe: sm.Observe}, log.Named("search"))}
+	return []toolinfo.Builtin{search.New(api.Assistant, search.Options{Observe: sm.Observe, Marks: marks},
+		log.Named("search"))}
 }
 
 // mcpUpTime bounds how long doctor waits for the MCP servers to come up and list their tools.

@@ -111,7 +111,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 		return fmt.Errorf("/llmbot: %w", err)
 	}
 	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools"),
-		slackSearch(cfg, api, metrics, log)...))
+		slackSearch(cfg, api, p.shared.marks, metrics, log)...))
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, p.controls.gate.Middleware, metrics.Middleware)
