@@ -14,6 +14,7 @@ import (
 	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/redistest"
 )
 
 var searchCorpus = []fakeslack.SearchMessage{
@@ -192,4 +193,21 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// Two replicas sharing Redis: Slack's refusal on one hides slack_search on the other too (the
+// state's marks), so the workspace is told once and Slack is not asked again.
+func TestReplicasSlackSearchRefusalShared(t *testing.T) {
+	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "SLACK_SEARCH=true")
+	a, b := rs.start(), rs.start()
+	rs.fs.SetSearchCorpus(searchCorpus...)
+	rs.fs.FailNext("assistant.search.context", "feature_not_enabled")
+	rs.fl.SetChat(searchModel)
+	q1 := rs.ask(a, "when does v2 ship?")
+	rs.wait("the refusal told", func() bool { return strings.Contains(rs.answer(q1), "Slack search is not available here (") })
+	q2 := rs.ask(b, "and v3?")
+	rs.wait("the other replica's answer", func() bool { return strings.Contains(rs.answer(q2), "No tools this time") })
+	if n := len(rs.fs.CallsTo("assistant.search.context")); n != 1 {
+		t.Errorf("%d searches, want 1", n)
+	}
 }
