@@ -211,3 +211,26 @@ func TestReplicasSlackSearchRefusalShared(t *testing.T) {
 		t.Errorf("%d searches, want 1", n)
 	}
 }
+
+// In the agent pane (a DM, natively streamed) the search runs with the DM message's token and the
+// answer keeps its cited link.
+func TestE2ESlackSearchInAgentPane(t *testing.T) {
+	e := startE2E(t, fakeslack.Config{}, map[string]string{"SLACK_SEARCH": "true", "REPLY_MODE": "stream"})
+	e.slack.SetSearchCorpus(searchCorpus...)
+	e.llm.SetChat(searchModel)
+	q := e.slack.PostUserMessage("D1", "U1", "", "when does v2 ship?")
+	e.waitFor(t, "the reply to finish", func() bool { return e.finished(t) >= 1 })
+	var texts []string
+	for _, m := range e.slack.BotReplies("D1", q) {
+		texts = append(texts, m.Text)
+	}
+	got := strings.Join(texts, "\n")
+	link := "https://test-team.slack.com/archives/C9/p1764662400000100"
+	if !strings.Contains(got, "[the release thread]("+link+")") && !strings.Contains(got, "<"+link+"|the release thread>") {
+		t.Errorf("answer %q", got)
+	}
+	calls := e.slack.CallsTo("assistant.search.context")
+	if len(calls) != 1 || !contains(e.slack.ActionTokens(), calls[0].Params.Get("action_token")) {
+		t.Errorf("searches %+v", calls)
+	}
+}
