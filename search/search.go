@@ -198,9 +198,9 @@ func (t *Tool) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	}
 	res, err := t.slack.AssistantSearch(ctx, q)
 	if err != nil {
-		outcome, err := t.failed(ctx, a, err)
+		outcome, told := t.failed(ctx, a, err)
 		t.observe(outcome, 0)
-		return "", err
+		return "", told
 	}
 	t.observe(OutcomeOK, len(res))
 	t.log.Info("slack search", zap.Int("results", len(res)), zap.Int("query_len", len(q.Text)))
