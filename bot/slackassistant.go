@@ -78,9 +78,15 @@ func (a *SlackAssistant) SetSessionStatus(ctx context.Context, channel, threadTS
 // what a bot token's search:read.public reaches), so that what is found may be shown in any thread.
 // The token goes in the request's body, never in an error.
 func (a *SlackAssistant) AssistantSearch(ctx context.Context, q search.Query) ([]search.Result, error) {
-	r, err := a.c.SearchAssistantContextContext(ctx, slack.AssistantSearchContextParameters{Query: q.Text,
-		ActionToken: q.ActionToken, ContentTypes: []string{"messages"}, ChannelTypes: []string{"public_channel"},
-		Limit: q.Limit})
+	p := slack.AssistantSearchContextParameters{Query: q.Text, ActionToken: q.ActionToken,
+		ContentTypes: []string{"messages"}, ChannelTypes: []string{"public_channel"}, Limit: q.Limit}
+	if !q.After.IsZero() {
+		p.After = q.After.Unix()
+	}
+	if !q.Before.IsZero() {
+		p.Before = q.Before.Unix()
+	}
+	r, err := a.c.SearchAssistantContextContext(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("assistant.search.context: %w", err)
 	}

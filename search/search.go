@@ -48,9 +48,10 @@ type Slack interface {
 
 // Query is one search.
 type Query struct {
-	Text        string // the query, as the model wrote it
-	ActionToken string // the asking event's: Slack answers with what its asker may see
-	Limit       int    // results wanted
+	Text          string    // the query, as the model wrote it
+	ActionToken   string    // the asking event's: Slack answers with what its asker may see
+	Limit         int       // results wanted
+	After, Before time.Time // only messages between them (zero: no bound)
 }
 
 // Result is one message found.
@@ -148,7 +149,9 @@ func New(s Slack, opt Options, log *zap.Logger) *Tool {
 // parameters is the JSON schema of the tool's arguments.
 const parameters = `{"type":"object","properties":{` +
 	`"query":{"type":"string","description":"What to look for: keywords or a short question, in the words people would have used."},` +
-	`"limit":{"type":"integer","minimum":1,"maximum":20,"description":"How many messages at most (default 10)."}},` +
+	`"limit":{"type":"integer","minimum":1,"maximum":20,"description":"How many messages at most (default 10)."},` +
+	`"after":{"type":"string","description":"Only messages from this day on (YYYY-MM-DD, UTC)."},` +
+	`"before":{"type":"string","description":"Only messages before this day (YYYY-MM-DD, UTC)."}},` +
 	`"required":["query"]}`
 
 // description tells the model what the tool is for and how to use what it finds.
@@ -177,25 +180,52 @@ func (t *Tool) Offered(ctx context.Context) bool {
 
 // args are the model's arguments.
 type args struct {
-	Query string `json:"query"`
-	Limit int    `json:"limit"`
+	Query  string `json:"query"`
+	Limit  int    `json:"limit"`
+	After  string `json:"after"` // YYYY-MM-DD
+	Before string `json:"before"`
+}
+
+// query is the search the model's arguments ask for, or what the model must fix.
+func (in args) query(limit int) (Query, error) {
+	q := Query{Text: clip(strings.TrimSpace(in.Query), maxQuery), Limit: limit}
+	if q.Text == "" {
+		return q, errors.New(`give a non-empty "query" string (and optionally "limit", 1 to 20)`)
+	}
+	if in.Limit > 0 {
+		q.Limit = min(in.Limit, MaxLimit)
+	}
+	var err error
+	for _, d := range []struct {
+		s string
+		t *time.Time
+	}{{in.After, &q.After}, {in.Before, &q.Before}} {
+		if d.s != "" && err == nil {
+			*d.t, err = time.Parse(time.DateOnly, strings.TrimSpace(d.s))
+		}
+	}
+	if err != nil {
+		return q, errors.New(`"after" and "before" are days written YYYY-MM-DD`)
+	}
+	return q, nil
 }
 
 // Call searches (toolinfo.Builtin). Its error's text goes to the model (as data), never to Slack.
 func (t *Tool) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	var in args
-	if err := json.Unmarshal(raw, &in); err != nil || strings.TrimSpace(in.Query) == "" {
+	if err := json.Unmarshal(raw, &in); err != nil {
 		return "", errors.New(`give a non-empty "query" string (and optionally "limit", 1 to 20)`)
+	}
+	q, err := in.query(t.opt.Limit)
+	if err != nil {
+		return "", err
 	}
 	a, _ := toolinfo.AskedOf(ctx)
 	if why := t.unavailable(ctx, a); why != "" {
 		t.observe(OutcomeError, 0)
 		return "", errors.New(why)
 	}
-	q := Query{Text: clip(strings.TrimSpace(in.Query), maxQuery), ActionToken: a.ActionToken, Limit: t.opt.Limit}
-	if in.Limit > 0 {
-		q.Limit = min(in.Limit, MaxLimit)
-	}
+	q.ActionToken = a.ActionToken
 	res, err := t.slack.AssistantSearch(ctx, q)
 	if err != nil {
 		outcome, told := t.failed(ctx, a, err)

@@ -96,6 +96,17 @@ func TestSearchFormatsResultsWithPermalinks(t *testing.T) {
 			t.Errorf("the query was logged: %v", e.ContextMap())
 		}
 	}
+	// Days bound the search; a day the model wrote otherwise is its to fix.
+	if _, err := call(t, tool, asked("T1", token), `{"query":"x","after":"2026-11-01","before":" 2026-12-01"}`); err != nil {
+		t.Fatal(err)
+	}
+	if q := f.queries[1]; q.After != time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC) || q.Before != time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) {
+		t.Errorf("days %v, %v", q.After, q.Before)
+	}
+	if _, err := call(t, tool, asked("T1", token), `{"query":"x","after":"last week"}`); err == nil || len(f.queries) != 2 {
+		t.Errorf("a bad day: %v, %d searches", err, len(f.queries))
+	}
+	f.queries = f.queries[:1]
 	// A default limit, and an empty result said plainly.
 	f.results = nil
 	out, err = call(t, tool, asked("T1", token), `{"query":"nothing"}`)

@@ -1,6 +1,7 @@
 package fakeslack
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -24,6 +25,8 @@ import (
 //     AssistantSearchContextMessage; author_name and channel_name UNVERIFIED as always present);
 //   - the matching: any query word of three letters or more in a message's text, in corpus order
 //     (Slack's is semantic; only the shape matters here);
+//   - after and before (UNIX seconds) keep the messages strictly between them (UNVERIFIED: whether
+//     Slack's bounds are inclusive);
 //   - missing_scope without search:read.public among Config.Scopes.
 // Refusals (feature_not_enabled, assistant_search_context_disabled, ...) come from FailNext, a
 // 429 from RateLimitNext("assistant.search.context", ...): the method has a special rate limit.
@@ -101,12 +104,15 @@ func (s *Server) assistantSearchContext(p params, now time.Time) (map[string]any
 		return map[string]any{"results": map[string]any{}}, ""
 	}
 	private := slices.Contains(strings.Split(p.Get("channel_types"), ","), "private_channel")
+	after, _ := strconv.ParseFloat(cmp.Or(p.Get("after"), "0"), 64)
+	before, _ := strconv.ParseFloat(cmp.Or(p.Get("before"), "1e12"), 64)
 	var out []map[string]any
 	for _, m := range s.search.corpus {
 		if len(out) == limit {
 			break
 		}
-		if (m.Private && !private) || !matches(strings.ToLower(m.Text), query) {
+		ts, _ := strconv.ParseFloat(m.TS, 64)
+		if (m.Private && !private) || !matches(strings.ToLower(m.Text), query) || ts <= after || ts >= before {
 			continue
 		}
 		out = append(out, s.searchResult(m))

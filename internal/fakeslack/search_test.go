@@ -54,6 +54,11 @@ func TestAssistantSearchContext(t *testing.T) {
 	if r, _ := api.SearchAssistantContextContext(ctx, q); len(r.Results.Messages) != 3 {
 		t.Errorf("with private channels: %+v", r.Results.Messages)
 	}
+	q.After = 1764000001 // the corpus's made-up times are an hour apart from 1764000000.000001 on
+	if r, _ := api.SearchAssistantContextContext(ctx, q); len(r.Results.Messages) != 2 {
+		t.Errorf("after the first: %+v", r.Results.Messages)
+	}
+	q.After = 0
 	for _, tc := range []struct {
 		name, token, want string
 		setup             func()
