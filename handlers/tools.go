@@ -44,8 +44,8 @@ import (
 
 // Tools lists and calls tools (package tools over MCP, fakes in tests).
 type Tools interface {
-	// List returns the tools channel may use now (none: the answer has no tools).
-	List(channel string) []toolinfo.Info
+	// List returns the tools channel may use now for the answer ctx's toolinfo.Asked names (none: no tools).
+	List(ctx context.Context, channel string) []toolinfo.Info
 	// Call calls the tool name (a toolinfo.Info.Name) with its JSON arguments and returns its output as
 	// text. The error's text goes to the model (as data) and the log, never to Slack: it names no
 	// secret, but a server may write anything in it.
@@ -128,7 +128,7 @@ func (a *generation) generate(ctx context.Context, res convo.Result, s roundSink
 	msgs := res.Messages
 	var infos []toolinfo.Info
 	if t := a.r.opt.Tools.Tools; t != nil {
-		infos = t.List(a.req.Channel)
+		infos = t.List(toolinfo.WithAsked(ctx, a.asked()), a.req.Channel)
 	}
 	if len(infos) == 0 {
 		r := a.streamRound(ctx, round{msgs: msgs}, s)
@@ -326,7 +326,7 @@ func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolC
 		}
 		log.Warn("tool call failed", zap.Error(err), zap.Duration("duration", c.ev.Duration))
 		c.result = "The tool " + c.call.Name + " failed.\n" + a.r.fenced(st.fence, "the error of the tool "+c.call.Name, err.Error())
-		c.line = fmt.Sprintf(textToolFailed, c.call.Name)
+		c.line = cmp.Or(toolinfo.NoteOf(err), fmt.Sprintf(textToolFailed, c.call.Name)) // a built-in's own note
 		return
 	}
 	c.ev.Outcome = "ok"

@@ -31,7 +31,7 @@ type fakeTools struct {
 	calls []string // name(args), in order
 }
 
-func (f *fakeTools) List(channel string) []toolinfo.Info {
+func (f *fakeTools) List(_ context.Context, channel string) []toolinfo.Info {
 	if channel != testCh {
 		return nil
 	}

@@ -8,6 +8,7 @@ package toolinfo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/llmbot/llmbot/llm"
@@ -106,6 +107,33 @@ type Builtin interface {
 	// Call runs the tool with the model's JSON arguments. As with MCP tools, the result and the
 	// error's text go to the model as data, never to Slack.
 	Call(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+// NotedError is a built-in tool's error with a note for the people in the thread: the answer shows
+// Note (Markdown, one line, the tool's own words: no secret, nothing of others) as the call's line
+// instead of its plain "failed". The error's text still goes to the model only.
+type NotedError struct {
+	Err  error
+	Note string
+}
+
+func (e *NotedError) Error() string { return e.Err.Error() }
+func (e *NotedError) Unwrap() error { return e.Err }
+
+// NoteOf is the Note of err's NotedError ("" when it has none).
+func NoteOf(err error) string {
+	var n *NotedError
+	if errors.As(err, &n) {
+		return n.Note
+	}
+	return ""
+}
+
+// Offerer is a Builtin offered only to some answers (slack_search: where the asking event carried an
+// action token, and Slack has not refused search): tools.Set lists it only when Offered says so for
+// the answer whose Asked ctx carries.
+type Offerer interface {
+	Offered(ctx context.Context) bool
 }
 
 // BuiltinServer is the server name of the built-in tools (shown to people, metrics, MCP_CONFIG

@@ -38,12 +38,17 @@ func NewSet(mcp Lister, builtins ...toolinfo.Builtin) *Set {
 	return s
 }
 
-// List returns the tools channel may use now: the built-ins, then the MCP servers' its access rule
-// gives it; none when all of them are built-ins offered only beside others (toolinfo.Info.Beside).
-func (s *Set) List(channel string) []toolinfo.Info {
+// List returns the tools channel may use now, for the answer whose toolinfo.Asked ctx carries: the
+// built-ins (those that are toolinfo.Offerer, when they offer themselves), then the MCP servers' its
+// access rule gives it; none when all of them are built-ins offered only beside others
+// (toolinfo.Info.Beside).
+func (s *Set) List(ctx context.Context, channel string) []toolinfo.Info {
 	out := make([]toolinfo.Info, 0, len(s.builtins))
 	alone := false
 	for _, b := range s.builtins {
+		if o, ok := b.(toolinfo.Offerer); ok && !o.Offered(ctx) {
+			continue
+		}
 		in := b.Info()
 		in.Server = toolinfo.BuiltinServer
 		out, alone = append(out, in), alone || !in.Beside

@@ -36,7 +36,7 @@ func (fakeServers) Call(ctx context.Context, name string, args json.RawMessage) 
 func TestSetListsAndCallsBuiltinsBesideServers(t *testing.T) {
 	s := NewSet(fakeServers{}, echoTool{"ask_user"})
 	var got []string
-	for _, in := range s.List("C1") {
+	for _, in := range s.List(context.Background(), "C1") {
 		got = append(got, in.Server+":"+in.Name)
 	}
 	if want := []string{"llmbot:ask_user", "wiki:wiki__C1"}; !slices.Equal(got, want) {
@@ -103,8 +103,41 @@ func TestSetBesideBuiltinNeverAlone(t *testing.T) {
 		{"beside a server's tool", NewSet(fakeServers{}, ask), 2},
 		{"beside another built-in", NewSet(nil, ask, echoTool{"slack_search"}), 2},
 	} {
-		if got := len(tc.set.List("C1")); got != tc.want {
+		if got := len(tc.set.List(context.Background(), "C1")); got != tc.want {
 			t.Errorf("%s: %d tools listed, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// offeredTool offers itself only to answers whose asker is U1 (a toolinfo.Offerer).
+type offeredTool struct{ echoTool }
+
+func (offeredTool) Offered(ctx context.Context) bool {
+	a, ok := toolinfo.AskedOf(ctx)
+	return ok && a.Asker == "U1"
+}
+
+// A built-in that is an Offerer is listed only for the answers it offers itself to (the Asked in
+// List's context); the others are listed always.
+func TestSetListsOfferersWhereTheyOfferThemselves(t *testing.T) {
+	s := NewSet(nil, offeredTool{echoTool{"slack_search"}}, echoTool{"ask_user"})
+	names := func(ctx context.Context) []string {
+		var out []string
+		for _, in := range s.List(ctx, "C1") {
+			out = append(out, in.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		ctx  context.Context
+		want []string
+	}{
+		{toolinfo.WithAsked(context.Background(), toolinfo.Asked{Asker: "U1"}), []string{"slack_search", "ask_user"}},
+		{toolinfo.WithAsked(context.Background(), toolinfo.Asked{Asker: "U2"}), []string{"ask_user"}},
+		{context.Background(), []string{"ask_user"}},
+	} {
+		if got := names(tc.ctx); !slices.Equal(got, tc.want) {
+			t.Errorf("List = %v, want %v", got, tc.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
+	"github.com/llmbot/llmbot/search"
 	"github.com/llmbot/llmbot/toolinfo"
 	"github.com/llmbot/llmbot/tools"
 )
@@ -37,13 +38,13 @@ func startTools(bg *background, cfg Config, mcp tools.Config, overrides *access.
 }
 
 // builtins are the bot's own tools, offered beside the MCP servers' (startTools): the one list of
-// them. ask_user unless ASK_USER=off.
-func builtins(cfg Config, questions *ask.Ask) []toolinfo.Builtin {
+// them. ask_user unless ASK_USER=off; slack_search when SLACK_SEARCH is on (search: nil or it).
+func builtins(cfg Config, questions *ask.Ask, search []toolinfo.Builtin) []toolinfo.Builtin {
 	var out []toolinfo.Builtin
 	if cfg.AskUser != "off" {
 		out = append(out, questions)
 	}
-	return out
+	return append(out, search...)
 }
 
 // questions is the ask_user use case: the tool, and the handlers of its questions' buttons and
@@ -60,6 +61,18 @@ type askViews struct{ api *bot.SlackAPI }
 
 func (v askViews) OpenModal(ctx context.Context, triggerID string, m ask.Modal) error {
 	return v.api.OpenModal(ctx, triggerID, feedback.Modal(m))
+}
+
+// slackSearch is the slack_search built-in when SLACK_SEARCH is on (none: off), searching through
+// the adapter's assistant calls, a workspace's refusal shared with the other replicas through marks,
+// counted in metrics.
+func slackSearch(cfg Config, api *bot.SlackAPI, marks search.Marks, metrics *ops.Metrics, log *zap.Logger) []toolinfo.Builtin {
+	if !cfg.SlackSearch {
+		return nil
+	}
+	sm := ops.NewSearchMetrics(metrics, search.Outcomes)
+	return []toolinfo.Builtin{search.New(api.Assistant, search.Options{Observe: sm.Observe, Marks: marks},
+		log.Named("search"))}
 }
 
 // mcpUpTime bounds how long doctor waits for the MCP servers to come up and list their tools.

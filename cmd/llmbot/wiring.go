@@ -113,7 +113,8 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	}
 	tm := metrics.ToolMetrics()
 	questions := p.questions(tm) // ask_user
-	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, tm, log.Named("tools"), builtins(cfg, questions)...))
+	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, tm, log.Named("tools"),
+		builtins(cfg, questions, slackSearch(cfg, api, p.shared.marks, metrics, log))...))
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, p.controls.gate.Middleware, metrics.Middleware)

@@ -162,6 +162,7 @@ type Server struct {
 	calls        []Call
 	count429     map[string]int
 	streamingErr string
+	search       searchState // assistant.search.context
 
 	// Workspace state.
 	channels  map[string]*channel
@@ -264,7 +265,8 @@ func withDefaults(cfg Config) Config {
 	def(&cfg.BotName, "llmbot")
 	if cfg.Scopes == nil {
 		cfg.Scopes = []string{"app_mentions:read", "chat:write", "channels:history", "groups:history",
-			"im:history", "mpim:history", "files:write", "files:read", "commands", "users:read", "reactions:write", "assistant:write"}
+			"im:history", "mpim:history", "files:write", "files:read", "commands", "users:read", "reactions:write", "assistant:write",
+			"search:read.public"}
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 2 * time.Second

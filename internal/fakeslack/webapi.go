@@ -150,6 +150,7 @@ var methods = map[string]handler{
 	"chat.getPermalink":                     (*Server).chatGetPermalink,
 	"files.getUploadURLExternal":            (*Server).getUploadURL,
 	"files.completeUploadExternal":          (*Server).completeUpload,
+	"assistant.search.context":              (*Server).assistantSearchContext,
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
