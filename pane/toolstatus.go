@@ -14,7 +14,7 @@ import (
 // The tool status line: "is running lookup_order…" under an answer's thread while one of its tool
 // calls runs (an answer written by editing: a native stream shows task cards instead).
 const (
-	toolStatusFormat = "is running %s…" // a cut name ends in "…" already
+	toolStatusFormat = "is running %s…"
 	// toolNameLimit is how much of a tool's name the status shows: the name comes from an MCP
 	// server, which may list anything.
 	toolNameLimit = 40
@@ -61,7 +61,7 @@ func (p *Pane) ToolRunning(ctx context.Context, channel, threadTS, tool string) 
 	}
 	sctx, cancel := context.WithTimeout(ctx, paneTimeout)
 	defer cancel()
-	if err := p.setStatus(sctx, channel, threadTS, strings.Replace(fmt.Sprintf(toolStatusFormat, name), "……", "…", 1), nil); err != nil {
+	if err := p.setStatus(sctx, channel, threadTS, fmt.Sprintf(toolStatusFormat, name), nil); err != nil {
 		log.Info("no tool status", zap.Error(err))
 		p.observeTool(ToolStatusFailed)
 		return done
@@ -96,5 +96,8 @@ func toolName(s string) string {
 		}
 		return -1
 	}, s)
-	return clip(s, toolNameLimit)
+	if r := []rune(s); len(r) > toolNameLimit {
+		return string(r[:toolNameLimit]) // the status's own "…" follows
+	}
+	return s
 }
