@@ -16,8 +16,7 @@ type Pane interface {
 	ToolRunning(ctx context.Context, channel, threadTS, tool string) (done func())
 }
 
-// inPane reports whether the answer is to a message in the agent pane: a DM message answered in
-// its own thread (not a Regenerate, nor a task).
+// inPane: the answer is to a message in the agent pane, a DM message answered in its own thread (not a Regenerate, nor a task).
 func (a *answer) inPane() bool {
 	p := a.r.opt.Pane
 	return p != nil && p.On() && a.req.InDM() && a.threadTS != "" && a.threadTS == a.req.TS &&
