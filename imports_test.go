@@ -34,7 +34,8 @@ var importRules = []importRule{
 	{
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "threads", "pace", "slackmd", "llm", "llm/llmtest", "media", "attach",
-			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache", "redact", "ledger", "followup"},
+			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache", "redact", "ledger", "followup",
+			"tables"},
 		never: above,
 	},
 	{

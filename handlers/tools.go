@@ -310,6 +310,9 @@ func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolC
 	task := callTask(c)
 	defer func() { a.toolDone(ctx, s, task, c.ev.Outcome) }()
 	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, c.call.Name, c.info.Server), []gateway.Task{task}, "")
+	if p := a.r.opt.Pane; p != nil && s.mode() == ModeEdit && !c.info.AsksAsker { // after the line, whose post clears it; a stream shows a task card
+		defer p.ToolRunning(ctx, a.req.Channel, a.threadTS, c.call.Name)()
+	}
 	cctx, cancel := context.WithTimeout(tctx, c.info.Limit(a.r.opt.Tools.CallTimeout, a.r.opt.Tools.ApprovalTimeout))
 	defer cancel()
 	begin := time.Now()

@@ -59,7 +59,7 @@ func TestDefaults(t *testing.T) {
 		ChatModel: "gpt-5.4-mini", ImageModel: "gpt-image-2",
 		ReplyMode: "auto", StreamRolloverAfter: 4 * time.Minute, StreamIdleLimit: 4 * time.Minute, PlaceholderAfter: time.Second, EditBudgetPerMinute: 50, ContextTokens: 12000,
 		Vision: "auto", MaxFileBytes: 20 << 20, MaxFileText: 20000, ImageInputMaxSide: 2048,
-		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, Feedback: true, AgentView: true,
+		MaxConcurrentReplies: 50, MaxQueuedReplies: 500, ImaginePerUser: 2, FollowUps: true, AnswerBots: false, Buttons: true, NativeTables: true, Feedback: true, AgentView: true,
 		LLMConnectTimeout: 10 * time.Second, LLMHeaderTimeout: 120 * time.Second, LLMIdleTimeout: 90 * time.Second,
 		LLMStreamCoalesce: 200 * time.Millisecond, ImageTimeout: 180 * time.Second, LLMMaxRetries: 2, LLMStreamUsage: true, ShutdownGrace: 8 * time.Second, ThreadCacheTTL: 6 * time.Hour,
 		AskUser: "auto", MaxToolRounds: 5, ToolApprovalTimeout: 2 * time.Minute, ToolCallTimeout: time.Minute, UsageRetentionDays: 90,

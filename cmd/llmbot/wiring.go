@@ -37,6 +37,7 @@ import (
 	"github.com/llmbot/llmbot/schedule"
 	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
+	"github.com/llmbot/llmbot/tables"
 	"github.com/llmbot/llmbot/threads"
 	"github.com/llmbot/llmbot/tools"
 	"github.com/llmbot/llmbot/usage"
@@ -402,7 +403,9 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	// One metered chat for the answers and the summaries, under the ledger: a request a budget
 	// refuses never reaches the model (nor its metrics), and what reaches it is redacted.
 	chat := p.controls.meter.Chat(p.metrics.Chat(p.model, cfg.ChatModel), cfg.ChatModel)
-	writes := gateway.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
+	display := ops.NewDisplay(p.metrics)
+	agentPane.OnToolStatus(display.ToolStatus)
+	writes := gateway.WriteThrough(nativeTables(cfg, api, display, p.log), p.threads) // the bot's writes in its threads reach the cache
 	// A long thread's oldest part is summarised through the same metered chat as the answers.
 	opt.Summaries = threads.NewSummaries(chat, threads.SummaryOptions{Made: p.metrics.SummaryMade()})
 	replies := handlers.NewReplies(api, writes, writes, api, chat, p.log.Named("replies"), opt)
@@ -579,6 +582,15 @@ func logStarting(log *zap.Logger, cfg Config, id bot.Identity, policy pace.Polic
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
 		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies),
 		zap.Int("max_queued_replies", cfg.MaxQueuedReplies))
+}
+
+// nativeTables is api showing the tables of answers' final writes as Slack's table blocks
+// (NATIVE_TABLES), else api.
+func nativeTables(cfg Config, api gateway.Writes, m *ops.Display, log *zap.Logger) gateway.Writes {
+	if !cfg.NativeTables {
+		return api
+	}
+	return tables.NewWrites(api, tables.Options{Observe: m.Table, Log: log.Named("tables")})
 }
 
 // paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.

@@ -85,6 +85,9 @@ type Config struct {
 	// NotAgent makes agents.sessions.setStatus answer not_authorized, as Slack does for an app
 	// not declared as an agent (features.agent_view).
 	NotAgent bool
+	// RefuseTables makes chat.postMessage and chat.update refuse every table block with
+	// invalid_blocks, as a workspace or an API that does not take them would (tables.go).
+	RefuseTables bool
 }
 
 // Limits configures the Web API's rate limits.

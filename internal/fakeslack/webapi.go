@@ -540,6 +540,9 @@ func (s *Server) chatPostMessage(p params, now time.Time) (map[string]any, apiEr
 		return nil, e
 	}
 	text, md, blocks, e := bodyOf(p)
+	if e == "" {
+		e = s.checkTablesLocked(blocks)
+	}
 	if e != "" {
 		return nil, e
 	}
@@ -579,6 +582,9 @@ func (s *Server) chatUpdate(p params, now time.Time) (map[string]any, apiError) 
 		return nil, "streaming_state_conflict"
 	}
 	text, md, blocks, e := bodyOf(p)
+	if e == "" {
+		e = s.checkTablesLocked(blocks)
+	}
 	if e != "" {
 		return nil, e
 	}
