@@ -134,6 +134,7 @@ var scopesOfMethod = map[string][]string{
 	"GetFileInfoContext":                         {"files:read"},
 	"GetUserInfoContext":                         {"users:read"},
 	"GetBotInfoContext":                          {"users:read"},
+	"SearchAssistantContextContext":              {"search:read.public"}, // slack_search (SLACK_SEARCH)
 }
 
 // slackMethodsCalled returns the *slack.Client methods called in the module's non-test code (the fakes and
