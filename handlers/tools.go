@@ -280,13 +280,7 @@ func (a *generation) askFor(ctx context.Context, st *toolState, ask []*toolCall,
 	waited := time.Since(begin)
 	for _, c := range ask {
 		c.ev.Approval = waited
-		switch v {
-		case toolinfo.AllowThread:
-			if st.foreign == "" { // the prompt offers it only then: the word is for the asker's own threads
-				a.r.approvals.AllowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
-			}
-		case toolinfo.AllowOnce:
-		default:
+		if !v.Allowed() { // a standing grant (thread, always) the Approver keeps itself
 			c.decided, c.ev.Outcome = true, string(v)
 			c.result = toolError(c.call.Name, deniedReason(v))
 			c.line = fmt.Sprintf(textToolNotAllowed, c.call.Name, deniedReason(v))
