@@ -134,6 +134,7 @@ var scopesOfMethod = map[string][]string{
 	"GetFileInfoContext":                         {"files:read"},
 	"GetUserInfoContext":                         {"users:read"},
 	"GetBotInfoContext":                          {"users:read"},
+	"GetUserGroupMembersContext":                 {"usergroups:read"}, // a tool's approvers' user groups
 }
 
 // slackMethodsCalled returns the *slack.Client methods called in the module's non-test code (the fakes and

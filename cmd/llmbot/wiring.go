@@ -34,7 +34,6 @@ import (
 	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/schedule"
-	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
 	"github.com/llmbot/llmbot/threads"
 	"github.com/llmbot/llmbot/tools"
@@ -103,6 +102,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	})
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
+	p.groups = bot.NewSlackGroups(sc) // a tool's approvers' user groups
 	if p.threads, err = openThreads(cfg, shared, id, metrics, log); err != nil {
 		return err
 	}
@@ -160,6 +160,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Event, Name: route.EventSessionStopped, Feature: route.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
 		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolAllowThread, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolAllowAlways, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
 		{Kind: route.Action, Name: feedback.Action, Feature: feedback.Feature, Handler: u.feedback.Handler()},
@@ -351,6 +352,9 @@ type parts struct {
 	// instructions are the channels' standing instructions, built by steering before the answers
 	// that read them.
 	instructions *instructions.Instructions
+	// approvals are the tool approvals, built by steering (/llmbot tools) before the answers that ask.
+	approvals *approvals.Approvals
+	groups    approvals.Groups
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
@@ -383,8 +387,7 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	cfg, api := p.cfg, p.api
 	names := gateway.NewNames(api, p.budgets.Lookups, p.id.UserID)
 	agentPane := pane.New(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
-	// Redis never sees the token the grants' key is derived from.
-	approve := approvals.New(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
+	approve := p.approvals
 	opt := p.replyOptions(files, toolOpts, names, agentPane, approve)
 	// One metered chat for the answers and the summaries, under the ledger: a request a budget
 	// refuses never reaches the model (nor its metrics), and what reaches it is redacted.
