@@ -1,0 +1,150 @@
+package main
+
+// End-to-end tests of the approval scopes and approvers: the real wiring, the fake Slack, the fake
+// model and the e2e MCP server (tools_e2e_test.go).
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/convo"
+	"github.com/llmbot/llmbot/internal/fakellm"
+	"github.com/llmbot/llmbot/internal/fakeslack"
+)
+
+// startApproversE2E runs the bot with the e2e MCP server as "srv" for channel C1, its server entry
+// ending with extra (MCP_CONFIG lines, indented as the server's keys).
+func startApproversE2E(t *testing.T, extra string, env map[string]string) *e2e {
+	t.Helper()
+	dir := t.TempDir()
+	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
+	mustWrite(t, mcpFile, "servers:\n  - name: srv\n    command: "+os.Args[0]+"\n    args: [\"-test.run=^$\"]\n    env: {"+
+		mcpServerEnv+": \"1\"}\n"+extra)
+	mustWrite(t, chFile, "channels:\n  C1:\n    tools: [srv]\n")
+	full := map[string]string{"MCP_CONFIG": mcpFile, "CHANNEL_CONFIG": chFile}
+	for k, v := range env {
+		full[k] = v
+	}
+	e := startE2E(t, fakeslack.Config{}, full)
+	e.waitFor(t, "the MCP server", func() bool { return strings.Contains(e.logs.String(), `"msg":"MCP server up"`) })
+	return e
+}
+
+// answerIn waits for the answer in q's thread that contains want.
+func (e *e2e) answerIn(t *testing.T, q, want string) string {
+	t.Helper()
+	var got string
+	e.waitFor(t, "the answer with "+want, func() bool {
+		for _, m := range e.slack.BotReplies("C1", q) {
+			if markOf(t, m).Kind == convo.MarkAnswer && strings.Contains(m.Text, want) && len(m.Text) > 0 {
+				got = m.Text
+				return e.finished(t) >= 1
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// promptsIn are the approval prompts in q's thread (buttons still on).
+func (e *e2e) promptsIn(q string) []fakeslack.Message {
+	var out []fakeslack.Message
+	for _, m := range e.slack.BotReplies("C1", q) {
+		if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestE2EToolAlwaysAllowedListedRevoked: the asker's Always allow runs the tool without a prompt in
+// their next thread; /llmbot tools lists it, revoke makes the next call ask again.
+func TestE2EToolAlwaysAllowedListedRevoked(t *testing.T) {
+	e := startToolsE2E(t, nil)
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
+	p := e.prompt(t, q)
+	if got := buttonsOf(p); got != strings.Join([]string{approvals.ActionToolAllowOnce, approvals.ActionToolAllowThread,
+		approvals.ActionToolAllowAlways, approvals.ActionToolDeny}, ",") {
+		t.Errorf("buttons %s", got)
+	}
+	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowAlways)
+	e.answerIn(t, q, "ticket for Oslo is open")
+	if m, _ := e.slack.Message("C1", p.TS); !strings.Contains(m.Text, "Always allowed") {
+		t.Errorf("settled prompt %q", m.Text)
+	}
+
+	q2 := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> and now?")
+	e.waitFor(t, "the second answer", func() bool {
+		for _, m := range e.slack.BotReplies("C1", q2) {
+			if markOf(t, m).Kind == convo.MarkAnswer && strings.Contains(m.Text, "ticket for Oslo is open") {
+				return true
+			}
+		}
+		return false
+	})
+	if ps := e.promptsIn(q2); len(ps) != 0 {
+		t.Errorf("always allowed, yet prompted in another thread: %q", ps[0].Text)
+	}
+
+	e.slack.SlashCommand("C1", "U1", "/llmbot", "tools")
+	e.lastPrivate(t, "the list", "U1", func(p fakeslack.ResponseURLPost) bool { return strings.Contains(p.Text, "`srv__lookup` of *srv*") })
+	e.slack.SlashCommand("C1", "U1", "/llmbot", "tools revoke srv__lookup")
+	e.lastPrivate(t, "the revocation", "U1", func(p fakeslack.ResponseURLPost) bool { return strings.Contains(p.Text, "Revoked") })
+
+	q3 := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> once more?")
+	e.waitFor(t, "a prompt again after the revocation", func() bool { return len(e.promptsIn(q3)) == 1 })
+}
+
+// TestE2EToolApprovers: a tool with approvers (a person and a user group) is decided by them alone:
+// the asker, not listed, is told so privately; a member of the group allows it and the prompt says
+// who did. Standing grants are not offered.
+func TestE2EToolApprovers(t *testing.T) {
+	e := startApproversE2E(t, "    approvers: [U07ALICE, S01OPS]\n", nil)
+	e.slack.SetUserGroup("S01OPS", "U5", "U6")
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
+	p := e.prompt(t, q)
+	if got := buttonsOf(p); got != approvals.ActionToolAllowOnce+","+approvals.ActionToolDeny {
+		t.Errorf("buttons %s: want Allow once and Deny only", got)
+	}
+	for _, want := range []string{"<!subteam^S01OPS>, <@U07ALICE>, may I", "<@U1> asked for it"} {
+		if !strings.Contains(p.Text, want) {
+			t.Errorf("prompt %q lacks %q", p.Text, want)
+		}
+	}
+	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
+	e.waitFor(t, "the asker told", func() bool { return len(e.privateTo("U1")) == 1 })
+	if got := e.privateTo("U1")[0]; got != approvals.TextNotApprover {
+		t.Errorf("the asker told %q", got)
+	}
+	e.click(t, "C1", p.TS, "U6", approvals.ActionToolAllowOnce)
+	e.answerIn(t, q, "ticket for Oslo is open")
+	if m, _ := e.slack.Message("C1", p.TS); !strings.Contains(m.Text, "Allowed once by <@U6>") {
+		t.Errorf("settled prompt %q", m.Text)
+	}
+}
+
+// TestE2EToolApproversGroupUnreadable: approvers naming a user group Slack does not return: the
+// call is denied, said in the thread, and nobody is prompted.
+func TestE2EToolApproversGroupUnreadable(t *testing.T) {
+	e := startApproversE2E(t, "    tool_approvers: {lookup: [S09GONE]}\n", nil)
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
+	got := e.answerIn(t, q, "was not used")
+	if !strings.Contains(got, "Done: The tool srv__lookup could not be used") {
+		t.Errorf("answer %q", got)
+	}
+	var notice string
+	for _, m := range e.slack.BotReplies("C1", q) {
+		if strings.Contains(m.Text, "needs the approval of S09GONE") {
+			notice = m.Text
+		}
+	}
+	if notice == "" || len(e.promptsIn(q)) != 0 {
+		t.Errorf("notice %q, %d prompts", notice, len(e.promptsIn(q)))
+	}
+}
