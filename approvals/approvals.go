@@ -37,7 +37,6 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/internal/ttlcache"
-	"github.com/llmbot/llmbot/pace"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/slackmd"
 	"github.com/llmbot/llmbot/toolinfo"
@@ -61,6 +60,8 @@ type ApprovalRef struct {
 	Asker    string `json:"asker"` // the only person who may decide, unless Approvers
 	// Approvers: the call has approvers (MCP_CONFIG), whom the replica waiting for the click knows.
 	Approvers bool `json:"ap,omitempty"`
+	// Private: the button is on a prompt shown to one person (an ephemeral), replaced once clicked.
+	Private bool `json:"pv,omitempty"`
 }
 
 // Value is r as a button value.
@@ -89,6 +90,8 @@ func VerdictOf(action string) string {
 		return string(toolinfo.AllowAlways)
 	case ActionToolDeny:
 		return string(toolinfo.Denied)
+	case ActionToolShowApproval:
+		return verdictShow
 	}
 	return ""
 }
@@ -151,6 +154,9 @@ type Options struct {
 	Records   Records
 	AlwaysKey []byte
 	Groups    Groups // reads the approvers' user groups; nil: an approver group denies
+	// Private shows the prompts, arguments included, to whom they concern alone (the thread sees
+	// who must approve which tool); nil: every prompt is public, as with public_arguments.
+	Private Ephemerals
 	// Decided counts each prompt's outcome: its verdict, and whether approvers (not the asker) decided.
 	Decided func(v toolinfo.Verdict, approvers bool)
 }
@@ -161,6 +167,9 @@ type waiter struct {
 	deciders deciders // nil: the asker alone
 	standing bool     // Allow for this thread and Always allow are offered
 	always   bool     // Always allow is offered
+	// show shows the prompt privately to a person who may decide (Show approval); nil: the prompt
+	// is public.
+	show func(user string)
 }
 
 // decision is a click: the verdict and who gave it.
@@ -226,8 +235,11 @@ func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 		return DecidedNotAsker
 	case w.deciders != nil && !w.deciders[user]:
 		return DecidedNotApprover
-	case v == toolinfo.AllowThread && !w.standing, v == toolinfo.AllowAlways && !w.always:
+	case v == toolinfo.AllowThread && !w.standing, v == toolinfo.AllowAlways && !w.always, v == verdictShow && w.show == nil:
 		return DecidedNotOffered
+	case v == verdictShow:
+		go w.show(user)
+		return DecidedHere
 	}
 	select {
 	case w.ch <- decision{v: v, by: user}:
@@ -286,37 +298,57 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 	wt := waiter{deciders: d, standing: d == nil && q.Foreign == ""}
 	wt.always = wt.standing && p.always.rec != nil
 	ref := ApprovalRef{ThreadTS: q.ThreadTS, TS: q.TS, ID: newApprovalID(), Asker: q.Asker, Approvers: d != nil}
+	approvers := approversOf(q.Calls[0])
+	prompt := approvalText(q.Asker, approvers, q.Calls, q.Foreign)
+	shown, buttons := prompt, approvalButtons(ref, wt) // what the thread's message says
+	if p.private(q.Calls) {
+		pref := ref
+		pref.Private = true
+		wt.show = p.shower(ctx, w, q, prompt, approvalButtons(pref, wt), log)
+		shown = waitingLine(q.Asker, approvers, q.Calls)
+		buttons = []gateway.Button{{ActionID: ActionToolShowApproval, Text: "Show approval", Value: ref.Value()}}
+	}
 	ch := p.add(ref.ID, wt)
 	defer p.remove(ref.ID)
-	prompt := approvalText(q.Asker, approversOf(q.Calls[0]), q.Calls, q.Foreign)
-	ts, err := p.post(ctx, w, q, prompt, approvalButtons(ref, wt))
+	ts, err := p.post(ctx, w, q, shown, buttons)
 	if err != nil {
 		log.Warn("tool approval not asked: denied", zap.Error(err))
 		return toolinfo.Denied
 	}
-	t := time.NewTimer(q.Wait)
-	defer t.Stop()
-	var dec decision
-	select {
-	case dec = <-ch:
-	case <-t.C:
-		dec.v = toolinfo.TimedOut
-	case <-ctx.Done():
-		dec.v = toolinfo.Cancelled
-		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			dec.v = toolinfo.TimedOut // the answer's time for tools ran out
-		}
+	if wt.show != nil {
+		showFirst(wt.show, q.Asker, approvers)
 	}
+	dec := wait(ctx, ch, q.Wait)
 	p.keep(q, dec.v, log)
-	settlePrompt(ctx, w, q, ts, prompt, dec, log)
+	settleLine(ctx, w, q, ts, shown+"\n"+verdictLine(dec, q.Asker), log)
 	p.opt.Decided(dec.v, d != nil)
 	return dec.v
 }
 
+// wait is the click on ch, or how the wait ended without one.
+func wait(ctx context.Context, ch chan decision, d time.Duration) decision {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case dec := <-ch:
+		return dec
+	case <-t.C:
+		return decision{v: toolinfo.TimedOut}
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			return decision{v: toolinfo.TimedOut} // the answer's time for tools ran out
+		}
+		return decision{v: toolinfo.Cancelled}
+	}
+}
+
+// noticeMark marks the approvals' messages in the thread: notices, not answers.
+var noticeMark = convo.Mark{Kind: convo.MarkNotice}
+
 // post posts text (with buttons, or none) in the answer's thread as a notice.
 func (p *Approvals) post(ctx context.Context, w *gateway.Writer, q toolinfo.Approval, text string, bs []gateway.Button) (string, error) {
 	return w.Post(ctx, gateway.InterimRetry, nil, w.PostTurn(q.Channel), q.Channel, q.Thread, gateway.Msg{Text: text,
-		Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: bs})
+		Mark: noticeMark, Buttons: bs})
 }
 
 // unresolvedText says that calls were not made: their approvers' user group could not be read.
@@ -347,21 +379,6 @@ func (p *Approvals) keep(q toolinfo.Approval, v toolinfo.Verdict, log *zap.Logge
 				log.Warn("tool not always allowed: not kept", zap.String("tool", c.Name), zap.Error(err))
 			}
 		}
-	}
-}
-
-// settlePrompt rewrites the approval prompt with its outcome and without buttons (best effort, on a
-// context that outlives a stop for q.Settle).
-func settlePrompt(ctx context.Context, w *gateway.Writer, q toolinfo.Approval, ts, prompt string, d decision, log *zap.Logger) {
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.Settle)
-	defer cancel()
-	lane := w.EditLane()
-	defer lane.Close()
-	text := prompt + "\n" + verdictLine(d, q.Asker)
-	err := w.Update(uctx, gateway.InterimRetry, nil, w.EditTurn(lane, pace.Final, time.Now()), q.Channel, ts,
-		gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: []gateway.Button{}})
-	if err != nil {
-		log.Warn("tool approval prompt not updated", zap.Error(err))
 	}
 }
 

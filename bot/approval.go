@@ -12,6 +12,8 @@ import (
 type Approver interface {
 	Decide(ref approvals.ApprovalRef, user, action string) approvals.Decided
 	Lapsed()
+	// Chose replaces the private prompt clicked (its response_url) with the choice made.
+	Chose(ref approvals.ApprovalRef, responseURL, action string)
 }
 
 // ApprovalHandler serves the tool approval buttons (approvals.ActionToolAllowOnce, AllowThread,
@@ -30,10 +32,11 @@ func (b *Bot) ApprovalHandler(a Approver) route.Handler {
 		switch d := a.Decide(ref, req.User, req.Name); d {
 		case approvals.DecidedHere:
 			log.Info("tool approval decided", zap.String("verdict", approvals.VerdictOf(req.Name)))
+			b.later(func() { a.Chose(ref, req.ResponseURL, req.Name) })
 		case approvals.DecidedUnknown:
 			b.later(func() {
 				b.replicas.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "tool approval",
-					failed: approvals.TextApprovalFailed, ended: func() {
+					failed: approvals.TextApprovalFailed, handed: func() { a.Chose(ref, req.ResponseURL, req.Name) }, ended: func() {
 						a.Lapsed()
 						b.notices.tell(req.Channel, req.User, req.ThreadTS, approvals.TextApprovalOver, log)
 					}}, log)

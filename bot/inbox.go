@@ -52,8 +52,9 @@ type handover struct {
 	// RefThreadTS and RefTS are the button's reference to its answer (route.ReplyRef, ApprovalRef).
 	RefThreadTS string `json:"ref_thread_ts,omitempty"`
 	RefTS       string `json:"ref_ts,omitempty"`
-	Call        string `json:"call,omitempty"`  // an approval's id (approvals.ApprovalRef.ID)
-	Asker       string `json:"asker,omitempty"` // who may decide an approval (approvals.ApprovalRef.Asker)
+	Call        string `json:"call,omitempty"`      // an approval's id (approvals.ApprovalRef.ID)
+	Asker       string `json:"asker,omitempty"`     // who may decide an approval (approvals.ApprovalRef.Asker)
+	Approvers   bool   `json:"approvers,omitempty"` // or its approvers (approvals.ApprovalRef.Approvers)
 	From        string `json:"from"`
 	To          string `json:"to"`   // the receiver: a hand-over pushed onto another inbox is refused there
 	Sent        int64  `json:"sent"` // Unix milliseconds, by the sender's clock
@@ -85,7 +86,7 @@ func handoverOf(req *route.Request, from, to string, now time.Time) (handover, e
 		if err != nil {
 			return handover{}, err
 		}
-		h.RefThreadTS, h.RefTS, h.Call, h.Asker = ref.ThreadTS, ref.TS, ref.ID, ref.Asker
+		h.RefThreadTS, h.RefTS, h.Call, h.Asker, h.Approvers = ref.ThreadTS, ref.TS, ref.ID, ref.Asker, ref.Approvers
 	case req.Kind == route.Event && req.Name == route.EventSessionStopped:
 	default:
 		return handover{}, fmt.Errorf("%s: %w", req.Kind, errNotHandedOver)
@@ -133,7 +134,7 @@ func (h handover) request() *route.Request {
 	case h.Action == route.EventSessionStopped:
 		req.Kind = route.Event
 	default:
-		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()
+		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker, Approvers: h.Approvers}.Value()
 	}
 	return req
 }

@@ -21,6 +21,9 @@ type Info struct {
 	// Approvers are who alone may approve its calls (Slack user ids U…/W…, user groups S…: the
 	// server's or the tool's approvers in MCP_CONFIG); none: the asker.
 	Approvers []string
+	// PublicArguments: its approval prompt, arguments included, is posted in the thread for all to
+	// see (MCP_CONFIG public_arguments), not shown to whom it concerns alone.
+	PublicArguments bool
 }
 
 // Verdict is how the asker's approval of a round's tool calls ended.

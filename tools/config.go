@@ -24,6 +24,7 @@ import (
 //	    auto_approve: [search]                # called without asking the asker
 //	    approvers: [U0123ABCD, S0456EFGH]     # who alone may approve its calls: people, user groups
 //	    tool_approvers: {delete_page: [U0789]} # per tool, instead of the server's approvers
+//	    public_arguments: [search]            # prompts posted in the thread with their arguments ("*": all)
 //	  - name: tickets
 //	    url: https://mcp.example.com/mcp      # streamable HTTP
 //	    headers: {Authorization: "Bearer ${TICKETS_TOKEN}"}
@@ -49,6 +50,14 @@ type ServerConfig struct {
 	// ToolApprovers, per tool, instead of them. None: the person who asked.
 	Approvers     []string            `yaml:"approvers"`
 	ToolApprovers map[string][]string `yaml:"tool_approvers"`
+	// PublicArguments are the tools ("*": all) whose approval prompt, arguments included, is
+	// posted in the thread for all to see; the others' is shown to whom it concerns alone.
+	PublicArguments []string `yaml:"public_arguments"`
+}
+
+// publicArguments reports whether tool's prompt shows its arguments to everyone in the thread.
+func (s ServerConfig) publicArguments(tool string) bool {
+	return slices.Contains(s.PublicArguments, "*") || slices.Contains(s.PublicArguments, tool)
 }
 
 // ApproversOf are who alone may approve calls of tool (none: the asker).
@@ -193,6 +202,11 @@ func (s *ServerConfig) check(seen map[string]bool, getenv func(string) string) e
 	}
 	if err := s.checkApprovers(); err != nil {
 		return err
+	}
+	for _, t := range s.PublicArguments {
+		if t != "*" && !s.allows(t) {
+			return fmt.Errorf("public_arguments names %q, which tools does not allow", t)
+		}
 	}
 	var missing []string
 	expand := func(m map[string]string) {

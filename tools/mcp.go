@@ -357,10 +357,11 @@ func (m *Manager) List(channel string) []toolinfo.Info {
 			}
 			params, _ := json.Marshal(t.InputSchema)
 			out = append(out, toolinfo.Info{
-				Tool:        llm.Tool{Name: s.cfg.Name + sep + t.Name, Description: clip(t.Description, maxDescription), Parameters: params},
-				Server:      s.cfg.Name,
-				AutoApprove: slices.Contains(s.cfg.AutoApprove, t.Name),
-				Approvers:   s.cfg.ApproversOf(t.Name),
+				Tool:            llm.Tool{Name: s.cfg.Name + sep + t.Name, Description: clip(t.Description, maxDescription), Parameters: params},
+				Server:          s.cfg.Name,
+				AutoApprove:     slices.Contains(s.cfg.AutoApprove, t.Name),
+				Approvers:       s.cfg.ApproversOf(t.Name),
+				PublicArguments: s.cfg.publicArguments(t.Name),
 			})
 		}
 	}

@@ -253,6 +253,8 @@ func TestParseConfig(t *testing.T) {
 		{"approver not an id", "servers:\n  - {name: a, command: x, approvers: [\"@alice\"]}\n", "is not a Slack user"},
 		{"approver a channel", "servers:\n  - {name: a, command: x, tool_approvers: {t: [C0123]}}\n", "is not a Slack user"},
 		{"tool approvers not allowed", "servers:\n  - {name: a, command: x, tools: [s], tool_approvers: {t: [U0123]}}\n", "does not allow"},
+		{"public arguments", "servers:\n  - {name: a, command: x, tools: [s], public_arguments: [s]}\n", ""},
+		{"public arguments not allowed", "servers:\n  - {name: a, command: x, tools: [s], public_arguments: [t]}\n", "does not allow"},
 		{"tool approvers empty", "servers:\n  - {name: a, command: x, tool_approvers: {t: []}}\n", "lists nobody"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

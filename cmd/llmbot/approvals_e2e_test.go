@@ -49,17 +49,6 @@ func (e *e2e) answerIn(t *testing.T, q, want string) string {
 	return got
 }
 
-// promptsIn are the approval prompts in q's thread (buttons still on).
-func (e *e2e) promptsIn(q string) []fakeslack.Message {
-	var out []fakeslack.Message
-	for _, m := range e.slack.BotReplies("C1", q) {
-		if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
 // TestE2EToolAlwaysAllowedListedRevoked: the asker's Always allow runs the tool without a prompt in
 // their next thread; /llmbot tools lists it, revoke makes the next call ask again.
 func TestE2EToolAlwaysAllowedListedRevoked(t *testing.T) {
@@ -73,8 +62,8 @@ func TestE2EToolAlwaysAllowedListedRevoked(t *testing.T) {
 	}
 	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowAlways)
 	e.answerIn(t, q, "ticket for Oslo is open")
-	if m, _ := e.slack.Message("C1", p.TS); !strings.Contains(m.Text, "Always allowed") {
-		t.Errorf("settled prompt %q", m.Text)
+	if m, _ := e.slack.Message("C1", e.publicLine(t, q).TS); !strings.Contains(m.Text, "Always allowed") {
+		t.Errorf("settled line %q", m.Text)
 	}
 
 	q2 := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> and now?")
@@ -86,7 +75,7 @@ func TestE2EToolAlwaysAllowedListedRevoked(t *testing.T) {
 		}
 		return false
 	})
-	if ps := e.promptsIn(q2); len(ps) != 0 {
+	if ps := privatePrompts(e.slack, q2, "U1"); len(ps) != 0 {
 		t.Errorf("always allowed, yet prompted in another thread: %q", ps[0].Text)
 	}
 
@@ -96,35 +85,79 @@ func TestE2EToolAlwaysAllowedListedRevoked(t *testing.T) {
 	e.lastPrivate(t, "the revocation", "U1", func(p fakeslack.ResponseURLPost) bool { return strings.Contains(p.Text, "Revoked") })
 
 	q3 := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> once more?")
-	e.waitFor(t, "a prompt again after the revocation", func() bool { return len(e.promptsIn(q3)) == 1 })
+	e.waitFor(t, "a prompt again after the revocation", func() bool { return len(privatePrompts(e.slack, q3, "U1")) == 1 })
 }
 
 // TestE2EToolApprovers: a tool with approvers (a person and a user group) is decided by them alone:
-// the asker, not listed, is told so privately; a member of the group allows it and the prompt says
-// who did. Standing grants are not offered.
+// the person named is shown the prompt; the asker, not listed, asking to see it is told who may
+// decide; a member of the group asks to see it, allows it, and the thread's line says who did.
+// Standing grants are not offered.
 func TestE2EToolApprovers(t *testing.T) {
 	e := startApproversE2E(t, "    approvers: [U07ALICE, S01OPS]\n", nil)
 	e.slack.SetUserGroup("S01OPS", "U5", "U6")
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
-	p := e.prompt(t, q)
-	if got := buttonsOf(p); got != approvals.ActionToolAllowOnce+","+approvals.ActionToolDeny {
+	var alice fakeslack.Message
+	e.waitFor(t, "the named approver's prompt", func() bool {
+		ps := privatePrompts(e.slack, q, "U07ALICE")
+		if len(ps) > 0 {
+			alice = ps[0]
+		}
+		return len(ps) > 0
+	})
+	if got := buttonsOf(alice); got != approvals.ActionToolAllowOnce+","+approvals.ActionToolDeny {
 		t.Errorf("buttons %s: want Allow once and Deny only", got)
 	}
-	for _, want := range []string{"<!subteam^S01OPS>, <@U07ALICE>, may I", "<@U1> asked for it"} {
-		if !strings.Contains(p.Text, want) {
-			t.Errorf("prompt %q lacks %q", p.Text, want)
+	for _, want := range []string{"<!subteam^S01OPS>, <@U07ALICE>, may I", "<@U1> asked for it", `"city": "Oslo"`} {
+		if !strings.Contains(alice.Text, want) {
+			t.Errorf("prompt %q lacks %q", alice.Text, want)
 		}
 	}
-	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
+	line := e.publicLine(t, q)
+	if !strings.Contains(line.Text, "<!subteam^S01OPS>, <@U07ALICE> to approve") || strings.Contains(line.Text, "Oslo") {
+		t.Errorf("public line %q", line.Text)
+	}
+	e.click(t, "C1", line.TS, "U1", approvals.ActionToolShowApproval)
 	e.waitFor(t, "the asker told", func() bool { return len(e.privateTo("U1")) == 1 })
 	if got := e.privateTo("U1")[0]; got != approvals.TextNotApprover {
 		t.Errorf("the asker told %q", got)
 	}
+	e.click(t, "C1", line.TS, "U6", approvals.ActionToolShowApproval)
+	var p fakeslack.Message
+	e.waitFor(t, "the prompt shown to the group's member", func() bool {
+		ps := privatePrompts(e.slack, q, "U6")
+		if len(ps) > 0 {
+			p = ps[0]
+		}
+		return len(ps) > 0
+	})
 	e.click(t, "C1", p.TS, "U6", approvals.ActionToolAllowOnce)
 	e.answerIn(t, q, "ticket for Oslo is open")
-	if m, _ := e.slack.Message("C1", p.TS); !strings.Contains(m.Text, "Allowed once by <@U6>") {
-		t.Errorf("settled prompt %q", m.Text)
+	if m, _ := e.slack.Message("C1", line.TS); !strings.Contains(m.Text, "Allowed once by <@U6>") || buttonsOf(m) != "" {
+		t.Errorf("settled line %q", m.Text)
+	}
+}
+
+// TestE2EToolPublicArguments: public_arguments keeps the prompt, arguments included, in the thread
+// for all to see, and nothing private.
+func TestE2EToolPublicArguments(t *testing.T) {
+	e := startApproversE2E(t, "    public_arguments: [lookup]\n", nil)
+	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
+	var p fakeslack.Message
+	e.waitFor(t, "the public prompt", func() bool {
+		for _, m := range e.slack.BotReplies("C1", q) {
+			if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) && strings.Contains(m.Text, `"city": "Oslo"`) {
+				p = m
+				return true
+			}
+		}
+		return false
+	})
+	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
+	e.answerIn(t, q, "ticket for Oslo is open")
+	if n := len(e.slack.Ephemerals()); n != 0 {
+		t.Errorf("%d private messages, want none", n)
 	}
 }
 
@@ -144,7 +177,7 @@ func TestE2EToolApproversGroupUnreadable(t *testing.T) {
 			notice = m.Text
 		}
 	}
-	if notice == "" || len(e.promptsIn(q)) != 0 {
-		t.Errorf("notice %q, %d prompts", notice, len(e.promptsIn(q)))
+	if notice == "" || len(e.slack.Ephemerals()) != 0 {
+		t.Errorf("notice %q, %d private prompts", notice, len(e.slack.Ephemerals()))
 	}
 }

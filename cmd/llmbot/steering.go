@@ -46,7 +46,7 @@ func (p *parts) steering() (steering, error) {
 	// Redis never sees the token the grants' keys are derived from.
 	p.approvals = approvals.NewWith(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"),
 		approvals.Options{Records: p.shared.records, AlwaysKey: state.DeriveKey(cfg.SlackBotToken, "llmbot always-allowed tools v1"),
-			Groups: p.groups, Decided: ops.NewApprovalMetrics(p.metrics).Decided})
+			Groups: p.approvalSlack, Private: p.approvalSlack, Decided: ops.NewApprovalMetrics(p.metrics).Decided})
 	cmd, err := command.New(p.api, p.log.Named("llmbot"), in.Command(), sc.Command(editors), p.approvals.Command())
 	if err != nil {
 		return steering{}, err

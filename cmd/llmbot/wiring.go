@@ -102,7 +102,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	})
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
-	p.groups = bot.NewSlackGroups(sc) // a tool's approvers' user groups
+	p.approvalSlack = bot.NewApprovalSlack(sc, api) // approvers' user groups, private prompts
 	if p.threads, err = openThreads(cfg, shared, id, metrics, log); err != nil {
 		return err
 	}
@@ -161,6 +161,7 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolAllowThread, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolAllowAlways, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolShowApproval, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
 		{Kind: route.Action, Name: feedback.Action, Feature: feedback.Feature, Handler: u.feedback.Handler()},
@@ -353,8 +354,8 @@ type parts struct {
 	// that read them.
 	instructions *instructions.Instructions
 	// approvals are the tool approvals, built by steering (/llmbot tools) before the answers that ask.
-	approvals *approvals.Approvals
-	groups    approvals.Groups
+	approvals     *approvals.Approvals
+	approvalSlack bot.ApprovalSlack
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
