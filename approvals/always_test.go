@@ -47,8 +47,8 @@ func run(t *testing.T, p *Approvals, user, args string) string {
 // revoking it on either replica makes both ask again.
 func TestAlwaysAllowedOnEveryReplicaUntilRevoked(t *testing.T) {
 	url := redistest.New(t).URL()
-	a := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: redisRecords(t, url, "a"), AlwaysKey: alwaysKey})
-	b := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: redisRecords(t, url, "b"), AlwaysKey: alwaysKey})
+	a := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: redisRecords(t, url, "a"), Key: alwaysKey})
+	b := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: redisRecords(t, url, "b"), Key: alwaysKey})
 	if got := run(t, b, "U1", ""); !strings.Contains(got, "no tool") {
 		t.Errorf("list before any grant: %q", got)
 	}
@@ -86,8 +86,8 @@ func TestAlwaysNotByAForgedOrMovedRecord(t *testing.T) {
 	}
 	defer mem.Close()
 	rec := mem.Records()
-	replica := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: rec, AlwaysKey: alwaysKey})
-	forger := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: rec, AlwaysKey: []byte("guessed")})
+	replica := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: rec, Key: alwaysKey})
+	forger := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: rec, Key: []byte("guessed")})
 	forger.keep(toolinfo.Approval{Asker: "U1", Calls: lookupCalls()}, toolinfo.AllowAlways, forger.log)
 	// The forger's record under the replica's names: the seal does not hold.
 	fa, ra := forger.always, replica.always
@@ -120,7 +120,7 @@ func TestAlwaysNotWithForeignContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	p := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: mem.Records(), AlwaysKey: alwaysKey})
+	p := NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: mem.Records(), Key: alwaysKey})
 	p.keep(toolinfo.Approval{Asker: "U1", Calls: lookupCalls(), Foreign: "another person's message"}, toolinfo.AllowAlways, p.log)
 	if p.ThreadAllowed("C1", "1.1", "U1", "srv__lookup") {
 		t.Error("always allowed from a prompt over foreign content")

@@ -149,11 +149,16 @@ type Approvals struct {
 
 // Options are what Approvals may be given besides the thread grants' marks.
 type Options struct {
-	// Records keep "Always allow this tool" under AlwaysKey (state.DeriveKey of the bot token); nil
-	// or no key: "Always allow" is not offered.
-	Records   Records
-	AlwaysKey []byte
-	Groups    Groups // reads the approvers' user groups; nil: an approver group denies
+	// Records keep "Always allow this tool" and the pending approvals, sealed under Key
+	// (state.DeriveKey of the bot token); nil or no key: "Always allow" is not offered, and a
+	// pending approval is not kept beyond this process.
+	Records Records
+	Key     []byte
+	// Answers and Lines let WatchLapsed rewrite the lines of the approvals whose answer ended
+	// without them (a restart): the journal of open answers, and a writer in the bot's budgets.
+	Answers Answers
+	Lines   *gateway.Writer
+	Groups  Groups // reads the approvers' user groups; nil: an approver group denies
 	// Private shows the prompts, arguments included, to whom they concern alone (the thread sees
 	// who must approve which tool); nil: every prompt is public, as with public_arguments.
 	Private Ephemerals
@@ -209,8 +214,8 @@ func NewWith(marks Marks, grantKey []byte, log *zap.Logger, o Options) *Approval
 	}
 	p := &Approvals{allowed: ttlcache.New[bool](grantCacheSize, grantTTL), marks: marks, grantKey: grantKey, log: log,
 		groups: newGroupCache(), opt: o}
-	if o.Records != nil && len(o.AlwaysKey) > 0 {
-		p.always = always{rec: o.Records, key: o.AlwaysKey}
+	if o.Records != nil && len(o.Key) > 0 {
+		p.always = always{rec: o.Records, key: o.Key}
 	}
 	return p
 }
@@ -315,12 +320,14 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 		log.Warn("tool approval not asked: denied", zap.Error(err))
 		return toolinfo.Denied
 	}
+	p.remember(q, ref.ID, ts, log)
 	if wt.show != nil {
 		showFirst(wt.show, q.Asker, approvers)
 	}
 	dec := wait(ctx, ch, q.Wait)
 	p.keep(q, dec.v, log)
 	settleLine(ctx, w, q, ts, shown+"\n"+verdictLine(dec, q.Asker), log)
+	p.forget(ref.ID, log)
 	p.opt.Decided(dec.v, d != nil)
 	return dec.v
 }

@@ -201,7 +201,7 @@ func TestToolAlwaysAllowedOnlyWhileTheAskersAlone(t *testing.T) {
 		defer mem.Close()
 		tt := newToolTest(t, weatherTools(false, sunny), callsThenAnswer(1, weatherCall), nil)
 		tt.approvals = approvals.NewWith(nil, nil, zaptest.NewLogger(t),
-			approvals.Options{Records: mem.Records(), AlwaysKey: []byte("the replicas' always key")})
+			approvals.Options{Records: mem.Records(), Key: []byte("the replicas' always key")})
 		opt := tt.r.opt
 		opt.Approvals = tt.approvals
 		tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zaptest.NewLogger(t), opt)

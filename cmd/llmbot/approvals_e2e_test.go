@@ -181,3 +181,49 @@ func TestE2EToolApproversGroupUnreadable(t *testing.T) {
 		t.Errorf("notice %q, %d private prompts", notice, len(e.slack.Ephemerals()))
 	}
 }
+
+// TestRestartLapsesAPendingApproval: the replica waiting for an approval is killed and started
+// again on the same STATE_DIR: the orphans' closer closes the answer, the approval's line in the
+// thread is rewritten as lapsed (ask again), and a late click on the asker's private prompt is
+// told plainly that the request lapsed.
+func TestRestartLapsesAPendingApproval(t *testing.T) {
+	dir := t.TempDir()
+	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
+	mustWrite(t, mcpFile, "servers:\n  - name: srv\n    command: "+os.Args[0]+"\n    args: [\"-test.run=^$\"]\n    env: {"+mcpServerEnv+": \"1\"}\n")
+	mustWrite(t, chFile, "channels:\n  C1:\n    tools: [srv]\n")
+	rs := newReplicaSet(t, "STATE_DIR="+filepath.Join(dir, "state"), "MCP_CONFIG="+mcpFile, "CHANNEL_CONFIG="+chFile)
+	rs.fl.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	a := rs.start()
+	rs.wait("the MCP server", func() bool { return strings.Contains(a.logs.String(), "MCP server up") })
+	ts := rs.ask(a, "is the Oslo ticket open?")
+	var prompt, line fakeslack.Message
+	rs.wait("the private prompt and the public line", func() bool {
+		ps := privatePrompts(rs.fs, ts, "U1")
+		for _, m := range rs.fs.BotReplies("C1", ts) {
+			if strings.Contains(m.Text, "to approve") {
+				line = m
+			}
+		}
+		if len(ps) > 0 {
+			prompt = ps[0]
+		}
+		return len(ps) > 0 && line.TS != ""
+	})
+	a.kill()
+	rs.start()
+	rs.wait("the line rewritten as lapsed", func() bool {
+		m, _ := rs.fs.Message("C1", line.TS)
+		return strings.Contains(m.Text, "Lapsed: `srv__lookup`") && strings.Contains(m.Text, "Ask again") && len(m.Buttons()) == 0
+	})
+	if _, err := rs.fs.Click("C1", prompt.TS, "U1", approvals.ActionToolAllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the asker told the request lapsed", func() bool {
+		for _, e := range rs.fs.Ephemerals() {
+			if e.User == "U1" && e.Text == approvals.TextApprovalOver {
+				return true
+			}
+		}
+		return false
+	})
+}

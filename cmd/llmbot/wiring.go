@@ -117,6 +117,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
+	bg.run(a.approvals.WatchLapsed) // and the approvals they were waiting for, lapsed
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
 		prompts: p.prompts, usage: p.usage(p.controls.book),
 		steering: steer}
