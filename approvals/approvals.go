@@ -296,7 +296,7 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 	d, err := p.resolve(ctx, q.Calls)
 	if err != nil {
 		log.Warn("tool approvers not found: denied", zap.Error(err))
-		p.post(ctx, w, q, unresolvedText(q.Calls), nil)
+		post(ctx, w, q, unresolvedText(q.Calls), nil)
 		p.opt.Decided("unresolved", true)
 		return toolinfo.Denied
 	}
@@ -315,7 +315,7 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 	}
 	ch := p.add(ref.ID, wt)
 	defer p.remove(ref.ID)
-	ts, err := p.post(ctx, w, q, shown, buttons)
+	ts, err := post(ctx, w, q, shown, buttons)
 	if err != nil {
 		log.Warn("tool approval not asked: denied", zap.Error(err))
 		return toolinfo.Denied
@@ -353,7 +353,7 @@ func wait(ctx context.Context, ch chan decision, d time.Duration) decision {
 var noticeMark = convo.Mark{Kind: convo.MarkNotice}
 
 // post posts text (with buttons, or none) in the answer's thread as a notice.
-func (p *Approvals) post(ctx context.Context, w *gateway.Writer, q toolinfo.Approval, text string, bs []gateway.Button) (string, error) {
+func post(ctx context.Context, w *gateway.Writer, q toolinfo.Approval, text string, bs []gateway.Button) (string, error) {
 	return w.Post(ctx, gateway.InterimRetry, nil, w.PostTurn(q.Channel), q.Channel, q.Thread, gateway.Msg{Text: text,
 		Mark: noticeMark, Buttons: bs})
 }

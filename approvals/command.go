@@ -19,14 +19,17 @@ func (p *Approvals) Command() command.Sub {
 			command.Name + " tools: the tools you always allow me to use without asking",
 			command.Name + " tools revoke <tool>: ask you again before using it (`all`: every tool)",
 		},
-		Run: p.runCommand,
+		Run: toolsCommand{p.always}.run,
 	}
 }
+
+// toolsCommand serves /llmbot tools over the always grants.
+type toolsCommand struct{ always always }
 
 // ErrNoAlways: the grants are not kept (no records wired).
 var ErrNoAlways = errors.New("always-allowed tools are not kept")
 
-func (p *Approvals) runCommand(ctx context.Context, c command.Call) (string, error) {
+func (p toolsCommand) run(ctx context.Context, c command.Call) (string, error) {
 	if p.always.rec == nil {
 		return "", ErrNoAlways
 	}
@@ -41,7 +44,7 @@ func (p *Approvals) runCommand(ctx context.Context, c command.Call) (string, err
 	return "Use `" + command.Name + " tools` or `" + command.Name + " tools revoke <tool>`.", nil
 }
 
-func (p *Approvals) listText(ctx context.Context, user string) (string, error) {
+func (p toolsCommand) listText(ctx context.Context, user string) (string, error) {
 	gs, err := p.always.list(ctx, user)
 	if err != nil || len(gs) == 0 {
 		return "You always allow no tool: I ask you before each call that needs approval.", err
@@ -54,7 +57,7 @@ func (p *Approvals) listText(ctx context.Context, user string) (string, error) {
 	return strings.Join(lines, "\n"), nil
 }
 
-func (p *Approvals) revokeText(ctx context.Context, user, tool string) (string, error) {
+func (p toolsCommand) revokeText(ctx context.Context, user, tool string) (string, error) {
 	switch tool {
 	case "":
 		return "Name the tool: `" + command.Name + " tools revoke <tool>` (`" + command.Name + " tools` lists them).", nil
