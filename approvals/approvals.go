@@ -1,19 +1,22 @@
-// Package approvals is the tool approvals use case: the prompt that asks the person who asked for
-// an answer whether its tool calls may be made, the wait for their click, the approval buttons'
-// clicks (Decide) and the tools people allowed for a thread ("Allow for this thread"), kept for every
-// replica. The answers' tool loop asks through toolinfo.Approval; bot routes the clicks here.
+// Package approvals is the tool approvals use case: the prompt that asks whoever may decide (the
+// person who asked for an answer, or the tool's approvers from MCP_CONFIG) whether its tool calls
+// may be made, the wait for their click, the approval buttons' clicks (Decide), and the standing
+// grants a click gives: "Allow for this thread" (shared marks) and "Always allow this tool (for
+// me)" (sealed shared records, listed and revoked with /llmbot tools). The answers' tool loop asks
+// through toolinfo.Approval; bot routes the clicks here.
 //
-// The calls of one round that need a click (the tool loop decides which: those not on their server's
-// auto-approve list nor allowed for the thread, and every call while the context holds more than
-// the asker's words) are shown in the thread in one prompt: each tool, its server and its arguments
-// (indented, cut), with Allow once / Allow for this thread / Deny for them all (without Allow for
-// this thread when the context holds more than the asker's words: it would not apply). Only the
-// person who asked may decide; anyone else who clicks is told so privately. No click within the
-// Approval's Wait denies them. The model is told the outcome either way, and the prompt is
-// rewritten to say it.
+// The calls of one round that need a click (the tool loop decides which: those not on their
+// server's auto-approve list nor granted, and every call while the context holds more than the
+// asker's words) are asked in one prompt per set of approvers: each tool, its server and its
+// arguments (indented, cut). The prompt goes privately to whom it concerns (an ephemeral), and the
+// thread sees who must approve which tool, with Show approval; public_arguments keeps it public.
+// No click within the Approval's Wait denies the calls. The model is told the outcome either way,
+// and the thread's line is rewritten to say it.
 //
 // The click may reach another replica than the one writing the answer: bot hands it over the way it
-// hands over Stop (the button's value names the answer), and Decide delivers it here.
+// hands over Stop (the button's value names the answer), and Decide delivers it here. A pending
+// approval is kept in the shared records until decided; after a restart its line is rewritten as
+// lapsed (WatchLapsed).
 package approvals
 
 import (
