@@ -126,7 +126,7 @@ func (d Decided) Text() string {
 // What people are told about approvals.
 const (
 	TextNotAskerApproval = "Only the person who asked can approve or deny this tool call."
-	TextNotApprover      = "Only the approvers the prompt names can approve or deny this tool call."
+	TextNotApprover      = "Only the approvers named on this approval can approve or deny this tool call."
 	TextApprovalOver     = "That tool call is no longer waiting for an answer: the request lapsed (ask again)."
 	TextApprovalFailed   = "I couldn't pass your answer on just now — please click again."
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/llmbot/llmbot/convo"
 	"github.com/llmbot/llmbot/internal/fakellm"
 	"github.com/llmbot/llmbot/internal/fakeslack"
+	"github.com/llmbot/llmbot/internal/redistest"
 )
 
 // startApproversE2E runs the bot with the e2e MCP server as "srv" for channel C1, its server entry
@@ -226,4 +227,56 @@ func TestRestartLapsesAPendingApproval(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestReplicasApproverAndAlwaysAcrossReplicas: on two replicas sharing a real redis-server, an
+// approver's click that lands on the replica not writing the answer is handed over and decides
+// (the hand-over keeps that the call has approvers); and the asker's Always allow given on one
+// replica lets the next call through on the other.
+func TestReplicasApproverAndAlwaysAcrossReplicas(t *testing.T) {
+	dir := t.TempDir()
+	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
+	mustWrite(t, mcpFile, "servers:\n  - name: srv\n    command: "+os.Args[0]+"\n    args: [\"-test.run=^$\"]\n    env: {"+
+		mcpServerEnv+": \"1\"}\n    tool_approvers: {weather: [U07ALICE]}\n")
+	mustWrite(t, chFile, "channels:\n  C1:\n    tools: [srv]\n")
+	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "MCP_CONFIG="+mcpFile, "CHANNEL_CONFIG="+chFile)
+	a, b := rs.start(), rs.start()
+	rs.wait("the MCP servers", func() bool {
+		return strings.Contains(a.logs.String(), "MCP server up") && strings.Contains(b.logs.String(), "MCP server up")
+	})
+	privateTo := func(ts, user string) fakeslack.Message {
+		var p fakeslack.Message
+		rs.wait("the prompt to "+user, func() bool {
+			ps := privatePrompts(rs.fs, ts, user)
+			if len(ps) > 0 {
+				p = ps[0]
+			}
+			return len(ps) > 0
+		})
+		return p
+	}
+
+	rs.fl.SetChat(toolModel(1, fakellm.WireOpenAI, fakellm.ToolCall{ID: "w", Name: "srv__weather", Arguments: `{"city":"Oslo"}`}))
+	ts := rs.ask(a, "weather in Oslo?")
+	p := privateTo(ts, "U07ALICE")
+	if _, err := rs.fs.Via(b.conn).Click("C1", p.TS, "U07ALICE", approvals.ActionToolAllowOnce); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the answer with the tool's result", func() bool { return strings.Contains(rs.answer(ts), "sunny in Oslo") })
+	if !strings.Contains(b.logs.String(), "tool approval handed to the replica writing the answer") {
+		t.Error("the approver's click was not handed over")
+	}
+
+	rs.fl.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
+	ts = rs.ask(a, "is the Oslo ticket open?")
+	p = privateTo(ts, "U1")
+	if _, err := rs.fs.Via(a.conn).Click("C1", p.TS, "U1", approvals.ActionToolAllowAlways); err != nil {
+		t.Fatal(err)
+	}
+	rs.wait("the answer with the ticket", func() bool { return strings.Contains(rs.answer(ts), "ticket for Oslo is open") })
+	ts = rs.ask(b, "and now?")
+	rs.wait("the answer on the other replica", func() bool { return strings.Contains(rs.answer(ts), "Done: ") })
+	if !strings.Contains(rs.answer(ts), "ticket for Oslo is open") || len(privatePrompts(rs.fs, ts, "U1")) != 0 {
+		t.Errorf("always allowed on one replica, the other asked again or did not call: %q", rs.answer(ts))
+	}
 }
