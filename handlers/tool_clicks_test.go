@@ -190,7 +190,8 @@ func TestToolTimeBounded(t *testing.T) {
 
 // TestToolAlwaysAllowedOnlyWhileTheAskersAlone: the asker's "Always allow" (kept in the shared
 // state's records) lets their next call of the tool through without a prompt in another thread,
-// but never while the context holds someone else's words: then the asker is asked again.
+// but never while the context holds someone else's words (then the asker is asked again), nor once
+// the tool has approvers (then they are).
 func TestToolAlwaysAllowedOnlyWhileTheAskersAlone(t *testing.T) {
 	var asker, other slack.Message
 	asker.User, asker.Text = "U1", "I'm planning a trip"
@@ -244,6 +245,29 @@ func TestToolAlwaysAllowedOnlyWhileTheAskersAlone(t *testing.T) {
 		}
 		if got := tt.approvals.Decide(ref, "U1", approvals.ActionToolDeny); got != approvals.DecidedHere {
 			t.Errorf("Decide = %v", got)
+		}
+		mustNoErr(t, <-done)
+
+		// Approvers set on the tool since: the asker's grant no longer replaces their say.
+		tt.tools.mu.Lock()
+		tt.tools.tools[0].Approvers = []string{"U0APPROVER"}
+		tt.tools.mu.Unlock()
+		go func() { done <- tt.r.Reply(t.Context(), toolThread(tt, asker)) }()
+		for range 50 {
+			if synctest.Wait(); len(tt.prompts()) >= 3 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if ps = tt.prompts(); len(ps) != 3 {
+			t.Fatalf("a tool with approvers, always allowed by the asker: %d prompts, want a third", len(ps))
+		}
+		ref, _ = approvals.ParseApprovalRef(buttonValue(ps[2]))
+		if got := tt.approvals.Decide(ref, "U1", approvals.ActionToolAllowOnce); got != approvals.DecidedNotApprover {
+			t.Errorf("the asker on a call with approvers: Decide = %v", got)
+		}
+		if got := tt.approvals.Decide(ref, "U0APPROVER", approvals.ActionToolAllowOnce); got != approvals.DecidedHere {
+			t.Errorf("the approver: Decide = %v", got)
 		}
 		mustNoErr(t, <-done)
 	})
