@@ -382,6 +382,9 @@ func (p *Approvals) keep(q toolinfo.Approval, v toolinfo.Verdict, log *zap.Logge
 		case toolinfo.AllowThread:
 			p.AllowThread(q.Channel, q.Thread, q.Asker, c.Name)
 		case toolinfo.AllowAlways:
+			if p.always.rec == nil {
+				return // not offered without records
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 			err := p.always.put(ctx, q.Asker, Grant{Tool: c.Name, Server: c.Server, At: time.Now().UTC()})
 			cancel()
