@@ -27,6 +27,13 @@ func (a *answer) approval(ask []*toolCall, foreign string) toolinfo.Approval {
 		Asker: a.req.User, Calls: calls, Foreign: foreign, Wait: a.r.opt.Tools.ApprovalTimeout, Settle: a.r.opt.FinalTimeout}
 }
 
+// asked is who asked for the answer, and where: the context of its tool calls carries it, so that a
+// built-in tool acts for that person in that thread.
+func (a *answerBase) asked() toolinfo.Asked {
+	return toolinfo.Asked{Channel: a.req.Channel, Thread: a.threadTS, ThreadTS: a.req.ThreadTS, TS: a.req.TS,
+		Asker: a.req.User, Team: a.req.Team, ActionToken: a.req.ActionToken}
+}
+
 // approve asks the asker about the calls in ask through the Approver (roundHost).
 func (a *answer) approve(ctx context.Context, ask []*toolCall, foreign string) toolinfo.Verdict {
 	return a.r.approvals.Approve(ctx, a.r.paced, a.approval(ask, foreign))

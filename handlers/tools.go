@@ -307,7 +307,7 @@ func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolC
 	cctx, cancel := context.WithTimeout(tctx, a.r.opt.Tools.CallTimeout)
 	defer cancel()
 	begin := time.Now()
-	out, err := a.r.opt.Tools.Tools.Call(cctx, c.call.Name, json.RawMessage(c.args))
+	out, err := a.r.opt.Tools.Tools.Call(toolinfo.WithAsked(cctx, a.asked()), c.call.Name, json.RawMessage(c.args))
 	c.ev.Duration = time.Since(begin)
 	st.foreign = cmp.Or(st.foreign, foreignResult)
 	if err != nil {

@@ -248,7 +248,10 @@ type ReplyRequest struct {
 	// "" = a top-level DM: answer in the DM, context = recent history.
 	ThreadTS string
 	Text     string // raw Slack text
-	Files    []slack.File
+	// ActionToken is the event's action_token (Slack's search with the asker's permissions): a
+	// credential, never logged or shown; "" when the event carried none.
+	ActionToken string
+	Files       []slack.File
 	// Attachments of the triggering message: a forwarded (shared) message, unfurls. A new thread is
 	// not read, so they come with the request.
 	Attachments []slack.Attachment

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/llmbot/llmbot/toolinfo"
+
 	yaml "go.yaml.in/yaml/v2"
 )
 
@@ -185,6 +187,8 @@ func (s *ServerConfig) check(seen map[string]bool, getenv func(string) string) e
 		return errors.New("name must be 1-24 letters, digits or dashes")
 	case seen[s.Name]:
 		return errors.New("a second server of that name")
+	case strings.EqualFold(s.Name, toolinfo.BuiltinServer):
+		return fmt.Errorf("%q is the name of the bot's built-in tools", toolinfo.BuiltinServer)
 	case (s.Command == "") == (s.URL == ""):
 		return errors.New("give either command (stdio) or url (streamable HTTP)")
 	case s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://"):

@@ -256,6 +256,7 @@ func TestParseConfig(t *testing.T) {
 		{"public arguments", "servers:\n  - {name: a, command: x, tools: [s], public_arguments: [s]}\n", ""},
 		{"public arguments not allowed", "servers:\n  - {name: a, command: x, tools: [s], public_arguments: [t]}\n", "does not allow"},
 		{"tool approvers empty", "servers:\n  - {name: a, command: x, tool_approvers: {t: []}}\n", "lists nobody"},
+		{"built-ins' name", "servers:\n  - {name: LLMbot, command: x}\n", "built-in tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ParseConfig([]byte(tc.yaml), "f.yaml", env)
