@@ -127,6 +127,7 @@ func (d Decided) Text() string {
 const (
 	TextNotAskerApproval = "Only the person who asked can approve or deny this tool call."
 	TextNotApprover      = "Only the approvers named on this approval can approve or deny this tool call."
+	TextNotApproverNamed = "Only %s can approve or deny this tool call." // the approvers (Refusal)
 	TextApprovalOver     = "That tool call is no longer waiting for an answer: the request lapsed (ask again)."
 	TextApprovalFailed   = "I couldn't pass your answer on just now — please click again."
 )
@@ -171,10 +172,11 @@ type Options struct {
 
 // waiter is a prompt waiting for its click: the first click wins (ch holds one).
 type waiter struct {
-	ch       chan decision
-	deciders deciders // nil: the asker alone
-	standing bool     // Allow for this thread and Always allow are offered
-	always   bool     // Always allow is offered
+	ch        chan decision
+	deciders  deciders // nil: the asker alone
+	approvers []string // as MCP_CONFIG names them (people, user groups), for Refusal
+	standing  bool     // Allow for this thread and Always allow are offered
+	always    bool     // Always allow is offered
 	// show shows the prompt privately to a person who may decide (Show approval); nil: the prompt
 	// is public.
 	show func(user string)
@@ -256,6 +258,18 @@ func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 	return DecidedHere
 }
 
+// Refusal is what the clicker is told of a click d refused: who may decide where the replica
+// waiting for it knows (the approvers), else d.Text().
+func (p *Approvals) Refusal(ref ApprovalRef, d Decided) string {
+	p.mu.Lock()
+	w, ok := p.waiting[ref.ID]
+	p.mu.Unlock()
+	if d == DecidedNotApprover && ok && len(w.approvers) > 0 {
+		return fmt.Sprintf(TextNotApproverNamed, mentions(w.approvers))
+	}
+	return d.Text()
+}
+
 // Lapsed counts a click on a prompt no replica waits for any more (restarted, or over).
 func (p *Approvals) Lapsed() { p.opt.Decided("lapsed", false) }
 
@@ -303,7 +317,7 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 		p.opt.Decided("unresolved", true)
 		return toolinfo.Denied
 	}
-	wt := waiter{deciders: d, standing: d == nil && q.Foreign == ""}
+	wt := waiter{deciders: d, approvers: approversOf(q.Calls[0]), standing: d == nil && q.Foreign == ""}
 	wt.always = wt.standing && p.always.rec != nil
 	ref := ApprovalRef{ThreadTS: q.ThreadTS, TS: q.TS, ID: newApprovalID(), Asker: q.Asker, Approvers: d != nil}
 	approvers := approversOf(q.Calls[0])

@@ -14,6 +14,8 @@ type Approver interface {
 	Lapsed()
 	// Chose replaces the private prompt clicked (its response_url) with the choice made.
 	Chose(ref approvals.ApprovalRef, responseURL, action string)
+	// Refusal is what the clicker is told of a click Decide refused.
+	Refusal(ref approvals.ApprovalRef, d approvals.Decided) string
 }
 
 // ApprovalHandler serves the tool approval buttons (approvals.ActionToolAllowOnce, AllowThread,
@@ -43,7 +45,7 @@ func (b *Bot) ApprovalHandler(a Approver) route.Handler {
 			})
 		default:
 			log.Info("approval refused: not someone who may decide", zap.Int("decided", int(d)))
-			return route.Decision{Say: d.Text()}
+			return route.Decision{Say: a.Refusal(ref, d)}
 		}
 		return route.Decision{}
 	}}

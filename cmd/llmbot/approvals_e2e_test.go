@@ -4,6 +4,7 @@ package main
 // model and the e2e MCP server (tools_e2e_test.go).
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,7 +121,7 @@ func TestE2EToolApprovers(t *testing.T) {
 	}
 	e.click(t, "C1", line.TS, "U1", approvals.ActionToolShowApproval)
 	e.waitFor(t, "the asker told", func() bool { return len(e.privateTo("U1")) == 1 })
-	if got := e.privateTo("U1")[0]; got != approvals.TextNotApprover {
+	if got := e.privateTo("U1")[0]; got != fmt.Sprintf(approvals.TextNotApproverNamed, "<!subteam^S01OPS>, <@U07ALICE>") {
 		t.Errorf("the asker told %q", got)
 	}
 	e.click(t, "C1", line.TS, "U6", approvals.ActionToolShowApproval)
