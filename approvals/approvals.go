@@ -162,6 +162,7 @@ type Options struct {
 	// without them (a restart): the journal of open answers, and a writer in the bot's budgets.
 	Answers Answers
 	Lines   *gateway.Writer
+	Claims  Claims // one replica rewrites a lapsed line (nil: this one, as if alone)
 	Groups  Groups // reads the approvers' user groups; nil: an approver group denies
 	// Private shows the prompts, arguments included, to whom they concern alone (the thread sees
 	// who must approve which tool); nil: every prompt is public, as with public_arguments.

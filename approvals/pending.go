@@ -23,6 +23,11 @@ type Answers interface {
 	Get(ctx context.Context, id string) (state.Answer, bool, error)
 }
 
+// Claims let one replica of several do a thing once (the state package's keys).
+type Claims interface {
+	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
+}
+
 // pendingRecord is an approval waiting for its click, kept in the shared records while it waits:
 // ids, tool names, who may decide and until when; never the arguments. A replica that restarts
 // (or another one) finds it once its answer is no longer open, and rewrites its line as lapsed.
@@ -114,7 +119,7 @@ func (p *Approvals) sweep(ctx context.Context) {
 		if !ok || json.Unmarshal(b, &r) != nil || r.ID != id {
 			continue // not one of this bot's: never acted on
 		}
-		if p.lapsed(ctx, r) {
+		if p.lapsed(ctx, r) && claim(ctx, p.opt.Claims, r.ID) {
 			p.lapse(ctx, r)
 		}
 	}
@@ -130,6 +135,16 @@ func (p *Approvals) lapsed(ctx context.Context, r pendingRecord) bool {
 	}
 	_, open, err := p.opt.Answers.Get(ctx, r.Answer)
 	return err == nil && (!open || time.Now().After(r.Deadline.Add(lapseGrace)))
+}
+
+// claim reports whether this replica rewrites the lapsed approval id (another one may be sweeping
+// too); a claim lasts as long as a sweep may, so a rewrite that failed is tried again later.
+func claim(ctx context.Context, c Claims, id string) bool {
+	if c == nil {
+		return true
+	}
+	ok, err := c.Claim(ctx, "tool-approval-lapsed:"+id, lapseTimeout)
+	return err == nil && ok
 }
 
 // lapse rewrites r's line as lapsed, without buttons, and removes r.
