@@ -20,7 +20,7 @@ type importRule struct {
 // another, so each is read, changed and tested alone. What two of them share goes down to the lowest
 // package that owns its concept, or comes in as a small interface the consumer declares.
 var useCases = []string{"handlers", "summarize", "pane", "orphans", "imagine", "feedback", "approvals", "usage",
-	"instructions", "schedule"}
+	"instructions", "schedule", "ask", "search"}
 
 // above are what the use cases, the plumbing and the vocabularies may not depend on: the use cases,
 // the loop, the wiring and the tools beside them.
@@ -34,7 +34,8 @@ var importRules = []importRule{
 	{
 		rule: "plumbing imports no use case",
 		packages: []string{"gateway", "gateway/gatewaytest", "tools", "state", "threads", "pace", "slackmd", "llm", "llm/llmtest", "media", "attach",
-			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache", "redact", "ledger", "followup"},
+			"slacksocket", "internal/watch", "internal/redisping", "internal/nodump", "internal/ttlcache", "redact", "ledger", "followup",
+			"tables"},
 		never: above,
 	},
 	{

@@ -134,7 +134,8 @@ var scopesOfMethod = map[string][]string{
 	"GetFileInfoContext":                         {"files:read"},
 	"GetUserInfoContext":                         {"users:read"},
 	"GetBotInfoContext":                          {"users:read"},
-	"GetUserGroupMembersContext":                 {"usergroups:read"}, // a tool's approvers' user groups
+	"GetUserGroupMembersContext":                 {"usergroups:read"},    // a tool's approvers' user groups
+	"SearchAssistantContextContext":              {"search:read.public"}, // slack_search (SLACK_SEARCH)
 }
 
 // slackMethodsCalled returns the *slack.Client methods called in the module's non-test code (the fakes and

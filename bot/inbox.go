@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/ask"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
 )
@@ -40,10 +42,11 @@ const handoverMaxAge = time.Minute
 const macLen = 2 * sha256.Size
 
 // handover is what a replica hands another: a click on an answer the receiver writes (Stop, a tool
-// approval's buttons) or Slack's Stop on an agent session. It carries ids only, never a command,
-// a response_url or text: the receiver rebuilds the request from them.
+// approval's buttons, an answer to an ask_user question) or Slack's Stop on an agent session. It
+// carries ids only, never a command or a response_url, and no text but what the asker typed as the
+// answer to a question (Answer, bounded): the receiver rebuilds the request from them.
 type handover struct {
-	Action    string `json:"action"` // route.ActionStop, an approval's action id, route.EventSessionStopped
+	Action    string `json:"action"` // route.ActionStop, an approval's action id, ask's, route.EventSessionStopped
 	Team      string `json:"team,omitempty"`
 	Channel   string `json:"channel"`
 	User      string `json:"user"` // who clicked
@@ -52,12 +55,15 @@ type handover struct {
 	// RefThreadTS and RefTS are the button's reference to its answer (route.ReplyRef, ApprovalRef).
 	RefThreadTS string `json:"ref_thread_ts,omitempty"`
 	RefTS       string `json:"ref_ts,omitempty"`
-	Call        string `json:"call,omitempty"`      // an approval's id (approvals.ApprovalRef.ID)
-	Asker       string `json:"asker,omitempty"`     // who may decide an approval (approvals.ApprovalRef.Asker)
-	Approvers   bool   `json:"approvers,omitempty"` // or its approvers (approvals.ApprovalRef.Approvers)
-	From        string `json:"from"`
-	To          string `json:"to"`   // the receiver: a hand-over pushed onto another inbox is refused there
-	Sent        int64  `json:"sent"` // Unix milliseconds, by the sender's clock
+	Call        string `json:"call,omitempty"`      // an approval's id (approvals.ApprovalRef.ID), a question's (ask.Ref.ID)
+	Asker       string `json:"asker,omitempty"`     // who may decide an approval or answer a question
+	Approvers   bool   `json:"approvers,omitempty"` // or an approval's approvers (approvals.ApprovalRef.Approvers)
+	// Answer is what the asker typed in a question's modal (ask.View), cut to ask.MaxAnswer
+	// characters: it reaches the model as their answer, fenced as data like every tool result.
+	Answer string `json:"answer,omitempty"`
+	From   string `json:"from"`
+	To     string `json:"to"`   // the receiver: a hand-over pushed onto another inbox is refused there
+	Sent   int64  `json:"sent"` // Unix milliseconds, by the sender's clock
 }
 
 // errNotHandedOver is a request or an inbox message that is none of the hand-overs.
@@ -87,6 +93,13 @@ func handoverOf(req *route.Request, from, to string, now time.Time) (handover, e
 			return handover{}, err
 		}
 		h.RefThreadTS, h.RefTS, h.Call, h.Asker, h.Approvers = ref.ThreadTS, ref.TS, ref.ID, ref.Asker, ref.Approvers
+	case ask.Answers(req.Name) && (req.Kind == route.View) == (req.Name == ask.View):
+		ref, err := ask.ParseRef(req.Text)
+		if err != nil {
+			return handover{}, err
+		}
+		h.RefThreadTS, h.RefTS, h.Call, h.Asker = ref.ThreadTS, ref.TS, ref.ID, ref.Asker
+		h.Answer = clipRunes(req.Values[ask.AnswerInput], ask.MaxAnswer)
 	case req.Kind == route.Event && req.Name == route.EventSessionStopped:
 	default:
 		return handover{}, fmt.Errorf("%s: %w", req.Kind, errNotHandedOver)
@@ -108,13 +121,16 @@ func (h handover) valid() error {
 	switch {
 	case h.Action == route.ActionStop:
 		fields = append(fields, field{"ref_ts", h.RefTS, slackTS, false})
-	case approvals.VerdictOf(h.Action) != "":
+	case approvals.VerdictOf(h.Action) != "" || ask.Answers(h.Action):
 		fields = append(fields, field{"ref_ts", h.RefTS, slackTS, false}, field{"call", h.Call, callID, false},
 			field{"asker", h.Asker, slackID, false})
 	case h.Action == route.EventSessionStopped:
 		fields = append(fields, field{"thread_ts", h.ThreadTS, slackTS, false})
 	default:
 		return fmt.Errorf("action: %w", errNotHandedOver)
+	}
+	if h.Action != ask.View && h.Answer != "" || utf8.RuneCountInString(h.Answer) > ask.MaxAnswer {
+		return fmt.Errorf("answer: %w", errNotHandedOver)
 	}
 	for _, f := range fields {
 		if (f.v != "" || !f.optional) && !f.re.MatchString(f.v) {
@@ -133,6 +149,11 @@ func (h handover) request() *route.Request {
 		req.Text = route.ReplyRef{ThreadTS: h.RefThreadTS, TS: h.RefTS}.Value()
 	case h.Action == route.EventSessionStopped:
 		req.Kind = route.Event
+	case ask.Answers(h.Action):
+		req.Text = ask.Ref{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()
+		if h.Action == ask.View {
+			req.Kind, req.Values = route.View, map[string]string{ask.AnswerInput: h.Answer}
+		}
 	default:
 		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker, Approvers: h.Approvers}.Value()
 	}
@@ -192,4 +213,12 @@ func unseal(key []byte, msg []byte, self string, now time.Time) (handover, error
 		return handover{}, err
 	}
 	return h, nil
+}
+
+// clipRunes cuts s to at most n characters.
+func clipRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
 }

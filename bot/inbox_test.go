@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/ask"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/state"
@@ -241,5 +243,47 @@ func TestHandoverKeepsAnApprovalsApprovers(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("%s handed over as %+v (%v), want %+v", action, got, err, want)
 		}
+	}
+}
+
+// TestHandoverOfQuestionAnswers: an option's click and the "Other…" modal submitted are handed over
+// with the question's reference and, for the modal alone, the typed answer, cut; the receiver
+// rebuilds them. An answer on anything but the modal, or longer than a typed answer may be, is
+// refused.
+func TestHandoverOfQuestionAnswers(t *testing.T) {
+	ref := ask.Ref{ThreadTS: "1700000000.000100", TS: "1700000000.000200", ID: "0123456789abcdef", Asker: "U1"}
+	base := route.Request{Channel: "C1", User: "U1", Team: "T1", ThreadTS: "1700000000.000100",
+		MessageTS: "1700000000.000300", Text: ref.Value()}
+	option, modal := base, base
+	option.Kind, option.Name = route.Action, ask.ActionOption(1)
+	modal.Kind, modal.Name = route.View, ask.View
+	modal.Values = map[string]string{ask.AnswerInput: strings.Repeat("x", ask.MaxAnswer+10)}
+	for _, req := range []route.Request{option, modal} {
+		h, err := handoverOf(&req, "r1", "r2", time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", req.Name, err)
+		}
+		got := h.request()
+		if got.Kind != req.Kind || got.Name != req.Name || got.Text != ref.Value() || got.MessageTS != req.MessageTS {
+			t.Errorf("%s handed over as %+v", req.Name, got)
+		}
+		if want := strings.Repeat("x", ask.MaxAnswer); req.Name == ask.View && got.Values[ask.AnswerInput] != want {
+			t.Errorf("typed answer handed over as %d characters, want %d", len(got.Values[ask.AnswerInput]), ask.MaxAnswer)
+		}
+	}
+	h, _ := handoverOf(&option, "r1", "r2", time.Now())
+	h.Answer = "an order smuggled in"
+	if err := h.valid(); err == nil {
+		t.Error("an option's click carried text")
+	}
+	h, _ = handoverOf(&modal, "r1", "r2", time.Now())
+	h.Answer += "more"
+	if err := h.valid(); err == nil {
+		t.Error("a typed answer longer than ask.MaxAnswer was accepted")
+	}
+	viewAsAction := modal
+	viewAsAction.Kind = route.Action
+	if _, err := handoverOf(&viewAsAction, "r1", "r2", time.Now()); err == nil {
+		t.Error("the modal's callback id as an action was handed over")
 	}
 }

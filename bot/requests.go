@@ -34,6 +34,7 @@ func (rd reader) fromMention(ev *slackevents.AppMentionEvent, team string) (rout
 		TS:          ev.TimeStamp,
 		ThreadTS:    ev.ThreadTimeStamp,
 		Text:        ev.Text,
+		ActionToken: actionToken(ev.ActionToken, ev.AssistantThread),
 		Files:       ev.Files,
 		Attachments: ev.Attachments,
 	}
@@ -65,6 +66,7 @@ func (rd reader) fromMessage(ev *slackevents.MessageEvent, team string) (route.R
 		TS:          ev.TimeStamp,
 		ThreadTS:    ev.ThreadTimeStamp,
 		Text:        ev.Text,
+		ActionToken: actionToken(ev.ActionToken, ev.AssistantThread),
 	}
 	if ev.Message != nil {
 		r.Files, r.Attachments = ev.Message.Files, ev.Message.Attachments
@@ -109,7 +111,17 @@ func (rd reader) fromEditedMention(ev *slackevents.MessageEvent, team string) (r
 		UserTeam: nm.Team, TimeStamp: nm.Timestamp, ThreadTimeStamp: nm.ThreadTimestamp, Text: nm.Text,
 		Files: nm.Files, Attachments: nm.Attachments}, team)
 	r.Edited = why == ""
+	r.ActionToken = actionToken(ev.ActionToken, ev.AssistantThread) // if Slack sends one with the edit
 	return r, why
+}
+
+// actionToken is an event's action_token (Slack's search as the asker: search.Tool): the top-level
+// one, else the one Slack puts under assistant_thread in the agent pane. "" when the event has none.
+func actionToken(top string, at *slackevents.AssistantThreadActionToken) string {
+	if top == "" && at != nil {
+		return at.ActionToken
+	}
+	return top
 }
 
 // skipAuthor says why a message by user/botID is not answered, or "".

@@ -134,3 +134,33 @@ func TestMentionsIgnored(t *testing.T) {
 		})
 	}
 }
+
+// The event's action_token (Slack's search as the asker) goes into the request: the top-level one,
+// else the agent pane's under assistant_thread; none: "".
+func TestActionTokenInRequests(t *testing.T) {
+	at := &slackevents.AssistantThreadActionToken{ActionToken: "1.2.pane"}
+	for _, tc := range []struct {
+		name      string
+		top       string
+		thread    *slackevents.AssistantThreadActionToken
+		wantToken string
+	}{
+		{"top level", "1.2.top", nil, "1.2.top"},
+		{"assistant thread", "", at, "1.2.pane"},
+		{"both: the top level", "1.2.top", at, "1.2.top"},
+		{"none", "", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := slackevents.AppMentionEvent{User: "U1", Channel: "C1", TimeStamp: "2.0", ActionToken: tc.top, AssistantThread: tc.thread}
+			req, why := routingBot(Options{}).fromMention(&m, "T1")
+			if why != "" || req.ActionToken != tc.wantToken {
+				t.Errorf("mention: token %q (%s), want %q", req.ActionToken, why, tc.wantToken)
+			}
+			d := slackevents.MessageEvent{User: "U1", Channel: "D1", ChannelType: "im", TimeStamp: "2.0", ActionToken: tc.top, AssistantThread: tc.thread}
+			req, why = routingBot(Options{}).fromMessage(&d, "T1")
+			if why != "" || req.ActionToken != tc.wantToken {
+				t.Errorf("DM: token %q (%s), want %q", req.ActionToken, why, tc.wantToken)
+			}
+		})
+	}
+}

@@ -273,12 +273,16 @@ func withText(opts ...slack.MsgOption) []slack.MsgOption {
 // escaped by convo), the mark as metadata, and no link previews (noUnfurl). With
 // buttons, Slack shows the blocks (the text in sections, then the buttons) and text is the
 // notification fallback; an empty, non-nil Buttons sends "blocks=[]" to take earlier buttons off.
+// Blocks (a table's, package tables) take the sections' place.
 func msgOptions(m gateway.Msg) []slack.MsgOption {
 	opts := withText(slack.MsgOptionText(m.Text, false))
 	if m.Mark.Kind != "" {
 		opts = append(opts, slack.MsgOptionMetadata(m.Mark.Metadata()))
 	}
-	if m.Buttons != nil {
+	switch {
+	case m.Blocks != nil:
+		opts = append(opts, slack.MsgOptionBlocks(append(slices.Clip(m.Blocks), controlBlocks(m.Buttons)...)...))
+	case m.Buttons != nil:
 		opts = append(opts, slack.MsgOptionBlocks(buttonBlocks(m.Text, m.Buttons)...))
 	}
 	return opts

@@ -8,12 +8,14 @@ import (
 
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/pane"
+	"github.com/llmbot/llmbot/search"
 )
 
 // Compile-time checks: SlackAssistant is what the agent pane and the answers' sessions need.
 var (
 	_ pane.Assistant    = (*SlackAssistant)(nil)
 	_ handlers.Sessions = (*SlackAssistant)(nil)
+	_ search.Slack      = (*SlackAssistant)(nil)
 )
 
 // SlackAssistant adapts the Web API of Slack's assistant and agent surfaces (assistant.threads.*,
@@ -69,4 +71,29 @@ func (a *SlackAssistant) SetSessionStatus(ctx context.Context, channel, threadTS
 		return fmt.Errorf("agents.sessions.setStatus: %w", err)
 	}
 	return nil
+}
+
+// AssistantSearch searches messages with Slack's Real-time Search API (assistant.search.context) as
+// the person whose event carried q.ActionToken: public channels only (channel_types public_channel,
+// what a bot token's search:read.public reaches), so that what is found may be shown in any thread.
+// The token goes in the request's body, never in an error.
+func (a *SlackAssistant) AssistantSearch(ctx context.Context, q search.Query) ([]search.Result, error) {
+	p := slack.AssistantSearchContextParameters{Query: q.Text, ActionToken: q.ActionToken,
+		ContentTypes: []string{"messages"}, ChannelTypes: []string{"public_channel"}, Limit: q.Limit}
+	if !q.After.IsZero() {
+		p.After = q.After.Unix()
+	}
+	if !q.Before.IsZero() {
+		p.Before = q.Before.Unix()
+	}
+	r, err := a.c.SearchAssistantContextContext(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("assistant.search.context: %w", err)
+	}
+	out := make([]search.Result, len(r.Results.Messages))
+	for i, m := range r.Results.Messages {
+		out[i] = search.Result{Author: m.AuthorUserID, AuthorName: m.AuthorName, Channel: m.ChannelID,
+			ChannelName: m.ChannelName, TS: m.MessageTS, Text: m.Content, Permalink: m.Permalink, Bot: m.IsAuthorBot}
+	}
+	return out, nil
 }

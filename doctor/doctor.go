@@ -72,6 +72,7 @@ type Input struct {
 	AgentView bool   // AGENT_VIEW: the DM is the agent pane
 	FollowUps bool   // FOLLOW_UPS: thread messages without a mention
 	Vision    string // VISION: "off" reads no pictures (text files still need files:read)
+	Search    bool   // SLACK_SEARCH: slack_search needs search:read.public
 
 	// RedisHost is REDIS_URL's host ("": not set, the Redis check is skipped), and PingRedis
 	// connects to it as the bot does and asks PING.
@@ -439,7 +440,7 @@ func neededScopes(in Input) []scopeNeed {
 		write += ", native streaming (REPLY_MODE " + in.ReplyMode + ")"
 	}
 	summaries := "; /summarize and Summarize thread there"
-	return []scopeNeed{
+	need := []scopeNeed{
 		{"app_mentions:read", "app_mention events: someone @mentions the bot"},
 		{"channels:history", followUps("reading threads in public channels" + summaries)},
 		{"groups:history", followUps("reading threads in private channels" + summaries)},
@@ -450,6 +451,10 @@ func neededScopes(in Input) []scopeNeed {
 		{"files:read", filesWhy(in.Vision)},
 		{"users:read", "people's names, so the model knows who said what"},
 	}
+	if in.Search {
+		need = append(need, scopeNeed{"search:read.public", "slack_search (SLACK_SEARCH): assistant.search.context in public channels"})
+	}
+	return need
 }
 
 // filesWhy is why files:read is needed: the text files people share are always read, their

@@ -726,3 +726,33 @@ func TestDoctorListsSchedules(t *testing.T) {
 		t.Errorf("line %q, want %q", got, want)
 	}
 }
+
+// With SLACK_SEARCH on, the scopes check wants search:read.public and says what needs it; off, it
+// is not asked for.
+func TestDoctorSearchScope(t *testing.T) {
+	base := []string{"app_mentions:read", "chat:write", "channels:history", "groups:history", "im:history",
+		"mpim:history", "files:write", "files:read", "users:read", "commands"}
+	for _, tc := range []struct {
+		name           string
+		search, scoped bool
+		wantErr        bool
+		want           string
+	}{
+		{"on, missing", true, false, true, "search:read.public: slack_search (SLACK_SEARCH)"},
+		{"on, granted", true, true, false, "all 11 scopes the enabled features need are granted"},
+		{"off", false, false, false, "all 10 scopes the enabled features need are granted"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scopes := slices.Clone(base)
+			if tc.scoped {
+				scopes = append(scopes, "search:read.public")
+			}
+			f := newDoctorFakes(t, fakeslack.Config{Scopes: scopes})
+			f.in.Search = tc.search
+			out, err := runDoctor(t, f.in)
+			if (err != nil) != tc.wantErr || !strings.Contains(out, tc.want) {
+				t.Errorf("err %v, checklist lacks %q:\n%s", err, tc.want, out)
+			}
+		})
+	}
+}

@@ -39,6 +39,12 @@ type Msg struct {
 	// shown in section blocks (Text stays the notification fallback) followed by the buttons; an
 	// empty slice shows the plain text again, taking earlier buttons off the message.
 	Buttons []Button
+	// Blocks, when set, show the text in their place (Text stays the notification fallback), the
+	// buttons' blocks after them: an answer's text with a native table (package tables).
+	Blocks []slack.Block
+	// Markdown is the answer's Markdown Text was rendered from, given on an answer's final write:
+	// a table in it may be shown as Slack's table block (package tables). "": none.
+	Markdown string
 }
 
 // Streamer is Slack's native streaming (chat.startStream / appendStream / stopStream).

@@ -88,7 +88,7 @@ func (e editFinal) final(ctx context.Context, c closing) error {
 		e.answer.writes.closedInJournal() // the tidy edits below need no record: a crash now leaves the answer whole
 	}
 	for _, i := range later {
-		msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+		msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true), Markdown: c.md}
 		if err := e.finalEdit(ctx, i, msg, pace.Tidy, c.turnBy); err != nil {
 			if e.phase != editClosed {
 				errs = append(errs, fmt.Errorf("chat.update part %d: %w", i+1, err))
@@ -138,7 +138,7 @@ func withNote(parts []string, note string) []string {
 // message, or nothing now when only its buttons change (deferred: edited once the rest landed). It
 // returns the write's error, and stop when the final write stops there.
 func (e editFinal) finalPart(ctx context.Context, parts []string, i int, c closing) (deferred, stop bool, err error) {
-	msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true)}
+	msg := gateway.Msg{Text: parts[i], Mark: e.finalMark(c.kind, c.note, i, len(parts)), Buttons: e.buttons(i, len(parts), true), Markdown: c.md}
 	switch {
 	case i >= len(e.ts):
 		err = e.postFinal(ctx, i, msg)

@@ -5,27 +5,26 @@ import (
 	"time"
 )
 
-// Pane is the agent pane as an answer uses it (pane.Pane): the title of a thread in the pane and
-// the "is thinking…" status under the answer's thread.
+// Pane is the agent pane as an answer uses it (pane.Pane): a pane thread's title and the statuses
+// under an answer's thread; its failures are courtesies', never the answer's.
 type Pane interface {
 	// On reports whether the app has the agent pane (it is declared as an agent).
 	On() bool
-	// Thinking titles the thread from its first question ("": not titled) and shows "is thinking…"
-	// under it, reporting whether the status was set. Its failures are courtesies', never the answer's.
+	// Thinking titles the thread from question ("": not) and shows "is thinking…", reporting if it did.
 	Thinking(ctx context.Context, channel, threadTS, question string) bool
+	// ToolRunning shows that tool runs as the thread's status line, and returns what takes it down.
+	ToolRunning(ctx context.Context, channel, threadTS, tool string) (done func())
 }
 
-// inPane reports whether the answer is to a message in the agent pane: a DM message answered in
-// its own thread (not a Regenerate, nor a task).
+// inPane: the answer is to a message in the agent pane, a DM message answered in its own thread (not a Regenerate, nor a task).
 func (a *answer) inPane() bool {
 	p := a.r.opt.Pane
 	return p != nil && p.On() && a.req.InDM() && a.threadTS != "" && a.threadTS == a.req.TS &&
 		!a.req.Regenerate && a.req.Task == ""
 }
 
-// pane titles the pane's thread from its question, and shows "is thinking…" under the answer's
-// thread (Pane.Thinking), the answer's first sign of life: set at once, before the thread is read or
-// the model asked. When it is shown, the placeholder may wait for it (thinkingSince).
+// pane titles the pane's thread from its question and shows "is thinking…" (Pane.Thinking), the answer's
+// first sign of life, before the thread is read; when shown, the placeholder may wait (thinkingSince).
 func (a *answer) pane(ctx context.Context) {
 	p := a.r.opt.Pane
 	if p == nil || a.threadTS == "" {

@@ -70,3 +70,31 @@ func TestThinkingStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestToolStatusLine: while a tool call runs in an answer written by editing, the thread's status
+// line names it, and it is taken down when the call ends (the answer's edits would not clear it);
+// a native stream shows task cards instead and sets no tool status.
+func TestToolStatusLine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode ReplyMode
+		want []string
+	}{
+		{"edit", ModeEdit, []string{"is thinking…", "is running weather…", ""}},
+		{"native stream", ModeStream, []string{"is thinking…"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				slackPane := &statusPane{}
+				tt := newToolTest(t, weatherTools(true, sunny), callsThenAnswer(1, weatherCall), nil)
+				opt := tt.r.opt
+				opt.Mode, opt.Pane = tc.mode, pane.New(slackPane, nil, nil)
+				tt.r = NewReplies(tt.slack, tt.slack, tt.slack, tt.slack, tt.chat, zap.NewNop(), opt)
+				mustNoErr(t, tt.r.Reply(t.Context(), testRequest()))
+				if !slices.Equal(slackPane.texts, tc.want) {
+					t.Errorf("statuses %q, want %q", slackPane.texts, tc.want)
+				}
+			})
+		})
+	}
+}

@@ -31,7 +31,7 @@ import (
 // taken ToolOptions.MaxToolTime, the model is asked once more without tools, so it must answer.
 //
 // Only the asker's words are requests. A call runs without a click (its server's auto-approve list,
-// or the asker's "Allow for this thread") only while the context is the asker's alone: Build's
+// or the asker's "Allow for this thread"; always for ask_user, Info.AsksAsker) only while the context is the asker's alone: Build's
 // Result.Foreign is empty, and no tool result has come back yet in this answer. Anything else there
 // (another person's message, an app's, a file, a forwarded message, a tool's result) may carry
 // orders the asker never gave, so every call then waits for the asker's click.
@@ -44,8 +44,8 @@ import (
 
 // Tools lists and calls tools (package tools over MCP, fakes in tests).
 type Tools interface {
-	// List returns the tools channel may use now (none: the answer has no tools).
-	List(channel string) []toolinfo.Info
+	// List returns the tools channel may use now for the answer ctx's toolinfo.Asked names (none: no tools).
+	List(ctx context.Context, channel string) []toolinfo.Info
 	// Call calls the tool name (a toolinfo.Info.Name) with its JSON arguments and returns its output as
 	// text. The error's text goes to the model (as data) and the log, never to Slack: it names no
 	// secret, but a server may write anything in it.
@@ -128,7 +128,7 @@ func (a *generation) generate(ctx context.Context, res convo.Result, s roundSink
 	msgs := res.Messages
 	var infos []toolinfo.Info
 	if t := a.r.opt.Tools.Tools; t != nil {
-		infos = t.List(a.req.Channel)
+		infos = t.List(toolinfo.WithAsked(ctx, a.asked()), a.req.Channel)
 	}
 	if len(infos) == 0 {
 		r := a.streamRound(ctx, round{msgs: msgs}, s)
@@ -262,7 +262,7 @@ func (a *generation) checkCall(st *toolState, call llm.ToolCall, index int) tool
 		c.decided, c.ev.Outcome, c.result = true, "invalid", toolError(call.Name, why)
 		return c
 	}
-	c.ask = st.foreign != "" || !info.AutoApprove && (len(info.Approvers) > 0 || !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name))
+	c.ask = !info.AsksAsker && (st.foreign != "" || !info.AutoApprove && (len(info.Approvers) > 0 || !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)))
 	return c
 }
 
@@ -304,7 +304,10 @@ func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolC
 	task := callTask(c)
 	defer func() { a.toolDone(ctx, s, task, c.ev.Outcome) }()
 	a.status(ctx, s, shown, fmt.Sprintf(textToolRunning, c.call.Name, c.info.Server), []gateway.Task{task}, "")
-	cctx, cancel := context.WithTimeout(tctx, a.r.opt.Tools.CallTimeout)
+	if p := a.r.opt.Pane; p != nil && s.mode() == ModeEdit && !c.info.AsksAsker { // after the line, whose post clears it; a stream shows a task card
+		defer p.ToolRunning(ctx, a.req.Channel, a.threadTS, c.call.Name)()
+	}
+	cctx, cancel := context.WithTimeout(tctx, c.info.Limit(a.r.opt.Tools.CallTimeout, a.r.opt.Tools.ApprovalTimeout))
 	defer cancel()
 	begin := time.Now()
 	out, err := a.r.opt.Tools.Tools.Call(toolinfo.WithAsked(cctx, a.asked()), c.call.Name, json.RawMessage(c.args))
@@ -320,7 +323,7 @@ func (a *generation) callTool(ctx, tctx context.Context, st *toolState, c *toolC
 		}
 		log.Warn("tool call failed", zap.Error(err), zap.Duration("duration", c.ev.Duration))
 		c.result = "The tool " + c.call.Name + " failed.\n" + a.r.fenced(st.fence, "the error of the tool "+c.call.Name, err.Error())
-		c.line = fmt.Sprintf(textToolFailed, c.call.Name)
+		c.line = cmp.Or(toolinfo.NoteOf(err), fmt.Sprintf(textToolFailed, c.call.Name)) // a built-in's own note
 		return
 	}
 	c.ev.Outcome = "ok"

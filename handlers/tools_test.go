@@ -31,7 +31,7 @@ type fakeTools struct {
 	calls []string // name(args), in order
 }
 
-func (f *fakeTools) List(channel string) []toolinfo.Info {
+func (f *fakeTools) List(_ context.Context, channel string) []toolinfo.Info {
 	if channel != testCh {
 		return nil
 	}
@@ -471,6 +471,44 @@ func TestToolLoopNativeStream(t *testing.T) {
 			"Using weather (wx):" + gateway.TaskInProgress, "Using weather (wx):" + gateway.TaskError}
 		if !slices.Equal(cards, want2) {
 			t.Errorf("task cards %v, want %v", cards, want2)
+		}
+	})
+}
+
+// TestToolAskingTheAskerNeedsNoClick: a tool that only asks the asker (ask_user, Info.AsksAsker) is
+// called without a prompt even once the context holds a tool's result, and its call waits as long
+// as an approval would (ApprovalTimeout), not CallTimeout.
+func TestToolAskingTheAskerNeedsNoClick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tools := weatherTools(true, sunny)
+		tools.tools = append(tools.tools, toolinfo.Info{Tool: llm.Tool{Name: "ask_user"}, Server: toolinfo.BuiltinServer, AsksAsker: true})
+		tools.run["ask_user"] = func(ctx context.Context, _ string) (string, error) {
+			select {
+			case <-time.After(5 * time.Second): // the asker takes longer than a call may
+				return "The asker chose: Paris", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		askCall := llm.ToolCall{ID: "c2", Name: "ask_user", Arguments: `{"question":"Which city?"}`}
+		script := func(n int, req llm.ChatRequest) []llmtest.Step {
+			calls := map[int]llm.ToolCall{0: weatherCall, 1: askCall}
+			if c, ok := calls[n]; ok {
+				return []llmtest.Step{{Chunk: llm.Chunk{FinishReason: "tool_calls"}}, {Chunk: llm.Chunk{ToolCalls: []llm.ToolCall{c}}}}
+			}
+			return llmtest.Deltas([]string{"Done."}, 100*time.Millisecond)
+		}
+		tt := newToolTest(t, tools, script, func(o *ToolOptions) { o.CallTimeout, o.ApprovalTimeout = time.Second, time.Minute })
+		mustNoErr(t, tt.r.Reply(t.Context(), testRequest()))
+		if n := len(tt.prompts()); n != 0 {
+			t.Errorf("%d approval prompts, want none: ask_user only asks the asker", n)
+		}
+		if got := tt.outcomes(); !slices.Equal(got, []string{"wx/weather:ok", "llmbot/ask_user:ok"}) {
+			t.Errorf("events %v", got)
+		}
+		msgs := tt.chat.calls()[2].Messages
+		if res := msgs[len(msgs)-1]; res.Content != fenced("the result of the tool ask_user", "The asker chose: Paris") {
+			t.Errorf("the answer goes back fenced as data: %+v", res)
 		}
 	})
 }

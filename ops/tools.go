@@ -23,6 +23,7 @@ type ToolMetrics struct {
 	duration *prometheus.HistogramVec
 	approval *prometheus.HistogramVec
 	tools    *prometheus.GaugeVec
+	asked    *prometheus.CounterVec // ask_user's questions
 
 	mu    sync.Mutex
 	names []string // tool label values in use
@@ -41,6 +42,9 @@ func (m *Metrics) ToolMetrics() *ToolMetrics {
 			Help: "Time a tool call waited for the asker's approval, by outcome.", Buckets: toolBuckets}, []string{"outcome"}),
 		tools: f.NewGaugeVec(prometheus.GaugeOpts{Name: "llmbot_mcp_server_tools",
 			Help: "Tools an MCP server offers now (0 while it is down)."}, []string{"server"}),
+		asked: f.NewCounterVec(prometheus.CounterOpts{Name: "llmbot_questions_total",
+			Help: "ask_user's questions to the person who asked, by outcome: asked, answered, timeout (no answer in time), cancelled (the answer stopped), failed (not posted)."},
+			[]string{"outcome"}),
 	}
 }
 
@@ -79,4 +83,14 @@ func (t *ToolMetrics) toolLabel(name string) string {
 	}
 	t.names = append(t.names, name)
 	return name
+}
+
+var questionOutcomes = []string{"asked", "answered", "timeout", "cancelled", "failed"}
+
+// Question counts an ask_user question's outcome (ask.Options.Counted).
+func (t *ToolMetrics) Question(outcome string) {
+	if !slices.Contains(questionOutcomes, outcome) {
+		outcome = other
+	}
+	t.asked.WithLabelValues(outcome).Inc()
 }

@@ -70,3 +70,21 @@ func TestApprovalMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestQuestionMetrics(t *testing.T) {
+	m := NewMetrics()
+	tm := m.ToolMetrics()
+	for _, o := range []string{"asked", "answered", "asked", "timeout", "the model's words"} {
+		tm.Question(o)
+	}
+	out, err := testutil.GatherAndFormat(m.Registry(), expfmt.TypeTextPlain, "llmbot_questions_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`llmbot_questions_total{outcome="asked"} 2`, `llmbot_questions_total{outcome="answered"} 1`,
+		`llmbot_questions_total{outcome="timeout"} 1`, `llmbot_questions_total{outcome="other"} 1`} {
+		if !strings.Contains(string(out), want+"\n") {
+			t.Errorf("missing %s in\n%s", want, out)
+		}
+	}
+}

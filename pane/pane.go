@@ -112,6 +112,9 @@ type Pane struct {
 	titles   *pace.Bucket    // assistant.threads.setTitle, this process's
 	refused  gateway.Refused // Slack refused statuses lately (the app is not an agent, or the place)
 	log      *zap.Logger
+	// tools is the tool statuses' own budget (ToolRunning), toolObserve hears their outcomes.
+	tools       *pace.Bucket
+	toolObserve func(outcome string)
 }
 
 // New returns the agent pane over Slack's calls a (nil: off), its statuses paced by statuses
@@ -124,7 +127,8 @@ func New(a Assistant, statuses *pace.Bucket, log *zap.Logger) *Pane {
 		statuses = pace.NewBucket(gateway.StatusesPerMinute, gateway.StatusBurst)
 	}
 	titles := pace.NewBucket(gateway.TitlesPerMinute*pace.RateMargin, gateway.TitleBurst)
-	return &Pane{pane: a, statuses: statuses, titles: titles, log: log}
+	tools := pace.NewBucket(toolStatusesPerMinute, toolStatusBurst)
+	return &Pane{pane: a, statuses: statuses, titles: titles, log: log, tools: tools}
 }
 
 // On reports whether the agent pane is there: the app is declared as an agent.

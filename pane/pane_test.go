@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -137,4 +138,81 @@ func TestTitlesPaced(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestToolRunning: the tool status names the tool (sanitized and cut: the name is an MCP server's),
+// is taken down by what it returns even once the answer's context ended, and follows the statuses'
+// rules: a refusal is remembered, no token at once sets nothing (and nothing is taken down).
+func TestToolRunning(t *testing.T) {
+	const thread = "1700000000.000001"
+	long := strings.Repeat("x", 60)
+	for _, tc := range []struct {
+		name     string
+		tool     string
+		threadTS string
+		err      error
+		noToken  bool
+		texts    []string // statuses of two calls in turn, each taken down
+		outcomes []string
+	}{
+		{name: "shown and taken down", tool: "srv__lookup_order", threadTS: thread,
+			texts:    []string{"is running srv__lookup_order…", "", "is running srv__lookup_order…", ""},
+			outcomes: []string{ToolStatusShown, ToolStatusShown}},
+		{name: "sanitized", tool: "<!channel>\nlookup*", threadTS: thread,
+			texts:    []string{"is running channellookup…", "", "is running channellookup…", ""},
+			outcomes: []string{ToolStatusShown, ToolStatusShown}},
+		{name: "cut", tool: long, threadTS: thread,
+			texts:    []string{"is running " + long[:toolNameLimit] + "…", "", "is running " + long[:toolNameLimit] + "…", ""},
+			outcomes: []string{ToolStatusShown, ToolStatusShown}},
+		{name: "refused: remembered", tool: "lookup", threadTS: thread, err: slack.SlackErrorResponse{Err: "not_allowed"},
+			texts: []string{"is running lookup…"}, outcomes: []string{ToolStatusFailed, ToolStatusSkipped}},
+		{name: "no token at once", tool: "lookup", threadTS: thread, noToken: true,
+			outcomes: []string{ToolStatusSkipped, ToolStatusSkipped}},
+		{name: "no thread", tool: "lookup"},
+		{name: "no name left", tool: "<>", threadTS: thread},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sp := &statusPane{err: tc.err}
+				statuses := pace.NewBucket(1000, 100)
+				if tc.noToken {
+					for statuses.TryTake() {
+					}
+				}
+				p := New(sp, statuses, zap.NewNop())
+				var outcomes []string
+				p.OnToolStatus(func(o string) { outcomes = append(outcomes, o) })
+				for range 2 {
+					ctx, cancel := context.WithCancel(t.Context())
+					done := p.ToolRunning(ctx, "C1", tc.threadTS, tc.tool)
+					cancel() // stopped while the tool ran: the status still goes
+					done()
+				}
+				if !slices.Equal(sp.texts, tc.texts) {
+					t.Errorf("statuses %q, want %q", sp.texts, tc.texts)
+				}
+				if !slices.Equal(outcomes, tc.outcomes) {
+					t.Errorf("outcomes %q, want %q", outcomes, tc.outcomes)
+				}
+			})
+		})
+	}
+}
+
+// TestToolRunningOwnBudget: an answer calling tool after tool takes at most the tool statuses' own
+// burst, leaving the statuses' budget to the other threads' "is thinking…".
+func TestToolRunningOwnBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sp := &statusPane{}
+		p := New(sp, pace.NewBucket(1000, 100), zap.NewNop())
+		for range 3 * toolStatusBurst {
+			p.ToolRunning(t.Context(), "C1", "1700000000.000001", "lookup")()
+		}
+		if n := len(sp.texts); n != 2*toolStatusBurst {
+			t.Errorf("%d status calls, want %d (a burst of tool statuses, each taken down)", n, 2*toolStatusBurst)
+		}
+		if !p.Thinking(t.Context(), "C1", "1700000000.000002", "") {
+			t.Error("no thinking status after the tool statuses' burst")
+		}
+	})
 }

@@ -8,6 +8,7 @@ package toolinfo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/llmbot/llmbot/llm"
@@ -24,6 +25,23 @@ type Info struct {
 	// PublicArguments: its approval prompt, arguments included, is posted in the thread for all to
 	// see (MCP_CONFIG public_arguments), not shown to whom it concerns alone.
 	PublicArguments bool
+	// AsksAsker: the tool only asks the person who asked (ask_user). Calling it needs no click,
+	// whatever the context holds, and its call waits for that person as an approval does: bounded
+	// by the approvals' timeout, not the calls' (Limit).
+	AsksAsker bool
+	// Beside: a built-in offered only where the channel has other tools (tools.Set). Offering
+	// tools changes a model's answers, and some services refuse them: a tool that only helps
+	// others must not turn every answer into one with tools.
+	Beside bool
+}
+
+// Limit is how long one call of the tool may take: callTimeout, or approvalTimeout for a tool that
+// waits for the asker (AsksAsker).
+func (in Info) Limit(callTimeout, approvalTimeout time.Duration) time.Duration {
+	if in.AsksAsker {
+		return approvalTimeout
+	}
+	return callTimeout
 }
 
 // Verdict is how the asker's approval of a round's tool calls ended.
@@ -99,6 +117,33 @@ type Builtin interface {
 	// Call runs the tool with the model's JSON arguments. As with MCP tools, the result and the
 	// error's text go to the model as data, never to Slack.
 	Call(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+// NotedError is a built-in tool's error with a note for the people in the thread: the answer shows
+// Note (Markdown, one line, the tool's own words: no secret, nothing of others) as the call's line
+// instead of its plain "failed". The error's text still goes to the model only.
+type NotedError struct {
+	Err  error
+	Note string
+}
+
+func (e *NotedError) Error() string { return e.Err.Error() }
+func (e *NotedError) Unwrap() error { return e.Err }
+
+// NoteOf is the Note of err's NotedError ("" when it has none).
+func NoteOf(err error) string {
+	var n *NotedError
+	if errors.As(err, &n) {
+		return n.Note
+	}
+	return ""
+}
+
+// Offerer is a Builtin offered only to some answers (slack_search: where the asking event carried an
+// action token, and Slack has not refused search): tools.Set lists it only when Offered says so for
+// the answer whose Asked ctx carries.
+type Offerer interface {
+	Offered(ctx context.Context) bool
 }
 
 // BuiltinServer is the server name of the built-in tools (shown to people, metrics, MCP_CONFIG

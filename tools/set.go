@@ -38,17 +38,27 @@ func NewSet(mcp Lister, builtins ...toolinfo.Builtin) *Set {
 	return s
 }
 
-// List returns the tools channel may use now: the built-ins, then the MCP servers' its access rule
-// gives it.
-func (s *Set) List(channel string) []toolinfo.Info {
+// List returns the tools channel may use now, for the answer whose toolinfo.Asked ctx carries: the
+// built-ins (those that are toolinfo.Offerer, when they offer themselves), then the MCP servers' its
+// access rule gives it; none when all of them are built-ins offered only beside others
+// (toolinfo.Info.Beside).
+func (s *Set) List(ctx context.Context, channel string) []toolinfo.Info {
 	out := make([]toolinfo.Info, 0, len(s.builtins))
+	alone := false
 	for _, b := range s.builtins {
+		if o, ok := b.(toolinfo.Offerer); ok && !o.Offered(ctx) {
+			continue
+		}
 		in := b.Info()
 		in.Server = toolinfo.BuiltinServer
-		out = append(out, in)
+		out, alone = append(out, in), alone || !in.Beside
 	}
 	if s.mcp != nil {
-		out = append(out, s.mcp.List(channel)...)
+		mcp := s.mcp.List(channel)
+		out, alone = append(out, mcp...), alone || len(mcp) > 0
+	}
+	if !alone {
+		return nil
 	}
 	return out
 }

@@ -36,7 +36,7 @@ func (fakeServers) Call(ctx context.Context, name string, args json.RawMessage) 
 func TestSetListsAndCallsBuiltinsBesideServers(t *testing.T) {
 	s := NewSet(fakeServers{}, echoTool{"ask_user"})
 	var got []string
-	for _, in := range s.List("C1") {
+	for _, in := range s.List(context.Background(), "C1") {
 		got = append(got, in.Server+":"+in.Name)
 	}
 	if want := []string{"llmbot:ask_user", "wiki:wiki__C1"}; !slices.Equal(got, want) {
@@ -72,5 +72,72 @@ func TestSetRefusesClashingBuiltinNames(t *testing.T) {
 			}
 			NewSet(nil, bs...)
 		}()
+	}
+}
+
+// besideTool is a built-in offered only beside other tools (ask_user by default).
+type besideTool struct{ echoTool }
+
+func (b besideTool) Info() toolinfo.Info {
+	in := b.echoTool.Info()
+	in.Beside = true
+	return in
+}
+
+// noServers is the MCP side of a channel its access rule gives no tools.
+type noServers struct{ fakeServers }
+
+func (noServers) List(string) []toolinfo.Info { return nil }
+
+// A built-in offered only beside others is listed with a server's tools or another built-in, and
+// not alone: a channel without tools keeps its answers without the tools parameter.
+func TestSetBesideBuiltinNeverAlone(t *testing.T) {
+	ask := besideTool{echoTool{"ask_user"}}
+	for _, tc := range []struct {
+		name string
+		set  *Set
+		want int
+	}{
+		{"alone, no servers", NewSet(nil, ask), 0},
+		{"alone, no tools in the channel", NewSet(noServers{}, ask), 0},
+		{"beside a server's tool", NewSet(fakeServers{}, ask), 2},
+		{"beside another built-in", NewSet(nil, ask, echoTool{"slack_search"}), 2},
+	} {
+		if got := len(tc.set.List(context.Background(), "C1")); got != tc.want {
+			t.Errorf("%s: %d tools listed, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// offeredTool offers itself only to answers whose asker is U1 (a toolinfo.Offerer).
+type offeredTool struct{ echoTool }
+
+func (offeredTool) Offered(ctx context.Context) bool {
+	a, ok := toolinfo.AskedOf(ctx)
+	return ok && a.Asker == "U1"
+}
+
+// A built-in that is an Offerer is listed only for the answers it offers itself to (the Asked in
+// List's context); the others are listed always.
+func TestSetListsOfferersWhereTheyOfferThemselves(t *testing.T) {
+	s := NewSet(nil, offeredTool{echoTool{"slack_search"}}, echoTool{"ask_user"})
+	names := func(ctx context.Context) []string {
+		var out []string
+		for _, in := range s.List(ctx, "C1") {
+			out = append(out, in.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		ctx  context.Context
+		want []string
+	}{
+		{toolinfo.WithAsked(context.Background(), toolinfo.Asked{Asker: "U1"}), []string{"slack_search", "ask_user"}},
+		{toolinfo.WithAsked(context.Background(), toolinfo.Asked{Asker: "U2"}), []string{"ask_user"}},
+		{context.Background(), []string{"ask_user"}},
+	} {
+		if got := names(tc.ctx); !slices.Equal(got, tc.want) {
+			t.Errorf("List = %v, want %v", got, tc.want)
+		}
 	}
 }

@@ -64,6 +64,7 @@ type Config struct {
 	Feedback             bool          `envconfig:"FEEDBACK" tier:"features" default:"true" desc:"👍/👎 under finished answers (with BUTTONS), counted in llmbot_feedback_total; 👎 asks for an optional comment. false: none."`
 	FeedbackChannel      string        `envconfig:"FEEDBACK_CHANNEL" tier:"features" desc:"Channel ID (C..., G...) where each 👎, and its comment, is posted with a link to the answer (invite the bot there). Unset: they are only counted."`
 	Buttons              bool          `envconfig:"BUTTONS" tier:"features" default:"true" desc:"Stop (asker only) and Regenerate buttons on answers written in edit mode, Another one on /imagine pictures, and Post to channel on /summarize summaries (needs Interactivity on in the app settings). false: none."`
+	NativeTables         bool          `envconfig:"NATIVE_TABLES" tier:"features" default:"true" desc:"A Markdown table in a finished answer written in edit mode is shown as Slack's table block (up to 100 rows and 20 columns, one a message), the text around it as before; a table that does not fit, the streamed preview and native streams keep the aligned code block. When Slack refuses the block, the answer is written again with the code block and tables rest for 10 minutes. false: always the code block."`
 
 	LLMConnectTimeout time.Duration `envconfig:"LLM_CONNECT_TIMEOUT" tier:"limits" default:"10s" desc:"Time to connect to the model service (dial and TLS)."`
 	LLMHeaderTimeout  time.Duration `envconfig:"LLM_HEADER_TIMEOUT" tier:"limits" default:"120s" desc:"Time to the first response headers of a chat request."`
@@ -101,9 +102,11 @@ type Config struct {
 	UsageRetentionDays   int    `envconfig:"USAGE_RETENTION_DAYS" tier:"operations" default:"90" desc:"Days the usage counts (numbers per person, channel and model, never text) are kept in the shared state; a month's totals a month longer."`
 
 	MCPConfig           string        `envconfig:"MCP_CONFIG" tier:"features" desc:"Path of a YAML file listing MCP servers whose tools the model may use (see Tools in README.md): stdio programs or streamable-HTTP URLs, their allow and auto-approve lists, their approvers and public_arguments; secrets as ${VAR} from the environment. Channels get tools only through CHANNEL_CONFIG. Unset: no tools."`
+	AskUser             string        `envconfig:"ASK_USER" tier:"features" default:"auto" desc:"The ask_user tool, with which the model asks the person a clarifying question (buttons and Other…) instead of guessing. auto: offered where a channel has other tools. on: offered in every answer (then every request carries tools; a model service that refuses them is asked without). off: never."`
 	MaxToolRounds       int           `envconfig:"MAX_TOOL_ROUNDS" tier:"limits" default:"5" desc:"Rounds of tool calls in one answer; then the model is asked once more without tools and must answer."`
 	ToolApprovalTimeout time.Duration `envconfig:"TOOL_APPROVAL_TIMEOUT" tier:"limits" default:"2m" desc:"How long a round's tool calls that need a click wait for the asker's Allow or Deny; no answer in time denies them."`
 	ToolCallTimeout     time.Duration `envconfig:"TOOL_CALL_TIMEOUT" tier:"limits" default:"60s" desc:"Longest time of one tool call; a call that takes longer is reported to the model as failed."`
+	SlackSearch         bool          `envconfig:"SLACK_SEARCH" tier:"features" default:"false" desc:"Offer the model slack_search (see Tools in README.md): it searches the workspace's public channels with Slack's Real-time Search API as the person who asked (the action_token of their message: only what they may see), and the answer cites the messages it used as links. Needs the search:read.public scope and Slack's search for apps enabled; a refusal is told once and hides the tool for an hour. Offering a tool adds tools to every answer's model request."`
 
 	ChannelEditors         string        `envconfig:"CHANNEL_EDITORS" tier:"features" desc:"User IDs (U..., W...) who may change a channel's standing instructions (/llmbot instructions set or clear) and delete anyone's scheduled prompt, comma-separated. Unset: anyone who may use the bot in the channel changes its instructions, and only its creator deletes a schedule."`
 	ChannelInstructionsMax int           `envconfig:"CHANNEL_INSTRUCTIONS_MAX" tier:"limits" default:"2000" desc:"Most characters of a channel's standing instructions (/llmbot instructions set), 1 to 4000; they go into the system prompt of every answer in that channel."`
@@ -458,6 +461,7 @@ func (c Config) accessProblems(p *problemList) {
 		p.add("%v", err)
 	}
 	p.atLeast("MAX_TOOL_ROUNDS", c.MaxToolRounds, 1)
+	p.oneOf("ASK_USER", c.AskUser, "auto", "on", "off")
 	c.steeringProblems(p)
 }
 

@@ -158,6 +158,7 @@ func doctorInput(cfg Config, problems []string) doctor.Input {
 		AgentView:       cfg.AgentView,
 		FollowUps:       cfg.FollowUps,
 		Vision:          cfg.Vision,
+		Search:          cfg.SlackSearch,
 		RedisHost:       hostOf(cfg.RedisURL),
 		ThreadCacheTTL:  cfg.ThreadCacheTTL,
 		PingRedis: func(ctx context.Context) error {

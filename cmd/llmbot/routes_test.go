@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/ask"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/handlers"
@@ -39,6 +40,7 @@ func TestRouteTable(t *testing.T) {
 		imagine:  imagine.New(nil, nil, nil, log, imagine.Options{}),
 		feedback: feedback.New(nil, nil, nil, log, feedback.Options{}),
 		usage:    usage.New(nil, nil, log, usage.Options{}),
+		ask:      ask.New(nil, nil, log, ask.Options{}),
 	}
 	rows := u.routes()
 	if err := route.NewTable().Add(rows...); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -470,5 +471,39 @@ func TestE2EToolBatchOnePrompt(t *testing.T) {
 	}
 	if prompts != 1 {
 		t.Errorf("%d approval prompts for one round's three calls, want 1", prompts)
+	}
+}
+
+// TestE2EToolStatusLine: while the MCP server's tool runs in an answer written by editing, the
+// thread's status line says which (assistant.threads.setStatus, no message spent), and it is taken
+// down when the answer goes on; a native stream shows its task card instead.
+func TestE2EToolStatusLine(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want []string
+	}{
+		{"edit", []string{"is thinking…", "is running srv__weather…", ""}},
+		{"stream", []string{"is thinking…"}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := startToolsE2E(t, map[string]string{"REPLY_MODE": tc.mode})
+			e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, fakellm.ToolCall{ID: "call_1", Name: "srv__weather", Arguments: `{"city":"Oslo"}`}))
+			q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> weather in Oslo?")
+			if got := e.answerOf(t, q); !strings.Contains(got, "sunny in Oslo") {
+				t.Fatalf("answer %q", got)
+			}
+			var texts []string
+			for _, c := range e.slack.CallsTo("assistant.threads.setStatus") {
+				if c.Params.Get("thread_ts") == q {
+					texts = append(texts, c.Params.Get("status"))
+				}
+			}
+			if !slices.Equal(texts, tc.want) {
+				t.Errorf("statuses %q, want %q", texts, tc.want)
+			}
+			if s := e.slack.Status("C1", q); tc.mode == "edit" && s != "" {
+				t.Errorf("status %q after the answer; want none", s)
+			}
+		})
 	}
 }

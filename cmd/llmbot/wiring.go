@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/ask"
 	"github.com/llmbot/llmbot/attach"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/command"
@@ -35,6 +36,7 @@ import (
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/schedule"
 	"github.com/llmbot/llmbot/summarize"
+	"github.com/llmbot/llmbot/tables"
 	"github.com/llmbot/llmbot/threads"
 	"github.com/llmbot/llmbot/tools"
 	"github.com/llmbot/llmbot/usage"
@@ -110,7 +112,10 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	if err != nil {
 		return fmt.Errorf("/llmbot: %w", err)
 	}
-	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, metrics, log.Named("tools")))
+	tm := metrics.ToolMetrics()
+	questions := p.questions(tm) // ask_user
+	a := p.answering(files, startTools(bg, cfg, mcp, p.overrides, tm, log.Named("tools"),
+		builtins(cfg, questions, slackSearch(cfg, api, p.shared.marks, metrics, log))...))
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, p.controls.gate.Middleware, metrics.Middleware)
@@ -120,7 +125,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	bg.run(a.approvals.WatchLapsed) // and the approvals they were waiting for, lapsed
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
 		prompts: p.prompts, usage: p.usage(p.controls.book),
-		steering: steer}
+		steering: steer, ask: questions}
 	if err := table.Add(uses.routes()...); err != nil {
 		return fmt.Errorf("routes: %w", err)
 	}
@@ -143,6 +148,7 @@ type useCases struct {
 	answering
 	imagine  *imagine.Imagine
 	feedback *feedback.Feedback
+	ask      *ask.Ask
 	slack    *bot.SlackAPI       // private responses
 	sessions *bot.SlackAssistant // the agent session's status
 	prompts  []pane.Prompt
@@ -154,6 +160,7 @@ type useCases struct {
 // serves, one row each. A feature with no row is one Slack never reaches.
 func (u useCases) routes() []route.Route {
 	approve := u.bot.ApprovalHandler(u.approvals) // the click reaches the call waiting for it, or its replica
+	answer := u.bot.AskHandler(u.ask)             // an answer to ask_user's question, likewise
 	return []route.Route{
 		{Kind: route.Message, Name: route.MessageRoute, Handler: u.replies.Handler()},
 		{Kind: route.Action, Name: route.ActionRegenerate, Feature: route.FeatureRegenerate, Handler: u.replies.RegenerateHandler()},
@@ -164,6 +171,13 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Action, Name: approvals.ActionToolAllowAlways, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolShowApproval, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: ask.ActionOption(0), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(1), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(2), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(3), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOption(4), Feature: ask.Feature, Handler: answer},
+		{Kind: route.Action, Name: ask.ActionOther, Feature: ask.Feature, Handler: u.ask.OtherHandler()},
+		{Kind: route.View, Name: ask.View, Feature: ask.Feature, Handler: answer},
 		{Kind: route.Event, Name: pane.EventAppHomeOpened, Feature: pane.FeatureAgentPane, Handler: u.pane.Handler(u.prompts)},
 		{Kind: route.Action, Name: feedback.Action, Feature: feedback.Feature, Handler: u.feedback.Handler()},
 		{Kind: route.View, Name: feedback.View, Feature: feedback.Feature, Handler: u.feedback.CommentHandler()},
@@ -394,7 +408,9 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	// One metered chat for the answers and the summaries, under the ledger: a request a budget
 	// refuses never reaches the model (nor its metrics), and what reaches it is redacted.
 	chat := p.controls.meter.Chat(p.metrics.Chat(p.model, cfg.ChatModel), cfg.ChatModel)
-	writes := gateway.WriteThrough(api, p.threads) // the bot's writes in its threads reach the cache
+	display := ops.NewDisplay(p.metrics)
+	agentPane.OnToolStatus(display.ToolStatus)
+	writes := gateway.WriteThrough(nativeTables(cfg, api, display, p.log), p.threads) // the bot's writes in its threads reach the cache
 	// A long thread's oldest part is summarised through the same metered chat as the answers.
 	opt.Summaries = threads.NewSummaries(chat, threads.SummaryOptions{Made: p.metrics.SummaryMade()})
 	replies := handlers.NewReplies(api, writes, writes, api, chat, p.log.Named("replies"), opt)
@@ -571,6 +587,15 @@ func logStarting(log *zap.Logger, cfg Config, id bot.Identity, policy pace.Polic
 		zap.Float64("edit_budget_per_minute", cfg.EditBudgetPerMinute),
 		zap.Int("max_concurrent_replies", cfg.MaxConcurrentReplies),
 		zap.Int("max_queued_replies", cfg.MaxQueuedReplies))
+}
+
+// nativeTables is api showing the tables of answers' final writes as Slack's table blocks
+// (NATIVE_TABLES), else api.
+func nativeTables(cfg Config, api gateway.Writes, m *ops.Display, log *zap.Logger) gateway.Writes {
+	if !cfg.NativeTables {
+		return api
+	}
+	return tables.NewWrites(api, tables.Options{Observe: m.Table, Log: log.Named("tables")})
 }
 
 // paneOf is the agent pane's Slack calls when the app is declared as an agent (AGENT_VIEW), else nil.

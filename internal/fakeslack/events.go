@@ -257,6 +257,9 @@ func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any 
 		}
 	} else {
 		ev["client_msg_id"] = newEnvelopeID()
+		if m.User != "" {
+			ev["action_token"] = s.issueActionTokenLocked(m.User) // see search.go
+		}
 	}
 	if typ == "message" {
 		ev["channel_type"] = c.typ

@@ -85,6 +85,9 @@ type Config struct {
 	// NotAgent makes agents.sessions.setStatus answer not_authorized, as Slack does for an app
 	// not declared as an agent (features.agent_view).
 	NotAgent bool
+	// RefuseTables makes chat.postMessage and chat.update refuse every table block with
+	// invalid_blocks, as a workspace or an API that does not take them would (tables.go).
+	RefuseTables bool
 }
 
 // Limits configures the Web API's rate limits.
@@ -162,6 +165,7 @@ type Server struct {
 	calls        []Call
 	count429     map[string]int
 	streamingErr string
+	search       searchState // assistant.search.context
 
 	// Workspace state.
 	channels   map[string]*channel
@@ -265,7 +269,8 @@ func withDefaults(cfg Config) Config {
 	def(&cfg.BotName, "llmbot")
 	if cfg.Scopes == nil {
 		cfg.Scopes = []string{"app_mentions:read", "chat:write", "channels:history", "groups:history",
-			"im:history", "mpim:history", "files:write", "files:read", "commands", "users:read", "reactions:write", "assistant:write", "usergroups:read"}
+			"im:history", "mpim:history", "files:write", "files:read", "commands", "users:read", "reactions:write", "assistant:write",
+			"search:read.public", "usergroups:read"}
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 2 * time.Second

@@ -103,8 +103,21 @@ func (s *Server) Views() []View {
 // SubmitView delivers the view_submission envelope Slack sends when the person the modal id was
 // opened for submits it, with values by the action_id of its inputs. It returns the envelope id.
 func (s *Server) SubmitView(id string, values map[string]string) (string, error) {
+	return s.submitView(0, id, values)
+}
+
+// SubmitView is Server.SubmitView, to v's connection.
+func (v Via) SubmitView(id string, values map[string]string) (string, error) {
+	return v.s.submitView(v.conn, id, values)
+}
+
+// submitView is SubmitView, to the connection to (0: the one whose turn it is).
+func (s *Server) submitView(to int, id string, values map[string]string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkViaLocked(to); err != nil {
+		return "", err
+	}
 	i := slices.IndexFunc(s.views, func(v View) bool { return v.ID == id })
 	if i < 0 {
 		return "", fmt.Errorf("fakeslack: no view %s", id)
@@ -128,7 +141,7 @@ func (s *Server) SubmitView(id string, values map[string]string) (string, error)
 			"id": v.ID, "type": "modal", "callback_id": v.CallbackID, "private_metadata": v.PrivateMetadata,
 			"team_id": s.cfg.TeamID, "app_id": s.cfg.AppID, "state": map[string]any{"values": state},
 		},
-	}, 0), nil
+	}, to), nil
 }
 
 // chatGetPermalink answers the permalink of a stored message.

@@ -151,6 +151,7 @@ var methods = map[string]handler{
 	"chat.getPermalink":                     (*Server).chatGetPermalink,
 	"files.getUploadURLExternal":            (*Server).getUploadURL,
 	"files.completeUploadExternal":          (*Server).completeUpload,
+	"assistant.search.context":              (*Server).assistantSearchContext,
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -549,6 +550,9 @@ func (s *Server) chatPostMessage(p params, now time.Time) (map[string]any, apiEr
 		return nil, e
 	}
 	text, md, blocks, e := bodyOf(p)
+	if e == "" {
+		e = s.checkTablesLocked(blocks)
+	}
 	if e != "" {
 		return nil, e
 	}
@@ -588,6 +592,9 @@ func (s *Server) chatUpdate(p params, now time.Time) (map[string]any, apiError) 
 		return nil, "streaming_state_conflict"
 	}
 	text, md, blocks, e := bodyOf(p)
+	if e == "" {
+		e = s.checkTablesLocked(blocks)
+	}
 	if e != "" {
 		return nil, e
 	}
