@@ -134,6 +134,7 @@ var scopesOfMethod = map[string][]string{
 	"GetFileInfoContext":                         {"files:read"},
 	"GetUserInfoContext":                         {"users:read"},
 	"GetBotInfoContext":                          {"users:read"},
+	"GetUserGroupMembersContext":                 {"usergroups:read"},    // a tool's approvers' user groups
 	"SearchAssistantContextContext":              {"search:read.public"}, // slack_search (SLACK_SEARCH)
 }
 

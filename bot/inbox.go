@@ -55,8 +55,9 @@ type handover struct {
 	// RefThreadTS and RefTS are the button's reference to its answer (route.ReplyRef, ApprovalRef).
 	RefThreadTS string `json:"ref_thread_ts,omitempty"`
 	RefTS       string `json:"ref_ts,omitempty"`
-	Call        string `json:"call,omitempty"`  // an approval's id (approvals.ApprovalRef.ID), a question's (ask.Ref.ID)
-	Asker       string `json:"asker,omitempty"` // who may decide an approval or answer a question
+	Call        string `json:"call,omitempty"`      // an approval's id (approvals.ApprovalRef.ID), a question's (ask.Ref.ID)
+	Asker       string `json:"asker,omitempty"`     // who may decide an approval or answer a question
+	Approvers   bool   `json:"approvers,omitempty"` // or an approval's approvers (approvals.ApprovalRef.Approvers)
 	// Answer is what the asker typed in a question's modal (ask.View), cut to ask.MaxAnswer
 	// characters: it reaches the model as their answer, fenced as data like every tool result.
 	Answer string `json:"answer,omitempty"`
@@ -91,7 +92,7 @@ func handoverOf(req *route.Request, from, to string, now time.Time) (handover, e
 		if err != nil {
 			return handover{}, err
 		}
-		h.RefThreadTS, h.RefTS, h.Call, h.Asker = ref.ThreadTS, ref.TS, ref.ID, ref.Asker
+		h.RefThreadTS, h.RefTS, h.Call, h.Asker, h.Approvers = ref.ThreadTS, ref.TS, ref.ID, ref.Asker, ref.Approvers
 	case ask.Answers(req.Name) && (req.Kind == route.View) == (req.Name == ask.View):
 		ref, err := ask.ParseRef(req.Text)
 		if err != nil {
@@ -154,7 +155,7 @@ func (h handover) request() *route.Request {
 			req.Kind, req.Values = route.View, map[string]string{ask.AnswerInput: h.Answer}
 		}
 	default:
-		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker}.Value()
+		req.Text = approvals.ApprovalRef{ThreadTS: h.RefThreadTS, TS: h.RefTS, ID: h.Call, Asker: h.Asker, Approvers: h.Approvers}.Value()
 	}
 	return req
 }

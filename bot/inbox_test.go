@@ -224,6 +224,28 @@ func TestHandoverOfRefusesWhatIsNotHandedOver(t *testing.T) {
 	}
 }
 
+// TestHandoverKeepsAnApprovalsApprovers: a click on a prompt with approvers (ApprovalRef.Approvers)
+// and Show approval are handed over as they were: the receiver lets an approver other than the
+// asker decide. The private prompt's flag is not: it is replaced where the click arrived.
+func TestHandoverKeepsAnApprovalsApprovers(t *testing.T) {
+	ref := approvals.ApprovalRef{ThreadTS: "1700000000.000100", TS: "1700000000.000200", ID: "0123456789abcdef",
+		Asker: "U1", Approvers: true, Private: true}
+	for _, action := range []string{approvals.ActionToolAllowOnce, approvals.ActionToolShowApproval} {
+		req := route.Request{Kind: route.Action, Name: action, Channel: "C1", User: "U7", Team: "T1",
+			ThreadTS: "1700000000.000100", MessageTS: "1700000000.000300", Text: ref.Value()}
+		h, err := handoverOf(&req, "r1", "r2", time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+		got, err := approvals.ParseApprovalRef(h.request().Text)
+		want := ref
+		want.Private = false
+		if err != nil || got != want {
+			t.Errorf("%s handed over as %+v (%v), want %+v", action, got, err, want)
+		}
+	}
+}
+
 // TestHandoverOfQuestionAnswers: an option's click and the "Other…" modal submitted are handed over
 // with the question's reference and, for the modal alone, the typed answer, cut; the receiver
 // rebuilds them. An answer on anything but the modal, or longer than a typed answer may be, is

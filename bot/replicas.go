@@ -352,6 +352,9 @@ func (r *replicas) elsewhere(req *route.Request, id string, h handoff, log *zap.
 		r.notices.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
 	case handed:
 		log.Info(h.what + " handed to the replica writing the answer")
+		if h.handed != nil {
+			h.handed()
+		}
 	default:
 		log.Debug(h.what + ": the answer has already ended")
 		h.ended()
@@ -363,6 +366,7 @@ func (r *replicas) elsewhere(req *route.Request, id string, h handoff, log *zap.
 type handoff struct {
 	what, failed string
 	ended        func()
+	handed       func() // nil: nothing more to do once handed over
 }
 
 // alone is every part of Replicas for a bot with nobody to share with (a nil part: tests, tools): the

@@ -1,6 +1,9 @@
 package doctor
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // MCPServer is how one MCP server of MCP_CONFIG answered doctor: started (or dialled) and asked
 // for its tools.
@@ -9,6 +12,7 @@ type MCPServer struct {
 	Err             string // why it did not come up ("" when it did); names no secret
 	Tools           []string
 	AutoApprove     []string
+	Approvers       map[string][]string // by tool: who alone may approve its calls
 }
 
 // checkTools lists each MCP server and its tools (Input.MCPServers), one line each.
@@ -31,6 +35,9 @@ func checkTools(ctx context.Context, in Input) []result {
 				if a == t {
 					note += " (auto-approved)"
 				}
+			}
+			if a := s.Approvers[t]; len(a) > 0 {
+				note += " (approved by " + strings.Join(a, ", ") + ")"
 			}
 			r.notes = append(r.notes, note)
 		}

@@ -7,15 +7,13 @@ import (
 	"github.com/llmbot/llmbot/toolinfo"
 )
 
-// Approver asks the person who asked for an answer whether its tool calls may be made, and keeps
-// their "Allow for this thread" (*approvals.Approvals, which the approval buttons' clicks reach).
+// Approver asks who may approve an answer's tool calls whether they may be made, and keeps the
+// standing grants (Allow for this thread, Always allow) its verdicts give (*approvals.Approvals).
 type Approver interface {
 	// Approve shows q's prompt through w (the answer's paced writer) and waits for the verdict.
 	Approve(ctx context.Context, w *gateway.Writer, q toolinfo.Approval) toolinfo.Verdict
-	// ThreadAllowed reports whether user allowed tool for the whole thread.
+	// ThreadAllowed reports whether user allowed tool for the whole thread (or always).
 	ThreadAllowed(channel, threadTS, user, tool string) bool
-	// AllowThread keeps user's word that tool may run in the thread without asking again.
-	AllowThread(channel, threadTS, user, tool string)
 }
 
 // approval is the question about the calls in ask; foreign is what the context holds besides the
@@ -49,4 +47,3 @@ func (noApprovals) Approve(context.Context, *gateway.Writer, toolinfo.Approval) 
 	return toolinfo.Denied
 }
 func (noApprovals) ThreadAllowed(channel, threadTS, user, tool string) bool { return false }
-func (noApprovals) AllowThread(channel, threadTS, user, tool string)        {}

@@ -240,8 +240,8 @@ func (a *generation) useTools(ctx context.Context, st *toolState, calls []llm.To
 
 // checkCall decides what it can of call (the index-th of its round) before anyone is asked: a call
 // the model cannot make (too many, unknown, bad arguments) is answered at once, and a call needs a
-// click unless the context is the asker's alone and its tool is auto-approved or allowed for the
-// thread.
+// click unless the context is the asker's alone and its tool is auto-approved or granted (for the
+// thread, or always) and has no approvers (whose say no grant of the asker's replaces).
 func (a *generation) checkCall(st *toolState, call llm.ToolCall, index int) toolCall {
 	info, ok := st.tools[call.Name]
 	c := toolCall{call: call, info: info, ev: ToolEvent{Server: info.Server, Tool: call.Name}}
@@ -262,7 +262,7 @@ func (a *generation) checkCall(st *toolState, call llm.ToolCall, index int) tool
 		c.decided, c.ev.Outcome, c.result = true, "invalid", toolError(call.Name, why)
 		return c
 	}
-	c.ask = !info.AsksAsker && (st.foreign != "" || !info.AutoApprove && !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name))
+	c.ask = !info.AsksAsker && (st.foreign != "" || !info.AutoApprove && (len(info.Approvers) > 0 || !a.r.approvals.ThreadAllowed(a.req.Channel, a.threadTS, a.req.User, call.Name)))
 	return c
 }
 
@@ -280,13 +280,7 @@ func (a *generation) askFor(ctx context.Context, st *toolState, ask []*toolCall,
 	waited := time.Since(begin)
 	for _, c := range ask {
 		c.ev.Approval = waited
-		switch v {
-		case toolinfo.AllowThread:
-			if st.foreign == "" { // the prompt offers it only then: the word is for the asker's own threads
-				a.r.approvals.AllowThread(a.req.Channel, a.threadTS, a.req.User, c.call.Name)
-			}
-		case toolinfo.AllowOnce:
-		default:
+		if !v.Allowed() { // a standing grant (thread, always) the Approver keeps itself
 			c.decided, c.ev.Outcome = true, string(v)
 			c.result = toolError(c.call.Name, deniedReason(v))
 			c.line = fmt.Sprintf(textToolNotAllowed, c.call.Name, deniedReason(v))

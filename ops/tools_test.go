@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/llmbot/llmbot/handlers"
+	"github.com/llmbot/llmbot/toolinfo"
 )
 
 func TestToolMetrics(t *testing.T) {
@@ -41,6 +42,31 @@ func TestToolMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(text, want+"\n") {
 			t.Errorf("missing %s in\n%s", want, text)
+		}
+	}
+}
+
+func TestApprovalMetrics(t *testing.T) {
+	m := NewMetrics()
+	am := NewApprovalMetrics(m)
+	for _, v := range []toolinfo.Verdict{toolinfo.AllowOnce, toolinfo.AllowAlways, toolinfo.AllowAlways, toolinfo.TimedOut, "lapsed", "made up"} {
+		am.Decided(v, false)
+	}
+	am.Decided(toolinfo.Denied, true)
+	out, err := testutil.GatherAndFormat(m.Registry(), expfmt.TypeTextPlain, "llmbot_tool_approvals_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`llmbot_tool_approvals_total{by="asker",scope="once"} 1`,
+		`llmbot_tool_approvals_total{by="asker",scope="always"} 2`,
+		`llmbot_tool_approvals_total{by="asker",scope="timeout"} 1`,
+		`llmbot_tool_approvals_total{by="asker",scope="lapsed"} 1`,
+		`llmbot_tool_approvals_total{by="asker",scope="other"} 1`,
+		`llmbot_tool_approvals_total{by="approver",scope="denied"} 1`,
+	} {
+		if !strings.Contains(string(out), want+"\n") {
+			t.Errorf("missing %s in\n%s", want, out)
 		}
 	}
 }

@@ -19,6 +19,12 @@ type Info struct {
 	llm.Tool           // Name is unique among the channel's tools (what the model calls)
 	Server      string // the MCP server it is on (shown to people, metrics)
 	AutoApprove bool   // called without asking (the server's auto-approve list)
+	// Approvers are who alone may approve its calls (Slack user ids U…/W…, user groups S…: the
+	// server's or the tool's approvers in MCP_CONFIG); none: the asker.
+	Approvers []string
+	// PublicArguments: its approval prompt, arguments included, is posted in the thread for all to
+	// see (MCP_CONFIG public_arguments), not shown to whom it concerns alone.
+	PublicArguments bool
 	// AsksAsker: the tool only asks the person who asked (ask_user). Calling it needs no click,
 	// whatever the context holds, and its call waits for that person as an approval does: bounded
 	// by the approvals' timeout, not the calls' (Limit).
@@ -45,10 +51,14 @@ type Verdict string
 const (
 	AllowOnce   Verdict = "allow_once"
 	AllowThread Verdict = "allow_thread" // and the asker's next calls of these tools in the thread
+	AllowAlways Verdict = "allow_always" // and the asker's next calls of these tools anywhere (until revoked)
 	Denied      Verdict = "denied"
 	TimedOut    Verdict = "timeout"
 	Cancelled   Verdict = "cancelled" // the answer stopped meanwhile
 )
+
+// Allowed reports whether v lets the calls be made.
+func (v Verdict) Allowed() bool { return v == AllowOnce || v == AllowThread || v == AllowAlways }
 
 // Approval asks the person who asked for an answer whether its calls may be made: the answer's
 // tool loop asks it, and the approvals use case shows the prompt and waits for the click.
@@ -61,7 +71,7 @@ type Approval struct {
 	Asker        string // the only person who may decide
 	Calls        []Call
 	// Foreign is what the context holds besides the asker's words ("" when nothing), said in the
-	// prompt; then "Allow for this thread" is not offered (it would not apply).
+	// prompt; then neither "Allow for this thread" nor "Always allow" is offered (they would not apply).
 	Foreign string
 	Wait    time.Duration // for the click; then the calls are denied
 	Settle  time.Duration // for the prompt's rewrite with its outcome, once decided

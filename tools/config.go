@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -23,6 +24,9 @@ import (
 //	    env: {WIKI_TOKEN: "${WIKI_TOKEN}"}    # values from the bot's environment
 //	    tools: [search, get_page]             # allow list; empty: all the server's tools
 //	    auto_approve: [search]                # called without asking the asker
+//	    approvers: [U0123ABCD, S0456EFGH]     # who alone may approve its calls: people, user groups
+//	    tool_approvers: {delete_page: [U0789]} # per tool, instead of the server's approvers
+//	    public_arguments: [search]            # prompts posted in the thread with their arguments ("*": all)
 //	  - name: tickets
 //	    url: https://mcp.example.com/mcp      # streamable HTTP
 //	    headers: {Authorization: "Bearer ${TICKETS_TOKEN}"}
@@ -44,6 +48,56 @@ type ServerConfig struct {
 	Headers     map[string]string `yaml:"headers"`
 	Tools       []string          `yaml:"tools"`
 	AutoApprove []string          `yaml:"auto_approve"`
+	// Approvers alone may approve the server's calls (Slack user ids U…/W…, user groups S…);
+	// ToolApprovers, per tool, instead of them. None: the person who asked.
+	Approvers     []string            `yaml:"approvers"`
+	ToolApprovers map[string][]string `yaml:"tool_approvers"`
+	// PublicArguments are the tools ("*": all) whose approval prompt, arguments included, is
+	// posted in the thread for all to see; the others' is shown to whom it concerns alone.
+	PublicArguments []string `yaml:"public_arguments"`
+}
+
+// publicArguments reports whether tool's prompt shows its arguments to everyone in the thread.
+func (s ServerConfig) publicArguments(tool string) bool {
+	return slices.Contains(s.PublicArguments, "*") || slices.Contains(s.PublicArguments, tool)
+}
+
+// ApproversOf are who alone may approve calls of tool (none: the asker).
+func (s ServerConfig) ApproversOf(tool string) []string {
+	if a, ok := s.ToolApprovers[tool]; ok {
+		return a
+	}
+	return s.Approvers
+}
+
+// approverID is what an approver may be: a Slack user id (U…, W…) or user group id (S…).
+var approverID = regexp.MustCompile(`^[UWS][A-Z0-9]{2,20}$`)
+
+// checkApprovers checks the approvers' ids and that tool_approvers names tools the server allows.
+func (s ServerConfig) checkApprovers() error {
+	check := func(ids []string, where string) error {
+		for _, id := range ids {
+			if !approverID.MatchString(id) {
+				return fmt.Errorf("%s: %q is not a Slack user (U…, W…) or user group (S…) id", where, id)
+			}
+		}
+		return nil
+	}
+	if err := check(s.Approvers, "approvers"); err != nil {
+		return err
+	}
+	for _, t := range slices.Sorted(maps.Keys(s.ToolApprovers)) {
+		if !s.allows(t) {
+			return fmt.Errorf("tool_approvers names %q, which tools does not allow", t)
+		}
+		if len(s.ToolApprovers[t]) == 0 {
+			return fmt.Errorf("tool_approvers: %q lists nobody (leave it out for the server's approvers)", t)
+		}
+		if err := check(s.ToolApprovers[t], "tool_approvers "+t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Transport is "stdio" or "http".
@@ -148,6 +202,14 @@ func (s *ServerConfig) check(seen map[string]bool, getenv func(string) string) e
 	for _, t := range s.AutoApprove {
 		if !s.allows(t) {
 			return fmt.Errorf("auto_approve names %q, which tools does not allow", t)
+		}
+	}
+	if err := s.checkApprovers(); err != nil {
+		return err
+	}
+	for _, t := range s.PublicArguments {
+		if t != "*" && !s.allows(t) {
+			return fmt.Errorf("public_arguments names %q, which tools does not allow", t)
 		}
 	}
 	var missing []string

@@ -357,9 +357,11 @@ func (m *Manager) List(channel string) []toolinfo.Info {
 			}
 			params, _ := json.Marshal(t.InputSchema)
 			out = append(out, toolinfo.Info{
-				Tool:        llm.Tool{Name: s.cfg.Name + sep + t.Name, Description: clip(t.Description, maxDescription), Parameters: params},
-				Server:      s.cfg.Name,
-				AutoApprove: slices.Contains(s.cfg.AutoApprove, t.Name),
+				Tool:            llm.Tool{Name: s.cfg.Name + sep + t.Name, Description: clip(t.Description, maxDescription), Parameters: params},
+				Server:          s.cfg.Name,
+				AutoApprove:     slices.Contains(s.cfg.AutoApprove, t.Name),
+				Approvers:       s.cfg.ApproversOf(t.Name),
+				PublicArguments: s.cfg.publicArguments(t.Name),
 			})
 		}
 	}
@@ -450,6 +452,7 @@ type ServerStatus struct {
 	Err             string   // why it is down
 	Tools           []string // its allowed tools once listed (nil before)
 	AutoApprove     []string
+	Approvers       map[string][]string // by tool, those that have approvers
 }
 
 // Status reports every server.
@@ -463,6 +466,12 @@ func (m *Manager) Status() []ServerStatus {
 		}
 		for _, t := range s.tools {
 			st.Tools = append(st.Tools, t.Name)
+			if a := s.cfg.ApproversOf(t.Name); len(a) > 0 {
+				if st.Approvers == nil {
+					st.Approvers = map[string][]string{}
+				}
+				st.Approvers[t.Name] = a
+			}
 		}
 		s.mu.Unlock()
 		out = append(out, st)

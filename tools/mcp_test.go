@@ -249,6 +249,13 @@ func TestParseConfig(t *testing.T) {
 		{"auto not allowed", "servers:\n  - {name: a, command: x, tools: [s], auto_approve: [t]}\n", "does not allow"},
 		{"headers on a command", "servers:\n  - {name: a, command: x, headers: {A: b}}\n", "headers are for a url"},
 		{"not http", "servers:\n  - {name: a, url: \"ftp://x\"}\n", "http(s)"},
+		{"approvers", "servers:\n  - {name: a, command: x, approvers: [U0123, W0456, S0789], tool_approvers: {t: [U1AB]}}\n", ""},
+		{"approver not an id", "servers:\n  - {name: a, command: x, approvers: [\"@alice\"]}\n", "is not a Slack user"},
+		{"approver a channel", "servers:\n  - {name: a, command: x, tool_approvers: {t: [C0123]}}\n", "is not a Slack user"},
+		{"tool approvers not allowed", "servers:\n  - {name: a, command: x, tools: [s], tool_approvers: {t: [U0123]}}\n", "does not allow"},
+		{"public arguments", "servers:\n  - {name: a, command: x, tools: [s], public_arguments: [s]}\n", ""},
+		{"public arguments not allowed", "servers:\n  - {name: a, command: x, tools: [s], public_arguments: [t]}\n", "does not allow"},
+		{"tool approvers empty", "servers:\n  - {name: a, command: x, tool_approvers: {t: []}}\n", "lists nobody"},
 		{"built-ins' name", "servers:\n  - {name: LLMbot, command: x}\n", "built-in tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

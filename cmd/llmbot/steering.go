@@ -9,11 +9,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmbot/llmbot/access"
+	"github.com/llmbot/llmbot/approvals"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/command"
 	"github.com/llmbot/llmbot/doctor"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/instructions"
+	"github.com/llmbot/llmbot/ops"
 	"github.com/llmbot/llmbot/schedule"
 	"github.com/llmbot/llmbot/state"
 )
@@ -41,7 +43,12 @@ func (p *parts) steering() (steering, error) {
 	posts := pacedPosts{w: gateway.Writer{Budgets: p.budgets, Msgs: p.api}}
 	in := instructions.New(p.shared.records, key, posts, instructions.Options{MaxLength: cfg.ChannelInstructionsMax, Editors: editors})
 	sc := schedule.NewSchedules(p.shared.records, key, scheduleLimits(cfg))
-	cmd, err := command.New(p.api, p.log.Named("llmbot"), in.Command(), sc.Command(editors))
+	// Redis never sees the token the grants' keys are derived from.
+	p.approvals = approvals.NewWith(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"),
+		approvals.Options{Records: p.shared.records, Key: state.DeriveKey(cfg.SlackBotToken, "llmbot tool approvals v1"),
+			Groups: p.approvalSlack, Private: p.approvalSlack,
+			Answers: p.shared.replicas.Journal, Claims: p.shared.claims, Lines: &gateway.Writer{Budgets: p.budgets, Msgs: gateway.WriteThrough(p.api, p.threads)}, Decided: ops.NewApprovalMetrics(p.metrics).Decided})
+	cmd, err := command.New(p.api, p.log.Named("llmbot"), in.Command(), sc.Command(editors), p.approvals.Command())
 	if err != nil {
 		return steering{}, err
 	}

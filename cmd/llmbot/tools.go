@@ -103,7 +103,8 @@ func mcpServers(mcp tools.Config) func(ctx context.Context) []doctor.MCPServer {
 		<-done
 		var out []doctor.MCPServer
 		for _, s := range st {
-			d := doctor.MCPServer{Name: s.Name, Transport: s.Transport, Err: s.Err, Tools: s.Tools, AutoApprove: s.AutoApprove}
+			d := doctor.MCPServer{Name: s.Name, Transport: s.Transport, Err: s.Err, Tools: s.Tools, AutoApprove: s.AutoApprove,
+				Approvers: s.Approvers}
 			if !s.Up && d.Err == "" {
 				d.Err = "no answer within " + mcpUpTime.String()
 			}

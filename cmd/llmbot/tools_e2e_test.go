@@ -118,20 +118,49 @@ func toolModel(rounds int, wire fakellm.ToolWire, calls ...fakellm.ToolCall) fun
 	}
 }
 
-// prompt waits for the approval prompt in the thread.
+// prompt waits for the approval prompt in the thread, shown to the asker U1 alone.
 func (e *e2e) prompt(t *testing.T, q string) fakeslack.Message {
 	t.Helper()
 	var p fakeslack.Message
 	e.waitFor(t, "the approval prompt", func() bool {
+		ps := privatePrompts(e.slack, q, "U1")
+		if len(ps) > 0 {
+			p = ps[0]
+		}
+		return len(ps) > 0
+	})
+	return p
+}
+
+// privatePrompts are the approval prompts with their buttons still on, shown to user alone in the
+// thread q of C1.
+func privatePrompts(fs *fakeslack.Server, q, user string) []fakeslack.Message {
+	var out []fakeslack.Message
+	for _, m := range fs.Ephemerals() {
+		if m.Channel != "C1" || m.User != user || m.ThreadTS != q {
+			continue
+		}
+		if pm, ok := fs.Private("C1", m.TS, user); ok && strings.Contains(buttonsOf(pm), approvals.ActionToolAllowOnce) {
+			out = append(out, pm)
+		}
+	}
+	return out
+}
+
+// publicLine waits for the thread's line of the approval: who must approve which tool.
+func (e *e2e) publicLine(t *testing.T, q string) fakeslack.Message {
+	t.Helper()
+	var line fakeslack.Message
+	e.waitFor(t, "the approval's public line", func() bool {
 		for _, m := range e.slack.BotReplies("C1", q) {
-			if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) {
-				p = m
+			if strings.Contains(m.Text, "to approve") {
+				line = m
 				return true
 			}
 		}
 		return false
 	})
-	return p
+	return line
 }
 
 // answerOf is the answer in the thread once the reply finished (not the approval prompts).
@@ -161,23 +190,36 @@ func TestE2EToolApproved(t *testing.T) {
 			t.Errorf("prompt %q lacks %q", p.Text, want)
 		}
 	}
-	// Someone else clicks Allow: told privately, nothing happens.
-	e.click(t, "C1", p.TS, "U2", approvals.ActionToolAllowOnce)
+	// The thread sees who must approve which tool, not the arguments.
+	line := e.publicLine(t, q)
+	if !strings.Contains(line.Text, "<@U1>") || !strings.Contains(line.Text, "`srv__lookup` (srv)") || strings.Contains(line.Text, "Oslo") ||
+		buttonsOf(line) != approvals.ActionToolShowApproval {
+		t.Errorf("public line %q with buttons %q", line.Text, buttonsOf(line))
+	}
+	// Someone else asks to see the prompt: told privately who may decide, nothing happens.
+	e.click(t, "C1", line.TS, "U2", approvals.ActionToolShowApproval)
 	e.waitFor(t, "U2 told", func() bool { return len(e.privateTo("U2")) == 1 })
 	if got := e.privateTo("U2")[0]; got != approvals.TextNotAskerApproval {
 		t.Errorf("U2 told %q", got)
 	}
+	// The asker lost the prompt (Slack reloaded): Show approval shows it again.
+	e.click(t, "C1", line.TS, "U1", approvals.ActionToolShowApproval)
+	e.waitFor(t, "the prompt again", func() bool { return len(privatePrompts(e.slack, q, "U1")) == 2 })
 	if n := len(e.llm.ChatRequests()); n != 1 {
-		t.Fatalf("%d model requests after a non-asker's click, want 1", n)
+		t.Fatalf("%d model requests before the asker's click, want 1", n)
 	}
 	e.click(t, "C1", p.TS, "U1", approvals.ActionToolAllowOnce)
 	got := e.answerOf(t, q)
 	if !strings.Contains(got, "Used `srv__lookup` (srv)") || !strings.Contains(got, "ticket for Oslo is open") {
 		t.Errorf("answer %q", got)
 	}
-	if m, _ := e.slack.Message("C1", p.TS); !strings.Contains(m.Text, "Allowed once") || buttonsOf(m) != "" {
-		t.Errorf("settled prompt %q with buttons %q", m.Text, buttonsOf(m))
+	if m, _ := e.slack.Message("C1", line.TS); !strings.Contains(m.Text, "Allowed once") || buttonsOf(m) != "" {
+		t.Errorf("settled line %q with buttons %q", m.Text, buttonsOf(m))
 	}
+	e.waitFor(t, "the clicked prompt replaced", func() bool {
+		m, _ := e.slack.Private("C1", p.TS, "U1")
+		return strings.Contains(m.Text, "Allowed once") && buttonsOf(m) == ""
+	})
 }
 
 func TestE2EToolDeniedAndTimedOut(t *testing.T) {
@@ -292,13 +334,11 @@ func TestReplicasToolApprovalOnAnotherReplica(t *testing.T) {
 	ts := rs.ask(a, "is the Oslo ticket open?")
 	var prompt fakeslack.Message
 	rs.wait("the approval prompt", func() bool {
-		for _, m := range rs.fs.BotReplies("C1", ts) {
-			if strings.Contains(buttonsOf(m), approvals.ActionToolAllowOnce) {
-				prompt = m
-				return true
-			}
+		ps := privatePrompts(rs.fs, ts, "U1")
+		if len(ps) > 0 {
+			prompt = ps[0]
 		}
-		return false
+		return len(ps) > 0
 	})
 	if _, err := rs.fs.Via(b.conn).Click("C1", prompt.TS, "U1", approvals.ActionToolAllowOnce); err != nil {
 		t.Fatal(err)
@@ -307,9 +347,10 @@ func TestReplicasToolApprovalOnAnotherReplica(t *testing.T) {
 	if !strings.Contains(b.logs.String(), "tool approval handed to the replica writing the answer") {
 		t.Error("the click was not handed over")
 	}
-	if _, ok := rs.fs.Private("C1", ts, "U1"); ok {
-		t.Error("the asker was told something privately")
-	}
+	rs.wait("the clicked prompt replaced by the replica that got the click", func() bool {
+		m, _ := rs.fs.Private("C1", prompt.TS, "U1")
+		return strings.Contains(m.Text, "Allowed once") && buttonsOf(m) == ""
+	})
 }
 
 // TestE2EToolsRefusedByTheModel: a model whose server refuses tools is answered without them, and
@@ -423,7 +464,7 @@ func TestE2EToolBatchOnePrompt(t *testing.T) {
 		}
 	}
 	prompts := 0
-	for _, m := range e.slack.BotReplies("C1", q) {
+	for _, m := range e.slack.Ephemerals() {
 		if strings.Contains(m.Text, "may I use") {
 			prompts++
 		}

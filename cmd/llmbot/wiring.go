@@ -35,7 +35,6 @@ import (
 	"github.com/llmbot/llmbot/pane"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/schedule"
-	"github.com/llmbot/llmbot/state"
 	"github.com/llmbot/llmbot/summarize"
 	"github.com/llmbot/llmbot/tables"
 	"github.com/llmbot/llmbot/threads"
@@ -105,6 +104,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	})
 
 	p := newParts(cfg, id, api, model, metrics, shared, policy, log)
+	p.approvalSlack = bot.NewApprovalSlack(sc, api) // approvers' user groups, private prompts
 	if p.threads, err = openThreads(cfg, shared, id, metrics, log); err != nil {
 		return err
 	}
@@ -122,6 +122,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
+	bg.run(a.approvals.WatchLapsed) // and the approvals they were waiting for, lapsed
 	uses := useCases{bot: b, answering: a, imagine: p.imagine(), feedback: p.feedback(), slack: api, sessions: api.Assistant,
 		prompts: p.prompts, usage: p.usage(p.controls.book),
 		steering: steer, ask: questions}
@@ -167,6 +168,8 @@ func (u useCases) routes() []route.Route {
 		{Kind: route.Event, Name: route.EventSessionStopped, Feature: route.FeatureStop, Handler: u.bot.SessionStopHandler(u.sessions)},
 		{Kind: route.Action, Name: approvals.ActionToolAllowOnce, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolAllowThread, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolAllowAlways, Feature: approvals.FeatureToolApproval, Handler: approve},
+		{Kind: route.Action, Name: approvals.ActionToolShowApproval, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: approvals.ActionToolDeny, Feature: approvals.FeatureToolApproval, Handler: approve},
 		{Kind: route.Action, Name: ask.ActionOption(0), Feature: ask.Feature, Handler: answer},
 		{Kind: route.Action, Name: ask.ActionOption(1), Feature: ask.Feature, Handler: answer},
@@ -365,6 +368,9 @@ type parts struct {
 	// instructions are the channels' standing instructions, built by steering before the answers
 	// that read them.
 	instructions *instructions.Instructions
+	// approvals are the tool approvals, built by steering (/llmbot tools) before the answers that ask.
+	approvals     *approvals.Approvals
+	approvalSlack bot.ApprovalSlack
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
@@ -397,8 +403,7 @@ func (p *parts) answering(files *bot.Files, toolOpts handlers.ToolOptions) answe
 	cfg, api := p.cfg, p.api
 	names := gateway.NewNames(api, p.budgets.Lookups, p.id.UserID)
 	agentPane := pane.New(paneOf(cfg, api), p.budgets.Statuses, p.log.Named("pane"))
-	// Redis never sees the token the grants' key is derived from.
-	approve := approvals.New(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"))
+	approve := p.approvals
 	opt := p.replyOptions(files, toolOpts, names, agentPane, approve)
 	// One metered chat for the answers and the summaries, under the ledger: a request a budget
 	// refuses never reaches the model (nor its metrics), and what reaches it is redacted.

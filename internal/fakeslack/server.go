@@ -168,22 +168,23 @@ type Server struct {
 	search       searchState // assistant.search.context
 
 	// Workspace state.
-	channels  map[string]*channel
-	users     map[string]*User
-	lastTS    int64 // last message ts, in microseconds
-	writes    []Write
-	ephemeral []Ephemeral
-	files     map[string]*File
-	fileOrder []string
-	responses map[string]*responseURL
-	respPosts []ResponseURLPost
-	statuses  map[string]string      // channel/thread -> assistant status
-	sessions  map[string][]string    // channel/thread -> the agent session's statuses, in order
-	triggers  map[string]trigger     // trigger_id -> who clicked, and when
-	views     []View                 // modals opened
-	streams   map[*Message]time.Time // messages streaming now -> when their stream started
-	lastWrite map[*Message]time.Time // messages streaming now -> their last start or append
-	seq       int
+	channels   map[string]*channel
+	users      map[string]*User
+	userGroups map[string][]string // usergroups.users.list
+	lastTS     int64               // last message ts, in microseconds
+	writes     []Write
+	ephemeral  []Ephemeral
+	files      map[string]*File
+	fileOrder  []string
+	responses  map[string]*responseURL
+	respPosts  []ResponseURLPost
+	statuses   map[string]string      // channel/thread -> assistant status
+	sessions   map[string][]string    // channel/thread -> the agent session's statuses, in order
+	triggers   map[string]trigger     // trigger_id -> who clicked, and when
+	views      []View                 // modals opened
+	streams    map[*Message]time.Time // messages streaming now -> when their stream started
+	lastWrite  map[*Message]time.Time // messages streaming now -> their last start or append
+	seq        int
 
 	// Socket Mode state.
 	tickets   map[string]bool
@@ -269,7 +270,7 @@ func withDefaults(cfg Config) Config {
 	if cfg.Scopes == nil {
 		cfg.Scopes = []string{"app_mentions:read", "chat:write", "channels:history", "groups:history",
 			"im:history", "mpim:history", "files:write", "files:read", "commands", "users:read", "reactions:write", "assistant:write",
-			"search:read.public"}
+			"search:read.public", "usergroups:read"}
 	}
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 2 * time.Second

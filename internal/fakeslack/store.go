@@ -227,6 +227,16 @@ func (s *Server) AddUser(u User) {
 	s.users[u.ID] = &u
 }
 
+// SetUserGroup makes the user group id (S…) with members, for usergroups.users.list.
+func (s *Server) SetUserGroup(id string, members ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.userGroups == nil {
+		s.userGroups = map[string][]string{}
+	}
+	s.userGroups[id] = members
+}
+
 // teamOfLocked is the workspace user belongs to (User.Team, else the fake's).
 func (s *Server) teamOfLocked(user string) string {
 	if u, ok := s.users[user]; ok && u.Team != "" {

@@ -127,6 +127,7 @@ var methods = map[string]handler{
 	"auth.test":                             (*Server).authTest,
 	"apps.connections.open":                 (*Server).connectionsOpen,
 	"users.info":                            (*Server).usersInfo,
+	"usergroups.users.list":                 (*Server).userGroupsUsersList,
 	"files.info":                            (*Server).filesInfo,
 	"conversations.info":                    (*Server).conversationsInfo,
 	"conversations.open":                    (*Server).conversationsOpen,
@@ -323,6 +324,15 @@ func (s *Server) usersInfo(p params, now time.Time) (map[string]any, apiError) {
 		user["enterprise_user"] = map[string]any{"id": u.ID, "enterprise_id": u.Enterprise, "teams": []string{s.teamOfLocked(id)}}
 	}
 	return map[string]any{"user": user}, ""
+}
+
+// userGroupsUsersList is usergroups.users.list: the members of a group SetUserGroup made.
+func (s *Server) userGroupsUsersList(p params, now time.Time) (map[string]any, apiError) {
+	ms, ok := s.userGroups[p.Get("usergroup")]
+	if !ok {
+		return nil, "no_such_subteam"
+	}
+	return map[string]any{"users": ms}, ""
 }
 
 func (s *Server) conversationsInfo(p params, now time.Time) (map[string]any, apiError) {
