@@ -159,6 +159,9 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 	if set.newThreads {
 		fmt.Fprint(w, " New threads (-new-threads): each question is a new top-level DM message, answered in its own thread (the agent pane).")
 	}
+	if set.userTeams {
+		fmt.Fprint(w, " Every person's events name their team as user_team (-user-teams).")
+	}
 	if set.followUps {
 		fmt.Fprint(w, " Follow-ups (-follow-ups): every thread was answered once before; the figures are those of a follow-up mention in each thread, asked at once.")
 	}

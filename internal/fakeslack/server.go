@@ -85,6 +85,22 @@ type Config struct {
 	// NotAgent makes agents.sessions.setStatus answer not_authorized, as Slack does for an app
 	// not declared as an agent (features.agent_view).
 	NotAgent bool
+	// UserTeams makes every person's message event (and the message in conversations.replies and
+	// history) name their team as user_team and source_team, the workspace's own members too.
+	// Off (the default): only people of another workspace (User.Team) carry them.
+	//
+	// What Slack does is verified only in part. slack-go documents both fields as set "when
+	// Message comes from a channel that is shared between workspaces" (slackevents.MessageEvent,
+	// AppMentionEvent; slack-go/slack#695, citing Slack's Enterprise Grid guide). Payloads
+	// published by others differ for members of the workspace: a member's DM message in an
+	// Enterprise Grid org carries both (slackapi/bolt-python,
+	// tests/scenario_tests/test_events_assistant.py), so does a 2019 member's message
+	// (team = user_team = source_team); a 2019 DM message (slackapi/java-slack-sdk#218) and
+	// new messages in a 2025 private channel of a workspace on its own carry only "team", while
+	// the same 2025 messages' message_changed events carry both in "message". So the bot must
+	// not count on them: a member's message without them is looked up (users.info), and the
+	// default keeps that case under test; UserTeams measures the other.
+	UserTeams bool
 }
 
 // Limits configures the Web API's rate limits.
