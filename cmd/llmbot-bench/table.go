@@ -233,8 +233,8 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		if d := r.replicaDetails(); d != "" {
 			fmt.Fprintf(w, "- %s: %s\n", r.label(), d)
 		}
-		fmt.Fprintf(w, "- %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak model streams %d; %s; answers ended in a second message %d; unmatched writes %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
-			r.label(), strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
+		fmt.Fprintf(w, "- %s: %s; question -> model request p50 %ss p95 %ss max %ss; first -> last token mean %ss; peak model streams %d; %s; answers ended in a second message %d; unmatched writes %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
+			r.label(), strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(percentile(r.toModel, 95)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
 			r.peakStreams, r.writtenBy(), r.continued, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
 	}
 }
