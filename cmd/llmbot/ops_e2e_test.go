@@ -161,6 +161,7 @@ func startWithHealth(t *testing.T, env map[string]string) (*e2e, health) {
 // outcome and latency, replies in flight, duplicate envelopes dropped, reconnects; and /readyz
 // flips while Socket Mode is down.
 func TestE2EOperations(t *testing.T) {
+	t.Parallel()
 	e, h := startWithHealth(t, nil)
 	if s, body := h.get(t, "/healthz"); s != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz = %d %q, want 200 ok", s, body)
@@ -290,6 +291,7 @@ func TestE2EOperations(t *testing.T) {
 // and on /imagine, and gets no answer and costs no model request; an allowed user is answered
 // and stops at the daily /imagine quota. Refusals are counted by feature.
 func TestE2EAccessControl(t *testing.T) {
+	t.Parallel()
 	e, h := startWithHealth(t, map[string]string{
 		"DENY_USERS":          "U0MALLORY",
 		"IMAGINE_DAILY_QUOTA": "1",
@@ -359,6 +361,7 @@ func TestE2EAccessControl(t *testing.T) {
 // CHANNEL_CONFIG: a channel with its own system prompt and model gets them; others keep the
 // defaults.
 func TestE2EChannelOverrides(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "channels.yaml")
 	yaml := "channels:\n  C0SUPPORT:\n    system_prompt: \"You are {bot_name}, the support desk's assistant.\"\n    model: gpt-support\n"
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
