@@ -240,6 +240,9 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 
 	slack := fakeslack.New(fakeslack.Config{Limits: set.limits(), UserTeams: set.userTeams})
 	defer slack.Close()
+	for i := range n { // the workspace's people, as users.list lists them: the askers
+		slack.AddUser(fakeslack.User{ID: fmt.Sprintf("U%04d", i), Name: fmt.Sprintf("user%d", i)})
+	}
 	model := fakellm.New()
 	defer model.Close()
 	model.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {

@@ -114,6 +114,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, p.controls.gate.Middleware, metrics.Middleware)
+	bg.run(func(ctx context.Context) { placeWorkspace(ctx, p.members, bot.NewRoster(sc), log.Named("access")) })
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
@@ -351,6 +352,7 @@ type parts struct {
 	// instructions are the channels' standing instructions, built by steering before the answers
 	// that read them.
 	instructions *instructions.Instructions
+	members      *access.Members // the standing of people, built by guard; placeWorkspace fills it
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
@@ -520,6 +522,7 @@ func (p *parts) guard(knownFollowUp func(route.ReplyRequest) bool) *access.Guard
 		External: p.cfg.ExternalUsers, Guests: p.cfg.GuestUsers, Directory: p.api,
 		Budget: p.budgets.Lookups, // with the names' look-ups, shared by the replicas
 	})
+	p.members = members
 	return access.NewGuard(access.GuardOptions{
 		Policy:        accessPolicy,
 		Quota:         quota,

@@ -121,7 +121,7 @@ type Limit struct {
 }
 
 // SlackLimits returns limits shaped like Slack's published tiers (slack-platform.md §3) for
-// the methods the bot uses: Tier 2 (20/min) chat.startStream and chat.stopStream; Tier 3
+// the methods the bot uses: Tier 2 (20/min) chat.startStream, chat.stopStream and users.list; Tier 3
 // (50/min) chat.update, chat.delete, conversations.replies/history, reactions.*, agents.sessions.setStatus,
 // apps.connections.open; Tier 4 (100/min) chat.appendStream, chat.postEphemeral,
 // users.info, files.*, auth.test; and chat.postMessage 1/s per channel. Slack's "special"
@@ -139,6 +139,7 @@ func SlackLimits(burst int) Limits {
 			"conversations.replies":        tier(50),
 			"conversations.history":        tier(50),
 			"users.info":                   tier(100),
+			"users.list":                   tier(20),
 			"files.info":                   tier(100),
 			"files.getUploadURLExternal":   tier(100),
 			"files.completeUploadExternal": tier(100),
