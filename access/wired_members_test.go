@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmbot/llmbot/access"
 	"github.com/llmbot/llmbot/approvals"
+	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/internal/fakeslack"
 	"github.com/llmbot/llmbot/route"
 	"github.com/llmbot/llmbot/summarize"
@@ -245,6 +246,35 @@ func TestWiredEnterpriseOrg(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			if r := w.fs.BotReplies("C1", q); len(r) != 0 || w.fl.Counts().Chat != 0 {
 				t.Errorf("someone of another org got %d bot messages, %d model requests", len(r), w.fl.Counts().Chat)
+			}
+		})
+	}
+}
+
+// Issue 29: 50 members new to the bot ask at once in their DMs. When their messages name the
+// workspace as their own team (user_team, fakeslack.Config.UserTeams), nobody is looked up, so no
+// question waits for users.info's budget (100 a minute, burst 10 here, as the load tool's fake
+// Slack); when they name no team (as Slack's messages in a workspace on its own may not), each
+// person is still looked up. Either way every question is taken on. An outsider's message names
+// their team and is refused (the tests above).
+func TestWiredMembersNamedByTheirTeamAreNotLookedUp(t *testing.T) {
+	const people = 50
+	for _, named := range []bool{true, false} {
+		t.Run(fmt.Sprintf("user_team=%v", named), func(t *testing.T) {
+			t.Parallel()
+			w := newWiredSlack(t, fakeslack.Config{UserTeams: named, Limits: fakeslack.Limits{Methods: map[string]fakeslack.Limit{
+				"users.info": {PerMinute: 100, Burst: 10}}}})
+			wiredBot(t, w, nil, wiredConfig{Bot: bot.Options{MaxConcurrent: people + 10, Grace: wiredGrace}})
+			for i := range people {
+				w.fs.PostUserMessage(fmt.Sprintf("D%04d", i), fmt.Sprintf("U%04d", i), "", "hello?")
+			}
+			// Each answer's placeholder is posted once its person is placed (Guard runs before the answer).
+			waitFor(t, w.fs, "every question's placeholder", func() bool { return w.fs.CallCount("chat.postMessage") >= people })
+			switch n := w.fs.CallCount("users.info"); {
+			case named && n != 0:
+				t.Errorf("%d users.info calls, want none: every message named the person's team", n)
+			case !named && n == 0:
+				t.Error("nobody looked up, though no message named the person's team")
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 // A hello from another app than the bot token's ends Run with an error that says so: no
 // reconnect fixes tokens taken from two apps. The bot token's own app connects as usual.
 func TestHelloOfAnotherAppEndsRun(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{AppID: "A1"})
 	c := New(slackAPI(fs), zaptest.NewLogger(t), Options{AppID: "A2"})
 	errc := make(chan error, 1)
@@ -34,6 +35,7 @@ func TestHelloOfAnotherAppEndsRun(t *testing.T) {
 
 // A frame that is not a JSON object is skipped; the frames after it are read and acked.
 func TestFrameNotAnObjectIsSkipped(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	fs.SendRaw([]byte(`not json`))
@@ -48,6 +50,7 @@ func TestFrameNotAnObjectIsSkipped(t *testing.T) {
 // that does not fit is neither handed over nor acked until the consumer takes one (Slack sends it
 // again if the bot goes down meanwhile), and at shutdown it is left unacked.
 func TestConsumerBehindHoldsTheReader(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	c := New(slackAPI(fs), zaptest.NewLogger(t), Options{})
 	ctx, cancel := context.WithCancel(context.Background())

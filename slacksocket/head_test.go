@@ -14,6 +14,7 @@ const (
 )
 
 func TestReadHead(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, frame string
 		want        head
@@ -87,6 +88,7 @@ func FuzzReadHead(f *testing.F) {
 }
 
 func TestAckFrame(t *testing.T) {
+	t.Parallel()
 	for _, id := range []string{"1d2c8d5e-4e2b-4f1a-9a77-6b1c0e3d2f10", `odd "id" \ é`, ""} {
 		var got struct {
 			EnvelopeID *string `json:"envelope_id"`

@@ -17,6 +17,7 @@ import (
 // once instead of each waiting out its context for one (a bot with four slash commands queued
 // would take their timeouts, one after the other, to stop).
 func TestAckFailsAtOnceWhenRunEndsBetweenConnections(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	id := a.slashCommand(t, fs)
@@ -47,6 +48,7 @@ func (o stalledOpener) StartSocketModeContext(context.Context) (*slack.SocketMod
 // TestShutdownDuringStalledHandshake: shutdown does not wait for a WebSocket upgrade that never
 // gets an answer (gorilla bounds that read by its 30 s handshake timeout only, not by the context).
 func TestShutdownDuringStalledHandshake(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +85,7 @@ func TestShutdownDuringStalledHandshake(t *testing.T) {
 // completes (before the handshake, whose deadline gorilla sets itself) still ends the dial at
 // once, instead of waiting out the handshake timeout.
 func TestShutdownJustAfterTheDialConnects(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

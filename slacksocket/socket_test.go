@@ -176,6 +176,7 @@ func ackedWith(fs *fakeslack.Server, id string) bool {
 // Every envelope is acked as it is read, before the consumer has it: while the consumer is held
 // up, envelopes behind it are acked all the same. A slash command is left to the consumer.
 func TestEnvelopesAckedOnRead(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	c := New(slackAPI(fs), zaptest.NewLogger(t), Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -205,6 +206,7 @@ func TestEnvelopesAckedOnRead(t *testing.T) {
 // A disconnect "warning" announces a refresh (~10 s later); the connection still works and is
 // kept until Slack asks for the refresh.
 func TestDisconnectWarningKeepsTheConnection(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	fs.Disconnect("warning")
@@ -225,6 +227,7 @@ func TestDisconnectWarningKeepsTheConnection(t *testing.T) {
 // the client never says it is down. An envelope Slack sent on the old connection after asking for
 // the refresh is still read and acked there.
 func TestRefreshOpensTheNextConnectionFirst(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{RefreshGrace: time.Second})
 	// The refresh's apps.connections.open takes 200 ms, as over a real network: the message sent as the
 	// refresh begins is then on the old connection for sure (a fast dial could open the next first).
@@ -263,6 +266,7 @@ func TestRefreshOpensTheNextConnectionFirst(t *testing.T) {
 // A refresh whose dial fails falls back to a reconnect (with the usual retries), and says the
 // connection is down meanwhile.
 func TestRefreshThatCannotDialReconnects(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	time.Sleep(1100 * time.Millisecond)
@@ -283,6 +287,7 @@ func TestRefreshThatCannotDialReconnects(t *testing.T) {
 // connection is still read; once Slack closes it the app has no connection, and the state (so
 // /readyz and the connected gauge) says so until the next one is up.
 func TestRefreshDownWhenTheOldConnectionEndsFirst(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	op := &slowOpener{nth: 2, delay: 5 * time.Second, started: make(chan struct{})}
 	a := startApp(t, fs, func(o Opener) Opener { op.open = o; return op }, Options{})
@@ -302,6 +307,7 @@ func TestRefreshDownWhenTheOldConnectionEndsFirst(t *testing.T) {
 // connection, waits for the next connection (as in TestSlashAckWaitsForTheNextConnection), not
 // written into the dead one: Slack does not resend slash commands.
 func TestSlashAckDuringARefreshAfterTheOldConnectionEnded(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	op := &slowOpener{nth: 2, delay: 4 * time.Second, started: make(chan struct{})}
 	a := startApp(t, fs, func(o Opener) Opener { op.open = o; return op }, Options{})
@@ -333,6 +339,7 @@ func TestSlashAckDuringARefreshAfterTheOldConnectionEnded(t *testing.T) {
 // A refresh whose apps.connections.open gets a 429 falls back to a reconnect after the Retry-After
 // Slack gave, not at once.
 func TestRefreshRateLimitedWaitsRetryAfter(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	time.Sleep(1100 * time.Millisecond)
@@ -375,6 +382,7 @@ func (o *slowOpener) StartSocketModeContext(ctx context.Context) (*slack.SocketM
 // fake: 2 s after its disconnect frame): a slash command's ack written after that still arrives
 // (Slack does not resend slash commands).
 func TestShutdownDuringARefreshDrainKeepsTheNextConnection(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	time.Sleep(1100 * time.Millisecond) // a refresh, not a young connection's reconnect
@@ -404,6 +412,7 @@ func TestShutdownDuringARefreshDrainKeepsTheNextConnection(t *testing.T) {
 // A failed apps.connections.open is retried after a backoff; the state says not connected
 // meanwhile.
 func TestConnectRetriesAfterAnError(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	fs.FailNext("apps.connections.open", "internal_error")
 	start := time.Now()
@@ -426,6 +435,7 @@ func TestConnectRetriesAfterAnError(t *testing.T) {
 // Ack refuses what Slack would drop silently, and says so when no connection came before its
 // context ended, or the client is closed.
 func TestAckErrors(t *testing.T) {
+	t.Parallel()
 	s := New(nil, nil, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -448,6 +458,7 @@ func TestAckErrors(t *testing.T) {
 // A connection that ends young is replaced after a wait (Slack could be refusing them, and
 // apps.connections.open is limited); one Slack asks to refresh, at once.
 func TestYoungConnectionsReconnectAfterAWait(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	fs.DropConnections()
@@ -468,6 +479,7 @@ func TestYoungConnectionsReconnectAfterAWait(t *testing.T) {
 // connections). Connections that drop at once (Slack refusing them) are replaced after a wait that
 // doubles each time, so the client does not hammer apps.connections.open.
 func TestReconnectWaitResetsAfterAHealthyConnection(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		upFor   time.Duration // from connected to the drop
@@ -501,6 +513,7 @@ func TestReconnectWaitResetsAfterAHealthyConnection(t *testing.T) {
 // The connection's state goes down as soon as it drops, not after the wait before the next one
 // (readiness and metrics follow it).
 func TestStateDownDuringTheWait(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	fs.DropConnections()
@@ -518,6 +531,7 @@ func TestStateDownDuringTheWait(t *testing.T) {
 // A slash command's ack written while the client reconnects waits for the new connection (Slack
 // does not resend slash commands).
 func TestSlashAckWaitsForTheNextConnection(t *testing.T) {
+	t.Parallel()
 	fs := newFakeSlack(t, fakeslack.Config{})
 	a := startApp(t, fs, nil, Options{})
 	id := a.slashCommand(t, fs)

@@ -79,6 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	keep := fs.Bool("keep", false, "keep the work directory (the bot's logs and goroutine dumps) and print its path")
 	verbose := fs.Bool("v", false, "progress and per-method call counts on stderr")
 	newThreads := fs.Bool("new-threads", false, "with -mode stream: each question is a new top-level DM message (in the agent pane it starts its own thread), not a reply in a DM thread from before the run")
+	userTeams := fs.Bool("user-teams", false, "Slack: every person's message event names their team as user_team (members' too, as some of Slack's payloads do, not all): the bot then places members without users.info; false: only people of other workspaces carry it")
 	followUps := fs.Bool("follow-ups", false, "with -mode edit: each thread is answered once first (not measured), then a follow-up mention in each is asked at once (through another replica than the first question), and those are measured; reports the conversations.replies calls per thread")
 	imagine := fs.Int("imagine", 0, "instead of the conversations: this many /imagine jobs from as many people, whose pictures the model returns all at the same instant (the worst case for memory); reports the bot's peak RSS")
 	imageMiB := fs.Int("image-mib", 4, "with -imagine: the size of each picture in MiB")
@@ -151,7 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		scale: *scale, perChannel: *perChannel, tokens: *tokens, spread: *spread, firstToken: *first, tokenInterval: *interval,
 		updatesPerMin: *updates, editBudget: *editBudget, noRedis: *noRedis, redisPath: redisPath, postsPerMin: *posts, burst: *burst, spent: *spent, readLimits: *reads, quiet: *quiet, settle: *settle,
 		timeout: *timeout, botPath: path, botEnv: botEnv, mode: *mode, workDir: work, verbose: logf, maxConcurrent: *maxConcurrent,
-		followUps: *followUps, newThreads: *newThreads,
+		followUps: *followUps, newThreads: *newThreads, userTeams: *userTeams,
 	}
 	if *imagine > 0 {
 		if *imageMiB < 1 {

@@ -57,6 +57,9 @@ type settings struct {
 	// newThreads: in stream mode each question is a new top-level DM message (in the agent pane it
 	// starts its own thread), not a reply in a thread from before the run.
 	newThreads bool
+	// userTeams: the fake names every person's team in their events, members' too
+	// (fakeslack.Config.UserTeams), as Slack does in some payloads, not in all.
+	userTeams bool
 }
 
 // concurrent is MAX_CONCURRENT_REPLIES for n conversations.
@@ -235,8 +238,11 @@ func runScenario(ctx context.Context, set settings, sc *scripts, n, replicas int
 	first := scaleDown(set.firstToken, set.scale)
 	interval := scaleDown(set.tokenInterval, set.scale)
 
-	slack := fakeslack.New(fakeslack.Config{Limits: set.limits()})
+	slack := fakeslack.New(fakeslack.Config{Limits: set.limits(), UserTeams: set.userTeams})
 	defer slack.Close()
+	for i := range n { // the workspace's people, as users.list lists them: the askers
+		slack.AddUser(fakeslack.User{ID: fmt.Sprintf("U%04d", i), Name: fmt.Sprintf("user%d", i)})
+	}
 	model := fakellm.New()
 	defer model.Close()
 	model.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {

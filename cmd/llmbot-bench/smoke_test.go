@@ -16,6 +16,7 @@ import (
 // TestSmoke runs the whole tool for N=2 at a high time scale: it builds the bot, runs it as a
 // process against the fakes with each policy, and prints the table and the plot.
 func TestSmoke(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the bot binary")
 	}
@@ -50,6 +51,7 @@ func TestSmoke(t *testing.T) {
 // TestSmokeSpent: with every Slack budget used up when the questions come, the bot's first calls get
 // 429s, which it waits out: both answers complete, and the details name the 429s.
 func TestSmokeSpent(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the bot binary")
 	}
@@ -75,6 +77,7 @@ func TestSmokeSpent(t *testing.T) {
 // answers natively (two starts fit the bot's stream budget at once): both answers are rebuilt from their
 // stream writes and complete.
 func TestSmokeStream(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the bot binary")
 	}
@@ -101,6 +104,7 @@ func TestSmokeStream(t *testing.T) {
 // questions are spread over both (each question's two envelopes to one connection, in turn), and
 // every question gets exactly one complete answer without a 429.
 func TestSmokeReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the bot binary")
 	}
@@ -149,6 +153,7 @@ func TestReplicasFlags(t *testing.T) {
 // TestSmokeImagine: -imagine runs /imagine jobs whose pictures come back at once, and reports
 // every picture shared and the bot's peak RSS.
 func TestSmokeImagine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the bot binary")
 	}

@@ -159,6 +159,9 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 	if set.newThreads {
 		fmt.Fprint(w, " New threads (-new-threads): each question is a new top-level DM message, answered in its own thread (the agent pane).")
 	}
+	if set.userTeams {
+		fmt.Fprint(w, " Every person's events name their team as user_team (-user-teams).")
+	}
 	if set.followUps {
 		fmt.Fprint(w, " Follow-ups (-follow-ups): every thread was answered once before; the figures are those of a follow-up mention in each thread, asked at once.")
 	}
@@ -230,8 +233,8 @@ func writeTable(w io.Writer, results []*result, set settings, idleGoroutines int
 		if d := r.replicaDetails(); d != "" {
 			fmt.Fprintf(w, "- %s: %s\n", r.label(), d)
 		}
-		fmt.Fprintf(w, "- %s: %s; question -> model request p50 %ss max %ss; first -> last token mean %ss; peak model streams %d; %s; answers ended in a second message %d; unmatched writes %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
-			r.label(), strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
+		fmt.Fprintf(w, "- %s: %s; question -> model request p50 %ss p95 %ss max %ss; first -> last token mean %ss; peak model streams %d; %s; answers ended in a second message %d; unmatched writes %d; logs: %s; CPU %s ms in all, idle %.2f ms/s; wall %v\n",
+			r.label(), strings.Join(calls, ", "), secs(percentile(r.toModel, 50)), secs(percentile(r.toModel, 95)), secs(maxOf(r.toModel)), secs(mean(r.streamTime)),
 			r.peakStreams, r.writtenBy(), r.continued, r.unmatched, strings.Join(logs, ", "), millis(r.cpu), r.idleCPUPerSec(), r.wall.Round(100*time.Millisecond))
 	}
 }

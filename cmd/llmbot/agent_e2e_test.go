@@ -38,6 +38,7 @@ func (e *e2e) streamingAnswer(t *testing.T, channel, threadTS string) fakeslack.
 }
 
 func TestE2EAgentSessionStop(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
@@ -79,6 +80,7 @@ func TestE2EAgentSessionStop(t *testing.T) {
 }
 
 func TestE2EAgentSessionStatusFollowsTheAnswer(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(answer).Paced(10*time.Millisecond, 20*time.Millisecond)
@@ -102,6 +104,7 @@ func TestE2EAgentSessionStatusFollowsTheAnswer(t *testing.T) {
 }
 
 func TestE2EAgentSessionsRefusedAreNotRetried(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{NotAgent: true}, map[string]string{"REPLY_MODE": "stream"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
 	for i := range 2 {
@@ -119,6 +122,7 @@ func TestE2EAgentSessionsRefusedAreNotRetried(t *testing.T) {
 // answer live (a DM thread) and edits in channel threads; edit and stream force one, and
 // CHANNEL_CONFIG sets a channel's own.
 func TestE2EReplyModePerPlace(t *testing.T) {
+	t.Parallel()
 	config := filepath.Join(t.TempDir(), "channels.yaml")
 	if err := os.WriteFile(config, []byte("channels:\n  C2:\n    reply_mode: stream\n  C3:\n    reply_mode: edit\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -179,6 +183,7 @@ func (e *e2e) answerParts(t *testing.T, channel, threadTS string) []string {
 // (its age, or its silence while the model thinks) goes on in a new message before Slack ends the
 // stream, so nothing is stuck and nothing needs rewriting.
 func TestE2EStreamRollsOverBeforeSlackEndsIt(t *testing.T) {
+	t.Parallel()
 	// Slack's limit is 5 minutes, the rollover 4: a minute apart, more than the pacing of appends
 	// and of chat.startStream/stopStream (about one every 3 s) ever holds a write back. Here 4 s and
 	// 2 s: one rollover.
@@ -213,6 +218,7 @@ func TestE2EStreamRollsOverBeforeSlackEndsIt(t *testing.T) {
 // is finished with chat.update from what it took, and the answer goes on in a new message (or,
 // when the stream ended at the very end, ends in it), with its Regenerate button on the last.
 func TestE2EStreamEndedBySlackIsFinishedInPlace(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		pauseAt int
@@ -252,6 +258,7 @@ func TestE2EStreamEndedBySlackIsFinishedInPlace(t *testing.T) {
 // FEEDBACK_CHANNEL with a link to the answer, and so is its comment once sent. No comment is
 // logged above debug.
 func TestE2EFeedback(t *testing.T) {
+	t.Parallel()
 	e, h := startWithHealth(t, map[string]string{"FEEDBACK_CHANNEL": "C9", "LOG_LEVEL": "info"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
@@ -304,6 +311,7 @@ func TestE2EFeedback(t *testing.T) {
 }
 
 func TestE2EFeedbackOff(t *testing.T) {
+	t.Parallel()
 	for _, env := range []map[string]string{{"FEEDBACK": "false"}, {"BUTTONS": "false"}} {
 		e := startE2E(t, fakeslack.Config{}, env)
 		e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
@@ -325,6 +333,7 @@ func (e *e2e) openPane(channel, user string) {
 // message there is answered in its own thread, natively streamed (REPLY_MODE=auto), the thread
 // titled from the question, "is thinking…" shown meanwhile, and the session moved with it.
 func TestE2EAgentPane(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{
 		"SUGGESTED_PROMPTS": "Summarize=Summarize what I paste next.;Translate this to French",
 	})
@@ -363,6 +372,7 @@ func TestE2EAgentPane(t *testing.T) {
 }
 
 func TestE2EAgentViewOff(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"AGENT_VIEW": "false"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
 	e.openPane("D1", "U1")
@@ -382,6 +392,7 @@ func TestE2EAgentViewOff(t *testing.T) {
 // no text: reading the thread, then waiting for the model, with a retry and its reason; both are
 // complete once the answer is.
 func TestE2EProgressAsTasks(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream", "LLM_MAX_RETRIES": "1"})
 	var calls atomic.Int32
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
@@ -419,6 +430,7 @@ func TestE2EProgressAsTasks(t *testing.T) {
 // the thread at once, before the thread is read or the model answers (a sign of life that costs
 // none of the scarce budgets); Slack clears it when the answer is posted.
 func TestE2EThinkingStatusInChannelThreads(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).Paced(2*time.Second, 0) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")

@@ -54,6 +54,7 @@ func (e *e2e) click(t *testing.T, channel, ts, user, action string) {
 }
 
 func TestE2EStopButtonEditMode(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
@@ -101,6 +102,7 @@ func TestE2EStopButtonEditMode(t *testing.T) {
 }
 
 func TestE2ERegenerateButton(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"DENY_USERS": "U3"})
 	var calls atomic.Int32
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
@@ -142,6 +144,7 @@ func TestE2ERegenerateButton(t *testing.T) {
 }
 
 func TestE2EImagineAnotherOne(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"IMAGINE_DAILY_QUOTA": "1"})
 	e.llm.SetImage(func(fakellm.ImageRequest) fakellm.ImageReply { return fakellm.ImageReply{Image: fakellm.PNG(8, 8)} })
 	e.slack.SlashCommand("C1", "U1", "/imagine", "a fox in the snow")
@@ -179,6 +182,7 @@ func TestE2EImagineAnotherOne(t *testing.T) {
 }
 
 func TestE2EButtonsOff(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"BUTTONS": "false"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
@@ -189,6 +193,7 @@ func TestE2EButtonsOff(t *testing.T) {
 }
 
 func TestE2ERegenerateNativeStreaming(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
 	var calls atomic.Int32
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {

@@ -14,6 +14,7 @@ import (
 // defaults (ANSWER_BOTS=false: the bot does not answer other bots) the alert must still be in the
 // context: answering bots and reading them are different things.
 func TestE2EMentionUnderAnotherAppsMessageSeesIt(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("It means the disk is full.") })
 	alert := e.slack.Post(fakeslack.UserMessage{Channel: "C1", User: "U0ALERT", BotID: "B0ALERT",
@@ -36,6 +37,7 @@ func TestE2EMentionUnderAnotherAppsMessageSeesIt(t *testing.T) {
 // TestE2ELongThreadSummarised: a thread far over CONTEXT_TOKENS is answered with a summary of its
 // oldest messages, made by the model first, and its recent messages in full.
 func TestE2ELongThreadSummarised(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"CONTEXT_TOKENS": "1000"})
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
 		if len(r.Messages) > 0 && strings.Contains(r.Messages[0].Content, "Write a summary") {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -133,8 +134,7 @@ func startE2EOn(t *testing.T, fs *fakeslack.Server, env map[string]string, flags
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	args := append([]string{"llmbot"}, flags...)
-	setEnv(t, full)
-	go func() { e.done <- run(ctx, args, io.Discard, e.logs) }()
+	e.run(ctx, args, full)
 	t.Cleanup(func() {
 		e.stop(t)
 		fl.Close()
@@ -150,6 +150,41 @@ func startE2EOn(t *testing.T, fs *fakeslack.Server, env map[string]string, flags
 	})
 	e.waitFor(t, "socket mode connection", func() bool { return fs.Connections().Current == 1 })
 	return e
+}
+
+// e2eEnv is held by a test while its bot reads its settings: run reads them from the process's
+// environment, which the tests share. t.Setenv would put each test's back, but forbids
+// t.Parallel, and the e2e tests run in parallel: most of their time is spent waiting.
+var e2eEnv sync.Mutex
+
+// run starts run with env as the only settings in the environment, and returns once it has read
+// them (it has logged, connected or returned: each comes after its settings are read), leaving
+// no setting behind in the environment.
+func (e *e2e) run(ctx context.Context, args []string, env map[string]string) {
+	e2eEnv.Lock()
+	defer e2eEnv.Unlock()
+	unset := func() {
+		for _, s := range settings() {
+			_ = os.Unsetenv(s.Name)
+		}
+		for k := range env {
+			_ = os.Unsetenv(k)
+		}
+	}
+	unset()
+	defer unset()
+	for k, v := range env {
+		_ = os.Setenv(k, v)
+	}
+	go func() { e.done <- run(ctx, args, io.Discard, e.logs) }()
+	for e.logs.String() == "" && e.slack.Connections().Total == 0 {
+		select {
+		case err := <-e.done:
+			e.done <- err
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // stop cancels run (as SIGTERM does) and returns its result.
@@ -253,6 +288,7 @@ func (e *e2e) final(t *testing.T, channel, threadTS string, n, replies int) []fa
 const answer = "Four. Two plus two is four, and that has been true for a long time in every base above four."
 
 func TestE2EThreadMention(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(answer).Paced(50*time.Millisecond, 30*time.Millisecond)
@@ -302,6 +338,7 @@ func TestE2EThreadMention(t *testing.T) {
 }
 
 func TestE2EDirectMessage(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{
 		"TEMPERATURE": "0", "CHAT_MODEL": "local-model", "SLACK_API_URL": "", // set below, without its slash
 	})
@@ -327,6 +364,7 @@ func TestE2EDirectMessage(t *testing.T) {
 }
 
 func TestE2EFollowUpWithoutMention(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	var n int
 	var mu sync.Mutex
@@ -360,6 +398,7 @@ func TestE2EFollowUpWithoutMention(t *testing.T) {
 }
 
 func TestE2ELongAnswerSplit(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	long := fakellm.Answer(2600, 7)
 	for len(long) < 10000 {
@@ -393,6 +432,7 @@ func TestE2ELongAnswerSplit(t *testing.T) {
 }
 
 func TestE2EImagine(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"IMAGE_SIZE": "1024x1536", "IMAGE_QUALITY": "low"})
 	img := fakellm.PNG(64, 48)
 	e.llm.SetImage(func(fakellm.ImageRequest) fakellm.ImageReply {
@@ -426,6 +466,7 @@ func TestE2EImagine(t *testing.T) {
 }
 
 func TestE2ESameEnvelopeTwice(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(answer).Paced(100*time.Millisecond, 10*time.Millisecond)
@@ -457,6 +498,7 @@ func TestE2ESameEnvelopeTwice(t *testing.T) {
 }
 
 func TestE2ERefreshMidAnswer(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(answer).Paced(50*time.Millisecond, 60*time.Millisecond)
@@ -477,6 +519,7 @@ func TestE2ERefreshMidAnswer(t *testing.T) {
 }
 
 func TestE2ERateLimitedEdits(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(answer).Paced(20*time.Millisecond, 40*time.Millisecond)
@@ -499,6 +542,7 @@ func TestE2ERateLimitedEdits(t *testing.T) {
 }
 
 func TestE2EModelFailuresAreShown(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		reply fakellm.Reply
@@ -530,6 +574,7 @@ func TestE2EModelFailuresAreShown(t *testing.T) {
 }
 
 func TestE2EShutdownMidAnswer(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"SHUTDOWN_GRACE": "2s"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")
@@ -578,6 +623,7 @@ func TestE2EBadBotToken(t *testing.T) {
 }
 
 func TestE2ENativeStreaming(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(answer).Paced(20*time.Millisecond, 20*time.Millisecond)
@@ -601,6 +647,7 @@ func TestE2ENativeStreaming(t *testing.T) {
 }
 
 func TestE2ENativeStreamingRefusedFallsBack(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
 	e.slack.SetStreaming("feature_not_enabled")
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer) })
@@ -612,6 +659,7 @@ func TestE2ENativeStreamingRefusedFallsBack(t *testing.T) {
 }
 
 func TestE2EStopButton(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(strings.Repeat(answer+" ", 20)).Paced(10*time.Millisecond, 30*time.Millisecond)
@@ -635,6 +683,7 @@ func TestE2EStopButton(t *testing.T) {
 }
 
 func TestE2ENoLoopOnOwnMessages(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{EchoBotMessages: true}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(answer).Paced(10*time.Millisecond, 20*time.Millisecond)
@@ -658,6 +707,7 @@ func TestE2ENoLoopOnOwnMessages(t *testing.T) {
 }
 
 func TestE2EImagineRejected(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetImage(func(fakellm.ImageRequest) fakellm.ImageReply { return fakellm.ModerationBlocked() })
 	e.slack.SlashCommand("C1", "U1", "/imagine", "something forbidden")
@@ -672,6 +722,7 @@ func TestE2EImagineRejected(t *testing.T) {
 }
 
 func TestE2EConcurrentRepliesUnderSlackLimits(t *testing.T) {
+	t.Parallel()
 	limits := fakeslack.SlackLimits(5)
 	// Slack's shape, faster. Slack counts a call when it arrives, the bot's bucket (burst 5) when it
 	// grants it: right after the opening burst the bot's 3% rate margin has built no slack yet, so a
@@ -717,6 +768,7 @@ func TestE2EConcurrentRepliesUnderSlackLimits(t *testing.T) {
 // Retry-After), shutdown still ends within the grace period (Kubernetes kills the pod soon after),
 // and the interrupted note is posted in the thread instead.
 func TestE2EShutdownBoundedBySlowSlack(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"SHUTDOWN_GRACE": "2s"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(answer).StallAfter(4) })
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what is 2+2?")

@@ -31,6 +31,7 @@ func (e *e2e) quiet(t *testing.T, marker string, requests int) {
 // A top-level message edited to add the mention is answered once, in a thread under it; a
 // further edit that keeps the mention gets no second answer.
 func TestE2EEditAddsMentionTopLevel(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
 		if strings.Contains(r.Messages[len(r.Messages)-1].Content, "marker") {
@@ -80,6 +81,7 @@ func TestE2EEditAddsMentionTopLevel(t *testing.T) {
 // The same, when the edit comes after the bot has answered another message in the channel and
 // the message was edited twice in quick succession (both edits queued before the first answer).
 func TestE2EEditAddsMentionTwiceQuickly(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text("Run the rotate command.").Paced(200*time.Millisecond, 10*time.Millisecond)
@@ -99,6 +101,7 @@ func TestE2EEditAddsMentionTwiceQuickly(t *testing.T) {
 
 // In a bot thread, "thanks!" gets no answer and no notice; "and for TLS?" gets one.
 func TestE2EFollowUpThanksAndQuestion(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Run the rotate command."), fakellm.Text("For TLS, renew the certificate.")))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
@@ -135,6 +138,7 @@ func TestE2EFollowUpThanksAndQuestion(t *testing.T) {
 // ALLOW_USERS: a refused person's mention gets the refusal privately and no answer; with every
 // slot busy, the refused person gets the refusal again, not the busy note (an allowed one does).
 func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
+	t.Parallel()
 	const refusal = "Not for you; ask in #it-help."
 	e := startE2E(t, fakeslack.Config{}, map[string]string{
 		"ALLOW_USERS":            "U1,U3",
@@ -181,6 +185,7 @@ func TestE2EAllowUsersRefusalAndBusy(t *testing.T) {
 // A thread with two people, against a model server whose chat template refuses two consecutive
 // messages of one role (vLLM's 400): the answer still arrives, and a later one too.
 func TestE2EAlternatingRolesTwoPeople(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	const vllm = `{"object":"error","message":"Conversation roles must alternate user/assistant/user/assistant/...","type":"BadRequestError","param":null,"code":400}`
 	answers := fakellm.Sequence(fakellm.Text("Run the rotate command on Thursday."), fakellm.Text("For TLS, renew the certificate."))
@@ -222,6 +227,7 @@ func TestE2EAlternatingRolesTwoPeople(t *testing.T) {
 
 // A mention edited out and back in is not answered a second time.
 func TestE2EEditMentionOutAndBackIn(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Run the rotate command.") })
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
@@ -240,6 +246,7 @@ func TestE2EEditMentionOutAndBackIn(t *testing.T) {
 // In a bot thread: "thanks!" edited into a question with the mention is answered once; a follow-up
 // answered already and then edited to add the mention is not answered again.
 func TestE2EEditInBotThread(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Answer 1."), fakellm.Text("Answer 2."), fakellm.Text("Answer 3."), fakellm.Text("Answer 4.")))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
@@ -266,6 +273,7 @@ func TestE2EEditInBotThread(t *testing.T) {
 
 // A refused person's follow-up in a bot thread, while every slot is busy: no note of any kind.
 func TestE2ERefusedFollowUpWhileBusy(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"ALLOW_USERS": "U1", "MAX_CONCURRENT_REPLIES": "1", "MAX_QUEUED_REPLIES": "0"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Quick."), fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
@@ -284,6 +292,7 @@ func TestE2ERefusedFollowUpWhileBusy(t *testing.T) {
 
 // "thanks!" in a bot thread while every slot is busy: no busy note either.
 func TestE2EThanksWhileBusy(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1", "MAX_QUEUED_REPLIES": "0"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Quick."), fakellm.Text("Slow.").Paced(2*time.Second, 10*time.Millisecond)))
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> how do I rotate keys?")
@@ -302,6 +311,7 @@ func TestE2EThanksWhileBusy(t *testing.T) {
 
 // A refused person's edit adding the mention: the refusal privately, once; no answer.
 func TestE2ERefusedEditAddsMention(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"ALLOW_USERS": "U1"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("No.") })
 	ts := e.slack.PostUserMessage("C1", "U2", "", "how do I rotate keys?")
@@ -324,6 +334,7 @@ func TestE2ERefusedEditAddsMention(t *testing.T) {
 // their place in line where the thread cannot show it (no agent view: no statuses), and is answered
 // once the answer before it ends.
 func TestE2EQueuedQuestionIsAnsweredAfterTheFirst(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1", "AGENT_VIEW": "false"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Slow.").Paced(time.Second, 10*time.Millisecond), fakellm.Text("Second.")))
 	first := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> slow one")
@@ -344,6 +355,7 @@ func TestE2EQueuedQuestionIsAnsweredAfterTheFirst(t *testing.T) {
 // ("is waiting: next in line") and its asker gets no private note; when its turn comes "is
 // thinking…" replaces it, and the answer clears it.
 func TestE2EQueuedQuestionShowsItsPlaceInItsThread(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_CONCURRENT_REPLIES": "1"})
 	e.llm.SetChat(fakellm.Sequence(fakellm.Text("Slow.").Paced(time.Second, 10*time.Millisecond), fakellm.Text("Second.")))
 	first := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> slow one")

@@ -53,6 +53,7 @@ func checkNoSlackToken(t *testing.T, e *e2e) {
 // IMAGE_INPUT_MAX_SIDE), the log as text, and notes on the PDF and the large picture; the bot
 // token goes nowhere but Slack.
 func TestE2EFilesAndImages(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"MAX_FILE_BYTES": "300000", "IMAGE_INPUT_MAX_SIDE": "512", "FOLLOW_UPS": "false"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("The button moved to the left.") })
 	parent := e.slack.Post(fakeslack.UserMessage{Channel: "C1", User: "U1", Text: "before the deploy",
@@ -104,6 +105,7 @@ func TestE2EFilesAndImages(t *testing.T) {
 // see them, and the next question to that model goes without pictures at once. VISION=on keeps them
 // (the refusal is shown), VISION=off never downloads them.
 func TestE2ETextOnlyModel(t *testing.T) {
+	t.Parallel()
 	for _, server := range fakellm.TextServers {
 		t.Run(string(server), func(t *testing.T) {
 			e := startE2E(t, fakeslack.Config{}, nil)
@@ -159,6 +161,7 @@ func TestE2ETextOnlyModel(t *testing.T) {
 // TestE2EFileSharedFromElsewhere: a file the event carries only by id is looked up with
 // files.info and read; one the bot may not see is named with a note, and the answer comes.
 func TestE2EFileSharedFromElsewhere(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Disk full.") })
 	ts := e.slack.Post(fakeslack.UserMessage{Channel: "C1", User: "U1", Text: "<@UBOT> why did it fail?",

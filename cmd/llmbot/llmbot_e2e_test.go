@@ -27,6 +27,7 @@ import (
 // channel, and the next answer there has them in its system prompt after the operator's, as the
 // channel's block; people not in CHANNEL_EDITORS are told they may not change them.
 func TestE2EChannelInstructions(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"SYSTEM_PROMPT": "You are the operator's bot.", "CHANNEL_EDITORS": "U1"})
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Vier.") })
 
@@ -103,6 +104,7 @@ func scheduledRuns(fs *fakeslack.Server, sc schedule.Schedule) []fakeslack.Messa
 // channel naming it, answered in its thread as U1's question, the prompt the model's user turn. Then
 // /llmbot schedule list and delete work on it.
 func TestE2EScheduledPromptAfterARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m, err := state.NewMemory("previous-life", filepath.Join(dir, stateOwnerForTests+"-T1"), zap.NewNop())
 	if err != nil {
@@ -141,6 +143,7 @@ func TestE2EScheduledPromptAfterARestart(t *testing.T) {
 // TestReplicasRunAScheduledPromptOnce: two replicas sharing a real redis-server both find an
 // occurrence due as they start; it runs once between them.
 func TestReplicasRunAScheduledPromptOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -176,6 +179,7 @@ func TestReplicasRunAScheduledPromptOnce(t *testing.T) {
 // what is older), and the summary is posted publicly in the channel as a summary, naming the schedule
 // and its creator.
 func TestE2EScheduledSummary(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	m, err := state.NewMemory("previous-life", filepath.Join(dir, stateOwnerForTests+"-T1"), zap.NewNop())
 	if err != nil {

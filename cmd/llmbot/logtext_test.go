@@ -14,6 +14,7 @@ import (
 // /imagine prompt may reach the logs, also when a model server echoes the request in its error
 // (vLLM and LiteLLM answer a 400 with pydantic's validation errors, which carry the 'input').
 func TestNoMessageTextAtInfo(t *testing.T) {
+	t.Parallel()
 	const (
 		question = "QUESTION-payroll-of-alice"
 		reply    = "ANSWER-alice-earns-a-lot"

@@ -26,6 +26,7 @@ const peakRSSLimit = 200 << 20
 // model gets the photos scaled, the log's start and a note on the PNG, and the process's peak RSS
 // (VmHWM) stays within peakRSSLimit. docs/benchmarks.md has the figures.
 func TestProcessMemoryFiles(t *testing.T) {
+	t.Parallel()
 	rs := newReplicaSet(t)
 	p := rs.start()
 	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Four photos and a log.") })

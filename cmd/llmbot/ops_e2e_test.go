@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,7 @@ func startWithHealth(t *testing.T, env map[string]string) (*e2e, health) {
 // outcome and latency, replies in flight, duplicate envelopes dropped, reconnects; and /readyz
 // flips while Socket Mode is down.
 func TestE2EOperations(t *testing.T) {
+	t.Parallel()
 	e, h := startWithHealth(t, nil)
 	if s, body := h.get(t, "/healthz"); s != http.StatusOK || body != "ok\n" {
 		t.Errorf("/healthz = %d %q, want 200 ok", s, body)
@@ -290,6 +292,7 @@ func TestE2EOperations(t *testing.T) {
 // and on /imagine, and gets no answer and costs no model request; an allowed user is answered
 // and stops at the daily /imagine quota. Refusals are counted by feature.
 func TestE2EAccessControl(t *testing.T) {
+	t.Parallel()
 	e, h := startWithHealth(t, map[string]string{
 		"DENY_USERS":          "U0MALLORY",
 		"IMAGINE_DAILY_QUOTA": "1",
@@ -359,6 +362,7 @@ func TestE2EAccessControl(t *testing.T) {
 // CHANNEL_CONFIG: a channel with its own system prompt and model gets them; others keep the
 // defaults.
 func TestE2EChannelOverrides(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "channels.yaml")
 	yaml := "channels:\n  C0SUPPORT:\n    system_prompt: \"You are {bot_name}, the support desk's assistant.\"\n    model: gpt-support\n"
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -386,5 +390,36 @@ func TestE2EChannelOverrides(t *testing.T) {
 	}
 	if strings.Contains(reqs[1].Messages[0].Content, "support desk") {
 		t.Errorf("the other channel got the support prompt: %q", reqs[1].Messages[0].Content)
+	}
+}
+
+// Issue 29: the bot lists the workspace's people when it starts (users.list), so people new to it
+// who ask at once are placed without users.info, though Slack's messages here do not name their
+// team (the fake's default): 20 members' DMs reach the model, and a listed guest, with
+// GUEST_USERS=refused, is refused with a note, all without a look-up.
+func TestE2EWorkspaceListedAtStart(t *testing.T) {
+	t.Parallel()
+	const people = 20
+	fs := newE2ESlack(fakeslack.Config{})
+	for i := range people {
+		fs.AddUser(fakeslack.User{ID: fmt.Sprintf("U%04d", i), Name: fmt.Sprintf("member%d", i)})
+	}
+	fs.AddUser(fakeslack.User{ID: "U0GUEST", Name: "guest", Guest: true})
+	e := startE2EOn(t, fs, map[string]string{"GUEST_USERS": "refused"})
+	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Sure.") })
+	e.waitFor(t, "the workspace listed", func() bool { return strings.Contains(e.logs.String(), "the workspace's people placed") })
+	for i := range people {
+		fs.PostUserMessage(fmt.Sprintf("D%04d", i), fmt.Sprintf("U%04d", i), "", "hello?")
+	}
+	fs.PostUserMessage("C1", "U0GUEST", "", "<@UBOT> hello?")
+	e.waitFor(t, "every member's model request", func() bool { return e.llm.Counts().Chat == people })
+	e.waitFor(t, "the guest's note", func() bool {
+		return slices.ContainsFunc(fs.Ephemerals(), func(m fakeslack.Ephemeral) bool { return m.User == "U0GUEST" })
+	})
+	if n := fs.CallCount("users.info"); n != 0 {
+		t.Errorf("%d users.info calls, want none: everyone who asked was listed at start", n)
+	}
+	if n := e.llm.Counts().Chat; n != people {
+		t.Errorf("%d model requests, want %d: the guest's question must not reach the model", n, people)
 	}
 }

@@ -19,6 +19,7 @@ import (
 // TestProcessSIGTERM builds the real binary and stops it with SIGTERM mid-answer: it exits 0
 // within the grace period, and the answer is closed with a note (no bare placeholder).
 func TestProcessSIGTERM(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
@@ -94,6 +95,7 @@ func TestProcessSIGTERM(t *testing.T) {
 // TestDoctorProcess builds the binary: `llmbot doctor` exits 0 when every check passes, and 1
 // with only the checklist (nothing on stderr) when one fails.
 func TestDoctorProcess(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -31,6 +31,7 @@ const burstAnswer = "Token buckets refill at a steady rate.\n\nEach write takes 
 // finished answers open in the journal), while the test stays under a minute; SIGKILL and SIGTERM run
 // side by side.
 func TestCrashAfterABurstLeavesFinishedAnswersAlone(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()

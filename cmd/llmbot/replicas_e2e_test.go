@@ -176,6 +176,7 @@ const longAnswer = "One two three four five six seven eight nine ten eleven twel
 // TestReplicasRedeliveryIsAnsweredOnce: Slack retries an event on another replica's connection;
 // the question gets one answer and one model request.
 func TestReplicasRedeliveryIsAnsweredOnce(t *testing.T) {
+	t.Parallel()
 	rs, a, b := twoReplicas(t)
 	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text("Four.").Paced(300*time.Millisecond, 50*time.Millisecond)
@@ -208,6 +209,7 @@ func TestReplicasRedeliveryIsAnsweredOnce(t *testing.T) {
 // that is not writing the answer; the model stream closes within a second and the answer shows
 // it was stopped.
 func TestReplicasStopOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	rs, a, b := twoReplicas(t)
 	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text(strings.Repeat(longAnswer+" ", 20)).Paced(100*time.Millisecond, 100*time.Millisecond)
@@ -236,6 +238,7 @@ func TestReplicasStopOnAnotherReplica(t *testing.T) {
 // of a natively streamed answer, and the event lands on the replica that is not writing it: it
 // is handed over like a Stop click, and the writer moves the session off processing.
 func TestReplicasSessionStopOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "REPLY_MODE=stream")
 	a, b := rs.start(), rs.start()
 	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
@@ -264,6 +267,7 @@ func TestReplicasSessionStopOnAnotherReplica(t *testing.T) {
 // answer running there is a follow-up's (no journal record by the thread's first message), the
 // replica holding the thread gets the stop.
 func TestReplicasSessionStopOfAFollowUpOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "REPLY_MODE=stream")
 	a, b := rs.start(), rs.start()
 	rs.fl.SetChat(fakellm.Sequence(fakellm.Text("First."),
@@ -299,6 +303,7 @@ func stopAction(t *testing.T, m fakeslack.Message) string {
 // TestReplicasRegenerateOnAnotherReplica: Regenerate pressed on an answer that another replica
 // wrote gives a new answer in its place.
 func TestReplicasRegenerateOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	rs, a, b := twoReplicas(t)
 	rs.fl.SetChat(fakellm.Sequence(fakellm.Text("First answer."), fakellm.Text("Second answer.")))
 	ts := rs.ask(a, "say something")
@@ -325,6 +330,7 @@ func TestReplicasRegenerateOnAnotherReplica(t *testing.T) {
 // the other closes the answer within 30 s: what it showed stays, marked interrupted, with
 // Regenerate.
 func TestReplicasKilledReplicaAnswerIsClosed(t *testing.T) {
+	t.Parallel()
 	rs, a, _ := twoReplicas(t)
 	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(longAnswer).StallAfter(4) })
 	ts := rs.ask(a, "count for me")
@@ -348,6 +354,7 @@ func TestReplicasKilledReplicaAnswerIsClosed(t *testing.T) {
 // TestRestartClosesAnswersOfTheKilledProcess: one replica without Redis is killed mid-answer and
 // started again on the same STATE_DIR; it closes the answer it was writing.
 func TestRestartClosesAnswersOfTheKilledProcess(t *testing.T) {
+	t.Parallel()
 	rs := newReplicaSet(t, "STATE_DIR="+t.TempDir())
 	rs.fl.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(longAnswer).StallAfter(4) })
 	a := rs.start()
@@ -366,6 +373,7 @@ func TestRestartClosesAnswersOfTheKilledProcess(t *testing.T) {
 // TestReplicasAnswerThroughARedisOutage: Redis stops and comes back while both replicas run;
 // questions asked meanwhile are answered, and so are those asked after.
 func TestReplicasAnswerThroughARedisOutage(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rs := newReplicaSet(t, "REDIS_URL="+srv.URL())
 	a, b := rs.start(), rs.start()
@@ -389,6 +397,7 @@ func TestReplicasAnswerThroughARedisOutage(t *testing.T) {
 // TestReplicaStartsWhileRedisIsDown: Redis down at start-up does not keep the bot down: it
 // answers with its own state, and shares it once Redis is back.
 func TestReplicaStartsWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	srv.Stop()
 	rs := newReplicaSet(t, "REDIS_URL="+srv.URL())

@@ -18,6 +18,7 @@ import (
 // final edit, or its placeholder is deleted (or it never posted one) and the asker told privately,
 // or a note follows its partial text in the thread.
 func TestE2EShutdownManyAnswersUnderSlackLimits(t *testing.T) {
+	t.Parallel()
 	const n = 16
 	const grace = 4 * time.Second
 	// Slack publishes its tiers' rates, not their bursts; bursts of 20 here, except chat.update

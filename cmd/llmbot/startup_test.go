@@ -159,6 +159,9 @@ func TestTokensOfTwoAppsStop(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "app A1") || !strings.Contains(err.Error(), "app A2") {
 		t.Errorf("run = %v, want a stop naming both apps", err)
 	}
+	if ctx.Err() != nil {
+		t.Errorf("run returned only when its context ended (%v): it must stop by itself", e2eWait)
+	}
 	if n := fs.Connections().Total; n != 1 {
 		t.Errorf("%d Socket Mode connections, want 1 (no reconnect)", n)
 	}

@@ -17,6 +17,7 @@ import (
 // app, so the two still keep apart: a message each claims is the first for each (one app does not
 // drop the other's mentions as already answered), while two replicas of one bot share their claims.
 func TestStateOfTwoAppsIsApartWhenBotsInfoFails(t *testing.T) {
+	t.Parallel()
 	url := redistest.New(t).URL()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -62,17 +62,20 @@ func scheduleLimits(cfg Config) schedule.Limits {
 }
 
 // startSchedules runs the scheduled prompts' occurrences, each asked through b as its creator,
-// until ctx ends; the returned stop waits for the runner.
+// until ctx ends or stop is called; the returned stop ends the runner and waits for it. (It must
+// not wait for ctx alone: when the bot stops by itself, a Socket Mode connection of another app,
+// ctx is still running, and start would hang in its defers instead of returning the error.)
 func (p *parts) startSchedules(ctx context.Context, s steering, b *bot.Bot) (stop func()) {
 	posts := pacedPosts{w: gateway.Writer{Budgets: p.budgets, Msgs: p.api}}
 	runner := schedule.NewRunner(s.schedules, p.shared.claims, schedule.NewAsker(posts, b), noticeTeller{p.notices},
 		p.log.Named("schedule"), schedule.RunnerOptions{CatchUp: p.cfg.ScheduleCatchUp, Ran: p.metrics.ScheduledRun})
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = runner.Run(ctx) // returns nil when ctx ends
 	}()
-	return func() { <-done }
+	return func() { cancel(); <-done }
 }
 
 // pacedPosts posts through the paced writer: a turn in the channel's post budget, 429s waited out.

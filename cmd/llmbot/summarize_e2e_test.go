@@ -65,6 +65,7 @@ func (e *e2e) lastPrivate(t *testing.T, what, user string, ok func(fakeslack.Res
 // older ones), and the summary comes privately with a button; the button posts it to the channel,
 // marked as a summary and naming who asked, and the private message says so.
 func TestE2ESummarizePrivatelyThenPost(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply {
 		return fakellm.Text("- Alice proposed moving the release to **Friday**; Bob agreed.")
@@ -130,6 +131,7 @@ func TestE2ESummarizePrivatelyThenPost(t *testing.T) {
 
 // "/summarize 2" reads the last two messages, whatever their age.
 func TestE2ESummarizeCount(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text("Two messages.") })
 	e.past("C1", "U1", "", "the first", 100*time.Hour)
@@ -151,6 +153,7 @@ func TestE2ESummarizeCount(t *testing.T) {
 // full; the person hears how it goes. A second /summarize of the same messages reuses the older
 // part's summary (kept beside the threads' summaries): one request more.
 func TestE2ESummarizeInParts(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"CONTEXT_TOKENS": "500"})
 	var calls atomic.Int32
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
@@ -199,6 +202,7 @@ func TestE2ESummarizeInParts(t *testing.T) {
 // The shortcut on a thread's first message summarises the thread in it, like an answer; its
 // Regenerate summarises again (not answering the first message as a question), in place.
 func TestE2ESummarizeThreadShortcutAndRegenerate(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	var n atomic.Int32
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {
@@ -255,6 +259,7 @@ func TestE2ESummarizeThreadShortcutAndRegenerate(t *testing.T) {
 // A person the access rules refuse gets the refusal, for the command and for the shortcut, and
 // nothing is read or asked.
 func TestE2ESummarizeRefused(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"DENY_USERS": "U3"})
 	q := e.past("C1", "U1", "", "a message", time.Hour)
 	e.slack.SlashCommand("C1", "U3", "/summarize", "")

@@ -43,6 +43,7 @@ func lastRequestText(t *testing.T, reqs []fakellm.ChatRequest) string {
 // TestE2EThreadCacheFollowUpsReadNothing: a mention starts a thread (no read), and follow-ups in it
 // are answered with the earlier answers in context without any conversations.replies call.
 func TestE2EThreadCacheFollowUpsReadNothing(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	reqs := countedAnswers(e)
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> capital of France?")
@@ -65,6 +66,7 @@ func TestE2EThreadCacheFollowUpsReadNothing(t *testing.T) {
 // TestE2EThreadCacheSeesEdits: a question edited between two answers is seen by the next one, from
 // its message_changed event, without a read.
 func TestE2EThreadCacheSeesEdits(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	reqs := countedAnswers(e)
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> capital of Frnace?")
@@ -93,6 +95,7 @@ func TestE2EThreadCacheSeesEdits(t *testing.T) {
 // TestE2EThreadCacheGapReads: after the Socket Mode connection dropped (events may have been
 // missed meanwhile), the next answer reads its thread once, and the one after trusts it again.
 func TestE2EThreadCacheGapReads(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	countedAnswers(e)
 	ts := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> capital of France?")
@@ -127,6 +130,7 @@ func (rs *replicaSet) followUp(p *replica, ts, text string) {
 // Redis is away, the follow-ups read their threads, and once it is back the cache is trusted again
 // only after one read.
 func TestReplicasShareTheThreadCache(t *testing.T) {
+	t.Parallel()
 	srv := redistest.New(t)
 	rs := newReplicaSet(t, "REDIS_URL="+srv.URL())
 	a, b := rs.start(), rs.start()
@@ -177,6 +181,7 @@ func TestReplicasShareTheThreadCache(t *testing.T) {
 // streamed answer is recorded as its stream wrote it, so the follow-up in its thread has it in
 // context without a read.
 func TestE2EThreadCacheStreamedAnswers(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"REPLY_MODE": "stream"})
 	reqs := countedAnswers(e)
 	ts := e.slack.PostUserMessage("D1", "U1", "", "capital of France?")
@@ -200,6 +205,7 @@ func TestE2EThreadCacheStreamedAnswers(t *testing.T) {
 // TestE2EThreadCacheDMHistory: without the agent pane a DM is answered at its top level, with the
 // DM's latest messages as context: read once, then known from the events and the bot's writes.
 func TestE2EThreadCacheDMHistory(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"AGENT_VIEW": "false", "REPLY_MODE": "edit"})
 	reqs := countedAnswers(e)
 	answers := func() int {

@@ -14,6 +14,7 @@ import (
 // question is refused privately, saying which budget and when it renews, and the model is not
 // asked; /usage tells the person their use, and the admin everyone's with its cost.
 func TestE2EUsageBudgetsAndRedaction(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{
 		"BUDGET_PERSON_DAILY": "300",
 		"REDACT":              "all",

@@ -119,6 +119,7 @@ func start(ctx context.Context, cfg Config, mcp tools.Config, policy pace.Policy
 	// Every command, button, shortcut and event is one row of routes; access rules, the ledger (who
 	// asked where, and the budgets) and metrics wrap them all.
 	table := route.NewTable(p.guard(a.replies.KnownFollowUp).Middleware, p.controls.gate.Middleware, metrics.Middleware)
+	bg.run(func(ctx context.Context) { placeWorkspace(ctx, p.members, bot.NewRoster(sc), log.Named("access")) })
 	b := p.bot(sc, table, ready, a.pane)
 	// Answers left open by a replica that died (or by this one before a restart) are closed.
 	bg.run(func(ctx context.Context) { a.orphans.WatchOrphans(ctx, shared.orphans) })
@@ -371,6 +372,7 @@ type parts struct {
 	// approvals are the tool approvals, built by steering (/llmbot tools) before the answers that ask.
 	approvals     *approvals.Approvals
 	approvalSlack bot.ApprovalSlack
+	members      *access.Members // the standing of people, built by guard; placeWorkspace fills it
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
@@ -551,6 +553,7 @@ func (p *parts) guard(knownFollowUp func(route.ReplyRequest) bool) *access.Guard
 		External: p.cfg.ExternalUsers, Guests: p.cfg.GuestUsers, Directory: p.api,
 		Budget: p.budgets.Lookups, // with the names' look-ups, shared by the replicas
 	})
+	p.members = members
 	return access.NewGuard(access.GuardOptions{
 		Policy:        accessPolicy,
 		Quota:         quota,

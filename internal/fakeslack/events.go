@@ -243,10 +243,11 @@ func (s *Server) eventLocked(c *channel, m *Message, typ string) map[string]any 
 	}
 	if m.User != "" {
 		ev["user"] = m.User
-		if team := s.teamOfLocked(m.User); team != s.cfg.TeamID {
+		if team := s.teamOfLocked(m.User); team != s.cfg.TeamID || s.cfg.UserTeams {
 			// Someone of another workspace in a shared channel: their message names their team.
 			// Unverified which of these fields Slack sets on every such event (slack-go reads
 			// user_team and source_team; Slack's examples of shared-channel messages show them).
+			// A member's names it only with Config.UserTeams (see there: Slack differs).
 			ev["team"], ev["user_team"], ev["source_team"] = team, team, team
 		}
 	}

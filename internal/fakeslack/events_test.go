@@ -181,3 +181,20 @@ func TestConversationsOpenAndJoin(t *testing.T) {
 		t.Errorf("post after joining: %v", err)
 	}
 }
+
+// A member's message names their team (user_team, source_team) only with Config.UserTeams; an
+// outsider's (User.Team) always does.
+func TestUserTeams(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		srv := newServer(t, fakeslack.Config{Subscriptions: []string{"app_mention"}, UserTeams: on})
+		srv.AddUser(fakeslack.User{ID: "U0OUT", Name: "outsider", Team: "T0OTHER"})
+		sm := runSocketMode(t, srv)
+		for _, tt := range []struct{ user, want string }{{"U1", map[bool]string{true: "T1"}[on]}, {"U0OUT", "T0OTHER"}} {
+			srv.PostUserMessage("C1", tt.user, "", "<@UBOT> hi")
+			ev := innerEvent(t, nextEvent(t, sm, socketmode.EventTypeEventsAPI)).(*slackevents.AppMentionEvent)
+			if ev.UserTeam != tt.want || ev.SourceTeam != tt.want {
+				t.Errorf("UserTeams=%v, %s's mention: user_team %q, source_team %q, want %q", on, tt.user, ev.UserTeam, ev.SourceTeam, tt.want)
+			}
+		}
+	}
+}

@@ -88,6 +88,22 @@ type Config struct {
 	// RefuseTables makes chat.postMessage and chat.update refuse every table block with
 	// invalid_blocks, as a workspace or an API that does not take them would (tables.go).
 	RefuseTables bool
+	// UserTeams makes every person's message event (and the message in conversations.replies and
+	// history) name their team as user_team and source_team, the workspace's own members too.
+	// Off (the default): only people of another workspace (User.Team) carry them.
+	//
+	// What Slack does is verified only in part. slack-go documents both fields as set "when
+	// Message comes from a channel that is shared between workspaces" (slackevents.MessageEvent,
+	// AppMentionEvent; slack-go/slack#695, citing Slack's Enterprise Grid guide). Payloads
+	// published by others differ for members of the workspace: a member's DM message in an
+	// Enterprise Grid org carries both (slackapi/bolt-python,
+	// tests/scenario_tests/test_events_assistant.py), so does a 2019 member's message
+	// (team = user_team = source_team); a 2019 DM message (slackapi/java-slack-sdk#218) and
+	// new messages in a 2025 private channel of a workspace on its own carry only "team", while
+	// the same 2025 messages' message_changed events carry both in "message". So the bot must
+	// not count on them: a member's message without them is looked up (users.info), and the
+	// default keeps that case under test; UserTeams measures the other.
+	UserTeams bool
 }
 
 // Limits configures the Web API's rate limits.
@@ -108,7 +124,7 @@ type Limit struct {
 }
 
 // SlackLimits returns limits shaped like Slack's published tiers (slack-platform.md §3) for
-// the methods the bot uses: Tier 2 (20/min) chat.startStream and chat.stopStream; Tier 3
+// the methods the bot uses: Tier 2 (20/min) chat.startStream, chat.stopStream and users.list; Tier 3
 // (50/min) chat.update, chat.delete, conversations.replies/history, reactions.*, agents.sessions.setStatus,
 // apps.connections.open; Tier 4 (100/min) chat.appendStream, chat.postEphemeral,
 // users.info, files.*, auth.test; and chat.postMessage 1/s per channel. Slack's "special"
@@ -126,6 +142,7 @@ func SlackLimits(burst int) Limits {
 			"conversations.replies":        tier(50),
 			"conversations.history":        tier(50),
 			"users.info":                   tier(100),
+			"users.list":                   tier(20),
 			"files.info":                   tier(100),
 			"files.getUploadURLExternal":   tier(100),
 			"files.completeUploadExternal": tier(100),

@@ -324,7 +324,7 @@ func (s *Server) messageJSON(c *channel, m *Message, withMetadata bool) map[stri
 	}
 	out["team"] = s.cfg.TeamID
 	if m.User != "" {
-		if team := s.teamOfLocked(m.User); team != s.cfg.TeamID {
+		if team := s.teamOfLocked(m.User); team != s.cfg.TeamID || s.cfg.UserTeams {
 			out["team"], out["user_team"], out["source_team"] = team, team, team // as in its event
 		}
 	}

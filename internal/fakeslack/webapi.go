@@ -128,6 +128,7 @@ var methods = map[string]handler{
 	"apps.connections.open":                 (*Server).connectionsOpen,
 	"users.info":                            (*Server).usersInfo,
 	"usergroups.users.list":                 (*Server).userGroupsUsersList,
+	"users.list":                            (*Server).usersList,
 	"files.info":                            (*Server).filesInfo,
 	"conversations.info":                    (*Server).conversationsInfo,
 	"conversations.open":                    (*Server).conversationsOpen,
@@ -309,7 +310,40 @@ func (s *Server) usersInfo(p params, now time.Time) (map[string]any, apiError) {
 	if id == "" {
 		return nil, "user_not_found"
 	}
-	u := s.userLocked(id)
+	return map[string]any{"user": s.userJSON(s.userLocked(id))}, ""
+}
+
+// usersList lists the workspace's people added with AddUser, sorted by id, limit a page ("cursor":
+// the id the next page starts at). People of another team (User.Team) are left out: whether Slack
+// lists the people of other organisations it shares channels with is not verified.
+func (s *Server) usersList(p params, now time.Time) (map[string]any, apiError) {
+	var ids []string
+	for id, u := range s.users {
+		if u.Team == "" || u.Team == s.cfg.TeamID {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	limit, _ := strconv.Atoi(p.Get("limit"))
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	from, _ := slices.BinarySearch(ids, p.Get("cursor"))
+	ids = ids[from:]
+	next := ""
+	if len(ids) > limit {
+		next, ids = ids[limit], ids[:limit]
+	}
+	members := []map[string]any{}
+	for _, id := range ids {
+		members = append(members, s.userJSON(s.userLocked(id)))
+	}
+	return map[string]any{"members": members, "cache_ts": now.Unix(), "response_metadata": map[string]any{"next_cursor": next}}, ""
+}
+
+// userJSON is u as users.info and users.list show it.
+func (s *Server) userJSON(u *User) map[string]any {
+	id := u.ID
 	user := map[string]any{
 		"id": u.ID, "team_id": s.teamOfLocked(id), "name": u.Name, "real_name": u.RealName,
 		"tz": u.TZ, "is_bot": u.IsBot, "deleted": false,
@@ -323,7 +357,7 @@ func (s *Server) usersInfo(p params, now time.Time) (map[string]any, apiError) {
 		// The user object's enterprise_user, for a workspace of an Enterprise Grid org.
 		user["enterprise_user"] = map[string]any{"id": u.ID, "enterprise_id": u.Enterprise, "teams": []string{s.teamOfLocked(id)}}
 	}
-	return map[string]any{"user": user}, ""
+	return user
 }
 
 // userGroupsUsersList is usergroups.users.list: the members of a group SetUserGroup made.
