@@ -54,6 +54,7 @@ func (e *e2e) answerIn(t *testing.T, q, want string) string {
 // TestE2EToolAlwaysAllowedListedRevoked: the asker's Always allow runs the tool without a prompt in
 // their next thread; /llmbot tools lists it, revoke makes the next call ask again.
 func TestE2EToolAlwaysAllowedListedRevoked(t *testing.T) {
+	t.Parallel()
 	e := startToolsE2E(t, nil)
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
@@ -95,6 +96,7 @@ func TestE2EToolAlwaysAllowedListedRevoked(t *testing.T) {
 // decide; a member of the group asks to see it, allows it, and the thread's line says who did.
 // Standing grants are not offered.
 func TestE2EToolApprovers(t *testing.T) {
+	t.Parallel()
 	e := startApproversE2E(t, "    approvers: [U07ALICE, S01OPS]\n", nil)
 	e.slack.SetUserGroup("S01OPS", "U5", "U6")
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
@@ -143,6 +145,7 @@ func TestE2EToolApprovers(t *testing.T) {
 // TestE2EToolPublicArguments: public_arguments keeps the prompt, arguments included, in the thread
 // for all to see, and nothing private.
 func TestE2EToolPublicArguments(t *testing.T) {
+	t.Parallel()
 	e := startApproversE2E(t, "    public_arguments: [lookup]\n", nil)
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
@@ -166,6 +169,7 @@ func TestE2EToolPublicArguments(t *testing.T) {
 // TestE2EToolApproversGroupUnreadable: approvers naming a user group Slack does not return: the
 // call is denied, said in the thread, and nobody is prompted.
 func TestE2EToolApproversGroupUnreadable(t *testing.T) {
+	t.Parallel()
 	e := startApproversE2E(t, "    tool_approvers: {lookup: [S09GONE]}\n", nil)
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, lookupCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> is the Oslo ticket open?")
@@ -189,6 +193,7 @@ func TestE2EToolApproversGroupUnreadable(t *testing.T) {
 // thread is rewritten as lapsed (ask again), and a late click on the asker's private prompt is
 // told plainly that the request lapsed.
 func TestRestartLapsesAPendingApproval(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
 	mustWrite(t, mcpFile, "servers:\n  - name: srv\n    command: "+os.Args[0]+"\n    args: [\"-test.run=^$\"]\n    env: {"+mcpServerEnv+": \"1\"}\n")
@@ -235,6 +240,7 @@ func TestRestartLapsesAPendingApproval(t *testing.T) {
 // (the hand-over keeps that the call has approvers); and the asker's Always allow given on one
 // replica lets the next call through on the other.
 func TestReplicasApproverAndAlwaysAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mcpFile, chFile := filepath.Join(dir, "mcp.yaml"), filepath.Join(dir, "channels.yaml")
 	mustWrite(t, mcpFile, "servers:\n  - name: srv\n    command: "+os.Args[0]+"\n    args: [\"-test.run=^$\"]\n    env: {"+

@@ -58,6 +58,7 @@ func (e *e2e) lastToolResult(t *testing.T) string {
 // asker's choice goes to the model as the tool's result, fenced as data, and the question says who
 // answered what. No approval is asked.
 func TestE2EAskUserOption(t *testing.T) {
+	t.Parallel()
 	e := startToolsE2E(t, nil)
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, askCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what are the office hours?")
@@ -101,6 +102,7 @@ func TestE2EAskUserOption(t *testing.T) {
 // TestE2EAskUserOther: Other… opens a modal for the asker; the typed text is the answer.
 // ASK_USER=on offers the tool in a channel without other tools.
 func TestE2EAskUserOther(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"ASK_USER": "on"})
 	e.llm.SetChat(toolModel(1, fakellm.WireWhole, askCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what are the office hours?")
@@ -132,6 +134,7 @@ func TestE2EAskUserOther(t *testing.T) {
 // TestE2EAskUserTimeout: no answer within TOOL_APPROVAL_TIMEOUT: the model is told and answers; the
 // question says nobody answered.
 func TestE2EAskUserTimeout(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"ASK_USER": "on", "TOOL_APPROVAL_TIMEOUT": "500ms"})
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, askCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what are the office hours?")
@@ -147,6 +150,7 @@ func TestE2EAskUserTimeout(t *testing.T) {
 
 // TestE2EAskUserOffWhereNoTools: by default (ASK_USER=auto) a channel without tools is offered none.
 func TestE2EAskUserOffWhereNoTools(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, askCall()))
 	e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> hello")
@@ -160,6 +164,7 @@ func TestE2EAskUserOffWhereNoTools(t *testing.T) {
 // writing the answer and is handed over, and so is the typed answer of Other…. After the writing replica dies and its answer is closed,
 // a late click is told the question lapsed, and the question says so.
 func TestReplicasAskUserAnswerOnAnotherReplica(t *testing.T) {
+	t.Parallel()
 	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "ASK_USER=on")
 	a, b := rs.start(), rs.start()
 	rs.fl.SetChat(toolModel(1, fakellm.WireOpenAI, askCall()))
@@ -222,6 +227,7 @@ func TestReplicasAskUserAnswerOnAnotherReplica(t *testing.T) {
 // TestE2EAskUserStopped: Stop while the question waits ends the wait; the question says the answer
 // was stopped and keeps no buttons.
 func TestE2EAskUserStopped(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"ASK_USER": "on"})
 	e.llm.SetChat(toolModel(1, fakellm.WireOpenAI, askCall()))
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> what are the office hours?")

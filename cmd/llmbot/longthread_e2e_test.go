@@ -23,6 +23,7 @@ func isSummaryRequest(r fakellm.ChatRequest) bool {
 // answered on the second reuses that summary (kept in Redis beside the thread's entry): one
 // summary request in all.
 func TestReplicasShareALongThreadsSummary(t *testing.T) {
+	t.Parallel()
 	// FOLLOW_UPS off: the notes are no questions, whenever their events come.
 	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "CONTEXT_TOKENS=1000", "FOLLOW_UPS=false")
 	a, b := rs.start(), rs.start()
@@ -64,6 +65,7 @@ func TestReplicasShareALongThreadsSummary(t *testing.T) {
 // the answer's request stays within CONTEXT_TOKENS with the summary and the newest replies, and a
 // follow-up reuses both the thread (no read) and the summary.
 func TestE2EVeryLongThreadReadBounded(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"CONTEXT_TOKENS": "1000", "FOLLOW_UPS": "false"})
 	var summaries atomic.Int32
 	e.llm.SetChat(func(r fakellm.ChatRequest) fakellm.Reply {

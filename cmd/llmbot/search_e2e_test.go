@@ -59,6 +59,7 @@ func searchModel(req fakellm.ChatRequest) fakellm.Reply {
 // private channels left out; its Markdown link is shown as a Slack link. The token reaches Slack's
 // search and nothing else: not the model, not the logs, not a message.
 func TestE2ESlackSearchCitesPermalinks(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"SLACK_SEARCH": "true", "LOG_LEVEL": "debug"})
 	e.slack.SetSearchCorpus(searchCorpus...)
 	e.llm.SetChat(searchModel)
@@ -129,6 +130,7 @@ func TestE2ESlackSearchCitesPermalinks(t *testing.T) {
 // why and to say so (the fake model repeats it), and the next answer is not offered the tool at all. A
 // refused action token hides it for that message only: the next one searches. A 429 is "busy", not retried.
 func TestE2ESlackSearchRefusalToldOnceThenHidden(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, code, note string
 		nextOffered      bool
@@ -177,6 +179,7 @@ func TestE2ESlackSearchRefusalToldOnceThenHidden(t *testing.T) {
 
 // Without SLACK_SEARCH, no tool is offered, and the events' tokens go nowhere.
 func TestE2ESlackSearchOffByDefault(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, nil)
 	e.llm.SetChat(searchModel)
 	q := e.slack.PostUserMessage("C1", "U1", "", "<@UBOT> when does v2 ship?")
@@ -198,6 +201,7 @@ func contains(list []string, s string) bool {
 // Two replicas sharing Redis: Slack's refusal on one hides slack_search on the other too (the
 // state's marks), so the workspace is told once and Slack is not asked again.
 func TestReplicasSlackSearchRefusalShared(t *testing.T) {
+	t.Parallel()
 	rs := newReplicaSet(t, "REDIS_URL="+redistest.New(t).URL(), "SLACK_SEARCH=true")
 	a, b := rs.start(), rs.start()
 	rs.fs.SetSearchCorpus(searchCorpus...)
@@ -215,6 +219,7 @@ func TestReplicasSlackSearchRefusalShared(t *testing.T) {
 // In the agent pane (a DM, natively streamed) the search runs with the DM message's token and the
 // answer keeps its cited link.
 func TestE2ESlackSearchInAgentPane(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{}, map[string]string{"SLACK_SEARCH": "true", "REPLY_MODE": "stream"})
 	e.slack.SetSearchCorpus(searchCorpus...)
 	e.llm.SetChat(searchModel)

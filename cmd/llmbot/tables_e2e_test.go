@@ -21,6 +21,7 @@ const tableCode = "```\nRegion | Orders\n-------+-------\nNorth  |  1,204\nSouth
 // at its final write, the text before and after it as before, and the whole text (with the code
 // block) as the message's fallback. NATIVE_TABLES=false keeps the code block.
 func TestE2ENativeTable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -51,6 +52,7 @@ func TestE2ENativeTable(t *testing.T) {
 // TestE2ENativeTableRefused: when Slack refuses the table block (invalid_blocks), the same answer is
 // written again with the code block, and the next answers do not try a table again.
 func TestE2ENativeTableRefused(t *testing.T) {
+	t.Parallel()
 	e := startE2E(t, fakeslack.Config{RefuseTables: true}, nil)
 	e.llm.SetChat(func(fakellm.ChatRequest) fakellm.Reply { return fakellm.Text(tableAnswer) })
 	for i, q := range []string{"<@UBOT> orders by region?", "<@UBOT> and again?"} {

@@ -489,6 +489,7 @@ func TestE2EToolBatchOnePrompt(t *testing.T) {
 // thread's status line says which (assistant.threads.setStatus, no message spent), and it is taken
 // down when the answer goes on; a native stream shows its task card instead.
 func TestE2EToolStatusLine(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode string
 		want []string
