@@ -372,7 +372,7 @@ type parts struct {
 	// approvals are the tool approvals, built by steering (/llmbot tools) before the answers that ask.
 	approvals     *approvals.Approvals
 	approvalSlack bot.ApprovalSlack
-	members      *access.Members // the standing of people, built by guard; placeWorkspace fills it
+	members       *access.Members // the standing of people, built by guard; placeWorkspace fills it
 }
 
 func newParts(cfg Config, id bot.Identity, api *bot.SlackAPI, model *llm.Client, metrics *ops.Metrics,
