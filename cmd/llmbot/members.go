@@ -14,8 +14,8 @@ import (
 const rosterEvery = 45 * time.Minute
 
 // placeWorkspace places the workspace's people (users.list) from the start and every rosterEvery
-// until ctx ends, so that people new to the bot who ask at once wait for no users.info turn
-// (issue 29). A listing that fails only leaves people to be looked up as they ask.
+// until ctx ends, so that people new to the bot who ask at once wait for no users.info turn.
+// A listing that fails only leaves people to be looked up as they ask.
 func placeWorkspace(ctx context.Context, m *access.Members, r access.Roster, log *zap.Logger) {
 	for {
 		began := time.Now()
