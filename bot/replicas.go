@@ -247,31 +247,55 @@ func (r *replicas) journal(ctx context.Context, rr *route.ReplyRequest, log *zap
 // the journal names, or, when no record has that id (the answer to a later message in the
 // thread), the one holding req's thread. It reports whether it did; false: no other replica
 // writes there (the answer has ended).
-func (r *replicas) forward(ctx context.Context, req *route.Request, id string) (bool, error) {
+func (r *replicas) forward(ctx context.Context, req *route.Request, id string) (receipt string, err error) {
 	if req.From != "" {
-		return false, nil // forwarded here already: the answer has ended since
+		return "", nil // forwarded here already: the answer has ended since
 	}
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
 	owner, err := r.writer(ctx, req, id)
 	if err != nil || owner == "" || owner == r.shared.Leases.Self() {
-		return false, err
+		return "", err
 	}
 	if alive, err := r.shared.Leases.Alive(ctx, owner); err != nil || !alive {
-		return false, err
+		return "", err
 	}
 	h, err := handoverOf(req, r.shared.Leases.Self(), owner, time.Now())
 	if err != nil {
-		return false, fmt.Errorf("forward: %w", err)
+		return "", fmt.Errorf("forward: %w", err)
 	}
 	msg, err := seal(r.inboxKey, h)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	if err := r.shared.Inbox.Send(ctx, owner, msg); err != nil {
-		return false, fmt.Errorf("forward to %s: %w", owner, err)
+		return "", fmt.Errorf("forward to %s: %w", owner, err)
 	}
-	return true, nil
+	return receiptOf(msg), nil
+}
+
+// receiptOf is the claim a replica makes on a hand-over as it takes it (firstDelivery): named by
+// the hand-over's signature.
+func receiptOf(msg []byte) string { return "handover:" + string(msg[:macLen]) }
+
+// receiptWait is how long the replica a click was handed to has to take it before its sender
+// checks: taking one is a pop from its inbox and a claim, milliseconds while it is alive.
+const receiptWait = 3 * time.Second
+
+// taken reports whether the replica a hand-over was sent to took it (claimed receipt) within
+// receiptWait. A replica that died before its liveness ran out never will, and nobody else reads
+// its inbox: the sender then claims the receipt itself, which both tells it so and keeps the
+// hand-over from acting if that replica comes back to it. So either the click acts or its person
+// is told, never neither. Unsure (the shared state failed, or this replica is shutting down):
+// taken, as before the check.
+func (r *replicas) taken(receipt string) bool {
+	if watch.Sleep(r.notices.closing, receiptWait) != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.notices.closing, sharedTimeout)
+	defer cancel()
+	first, err := r.shared.Claims.Claim(ctx, receipt, 2*handoverMaxAge)
+	return err != nil || !first
 }
 
 // writer is the replica writing the answer id ("": none): its journal record's owner, else the
@@ -325,7 +349,7 @@ func (r *replicas) receive(ctx context.Context, out chan<- *route.Request) {
 func (r *replicas) firstDelivery(ctx context.Context, msg []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
 	defer cancel()
-	first, err := r.shared.Claims.Claim(ctx, "handover:"+string(msg[:macLen]), 2*handoverMaxAge)
+	first, err := r.shared.Claims.Claim(ctx, receiptOf(msg), 2*handoverMaxAge)
 	switch {
 	case err != nil:
 		r.log.Warn("replica inbox: hand-over not checked for copies", zap.Error(err))
@@ -345,13 +369,18 @@ func (r *replicas) stopElsewhere(req *route.Request, id string, log *zap.Logger,
 func (r *replicas) elsewhere(req *route.Request, id string, h handoff, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(r.notices.closing, sharedTimeout)
 	defer cancel()
-	handed, err := r.forward(ctx, req, id)
+	receipt, err := r.forward(ctx, req, id)
 	switch {
 	case err != nil:
 		log.Warn(h.what+": could not reach the replica writing the answer", zap.Error(err))
 		r.notices.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
-	case handed:
+	case receipt != "":
 		log.Info(h.what + " handed to the replica writing the answer")
+		if !r.taken(receipt) {
+			log.Warn(h.what + ": the replica writing the answer did not take it (it stopped)")
+			r.notices.tell(req.Channel, req.User, req.ThreadTS, h.failed, log)
+			return
+		}
 		if h.handed != nil {
 			h.handed()
 		}
