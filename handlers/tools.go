@@ -342,7 +342,7 @@ const (
 	textToolRunning    = "_Using `%s` (%s)…_"
 	// A native stream shows a task card per call instead of a status line.
 	titleTool    = "Using %s (%s)"
-	detailAsking = "Waiting for the approval of the person who asked."
+	detailAsking = "Waiting for approval."
 )
 
 func deniedReason(v toolinfo.Verdict) string {
@@ -352,7 +352,7 @@ func deniedReason(v toolinfo.Verdict) string {
 	case toolinfo.Cancelled:
 		return "the answer was stopped"
 	}
-	return "the person who asked denied it"
+	return "it was denied"
 }
 
 // toolError is a call's result that tells the model it failed (and why), so it can go on.

@@ -212,9 +212,9 @@ func TestToolApproval(t *testing.T) {
 		calls   int      // tool calls made
 	}{
 		{"allow once", []string{"U1 " + approvals.ActionToolAllowOnce}, 0, []string{"wx/weather:ok"}, "_Used `weather` (wx)._", "_Allowed once._", 1},
-		{"deny", []string{"U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: the person who asked denied it", "_Denied._", 0},
+		{"deny", []string{"U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "was not used: it was denied", "_Denied._", 0},
 		{"time out", nil, 0, []string{"wx/weather:timeout"}, "nobody approved it in time", "_Not answered in time: denied._", 0},
-		{"someone else first", []string{"U2 " + approvals.ActionToolAllowOnce, "U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "denied it", "_Denied._", 0},
+		{"someone else first", []string{"U2 " + approvals.ActionToolAllowOnce, "U1 " + approvals.ActionToolDeny}, 0, []string{"wx/weather:denied"}, "it was denied", "_Denied._", 0},
 		{"late click", []string{"U1 " + approvals.ActionToolAllowOnce}, 3 * time.Minute, []string{"wx/weather:timeout"}, "in time", "in time", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

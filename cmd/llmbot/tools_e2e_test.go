@@ -239,7 +239,7 @@ func TestE2EToolDeniedAndTimedOut(t *testing.T) {
 	for _, tc := range []struct {
 		name, click, want string
 	}{
-		{"deny", approvals.ActionToolDeny, "the person who asked denied it"},
+		{"deny", approvals.ActionToolDeny, "it was denied"},
 		{"time out", "", "nobody approved it in time"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
