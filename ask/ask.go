@@ -145,14 +145,7 @@ const (
 
 // Views opens modals (views.open).
 type Views interface {
-	OpenModal(ctx context.Context, triggerID string, m Modal) error
-}
-
-// Modal is a modal with a text, one text input and a submit button.
-type Modal struct {
-	CallbackID, Title, Text, Submit string
-	InputLabel, InputActionID       string
-	Metadata                        string // private_metadata (route.ViewPlace)
+	OpenModal(ctx context.Context, triggerID string, m gateway.Modal) error
 }
 
 // Options configure Ask.

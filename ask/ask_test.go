@@ -31,10 +31,10 @@ type askTest struct {
 
 type fakeViews struct {
 	mu     sync.Mutex
-	opened []Modal
+	opened []gateway.Modal
 }
 
-func (v *fakeViews) OpenModal(_ context.Context, _ string, m Modal) error {
+func (v *fakeViews) OpenModal(_ context.Context, _ string, m gateway.Modal) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.opened = append(v.opened, m)

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/route"
 )
 
@@ -47,7 +48,7 @@ func (a *Ask) OtherHandler() route.Handler {
 			ctx, cancel := context.WithTimeout(ctx, modalTimeout)
 			defer cancel()
 			where := route.ViewPlace{Channel: req.Channel, ThreadTS: req.ThreadTS, MessageTS: req.MessageTS, Text: ref.Value()}
-			err = a.views.OpenModal(ctx, req.TriggerID, Modal{CallbackID: View, Title: modalTitle, Text: modalText,
+			err = a.views.OpenModal(ctx, req.TriggerID, gateway.Modal{CallbackID: View, Title: modalTitle, Text: modalText,
 				Submit: modalSubmit, InputLabel: modalLabel, InputActionID: AnswerInput, Metadata: where.Metadata()})
 			if err != nil {
 				return fmt.Errorf("question's modal: views.open: %w", err)

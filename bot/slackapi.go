@@ -459,7 +459,7 @@ func (a *SlackAPI) FinishStream(ctx context.Context, channel, ts, markdown strin
 const finishFallbackLimit = 3000
 
 // OpenModal opens m for the person whose interaction gave triggerID (views.open).
-func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m feedback.Modal) error {
+func (a *SlackAPI) OpenModal(ctx context.Context, triggerID string, m gateway.Modal) error {
 	input := slack.NewPlainTextInputBlockElement(nil, m.InputActionID)
 	input.Multiline = true
 	block := slack.NewInputBlock("llmbot_input", slack.NewTextBlockObject(slack.PlainTextType, m.InputLabel, false, false), nil, input)

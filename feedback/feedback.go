@@ -76,14 +76,7 @@ func Parse(value string) (good bool, ref route.ReplyRef, err error) {
 
 // Views opens modals (views.open).
 type Views interface {
-	OpenModal(ctx context.Context, triggerID string, m Modal) error
-}
-
-// Modal is a modal with a text, one text input and a submit button.
-type Modal struct {
-	CallbackID, Title, Text, Submit string
-	InputLabel, InputActionID       string
-	Metadata                        string // private_metadata (route.ViewPlace)
+	OpenModal(ctx context.Context, triggerID string, m gateway.Modal) error
 }
 
 // Permalinks finds a message's permalink (chat.getPermalink).
@@ -151,7 +144,7 @@ func (f *Feedback) bad(ctx context.Context, req *route.Request) error {
 	var errs []error
 	if req.TriggerID != "" && f.views != nil {
 		where := route.ViewPlace{Channel: req.Channel, ThreadTS: ref.ThreadTS, MessageTS: req.MessageTS}
-		err := f.views.OpenModal(ctx, req.TriggerID, Modal{CallbackID: View, Title: feedbackTitle,
+		err := f.views.OpenModal(ctx, req.TriggerID, gateway.Modal{CallbackID: View, Title: feedbackTitle,
 			Text: feedbackPrompt, Submit: feedbackSubmit, InputLabel: feedbackInputLabel,
 			InputActionID: CommentInput, Metadata: where.Metadata()})
 		if err != nil {

@@ -145,3 +145,11 @@ const (
 	TaskComplete   = "complete"
 	TaskError      = "error"
 )
+
+// Modal is a modal with a text, one text input and a submit button (views.open): what the feedback
+// and ask_user use cases open.
+type Modal struct {
+	CallbackID, Title, Text, Submit string
+	InputLabel, InputActionID       string
+	Metadata                        string // private_metadata (route.ViewPlace)
+}

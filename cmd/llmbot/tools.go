@@ -10,7 +10,6 @@ import (
 	"github.com/llmbot/llmbot/ask"
 	"github.com/llmbot/llmbot/bot"
 	"github.com/llmbot/llmbot/doctor"
-	"github.com/llmbot/llmbot/feedback"
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/handlers"
 	"github.com/llmbot/llmbot/ops"
@@ -53,14 +52,7 @@ func builtins(cfg Config, questions *ask.Ask, search []toolinfo.Builtin) []tooli
 // changes every answer, and some model services refuse them.
 func (p *parts) questions(tm *ops.ToolMetrics) *ask.Ask {
 	w := &gateway.Writer{Budgets: p.budgets, Msgs: gateway.WriteThrough(p.api, p.threads)}
-	return ask.New(w, askViews{p.api}, p.log.Named("ask"), ask.Options{Beside: p.cfg.AskUser != "on", Counted: tm.Question})
-}
-
-// askViews opens ask_user's modal as the feedback modal is opened: the same one text input.
-type askViews struct{ api *bot.SlackAPI }
-
-func (v askViews) OpenModal(ctx context.Context, triggerID string, m ask.Modal) error {
-	return v.api.OpenModal(ctx, triggerID, feedback.Modal(m))
+	return ask.New(w, p.api, p.log.Named("ask"), ask.Options{Beside: p.cfg.AskUser != "on", Counted: tm.Question})
 }
 
 // slackSearch is the slack_search built-in when SLACK_SEARCH is on (none: off), searching through
