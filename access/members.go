@@ -165,10 +165,11 @@ func (m *Members) lookUp(ctx context.Context, user string) (*slack.User, error) 
 	return u, err
 }
 
-// unchecked is the decision for someone nobody could look up: refused only when their request
-// named another team.
+// unchecked is the decision for someone nobody could look up: refused when their request named
+// another team, or when guests are refused (a guest's requests name the workspace as a member's do:
+// only the look-up tells them apart); else let in, so that a users.info outage locks no member out.
 func (m *Members) unchecked(team string) Decision {
-	if m.otherTeam(team) {
+	if m.otherTeam(team) || m.opt.Guests == Refused {
 		return Decision{Reason: ReasonUnchecked, Message: fmt.Sprintf(
 			"Sorry, I couldn't check that you're a member of %s just now. Please try again in a minute.", m.workspace())}
 	}

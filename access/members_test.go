@@ -80,6 +80,7 @@ func TestMembersVerify(t *testing.T) {
 		{"EXTERNAL_USERS=members: nobody looked up", "", access.AsMembers, "", "U0OUT", "T9", "", "", true, nil},
 		{"look-up failed, the request named the workspace: let in", "", "", "", "U0NOBODY", "T1", "", "", false, []string{"U0NOBODY"}},
 		{"look-up failed, the request named nobody: let in", "", "", "", "U0NOBODY", "", "", "", false, []string{"U0NOBODY"}},
+		{"GUEST_USERS=refused: look-up failed: not let in unchecked", "", "", access.Refused, "U0NOBODY", "T1", "", access.ReasonUnchecked, false, []string{"U0NOBODY"}},
 		{"org: another workspace of the org is a member", "E1", "", "", "W0ORG", "T2", "", "", false, []string{"W0ORG"}},
 		{"org: the org's own, though a stranger to the workspace", "E1", "", "", "W0ORGSTRANGE", "T3", "", "", false, []string{"W0ORGSTRANGE"}},
 		{"org: another org is outside", "E1", "", "", "W0OTHER", "T8", "", access.ReasonExternal, false, []string{"W0OTHER"}},
