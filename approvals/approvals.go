@@ -139,6 +139,9 @@ const (
 type Approvals struct {
 	mu      sync.Mutex
 	waiting map[string]waiter // by ApprovalRef.ID
+	// done are the approvals decided here whose pending record is not removed yet (a failed
+	// Delete): never lapsed, and removed again by each sweep until it works.
+	done map[string]bool
 
 	allowed *ttlcache.Cache[bool] // channel/thread/user/tool -> allowed for the thread, in this process
 	// marks keep the grants for the other replicas, named with grantKey (grantMark); nil marks or
@@ -163,6 +166,9 @@ type Options struct {
 	Answers Answers
 	Lines   *gateway.Writer
 	Claims  Claims // one replica rewrites a lapsed line (nil: this one, as if alone)
+	// Leases name the replica waiting for an approval, which alone lapses it while alive (nil:
+	// an approval lapses once its answer is closed).
+	Leases Leases
 	Groups  Groups // reads the approvers' user groups; nil: an approver group denies
 	// Private shows the prompts, arguments included, to whom they concern alone (the thread sees
 	// who must approve which tool); nil: every prompt is public, as with public_arguments.
@@ -291,6 +297,18 @@ func (p *Approvals) remove(id string) {
 	delete(p.waiting, id)
 }
 
+// settled moves id from the waiting prompts to the decided ones whose record is still to remove
+// (forget): a click on it is refused from now on, and no sweep lapses it.
+func (p *Approvals) settled(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.waiting, id)
+	if p.done == nil {
+		p.done = map[string]bool{}
+	}
+	p.done[id] = true
+}
+
 // Approve asks whoever may decide whether q's calls may be made, in one prompt posted through w
 // (the answer's paced writer, whose budgets it shares), and waits for the answer: a click (Decide),
 // q's Wait running out, or ctx ending (a deadline is the answer's time for tools running out). Calls
@@ -332,9 +350,9 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 		buttons = []gateway.Button{{ActionID: ActionToolShowApproval, Text: "Show approval", Value: ref.Value()}}
 	}
 	ch := p.add(ref.ID, wt)
-	defer p.remove(ref.ID)
 	ts, err := post(ctx, w, q, shown, buttons)
 	if err != nil {
+		p.remove(ref.ID)
 		log.Warn("tool approval not asked: denied", zap.Error(err))
 		return toolinfo.Denied
 	}
@@ -343,6 +361,9 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 		showFirst(wt.show, q.Asker, approvers)
 	}
 	dec := wait(ctx, ch, q.Wait)
+	// Decided: a later click is told the request is over (not taken for this one), and no sweep
+	// lapses it while its line is settled and its record removed (settled).
+	p.settled(ref.ID)
 	p.keep(q, dec.v, log)
 	settleLine(ctx, w, q, ts, shown+"\n"+verdictLine(dec, q.Asker), log)
 	p.forget(ref.ID, log)

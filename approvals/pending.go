@@ -39,6 +39,15 @@ type pendingRecord struct {
 	Tools     []string  `json:"tools"`
 	Approvers []string  `json:"approvers,omitempty"`
 	Deadline  time.Time `json:"deadline"`
+	// Owner is the replica waiting for the click (Leases.Self; "" without Leases): while it is
+	// alive, it alone lapses the approval.
+	Owner string `json:"owner,omitempty"`
+}
+
+// Leases tell which replica this is and whether another one is alive (the state package's).
+type Leases interface {
+	Self() string
+	Alive(ctx context.Context, replica string) (bool, error)
 }
 
 // collPending is the collection of the pending approvals.
@@ -63,6 +72,9 @@ func (p *Approvals) remember(q toolinfo.Approval, id, line string, log *zap.Logg
 	}
 	r := pendingRecord{ID: id, Channel: q.Channel, Line: line, Answer: route.AnswerID(q.Channel, q.TS),
 		Approvers: approversOf(q.Calls[0]), Deadline: time.Now().Add(q.Wait).UTC()}
+	if p.opt.Leases != nil {
+		r.Owner = p.opt.Leases.Self()
+	}
 	for _, c := range q.Calls {
 		r.Tools = append(r.Tools, c.Name)
 	}
@@ -74,15 +86,39 @@ func (p *Approvals) remember(q toolinfo.Approval, id, line string, log *zap.Logg
 	}
 }
 
-// forget removes the pending approval id, decided.
+// forget removes the pending approval id, decided; until that works, id stays among the decided
+// (settled) ones, which the sweeps remove again and never lapse.
 func (p *Approvals) forget(id string, log *zap.Logger) {
 	if p.opt.Records == nil || len(p.opt.Key) == 0 {
+		p.forgotten(id)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
 	if err := p.opt.Records.Delete(ctx, collPending, id); err != nil {
-		log.Warn("decided tool approval not removed", zap.Error(err))
+		log.Warn("decided tool approval not removed; removed again later", zap.Error(err))
+		return
+	}
+	p.forgotten(id)
+}
+
+// forgotten drops id from the decided approvals: its record is removed.
+func (p *Approvals) forgotten(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.done, id)
+}
+
+// forgetDecided removes again the records of the approvals decided here whose removal failed.
+func (p *Approvals) forgetDecided() {
+	p.mu.Lock()
+	ids := make([]string, 0, len(p.done))
+	for id := range p.done {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.forget(id, p.log)
 	}
 }
 
@@ -108,6 +144,7 @@ func (p *Approvals) WatchLapsed(ctx context.Context) {
 func (p *Approvals) sweep(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, lapseTimeout)
 	defer cancel()
+	p.forgetDecided()
 	all, err := p.opt.Records.List(ctx, collPending)
 	if err != nil {
 		p.log.Debug("pending tool approvals not read", zap.Error(err))
@@ -119,22 +156,50 @@ func (p *Approvals) sweep(ctx context.Context) {
 		if !ok || json.Unmarshal(b, &r) != nil || r.ID != id {
 			continue // not one of this bot's: never acted on
 		}
-		if p.lapsed(ctx, r) && claim(ctx, p.opt.Claims, r.ID) {
+		if p.lapsed(ctx, r) && claim(ctx, p.opt.Claims, r.ID) && p.stillPending(ctx, r) {
 			p.lapse(ctx, r)
 		}
 	}
 }
 
-// lapsed reports whether r waits no more: not here, and its answer closed (or long past its deadline).
+// lapsed reports whether r waits no more: not here, nor decided here, and its replica is this
+// one (restarted) or dead with its answer closed. The journal alone never says so (a slow call
+// answers from this replica's memory, where another's answer is not open); a record with no
+// owner (no Leases) lapses once its answer is closed or long past its deadline.
 func (p *Approvals) lapsed(ctx context.Context, r pendingRecord) bool {
 	p.mu.Lock()
 	_, here := p.waiting[r.ID]
+	decided := p.done[r.ID]
 	p.mu.Unlock()
-	if here {
+	if here || decided {
 		return false
+	}
+	if r.Owner != "" && p.opt.Leases != nil {
+		return p.ownerGone(ctx, r)
 	}
 	_, open, err := p.opt.Answers.Get(ctx, r.Answer)
 	return err == nil && (!open || time.Now().After(r.Deadline.Add(lapseGrace)))
+}
+
+// ownerGone reports whether r's replica waits for it no more: this one (it is not waiting here),
+// or another one that is not alive and whose answer is closed.
+func (p *Approvals) ownerGone(ctx context.Context, r pendingRecord) bool {
+	if r.Owner == p.opt.Leases.Self() {
+		return true
+	}
+	alive, err := p.opt.Leases.Alive(ctx, r.Owner)
+	if err != nil || alive {
+		return false
+	}
+	_, open, err := p.opt.Answers.Get(ctx, r.Answer)
+	return err == nil && !open
+}
+
+// stillPending reports whether r is still kept, read again once claimed: the listing may be older
+// than the click that decided it (its replica then settled its line and removed it).
+func (p *Approvals) stillPending(ctx context.Context, r pendingRecord) bool {
+	_, ok, err := p.opt.Records.Get(ctx, collPending, r.ID)
+	return err == nil && ok
 }
 
 // claim reports whether this replica rewrites the lapsed approval id (another one may be sweeping

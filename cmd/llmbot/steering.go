@@ -47,7 +47,7 @@ func (p *parts) steering() (steering, error) {
 	p.approvals = approvals.NewWith(p.shared.marks, state.DeriveKey(cfg.SlackBotToken, "llmbot thread grants v1"), p.log.Named("approvals"),
 		approvals.Options{Records: p.shared.records, Key: state.DeriveKey(cfg.SlackBotToken, "llmbot tool approvals v1"),
 			Groups: p.approvalSlack, Private: p.approvalSlack,
-			Answers: p.shared.replicas.Journal, Claims: p.shared.claims, Lines: &gateway.Writer{Budgets: p.budgets, Msgs: gateway.WriteThrough(p.api, p.threads)}, Decided: ops.NewApprovalMetrics(p.metrics).Decided})
+			Answers: p.shared.replicas.Journal, Leases: p.shared.replicas.Leases, Claims: p.shared.claims, Lines: &gateway.Writer{Budgets: p.budgets, Msgs: gateway.WriteThrough(p.api, p.threads)}, Decided: ops.NewApprovalMetrics(p.metrics).Decided})
 	cmd, err := command.New(p.api, p.log.Named("llmbot"), in.Command(), sc.Command(editors), p.approvals.Command())
 	if err != nil {
 		return steering{}, err

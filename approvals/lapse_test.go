@@ -1,0 +1,163 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/llmbot/llmbot/gateway"
+	"github.com/llmbot/llmbot/gateway/gatewaytest"
+	"github.com/llmbot/llmbot/pace"
+	"github.com/llmbot/llmbot/state"
+	"github.com/llmbot/llmbot/toolinfo"
+)
+
+// hookRecords are records whose Delete and List may be replaced.
+type hookRecords struct {
+	Records
+	del  func(ctx context.Context, coll, id string) error // nil: the records'
+	list map[string][]byte                                // non-nil: what List answers (a stale listing)
+}
+
+func (h *hookRecords) Delete(ctx context.Context, coll, id string) error {
+	if h.del != nil {
+		return h.del(ctx, coll, id)
+	}
+	return h.Records.Delete(ctx, coll, id)
+}
+
+func (h *hookRecords) List(ctx context.Context, coll string) (map[string][]byte, error) {
+	if h.list != nil {
+		return h.list, nil
+	}
+	return h.Records.List(ctx, coll)
+}
+
+// leases are replicas' liveness: self, and the others alive.
+type leases struct {
+	self  string
+	alive map[string]bool
+}
+
+func (l leases) Self() string { return l.self }
+func (l leases) Alive(_ context.Context, r string) (bool, error) {
+	return r == l.self || l.alive[r], nil
+}
+
+type lapseRig struct {
+	mem   *state.Memory
+	slack *gatewaytest.Slack
+	lines *gateway.Writer
+}
+
+func newLapseRig(t *testing.T) lapseRig {
+	t.Helper()
+	mem, err := state.NewMemory("test", "", zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Close() })
+	slack := gatewaytest.NewSlack()
+	return lapseRig{mem: mem, slack: slack, lines: &gateway.Writer{Budgets: gateway.NewBudgets(600, pace.PolicyFair), Msgs: slack}}
+}
+
+func (r lapseRig) replica(t *testing.T, rec Records, ans Answers, l Leases) *Approvals {
+	return NewWith(nil, nil, zaptest.NewLogger(t), Options{Records: rec, Key: alwaysKey, Answers: ans, Lines: r.lines, Leases: l})
+}
+
+func (r lapseRig) last() *gatewaytest.Message { return r.slack.Msgs[len(r.slack.Msgs)-1] }
+
+var lapseQ = toolinfo.Approval{Channel: "C1", Thread: "1700000000.000100", TS: "1700000000.000100", Asker: "U1",
+	Calls: lookupCalls(), Wait: 20 * time.Millisecond, Settle: time.Second}
+
+// TestLiveReplicasApprovalNotLapsedOnAJournalMiss: another replica's pending approval is not lapsed
+// because this replica's journal does not find its answer (a slow Redis call answered from its
+// own memory): only once its replica is gone.
+func TestLiveReplicasApprovalNotLapsedOnAJournalMiss(t *testing.T) {
+	rig := newLapseRig(t)
+	a := rig.replica(t, rig.mem.Records(), openAnswers{}, leases{self: "a"})
+	line, _ := rig.slack.Post(t.Context(), "C1", lapseQ.Thread, gateway.Msg{Text: "_Waiting…_"})
+	a.add("a1", waiter{})
+	a.remember(lapseQ, "a1", line, a.log)
+	l := leases{self: "b", alive: map[string]bool{"a": true}}
+	b := rig.replica(t, rig.mem.Records(), openAnswers{}, l)
+	b.sweep(t.Context())
+	if strings.Contains(rig.last().Text, "Lapsed") {
+		t.Fatal("a live replica's approval lapsed on a journal miss")
+	}
+	delete(l.alive, "a")
+	b.sweep(t.Context())
+	if !strings.Contains(rig.last().Text, "Lapsed") {
+		t.Errorf("a dead replica's approval did not lapse: %q", rig.last().Text)
+	}
+}
+
+// TestSettledApprovalNotLapsedWhenItsRecordStays: an approval decided here whose record could not
+// be removed keeps its verdict (no sweep rewrites it as lapsed), and the record is removed later.
+func TestSettledApprovalNotLapsedWhenItsRecordStays(t *testing.T) {
+	rig := newLapseRig(t)
+	failing := true
+	rec := &hookRecords{Records: rig.mem.Records()}
+	rec.del = func(ctx context.Context, coll, id string) error {
+		if failing {
+			return errors.New("redis: i/o timeout")
+		}
+		return rig.mem.Records().Delete(ctx, coll, id)
+	}
+	p := rig.replica(t, rec, openAnswers{}, nil)
+	if v := p.Approve(t.Context(), rig.lines, lapseQ); v != toolinfo.TimedOut {
+		t.Fatalf("verdict %v", v)
+	}
+	p.sweep(t.Context())
+	if got := rig.last().Text; !strings.Contains(got, "Not answered in time") {
+		t.Fatalf("a settled approval rewritten: %q", got)
+	}
+	failing = false
+	p.sweep(t.Context())
+	if all, _ := rig.mem.Records().List(t.Context(), collPending); len(all) != 0 {
+		t.Errorf("the decided approval's record is kept: %v", all)
+	}
+	if got := rig.last().Text; !strings.Contains(got, "Not answered in time") {
+		t.Errorf("a settled approval rewritten: %q", got)
+	}
+}
+
+// TestStaleListingDoesNotLapse: a record listed before its approval was decided (and removed) is
+// read again once claimed, and left alone.
+func TestStaleListingDoesNotLapse(t *testing.T) {
+	rig := newLapseRig(t)
+	a := rig.replica(t, rig.mem.Records(), openAnswers{}, nil)
+	line, _ := rig.slack.Post(t.Context(), "C1", lapseQ.Thread, gateway.Msg{Text: "_Allowed once._"})
+	a.remember(lapseQ, "a1", line, a.log)
+	stale, _ := rig.mem.Records().List(t.Context(), collPending)
+	a.forget("a1", a.log)
+	b := rig.replica(t, &hookRecords{Records: rig.mem.Records(), list: stale}, openAnswers{}, nil)
+	b.sweep(t.Context())
+	if got := rig.last().Text; strings.Contains(got, "Lapsed") {
+		t.Errorf("a decided approval lapsed from a stale listing: %q", got)
+	}
+}
+
+// TestLateClickIsToldTheApprovalIsOver: a click after the wait ended (a timeout), while the line is
+// settled and the record removed, is not taken as delivered (its person would be told "Allowed").
+func TestLateClickIsToldTheApprovalIsOver(t *testing.T) {
+	rig := newLapseRig(t)
+	rec := &hookRecords{Records: rig.mem.Records()}
+	var late []Decided
+	var p *Approvals
+	rec.del = func(ctx context.Context, coll, id string) error {
+		late = append(late, p.Decide(ApprovalRef{TS: lapseQ.TS, ID: id, Asker: "U1"}, "U1", ActionToolAllowOnce))
+		return rig.mem.Records().Delete(ctx, coll, id)
+	}
+	p = rig.replica(t, rec, openAnswers{}, nil)
+	if v := p.Approve(t.Context(), rig.lines, lapseQ); v != toolinfo.TimedOut {
+		t.Fatalf("verdict %v", v)
+	}
+	if len(late) != 1 || late[0] != DecidedUnknown {
+		t.Errorf("a late click: %v, want DecidedUnknown", late)
+	}
+}
