@@ -169,7 +169,7 @@ type Options struct {
 	// Leases name the replica waiting for an approval, which alone lapses it while alive (nil:
 	// an approval lapses once its answer is closed).
 	Leases Leases
-	Groups  Groups // reads the approvers' user groups; nil: an approver group denies
+	Groups Groups // reads the approvers' user groups; nil: an approver group denies
 	// Private shows the prompts, arguments included, to whom they concern alone (the thread sees
 	// who must approve which tool); nil: every prompt is public, as with public_arguments.
 	Private Ephemerals
