@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -107,6 +108,9 @@ func (a always) list(ctx context.Context, user string) ([]Grant, error) {
 	return out, nil
 }
 
+// errNotRevoked: the grant was still there once removed.
+var errNotRevoked = errors.New("the grant is still kept")
+
 // revoke removes user's grant of tool; false when there was none.
 func (a always) revoke(ctx context.Context, user, tool string) (bool, error) {
 	ok, err := a.has(ctx, user, tool)
@@ -116,6 +120,10 @@ func (a always) revoke(ctx context.Context, user, tool string) (bool, error) {
 	coll, id := a.coll(user), a.id(tool)
 	if err := a.rec.Delete(ctx, coll, id); err != nil {
 		return false, fmt.Errorf("revoke: %w", err)
+	}
+	// Read again: the shared records may hide a failed removal behind their local copy's.
+	if still, err := a.has(ctx, user, tool); err != nil || still {
+		return false, fmt.Errorf("revoke: %w", cmp.Or(err, errNotRevoked))
 	}
 	return true, nil
 }

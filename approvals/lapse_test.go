@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/llmbot/llmbot/command"
+
 	"github.com/llmbot/llmbot/gateway"
 	"github.com/llmbot/llmbot/gateway/gatewaytest"
 	"github.com/llmbot/llmbot/pace"
@@ -159,5 +161,18 @@ func TestLateClickIsToldTheApprovalIsOver(t *testing.T) {
 	}
 	if len(late) != 1 || late[0] != DecidedUnknown {
 		t.Errorf("a late click: %v, want DecidedUnknown", late)
+	}
+}
+
+// TestRevocationNotSaidDoneWhenTheGrantStays: a revocation whose Delete reported success but left
+// the grant (a shared store's failure hidden behind the local copy's removal) is not said to be done.
+func TestRevocationNotSaidDoneWhenTheGrantStays(t *testing.T) {
+	rig := newLapseRig(t)
+	rec := &hookRecords{Records: rig.mem.Records(), del: func(context.Context, string, string) error { return nil }}
+	p := rig.replica(t, rec, openAnswers{}, nil)
+	p.keep(toolinfo.Approval{Channel: "C1", Thread: "1.1", Asker: "U1", Calls: lookupCalls()}, toolinfo.AllowAlways, p.log)
+	got, err := p.Command().Run(t.Context(), command.Call{Channel: "C9", User: "U1", Args: "revoke srv__lookup", Now: time.Now()})
+	if err == nil || strings.Contains(got, "Revoked") {
+		t.Errorf("a revocation that did not hold: %q, %v", got, err)
 	}
 }
