@@ -363,3 +363,31 @@ func TestCloseAnswerLeavesAnotherOwnersRecord(t *testing.T) {
 		t.Error("the owner's close left the record")
 	}
 }
+
+// TestFallbackDeleteSaysRedisKeptTheRecord: a removal Redis did not make (paused) is an error, not
+// a success hiding a record that comes back once Redis answers.
+func TestFallbackDeleteSaysRedisKeptTheRecord(t *testing.T) {
+	t.Parallel()
+	srv := redistest.New(t)
+	a := newObserved(t, srv.URL(), "delete:", "a")
+	admin := newTestRedis(t, srv.URL(), "delete:", "admin")
+	t.Cleanup(func() { admin.Close() })
+	rec := a.f.Records()
+	check(t, rec.Put(t.Context(), "grants", "g1", []byte("kept")))
+	const pause = 2 * time.Second
+	check(t, admin.c.ClientPause(t.Context(), pause).Err())
+	if err := rec.Delete(t.Context(), "grants", "g1"); !errors.Is(err, ErrNotShared) {
+		t.Errorf("a removal Redis did not make: %v, want ErrNotShared", err)
+	}
+	waittest.Eventually(t, pause+3*probeEvery, "back on Redis after its pause", func() bool {
+		_ = a.claim("probe", time.Minute)
+		return !a.f.Degraded()
+	})
+	if _, ok, err := rec.Get(t.Context(), "grants", "g1"); err != nil || !ok {
+		t.Fatalf("the record Redis kept: %v, %v", ok, err)
+	}
+	check(t, rec.Delete(t.Context(), "grants", "g1"))
+	if _, ok, _ := rec.Get(t.Context(), "grants", "g1"); ok {
+		t.Error("removed with Redis back, still found")
+	}
+}

@@ -309,13 +309,19 @@ func (k FallbackRecords) Get(ctx context.Context, coll, id string) ([]byte, bool
 	return g.v, g.ok, err
 }
 
-// Delete removes record id of collection coll, if there is one.
+// ErrNotShared: a record was removed from this replica's memory only; Redis, not reached, keeps it
+// (the caller tries again, or says that it failed).
+var ErrNotShared = errors.New("state: removed on this replica only; the shared store keeps it")
+
+// Delete removes record id of collection coll, if there is one. Unlike the writes, a removal
+// Redis did not make is ErrNotShared: the record comes back once Redis answers again.
 func (k FallbackRecords) Delete(ctx context.Context, coll, id string) error {
 	f := k.f
 	if err := f.local.Records().Delete(ctx, coll, id); err != nil {
 		return err
 	}
-	return do(ctx, f, "delete", func(c context.Context) error { return f.primary.Records().Delete(c, coll, id) }, none)
+	return do(ctx, f, "delete", func(c context.Context) error { return f.primary.Records().Delete(c, coll, id) },
+		func(context.Context) error { return fmt.Errorf("delete: %w", ErrNotShared) })
 }
 
 // List reads every record of collection coll, by id.
