@@ -180,6 +180,7 @@ type Options struct {
 // waiter is a prompt waiting for its click: the first click wins (ch holds one).
 type waiter struct {
 	ch        chan decision
+	asker     string   // who asked for the answer: who decides without deciders (never the button's word)
 	deciders  deciders // nil: the asker alone
 	approvers []string // as MCP_CONFIG names them (people, user groups), for Refusal
 	standing  bool     // Allow for this thread and Always allow are offered
@@ -248,7 +249,7 @@ func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 	switch {
 	case !ok:
 		return DecidedUnknown
-	case w.deciders == nil && user != ref.Asker:
+	case w.deciders == nil && user != w.asker:
 		return DecidedNotAsker
 	case w.deciders != nil && !w.deciders[user]:
 		return DecidedNotApprover
@@ -336,7 +337,7 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 		p.opt.Decided("unresolved", true)
 		return toolinfo.Denied
 	}
-	wt := waiter{deciders: d, approvers: approversOf(q.Calls[0]), standing: d == nil && q.Foreign == ""}
+	wt := waiter{asker: q.Asker, deciders: d, approvers: approversOf(q.Calls[0]), standing: d == nil && q.Foreign == ""}
 	wt.always = wt.standing && p.always.rec != nil
 	ref := ApprovalRef{ThreadTS: q.ThreadTS, TS: q.TS, ID: newApprovalID(), Asker: q.Asker, Approvers: d != nil}
 	approvers := approversOf(q.Calls[0])

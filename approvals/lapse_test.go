@@ -176,3 +176,18 @@ func TestRevocationNotSaidDoneWhenTheGrantStays(t *testing.T) {
 		t.Errorf("a revocation that did not hold: %q, %v", got, err)
 	}
 }
+
+// TestForgedAskerDoesNotDecide: who may decide is the waiting prompt's asker, not the one a button's
+// value names (a forged value naming the clicker, or claiming approvers).
+func TestForgedAskerDoesNotDecide(t *testing.T) {
+	p := New(nil, nil, zaptest.NewLogger(t))
+	p.add("a1", waiter{asker: "U1", standing: true})
+	for _, ref := range []ApprovalRef{{TS: "1.1", ID: "a1", Asker: "U7"}, {TS: "1.1", ID: "a1", Asker: "U7", Approvers: true}} {
+		if got := p.Decide(ref, "U7", ActionToolAllowOnce); got != DecidedNotAsker {
+			t.Errorf("%+v: %v, want DecidedNotAsker", ref, got)
+		}
+	}
+	if got := p.Decide(ApprovalRef{TS: "1.1", ID: "a1", Asker: "U1"}, "U1", ActionToolAllowOnce); got != DecidedHere {
+		t.Errorf("the asker: %v", got)
+	}
+}
