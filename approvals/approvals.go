@@ -186,8 +186,9 @@ type waiter struct {
 	standing  bool     // Allow for this thread and Always allow are offered
 	always    bool     // Always allow is offered
 	// show shows the prompt privately to a person who may decide (Show approval); nil: the prompt
-	// is public.
-	show func(user string)
+	// is public. shows are those in progress, which the prompt waits for once decided.
+	show  func(user string)
+	shows *shows
 }
 
 // decision is a click: the verdict and who gave it.
@@ -256,7 +257,7 @@ func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 	case v == toolinfo.AllowThread && !w.standing, v == toolinfo.AllowAlways && !w.always, v == verdictShow && w.show == nil:
 		return DecidedNotOffered
 	case v == verdictShow:
-		go w.show(user)
+		p.startShow(ref.ID, user)
 		return DecidedHere
 	}
 	select {
@@ -343,10 +344,12 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 	approvers := approversOf(q.Calls[0])
 	prompt := approvalText(q.Asker, approvers, q.Calls, q.Foreign)
 	shown, buttons := prompt, approvalButtons(ref, wt) // what the thread's message says
+	sctx, stopShows := context.WithCancel(ctx)         // the private prompts' posts end with the wait
+	defer stopShows()
 	if p.private(q.Calls) {
 		pref := ref
 		pref.Private = true
-		wt.show = p.shower(ctx, w, q, prompt, approvalButtons(pref, wt), log)
+		wt.show, wt.shows = p.shower(sctx, w, q, prompt, approvalButtons(pref, wt), log), &shows{slots: make(chan struct{}, maxShows)}
 		shown = waitingLine(q.Asker, approvers, q.Calls)
 		buttons = []gateway.Button{{ActionID: ActionToolShowApproval, Text: "Show approval", Value: ref.Value()}}
 	}
@@ -358,13 +361,21 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 		return toolinfo.Denied
 	}
 	p.remember(q, ref.ID, ts, log)
-	if wt.show != nil {
-		showFirst(wt.show, q.Asker, approvers)
+	if wt.show != nil { // while the wait runs: its time is not spent on the posts
+		wt.shows.wg.Add(1)
+		go func() {
+			defer wt.shows.wg.Done()
+			showFirst(wt.show, q.Asker, approvers)
+		}()
 	}
 	dec := wait(ctx, ch, q.Wait)
 	// Decided: a later click is told the request is over (not taken for this one), and no sweep
 	// lapses it while its line is settled and its record removed (settled).
 	p.settled(ref.ID)
+	stopShows()
+	if wt.shows != nil {
+		wt.shows.wg.Wait()
+	}
 	p.keep(q, dec.v, log)
 	settleLine(ctx, w, q, ts, shown+"\n"+verdictLine(dec, q.Asker), log)
 	p.forget(ref.ID, log)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,5 +190,73 @@ func TestForgedAskerDoesNotDecide(t *testing.T) {
 	}
 	if got := p.Decide(ApprovalRef{TS: "1.1", ID: "a1", Asker: "U1"}, "U1", ActionToolAllowOnce); got != DecidedHere {
 		t.Errorf("the asker: %v", got)
+	}
+}
+
+// ephemerals post nothing until their context ends, counting the posts in progress.
+type ephemerals struct {
+	mu       sync.Mutex
+	now, top int
+}
+
+func (e *ephemerals) PostEphemeral(ctx context.Context, _, _, _ string, _ gateway.Msg) error {
+	e.mu.Lock()
+	e.now++
+	e.top = max(e.top, e.now)
+	e.mu.Unlock()
+	<-ctx.Done()
+	e.mu.Lock()
+	e.now--
+	e.mu.Unlock()
+	return ctx.Err()
+}
+
+func (e *ephemerals) RespondPrivate(context.Context, string, gateway.Private) error { return nil }
+
+// TestStopDoesNotWaitForThePrivatePrompts: a Stop while the private prompts are being posted (to
+// each approver in turn, up to showTimeout each) ends the approval at once.
+func TestStopDoesNotWaitForThePrivatePrompts(t *testing.T) {
+	rig := newLapseRig(t)
+	p := NewWith(nil, nil, zaptest.NewLogger(t), Options{Private: &ephemerals{}})
+	ctx, stop := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, stop)
+	q := lapseQ
+	q.Calls, q.Wait = lookupCalls("U7", "U8"), time.Minute
+	began := time.Now()
+	if v := p.Approve(ctx, rig.lines, q); v != toolinfo.Cancelled {
+		t.Errorf("verdict %v", v)
+	}
+	if took := time.Since(began); took > showTimeout/2 {
+		t.Errorf("a Stop took %v", took)
+	}
+}
+
+// TestShowApprovalClicksBounded: Show approval clicks post at most maxShows prompts at a time, and
+// the prompt, decided, waits for them (none is left running).
+func TestShowApprovalClicksBounded(t *testing.T) {
+	rig := newLapseRig(t)
+	e := &ephemerals{}
+	p := NewWith(nil, nil, zaptest.NewLogger(t), Options{Private: e})
+	q := lapseQ
+	q.Calls, q.Wait = lookupCalls(), 300*time.Millisecond
+	done := make(chan toolinfo.Verdict)
+	go func() { done <- p.Approve(t.Context(), rig.lines, q) }()
+	var ref ApprovalRef
+	for ref.ID == "" {
+		time.Sleep(10 * time.Millisecond)
+		p.mu.Lock()
+		for id := range p.waiting {
+			ref = ApprovalRef{TS: q.TS, ID: id, Asker: "U1"}
+		}
+		p.mu.Unlock()
+	}
+	for range 3 * maxShows {
+		p.Decide(ref, "U1", ActionToolShowApproval)
+	}
+	<-done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.top > maxShows+1 || e.now != 0 { // +1: the first prompt, shown at once
+		t.Errorf("%d posts at a time (want at most %d), %d left running", e.top, maxShows+1, e.now)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,9 +45,9 @@ func (p *Approvals) private(calls []toolinfo.Call) bool {
 }
 
 // shower is how the prompt (text, with the decision buttons bs) is shown to one person: an
-// ephemeral in the answer's thread, in the answer's chat.postEphemeral budget.
+// ephemeral in the answer's thread, in the answer's chat.postEphemeral budget, until ctx ends (the
+// wait for the click: a Stop does not wait for the posts).
 func (p *Approvals) shower(ctx context.Context, w *gateway.Writer, q toolinfo.Approval, text string, bs []gateway.Button, log *zap.Logger) func(user string) {
-	ctx = context.WithoutCancel(ctx)
 	turn := gateway.Turn{Wait: func(context.Context) error { return nil }, Throttled: func(time.Duration) {}}
 	if w.Budgets.Ephemerals != nil {
 		turn = gateway.BucketTurn(w.Budgets.Ephemerals)
@@ -61,6 +62,39 @@ func (p *Approvals) shower(ctx context.Context, w *gateway.Writer, q toolinfo.Ap
 			log.Warn("tool approval prompt not shown", zap.String("user", user), zap.Error(err))
 		}
 	}
+}
+
+// maxShows bounds the Show approval clicks of one prompt shown at a time (more are dropped: the
+// clicker clicks again).
+const maxShows = 4
+
+// shows are a prompt's Show approval posts in progress: at most maxShows, waited for once decided.
+type shows struct {
+	wg    sync.WaitGroup
+	slots chan struct{}
+}
+
+// startShow shows the waiting prompt id to user (Show approval) in its own goroutine, unless
+// maxShows are in progress. Under the lock, so that none starts once the prompt is decided.
+func (p *Approvals) startShow(id, user string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.waiting[id]
+	if !ok || w.shows == nil {
+		return
+	}
+	select {
+	case w.shows.slots <- struct{}{}:
+	default:
+		p.log.Debug("tool approval prompt not shown again: enough in progress", zap.String("user", user))
+		return
+	}
+	w.shows.wg.Add(1)
+	go func() {
+		defer w.shows.wg.Done()
+		defer func() { <-w.shows.slots }()
+		w.show(user)
+	}()
 }
 
 // showFirst shows the private prompt to whom it concerns at once: the asker, or each approver
