@@ -260,3 +260,18 @@ func TestShowApprovalClicksBounded(t *testing.T) {
 		t.Errorf("%d posts at a time (want at most %d), %d left running", e.top, maxShows+1, e.now)
 	}
 }
+
+// TestStaleRecordsRemoved: a record a day past its deadline goes, even while its replica is alive
+// (its line could never be rewritten): the collection does not fill up.
+func TestStaleRecordsRemoved(t *testing.T) {
+	rig := newLapseRig(t)
+	a := rig.replica(t, rig.mem.Records(), openAnswers{}, leases{self: "a"})
+	q := lapseQ
+	q.Wait = -25 * time.Hour
+	a.remember(q, "old", "1700000000.000200", a.log)
+	b := rig.replica(t, rig.mem.Records(), openAnswers{}, leases{self: "b", alive: map[string]bool{"a": true}})
+	b.sweep(t.Context())
+	if all, _ := rig.mem.Records().List(t.Context(), collPending); len(all) != 0 {
+		t.Errorf("a stale record is kept: %v", all)
+	}
+}

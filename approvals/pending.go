@@ -59,6 +59,9 @@ const (
 	lapseSweep   = 5 * time.Second
 	lapseGrace   = time.Minute
 	lapseTimeout = 30 * time.Second
+	// staleAfter: a record this long past its deadline is removed without a word (its line was
+	// deleted, or could not be rewritten all this time).
+	staleAfter = 24 * time.Hour
 )
 
 // TextLapsed is what an approval's line says once the bot restarted while it waited.
@@ -155,6 +158,10 @@ func (p *Approvals) sweep(ctx context.Context) {
 		var r pendingRecord
 		if !ok || json.Unmarshal(b, &r) != nil || r.ID != id {
 			continue // not one of this bot's: never acted on
+		}
+		if time.Since(r.Deadline) > staleAfter {
+			p.forget(r.ID, p.log) // its line could never be rewritten: it only fills the collection
+			continue
 		}
 		if p.lapsed(ctx, r) && claim(ctx, p.opt.Claims, r.ID) && p.stillPending(ctx, r) {
 			p.lapse(ctx, r)
