@@ -142,6 +142,8 @@ type Approvals struct {
 	// done are the approvals decided here whose pending record is not removed yet (a failed
 	// Delete): never lapsed, and removed again by each sweep until it works.
 	done map[string]bool
+	// suspects are the pending approvals the last sweep found lapsed (the sweeps' alone).
+	suspects map[string]bool
 
 	allowed *ttlcache.Cache[bool] // channel/thread/user/tool -> allowed for the thread, in this process
 	// marks keep the grants for the other replicas, named with grantKey (grantMark); nil marks or

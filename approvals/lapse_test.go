@@ -89,10 +89,12 @@ func TestLiveReplicasApprovalNotLapsedOnAJournalMiss(t *testing.T) {
 	l := leases{self: "b", alive: map[string]bool{"a": true}}
 	b := rig.replica(t, rig.mem.Records(), openAnswers{}, l)
 	b.sweep(t.Context())
+	b.sweep(t.Context())
 	if strings.Contains(rig.last().Text, "Lapsed") {
 		t.Fatal("a live replica's approval lapsed on a journal miss")
 	}
 	delete(l.alive, "a")
+	b.sweep(t.Context())
 	b.sweep(t.Context())
 	if !strings.Contains(rig.last().Text, "Lapsed") {
 		t.Errorf("a dead replica's approval did not lapse: %q", rig.last().Text)
@@ -115,6 +117,7 @@ func TestSettledApprovalNotLapsedWhenItsRecordStays(t *testing.T) {
 	if v := p.Approve(t.Context(), rig.lines, lapseQ); v != toolinfo.TimedOut {
 		t.Fatalf("verdict %v", v)
 	}
+	p.sweep(t.Context())
 	p.sweep(t.Context())
 	if got := rig.last().Text; !strings.Contains(got, "Not answered in time") {
 		t.Fatalf("a settled approval rewritten: %q", got)
@@ -139,6 +142,7 @@ func TestStaleListingDoesNotLapse(t *testing.T) {
 	stale, _ := rig.mem.Records().List(t.Context(), collPending)
 	a.forget("a1", a.log)
 	b := rig.replica(t, &hookRecords{Records: rig.mem.Records(), list: stale}, openAnswers{}, nil)
+	b.sweep(t.Context())
 	b.sweep(t.Context())
 	if got := rig.last().Text; strings.Contains(got, "Lapsed") {
 		t.Errorf("a decided approval lapsed from a stale listing: %q", got)
@@ -273,5 +277,24 @@ func TestStaleRecordsRemoved(t *testing.T) {
 	b.sweep(t.Context())
 	if all, _ := rig.mem.Records().List(t.Context(), collPending); len(all) != 0 {
 		t.Errorf("a stale record is kept: %v", all)
+	}
+}
+
+// TestOneBlipDoesNotLapse: a replica taken for dead by one sweep alone (a slow shared call answered
+// from this replica's memory) keeps its approval: a lapse needs two sweeps in a row.
+func TestOneBlipDoesNotLapse(t *testing.T) {
+	rig := newLapseRig(t)
+	a := rig.replica(t, rig.mem.Records(), openAnswers{}, leases{self: "a"})
+	line, _ := rig.slack.Post(t.Context(), "C1", lapseQ.Thread, gateway.Msg{Text: "_Waiting…_"})
+	a.add("a1", waiter{})
+	a.remember(lapseQ, "a1", line, a.log)
+	l := leases{self: "b", alive: map[string]bool{}}
+	b := rig.replica(t, rig.mem.Records(), openAnswers{}, l)
+	b.sweep(t.Context()) // the blip
+	l.alive["a"] = true
+	b.sweep(t.Context())
+	b.sweep(t.Context())
+	if strings.Contains(rig.last().Text, "Lapsed") {
+		t.Error("a live replica's approval lapsed on one blip")
 	}
 }

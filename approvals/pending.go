@@ -144,6 +144,8 @@ func (p *Approvals) WatchLapsed(ctx context.Context) {
 	}
 }
 
+// sweep lapses the pending approvals found lapsed in two sweeps in a row (one slow shared call may
+// answer from this replica's memory, where another's answer and liveness are not).
 func (p *Approvals) sweep(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, lapseTimeout)
 	defer cancel()
@@ -153,6 +155,7 @@ func (p *Approvals) sweep(ctx context.Context) {
 		p.log.Debug("pending tool approvals not read", zap.Error(err))
 		return
 	}
+	suspects := map[string]bool{} // lapsed in this sweep: lapsed by the next one if still so
 	for id, sealed := range all {
 		b, ok := state.Unseal(p.opt.Key, collPending, id, sealed)
 		var r pendingRecord
@@ -163,10 +166,15 @@ func (p *Approvals) sweep(ctx context.Context) {
 			p.forget(r.ID, p.log) // its line could never be rewritten: it only fills the collection
 			continue
 		}
-		if p.lapsed(ctx, r) && claim(ctx, p.opt.Claims, r.ID) && p.stillPending(ctx, r) {
+		if !p.lapsed(ctx, r) {
+			continue
+		}
+		suspects[id] = true
+		if p.suspects[id] && claim(ctx, p.opt.Claims, r.ID) && p.stillPending(ctx, r) {
 			p.lapse(ctx, r)
 		}
 	}
+	p.suspects = suspects
 }
 
 // lapsed reports whether r waits no more: not here, nor decided here, and its replica is this
