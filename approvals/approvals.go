@@ -141,7 +141,7 @@ type Approvals struct {
 	waiting map[string]waiter // by ApprovalRef.ID
 	// done are the approvals decided here whose pending record is not removed yet (a failed
 	// Delete): never lapsed, and removed again by each sweep until it works.
-	done map[string]bool
+	done decidedIDs
 	// suspects are the pending approvals the last sweep found lapsed (the sweeps' alone).
 	suspects map[string]bool
 
@@ -259,7 +259,7 @@ func (p *Approvals) Decide(ref ApprovalRef, user, action string) Decided {
 	case v == toolinfo.AllowThread && !w.standing, v == toolinfo.AllowAlways && !w.always, v == verdictShow && w.show == nil:
 		return DecidedNotOffered
 	case v == verdictShow:
-		p.startShow(ref.ID, user)
+		w.shows.start(w.show, user, p.log)
 		return DecidedHere
 	}
 	select {
@@ -301,18 +301,6 @@ func (p *Approvals) remove(id string) {
 	delete(p.waiting, id)
 }
 
-// settled moves id from the waiting prompts to the decided ones whose record is still to remove
-// (forget): a click on it is refused from now on, and no sweep lapses it.
-func (p *Approvals) settled(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.waiting, id)
-	if p.done == nil {
-		p.done = map[string]bool{}
-	}
-	p.done[id] = true
-}
-
 // Approve asks whoever may decide whether q's calls may be made, in one prompt posted through w
 // (the answer's paced writer, whose budgets it shares), and waits for the answer: a click (Decide),
 // q's Wait running out, or ctx ending (a deadline is the answer's time for tools running out). Calls
@@ -351,7 +339,7 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 	if p.private(q.Calls) {
 		pref := ref
 		pref.Private = true
-		wt.show, wt.shows = p.shower(sctx, w, q, prompt, approvalButtons(pref, wt), log), &shows{slots: make(chan struct{}, maxShows)}
+		wt.show, wt.shows = p.shower(sctx, w, q, prompt, approvalButtons(pref, wt), log), newShows()
 		shown = waitingLine(q.Asker, approvers, q.Calls)
 		buttons = []gateway.Button{{ActionID: ActionToolShowApproval, Text: "Show approval", Value: ref.Value()}}
 	}
@@ -364,20 +352,15 @@ func (p *Approvals) approveGroup(ctx context.Context, w *gateway.Writer, q tooli
 	}
 	p.remember(q, ref.ID, ts, log)
 	if wt.show != nil { // while the wait runs: its time is not spent on the posts
-		wt.shows.wg.Add(1)
-		go func() {
-			defer wt.shows.wg.Done()
-			showFirst(wt.show, q.Asker, approvers)
-		}()
+		wt.shows.first(wt.show, q.Asker, approvers)
 	}
 	dec := wait(ctx, ch, q.Wait)
 	// Decided: a later click is told the request is over (not taken for this one), and no sweep
 	// lapses it while its line is settled and its record removed (settled).
-	p.settled(ref.ID)
+	p.done.add(ref.ID) // first: never neither waiting nor decided, for a sweep
+	p.remove(ref.ID)
 	stopShows()
-	if wt.shows != nil {
-		wt.shows.wg.Wait()
-	}
+	wt.shows.stop()
 	p.keep(q, dec.v, log)
 	settleLine(ctx, w, q, ts, shown+"\n"+verdictLine(dec, q.Asker), log)
 	p.forget(ref.ID, log)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -93,7 +94,7 @@ func (p *Approvals) remember(q toolinfo.Approval, id, line string, log *zap.Logg
 // (settled) ones, which the sweeps remove again and never lapse.
 func (p *Approvals) forget(id string, log *zap.Logger) {
 	if p.opt.Records == nil || len(p.opt.Key) == 0 {
-		p.forgotten(id)
+		p.done.drop(id)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
@@ -102,25 +103,12 @@ func (p *Approvals) forget(id string, log *zap.Logger) {
 		log.Warn("decided tool approval not removed; removed again later", zap.Error(err))
 		return
 	}
-	p.forgotten(id)
-}
-
-// forgotten drops id from the decided approvals: its record is removed.
-func (p *Approvals) forgotten(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.done, id)
+	p.done.drop(id)
 }
 
 // forgetDecided removes again the records of the approvals decided here whose removal failed.
 func (p *Approvals) forgetDecided() {
-	p.mu.Lock()
-	ids := make([]string, 0, len(p.done))
-	for id := range p.done {
-		ids = append(ids, id)
-	}
-	p.mu.Unlock()
-	for _, id := range ids {
+	for _, id := range p.done.all() {
 		p.forget(id, p.log)
 	}
 }
@@ -170,7 +158,7 @@ func (p *Approvals) sweep(ctx context.Context) {
 			continue
 		}
 		suspects[id] = true
-		if p.suspects[id] && claim(ctx, p.opt.Claims, r.ID) && p.stillPending(ctx, r) {
+		if p.suspects[id] && claim(ctx, p.opt.Claims, r.ID) && stillPending(ctx, p.opt.Records, r.ID) {
 			p.lapse(ctx, r)
 		}
 	}
@@ -184,13 +172,13 @@ func (p *Approvals) sweep(ctx context.Context) {
 func (p *Approvals) lapsed(ctx context.Context, r pendingRecord) bool {
 	p.mu.Lock()
 	_, here := p.waiting[r.ID]
-	decided := p.done[r.ID]
 	p.mu.Unlock()
+	decided := p.done.has(r.ID)
 	if here || decided {
 		return false
 	}
 	if r.Owner != "" && p.opt.Leases != nil {
-		return p.ownerGone(ctx, r)
+		return ownerGone(ctx, p.opt.Leases, p.opt.Answers, r)
 	}
 	_, open, err := p.opt.Answers.Get(ctx, r.Answer)
 	return err == nil && (!open || time.Now().After(r.Deadline.Add(lapseGrace)))
@@ -198,22 +186,22 @@ func (p *Approvals) lapsed(ctx context.Context, r pendingRecord) bool {
 
 // ownerGone reports whether r's replica waits for it no more: this one (it is not waiting here),
 // or another one that is not alive and whose answer is closed.
-func (p *Approvals) ownerGone(ctx context.Context, r pendingRecord) bool {
-	if r.Owner == p.opt.Leases.Self() {
+func ownerGone(ctx context.Context, l Leases, a Answers, r pendingRecord) bool {
+	if r.Owner == l.Self() {
 		return true
 	}
-	alive, err := p.opt.Leases.Alive(ctx, r.Owner)
+	alive, err := l.Alive(ctx, r.Owner)
 	if err != nil || alive {
 		return false
 	}
-	_, open, err := p.opt.Answers.Get(ctx, r.Answer)
+	_, open, err := a.Get(ctx, r.Answer)
 	return err == nil && !open
 }
 
-// stillPending reports whether r is still kept, read again once claimed: the listing may be older
+// stillPending reports whether record id is still kept, read again once claimed: the listing may be older
 // than the click that decided it (its replica then settled its line and removed it).
-func (p *Approvals) stillPending(ctx context.Context, r pendingRecord) bool {
-	_, ok, err := p.opt.Records.Get(ctx, collPending, r.ID)
+func stillPending(ctx context.Context, rec Records, id string) bool {
+	_, ok, err := rec.Get(ctx, collPending, id)
 	return err == nil && ok
 }
 
@@ -257,4 +245,41 @@ func goneForGood(err error) bool {
 		return true
 	}
 	return false
+}
+
+// decidedIDs are the approvals decided here whose pending record is not removed yet.
+type decidedIDs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (d *decidedIDs) add(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ids == nil {
+		d.ids = map[string]bool{}
+	}
+	d.ids[id] = true
+}
+
+func (d *decidedIDs) drop(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.ids, id)
+}
+
+func (d *decidedIDs) has(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ids[id]
+}
+
+func (d *decidedIDs) all() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := make([]string, 0, len(d.ids))
+	for id := range d.ids {
+		ids = append(ids, id)
+	}
+	return ids
 }

@@ -68,33 +68,62 @@ func (p *Approvals) shower(ctx context.Context, w *gateway.Writer, q toolinfo.Ap
 // clicker clicks again).
 const maxShows = 4
 
-// shows are a prompt's Show approval posts in progress: at most maxShows, waited for once decided.
+// shows are a prompt's Show approval posts in progress: at most maxShows, and none once stopped
+// (the prompt decided), which waits for them. A nil *shows (a public prompt) shows nothing.
 type shows struct {
-	wg    sync.WaitGroup
-	slots chan struct{}
+	mu      sync.Mutex
+	stopped bool
+	wg      sync.WaitGroup
+	slots   chan struct{}
 }
 
-// startShow shows the waiting prompt id to user (Show approval) in its own goroutine, unless
-// maxShows are in progress. Under the lock, so that none starts once the prompt is decided.
-func (p *Approvals) startShow(id, user string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	w, ok := p.waiting[id]
-	if !ok || w.shows == nil {
+func newShows() *shows { return &shows{slots: make(chan struct{}, maxShows)} }
+
+// start shows the prompt to user through show in its own goroutine, unless maxShows are in
+// progress or the prompt is decided.
+func (s *shows) start(show func(string), user string, log *zap.Logger) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
 		return
 	}
 	select {
-	case w.shows.slots <- struct{}{}:
+	case s.slots <- struct{}{}:
 	default:
-		p.log.Debug("tool approval prompt not shown again: enough in progress", zap.String("user", user))
+		log.Debug("tool approval prompt not shown again: enough in progress", zap.String("user", user))
 		return
 	}
-	w.shows.wg.Add(1)
+	s.wg.Add(1)
 	go func() {
-		defer w.shows.wg.Done()
-		defer func() { <-w.shows.slots }()
-		w.show(user)
+		defer s.wg.Done()
+		defer func() { <-s.slots }()
+		show(user)
 	}()
+}
+
+// first shows the prompt to whom it concerns at once (showFirst), in its own goroutine.
+func (s *shows) first(show func(string), asker string, approvers []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		showFirst(show, asker, approvers)
+	}()
+}
+
+// stop starts no more posts and waits for those in progress (their context ended).
+func (s *shows) stop() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.wg.Wait()
 }
 
 // showFirst shows the private prompt to whom it concerns at once: the asker, or each approver
