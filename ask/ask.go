@@ -276,12 +276,7 @@ func (a *Ask) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	a.mu.Lock()
 	a.waiting[ref.ID] = q
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.waiting, ref.ID)
-		a.mu.Unlock()
-		a.settled.Put(ref.ID, true)
-	}()
+	defer a.end(ref.ID, q) // when the question could not be asked
 	text := questionText(asked.Asker, in.Question)
 	ts, err := a.w.Post(ctx, gateway.InterimRetry, nil, a.w.PostTurn(asked.Channel), asked.Channel, asked.Thread,
 		gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: buttons(ref, in.Options)})
@@ -292,13 +287,23 @@ func (a *Ask) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	}
 	a.count(OutcomeAsked)
 	begin := time.Now()
+	var answer string
+	answered := false
 	select {
-	case answer := <-q.answer:
+	case answer = <-q.answer:
+		answered = true
+	case <-ctx.Done():
+	}
+	// No answer waits here any more before the question is rewritten: one given meanwhile is told it
+	// lapsed (Unknown), not taken and dropped. One given as its time ran out counts.
+	if late, ok := a.end(ref.ID, q); ok && !answered && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		answer, answered = late, true
+	}
+	if answered {
 		a.count(OutcomeAnswered)
 		log.Info("question answered", zap.Duration("waited", time.Since(begin)))
 		a.settle(ctx, asked.Channel, ts, text+"\n"+fmt.Sprintf("<@%s> answered: %s", asked.Asker, shown(answer)))
 		return "The person who asked answered: " + answer, nil
-	case <-ctx.Done():
 	}
 	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		a.count(OutcomeCancelled)
@@ -318,10 +323,13 @@ func (a *Ask) Answer(ref Ref, user, name, typed string) Delivered {
 		return NotAsker
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock() // delivered while the question waits (end)
 	q, ok := a.waiting[ref.ID]
-	a.mu.Unlock()
-	if !ok {
+	switch {
+	case !ok:
 		return Unknown
+	case user != q.asker: // the button's value names an asker; the question's own decides
+		return NotAsker
 	}
 	var answer string
 	if i, isOption := optionOf(name); isOption && i < len(q.options) {
@@ -339,6 +347,22 @@ func (a *Ask) Answer(ref Ref, user, name, typed string) Delivered {
 	default: // a second answer: the first counts
 	}
 	return DeliveredHere
+}
+
+// end takes the question id out of those waiting here, marked settled first (so a late answer to it
+// is told it lapsed, and Lapsed leaves its outcome shown), and returns the answer given as it ended
+// (ok: one was).
+func (a *Ask) end(id string, q *question) (answer string, ok bool) {
+	a.settled.Put(id, true)
+	a.mu.Lock()
+	delete(a.waiting, id)
+	a.mu.Unlock()
+	select {
+	case answer = <-q.answer:
+		return answer, true
+	default:
+		return "", false
+	}
 }
 
 // settle rewrites the question with its outcome and without buttons (best effort, on a context

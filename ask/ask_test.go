@@ -259,3 +259,56 @@ func TestAnswersNames(t *testing.T) {
 		t.Errorf("Actions %v", got)
 	}
 }
+
+// A click while the answered question is being rewritten is not taken and dropped without a word:
+// nothing waits for it any more (Unknown, so the clicker is told it lapsed), and the question is
+// not rewritten as lapsed over its outcome.
+func TestAskClickWhileSettling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		at := newAskTest(t)
+		release := make(chan struct{})
+		at.slack.UpdateErr = func(int, gatewaytest.Call) error {
+			<-release // a slow rewrite
+			return nil
+		}
+		out, _, q, ref := at.call(t.Context(), `{"question":"Which env?","options":["a","b"]}`)
+		if got := at.ask.Answer(ref, "U1", ActionOption(0), ""); got != DeliveredHere {
+			t.Fatalf("the asker's click: %v", got)
+		}
+		synctest.Wait() // the rewrite has started
+		if got := at.ask.Answer(ref, "U1", ActionOption(1), ""); got != Unknown {
+			t.Errorf("a click while the question is rewritten: %v, want Unknown", got)
+		}
+		if got := at.ask.Answer(ref, "U1", View, "typed"); got != Unknown {
+			t.Errorf("Other… submitted while the question is rewritten: %v, want Unknown", got)
+		}
+		close(release)
+		if got := <-out; got != "The person who asked answered: a" {
+			t.Errorf("result %q", got)
+		}
+		at.slack.UpdateErr = nil
+		at.ask.Lapsed(t.Context(), "C1", q.TS, ref)
+		if m := at.slack.BotMessages("1.0")[0]; !strings.Contains(m.Text, "answered: a") {
+			t.Errorf("the outcome overwritten: %q", m.Text)
+		}
+	})
+}
+
+// Who may answer is the asker the question was asked of, not the one the button's value names: a
+// value forged to name the clicker decides nothing.
+func TestAskForgedAskerRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		at := newAskTest(t)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		out, _, _, ref := at.call(ctx, `{"question":"Which env?","options":["a"]}`)
+		forged := ref
+		forged.Asker = "U2"
+		if got := at.ask.Answer(forged, "U2", ActionOption(0), ""); got != NotAsker {
+			t.Errorf("a forged asker's click: %v, want NotAsker", got)
+		}
+		if got := <-out; !strings.Contains(got, "did not answer in time") {
+			t.Errorf("result %q: the forged click decided", got)
+		}
+	})
+}
