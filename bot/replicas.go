@@ -294,8 +294,18 @@ func (r *replicas) taken(receipt string) bool {
 	}
 	ctx, cancel := context.WithTimeout(r.notices.closing, sharedTimeout)
 	defer cancel()
-	first, err := r.shared.Claims.Claim(ctx, receipt, 2*handoverMaxAge)
+	claim := r.shared.Claims.Claim
+	if c, ok := r.shared.Claims.(sharedClaims); ok {
+		claim = c.ClaimShared // this process's memory alone cannot see the receiver's claim
+	}
+	first, err := claim(ctx, receipt, 2*handoverMaxAge)
 	return err != nil || !first
+}
+
+// sharedClaims are Claims that can tell when the shared store did not decide a claim
+// (state.FallbackKeys: an error then, not an answer from this process's memory).
+type sharedClaims interface {
+	ClaimShared(ctx context.Context, key string, ttl time.Duration) (first bool, err error)
 }
 
 // writer is the replica writing the answer id ("": none): its journal record's owner, else the
