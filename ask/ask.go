@@ -156,6 +156,16 @@ type Options struct {
 	Settle time.Duration
 	// Counted, when set, counts a question's outcome (metrics). It must not block.
 	Counted func(outcome string)
+	// Settled, when set, shares with the other replicas which questions were settled (the state's
+	// marks), so that a late click handled by another replica leaves the outcome shown (Lapsed).
+	// nil: this process's memory alone.
+	Settled Marks
+}
+
+// Marks are flags shared by the replicas (state's Keys).
+type Marks interface {
+	Mark(ctx context.Context, key string, ttl time.Duration) error
+	Marked(ctx context.Context, key string) (bool, error)
 }
 
 // Ask is the ask_user use case: the tool, the questions waiting in this process, and the handlers of
@@ -173,10 +183,13 @@ type Ask struct {
 	settled *ttlcache.Cache[bool]
 }
 
-// What this process remembers of the questions it settled.
+// What this process remembers of the questions it settled, and how long the replicas' mark of one
+// lasts (markTimeout bounds a call to it).
 const (
 	settledSize = 1000
 	settledTTL  = time.Hour
+	markTTL     = 24 * time.Hour
+	markTimeout = 3 * time.Second
 )
 
 // question is one question waiting for its answer.
@@ -299,6 +312,7 @@ func (a *Ask) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	if late, ok := a.end(ref.ID, q); ok && !answered && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		answer, answered = late, true
 	}
+	a.markSettled(ctx, ref.ID, log)
 	if answered {
 		a.count(OutcomeAnswered)
 		log.Info("question answered", zap.Duration("waited", time.Since(begin)))
@@ -382,11 +396,35 @@ func (a *Ask) settle(ctx context.Context, channel, ts, text string) {
 // Lapsed rewrites the question ref, message ts in channel, which no answer waits for any more (a
 // late click after a restart), as lapsed, without its buttons; unless this process settled it
 // (answered, timed out or stopped), which its message says already.
+// With Options.Settled, a question another replica settled is left too (and one that cannot be told).
 func (a *Ask) Lapsed(ctx context.Context, channel, ts string, ref Ref) {
-	if _, settled := a.settled.Get(ref.ID); ts != "" && !settled {
-		a.settle(ctx, channel, ts, textLapsed)
+	if _, settled := a.settled.Get(ref.ID); ts == "" || settled {
+		return
+	}
+	if a.opt.Settled != nil {
+		mctx, cancel := context.WithTimeout(ctx, markTimeout)
+		settled, err := a.opt.Settled.Marked(mctx, settledKey(ref.ID))
+		cancel()
+		if err != nil || settled {
+			return
+		}
+	}
+	a.settle(ctx, channel, ts, textLapsed)
+}
+
+// markSettled tells the other replicas the question id was settled here (Options.Settled).
+func (a *Ask) markSettled(ctx context.Context, id string, log *zap.Logger) {
+	if a.opt.Settled == nil {
+		return
+	}
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	if err := a.opt.Settled.Mark(mctx, settledKey(id), markTTL); err != nil {
+		log.Warn("question's outcome not shared with the other replicas", zap.Error(err))
 	}
 }
+
+func settledKey(id string) string { return "ask-settled:" + id }
 
 func (a *Ask) count(outcome string) {
 	if a.opt.Counted != nil {

@@ -312,3 +312,46 @@ func TestAskForgedAskerRefused(t *testing.T) {
 		}
 	})
 }
+
+// sharedMarks are the replicas' marks, shared by two Asks as by two replicas.
+type sharedMarks struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *sharedMarks) Mark(_ context.Context, key string, _ time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = true
+	return nil
+}
+
+func (s *sharedMarks) Marked(_ context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key], nil
+}
+
+// A late click on a question another replica settled, handled by a replica that did not settle it
+// (the answer has ended), leaves the outcome shown; one nobody settled is rewritten as lapsed.
+func TestAskLapsedLeavesAnotherReplicasOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		marks := &sharedMarks{m: map[string]bool{}}
+		at := newAskTest(t)
+		at.ask.opt.Settled = marks
+		other := New(at.ask.w, nil, zaptest.NewLogger(t), Options{Settled: marks})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		out, _, q, ref := at.call(ctx, `{"question":"Which env?"}`)
+		<-out // timed out, settled here
+		other.Lapsed(t.Context(), "C1", q.TS, ref)
+		if ms := at.slack.BotMessages("1.0"); !strings.Contains(ms[len(ms)-1].Text, "No answer in time") {
+			t.Errorf("settled on one replica, rewritten as lapsed by another: %q", ms[len(ms)-1].Text)
+		}
+		ts, _ := at.slack.Post(t.Context(), "C1", "1.0", gateway.Msg{Text: "q", Buttons: []gateway.Button{{ActionID: ActionOther}}})
+		other.Lapsed(t.Context(), "C1", ts, Ref{TS: "1.0", ID: "feed", Asker: "U1"})
+		if ms := at.slack.BotMessages("1.0"); ms[len(ms)-1].Text != textLapsed {
+			t.Errorf("a question nobody settled: %q, want it lapsed", ms[len(ms)-1].Text)
+		}
+	})
+}
