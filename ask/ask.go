@@ -156,6 +156,16 @@ type Options struct {
 	Settle time.Duration
 	// Counted, when set, counts a question's outcome (metrics). It must not block.
 	Counted func(outcome string)
+	// Settled, when set, shares with the other replicas which questions were settled (the state's
+	// marks), so that a late click handled by another replica leaves the outcome shown (Lapsed).
+	// nil: this process's memory alone.
+	Settled Marks
+}
+
+// Marks are flags shared by the replicas (state's Keys).
+type Marks interface {
+	Mark(ctx context.Context, key string, ttl time.Duration) error
+	Marked(ctx context.Context, key string) (bool, error)
 }
 
 // Ask is the ask_user use case: the tool, the questions waiting in this process, and the handlers of
@@ -173,10 +183,13 @@ type Ask struct {
 	settled *ttlcache.Cache[bool]
 }
 
-// What this process remembers of the questions it settled.
+// What this process remembers of the questions it settled, and how long the replicas' mark of one
+// lasts (markTimeout bounds a call to it).
 const (
 	settledSize = 1000
 	settledTTL  = time.Hour
+	markTTL     = 24 * time.Hour
+	markTimeout = 3 * time.Second
 )
 
 // question is one question waiting for its answer.
@@ -276,12 +289,7 @@ func (a *Ask) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	a.mu.Lock()
 	a.waiting[ref.ID] = q
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.waiting, ref.ID)
-		a.mu.Unlock()
-		a.settled.Put(ref.ID, true)
-	}()
+	defer a.end(ref.ID, q) // when the question could not be asked
 	text := questionText(asked.Asker, in.Question)
 	ts, err := a.w.Post(ctx, gateway.InterimRetry, nil, a.w.PostTurn(asked.Channel), asked.Channel, asked.Thread,
 		gateway.Msg{Text: text, Mark: convo.Mark{Kind: convo.MarkNotice}, Buttons: buttons(ref, in.Options)})
@@ -292,13 +300,24 @@ func (a *Ask) Call(ctx context.Context, raw json.RawMessage) (string, error) {
 	}
 	a.count(OutcomeAsked)
 	begin := time.Now()
+	var answer string
+	answered := false
 	select {
-	case answer := <-q.answer:
+	case answer = <-q.answer:
+		answered = true
+	case <-ctx.Done():
+	}
+	// No answer waits here any more before the question is rewritten: one given meanwhile is told it
+	// lapsed (Unknown), not taken and dropped. One given as its time ran out counts.
+	if late, ok := a.end(ref.ID, q); ok && !answered && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		answer, answered = late, true
+	}
+	a.markSettled(ctx, ref.ID, log)
+	if answered {
 		a.count(OutcomeAnswered)
 		log.Info("question answered", zap.Duration("waited", time.Since(begin)))
 		a.settle(ctx, asked.Channel, ts, text+"\n"+fmt.Sprintf("<@%s> answered: %s", asked.Asker, shown(answer)))
 		return "The person who asked answered: " + answer, nil
-	case <-ctx.Done():
 	}
 	if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 		a.count(OutcomeCancelled)
@@ -318,10 +337,13 @@ func (a *Ask) Answer(ref Ref, user, name, typed string) Delivered {
 		return NotAsker
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock() // delivered while the question waits (end)
 	q, ok := a.waiting[ref.ID]
-	a.mu.Unlock()
-	if !ok {
+	switch {
+	case !ok:
 		return Unknown
+	case user != q.asker: // the button's value names an asker; the question's own decides
+		return NotAsker
 	}
 	var answer string
 	if i, isOption := optionOf(name); isOption && i < len(q.options) {
@@ -341,6 +363,22 @@ func (a *Ask) Answer(ref Ref, user, name, typed string) Delivered {
 	return DeliveredHere
 }
 
+// end takes the question id out of those waiting here, marked settled first (so a late answer to it
+// is told it lapsed, and Lapsed leaves its outcome shown), and returns the answer given as it ended
+// (ok: one was).
+func (a *Ask) end(id string, q *question) (answer string, ok bool) {
+	a.settled.Put(id, true)
+	a.mu.Lock()
+	delete(a.waiting, id)
+	a.mu.Unlock()
+	select {
+	case answer = <-q.answer:
+		return answer, true
+	default:
+		return "", false
+	}
+}
+
 // settle rewrites the question with its outcome and without buttons (best effort, on a context
 // that outlives a stop for Settle).
 func (a *Ask) settle(ctx context.Context, channel, ts, text string) {
@@ -358,11 +396,35 @@ func (a *Ask) settle(ctx context.Context, channel, ts, text string) {
 // Lapsed rewrites the question ref, message ts in channel, which no answer waits for any more (a
 // late click after a restart), as lapsed, without its buttons; unless this process settled it
 // (answered, timed out or stopped), which its message says already.
+// With Options.Settled, a question another replica settled is left too (and one that cannot be told).
 func (a *Ask) Lapsed(ctx context.Context, channel, ts string, ref Ref) {
-	if _, settled := a.settled.Get(ref.ID); ts != "" && !settled {
-		a.settle(ctx, channel, ts, textLapsed)
+	if _, settled := a.settled.Get(ref.ID); ts == "" || settled {
+		return
+	}
+	if a.opt.Settled != nil {
+		mctx, cancel := context.WithTimeout(ctx, markTimeout)
+		settled, err := a.opt.Settled.Marked(mctx, settledKey(ref.ID))
+		cancel()
+		if err != nil || settled {
+			return
+		}
+	}
+	a.settle(ctx, channel, ts, textLapsed)
+}
+
+// markSettled tells the other replicas the question id was settled here (Options.Settled).
+func (a *Ask) markSettled(ctx context.Context, id string, log *zap.Logger) {
+	if a.opt.Settled == nil {
+		return
+	}
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	if err := a.opt.Settled.Mark(mctx, settledKey(id), markTTL); err != nil {
+		log.Warn("question's outcome not shared with the other replicas", zap.Error(err))
 	}
 }
+
+func settledKey(id string) string { return "ask-settled:" + id }
 
 func (a *Ask) count(outcome string) {
 	if a.opt.Counted != nil {

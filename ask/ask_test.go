@@ -259,3 +259,99 @@ func TestAnswersNames(t *testing.T) {
 		t.Errorf("Actions %v", got)
 	}
 }
+
+// A click while the answered question is being rewritten is not taken and dropped without a word:
+// nothing waits for it any more (Unknown, so the clicker is told it lapsed), and the question is
+// not rewritten as lapsed over its outcome.
+func TestAskClickWhileSettling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		at := newAskTest(t)
+		release := make(chan struct{})
+		at.slack.UpdateErr = func(int, gatewaytest.Call) error {
+			<-release // a slow rewrite
+			return nil
+		}
+		out, _, q, ref := at.call(t.Context(), `{"question":"Which env?","options":["a","b"]}`)
+		if got := at.ask.Answer(ref, "U1", ActionOption(0), ""); got != DeliveredHere {
+			t.Fatalf("the asker's click: %v", got)
+		}
+		synctest.Wait() // the rewrite has started
+		if got := at.ask.Answer(ref, "U1", ActionOption(1), ""); got != Unknown {
+			t.Errorf("a click while the question is rewritten: %v, want Unknown", got)
+		}
+		if got := at.ask.Answer(ref, "U1", View, "typed"); got != Unknown {
+			t.Errorf("Other… submitted while the question is rewritten: %v, want Unknown", got)
+		}
+		close(release)
+		if got := <-out; got != "The person who asked answered: a" {
+			t.Errorf("result %q", got)
+		}
+		at.slack.UpdateErr = nil
+		at.ask.Lapsed(t.Context(), "C1", q.TS, ref)
+		if m := at.slack.BotMessages("1.0")[0]; !strings.Contains(m.Text, "answered: a") {
+			t.Errorf("the outcome overwritten: %q", m.Text)
+		}
+	})
+}
+
+// Who may answer is the asker the question was asked of, not the one the button's value names: a
+// value forged to name the clicker decides nothing.
+func TestAskForgedAskerRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		at := newAskTest(t)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		out, _, _, ref := at.call(ctx, `{"question":"Which env?","options":["a"]}`)
+		forged := ref
+		forged.Asker = "U2"
+		if got := at.ask.Answer(forged, "U2", ActionOption(0), ""); got != NotAsker {
+			t.Errorf("a forged asker's click: %v, want NotAsker", got)
+		}
+		if got := <-out; !strings.Contains(got, "did not answer in time") {
+			t.Errorf("result %q: the forged click decided", got)
+		}
+	})
+}
+
+// sharedMarks are the replicas' marks, shared by two Asks as by two replicas.
+type sharedMarks struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *sharedMarks) Mark(_ context.Context, key string, _ time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = true
+	return nil
+}
+
+func (s *sharedMarks) Marked(_ context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key], nil
+}
+
+// A late click on a question another replica settled, handled by a replica that did not settle it
+// (the answer has ended), leaves the outcome shown; one nobody settled is rewritten as lapsed.
+func TestAskLapsedLeavesAnotherReplicasOutcome(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		marks := &sharedMarks{m: map[string]bool{}}
+		at := newAskTest(t)
+		at.ask.opt.Settled = marks
+		other := New(at.ask.w, nil, zaptest.NewLogger(t), Options{Settled: marks})
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		out, _, q, ref := at.call(ctx, `{"question":"Which env?"}`)
+		<-out // timed out, settled here
+		other.Lapsed(t.Context(), "C1", q.TS, ref)
+		if ms := at.slack.BotMessages("1.0"); !strings.Contains(ms[len(ms)-1].Text, "No answer in time") {
+			t.Errorf("settled on one replica, rewritten as lapsed by another: %q", ms[len(ms)-1].Text)
+		}
+		ts, _ := at.slack.Post(t.Context(), "C1", "1.0", gateway.Msg{Text: "q", Buttons: []gateway.Button{{ActionID: ActionOther}}})
+		other.Lapsed(t.Context(), "C1", ts, Ref{TS: "1.0", ID: "feed", Asker: "U1"})
+		if ms := at.slack.BotMessages("1.0"); ms[len(ms)-1].Text != textLapsed {
+			t.Errorf("a question nobody settled: %q, want it lapsed", ms[len(ms)-1].Text)
+		}
+	})
+}

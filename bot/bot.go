@@ -157,7 +157,7 @@ type Bot struct {
 	turns    *turns
 	replicas *replicas
 	reader   reader
-	wg       sync.WaitGroup // every goroutine started for work
+	tasks    tasks // every goroutine started for work
 	// closing ends when the grace period does (set by Run before any work starts): private notices
 	// are bounded by it, so shutdown ends in time even when Slack is slow.
 	closing context.Context
@@ -257,14 +257,12 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer endClosing()
 	b.closing, b.notices.closing = closing, closing
 
-	// Requests other replicas hand to this one (a Stop on an answer written here), read until the
-	// loop ends.
-	inbox := make(chan *route.Request) // unbuffered: the reader waits for the loop
-	inboxCtx, stopInbox := context.WithCancel(ctx)
-	var inboxWG sync.WaitGroup
-	inboxWG.Go(func() { b.replicas.receive(inboxCtx, inbox) })
-	defer inboxWG.Wait()
+	// Requests other replicas hand to this one (a click on an answer written here), read until this
+	// replica's work has drained: its answers take their clicks until they end (drain).
+	inbox := make(chan *route.Request) // unbuffered: the reader waits; closed once it has ended
+	inboxCtx, stopInbox := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopInbox()
+	go b.replicas.receive(inboxCtx, inbox) // its end is waited for by drain
 
 	frames := b.sock.Frames()
 	var runErr error
@@ -298,9 +296,7 @@ loop:
 				heldSince = time.Time{}
 			}
 		case req := <-inbox:
-			log := b.log.With(zap.String("from", req.From), zap.String("name", req.Name))
-			b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
-			b.release()
+			b.fromReplica(work, req)
 		case req := <-b.submitted:
 			log := b.log.With(zap.String("submitted", req.Name), zap.String("user", req.User))
 			b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
@@ -326,8 +322,16 @@ loop:
 	b.sock.Close()
 	b.release() // acked: answered, or told about the restart (see answer)
 	b.conn.setConnected(false)
-	b.drain(cancelWork, endClosing)
+	b.drain(work, cancelWork, endClosing, inbox, stopInbox)
 	return runErr
+}
+
+// fromReplica dispatches a request another replica handed to this one. Only the loop (then the
+// drain) calls it.
+func (b *Bot) fromReplica(work context.Context, req *route.Request) {
+	log := b.log.With(zap.String("from", req.From), zap.String("name", req.Name))
+	b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
+	b.release()
 }
 
 // later starts f in a goroutine of the bot's once the envelopes arriving with this one are acked:
@@ -342,7 +346,7 @@ func (b *Bot) later(f func()) { b.held = append(b.held, f) }
 // release starts the held work.
 func (b *Bot) release() {
 	for i, f := range b.held {
-		b.wg.Go(f)
+		b.tasks.Go(f)
 		b.held[i] = nil
 	}
 	b.held = b.held[:0]
@@ -358,24 +362,40 @@ func CloseReserve(grace time.Duration) time.Duration {
 // drain waits for work in progress: all of the grace period but CloseReserve, then it cancels
 // the rest with handlers.ErrShutdown and waits for them to write their notes (the handlers
 // bound those by their ShutdownTimeout; the bot's own notices end with the grace period).
-func (b *Bot) drain(cancelWork context.CancelCauseFunc, endClosing context.CancelFunc) {
-	done := make(chan struct{})
-	go func() { b.wg.Wait(); close(done) }() // ends when the work does; waited for below
+// Meanwhile the clicks other replicas hand to this one are still dispatched (a Stop, an approval,
+// an answer to a question on an answer that drains here): the inbox is read until no work is left,
+// and what its reader popped is dispatched before drain waits for the last of it, so a hand-over
+// this replica took (its receipt claimed) always acts or is answered.
+func (b *Bot) drain(work context.Context, cancelWork context.CancelCauseFunc, endClosing context.CancelFunc,
+	inbox <-chan *route.Request, stopInbox context.CancelFunc) {
 	soft := b.opt.Grace - CloseReserve(b.opt.Grace)
 	start := time.Now()
 	stopClosing := time.AfterFunc(b.opt.Grace, endClosing)
 	defer stopClosing.Stop()
 	timer := time.NewTimer(soft)
 	defer timer.Stop()
-	select {
-	case <-done:
-		return
-	case <-timer.C:
+	cancelled := false
+	for idle := b.tasks.idle(); idle != nil; {
+		select {
+		case <-idle:
+			idle = nil
+		case <-timer.C:
+			b.log.Info("shutdown: cancelling work still in progress", zap.Duration("waited", time.Since(start)))
+			cancelWork(handlers.ErrShutdown) // handlers write their final notes on detached, time-boxed contexts
+			cancelled = true
+		case req := <-inbox:
+			b.fromReplica(work, req)
+			idle = b.tasks.idle()
+		}
 	}
-	b.log.Info("shutdown: cancelling work still in progress", zap.Duration("waited", time.Since(start)))
-	cancelWork(handlers.ErrShutdown)
-	<-done // handlers write their final notes on detached, time-boxed contexts
-	b.log.Info("shutdown: all work ended", zap.Duration("took", time.Since(start)))
+	stopInbox()
+	for req := range inbox { // popped as the reader stopped: it acts, or its person is told the answer ended
+		b.fromReplica(work, req)
+	}
+	b.tasks.Wait()
+	if cancelled {
+		b.log.Info("shutdown: all work ended", zap.Duration("took", time.Since(start)))
+	}
 }
 
 // handle processes one frame from the socket. It never blocks for long: it decodes, decides and
@@ -680,7 +700,7 @@ func (b *Bot) showPlace(req *route.Request, place int, log *zap.Logger) bool {
 		}
 	}
 	// Where say would have told it (a click's or a command's request names the place).
-	b.wg.Go(func() { b.notices.tell(req.Channel, req.User, req.ThreadTS, queuedText(place), log) })
+	b.tasks.Go(func() { b.notices.tell(req.Channel, req.User, req.ThreadTS, queuedText(place), log) })
 	return false
 }
 

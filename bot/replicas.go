@@ -294,8 +294,18 @@ func (r *replicas) taken(receipt string) bool {
 	}
 	ctx, cancel := context.WithTimeout(r.notices.closing, sharedTimeout)
 	defer cancel()
-	first, err := r.shared.Claims.Claim(ctx, receipt, 2*handoverMaxAge)
+	claim := r.shared.Claims.Claim
+	if c, ok := r.shared.Claims.(sharedClaims); ok {
+		claim = c.ClaimShared // this process's memory alone cannot see the receiver's claim
+	}
+	first, err := claim(ctx, receipt, 2*handoverMaxAge)
 	return err != nil || !first
+}
+
+// sharedClaims are Claims that can tell when the shared store did not decide a claim
+// (state.FallbackKeys: an error then, not an answer from this process's memory).
+type sharedClaims interface {
+	ClaimShared(ctx context.Context, key string, ttl time.Duration) (first bool, err error)
 }
 
 // writer is the replica writing the answer id ("": none): its journal record's owner, else the
@@ -308,16 +318,19 @@ func (r *replicas) writer(ctx context.Context, req *route.Request, id string) (s
 	return r.shared.Leases.Holder(ctx, "thread:"+threadKey(req.Channel, req.ThreadTS))
 }
 
-// receive reads the requests other replicas hand to this one and passes them to the loop, until
-// ctx ends. The loop dispatches them as if Slack had sent them here; only hand-overs signed with
-// the inbox key, fresh and for this replica, are passed on (inbox.go).
+// receive reads the requests other replicas hand to this one and passes them to out, until ctx
+// ends; then it closes out. The loop, then the drain, dispatches them as if Slack had sent them here;
+// only hand-overs signed with the inbox key, fresh and for this replica, are passed on (inbox.go).
+// A message popped is always passed on, even as ctx ends: its receipt is claimed (firstDelivery), so
+// its sender takes it as delivered, and out is read until it is closed.
 func (r *replicas) receive(ctx context.Context, out chan<- *route.Request) {
+	defer close(out)
 	for {
 		msg, err := r.shared.Inbox.Receive(ctx)
-		if ctx.Err() != nil {
-			return
-		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
 			r.log.Warn("replica inbox", zap.Error(err))
 			if watch.Sleep(ctx, time.Second) != nil {
 				return
@@ -326,7 +339,7 @@ func (r *replicas) receive(ctx context.Context, out chan<- *route.Request) {
 		}
 		h, err := unseal(r.inboxKey, msg, r.shared.Leases.Self(), time.Now())
 		if err == nil {
-			err = r.firstDelivery(ctx, msg)
+			err = r.firstDelivery(context.WithoutCancel(ctx), msg)
 		}
 		if err != nil {
 			// Not from a replica of this bot, too old to act on, or a copy: whoever can write to
@@ -334,12 +347,7 @@ func (r *replicas) receive(ctx context.Context, out chan<- *route.Request) {
 			r.log.Warn("replica inbox: message refused", zap.String("reason", err.Error()), zap.Int("bytes", len(msg)))
 			continue
 		}
-		req := h.request()
-		select {
-		case out <- req:
-		case <-ctx.Done():
-			return
-		}
+		out <- h.request()
 	}
 }
 

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"sync/atomic"
@@ -299,6 +300,32 @@ func (k FallbackKeys) Claim(ctx context.Context, key string, ttl time.Duration) 
 		}
 		return first, err
 	}, func(c context.Context) (bool, error) { return f.local.Keys().Claim(c, key, ttl) })
+}
+
+// ErrNotShared: Redis did not decide a claim (it failed, or this replica is degraded), and a claim
+// made in this process's memory alone would not see the other replicas' (ClaimShared).
+var ErrNotShared = errors.New("state: the claim was not decided by the shared store")
+
+// ClaimShared is Claim decided by Redis alone: when Redis fails or this replica is degraded it
+// returns ErrNotShared rather than an answer from this process's memory, for a caller that acts on
+// what another replica claimed (the check of a hand-over's receipt) and must know when it cannot tell.
+func (k FallbackKeys) ClaimShared(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	f := k.f
+	if f.Degraded() {
+		return false, ErrNotShared
+	}
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	first, err := f.primary.Keys().Claim(rctx, key, ttl)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, errInvalid) {
+			f.failedCall("claim", err)
+		}
+		return false, fmt.Errorf("%w: %w", ErrNotShared, err)
+	}
+	f.streak.Store(0)
+	_, _ = f.local.Keys().Claim(ctx, key, ttl)
+	return first, nil
 }
 
 // Mark sets a flag on key for ttl.

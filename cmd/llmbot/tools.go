@@ -52,7 +52,8 @@ func builtins(cfg Config, questions *ask.Ask, search []toolinfo.Builtin) []tooli
 // changes every answer, and some model services refuse them.
 func (p *parts) questions(tm *ops.ToolMetrics) *ask.Ask {
 	w := &gateway.Writer{Budgets: p.budgets, Msgs: gateway.WriteThrough(p.api, p.threads)}
-	return ask.New(w, p.api, p.log.Named("ask"), ask.Options{Beside: p.cfg.AskUser != "on", Counted: tm.Question})
+	return ask.New(w, p.api, p.log.Named("ask"), ask.Options{Beside: p.cfg.AskUser != "on", Counted: tm.Question,
+		Settled: p.shared.marks})
 }
 
 // slackSearch is the slack_search built-in when SLACK_SEARCH is on (none: off), searching through
