@@ -302,9 +302,11 @@ func (k FallbackKeys) Claim(ctx context.Context, key string, ttl time.Duration) 
 	}, func(c context.Context) (bool, error) { return f.local.Keys().Claim(c, key, ttl) })
 }
 
-// ErrNotShared: Redis did not decide a claim (it failed, or this replica is degraded), and a claim
-// made in this process's memory alone would not see the other replicas' (ClaimShared).
-var ErrNotShared = errors.New("state: the claim was not decided by the shared store")
+// ErrNotShared: Redis did not make or decide a change (it failed, or this replica is degraded), so
+// what this process's memory says alone is not what the other replicas see: a claim not decided
+// (ClaimShared), a record removed here only, which comes back once Redis answers (FallbackRecords.Delete).
+// The caller tries again, or says that it failed.
+var ErrNotShared = errors.New("state: not made in the shared store")
 
 // ClaimShared is Claim decided by Redis alone: when Redis fails or this replica is degraded it
 // returns ErrNotShared rather than an answer from this process's memory, for a caller that acts on

@@ -309,10 +309,6 @@ func (k FallbackRecords) Get(ctx context.Context, coll, id string) ([]byte, bool
 	return g.v, g.ok, err
 }
 
-// ErrNotShared: a record was removed from this replica's memory only; Redis, not reached, keeps it
-// (the caller tries again, or says that it failed).
-var ErrNotShared = errors.New("state: removed on this replica only; the shared store keeps it")
-
 // Delete removes record id of collection coll, if there is one. Unlike the writes, a removal
 // Redis did not make is ErrNotShared: the record comes back once Redis answers again.
 func (k FallbackRecords) Delete(ctx context.Context, coll, id string) error {
