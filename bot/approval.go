@@ -34,9 +34,9 @@ func (b *Bot) ApprovalHandler(a Approver) route.Handler {
 		switch d := a.Decide(ref, req.User, req.Name); d {
 		case approvals.DecidedHere:
 			log.Info("tool approval decided", zap.String("verdict", approvals.VerdictOf(req.Name)))
-			b.later(func() { a.Chose(ref, req.ResponseURL, req.Name) })
+			b.held.later(func() { a.Chose(ref, req.ResponseURL, req.Name) })
 		case approvals.DecidedUnknown:
-			b.later(func() {
+			b.held.later(func() {
 				b.replicas.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "tool approval",
 					failed: approvals.TextApprovalFailed, handed: func() { a.Chose(ref, req.ResponseURL, req.Name) }, ended: func() {
 						a.Lapsed()

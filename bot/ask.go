@@ -39,7 +39,7 @@ func (b *Bot) AskHandler(a Asker) route.Handler {
 			log.Warn("answer to a question ignored: none of its options")
 			return route.Decision{}
 		case ask.Unknown:
-			b.later(func() {
+			b.held.later(func() {
 				b.replicas.elsewhere(req, route.AnswerID(req.Channel, ref.TS), handoff{what: "answer to a question",
 					failed: ask.TextFailed, ended: func() {
 						b.notices.tell(req.Channel, req.User, req.ThreadTS, ask.TextLapsed, log)

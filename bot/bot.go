@@ -164,7 +164,7 @@ type Bot struct {
 
 	// Only the event loop goroutine touches these.
 	seen recent
-	held []func() // work handled but not started yet (see later)
+	held held // work handled but not started yet
 
 	conn    *connection
 	active  *actives
@@ -292,7 +292,7 @@ loop:
 				burst.Reset(burstGap)
 			default: // a burst longer than burstHold: start what waited so far
 				burst.Stop()
-				b.release()
+				b.held.release(&b.tasks)
 				heldSince = time.Time{}
 			}
 		case req := <-inbox:
@@ -300,13 +300,13 @@ loop:
 		case req := <-b.submitted:
 			log := b.log.With(zap.String("submitted", req.Name), zap.String("user", req.User))
 			b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
-			b.release()
+			b.held.release(&b.tasks)
 		case <-burst.C:
 			if len(frames) > 0 && time.Since(heldSince) < b.opt.burstHold {
 				burst.Reset(burstGap) // the burst goes on (its envelopes were slow to handle): ack them first
 				continue
 			}
-			b.release()
+			b.held.release(&b.tasks)
 			heldSince = time.Time{}
 		}
 	}
@@ -320,7 +320,7 @@ loop:
 		b.handle(work, <-frames)
 	}
 	b.sock.Close()
-	b.release() // acked: answered, or told about the restart (see answer)
+	b.held.release(&b.tasks) // acked: answered, or told about the restart (see answer)
 	b.conn.setConnected(false)
 	b.drain(work, cancelWork, endClosing, inbox, stopInbox)
 	return runErr
@@ -331,25 +331,7 @@ loop:
 func (b *Bot) fromReplica(work context.Context, req *route.Request) {
 	log := b.log.With(zap.String("from", req.From), zap.String("name", req.Name))
 	b.dispatch(work, req, time.Now(), log, b.tellLater(req.Channel, req.User, req.ThreadTS, log))
-	b.release()
-}
-
-// later starts f in a goroutine of the bot's once the envelopes arriving with this one are acked:
-// Slack may deliver many envelopes at once (N people asking together), and each answer started
-// at once would compete for the CPU with the acks of the envelopes behind it (parsing, opening
-// HTTP connections, the first Slack and model calls). The loop holds started work until no
-// envelope has come for burstGap (2 ms) and none is waiting, at most burstHold (50 ms), so a
-// burst is acked first.
-// Only the loop goroutine calls it.
-func (b *Bot) later(f func()) { b.held = append(b.held, f) }
-
-// release starts the held work.
-func (b *Bot) release() {
-	for i, f := range b.held {
-		b.tasks.Go(f)
-		b.held[i] = nil
-	}
-	b.held = b.held[:0]
+	b.held.release(&b.tasks)
 }
 
 // CloseReserve is the part of the grace period kept for closing answers once the work left is
@@ -587,7 +569,7 @@ func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time,
 		return
 	}
 	if d.Now {
-		b.later(func() {
+		b.held.later(func() {
 			started := time.Now()
 			err := run(work, h, req)
 			b.notices.failed(err, req.Channel, req.User, req.ThreadTS, log)
@@ -596,7 +578,7 @@ func (b *Bot) dispatch(work context.Context, req *route.Request, read time.Time,
 		return
 	}
 	place := b.slots.join() // in the loop: in arrival order
-	b.later(func() {
+	b.held.later(func() {
 		err := place.wait(work)
 		if err == nil {
 			defer b.slots.release()
@@ -657,7 +639,7 @@ func (b *Bot) startReply(work context.Context, h route.Handler, req *route.Reque
 	}
 	log.Debug("reply queued", zap.Bool("follow_up", rr.FollowUp), zap.Bool("regenerate", rr.Regenerate), zap.Int("text_len", len(rr.Text)))
 	leave := sync.OnceFunc(func() { b.replies.Add(-1) })
-	b.later(func() {
+	b.held.later(func() {
 		shown := inLine > 0 && b.showPlace(req, inLine, log)
 		started, ran, err := b.answer(work, h, req, key, prev, place, leave, log)
 		if shown && ran && (errors.Is(err, handlers.ErrIgnored) || errors.Is(err, errDuplicate)) {
@@ -800,7 +782,7 @@ func queuedText(n int) string { return fmt.Sprintf(queuedFormat, n) }
 func (b *Bot) tellLater(channel, user, threadTS string, log *zap.Logger) func(string) {
 	return func(text string) {
 		if text != "" {
-			b.later(func() { b.notices.tell(channel, user, threadTS, text, log) })
+			b.held.later(func() { b.notices.tell(channel, user, threadTS, text, log) })
 		}
 	}
 }

@@ -71,7 +71,7 @@ func (b *Bot) stopAnswer(req *route.Request, threadTS, ts, id string, log *zap.L
 		return route.Decision{Say: handlers.TextNotAsker}
 	case !stopped:
 		// Not written here: maybe by another replica, which the stop is handed to.
-		b.later(func() { b.replicas.stopElsewhere(req, id, log, ended) })
+		b.held.later(func() { b.replicas.stopElsewhere(req, id, log, ended) })
 		return route.Decision{}
 	}
 	log.Info("answer stopped by the person who asked")
